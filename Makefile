@@ -1,0 +1,36 @@
+# Makefile for zklock, built with PGXS
+#
+#   make && make install        build and install the extension
+#   make installcheck           pg_regress suite (needs a ZooKeeper, see tools/test.sh)
+#   make prove_installcheck     TAP suite
+
+MODULE_big = zklock
+OBJS = \
+	src/zklock.o \
+	src/shmem.o \
+	src/names.o \
+	src/worker.o \
+	src/recipe_lock.o \
+	src/backend.o \
+	src/sqlfuncs.o
+
+EXTENSION = zklock
+DATA = zklock--1.0.sql
+PGFILEDESC = "zklock - ZooKeeper coordination recipes for PostgreSQL"
+
+SHLIB_LINK = -lzookeeper_st
+PG_CPPFLAGS = -I$(srcdir)/src -I/usr/include/zookeeper
+
+REGRESS = setup lock errors status
+REGRESS_OPTS = --temp-config=$(srcdir)/test/regress.conf --temp-instance=tmp_regress \
+	--load-extension=zklock
+
+TAP_TESTS = 1
+PROVE_TESTS = test/t/*.pl
+PROVE_FLAGS = -I $(srcdir)/test/t
+
+EXTRA_CLEAN = tmp_regress tmp_check results regression.diffs regression.out
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)

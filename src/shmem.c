@@ -1,0 +1,235 @@
+/*-------------------------------------------------------------------------
+ *
+ * shmem.c
+ *	  zklock's shared state: the control struct, the table of entries, its
+ *	  free list and the request queue.
+ *
+ *	  Locking and ownership rules
+ *	  ---------------------------
+ *	  One LWLock (zk_ctl->lock) protects the free list, the queue, the
+ *	  connection fields of the control struct and the shared fields of every
+ *	  entry.  Counters are atomics and need no lock.
+ *
+ *	  An entry belongs to the backend that allocated it until that backend
+ *	  sets "released"; from then on it belongs to the worker, which deletes
+ *	  the node (if any) and puts the entry back on the free list.  Only the
+ *	  worker ever frees an entry, so an entry is never reused while a
+ *	  ZooKeeper request about it is still in flight.
+ *
+ *	  A backend writes an entry's request fields once, when it allocates it,
+ *	  and afterwards only "released".  The worker writes state, outcome,
+ *	  token and error.  Fields marked worker-private in zklock.h are read and
+ *	  written by the worker alone, without the lock.
+ *
+ *	  Work reaches the worker through a FIFO of entry numbers linked through
+ *	  "next" (an entry is never on the free list and the queue at once, and
+ *	  is queued at most once thanks to "queued"), so one wake of the worker
+ *	  costs in proportion to the work pending, never to the number of
+ *	  entries in use.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "zklock.h"
+
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+
+ZkControl  *zk_ctl = NULL;
+
+Size
+zk_shmem_size(void)
+{
+	Size		size = offsetof(ZkControl, entries);
+
+	size = add_size(size, mul_size(zklock_max_locks, sizeof(ZkEntry)));
+	return size;
+}
+
+/*
+ * Attach to (and, the first time, initialise) the shared state.
+ * Called from shmem_startup_hook in the postmaster.
+ */
+void
+zk_shmem_init(void)
+{
+	bool		found;
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	zk_ctl = ShmemInitStruct("zklock", zk_shmem_size(), &found);
+	if (!found)
+	{
+		int			i;
+
+		memset(zk_ctl, 0, zk_shmem_size());
+		zk_ctl->lock = &(GetNamedLWLockTranche("zklock"))->lock;
+		zk_ctl->conn_state = ZKC_STOPPED;
+		zk_ctl->max_entries = zklock_max_locks;
+		zk_ctl->queue_head = ZKLOCK_NO_ENTRY;
+		zk_ctl->queue_tail = ZKLOCK_NO_ENTRY;
+		for (i = 0; i < ZKCNT_NUM; i++)
+			pg_atomic_init_u64(&zk_ctl->counters[i], 0);
+		for (i = 0; i < zklock_max_locks; i++)
+		{
+			zk_ctl->entries[i].state = ZKE_FREE;
+			zk_ctl->entries[i].next = (i + 1 < zklock_max_locks) ? i + 1 : ZKLOCK_NO_ENTRY;
+		}
+		zk_ctl->free_head = 0;
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * Error out when the library was not preloaded (zk_ctl is then NULL).
+ */
+void
+zk_require_shmem(void)
+{
+	if (zk_ctl == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("zklock must be loaded via shared_preload_libraries"),
+				 errhint("Add zklock to shared_preload_libraries in postgresql.conf and restart the server.")));
+}
+
+ZkEntry *
+zk_entry(uint32 idx)
+{
+	Assert(idx < (uint32) zk_ctl->max_entries);
+	return &zk_ctl->entries[idx];
+}
+
+uint32
+zk_entry_index(ZkEntry *e)
+{
+	return (uint32) (e - zk_ctl->entries);
+}
+
+/*
+ * Take an entry off the free list.  Caller holds the lock exclusively.
+ * Returns NULL when the table is full.
+ */
+ZkEntry *
+zk_entry_alloc(void)
+{
+	ZkEntry    *e;
+	uint32		gen;
+
+	if (zk_ctl->free_head == ZKLOCK_NO_ENTRY)
+		return NULL;
+	e = zk_entry(zk_ctl->free_head);
+	zk_ctl->free_head = e->next;
+	gen = e->gen + 1;
+	memset(e, 0, offsetof(ZkEntry, name));
+	e->name[0] = e->ename[0] = e->guid[0] = e->parent[0] = e->node[0] = '\0';
+	e->data[0] = '\0';
+	e->gen = gen;
+	e->next = ZKLOCK_NO_ENTRY;
+	e->state = ZKE_PENDING;
+	zk_ctl->used++;
+	return e;
+}
+
+/*
+ * Give an entry back.  Worker only, lock held exclusively.  An entry still
+ * on the queue is only marked; it is freed when the worker dequeues it.
+ */
+void
+zk_entry_free(ZkEntry *e)
+{
+	if (e->state == ZKE_FREE)
+		return;
+	if (e->queued)
+	{
+		e->state = ZKE_DONE;
+		return;
+	}
+	e->state = ZKE_FREE;
+	e->gen++;
+	e->next = zk_ctl->free_head;
+	zk_ctl->free_head = zk_entry_index(e);
+	zk_ctl->used--;
+}
+
+/*
+ * Put an entry on the worker's queue.  Lock held exclusively.
+ */
+void
+zk_enqueue(ZkEntry *e)
+{
+	uint32		idx = zk_entry_index(e);
+
+	if (e->queued)
+		return;
+	e->queued = true;
+	e->next = ZKLOCK_NO_ENTRY;
+	if (zk_ctl->queue_tail == ZKLOCK_NO_ENTRY)
+		zk_ctl->queue_head = idx;
+	else
+		zk_entry(zk_ctl->queue_tail)->next = idx;
+	zk_ctl->queue_tail = idx;
+}
+
+/*
+ * Take the first entry off the queue (worker, lock held exclusively).
+ */
+uint32
+zk_dequeue(void)
+{
+	uint32		idx = zk_ctl->queue_head;
+	ZkEntry    *e;
+
+	if (idx == ZKLOCK_NO_ENTRY)
+		return idx;
+	e = zk_entry(idx);
+	zk_ctl->queue_head = e->next;
+	if (zk_ctl->queue_head == ZKLOCK_NO_ENTRY)
+		zk_ctl->queue_tail = ZKLOCK_NO_ENTRY;
+	e->next = ZKLOCK_NO_ENTRY;
+	e->queued = false;
+	return idx;
+}
+
+void
+zk_wake_worker(void)
+{
+	Latch	   *latch = zk_ctl->worker_latch;
+
+	if (latch)
+		SetLatch(latch);
+}
+
+void
+zk_wake_owner(ZkEntry *e)
+{
+	if (e->procno >= 0 && !e->released)
+		SetLatch(&GetPGProcByNumber(e->procno)->procLatch);
+}
+
+void
+zk_count(ZkCounter c, uint64 n)
+{
+	pg_atomic_fetch_add_u64(&zk_ctl->counters[c], n);
+}
+
+const char *
+zk_conn_state_name(int state)
+{
+	switch (state)
+	{
+		case ZKC_STOPPED:
+			return "stopped";
+		case ZKC_NOT_CONFIGURED:
+			return "not configured";
+		case ZKC_CONNECTING:
+			return "connecting";
+		case ZKC_CONNECTED:
+			return "connected";
+		case ZKC_SUSPENDED:
+			return "suspended";
+		case ZKC_EXPIRED:
+			return "expired";
+	}
+	return "unknown";
+}

@@ -1,0 +1,149 @@
+/*-------------------------------------------------------------------------
+ *
+ * sqlfuncs.c
+ *	  SQL entry points of zklock.  Run in backends: check arguments, then
+ *	  hand over to backend.c.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "zklock.h"
+
+#include "access/htup_details.h"
+#include "datatype/timestamp.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/proc.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+PG_FUNCTION_INFO_V1(zk_lock);
+PG_FUNCTION_INFO_V1(zk_try_lock);
+PG_FUNCTION_INFO_V1(zk_status);
+
+/*
+ * How long to wait: the timeout argument, else lock_timeout when set,
+ * else forever (-1).
+ */
+static int64
+wait_timeout_ms(FunctionCallInfo fcinfo, int argno)
+{
+	Interval   *iv;
+	int64		usecs;
+
+	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
+		return LockTimeout > 0 ? (int64) LockTimeout : -1;
+
+	iv = PG_GETARG_INTERVAL_P(argno);
+	if (iv->month != 0 && (iv->month > 1200 || iv->month < -1200))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock timeout is out of range"),
+				 errhint("Give a timeout between 0 and 100 years, or NULL to use lock_timeout.")));
+	usecs = iv->time + (int64) iv->day * USECS_PER_DAY +
+		(int64) iv->month * DAYS_PER_MONTH * USECS_PER_DAY;
+	if (usecs < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock timeout must not be negative"),
+				 errdetail("The timeout was %s.",
+						   DatumGetCString(DirectFunctionCall1(interval_out,
+															   IntervalPGetDatum(iv)))),
+				 errhint("Give a timeout of zero or more, or NULL to use lock_timeout.")));
+	return usecs / 1000;
+}
+
+/*
+ * zk_lock(name text, timeout interval DEFAULT NULL) RETURNS bigint
+ */
+Datum
+zk_lock(PG_FUNCTION_ARGS)
+{
+	text	   *name;
+	int64		timeout_ms;
+	int64		token;
+	bool		acquired;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();		/* as a strict function would */
+	name = PG_GETARG_TEXT_PP(0);
+	timeout_ms = wait_timeout_ms(fcinfo, 1);
+
+	token = zk_acquire(VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name),
+					   ZKM_EXCLUSIVE, ZKS_TRANSACTION, false, timeout_ms,
+					   &acquired);
+	PG_RETURN_INT64(token);
+}
+
+/*
+ * zk_try_lock(name text) RETURNS boolean
+ */
+Datum
+zk_try_lock(PG_FUNCTION_ARGS)
+{
+	text	   *name = PG_GETARG_TEXT_PP(0);
+	bool		acquired;
+
+	(void) zk_acquire(VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name),
+					  ZKM_EXCLUSIVE, ZKS_TRANSACTION, true, -1, &acquired);
+	PG_RETURN_BOOL(acquired);
+}
+
+/*
+ * zk_status(): one row about the worker, its session and its counters.
+ */
+Datum
+zk_status(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[17];
+	bool		nulls[17];
+	int			conn;
+	uint64		sid;
+	int			stimeout;
+	int			wpid;
+	int			used;
+	int			max;
+	char		servers[ZKLOCK_HOSTS_MAX];
+	char		sidbuf[32];
+	int			i;
+	int			n = 0;
+
+	zk_require_shmem();
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	LWLockAcquire(zk_ctl->lock, LW_SHARED);
+	conn = zk_ctl->conn_state;
+	sid = zk_ctl->session_id;
+	stimeout = zk_ctl->session_timeout;
+	wpid = zk_ctl->worker_pid;
+	used = zk_ctl->used;
+	max = zk_ctl->max_entries;
+	strlcpy(servers, zk_ctl->servers, sizeof(servers));
+	LWLockRelease(zk_ctl->lock);
+
+	memset(nulls, 0, sizeof(nulls));
+	values[n++] = CStringGetTextDatum(zk_conn_state_name(conn));
+	values[n] = CStringGetTextDatum(servers);
+	nulls[n++] = (servers[0] == '\0');
+	snprintf(sidbuf, sizeof(sidbuf), "0x%llx", (unsigned long long) sid);
+	values[n] = CStringGetTextDatum(sidbuf);
+	nulls[n++] = (sid == 0);
+	{
+		Interval   *iv = palloc0(sizeof(Interval));
+
+		iv->time = (int64) stimeout * 1000;
+		values[n] = IntervalPGetDatum(iv);
+		nulls[n++] = (stimeout == 0);
+	}
+	values[n] = Int32GetDatum(wpid);
+	nulls[n++] = (wpid == 0);
+	values[n++] = Int32GetDatum(used);
+	values[n++] = Int32GetDatum(max);
+	for (i = 0; i < ZKCNT_NUM; i++)
+		values[n++] = Int64GetDatum((int64) pg_atomic_read_u64(&zk_ctl->counters[i]));
+	Assert(n == 17);
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}

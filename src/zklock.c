@@ -1,0 +1,137 @@
+/*-------------------------------------------------------------------------
+ *
+ * zklock.c
+ *	  Module load: settings, shared-memory hooks and the worker's
+ *	  registration.  Runs in the postmaster (from shared_preload_libraries)
+ *	  and is inherited by every child.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "zklock.h"
+
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/shmem.h"
+#include "utils/guc.h"
+
+PG_MODULE_MAGIC;
+
+void		_PG_init(void);
+
+char	   *zklock_hosts = NULL;
+char	   *zklock_root = NULL;
+int			zklock_session_timeout = 10000;
+int			zklock_connect_timeout = 5000;
+int			zklock_max_locks = 1024;
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+static void
+zk_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(zk_shmem_size());
+	RequestNamedLWLockTranche("zklock", 1);
+}
+
+static void
+zk_shmem_startup(void)
+{
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	zk_shmem_init();
+}
+
+static bool
+check_root(char **newval, void **extra, GucSource source)
+{
+	const char *why = NULL;
+
+	if (!zk_valid_root(*newval, &why))
+	{
+		GUC_check_errdetail("%s", why);
+		GUC_check_errhint("Use an absolute ZooKeeper path such as \"/zklock\" or \"/apps/zklock\".");
+		return false;
+	}
+	return true;
+}
+
+static bool
+check_hosts(char **newval, void **extra, GucSource source)
+{
+	if (*newval && strlen(*newval) >= ZKLOCK_HOSTS_MAX)
+	{
+		GUC_check_errdetail("The connect string is longer than %d bytes.",
+							ZKLOCK_HOSTS_MAX - 1);
+		return false;
+	}
+	return true;
+}
+
+void
+_PG_init(void)
+{
+	if (!process_shared_preload_libraries_in_progress)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("zklock must be loaded via shared_preload_libraries"),
+				 errdetail("zklock runs a background worker and needs shared memory reserved at server start."),
+				 errhint("Add zklock to shared_preload_libraries in postgresql.conf and restart the server.")));
+
+	DefineCustomStringVariable("zklock.hosts",
+							   "ZooKeeper connect string (host:port pairs, comma separated).",
+							   "Empty means zklock does not connect. A new value reconnects.",
+							   &zklock_hosts,
+							   "",
+							   PGC_SIGHUP,
+							   0,
+							   check_hosts, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.root",
+							   "ZooKeeper path under which zklock keeps its nodes.",
+							   NULL,
+							   &zklock_root,
+							   "/zklock",
+							   PGC_SIGHUP,
+							   0,
+							   check_root, NULL, NULL);
+
+	DefineCustomIntVariable("zklock.session_timeout",
+							"ZooKeeper session timeout asked for by the worker.",
+							"The server may negotiate it into its own bounds. Used for new sessions.",
+							&zklock_session_timeout,
+							10000, 1000, 600000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("zklock.connect_timeout",
+							"How long a request waits for a usable ZooKeeper session before it fails.",
+							NULL,
+							&zklock_connect_timeout,
+							5000, 100, 3600000,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("zklock.max_locks",
+							"Number of lock entries (held or awaited) in shared memory.",
+							NULL,
+							&zklock_max_locks,
+							1024, 16, 1000000,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
+	MarkGUCPrefixReserved("zklock");
+
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = zk_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = zk_shmem_startup;
+
+	zk_register_worker();
+}

@@ -1,0 +1,215 @@
+/*-------------------------------------------------------------------------
+ *
+ * zklock.h
+ *	  Definitions shared by every part of zklock: the shared-memory control
+ *	  struct, the table of entries, settings, and the seams between the
+ *	  backend side (backend.c, sqlfuncs.c), the worker (worker.c,
+ *	  recipe_lock.c) and the shared state (shmem.c).
+ *
+ *	  Who may touch what is written at the top of shmem.c.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ZKLOCK_H
+#define ZKLOCK_H
+
+#include "postgres.h"
+
+#include "port/atomics.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "utils/timestamp.h"
+
+/* Limits */
+#define ZKLOCK_NAME_MAX			255 /* bytes of a lock name */
+#define ZKLOCK_ENAME_MAX		(ZKLOCK_NAME_MAX * 3)	/* encoded component */
+#define ZKLOCK_ROOT_MAX			200 /* bytes of zklock.root */
+#define ZKLOCK_PARENT_MAX		(ZKLOCK_ROOT_MAX + 16 + ZKLOCK_ENAME_MAX)
+#define ZKLOCK_GUID_LEN			32
+#define ZKLOCK_NODE_MAX			64	/* <guid>__rlock__<10 digits> */
+#define ZKLOCK_DATA_MAX			512 /* identity written into a node */
+#define ZKLOCK_ERRMSG_MAX		160
+#define ZKLOCK_HOSTS_MAX		1024
+
+#define ZKLOCK_NO_ENTRY			((uint32) 0xFFFFFFFF)
+
+/* Connection state of the worker's ZooKeeper session, as shown by zk_status */
+typedef enum ZkConnState
+{
+	ZKC_STOPPED = 0,			/* no worker running */
+	ZKC_NOT_CONFIGURED,			/* zklock.hosts is empty */
+	ZKC_CONNECTING,				/* no session yet */
+	ZKC_CONNECTED,				/* session usable */
+	ZKC_SUSPENDED,				/* connection lost, session may be alive */
+	ZKC_EXPIRED					/* session expired, opening a new one */
+} ZkConnState;
+
+/* Lifecycle of an entry; written by the worker only (except FREE->PENDING) */
+typedef enum ZkEntryState
+{
+	ZKE_FREE = 0,
+	ZKE_PENDING,				/* filled in by a backend, nothing sent yet */
+	ZKE_CREATING,				/* create sent, or in doubt after a connection
+								 * loss */
+	ZKE_WAITING,				/* node exists, predecessor watched */
+	ZKE_HELD,					/* node exists and holds the lock */
+	ZKE_DELETING,				/* delete sent */
+	ZKE_DONE					/* no node in ZooKeeper; owner must let go */
+} ZkEntryState;
+
+/* What the owning backend reads to learn the result of its request */
+typedef enum ZkOutcome
+{
+	ZKO_NONE = 0,				/* no answer yet */
+	ZKO_GRANTED,				/* lock held */
+	ZKO_BUSY,					/* try-lock found it taken */
+	ZKO_FAILED,					/* error, see errcode/errmsg */
+	ZKO_LOST					/* was granted, then lost with the session */
+} ZkOutcome;
+
+typedef enum ZkMode
+{
+	ZKM_EXCLUSIVE = 0,
+	ZKM_SHARED
+} ZkMode;
+
+typedef enum ZkScope
+{
+	ZKS_TRANSACTION = 0,
+	ZKS_SESSION
+} ZkScope;
+
+/*
+ * One lock held or awaited by one backend.  See shmem.c for the rules.
+ */
+typedef struct ZkEntry
+{
+	/* set by the allocating backend under the lock */
+	int			procno;			/* owner's PGPROC number */
+	int			pid;			/* owner's pid */
+	Oid			dbid;			/* owner's database */
+	uint32		gen;			/* bumped at every allocation */
+	uint8		mode;			/* ZkMode */
+	uint8		scope;			/* ZkScope */
+	bool		try_only;		/* give up instead of waiting */
+	bool		released;		/* owner let go; the worker frees it */
+	bool		queued;			/* on the request queue */
+
+	/* written by the worker under the lock */
+	uint8		state;			/* ZkEntryState */
+	uint8		outcome;		/* ZkOutcome */
+	int			sqlstate;		/* with ZKO_FAILED */
+	int64		token;			/* czxid of the node, once known */
+	uint64		session;		/* session the node belongs to */
+	TimestampTz requested_at;
+	TimestampTz granted_at;
+	char		errmsg[ZKLOCK_ERRMSG_MAX];
+
+	/* worker-private bookkeeping (no lock needed, only the worker reads) */
+	bool		create_inflight;	/* a create awaits its reply */
+	bool		delete_inflight;	/* a delete awaits its reply */
+	bool		in_doubt;		/* create's fate unknown after conn loss */
+	bool		on_retry;		/* on the worker's retry list */
+	bool		parents_tried;	/* already recreated the parents once */
+
+	uint32		next;			/* free list / queue link */
+
+	char		name[ZKLOCK_NAME_MAX + 1];	/* as the user wrote it */
+	char		ename[ZKLOCK_ENAME_MAX + 1];	/* encoded path component */
+	char		guid[ZKLOCK_GUID_LEN + 1];
+	char		parent[ZKLOCK_PARENT_MAX + 1];	/* full path of the lock */
+	char		node[ZKLOCK_NODE_MAX + 1];	/* our child's name, once known */
+	char		data[ZKLOCK_DATA_MAX];	/* identity stored in the node */
+} ZkEntry;
+
+/* Counters shown by zk_status() */
+typedef enum ZkCounter
+{
+	ZKCNT_REQUESTS = 0,
+	ZKCNT_GRANTS,
+	ZKCNT_RELEASES,
+	ZKCNT_TIMEOUTS,
+	ZKCNT_ABANDONED,
+	ZKCNT_LOST,
+	ZKCNT_WATCH_EVENTS,
+	ZKCNT_RECONNECTS,
+	ZKCNT_SESSIONS,
+	ZKCNT_ZK_ERRORS,
+	ZKCNT_NUM
+} ZkCounter;
+
+typedef struct ZkControl
+{
+	LWLock	   *lock;			/* protects everything below but counters */
+
+	/* the worker */
+	Latch	   *worker_latch;
+	int			worker_pid;
+	uint64		worker_generation;	/* bumped at each worker start */
+
+	/* the session */
+	int			conn_state;		/* ZkConnState */
+	uint64		session_id;
+	int			session_timeout;	/* negotiated, ms */
+	char		servers[ZKLOCK_HOSTS_MAX];	/* connect string in use */
+	char		current_server[64];
+
+	/* entries */
+	int			max_entries;
+	int			used;
+	uint32		free_head;
+	uint32		queue_head;		/* FIFO of entries with pending work */
+	uint32		queue_tail;
+
+	pg_atomic_uint64 counters[ZKCNT_NUM];
+
+	ZkEntry		entries[FLEXIBLE_ARRAY_MEMBER];
+} ZkControl;
+
+/* zklock.c: settings */
+extern char *zklock_hosts;
+extern char *zklock_root;
+extern int	zklock_session_timeout;
+extern int	zklock_connect_timeout;
+extern int	zklock_max_locks;
+
+/* shmem.c */
+extern ZkControl *zk_ctl;
+extern Size zk_shmem_size(void);
+extern void zk_shmem_init(void);
+extern void zk_require_shmem(void);
+extern ZkEntry *zk_entry(uint32 idx);
+extern uint32 zk_entry_index(ZkEntry *e);
+extern ZkEntry *zk_entry_alloc(void);
+extern void zk_entry_free(ZkEntry *e);
+extern void zk_enqueue(ZkEntry *e);
+extern uint32 zk_dequeue(void);
+extern void zk_wake_worker(void);
+extern void zk_wake_owner(ZkEntry *e);
+extern void zk_count(ZkCounter c, uint64 n);
+extern const char *zk_conn_state_name(int state);
+
+/* names.c */
+extern void zk_check_name(const char *name, int len);
+extern void zk_encode_name(const char *name, int len, char *out);
+extern bool zk_valid_root(const char *root, const char **why);
+extern int	zk_node_seq(const char *child);
+extern bool zk_node_is_contender(const char *child, bool *shared);
+
+/* worker.c */
+extern PGDLLEXPORT void zklock_worker_main(Datum arg);
+extern void zk_register_worker(void);
+
+/* recipe_lock.c: worker side of the lock recipe */
+struct _zhandle;
+extern void zk_lock_drive(struct _zhandle *zh, ZkEntry *e);
+extern void zk_lock_session_lost(void);
+extern void zk_lock_reconnected(struct _zhandle *zh);
+extern void zk_lock_set_handle(struct _zhandle *zh, uint64 session_id);
+
+/* backend.c */
+extern void zk_backend_init(void);
+extern int64 zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
+						bool try_only, int64 timeout_ms, bool *acquired);
+
+#endif							/* ZKLOCK_H */
