@@ -21,9 +21,9 @@ PGFILEDESC = "zklock - ZooKeeper coordination recipes for PostgreSQL"
 SHLIB_LINK = -lzookeeper_st
 PG_CPPFLAGS = -I$(srcdir)/src -I/usr/include/zookeeper
 
-REGRESS = setup lock errors status
+REGRESS = setup lock savepoint errors status
 REGRESS_OPTS = --temp-config=$(srcdir)/test/regress.conf --temp-instance=tmp_regress \
-	--load-extension=zklock
+	--load-extension=zklock --load-extension=dblink
 
 TAP_TESTS = 1
 PROVE_TESTS = test/t/*.pl

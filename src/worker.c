@@ -53,8 +53,13 @@ zk_register_worker(void)
 	BackgroundWorker worker;
 
 	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
-	worker.bgw_start_time = BgWorkerStart_PostmasterStart;
+	/*
+	 * The worker connects to no database; asking for a connection anyway
+	 * makes it visible in pg_stat_activity.  Consistent state is the
+	 * earliest such a worker may start, which includes hot standbys.
+	 */
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_ConsistentState;
 	worker.bgw_restart_time = 1;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "zklock");
 	snprintf(worker.bgw_function_name, BGW_MAXLEN, "zklock_worker_main");
@@ -288,6 +293,8 @@ zklock_worker_main(Datum arg)
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	pgstat_report_appname("zklock worker");
 
 	before_shmem_exit(worker_exit, (Datum) 0);
 
