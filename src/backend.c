@@ -312,7 +312,10 @@ wait_for_answer(LocalLock *ll, bool try_only, int64 timeout_ms)
 			ereport(ERROR,
 					(errcode(ERRCODE_CONNECTION_FAILURE),
 					 errmsg("zookeeper did not answer the request for lock \"%s\"", ll->name),
-					 errdetail("No usable ZooKeeper session within zklock.connect_timeout (%d ms); connection state is \"%s\".",
+					 conn == ZKC_CONNECTED ?
+					 errdetail("ZooKeeper did not reply within zklock.connect_timeout (%d ms).",
+							   zklock_connect_timeout) :
+					 errdetail("No usable ZooKeeper session within zklock.connect_timeout (%d ms); the connection is \"%s\".",
 							   zklock_connect_timeout, zk_conn_state_name(conn)),
 					 errhint("Check that ZooKeeper is running and that zklock.hosts is right (see zk_status()), then retry.")));
 		}

@@ -252,7 +252,7 @@ evaluate(ZkEntry *e, const struct String_vector *kids)
 		node_gone(e);
 		if (e->state == ZKE_DONE)
 			fail(e, ERRCODE_CONNECTION_FAILURE,
-				 "the lock node was deleted in zookeeper while waiting");
+				 "The lock node was deleted in ZooKeeper while waiting");
 		return;
 	}
 
@@ -361,7 +361,7 @@ list_done(int rc, const struct String_vector *kids, const void *ctx)
 		node_gone(e);
 		if (e->state == ZKE_DONE)
 			fail(e, ERRCODE_CONNECTION_FAILURE,
-				 "the lock's parent node was deleted in zookeeper while waiting");
+				 "The lock's parent node was deleted in ZooKeeper while waiting");
 		return;
 	}
 	evaluate(e, kids);
@@ -442,7 +442,7 @@ create_done(int rc, const char *name, const struct Stat *stat, const void *ctx)
 	{
 		char		msg[ZKLOCK_ERRMSG_MAX];
 
-		snprintf(msg, sizeof(msg), "could not create the lock node under %s: %s",
+		snprintf(msg, sizeof(msg), "Could not create the lock node under %s: %s",
 				 e->parent, zerror(rc));
 		fail(e, ERRCODE_CONNECTION_FAILURE, msg);
 	}
@@ -626,8 +626,10 @@ zk_lock_reconnected(zhandle_t *h)
  * Rare, so it may look at every entry.
  */
 void
-zk_lock_session_lost(void)
+zk_lock_session_lost(const char *why)
 {
+	char		msg[ZKLOCK_ERRMSG_MAX];
+
 	int			i;
 
 	retry_count = 0;
@@ -654,16 +656,20 @@ zk_lock_session_lost(void)
 				if (!e->released)
 				{
 					zk_count(ZKCNT_LOST, 1);
-					finish(e, ZKO_LOST, ERRCODE_T_R_SERIALIZATION_FAILURE,
-						   "the zookeeper session that held the lock ended");
+				{
+					snprintf(msg, sizeof(msg), "%s while the lock was held", why);
+					finish(e, ZKO_LOST, ERRCODE_T_R_SERIALIZATION_FAILURE, msg);
+				}
 				}
 				node_gone(e);
 				break;
 			case ZKE_CREATING:
 			case ZKE_WAITING:
 				if (!e->released)
-					fail(e, ERRCODE_CONNECTION_FAILURE,
-						 "the zookeeper session ended while waiting for the lock");
+				{
+					snprintf(msg, sizeof(msg), "%s while waiting for the lock", why);
+					fail(e, ERRCODE_CONNECTION_FAILURE, msg);
+				}
 				node_gone(e);
 				break;
 			case ZKE_DELETING:

@@ -70,11 +70,31 @@ zk_register_worker(void)
 	RegisterBackgroundWorker(&worker);
 }
 
-/* The client library's log lines go to the server log. */
+/*
+ * The client library's log lines go to the server log, at most a few per
+ * ten seconds: while ZooKeeper is down it complains at every attempt.
+ */
 static void
 zk_log_line(const char *message)
 {
-	elog(LOG, "zklock: zookeeper client: %s", message);
+	static TimestampTz window_start = 0;
+	static int	lines = 0;
+	static int	dropped = 0;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (now >= TimestampTzPlusMilliseconds(window_start, 10000))
+	{
+		if (dropped > 0)
+			elog(LOG, "zklock: %d more zookeeper client messages were not logged",
+				 dropped);
+		window_start = now;
+		lines = 0;
+		dropped = 0;
+	}
+	if (lines++ < 5)
+		elog(LOG, "zklock: zookeeper client: %s", message);
+	else
+		dropped++;
 }
 
 static void
@@ -161,6 +181,7 @@ session_open(void)
 		return;
 	}
 
+	zoo_set_debug_level(ZOO_LOG_LEVEL_WARN);
 	zh = zookeeper_init2(zklock_hosts, session_watcher, zklock_session_timeout,
 						 NULL, NULL, 0, zk_log_line);
 	if (zh == NULL)
@@ -173,7 +194,6 @@ session_open(void)
 		next_open_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
 		return;
 	}
-	zoo_set_debug_level(ZOO_LOG_LEVEL_WARN);
 	set_conn_state(ZKC_CONNECTING);
 	zk_lock_set_handle(zh, 0);
 }
@@ -183,7 +203,7 @@ session_open(void)
  * depended on it is settled.  Lock held by the caller.
  */
 static void
-session_close(void)
+session_close(const char *why)
 {
 	if (zh != NULL)
 	{
@@ -191,7 +211,7 @@ session_close(void)
 		zh = NULL;
 	}
 	zk_lock_set_handle(NULL, 0);
-	zk_lock_session_lost();
+	zk_lock_session_lost(why);
 	zk_ctl->session_id = 0;
 	zk_ctl->session_timeout = 0;
 	zk_ctl->current_server[0] = '\0';
@@ -208,7 +228,7 @@ worker_exit(int code, Datum arg)
 {
 	LWLockReleaseAll();
 	LWLockAcquire(zk_ctl->lock, LW_EXCLUSIVE);
-	session_close();
+	session_close("The zklock worker exited");
 	zk_ctl->worker_latch = NULL;
 	zk_ctl->worker_pid = 0;
 	set_conn_state(ZKC_STOPPED);
@@ -263,7 +283,7 @@ apply_settings(void)
 		ereport(LOG,
 				(errmsg("zklock: zklock.hosts changed to \"%s\", opening a new session",
 						zklock_hosts)));
-		session_close();
+		session_close("The zklock.hosts setting changed");
 		next_open_at = 0;
 		if (zklock_hosts[0] == '\0')
 		{
@@ -327,7 +347,7 @@ zklock_worker_main(Datum arg)
 		if (reopen_needed)
 		{
 			reopen_needed = false;
-			session_close();
+			session_close("The ZooKeeper session expired");
 			next_open_at = 0;
 		}
 		if (zh == NULL && zklock_hosts[0] != '\0')

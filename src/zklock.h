@@ -203,7 +203,7 @@ extern void zk_register_worker(void);
 /* recipe_lock.c: worker side of the lock recipe */
 struct _zhandle;
 extern void zk_lock_drive(struct _zhandle *zh, ZkEntry *e);
-extern void zk_lock_session_lost(void);
+extern void zk_lock_session_lost(const char *why);
 extern void zk_lock_reconnected(struct _zhandle *zh);
 extern void zk_lock_set_handle(struct _zhandle *zh, uint64 session_id);
 
