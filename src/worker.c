@@ -194,6 +194,12 @@ session_open(void)
 		next_open_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
 		return;
 	}
+	/*
+	 * By default the client resolves the connect string at every
+	 * zookeeper_interest(), which costs several system calls per wake.
+	 * Resolving once a minute, and after every connection loss, is enough.
+	 */
+	zoo_set_servers_resolution_delay(zh, 60000);
 	set_conn_state(ZKC_CONNECTING);
 	zk_lock_set_handle(zh, 0);
 }
