@@ -27,10 +27,12 @@ REGRESS_OPTS = --temp-config=$(srcdir)/test/regress.conf --temp-instance=tmp_reg
 
 TAP_TESTS = 1
 PROVE_TESTS = test/t/*.pl
-PROVE_FLAGS = -I $(srcdir)/test/t
 
 EXTRA_CLEAN = tmp_regress tmp_check results regression.diffs regression.out
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# after PGXS, which resets it: the TAP tests' shared module
+PROVE_FLAGS += -I $(srcdir)/test/t

@@ -1,0 +1,427 @@
+#!/usr/bin/env bash
+# tools/test.sh - build zklock and run its test suites.
+#
+#   tools/test.sh            everything: pg_regress suite, then the TAP suite
+#   tools/test.sh regress    only the pg_regress suite (make installcheck)
+#   tools/test.sh tap        only the TAP suite (test/t/*.pl)
+#   PROVE_TESTS=test/t/010_contention.pl tools/test.sh tap     one TAP file
+#
+# As root (CI, fresh Debian 12): installs the packages (tools/deps.sh), copies
+# the tree to a fresh directory under /tmp, builds it there (`make` must not
+# print a single compiler warning), installs it (`make install`), gives the
+# copy to the `postgres` user and runs the suites as that user (initdb refuses
+# root).  The source tree itself is not modified.
+#
+# As another user: the packages and the extension must already be installed
+# (`make install` as root); the suites run in place, in this tree.
+#
+# The pg_regress suite needs a ZooKeeper on the port of test/regress.conf
+# (127.0.0.1:29181), which this script starts (tools/zk.sh) and stops.  The
+# TAP tests start their own ZooKeepers and find the tree through ZKLOCK_SRC,
+# ZKLOCK_ZK_SH and ZKLOCK_ZKQ.  Every ZooKeeper and PostgreSQL left behind
+# under the test tree is stopped at the end, even after a failure.
+#
+# The last line of output is always "zklock: N passed, M failed" (pg_regress
+# tests plus TAP test files; a build failure counts as one failed test); the
+# exit status is 0 only if nothing failed.
+#
+# Environment: PROVE_TESTS (TAP files, relative to the tree or bare names),
+# PROVE_FLAGS (extra flags for prove, e.g. --verbose),
+# ZKLOCK_REGRESS_TIMEOUT (s, default 300), ZKLOCK_TAP_TIMEOUT (s, default 840),
+# ZKLOCK_KEEP=1 keeps the /tmp copy even when everything passed.
+
+set -u
+set -o pipefail
+
+SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+MODE=${1:-all}
+case $MODE in
+    all|regress|tap) ;;
+    -h|--help|help) sed -n '2,33s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    *) echo "usage: tools/test.sh [regress|tap]" >&2; exit 2 ;;
+esac
+[ $# -le 1 ] || { echo "usage: tools/test.sh [regress|tap]" >&2; exit 2; }
+
+REGRESS_TIMEOUT=${ZKLOCK_REGRESS_TIMEOUT:-300}
+TAP_TIMEOUT=${ZKLOCK_TAP_TIMEOUT:-840}
+PYTHON=${ZKLOCK_PYTHON:-/usr/bin/python3}
+
+PASSED=0
+FAILED=0
+
+say() { printf '\n=== %s  %s\n' "$(date +%T)" "$*"; }
+
+summary() {
+    echo
+    echo "zklock: $PASSED passed, $FAILED failed"
+}
+
+# Stop every ZooKeeper (zk.pid) and PostgreSQL (postmaster.pid) left running
+# below directory $1.  Both checks look at the process's command line, so a
+# stale pid file never hits an unrelated process.
+sweep() {
+    local root=$1 f d pid
+    [ -d "$root" ] || return 0
+    while IFS= read -r f; do
+        d=$(dirname "$f")
+        bash "$SRC/tools/zk.sh" status "$d" >/dev/null 2>&1 || continue
+        echo "test.sh: stopping leftover ZooKeeper in $d"
+        bash "$SRC/tools/zk.sh" kill "$d" >/dev/null 2>&1
+    done < <(find "$root" -name zk.pid -type f 2>/dev/null)
+    while IFS= read -r f; do
+        d=$(dirname "$f")
+        pid=$(head -n 1 "$f" 2>/dev/null)
+        case $pid in ''|*[!0-9]*) continue ;; esac
+        [ -r "/proc/$pid/cmdline" ] || continue
+        tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qxF "$d" || continue
+        echo "test.sh: stopping leftover PostgreSQL in $d (pid $pid)"
+        kill -QUIT "$pid" 2>/dev/null
+        for _ in $(seq 1 50); do
+            [ -d "/proc/$pid" ] || break
+            sleep 0.1
+        done
+        [ -d "/proc/$pid" ] && kill -KILL "$pid" 2>/dev/null
+    done < <(find "$root" -name postmaster.pid -type f 2>/dev/null)
+}
+
+# make, failing on any compiler warning
+build() {
+    local dir=$1 log
+    log=$(mktemp /tmp/zklock-build.XXXXXX.log)
+    say "build (make in $dir)"
+    if ! make -C "$dir" -j2 </dev/null 2>&1 | tee "$log"; then
+        echo "test.sh: make failed" >&2
+        rm -f "$log"
+        return 1
+    fi
+    if grep -qiE '(^|[^[:alnum:]_])warning:' "$log"; then
+        echo "test.sh: the build printed compiler warnings (they are errors here):" >&2
+        grep -iE -A3 '(^|[^[:alnum:]_])warning:' "$log" >&2
+        rm -f "$log"
+        return 1
+    fi
+    rm -f "$log"
+    echo "build: no warnings"
+}
+
+install_ext() {
+    local dir=$1 log
+    log=$(mktemp /tmp/zklock-install.XXXXXX.log)
+    say "install (make install)"
+    if ! make -C "$dir" install </dev/null >"$log" 2>&1; then
+        cat "$log" >&2
+        rm -f "$log"
+        echo "test.sh: make install failed" >&2
+        return 1
+    fi
+    rm -f "$log"
+    echo "installed into $(pg_config --pkglibdir) and $(pg_config --sharedir)/extension"
+}
+
+#
+# The suites (run in $SRC, as a non-root user)
+#
+
+# run_timed LOG SECONDS CMD...: run CMD (in $SRC) with a time limit, output
+# shown live and kept in LOG; returns CMD's status (124 on timeout).  CMD runs
+# in the background under timeout(1), which gives it a process group of its
+# own: on SIGINT/SIGTERM the trap below passes SIGTERM on to that group, and
+# on timeout timeout(1) kills the group itself.
+TIMED_PID=""
+run_timed() {
+    local log=$1 t=$2 rc tail_pid
+    shift 2
+    : >"$log"
+    (cd "$SRC" && exec timeout -k 20 "$t" "$@") </dev/null >"$log" 2>&1 &
+    TIMED_PID=$!
+    tail -n +1 -f --pid="$TIMED_PID" "$log" &
+    tail_pid=$!
+    wait "$TIMED_PID"
+    rc=$?
+    TIMED_PID=""
+    wait "$tail_pid" 2>/dev/null
+    return $rc
+}
+
+on_signal() {
+    if [ -n "$TIMED_PID" ]; then
+        echo "test.sh: interrupted, stopping the running suite" >&2
+        kill -TERM "$TIMED_PID" 2>/dev/null
+        wait "$TIMED_PID" 2>/dev/null
+        TIMED_PID=""
+    fi
+    exit 130
+}
+
+REGRESS_ZKDIR=""
+
+stop_regress_zk() {
+    if [ -n "$REGRESS_ZKDIR" ]; then
+        bash "$SRC/tools/zk.sh" stop "$REGRESS_ZKDIR" >/dev/null 2>&1 ||
+            bash "$SRC/tools/zk.sh" kill "$REGRESS_ZKDIR" >/dev/null 2>&1
+        rm -rf "$REGRESS_ZKDIR"
+        REGRESS_ZKDIR=""
+    fi
+}
+
+run_regress() {
+    local port log rc ok bad
+    say "pg_regress suite (make installcheck)"
+    port=$(sed -n "s/^[[:space:]]*zklock\.hosts[[:space:]]*=[[:space:]]*'[^:']*:\([0-9]*\).*/\1/p" \
+        "$SRC/test/regress.conf" | head -n 1)
+    port=${port:-29181}
+    REGRESS_ZKDIR=$(mktemp -d /tmp/zklock-regress-zk.XXXXXX)
+    if ! bash "$SRC/tools/zk.sh" start "$REGRESS_ZKDIR" "$port"; then
+        echo "test.sh: could not start ZooKeeper on 127.0.0.1:$port for pg_regress" >&2
+        stop_regress_zk
+        FAILED=$((FAILED + 1))
+        return
+    fi
+    log=$(mktemp /tmp/zklock-regress.XXXXXX.log)
+    run_timed "$log" "$REGRESS_TIMEOUT" make installcheck TAP_TESTS=
+    rc=$?
+    stop_regress_zk
+    [ "$rc" -eq 124 ] && echo "test.sh: pg_regress suite timed out after ${REGRESS_TIMEOUT}s" >&2
+    # PostgreSQL 15 pg_regress: "test NAME ... ok  12 ms" (or "     NAME ..." in a group)
+    ok=$(grep -cE '^(test| ) *[^ ]+ +\.\.\. +(ok|failed \(ignored\))' "$log")
+    bad=$(grep -cE '^(test| ) *[^ ]+ +\.\.\. +FAILED' "$log")
+    if [ "$rc" -ne 0 ] && [ "$bad" -eq 0 ]; then
+        bad=1  # the suite itself failed (temp instance, timeout...)
+    fi
+    PASSED=$((PASSED + ok))
+    FAILED=$((FAILED + bad))
+    if [ "$rc" -ne 0 ] || [ "$bad" -ne 0 ]; then
+        if [ -s "$SRC/regression.diffs" ]; then
+            echo
+            echo "----- regression.diffs -----"
+            head -n 400 "$SRC/regression.diffs"
+        fi
+        if [ -f "$SRC/tmp_regress/log/postmaster.log" ]; then
+            echo "----- tail of tmp_regress/log/postmaster.log -----"
+            tail -n 60 "$SRC/tmp_regress/log/postmaster.log"
+        fi
+    fi
+    echo "pg_regress: $ok passed, $bad failed"
+    rm -f "$log"
+}
+
+# TAP files to run, relative to $SRC
+tap_files() {
+    local t f out=()
+    if [ -n "${PROVE_TESTS:-}" ]; then
+        for t in $PROVE_TESTS; do
+            case $t in "$ORIG_SRC"/*) t=${t#"$ORIG_SRC"/} ;; esac
+            if [ -f "$SRC/$t" ]; then
+                out+=("$t")
+            elif [ -f "$SRC/test/t/$t" ]; then
+                out+=("test/t/$t")
+            elif [ -f "$SRC/test/t/$t.pl" ]; then
+                out+=("test/t/$t.pl")
+            else
+                echo "test.sh: no TAP test $t" >&2
+                return 1
+            fi
+        done
+    else
+        for f in "$SRC"/test/t/*.pl; do
+            [ -f "$f" ] && out+=("test/t/${f##*/}")
+        done
+    fi
+    echo "${out[*]:-}"
+}
+
+run_tap() {
+    local files n log rc ok bad total f name target
+    say "TAP suite (prove test/t)"
+    if ! files=$(tap_files); then
+        FAILED=$((FAILED + 1))
+        return
+    fi
+    if [ -z "$files" ]; then
+        echo "no TAP tests in test/t"
+        return
+    fi
+    n=$(wc -w <<<"$files")
+    export ZKLOCK_SRC=$SRC
+    export ZKLOCK_ZK_SH=$SRC/tools/zk.sh
+    export ZKLOCK_ZKQ=$SRC/test/zkq.py
+    export ZKLOCK_PYTHON=$PYTHON
+    # PGXS has no prove_installcheck target of its own; `installcheck` with
+    # REGRESS emptied runs just the TAP part
+    if (cd "$SRC" && make -n prove_installcheck >/dev/null 2>&1); then
+        target=(prove_installcheck)
+    else
+        target=(installcheck REGRESS=)
+    fi
+    # PGXS's Makefile.global (included at the end of our Makefile) resets
+    # PROVE_FLAGS, so it is given on the command line, where it wins
+    local pflags="-I ./test/t${PROVE_FLAGS:+ $PROVE_FLAGS}"
+    export PERL5LIB="$SRC/test/t${PERL5LIB:+:$PERL5LIB}"
+    log=$(mktemp /tmp/zklock-tap.XXXXXX.log)
+    run_timed "$log" "$TAP_TIMEOUT" make "${target[@]}" "PROVE_TESTS=$files" "PROVE_FLAGS=$pflags"
+    rc=$?
+    [ "$rc" -eq 124 ] && echo "test.sh: TAP suite timed out after ${TAP_TIMEOUT}s" >&2
+    sweep "$SRC/tmp_check"
+    total=$(sed -n 's/^Files=\([0-9]*\),.*/\1/p' "$log" | tail -n 1)
+    local failed_files=()
+    if [ -n "$total" ]; then
+        # prove's "Test Summary Report" names each failed file
+        mapfile -t failed_files < <(sed -n 's/^\([^ ]*\.pl\) *(Wstat:.*/\1/p' "$log" | sort -u)
+        bad=${#failed_files[@]}
+        if [ "$rc" -ne 0 ] && [ "$bad" -eq 0 ]; then
+            bad=1
+        fi
+        ok=$((total - bad))
+        [ $ok -ge 0 ] || ok=0
+    else
+        # prove did not finish (timeout, crash): the files reported ok passed
+        ok=$(grep -cE '^[^ ]+\.pl \.+ ok' "$log")
+        bad=$((n - ok))
+        [ $bad -ge 1 ] || bad=1
+        for f in $files; do
+            grep -qE "^$f \\.+ ok" "$log" || failed_files+=("$f")
+        done
+    fi
+    PASSED=$((PASSED + ok))
+    FAILED=$((FAILED + bad))
+    if [ "$bad" -ne 0 ]; then
+        for f in "${failed_files[@]}"; do
+            name=${f##*/}
+            name=${name%.pl}
+            if [ -f "$SRC/tmp_check/log/regress_log_$name" ]; then
+                echo
+                echo "----- tail of tmp_check/log/regress_log_$name -----"
+                tail -n 100 "$SRC/tmp_check/log/regress_log_$name"
+            fi
+            for l in "$SRC"/tmp_check/log/"${name}"_*.log; do
+                [ -f "$l" ] || continue
+                echo
+                echo "----- tail of tmp_check/log/${l##*/} -----"
+                tail -n 40 "$l"
+            done
+        done
+        [ ${#failed_files[@]} -gt 0 ] || {
+            echo "----- tmp_check/log -----"
+            ls -l "$SRC/tmp_check/log" 2>/dev/null
+        }
+    fi
+    echo "TAP: $ok passed, $bad failed"
+    rm -f "$log"
+}
+
+run_suites() {
+    case $MODE in
+        all) run_regress; run_tap ;;
+        regress) run_regress ;;
+        tap) run_tap ;;
+    esac
+}
+
+#
+# Entry points
+#
+
+ORIG_SRC=${ZKLOCK_ORIG_SRC:-$SRC}
+
+if [ -n "${ZKLOCK_TEST_INNER:-}" ]; then
+    # re-invoked by the root part below, as postgres, in the copy
+    trap 'stop_regress_zk; sweep "$SRC"' EXIT
+    trap on_signal INT TERM
+    run_suites
+    echo "$PASSED $FAILED" >"$ZKLOCK_TEST_RESULT"
+    exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+    # unprivileged: run in place, with what is installed
+    trap 'rc=$?; stop_regress_zk; sweep "$SRC"; [ $rc -ne 0 ] && [ "$FAILED" -eq 0 ] && FAILED=1; summary' EXIT
+    trap on_signal INT TERM
+    if ! bash "$SRC/tools/deps.sh"; then
+        FAILED=$((FAILED + 1))
+        exit 1
+    fi
+    if ! build "$SRC"; then
+        FAILED=$((FAILED + 1))
+        exit 1
+    fi
+    lib=$(pg_config --pkglibdir)/zklock.so
+    if [ ! -f "$lib" ] || [ ! -f "$(pg_config --sharedir)/extension/zklock.control" ]; then
+        echo "test.sh: zklock is not installed; run tools/test.sh as root, or make install as root" >&2
+        FAILED=$((FAILED + 1))
+        exit 1
+    fi
+    if [ "$SRC/zklock.so" -nt "$lib" ]; then
+        echo "test.sh: warning: this tree's zklock.so is newer than the installed $lib (make install as root?)" >&2
+    fi
+    run_suites
+    [ "$FAILED" -eq 0 ]
+    exit
+fi
+
+# root
+WORK=""
+cleanup_root() {
+    local rc=$?
+    # an interrupted or otherwise aborted run is not a success
+    [ "$rc" -ne 0 ] && [ "$FAILED" -eq 0 ] && FAILED=1
+    if [ -n "$WORK" ]; then
+        sweep "$WORK"
+        if [ "$FAILED" -eq 0 ] && [ "$rc" -eq 0 ] && [ -z "${ZKLOCK_KEEP:-}" ]; then
+            rm -rf "$WORK"
+        else
+            echo "test.sh: test tree kept in $WORK"
+        fi
+    fi
+    summary
+    if [ "$FAILED" -ne 0 ]; then exit 1; fi
+    exit "$rc"
+}
+trap cleanup_root EXIT
+trap on_signal INT TERM
+
+say "dependencies (tools/deps.sh)"
+if ! bash "$SRC/tools/deps.sh"; then
+    FAILED=$((FAILED + 1))
+    exit 1
+fi
+id postgres >/dev/null 2>&1 || { echo "test.sh: no postgres user" >&2; FAILED=$((FAILED + 1)); exit 1; }
+
+WORK=$(mktemp -d /tmp/zklock-test.XXXXXX)
+# a clean copy: no VCS data, no build products or results of earlier runs
+tar -C "$SRC" -cf - \
+    --exclude=./.git --exclude='*.o' --exclude='*.so' --exclude='*.bc' \
+    --exclude=./tmp_check --exclude=./tmp_regress --exclude=./results \
+    --exclude=./regression.diffs --exclude=./regression.out --exclude=__pycache__ \
+    . | tar -C "$WORK" -xf - || { echo "test.sh: cannot copy the tree to $WORK" >&2; FAILED=$((FAILED + 1)); exit 1; }
+
+if ! build "$WORK"; then
+    FAILED=$((FAILED + 1))
+    exit 1
+fi
+if ! install_ext "$WORK"; then
+    FAILED=$((FAILED + 1))
+    exit 1
+fi
+
+chown -R postgres:postgres "$WORK"
+chmod 755 "$WORK"
+result=$WORK/.zklock-test-result
+rm -f "$result"
+# the suites, as postgres, in the copy; a PATH without root's private dirs
+inner_path=$(dirname "$(command -v pg_config)"):/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin
+(cd "$WORK" && runuser -u postgres -- env \
+    ZKLOCK_TEST_INNER=1 ZKLOCK_TEST_RESULT="$result" ZKLOCK_ORIG_SRC="$SRC" \
+    HOME=/var/lib/postgresql PATH="$inner_path" \
+    PROVE_TESTS="${PROVE_TESTS:-}" PROVE_FLAGS="${PROVE_FLAGS:-}" \
+    bash "$WORK/tools/test.sh" "$MODE" </dev/null)
+inner_rc=$?
+if [ -s "$result" ]; then
+    read -r p f <"$result"
+    PASSED=$((PASSED + p))
+    FAILED=$((FAILED + f))
+else
+    echo "test.sh: the test run as postgres ended abnormally (exit $inner_rc)" >&2
+    FAILED=$((FAILED + 1))
+fi
+[ "$FAILED" -eq 0 ]
+exit
