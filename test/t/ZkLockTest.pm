@@ -1,0 +1,857 @@
+
+# ZkLockTest.pm - shared helpers for the zklock TAP tests
+#
+# Every test file starts its own ZooKeeper (tools/zk.sh) on a free loopback
+# port and its own PostgreSQL node that preloads zklock and points at it.
+# ZooKeeper's content is always inspected through ZooKeeper itself
+# (test/zkq.py, run with the Python that has kazoo), never only through SQL.
+#
+# Environment (set by tools/test.sh; sensible defaults otherwise):
+#   ZKLOCK_SRC      root of the source tree
+#   ZKLOCK_ZK_SH    path of tools/zk.sh
+#   ZKLOCK_ZKQ      path of test/zkq.py
+#   ZKLOCK_PYTHON   Python interpreter with kazoo (default /usr/bin/python3)
+
+package ZkLockTest;
+
+use strict;
+use warnings FATAL => 'all';
+
+use Carp;
+use Cwd qw(abs_path);
+use Exporter 'import';
+use File::Basename qw(dirname);
+use File::Path qw(rmtree);
+use IPC::Run;
+use JSON::PP;
+use Time::HiRes qw(time usleep);
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+our @EXPORT = qw(
+  zk_start zk_stop zk_kill zk_freeze zk_thaw zk_restart zk_cmd
+  zkq zk_count zk_wait_count zk_tree zk_children
+  zk_node zk_status zk_status_value wait_for_state worker_pid wait_for_worker
+  new_session one_shot wait_until elapsed_since
+  wait_for_backend_active try_lock_elsewhere
+  kazoo_client
+);
+
+our $SRC = $ENV{ZKLOCK_SRC} // abs_path(dirname(__FILE__) . '/../..');
+our $ZK_SH = $ENV{ZKLOCK_ZK_SH} // "$SRC/tools/zk.sh";
+our $ZKQ = $ENV{ZKLOCK_ZKQ} // "$SRC/test/zkq.py";
+our $PYTHON = $ENV{ZKLOCK_PYTHON} // '/usr/bin/python3';
+
+# ZooKeeper servers started by this test file, stopped in END
+my @zookeepers;
+
+#
+# Small utilities
+#
+
+# Poll $code (returns true when done) every $interval s for up to $timeout s.
+# Returns the last value of $code (true on success, false on timeout).
+sub wait_until
+{
+	my ($code, $timeout, $interval) = @_;
+	$timeout //= 30;
+	$interval //= 0.1;
+	my $deadline = time() + $timeout;
+	while (1)
+	{
+		my $r = $code->();
+		return $r if $r;
+		return $r if time() >= $deadline;
+		usleep(int($interval * 1_000_000));
+	}
+}
+
+sub elapsed_since
+{
+	my ($t0) = @_;
+	return time() - $t0;
+}
+
+# Run a command, return (exit code, stdout, stderr).  Never dies.
+sub _run
+{
+	my ($cmd, $timeout) = @_;
+	$timeout //= 120;
+	my ($out, $err) = ('', '');
+	my $ok = eval {
+		IPC::Run::run($cmd, '<', \undef, '>', \$out, '2>', \$err,
+			IPC::Run::timeout($timeout));
+		1;
+	};
+	my $rc = $ok ? ($? >> 8) : -1;
+	$err .= "\n[harness: $@]" unless $ok;
+	return ($rc, $out, $err);
+}
+
+#
+# ZooKeeper servers (tools/zk.sh)
+#
+
+sub _zk_sh
+{
+	my @args = @_;
+	my ($rc, $out, $err) = _run([ 'bash', $ZK_SH, @args ], 180);
+	note "zk.sh @args: rc=$rc"
+	  . ($out ne '' ? "\nstdout: $out" : '')
+	  . ($err ne '' ? "\nstderr: $err" : '');
+	return ($rc, $out, $err);
+}
+
+# Start a standalone ZooKeeper on a free port, data in a fresh directory.
+# Returns { dir, port, hosts, name }.  Dies if it does not come up.
+sub zk_start
+{
+	my (%opts) = @_;
+	my $port = $opts{port} // PostgreSQL::Test::Cluster::get_free_port();
+	my $name = $opts{name} // 'zk';
+	my $script = $0;
+	$script =~ s{.*/}{};
+	$script =~ s{\.pl$}{};
+	my $dir = "$PostgreSQL::Test::Utils::tmp_check/zk_${script}_${name}_$port";
+	rmtree($dir);
+	mkdir $dir or die "cannot create $dir: $!";
+	my $zk = {
+		dir => $dir,
+		port => $port,
+		hosts => "127.0.0.1:$port",
+		name => $name,
+		running => 0,
+	};
+	push @zookeepers, $zk;
+	my ($rc, $out, $err) = _zk_sh('start', $dir, $port);
+	die "could not start ZooKeeper in $dir on port $port (rc $rc):\n$out\n$err"
+	  if $rc != 0;
+	$zk->{running} = 1;
+	note "ZooKeeper $name running on $zk->{hosts} (data in $dir)";
+	return $zk;
+}
+
+# Start again after zk_stop / zk_kill (same data directory and port).
+sub zk_restart
+{
+	my ($zk) = @_;
+	my ($rc, $out, $err) = _zk_sh('start', $zk->{dir}, $zk->{port});
+	die "could not restart ZooKeeper $zk->{name} (rc $rc):\n$out\n$err"
+	  if $rc != 0;
+	$zk->{running} = 1;
+	return 1;
+}
+
+sub zk_stop
+{
+	my ($zk) = @_;
+	my ($rc) = _zk_sh('stop', $zk->{dir});
+	$zk->{running} = 0;
+	return $rc == 0;
+}
+
+sub zk_kill
+{
+	my ($zk) = @_;
+	my ($rc) = _zk_sh('kill', $zk->{dir});
+	$zk->{running} = 0;
+	return $rc == 0;
+}
+
+sub zk_freeze
+{
+	my ($zk) = @_;
+	my ($rc) = _zk_sh('freeze', $zk->{dir});
+	$zk->{frozen} = 1 if $rc == 0;
+	return $rc == 0;
+}
+
+sub zk_thaw
+{
+	my ($zk) = @_;
+	my ($rc) = _zk_sh('thaw', $zk->{dir});
+	$zk->{frozen} = 0 if $rc == 0;
+	return $rc == 0;
+}
+
+# Four-letter word; returns its output (undef on failure)
+sub zk_cmd
+{
+	my ($zk, $word) = @_;
+	my ($rc, $out) = _run([ 'bash', $ZK_SH, 'cmd', $zk->{port}, $word ], 30);
+	return $rc == 0 ? $out : undef;
+}
+
+# Print the tail of a ZooKeeper's log files (diagnostics on failure)
+sub _zk_diag
+{
+	my ($zk) = @_;
+	my @logs = (glob("$zk->{dir}/*.log"), glob("$zk->{dir}/*/*.log"),
+		glob("$zk->{dir}/*.out"), glob("$zk->{dir}/*/*.out"));
+	foreach my $f (@logs)
+	{
+		open(my $fh, '<', $f) or next;
+		my @lines = <$fh>;
+		close $fh;
+		@lines = @lines[ -40 .. -1 ] if @lines > 40;
+		diag "--- tail of $f ---\n" . join('', @lines);
+	}
+}
+
+# Last resort when tools/zk.sh could not stop a server: SIGKILL the pid of
+# DIR/zk.pid, but only if that process is the JVM started with DIR/zoo.cfg.
+sub _kill_leftover
+{
+	my ($zk) = @_;
+	open(my $fh, '<', "$zk->{dir}/zk.pid") or return;
+	my $pid = <$fh>;
+	close $fh;
+	return unless defined $pid && $pid =~ /^(\d+)\s*$/;
+	$pid = $1;
+	open(my $cf, '<', "/proc/$pid/cmdline") or return;
+	local $/;
+	my $cmdline = <$cf> // '';
+	close $cf;
+	return unless grep { $_ eq "$zk->{dir}/zoo.cfg" } split /\0/, $cmdline;
+	print STDERR "killing leftover ZooKeeper $pid ($zk->{dir})\n";
+	kill 'KILL', $pid;
+	kill 'CONT', $pid;
+	for (1 .. 100)
+	{
+		last unless -e "/proc/$pid";
+		open(my $st, '<', "/proc/$pid/stat") or last;
+		my $stat = <$st> // '';
+		close $st;
+		last if $stat =~ /^\d+ \(.*\) Z /;
+		usleep(100_000);
+	}
+	return;
+}
+
+END
+{
+	# keep the exit status of the test script (and look at it: a script
+	# that died keeps its ZooKeeper's files for the post-mortem)
+	my $exit = $?;
+	local $?;
+	my $failed = $exit != 0 || !Test::More->builder->is_passing;
+	foreach my $zk (@zookeepers)
+	{
+		eval {
+			_zk_diag($zk) if $failed;
+			_run([ 'bash', $ZK_SH, 'thaw', $zk->{dir} ], 30) if $zk->{frozen};
+			_run([ 'bash', $ZK_SH, 'stop', $zk->{dir} ], 60);
+			# belt and braces: a stop that failed must not leave a JVM behind
+			_run([ 'bash', $ZK_SH, 'kill', $zk->{dir} ], 30);
+			_kill_leftover($zk);
+			rmtree($zk->{dir}) unless $failed;
+			1;
+		} or print STDERR "could not stop ZooKeeper in $zk->{dir}: $@\n";
+	}
+}
+
+#
+# test/zkq.py
+#
+
+# zkq($zk_or_hosts, @args) -> in list context (rc, stdout, stderr),
+# in scalar context stdout without its final newline (undef if rc != 0)
+sub zkq
+{
+	my ($zk, @args) = @_;
+	my $hosts = ref($zk) ? $zk->{hosts} : $zk;
+	my ($rc, $out, $err) = _run([ $PYTHON, $ZKQ, $hosts, @args ], 120);
+	if (wantarray)
+	{
+		return ($rc, $out, $err);
+	}
+	if ($rc != 0)
+	{
+		note "zkq $hosts @args failed (rc $rc): $out $err";
+		return undef;
+	}
+	chomp $out;
+	return $out;
+}
+
+# Number of descendants of $path (0 if it does not exist).  Dies if
+# ZooKeeper cannot be asked: a count that silently failed must not pass.
+sub zk_count
+{
+	my ($zk, $path) = @_;
+	my ($rc, $out, $err) = zkq($zk, 'count', $path);
+	die "zkq count $path failed (rc $rc): $out $err" if $rc != 0;
+	chomp $out;
+	die "zkq count $path: unexpected output '$out'" unless $out =~ /^\d+$/;
+	return $out + 0;
+}
+
+sub zk_tree
+{
+	my ($zk, $path) = @_;
+	my ($rc, $out, $err) = zkq($zk, 'tree', $path);
+	return $rc == 0 ? $out : "(tree $path failed: rc $rc $err)";
+}
+
+# Children of $path as a list (empty if missing)
+sub zk_children
+{
+	my ($zk, $path) = @_;
+	my ($rc, $out, $err) = zkq($zk, 'ls', $path);
+	return () if $rc != 0;
+	return grep { $_ ne '' } split /\s+/, $out;
+}
+
+# Wait until the descendant count of $path is $n, at most $secs seconds.
+# Returns (ok, elapsed seconds, last count).  Prints the tree when it fails.
+sub zk_wait_count
+{
+	my ($zk, $path, $n, $secs) = @_;
+	$secs //= 10;
+	my $t0 = time();
+	my ($rc, $out, $err) = zkq($zk, 'wait-count', $path, $n, $secs);
+	my $elapsed = time() - $t0;
+	my $ok = ($rc == 0);
+	my $last;
+	eval { $last = zk_count($zk, $path); 1 } or $last = "error: $@";
+	# do not trust a wait that said yes if the count says otherwise
+	$ok = 0 if $ok && $last ne $n;
+	if (!$ok)
+	{
+		diag "waited ${secs}s for $n descendants of $path on $zk->{hosts}: "
+		  . "rc $rc, last count $last\n$out$err\n"
+		  . zk_tree($zk, $path);
+	}
+	return wantarray ? ($ok, $elapsed, $last) : $ok;
+}
+
+#
+# PostgreSQL nodes
+#
+
+# Create, start and return a node preloading zklock and connected to $zk
+# (a ZooKeeper from zk_start, or a host string).  Options:
+#   session_timeout, connect_timeout   zklock settings (e.g. '4s')
+#   conf          extra postgresql.conf text
+#   wait          wait for state 'connected' (default 1)
+sub zk_node
+{
+	my ($name, $zk, %opts) = @_;
+	my $hosts = ref($zk) ? $zk->{hosts} : $zk;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	my $conf = "shared_preload_libraries = 'zklock'\n"
+	  . "zklock.hosts = '$hosts'\n"
+	  . "log_min_messages = debug1\n"
+	  . "log_line_prefix = '%m [%p] %b '\n"
+	  . "max_connections = 60\n";
+	$conf .= "zklock.session_timeout = '$opts{session_timeout}'\n"
+	  if defined $opts{session_timeout};
+	$conf .= "zklock.connect_timeout = '$opts{connect_timeout}'\n"
+	  if defined $opts{connect_timeout};
+	$conf .= $opts{conf} if defined $opts{conf};
+	$node->append_conf('postgresql.conf', $conf);
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION zklock');
+	if ($opts{wait} // 1)
+	{
+		my $st = wait_for_state($node, 'connected', 60);
+		die "zklock worker did not connect to ZooKeeper at $hosts: "
+		  . encode_json($st // {})
+		  unless $st && $st->{state} eq 'connected';
+	}
+	return $node;
+}
+
+# zk_status() as a hash reference (undef if it failed)
+sub zk_status
+{
+	my ($node) = @_;
+	my ($rc, $out, $err) = $node->psql('postgres',
+		'SELECT row_to_json(s) FROM zk_status() s',
+		on_error_die => 0);
+	if ($rc != 0 || $out eq '')
+	{
+		note "zk_status() failed: $err";
+		return undef;
+	}
+	return decode_json($out);
+}
+
+# One field of zk_status() as a string ('' if zk_status() failed or NULL)
+sub zk_status_value
+{
+	my ($node, $key) = @_;
+	my $st = zk_status($node);
+	return '' unless $st && defined $st->{$key};
+	return "$st->{$key}";
+}
+
+# Wait until zk_status().state is $state (or, with a code ref, until it
+# returns true for the status hash).  Returns the last status seen.
+sub wait_for_state
+{
+	my ($node, $state, $timeout) = @_;
+	my $st;
+	my $test =
+	  ref($state) eq 'CODE'
+	  ? $state
+	  : sub { $_[0]->{state} eq $state };
+	wait_until(
+		sub {
+			$st = zk_status($node);
+			return $st && $test->($st);
+		},
+		$timeout // 30,
+		0.2);
+	return $st // { state => '(zk_status failed)', servers => '', session_id => '' };
+}
+
+# pid of the zklock worker according to pg_stat_activity (undef if none)
+sub worker_pid
+{
+	my ($node) = @_;
+	my $pids = $node->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'zklock worker'"
+	);
+	my @pids = grep { $_ ne '' } split /\n/, $pids;
+	return undef unless @pids;
+	die "more than one zklock worker: @pids" if @pids > 1;
+	return $pids[0];
+}
+
+# Wait for a zklock worker whose pid differs from $old (if given)
+sub wait_for_worker
+{
+	my ($node, $old, $timeout) = @_;
+	my $pid;
+	wait_until(
+		sub {
+			$pid = worker_pid($node);
+			return defined($pid) && (!defined($old) || $pid != $old);
+		},
+		$timeout // 30,
+		0.2);
+	return (defined($pid) && (!defined($old) || $pid != $old)) ? $pid : undef;
+}
+
+# Wait until backend $pid is running a statement (state 'active' in
+# pg_stat_activity) whose text matches $like (SQL LIKE pattern).
+sub wait_for_backend_active
+{
+	my ($node, $pid, $like, $timeout) = @_;
+	$like //= '%';
+	$like =~ s/'/''/g;
+	return wait_until(
+		sub {
+			$node->safe_psql('postgres',
+				"SELECT count(*) FROM pg_stat_activity WHERE pid = $pid "
+				  . "AND state = 'active' AND query LIKE '$like'") eq '1';
+		},
+		$timeout // 30,
+		0.05);
+}
+
+# zk_try_lock($name) in a new connection (its own transaction, released at
+# once); returns 't', 'f' or the error text
+sub try_lock_elsewhere
+{
+	my ($node, $name) = @_;
+	$name =~ s/'/''/g;
+	my ($rc, $out, $err) = $node->psql('postgres',
+		"SELECT zk_try_lock('$name')",
+		on_error_die => 0);
+	return $rc == 0 ? $out : "error: $err";
+}
+
+# A kazoo client driven line by line (ZkLockTest::Kazoo)
+sub kazoo_client
+{
+	my ($zk) = @_;
+	return ZkLockTest::Kazoo->new($zk);
+}
+
+# New psql session (ZkLockTest::Session)
+sub new_session
+{
+	my ($node, %opts) = @_;
+	return ZkLockTest::Session->new($node, %opts);
+}
+
+# Run $sql in a fresh session, return its result hash (see Session::wait)
+sub one_shot
+{
+	my ($node, $sql, $timeout) = @_;
+	my $s = ZkLockTest::Session->new($node, name => 'one_shot');
+	my $r = $s->query($sql, $timeout // 60);
+	$s->quit;
+	return $r;
+}
+
+
+#
+# ZkLockTest::Kazoo: a Python process with a kazoo client, taking commands
+# on stdin, one per line, answering one line each:
+#   lock PATH [SECONDS]   kazoo Lock recipe on PATH -> "locked" | "timeout"
+#   release PATH          -> "released"
+#   quit                  -> "bye"
+# (errors answer "error <exception>")
+#
+package ZkLockTest::Kazoo;
+
+use strict;
+use warnings FATAL => 'all';
+use Carp;
+use IPC::Run;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+my $KAZOO_DRIVER = <<'PY';
+import logging, sys
+logging.basicConfig(level=logging.CRITICAL)
+from kazoo.client import KazooClient
+from kazoo.exceptions import LockTimeout
+zk = KazooClient(hosts=sys.argv[1], timeout=10.0)
+zk.start(timeout=10)
+locks = {}
+print("ready", flush=True)
+for line in sys.stdin:
+    parts = line.split()
+    if not parts:
+        continue
+    try:
+        if parts[0] == "lock":
+            lk = locks.get(parts[1])
+            if lk is None:
+                lk = locks[parts[1]] = zk.Lock(parts[1], "kazoo-tap")
+            timeout = float(parts[2]) if len(parts) > 2 else None
+            try:
+                got = lk.acquire(blocking=True, timeout=timeout)
+            except LockTimeout:
+                got = False
+            print("locked" if got else "timeout", flush=True)
+        elif parts[0] == "release":
+            locks[parts[1]].release()
+            print("released", flush=True)
+        elif parts[0] == "quit":
+            break
+        else:
+            print("error unknown command", flush=True)
+    except Exception as e:
+        print("error %s %s" % (type(e).__name__, e), flush=True)
+zk.stop()
+zk.close()
+print("bye", flush=True)
+PY
+
+sub new
+{
+	my ($class, $zk) = @_;
+	my $self = bless { stdin => '', stdout => '', stderr => '', zk => $zk },
+	  $class;
+	$self->{h} = IPC::Run::start(
+		[ $ZkLockTest::PYTHON, '-c', $KAZOO_DRIVER, $zk->{hosts} ],
+		'<', \$self->{stdin}, '>', \$self->{stdout}, '2>', \$self->{stderr});
+	my $l = $self->read_line(30);
+	croak "kazoo client did not start: " . ($l // 'no answer') . " $self->{stderr}"
+	  unless defined $l && $l eq 'ready';
+	return $self;
+}
+
+# send a command without waiting for its answer
+sub send
+{
+	my ($self, $line) = @_;
+	note "kazoo: $line";
+	$self->{stdin} .= "$line\n";
+	eval { $self->{h}->pump_nb; 1; };
+	return;
+}
+
+# next answer line, or undef after $timeout seconds
+sub read_line
+{
+	my ($self, $timeout) = @_;
+	my $deadline = time() + ($timeout // 30);
+	while (1)
+	{
+		if ($self->{stdout} =~ s/^([^\n]*)\n//)
+		{
+			note "kazoo answers: $1";
+			return $1;
+		}
+		return undef if time() >= $deadline;
+		my $alive = eval { $self->{h}->pump_nb if $self->{h}->pumpable; $self->{h}->pumpable };
+		if (!$alive)
+		{
+			next if $self->{stdout} =~ /\n/;
+			diag "kazoo client exited: $self->{stderr}";
+			return undef;
+		}
+		usleep(20_000);
+	}
+}
+
+# send and wait for the answer
+sub cmd
+{
+	my ($self, $line, $timeout) = @_;
+	$self->send($line);
+	return $self->read_line($timeout);
+}
+
+sub quit
+{
+	my ($self) = @_;
+	return if $self->{closed};
+	$self->{closed} = 1;
+	$self->{stdin} .= "quit\n";
+	eval { $self->{h}->finish(IPC::Run::timeout(30)); 1; }
+	  or eval { $self->{h}->kill_kill; 1; };
+	return;
+}
+
+sub DESTROY
+{
+	my ($self) = @_;
+	local ($@, $!, $?);
+	return if $self->{closed} || !$self->{h};
+	eval { $self->{h}->kill_kill(grace => 0); 1; };
+}
+
+#
+# ZkLockTest::Session: a psql process fed statement by statement, whose
+# statements can be left running (blocked in zk_lock) while the test does
+# other things.  Unlike PostgreSQL::Test::BackgroundPsql it does not stop at
+# errors, reports each statement's SQLSTATE, and notices when psql exits
+# (e.g. its backend was terminated).
+#
+package ZkLockTest::Session;
+
+use strict;
+use warnings FATAL => 'all';
+use Carp;
+use IPC::Run;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+my $session_counter = 0;
+
+sub new
+{
+	my ($class, $node, %opts) = @_;
+	my $self = bless {
+		node => $node,
+		name => $opts{name} // ('s' . ++$session_counter),
+		stdin => '',
+		stdout => '',
+		stderr => '',
+		n => 0,
+		pending => undef,
+		exited => 0,
+	}, $class;
+	my @cmd = (
+		$node->installed_command('psql'), '-XAtq',
+		'-v', 'VERBOSITY=verbose',
+		'-d', $node->connstr($opts{dbname} // 'postgres'),
+		'-f', '-');
+	$self->{h} = IPC::Run::start(\@cmd, '<', \$self->{stdin},
+		'>', \$self->{stdout}, '2>', \$self->{stderr});
+	my $r = $self->query('SELECT pg_backend_pid()', 60);
+	croak "session $self->{name}: could not connect: "
+	  . ($r->{err} // '')
+	  unless $r->{done} && $r->{sqlstate} eq '00000';
+	$self->{pid} = $r->{out};
+	return $self;
+}
+
+sub pid { return $_[0]->{pid}; }
+sub name { return $_[0]->{name}; }
+
+# Send $sql (one or more statements) without waiting for the result.
+sub send
+{
+	my ($self, $sql) = @_;
+	croak "session $self->{name}: statement still running" if $self->{pending};
+	croak "session $self->{name}: psql has exited" if $self->{exited};
+	$sql =~ s/\s+$//;
+	$sql .= ';' unless $sql =~ /;$/;
+	my $n = ++$self->{n};
+	my $marker = "ZKT_END_${n}_$self->{name}";
+	$self->{stdout} = '';
+	$self->{stderr} = '';
+	$self->{stdin} .= "$sql\n\\echo $marker :SQLSTATE\n\\warn $marker\n";
+	$self->{pending} = { marker => $marker, sql => $sql, t0 => time() };
+	note "session $self->{name} (pid "
+	  . ($self->{pid} // '?')
+	  . ") sends: $sql";
+	$self->_pump;
+	return;
+}
+
+sub _pump
+{
+	my ($self) = @_;
+	return if $self->{exited};
+	my $alive = eval {
+		$self->{h}->pump_nb if $self->{h}->pumpable;
+		$self->{h}->pumpable;
+	};
+	if (!$alive)
+	{
+		# psql exited (connection lost, backend terminated...): collect it
+		eval { $self->{h}->finish; 1; };
+		$self->{exit_code} = eval { $self->{h}->result } // -1;
+		$self->{exited} = 1;
+	}
+	return;
+}
+
+# Check whether the pending statement finished; returns the result hash if
+# so (and forgets the pending statement), undef if it is still running.
+sub poll
+{
+	my ($self) = @_;
+	my $p = $self->{pending};
+	croak "session $self->{name}: nothing pending" unless $p;
+	$self->_pump;
+	my $m = $p->{marker};
+	my $done = ($self->{stdout} =~ /^\Q$m\E (\S*)\r?\n/m
+		  && $self->{stderr} =~ /^\Q$m\E\r?\n/m);
+	return undef unless $done || $self->{exited};
+
+	my $out = $self->{stdout};
+	my $err = $self->{stderr};
+	my $sqlstate;
+	if ($out =~ s/^\Q$m\E (\S*)\r?\n.*//ms)
+	{
+		$sqlstate = $1;
+	}
+	$err =~ s/^\Q$m\E\r?\n.*//ms;
+	$out =~ s/\r?\n$//;
+	if (!defined $sqlstate || $sqlstate eq '')
+	{
+		# psql died before reporting: take the code from its messages
+		$sqlstate = ($err =~ /(?:ERROR|FATAL):\s+([0-9A-Z]{5}):/) ? $1 : 'EXIT';
+	}
+	my $r = {
+		done => 1,
+		out => $out,
+		err => $err,
+		sqlstate => $sqlstate,
+		exited => $self->{exited},
+		elapsed => time() - $p->{t0},
+		sql => $p->{sql},
+	};
+	note "session $self->{name} finished in "
+	  . sprintf('%.2f', $r->{elapsed})
+	  . "s: sqlstate $sqlstate"
+	  . ($out ne '' ? "\nout: $out" : '')
+	  . ($err ne '' ? "\nerr: $err" : '');
+	$self->{stdout} = '';
+	$self->{stderr} = '';
+	$self->{pending} = undef;
+	$self->{last} = $r;
+	return $r;
+}
+
+# True while the pending statement is still running
+sub running
+{
+	my ($self) = @_;
+	return 0 unless $self->{pending};
+	return !defined($self->poll);
+}
+
+# Wait up to $timeout s for the pending statement; returns the result hash,
+# or { done => 0, elapsed => ... } if it is still running (then it stays
+# pending).
+sub wait
+{
+	my ($self, $timeout) = @_;
+	$timeout //= 60;
+	return $self->{last} if !$self->{pending} && $self->{last};
+	croak "session $self->{name}: nothing pending" unless $self->{pending};
+	my $deadline = time() + $timeout;
+	while (1)
+	{
+		my $r = $self->poll;
+		return $r if $r;
+		if (time() >= $deadline)
+		{
+			my $p = $self->{pending};
+			return {
+				done => 0,
+				out => $self->{stdout},
+				err => $self->{stderr},
+				sqlstate => 'TIMEOUT',
+				elapsed => time() - $p->{t0},
+				sql => $p->{sql},
+			};
+		}
+		usleep(20_000);
+	}
+}
+
+# send + wait
+sub query
+{
+	my ($self, $sql, $timeout) = @_;
+	$self->send($sql);
+	return $self->wait($timeout);
+}
+
+# query that must succeed; returns its output, dies with diagnostics if not
+sub query_safe
+{
+	my ($self, $sql, $timeout) = @_;
+	my $r = $self->query($sql, $timeout);
+	croak "session $self->{name}: '$sql' "
+	  . ($r->{done} ? "failed ($r->{sqlstate}): $r->{err}" : 'did not finish')
+	  unless $r->{done} && $r->{sqlstate} eq '00000' && $r->{err} !~ /ERROR/;
+	return $r->{out};
+}
+
+# Ask psql to quit; kill it if it does not
+sub quit
+{
+	my ($self) = @_;
+	return if $self->{closed};
+	$self->{closed} = 1;
+	if (!$self->{exited})
+	{
+		$self->{stdin} .= "\\q\n";
+		my $ok = eval {
+			$self->{h}->finish(IPC::Run::timeout(30));
+			1;
+		};
+		if (!$ok)
+		{
+			eval { $self->{h}->kill_kill; 1; };
+		}
+		$self->{exited} = 1;
+	}
+	return;
+}
+
+# Kill the psql client process (the backend notices the lost client)
+sub kill_client
+{
+	my ($self) = @_;
+	eval { $self->{h}->kill_kill(grace => 0); 1; };
+	$self->{exited} = 1;
+	$self->{closed} = 1;
+	return;
+}
+
+sub DESTROY
+{
+	my ($self) = @_;
+	local ($@, $!, $?);
+	return if $self->{closed} || !$self->{h};
+	eval { $self->{h}->kill_kill(grace => 0); 1; };
+}
+
+1;
