@@ -21,7 +21,7 @@ PGFILEDESC = "zklock - ZooKeeper coordination recipes for PostgreSQL"
 SHLIB_LINK = -lzookeeper_st
 PG_CPPFLAGS = -I$(srcdir)/src -I/usr/include/zookeeper
 
-REGRESS = setup lock savepoint errors status
+REGRESS = setup lock savepoint families errors status
 REGRESS_OPTS = --temp-config=$(srcdir)/test/regress.conf --temp-instance=tmp_regress \
 	--load-extension=zklock --load-extension=dblink
 
@@ -36,3 +36,6 @@ include $(PGXS)
 
 # after PGXS, which resets it: the TAP tests' shared module
 PROVE_FLAGS += -I $(srcdir)/test/t
+
+# every object depends on the shared header
+$(OBJS): src/zklock.h

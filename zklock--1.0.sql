@@ -3,18 +3,110 @@
 -- complain if script is sourced in psql, rather than via CREATE EXTENSION
 \echo Use "CREATE EXTENSION zklock" to load this file. \quit
 
--- Exclusive lock held until the end of the current transaction.
--- Not STRICT: a NULL timeout means "use lock_timeout, else wait forever";
--- a NULL name returns NULL as a strict function would.
-CREATE FUNCTION zk_lock(name text, timeout interval DEFAULT NULL)
-RETURNS bigint
-AS 'MODULE_PATHNAME', 'zk_lock'
-LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+-- The lock functions mirror PostgreSQL's advisory lock families.  Each takes
+-- a text name, or a bigint key that stands for the name written in decimal
+-- (zk_lock(42) is zk_lock('42')).
+--
+-- The acquiring functions are not STRICT: a NULL timeout means "use
+-- lock_timeout, else wait forever"; a NULL name or key returns NULL, as a
+-- strict function would.
 
-CREATE FUNCTION zk_try_lock(name text)
-RETURNS boolean
-AS 'MODULE_PATHNAME', 'zk_try_lock'
-LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+-- transaction scope: held until COMMIT or ROLLBACK
+CREATE FUNCTION zk_lock(name text, timeout interval DEFAULT NULL) RETURNS bigint
+AS 'MODULE_PATHNAME', 'zk_lock' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_lock(key bigint, timeout interval DEFAULT NULL) RETURNS bigint
+AS 'MODULE_PATHNAME', 'zk_lock_key' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_lock_shared(name text, timeout interval DEFAULT NULL) RETURNS bigint
+AS 'MODULE_PATHNAME', 'zk_lock_shared' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_lock_shared(key bigint, timeout interval DEFAULT NULL) RETURNS bigint
+AS 'MODULE_PATHNAME', 'zk_lock_shared_key' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_try_lock(name text) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_try_lock' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_try_lock(key bigint) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_try_lock_key' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_try_lock_shared(name text) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_try_lock_shared' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_try_lock_shared(key bigint) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_try_lock_shared_key' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
+-- session scope: held until unlocked or the session ends
+CREATE FUNCTION zk_session_lock(name text, timeout interval DEFAULT NULL) RETURNS bigint
+AS 'MODULE_PATHNAME', 'zk_session_lock' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_session_lock(key bigint, timeout interval DEFAULT NULL) RETURNS bigint
+AS 'MODULE_PATHNAME', 'zk_session_lock_key' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_session_lock_shared(name text, timeout interval DEFAULT NULL) RETURNS bigint
+AS 'MODULE_PATHNAME', 'zk_session_lock_shared' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_session_lock_shared(key bigint, timeout interval DEFAULT NULL) RETURNS bigint
+AS 'MODULE_PATHNAME', 'zk_session_lock_shared_key' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_try_session_lock(name text) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_try_session_lock' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_try_session_lock(key bigint) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_try_session_lock_key' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_try_session_lock_shared(name text) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_try_session_lock_shared' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_try_session_lock_shared(key bigint) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_try_session_lock_shared_key' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_unlock(name text) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_unlock' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_unlock(key bigint) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_unlock_key' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_unlock_shared(name text) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_unlock_shared' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_unlock_shared(key bigint) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_unlock_shared_key' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_unlock_all() RETURNS void
+AS 'MODULE_PATHNAME', 'zk_unlock_all' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- fencing token of a lock this backend holds (NULL when it holds none)
+CREATE FUNCTION zk_lock_token(name text) RETURNS bigint
+AS 'MODULE_PATHNAME', 'zk_lock_token' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_lock_token(key bigint) RETURNS bigint
+AS 'MODULE_PATHNAME', 'zk_lock_token_key' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
+-- every contender of a lock, read from ZooKeeper (so: from every server)
+CREATE FUNCTION zk_lock_holders(
+    name text,
+    OUT node text,
+    OUT mode text,
+    OUT state text,
+    OUT "position" integer,
+    OUT token bigint,
+    OUT cluster text,
+    OUT host text,
+    OUT port integer,
+    OUT database text,
+    OUT pid integer,
+    OUT usename text,
+    OUT application_name text,
+    OUT since text,
+    OUT data text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'zk_lock_holders' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_lock_holders(
+    key bigint,
+    OUT node text, OUT mode text, OUT state text, OUT "position" integer,
+    OUT token bigint, OUT cluster text, OUT host text, OUT port integer,
+    OUT database text, OUT pid integer, OUT usename text,
+    OUT application_name text, OUT since text, OUT data text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'zk_lock_holders_key' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
+-- the entries of this PostgreSQL cluster, modelled on pg_locks
+CREATE FUNCTION zk_locks_internal(
+    OUT pid integer,
+    OUT database text,
+    OUT name text,
+    OUT mode text,
+    OUT scope text,
+    OUT state text,
+    OUT token bigint,
+    OUT node text,
+    OUT requested_at timestamptz,
+    OUT granted_at timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'zk_locks_internal' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
+CREATE VIEW zk_locks AS SELECT * FROM zk_locks_internal();
 
 CREATE FUNCTION zk_status(
     OUT state text,
@@ -37,4 +129,3 @@ CREATE FUNCTION zk_status(
 RETURNS record
 AS 'MODULE_PATHNAME', 'zk_status'
 LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
-

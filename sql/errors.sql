@@ -42,8 +42,11 @@ SELECT zk_lock('..') > 0 AS dotdot, zk_lock('.') > 0 AS dot,
        zk_lock('ünïcødé') > 0 AS unicode, zk_lock('a%2Fb') > 0 AS percent;
 COMMIT;
 
--- the functions are volatile, parallel unsafe; zk_try_lock is strict
-SELECT proname, provolatile, proparallel, proisstrict
-  FROM pg_proc WHERE proname LIKE 'zk\_%' ORDER BY proname;
+-- every function is volatile and parallel unsafe
+SELECT provolatile, proparallel, count(*) AS functions
+  FROM pg_proc WHERE proname LIKE 'zk\_%' GROUP BY 1, 2;
+-- only those with a timeout (NULL means lock_timeout) and zk_unlock_all are not strict
+SELECT DISTINCT proname FROM pg_proc
+ WHERE proname LIKE 'zk\_%' AND NOT proisstrict ORDER BY 1;
 
 DROP FUNCTION wait_idle();

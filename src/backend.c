@@ -38,25 +38,29 @@
 #include "utils/timestamp.h"
 
 /*
- * A lock this backend holds or awaits.  For transaction scope, "subxids"
- * has one element per acquisition: the subtransaction that made it.
+ * A lock this backend holds or awaits: one per name and mode, whatever the
+ * scopes, so that session and transaction holds of one name stack on one
+ * znode as PostgreSQL's advisory locks do.  "subxids" has one element per
+ * transaction-scoped acquisition (the subtransaction that made it);
+ * "session_holds" counts the session-scoped ones.  The znode goes when both
+ * are gone.
  */
 typedef struct LocalLock
 {
 	char	   *name;
 	int			len;
 	ZkMode		mode;
-	ZkScope		scope;
 	uint32		idx;			/* shared entry */
 	uint32		gen;
 	int64		token;
 	bool		granted;
-	int			session_holds;	/* session scope count */
-	List	   *subxids;		/* transaction scope acquisitions */
+	int			session_holds;
+	List	   *subxids;
 } LocalLock;
 
 static List *local_locks = NIL;
 static bool initialized = false;
+static char owner_tag[17];		/* first half of our nodes' guids */
 
 static void xact_callback(XactEvent event, void *arg);
 static void subxact_callback(SubXactEvent event, SubTransactionId mySubid,
@@ -66,8 +70,19 @@ static void backend_exit(int code, Datum arg);
 void
 zk_backend_init(void)
 {
+	uint8		buf[8];
+	int			i;
+
 	if (initialized)
 		return;
+	if (!pg_strong_random(buf, sizeof(buf)))
+	{
+		uint64		v = ((uint64) MyProcPid << 32) ^ (uint64) GetCurrentTimestamp();
+
+		memcpy(buf, &v, sizeof(buf));
+	}
+	for (i = 0; i < (int) sizeof(buf); i++)
+		snprintf(owner_tag + 2 * i, 3, "%02x", buf[i]);
 	RegisterXactCallback(xact_callback, NULL);
 	RegisterSubXactCallback(subxact_callback, NULL);
 	before_shmem_exit(backend_exit, (Datum) 0);
@@ -77,7 +92,7 @@ zk_backend_init(void)
 /* ---- local bookkeeping ---- */
 
 static LocalLock *
-find_local(const char *name, int len, ZkMode mode, ZkScope scope)
+find_local(const char *name, int len, ZkMode mode)
 {
 	ListCell   *lc;
 
@@ -86,7 +101,7 @@ find_local(const char *name, int len, ZkMode mode, ZkScope scope)
 		LocalLock  *ll = lfirst(lc);
 
 		if (ll->granted && ll->len == len && ll->mode == mode &&
-			ll->scope == scope && memcmp(ll->name, name, len) == 0)
+			memcmp(ll->name, name, len) == 0)
 			return ll;
 	}
 	return NULL;
@@ -116,23 +131,49 @@ release_entry(uint32 idx, uint32 gen)
 	return queued;
 }
 
-/* Forget a local lock and release its entry; does not wake the worker. */
+/*
+ * Forget a local lock and release its entry; returns true when the worker
+ * must be woken.  Safe inside foreach over local_locks only through
+ * forget_current().
+ */
 static bool
-forget_local(LocalLock *ll)
+free_local(LocalLock *ll)
 {
-	bool		wake;
+	bool		wake = release_entry(ll->idx, ll->gen);
 
-	local_locks = list_delete_ptr(local_locks, ll);
-	wake = release_entry(ll->idx, ll->gen);
 	list_free(ll->subxids);
 	pfree(ll->name);
 	pfree(ll);
 	return wake;
 }
 
-/* Release every local lock of a scope (or all, with scope < 0). */
+static bool
+forget_local(LocalLock *ll)
+{
+	local_locks = list_delete_ptr(local_locks, ll);
+	return free_local(ll);
+}
+
+/* Keep the entry's scope (shown by zk_locks) in step with the holds. */
 static void
-release_all(int scope)
+set_entry_scope(LocalLock *ll)
+{
+	ZkEntry    *e;
+
+	LWLockAcquire(zk_ctl->lock, LW_EXCLUSIVE);
+	e = zk_entry(ll->idx);
+	if (e->gen == ll->gen)
+		e->scope = ll->session_holds > 0 ? ZKS_SESSION : ZKS_TRANSACTION;
+	LWLockRelease(zk_ctl->lock);
+}
+
+/*
+ * Drop holds: the transaction-scoped ones (all of them, at the end of the
+ * transaction) and/or the session-scoped ones.  Locks left with no hold
+ * are released.
+ */
+static void
+drop_holds(bool xact, bool session)
 {
 	bool		wake = false;
 	ListCell   *lc;
@@ -142,14 +183,26 @@ release_all(int scope)
 	foreach(lc, local_locks)
 	{
 		LocalLock  *ll = lfirst(lc);
+		bool		changed = false;
 
-		if (scope >= 0 && ll->scope != (ZkScope) scope)
-			continue;
-		wake |= release_entry(ll->idx, ll->gen);
-		list_free(ll->subxids);
-		pfree(ll->name);
-		pfree(ll);
-		local_locks = foreach_delete_current(local_locks, lc);
+		if (xact && ll->subxids != NIL)
+		{
+			list_free(ll->subxids);
+			ll->subxids = NIL;
+			changed = true;
+		}
+		if (session && ll->session_holds > 0)
+		{
+			ll->session_holds = 0;
+			changed = true;
+		}
+		if (ll->subxids == NIL && ll->session_holds == 0)
+		{
+			local_locks = foreach_delete_current(local_locks, lc);
+			wake |= free_local(ll);
+		}
+		else if (changed)
+			set_entry_scope(ll);
 	}
 	if (wake)
 		zk_wake_worker();
@@ -162,10 +215,57 @@ holds_transaction_locks(void)
 
 	foreach(lc, local_locks)
 	{
-		if (((LocalLock *) lfirst(lc))->scope == ZKS_TRANSACTION)
+		if (((LocalLock *) lfirst(lc))->subxids != NIL)
 			return true;
 	}
 	return false;
+}
+
+/*
+ * Every zklock call starts here: a lock lost with its ZooKeeper session is
+ * reported (40001) on the holder's next call.  A lost session-scoped hold
+ * is reported once and forgotten; a lost transaction-scoped hold stays, so
+ * that the transaction cannot commit.
+ */
+static void
+check_lost(void)
+{
+	ListCell   *lc;
+	LocalLock  *lost = NULL;
+	char		msg[ZKLOCK_ERRMSG_MAX];
+	char	   *name;
+
+	if (local_locks == NIL)
+		return;
+	LWLockAcquire(zk_ctl->lock, LW_SHARED);
+	foreach(lc, local_locks)
+	{
+		LocalLock  *ll = lfirst(lc);
+		ZkEntry    *e = zk_entry(ll->idx);
+
+		if (ll->granted && e->gen == ll->gen && e->outcome == ZKO_LOST)
+		{
+			lost = ll;
+			strlcpy(msg, e->errmsg, sizeof(msg));
+			break;
+		}
+	}
+	LWLockRelease(zk_ctl->lock);
+	if (lost == NULL)
+		return;
+
+	name = pstrdup(lost->name);
+	if (lost->session_holds > 0)
+	{
+		lost->session_holds = 0;
+		if (lost->subxids == NIL && forget_local(lost))
+			zk_wake_worker();
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("zookeeper lock \"%s\" was lost", name),
+			 errdetail("%s; another session may have taken the lock since.", msg),
+			 errhint("Roll back and retry the work that needed the lock.")));
 }
 
 /* ---- identity stored in the node ---- */
@@ -227,12 +327,13 @@ raise_failure(int sqlstate, const char *msg, const char *name)
 }
 
 /*
- * Wait for the worker's answer about our entry.  Returns true when granted,
- * false when a try-lock found the lock taken.  Raises errors on timeout,
- * cancel and failures; the caller then hands the entry back.
+ * Wait for the worker's answer about entry idx.  Returns true when granted
+ * (or, for a query, answered), false when a try-lock found the lock taken.
+ * Raises errors on timeout, cancel and failures; the caller then hands the
+ * entry back.  timeout_ms < 0 waits behind other holders without limit.
  */
 static bool
-wait_for_answer(LocalLock *ll, bool try_only, int64 timeout_ms)
+wait_for_answer(uint32 idx, const char *name, int64 timeout_ms, int64 *token)
 {
 	TimestampTz start = GetCurrentTimestamp();
 	TimestampTz answer_deadline = TimestampTzPlusMilliseconds(start, zklock_connect_timeout);
@@ -252,12 +353,13 @@ wait_for_answer(LocalLock *ll, bool try_only, int64 timeout_ms)
 		long		wait_ms = 1000;
 
 		LWLockAcquire(zk_ctl->lock, LW_SHARED);
-		e = zk_entry(ll->idx);
+		e = zk_entry(idx);
 		outcome = e->outcome;
 		state = e->state;
 		sqlstate = e->sqlstate;
 		strlcpy(msg, e->errmsg, sizeof(msg));
-		ll->token = e->token;
+		if (token)
+			*token = e->token;
 		conn = zk_ctl->conn_state;
 		LWLockRelease(zk_ctl->lock);
 
@@ -269,7 +371,7 @@ wait_for_answer(LocalLock *ll, bool try_only, int64 timeout_ms)
 				return false;
 			case ZKO_FAILED:
 			case ZKO_LOST:
-				raise_failure(sqlstate, msg, ll->name);
+				raise_failure(sqlstate, msg, name);
 				break;
 			case ZKO_NONE:
 				break;
@@ -287,7 +389,7 @@ wait_for_answer(LocalLock *ll, bool try_only, int64 timeout_ms)
 					ereport(ERROR,
 							(errcode(ERRCODE_CONNECTION_FAILURE),
 							 errmsg("lost the zookeeper connection while waiting for lock \"%s\"",
-									ll->name),
+									name),
 							 errdetail("The connection has been down for longer than zklock.connect_timeout (%d ms).",
 									   zklock_connect_timeout),
 							 errhint("Check that ZooKeeper is running and reachable from this server, then retry.")));
@@ -301,17 +403,17 @@ wait_for_answer(LocalLock *ll, bool try_only, int64 timeout_ms)
 				zk_count(ZKCNT_TIMEOUTS, 1);
 				ereport(ERROR,
 						(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-						 errmsg("timed out waiting for zookeeper lock \"%s\"", ll->name),
+						 errmsg("timed out waiting for zookeeper lock \"%s\"", name),
 						 errdetail("Waited " INT64_FORMAT " ms; the lock is held by another session.",
 								   timeout_ms),
-						 errhint("Raise the timeout (or lock_timeout), or retry later.")));
+						 errhint("Raise the timeout (or lock_timeout), or retry later; zk_lock_holders() shows who holds it.")));
 			}
 		}
 		else if (now >= answer_deadline)
 		{
 			ereport(ERROR,
 					(errcode(ERRCODE_CONNECTION_FAILURE),
-					 errmsg("zookeeper did not answer the request for lock \"%s\"", ll->name),
+					 errmsg("zookeeper did not answer the request for lock \"%s\"", name),
 					 conn == ZKC_CONNECTED ?
 					 errdetail("ZooKeeper did not reply within zklock.connect_timeout (%d ms).",
 							   zklock_connect_timeout) :
@@ -334,40 +436,19 @@ wait_for_answer(LocalLock *ll, bool try_only, int64 timeout_ms)
 }
 
 /*
- * Take a lock.  Returns its fencing token; *acquired is false when a
- * try-lock found it taken.  timeout_ms < 0 waits forever.
+ * Fill in and queue a new entry for this backend.  Lock not held on entry.
  */
-int64
-zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
-		   bool try_only, int64 timeout_ms, bool *acquired)
+static ZkEntry *
+new_entry(ZkKind kind, const char *name, int len, ZkMode mode, ZkScope scope,
+		  bool try_only)
 {
-	LocalLock  *ll;
 	ZkEntry    *e;
-	MemoryContext oldcxt;
 	char		data[ZKLOCK_DATA_MAX];
-	bool		granted = false;
 
-	zk_require_shmem();
-	zk_check_name(name, len);
-	zk_backend_init();
-
-	/* re-entrant: stack another hold on a lock we have */
-	ll = find_local(name, len, mode, scope);
-	if (ll != NULL)
-	{
-		if (scope == ZKS_TRANSACTION)
-		{
-			oldcxt = MemoryContextSwitchTo(TopMemoryContext);
-			ll->subxids = lappend_int(ll->subxids, GetCurrentSubTransactionId());
-			MemoryContextSwitchTo(oldcxt);
-		}
-		else
-			ll->session_holds++;
-		*acquired = true;
-		return ll->token;
-	}
-
-	build_node_data(data, sizeof(data));
+	if (kind == ZKK_LOCK)
+		build_node_data(data, sizeof(data));
+	else
+		data[0] = '\0';
 
 	LWLockAcquire(zk_ctl->lock, LW_EXCLUSIVE);
 	e = zk_entry_alloc();
@@ -382,6 +463,7 @@ zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
 				 errdetail("All %d entries of zklock.max_locks are held or awaited.", max),
 				 errhint("Increase zklock.max_locks and restart the server, or release locks.")));
 	}
+	e->kind = kind;
 	e->procno = MyProc->pgprocno;
 	e->pid = MyProcPid;
 	e->dbid = MyDatabaseId;
@@ -392,14 +474,56 @@ zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
 	memcpy(e->name, name, len);
 	e->name[len] = '\0';
 	zk_encode_name(name, len, e->ename);
+	memcpy(e->owner_tag, owner_tag, sizeof(e->owner_tag));
 	strlcpy(e->data, data, sizeof(e->data));
+	return e;
+}
+
+/*
+ * Take a lock.  Returns its fencing token; *acquired is false when a
+ * try-lock found it taken.  timeout_ms < 0 waits forever.
+ */
+int64
+zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
+		   bool try_only, int64 timeout_ms, bool *acquired)
+{
+	LocalLock  *ll;
+	ZkEntry    *e;
+	MemoryContext oldcxt;
+	bool		granted = false;
+
+	zk_require_shmem();
+	zk_check_name(name, len);
+	zk_backend_init();
+	check_lost();
+
+	/* re-entrant: stack another hold on a lock we have */
+	ll = find_local(name, len, mode);
+	if (ll != NULL)
+	{
+		if (scope == ZKS_TRANSACTION)
+		{
+			oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+			ll->subxids = lappend_int(ll->subxids, GetCurrentSubTransactionId());
+			MemoryContextSwitchTo(oldcxt);
+		}
+		else
+		{
+			ll->session_holds++;
+			if (ll->session_holds == 1)
+				set_entry_scope(ll);
+		}
+		*acquired = true;
+		return ll->token;
+	}
+
+	e = new_entry(ZKK_LOCK, name, len, mode, scope, try_only);
 
 	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
 	ll = palloc0(sizeof(LocalLock));
 	ll->name = pnstrdup(name, len);
 	ll->len = len;
 	ll->mode = mode;
-	ll->scope = scope;
 	ll->idx = zk_entry_index(e);
 	ll->gen = e->gen;
 	if (scope == ZKS_TRANSACTION)
@@ -416,7 +540,8 @@ zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
 
 	PG_TRY();
 	{
-		granted = wait_for_answer(ll, try_only, timeout_ms);
+		granted = wait_for_answer(ll->idx, ll->name, try_only ? -1 : timeout_ms,
+								  &ll->token);
 	}
 	PG_CATCH();
 	{
@@ -438,11 +563,172 @@ zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
 	return ll->token;
 }
 
+/*
+ * Release one session-scoped hold.  Returns false, with a WARNING as
+ * PostgreSQL gives for advisory locks, when there is none.
+ */
+bool
+zk_release(const char *name, int len, ZkMode mode)
+{
+	LocalLock  *ll;
+
+	zk_require_shmem();
+	zk_check_name(name, len);
+	zk_backend_init();
+	check_lost();
+
+	ll = find_local(name, len, mode);
+	if (ll == NULL || ll->session_holds == 0)
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_WARNING),
+				 errmsg("you don't own a session-level %s zookeeper lock \"%s\"",
+						mode == ZKM_SHARED ? "shared" : "exclusive", pnstrdup(name, len)),
+				 errhint("Transaction-level locks are released at the end of the transaction, not by zk_unlock.")));
+		return false;
+	}
+	ll->session_holds--;
+	if (ll->session_holds == 0)
+	{
+		if (ll->subxids == NIL)
+		{
+			if (forget_local(ll))
+				zk_wake_worker();
+		}
+		else
+			set_entry_scope(ll);
+	}
+	return true;
+}
+
+void
+zk_release_all_session(void)
+{
+	zk_require_shmem();
+	zk_backend_init();
+	check_lost();
+	drop_holds(false, true);
+}
+
+/*
+ * The token of a lock this backend holds: the exclusive one if held, else
+ * the shared one.  *held is false when it holds neither.
+ */
+int64
+zk_held_token(const char *name, int len, bool *held)
+{
+	LocalLock  *ll;
+
+	zk_require_shmem();
+	zk_check_name(name, len);
+	zk_backend_init();
+	check_lost();
+
+	ll = find_local(name, len, ZKM_EXCLUSIVE);
+	if (ll == NULL)
+		ll = find_local(name, len, ZKM_SHARED);
+	*held = (ll != NULL);
+	return ll ? ll->token : 0;
+}
+
+/*
+ * Read every contender of a lock from ZooKeeper.  The worker writes what it
+ * finds into a dynamic shared memory segment we give it; returns that
+ * segment (the caller detaches it).
+ */
+dsm_segment *
+zk_query_holders(const char *name, int len)
+{
+	Size		size = 64 * 1024;
+	int			attempt;
+
+	zk_require_shmem();
+	zk_check_name(name, len);
+	zk_backend_init();
+	check_lost();
+
+	for (attempt = 0; attempt < 3; attempt++)
+	{
+		dsm_segment *seg = dsm_create(size, 0);
+		ZkHoldersBuf *buf = dsm_segment_address(seg);
+		ZkEntry    *e;
+		uint32		idx;
+		uint32		gen;
+		bool		done = false;
+
+		memset(buf, 0, sizeof(ZkHoldersBuf));
+		buf->size = size;
+		e = new_entry(ZKK_HOLDERS, name, len, ZKM_EXCLUSIVE, ZKS_TRANSACTION, false);
+		e->dsm = dsm_segment_handle(seg);
+		idx = zk_entry_index(e);
+		gen = e->gen;
+		zk_enqueue(e);
+		LWLockRelease(zk_ctl->lock);
+		zk_wake_worker();
+
+		PG_TRY();
+		{
+			done = wait_for_answer(idx, pnstrdup(name, len), -1, NULL);
+		}
+		PG_CATCH();
+		{
+			if (release_entry(idx, gen))
+				zk_wake_worker();
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		if (release_entry(idx, gen))
+			zk_wake_worker();
+
+		if (done && buf->needed <= buf->size)
+			return seg;
+		size = Max(buf->needed + 4096, size * 4);
+		dsm_detach(seg);
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("too many contenders to list for zookeeper lock \"%s\"",
+					pnstrdup(name, len)),
+			 errhint("The lock's contenders kept growing while being read; retry.")));
+	return NULL;				/* keep the compiler quiet */
+}
+
+/*
+ * Copy this cluster's entries for zk_locks, under the lock; the caller
+ * builds rows after it is released.
+ */
+ZkEntry *
+zk_snapshot_entries(int *n)
+{
+	ZkEntry    *copy;
+	int			i;
+	int			k = 0;
+
+	zk_require_shmem();
+	copy = palloc(sizeof(ZkEntry) * Max(zk_ctl->max_entries, 1));
+	LWLockAcquire(zk_ctl->lock, LW_SHARED);
+	for (i = 0; i < zk_ctl->max_entries; i++)
+	{
+		ZkEntry    *e = zk_entry(i);
+
+		if (e->state == ZKE_FREE || e->released || e->kind != ZKK_LOCK)
+			continue;
+		if (e->outcome != ZKO_NONE && e->outcome != ZKO_GRANTED &&
+			e->outcome != ZKO_LOST)
+			continue;
+		memcpy(&copy[k++], e, sizeof(ZkEntry));
+	}
+	LWLockRelease(zk_ctl->lock);
+	*n = k;
+	return copy;
+}
+
 /* ---- end of transaction, savepoints, exit ---- */
 
 /*
  * Before COMMIT: a transaction whose lock was lost must not commit; while
- * the session is suspended, wait a bounded time for it to come back.
+ * the session is suspended, wait up to zklock.commit_timeout for it to
+ * come back.
  */
 static void
 check_before_commit(void)
@@ -455,6 +741,7 @@ check_before_commit(void)
 		bool		any = false;
 		int			conn;
 		char	   *lost = NULL;
+		char		msg[ZKLOCK_ERRMSG_MAX];
 
 		LWLockAcquire(zk_ctl->lock, LW_SHARED);
 		conn = zk_ctl->conn_state;
@@ -463,12 +750,13 @@ check_before_commit(void)
 			LocalLock  *ll = lfirst(lc);
 			ZkEntry    *e = zk_entry(ll->idx);
 
-			if (ll->scope != ZKS_TRANSACTION || !ll->granted)
+			if (ll->subxids == NIL || !ll->granted)
 				continue;
 			any = true;
 			if (e->gen != ll->gen || e->outcome == ZKO_LOST)
 			{
 				lost = ll->name;
+				strlcpy(msg, e->gen == ll->gen ? e->errmsg : "The lock entry was released", sizeof(msg));
 				break;
 			}
 		}
@@ -478,7 +766,7 @@ check_before_commit(void)
 			ereport(ERROR,
 					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 					 errmsg("zookeeper lock \"%s\" was lost before commit", lost),
-					 errdetail("The ZooKeeper session that held it ended; another session may have taken the lock."),
+					 errdetail("%s; another session may have taken the lock since.", msg),
 					 errhint("Retry the transaction.")));
 		if (!any || conn == ZKC_CONNECTED)
 			return;
@@ -486,16 +774,16 @@ check_before_commit(void)
 		/* suspended: the lock is in doubt until the session answers */
 		if (deadline == 0)
 			deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-												   zklock_connect_timeout);
+												   zklock_commit_timeout);
 		if (GetCurrentTimestamp() >= deadline)
 			ereport(ERROR,
 					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 					 errmsg("could not confirm zookeeper locks before commit"),
-					 errdetail("The ZooKeeper connection is \"%s\" and did not come back within zklock.connect_timeout (%d ms).",
-							   zk_conn_state_name(conn), zklock_connect_timeout),
+					 errdetail("The ZooKeeper connection is \"%s\" and did not come back within zklock.commit_timeout (%d ms).",
+							   zk_conn_state_name(conn), zklock_commit_timeout),
 					 errhint("Retry the transaction when ZooKeeper is reachable.")));
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 100, PG_WAIT_EXTENSION);
+						 50, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
@@ -524,7 +812,7 @@ xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_PARALLEL_ABORT:
 		case XACT_EVENT_PREPARE:
-			release_all(ZKS_TRANSACTION);
+			drop_holds(true, false);
 			break;
 		default:
 			break;
@@ -552,7 +840,7 @@ subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 		LocalLock  *ll = lfirst(lc);
 		ListCell   *sc;
 
-		if (ll->scope != ZKS_TRANSACTION)
+		if (ll->subxids == NIL)
 			continue;
 		foreach(sc, ll->subxids)
 		{
@@ -563,12 +851,10 @@ subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 			else
 				ll->subxids = foreach_delete_current(ll->subxids, sc);
 		}
-		if (ll->subxids == NIL)
+		if (ll->subxids == NIL && ll->session_holds == 0)
 		{
-			wake |= release_entry(ll->idx, ll->gen);
-			pfree(ll->name);
-			pfree(ll);
 			local_locks = foreach_delete_current(local_locks, lc);
+			wake |= free_local(ll);
 		}
 	}
 	if (wake)
@@ -579,5 +865,5 @@ subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 static void
 backend_exit(int code, Datum arg)
 {
-	release_all(-1);
+	drop_holds(true, true);
 }

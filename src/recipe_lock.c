@@ -47,6 +47,8 @@ static void send_list(ZkEntry *e);
 static void send_create(ZkEntry *e);
 static void send_delete(ZkEntry *e);
 static void settle_unsent(ZkEntry *e);
+static void holders_drive(ZkEntry *e);
+static void holders_finish(ZkEntry *e);
 
 /* ---- helpers ---- */
 
@@ -232,6 +234,10 @@ evaluate(ZkEntry *e, const struct String_vector *kids)
 			continue;
 		}
 		if (!zk_node_is_contender(k, &kshared))
+			continue;
+		/* never wait for our own backend's other node of this lock */
+		if (e->owner_tag[0] != '\0' &&
+			strncmp(k, e->owner_tag, ZKLOCK_GUID_LEN / 2) == 0)
 			continue;
 		kseq = zk_node_seq(k);
 		if (kseq >= myseq)
@@ -490,6 +496,9 @@ make_guid(ZkEntry *e)
 	}
 	for (i = 0; i < (int) sizeof(buf); i++)
 		snprintf(e->guid + 2 * i, 3, "%02x", buf[i]);
+	/* the first half names the owning backend (see evaluate) */
+	if (e->owner_tag[0] != '\0')
+		memcpy(e->guid, e->owner_tag, ZKLOCK_GUID_LEN / 2);
 }
 
 static void
@@ -528,6 +537,177 @@ send_create(ZkEntry *e)
 	zoo_aget_children(zh, e->parent, 0, list_done, ctx_of(e));
 }
 
+
+/* ---- reading every contender of a lock (zk_lock_holders) ---- */
+
+/* Segments the worker has attached, by entry number. */
+static dsm_segment **holder_segs = NULL;
+
+typedef struct HolderGet
+{
+	const void *ectx;			/* the entry, as ctx_of() gives it */
+	int32		seq;
+	bool		shared;
+	char		name[FLEXIBLE_ARRAY_MEMBER];
+} HolderGet;
+
+static void
+holders_finish(ZkEntry *e)
+{
+	uint32		idx = zk_entry_index(e);
+
+	if (holder_segs && holder_segs[idx])
+	{
+		dsm_detach(holder_segs[idx]);
+		holder_segs[idx] = NULL;
+	}
+	if (e->query_failed)
+		fail(e, ERRCODE_CONNECTION_FAILURE,
+			 "Could not read the lock's contenders from ZooKeeper");
+	else
+		finish(e, ZKO_GRANTED, 0, NULL);
+	if (e->released)
+		zk_entry_free(e);
+	else
+		e->state = ZKE_DONE;
+}
+
+static void
+holder_get_done(int rc, const char *value, int value_len,
+				const struct Stat *stat, const void *ctx)
+{
+	HolderGet  *g = (HolderGet *) ctx;
+	ZkEntry    *e = entry_of(g->ectx);
+
+	if (e != NULL && e->state == ZKE_CREATING && e->kind == ZKK_HOLDERS)
+	{
+		if (rc == ZOK)
+		{
+			ZkHoldersBuf *buf = dsm_segment_address(holder_segs[zk_entry_index(e)]);
+			int			namelen = Min((int) strlen(g->name), 255);
+			int			datalen = Min(Max(value_len, 0), ZKLOCK_HOLDER_DATA_MAX);
+			Size		need = MAXALIGN(sizeof(ZkHolderRec) + namelen + datalen);
+
+			buf->needed += need;
+			if (MAXALIGN(sizeof(ZkHoldersBuf)) + buf->used + need <= buf->size)
+			{
+				char	   *p = (char *) buf + MAXALIGN(sizeof(ZkHoldersBuf)) + buf->used;
+				ZkHolderRec *rec = (ZkHolderRec *) p;
+
+				rec->czxid = stat ? stat->czxid : 0;
+				rec->seq = g->seq;
+				rec->shared = g->shared;
+				rec->namelen = namelen;
+				rec->datalen = datalen;
+				memcpy(p + sizeof(ZkHolderRec), g->name, namelen);
+				if (datalen > 0)
+					memcpy(p + sizeof(ZkHolderRec) + namelen, value, datalen);
+				buf->used += need;
+				buf->count++;
+			}
+		}
+		else if (rc != ZNONODE)
+			e->query_failed = true; /* ZNONODE: released meanwhile, skip */
+		if (--e->outstanding <= 0)
+			holders_finish(e);
+	}
+	pfree(g);
+}
+
+static void
+holders_list_done(int rc, const struct String_vector *kids, const void *ctx)
+{
+	ZkEntry    *e = entry_of(ctx);
+	int			i;
+
+	if (e == NULL || e->state != ZKE_CREATING || e->kind != ZKK_HOLDERS)
+		return;
+	if (rc == ZNONODE)
+	{
+		holders_finish(e);		/* nobody holds or awaits it */
+		return;
+	}
+	if (rc != ZOK)
+	{
+		e->query_failed = true;
+		holders_finish(e);
+		return;
+	}
+	e->outstanding = 0;
+	for (i = 0; i < kids->count; i++)
+	{
+		bool		shared;
+		HolderGet  *g;
+		char		path[ZKLOCK_PARENT_MAX + 258];
+
+		if (!zk_node_is_contender(kids->data[i], &shared))
+			continue;
+		g = MemoryContextAlloc(TopMemoryContext,
+							   offsetof(HolderGet, name) + strlen(kids->data[i]) + 1);
+		g->ectx = ctx_of(e);
+		g->seq = zk_node_seq(kids->data[i]);
+		g->shared = shared;
+		strcpy(g->name, kids->data[i]);
+		snprintf(path, sizeof(path), "%s/%s", e->parent, kids->data[i]);
+		if (zoo_aget(zh, path, 0, holder_get_done, g) != ZOK)
+		{
+			pfree(g);
+			e->query_failed = true;
+			continue;
+		}
+		e->outstanding++;
+	}
+	if (e->outstanding == 0)
+		holders_finish(e);
+}
+
+static void
+holders_drive(ZkEntry *e)
+{
+	uint32		idx = zk_entry_index(e);
+
+	switch ((ZkEntryState) e->state)
+	{
+		case ZKE_PENDING:
+			if (e->released)
+			{
+				zk_entry_free(e);
+				break;
+			}
+			if (!session_usable())
+			{
+				retry_later(e);
+				break;
+			}
+			if (holder_segs == NULL)
+				holder_segs = MemoryContextAllocZero(TopMemoryContext,
+													 sizeof(dsm_segment *) * zk_ctl->max_entries);
+			holder_segs[idx] = dsm_attach(e->dsm);
+			if (holder_segs[idx] == NULL)
+			{
+				/* the backend is gone already */
+				e->query_failed = true;
+				holders_finish(e);
+				break;
+			}
+			snprintf(e->parent, sizeof(e->parent), "%s/locks/%s",
+					 zklock_root, e->ename);
+			e->state = ZKE_CREATING;
+			if (zoo_aget_children(zh, e->parent, 0, holders_list_done, ctx_of(e)) != ZOK)
+			{
+				e->query_failed = true;
+				holders_finish(e);
+			}
+			break;
+		case ZKE_DONE:
+			if (e->released)
+				zk_entry_free(e);
+			break;
+		default:
+			break;				/* in flight: holders_finish settles it */
+	}
+}
+
 /* An entry whose request was never sent, at the end of a session. */
 static void
 settle_unsent(ZkEntry *e)
@@ -543,6 +723,11 @@ settle_unsent(ZkEntry *e)
 void
 zk_lock_drive(zhandle_t *h, ZkEntry *e)
 {
+	if (e->kind == ZKK_HOLDERS)
+	{
+		holders_drive(e);
+		return;
+	}
 	switch ((ZkEntryState) e->state)
 	{
 		case ZKE_FREE:
@@ -643,6 +828,22 @@ zk_lock_session_lost(const char *why)
 		e->create_inflight = false;
 		e->delete_inflight = false;
 		e->in_doubt = false;
+		if (e->kind == ZKK_HOLDERS)
+		{
+			if (e->state == ZKE_PENDING)
+			{
+				settle_unsent(e);
+				if (e->state == ZKE_PENDING)
+					retry_later(e);
+			}
+			else if (e->state == ZKE_CREATING)
+			{
+				e->outstanding = 0;
+				e->query_failed = true;
+				holders_finish(e);
+			}
+			continue;
+		}
 		switch ((ZkEntryState) e->state)
 		{
 			case ZKE_FREE:

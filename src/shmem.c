@@ -124,6 +124,8 @@ zk_entry_alloc(void)
 	memset(e, 0, offsetof(ZkEntry, name));
 	e->name[0] = e->ename[0] = e->guid[0] = e->parent[0] = e->node[0] = '\0';
 	e->data[0] = '\0';
+	e->owner_tag[0] = '\0';
+	e->dsm = DSM_HANDLE_INVALID;
 	e->gen = gen;
 	e->next = ZKLOCK_NO_ENTRY;
 	e->state = ZKE_PENDING;

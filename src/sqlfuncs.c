@@ -9,16 +9,18 @@
 #include "zklock.h"
 
 #include "access/htup_details.h"
+#include "commands/dbcommands.h"
+#include "common/jsonapi.h"
+#include "mb/pg_wchar.h"
 #include "datatype/timestamp.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
+#include "utils/tuplestore.h"
 #include "utils/timestamp.h"
 
-PG_FUNCTION_INFO_V1(zk_lock);
-PG_FUNCTION_INFO_V1(zk_try_lock);
 PG_FUNCTION_INFO_V1(zk_status);
 
 /*
@@ -54,39 +56,364 @@ wait_timeout_ms(FunctionCallInfo fcinfo, int argno)
 }
 
 /*
- * zk_lock(name text, timeout interval DEFAULT NULL) RETURNS bigint
+ * The lock's name: a text argument, or a bigint key written in decimal.
  */
-Datum
-zk_lock(PG_FUNCTION_ARGS)
+static char *
+arg_name(FunctionCallInfo fcinfo, bool key, int *len)
 {
-	text	   *name;
+	if (key)
+	{
+		char	   *buf = psprintf(INT64_FORMAT, PG_GETARG_INT64(0));
+
+		*len = strlen(buf);
+		return buf;
+	}
+	else
+	{
+		text	   *t = PG_GETARG_TEXT_PP(0);
+
+		*len = VARSIZE_ANY_EXHDR(t);
+		return VARDATA_ANY(t);
+	}
+}
+
+/* zk_lock, zk_lock_shared, zk_session_lock, zk_session_lock_shared */
+static Datum
+lock_common(FunctionCallInfo fcinfo, bool key, ZkMode mode, ZkScope scope)
+{
+	char	   *name;
+	int			len;
 	int64		timeout_ms;
 	int64		token;
 	bool		acquired;
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();		/* as a strict function would */
-	name = PG_GETARG_TEXT_PP(0);
+	name = arg_name(fcinfo, key, &len);
 	timeout_ms = wait_timeout_ms(fcinfo, 1);
-
-	token = zk_acquire(VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name),
-					   ZKM_EXCLUSIVE, ZKS_TRANSACTION, false, timeout_ms,
-					   &acquired);
+	token = zk_acquire(name, len, mode, scope, false, timeout_ms, &acquired);
 	PG_RETURN_INT64(token);
 }
 
-/*
- * zk_try_lock(name text) RETURNS boolean
- */
-Datum
-zk_try_lock(PG_FUNCTION_ARGS)
+/* the zk_try_* family */
+static Datum
+try_common(FunctionCallInfo fcinfo, bool key, ZkMode mode, ZkScope scope)
 {
-	text	   *name = PG_GETARG_TEXT_PP(0);
+	char	   *name;
+	int			len;
 	bool		acquired;
 
-	(void) zk_acquire(VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name),
-					  ZKM_EXCLUSIVE, ZKS_TRANSACTION, true, -1, &acquired);
+	name = arg_name(fcinfo, key, &len);
+	(void) zk_acquire(name, len, mode, scope, true, -1, &acquired);
 	PG_RETURN_BOOL(acquired);
+}
+
+static Datum
+unlock_common(FunctionCallInfo fcinfo, bool key, ZkMode mode)
+{
+	char	   *name;
+	int			len;
+
+	name = arg_name(fcinfo, key, &len);
+	PG_RETURN_BOOL(zk_release(name, len, mode));
+}
+
+#define ZK_SQL_FUNC(fn, body) \
+	PG_FUNCTION_INFO_V1(fn); \
+	Datum fn(PG_FUNCTION_ARGS) { return body; }
+
+ZK_SQL_FUNC(zk_lock, lock_common(fcinfo, false, ZKM_EXCLUSIVE, ZKS_TRANSACTION))
+ZK_SQL_FUNC(zk_lock_key, lock_common(fcinfo, true, ZKM_EXCLUSIVE, ZKS_TRANSACTION))
+ZK_SQL_FUNC(zk_lock_shared, lock_common(fcinfo, false, ZKM_SHARED, ZKS_TRANSACTION))
+ZK_SQL_FUNC(zk_lock_shared_key, lock_common(fcinfo, true, ZKM_SHARED, ZKS_TRANSACTION))
+ZK_SQL_FUNC(zk_session_lock, lock_common(fcinfo, false, ZKM_EXCLUSIVE, ZKS_SESSION))
+ZK_SQL_FUNC(zk_session_lock_key, lock_common(fcinfo, true, ZKM_EXCLUSIVE, ZKS_SESSION))
+ZK_SQL_FUNC(zk_session_lock_shared, lock_common(fcinfo, false, ZKM_SHARED, ZKS_SESSION))
+ZK_SQL_FUNC(zk_session_lock_shared_key, lock_common(fcinfo, true, ZKM_SHARED, ZKS_SESSION))
+ZK_SQL_FUNC(zk_try_lock, try_common(fcinfo, false, ZKM_EXCLUSIVE, ZKS_TRANSACTION))
+ZK_SQL_FUNC(zk_try_lock_key, try_common(fcinfo, true, ZKM_EXCLUSIVE, ZKS_TRANSACTION))
+ZK_SQL_FUNC(zk_try_lock_shared, try_common(fcinfo, false, ZKM_SHARED, ZKS_TRANSACTION))
+ZK_SQL_FUNC(zk_try_lock_shared_key, try_common(fcinfo, true, ZKM_SHARED, ZKS_TRANSACTION))
+ZK_SQL_FUNC(zk_try_session_lock, try_common(fcinfo, false, ZKM_EXCLUSIVE, ZKS_SESSION))
+ZK_SQL_FUNC(zk_try_session_lock_key, try_common(fcinfo, true, ZKM_EXCLUSIVE, ZKS_SESSION))
+ZK_SQL_FUNC(zk_try_session_lock_shared, try_common(fcinfo, false, ZKM_SHARED, ZKS_SESSION))
+ZK_SQL_FUNC(zk_try_session_lock_shared_key, try_common(fcinfo, true, ZKM_SHARED, ZKS_SESSION))
+ZK_SQL_FUNC(zk_unlock, unlock_common(fcinfo, false, ZKM_EXCLUSIVE))
+ZK_SQL_FUNC(zk_unlock_key, unlock_common(fcinfo, true, ZKM_EXCLUSIVE))
+ZK_SQL_FUNC(zk_unlock_shared, unlock_common(fcinfo, false, ZKM_SHARED))
+ZK_SQL_FUNC(zk_unlock_shared_key, unlock_common(fcinfo, true, ZKM_SHARED))
+
+PG_FUNCTION_INFO_V1(zk_unlock_all);
+Datum
+zk_unlock_all(PG_FUNCTION_ARGS)
+{
+	zk_release_all_session();
+	PG_RETURN_VOID();
+}
+
+static Datum
+token_common(FunctionCallInfo fcinfo, bool key)
+{
+	char	   *name;
+	int			len;
+	bool		held;
+	int64		token;
+
+	name = arg_name(fcinfo, key, &len);
+	token = zk_held_token(name, len, &held);
+	if (!held)
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(token);
+}
+
+ZK_SQL_FUNC(zk_lock_token, token_common(fcinfo, false))
+ZK_SQL_FUNC(zk_lock_token_key, token_common(fcinfo, true))
+
+/* ---- zk_lock_holders ---- */
+
+/* The fields of our own node data, {"cluster":..., "host":..., ...} */
+typedef struct NodeData
+{
+	int			depth;
+	const char *field;
+	char	   *v[8];
+} NodeData;
+
+static const char *const node_fields[8] =
+{"cluster", "host", "port", "database", "pid", "user", "application", "since"};
+
+static void
+nd_object_start(void *state)
+{
+	((NodeData *) state)->depth++;
+}
+
+static void
+nd_object_end(void *state)
+{
+	((NodeData *) state)->depth--;
+}
+
+static void
+nd_field_start(void *state, char *fname, bool isnull)
+{
+	NodeData   *nd = state;
+
+	nd->field = (nd->depth == 1) ? pstrdup(fname) : NULL;
+}
+
+static void
+nd_scalar(void *state, char *token, JsonTokenType tokentype)
+{
+	NodeData   *nd = state;
+	int			i;
+
+	if (nd->field == NULL || tokentype == JSON_TOKEN_NULL)
+		return;
+	for (i = 0; i < 8; i++)
+		if (strcmp(nd->field, node_fields[i]) == 0)
+			nd->v[i] = pstrdup(token);
+}
+
+/* Parse zklock's identity; false when the data is not ours (kazoo, ...). */
+static bool
+parse_node_data(const char *data, int len, NodeData *nd)
+{
+	JsonLexContext *lex;
+	JsonSemAction sem;
+
+	memset(nd, 0, sizeof(NodeData));
+	if (len < 2 || data[0] != '{' || !pg_verifymbstr(data, len, true))
+		return false;
+	lex = makeJsonLexContextCstringLen(pnstrdup(data, len), len, GetDatabaseEncoding(), true);
+	memset(&sem, 0, sizeof(sem));
+	sem.semstate = nd;
+	sem.object_start = nd_object_start;
+	sem.object_end = nd_object_end;
+	sem.object_field_start = nd_field_start;
+	sem.scalar = nd_scalar;
+	if (pg_parse_json(lex, &sem) != JSON_SUCCESS)
+		return false;
+	return nd->v[0] != NULL && nd->v[4] != NULL;
+}
+
+typedef struct HolderRow
+{
+	ZkHolderRec *rec;
+	char	   *name;
+	char	   *data;
+} HolderRow;
+
+static int
+holder_cmp(const void *a, const void *b)
+{
+	const HolderRow *x = a;
+	const HolderRow *y = b;
+
+	return (x->rec->seq > y->rec->seq) - (x->rec->seq < y->rec->seq);
+}
+
+static Datum
+holders_common(FunctionCallInfo fcinfo, bool key)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	char	   *name;
+	int			len;
+	dsm_segment *seg;
+	ZkHoldersBuf *buf;
+	HolderRow  *rows;
+	char	   *p;
+	int			n;
+	int			i;
+
+	name = arg_name(fcinfo, key, &len);
+	InitMaterializedSRF(fcinfo, 0);
+
+	seg = zk_query_holders(name, len);
+	buf = dsm_segment_address(seg);
+	n = buf->count;
+	rows = palloc0(sizeof(HolderRow) * Max(n, 1));
+	p = (char *) buf + MAXALIGN(sizeof(ZkHoldersBuf));
+	for (i = 0; i < n; i++)
+	{
+		ZkHolderRec *rec = (ZkHolderRec *) p;
+
+		rows[i].rec = palloc(sizeof(ZkHolderRec));
+		memcpy(rows[i].rec, rec, sizeof(ZkHolderRec));
+		rows[i].name = pnstrdup(p + sizeof(ZkHolderRec), rec->namelen);
+		rows[i].data = pnstrdup(p + sizeof(ZkHolderRec) + rec->namelen, rec->datalen);
+		p += MAXALIGN(sizeof(ZkHolderRec) + rec->namelen + rec->datalen);
+	}
+	dsm_detach(seg);
+	qsort(rows, n, sizeof(HolderRow), holder_cmp);
+
+	for (i = 0; i < n; i++)
+	{
+		Datum		values[14];
+		bool		nulls[14];
+		NodeData	nd;
+		bool		ours;
+		bool		shared = rows[i].rec->shared;
+		bool		held;
+		int			j;
+		int			dlen = rows[i].rec->datalen;
+
+		/*
+		 * The recipe: a writer holds when no older contender blocks it, a
+		 * reader when no older writer does; a backend's own nodes never
+		 * block each other (they share the first half of their guid).
+		 */
+		held = true;
+		for (j = 0; j < i && held; j++)
+		{
+			if (strncmp(rows[j].name, rows[i].name, ZKLOCK_GUID_LEN / 2) == 0)
+				continue;
+			if (!shared || !rows[j].rec->shared)
+				held = false;
+		}
+
+		memset(nulls, true, sizeof(nulls));
+		values[0] = CStringGetTextDatum(rows[i].name);
+		values[1] = CStringGetTextDatum(shared ? "shared" : "exclusive");
+		values[2] = CStringGetTextDatum(held ? "held" : "waiting");
+		values[3] = Int32GetDatum(i);
+		values[4] = Int64GetDatum(rows[i].rec->czxid);
+		for (j = 0; j < 5; j++)
+			nulls[j] = false;
+
+		ours = parse_node_data(rows[i].data, dlen, &nd);
+		if (ours)
+		{
+			/* cluster, host, port, database, pid, user, application, since */
+			static const int col[8] = {5, 6, 7, 8, 9, 10, 11, 12};
+
+			for (j = 0; j < 8; j++)
+			{
+				if (nd.v[j] == NULL)
+					continue;
+				if (j == 2 || j == 4)
+				{
+					values[col[j]] = Int32GetDatum(pg_strtoint32(nd.v[j]));
+				}
+				else
+					values[col[j]] = CStringGetTextDatum(nd.v[j]);
+				nulls[col[j]] = false;
+			}
+		}
+		if (dlen > 0)
+		{
+			if (pg_verifymbstr(rows[i].data, dlen, true))
+				values[13] = CStringGetTextDatum(rows[i].data);
+			else
+			{
+				/* not text in this database's encoding: show it as hex */
+				char	   *hex = palloc(dlen * 2 + 3);
+
+				hex[0] = '\\';
+				hex[1] = 'x';
+				hex_encode(rows[i].data, dlen, hex + 2);
+				hex[dlen * 2 + 2] = '\0';
+				values[13] = CStringGetTextDatum(hex);
+			}
+			nulls[13] = false;
+		}
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+ZK_SQL_FUNC(zk_lock_holders, holders_common(fcinfo, false))
+ZK_SQL_FUNC(zk_lock_holders_key, holders_common(fcinfo, true))
+
+/* ---- zk_locks ---- */
+
+PG_FUNCTION_INFO_V1(zk_locks_internal);
+Datum
+zk_locks_internal(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ZkEntry    *copy;
+	int			n;
+	int			i;
+
+	InitMaterializedSRF(fcinfo, 0);
+	copy = zk_snapshot_entries(&n);	/* copied under the lock */
+	for (i = 0; i < n; i++)
+	{
+		ZkEntry    *e = &copy[i];
+		Datum		values[10];
+		bool		nulls[10];
+		char	   *db;
+		bool		held = (e->outcome == ZKO_GRANTED || e->outcome == ZKO_LOST);
+
+		memset(nulls, false, sizeof(nulls));
+		values[0] = Int32GetDatum(e->pid);
+		db = OidIsValid(e->dbid) ? get_database_name(e->dbid) : NULL;
+		if (db)
+			values[1] = CStringGetTextDatum(db);
+		else
+			nulls[1] = true;
+		values[2] = CStringGetTextDatum(e->name);
+		values[3] = CStringGetTextDatum(e->mode == ZKM_SHARED ? "shared" : "exclusive");
+		values[4] = CStringGetTextDatum(e->scope == ZKS_SESSION ? "session" : "transaction");
+		values[5] = CStringGetTextDatum(e->outcome == ZKO_LOST ? "lost" :
+										held ? "held" : "waiting");
+		if (held && e->token != 0)
+			values[6] = Int64GetDatum(e->token);
+		else
+			nulls[6] = true;
+		if (e->node[0] && e->parent[0])
+			values[7] = CStringGetTextDatum(psprintf("%s/%s", e->parent, e->node));
+		else
+			nulls[7] = true;
+		values[8] = TimestampTzGetDatum(e->requested_at);
+		if (held && e->granted_at != 0)
+			values[9] = TimestampTzGetDatum(e->granted_at);
+		else
+			nulls[9] = true;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
 }
 
 /*

@@ -23,6 +23,7 @@ char	   *zklock_hosts = NULL;
 char	   *zklock_root = NULL;
 int			zklock_session_timeout = 10000;
 int			zklock_connect_timeout = 5000;
+int			zklock_commit_timeout = 5000;
 int			zklock_max_locks = 1024;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
@@ -113,6 +114,15 @@ _PG_init(void)
 							NULL,
 							&zklock_connect_timeout,
 							5000, 100, 3600000,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("zklock.commit_timeout",
+							"How long COMMIT waits for a suspended ZooKeeper connection to come back.",
+							"A transaction that holds zookeeper locks cannot commit while they are in doubt.",
+							&zklock_commit_timeout,
+							5000, 0, 3600000,
 							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);

@@ -16,6 +16,7 @@
 #include "postgres.h"
 
 #include "port/atomics.h"
+#include "storage/dsm.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "utils/timestamp.h"
@@ -73,6 +74,12 @@ typedef enum ZkMode
 	ZKM_SHARED
 } ZkMode;
 
+typedef enum ZkKind
+{
+	ZKK_LOCK = 0,				/* a lock held or awaited */
+	ZKK_HOLDERS					/* a one-off read of a lock's contenders */
+} ZkKind;
+
 typedef enum ZkScope
 {
 	ZKS_TRANSACTION = 0,
@@ -89,6 +96,7 @@ typedef struct ZkEntry
 	int			pid;			/* owner's pid */
 	Oid			dbid;			/* owner's database */
 	uint32		gen;			/* bumped at every allocation */
+	uint8		kind;			/* ZkKind */
 	uint8		mode;			/* ZkMode */
 	uint8		scope;			/* ZkScope */
 	bool		try_only;		/* give up instead of waiting */
@@ -111,16 +119,46 @@ typedef struct ZkEntry
 	bool		in_doubt;		/* create's fate unknown after conn loss */
 	bool		on_retry;		/* on the worker's retry list */
 	bool		parents_tried;	/* already recreated the parents once */
+	bool		query_failed;	/* ZKK_HOLDERS: a read failed */
+	int			outstanding;	/* ZKK_HOLDERS: reads in flight */
 
 	uint32		next;			/* free list / queue link */
 
 	char		name[ZKLOCK_NAME_MAX + 1];	/* as the user wrote it */
 	char		ename[ZKLOCK_ENAME_MAX + 1];	/* encoded path component */
+	char		owner_tag[ZKLOCK_GUID_LEN / 2 + 1];	/* the owner's half of
+														 * guid */
 	char		guid[ZKLOCK_GUID_LEN + 1];
 	char		parent[ZKLOCK_PARENT_MAX + 1];	/* full path of the lock */
 	char		node[ZKLOCK_NODE_MAX + 1];	/* our child's name, once known */
 	char		data[ZKLOCK_DATA_MAX];	/* identity stored in the node */
+	dsm_handle	dsm;			/* ZKK_HOLDERS: where the answer goes */
 } ZkEntry;
+
+/*
+ * The answer to a ZKK_HOLDERS query, in a segment the backend creates: a
+ * header, then one ZkHolderRec per contender, each followed by its node
+ * name and data.  When the segment is too small, the worker stops writing
+ * and sets "needed".
+ */
+#define ZKLOCK_HOLDER_DATA_MAX	1024
+typedef struct ZkHoldersBuf
+{
+	Size		size;			/* of the segment */
+	Size		used;			/* bytes written after the header */
+	Size		needed;			/* bytes the full answer needs */
+	int			count;			/* records written */
+} ZkHoldersBuf;
+
+typedef struct ZkHolderRec
+{
+	int64		czxid;
+	int32		seq;
+	uint8		shared;
+	uint16		namelen;
+	uint16		datalen;
+	/* followed by name and data, no terminators */
+} ZkHolderRec;
 
 /* Counters shown by zk_status() */
 typedef enum ZkCounter
@@ -171,6 +209,7 @@ extern char *zklock_hosts;
 extern char *zklock_root;
 extern int	zklock_session_timeout;
 extern int	zklock_connect_timeout;
+extern int	zklock_commit_timeout;
 extern int	zklock_max_locks;
 
 /* shmem.c */
@@ -211,5 +250,10 @@ extern void zk_lock_set_handle(struct _zhandle *zh, uint64 session_id);
 extern void zk_backend_init(void);
 extern int64 zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
 						bool try_only, int64 timeout_ms, bool *acquired);
+extern bool zk_release(const char *name, int len, ZkMode mode);
+extern void zk_release_all_session(void);
+extern int64 zk_held_token(const char *name, int len, bool *held);
+extern dsm_segment *zk_query_holders(const char *name, int len);
+extern ZkEntry *zk_snapshot_entries(int *n);
 
 #endif							/* ZKLOCK_H */
