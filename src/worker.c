@@ -137,6 +137,7 @@ session_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 		last_session_id = sid;
 		zk_ctl->session_id = sid;
 		zk_ctl->session_timeout = zoo_recv_timeout(h);
+		zk_ctl->last_contact = GetCurrentTimestamp();
 		strlcpy(zk_ctl->current_server, server ? server : "",
 				sizeof(zk_ctl->current_server));
 		set_conn_state(ZKC_CONNECTED);
@@ -400,6 +401,8 @@ zklock_worker_main(Datum arg)
 				zevents |= ZOOKEEPER_WRITE;
 			LWLockAcquire(zk_ctl->lock, LW_EXCLUSIVE);
 			zookeeper_process(zh, zevents);
+			if ((zevents & ZOOKEEPER_READ) && zoo_state(zh) == ZOO_CONNECTED_STATE)
+				zk_ctl->last_contact = GetCurrentTimestamp();
 			LWLockRelease(zk_ctl->lock);
 		}
 	}

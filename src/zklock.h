@@ -189,6 +189,7 @@ typedef struct ZkControl
 	int			conn_state;		/* ZkConnState */
 	uint64		session_id;
 	int			session_timeout;	/* negotiated, ms */
+	TimestampTz last_contact;	/* last time ZooKeeper sent us anything */
 	char		servers[ZKLOCK_HOSTS_MAX];	/* connect string in use */
 	char		current_server[64];
 
