@@ -38,12 +38,24 @@
 #include "utils/timestamp.h"
 
 /*
+ * Holds stacked on one lock: one element of "subxids" per transaction-scoped
+ * acquisition (the subtransaction that made it), and a count of the
+ * session-scoped ones.
+ */
+typedef struct Holds
+{
+	int			session;
+	List	   *subxids;
+} Holds;
+
+/*
  * A lock this backend holds or awaits: one per name and mode, whatever the
  * scopes, so that session and transaction holds of one name stack on one
- * znode as PostgreSQL's advisory locks do.  "subxids" has one element per
- * transaction-scoped acquisition (the subtransaction that made it);
- * "session_holds" counts the session-scoped ones.  The znode goes when both
- * are gone.
+ * znode as PostgreSQL's advisory locks do.  h[0] are the holds in the
+ * lock's own mode; on an exclusive lock, h[1] are shared holds that ride on
+ * it (a backend that holds the exclusive lock is granted the shared one at
+ * once, never queued behind someone waiting for itself).  The znode goes
+ * when every hold is gone.
  */
 typedef struct LocalLock
 {
@@ -54,9 +66,29 @@ typedef struct LocalLock
 	uint32		gen;
 	int64		token;
 	bool		granted;
-	int			session_holds;
-	List	   *subxids;
+	Holds		h[2];
 } LocalLock;
+
+#define HOLDS_OWN	0
+#define HOLDS_RIDER	1
+
+static bool
+ll_has_xact(LocalLock *ll)
+{
+	return ll->h[0].subxids != NIL || ll->h[1].subxids != NIL;
+}
+
+static bool
+ll_has_session(LocalLock *ll)
+{
+	return ll->h[0].session > 0 || ll->h[1].session > 0;
+}
+
+static bool
+ll_empty(LocalLock *ll)
+{
+	return !ll_has_xact(ll) && !ll_has_session(ll);
+}
 
 static List *local_locks = NIL;
 static bool initialized = false;
@@ -141,7 +173,8 @@ free_local(LocalLock *ll)
 {
 	bool		wake = release_entry(ll->idx, ll->gen);
 
-	list_free(ll->subxids);
+	list_free(ll->h[0].subxids);
+	list_free(ll->h[1].subxids);
 	pfree(ll->name);
 	pfree(ll);
 	return wake;
@@ -163,7 +196,7 @@ set_entry_scope(LocalLock *ll)
 	LWLockAcquire(zk_ctl->lock, LW_EXCLUSIVE);
 	e = zk_entry(ll->idx);
 	if (e->gen == ll->gen)
-		e->scope = ll->session_holds > 0 ? ZKS_SESSION : ZKS_TRANSACTION;
+		e->scope = ll_has_session(ll) ? ZKS_SESSION : ZKS_TRANSACTION;
 	LWLockRelease(zk_ctl->lock);
 }
 
@@ -184,19 +217,23 @@ drop_holds(bool xact, bool session)
 	{
 		LocalLock  *ll = lfirst(lc);
 		bool		changed = false;
+		int			k;
 
-		if (xact && ll->subxids != NIL)
+		for (k = 0; k < 2; k++)
 		{
-			list_free(ll->subxids);
-			ll->subxids = NIL;
-			changed = true;
+			if (xact && ll->h[k].subxids != NIL)
+			{
+				list_free(ll->h[k].subxids);
+				ll->h[k].subxids = NIL;
+				changed = true;
+			}
+			if (session && ll->h[k].session > 0)
+			{
+				ll->h[k].session = 0;
+				changed = true;
+			}
 		}
-		if (session && ll->session_holds > 0)
-		{
-			ll->session_holds = 0;
-			changed = true;
-		}
-		if (ll->subxids == NIL && ll->session_holds == 0)
+		if (ll_empty(ll))
 		{
 			local_locks = foreach_delete_current(local_locks, lc);
 			wake |= free_local(ll);
@@ -215,7 +252,7 @@ holds_transaction_locks(void)
 
 	foreach(lc, local_locks)
 	{
-		if (((LocalLock *) lfirst(lc))->subxids != NIL)
+		if (ll_has_xact((LocalLock *) lfirst(lc)))
 			return true;
 	}
 	return false;
@@ -255,10 +292,10 @@ check_lost(void)
 		return;
 
 	name = pstrdup(lost->name);
-	if (lost->session_holds > 0)
+	if (ll_has_session(lost))
 	{
-		lost->session_holds = 0;
-		if (lost->subxids == NIL && forget_local(lost))
+		lost->h[0].session = lost->h[1].session = 0;
+		if (ll_empty(lost) && forget_local(lost))
 			zk_wake_worker();
 	}
 	ereport(ERROR,
@@ -491,26 +528,39 @@ zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
 	ZkEntry    *e;
 	MemoryContext oldcxt;
 	bool		granted = false;
+	int			k;
 
 	zk_require_shmem();
 	zk_check_name(name, len);
 	zk_backend_init();
 	check_lost();
 
-	/* re-entrant: stack another hold on a lock we have */
+	/*
+	 * Re-entrant: stack another hold on a lock we have; a shared request
+	 * rides on our exclusive lock of the same name if we have one.
+	 */
 	ll = find_local(name, len, mode);
+	k = HOLDS_OWN;
+	if (ll == NULL && mode == ZKM_SHARED)
+	{
+		ll = find_local(name, len, ZKM_EXCLUSIVE);
+		k = HOLDS_RIDER;
+	}
 	if (ll != NULL)
 	{
+		bool		had_session = ll_has_session(ll);
+
 		if (scope == ZKS_TRANSACTION)
 		{
 			oldcxt = MemoryContextSwitchTo(TopMemoryContext);
-			ll->subxids = lappend_int(ll->subxids, GetCurrentSubTransactionId());
+			ll->h[k].subxids = lappend_int(ll->h[k].subxids,
+										   GetCurrentSubTransactionId());
 			MemoryContextSwitchTo(oldcxt);
 		}
 		else
 		{
-			ll->session_holds++;
-			if (ll->session_holds == 1)
+			ll->h[k].session++;
+			if (!had_session)
 				set_entry_scope(ll);
 		}
 		*acquired = true;
@@ -527,9 +577,9 @@ zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
 	ll->idx = zk_entry_index(e);
 	ll->gen = e->gen;
 	if (scope == ZKS_TRANSACTION)
-		ll->subxids = list_make1_int(GetCurrentSubTransactionId());
+		ll->h[0].subxids = list_make1_int(GetCurrentSubTransactionId());
 	else
-		ll->session_holds = 1;
+		ll->h[0].session = 1;
 	local_locks = lappend(local_locks, ll);
 	MemoryContextSwitchTo(oldcxt);
 
@@ -571,6 +621,7 @@ bool
 zk_release(const char *name, int len, ZkMode mode)
 {
 	LocalLock  *ll;
+	int			k;
 
 	zk_require_shmem();
 	zk_check_name(name, len);
@@ -578,7 +629,13 @@ zk_release(const char *name, int len, ZkMode mode)
 	check_lost();
 
 	ll = find_local(name, len, mode);
-	if (ll == NULL || ll->session_holds == 0)
+	k = HOLDS_OWN;
+	if ((ll == NULL || ll->h[0].session == 0) && mode == ZKM_SHARED)
+	{
+		ll = find_local(name, len, ZKM_EXCLUSIVE);
+		k = HOLDS_RIDER;
+	}
+	if (ll == NULL || ll->h[k].session == 0)
 	{
 		ereport(WARNING,
 				(errcode(ERRCODE_WARNING),
@@ -587,17 +644,14 @@ zk_release(const char *name, int len, ZkMode mode)
 				 errhint("Transaction-level locks are released at the end of the transaction, not by zk_unlock.")));
 		return false;
 	}
-	ll->session_holds--;
-	if (ll->session_holds == 0)
+	ll->h[k].session--;
+	if (ll_empty(ll))
 	{
-		if (ll->subxids == NIL)
-		{
-			if (forget_local(ll))
-				zk_wake_worker();
-		}
-		else
-			set_entry_scope(ll);
+		if (forget_local(ll))
+			zk_wake_worker();
 	}
+	else if (!ll_has_session(ll))
+		set_entry_scope(ll);
 	return true;
 }
 
@@ -761,7 +815,7 @@ check_before_commit(void)
 			LocalLock  *ll = lfirst(lc);
 			ZkEntry    *e = zk_entry(ll->idx);
 
-			if (ll->subxids == NIL || !ll->granted)
+			if (!ll_has_xact(ll) || !ll->granted)
 				continue;
 			any = true;
 			if (e->gen != ll->gen || e->outcome == ZKO_LOST)
@@ -849,20 +903,25 @@ subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	foreach(lc, local_locks)
 	{
 		LocalLock  *ll = lfirst(lc);
-		ListCell   *sc;
+		int			k;
 
-		if (ll->subxids == NIL)
+		if (!ll_has_xact(ll))
 			continue;
-		foreach(sc, ll->subxids)
+		for (k = 0; k < 2; k++)
 		{
-			if ((SubTransactionId) lfirst_int(sc) != mySubid)
-				continue;
-			if (event == SUBXACT_EVENT_COMMIT_SUB)
-				lfirst_int(sc) = (int) parentSubid;
-			else
-				ll->subxids = foreach_delete_current(ll->subxids, sc);
+			ListCell   *sc;
+
+			foreach(sc, ll->h[k].subxids)
+			{
+				if ((SubTransactionId) lfirst_int(sc) != mySubid)
+					continue;
+				if (event == SUBXACT_EVENT_COMMIT_SUB)
+					lfirst_int(sc) = (int) parentSubid;
+				else
+					ll->h[k].subxids = foreach_delete_current(ll->h[k].subxids, sc);
+			}
 		}
-		if (ll->subxids == NIL && ll->session_holds == 0)
+		if (ll_empty(ll))
 		{
 			local_locks = foreach_delete_current(local_locks, lc);
 			wake |= free_local(ll);

@@ -37,6 +37,9 @@ our @EXPORT = qw(
   new_session one_shot wait_until elapsed_since
   wait_for_backend_active try_lock_elsewhere
   kazoo_client
+  zk_conf zk_streaming_node zk_standby_node
+  sql_elsewhere try_lock_shared_elsewhere
+  zk_exists zk_get zk_czxid zk_lock_nodes
 );
 
 our $SRC = $ENV{ZKLOCK_SRC} // abs_path(dirname(__FILE__) . '/../..');
@@ -342,17 +345,7 @@ sub zk_node
 	my $hosts = ref($zk) ? $zk->{hosts} : $zk;
 	my $node = PostgreSQL::Test::Cluster->new($name);
 	$node->init;
-	my $conf = "shared_preload_libraries = 'zklock'\n"
-	  . "zklock.hosts = '$hosts'\n"
-	  . "log_min_messages = debug1\n"
-	  . "log_line_prefix = '%m [%p] %b '\n"
-	  . "max_connections = 60\n";
-	$conf .= "zklock.session_timeout = '$opts{session_timeout}'\n"
-	  if defined $opts{session_timeout};
-	$conf .= "zklock.connect_timeout = '$opts{connect_timeout}'\n"
-	  if defined $opts{connect_timeout};
-	$conf .= $opts{conf} if defined $opts{conf};
-	$node->append_conf('postgresql.conf', $conf);
+	$node->append_conf('postgresql.conf', zk_conf($zk, %opts));
 	$node->start;
 	$node->safe_psql('postgres', 'CREATE EXTENSION zklock');
 	if ($opts{wait} // 1)
@@ -363,6 +356,137 @@ sub zk_node
 		  unless $st && $st->{state} eq 'connected';
 	}
 	return $node;
+}
+
+# postgresql.conf text for a node preloading zklock and connected to $zk
+# (a ZooKeeper from zk_start, or a host string); options as for zk_node
+sub zk_conf
+{
+	my ($zk, %opts) = @_;
+	my $hosts = ref($zk) ? $zk->{hosts} : $zk;
+	my $conf = "shared_preload_libraries = 'zklock'\n"
+	  . "zklock.hosts = '$hosts'\n"
+	  . "log_min_messages = debug1\n"
+	  . "log_line_prefix = '%m [%p] %b '\n"
+	  . "max_connections = 60\n";
+	$conf .= "zklock.session_timeout = '$opts{session_timeout}'\n"
+	  if defined $opts{session_timeout};
+	$conf .= "zklock.connect_timeout = '$opts{connect_timeout}'\n"
+	  if defined $opts{connect_timeout};
+	$conf .= $opts{conf} if defined $opts{conf};
+	return $conf;
+}
+
+# Like zk_node, but the node allows streaming replication (a primary for
+# zk_standby_node)
+sub zk_streaming_node
+{
+	my ($name, $zk, %opts) = @_;
+	my $hosts = ref($zk) ? $zk->{hosts} : $zk;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init(allows_streaming => 1);
+	$node->append_conf('postgresql.conf', zk_conf($zk, %opts));
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION zklock');
+	if ($opts{wait} // 1)
+	{
+		my $st = wait_for_state($node, 'connected', 60);
+		die "zklock worker did not connect to ZooKeeper at $hosts: "
+		  . encode_json($st // {})
+		  unless $st && $st->{state} eq 'connected';
+	}
+	return $node;
+}
+
+# A streaming hot standby of $primary (from zk_streaming_node), made from a
+# fresh base backup; it inherits the primary's configuration (so preloads
+# zklock and uses the same ZooKeeper).  Waits until it has replayed
+# everything and (unless wait => 0) until its own zklock worker is connected.
+sub zk_standby_node
+{
+	my ($name, $primary, %opts) = @_;
+	my $backup = "bk_$name";
+	$primary->backup($backup);
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init_from_backup($primary, $backup, has_streaming => 1);
+	$node->append_conf('postgresql.conf', $opts{conf}) if defined $opts{conf};
+	$node->start;
+	$primary->wait_for_catchup($node);
+	if ($opts{wait} // 1)
+	{
+		my $st = wait_for_state($node, 'connected', 60);
+		die "zklock worker of the standby did not connect: "
+		  . encode_json($st // {})
+		  unless $st && $st->{state} eq 'connected';
+	}
+	return $node;
+}
+
+# Run $sql in a new connection to database $db (default postgres); returns
+# its output, or "error: <stderr>" if it failed
+sub sql_elsewhere
+{
+	my ($node, $sql, $db) = @_;
+	my ($rc, $out, $err) = $node->psql($db // 'postgres', $sql,
+		on_error_die => 0);
+	return $rc == 0 ? $out : "error: $err";
+}
+
+# zk_try_lock_shared($name) in a new connection; 't', 'f' or the error text
+sub try_lock_shared_elsewhere
+{
+	my ($node, $name) = @_;
+	$name =~ s/'/''/g;
+	return sql_elsewhere($node, "SELECT zk_try_lock_shared('$name')");
+}
+
+# True if $path exists in ZooKeeper (dies if ZooKeeper cannot be asked)
+sub zk_exists
+{
+	my ($zk, $path) = @_;
+	my ($rc, $out, $err) = zkq($zk, 'exists', $path);
+	die "zkq exists $path failed (rc $rc): $out $err" if $rc > 1;
+	return $rc == 0;
+}
+
+# Data of $path as text (undef if it does not exist)
+sub zk_get
+{
+	my ($zk, $path) = @_;
+	my ($rc, $out, $err) = zkq($zk, 'get', $path);
+	return undef if $rc != 0;
+	chomp $out;
+	return $out;
+}
+
+# czxid of $path as a decimal number (undef if it does not exist)
+sub zk_czxid
+{
+	my ($zk, $path) = @_;
+	my $tree = zk_tree($zk, $path);
+	my ($cz) = $tree =~ m{^\Q$path\E \S+ (0x[0-9a-f]+)$}m;
+	return defined $cz ? hex($cz) : undef;
+}
+
+# Contender nodes under lock path $path, in queue order (by sequence
+# number): list of { name, path, mode ('exclusive'/'shared'), seq, guid }
+sub zk_lock_nodes
+{
+	my ($zk, $path) = @_;
+	my @nodes;
+	foreach my $c (zk_children($zk, $path))
+	{
+		next unless $c =~ /^([0-9a-f]*)__(r?)lock__(\d{10})$/;
+		push @nodes,
+		  {
+			name => $c,
+			path => "$path/$c",
+			guid => $1,
+			mode => ($2 eq 'r' ? 'shared' : 'exclusive'),
+			seq => $3 + 0,
+		  };
+	}
+	return sort { $a->{seq} <=> $b->{seq} } @nodes;
 }
 
 # zk_status() as a hash reference (undef if it failed)
@@ -496,7 +620,14 @@ sub one_shot
 # on stdin, one per line, answering one line each:
 #   lock PATH [SECONDS]   kazoo Lock recipe on PATH -> "locked" | "timeout"
 #   release PATH          -> "released"
+#   wlock PATH [SECONDS]  kazoo WriteLock on PATH -> "locked" | "timeout"
+#   wrelease PATH         release the WriteLock -> "released"
+#   rlock PATH [SECONDS]  kazoo ReadLock on PATH -> "locked" | "timeout"
+#   rrelease PATH         release the ReadLock -> "released"
+#   node PATH             the lock's contender node (last acquire) ->
+#                         "node NAME" | "none"; kind from the last lock verb
 #   quit                  -> "bye"
+# All recipes write the identifier "kazoo-tap" into their nodes.
 # (errors answer "error <exception>")
 #
 package ZkLockTest::Kazoo;
@@ -516,25 +647,37 @@ from kazoo.exceptions import LockTimeout
 zk = KazooClient(hosts=sys.argv[1], timeout=10.0)
 zk.start(timeout=10)
 locks = {}
+wlocks = {}
+rlocks = {}
+last = {}
+recipes = {"lock": (locks, zk.Lock), "wlock": (wlocks, zk.WriteLock),
+           "rlock": (rlocks, zk.ReadLock)}
+releases = {"release": locks, "wrelease": wlocks, "rrelease": rlocks}
 print("ready", flush=True)
 for line in sys.stdin:
     parts = line.split()
     if not parts:
         continue
     try:
-        if parts[0] == "lock":
-            lk = locks.get(parts[1])
+        if parts[0] in recipes:
+            table, make = recipes[parts[0]]
+            lk = table.get(parts[1])
             if lk is None:
-                lk = locks[parts[1]] = zk.Lock(parts[1], "kazoo-tap")
+                lk = table[parts[1]] = make(parts[1], "kazoo-tap")
+            last[parts[1]] = lk
             timeout = float(parts[2]) if len(parts) > 2 else None
             try:
                 got = lk.acquire(blocking=True, timeout=timeout)
             except LockTimeout:
                 got = False
             print("locked" if got else "timeout", flush=True)
-        elif parts[0] == "release":
-            locks[parts[1]].release()
+        elif parts[0] in releases:
+            releases[parts[0]][parts[1]].release()
             print("released", flush=True)
+        elif parts[0] == "node":
+            lk = last.get(parts[1])
+            node = lk.node if lk is not None else None
+            print("node %s" % node if node else "none", flush=True)
         elif parts[0] == "quit":
             break
         else:
