@@ -788,6 +788,7 @@ static void
 check_before_commit(void)
 {
 	TimestampTz deadline = 0;
+	char	   *first = NULL;
 
 	for (;;)
 	{
@@ -818,6 +819,8 @@ check_before_commit(void)
 			if (!ll_has_xact(ll) || !ll->granted)
 				continue;
 			any = true;
+			if (first == NULL)
+				first = ll->name;	/* lives as long as the transaction's holds */
 			if (e->gen != ll->gen || e->outcome == ZKO_LOST)
 			{
 				lost = ll->name;
@@ -843,7 +846,7 @@ check_before_commit(void)
 		if (GetCurrentTimestamp() >= deadline)
 			ereport(ERROR,
 					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-					 errmsg("could not confirm zookeeper locks before commit"),
+					 errmsg("could not confirm zookeeper lock \"%s\" before commit", first),
 					 errdetail("The ZooKeeper connection is \"%s\" and did not come back within zklock.commit_timeout (%d ms).",
 							   zk_conn_state_name(conn), zklock_commit_timeout),
 					 errhint("Retry the transaction when ZooKeeper is reachable.")));
