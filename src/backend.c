@@ -305,6 +305,16 @@ check_lost(void)
 			 errhint("Roll back and retry the work that needed the lock.")));
 }
 
+/* Every call on a named lock starts here. */
+static void
+begin_call(const char *name, int len)
+{
+	zk_require_shmem();
+	zk_check_name(name, len);
+	zk_backend_init();
+	check_lost();
+}
+
 /* ---- identity stored in the node ---- */
 
 static void
@@ -530,10 +540,7 @@ zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
 	bool		granted = false;
 	int			k;
 
-	zk_require_shmem();
-	zk_check_name(name, len);
-	zk_backend_init();
-	check_lost();
+	begin_call(name, len);
 
 	/*
 	 * Re-entrant: stack another hold on a lock we have; a shared request
@@ -623,10 +630,7 @@ zk_release(const char *name, int len, ZkMode mode)
 	LocalLock  *ll;
 	int			k;
 
-	zk_require_shmem();
-	zk_check_name(name, len);
-	zk_backend_init();
-	check_lost();
+	begin_call(name, len);
 
 	ll = find_local(name, len, mode);
 	k = HOLDS_OWN;
@@ -673,10 +677,7 @@ zk_held_token(const char *name, int len, bool *held)
 {
 	LocalLock  *ll;
 
-	zk_require_shmem();
-	zk_check_name(name, len);
-	zk_backend_init();
-	check_lost();
+	begin_call(name, len);
 
 	ll = find_local(name, len, ZKM_EXCLUSIVE);
 	if (ll == NULL)
@@ -696,10 +697,7 @@ zk_query_holders(const char *name, int len)
 	Size		size = 64 * 1024;
 	int			attempt;
 
-	zk_require_shmem();
-	zk_check_name(name, len);
-	zk_backend_init();
-	check_lost();
+	begin_call(name, len);
 
 	for (attempt = 0; attempt < 3; attempt++)
 	{

@@ -344,7 +344,7 @@ sub zk_node
 	my ($name, $zk, %opts) = @_;
 	my $hosts = ref($zk) ? $zk->{hosts} : $zk;
 	my $node = PostgreSQL::Test::Cluster->new($name);
-	$node->init;
+	$node->init(allows_streaming => $opts{allows_streaming} // 0);
 	$node->append_conf('postgresql.conf', zk_conf($zk, %opts));
 	$node->start;
 	$node->safe_psql('postgres', 'CREATE EXTENSION zklock');
@@ -382,20 +382,7 @@ sub zk_conf
 sub zk_streaming_node
 {
 	my ($name, $zk, %opts) = @_;
-	my $hosts = ref($zk) ? $zk->{hosts} : $zk;
-	my $node = PostgreSQL::Test::Cluster->new($name);
-	$node->init(allows_streaming => 1);
-	$node->append_conf('postgresql.conf', zk_conf($zk, %opts));
-	$node->start;
-	$node->safe_psql('postgres', 'CREATE EXTENSION zklock');
-	if ($opts{wait} // 1)
-	{
-		my $st = wait_for_state($node, 'connected', 60);
-		die "zklock worker did not connect to ZooKeeper at $hosts: "
-		  . encode_json($st // {})
-		  unless $st && $st->{state} eq 'connected';
-	}
-	return $node;
+	return zk_node($name, $zk, %opts, allows_streaming => 1);
 }
 
 # A streaming hot standby of $primary (from zk_streaming_node), made from a
