@@ -33,11 +33,6 @@ sub grant_sql
 	return "INSERT INTO grants (who, token, at) SELECT '$who', $func('$name'), clock_timestamp() RETURNING token";
 }
 
-sub modes_of
-{
-	my ($path) = @_;
-	return join(',', map { $_->{mode} } zk_lock_nodes($zk, $path));
-}
 
 my %s;
 $s{$_} = new_session($node, name => $_) foreach qw(r1 r2 r3 w r4);
@@ -75,7 +70,7 @@ ok(scalar(zk_wait_count($zk, $RW, 3, 5)), 'the try-locks left no node behind (st
 $s{w}->query_safe('BEGIN');
 $s{w}->send(grant_sql('w', 'zk_lock', 'rw'));
 ok(scalar(zk_wait_count($zk, $RW, 4, 10)), 'writer has its node (4 nodes)');
-is(modes_of($RW), 'shared,shared,shared,exclusive', 'queue: three readers, then the writer');
+is(zk_lock_modes($zk, $RW), 'shared,shared,shared,exclusive', 'queue: three readers, then the writer');
 sleep 1;
 ok($s{w}->running, 'writer waits while readers hold');
 
@@ -89,7 +84,7 @@ ok(scalar(zk_wait_count($zk, $RW, 4, 5)), 'the failed shared try-lock left no no
 $s{r4}->query_safe('BEGIN');
 $s{r4}->send(grant_sql('r4', 'zk_lock_shared', 'rw'));
 ok(scalar(zk_wait_count($zk, $RW, 5, 10)), 'late reader has its node (5 nodes)');
-is(modes_of($RW), 'shared,shared,shared,exclusive,shared',
+is(zk_lock_modes($zk, $RW), 'shared,shared,shared,exclusive,shared',
 	'queue: three readers, the writer, the late reader');
 sleep 1;
 ok($s{r4}->running, 'late reader waits although only readers hold (no writer starvation)');
@@ -150,7 +145,7 @@ ok(scalar(zk_wait_count($zk, "$LOCKS/q", 4, 10)), 'second writer queued (4 nodes
 $s{r3}->query_safe('BEGIN');
 $s{r3}->send(grant_sql('r3', 'zk_lock_shared', 'q'));
 ok(scalar(zk_wait_count($zk, "$LOCKS/q", 5, 10)), 'third reader queued behind it (5 nodes)');
-is(modes_of("$LOCKS/q"), 'exclusive,shared,shared,exclusive,shared', 'queue W R R W R');
+is(zk_lock_modes($zk, "$LOCKS/q"), 'exclusive,shared,shared,exclusive,shared', 'queue W R R W R');
 sleep 1;
 ok($s{r1}->running && $s{r2}->running && $s{w}->running && $s{r3}->running,
 	'all four wait while the first writer holds');
@@ -230,7 +225,7 @@ my $ss1 = $s{r1}->query_safe("SELECT zk_session_lock_shared('ss')");
 like($ss1, qr/^\d+$/, 'zk_session_lock_shared returns a token');
 is($s{r2}->query_safe("SELECT zk_try_session_lock_shared('ss')"), 't',
 	'zk_try_session_lock_shared by another session is true while a reader holds');
-is(modes_of("$LOCKS/ss"), 'shared,shared', 'two shared nodes');
+is(zk_lock_modes($zk, "$LOCKS/ss"), 'shared,shared', 'two shared nodes');
 # across transactions (each statement above committed on its own)
 $s{r1}->query_safe('BEGIN; SELECT 1; COMMIT');
 $s{r2}->query_safe('BEGIN; SELECT 1; ROLLBACK');
@@ -258,7 +253,7 @@ is($s{r2}->query_safe("SELECT zk_unlock_shared('ss')"), 't', 'zk_unlock_shared b
 my $sw = $s{w}->wait(15);
 is($sw->{sqlstate}, '00000', 'session writer granted when both readers unlocked') or diag $sw->{err};
 ok($sw->{out} =~ /^\d+$/ && $sw->{out} > $ss1, 'with a larger token');
-is(modes_of("$LOCKS/ss"), 'exclusive', 'one exclusive node left');
+is(zk_lock_modes($zk, "$LOCKS/ss"), 'exclusive', 'one exclusive node left');
 my $us = $s{r1}->query("SELECT zk_unlock_shared('ss')");
 is($us->{out}, 'f', 'zk_unlock_shared when no longer holding it is false');
 like($us->{err}, qr/WARNING/, 'with a WARNING');
@@ -303,7 +298,7 @@ ok(scalar(zk_wait_count($zk, "$LOCKS/to", 0, 5)), 'released');
 #
 $s{r1}->query_safe('BEGIN');
 $s{r1}->query_safe('SELECT zk_lock_shared(7)');
-is(modes_of("$LOCKS/7"), 'shared', 'zk_lock_shared(7) has a shared node under /zklock/locks/7');
+is(zk_lock_modes($zk, "$LOCKS/7"), 'shared', 'zk_lock_shared(7) has a shared node under /zklock/locks/7');
 is(try_lock_shared_elsewhere($node, '7'), 't', "zk_try_lock_shared('7') shares it");
 is(try_lock_elsewhere($node, '7'), 'f', "zk_try_lock('7') conflicts with it");
 $s{r1}->query_safe('COMMIT');

@@ -23,11 +23,6 @@ my $node = zk_node('session', $zk,
 
 my $LOCKS = '/zklock/locks';
 
-sub modes_of
-{
-	my ($path) = @_;
-	return join(',', map { $_->{mode} } zk_lock_nodes($zk, $path));
-}
 
 my $s1 = new_session($node, name => 's1');
 my $s2 = new_session($node, name => 's2');
@@ -183,7 +178,7 @@ $r = $s1->query("SELECT zk_lock_shared('es', '5s')", 30);
 is($r->{sqlstate}, '00000', 'zk_lock_shared while holding the exclusive lock is granted') or diag $r->{err};
 ok($r->{elapsed} < 3, sprintf('at once (%.2fs)', $r->{elapsed}));
 is($s1->query_safe("SELECT zk_try_lock_shared('es')"), 't', 'zk_try_lock_shared on it is true too');
-is(modes_of("$LOCKS/es"), 'exclusive', 'still one exclusive node, no shared node');
+is(zk_lock_modes($zk, "$LOCKS/es"), 'exclusive', 'still one exclusive node, no shared node');
 is(try_lock_shared_elsewhere($node, 'es'), 'f', 'others cannot share it');
 $s1->query_safe('COMMIT');
 ok(scalar(zk_wait_count($zk, "$LOCKS/es", 0, 5)), 'released at COMMIT');
@@ -200,7 +195,7 @@ is($r->{sqlstate}, '00000',
 	'zk_lock_shared while holding the exclusive lock is granted although a writer waits behind us')
   or diag $r->{err};
 ok($r->{elapsed} < 3, sprintf('at once (%.2fs)', $r->{elapsed}));
-is(modes_of("$LOCKS/es2"), 'exclusive,exclusive', 'no shared node was added: our node and the waiter\'s');
+is(zk_lock_modes($zk, "$LOCKS/es2"), 'exclusive,exclusive', 'no shared node was added: our node and the waiter\'s');
 ok($s2->running, 'the other session still waits');
 $s1->query_safe('COMMIT');
 $r = $s2->wait(15);
@@ -217,7 +212,7 @@ $s1->query_safe("SELECT zk_lock_shared('up')");
 $r = $s1->query("SELECT zk_lock('up', '5s')", 30);
 is($r->{sqlstate}, '00000', 'exclusive request of our own shared lock is granted') or diag $r->{err};
 ok($r->{elapsed} < 3, sprintf('at once (%.2fs): it does not wait for itself', $r->{elapsed}));
-is(modes_of("$LOCKS/up"), 'shared,exclusive', 'an exclusive node was added after our shared one');
+is(zk_lock_modes($zk, "$LOCKS/up"), 'shared,exclusive', 'an exclusive node was added after our shared one');
 is(try_lock_shared_elsewhere($node, 'up'), 'f', 'others cannot share it now');
 $s1->query_safe('COMMIT');
 ok(scalar(zk_wait_count($zk, "$LOCKS/up", 0, 5)), 'both nodes released at COMMIT');
@@ -227,16 +222,16 @@ $s1->query_safe('BEGIN');
 $s1->query_safe("SELECT zk_lock_shared('up2')");
 $s2->query_safe('BEGIN');
 $s2->query_safe("SELECT zk_lock_shared('up2')");
-is(modes_of("$LOCKS/up2"), 'shared,shared', 'two sessions hold it shared');
+is(zk_lock_modes($zk, "$LOCKS/up2"), 'shared,shared', 'two sessions hold it shared');
 $s1->send("SELECT zk_lock('up2')");
 ok(scalar(zk_wait_count($zk, "$LOCKS/up2", 3, 10)), 'exclusive request has its node (3 nodes)');
-is(modes_of("$LOCKS/up2"), 'shared,shared,exclusive', 'queue: S S X');
+is(zk_lock_modes($zk, "$LOCKS/up2"), 'shared,shared,exclusive', 'queue: S S X');
 sleep 1;
 ok($s1->running, 'exclusive request waits while the other session holds it shared');
 $s2->query_safe('COMMIT');
 $r = $s1->wait(15);
 is($r->{sqlstate}, '00000', 'granted once the other shared holder released') or diag $r->{err};
-is(modes_of("$LOCKS/up2"), 'shared,exclusive', 'our shared node and our exclusive node remain');
+is(zk_lock_modes($zk, "$LOCKS/up2"), 'shared,exclusive', 'our shared node and our exclusive node remain');
 is(try_lock_shared_elsewhere($node, 'up2'), 'f', 'others cannot share it now');
 $s1->query_safe('COMMIT');
 ok(scalar(zk_wait_count($zk, "$LOCKS/up2", 0, 5)), 'released at COMMIT');
@@ -252,7 +247,7 @@ is($s2->query_safe("SELECT zk_unlock_shared('up3')"), 't', 'the other releases i
 $r = $s1->wait(15);
 is($r->{sqlstate}, '00000', 'session upgrade granted') or diag $r->{err};
 is($s1->query_safe("SELECT zk_unlock('up3')"), 't', 'zk_unlock releases the exclusive hold');
-is(modes_of("$LOCKS/up3"), 'shared', 'the shared hold remains');
+is(zk_lock_modes($zk, "$LOCKS/up3"), 'shared', 'the shared hold remains');
 is(try_lock_shared_elsewhere($node, 'up3'), 't', 'others can share it again');
 is(try_lock_elsewhere($node, 'up3'), 'f', 'but not take it exclusively');
 is($s1->query_safe("SELECT zk_unlock_shared('up3')"), 't', 'zk_unlock_shared releases the shared hold');

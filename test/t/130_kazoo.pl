@@ -19,11 +19,6 @@ my $node = zk_node('kazoo', $zk,
 
 my $LOCKS = '/zklock/locks';
 
-sub modes_of
-{
-	my ($path) = @_;
-	return join(',', map { $_->{mode} } zk_lock_nodes($zk, $path));
-}
 
 my $s1 = new_session($node, name => 's1');
 my $s2 = new_session($node, name => 's2');
@@ -60,7 +55,7 @@ $s1->query_safe('BEGIN');
 $r = $s1->query("SELECT zk_lock_shared('kr', '5s')", 30);
 is($r->{sqlstate}, '00000', 'zk_lock_shared granted while a kazoo reader holds') or diag $r->{err};
 ok($r->{elapsed} < 3, sprintf('at once (%.2fs)', $r->{elapsed}));
-is(modes_of($P), 'shared,shared', "kazoo's __rlock__ node and zklock's __rlock__ node");
+is(zk_lock_modes($zk, $P), 'shared,shared', "kazoo's __rlock__ node and zklock's __rlock__ node");
 is(try_lock_elsewhere($node, 'kr'), 'f', 'zk_try_lock (exclusive) is false with both readers');
 is($kz2->cmd("rlock $P 5"), 'locked', 'a second kazoo reader joins them');
 is($kz2->cmd("rrelease $P"), 'released', 'and leaves');
@@ -72,10 +67,10 @@ ok(scalar(zk_wait_count($zk, $P, 1, 5)), 'only the zklock reader is left');
 #
 $s2->query_safe('BEGIN');
 $s2->query_safe("SELECT zk_lock_shared('kr')");
-is(modes_of($P), 'shared,shared', 'two zklock readers hold');
+is(zk_lock_modes($zk, $P), 'shared,shared', 'two zklock readers hold');
 $kz->send("wlock $P 60");
 ok(scalar(zk_wait_count($zk, $P, 3, 10)), 'kazoo WriteLock queues (3 nodes)');
-is(modes_of($P), 'shared,shared,exclusive', "kazoo's writer node is __lock__");
+is(zk_lock_modes($zk, $P), 'shared,shared,exclusive', "kazoo's writer node is __lock__");
 is($kz->read_line(1.5), undef, 'kazoo writer waits');
 $s1->query_safe('COMMIT');
 is($kz->read_line(1.5), undef, 'kazoo writer still waits for the second zklock reader');
@@ -93,7 +88,7 @@ ok(scalar(zk_wait_count($zk, $P, 2, 10)), 'zk_lock queues behind the kazoo write
 $s2->query_safe('BEGIN');
 $s2->send("SELECT zk_lock_shared('kr')");
 ok(scalar(zk_wait_count($zk, $P, 3, 10)), 'zk_lock_shared queues behind zk_lock');
-is(modes_of($P), 'exclusive,exclusive,shared', 'queue: kazoo writer, zklock writer, zklock reader');
+is(zk_lock_modes($zk, $P), 'exclusive,exclusive,shared', 'queue: kazoo writer, zklock writer, zklock reader');
 sleep 1;
 ok($s1->running && $s2->running, 'both wait for the kazoo writer');
 is($kz->cmd("wrelease $P"), 'released', 'kazoo writer releases');

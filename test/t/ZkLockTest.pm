@@ -39,7 +39,7 @@ our @EXPORT = qw(
   kazoo_client
   zk_conf zk_streaming_node zk_standby_node
   sql_elsewhere try_lock_shared_elsewhere
-  zk_exists zk_get zk_czxid zk_lock_nodes
+  zk_exists zk_get zk_czxid zk_lock_nodes zk_lock_modes
 );
 
 our $SRC = $ENV{ZKLOCK_SRC} // abs_path(dirname(__FILE__) . '/../..');
@@ -348,14 +348,18 @@ sub zk_node
 	$node->append_conf('postgresql.conf', zk_conf($zk, %opts));
 	$node->start;
 	$node->safe_psql('postgres', 'CREATE EXTENSION zklock');
-	if ($opts{wait} // 1)
-	{
-		my $st = wait_for_state($node, 'connected', 60);
-		die "zklock worker did not connect to ZooKeeper at $hosts: "
-		  . encode_json($st // {})
-		  unless $st && $st->{state} eq 'connected';
-	}
+	wait_connected($node, "zklock worker did not connect to ZooKeeper at $hosts")
+	  if $opts{wait} // 1;
 	return $node;
+}
+
+# Die with $what unless the node's worker reaches state 'connected' in 60 s
+sub wait_connected
+{
+	my ($node, $what) = @_;
+	my $st = wait_for_state($node, 'connected', 60);
+	die "$what: " . encode_json($st // {})
+	  unless $st && $st->{state} eq 'connected';
 }
 
 # postgresql.conf text for a node preloading zklock and connected to $zk
@@ -399,13 +403,8 @@ sub zk_standby_node
 	$node->append_conf('postgresql.conf', $opts{conf}) if defined $opts{conf};
 	$node->start;
 	$primary->wait_for_catchup($node);
-	if ($opts{wait} // 1)
-	{
-		my $st = wait_for_state($node, 'connected', 60);
-		die "zklock worker of the standby did not connect: "
-		  . encode_json($st // {})
-		  unless $st && $st->{state} eq 'connected';
-	}
+	wait_connected($node, "zklock worker of the standby did not connect")
+	  if $opts{wait} // 1;
 	return $node;
 }
 
@@ -474,6 +473,13 @@ sub zk_lock_nodes
 		  };
 	}
 	return sort { $a->{seq} <=> $b->{seq} } @nodes;
+}
+
+# Modes of the contenders under $path in queue order, e.g. "exclusive,shared"
+sub zk_lock_modes
+{
+	my ($zk, $path) = @_;
+	return join(',', map { $_->{mode} } zk_lock_nodes($zk, $path));
 }
 
 # zk_status() as a hash reference (undef if it failed)
