@@ -125,7 +125,8 @@ CREATE FUNCTION zk_status(
     OUT watch_events bigint,
     OUT reconnects bigint,
     OUT sessions bigint,
-    OUT zk_errors bigint)
+    OUT zk_errors bigint,
+    OUT deadlocks bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'zk_status'
 LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;

@@ -25,6 +25,7 @@
 #include "access/xlog.h"
 #include "commands/dbcommands.h"
 #include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/postmaster.h"
@@ -59,7 +60,7 @@ typedef struct Holds
  */
 typedef struct LocalLock
 {
-	char	   *name;
+	char	   *name;			/* UTF-8 */
 	int			len;
 	ZkMode		mode;
 	uint32		idx;			/* shared entry */
@@ -67,6 +68,16 @@ typedef struct LocalLock
 	int64		token;
 	bool		granted;
 	Holds		h[2];
+
+	/*
+	 * An exclusive lock taken while this backend held the same lock shared
+	 * (an upgrade) may have been granted ahead of others queued behind our
+	 * shared node; they stay blocked only while that node exists.  So the
+	 * shared node, once its own holds are gone, is kept here and let go
+	 * together with the exclusive one.
+	 */
+	uint32		pin_idx;
+	uint32		pin_gen;
 } LocalLock;
 
 #define HOLDS_OWN	0
@@ -92,6 +103,10 @@ ll_empty(LocalLock *ll)
 
 static List *local_locks = NIL;
 static bool initialized = false;
+
+/* A zk_lock_holders query in flight, given back at exit if need be */
+static uint32 query_idx = ZKLOCK_NO_ENTRY;
+static uint32 query_gen = 0;
 static char owner_tag[17];		/* first half of our nodes' guids */
 
 static void xact_callback(XactEvent event, void *arg);
@@ -140,27 +155,39 @@ find_local(const char *name, int len, ZkMode mode)
 }
 
 /*
- * Hand a shared entry back to the worker.  Returns true when the worker
- * must be woken.
+ * Hand a shared entry back to the worker.  Never takes the lock and never
+ * waits (see shmem.c), so it is safe in abort and exit paths even when the
+ * worker is frozen.  Returns true when the worker must be woken.
  */
 static bool
 release_entry(uint32 idx, uint32 gen)
 {
 	ZkEntry    *e;
-	bool		queued = false;
 
-	LWLockAcquire(zk_ctl->lock, LW_EXCLUSIVE);
+	if (idx == ZKLOCK_NO_ENTRY || zk_ctl == NULL)
+		return false;
 	e = zk_entry(idx);
-	if (e->gen == gen && e->state != ZKE_FREE && !e->released)
+	/* ours until released: only the worker frees it, and only then */
+	if (e->gen != gen)
+		return false;
+	zk_release_push(e);
+	return true;
+}
+
+static LocalLock *
+find_exclusive_holder(LocalLock *shared)
+{
+	ListCell   *lc;
+
+	foreach(lc, local_locks)
 	{
-		if (e->outcome == ZKO_NONE)
-			zk_count(ZKCNT_ABANDONED, 1);
-		e->released = true;
-		zk_enqueue(e);
-		queued = true;
+		LocalLock  *ll = lfirst(lc);
+
+		if (ll != shared && ll->granted && ll->mode == ZKM_EXCLUSIVE &&
+			ll->len == shared->len && memcmp(ll->name, shared->name, ll->len) == 0)
+			return ll;
 	}
-	LWLockRelease(zk_ctl->lock);
-	return queued;
+	return NULL;
 }
 
 /*
@@ -171,7 +198,20 @@ release_entry(uint32 idx, uint32 gen)
 static bool
 free_local(LocalLock *ll)
 {
-	bool		wake = release_entry(ll->idx, ll->gen);
+	bool		wake = false;
+	LocalLock  *x;
+
+	if (ll->mode == ZKM_SHARED && ll->granted &&
+		(x = find_exclusive_holder(ll)) != NULL && x->pin_idx == ZKLOCK_NO_ENTRY)
+	{
+		/* an upgrade holds on: keep our shared node until it ends */
+		x->pin_idx = ll->idx;
+		x->pin_gen = ll->gen;
+	}
+	else
+		wake = release_entry(ll->idx, ll->gen);
+	if (ll->pin_idx != ZKLOCK_NO_ENTRY)
+		wake |= release_entry(ll->pin_idx, ll->pin_gen);
 
 	list_free(ll->h[0].subxids);
 	list_free(ll->h[1].subxids);
@@ -187,17 +227,18 @@ forget_local(LocalLock *ll)
 	return free_local(ll);
 }
 
-/* Keep the entry's scope (shown by zk_locks) in step with the holds. */
+/*
+ * Keep the entry's scope (shown by zk_locks) in step with the holds.  One
+ * byte written by its owner, read by zk_locks: no lock needed (this runs at
+ * the end of transactions, where waiting for the lock is not an option).
+ */
 static void
 set_entry_scope(LocalLock *ll)
 {
-	ZkEntry    *e;
+	ZkEntry    *e = zk_entry(ll->idx);
 
-	LWLockAcquire(zk_ctl->lock, LW_EXCLUSIVE);
-	e = zk_entry(ll->idx);
 	if (e->gen == ll->gen)
 		e->scope = ll_has_session(ll) ? ZKS_SESSION : ZKS_TRANSACTION;
-	LWLockRelease(zk_ctl->lock);
 }
 
 /*
@@ -258,6 +299,13 @@ holds_transaction_locks(void)
 	return false;
 }
 
+/* A name (UTF-8) as this database can show it in a message */
+static char *
+display_name(const char *name)
+{
+	return pg_any_to_server_noerror(name, strlen(name));
+}
+
 /*
  * Every zklock call starts here: a lock lost with its ZooKeeper session is
  * reported (40001) on the holder's next call.  A lost session-scoped hold
@@ -274,7 +322,7 @@ check_lost(void)
 
 	if (local_locks == NIL)
 		return;
-	LWLockAcquire(zk_ctl->lock, LW_SHARED);
+	zk_backend_lock(LW_SHARED);
 	foreach(lc, local_locks)
 	{
 		LocalLock  *ll = lfirst(lc);
@@ -291,7 +339,7 @@ check_lost(void)
 	if (lost == NULL)
 		return;
 
-	name = pstrdup(lost->name);
+	name = display_name(lost->name);
 	if (ll_has_session(lost))
 	{
 		lost->h[0].session = lost->h[1].session = 0;
@@ -305,7 +353,7 @@ check_lost(void)
 			 errhint("Roll back and retry the work that needed the lock.")));
 }
 
-/* Every call on a named lock starts here. */
+/* Every call on a named lock starts here (name in UTF-8). */
 static void
 begin_call(const char *name, int len)
 {
@@ -314,6 +362,7 @@ begin_call(const char *name, int len)
 	zk_backend_init();
 	check_lost();
 }
+
 
 /* ---- identity stored in the node ---- */
 
@@ -344,6 +393,16 @@ build_node_data(char *out, size_t outlen)
 	escape_json(&buf, timestamptz_to_str(GetCurrentTimestamp()));
 	appendStringInfoChar(&buf, '}');
 
+	/* node data is UTF-8, whatever the database's encoding */
+	{
+		char	   *u = pg_server_to_any(buf.data, buf.len, PG_UTF8);
+
+		if (u != buf.data)
+		{
+			resetStringInfo(&buf);
+			appendStringInfoString(&buf, u);
+		}
+	}
 	if (buf.len >= (int) outlen)
 	{
 		/* too long (an extreme application_name): keep the essentials */
@@ -358,8 +417,16 @@ build_node_data(char *out, size_t outlen)
 /* ---- waiting ---- */
 
 static void
-raise_failure(int sqlstate, const char *msg, const char *name)
+raise_failure(int sqlstate, const char *msg, const char *uname)
 {
+	char	   *name = display_name(uname);
+
+	if (sqlstate == ERRCODE_T_R_DEADLOCK_DETECTED)
+		ereport(ERROR,
+				(errcode(sqlstate),
+				 errmsg("deadlock detected while waiting for zookeeper lock \"%s\"", name),
+				 errdetail("%s.", msg),
+				 errhint("Two sessions that hold a lock shared cannot both upgrade it; retry the transaction.")));
 	if (sqlstate == ERRCODE_T_R_SERIALIZATION_FAILURE)
 		ereport(ERROR,
 				(errcode(sqlstate),
@@ -380,13 +447,14 @@ raise_failure(int sqlstate, const char *msg, const char *name)
  * entry back.  timeout_ms < 0 waits behind other holders without limit.
  */
 static bool
-wait_for_answer(uint32 idx, const char *name, int64 timeout_ms, int64 *token)
+wait_for_answer(uint32 idx, const char *uname, int64 timeout_ms, int64 *token)
 {
 	TimestampTz start = GetCurrentTimestamp();
 	TimestampTz answer_deadline = TimestampTzPlusMilliseconds(start, zklock_connect_timeout);
 	TimestampTz lock_deadline = (timeout_ms >= 0) ?
 		TimestampTzPlusMilliseconds(start, timeout_ms) : 0;
 	TimestampTz disconnected_since = 0;
+	char	   *name = NULL;
 
 	for (;;)
 	{
@@ -397,9 +465,10 @@ wait_for_answer(uint32 idx, const char *name, int64 timeout_ms, int64 *token)
 		int			sqlstate;
 		char		msg[ZKLOCK_ERRMSG_MAX];
 		TimestampTz now;
-		long		wait_ms = 1000;
+		TimestampTz wake_at;
+		long		wait_ms;
 
-		LWLockAcquire(zk_ctl->lock, LW_SHARED);
+		zk_backend_lock(LW_SHARED);
 		e = zk_entry(idx);
 		outcome = e->outcome;
 		state = e->state;
@@ -418,11 +487,13 @@ wait_for_answer(uint32 idx, const char *name, int64 timeout_ms, int64 *token)
 				return false;
 			case ZKO_FAILED:
 			case ZKO_LOST:
-				raise_failure(sqlstate, msg, name);
+				raise_failure(sqlstate, msg, uname);
 				break;
 			case ZKO_NONE:
 				break;
 		}
+		if (name == NULL)
+			name = display_name(uname);
 
 		now = GetCurrentTimestamp();
 		if (state == ZKE_WAITING)
@@ -440,10 +511,13 @@ wait_for_answer(uint32 idx, const char *name, int64 timeout_ms, int64 *token)
 							 errdetail("The connection has been down for longer than zklock.connect_timeout (%d ms).",
 									   zklock_connect_timeout),
 							 errhint("Check that ZooKeeper is running and reachable from this server, then retry.")));
-				wait_ms = Min(wait_ms, zklock_connect_timeout);
+				wake_at = TimestampTzPlusMilliseconds(disconnected_since, zklock_connect_timeout);
 			}
 			else
+			{
 				disconnected_since = 0;
+				wake_at = TimestampTzPlusMilliseconds(now, 1000);
+			}
 
 			if (lock_deadline != 0 && now >= lock_deadline)
 			{
@@ -455,26 +529,27 @@ wait_for_answer(uint32 idx, const char *name, int64 timeout_ms, int64 *token)
 								   timeout_ms),
 						 errhint("Raise the timeout (or lock_timeout), or retry later; zk_lock_holders() shows who holds it.")));
 			}
+			if (lock_deadline != 0 && lock_deadline < wake_at)
+				wake_at = lock_deadline;
 		}
-		else if (now >= answer_deadline)
+		else
 		{
-			ereport(ERROR,
-					(errcode(ERRCODE_CONNECTION_FAILURE),
-					 errmsg("zookeeper did not answer the request for lock \"%s\"", name),
-					 conn == ZKC_CONNECTED ?
-					 errdetail("ZooKeeper did not reply within zklock.connect_timeout (%d ms).",
-							   zklock_connect_timeout) :
-					 errdetail("No usable ZooKeeper session within zklock.connect_timeout (%d ms); the connection is \"%s\".",
-							   zklock_connect_timeout, zk_conn_state_name(conn)),
-					 errhint("Check that ZooKeeper is running and that zklock.hosts is right (see zk_status()), then retry.")));
+			if (now >= answer_deadline)
+				ereport(ERROR,
+						(errcode(ERRCODE_CONNECTION_FAILURE),
+						 errmsg("zookeeper did not answer the request for lock \"%s\"", name),
+						 conn == ZKC_CONNECTED ?
+						 errdetail("ZooKeeper did not reply within zklock.connect_timeout (%d ms).",
+								   zklock_connect_timeout) :
+						 errdetail("No usable ZooKeeper session within zklock.connect_timeout (%d ms); the connection is \"%s\".",
+								   zklock_connect_timeout, zk_conn_state_name(conn)),
+						 errhint("Check that ZooKeeper is running and that zklock.hosts is right (see zk_status()), then retry.")));
+			wake_at = answer_deadline;
 		}
 
-		/* sleep until woken, or the nearest deadline */
-		if (state != ZKE_WAITING)
-			wait_ms = Min(wait_ms, (long) (TimestampDifferenceMilliseconds(now, answer_deadline) + 1));
-		else if (lock_deadline != 0)
-			wait_ms = Min(wait_ms, (long) (TimestampDifferenceMilliseconds(now, lock_deadline) + 1));
-
+		/* sleep until woken (the worker sets our latch), or the deadline */
+		wait_ms = (long) TimestampDifferenceMilliseconds(now, wake_at) + 1;
+		wait_ms = Min(Max(wait_ms, 1), 1000);
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 wait_ms, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
@@ -497,7 +572,7 @@ new_entry(ZkKind kind, const char *name, int len, ZkMode mode, ZkScope scope,
 	else
 		data[0] = '\0';
 
-	LWLockAcquire(zk_ctl->lock, LW_EXCLUSIVE);
+	zk_backend_lock(LW_EXCLUSIVE);
 	e = zk_entry_alloc();
 	if (e == NULL)
 	{
@@ -520,7 +595,6 @@ new_entry(ZkKind kind, const char *name, int len, ZkMode mode, ZkScope scope,
 	e->requested_at = GetCurrentTimestamp();
 	memcpy(e->name, name, len);
 	e->name[len] = '\0';
-	zk_encode_name(name, len, e->ename);
 	memcpy(e->owner_tag, owner_tag, sizeof(e->owner_tag));
 	strlcpy(e->data, data, sizeof(e->data));
 	return e;
@@ -583,6 +657,7 @@ zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
 	ll->mode = mode;
 	ll->idx = zk_entry_index(e);
 	ll->gen = e->gen;
+	ll->pin_idx = ZKLOCK_NO_ENTRY;
 	if (scope == ZKS_TRANSACTION)
 		ll->h[0].subxids = list_make1_int(GetCurrentSubTransactionId());
 	else
@@ -644,7 +719,8 @@ zk_release(const char *name, int len, ZkMode mode)
 		ereport(WARNING,
 				(errcode(ERRCODE_WARNING),
 				 errmsg("you don't own a session-level %s zookeeper lock \"%s\"",
-						mode == ZKM_SHARED ? "shared" : "exclusive", pnstrdup(name, len)),
+						mode == ZKM_SHARED ? "shared" : "exclusive",
+						display_name(pnstrdup(name, len))),
 				 errhint("Transaction-level locks are released at the end of the transaction, not by zk_unlock.")));
 		return false;
 	}
@@ -714,6 +790,8 @@ zk_query_holders(const char *name, int len)
 		e->dsm = dsm_segment_handle(seg);
 		idx = zk_entry_index(e);
 		gen = e->gen;
+		query_idx = idx;
+		query_gen = gen;
 		zk_enqueue(e);
 		LWLockRelease(zk_ctl->lock);
 		zk_wake_worker();
@@ -724,55 +802,92 @@ zk_query_holders(const char *name, int len)
 		}
 		PG_CATCH();
 		{
+			query_idx = ZKLOCK_NO_ENTRY;
 			if (release_entry(idx, gen))
 				zk_wake_worker();
 			PG_RE_THROW();
 		}
 		PG_END_TRY();
+		query_idx = ZKLOCK_NO_ENTRY;
 		if (release_entry(idx, gen))
 			zk_wake_worker();
 
-		if (done && buf->needed <= buf->size)
+		if (done && MAXALIGN(sizeof(ZkHoldersBuf)) + buf->needed <= buf->size)
 			return seg;
-		size = Max(buf->needed + 4096, size * 4);
+		size = Max(MAXALIGN(sizeof(ZkHoldersBuf)) + buf->needed + 4096, size * 4);
 		dsm_detach(seg);
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 			 errmsg("too many contenders to list for zookeeper lock \"%s\"",
-					pnstrdup(name, len)),
+					display_name(pnstrdup(name, len))),
 			 errhint("The lock's contenders kept growing while being read; retry.")));
 	return NULL;				/* keep the compiler quiet */
 }
 
 /*
- * Copy this cluster's entries for zk_locks, under the lock; the caller
- * builds rows after it is released.
+ * Copy this cluster's lock entries for zk_locks, under the lock; the
+ * caller builds rows after it is released.  Only entries in use are
+ * copied, into a buffer sized from the count in use (so any
+ * zklock.max_locks works), growing it if more appeared meanwhile.
  */
-ZkEntry *
+ZkLockRow *
 zk_snapshot_entries(int *n)
 {
-	ZkEntry    *copy;
-	int			i;
-	int			k = 0;
+	ZkLockRow  *rows = NULL;
+	int			cap;
 
 	zk_require_shmem();
-	copy = palloc(sizeof(ZkEntry) * Max(zk_ctl->max_entries, 1));
-	LWLockAcquire(zk_ctl->lock, LW_SHARED);
-	for (i = 0; i < zk_ctl->max_entries; i++)
-	{
-		ZkEntry    *e = zk_entry(i);
-
-		if (e->state == ZKE_FREE || e->released || e->kind != ZKK_LOCK)
-			continue;
-		if (e->outcome != ZKO_NONE && e->outcome != ZKO_GRANTED &&
-			e->outcome != ZKO_LOST)
-			continue;
-		memcpy(&copy[k++], e, sizeof(ZkEntry));
-	}
+	zk_backend_lock(LW_SHARED);
+	cap = zk_ctl->used + 16;
 	LWLockRelease(zk_ctl->lock);
-	*n = k;
-	return copy;
+
+	for (;;)
+	{
+		int			i;
+		int			k = 0;
+		bool		full = false;
+
+		rows = rows ? repalloc_huge(rows, sizeof(ZkLockRow) * cap) :
+			MemoryContextAllocHuge(CurrentMemoryContext, sizeof(ZkLockRow) * cap);
+		zk_backend_lock(LW_SHARED);
+		for (i = 0; i < zk_ctl->max_entries; i++)
+		{
+			ZkEntry    *e = zk_entry(i);
+			ZkLockRow  *r;
+
+			if (e->state == ZKE_FREE || e->released || e->kind != ZKK_LOCK ||
+				pg_atomic_read_u32(&e->release_req) != 0)
+				continue;
+			if (e->outcome != ZKO_NONE && e->outcome != ZKO_GRANTED &&
+				e->outcome != ZKO_LOST)
+				continue;
+			if (k >= cap)
+			{
+				full = true;
+				break;
+			}
+			r = &rows[k++];
+			r->pid = e->pid;
+			r->dbid = e->dbid;
+			r->mode = e->mode;
+			r->scope = e->scope;
+			r->outcome = e->outcome;
+			r->token = e->token;
+			r->requested_at = e->requested_at;
+			r->granted_at = e->granted_at;
+			strlcpy(r->name, e->name, sizeof(r->name));
+			strlcpy(r->node, e->node, sizeof(r->node));
+		}
+		if (full)
+			cap = zk_ctl->used + 16 + cap;
+		LWLockRelease(zk_ctl->lock);
+		if (!full)
+		{
+			*n = k;
+			return rows;
+		}
+	}
 }
 
 /* ---- end of transaction, savepoints, exit ---- */
@@ -796,7 +911,7 @@ check_before_commit(void)
 		char	   *lost = NULL;
 		char		msg[ZKLOCK_ERRMSG_MAX];
 
-		LWLockAcquire(zk_ctl->lock, LW_SHARED);
+		zk_backend_lock(LW_SHARED);
 		conn = zk_ctl->conn_state;
 
 		/*
@@ -831,7 +946,7 @@ check_before_commit(void)
 		if (lost)
 			ereport(ERROR,
 					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-					 errmsg("zookeeper lock \"%s\" was lost before commit", lost),
+					 errmsg("zookeeper lock \"%s\" was lost before commit", display_name(lost)),
 					 errdetail("%s; another session may have taken the lock since.", msg),
 					 errhint("Retry the transaction.")));
 		if (!any || conn == ZKC_CONNECTED)
@@ -844,7 +959,7 @@ check_before_commit(void)
 		if (GetCurrentTimestamp() >= deadline)
 			ereport(ERROR,
 					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-					 errmsg("could not confirm zookeeper lock \"%s\" before commit", first),
+					 errmsg("could not confirm zookeeper lock \"%s\" before commit", display_name(first)),
 					 errdetail("The ZooKeeper connection is \"%s\" and did not come back within zklock.commit_timeout (%d ms).",
 							   zk_conn_state_name(conn), zklock_commit_timeout),
 					 errhint("Retry the transaction when ZooKeeper is reachable.")));
@@ -932,9 +1047,24 @@ subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 		zk_wake_worker();
 }
 
-/* A backend that exits lets go of everything at once. */
+/*
+ * A backend that exits lets go of everything at once, whatever it was
+ * doing: holds, a wait in progress (its entry is in local_locks already),
+ * a zk_lock_holders query (FATAL skips PG_CATCH, so it is given back here).
+ */
 static void
 backend_exit(int code, Datum arg)
 {
+	bool		wake = false;
+
+	if (zk_ctl == NULL)
+		return;
+	if (query_idx != ZKLOCK_NO_ENTRY)
+	{
+		wake = release_entry(query_idx, query_gen);
+		query_idx = ZKLOCK_NO_ENTRY;
+	}
 	drop_holds(true, true);
+	if (wake)
+		zk_wake_worker();
 }

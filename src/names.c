@@ -5,17 +5,30 @@
  *	  name into exactly one path component, and reading contender nodes.
  *	  Pure functions, run by backends (names) and the worker (nodes).
  *
- *	  A plain name (letters, digits, '_', '.', '-') maps to itself, so that
- *	  other ZooKeeper clients such as kazoo can use the same path.  Every
- *	  other byte, and every byte of the names "." and "..", is written as
- *	  %XX.  '%' is never plain, so the mapping is one to one, and the result
- *	  never holds '/', so no name reaches outside <root>/locks.
+ *	  Names are converted from the database encoding to UTF-8 first, so the
+ *	  same text names the same lock from a UTF8, a LATIN1 or any other
+ *	  database.  A plain name (letters, digits, '_', '.', '-') maps to
+ *	  itself, so that other ZooKeeper clients such as kazoo can use the same
+ *	  path.  Every other byte of the UTF-8 form, and every byte of the names
+ *	  "." and "..", is written as %XX.  '%' is never plain, so the mapping is
+ *	  one to one, and the result never holds '/', so no name reaches outside
+ *	  <root>/locks.
+ *
+ *	  Ordering contenders: a node's sequence suffix is its parent's cversion,
+ *	  a signed 32-bit number that wraps after 2^31 children (ZooKeeper then
+ *	  writes negative suffixes, or repeats one).  The worker orders by the
+ *	  suffix while that is unambiguous and by each node's czxid otherwise;
+ *	  zk_lock_blocker() decides from that order.
  *
  *-------------------------------------------------------------------------
  */
 #include "zklock.h"
 
 #include <ctype.h>
+
+#include "catalog/namespace.h"
+#include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
 
 static bool
 plain_byte(unsigned char c)
@@ -25,7 +38,87 @@ plain_byte(unsigned char c)
 }
 
 /*
- * Refuse names that cannot be locks.  Raises 22023 (invalid parameter value).
+ * The UTF-8 form of a name in the database encoding (the name itself when
+ * the database is UTF8 or SQL_ASCII).  Raises the usual conversion error
+ * for characters UTF-8 cannot hold.
+ */
+char *
+zk_name_to_utf8(const char *name, int len, int *outlen)
+{
+	char	   *u;
+
+	if (GetDatabaseEncoding() == PG_UTF8 || GetDatabaseEncoding() == PG_SQL_ASCII)
+	{
+		*outlen = len;
+		return (char *) name;
+	}
+	u = (char *) pg_do_encoding_conversion((unsigned char *) name, len,
+										   GetDatabaseEncoding(), PG_UTF8);
+	*outlen = (u == name) ? len : (int) strlen(u);
+	return u;
+}
+
+/*
+ * A UTF-8 string (a name, node data) in the database encoding, for
+ * display; characters the database cannot show are replaced by their
+ * \xNN bytes.  Never raises for bad input.
+ */
+char *
+pg_any_to_server_noerror(const char *utf8, int len)
+{
+	int			enc = GetDatabaseEncoding();
+	StringInfoData buf;
+	int			i = 0;
+
+	if (enc == PG_UTF8 || enc == PG_SQL_ASCII)
+	{
+		if (enc == PG_SQL_ASCII || pg_verifymbstr(utf8, len, true))
+			return pnstrdup(utf8, len);
+	}
+	initStringInfo(&buf);
+	while (i < len)
+	{
+		int			l = pg_utf_mblen((const unsigned char *) utf8 + i);
+		char	   *conv = NULL;
+
+		if (i + l <= len && pg_utf8_islegal((const unsigned char *) utf8 + i, l))
+		{
+			if (enc == PG_UTF8)
+				conv = pnstrdup(utf8 + i, l);
+			else
+			{
+				unsigned char out[MAX_CONVERSION_GROWTH * 4 + 1];
+				Oid			proc = FindDefaultConversionProc(PG_UTF8, enc);
+				int			used;
+
+				if (OidIsValid(proc))
+				{
+					used = pg_do_encoding_conversion_buf(proc, PG_UTF8, enc,
+														 (unsigned char *) utf8 + i, l,
+														 out, sizeof(out), true);
+					if (used == l)
+						conv = pstrdup((char *) out);
+				}
+			}
+		}
+		else
+			l = 1;
+		if (conv)
+			appendStringInfoString(&buf, conv);
+		else
+		{
+			int			j;
+
+			for (j = 0; j < l && i + j < len; j++)
+				appendStringInfo(&buf, "\\x%02X", (unsigned char) utf8[i + j]);
+		}
+		i += l;
+	}
+	return buf.data;
+}
+
+/*
+ * Refuse names that cannot be locks (len is that of the UTF-8 form).  Raises 22023 (invalid parameter value).
  */
 void
 zk_check_name(const char *name, int len)
@@ -39,7 +132,7 @@ zk_check_name(const char *name, int len)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("zklock lock name is too long"),
-				 errdetail("The name has %d bytes; the limit is %d bytes.",
+				 errdetail("The name has %d bytes in UTF-8; the limit is %d bytes.",
 						   len, ZKLOCK_NAME_MAX),
 				 errhint("Use a shorter name, for example a hash of the long one.")));
 }
@@ -71,6 +164,16 @@ zk_encode_name(const char *name, int len, char *out)
 		}
 	}
 	*p = '\0';
+}
+
+/* <root>/locks/<encoded name> for a UTF-8 name */
+void
+zk_lock_parent(const char *name, char *out, size_t outlen)
+{
+	char		ename[ZKLOCK_ENAME_MAX + 1];
+
+	zk_encode_name(name, strlen(name), ename);
+	snprintf(out, outlen, "%s/locks/%s", zklock_root, ename);
 }
 
 /*
@@ -139,42 +242,184 @@ zk_valid_root(const char *root, const char **why)
 }
 
 /*
- * Is a child of a lock node a contender, kazoo's way: "...__lock__NNNNNNNNNN"
- * (exclusive) or "...__rlock__NNNNNNNNNN" (shared)?
+ * The suffix of a contender: everything after the last "__lock__" or
+ * "__rlock__": digits, possibly signed (after the wrap ZooKeeper writes
+ * e.g. "-2147483648").  Returns false when there is none.
+ */
+static const char *
+contender_suffix(const char *child, bool *shared)
+{
+	const char *p = NULL;
+	const char *q;
+
+	for (q = strstr(child, "__"); q != NULL; q = strstr(q + 1, "__"))
+	{
+		if (strncmp(q, "__lock__", 8) == 0)
+		{
+			p = q + 8;
+			*shared = false;
+		}
+		else if (strncmp(q, "__rlock__", 9) == 0)
+		{
+			p = q + 9;
+			*shared = true;
+		}
+	}
+	return p;
+}
+
+/*
+ * Parse a contender's sequence suffix.  ZooKeeper writes "%010d" of a
+ * signed 32-bit counter: ten digits, or a minus and ten digits (or fewer
+ * digits after the minus, zero padded to width ten).
+ */
+bool
+zk_node_seq(const char *child, int64 *seq)
+{
+	bool		shared;
+	const char *p = contender_suffix(child, &shared);
+	const char *d;
+	int64		v = 0;
+	int			ndig = 0;
+
+	if (p == NULL)
+		return false;
+	d = (*p == '-') ? p + 1 : p;
+	for (; *d; d++)
+	{
+		if (!isdigit((unsigned char) *d) || ++ndig > 10)
+			return false;
+		v = v * 10 + (*d - '0');
+	}
+	if (ndig == 0 || (*p != '-' && ndig != 10) ||
+		(*p == '-' && strlen(p) < 10))
+		return false;
+	if (*p == '-')
+		v = -v;
+	if (v > PG_INT32_MAX || v < PG_INT32_MIN)
+		return false;
+	*seq = v;
+	return true;
+}
+
+/*
+ * Is a child of a lock node a contender, kazoo's way: "...__lock__<seq>"
+ * (exclusive) or "...__rlock__<seq>" (shared), the sequence as ZooKeeper
+ * writes it, negative after the wrap included?
  */
 bool
 zk_node_is_contender(const char *child, bool *shared)
 {
-	size_t		len = strlen(child);
-	int			i;
+	int64		seq;
 
-	if (len < 10 + 8)
+	if (contender_suffix(child, shared) == NULL)
 		return false;
-	for (i = 0; i < 10; i++)
-		if (!isdigit((unsigned char) child[len - 10 + i]))
-			return false;
-	if (len >= 10 + 9 && strncmp(child + len - 10 - 9, "__rlock__", 9) == 0)
-	{
-		*shared = true;
-		return true;
-	}
-	if (strncmp(child + len - 10 - 8, "__lock__", 8) == 0)
-	{
-		*shared = false;
-		return true;
-	}
-	return false;
+	return zk_node_seq(child, &seq);
+}
+
+static int
+contender_cmp(const void *a, const void *b)
+{
+	const ZkContender *x = a;
+	const ZkContender *y = b;
+
+	if (x->key != y->key)
+		return x->key < y->key ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+void
+zk_sort_contenders(ZkContender *c, int n)
+{
+	if (n > 1)
+		qsort(c, n, sizeof(ZkContender), contender_cmp);
+}
+
+/* Do two contenders belong to one backend?  (first half of their guid) */
+static bool
+same_owner(const ZkContender *a, const ZkContender *b)
+{
+	if (strlen(a->name) < ZKLOCK_GUID_LEN / 2 || strlen(b->name) < ZKLOCK_GUID_LEN / 2)
+		return false;
+	return strncmp(a->name, b->name, ZKLOCK_GUID_LEN / 2) == 0;
 }
 
 /*
- * The sequence number of a contender node (its last ten digits).
+ * The recipe, for contender c[me] of a lock whose contenders c[0..n-1] are
+ * sorted by creation order.  Returns ZKLOCK_HELD when it holds the lock,
+ * the index of the contender it must wait for (the youngest that blocks
+ * it), or ZKLOCK_DEADLOCK when waiting could never end.
+ *
+ * - A shared contender is blocked by older exclusive ones; an exclusive
+ *   one by every older contender.
+ * - A backend's own nodes never block each other.
+ * - Upgrade: a backend that holds an older node O of the same lock (its
+ *   shared hold) and asks for the exclusive lock is not blocked by the
+ *   contenders that cannot be granted before O goes: an exclusive one
+ *   younger than O, and everything younger than that.  The backend keeps
+ *   O until its exclusive hold ends, so they stay blocked.  Shared
+ *   contenders between O and the first such exclusive one may hold the
+ *   lock now, and are waited for.
+ * - If such a contender that we wait for belongs to a backend that itself
+ *   waits behind O (it has an exclusive node younger than O), the two
+ *   wait for each other for ever: a deadlock.
  */
 int
-zk_node_seq(const char *child)
+zk_lock_blocker(ZkContender *c, int n, int me)
 {
-	size_t		len = strlen(child);
+	int			own_oldest = -1;
+	int			behind_from = n;	/* first index that is behind our O */
+	int			pred = ZKLOCK_HELD;
+	int			i;
 
-	if (len < 10)
-		return -1;
-	return (int) strtol(child + len - 10, NULL, 10);
+	for (i = 0; i < me; i++)
+	{
+		if (same_owner(&c[i], &c[me]))
+		{
+			own_oldest = i;
+			break;
+		}
+	}
+	if (own_oldest >= 0 && !c[me].shared)
+	{
+		for (i = own_oldest + 1; i < me; i++)
+		{
+			if (!c[i].shared && !same_owner(&c[i], &c[me]))
+			{
+				behind_from = i;
+				break;
+			}
+		}
+	}
+
+	for (i = 0; i < me; i++)
+	{
+		if (same_owner(&c[i], &c[me]))
+			continue;
+		if (i >= behind_from)
+			break;
+		if (c[me].shared && c[i].shared)
+			continue;
+		pred = i;
+	}
+
+	if (pred >= 0 && own_oldest >= 0 && behind_from < n)
+	{
+		/* does the owner of any blocker wait behind our O? */
+		for (i = 0; i < me; i++)
+		{
+			int			j;
+
+			if (same_owner(&c[i], &c[me]) || i >= behind_from)
+				continue;
+			if (c[me].shared && c[i].shared)
+				continue;
+			for (j = behind_from; j < n; j++)
+			{
+				if (j != i && !c[j].shared && same_owner(&c[j], &c[i]))
+					return ZKLOCK_DEADLOCK;
+			}
+		}
+	}
+	return pred;
 }

@@ -7,24 +7,34 @@
  *	  sequential node and list <parent> right behind it, without waiting in
  *	  between: ZooKeeper answers one session's requests in order, so the
  *	  listing already shows the new node and an uncontended lock costs one
- *	  round trip.  The lowest contender holds an exclusive lock; a shared
- *	  one is held when no exclusive contender is older.  Otherwise only the
- *	  predecessor that blocks us is watched, with a get (never an exists:
- *	  a watch on a node that is already gone must not linger on the server),
- *	  and its deletion sends a new listing.  One release wakes one waiter.
+ *	  round trip.  Who holds is decided by zk_lock_blocker() (names.c) from
+ *	  the contenders in creation order: by sequence suffix while that is
+ *	  unambiguous, by czxid (read for every contender) once the parent's
+ *	  32-bit sequence has wrapped.  Otherwise only the predecessor that
+ *	  blocks us is watched, with a get (never an exists: a watch on a node
+ *	  that is already gone must not linger on the server), and its deletion
+ *	  sends a new listing.  One release wakes one waiter.
  *
- *	  Release: a delete, sent without anyone waiting for it.
+ *	  Release: a delete, sent without anyone waiting for it.  An entry its
+ *	  owner let go is never granted: whatever state it is in, its node is
+ *	  deleted as soon as its name is known, and a watch it set is removed
+ *	  from the server (unless another local waiter watches the same node).
  *
  *	  Connection loss: a create whose reply was lost is "in doubt".  After
  *	  reconnecting, <parent> is listed and the node is found again by its
  *	  guid, so there is never an orphan nor a second entry.  Other requests
- *	  lost with the connection are sent again.
+ *	  lost with the connection are sent again.  Any answer that is not
+ *	  ZooKeeper's own (a client-side error such as a timeout or an
+ *	  inconsistency) counts as a lost connection, never as a verdict.
  *
  *	  Parents: <root> and <root>/locks are persistent, <parent> is a
  *	  container node that ZooKeeper removes when empty; a create that finds
  *	  its parent gone recreates the chain and tries once more.
  *
- *	  Everything here runs in the worker with zk_ctl->lock held.
+ *	  Everything here runs in the worker with zk_ctl->lock held: the
+ *	  completions and watchers take it themselves (COMPLETION_BEGIN), and
+ *	  never throw: an error inside one is caught there and fails the one
+ *	  request, because a longjmp through the client library would corrupt it.
  *
  *-------------------------------------------------------------------------
  */
@@ -34,21 +44,65 @@
 
 #include "miscadmin.h"
 #include "port.h"
+#include "utils/hsearch.h"
 #include "utils/memutils.h"
 
 static zhandle_t *zh = NULL;
 static uint64 cur_session = 0;
 
-/* Entries to drive again once the session is usable */
-static uint32 *retry_list = NULL;
-static int	retry_count = 0;
+#define PATH_MAX_LEN	(ZKLOCK_PARENT_MAX + ZKLOCK_NODE_MAX + 2)
 
 static void send_list(ZkEntry *e);
 static void send_create(ZkEntry *e);
 static void send_delete(ZkEntry *e);
-static void settle_unsent(ZkEntry *e);
+static void unwatch(ZkEntry *e);
 static void holders_drive(ZkEntry *e);
 static void holders_finish(ZkEntry *e);
+
+/*
+ * Completions and watchers run inside the client library; they take the
+ * lock and catch every error themselves.
+ */
+static void retry_later(ZkEntry *e);
+
+/*
+ * An error inside a completion: report it, and have the one entry looked
+ * at again from scratch (a create whose fate is unknown is in doubt).
+ */
+static void
+completion_error(ZkEntry *e)
+{
+	MemoryContextSwitchTo(TopMemoryContext);
+	EmitErrorReport();
+	FlushErrorState();
+	LWLockReleaseAll();
+	zk_worker_reset();
+	zk_worker_enter();
+	zk_count(ZKCNT_ZK_ERRORS, 1);
+	if (e != NULL && e->state != ZKE_FREE)
+	{
+		if (e->state == ZKE_CREATING && e->node[0] == '\0' && e->kind == ZKK_LOCK)
+			e->in_doubt = true;
+		e->create_inflight = false;
+		e->list_inflight = false;
+		e->delete_inflight = false;
+		retry_later(e);
+	}
+}
+
+#define COMPLETION_BEGIN \
+	zk_worker_enter(); \
+	PG_TRY(); \
+	{
+
+#define COMPLETION_END(entry) \
+	} \
+	PG_CATCH(); \
+	{ \
+		completion_error(entry); \
+	} \
+	PG_END_TRY(); \
+	zk_worker_leave();
 
 /* ---- helpers ---- */
 
@@ -77,42 +131,47 @@ entry_of(const void *ctx)
 static bool
 session_usable(void)
 {
-	return zh != NULL && zoo_state(zh) == ZOO_CONNECTED_STATE;
+	return zh != NULL && zoo_state(zh) == ZOO_CONNECTED_STATE &&
+		zk_ctl->conn_state == ZKC_CONNECTED;
 }
 
 static void
 retry_later(ZkEntry *e)
 {
-	if (e->on_retry)
-		return;
-	if (retry_list == NULL)
-		retry_list = MemoryContextAlloc(TopMemoryContext,
-										sizeof(uint32) * zk_ctl->max_entries);
-	e->on_retry = true;
-	retry_list[retry_count++] = zk_entry_index(e);
+	zk_retry_add(e);
 }
 
 static void
-node_path(ZkEntry *e, char *buf, size_t len)
+parent_path(ZkEntry *e, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s/%s", e->parent, e->node);
+	zk_lock_parent(e->name, buf, len);
+}
+
+static void
+node_path(ZkEntry *e, const char *child, char *buf, size_t len)
+{
+	char		parent[ZKLOCK_PARENT_MAX + 1];
+
+	parent_path(e, parent, sizeof(parent));
+	snprintf(buf, len, "%s/%s", parent, child);
 }
 
 /* Tell the owner what became of its request. */
 static void
 finish(ZkEntry *e, ZkOutcome outcome, int sqlstate, const char *msg)
 {
-	if (e->outcome == ZKO_NONE || outcome == ZKO_LOST)
+	if (e->outcome == ZKO_NONE || (outcome == ZKO_LOST && e->outcome == ZKO_GRANTED))
 	{
-		e->outcome = outcome;
-		e->sqlstate = sqlstate;
 		if (msg)
 			strlcpy(e->errmsg, msg, sizeof(e->errmsg));
+		e->sqlstate = sqlstate;
 		if (outcome == ZKO_GRANTED)
 		{
 			e->granted_at = GetCurrentTimestamp();
 			zk_count(ZKCNT_GRANTS, 1);
 		}
+		pg_write_barrier();
+		e->outcome = outcome;
 	}
 	zk_wake_owner(e);
 }
@@ -136,19 +195,183 @@ fail(ZkEntry *e, int sqlstate, const char *msg)
 	finish(e, ZKO_FAILED, sqlstate, msg);
 }
 
-/* Is this return code a lost connection, to be retried after reconnect? */
+/*
+ * Is this a verdict of ZooKeeper's (ZOK or an API error such as ZNONODE)?
+ * Everything else -- connection loss, timeouts, the client's own
+ * inconsistencies, a session that ended -- leaves the request's fate
+ * unknown.
+ */
 static bool
-rc_connection_lost(int rc)
+rc_definite(int rc)
 {
-	return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT;
+	if (rc == ZOK)
+		return true;
+	if (rc == ZSESSIONEXPIRED || rc == ZSESSIONMOVED || rc == ZCLOSING ||
+		rc == ZAUTHFAILED)
+		return false;
+	return rc <= ZAPIERROR || rc == ZBADARGUMENTS || rc == ZUNIMPLEMENTED;
 }
 
-/* Is this return code the end of the session (nodes gone with it)? */
+/*
+ * A zoo_a* call returned rc without queueing its request: a bad request
+ * fails for good; anything else is a connection problem and is retried
+ * once the session is usable again.  Returns true when retrying.
+ */
 static bool
-rc_session_gone(int rc)
+send_failed(ZkEntry *e, int rc, const char *what)
 {
-	return rc == ZSESSIONEXPIRED || rc == ZCLOSING || rc == ZINVALIDSTATE ||
-		rc == ZSESSIONMOVED;
+	char		msg[ZKLOCK_ERRMSG_MAX];
+
+	if (!rc_definite(rc) || rc == ZOK)
+	{
+		retry_later(e);
+		return true;
+	}
+	snprintf(msg, sizeof(msg), "ZooKeeper refused the %s request: %s", what, zerror(rc));
+	fail(e, ERRCODE_CONNECTION_FAILURE, msg);
+	return false;
+}
+
+/* ---- watches on predecessors ---- */
+
+/*
+ * How many of our entries watch each node: the server keeps one watch per
+ * session and path, so removing it is only right for the last of them.
+ * Worker-private; emptied when the session ends.
+ */
+typedef struct WatchRef
+{
+	char		path[PATH_MAX_LEN];
+	int			refs;
+} WatchRef;
+
+static HTAB *watch_refs = NULL;
+
+static WatchRef *
+watch_ref(const char *path, bool create)
+{
+	char		key[PATH_MAX_LEN];
+	bool		found;
+	WatchRef   *w;
+
+	if (watch_refs == NULL)
+	{
+		HASHCTL		ctl;
+
+		if (!create)
+			return NULL;
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = PATH_MAX_LEN;
+		ctl.entrysize = sizeof(WatchRef);
+		watch_refs = hash_create("zklock watches", 64, &ctl, HASH_ELEM | HASH_STRINGS);
+	}
+	memset(key, 0, sizeof(key));
+	strlcpy(key, path, sizeof(key));
+	w = hash_search(watch_refs, key, create ? HASH_ENTER : HASH_FIND, &found);
+	if (w != NULL && create && !found)
+		w->refs = 0;
+	return w;
+}
+
+static void
+watch_set(const char *path)
+{
+	WatchRef   *w = watch_ref(path, true);
+
+	if (w != NULL)
+	{
+		if (w->refs < 0)
+			w->refs = 0;
+		w->refs++;
+	}
+}
+
+/* One watcher of path is gone; returns how many remain */
+static int
+watch_drop(const char *path)
+{
+	WatchRef   *w = watch_ref(path, false);
+	int			left;
+
+	if (w == NULL)
+		return 0;
+	left = --w->refs;
+	if (left <= 0)
+		hash_search(watch_refs, w->path, HASH_REMOVE, NULL);
+	return Max(left, 0);
+}
+
+static void
+watch_forget_all(void)
+{
+	if (watch_refs != NULL)
+	{
+		hash_destroy(watch_refs);
+		watch_refs = NULL;
+	}
+}
+
+static void
+unwatch_done(int rc, const void *ctx)
+{
+	/* nothing to do: ZNOWATCHER means it fired meanwhile */
+}
+
+/* Predecessor watch: a deletion or change means "look again". */
+static void
+pred_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
+{
+	ZkEntry    *volatile e = NULL;
+
+	if (type == ZOO_SESSION_EVENT || type == ZOO_NOTWATCHING_EVENT)
+		return;
+	COMPLETION_BEGIN
+	{
+		zk_count(ZKCNT_WATCH_EVENTS, 1);
+		e = entry_of(ctx);
+		if (e != NULL && e->watching)
+		{
+			if (path)
+				watch_drop(path);
+			e->watching = false;
+			e->watched[0] = '\0';
+			if (e->state == ZKE_WAITING && !e->released)
+				send_list(e);
+		}
+	}
+	COMPLETION_END(e);
+}
+
+/*
+ * Take back the watch an abandoned waiter set, on the client and (when no
+ * other entry of ours watches that node) on the server.
+ */
+static void
+unwatch(ZkEntry *e)
+{
+	char		path[PATH_MAX_LEN];
+
+	if (!e->watching)
+		return;
+	e->watching = false;
+	node_path(e, e->watched, path, sizeof(path));
+	e->watched[0] = '\0';
+	if (zh == NULL)
+		return;
+	if (watch_drop(path) > 0 || !session_usable())
+	{
+		/* others still need the server's watch: ours only, locally */
+		(void) zoo_aremove_watches(zh, path, ZWATCHTYPE_DATA, pred_watcher,
+								   (void *) ctx_of(e), 1,
+								   (void_completion_t *) unwatch_done, NULL);
+		return;
+	}
+	/*
+	 * The library declares the completion as a pointer to a completion but
+	 * uses the pointer itself as the function.
+	 */
+	(void) zoo_aremove_all_watches(zh, path, ZWATCHTYPE_DATA, 0,
+								   (void_completion_t *) unwatch_done, NULL);
 }
 
 /* ---- completions ---- */
@@ -156,103 +379,270 @@ rc_session_gone(int rc)
 static void
 delete_done(int rc, const void *ctx)
 {
-	ZkEntry    *e = entry_of(ctx);
+	ZkEntry    *volatile e = NULL;
 
-	if (e == NULL || e->state != ZKE_DELETING)
-		return;
-	e->delete_inflight = false;
-	if (rc_connection_lost(rc))
+	COMPLETION_BEGIN
 	{
-		retry_later(e);
-		return;
+		e = entry_of(ctx);
+		if (e != NULL && e->state == ZKE_DELETING && e->delete_inflight)
+		{
+			e->delete_inflight = false;
+			if (!rc_definite(rc))
+				retry_later(e);
+			else
+			{
+				if (rc != ZOK && rc != ZNONODE)
+				{
+					zk_count(ZKCNT_ZK_ERRORS, 1);
+					ereport(WARNING,
+							(errmsg("zklock: could not delete the node %s of zookeeper lock \"%s\": %s",
+									e->node, e->name, zerror(rc))));
+				}
+				if (e->released)
+					zk_count(ZKCNT_RELEASES, 1);
+				node_gone(e);
+			}
+		}
 	}
-	if (rc != ZOK && rc != ZNONODE && !rc_session_gone(rc))
-	{
-		zk_count(ZKCNT_ZK_ERRORS, 1);
-		ereport(WARNING,
-				(errmsg("zklock: could not delete zookeeper node %s/%s: %s",
-						e->parent, e->node, zerror(rc))));
-	}
-	if (e->released)
-		zk_count(ZKCNT_RELEASES, 1);
-	node_gone(e);
-}
-
-/* Predecessor watch: any event on it means "look again". */
-static void
-pred_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
-{
-	ZkEntry    *e;
-
-	if (type == ZOO_SESSION_EVENT)
-		return;
-	zk_count(ZKCNT_WATCH_EVENTS, 1);
-	e = entry_of(ctx);
-	if (e == NULL || e->state != ZKE_WAITING)
-		return;
-	send_list(e);
+	COMPLETION_END(e);
 }
 
 static void
 pred_get_done(int rc, const char *value, int value_len,
 			  const struct Stat *stat, const void *ctx)
 {
-	ZkEntry    *e = entry_of(ctx);
+	ZkEntry    *volatile e = NULL;
 
-	if (e == NULL || e->state != ZKE_WAITING)
-		return;
-	if (rc == ZOK)
-		return;					/* watch is set; wait for it */
-	if (rc == ZNONODE)
-		send_list(e);			/* already gone: no watch was left behind */
-	else if (rc_connection_lost(rc))
-		retry_later(e);
-	else if (!rc_session_gone(rc))
-		fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
-}
-
-/* Decide from a listing of <parent> whether we hold the lock. */
-static void
-evaluate(ZkEntry *e, const struct String_vector *kids)
-{
-	int			myseq = zk_node_seq(e->node);
-	int			pred = -1;
-	int			predseq = -1;
-	bool		found = false;
-	int			i;
-	char		path[ZKLOCK_PARENT_MAX + ZKLOCK_NODE_MAX + 2];
-
-	for (i = 0; i < kids->count; i++)
+	COMPLETION_BEGIN
 	{
-		const char *k = kids->data[i];
-		bool		kshared;
-		int			kseq;
+		e = entry_of(ctx);
+		if (e != NULL && e->watch_pending)
+		{
+			bool		wanted = (e->state == ZKE_WAITING && !e->released);
 
-		if (strcmp(k, e->node) == 0)
-		{
-			found = true;
-			continue;
-		}
-		if (!zk_node_is_contender(k, &kshared))
-			continue;
-		/* never wait for our own backend's other node of this lock */
-		if (e->owner_tag[0] != '\0' &&
-			strncmp(k, e->owner_tag, ZKLOCK_GUID_LEN / 2) == 0)
-			continue;
-		kseq = zk_node_seq(k);
-		if (kseq >= myseq)
-			continue;
-		/* a shared lock waits only for exclusive contenders */
-		if (e->mode == ZKM_SHARED && kshared)
-			continue;
-		if (kseq > predseq)
-		{
-			predseq = kseq;
-			pred = i;
+			e->watch_pending = false;
+			if (rc == ZOK)
+			{
+				char		path[PATH_MAX_LEN];
+
+				/* the watch is set; take it back at once if unwanted now */
+				e->watching = true;
+				node_path(e, e->watched, path, sizeof(path));
+				watch_set(path);
+				if (!wanted)
+					unwatch(e);
+			}
+			else if (!wanted)
+				;				/* released: the delete is on its way */
+			else if (rc == ZNONODE)
+			{
+				/* already gone: no watch was left behind */
+				e->watched[0] = '\0';
+				send_list(e);
+			}
+			else if (!rc_definite(rc))
+				retry_later(e);
+			else
+			{
+				fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
+				send_delete(e);
+			}
 		}
 	}
+	COMPLETION_END(e);
+}
 
-	if (!found)
+/* Wait for c[pred]: watch it with a get. */
+static void
+watch_predecessor(ZkEntry *e, const char *pred)
+{
+	char		path[PATH_MAX_LEN];
+	int			rc;
+
+	if (e->state != ZKE_WAITING)
+	{
+		e->state = ZKE_WAITING;
+		zk_wake_owner(e);		/* its timeout now counts */
+	}
+	strlcpy(e->watched, pred, sizeof(e->watched));
+	node_path(e, pred, path, sizeof(path));
+	if (!session_usable())
+	{
+		retry_later(e);
+		return;
+	}
+	rc = zoo_awget(zh, path, pred_watcher, (void *) ctx_of(e),
+				   pred_get_done, ctx_of(e));
+	if (rc == ZOK)
+		e->watch_pending = true;
+	else if (!send_failed(e, rc, "get"))
+		send_delete(e);
+}
+
+/*
+ * The listing for czxid ordering after the sequence wrapped: the names,
+ * then the czxids as the reads come back.
+ */
+typedef struct CzxidList
+{
+	int			n;
+	int			outstanding;
+	bool		failed;
+	ZkContender *c;
+	char	  **names;
+} CzxidList;
+
+/* Lists being resolved, by entry number (worker-private) */
+static CzxidList **czxid_lists = NULL;
+
+static void decide(ZkEntry *e, ZkContender *c, int n);
+
+static void
+czxid_list_free(uint32 idx)
+{
+	CzxidList  *l;
+	int			i;
+
+	if (czxid_lists == NULL || (l = czxid_lists[idx]) == NULL)
+		return;
+	for (i = 0; i < l->n; i++)
+		if (l->names[i])
+			pfree(l->names[i]);
+	pfree(l->names);
+	pfree(l->c);
+	pfree(l);
+	czxid_lists[idx] = NULL;
+}
+
+typedef struct CzxidGet
+{
+	const void *ectx;
+	int			slot;
+} CzxidGet;
+
+static void
+czxid_done(int rc, const struct Stat *stat, const void *ctx)
+{
+	CzxidGet   *g = (CzxidGet *) ctx;
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = entry_of(g->ectx);
+		if (e != NULL && czxid_lists != NULL && czxid_lists[zk_entry_index(e)] != NULL)
+		{
+			CzxidList  *l = czxid_lists[zk_entry_index(e)];
+
+			if (rc == ZOK && stat)
+				l->c[g->slot].key = stat->czxid;
+			else if (rc == ZNONODE)
+				l->c[g->slot].key = PG_INT64_MAX;	/* gone: dropped below */
+			else
+				l->failed = true;
+			if (--l->outstanding == 0)
+			{
+				int			i,
+							k = 0;
+
+				e->list_inflight = false;
+				if (l->failed || e->released ||
+					(e->state != ZKE_CREATING && e->state != ZKE_WAITING))
+				{
+					czxid_list_free(zk_entry_index(e));
+					if (e->released)
+						zk_lock_drive(zh, e);
+					else
+						retry_later(e);
+				}
+				else
+				{
+					for (i = 0; i < l->n; i++)
+						if (l->c[i].key != PG_INT64_MAX)
+							l->c[k++] = l->c[i];
+					zk_sort_contenders(l->c, k);
+					decide(e, l->c, k);
+					czxid_list_free(zk_entry_index(e));
+				}
+			}
+		}
+	}
+	COMPLETION_END(e);
+	free(g);
+}
+
+/*
+ * The parent's sequence wrapped: read every contender's czxid, then
+ * decide.  Rare; costs one read per contender.
+ */
+static void
+order_by_czxid(ZkEntry *e, const struct String_vector *kids)
+{
+	uint32		idx = zk_entry_index(e);
+	CzxidList  *l;
+	int			i;
+
+	if (czxid_lists == NULL)
+		czxid_lists = MemoryContextAllocZero(TopMemoryContext,
+											 sizeof(CzxidList *) * zk_ctl->max_entries);
+	czxid_list_free(idx);
+	l = MemoryContextAllocZero(TopMemoryContext, sizeof(CzxidList));
+	l->c = MemoryContextAllocZero(TopMemoryContext, sizeof(ZkContender) * Max(kids->count, 1));
+	l->names = MemoryContextAllocZero(TopMemoryContext, sizeof(char *) * Max(kids->count, 1));
+	czxid_lists[idx] = l;
+	/* decided when the reads are back; the state stays as it is */
+	for (i = 0; i < kids->count; i++)
+	{
+		bool		shared;
+		char		path[PATH_MAX_LEN];
+		CzxidGet   *g;
+
+		if (!zk_node_is_contender(kids->data[i], &shared))
+			continue;
+		l->names[l->n] = MemoryContextStrdup(TopMemoryContext, kids->data[i]);
+		l->c[l->n].name = l->names[l->n];
+		l->c[l->n].shared = shared;
+		l->c[l->n].key = PG_INT64_MAX;
+		g = malloc(sizeof(CzxidGet));
+		if (g == NULL)
+		{
+			l->failed = true;
+			break;
+		}
+		g->ectx = ctx_of(e);
+		g->slot = l->n;
+		node_path(e, kids->data[i], path, sizeof(path));
+		if (zoo_aexists(zh, path, 0, czxid_done, g) != ZOK)
+		{
+			free(g);
+			l->failed = true;
+			break;
+		}
+		l->n++;
+		l->outstanding++;
+	}
+	if (l->outstanding == 0)
+	{
+		czxid_list_free(idx);
+		retry_later(e);
+	}
+	else
+		e->list_inflight = true;	/* the reads stand for the listing */
+}
+
+/* Decide from contenders in creation order whether we hold the lock. */
+static void
+decide(ZkEntry *e, ZkContender *c, int n)
+{
+	int			me = -1;
+	int			r;
+	int			i;
+
+	e->list_inflight = false;
+	for (i = 0; i < n; i++)
+		if (strcmp(c[i].name, e->node) == 0)
+			me = i;
+
+	if (me < 0)
 	{
 		/* our node vanished under us (deleted by someone else) */
 		node_gone(e);
@@ -262,119 +652,175 @@ evaluate(ZkEntry *e, const struct String_vector *kids)
 		return;
 	}
 
-	if (pred < 0)
+	r = zk_lock_blocker(c, n, me);
+	if (r == ZKLOCK_HELD)
 	{
 		e->state = ZKE_HELD;
 		finish(e, ZKO_GRANTED, 0, NULL);
 		return;
 	}
-
+	if (r == ZKLOCK_DEADLOCK)
+	{
+		zk_count(ZKCNT_DEADLOCKS, 1);
+		finish(e, ZKO_FAILED, ERRCODE_T_R_DEADLOCK_DETECTED,
+			   "Another session holds this lock shared and waits for this session's shared hold to go");
+		send_delete(e);
+		return;
+	}
 	if (e->try_only)
 	{
 		finish(e, ZKO_BUSY, 0, NULL);
 		send_delete(e);
 		return;
 	}
+	watch_predecessor(e, c[r].name);
+}
 
-	e->state = ZKE_WAITING;
-	snprintf(path, sizeof(path), "%s/%s", e->parent, kids->data[pred]);
-	if (zoo_awget(zh, path, pred_watcher, (void *) ctx_of(e),
-				  pred_get_done, ctx_of(e)) != ZOK)
+/* A listing of <parent>: order the contenders, then decide. */
+static void
+evaluate(ZkEntry *e, const struct String_vector *kids)
+{
+	ZkContender *c;
+	int			n = 0;
+	int			i;
+	bool		wrapped = false;
+
+	c = palloc_extended(sizeof(ZkContender) * Max(kids->count, 1), MCXT_ALLOC_NO_OOM);
+	if (c == NULL)
+	{
 		retry_later(e);
+		return;
+	}
+	for (i = 0; i < kids->count; i++)
+	{
+		bool		shared;
+		int64		seq;
+
+		if (!zk_node_is_contender(kids->data[i], &shared) ||
+			!zk_node_seq(kids->data[i], &seq))
+			continue;
+		c[n].name = kids->data[i];
+		c[n].shared = shared;
+		c[n].key = seq;
+		if (seq < 0)
+			wrapped = true;
+		n++;
+	}
+	zk_sort_contenders(c, n);
+	for (i = 1; i < n && !wrapped; i++)
+		if (c[i].key == c[i - 1].key)
+			wrapped = true;
+	if (wrapped)
+	{
+		pfree(c);
+		order_by_czxid(e, kids);
+		return;
+	}
+	decide(e, c, n);
+	pfree(c);
 }
 
 static void
 exists_done(int rc, const struct Stat *stat, const void *ctx)
 {
-	ZkEntry    *e = entry_of(ctx);
+	ZkEntry    *volatile e = NULL;
 
-	if (e == NULL)
-		return;
-	if (rc == ZOK && stat)
-		e->token = stat->czxid;
+	COMPLETION_BEGIN
+	{
+		e = entry_of(ctx);
+		if (e != NULL && rc == ZOK && stat)
+			e->token = stat->czxid;
+	}
+	COMPLETION_END(e);
 }
 
 static void
 list_done(int rc, const struct String_vector *kids, const void *ctx)
 {
-	ZkEntry    *e = entry_of(ctx);
-	int			i;
+	ZkEntry    *volatile e = NULL;
 
-	if (e == NULL || e->create_inflight)
-		return;
-	if (e->state != ZKE_CREATING && e->state != ZKE_WAITING)
-		return;
-
-	if (rc_connection_lost(rc))
+	COMPLETION_BEGIN
 	{
-		retry_later(e);
-		return;
-	}
-	if (rc_session_gone(rc))
-		return;
-	if (rc != ZOK && rc != ZNONODE)
-	{
-		fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
-		if (e->in_doubt)
-			retry_later(e);		/* still must find and delete it */
-		else if (e->node[0])
-			send_delete(e);
-		else
-			node_gone(e);
-		return;
-	}
-
-	if (e->in_doubt)
-	{
-		/* find the node our lost create may have made, by its guid */
-		e->in_doubt = false;
-		e->node[0] = '\0';
-		for (i = 0; rc == ZOK && i < kids->count; i++)
+		e = entry_of(ctx);
+		if (e != NULL && e->kind == ZKK_LOCK && e->list_inflight &&
+			(e->state == ZKE_CREATING || e->state == ZKE_WAITING))
 		{
-			if (strncmp(kids->data[i], e->guid, ZKLOCK_GUID_LEN) == 0)
+			e->list_inflight = false;
+			if (e->create_inflight)
 			{
-				strlcpy(e->node, kids->data[i], sizeof(e->node));
-				break;
+				/* the create's own completion failed first: it decides */
 			}
-		}
-		if (e->node[0] == '\0')
-		{
-			/* the create never happened */
-			if (e->released)
-				zk_entry_free(e);
+			else if (!rc_definite(rc))
+				retry_later(e);
+			else if (rc != ZOK && rc != ZNONODE)
+			{
+				fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
+				if (e->in_doubt)
+					retry_later(e);		/* still must find and delete it */
+				else if (e->node[0])
+					send_delete(e);
+				else
+					node_gone(e);
+			}
+			else if (e->in_doubt)
+			{
+				int			i;
+
+				/* find the node our lost create may have made, by its guid */
+				e->in_doubt = false;
+				e->node[0] = '\0';
+				for (i = 0; rc == ZOK && i < kids->count; i++)
+				{
+					if (strncmp(kids->data[i], e->guid, ZKLOCK_GUID_LEN) == 0)
+					{
+						strlcpy(e->node, kids->data[i], sizeof(e->node));
+						break;
+					}
+				}
+				if (e->node[0] == '\0')
+				{
+					/* the create never happened */
+					if (e->released)
+						zk_entry_free(e);
+					else
+						send_create(e);
+				}
+				else if (e->released)
+					send_delete(e);
+				else
+				{
+					/* adopt it: fetch its czxid, then list again */
+					char		path[PATH_MAX_LEN];
+
+					e->session = cur_session;
+					node_path(e, e->node, path, sizeof(path));
+					(void) zoo_aexists(zh, path, 0, exists_done, ctx_of(e));
+					send_list(e);
+				}
+			}
+			else if (e->released)
+			{
+				/* let go while the listing was on its way: never granted */
+				if (e->node[0])
+					send_delete(e);
+				else
+					node_gone(e);
+			}
+			else if (rc == ZNONODE)
+			{
+				node_gone(e);
+				if (e->state == ZKE_DONE)
+					fail(e, ERRCODE_CONNECTION_FAILURE,
+						 "The lock's parent node was deleted in ZooKeeper while waiting");
+			}
+			else if (e->node[0] == '\0')
+				retry_later(e); /* no node yet: cannot happen, be safe */
 			else
-				send_create(e);
-			return;
+				evaluate(e, kids);
 		}
-		if (e->released)
-		{
-			send_delete(e);
-			return;
-		}
-		/* adopt it: fetch its czxid, then list again */
-		{
-			char		path[ZKLOCK_PARENT_MAX + ZKLOCK_NODE_MAX + 2];
-
-			node_path(e, path, sizeof(path));
-			zoo_aexists(zh, path, 0, exists_done, ctx_of(e));
-			send_list(e);
-		}
-		return;
 	}
-
-	if (rc == ZNONODE)
-	{
-		node_gone(e);
-		if (e->state == ZKE_DONE)
-			fail(e, ERRCODE_CONNECTION_FAILURE,
-				 "The lock's parent node was deleted in ZooKeeper while waiting");
-		return;
-	}
-	evaluate(e, kids);
+	COMPLETION_END(e);
 }
-
-static void create_done(int rc, const char *name, const struct Stat *stat,
-						const void *ctx);
 
 static void
 parent_done(int rc, const char *name, const void *ctx)
@@ -389,70 +835,76 @@ send_parents_and_create(ZkEntry *e)
 	char		path[ZKLOCK_PARENT_MAX + 1];
 	char	   *p;
 
-	strlcpy(path, e->parent, sizeof(path));
+	parent_path(e, path, sizeof(path));
 	for (p = path + 1; *p; p++)
 	{
 		if (*p == '/')
 		{
 			*p = '\0';
-			zoo_acreate(zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
-						ZOO_PERSISTENT, parent_done, NULL);
+			(void) zoo_acreate(zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
+							   ZOO_PERSISTENT, parent_done, NULL);
 			*p = '/';
 		}
 	}
-	zoo_acreate(zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
-				ZOO_CONTAINER, parent_done, NULL);
+	(void) zoo_acreate(zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
+					   ZOO_CONTAINER, parent_done, NULL);
 	send_create(e);
 }
 
 static void
 create_done(int rc, const char *name, const struct Stat *stat, const void *ctx)
 {
-	ZkEntry    *e = entry_of(ctx);
-	const char *slash;
+	ZkEntry    *volatile e = NULL;
 
-	if (e == NULL || e->state != ZKE_CREATING || !e->create_inflight)
-		return;
-	e->create_inflight = false;
+	COMPLETION_BEGIN
+	{
+		e = entry_of(ctx);
+		if (e != NULL && e->state == ZKE_CREATING && e->create_inflight)
+		{
+			e->create_inflight = false;
+			if (rc == ZOK)
+			{
+				const char *slash = strrchr(name, '/');
 
-	if (rc == ZOK)
-	{
-		slash = strrchr(name, '/');
-		strlcpy(e->node, slash ? slash + 1 : name, sizeof(e->node));
-		e->token = stat ? stat->czxid : 0;
-		e->in_doubt = false;
-		e->session = cur_session;
-		if (e->released)
-			send_delete(e);
-		/* else the listing sent right behind decides */
-		return;
-	}
-	if (rc == ZNONODE && !e->parents_tried)
-	{
-		e->parents_tried = true;
-		if (e->released)
-			zk_entry_free(e);
-		else
-			send_parents_and_create(e);
-		return;
-	}
-	if (rc_connection_lost(rc))
-	{
-		e->in_doubt = true;
-		retry_later(e);
-		return;
-	}
-	if (rc_session_gone(rc))
-		return;					/* zk_lock_session_lost settles it */
+				strlcpy(e->node, slash ? slash + 1 : name, sizeof(e->node));
+				e->token = stat ? stat->czxid : 0;
+				e->in_doubt = false;
+				e->session = cur_session;
+				if (e->released)
+					send_delete(e);
+				else if (!e->list_inflight)
+					send_list(e);	/* the pipelined listing was not sent */
+				/* else the listing sent right behind decides */
+			}
+			else if (rc == ZNONODE && !e->parents_tried)
+			{
+				e->parents_tried = true;
+				e->list_inflight = false;
+				if (e->released)
+					zk_entry_free(e);
+				else
+					send_parents_and_create(e);
+			}
+			else if (!rc_definite(rc))
+			{
+				/* the create may have happened: find it by its guid */
+				e->in_doubt = true;
+				e->list_inflight = false;
+				retry_later(e);
+			}
+			else
+			{
+				char		msg[ZKLOCK_ERRMSG_MAX];
 
-	{
-		char		msg[ZKLOCK_ERRMSG_MAX];
-
-		snprintf(msg, sizeof(msg), "Could not create the lock node under %s: %s",
-				 e->parent, zerror(rc));
-		fail(e, ERRCODE_CONNECTION_FAILURE, msg);
+				snprintf(msg, sizeof(msg), "Could not create the lock node for \"%s\": %s",
+						 e->name, zerror(rc));
+				e->list_inflight = false;
+				fail(e, ERRCODE_CONNECTION_FAILURE, msg);
+				node_gone(e);
+			}
+		}
 	}
-	node_gone(e);
+	COMPLETION_END(e);
 }
 
 /* ---- requests ---- */
@@ -460,23 +912,47 @@ create_done(int rc, const char *name, const struct Stat *stat, const void *ctx)
 static void
 send_list(ZkEntry *e)
 {
-	if (!session_usable() ||
-		zoo_aget_children(zh, e->parent, 0, list_done, ctx_of(e)) != ZOK)
+	char		parent[ZKLOCK_PARENT_MAX + 1];
+	int			rc;
+
+	if (!session_usable())
+	{
 		retry_later(e);
+		return;
+	}
+	parent_path(e, parent, sizeof(parent));
+	rc = zoo_aget_children(zh, parent, 0, list_done, ctx_of(e));
+	if (rc == ZOK)
+		e->list_inflight = true;
+	else if (!send_failed(e, rc, "list") && e->node[0])
+		send_delete(e);
 }
 
 static void
 send_delete(ZkEntry *e)
 {
-	char		path[ZKLOCK_PARENT_MAX + ZKLOCK_NODE_MAX + 2];
+	char		path[PATH_MAX_LEN];
+	int			rc;
 
+	unwatch(e);
 	e->state = ZKE_DELETING;
-	node_path(e, path, sizeof(path));
-	if (!session_usable() ||
-		zoo_adelete(zh, path, -1, delete_done, ctx_of(e)) != ZOK)
+	e->list_inflight = false;
+	if (e->node[0] == '\0')
+	{
+		node_gone(e);
+		return;
+	}
+	if (!session_usable())
+	{
 		retry_later(e);
-	else
+		return;
+	}
+	node_path(e, e->node, path, sizeof(path));
+	rc = zoo_adelete(zh, path, -1, delete_done, ctx_of(e));
+	if (rc == ZOK)
 		e->delete_inflight = true;
+	else if (!send_failed(e, rc, "delete"))
+		node_gone(e);
 }
 
 static void
@@ -496,7 +972,7 @@ make_guid(ZkEntry *e)
 	}
 	for (i = 0; i < (int) sizeof(buf); i++)
 		snprintf(e->guid + 2 * i, 3, "%02x", buf[i]);
-	/* the first half names the owning backend (see evaluate) */
+	/* the first half names the owning backend (see zk_lock_blocker) */
 	if (e->owner_tag[0] != '\0')
 		memcpy(e->guid, e->owner_tag, ZKLOCK_GUID_LEN / 2);
 }
@@ -504,18 +980,18 @@ make_guid(ZkEntry *e)
 static void
 send_create(ZkEntry *e)
 {
-	char		path[ZKLOCK_PARENT_MAX + ZKLOCK_NODE_MAX + 2];
+	char		parent[ZKLOCK_PARENT_MAX + 1];
+	char		path[PATH_MAX_LEN];
 	int			rc;
 
-	if (e->parent[0] == '\0')
-		snprintf(e->parent, sizeof(e->parent), "%s/locks/%s",
-				 zklock_root, e->ename);
+	parent_path(e, parent, sizeof(parent));
 	make_guid(e);
-	snprintf(path, sizeof(path), "%s/%s%s", e->parent, e->guid,
+	snprintf(path, sizeof(path), "%s/%s%s", parent, e->guid,
 			 e->mode == ZKM_SHARED ? "__rlock__" : "__lock__");
 	e->state = ZKE_CREATING;
 	e->node[0] = '\0';
 	e->in_doubt = false;
+	e->list_inflight = false;
 
 	if (!session_usable())
 	{
@@ -529,12 +1005,15 @@ send_create(ZkEntry *e)
 	if (rc != ZOK)
 	{
 		e->state = ZKE_PENDING;
-		retry_later(e);
+		if (!send_failed(e, rc, "create"))
+			node_gone(e);
 		return;
 	}
 	e->create_inflight = true;
 	/* pipelined: the listing already shows the new node */
-	zoo_aget_children(zh, e->parent, 0, list_done, ctx_of(e));
+	if (zoo_aget_children(zh, parent, 0, list_done, ctx_of(e)) == ZOK)
+		e->list_inflight = true;
+	/* else create_done sends it */
 }
 
 
@@ -546,7 +1025,6 @@ static dsm_segment **holder_segs = NULL;
 typedef struct HolderGet
 {
 	const void *ectx;			/* the entry, as ctx_of() gives it */
-	int32		seq;
 	bool		shared;
 	char		name[FLEXIBLE_ARRAY_MEMBER];
 } HolderGet;
@@ -577,94 +1055,109 @@ holder_get_done(int rc, const char *value, int value_len,
 				const struct Stat *stat, const void *ctx)
 {
 	HolderGet  *g = (HolderGet *) ctx;
-	ZkEntry    *e = entry_of(g->ectx);
+	ZkEntry    *volatile e = NULL;
 
-	if (e != NULL && e->state == ZKE_CREATING && e->kind == ZKK_HOLDERS)
+	COMPLETION_BEGIN
 	{
-		if (rc == ZOK)
+		e = entry_of(g->ectx);
+		if (e != NULL && e->state == ZKE_CREATING && e->kind == ZKK_HOLDERS &&
+			holder_segs != NULL && holder_segs[zk_entry_index(e)] != NULL)
 		{
-			ZkHoldersBuf *buf = dsm_segment_address(holder_segs[zk_entry_index(e)]);
-			int			namelen = Min((int) strlen(g->name), 255);
-			int			datalen = Min(Max(value_len, 0), ZKLOCK_HOLDER_DATA_MAX);
-			Size		need = MAXALIGN(sizeof(ZkHolderRec) + namelen + datalen);
-
-			buf->needed += need;
-			if (MAXALIGN(sizeof(ZkHoldersBuf)) + buf->used + need <= buf->size)
+			if (rc == ZOK)
 			{
-				char	   *p = (char *) buf + MAXALIGN(sizeof(ZkHoldersBuf)) + buf->used;
-				ZkHolderRec *rec = (ZkHolderRec *) p;
+				ZkHoldersBuf *buf = dsm_segment_address(holder_segs[zk_entry_index(e)]);
+				int			namelen = Min((int) strlen(g->name), 255);
+				int			datalen = Min(Max(value_len, 0), ZKLOCK_HOLDER_DATA_MAX);
+				Size		need = MAXALIGN(sizeof(ZkHolderRec) + namelen + datalen);
 
-				rec->czxid = stat ? stat->czxid : 0;
-				rec->seq = g->seq;
-				rec->shared = g->shared;
-				rec->namelen = namelen;
-				rec->datalen = datalen;
-				memcpy(p + sizeof(ZkHolderRec), g->name, namelen);
-				if (datalen > 0)
-					memcpy(p + sizeof(ZkHolderRec) + namelen, value, datalen);
-				buf->used += need;
-				buf->count++;
+				buf->needed += need;
+				if (MAXALIGN(sizeof(ZkHoldersBuf)) + buf->used + need <= buf->size)
+				{
+					char	   *p = (char *) buf + MAXALIGN(sizeof(ZkHoldersBuf)) + buf->used;
+					ZkHolderRec *rec = (ZkHolderRec *) p;
+
+					rec->czxid = stat ? stat->czxid : 0;
+					rec->seq = 0;
+					rec->shared = g->shared;
+					rec->namelen = namelen;
+					rec->datalen = datalen;
+					memcpy(p + sizeof(ZkHolderRec), g->name, namelen);
+					if (datalen > 0)
+						memcpy(p + sizeof(ZkHolderRec) + namelen, value, datalen);
+					buf->used += need;
+					buf->count++;
+				}
 			}
+			else if (rc != ZNONODE)
+				e->query_failed = true; /* ZNONODE: released meanwhile, skip */
+			if (--e->outstanding <= 0)
+				holders_finish(e);
 		}
-		else if (rc != ZNONODE)
-			e->query_failed = true; /* ZNONODE: released meanwhile, skip */
-		if (--e->outstanding <= 0)
-			holders_finish(e);
 	}
-	pfree(g);
+	COMPLETION_END(e);
+	free(g);
 }
 
 static void
 holders_list_done(int rc, const struct String_vector *kids, const void *ctx)
 {
-	ZkEntry    *e = entry_of(ctx);
-	int			i;
+	ZkEntry    *volatile e = NULL;
 
-	if (e == NULL || e->state != ZKE_CREATING || e->kind != ZKK_HOLDERS)
-		return;
-	if (rc == ZNONODE)
+	COMPLETION_BEGIN
 	{
-		holders_finish(e);		/* nobody holds or awaits it */
-		return;
-	}
-	if (rc != ZOK)
-	{
-		e->query_failed = true;
-		holders_finish(e);
-		return;
-	}
-	e->outstanding = 0;
-	for (i = 0; i < kids->count; i++)
-	{
-		bool		shared;
-		HolderGet  *g;
-		char		path[ZKLOCK_PARENT_MAX + 258];
+		int			i;
 
-		if (!zk_node_is_contender(kids->data[i], &shared))
-			continue;
-		g = MemoryContextAlloc(TopMemoryContext,
-							   offsetof(HolderGet, name) + strlen(kids->data[i]) + 1);
-		g->ectx = ctx_of(e);
-		g->seq = zk_node_seq(kids->data[i]);
-		g->shared = shared;
-		strcpy(g->name, kids->data[i]);
-		snprintf(path, sizeof(path), "%s/%s", e->parent, kids->data[i]);
-		if (zoo_aget(zh, path, 0, holder_get_done, g) != ZOK)
+		e = entry_of(ctx);
+		if (e == NULL || e->state != ZKE_CREATING || e->kind != ZKK_HOLDERS)
+			;
+		else if (rc == ZNONODE)
+			holders_finish(e);	/* nobody holds or awaits it */
+		else if (rc != ZOK)
 		{
-			pfree(g);
 			e->query_failed = true;
-			continue;
+			holders_finish(e);
 		}
-		e->outstanding++;
+		else
+		{
+			e->outstanding = 0;
+			for (i = 0; i < kids->count; i++)
+			{
+				bool		shared;
+				HolderGet  *g;
+				char		path[PATH_MAX_LEN];
+
+				if (!zk_node_is_contender(kids->data[i], &shared))
+					continue;
+				g = malloc(offsetof(HolderGet, name) + strlen(kids->data[i]) + 1);
+				if (g == NULL)
+				{
+					e->query_failed = true;
+					break;
+				}
+				g->ectx = ctx_of(e);
+				g->shared = shared;
+				strcpy(g->name, kids->data[i]);
+				node_path(e, kids->data[i], path, sizeof(path));
+				if (zoo_aget(zh, path, 0, holder_get_done, g) != ZOK)
+				{
+					free(g);
+					e->query_failed = true;
+					break;
+				}
+				e->outstanding++;
+			}
+			if (e->outstanding == 0)
+				holders_finish(e);
+		}
 	}
-	if (e->outstanding == 0)
-		holders_finish(e);
+	COMPLETION_END(e);
 }
 
 static void
 holders_drive(ZkEntry *e)
 {
 	uint32		idx = zk_entry_index(e);
+	char		parent[ZKLOCK_PARENT_MAX + 1];
 
 	switch ((ZkEntryState) e->state)
 	{
@@ -682,6 +1175,7 @@ holders_drive(ZkEntry *e)
 			if (holder_segs == NULL)
 				holder_segs = MemoryContextAllocZero(TopMemoryContext,
 													 sizeof(dsm_segment *) * zk_ctl->max_entries);
+			/* not a completion: an error here is caught by the caller */
 			holder_segs[idx] = dsm_attach(e->dsm);
 			if (holder_segs[idx] == NULL)
 			{
@@ -690,10 +1184,9 @@ holders_drive(ZkEntry *e)
 				holders_finish(e);
 				break;
 			}
-			snprintf(e->parent, sizeof(e->parent), "%s/locks/%s",
-					 zklock_root, e->ename);
+			parent_path(e, parent, sizeof(parent));
 			e->state = ZKE_CREATING;
-			if (zoo_aget_children(zh, e->parent, 0, holders_list_done, ctx_of(e)) != ZOK)
+			if (zoo_aget_children(zh, parent, 0, holders_list_done, ctx_of(e)) != ZOK)
 			{
 				e->query_failed = true;
 				holders_finish(e);
@@ -708,20 +1201,46 @@ holders_drive(ZkEntry *e)
 	}
 }
 
-/* An entry whose request was never sent, at the end of a session. */
-static void
-settle_unsent(ZkEntry *e)
-{
-	if (e->released)
-		zk_entry_free(e);
-}
+static void lock_drive(ZkEntry *e);
 
 /*
- * Drive an entry one step: called for every entry taken off the queue and
- * for the entries on the retry list once the session is usable again.
+ * Drive an entry one step: called for every entry taken off the queue, let
+ * go by its owner, or on the retry list once the session is usable again.
+ * Not a completion, but errors are still caught here: a failure (say a
+ * dynamic shared memory segment that cannot be mapped) fails the one
+ * request and never the worker.
  */
 void
 zk_lock_drive(zhandle_t *h, ZkEntry *e)
+{
+	PG_TRY();
+	{
+		lock_drive(e);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(TopMemoryContext);
+		EmitErrorReport();
+		FlushErrorState();
+		LWLockReleaseAll();
+		zk_worker_reset();
+		zk_worker_enter();
+		zk_count(ZKCNT_ZK_ERRORS, 1);
+		if (e->kind == ZKK_HOLDERS)
+		{
+			e->query_failed = true;
+			if (e->state == ZKE_PENDING)
+				e->state = ZKE_CREATING;
+			holders_finish(e);
+		}
+		else
+			retry_later(e);
+	}
+	PG_END_TRY();
+}
+
+static void
+lock_drive(ZkEntry *e)
 {
 	if (e->kind == ZKK_HOLDERS)
 	{
@@ -743,18 +1262,27 @@ zk_lock_drive(zhandle_t *h, ZkEntry *e)
 			}
 			break;
 		case ZKE_CREATING:
-			if (e->create_inflight)
-				break;			/* its completion decides */
-			if (e->in_doubt || e->node[0])
+			if (e->create_inflight || e->list_inflight)
+				break;			/* a completion decides */
+			if (e->released && e->node[0])
+				send_delete(e);
+			else if (e->in_doubt || e->node[0])
 				send_list(e);
+			else if (e->released)
+				zk_entry_free(e);
 			else
 				send_create(e);
 			break;
 		case ZKE_WAITING:
 			if (e->released)
 				send_delete(e);
-			else
-				send_list(e);
+			else if (!e->list_inflight && !e->watching && !e->watch_pending)
+			{
+				if (e->watched[0])
+					watch_predecessor(e, e->watched);
+				else
+					send_list(e);
+			}
 			break;
 		case ZKE_HELD:
 			if (e->released)
@@ -771,6 +1299,13 @@ zk_lock_drive(zhandle_t *h, ZkEntry *e)
 	}
 }
 
+/* The owner let go of the entry (the worker has set "released"). */
+void
+zk_lock_released(zhandle_t *h, ZkEntry *e)
+{
+	zk_lock_drive(h, e);
+}
+
 void
 zk_lock_set_handle(zhandle_t *h, uint64 session_id)
 {
@@ -784,24 +1319,28 @@ zk_lock_set_handle(zhandle_t *h, uint64 session_id)
 void
 zk_lock_reconnected(zhandle_t *h)
 {
-	int			n = retry_count;
-	int			i;
-	uint32	   *todo;
+	uint32		idx = zk_retry_take_all();
 
-	if (n == 0)
-		return;
-	todo = palloc(sizeof(uint32) * n);
-	memcpy(todo, retry_list, sizeof(uint32) * n);
-	retry_count = 0;
-	for (i = 0; i < n; i++)
+	while (idx != ZKLOCK_NO_ENTRY)
 	{
-		ZkEntry    *e = zk_entry(todo[i]);
+		ZkEntry    *e = zk_entry(idx);
 
-		e->on_retry = false;
+		idx = e->retry_next;
+		e->retry_prev = e->retry_next = ZKLOCK_NO_ENTRY;
 		if (e->state != ZKE_FREE)
 			zk_lock_drive(h, e);
 	}
-	pfree(todo);
+}
+
+/*
+ * The connection dropped (the session may live on).  Requests in flight
+ * are failed by the client library with a connection loss, which puts them
+ * on the retry list; nothing to do here but forget that watches are set
+ * for entries whose get never came back.
+ */
+void
+zk_lock_connection_lost(void)
+{
 }
 
 /*
@@ -814,26 +1353,33 @@ void
 zk_lock_session_lost(const char *why)
 {
 	char		msg[ZKLOCK_ERRMSG_MAX];
-
 	int			i;
 
-	retry_count = 0;
+	(void) zk_retry_take_all();
+	watch_forget_all();
 	for (i = 0; i < zk_ctl->max_entries; i++)
 	{
 		ZkEntry    *e = zk_entry(i);
 
 		if (e->state == ZKE_FREE)
 			continue;
-		e->on_retry = false;
+		e->retry_prev = e->retry_next = ZKLOCK_NO_ENTRY;
 		e->create_inflight = false;
+		e->list_inflight = false;
 		e->delete_inflight = false;
 		e->in_doubt = false;
+		e->watching = false;
+		e->watch_pending = false;
+		e->watched[0] = '\0';
+		if (czxid_lists != NULL)
+			czxid_list_free(i);
 		if (e->kind == ZKK_HOLDERS)
 		{
 			if (e->state == ZKE_PENDING)
 			{
-				settle_unsent(e);
-				if (e->state == ZKE_PENDING)
+				if (e->released)
+					zk_entry_free(e);
+				else
 					retry_later(e);
 			}
 			else if (e->state == ZKE_CREATING)
@@ -849,18 +1395,17 @@ zk_lock_session_lost(const char *why)
 			case ZKE_FREE:
 				break;
 			case ZKE_PENDING:
-				settle_unsent(e);
-				if (e->state == ZKE_PENDING)
+				if (e->released)
+					zk_entry_free(e);
+				else
 					retry_later(e);
 				break;
 			case ZKE_HELD:
 				if (!e->released)
 				{
 					zk_count(ZKCNT_LOST, 1);
-				{
 					snprintf(msg, sizeof(msg), "%s while the lock was held", why);
 					finish(e, ZKO_LOST, ERRCODE_T_R_SERIALIZATION_FAILURE, msg);
-				}
 				}
 				node_gone(e);
 				break;

@@ -17,9 +17,24 @@
  *	  ZooKeeper request about it is still in flight.
  *
  *	  A backend writes an entry's request fields once, when it allocates it,
- *	  and afterwards only "released".  The worker writes state, outcome,
- *	  token and error.  Fields marked worker-private in zklock.h are read and
- *	  written by the worker alone, without the lock.
+ *	  and afterwards only "scope" (a single byte, without the lock) and its
+ *	  release.  The worker writes state, outcome, token and error.  Fields
+ *	  marked worker-private in zklock.h are read and written by the worker
+ *	  alone, without the lock.
+ *
+ *	  Letting go never takes the lock: the owner sets release_req atomically
+ *	  and pushes the entry on a lock-free stack (release_head, linked through
+ *	  rel_next), then sets the worker's latch.  Only the owner pushes, once
+ *	  per allocation; only the worker pops, all at once, so the stack has no
+ *	  ABA problem.  A backend that is cancelled, terminated or rolls back
+ *	  therefore never waits for a worker that is frozen or slow.
+ *
+ *	  Nothing that can block runs under the lock: the worker takes it only
+ *	  around its own bookkeeping and non-blocking sends, never around a call
+ *	  into the ZooKeeper client that may resolve names, connect or wait.
+ *	  Backends take it through zk_backend_lock(), which never sleeps
+ *	  uninterruptibly: cancel and statement_timeout work even if the worker
+ *	  stopped while holding it.
  *
  *	  Work reaches the worker through a FIFO of entry numbers linked through
  *	  "next" (an entry is never on the free list and the queue at once, and
@@ -32,7 +47,9 @@
 #include "zklock.h"
 
 #include "miscadmin.h"
+#include "pgstat.h"
 #include "storage/ipc.h"
+#include "storage/latch.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
 
@@ -68,11 +85,13 @@ zk_shmem_init(void)
 		zk_ctl->max_entries = zklock_max_locks;
 		zk_ctl->queue_head = ZKLOCK_NO_ENTRY;
 		zk_ctl->queue_tail = ZKLOCK_NO_ENTRY;
+		pg_atomic_init_u32(&zk_ctl->release_head, ZKLOCK_NO_ENTRY);
 		for (i = 0; i < ZKCNT_NUM; i++)
 			pg_atomic_init_u64(&zk_ctl->counters[i], 0);
 		for (i = 0; i < zklock_max_locks; i++)
 		{
 			zk_ctl->entries[i].state = ZKE_FREE;
+			pg_atomic_init_u32(&zk_ctl->entries[i].release_req, 0);
 			zk_ctl->entries[i].next = (i + 1 < zklock_max_locks) ? i + 1 : ZKLOCK_NO_ENTRY;
 		}
 		zk_ctl->free_head = 0;
@@ -122,9 +141,12 @@ zk_entry_alloc(void)
 	zk_ctl->free_head = e->next;
 	gen = e->gen + 1;
 	memset(e, 0, offsetof(ZkEntry, name));
-	e->name[0] = e->ename[0] = e->guid[0] = e->parent[0] = e->node[0] = '\0';
+	pg_atomic_init_u32(&e->release_req, 0);
+	e->name[0] = e->guid[0] = e->node[0] = e->watched[0] = '\0';
 	e->data[0] = '\0';
 	e->owner_tag[0] = '\0';
+	e->rel_next = ZKLOCK_NO_ENTRY;
+	e->retry_prev = e->retry_next = ZKLOCK_NO_ENTRY;
 	e->dsm = DSM_HANDLE_INVALID;
 	e->gen = gen;
 	e->next = ZKLOCK_NO_ENTRY;
@@ -147,6 +169,7 @@ zk_entry_free(ZkEntry *e)
 		e->state = ZKE_DONE;
 		return;
 	}
+	zk_retry_remove(e);
 	e->state = ZKE_FREE;
 	e->gen++;
 	e->next = zk_ctl->free_head;
@@ -191,6 +214,118 @@ zk_dequeue(void)
 	e->next = ZKLOCK_NO_ENTRY;
 	e->queued = false;
 	return idx;
+}
+
+/*
+ * Owner: hand the entry to the worker without taking the lock.  Returns
+ * nothing; the caller sets the worker's latch.  Safe in any state of the
+ * backend (abort, exit), and only the first call per allocation counts.
+ */
+void
+zk_release_push(ZkEntry *e)
+{
+	uint32		idx = zk_entry_index(e);
+	uint32		old;
+
+	if (pg_atomic_exchange_u32(&e->release_req, 1) != 0)
+		return;
+	old = pg_atomic_read_u32(&zk_ctl->release_head);
+	for (;;)
+	{
+		e->rel_next = old;
+		pg_write_barrier();
+		if (pg_atomic_compare_exchange_u32(&zk_ctl->release_head, &old, idx))
+			break;
+	}
+}
+
+/* Worker: take the whole release stack; walk it through rel_next. */
+uint32
+zk_release_take_all(void)
+{
+	uint32		head = pg_atomic_exchange_u32(&zk_ctl->release_head, ZKLOCK_NO_ENTRY);
+
+	pg_read_barrier();
+	return head;
+}
+
+/*
+ * The worker's retry list: entries to drive again once the session is
+ * usable.  Doubly linked through the entries themselves, so it can never
+ * overflow and an entry freed while on it simply leaves it.  Worker only.
+ */
+static uint32 retry_head = ZKLOCK_NO_ENTRY;
+
+void
+zk_retry_add(ZkEntry *e)
+{
+	uint32		idx = zk_entry_index(e);
+
+	if (e->on_retry)
+		return;
+	e->on_retry = true;
+	e->retry_prev = ZKLOCK_NO_ENTRY;
+	e->retry_next = retry_head;
+	if (retry_head != ZKLOCK_NO_ENTRY)
+		zk_entry(retry_head)->retry_prev = idx;
+	retry_head = idx;
+}
+
+void
+zk_retry_remove(ZkEntry *e)
+{
+	if (!e->on_retry)
+		return;
+	if (e->retry_prev != ZKLOCK_NO_ENTRY)
+		zk_entry(e->retry_prev)->retry_next = e->retry_next;
+	else
+		retry_head = e->retry_next;
+	if (e->retry_next != ZKLOCK_NO_ENTRY)
+		zk_entry(e->retry_next)->retry_prev = e->retry_prev;
+	e->on_retry = false;
+	e->retry_prev = e->retry_next = ZKLOCK_NO_ENTRY;
+}
+
+/*
+ * Empty the retry list, returning its former head; the caller walks it
+ * through retry_next (read each link before driving the entry) with
+ * on_retry already cleared.
+ */
+uint32
+zk_retry_take_all(void)
+{
+	uint32		head = retry_head;
+	uint32		idx;
+
+	for (idx = head; idx != ZKLOCK_NO_ENTRY; idx = zk_entry(idx)->retry_next)
+		zk_entry(idx)->on_retry = false;
+	retry_head = ZKLOCK_NO_ENTRY;
+	return head;
+}
+
+/*
+ * Backends take the lock here: never an uninterruptible sleep, so that a
+ * worker stopped while holding it (SIGSTOP, a debugger) cannot keep a
+ * backend from being cancelled.  Spins briefly, then sleeps on the latch a
+ * millisecond at a time with CHECK_FOR_INTERRUPTS().
+ */
+void
+zk_backend_lock(LWLockMode mode)
+{
+	int			spins = 0;
+
+	while (!LWLockConditionalAcquire(zk_ctl->lock, mode))
+	{
+		if (++spins < 200)
+		{
+			pg_usleep(5);
+			continue;
+		}
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 1, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
 }
 
 void

@@ -8,6 +8,8 @@
  */
 #include "zklock.h"
 
+#include <errno.h>
+
 #include "access/htup_details.h"
 #include "commands/dbcommands.h"
 #include "common/jsonapi.h"
@@ -56,7 +58,9 @@ wait_timeout_ms(FunctionCallInfo fcinfo, int argno)
 }
 
 /*
- * The lock's name: a text argument, or a bigint key written in decimal.
+ * The lock's name in UTF-8: a text argument converted from the database
+ * encoding (so the same text names the same lock from every database), or
+ * a bigint key written in decimal.
  */
 static char *
 arg_name(FunctionCallInfo fcinfo, bool key, int *len)
@@ -71,9 +75,12 @@ arg_name(FunctionCallInfo fcinfo, bool key, int *len)
 	else
 	{
 		text	   *t = PG_GETARG_TEXT_PP(0);
+		int			rawlen = VARSIZE_ANY_EXHDR(t);
 
-		*len = VARSIZE_ANY_EXHDR(t);
-		return VARDATA_ANY(t);
+		/* refuse absurd lengths before converting anything */
+		if (rawlen > ZKLOCK_NAME_MAX)
+			zk_check_name(VARDATA_ANY(t), rawlen);
+		return zk_name_to_utf8(VARDATA_ANY(t), rawlen, len);
 	}
 }
 
@@ -177,6 +184,7 @@ typedef struct NodeData
 	int			depth;
 	const char *field;
 	char	   *v[8];
+	JsonTokenType t[8];
 } NodeData;
 
 static const char *const node_fields[8] =
@@ -212,10 +220,33 @@ nd_scalar(void *state, char *token, JsonTokenType tokentype)
 		return;
 	for (i = 0; i < 8; i++)
 		if (strcmp(nd->field, node_fields[i]) == 0)
+		{
 			nd->v[i] = pstrdup(token);
+			nd->t[i] = tokentype;
+		}
 }
 
-/* Parse zklock's identity; false when the data is not ours (kazoo, ...). */
+/* A JSON scalar as an int4, or false when it is not one (never raises) */
+static bool
+json_int4(const char *v, JsonTokenType t, int32 *out)
+{
+	char	   *end;
+	long		l;
+
+	if (v == NULL || t != JSON_TOKEN_NUMBER)
+		return false;
+	errno = 0;
+	l = strtol(v, &end, 10);
+	if (errno != 0 || *end != '\0' || end == v || l < PG_INT32_MIN || l > PG_INT32_MAX)
+		return false;
+	*out = (int32) l;
+	return true;
+}
+
+/*
+ * Parse zklock's identity (UTF-8 JSON); false when the data is not ours
+ * (kazoo, garbage).  Never raises, whatever another client wrote.
+ */
 static bool
 parse_node_data(const char *data, int len, NodeData *nd)
 {
@@ -223,9 +254,10 @@ parse_node_data(const char *data, int len, NodeData *nd)
 	JsonSemAction sem;
 
 	memset(nd, 0, sizeof(NodeData));
-	if (len < 2 || data[0] != '{' || !pg_verifymbstr(data, len, true))
+	if (len < 2 || data[0] != '{' || memchr(data, '\0', len) != NULL ||
+		!pg_verify_mbstr(PG_UTF8, data, len, true))
 		return false;
-	lex = makeJsonLexContextCstringLen(pnstrdup(data, len), len, GetDatabaseEncoding(), true);
+	lex = makeJsonLexContextCstringLen(pnstrdup(data, len), len, PG_UTF8, true);
 	memset(&sem, 0, sizeof(sem));
 	sem.semstate = nd;
 	sem.object_start = nd_object_start;
@@ -234,7 +266,7 @@ parse_node_data(const char *data, int len, NodeData *nd)
 	sem.scalar = nd_scalar;
 	if (pg_parse_json(lex, &sem) != JSON_SUCCESS)
 		return false;
-	return nd->v[0] != NULL && nd->v[4] != NULL;
+	return nd->v[0] != NULL;
 }
 
 typedef struct HolderRow
@@ -250,7 +282,8 @@ holder_cmp(const void *a, const void *b)
 	const HolderRow *x = a;
 	const HolderRow *y = b;
 
-	return (x->rec->seq > y->rec->seq) - (x->rec->seq < y->rec->seq);
+	/* creation order: czxid, right across a sequence wrap */
+	return (x->rec->czxid > y->rec->czxid) - (x->rec->czxid < y->rec->czxid);
 }
 
 static Datum
@@ -262,6 +295,7 @@ holders_common(FunctionCallInfo fcinfo, bool key)
 	dsm_segment *seg;
 	ZkHoldersBuf *buf;
 	HolderRow  *rows;
+	ZkContender *contenders;
 	char	   *p;
 	int			n;
 	int			i;
@@ -286,6 +320,13 @@ holders_common(FunctionCallInfo fcinfo, bool key)
 	}
 	dsm_detach(seg);
 	qsort(rows, n, sizeof(HolderRow), holder_cmp);
+	contenders = palloc0(sizeof(ZkContender) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		contenders[i].name = rows[i].name;
+		contenders[i].key = i;
+		contenders[i].shared = rows[i].rec->shared;
+	}
 
 	for (i = 0; i < n; i++)
 	{
@@ -298,22 +339,11 @@ holders_common(FunctionCallInfo fcinfo, bool key)
 		int			j;
 		int			dlen = rows[i].rec->datalen;
 
-		/*
-		 * The recipe: a writer holds when no older contender blocks it, a
-		 * reader when no older writer does; a backend's own nodes never
-		 * block each other (they share the first half of their guid).
-		 */
-		held = true;
-		for (j = 0; j < i && held; j++)
-		{
-			if (strncmp(rows[j].name, rows[i].name, ZKLOCK_GUID_LEN / 2) == 0)
-				continue;
-			if (!shared || !rows[j].rec->shared)
-				held = false;
-		}
+		/* the recipe, exactly as the worker applies it (names.c) */
+		held = (zk_lock_blocker(contenders, n, i) == ZKLOCK_HELD);
 
 		memset(nulls, true, sizeof(nulls));
-		values[0] = CStringGetTextDatum(rows[i].name);
+		values[0] = CStringGetTextDatum(pg_any_to_server_noerror(rows[i].name, strlen(rows[i].name)));
 		values[1] = CStringGetTextDatum(shared ? "shared" : "exclusive");
 		values[2] = CStringGetTextDatum(held ? "held" : "waiting");
 		values[3] = Int32GetDatum(i);
@@ -333,17 +363,22 @@ holders_common(FunctionCallInfo fcinfo, bool key)
 					continue;
 				if (j == 2 || j == 4)
 				{
-					values[col[j]] = Int32GetDatum(pg_strtoint32(nd.v[j]));
+					int32		iv;
+
+					if (!json_int4(nd.v[j], nd.t[j], &iv))
+						continue;	/* not a number: NULL */
+					values[col[j]] = Int32GetDatum(iv);
 				}
 				else
-					values[col[j]] = CStringGetTextDatum(nd.v[j]);
+					values[col[j]] = CStringGetTextDatum(pg_any_to_server_noerror(nd.v[j], strlen(nd.v[j])));
 				nulls[col[j]] = false;
 			}
 		}
 		if (dlen > 0)
 		{
-			if (pg_verifymbstr(rows[i].data, dlen, true))
-				values[13] = CStringGetTextDatum(rows[i].data);
+			if (memchr(rows[i].data, '\0', dlen) == NULL &&
+				pg_verify_mbstr(PG_UTF8, rows[i].data, dlen, true))
+				values[13] = CStringGetTextDatum(pg_any_to_server_noerror(rows[i].data, dlen));
 			else
 			{
 				/* not text in this database's encoding: show it as hex */
@@ -372,15 +407,15 @@ Datum
 zk_locks_internal(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	ZkEntry    *copy;
+	ZkLockRow  *copy;
 	int			n;
 	int			i;
 
 	InitMaterializedSRF(fcinfo, 0);
-	copy = zk_snapshot_entries(&n);	/* copied under the lock */
+	copy = zk_snapshot_entries(&n); /* copied under the lock */
 	for (i = 0; i < n; i++)
 	{
-		ZkEntry    *e = &copy[i];
+		ZkLockRow  *e = &copy[i];
 		Datum		values[10];
 		bool		nulls[10];
 		char	   *db;
@@ -393,7 +428,7 @@ zk_locks_internal(PG_FUNCTION_ARGS)
 			values[1] = CStringGetTextDatum(db);
 		else
 			nulls[1] = true;
-		values[2] = CStringGetTextDatum(e->name);
+		values[2] = CStringGetTextDatum(pg_any_to_server_noerror(e->name, strlen(e->name)));
 		values[3] = CStringGetTextDatum(e->mode == ZKM_SHARED ? "shared" : "exclusive");
 		values[4] = CStringGetTextDatum(e->scope == ZKS_SESSION ? "session" : "transaction");
 		values[5] = CStringGetTextDatum(e->outcome == ZKO_LOST ? "lost" :
@@ -402,8 +437,13 @@ zk_locks_internal(PG_FUNCTION_ARGS)
 			values[6] = Int64GetDatum(e->token);
 		else
 			nulls[6] = true;
-		if (e->node[0] && e->parent[0])
-			values[7] = CStringGetTextDatum(psprintf("%s/%s", e->parent, e->node));
+		if (e->node[0])
+		{
+			char		parent[ZKLOCK_PARENT_MAX + 1];
+
+			zk_lock_parent(e->name, parent, sizeof(parent));
+			values[7] = CStringGetTextDatum(psprintf("%s/%s", parent, e->node));
+		}
 		else
 			nulls[7] = true;
 		values[8] = TimestampTzGetDatum(e->requested_at);
@@ -423,8 +463,8 @@ Datum
 zk_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		values[17];
-	bool		nulls[17];
+	Datum		values[ZKCNT_NUM + 7];
+	bool		nulls[ZKCNT_NUM + 7];
 	int			conn;
 	uint64		sid;
 	int			stimeout;
@@ -440,7 +480,7 @@ zk_status(PG_FUNCTION_ARGS)
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 
-	LWLockAcquire(zk_ctl->lock, LW_SHARED);
+	zk_backend_lock(LW_SHARED);
 	conn = zk_ctl->conn_state;
 	sid = zk_ctl->session_id;
 	stimeout = zk_ctl->session_timeout;
@@ -470,7 +510,7 @@ zk_status(PG_FUNCTION_ARGS)
 	values[n++] = Int32GetDatum(max);
 	for (i = 0; i < ZKCNT_NUM; i++)
 		values[n++] = Int64GetDatum((int64) pg_atomic_read_u64(&zk_ctl->counters[i]));
-	Assert(n == 17);
+	Assert(n == ZKCNT_NUM + 7);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

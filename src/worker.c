@@ -7,9 +7,26 @@
  *	  One process, one thread.  A WaitEventSet holds the worker's latch,
  *	  postmaster death and the ZooKeeper socket with the events that
  *	  zookeeper_interest() asks for; zookeeper_process() then runs the
- *	  client library's completions and watchers right here.  The worker
- *	  holds zk_ctl->lock whenever it calls into the client library, so every
- *	  completion may update shared entries directly.
+ *	  client library's completions and watchers right here.
+ *
+ *	  The worker never holds zk_ctl->lock across a call that can block:
+ *	  zookeeper_interest() (it may resolve names and connect),
+ *	  zookeeper_process(), zookeeper_init() and zookeeper_close() run
+ *	  without it, and every completion and watcher takes it for itself
+ *	  (zk_worker_enter/leave, re-entrant).  ProcessConfigFile runs without
+ *	  it too.  So a worker frozen or slowed anywhere in the network code
+ *	  blocks no backend.
+ *
+ *	  Signals: SIGTERM ends the worker (its session is closed, so its nodes
+ *	  go at once); SIGINT -- pg_cancel_backend(), which scripts that cancel
+ *	  "everything active" send -- is ignored: a cancel never stops it.
+ *
+ *	  Crash restart: the session's id and password are kept in
+ *	  <data directory>/pgsql_tmp_zklock.session (a temporary file, left out
+ *	  of base backups).  A worker that starts and finds it -- its
+ *	  predecessor died without closing, as in a crash restart of the
+ *	  cluster -- first reattaches to that session and closes it, so the
+ *	  old session's locks go at once instead of after the session timeout.
  *
  *	  Session life: connect with zklock.hosts; on connection loss the client
  *	  library reconnects by itself (the session is "suspended"); on expiry
@@ -23,8 +40,13 @@
 
 #include <zookeeper.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "access/xlog.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "postmaster/postmaster.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
@@ -40,12 +62,40 @@ static bool reopen_needed = false;	/* session expired: close, open anew */
 static uint64 last_session_id = 0;
 static TimestampTz next_open_at = 0;
 
+/* Depth of zk_worker_enter(): the lock is held while it is above zero */
+static int	lock_depth = 0;
+
+#define SESSION_FILE	"pgsql_tmp_zklock.session"
+
 /* The wait set and what it was built for */
 static WaitEventSet *wes = NULL;
 static int	wes_fd = -1;
 static bool wes_connected = false;
 static int	wes_sock_pos = -1;
 static uint32 wes_sock_events = 0;
+
+/* Take zk_ctl->lock for the worker's bookkeeping (re-entrant). */
+void
+zk_worker_enter(void)
+{
+	if (lock_depth++ == 0)
+		LWLockAcquire(zk_ctl->lock, LW_EXCLUSIVE);
+}
+
+void
+zk_worker_leave(void)
+{
+	Assert(lock_depth > 0);
+	if (--lock_depth == 0)
+		LWLockRelease(zk_ctl->lock);
+}
+
+/* After LWLockReleaseAll() in error recovery */
+void
+zk_worker_reset(void)
+{
+	lock_depth = 0;
+}
 
 void
 zk_register_worker(void)
@@ -107,12 +157,40 @@ set_conn_state(int state)
  * Session events: the global watcher.  Runs inside zookeeper_process()
  * or zookeeper_interest(), so the lock is held.
  */
+static void save_session(zhandle_t *h);
+static void session_event(zhandle_t *h, int state);
+
 static void
 session_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 {
-	if (type != ZOO_SESSION_EVENT)
+	if (type != ZOO_SESSION_EVENT || h != zh)
 		return;
+	zk_worker_enter();
+	PG_TRY();
+	{
+		session_event(h, state);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(TopMemoryContext);
+		EmitErrorReport();
+		FlushErrorState();
+		LWLockReleaseAll();
+		lock_depth = 1;
+		LWLockAcquire(zk_ctl->lock, LW_EXCLUSIVE);
+	}
+	PG_END_TRY();
+	zk_worker_leave();
+}
 
+/*
+ * A session event, lock held.  Also called when the worker notices the
+ * client's state change without an event (the client library closes its
+ * socket in some paths without telling the watcher).
+ */
+static void
+session_event(zhandle_t *h, int state)
+{
 	if (state == ZOO_CONNECTED_STATE)
 	{
 		const clientid_t *cid = zoo_client_id(h);
@@ -122,6 +200,7 @@ session_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 		if (sid != last_session_id)
 		{
 			zk_count(ZKCNT_SESSIONS, 1);
+			save_session(h);
 			ereport(LOG,
 					(errmsg("zklock: zookeeper session 0x%llx established with %s, timeout %d ms",
 							(unsigned long long) sid, server ? server : "?",
@@ -144,15 +223,20 @@ session_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 		zk_lock_set_handle(h, sid);
 		zk_lock_reconnected(h);
 	}
-	else if (state == ZOO_CONNECTING_STATE || state == ZOO_ASSOCIATING_STATE)
+	else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE)
+		;						/* below */
+	else
 	{
+		/* connecting, associating, not connected, or anything else */
 		if (zk_ctl->conn_state == ZKC_CONNECTED)
 			ereport(LOG,
 					(errmsg("zklock: lost connection to zookeeper, session 0x%llx suspended",
 							(unsigned long long) last_session_id)));
-		set_conn_state(last_session_id ? ZKC_SUSPENDED : ZKC_CONNECTING);
+		if (zk_ctl->conn_state != ZKC_EXPIRED)
+			set_conn_state(last_session_id ? ZKC_SUSPENDED : ZKC_CONNECTING);
+		zk_lock_connection_lost();
 	}
-	else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE)
+	if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE)
 	{
 		ereport(LOG,
 				(errmsg("zklock: zookeeper session 0x%llx %s",
@@ -163,67 +247,232 @@ session_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 	}
 }
 
+/* ---- the session file (crash restart) ---- */
+
 /*
- * Open a session on zklock.hosts.  Lock held by the caller.
+ * Remember the session's id and password, so that a worker started after
+ * a crash can end it at once.  Written to a temporary name, then renamed.
+ */
+static void
+save_session(zhandle_t *h)
+{
+	const clientid_t *cid = zoo_client_id(h);
+	char		tmp[MAXPGPATH];
+	FILE	   *f;
+	int			i;
+
+	if (cid == NULL || cid->client_id == 0)
+		return;
+	snprintf(tmp, sizeof(tmp), "%s.new", SESSION_FILE);
+	f = fopen(tmp, "w");
+	if (f == NULL)
+	{
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("zklock: could not write \"%s\": %m", tmp)));
+		return;
+	}
+	fprintf(f, "%llx " UINT64_FORMAT " %d ", (unsigned long long) cid->client_id,
+			GetSystemIdentifier(), PostPortNumber);
+	for (i = 0; i < (int) sizeof(cid->passwd); i++)
+		fprintf(f, "%02x", (unsigned char) cid->passwd[i]);
+	fprintf(f, "\n");
+	if (fclose(f) != 0 || rename(tmp, SESSION_FILE) != 0)
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("zklock: could not write \"%s\": %m", SESSION_FILE)));
+}
+
+static void
+forget_session(void)
+{
+	(void) unlink(SESSION_FILE);
+}
+
+static void
+old_session_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
+{
+}
+
+/*
+ * A predecessor left a session behind (it crashed): reattach to it and
+ * close it, so that its ephemeral nodes -- locks other servers wait for --
+ * go now rather than after the session timeout.  Bounded by a few
+ * seconds; if ZooKeeper cannot be reached, the session simply expires.
+ * Runs without the lock.
+ */
+static void
+close_old_session(void)
+{
+	FILE	   *f;
+	unsigned long long sid = 0;
+	unsigned long long sysid = 0;
+	int			port = 0;
+	char		pw[64];
+	clientid_t	cid;
+	zhandle_t  *oh;
+	TimestampTz deadline;
+	int			i;
+	bool		attached = false;
+
+	f = fopen(SESSION_FILE, "r");
+	if (f == NULL)
+		return;
+	memset(pw, 0, sizeof(pw));
+	if (fscanf(f, "%llx %llu %d %40s", &sid, &sysid, &port, pw) != 4 ||
+		sysid != (unsigned long long) GetSystemIdentifier() ||
+		port != PostPortNumber || strlen(pw) != 2 * sizeof(cid.passwd) ||
+		sid == 0 || zklock_hosts[0] == '\0')
+	{
+		fclose(f);
+		forget_session();
+		return;
+	}
+	fclose(f);
+
+	memset(&cid, 0, sizeof(cid));
+	cid.client_id = (int64_t) sid;
+	for (i = 0; i < (int) sizeof(cid.passwd); i++)
+	{
+		unsigned int b;
+
+		if (sscanf(pw + 2 * i, "%2x", &b) != 1)
+		{
+			forget_session();
+			return;
+		}
+		cid.passwd[i] = (char) b;
+	}
+
+	oh = zookeeper_init2(zklock_hosts, old_session_watcher, zklock_session_timeout,
+						 &cid, NULL, 0, zk_log_line);
+	if (oh == NULL)
+	{
+		forget_session();
+		return;
+	}
+	zoo_set_servers_resolution_delay(oh, 60000);
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+										   Min(zklock_session_timeout, 5000));
+	while (GetCurrentTimestamp() < deadline)
+	{
+		int			fd = -1;
+		int			interest = 0;
+		struct timeval tv = {0, 100000};
+		WaitEventSet *set;
+		WaitEvent	ev;
+		int			rc;
+		int			st = zoo_state(oh);
+
+		if (st == ZOO_CONNECTED_STATE)
+		{
+			attached = true;
+			break;
+		}
+		if (st == ZOO_EXPIRED_SESSION_STATE || st == ZOO_AUTH_FAILED_STATE)
+			break;
+		rc = zookeeper_interest(oh, &fd, &interest, &tv);
+		if (rc != ZOK && rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT)
+			break;
+		set = CreateWaitEventSet(CurrentMemoryContext, 3);
+		AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+		AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+		if (fd >= 0 && interest != 0)
+			AddWaitEventToSet(set,
+							  ((interest & ZOOKEEPER_READ) ? WL_SOCKET_READABLE : 0) |
+							  ((interest & ZOOKEEPER_WRITE) ? WL_SOCKET_WRITEABLE : 0),
+							  fd, NULL, NULL);
+		rc = WaitEventSetWait(set, Min(100L, tv.tv_sec * 1000L + tv.tv_usec / 1000 + 1),
+							  &ev, 1, PG_WAIT_EXTENSION);
+		FreeWaitEventSet(set);
+		if (rc > 0 && (ev.events & WL_LATCH_SET))
+			ResetLatch(MyLatch);
+		if (rc > 0 && (ev.events & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE)))
+			zookeeper_process(oh, ((ev.events & WL_SOCKET_READABLE) ? ZOOKEEPER_READ : 0) |
+							  ((ev.events & WL_SOCKET_WRITEABLE) ? ZOOKEEPER_WRITE : 0));
+		CHECK_FOR_INTERRUPTS();
+	}
+	zookeeper_close(oh);
+	forget_session();
+	ereport(LOG,
+			(errmsg("zklock: %s the zookeeper session 0x%llx left by a previous worker",
+					attached ? "closed" : "could not reach, so did not close,", sid)));
+}
+
+/*
+ * Open a session on zklock.hosts.  Runs without the lock (resolving the
+ * servers' names may block); takes it to publish the new state.
  */
 static void
 session_open(void)
 {
+	zhandle_t  *h = NULL;
+
+	strlcpy(open_hosts, zklock_hosts, sizeof(open_hosts));
+	last_session_id = 0;
+	if (zklock_hosts[0] != '\0')
+	{
+		zoo_set_debug_level(ZOO_LOG_LEVEL_WARN);
+		h = zookeeper_init2(zklock_hosts, session_watcher, zklock_session_timeout,
+							NULL, NULL, 0, zk_log_line);
+		if (h == NULL)
+		{
+			ereport(WARNING,
+					(errmsg("zklock: could not open a zookeeper session on \"%s\": %m",
+							zklock_hosts),
+					 errhint("Check zklock.hosts; it must be a list of host:port pairs.")));
+			next_open_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
+		}
+		else
+		{
+			/*
+			 * By default the client resolves the connect string at every
+			 * zookeeper_interest(), which costs several system calls per
+			 * wake.  Resolving once a minute, and after every connection
+			 * loss, is enough.
+			 */
+			zoo_set_servers_resolution_delay(h, 60000);
+		}
+	}
+
+	zk_worker_enter();
+	zh = h;
 	zk_ctl->session_id = 0;
 	zk_ctl->session_timeout = 0;
 	zk_ctl->current_server[0] = '\0';
-	strlcpy(open_hosts, zklock_hosts, sizeof(open_hosts));
 	strlcpy(zk_ctl->servers, zklock_hosts, sizeof(zk_ctl->servers));
-	last_session_id = 0;
-
-	if (zklock_hosts[0] == '\0')
-	{
-		set_conn_state(ZKC_NOT_CONFIGURED);
-		return;
-	}
-
-	zoo_set_debug_level(ZOO_LOG_LEVEL_WARN);
-	zh = zookeeper_init2(zklock_hosts, session_watcher, zklock_session_timeout,
-						 NULL, NULL, 0, zk_log_line);
-	if (zh == NULL)
-	{
-		ereport(WARNING,
-				(errmsg("zklock: could not open a zookeeper session on \"%s\": %m",
-						zklock_hosts),
-				 errhint("Check zklock.hosts; it must be a list of host:port pairs.")));
-		set_conn_state(ZKC_CONNECTING);
-		next_open_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
-		return;
-	}
-	/*
-	 * By default the client resolves the connect string at every
-	 * zookeeper_interest(), which costs several system calls per wake.
-	 * Resolving once a minute, and after every connection loss, is enough.
-	 */
-	zoo_set_servers_resolution_delay(zh, 60000);
-	set_conn_state(ZKC_CONNECTING);
+	set_conn_state(zklock_hosts[0] == '\0' ? ZKC_NOT_CONFIGURED : ZKC_CONNECTING);
 	zk_lock_set_handle(zh, 0);
+	zk_worker_leave();
 }
 
 /*
  * Close the session: its ephemeral nodes go with it.  Every entry that
- * depended on it is settled.  Lock held by the caller.
+ * depended on it is settled.  zookeeper_close() may wait for the server,
+ * so it runs without the lock.
  */
 static void
 session_close(const char *why)
 {
-	if (zh != NULL)
-	{
-		zookeeper_close(zh);
-		zh = NULL;
-	}
+	zhandle_t  *h = zh;
+
+	zk_worker_enter();
 	zk_lock_set_handle(NULL, 0);
+	zh = NULL;
+	zk_worker_leave();
+	if (h != NULL)
+	{
+		zookeeper_close(h);
+		forget_session();
+	}
+	zk_worker_enter();
 	zk_lock_session_lost(why);
 	zk_ctl->session_id = 0;
 	zk_ctl->session_timeout = 0;
 	zk_ctl->current_server[0] = '\0';
 	set_conn_state(ZKC_CONNECTING);
 	last_session_id = 0;
+	zk_worker_leave();
 }
 
 /*
@@ -234,12 +483,13 @@ static void
 worker_exit(int code, Datum arg)
 {
 	LWLockReleaseAll();
-	LWLockAcquire(zk_ctl->lock, LW_EXCLUSIVE);
+	lock_depth = 0;
 	session_close("The zklock worker exited");
+	zk_worker_enter();
 	zk_ctl->worker_latch = NULL;
 	zk_ctl->worker_pid = 0;
 	set_conn_state(ZKC_STOPPED);
-	LWLockRelease(zk_ctl->lock);
+	zk_worker_leave();
 }
 
 /*
@@ -279,13 +529,15 @@ prepare_wait_set(int fd, int interest, bool connected)
 }
 
 /*
- * Apply a reloaded configuration.  Lock held by the caller.
+ * Apply a reloaded configuration (no lock held).  zklock.root is
+ * restart-only: a root changed under held locks would let a second holder
+ * in through the new path.
  */
 static void
 apply_settings(void)
 {
 	if (strcmp(open_hosts, zklock_hosts) != 0 ||
-		(zh == NULL && zk_ctl->conn_state == ZKC_NOT_CONFIGURED))
+		(zh == NULL && zk_ctl->conn_state == ZKC_NOT_CONFIGURED && zklock_hosts[0] != '\0'))
 	{
 		ereport(LOG,
 				(errmsg("zklock: zklock.hosts changed to \"%s\", opening a new session",
@@ -295,23 +547,69 @@ apply_settings(void)
 		if (zklock_hosts[0] == '\0')
 		{
 			strlcpy(open_hosts, "", sizeof(open_hosts));
+			zk_worker_enter();
 			strlcpy(zk_ctl->servers, "", sizeof(zk_ctl->servers));
 			set_conn_state(ZKC_NOT_CONFIGURED);
+			zk_worker_leave();
 		}
 	}
 }
 
 /*
+ * Follow the client's real state: the library sometimes drops its socket
+ * (a failed non-blocking send) without a session event, and must not be
+ * shown, nor trusted, as connected then.  Lock held.
+ */
+static void
+sync_conn_state(void)
+{
+	int			st;
+
+	if (zh == NULL)
+		return;
+	st = zoo_state(zh);
+	if (st == ZOO_EXPIRED_SESSION_STATE || st == ZOO_AUTH_FAILED_STATE)
+	{
+		if (zk_ctl->conn_state != ZKC_EXPIRED)
+			session_event(zh, st);
+	}
+	else if (st != ZOO_CONNECTED_STATE && zk_ctl->conn_state == ZKC_CONNECTED)
+		session_event(zh, st);
+}
+
+/*
  * Serve the queue: every entry a backend filled in or let go since the
- * last turn.  Lock held by the caller.
+ * last turn, and the retry list once the session is usable.  Lock held.
  */
 static void
 serve_queue(void)
 {
 	uint32		idx;
 
+	/* let go by their owners (lock-free stack, see shmem.c) */
+	idx = zk_release_take_all();
+	while (idx != ZKLOCK_NO_ENTRY)
+	{
+		ZkEntry    *e = zk_entry(idx);
+
+		idx = e->rel_next;
+		e->rel_next = ZKLOCK_NO_ENTRY;
+		if (e->state == ZKE_FREE || e->released)
+			continue;
+		if (e->outcome == ZKO_NONE)
+			zk_count(ZKCNT_ABANDONED, 1);
+		e->released = true;
+		if (!e->queued)
+			zk_lock_released(zh, e);
+		/* else served below, when taken off the queue */
+	}
+
 	while ((idx = zk_dequeue()) != ZKLOCK_NO_ENTRY)
 		zk_lock_drive(zh, zk_entry(idx));
+
+	if (zh != NULL && zoo_state(zh) == ZOO_CONNECTED_STATE &&
+		zk_ctl->conn_state == ZKC_CONNECTED)
+		zk_lock_reconnected(zh);
 }
 
 void
@@ -319,32 +617,35 @@ zklock_worker_main(Datum arg)
 {
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
+	pqsignal(SIGINT, SIG_IGN);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 	pgstat_report_appname("zklock worker");
 
 	before_shmem_exit(worker_exit, (Datum) 0);
 
-	LWLockAcquire(zk_ctl->lock, LW_EXCLUSIVE);
+	zk_worker_enter();
 	zk_ctl->worker_latch = MyLatch;
 	zk_ctl->worker_pid = MyProcPid;
 	zk_ctl->worker_generation++;
+	set_conn_state(zklock_hosts[0] == '\0' ? ZKC_NOT_CONFIGURED : ZKC_CONNECTING);
+	zk_worker_leave();
+
+	close_old_session();
 	session_open();
-	LWLockRelease(zk_ctl->lock);
 
 	for (;;)
 	{
 		int			fd = -1;
 		int			interest = 0;
 		struct timeval tv = {1, 0};
-		long		timeout_ms = -1;
+		long		timeout_ms = 1000;
 		WaitEvent	ev;
 		int			nev;
 		bool		connected = false;
 
 		CHECK_FOR_INTERRUPTS();
 
-		LWLockAcquire(zk_ctl->lock, LW_EXCLUSIVE);
 		if (ConfigReloadPending)
 		{
 			ConfigReloadPending = false;
@@ -357,15 +658,13 @@ zklock_worker_main(Datum arg)
 			session_close("The ZooKeeper session expired");
 			next_open_at = 0;
 		}
-		if (zh == NULL && zklock_hosts[0] != '\0')
-		{
-			if (GetCurrentTimestamp() >= next_open_at)
-				session_open();
-			else
-				timeout_ms = 1000;
-		}
+		if (zh == NULL && zklock_hosts[0] != '\0' &&
+			GetCurrentTimestamp() >= next_open_at)
+			session_open();
 
+		zk_worker_enter();
 		serve_queue();
+		zk_worker_leave();
 
 		if (zh != NULL)
 		{
@@ -377,12 +676,17 @@ zklock_worker_main(Datum arg)
 					reopen_needed = true;
 				fd = -1;
 			}
+			zk_worker_enter();
+			sync_conn_state();
 			connected = (zoo_state(zh) == ZOO_CONNECTED_STATE);
+			serve_queue();		/* completions may have queued retries */
+			zk_worker_leave();
 			timeout_ms = tv.tv_sec * 1000L + (tv.tv_usec + 999) / 1000;
 			if (timeout_ms < 0 || reopen_needed)
 				timeout_ms = 0;
+			if (timeout_ms > 1000)
+				timeout_ms = 1000;
 		}
-		LWLockRelease(zk_ctl->lock);
 
 		prepare_wait_set(fd, interest, connected);
 		nev = WaitEventSetWait(wes, timeout_ms, &ev, 1, PG_WAIT_EXTENSION);
@@ -399,11 +703,12 @@ zklock_worker_main(Datum arg)
 				zevents |= ZOOKEEPER_READ;
 			if (ev.events & WL_SOCKET_WRITEABLE)
 				zevents |= ZOOKEEPER_WRITE;
-			LWLockAcquire(zk_ctl->lock, LW_EXCLUSIVE);
 			zookeeper_process(zh, zevents);
+			zk_worker_enter();
 			if ((zevents & ZOOKEEPER_READ) && zoo_state(zh) == ZOO_CONNECTED_STATE)
 				zk_ctl->last_contact = GetCurrentTimestamp();
-			LWLockRelease(zk_ctl->lock);
+			sync_conn_state();
+			zk_worker_leave();
 		}
 	}
 }

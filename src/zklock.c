@@ -96,7 +96,7 @@ _PG_init(void)
 							   NULL,
 							   &zklock_root,
 							   "/zklock",
-							   PGC_SIGHUP,
+							   PGC_POSTMASTER,
 							   0,
 							   check_root, NULL, NULL);
 

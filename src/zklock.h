@@ -27,7 +27,7 @@
 #define ZKLOCK_ROOT_MAX			200 /* bytes of zklock.root */
 #define ZKLOCK_PARENT_MAX		(ZKLOCK_ROOT_MAX + 16 + ZKLOCK_ENAME_MAX)
 #define ZKLOCK_GUID_LEN			32
-#define ZKLOCK_NODE_MAX			64	/* <guid>__rlock__<10 digits> */
+#define ZKLOCK_NODE_MAX			80	/* <guid>__rlock__<-10 digits>, or foreign */
 #define ZKLOCK_DATA_MAX			512 /* identity written into a node */
 #define ZKLOCK_ERRMSG_MAX		160
 #define ZKLOCK_HOSTS_MAX		1024
@@ -98,10 +98,18 @@ typedef struct ZkEntry
 	uint32		gen;			/* bumped at every allocation */
 	uint8		kind;			/* ZkKind */
 	uint8		mode;			/* ZkMode */
-	uint8		scope;			/* ZkScope */
+	uint8		scope;			/* ZkScope (the owner updates it, no lock) */
 	bool		try_only;		/* give up instead of waiting */
-	bool		released;		/* owner let go; the worker frees it */
 	bool		queued;			/* on the request queue */
+
+	/*
+	 * The owner lets go by setting release_req (atomically, no lock) and
+	 * pushing the entry on the release stack; the worker then sets
+	 * "released" under the lock.
+	 */
+	pg_atomic_uint32 release_req;
+	uint32		rel_next;		/* release stack link */
+	bool		released;		/* worker saw the release; frees it */
 
 	/* written by the worker under the lock */
 	uint8		state;			/* ZkEntryState */
@@ -115,22 +123,27 @@ typedef struct ZkEntry
 
 	/* worker-private bookkeeping (no lock needed, only the worker reads) */
 	bool		create_inflight;	/* a create awaits its reply */
+	bool		list_inflight;	/* a listing awaits its reply */
 	bool		delete_inflight;	/* a delete awaits its reply */
 	bool		in_doubt;		/* create's fate unknown after conn loss */
 	bool		on_retry;		/* on the worker's retry list */
 	bool		parents_tried;	/* already recreated the parents once */
+	bool		watching;		/* a watch is set on "watched" */
+	bool		watch_pending;	/* the get that sets it is in flight */
 	bool		query_failed;	/* ZKK_HOLDERS: a read failed */
-	int			outstanding;	/* ZKK_HOLDERS: reads in flight */
+	int			outstanding;	/* ZKK_HOLDERS / czxid reads in flight */
+	uint32		retry_prev;		/* retry list links */
+	uint32		retry_next;
+	uint32		ops;			/* request counter, part of every context */
 
 	uint32		next;			/* free list / queue link */
 
-	char		name[ZKLOCK_NAME_MAX + 1];	/* as the user wrote it */
-	char		ename[ZKLOCK_ENAME_MAX + 1];	/* encoded path component */
+	char		name[ZKLOCK_NAME_MAX + 1];	/* UTF-8, as the user wrote it */
 	char		owner_tag[ZKLOCK_GUID_LEN / 2 + 1];	/* the owner's half of
 														 * guid */
 	char		guid[ZKLOCK_GUID_LEN + 1];
-	char		parent[ZKLOCK_PARENT_MAX + 1];	/* full path of the lock */
 	char		node[ZKLOCK_NODE_MAX + 1];	/* our child's name, once known */
+	char		watched[ZKLOCK_NODE_MAX + 1];	/* predecessor we watch */
 	char		data[ZKLOCK_DATA_MAX];	/* identity stored in the node */
 	dsm_handle	dsm;			/* ZKK_HOLDERS: where the answer goes */
 } ZkEntry;
@@ -173,6 +186,7 @@ typedef enum ZkCounter
 	ZKCNT_RECONNECTS,
 	ZKCNT_SESSIONS,
 	ZKCNT_ZK_ERRORS,
+	ZKCNT_DEADLOCKS,
 	ZKCNT_NUM
 } ZkCounter;
 
@@ -199,6 +213,7 @@ typedef struct ZkControl
 	uint32		free_head;
 	uint32		queue_head;		/* FIFO of entries with pending work */
 	uint32		queue_tail;
+	pg_atomic_uint32 release_head;	/* lock-free stack of released entries */
 
 	pg_atomic_uint64 counters[ZKCNT_NUM];
 
@@ -224,21 +239,50 @@ extern ZkEntry *zk_entry_alloc(void);
 extern void zk_entry_free(ZkEntry *e);
 extern void zk_enqueue(ZkEntry *e);
 extern uint32 zk_dequeue(void);
+extern void zk_release_push(ZkEntry *e);
+extern uint32 zk_release_take_all(void);
+extern void zk_retry_add(ZkEntry *e);
+extern void zk_retry_remove(ZkEntry *e);
+extern uint32 zk_retry_take_all(void);
+extern void zk_backend_lock(LWLockMode mode);
 extern void zk_wake_worker(void);
 extern void zk_wake_owner(ZkEntry *e);
 extern void zk_count(ZkCounter c, uint64 n);
 extern const char *zk_conn_state_name(int state);
 
 /* names.c */
+extern char *zk_name_to_utf8(const char *name, int len, int *outlen);
+extern char *pg_any_to_server_noerror(const char *utf8, int len);
 extern void zk_check_name(const char *name, int len);
 extern void zk_encode_name(const char *name, int len, char *out);
+extern void zk_lock_parent(const char *name, char *out, size_t outlen);
 extern bool zk_valid_root(const char *root, const char **why);
-extern int	zk_node_seq(const char *child);
+extern bool zk_node_seq(const char *child, int64 *seq);
 extern bool zk_node_is_contender(const char *child, bool *shared);
+
+/*
+ * One contender of a lock, as the recipe orders them (lock_order in
+ * names.c): key is the creation order (sequence number, or czxid once the
+ * sequence has wrapped).
+ */
+typedef struct ZkContender
+{
+	const char *name;
+	int64		key;
+	bool		shared;
+} ZkContender;
+
+#define ZKLOCK_HELD			(-1)
+#define ZKLOCK_DEADLOCK		(-2)
+extern int	zk_lock_blocker(ZkContender *c, int n, int me);
+extern void zk_sort_contenders(ZkContender *c, int n);
 
 /* worker.c */
 extern PGDLLEXPORT void zklock_worker_main(Datum arg);
 extern void zk_register_worker(void);
+extern void zk_worker_enter(void);
+extern void zk_worker_leave(void);
+extern void zk_worker_reset(void);
 
 /* recipe_lock.c: worker side of the lock recipe */
 struct _zhandle;
@@ -246,6 +290,8 @@ extern void zk_lock_drive(struct _zhandle *zh, ZkEntry *e);
 extern void zk_lock_session_lost(const char *why);
 extern void zk_lock_reconnected(struct _zhandle *zh);
 extern void zk_lock_set_handle(struct _zhandle *zh, uint64 session_id);
+extern void zk_lock_released(struct _zhandle *zh, ZkEntry *e);
+extern void zk_lock_connection_lost(void);
 
 /* backend.c */
 extern void zk_backend_init(void);
@@ -255,6 +301,21 @@ extern bool zk_release(const char *name, int len, ZkMode mode);
 extern void zk_release_all_session(void);
 extern int64 zk_held_token(const char *name, int len, bool *held);
 extern dsm_segment *zk_query_holders(const char *name, int len);
-extern ZkEntry *zk_snapshot_entries(int *n);
+
+/* One row of zk_locks, copied from an entry under the lock */
+typedef struct ZkLockRow
+{
+	int			pid;
+	Oid			dbid;
+	uint8		mode;
+	uint8		scope;
+	uint8		outcome;
+	int64		token;
+	TimestampTz requested_at;
+	TimestampTz granted_at;
+	char		name[ZKLOCK_NAME_MAX + 1];
+	char		node[ZKLOCK_NODE_MAX + 1];
+} ZkLockRow;
+extern ZkLockRow *zk_snapshot_entries(int *n);
 
 #endif							/* ZKLOCK_H */
