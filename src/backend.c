@@ -576,6 +576,26 @@ new_entry(ZkKind kind, const char *name, int len, ZkMode mode, ZkScope scope,
 	e = zk_entry_alloc();
 	if (e == NULL)
 	{
+		/*
+		 * Entries let go but not yet taken back by the worker still count:
+		 * give it a moment to free them before calling the table full.
+		 */
+		TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 200);
+
+		while (e == NULL && GetCurrentTimestamp() < until)
+		{
+			LWLockRelease(zk_ctl->lock);
+			zk_wake_worker();
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 2, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+			zk_backend_lock(LW_EXCLUSIVE);
+			e = zk_entry_alloc();
+		}
+	}
+	if (e == NULL)
+	{
 		int			max = zk_ctl->max_entries;
 
 		LWLockRelease(zk_ctl->lock);

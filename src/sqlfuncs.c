@@ -182,6 +182,7 @@ ZK_SQL_FUNC(zk_lock_token_key, token_common(fcinfo, true))
 typedef struct NodeData
 {
 	int			depth;
+	int			adepth;			/* inside arrays: no field of ours */
 	const char *field;
 	char	   *v[8];
 	JsonTokenType t[8];
@@ -203,6 +204,18 @@ nd_object_end(void *state)
 }
 
 static void
+nd_array_start(void *state)
+{
+	((NodeData *) state)->adepth++;
+}
+
+static void
+nd_array_end(void *state)
+{
+	((NodeData *) state)->adepth--;
+}
+
+static void
 nd_field_start(void *state, char *fname, bool isnull)
 {
 	NodeData   *nd = state;
@@ -216,7 +229,7 @@ nd_scalar(void *state, char *token, JsonTokenType tokentype)
 	NodeData   *nd = state;
 	int			i;
 
-	if (nd->field == NULL || tokentype == JSON_TOKEN_NULL)
+	if (nd->field == NULL || nd->adepth > 0 || tokentype == JSON_TOKEN_NULL)
 		return;
 	for (i = 0; i < 8; i++)
 		if (strcmp(nd->field, node_fields[i]) == 0)
@@ -263,6 +276,8 @@ parse_node_data(const char *data, int len, NodeData *nd)
 	sem.object_start = nd_object_start;
 	sem.object_end = nd_object_end;
 	sem.object_field_start = nd_field_start;
+	sem.array_start = nd_array_start;
+	sem.array_end = nd_array_end;
 	sem.scalar = nd_scalar;
 	if (pg_parse_json(lex, &sem) != JSON_SUCCESS)
 		return false;
