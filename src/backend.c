@@ -455,6 +455,8 @@ wait_for_answer(uint32 idx, const char *uname, int64 timeout_ms, int64 *token)
 		TimestampTzPlusMilliseconds(start, timeout_ms) : 0;
 	TimestampTz disconnected_since = 0;
 	char	   *name = NULL;
+	int			last_state = ZKE_PENDING;
+	int			last_conn = ZKC_CONNECTING;
 
 	for (;;)
 	{
@@ -468,16 +470,29 @@ wait_for_answer(uint32 idx, const char *uname, int64 timeout_ms, int64 *token)
 		TimestampTz wake_at;
 		long		wait_ms;
 
-		zk_backend_lock(LW_SHARED);
-		e = zk_entry(idx);
-		outcome = e->outcome;
-		state = e->state;
-		sqlstate = e->sqlstate;
-		strlcpy(msg, e->errmsg, sizeof(msg));
-		if (token)
-			*token = e->token;
-		conn = zk_ctl->conn_state;
-		LWLockRelease(zk_ctl->lock);
+		if (zk_backend_lock_timed(LW_SHARED, 20))
+		{
+			e = zk_entry(idx);
+			outcome = e->outcome;
+			state = e->state;
+			sqlstate = e->sqlstate;
+			strlcpy(msg, e->errmsg, sizeof(msg));
+			if (token)
+				*token = e->token;
+			conn = zk_ctl->conn_state;
+			LWLockRelease(zk_ctl->lock);
+			last_state = state;
+			last_conn = conn;
+		}
+		else
+		{
+			/* the worker sits on the lock (frozen?): no news, deadlines run */
+			outcome = ZKO_NONE;
+			state = last_state;
+			conn = last_conn;
+			sqlstate = 0;
+			msg[0] = '\0';
+		}
 
 		switch ((ZkOutcome) outcome)
 		{
@@ -669,6 +684,21 @@ zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
 	}
 
 	e = new_entry(ZKK_LOCK, name, len, mode, scope, try_only);
+
+	/* an upgrade: name the shared node we hold (see zk_lock_blocker) */
+	if (mode == ZKM_EXCLUSIVE)
+	{
+		LocalLock  *sh = find_local(name, len, ZKM_SHARED);
+
+		if (sh != NULL)
+		{
+			ZkEntry    *se = zk_entry(sh->idx);
+
+			if (se->gen == sh->gen && se->outcome == ZKO_GRANTED &&
+				se->state == ZKE_HELD)
+				strlcpy(e->base, se->node, sizeof(e->base));
+		}
+	}
 
 	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
 	ll = palloc0(sizeof(LocalLock));

@@ -352,29 +352,37 @@ same_owner(const ZkContender *a, const ZkContender *b)
  *
  * - A shared contender is blocked by older exclusive ones; an exclusive
  *   one by every older contender.
- * - A backend's own nodes never block each other.
- * - Upgrade: a backend that holds an older node O of the same lock (its
- *   shared hold) and asks for the exclusive lock is not blocked by the
- *   contenders that cannot be granted before O goes: an exclusive one
- *   younger than O, and everything younger than that.  The backend keeps
- *   O until its exclusive hold ends, so they stay blocked.  Shared
- *   contenders between O and the first such exclusive one may hold the
- *   lock now, and are waited for.
- * - If such a contender that we wait for belongs to a backend that itself
- *   waits behind O (it has an exclusive node younger than O), the two
- *   wait for each other for ever: a deadlock.
+ * - A backend's own nodes never block each other (they are the same
+ *   backend: a node it let go is on its way out and held by nobody).
+ * - Upgrade: "base" names the node of the shared lock this backend HOLDS
+ *   (NULL when it holds none).  Asking for the exclusive lock, it is not
+ *   blocked by the contenders that cannot be granted before base goes: an
+ *   exclusive one younger than base, and everything younger than that.
+ *   The backend keeps base until its exclusive hold ends, so they stay
+ *   blocked.  Shared contenders between base and the first such exclusive
+ *   one may hold the lock now, and are waited for.  Only a node the
+ *   backend really holds may serve as base: a node it has let go (its
+ *   delete still on the way) must not let it jump the queue.
+ * - If a contender we wait for belongs to a backend that has an exclusive
+ *   node behind base, that backend waits for our base while we wait for
+ *   it: a deadlock.
+ *
+ * Without "base" (the view of zk_lock_holders, which cannot know), the
+ * oldest node of the same backend stands for it.
  */
 int
-zk_lock_blocker(ZkContender *c, int n, int me)
+zk_lock_blocker(ZkContender *c, int n, int me, const char *base)
 {
 	int			own_oldest = -1;
-	int			behind_from = n;	/* first index that is behind our O */
+	int			behind_from = n;	/* first index that is behind our base */
 	int			pred = ZKLOCK_HELD;
 	int			i;
 
 	for (i = 0; i < me; i++)
 	{
-		if (same_owner(&c[i], &c[me]))
+		if (!same_owner(&c[i], &c[me]))
+			continue;
+		if (base == NULL || strcmp(c[i].name, base) == 0)
 		{
 			own_oldest = i;
 			break;
@@ -405,18 +413,18 @@ zk_lock_blocker(ZkContender *c, int n, int me)
 
 	if (pred >= 0 && own_oldest >= 0 && behind_from < n)
 	{
-		/* does the owner of any blocker wait behind our O? */
-		for (i = 0; i < me; i++)
+		/* does the owner of any blocker wait behind our base? */
+		for (i = 0; i < behind_from; i++)
 		{
 			int			j;
 
-			if (same_owner(&c[i], &c[me]) || i >= behind_from)
+			if (same_owner(&c[i], &c[me]))
 				continue;
 			if (c[me].shared && c[i].shared)
 				continue;
-			for (j = behind_from; j < n; j++)
+			for (j = behind_from; j < me; j++)
 			{
-				if (j != i && !c[j].shared && same_owner(&c[j], &c[i]))
+				if (!c[j].shared && same_owner(&c[j], &c[i]))
 					return ZKLOCK_DEADLOCK;
 			}
 		}

@@ -652,7 +652,7 @@ decide(ZkEntry *e, ZkContender *c, int n)
 		return;
 	}
 
-	r = zk_lock_blocker(c, n, me);
+	r = zk_lock_blocker(c, n, me, e->base[0] ? e->base : NULL);
 	if (r == ZKLOCK_HELD)
 	{
 		e->state = ZKE_HELD;

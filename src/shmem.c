@@ -142,7 +142,7 @@ zk_entry_alloc(void)
 	gen = e->gen + 1;
 	memset(e, 0, offsetof(ZkEntry, name));
 	pg_atomic_init_u32(&e->release_req, 0);
-	e->name[0] = e->guid[0] = e->node[0] = e->watched[0] = '\0';
+	e->name[0] = e->guid[0] = e->node[0] = e->watched[0] = e->base[0] = '\0';
 	e->data[0] = '\0';
 	e->owner_tag[0] = '\0';
 	e->rel_next = ZKLOCK_NO_ENTRY;
@@ -307,12 +307,14 @@ zk_retry_take_all(void)
  * Backends take the lock here: never an uninterruptible sleep, so that a
  * worker stopped while holding it (SIGSTOP, a debugger) cannot keep a
  * backend from being cancelled.  Spins briefly, then sleeps on the latch a
- * millisecond at a time with CHECK_FOR_INTERRUPTS().
+ * millisecond at a time with CHECK_FOR_INTERRUPTS().  Gives up and returns
+ * false after timeout_ms (< 0: never).
  */
-void
-zk_backend_lock(LWLockMode mode)
+bool
+zk_backend_lock_timed(LWLockMode mode, long timeout_ms)
 {
 	int			spins = 0;
+	TimestampTz until = 0;
 
 	while (!LWLockConditionalAcquire(zk_ctl->lock, mode))
 	{
@@ -321,11 +323,38 @@ zk_backend_lock(LWLockMode mode)
 			pg_usleep(5);
 			continue;
 		}
+		if (timeout_ms >= 0)
+		{
+			TimestampTz now = GetCurrentTimestamp();
+
+			if (until == 0)
+				until = TimestampTzPlusMilliseconds(now, timeout_ms);
+			else if (now >= until)
+				return false;
+		}
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 1, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
+	return true;
+}
+
+/*
+ * The same, failing with 08006 when the lock cannot be had within
+ * zklock.connect_timeout: only a worker stopped inside its critical
+ * section holds it that long.
+ */
+void
+zk_backend_lock(LWLockMode mode)
+{
+	if (!zk_backend_lock_timed(mode, zklock_connect_timeout))
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("the zklock worker did not respond"),
+				 errdetail("zklock's shared state stayed locked for longer than zklock.connect_timeout (%d ms).",
+						   zklock_connect_timeout),
+				 errhint("Check that the zklock worker is running and not stopped (zk_status(), pg_stat_activity), then retry.")));
 }
 
 void

@@ -62,6 +62,15 @@ static bool reopen_needed = false;	/* session expired: close, open anew */
 static uint64 last_session_id = 0;
 static TimestampTz next_open_at = 0;
 
+/*
+ * The proof of life: a cheap read sent every quarter of the session timeout.
+ * Its answer proves the session was alive when it was SENT, so that send
+ * time (not the time data happened to be read, which after a freeze of
+ * the worker may be stale data) becomes last_contact, which COMMIT checks.
+ */
+static bool probe_inflight = false;
+static TimestampTz probe_sent_at = 0;
+
 /* Depth of zk_worker_enter(): the lock is held while it is above zero */
 static int	lock_depth = 0;
 
@@ -466,6 +475,7 @@ session_close(const char *why)
 		forget_session();
 	}
 	zk_worker_enter();
+	probe_inflight = false;
 	zk_lock_session_lost(why);
 	zk_ctl->session_id = 0;
 	zk_ctl->session_timeout = 0;
@@ -577,6 +587,39 @@ sync_conn_state(void)
 		session_event(zh, st);
 }
 
+static void
+probe_done(int rc, const struct Stat *stat, const void *ctx)
+{
+	TimestampTz sent = (TimestampTz) (uintptr_t) ctx;
+
+	zk_worker_enter();
+	probe_inflight = false;
+	if (rc == ZOK && sent > zk_ctl->last_contact)
+		zk_ctl->last_contact = sent;
+	zk_worker_leave();
+}
+
+/* Send the proof of life when due.  Lock held. */
+static void
+maybe_probe(void)
+{
+	TimestampTz now;
+	int			every;
+
+	if (zh == NULL || probe_inflight || zoo_state(zh) != ZOO_CONNECTED_STATE ||
+		zk_ctl->conn_state != ZKC_CONNECTED)
+		return;
+	every = Max(zk_ctl->session_timeout / 4, 100);
+	now = GetCurrentTimestamp();
+	if (now < TimestampTzPlusMilliseconds(probe_sent_at, every))
+		return;
+	if (zoo_aexists(zh, "/", 0, probe_done, (const void *) (uintptr_t) now) == ZOK)
+	{
+		probe_inflight = true;
+		probe_sent_at = now;
+	}
+}
+
 /*
  * Serve the queue: every entry a backend filled in or let go since the
  * last turn, and the retry list once the session is usable.  Lock held.
@@ -640,6 +683,7 @@ zklock_worker_main(Datum arg)
 		int			interest = 0;
 		struct timeval tv = {1, 0};
 		long		timeout_ms = 1000;
+		long		max_wait = 1000;
 		WaitEvent	ev;
 		int			nev;
 		bool		connected = false;
@@ -680,12 +724,15 @@ zklock_worker_main(Datum arg)
 			sync_conn_state();
 			connected = (zoo_state(zh) == ZOO_CONNECTED_STATE);
 			serve_queue();		/* completions may have queued retries */
+			maybe_probe();
+			if (zk_ctl->session_timeout > 0)
+				max_wait = Max(zk_ctl->session_timeout / 6, 50);
 			zk_worker_leave();
 			timeout_ms = tv.tv_sec * 1000L + (tv.tv_usec + 999) / 1000;
 			if (timeout_ms < 0 || reopen_needed)
 				timeout_ms = 0;
-			if (timeout_ms > 1000)
-				timeout_ms = 1000;
+			if (timeout_ms > max_wait)
+				timeout_ms = max_wait;
 		}
 
 		prepare_wait_set(fd, interest, connected);
@@ -705,8 +752,6 @@ zklock_worker_main(Datum arg)
 				zevents |= ZOOKEEPER_WRITE;
 			zookeeper_process(zh, zevents);
 			zk_worker_enter();
-			if ((zevents & ZOOKEEPER_READ) && zoo_state(zh) == ZOO_CONNECTED_STATE)
-				zk_ctl->last_contact = GetCurrentTimestamp();
 			sync_conn_state();
 			zk_worker_leave();
 		}

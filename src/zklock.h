@@ -144,6 +144,7 @@ typedef struct ZkEntry
 	char		guid[ZKLOCK_GUID_LEN + 1];
 	char		node[ZKLOCK_NODE_MAX + 1];	/* our child's name, once known */
 	char		watched[ZKLOCK_NODE_MAX + 1];	/* predecessor we watch */
+	char		base[ZKLOCK_NODE_MAX + 1];	/* upgrade: our held shared node */
 	char		data[ZKLOCK_DATA_MAX];	/* identity stored in the node */
 	dsm_handle	dsm;			/* ZKK_HOLDERS: where the answer goes */
 } ZkEntry;
@@ -245,6 +246,7 @@ extern void zk_retry_add(ZkEntry *e);
 extern void zk_retry_remove(ZkEntry *e);
 extern uint32 zk_retry_take_all(void);
 extern void zk_backend_lock(LWLockMode mode);
+extern bool zk_backend_lock_timed(LWLockMode mode, long timeout_ms);
 extern void zk_wake_worker(void);
 extern void zk_wake_owner(ZkEntry *e);
 extern void zk_count(ZkCounter c, uint64 n);
@@ -274,7 +276,7 @@ typedef struct ZkContender
 
 #define ZKLOCK_HELD			(-1)
 #define ZKLOCK_DEADLOCK		(-2)
-extern int	zk_lock_blocker(ZkContender *c, int n, int me);
+extern int	zk_lock_blocker(ZkContender *c, int n, int me, const char *base);
 extern void zk_sort_contenders(ZkContender *c, int n);
 
 /* worker.c */

@@ -11,6 +11,8 @@
 #                                                   when there is no java on PATH)
 #   TAP tests                                       libipc-run-perl perl
 #   test/zkq.py                                     python3-kazoo
+#   fault run clients (test/faults)                 python3-psycopg2
+#   sequence-wrap snapshot (test/java)              default-jdk-headless, when there is no javac
 #   build and scripts                               make gcc libc6-dev procps
 #
 # ZooKeeper is Debian's `zookeeper` package (its jars are libzookeeper-java).
@@ -21,9 +23,11 @@ set -u
 
 pkgs=(postgresql-15 postgresql-client-15 postgresql-server-dev-15
       libzookeeper-st-dev zookeeper libzookeeper-java
-      libipc-run-perl perl python3-kazoo
+      libipc-run-perl perl python3-kazoo python3-psycopg2
       make gcc libc6-dev procps)
 command -v java >/dev/null 2>&1 || pkgs+=(default-jre-headless)
+# javac compiles test/java/MakeWrapSnapshot.java (the sequence-wrap test)
+command -v javac >/dev/null 2>&1 || pkgs+=(default-jdk-headless)
 
 installed() {
     [ "$(dpkg-query -W -f '${db:Status-Status}' "$1" 2>/dev/null)" = installed ]

@@ -5,6 +5,9 @@
 #   tools/test.sh regress    only the pg_regress suite (make installcheck)
 #   tools/test.sh tap        only the TAP suite (test/t/*.pl)
 #   PROVE_TESTS=test/t/010_contention.pl tools/test.sh tap     one TAP file
+#   tools/test.sh faults [SECONDS]   only the randomized fault run (test/faults/run.py):
+#                            SECONDS of faults (default 300), then 30 s without;
+#                            prints its figures and the checker's verdict
 #
 # As root (CI, fresh Debian 12): installs the packages (tools/deps.sh), copies
 # the tree to a fresh directory under /tmp, builds it there (`make` must not
@@ -25,6 +28,9 @@
 # tests plus TAP test files; a build failure counts as one failed test); the
 # exit status is 0 only if nothing failed.
 #
+# The fault run's servers, data and histories are in tmp_check/faults of the
+# test tree (kept, like the tree, when the run fails).
+#
 # Environment: PROVE_TESTS (TAP files, relative to the tree or bare names),
 # PROVE_FLAGS (extra flags for prove, e.g. --verbose),
 # ZKLOCK_REGRESS_TIMEOUT (s, default 300), ZKLOCK_TAP_TIMEOUT (s, default 840),
@@ -37,10 +43,20 @@ SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 MODE=${1:-all}
 case $MODE in
     all|regress|tap) ;;
-    -h|--help|help) sed -n '2,33s/^# \{0,1\}//p' "$0"; exit 0 ;;
-    *) echo "usage: tools/test.sh [regress|tap]" >&2; exit 2 ;;
+    faults) ;;
+    -h|--help|help) sed -n '2,37s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    *) echo "usage: tools/test.sh [regress|tap|faults [SECONDS]]" >&2; exit 2 ;;
 esac
-[ $# -le 1 ] || { echo "usage: tools/test.sh [regress|tap]" >&2; exit 2; }
+FAULT_SECONDS=""
+if [ "$MODE" = faults ]; then
+    FAULT_SECONDS=${2:-300}
+    case $FAULT_SECONDS in
+        ''|*[!0-9]*|0) echo "usage: tools/test.sh faults [SECONDS]  (SECONDS: a positive integer)" >&2; exit 2 ;;
+    esac
+    [ $# -le 2 ] || { echo "usage: tools/test.sh faults [SECONDS]" >&2; exit 2; }
+else
+    [ $# -le 1 ] || { echo "usage: tools/test.sh [regress|tap]" >&2; exit 2; }
+fi
 
 REGRESS_TIMEOUT=${ZKLOCK_REGRESS_TIMEOUT:-300}
 TAP_TIMEOUT=${ZKLOCK_TAP_TIMEOUT:-840}
@@ -309,11 +325,37 @@ run_tap() {
     rm -f "$log"
 }
 
+# The randomized fault run: $FAULT_SECONDS s of faults, 30 s quiet, then the
+# checker; counts as one test (passed when the checker found no anomaly)
+run_faults() {
+    local dir log rc
+    say "fault run (test/faults/run.py: ${FAULT_SECONDS}s of faults, 30s quiet)"
+    dir=$SRC/tmp_check/faults
+    rm -rf "$dir"
+    mkdir -p "$dir" || { FAILED=$((FAILED + 1)); return; }
+    export ZKLOCK_ZK_SH=$SRC/tools/zk.sh
+    export ZKLOCK_ZKQ=$SRC/test/zkq.py
+    export ZKLOCK_PYTHON=$PYTHON
+    log=$(mktemp /tmp/zklock-faults.XXXXXX.log)
+    run_timed "$log" $((FAULT_SECONDS + 900)) "$PYTHON" "$SRC/test/faults/run.py" \
+        --dir "$dir" --seconds "$FAULT_SECONDS" --quiet 30
+    rc=$?
+    sweep "$SRC/tmp_check"
+    case $rc in
+        0) PASSED=$((PASSED + 1)); echo "faults: no anomaly" ;;
+        1) FAILED=$((FAILED + 1)); echo "faults: the checker found anomalies (run directory $dir)" ;;
+        124) FAILED=$((FAILED + 1)); echo "test.sh: the fault run timed out" >&2 ;;
+        *) FAILED=$((FAILED + 1)); echo "faults: the run did not complete (exit $rc, run directory $dir)" ;;
+    esac
+    rm -f "$log"
+}
+
 run_suites() {
     case $MODE in
         all) run_regress; run_tap ;;
         regress) run_regress ;;
         tap) run_tap ;;
+        faults) run_faults ;;
     esac
 }
 
@@ -413,7 +455,7 @@ inner_path=$(dirname "$(command -v pg_config)"):/usr/local/bin:/usr/bin:/bin:/us
     ZKLOCK_TEST_INNER=1 ZKLOCK_TEST_RESULT="$result" ZKLOCK_ORIG_SRC="$SRC" \
     HOME=/var/lib/postgresql PATH="$inner_path" \
     PROVE_TESTS="${PROVE_TESTS:-}" PROVE_FLAGS="${PROVE_FLAGS:-}" \
-    bash "$WORK/tools/test.sh" "$MODE" </dev/null)
+    bash "$WORK/tools/test.sh" "$MODE" ${FAULT_SECONDS:+"$FAULT_SECONDS"} </dev/null)
 inner_rc=$?
 if [ -s "$result" ]; then
     read -r p f <"$result"

@@ -1,0 +1,399 @@
+#!/usr/bin/python3
+"""checker.py - the verdict of a fault run.
+
+usage: test/faults/checker.py RUNDIR
+
+Reads what test/faults/run.py left in RUNDIR (history_<cluster>.json: the
+committed critical sections of each cluster; outcomes.jsonl: every attempt;
+nemesis.jsonl: every fault; run.json: parameters, timeline and the final
+observations of ZooKeeper and of both clusters), prints the figures and exits
+1 when it finds an anomaly, 0 otherwise (2 when RUNDIR is unusable):
+
+  overlaps        two committed critical sections of one name that overlap in time,
+                  unless both are shared
+  inversions      for one name, a section that started later than another with a
+                  smaller token (czxid), unless both are shared
+  token_mismatch  zk_lock_token() at the end of a section differs from the token
+                  zk_lock returned
+  orphans         contender nodes left under <root>/locks after the quiet period
+  watches         watches on /zklock paths left on any server (wchc)
+  entries_left    zk_status().entries_used of a cluster once the clients stopped
+  progress        a client, or a name, with fewer than PROGRESS_N committed sections in
+                  the quiet period
+  hangs           statements ended by statement_timeout, clients that did not stop
+  slow_lock_calls zk_lock calls with a timeout that took longer than timeout +
+                  zklock.connect_timeout + 2 s to succeed or fail
+  slow_cancels    a pg_cancel_backend that took more than 2 s to end a statement
+  crashes         processes killed by a signal the nemesis did not send, PANICs (server logs)
+  worker_exits    zklock workers that exited though the nemesis did not terminate them
+                  (a pg_cancel_backend of the worker counts here too)
+  setup           the run itself could not heal its faults
+
+The last line of output is "FAULTRUN-FIGURES <json>".
+"""
+
+import calendar
+import collections
+import json
+import os
+import re
+import sys
+import time
+
+SLOW_CANCEL_S = 2.0
+SLOW_CALL_SLACK_S = 2.0
+
+
+def load_jsonl(path):
+    out = []
+    try:
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if line:
+                    try:
+                        out.append(json.loads(line))
+                    except ValueError:
+                        pass
+    except OSError:
+        pass
+    return out
+
+
+def fmt_t(t, t0):
+    return "%+.3fs" % (t - t0) if t is not None else "?"
+
+
+def section_str(s, t0):
+    return ("%s/%s pid %s %s token %s [%s .. %s]"
+            % (s["cluster"], s["client"], s["pid"], s["mode"], s["token"],
+               fmt_t(s["started"], t0), fmt_t(s["ended"], t0)))
+
+
+def faults_near(faults, lo, hi, t0):
+    """Fault events between lo and hi (seconds since the epoch)."""
+    out = []
+    for f in faults:
+        if lo <= f["t"] <= hi and f["action"] in ("inject", "heal", "error"):
+            extra = {k: v for k, v in f.items() if k not in ("t", "kind", "action", "target")}
+            out.append("    %s %s %s %s %s" % (fmt_t(f["t"], t0), f["action"], f["kind"], f["target"],
+                                              json.dumps(extra) if extra else ""))
+    return out
+
+
+def log_time(line):
+    """Epoch seconds of a server log line ('%m' prefix, UTC); None if none."""
+    m = re.match(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(\.\d+)? UTC ", line)
+    if not m:
+        return None
+    return calendar.timegm(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")) + float(m.group(2) or 0)
+
+
+def scan_logs(run):
+    """Signals and worker exits in each cluster's server log during the run
+    (before the teardown)."""
+    res = {}
+    lo, hi = run["t_start"], run.get("t_teardown") or run.get("t_end") or 1e18
+    for name, path in run.get("logs", {}).items():
+        r = {"signals": collections.Counter(), "worker_exits": 0, "panics": 0, "lines": []}
+        try:
+            with open(path, errors="replace") as f:
+                for line in f:
+                    t = log_time(line)
+                    if t is None or t < lo or t > hi:
+                        continue
+                    m = re.search(r"was terminated by signal (\d+)", line)
+                    if m:
+                        r["signals"][int(m.group(1))] += 1
+                        r["lines"].append(line.rstrip())
+                    elif re.search(r'background worker "zklock worker" \(PID \d+\) exited with exit code', line):
+                        r["worker_exits"] += 1
+                        r["lines"].append(line.rstrip())
+                    elif " PANIC: " in line:
+                        r["panics"] += 1
+                        r["lines"].append(line.rstrip())
+        except OSError as e:
+            r["lines"].append("cannot read %s: %s" % (path, e))
+            r["unreadable"] = True
+        res[name] = r
+    return res
+
+
+def cancel_latencies(faults, outcomes):
+    """For each client_cancel that ended a statement: seconds from the cancel
+    to the client's 57014 (user request)."""
+    by_client = collections.defaultdict(list)
+    for o in outcomes:
+        by_client[o["client"]].append(o)
+    res = []
+    for f in faults:
+        if f["kind"] != "client_cancel" or f["action"] != "inject":
+            continue
+        t = f.get("t_sent", f["t"])
+        nxt = [o for o in by_client[f["target"]] if o.get("t1", 0) >= t and o.get("pid") == f.get("pid")]
+        if not nxt:
+            continue
+        o = min(nxt, key=lambda o: o["t1"])
+        if o.get("sqlstate") == "57014" and "user request" in (o.get("msg") or ""):
+            res.append((o["t1"] - t, f, o))
+    return res
+
+
+def check_sections(sections):
+    """Overlaps and inversions among committed sections.  Returns two lists of pairs."""
+    overlaps, inversions = [], []
+    by_name = collections.defaultdict(list)
+    for s in sections:
+        if s["started"] is not None and s["ended"] is not None:
+            by_name[s["name"]].append(s)
+    for name, ss in by_name.items():
+        ss.sort(key=lambda s: (s["started"], s["ended"]))
+        # overlaps: sweep by start time over the sections still running
+        active = []
+        for s in ss:
+            active = [a for a in active if a["ended"] > s["started"]]
+            for a in active:
+                if not (a["mode"] == "shared" and s["mode"] == "shared"):
+                    overlaps.append((a, s))
+            active.append(s)
+        # inversions: a later start with a smaller token than an earlier section,
+        # unless both are shared (readers may record their starts in any order)
+        max_excl = None     # earlier exclusive section with the largest token
+        max_any = None      # earlier section of any mode with the largest token
+        for s in ss:
+            if s["token"] is None:
+                continue
+            cands = [max_excl] if s["mode"] == "shared" else [max_excl, max_any]
+            for a in cands:
+                if a is not None and a["token"] > s["token"]:
+                    inversions.append((a, s))
+                    break
+            if s["mode"] == "exclusive" and (max_excl is None or s["token"] > max_excl["token"]):
+                max_excl = s
+            if max_any is None or s["token"] > max_any["token"]:
+                max_any = s
+    return overlaps, inversions
+
+
+def main(argv):
+    if len(argv) != 2:
+        sys.stderr.write(__doc__.split("\n\n", 2)[1] + "\n")
+        return 2
+    d = argv[1]
+    try:
+        with open(os.path.join(d, "run.json")) as f:
+            run = json.load(f)
+    except (OSError, ValueError) as e:
+        print("checker: cannot read %s/run.json: %s" % (d, e))
+        return 2
+    t0 = run["t_start"]
+    sections = []
+    for c in run["clusters"]:
+        try:
+            with open(os.path.join(d, "history_%s.json" % c)) as f:
+                sections.extend(json.load(f))
+        except (OSError, ValueError) as e:
+            print("checker: cannot read the history of cluster %s: %s" % (c, e))
+            return 2
+    outcomes = load_jsonl(os.path.join(d, "outcomes.jsonl"))
+    faults = load_jsonl(os.path.join(d, "nemesis.jsonl"))
+    obs = run.get("observed", {})
+
+    fig = collections.OrderedDict()
+    fig["mode"] = "control" if run["control"] else "locked"
+    fig["seconds"] = run["seconds"]
+    fig["quiet_seconds"] = run["quiet"]
+    fig["clients"] = len(run["clients"])
+    fig["names"] = run["names"]
+    fig["attempts"] = sum(1 for o in outcomes if o["stage"] != "connect")
+    fig["committed"] = len(sections)
+    fig["committed_shared"] = sum(1 for s in sections if s["mode"] == "shared")
+    fig["outcomes"] = dict(collections.Counter(o["outcome"] for o in outcomes))
+
+    def by_code(pred):
+        return dict(sorted(collections.Counter(o.get("sqlstate") or "none" for o in outcomes
+                                               if pred(o)).items()))
+    fig["refused_commits"] = by_code(lambda o: o["stage"] == "commit" and o["outcome"] == "failed")
+    fig["lost_lock_errors"] = sum(1 for o in outcomes if o["stage"] == "body"
+                                  and o["outcome"] == "failed" and o.get("sqlstate") == "40001")
+    fig["body_failures"] = by_code(lambda o: o["stage"] == "body" and o["outcome"] == "failed")
+    fig["lock_failures"] = by_code(lambda o: o["stage"] == "lock" and o["outcome"] == "failed")
+    fig["connection_lost"] = dict(sorted(collections.Counter(
+        o["stage"] for o in outcomes if o["outcome"] == "conn_lost").items()))
+    fig["commit_outcome_unknown"] = sum(1 for o in outcomes if o["outcome"] == "conn_lost"
+                                        and o["stage"] == "commit")
+    fig["faults"] = dict(sorted(collections.Counter(f["kind"] for f in faults
+                                                    if f["action"] == "inject").items()))
+    fig["fault_errors"] = sum(1 for f in faults if f["action"] == "error")
+    wc = [f for f in faults if f["kind"] == "worker_cancel" and f["action"] == "heal"]
+    fig["worker_cancel_killed_worker"] = sum(1 for f in wc if not f.get("worker_survived"))
+    fig["expiry_path"] = fig["refused_commits"].get("40001", 0) + fig["lost_lock_errors"]
+
+    overlaps, inversions = check_sections(sections)
+    fig["overlaps"] = len(overlaps)
+    fig["inversions"] = len(inversions)
+    fig["token_mismatch"] = sum(1 for s in sections if s.get("token_end") is not None
+                                and s["token_end"] != s["token"])
+    fig["incomplete_sections"] = sum(1 for s in sections if s["ended"] is None)
+    fig["orphans"] = obs.get("orphans")
+    fig["watches"] = obs.get("watches")
+    fig["entries_left"] = obs.get("entries_left", {})
+
+    # progress in the quiet period: sections wholly inside [t_quiet, t_quiet + quiet]
+    tq, te = run.get("t_quiet"), run.get("t_quiet_end")
+    per = collections.Counter()
+    if tq is not None and te is not None:
+        for s in sections:
+            if s["ended"] is not None and s["started"] >= tq and s["ended"] <= te:
+                per[s["client"]] += 1
+    fig["progress_min"] = run["progress_n"]
+    fig["progress"] = {c: per.get(c, 0) for c in run["clients"]}
+    slow = [c for c in run["clients"] if per.get(c, 0) < run["progress_n"]]
+    per_name = collections.Counter()
+    if tq is not None and te is not None:
+        for s in sections:
+            if s["ended"] is not None and s["started"] >= tq and s["ended"] <= te:
+                per_name[s["name"]] += 1
+    fig["progress_names"] = {n: per_name.get(n, 0) for n in run["names"]}
+    slow += ["name %s" % n for n in run["names"] if per_name.get(n, 0) < run["progress_n"]]
+    fig["progress_failures"] = len(slow)
+    stmt_timeouts = [o for o in outcomes if o.get("sqlstate") == "57014"
+                     and "statement timeout" in (o.get("msg") or "")]
+    fig["hangs"] = len(stmt_timeouts) + len(obs.get("hung_clients", []))
+    fig["heal_problems"] = obs.get("heal_problems", [])
+
+    # lock calls with a timeout must end within timeout + connect_timeout (+ slack)
+    slow_calls = []
+    for o in outcomes:
+        if o["stage"] == "connect" or o.get("timeout") is None or "t_lock" not in o:
+            continue
+        end = o.get("t_locked")
+        if end is None:
+            if o["stage"] != "lock":
+                continue
+            end = o["t1"]
+        took = end - o["t_lock"]
+        if took > o["timeout"] + run.get("connect_timeout_s", 0) + SLOW_CALL_SLACK_S:
+            slow_calls.append((took, o))
+    fig["slow_lock_calls"] = len(slow_calls)
+    fig["lock_call_max_s"] = round(max([(o.get("t_locked") or o["t1"]) - o["t_lock"] for o in outcomes
+                                        if o.get("timeout") is not None and "t_lock" in o
+                                        and (o.get("t_locked") or o["stage"] == "lock")] or [0]), 2)
+    cl = cancel_latencies(faults, outcomes)
+    fig["cancels_effective"] = len(cl)
+    fig["cancel_latency_max_s"] = round(max([x[0] for x in cl] or [0]), 3)
+    slow_cancels = [x for x in cl if x[0] > SLOW_CANCEL_S]
+    fig["slow_cancels"] = len(slow_cancels)
+
+    # crashes and worker exits, from the server logs
+    logs = scan_logs(run)
+    injected = collections.Counter((f["kind"], f["target"]) for f in faults if f["action"] == "inject")
+    crashes, exits = [], []
+    for name, lr in sorted(logs.items()):
+        for sig, n in sorted(lr["signals"].items()):
+            allowed = injected[("worker_kill", name)] if sig == 9 else 0
+            if n > allowed:
+                crashes.append("%s: %d processes ended by signal %d (%d sent)" % (name, n, sig, allowed))
+        if lr["panics"]:
+            crashes.append("%s: %d PANIC" % (name, lr["panics"]))
+        if lr.get("unreadable"):
+            crashes.append("%s: server log unreadable" % name)
+        allowed = injected[("worker_terminate", name)]
+        if lr["worker_exits"] > allowed:
+            exits.append("%s: %d worker exits, %d worker_terminate" % (name, lr["worker_exits"], allowed))
+    fig["crashes"] = len(crashes)
+    fig["unexpected_worker_exits"] = len(exits)
+    fig["log_events"] = {n: {"signals": dict(lr["signals"]), "worker_exits": lr["worker_exits"],
+                             "panics": lr["panics"]} for n, lr in sorted(logs.items())}
+    fig["zk_status"] = obs.get("zk_status", {})
+
+    anomalies = []
+    if overlaps:
+        anomalies.append("%d overlapping critical sections" % len(overlaps))
+    if inversions:
+        anomalies.append("%d token inversions" % len(inversions))
+    if fig["token_mismatch"]:
+        anomalies.append("%d sections whose token changed" % fig["token_mismatch"])
+    if fig["incomplete_sections"]:
+        anomalies.append("%d committed sections without an end" % fig["incomplete_sections"])
+    if fig["orphans"] is None or fig["orphans"] != 0:
+        anomalies.append("orphan nodes: %s" % fig["orphans"])
+    if fig["watches"] is None or fig["watches"] != 0:
+        anomalies.append("leftover watches: %s" % fig["watches"])
+    left = fig["entries_left"]
+    if len(left) != len(run["clusters"]) or any(v != 0 for v in left.values()):
+        anomalies.append("shared-memory entries left: %s" % left)
+    if slow:
+        anomalies.append("no progress after the faults: %s" % ", ".join(
+            "%s (%d)" % (c, per.get(c, 0)) for c in slow))
+    if fig["hangs"]:
+        anomalies.append("hangs: %d statement timeouts, hung clients %s"
+                         % (len(stmt_timeouts), obs.get("hung_clients", [])))
+    if slow_calls:
+        anomalies.append("%d zk_lock calls took longer than timeout + connect_timeout + %gs (max %.1fs)"
+                         % (len(slow_calls), SLOW_CALL_SLACK_S, max(x[0] for x in slow_calls)))
+    if slow_cancels:
+        anomalies.append("%d cancels took more than %gs (max %.1fs)"
+                         % (len(slow_cancels), SLOW_CANCEL_S, max(x[0] for x in slow_cancels)))
+    if crashes:
+        anomalies.append("crashes: " + "; ".join(crashes))
+    if exits:
+        anomalies.append("unexpected worker exits: " + "; ".join(exits))
+    if fig["heal_problems"]:
+        anomalies.append("heal problems: %s" % fig["heal_problems"])
+    fig["anomalies"] = anomalies
+    fig["verdict"] = "FAIL" if anomalies else "PASS"
+
+    # -- report --
+    print("==== fault run figures (%s mode, %ss of faults + %ss quiet, %d clients, names %s)"
+          % (fig["mode"], fig["seconds"], fig["quiet_seconds"], fig["clients"], ",".join(fig["names"])))
+    for k in ("attempts", "committed", "committed_shared", "outcomes", "refused_commits",
+              "lost_lock_errors", "body_failures", "lock_failures", "connection_lost",
+              "commit_outcome_unknown", "faults", "fault_errors", "worker_cancel_killed_worker",
+              "expiry_path", "overlaps", "inversions", "token_mismatch", "orphans", "watches",
+              "entries_left", "progress", "progress_names", "hangs", "slow_lock_calls",
+              "lock_call_max_s", "cancels_effective", "cancel_latency_max_s", "slow_cancels",
+              "crashes", "unexpected_worker_exits", "log_events"):
+        print("  %-28s %s" % (k, json.dumps(fig[k], sort_keys=True)))
+    for what, pairs in (("OVERLAP", overlaps), ("INVERSION", inversions)):
+        for a, b in pairs[:10]:
+            print("%s on %r:\n  %s\n  %s" % (what, a["name"], section_str(a, t0), section_str(b, t0)))
+            lo = min(a["started"], b["started"]) - 2 * run["session_timeout_s"] - 2
+            hi = max(a["ended"], b["ended"]) + 1
+            ev = faults_near(faults, lo, hi, t0)
+            print("  faults from %s to %s:" % (fmt_t(lo, t0), fmt_t(hi, t0)))
+            print("\n".join(ev) if ev else "    (none)")
+        if len(pairs) > 10:
+            print("... and %d more %s" % (len(pairs) - 10, what))
+    for s in sections:
+        if s.get("token_end") is not None and s["token_end"] != s["token"]:
+            print("TOKEN CHANGED: %s, zk_lock_token at the end %s" % (section_str(s, t0), s["token_end"]))
+    if obs.get("orphan_nodes"):
+        print("ORPHAN NODES:\n  " + "\n  ".join(obs["orphan_nodes"][:20]))
+    if obs.get("watch_lines"):
+        print("LEFTOVER WATCHES:\n  " + "\n  ".join(obs["watch_lines"][:20]))
+    for o in stmt_timeouts[:10]:
+        print("HANG: %s %s stage %s %s at %s" % (o["client"], o.get("name"), o["stage"], o["msg"],
+                                                 fmt_t(o["t0"], t0)))
+    for took, o in sorted(slow_calls, key=lambda x: -x[0])[:10]:
+        print("SLOW LOCK CALL: %s pid %s %s %s timeout %ss took %.2fs (%s %s) at %s"
+              % (o["client"], o.get("pid"), o.get("mode"), o.get("name"), o["timeout"], took,
+                 o["outcome"], o.get("sqlstate") or "", fmt_t(o["t_lock"], t0)))
+        ev = faults_near(faults, o["t_lock"] - 10, o["t_lock"] + took, t0)
+        print("\n".join(ev) if ev else "    (no fault nearby)")
+    for lat, f, o in sorted(slow_cancels, key=lambda x: -x[0])[:10]:
+        print("SLOW CANCEL: %s pid %s (state %s) cancelled at %s, statement ended %.2fs later"
+              % (f["target"], f.get("pid"), f.get("state"), fmt_t(f["t"], t0), lat))
+        ev = faults_near(faults, f["t"] - 10, f["t"] + lat, t0)
+        print("\n".join(ev) if ev else "    (no fault nearby)")
+    if crashes or exits:
+        for name, lr in sorted(logs.items()):
+            for line in lr["lines"][:20]:
+                print("LOG %s: %s" % (name, line))
+    print("verdict: %s%s" % (fig["verdict"], (": " + "; ".join(anomalies)) if anomalies else ""))
+    print("FAULTRUN-FIGURES " + json.dumps(fig, sort_keys=True))
+    return 1 if anomalies else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,391 @@
+#!/usr/bin/python3
+"""run.py - zklock's randomized fault run (Jepsen-style).
+
+usage: test/faults/run.py --dir DIR [--seconds N] [--quiet N] [--control] [options]
+
+Starts a three-server ZooKeeper ensemble (tools/zk.sh start-ensemble) and two
+PostgreSQL clusters, A and B, that preload zklock with zklock.hosts = all
+three servers and short session, connect and commit timeouts.  Clients on
+both clusters (client.py) contend for a few lock names with short critical
+sections recorded in a history table of their cluster, while a nemesis
+(nemesis.py) kills and freezes ZooKeeper servers, freezes, kills, terminates
+and cancels the zklock workers, and cancels and terminates client backends.
+After --seconds of faults everything is healed and the clients go on for
+--quiet seconds without faults; then they stop, and the run observes
+ZooKeeper (orphan nodes through test/zkq.py, watches through `wchc` on every
+server) and both clusters (zk_status().entries_used), stops every server and
+hands DIR to checker.py, whose figures and verdict it prints.
+
+--control: the clients do not take the lock (same workload, same checker):
+the checker must then find overlapping critical sections.
+
+Exit status: the checker's (0 no anomaly, 1 anomalies), 2 when the run
+itself could not be set up.  Everything listens on 127.0.0.1; every server
+started is stopped at the end, also on failure or SIGTERM.
+"""
+
+import argparse
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True      # no __pycache__ in the source tree
+
+import checker  # noqa: E402
+from client import Client  # noqa: E402
+from infra import Ensemble, PgCluster, free_ports, log, pg_bindir, run as run_cmd  # noqa: E402
+from nemesis import Nemesis  # noqa: E402
+
+SRC = os.path.dirname(os.path.dirname(HERE))
+
+
+class Run:
+    """What the clients and the nemesis share."""
+
+    def __init__(self, args, directory):
+        self.dir = directory
+        self.control = args.control
+        self.names = args.names.split(",")
+        self.shared_p = args.shared_p
+        self.long_p = args.long_p
+        self.long_hold = (args.session_timeout * 1.5, args.session_timeout * 2.2)
+        self.lock_timeout = args.lock_timeout
+        self.null_timeout_p = args.null_timeout_p
+        self.holders_p = args.holders_p
+        self.statement_timeout = args.statement_timeout
+        self.session_timeout_s = args.session_timeout
+        self.probe_every = args.probe_every
+        self.stop = threading.Event()          # clients stop
+        self.quiet = threading.Event()         # no more long critical sections
+        self.faults_over = threading.Event()   # the nemesis stops starting faults
+        self.clients = []
+        self._lock = threading.Lock()
+        self._out = open(os.path.join(directory, "outcomes.jsonl"), "a", buffering=1)
+        self._faults = open(os.path.join(directory, "nemesis.jsonl"), "a", buffering=1)
+        self.n_committed = 0
+        self.n_failed = 0
+        self.n_faults = 0
+
+    def record(self, rec):
+        with self._lock:
+            if rec.get("outcome") == "committed":
+                self.n_committed += 1
+            elif rec.get("stage") != "connect":
+                self.n_failed += 1
+            self._out.write(json.dumps(rec, sort_keys=True) + "\n")
+
+    def record_fault(self, rec):
+        with self._lock:
+            if rec["action"] == "inject":
+                self.n_faults += 1
+            self._faults.write(json.dumps(rec, sort_keys=True) + "\n")
+        if rec["action"] in ("inject", "error"):
+            extra = {k: v for k, v in rec.items() if k not in ("t", "kind", "action", "target")}
+            log("nemesis: %s %s %s %s" % (rec["action"], rec["kind"], rec["target"],
+                                          json.dumps(extra, sort_keys=True) if extra else ""))
+
+    def close(self):
+        self._out.close()
+        self._faults.close()
+
+
+class Interrupted(Exception):
+    pass
+
+
+def on_signal(signum, frame):
+    raise Interrupted("signal %d" % signum)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dir", required=True, help="work directory (created; servers' data and logs)")
+    p.add_argument("--seconds", type=float, default=45, help="seconds of faults (default 45)")
+    p.add_argument("--quiet", type=float, default=20,
+                   help="seconds without faults at the end, the progress bound (default 20)")
+    p.add_argument("--control", action="store_true", help="clients do not take the lock")
+    p.add_argument("--no-faults", action="store_true", help="no nemesis (baseline)")
+    p.add_argument("--clients", type=int, default=4, help="clients per cluster (default 4)")
+    p.add_argument("--names", default="a,b,c", help="lock names, comma separated (default a,b,c)")
+    p.add_argument("--seed", type=int, default=None, help="random seed (default: random, printed)")
+    p.add_argument("--session-timeout", type=float, default=4, help="zklock.session_timeout, s (4)")
+    p.add_argument("--connect-timeout", type=float, default=2, help="zklock.connect_timeout, s (2)")
+    p.add_argument("--commit-timeout", type=float, default=2, help="zklock.commit_timeout, s (2)")
+    p.add_argument("--lock-timeout", type=float, default=3, help="zk_lock timeout, s (3)")
+    p.add_argument("--null-timeout-p", type=float, default=0.25,
+                   help="share of zk_lock calls without a timeout (0.25)")
+    p.add_argument("--holders-p", type=float, default=0.15,
+                   help="share of critical sections that call zk_lock_holders (0.15)")
+    p.add_argument("--max-locks", type=int, default=32, help="zklock.max_locks (32)")
+    p.add_argument("--statement-timeout", type=int, default=30,
+                   help="clients' statement_timeout, s: a statement running longer is a hang (30)")
+    p.add_argument("--progress", type=int, default=3,
+                   help="critical sections each client must commit in the quiet period (3)")
+    p.add_argument("--shared-p", type=float, default=0.25, help="share of shared locks (0.25)")
+    p.add_argument("--long-p", type=float, default=0.05,
+                   help="share of long critical sections during the faults (0.05)")
+    p.add_argument("--probe-every", type=float, default=15,
+                   help="seconds between expiry probes: worker frozen past the session "
+                        "timeout while a client is in a long critical section (15)")
+    p.add_argument("--zk-sh", default=os.environ.get("ZKLOCK_ZK_SH", os.path.join(SRC, "tools/zk.sh")))
+    p.add_argument("--zkq", default=os.environ.get("ZKLOCK_ZKQ", os.path.join(SRC, "test/zkq.py")))
+    return p.parse_args(argv)
+
+
+def zkq(args, hosts, *verb):
+    python = os.environ.get("ZKLOCK_PYTHON", sys.executable)
+    return run_cmd([python, args.zkq, hosts] + list(verb), timeout=60)
+
+
+def observe_orphans(args, ens, wait_s):
+    """Contender nodes under /zklock/locks, through ZooKeeper, after waiting up
+    to wait_s for them to go.  Returns (count or None, node lines)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        rc, out, err = zkq(args, ens.hosts, "tree", "/zklock")
+        nodes = None
+        if rc == 0:
+            nodes = []
+            for line in out.splitlines():
+                path = line.split(" ")[0]
+                parts = path.split("/")
+                # /zklock/locks/<name>/<contender>
+                if len(parts) == 5 and parts[1] == "zklock" and parts[2] == "locks":
+                    nodes.append(line)
+            if not nodes:
+                return 0, []
+        if time.monotonic() >= deadline:
+            if nodes is None:
+                return None, ["zkq tree failed: rc %s %s" % (rc, err.strip())]
+            return len(nodes), nodes
+        time.sleep(0.5)
+
+
+def observe_watches(ens, wait_s):
+    """Watches on /zklock paths on every server, after waiting up to wait_s:
+    `wchs` (always answers) gives the total, `wchc` (silent when there is
+    none) the paths by session."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        lines, failed = [], []
+        for i in (1, 2, 3):
+            out = ens.cmd(i, "wchs")
+            m = re.search(r"Total watches:\s*(\d+)", out or "")
+            if not m:
+                failed.append(i)
+                continue
+            if int(m.group(1)) == 0:
+                continue
+            session = "?"
+            for line in (ens.cmd(i, "wchc") or "").splitlines():
+                s = line.strip()
+                if s.startswith("0x"):
+                    session = s
+                elif s.startswith("/zklock"):
+                    lines.append("s%d session %s watches %s" % (i, session, s))
+        if not lines and not failed:
+            return 0, []
+        if time.monotonic() >= deadline:
+            if failed:
+                lines.append("no wchs answer from %s" % ", ".join("s%d" % i for i in failed))
+                return None, lines
+            return len(lines), lines
+        time.sleep(0.5)
+
+
+def observe_entries(clusters, wait_s):
+    deadline = time.monotonic() + wait_s
+    res = {}
+    while True:
+        res = {}
+        for c in clusters:
+            st = c.status()
+            res[c.name] = st.get("entries_used") if st else None
+        if all(v == 0 for v in res.values()) or time.monotonic() >= deadline:
+            return res
+        time.sleep(0.3)
+
+
+def dump_history(c, path):
+    rows = c.query(
+        "SELECT coalesce(json_agg(h ORDER BY id), '[]')::text FROM ("
+        " SELECT id, cluster, client, name, mode, token, token_end, pid,"
+        " extract(epoch FROM started)::float8 AS started,"
+        " extract(epoch FROM ended)::float8 AS ended FROM history) h", timeout=60)
+    with open(path, "w") as f:
+        f.write(rows[0][0])
+    return len(json.loads(rows[0][0]))
+
+
+def main(argv):
+    args = parse_args(argv)
+    d = os.path.abspath(args.dir)
+    os.makedirs(d, exist_ok=True)
+    for f in ("outcomes.jsonl", "nemesis.jsonl", "run.json"):
+        if os.path.exists(os.path.join(d, f)):
+            os.unlink(os.path.join(d, f))
+    # the progress bound must leave room for a long critical section begun
+    # just before the faults stopped
+    least = args.session_timeout * 2.2 + 5
+    if args.quiet < least:
+        log("quiet period raised from %gs to %gs (long critical sections last up to %gs)"
+            % (args.quiet, least, args.session_timeout * 2.2))
+        args.quiet = least
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 30)
+    rnd = random.Random(seed)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    log("%s run in %s: %gs of faults, %gs quiet, seed %d"
+        % ("control" if args.control else "locked", d, args.seconds, args.quiet, seed))
+
+    r = Run(args, d)
+    ens = None
+    clusters = []
+    nemesis = None
+    info = {
+        "control": args.control, "seconds": args.seconds, "quiet": args.quiet, "seed": seed,
+        "names": r.names, "session_timeout_s": args.session_timeout, "progress_n": args.progress,
+        "connect_timeout_s": args.connect_timeout, "lock_timeout_s": args.lock_timeout,
+        "logs": {},
+        "clusters": [], "clients": [], "t_start": time.time(), "observed": {},
+    }
+    rc = 2
+    try:
+        zk_ports, pg_ports = free_ports()
+        ens = Ensemble(args.zk_sh, os.path.join(d, "zk"), zk_ports)
+        ens.start()
+        bindir = pg_bindir()
+        settings = {
+            "zklock.session_timeout": "%gs" % args.session_timeout,
+            "zklock.connect_timeout": "%gs" % args.connect_timeout,
+            "zklock.commit_timeout": "%gs" % args.commit_timeout,
+            "zklock.max_locks": str(args.max_locks),
+        }
+        for name, port in zip(("A", "B"), pg_ports):
+            c = PgCluster(name, os.path.join(d, "pg" + name), port, ens.hosts, bindir, settings)
+            clusters.append(c)
+            c.create()
+            c.start()
+            c.query("CREATE EXTENSION zklock")
+            c.query("CREATE TABLE history (id bigserial PRIMARY KEY, cluster text, client text,"
+                    " name text, mode text, token bigint, token_end bigint, pid int,"
+                    " started timestamptz, ended timestamptz)")
+            info["clusters"].append(name)
+            info["logs"][name] = c.logfile
+            log("PostgreSQL %s on 127.0.0.1:%d (%s)" % (name, port, c.dir))
+        for c in clusters:
+            st = c.wait_connected(60)
+            if not st or st.get("state") != "connected":
+                raise RuntimeError("worker of %s did not connect: %s\n%s" % (c.name, st, c.log_tail()))
+            log("cluster %s: zklock session %s, timeout %s" % (c.name, st["session_id"], st["session_timeout"]))
+
+        for c in clusters:
+            for i in range(1, args.clients + 1):
+                cl = Client(r, c, i, rnd.randrange(1 << 30))
+                r.clients.append(cl)
+                info["clients"].append(cl.label)
+        info["t_start"] = time.time()
+        for cl in r.clients:
+            cl.start()
+        if not args.no_faults:
+            nemesis = Nemesis(r, ens, clusters, random.Random(rnd.randrange(1 << 30)))
+            nemesis.start()
+
+        def progress(phase, until):
+            while True:
+                left = until - time.monotonic()
+                if left <= 0:
+                    return
+                time.sleep(min(10, left))
+                log("%s: %d committed, %d failed, %d faults"
+                    % (phase, r.n_committed, r.n_failed, r.n_faults))
+
+        progress("faults", time.monotonic() + args.seconds)
+        r.faults_over.set()
+        r.quiet.set()
+        info["t_faults_end"] = time.time()
+        problems = []
+        if nemesis is not None:
+            log("healing every fault")
+            problems = nemesis.heal_all()
+            for p in problems:
+                log("heal problem: " + p)
+        info["observed"]["heal_problems"] = problems
+        info["t_quiet"] = time.time()
+        log("quiet period: %gs without faults" % args.quiet)
+        progress("quiet", time.monotonic() + args.quiet)
+        info["t_quiet_end"] = time.time()
+        r.stop.set()
+        deadline = time.monotonic() + args.statement_timeout + 15
+        hung = []
+        for cl in r.clients:
+            cl.join(max(0.1, deadline - time.monotonic()))
+            if cl.is_alive():
+                hung.append(cl.label)
+        for cl in r.clients:
+            if cl.is_alive() and cl.pid:
+                # do not let a hung client hide the observations below
+                cl.cluster.try_query("SELECT pg_terminate_backend(%s)", (cl.pid,))
+        info["observed"]["hung_clients"] = hung
+        log("clients stopped%s" % (" (hung: %s)" % hung if hung else ""))
+
+        obs = info["observed"]
+        obs["entries_left"] = observe_entries(clusters, 15)
+        n, nodes = observe_orphans(args, ens, 2 * args.session_timeout + 8)
+        obs["orphans"], obs["orphan_nodes"] = n, nodes
+        n, lines = observe_watches(ens, 5)
+        obs["watches"], obs["watch_lines"] = n, lines
+        obs["zk_status"] = {c.name: c.status() for c in clusters}
+        obs["zk_modes"] = {"s%d" % i: m for i, m in ens.modes().items()}
+        for c in clusters:
+            n = dump_history(c, os.path.join(d, "history_%s.json" % c.name))
+            log("cluster %s: %d committed critical sections" % (c.name, n))
+        info["t_teardown"] = time.time()
+        rc = 0
+    except Interrupted as e:
+        log("interrupted (%s), stopping everything" % e)
+        rc = 2
+    except Exception as e:
+        log("the run failed: %r" % (e,))
+        import traceback
+        traceback.print_exc(file=sys.stdout)
+        rc = 2
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        r.faults_over.set()
+        r.stop.set()
+        if nemesis is not None:
+            nemesis.heal_now.set()
+            nemesis.thaw_everything()
+        for c in clusters:
+            try:
+                c.stop()
+            except Exception as e:
+                log("could not stop %s: %r" % (c.name, e))
+        if ens is not None:
+            ens.stop_all()
+        if nemesis is not None:
+            nemesis.thaw_everything()
+        info["t_end"] = time.time()
+        with open(os.path.join(d, "run.json"), "w") as f:
+            json.dump(info, f, indent=1, sort_keys=True)
+        r.close()
+    if rc != 0:
+        log("no verdict: the run did not complete")
+        return rc
+    sys.stdout.flush()
+    return checker.main(["checker.py", d])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

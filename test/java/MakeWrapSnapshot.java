@@ -1,0 +1,104 @@
+/*
+ * MakeWrapSnapshot.java - write a ZooKeeper 3.8 data directory whose lock
+ * parent is close to the end of its sequence numbers.
+ *
+ * usage: java -cp <zookeeper jars>:<classes> MakeWrapSnapshot DATADIR [CVERSION [PARENT]]
+ *
+ * Writes DATADIR/version-2/snapshot.<zxid> holding
+ *   /zklock                  persistent
+ *   /zklock/locks            persistent
+ *   PARENT                   container (default /zklock/locks/wrap)
+ *   PARENT/keeper            persistent, not a lock contender: the parent is
+ *                            never empty, so ZooKeeper never removes it
+ * with PARENT's cversion (the counter that names sequential children) set
+ * to CVERSION (default 2^31 - 5).  A ZooKeeper started on DATADIR (dataDir
+ * in zoo.cfg) loads it; its next sequential children under PARENT are named
+ * ...2147483643, ...44, ...45, ...46, ...47 and then wrap.
+ *
+ * Used by test/t/220_sequence_wrap.pl: 2^31 creates cannot run in a test.
+ * Only ZooKeeper's own public classes are used (DataTree, FileTxnSnapLog),
+ * the way the server itself builds and saves its tree.  Prints the path of
+ * the snapshot written.
+ */
+
+import java.io.File;
+import java.nio.charset.StandardCharsets;
+import java.util.concurrent.ConcurrentHashMap;
+
+import org.apache.zookeeper.ZooDefs;
+import org.apache.zookeeper.server.DataNode;
+import org.apache.zookeeper.server.DataTree;
+import org.apache.zookeeper.server.persistence.FileTxnSnapLog;
+
+public class MakeWrapSnapshot
+{
+	/* ZooKeeper marks container nodes with this ephemeral owner */
+	private static final long CONTAINER_OWNER = Long.MIN_VALUE;
+
+	public static void main(String[] args) throws Exception
+	{
+		if (args.length < 1 || args.length > 3)
+		{
+			System.err.println("usage: MakeWrapSnapshot DATADIR [CVERSION [PARENT]]");
+			System.exit(2);
+		}
+		File dataDir = new File(args[0]);
+		int cversion = args.length > 1 ? Integer.parseInt(args[1]) : Integer.MAX_VALUE - 4;
+		String parent = args.length > 2 ? args[2] : "/zklock/locks/wrap";
+
+		if (!parent.startsWith("/zklock/locks/") || parent.indexOf('/', 14) >= 0)
+		{
+			System.err.println("PARENT must be /zklock/locks/<name>");
+			System.exit(2);
+		}
+		if (!dataDir.isDirectory() && !dataDir.mkdirs())
+		{
+			System.err.println("cannot create " + dataDir);
+			System.exit(1);
+		}
+
+		DataTree tree = new DataTree();
+		long now = System.currentTimeMillis();
+		long zxid = 0;
+
+		/* -1: the parent's cversion is bumped the usual way */
+		tree.createNode("/zklock", new byte[0], ZooDefs.Ids.OPEN_ACL_UNSAFE,
+						0, -1, ++zxid, now);
+		tree.createNode("/zklock/locks", new byte[0], ZooDefs.Ids.OPEN_ACL_UNSAFE,
+						0, -1, ++zxid, now);
+		tree.createNode(parent, new byte[0], ZooDefs.Ids.OPEN_ACL_UNSAFE,
+						CONTAINER_OWNER, -1, ++zxid, now);
+		/* a given parentCVersion larger than the current one is taken as is */
+		tree.createNode(parent + "/keeper",
+						"not a lock contender".getBytes(StandardCharsets.UTF_8),
+						ZooDefs.Ids.OPEN_ACL_UNSAFE, 0, cversion, ++zxid, now);
+		tree.lastProcessedZxid = zxid;
+
+		/*
+		 * The persisted cversion counts creates and names the next
+		 * sequential child.  (Clients see 2 * it - number of children, in
+		 * 32 bits: -11 here.)
+		 */
+		DataNode node = tree.getNode(parent);
+		if (node.stat.getCversion() != cversion || node.getChildren().size() != 1)
+		{
+			System.err.println("unexpected stat of " + parent + ": cversion "
+							   + node.stat.getCversion() + ", children "
+							   + node.getChildren().size());
+			System.exit(1);
+		}
+
+		FileTxnSnapLog log = new FileTxnSnapLog(dataDir, dataDir);
+		log.save(tree, new ConcurrentHashMap<Long, Integer>(), true);
+		log.close();
+
+		File snap = new File(new File(dataDir, "version-2"),
+							 "snapshot." + Long.toHexString(zxid));
+		if (!snap.isFile())
+		{
+			System.err.println("snapshot " + snap + " was not written");
+			System.exit(1);
+		}
+		System.out.println(snap.getPath());
+	}
+}

@@ -1,0 +1,138 @@
+
+# 900_faults.pl - the randomized fault run (test/faults/run.py), Jepsen-style.
+#
+# A three-server ZooKeeper ensemble and two PostgreSQL clusters; clients on
+# both contend for three names with short critical sections recorded in a
+# history table, while a nemesis kills the ZooKeeper leader and followers,
+# freezes servers, freezes the zklock worker past the session timeout (also
+# while a client is inside a long critical section, so the COMMIT refusal
+# runs), kills, terminates and cancels the worker, and cancels and terminates
+# client backends.  After a quiet period without faults the checker proves:
+# no two committed critical sections of one name overlap (unless both
+# shared), tokens never go backwards, no node is left in ZooKeeper, no watch
+# is left on any server, no shared-memory entry is left, every client made
+# progress (every client and every name) once the faults stopped, no statement
+# hung, zk_lock calls with a timeout and cancels end in bounded time, no
+# process crashed and a cancel never stopped the worker (server logs), and the
+# expiry path ran (a refused COMMIT or a lost-lock error).  The nemesis also
+# freezes two servers at once (no quorum) and reloads a rotated zklock.hosts.
+#
+# A short control run, in which the clients do not take the lock, must be
+# failed by the same checker with overlaps: the checker can fail.
+#
+# ZKLOCK_FAULT_SECONDS sets the seconds of faults (default 45; a quiet period
+# of 20 s follows).
+
+use strict;
+use warnings FATAL => 'all';
+
+use IPC::Run;
+use JSON::PP;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use ZkLockTest;
+
+my $RUN = "$ZkLockTest::SRC/test/faults/run.py";
+my $SECONDS = $ENV{ZKLOCK_FAULT_SECONDS} // 45;
+my $QUIET = 20;
+
+# The clients are Python with psycopg2 (tools/deps.sh installs it): without
+# it the run cannot happen, and that is a failure, not a skip.
+my ($rc0, $out0, $err0) = run_py([ '-c', 'import psycopg2, kazoo' ], 60);
+is($rc0, 0, "$ZkLockTest::PYTHON has psycopg2 and kazoo") or do {
+	diag $err0;
+	done_testing();
+	exit;
+};
+
+# Run one fault run; returns (exit code, figures hash or undef, output)
+sub fault_run
+{
+	my ($name, @args) = @_;
+	my $dir = "$PostgreSQL::Test::Utils::tmp_check/faults_$name";
+	my ($rc, $out, $err) = run_py([ $RUN, '--dir', $dir, @args ], 600);
+	my ($json) = $out =~ /^FAULTRUN-FIGURES (\{.*\})\s*$/m;
+	my $fig = defined $json ? decode_json($json) : undef;
+	return ($rc, $fig, $out . ($err ne '' ? "\nstderr:\n$err" : ''));
+}
+
+sub run_py
+{
+	my ($args, $timeout) = @_;
+	my ($out, $err) = ('', '');
+	my $ok = eval {
+		IPC::Run::run([ $ZkLockTest::PYTHON, @$args ],
+			'<', \undef, '>', \$out, '2>', \$err,
+			IPC::Run::timeout($timeout));
+		1;
+	};
+	$err .= "\n[harness: $@]" unless $ok;
+	return ($ok ? ($? >> 8) : -1, $out, $err);
+}
+
+#
+# The real run
+#
+my ($rc, $fig, $out) = fault_run('locked', '--seconds', $SECONDS, '--quiet', $QUIET);
+note $out;
+ok(defined $fig, 'the fault run completed and printed its figures') or do {
+	diag $out;
+	done_testing();
+	exit;
+};
+
+is($fig->{overlaps}, 0, 'no overlapping critical sections of one name');
+is($fig->{inversions}, 0, 'no token inversions');
+is($fig->{token_mismatch}, 0, 'zk_lock_token at the end of a section is the token zk_lock gave');
+is($fig->{orphans}, 0, 'no contender node left in ZooKeeper after the quiet period');
+is($fig->{watches}, 0, 'no watch left on any ZooKeeper server (wchs/wchc)');
+is_deeply($fig->{entries_left}, { A => 0, B => 0 },
+	'no shared-memory entry left on either cluster (zk_status().entries_used)');
+foreach my $c (sort keys %{ $fig->{progress} })
+{
+	cmp_ok($fig->{progress}{$c}, '>=', $fig->{progress_min},
+		"client $c committed at least $fig->{progress_min} sections in the ${QUIET}s after the faults");
+}
+foreach my $n (sort keys %{ $fig->{progress_names} })
+{
+	cmp_ok($fig->{progress_names}{$n}, '>=', $fig->{progress_min},
+		"name $n: at least $fig->{progress_min} sections committed in the ${QUIET}s after the faults");
+}
+is($fig->{hangs}, 0, 'no statement ran into statement_timeout, every client stopped');
+is($fig->{slow_lock_calls}, 0,
+	"every zk_lock with a timeout ended within timeout + connect_timeout + 2 s (max $fig->{lock_call_max_s} s)");
+is($fig->{slow_cancels}, 0,
+	"every pg_cancel_backend of a client ended its statement within 2 s (max $fig->{cancel_latency_max_s} s)");
+is($fig->{worker_cancel_killed_worker}, 0, 'pg_cancel_backend never stopped a worker');
+is($fig->{unexpected_worker_exits}, 0, 'no worker exited unless terminated (server logs)');
+is($fig->{crashes}, 0, 'no process ended by a signal the nemesis did not send, no PANIC (server logs)');
+is_deeply($fig->{heal_problems}, [], 'every fault was healed');
+cmp_ok($fig->{expiry_path}, '>=', 1,
+	'the expiry path ran: a COMMIT refused or a lost-lock error (40001) '
+	  . encode_json({ refused => $fig->{refused_commits}, lost => $fig->{lost_lock_errors} }));
+cmp_ok($fig->{committed}, '>=', 100, "critical sections committed: $fig->{committed}");
+# the nemesis injects every kind once before it draws at random: in 40 s
+# there is time for all of them
+if ($SECONDS >= 40)
+{
+	foreach my $kind (qw(zk_kill_leader zk_kill_follower zk_freeze zk_quorum_loss
+		worker_freeze expiry_probe worker_kill worker_terminate worker_cancel
+		worker_reload_hosts client_cancel client_terminate))
+	{
+		cmp_ok($fig->{faults}{$kind} // 0, '>=', 1, "fault $kind injected");
+	}
+}
+is($rc, 0, "the checker's verdict: $fig->{verdict}")
+  or diag $out;
+
+#
+# The control run: no lock, same workload, same checker
+#
+my ($crc, $cfig, $cout) = fault_run('control', '--control', '--seconds', 8, '--quiet', 10);
+note $cout =~ s/^(?:OVERLAP|  |\.\.\. and).*\n//mgr;
+ok(defined $cfig, 'the control run completed and printed its figures') or diag $cout;
+cmp_ok($cfig->{overlaps} // 0, '>', 0, 'without the lock the checker finds overlaps: '
+	  . ($cfig->{overlaps} // 'none'));
+is($crc, 1, 'and fails the control run');
+
+done_testing();
