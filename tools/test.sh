@@ -33,7 +33,7 @@
 #
 # Environment: PROVE_TESTS (TAP files, relative to the tree or bare names),
 # PROVE_FLAGS (extra flags for prove, e.g. --verbose),
-# ZKLOCK_REGRESS_TIMEOUT (s, default 300), ZKLOCK_TAP_TIMEOUT (s, default 840),
+# ZKLOCK_REGRESS_TIMEOUT (s, default 300), ZKLOCK_TAP_TIMEOUT (s, default 1500),
 # ZKLOCK_KEEP=1 keeps the /tmp copy even when everything passed.
 
 set -u
@@ -59,7 +59,7 @@ else
 fi
 
 REGRESS_TIMEOUT=${ZKLOCK_REGRESS_TIMEOUT:-300}
-TAP_TIMEOUT=${ZKLOCK_TAP_TIMEOUT:-840}
+TAP_TIMEOUT=${ZKLOCK_TAP_TIMEOUT:-1500}
 PYTHON=${ZKLOCK_PYTHON:-/usr/bin/python3}
 
 PASSED=0
