@@ -683,30 +683,16 @@ zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
 		return ll->token;
 	}
 
-	e = new_entry(ZKK_LOCK, name, len, mode, scope, try_only);
-
-	/* an upgrade: name the shared node we hold (see zk_lock_blocker) */
-	if (mode == ZKM_EXCLUSIVE)
-	{
-		LocalLock  *sh = find_local(name, len, ZKM_SHARED);
-
-		if (sh != NULL)
-		{
-			ZkEntry    *se = zk_entry(sh->idx);
-
-			if (se->gen == sh->gen && se->outcome == ZKO_GRANTED &&
-				se->state == ZKE_HELD)
-				strlcpy(e->base, se->node, sizeof(e->base));
-		}
-	}
-
+	/*
+	 * Everything that can fail for want of memory comes first, so that an
+	 * entry, once allocated, is always known to local_locks.
+	 */
 	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
 	ll = palloc0(sizeof(LocalLock));
 	ll->name = pnstrdup(name, len);
 	ll->len = len;
 	ll->mode = mode;
-	ll->idx = zk_entry_index(e);
-	ll->gen = e->gen;
+	ll->idx = ZKLOCK_NO_ENTRY;
 	ll->pin_idx = ZKLOCK_NO_ENTRY;
 	if (scope == ZKS_TRANSACTION)
 		ll->h[0].subxids = list_make1_int(GetCurrentSubTransactionId());
@@ -715,8 +701,39 @@ zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
 	local_locks = lappend(local_locks, ll);
 	MemoryContextSwitchTo(oldcxt);
 
-	zk_enqueue(e);
-	LWLockRelease(zk_ctl->lock);
+	PG_TRY();
+	{
+		e = new_entry(ZKK_LOCK, name, len, mode, scope, try_only);
+		ll->idx = zk_entry_index(e);
+		ll->gen = e->gen;
+
+		/* an upgrade: name the shared node we hold (see zk_lock_blocker) */
+		if (mode == ZKM_EXCLUSIVE)
+		{
+			LocalLock  *sh = find_local(name, len, ZKM_SHARED);
+
+			if (sh != NULL)
+			{
+				ZkEntry    *se = zk_entry(sh->idx);
+
+				if (se->gen == sh->gen && se->outcome == ZKO_GRANTED &&
+					se->state == ZKE_HELD)
+				{
+					strlcpy(e->base, se->node, sizeof(e->base));
+					e->base_token = se->token;
+				}
+			}
+		}
+		zk_enqueue(e);
+		LWLockRelease(zk_ctl->lock);
+	}
+	PG_CATCH();
+	{
+		if (forget_local(ll))
+			zk_wake_worker();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 	zk_count(ZKCNT_REQUESTS, 1);
 	zk_wake_worker();
 

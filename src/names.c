@@ -367,18 +367,20 @@ same_owner(const ZkContender *a, const ZkContender *b)
  *   node behind base, that backend waits for our base while we wait for
  *   it: a deadlock.
  *
- * Without "base" (the view of zk_lock_holders, which cannot know), the
- * oldest node of the same backend stands for it.
+ * The view of zk_lock_holders cannot know which node a backend holds; with
+ * guess_base, the oldest node of the same backend stands for it there.
+ * The worker never guesses.
  */
 int
-zk_lock_blocker(ZkContender *c, int n, int me, const char *base)
+zk_lock_blocker(ZkContender *c, int n, int me, const char *base,
+				bool guess_base)
 {
 	int			own_oldest = -1;
 	int			behind_from = n;	/* first index that is behind our base */
 	int			pred = ZKLOCK_HELD;
 	int			i;
 
-	for (i = 0; i < me; i++)
+	for (i = 0; i < me && (base != NULL || guess_base); i++)
 	{
 		if (!same_owner(&c[i], &c[me]))
 			continue;

@@ -235,8 +235,10 @@ send_failed(ZkEntry *e, int rc, const char *what)
 /* ---- watches on predecessors ---- */
 
 /*
- * How many of our entries watch each node: the server keeps one watch per
- * session and path, so removing it is only right for the last of them.
+ * How many of our entries watch each node, or have a get that sets such a
+ * watch in flight: the server keeps one watch per session and path, and a
+ * removal takes every local watcher of the path with it, so it is only
+ * sent for the last of them; the others remove their own watcher locally.
  * Worker-private; emptied when the session ends.
  */
 typedef struct WatchRef
@@ -423,17 +425,22 @@ pred_get_done(int rc, const char *value, int value_len,
 			e->watch_pending = false;
 			if (rc == ZOK)
 			{
-				char		path[PATH_MAX_LEN];
-
 				/* the watch is set; take it back at once if unwanted now */
 				e->watching = true;
-				node_path(e, e->watched, path, sizeof(path));
-				watch_set(path);
 				if (!wanted)
 					unwatch(e);
 			}
-			else if (!wanted)
-				;				/* released: the delete is on its way */
+			else
+			{
+				char		path[PATH_MAX_LEN];
+
+				/* no watch was set: it no longer counts */
+				node_path(e, e->watched, path, sizeof(path));
+				(void) watch_drop(path);
+			}
+
+			if (rc == ZOK || !wanted)
+				;				/* wait for the event, or the delete is on its way */
 			else if (rc == ZNONODE)
 			{
 				/* already gone: no watch was left behind */
@@ -474,7 +481,14 @@ watch_predecessor(ZkEntry *e, const char *pred)
 	rc = zoo_awget(zh, path, pred_watcher, (void *) ctx_of(e),
 				   pred_get_done, ctx_of(e));
 	if (rc == ZOK)
+	{
+		/*
+		 * Counted from the moment the get is sent: a removal of the server's
+		 * watch by another waiter of ours must not overtake it.
+		 */
+		watch_set(path);
 		e->watch_pending = true;
+	}
 	else if (!send_failed(e, rc, "get"))
 		send_delete(e);
 }
@@ -652,9 +666,17 @@ decide(ZkEntry *e, ZkContender *c, int n)
 		return;
 	}
 
-	r = zk_lock_blocker(c, n, me, e->base[0] ? e->base : NULL);
+	r = zk_lock_blocker(c, n, me, e->base[0] ? e->base : NULL, false);
 	if (r == ZKLOCK_HELD)
 	{
+		/*
+		 * An upgrade may have been granted ahead of writers queued behind
+		 * our shared node, whose czxids are smaller than our new node's:
+		 * it keeps the shared hold's token, so exclusive grants' tokens
+		 * still increase.
+		 */
+		if (e->base[0] && e->base_token != 0)
+			e->token = e->base_token;
 		e->state = ZKE_HELD;
 		finish(e, ZKO_GRANTED, 0, NULL);
 		return;
@@ -1233,8 +1255,21 @@ zk_lock_drive(zhandle_t *h, ZkEntry *e)
 				e->state = ZKE_CREATING;
 			holders_finish(e);
 		}
-		else
+		else if (++e->errors < 3)
 			retry_later(e);
+		else
+		{
+			/* the same error again and again: give up on this one request */
+			ereport(WARNING,
+					(errmsg("zklock: giving up on a request for zookeeper lock \"%s\" after repeated errors",
+							e->name),
+					 errdetail("Its node, if any, goes when the session ends.")));
+			fail(e, ERRCODE_INTERNAL_ERROR, "The zklock worker failed on this request repeatedly");
+			if (e->released)
+				zk_entry_free(e);
+			else
+				e->state = ZKE_DONE;
+		}
 	}
 	PG_END_TRY();
 }

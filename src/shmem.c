@@ -255,7 +255,9 @@ zk_release_take_all(void)
  * overflow and an entry freed while on it simply leaves it.  Worker only.
  */
 static uint32 retry_head = ZKLOCK_NO_ENTRY;
+static uint32 retry_tail = ZKLOCK_NO_ENTRY;
 
+/* Append: requests are retried in the order they were made. */
 void
 zk_retry_add(ZkEntry *e)
 {
@@ -264,11 +266,13 @@ zk_retry_add(ZkEntry *e)
 	if (e->on_retry)
 		return;
 	e->on_retry = true;
-	e->retry_prev = ZKLOCK_NO_ENTRY;
-	e->retry_next = retry_head;
-	if (retry_head != ZKLOCK_NO_ENTRY)
-		zk_entry(retry_head)->retry_prev = idx;
-	retry_head = idx;
+	e->retry_next = ZKLOCK_NO_ENTRY;
+	e->retry_prev = retry_tail;
+	if (retry_tail != ZKLOCK_NO_ENTRY)
+		zk_entry(retry_tail)->retry_next = idx;
+	else
+		retry_head = idx;
+	retry_tail = idx;
 }
 
 void
@@ -282,6 +286,8 @@ zk_retry_remove(ZkEntry *e)
 		retry_head = e->retry_next;
 	if (e->retry_next != ZKLOCK_NO_ENTRY)
 		zk_entry(e->retry_next)->retry_prev = e->retry_prev;
+	else
+		retry_tail = e->retry_prev;
 	e->on_retry = false;
 	e->retry_prev = e->retry_next = ZKLOCK_NO_ENTRY;
 }
@@ -299,7 +305,7 @@ zk_retry_take_all(void)
 
 	for (idx = head; idx != ZKLOCK_NO_ENTRY; idx = zk_entry(idx)->retry_next)
 		zk_entry(idx)->on_retry = false;
-	retry_head = ZKLOCK_NO_ENTRY;
+	retry_head = retry_tail = ZKLOCK_NO_ENTRY;
 	return head;
 }
 

@@ -355,7 +355,7 @@ holders_common(FunctionCallInfo fcinfo, bool key)
 		int			dlen = rows[i].rec->datalen;
 
 		/* the recipe, exactly as the worker applies it (names.c) */
-		held = (zk_lock_blocker(contenders, n, i, NULL) == ZKLOCK_HELD);
+		held = (zk_lock_blocker(contenders, n, i, NULL, true) == ZKLOCK_HELD);
 
 		memset(nulls, true, sizeof(nulls));
 		values[0] = CStringGetTextDatum(pg_any_to_server_noerror(rows[i].name, strlen(rows[i].name)));

@@ -69,6 +69,7 @@ static TimestampTz next_open_at = 0;
  * the worker may be stale data) becomes last_contact, which COMMIT checks.
  */
 static bool probe_inflight = false;
+static bool session_to_save = false;
 static TimestampTz probe_sent_at = 0;
 
 /* Depth of zk_worker_enter(): the lock is held while it is above zero */
@@ -209,7 +210,7 @@ session_event(zhandle_t *h, int state)
 		if (sid != last_session_id)
 		{
 			zk_count(ZKCNT_SESSIONS, 1);
-			save_session(h);
+			session_to_save = true; /* written outside the lock */
 			ereport(LOG,
 					(errmsg("zklock: zookeeper session 0x%llx established with %s, timeout %d ms",
 							(unsigned long long) sid, server ? server : "?",
@@ -267,11 +268,15 @@ save_session(zhandle_t *h)
 {
 	const clientid_t *cid = zoo_client_id(h);
 	char		tmp[MAXPGPATH];
+	char		host[256];
 	FILE	   *f;
 	int			i;
 
 	if (cid == NULL || cid->client_id == 0)
 		return;
+	if (gethostname(host, sizeof(host)) != 0)
+		strlcpy(host, "unknown", sizeof(host));
+	host[sizeof(host) - 1] = '\0';
 	snprintf(tmp, sizeof(tmp), "%s.new", SESSION_FILE);
 	f = fopen(tmp, "w");
 	if (f == NULL)
@@ -285,11 +290,22 @@ save_session(zhandle_t *h)
 			GetSystemIdentifier(), PostPortNumber);
 	for (i = 0; i < (int) sizeof(cid->passwd); i++)
 		fprintf(f, "%02x", (unsigned char) cid->passwd[i]);
-	fprintf(f, "\n");
+	/* where it belongs: a copy of the data directory elsewhere must not use it */
+	fprintf(f, "\n%s\n%s\n", host, DataDir);
 	if (fclose(f) != 0 || rename(tmp, SESSION_FILE) != 0)
 		ereport(LOG,
 				(errcode_for_file_access(),
 				 errmsg("zklock: could not write \"%s\": %m", SESSION_FILE)));
+}
+
+/* Read one line into buf without its newline; false at EOF */
+static bool
+read_line(FILE *f, char *buf, int len)
+{
+	if (fgets(buf, len, f) == NULL)
+		return false;
+	buf[strcspn(buf, "\n")] = '\0';
+	return true;
 }
 
 static void
@@ -318,6 +334,10 @@ close_old_session(void)
 	unsigned long long sysid = 0;
 	int			port = 0;
 	char		pw[64];
+	char		line[256];
+	char		myhost[256];
+	char		fhost[256];
+	char		fdir[MAXPGPATH];
 	clientid_t	cid;
 	zhandle_t  *oh;
 	TimestampTz deadline;
@@ -328,7 +348,14 @@ close_old_session(void)
 	if (f == NULL)
 		return;
 	memset(pw, 0, sizeof(pw));
-	if (fscanf(f, "%llx %llu %d %40s", &sid, &sysid, &port, pw) != 4 ||
+	if (gethostname(myhost, sizeof(myhost)) != 0)
+		strlcpy(myhost, "unknown", sizeof(myhost));
+	myhost[sizeof(myhost) - 1] = '\0';
+	if (!read_line(f, line, sizeof(line)) ||
+		sscanf(line, "%llx %llu %d %40s", &sid, &sysid, &port, pw) != 4 ||
+		!read_line(f, fhost, sizeof(fhost)) ||
+		!read_line(f, fdir, sizeof(fdir)) ||
+		strcmp(fhost, myhost) != 0 || strcmp(fdir, DataDir) != 0 ||
 		sysid != (unsigned long long) GetSystemIdentifier() ||
 		port != PostPortNumber || strlen(pw) != 2 * sizeof(cid.passwd) ||
 		sid == 0 || zklock_hosts[0] == '\0')
@@ -705,6 +732,12 @@ zklock_worker_main(Datum arg)
 		if (zh == NULL && zklock_hosts[0] != '\0' &&
 			GetCurrentTimestamp() >= next_open_at)
 			session_open();
+
+		if (session_to_save && zh != NULL)
+		{
+			session_to_save = false;
+			save_session(zh);
+		}
 
 		zk_worker_enter();
 		serve_queue();

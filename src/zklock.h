@@ -116,6 +116,7 @@ typedef struct ZkEntry
 	uint8		outcome;		/* ZkOutcome */
 	int			sqlstate;		/* with ZKO_FAILED */
 	int64		token;			/* czxid of the node, once known */
+	int64		base_token;		/* upgrade: token of our held shared node */
 	uint64		session;		/* session the node belongs to */
 	TimestampTz requested_at;
 	TimestampTz granted_at;
@@ -134,7 +135,7 @@ typedef struct ZkEntry
 	int			outstanding;	/* ZKK_HOLDERS / czxid reads in flight */
 	uint32		retry_prev;		/* retry list links */
 	uint32		retry_next;
-	uint32		ops;			/* request counter, part of every context */
+	uint8		errors;			/* errors while driving it (gives up at 3) */
 
 	uint32		next;			/* free list / queue link */
 
@@ -276,7 +277,8 @@ typedef struct ZkContender
 
 #define ZKLOCK_HELD			(-1)
 #define ZKLOCK_DEADLOCK		(-2)
-extern int	zk_lock_blocker(ZkContender *c, int n, int me, const char *base);
+extern int	zk_lock_blocker(ZkContender *c, int n, int me, const char *base,
+							bool guess_base);
 extern void zk_sort_contenders(ZkContender *c, int n);
 
 /* worker.c */
