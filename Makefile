@@ -10,9 +10,12 @@ OBJS = \
 	src/shmem.o \
 	src/names.o \
 	src/worker.o \
-	src/recipe_lock.o \
+	src/worker_base.o \
+	src/lock_worker.o \
 	src/backend.o \
-	src/sqlfuncs.o
+	src/lock_backend.o \
+	src/sqlfuncs.o \
+	src/lock_sql.o
 
 EXTENSION = zklock
 DATA = zklock--1.0.sql
@@ -38,4 +41,4 @@ include $(PGXS)
 PROVE_FLAGS += -I $(srcdir)/test/t
 
 # every object depends on the shared header
-$(OBJS): src/zklock.h
+$(OBJS): src/zklock.h src/recipe.h

@@ -30,15 +30,13 @@
  *
  *	  Session life: connect with zklock.hosts; on connection loss the client
  *	  library reconnects by itself (the session is "suspended"); on expiry
- *	  every entry of the old session is settled (recipe_lock.c) and a new
+ *	  every entry of the old session is settled by its recipe (recipe.h) and a new
  *	  session is opened.  A new zklock.hosts closes the session and opens a
  *	  new one on the new servers.
  *
  *-------------------------------------------------------------------------
  */
-#include "zklock.h"
-
-#include <zookeeper.h>
+#include "recipe.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -230,8 +228,8 @@ session_event(zhandle_t *h, int state)
 		strlcpy(zk_ctl->current_server, server ? server : "",
 				sizeof(zk_ctl->current_server));
 		set_conn_state(ZKC_CONNECTED);
-		zk_lock_set_handle(h, sid);
-		zk_lock_reconnected(h);
+		zk_recipes_set_handle(h, sid);
+		zk_recipes_reconnected();
 	}
 	else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE)
 		;						/* below */
@@ -244,7 +242,6 @@ session_event(zhandle_t *h, int state)
 							(unsigned long long) last_session_id)));
 		if (zk_ctl->conn_state != ZKC_EXPIRED)
 			set_conn_state(last_session_id ? ZKC_SUSPENDED : ZKC_CONNECTING);
-		zk_lock_connection_lost();
 	}
 	if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE)
 	{
@@ -478,7 +475,7 @@ session_open(void)
 	zk_ctl->current_server[0] = '\0';
 	strlcpy(zk_ctl->servers, zklock_hosts, sizeof(zk_ctl->servers));
 	set_conn_state(zklock_hosts[0] == '\0' ? ZKC_NOT_CONFIGURED : ZKC_CONNECTING);
-	zk_lock_set_handle(zh, 0);
+	zk_recipes_set_handle(zh, 0);
 	zk_worker_leave();
 }
 
@@ -493,7 +490,7 @@ session_close(const char *why)
 	zhandle_t  *h = zh;
 
 	zk_worker_enter();
-	zk_lock_set_handle(NULL, 0);
+	zk_recipes_set_handle(NULL, 0);
 	zh = NULL;
 	zk_worker_leave();
 	if (h != NULL)
@@ -503,7 +500,7 @@ session_close(const char *why)
 	}
 	zk_worker_enter();
 	probe_inflight = false;
-	zk_lock_session_lost(why);
+	zk_recipes_session_lost(why);
 	zk_ctl->session_id = 0;
 	zk_ctl->session_timeout = 0;
 	zk_ctl->current_server[0] = '\0';
@@ -670,16 +667,16 @@ serve_queue(void)
 			zk_count(ZKCNT_ABANDONED, 1);
 		e->released = true;
 		if (!e->queued)
-			zk_lock_released(zh, e);
+			zk_recipe_drive(e);
 		/* else served below, when taken off the queue */
 	}
 
 	while ((idx = zk_dequeue()) != ZKLOCK_NO_ENTRY)
-		zk_lock_drive(zh, zk_entry(idx));
+		zk_recipe_drive(zk_entry(idx));
 
 	if (zh != NULL && zoo_state(zh) == ZOO_CONNECTED_STATE &&
 		zk_ctl->conn_state == ZKC_CONNECTED)
-		zk_lock_reconnected(zh);
+		zk_recipes_reconnected();
 }
 
 void

@@ -3,8 +3,9 @@
  * zklock.h
  *	  Definitions shared by every part of zklock: the shared-memory control
  *	  struct, the table of entries, settings, and the seams between the
- *	  backend side (backend.c, sqlfuncs.c), the worker (worker.c,
- *	  recipe_lock.c) and the shared state (shmem.c).
+ *	  backend side (backend.c, lock_backend.c, lock_sql.c, sqlfuncs.c), the
+ *	  worker (worker.c, worker_base.c and the recipes behind recipe.h:
+ *	  lock_worker.c) and the shared state (shmem.c).
  *
  *	  Who may touch what is written at the top of shmem.c.
  *
@@ -77,7 +78,8 @@ typedef enum ZkMode
 typedef enum ZkKind
 {
 	ZKK_LOCK = 0,				/* a lock held or awaited */
-	ZKK_HOLDERS					/* a one-off read of a lock's contenders */
+	ZKK_HOLDERS,				/* a one-off read of a lock's contenders */
+	ZKK_NUM
 } ZkKind;
 
 typedef enum ZkScope
@@ -288,17 +290,37 @@ extern void zk_worker_enter(void);
 extern void zk_worker_leave(void);
 extern void zk_worker_reset(void);
 
-/* recipe_lock.c: worker side of the lock recipe */
-struct _zhandle;
-extern void zk_lock_drive(struct _zhandle *zh, ZkEntry *e);
-extern void zk_lock_session_lost(const char *why);
-extern void zk_lock_reconnected(struct _zhandle *zh);
-extern void zk_lock_set_handle(struct _zhandle *zh, uint64 session_id);
-extern void zk_lock_released(struct _zhandle *zh, ZkEntry *e);
-extern void zk_lock_connection_lost(void);
+/*
+ * A recipe's backend half: called by backend.c at the end of every
+ * transaction and subtransaction and at exit, for every recipe.
+ */
+typedef struct ZkRecipeBackend
+{
+	void		(*pre_commit) (void);
+	void		(*pre_prepare) (void);
+	void		(*xact_end) (bool commit);
+	void		(*subxact_end) (bool commit, SubTransactionId mySubid,
+								SubTransactionId parentSubid);
+	void		(*at_exit) (void);
+} ZkRecipeBackend;
 
-/* backend.c */
+/* backend.c: requests and waits, for every recipe */
 extern void zk_backend_init(void);
+extern ZkEntry *zk_new_entry(ZkKind kind, const char *name, int len, ZkMode mode,
+							 ZkScope scope, bool try_only);
+extern bool zk_wait_for_answer(uint32 idx, const char *uname, int64 timeout_ms,
+							   int64 *token);
+extern bool zk_release_entry(uint32 idx, uint32 gen);
+extern char *zk_display_name(const char *name);
+extern void zk_build_node_data(char *out, size_t outlen);
+
+/* sqlfuncs.c: argument helpers */
+struct FunctionCallInfoBaseData;
+extern int64 zk_arg_timeout_ms(struct FunctionCallInfoBaseData *fcinfo, int argno);
+extern char *zk_arg_name(struct FunctionCallInfoBaseData *fcinfo, bool key, int *len);
+
+/* lock_backend.c: the lock recipe's backend half */
+extern const ZkRecipeBackend zk_lock_backend;
 extern int64 zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
 						bool try_only, int64 timeout_ms, bool *acquired);
 extern bool zk_release(const char *name, int len, ZkMode mode);

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * recipe_lock.c
+ * lock_worker.c
  *	  The worker's side of ZooKeeper's lock recipe, herd-free.
  *
  *	  Acquire: create <parent>/<guid>__lock__ (or __rlock__) as an ephemeral
@@ -31,6 +31,11 @@
  *	  container node that ZooKeeper removes when empty; a create that finds
  *	  its parent gone recreates the chain and tries once more.
  *
+ *	  The lock is a recipe on the common base (recipe.h): the worker's
+ *	  common code calls zk_lock_recipe's operations and knows nothing of
+ *	  what follows.  zk_lock_holders' one-off read of every contender is a
+ *	  second kind of entry with its own table, zk_holders_recipe.
+ *
  *	  Everything here runs in the worker with zk_ctl->lock held: the
  *	  completions and watchers take it themselves (COMPLETION_BEGIN), and
  *	  never throw: an error inside one is caught there and fails the one
@@ -38,108 +43,22 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "zklock.h"
-
-#include <zookeeper.h>
+#include "recipe.h"
 
 #include "miscadmin.h"
 #include "port.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 
-static zhandle_t *zh = NULL;
-static uint64 cur_session = 0;
-
-#define PATH_MAX_LEN	(ZKLOCK_PARENT_MAX + ZKLOCK_NODE_MAX + 2)
 
 static void send_list(ZkEntry *e);
 static void send_create(ZkEntry *e);
 static void send_delete(ZkEntry *e);
 static void unwatch(ZkEntry *e);
-static void holders_drive(ZkEntry *e);
 static void holders_finish(ZkEntry *e);
-
-/*
- * Completions and watchers run inside the client library; they take the
- * lock and catch every error themselves.
- */
-static void retry_later(ZkEntry *e);
-
-/*
- * An error inside a completion: report it, and have the one entry looked
- * at again from scratch (a create whose fate is unknown is in doubt).
- */
-static void
-completion_error(ZkEntry *e)
-{
-	MemoryContextSwitchTo(TopMemoryContext);
-	EmitErrorReport();
-	FlushErrorState();
-	LWLockReleaseAll();
-	zk_worker_reset();
-	zk_worker_enter();
-	zk_count(ZKCNT_ZK_ERRORS, 1);
-	if (e != NULL && e->state != ZKE_FREE)
-	{
-		if (e->state == ZKE_CREATING && e->node[0] == '\0' && e->kind == ZKK_LOCK)
-			e->in_doubt = true;
-		e->create_inflight = false;
-		e->list_inflight = false;
-		e->delete_inflight = false;
-		retry_later(e);
-	}
-}
-
-#define COMPLETION_BEGIN \
-	zk_worker_enter(); \
-	PG_TRY(); \
-	{
-
-#define COMPLETION_END(entry) \
-	} \
-	PG_CATCH(); \
-	{ \
-		completion_error(entry); \
-	} \
-	PG_END_TRY(); \
-	zk_worker_leave();
+static void lock_drive(ZkEntry *e);
 
 /* ---- helpers ---- */
-
-/* A completion's context names an entry and its generation. */
-static const void *
-ctx_of(ZkEntry *e)
-{
-	return (const void *) (uintptr_t) (((uint64) e->gen << 32) | zk_entry_index(e));
-}
-
-static ZkEntry *
-entry_of(const void *ctx)
-{
-	uint64		v = (uint64) (uintptr_t) ctx;
-	uint32		idx = (uint32) (v & 0xFFFFFFFF);
-	ZkEntry    *e;
-
-	if (idx >= (uint32) zk_ctl->max_entries)
-		return NULL;
-	e = zk_entry(idx);
-	if (e->gen != (uint32) (v >> 32) || e->state == ZKE_FREE)
-		return NULL;
-	return e;
-}
-
-static bool
-session_usable(void)
-{
-	return zh != NULL && zoo_state(zh) == ZOO_CONNECTED_STATE &&
-		zk_ctl->conn_state == ZKC_CONNECTED;
-}
-
-static void
-retry_later(ZkEntry *e)
-{
-	zk_retry_add(e);
-}
 
 static void
 parent_path(ZkEntry *e, char *buf, size_t len)
@@ -156,168 +75,7 @@ node_path(ZkEntry *e, const char *child, char *buf, size_t len)
 	snprintf(buf, len, "%s/%s", parent, child);
 }
 
-/* Tell the owner what became of its request. */
-static void
-finish(ZkEntry *e, ZkOutcome outcome, int sqlstate, const char *msg)
-{
-	if (e->outcome == ZKO_NONE || (outcome == ZKO_LOST && e->outcome == ZKO_GRANTED))
-	{
-		if (msg)
-			strlcpy(e->errmsg, msg, sizeof(e->errmsg));
-		e->sqlstate = sqlstate;
-		if (outcome == ZKO_GRANTED)
-		{
-			e->granted_at = GetCurrentTimestamp();
-			zk_count(ZKCNT_GRANTS, 1);
-		}
-		pg_write_barrier();
-		e->outcome = outcome;
-	}
-	zk_wake_owner(e);
-}
-
-/* The node is gone (or never existed): free or wait for the owner. */
-static void
-node_gone(ZkEntry *e)
-{
-	e->node[0] = '\0';
-	e->in_doubt = false;
-	if (e->released)
-		zk_entry_free(e);
-	else
-		e->state = ZKE_DONE;
-}
-
-static void
-fail(ZkEntry *e, int sqlstate, const char *msg)
-{
-	zk_count(ZKCNT_ZK_ERRORS, 1);
-	finish(e, ZKO_FAILED, sqlstate, msg);
-}
-
-/*
- * Is this a verdict of ZooKeeper's (ZOK or an API error such as ZNONODE)?
- * Everything else -- connection loss, timeouts, the client's own
- * inconsistencies, a session that ended -- leaves the request's fate
- * unknown.
- */
-static bool
-rc_definite(int rc)
-{
-	if (rc == ZOK)
-		return true;
-	if (rc == ZSESSIONEXPIRED || rc == ZSESSIONMOVED || rc == ZCLOSING ||
-		rc == ZAUTHFAILED)
-		return false;
-	return rc <= ZAPIERROR || rc == ZBADARGUMENTS || rc == ZUNIMPLEMENTED;
-}
-
-/*
- * A zoo_a* call returned rc without queueing its request: a bad request
- * fails for good; anything else is a connection problem and is retried
- * once the session is usable again.  Returns true when retrying.
- */
-static bool
-send_failed(ZkEntry *e, int rc, const char *what)
-{
-	char		msg[ZKLOCK_ERRMSG_MAX];
-
-	if (!rc_definite(rc) || rc == ZOK)
-	{
-		retry_later(e);
-		return true;
-	}
-	snprintf(msg, sizeof(msg), "ZooKeeper refused the %s request: %s", what, zerror(rc));
-	fail(e, ERRCODE_CONNECTION_FAILURE, msg);
-	return false;
-}
-
 /* ---- watches on predecessors ---- */
-
-/*
- * How many of our entries watch each node, or have a get that sets such a
- * watch in flight: the server keeps one watch per session and path, and a
- * removal takes every local watcher of the path with it, so it is only
- * sent for the last of them; the others remove their own watcher locally.
- * Worker-private; emptied when the session ends.
- */
-typedef struct WatchRef
-{
-	char		path[PATH_MAX_LEN];
-	int			refs;
-} WatchRef;
-
-static HTAB *watch_refs = NULL;
-
-static WatchRef *
-watch_ref(const char *path, bool create)
-{
-	char		key[PATH_MAX_LEN];
-	bool		found;
-	WatchRef   *w;
-
-	if (watch_refs == NULL)
-	{
-		HASHCTL		ctl;
-
-		if (!create)
-			return NULL;
-		memset(&ctl, 0, sizeof(ctl));
-		ctl.keysize = PATH_MAX_LEN;
-		ctl.entrysize = sizeof(WatchRef);
-		watch_refs = hash_create("zklock watches", 64, &ctl, HASH_ELEM | HASH_STRINGS);
-	}
-	memset(key, 0, sizeof(key));
-	strlcpy(key, path, sizeof(key));
-	w = hash_search(watch_refs, key, create ? HASH_ENTER : HASH_FIND, &found);
-	if (w != NULL && create && !found)
-		w->refs = 0;
-	return w;
-}
-
-static void
-watch_set(const char *path)
-{
-	WatchRef   *w = watch_ref(path, true);
-
-	if (w != NULL)
-	{
-		if (w->refs < 0)
-			w->refs = 0;
-		w->refs++;
-	}
-}
-
-/* One watcher of path is gone; returns how many remain */
-static int
-watch_drop(const char *path)
-{
-	WatchRef   *w = watch_ref(path, false);
-	int			left;
-
-	if (w == NULL)
-		return 0;
-	left = --w->refs;
-	if (left <= 0)
-		hash_search(watch_refs, w->path, HASH_REMOVE, NULL);
-	return Max(left, 0);
-}
-
-static void
-watch_forget_all(void)
-{
-	if (watch_refs != NULL)
-	{
-		hash_destroy(watch_refs);
-		watch_refs = NULL;
-	}
-}
-
-static void
-unwatch_done(int rc, const void *ctx)
-{
-	/* nothing to do: ZNOWATCHER means it fired meanwhile */
-}
 
 /* Predecessor watch: a deletion or change means "look again". */
 static void
@@ -330,11 +88,11 @@ pred_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 	COMPLETION_BEGIN
 	{
 		zk_count(ZKCNT_WATCH_EVENTS, 1);
-		e = entry_of(ctx);
+		e = zk_entry_of(ctx);
 		if (e != NULL && e->watching)
 		{
 			if (path)
-				watch_drop(path);
+				zk_watch_drop(path);
 			e->watching = false;
 			e->watched[0] = '\0';
 			if (e->state == ZKE_WAITING && !e->released)
@@ -351,29 +109,29 @@ pred_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 static void
 unwatch(ZkEntry *e)
 {
-	char		path[PATH_MAX_LEN];
+	char		path[ZK_PATH_MAX];
 
 	if (!e->watching)
 		return;
 	e->watching = false;
 	node_path(e, e->watched, path, sizeof(path));
 	e->watched[0] = '\0';
-	if (zh == NULL)
+	if (zk_zh == NULL)
 		return;
-	if (watch_drop(path) > 0 || !session_usable())
+	if (zk_watch_drop(path) > 0 || !zk_session_usable())
 	{
 		/* others still need the server's watch: ours only, locally */
-		(void) zoo_aremove_watches(zh, path, ZWATCHTYPE_DATA, pred_watcher,
-								   (void *) ctx_of(e), 1,
-								   (void_completion_t *) unwatch_done, NULL);
+		(void) zoo_aremove_watches(zk_zh, path, ZWATCHTYPE_DATA, pred_watcher,
+								   (void *) zk_ctx_of(e), 1,
+								   (void_completion_t *) zk_unwatch_done, NULL);
 		return;
 	}
 	/*
 	 * The library declares the completion as a pointer to a completion but
 	 * uses the pointer itself as the function.
 	 */
-	(void) zoo_aremove_all_watches(zh, path, ZWATCHTYPE_DATA, 0,
-								   (void_completion_t *) unwatch_done, NULL);
+	(void) zoo_aremove_all_watches(zk_zh, path, ZWATCHTYPE_DATA, 0,
+								   (void_completion_t *) zk_unwatch_done, NULL);
 }
 
 /* ---- completions ---- */
@@ -385,12 +143,12 @@ delete_done(int rc, const void *ctx)
 
 	COMPLETION_BEGIN
 	{
-		e = entry_of(ctx);
+		e = zk_entry_of(ctx);
 		if (e != NULL && e->state == ZKE_DELETING && e->delete_inflight)
 		{
 			e->delete_inflight = false;
-			if (!rc_definite(rc))
-				retry_later(e);
+			if (!zk_rc_definite(rc))
+				zk_retry_later(e);
 			else
 			{
 				if (rc != ZOK && rc != ZNONODE)
@@ -402,7 +160,7 @@ delete_done(int rc, const void *ctx)
 				}
 				if (e->released)
 					zk_count(ZKCNT_RELEASES, 1);
-				node_gone(e);
+				zk_node_gone(e);
 			}
 		}
 	}
@@ -417,7 +175,7 @@ pred_get_done(int rc, const char *value, int value_len,
 
 	COMPLETION_BEGIN
 	{
-		e = entry_of(ctx);
+		e = zk_entry_of(ctx);
 		if (e != NULL && e->watch_pending)
 		{
 			bool		wanted = (e->state == ZKE_WAITING && !e->released);
@@ -432,11 +190,11 @@ pred_get_done(int rc, const char *value, int value_len,
 			}
 			else
 			{
-				char		path[PATH_MAX_LEN];
+				char		path[ZK_PATH_MAX];
 
 				/* no watch was set: it no longer counts */
 				node_path(e, e->watched, path, sizeof(path));
-				(void) watch_drop(path);
+				(void) zk_watch_drop(path);
 			}
 
 			if (rc == ZOK || !wanted)
@@ -447,11 +205,11 @@ pred_get_done(int rc, const char *value, int value_len,
 				e->watched[0] = '\0';
 				send_list(e);
 			}
-			else if (!rc_definite(rc))
-				retry_later(e);
+			else if (!zk_rc_definite(rc))
+				zk_retry_later(e);
 			else
 			{
-				fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
+				zk_fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
 				send_delete(e);
 			}
 		}
@@ -463,7 +221,7 @@ pred_get_done(int rc, const char *value, int value_len,
 static void
 watch_predecessor(ZkEntry *e, const char *pred)
 {
-	char		path[PATH_MAX_LEN];
+	char		path[ZK_PATH_MAX];
 	int			rc;
 
 	if (e->state != ZKE_WAITING)
@@ -473,23 +231,23 @@ watch_predecessor(ZkEntry *e, const char *pred)
 	}
 	strlcpy(e->watched, pred, sizeof(e->watched));
 	node_path(e, pred, path, sizeof(path));
-	if (!session_usable())
+	if (!zk_session_usable())
 	{
-		retry_later(e);
+		zk_retry_later(e);
 		return;
 	}
-	rc = zoo_awget(zh, path, pred_watcher, (void *) ctx_of(e),
-				   pred_get_done, ctx_of(e));
+	rc = zoo_awget(zk_zh, path, pred_watcher, (void *) zk_ctx_of(e),
+				   pred_get_done, zk_ctx_of(e));
 	if (rc == ZOK)
 	{
 		/*
 		 * Counted from the moment the get is sent: a removal of the server's
 		 * watch by another waiter of ours must not overtake it.
 		 */
-		watch_set(path);
+		zk_watch_set(path);
 		e->watch_pending = true;
 	}
-	else if (!send_failed(e, rc, "get"))
+	else if (!zk_send_failed(e, rc, "get"))
 		send_delete(e);
 }
 
@@ -542,7 +300,7 @@ czxid_done(int rc, const struct Stat *stat, const void *ctx)
 
 	COMPLETION_BEGIN
 	{
-		e = entry_of(g->ectx);
+		e = zk_entry_of(g->ectx);
 		if (e != NULL && czxid_lists != NULL && czxid_lists[zk_entry_index(e)] != NULL)
 		{
 			CzxidList  *l = czxid_lists[zk_entry_index(e)];
@@ -564,9 +322,9 @@ czxid_done(int rc, const struct Stat *stat, const void *ctx)
 				{
 					czxid_list_free(zk_entry_index(e));
 					if (e->released)
-						zk_lock_drive(zh, e);
+						zk_recipe_drive(e);
 					else
-						retry_later(e);
+						zk_retry_later(e);
 				}
 				else
 				{
@@ -607,7 +365,7 @@ order_by_czxid(ZkEntry *e, const struct String_vector *kids)
 	for (i = 0; i < kids->count; i++)
 	{
 		bool		shared;
-		char		path[PATH_MAX_LEN];
+		char		path[ZK_PATH_MAX];
 		CzxidGet   *g;
 
 		if (!zk_node_is_contender(kids->data[i], &shared))
@@ -622,10 +380,10 @@ order_by_czxid(ZkEntry *e, const struct String_vector *kids)
 			l->failed = true;
 			break;
 		}
-		g->ectx = ctx_of(e);
+		g->ectx = zk_ctx_of(e);
 		g->slot = l->n;
 		node_path(e, kids->data[i], path, sizeof(path));
-		if (zoo_aexists(zh, path, 0, czxid_done, g) != ZOK)
+		if (zoo_aexists(zk_zh, path, 0, czxid_done, g) != ZOK)
 		{
 			free(g);
 			l->failed = true;
@@ -637,7 +395,7 @@ order_by_czxid(ZkEntry *e, const struct String_vector *kids)
 	if (l->outstanding == 0)
 	{
 		czxid_list_free(idx);
-		retry_later(e);
+		zk_retry_later(e);
 	}
 	else
 		e->list_inflight = true;	/* the reads stand for the listing */
@@ -659,9 +417,9 @@ decide(ZkEntry *e, ZkContender *c, int n)
 	if (me < 0)
 	{
 		/* our node vanished under us (deleted by someone else) */
-		node_gone(e);
+		zk_node_gone(e);
 		if (e->state == ZKE_DONE)
-			fail(e, ERRCODE_CONNECTION_FAILURE,
+			zk_fail(e, ERRCODE_CONNECTION_FAILURE,
 				 "The lock node was deleted in ZooKeeper while waiting");
 		return;
 	}
@@ -678,20 +436,20 @@ decide(ZkEntry *e, ZkContender *c, int n)
 		if (e->base[0] && e->base_token != 0)
 			e->token = e->base_token;
 		e->state = ZKE_HELD;
-		finish(e, ZKO_GRANTED, 0, NULL);
+		zk_finish(e, ZKO_GRANTED, 0, NULL);
 		return;
 	}
 	if (r == ZKLOCK_DEADLOCK)
 	{
 		zk_count(ZKCNT_DEADLOCKS, 1);
-		finish(e, ZKO_FAILED, ERRCODE_T_R_DEADLOCK_DETECTED,
+		zk_finish(e, ZKO_FAILED, ERRCODE_T_R_DEADLOCK_DETECTED,
 			   "Another session holds this lock shared and waits for this session's shared hold to go");
 		send_delete(e);
 		return;
 	}
 	if (e->try_only)
 	{
-		finish(e, ZKO_BUSY, 0, NULL);
+		zk_finish(e, ZKO_BUSY, 0, NULL);
 		send_delete(e);
 		return;
 	}
@@ -710,7 +468,7 @@ evaluate(ZkEntry *e, const struct String_vector *kids)
 	c = palloc_extended(sizeof(ZkContender) * Max(kids->count, 1), MCXT_ALLOC_NO_OOM);
 	if (c == NULL)
 	{
-		retry_later(e);
+		zk_retry_later(e);
 		return;
 	}
 	for (i = 0; i < kids->count; i++)
@@ -749,7 +507,7 @@ exists_done(int rc, const struct Stat *stat, const void *ctx)
 
 	COMPLETION_BEGIN
 	{
-		e = entry_of(ctx);
+		e = zk_entry_of(ctx);
 		if (e != NULL && rc == ZOK && stat)
 			e->token = stat->czxid;
 	}
@@ -763,7 +521,7 @@ list_done(int rc, const struct String_vector *kids, const void *ctx)
 
 	COMPLETION_BEGIN
 	{
-		e = entry_of(ctx);
+		e = zk_entry_of(ctx);
 		if (e != NULL && e->kind == ZKK_LOCK && e->list_inflight &&
 			(e->state == ZKE_CREATING || e->state == ZKE_WAITING))
 		{
@@ -772,17 +530,17 @@ list_done(int rc, const struct String_vector *kids, const void *ctx)
 			{
 				/* the create's own completion failed first: it decides */
 			}
-			else if (!rc_definite(rc))
-				retry_later(e);
+			else if (!zk_rc_definite(rc))
+				zk_retry_later(e);
 			else if (rc != ZOK && rc != ZNONODE)
 			{
-				fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
+				zk_fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
 				if (e->in_doubt)
-					retry_later(e);		/* still must find and delete it */
+					zk_retry_later(e);		/* still must find and delete it */
 				else if (e->node[0])
 					send_delete(e);
 				else
-					node_gone(e);
+					zk_node_gone(e);
 			}
 			else if (e->in_doubt)
 			{
@@ -812,11 +570,11 @@ list_done(int rc, const struct String_vector *kids, const void *ctx)
 				else
 				{
 					/* adopt it: fetch its czxid, then list again */
-					char		path[PATH_MAX_LEN];
+					char		path[ZK_PATH_MAX];
 
-					e->session = cur_session;
+					e->session = zk_cur_session;
 					node_path(e, e->node, path, sizeof(path));
-					(void) zoo_aexists(zh, path, 0, exists_done, ctx_of(e));
+					(void) zoo_aexists(zk_zh, path, 0, exists_done, zk_ctx_of(e));
 					send_list(e);
 				}
 			}
@@ -826,17 +584,17 @@ list_done(int rc, const struct String_vector *kids, const void *ctx)
 				if (e->node[0])
 					send_delete(e);
 				else
-					node_gone(e);
+					zk_node_gone(e);
 			}
 			else if (rc == ZNONODE)
 			{
-				node_gone(e);
+				zk_node_gone(e);
 				if (e->state == ZKE_DONE)
-					fail(e, ERRCODE_CONNECTION_FAILURE,
+					zk_fail(e, ERRCODE_CONNECTION_FAILURE,
 						 "The lock's parent node was deleted in ZooKeeper while waiting");
 			}
 			else if (e->node[0] == '\0')
-				retry_later(e); /* no node yet: cannot happen, be safe */
+				zk_retry_later(e); /* no node yet: cannot happen, be safe */
 			else
 				evaluate(e, kids);
 		}
@@ -863,12 +621,12 @@ send_parents_and_create(ZkEntry *e)
 		if (*p == '/')
 		{
 			*p = '\0';
-			(void) zoo_acreate(zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
+			(void) zoo_acreate(zk_zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
 							   ZOO_PERSISTENT, parent_done, NULL);
 			*p = '/';
 		}
 	}
-	(void) zoo_acreate(zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
+	(void) zoo_acreate(zk_zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
 					   ZOO_CONTAINER, parent_done, NULL);
 	send_create(e);
 }
@@ -880,7 +638,7 @@ create_done(int rc, const char *name, const struct Stat *stat, const void *ctx)
 
 	COMPLETION_BEGIN
 	{
-		e = entry_of(ctx);
+		e = zk_entry_of(ctx);
 		if (e != NULL && e->state == ZKE_CREATING && e->create_inflight)
 		{
 			e->create_inflight = false;
@@ -891,7 +649,7 @@ create_done(int rc, const char *name, const struct Stat *stat, const void *ctx)
 				strlcpy(e->node, slash ? slash + 1 : name, sizeof(e->node));
 				e->token = stat ? stat->czxid : 0;
 				e->in_doubt = false;
-				e->session = cur_session;
+				e->session = zk_cur_session;
 				if (e->released)
 					send_delete(e);
 				else if (!e->list_inflight)
@@ -907,12 +665,12 @@ create_done(int rc, const char *name, const struct Stat *stat, const void *ctx)
 				else
 					send_parents_and_create(e);
 			}
-			else if (!rc_definite(rc))
+			else if (!zk_rc_definite(rc))
 			{
 				/* the create may have happened: find it by its guid */
 				e->in_doubt = true;
 				e->list_inflight = false;
-				retry_later(e);
+				zk_retry_later(e);
 			}
 			else
 			{
@@ -921,8 +679,8 @@ create_done(int rc, const char *name, const struct Stat *stat, const void *ctx)
 				snprintf(msg, sizeof(msg), "Could not create the lock node for \"%s\": %s",
 						 e->name, zerror(rc));
 				e->list_inflight = false;
-				fail(e, ERRCODE_CONNECTION_FAILURE, msg);
-				node_gone(e);
+				zk_fail(e, ERRCODE_CONNECTION_FAILURE, msg);
+				zk_node_gone(e);
 			}
 		}
 	}
@@ -937,23 +695,23 @@ send_list(ZkEntry *e)
 	char		parent[ZKLOCK_PARENT_MAX + 1];
 	int			rc;
 
-	if (!session_usable())
+	if (!zk_session_usable())
 	{
-		retry_later(e);
+		zk_retry_later(e);
 		return;
 	}
 	parent_path(e, parent, sizeof(parent));
-	rc = zoo_aget_children(zh, parent, 0, list_done, ctx_of(e));
+	rc = zoo_aget_children(zk_zh, parent, 0, list_done, zk_ctx_of(e));
 	if (rc == ZOK)
 		e->list_inflight = true;
-	else if (!send_failed(e, rc, "list") && e->node[0])
+	else if (!zk_send_failed(e, rc, "list") && e->node[0])
 		send_delete(e);
 }
 
 static void
 send_delete(ZkEntry *e)
 {
-	char		path[PATH_MAX_LEN];
+	char		path[ZK_PATH_MAX];
 	int			rc;
 
 	unwatch(e);
@@ -961,20 +719,20 @@ send_delete(ZkEntry *e)
 	e->list_inflight = false;
 	if (e->node[0] == '\0')
 	{
-		node_gone(e);
+		zk_node_gone(e);
 		return;
 	}
-	if (!session_usable())
+	if (!zk_session_usable())
 	{
-		retry_later(e);
+		zk_retry_later(e);
 		return;
 	}
 	node_path(e, e->node, path, sizeof(path));
-	rc = zoo_adelete(zh, path, -1, delete_done, ctx_of(e));
+	rc = zoo_adelete(zk_zh, path, -1, delete_done, zk_ctx_of(e));
 	if (rc == ZOK)
 		e->delete_inflight = true;
-	else if (!send_failed(e, rc, "delete"))
-		node_gone(e);
+	else if (!zk_send_failed(e, rc, "delete"))
+		zk_node_gone(e);
 }
 
 static void
@@ -1003,7 +761,7 @@ static void
 send_create(ZkEntry *e)
 {
 	char		parent[ZKLOCK_PARENT_MAX + 1];
-	char		path[PATH_MAX_LEN];
+	char		path[ZK_PATH_MAX];
 	int			rc;
 
 	parent_path(e, parent, sizeof(parent));
@@ -1015,25 +773,25 @@ send_create(ZkEntry *e)
 	e->in_doubt = false;
 	e->list_inflight = false;
 
-	if (!session_usable())
+	if (!zk_session_usable())
 	{
 		e->state = ZKE_PENDING;
-		retry_later(e);
+		zk_retry_later(e);
 		return;
 	}
-	rc = zoo_acreate2(zh, path, e->data, (int) strlen(e->data),
+	rc = zoo_acreate2(zk_zh, path, e->data, (int) strlen(e->data),
 					  &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL,
-					  create_done, ctx_of(e));
+					  create_done, zk_ctx_of(e));
 	if (rc != ZOK)
 	{
 		e->state = ZKE_PENDING;
-		if (!send_failed(e, rc, "create"))
-			node_gone(e);
+		if (!zk_send_failed(e, rc, "create"))
+			zk_node_gone(e);
 		return;
 	}
 	e->create_inflight = true;
 	/* pipelined: the listing already shows the new node */
-	if (zoo_aget_children(zh, parent, 0, list_done, ctx_of(e)) == ZOK)
+	if (zoo_aget_children(zk_zh, parent, 0, list_done, zk_ctx_of(e)) == ZOK)
 		e->list_inflight = true;
 	/* else create_done sends it */
 }
@@ -1046,7 +804,7 @@ static dsm_segment **holder_segs = NULL;
 
 typedef struct HolderGet
 {
-	const void *ectx;			/* the entry, as ctx_of() gives it */
+	const void *ectx;			/* the entry, as zk_ctx_of() gives it */
 	bool		shared;
 	char		name[FLEXIBLE_ARRAY_MEMBER];
 } HolderGet;
@@ -1062,10 +820,10 @@ holders_finish(ZkEntry *e)
 		holder_segs[idx] = NULL;
 	}
 	if (e->query_failed)
-		fail(e, ERRCODE_CONNECTION_FAILURE,
+		zk_fail(e, ERRCODE_CONNECTION_FAILURE,
 			 "Could not read the lock's contenders from ZooKeeper");
 	else
-		finish(e, ZKO_GRANTED, 0, NULL);
+		zk_finish(e, ZKO_GRANTED, 0, NULL);
 	if (e->released)
 		zk_entry_free(e);
 	else
@@ -1081,7 +839,7 @@ holder_get_done(int rc, const char *value, int value_len,
 
 	COMPLETION_BEGIN
 	{
-		e = entry_of(g->ectx);
+		e = zk_entry_of(g->ectx);
 		if (e != NULL && e->state == ZKE_CREATING && e->kind == ZKK_HOLDERS &&
 			holder_segs != NULL && holder_segs[zk_entry_index(e)] != NULL)
 		{
@@ -1129,7 +887,7 @@ holders_list_done(int rc, const struct String_vector *kids, const void *ctx)
 	{
 		int			i;
 
-		e = entry_of(ctx);
+		e = zk_entry_of(ctx);
 		if (e == NULL || e->state != ZKE_CREATING || e->kind != ZKK_HOLDERS)
 			;
 		else if (rc == ZNONODE)
@@ -1146,7 +904,7 @@ holders_list_done(int rc, const struct String_vector *kids, const void *ctx)
 			{
 				bool		shared;
 				HolderGet  *g;
-				char		path[PATH_MAX_LEN];
+				char		path[ZK_PATH_MAX];
 
 				if (!zk_node_is_contender(kids->data[i], &shared))
 					continue;
@@ -1156,11 +914,11 @@ holders_list_done(int rc, const struct String_vector *kids, const void *ctx)
 					e->query_failed = true;
 					break;
 				}
-				g->ectx = ctx_of(e);
+				g->ectx = zk_ctx_of(e);
 				g->shared = shared;
 				strcpy(g->name, kids->data[i]);
 				node_path(e, kids->data[i], path, sizeof(path));
-				if (zoo_aget(zh, path, 0, holder_get_done, g) != ZOK)
+				if (zoo_aget(zk_zh, path, 0, holder_get_done, g) != ZOK)
 				{
 					free(g);
 					e->query_failed = true;
@@ -1189,9 +947,9 @@ holders_drive(ZkEntry *e)
 				zk_entry_free(e);
 				break;
 			}
-			if (!session_usable())
+			if (!zk_session_usable())
 			{
-				retry_later(e);
+				zk_retry_later(e);
 				break;
 			}
 			if (holder_segs == NULL)
@@ -1208,7 +966,7 @@ holders_drive(ZkEntry *e)
 			}
 			parent_path(e, parent, sizeof(parent));
 			e->state = ZKE_CREATING;
-			if (zoo_aget_children(zh, parent, 0, holders_list_done, ctx_of(e)) != ZOK)
+			if (zoo_aget_children(zk_zh, parent, 0, holders_list_done, zk_ctx_of(e)) != ZOK)
 			{
 				e->query_failed = true;
 				holders_finish(e);
@@ -1223,65 +981,13 @@ holders_drive(ZkEntry *e)
 	}
 }
 
-static void lock_drive(ZkEntry *e);
-
 /*
- * Drive an entry one step: called for every entry taken off the queue, let
- * go by its owner, or on the retry list once the session is usable again.
- * Not a completion, but errors are still caught here: a failure (say a
- * dynamic shared memory segment that cannot be mapped) fails the one
- * request and never the worker.
+ * Drive a lock entry one step: a new request, its owner let go of it, or
+ * it was waiting on the retry list for a usable session.
  */
-void
-zk_lock_drive(zhandle_t *h, ZkEntry *e)
-{
-	PG_TRY();
-	{
-		lock_drive(e);
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(TopMemoryContext);
-		EmitErrorReport();
-		FlushErrorState();
-		LWLockReleaseAll();
-		zk_worker_reset();
-		zk_worker_enter();
-		zk_count(ZKCNT_ZK_ERRORS, 1);
-		if (e->kind == ZKK_HOLDERS)
-		{
-			e->query_failed = true;
-			if (e->state == ZKE_PENDING)
-				e->state = ZKE_CREATING;
-			holders_finish(e);
-		}
-		else if (++e->errors < 3)
-			retry_later(e);
-		else
-		{
-			/* the same error again and again: give up on this one request */
-			ereport(WARNING,
-					(errmsg("zklock: giving up on a request for zookeeper lock \"%s\" after repeated errors",
-							e->name),
-					 errdetail("Its node, if any, goes when the session ends.")));
-			fail(e, ERRCODE_INTERNAL_ERROR, "The zklock worker failed on this request repeatedly");
-			if (e->released)
-				zk_entry_free(e);
-			else
-				e->state = ZKE_DONE;
-		}
-	}
-	PG_END_TRY();
-}
-
 static void
 lock_drive(ZkEntry *e)
 {
-	if (e->kind == ZKK_HOLDERS)
-	{
-		holders_drive(e);
-		return;
-	}
 	switch ((ZkEntryState) e->state)
 	{
 		case ZKE_FREE:
@@ -1334,129 +1040,143 @@ lock_drive(ZkEntry *e)
 	}
 }
 
-/* The owner let go of the entry (the worker has set "released"). */
-void
-zk_lock_released(zhandle_t *h, ZkEntry *e)
-{
-	zk_lock_drive(h, e);
-}
-
-void
-zk_lock_set_handle(zhandle_t *h, uint64 session_id)
-{
-	zh = h;
-	cur_session = session_id;
-}
-
 /*
- * The session is usable again: drive everything that waited for it.
+ * An error was caught while driving the entry or inside one of its
+ * completions: look at it again from scratch (a create whose fate is
+ * unknown is in doubt), and give up after the same failure three times.
  */
-void
-zk_lock_reconnected(zhandle_t *h)
+static void
+lock_drive_failed(ZkEntry *e)
 {
-	uint32		idx = zk_retry_take_all();
-
-	while (idx != ZKLOCK_NO_ENTRY)
+	if (e->state == ZKE_CREATING && e->node[0] == '\0')
+		e->in_doubt = true;
+	e->create_inflight = false;
+	e->list_inflight = false;
+	e->delete_inflight = false;
+	if (++e->errors < 3)
 	{
-		ZkEntry    *e = zk_entry(idx);
-
-		idx = e->retry_next;
-		e->retry_prev = e->retry_next = ZKLOCK_NO_ENTRY;
-		if (e->state != ZKE_FREE)
-			zk_lock_drive(h, e);
+		zk_retry_later(e);
+		return;
 	}
+	ereport(WARNING,
+			(errmsg("zklock: giving up on a request for zookeeper lock \"%s\" after repeated errors",
+					e->name),
+			 errdetail("Its node, if any, goes when the session ends.")));
+	zk_fail(e, ERRCODE_INTERNAL_ERROR, "The zklock worker failed on this request repeatedly");
+	if (e->released)
+		zk_entry_free(e);
+	else
+		e->state = ZKE_DONE;
 }
 
-/*
- * The connection dropped (the session may live on).  Requests in flight
- * are failed by the client library with a connection loss, which puts them
- * on the retry list; nothing to do here but forget that watches are set
- * for entries whose get never came back.
- */
-void
-zk_lock_connection_lost(void)
+static void
+holders_drive_failed(ZkEntry *e)
 {
+	e->query_failed = true;
+	if (e->state == ZKE_PENDING || e->state == ZKE_CREATING)
+	{
+		e->state = ZKE_CREATING;
+		e->outstanding = 0;
+		holders_finish(e);
+	}
+	else if (e->released)
+		zk_entry_free(e);
 }
 
-/*
- * The session ended (expired, closed, or the worker is exiting): its
- * ephemeral nodes are gone.  Locks held are lost, waits fail, released
- * entries are freed; requests never sent stay for the next session.
- * Rare, so it may look at every entry.
- */
-void
-zk_lock_session_lost(const char *why)
+/* Forget the per-session reads of czxids */
+static void
+lock_session_reset(void)
 {
-	char		msg[ZKLOCK_ERRMSG_MAX];
 	int			i;
 
-	(void) zk_retry_take_all();
-	watch_forget_all();
+	if (czxid_lists == NULL)
+		return;
 	for (i = 0; i < zk_ctl->max_entries; i++)
-	{
-		ZkEntry    *e = zk_entry(i);
+		czxid_list_free(i);
+}
 
-		if (e->state == ZKE_FREE)
-			continue;
-		e->retry_prev = e->retry_next = ZKLOCK_NO_ENTRY;
-		e->create_inflight = false;
-		e->list_inflight = false;
-		e->delete_inflight = false;
-		e->in_doubt = false;
-		e->watching = false;
-		e->watch_pending = false;
-		e->watched[0] = '\0';
-		if (czxid_lists != NULL)
-			czxid_list_free(i);
-		if (e->kind == ZKK_HOLDERS)
-		{
-			if (e->state == ZKE_PENDING)
+/*
+ * The session ended: its ephemeral nodes are gone.  A lock held is lost, a
+ * wait fails, a released entry is freed; a request never sent stays for
+ * the next session.
+ */
+static void
+lock_session_lost(ZkEntry *e, const char *why)
+{
+	char		msg[ZKLOCK_ERRMSG_MAX];
+
+	e->create_inflight = false;
+	e->list_inflight = false;
+	e->delete_inflight = false;
+	e->in_doubt = false;
+	e->watching = false;
+	e->watch_pending = false;
+	e->watched[0] = '\0';
+	switch ((ZkEntryState) e->state)
+	{
+		case ZKE_FREE:
+			break;
+		case ZKE_PENDING:
+			if (e->released)
+				zk_entry_free(e);
+			else
+				zk_retry_later(e);
+			break;
+		case ZKE_HELD:
+			if (!e->released)
 			{
-				if (e->released)
-					zk_entry_free(e);
-				else
-					retry_later(e);
+				zk_count(ZKCNT_LOST, 1);
+				snprintf(msg, sizeof(msg), "%s while the lock was held", why);
+				zk_finish(e, ZKO_LOST, ERRCODE_T_R_SERIALIZATION_FAILURE, msg);
 			}
-			else if (e->state == ZKE_CREATING)
+			zk_node_gone(e);
+			break;
+		case ZKE_CREATING:
+		case ZKE_WAITING:
+			if (!e->released)
 			{
-				e->outstanding = 0;
-				e->query_failed = true;
-				holders_finish(e);
+				snprintf(msg, sizeof(msg), "%s while waiting for the lock", why);
+				zk_fail(e, ERRCODE_CONNECTION_FAILURE, msg);
 			}
-			continue;
-		}
-		switch ((ZkEntryState) e->state)
-		{
-			case ZKE_FREE:
-				break;
-			case ZKE_PENDING:
-				if (e->released)
-					zk_entry_free(e);
-				else
-					retry_later(e);
-				break;
-			case ZKE_HELD:
-				if (!e->released)
-				{
-					zk_count(ZKCNT_LOST, 1);
-					snprintf(msg, sizeof(msg), "%s while the lock was held", why);
-					finish(e, ZKO_LOST, ERRCODE_T_R_SERIALIZATION_FAILURE, msg);
-				}
-				node_gone(e);
-				break;
-			case ZKE_CREATING:
-			case ZKE_WAITING:
-				if (!e->released)
-				{
-					snprintf(msg, sizeof(msg), "%s while waiting for the lock", why);
-					fail(e, ERRCODE_CONNECTION_FAILURE, msg);
-				}
-				node_gone(e);
-				break;
-			case ZKE_DELETING:
-			case ZKE_DONE:
-				node_gone(e);
-				break;
-		}
+			zk_node_gone(e);
+			break;
+		case ZKE_DELETING:
+		case ZKE_DONE:
+			zk_node_gone(e);
+			break;
 	}
 }
+
+static void
+holders_session_lost(ZkEntry *e, const char *why)
+{
+	if (e->state == ZKE_PENDING)
+	{
+		if (e->released)
+			zk_entry_free(e);
+		else
+			zk_retry_later(e);
+	}
+	else if (e->state == ZKE_CREATING)
+	{
+		e->outstanding = 0;
+		e->query_failed = true;
+		holders_finish(e);
+	}
+}
+
+const ZkRecipe zk_lock_recipe = {
+	.name = "lock",
+	.drive = lock_drive,
+	.drive_failed = lock_drive_failed,
+	.session_lost = lock_session_lost,
+	.session_reset = lock_session_reset,
+};
+
+const ZkRecipe zk_holders_recipe = {
+	.name = "lock holders",
+	.drive = holders_drive,
+	.drive_failed = holders_drive_failed,
+	.session_lost = holders_session_lost,
+	.session_reset = NULL,
+};

@@ -1,0 +1,796 @@
+/*-------------------------------------------------------------------------
+ *
+ * lock_backend.c
+ *	  The lock recipe's backend half: what this backend holds or awaits,
+ *	  stacked holds per name and mode, re-entrancy across scopes, the
+ *	  upgrade's pinned shared node, lost locks, the check before COMMIT, and
+ *	  letting go at the end of the transaction, at ROLLBACK TO SAVEPOINT or
+ *	  at exit.  Requests and waits go through backend.c.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "zklock.h"
+
+#include <unistd.h>
+
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "commands/dbcommands.h"
+#include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/postmaster.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/json.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+/*
+ * Holds stacked on one lock: one element of "subxids" per transaction-scoped
+ * acquisition (the subtransaction that made it), and a count of the
+ * session-scoped ones.
+ */
+typedef struct Holds
+{
+	int			session;
+	List	   *subxids;
+} Holds;
+
+/*
+ * A lock this backend holds or awaits: one per name and mode, whatever the
+ * scopes, so that session and transaction holds of one name stack on one
+ * znode as PostgreSQL's advisory locks do.  h[0] are the holds in the
+ * lock's own mode; on an exclusive lock, h[1] are shared holds that ride on
+ * it (a backend that holds the exclusive lock is granted the shared one at
+ * once, never queued behind someone waiting for itself).  The znode goes
+ * when every hold is gone.
+ */
+typedef struct LocalLock
+{
+	char	   *name;			/* UTF-8 */
+	int			len;
+	ZkMode		mode;
+	uint32		idx;			/* shared entry */
+	uint32		gen;
+	int64		token;
+	bool		granted;
+	Holds		h[2];
+
+	/*
+	 * An exclusive lock taken while this backend held the same lock shared
+	 * (an upgrade) may have been granted ahead of others queued behind our
+	 * shared node; they stay blocked only while that node exists.  So the
+	 * shared node, once its own holds are gone, is kept here and let go
+	 * together with the exclusive one.
+	 */
+	uint32		pin_idx;
+	uint32		pin_gen;
+} LocalLock;
+
+#define HOLDS_OWN	0
+#define HOLDS_RIDER	1
+
+static bool
+ll_has_xact(LocalLock *ll)
+{
+	return ll->h[0].subxids != NIL || ll->h[1].subxids != NIL;
+}
+
+static bool
+ll_has_session(LocalLock *ll)
+{
+	return ll->h[0].session > 0 || ll->h[1].session > 0;
+}
+
+static bool
+ll_empty(LocalLock *ll)
+{
+	return !ll_has_xact(ll) && !ll_has_session(ll);
+}
+
+static List *local_locks = NIL;
+
+/* A zk_lock_holders query in flight, given back at exit if need be */
+static uint32 query_idx = ZKLOCK_NO_ENTRY;
+static uint32 query_gen = 0;
+
+/* ---- local bookkeeping ---- */
+
+static LocalLock *
+find_local(const char *name, int len, ZkMode mode)
+{
+	ListCell   *lc;
+
+	foreach(lc, local_locks)
+	{
+		LocalLock  *ll = lfirst(lc);
+
+		if (ll->granted && ll->len == len && ll->mode == mode &&
+			memcmp(ll->name, name, len) == 0)
+			return ll;
+	}
+	return NULL;
+}
+
+static LocalLock *
+find_exclusive_holder(LocalLock *shared)
+{
+	ListCell   *lc;
+
+	foreach(lc, local_locks)
+	{
+		LocalLock  *ll = lfirst(lc);
+
+		if (ll != shared && ll->granted && ll->mode == ZKM_EXCLUSIVE &&
+			ll->len == shared->len && memcmp(ll->name, shared->name, ll->len) == 0)
+			return ll;
+	}
+	return NULL;
+}
+
+/*
+ * Forget a local lock and release its entry; returns true when the worker
+ * must be woken.  Safe inside foreach over local_locks only through
+ * forget_current().
+ */
+static bool
+free_local(LocalLock *ll)
+{
+	bool		wake = false;
+	LocalLock  *x;
+
+	if (ll->mode == ZKM_SHARED && ll->granted &&
+		(x = find_exclusive_holder(ll)) != NULL && x->pin_idx == ZKLOCK_NO_ENTRY)
+	{
+		/* an upgrade holds on: keep our shared node until it ends */
+		x->pin_idx = ll->idx;
+		x->pin_gen = ll->gen;
+	}
+	else
+		wake = zk_release_entry(ll->idx, ll->gen);
+	if (ll->pin_idx != ZKLOCK_NO_ENTRY)
+		wake |= zk_release_entry(ll->pin_idx, ll->pin_gen);
+
+	list_free(ll->h[0].subxids);
+	list_free(ll->h[1].subxids);
+	pfree(ll->name);
+	pfree(ll);
+	return wake;
+}
+
+static bool
+forget_local(LocalLock *ll)
+{
+	local_locks = list_delete_ptr(local_locks, ll);
+	return free_local(ll);
+}
+
+/*
+ * Keep the entry's scope (shown by zk_locks) in step with the holds.  One
+ * byte written by its owner, read by zk_locks: no lock needed (this runs at
+ * the end of transactions, where waiting for the lock is not an option).
+ */
+static void
+set_entry_scope(LocalLock *ll)
+{
+	ZkEntry    *e = zk_entry(ll->idx);
+
+	if (e->gen == ll->gen)
+		e->scope = ll_has_session(ll) ? ZKS_SESSION : ZKS_TRANSACTION;
+}
+
+/*
+ * Drop holds: the transaction-scoped ones (all of them, at the end of the
+ * transaction) and/or the session-scoped ones.  Locks left with no hold
+ * are released.
+ */
+static void
+drop_holds(bool xact, bool session)
+{
+	bool		wake = false;
+	ListCell   *lc;
+
+	if (local_locks == NIL || zk_ctl == NULL)
+		return;
+	foreach(lc, local_locks)
+	{
+		LocalLock  *ll = lfirst(lc);
+		bool		changed = false;
+		int			k;
+
+		for (k = 0; k < 2; k++)
+		{
+			if (xact && ll->h[k].subxids != NIL)
+			{
+				list_free(ll->h[k].subxids);
+				ll->h[k].subxids = NIL;
+				changed = true;
+			}
+			if (session && ll->h[k].session > 0)
+			{
+				ll->h[k].session = 0;
+				changed = true;
+			}
+		}
+		if (ll_empty(ll))
+		{
+			local_locks = foreach_delete_current(local_locks, lc);
+			wake |= free_local(ll);
+		}
+		else if (changed)
+			set_entry_scope(ll);
+	}
+	if (wake)
+		zk_wake_worker();
+}
+
+static bool
+holds_transaction_locks(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, local_locks)
+	{
+		if (ll_has_xact((LocalLock *) lfirst(lc)))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Every zklock call starts here: a lock lost with its ZooKeeper session is
+ * reported (40001) on the holder's next call.  A lost session-scoped hold
+ * is reported once and forgotten; a lost transaction-scoped hold stays, so
+ * that the transaction cannot commit.
+ */
+static void
+check_lost(void)
+{
+	ListCell   *lc;
+	LocalLock  *lost = NULL;
+	char		msg[ZKLOCK_ERRMSG_MAX];
+	char	   *name;
+
+	if (local_locks == NIL)
+		return;
+	zk_backend_lock(LW_SHARED);
+	foreach(lc, local_locks)
+	{
+		LocalLock  *ll = lfirst(lc);
+		ZkEntry    *e = zk_entry(ll->idx);
+
+		if (ll->granted && e->gen == ll->gen && e->outcome == ZKO_LOST)
+		{
+			lost = ll;
+			strlcpy(msg, e->errmsg, sizeof(msg));
+			break;
+		}
+	}
+	LWLockRelease(zk_ctl->lock);
+	if (lost == NULL)
+		return;
+
+	name = zk_display_name(lost->name);
+	if (ll_has_session(lost))
+	{
+		lost->h[0].session = lost->h[1].session = 0;
+		if (ll_empty(lost) && forget_local(lost))
+			zk_wake_worker();
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("zookeeper lock \"%s\" was lost", name),
+			 errdetail("%s; another session may have taken the lock since.", msg),
+			 errhint("Roll back and retry the work that needed the lock.")));
+}
+
+/* Every call on a named lock starts here (name in UTF-8). */
+static void
+begin_call(const char *name, int len)
+{
+	zk_require_shmem();
+	zk_check_name(name, len);
+	zk_backend_init();
+	check_lost();
+}
+
+
+/*
+ * Take a lock.  Returns its fencing token; *acquired is false when a
+ * try-lock found it taken.  timeout_ms < 0 waits forever.
+ */
+int64
+zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
+		   bool try_only, int64 timeout_ms, bool *acquired)
+{
+	LocalLock  *ll;
+	ZkEntry    *e;
+	MemoryContext oldcxt;
+	bool		granted = false;
+	int			k;
+
+	begin_call(name, len);
+
+	/*
+	 * Re-entrant: stack another hold on a lock we have; a shared request
+	 * rides on our exclusive lock of the same name if we have one.
+	 */
+	ll = find_local(name, len, mode);
+	k = HOLDS_OWN;
+	if (ll == NULL && mode == ZKM_SHARED)
+	{
+		ll = find_local(name, len, ZKM_EXCLUSIVE);
+		k = HOLDS_RIDER;
+	}
+	if (ll != NULL)
+	{
+		bool		had_session = ll_has_session(ll);
+
+		if (scope == ZKS_TRANSACTION)
+		{
+			oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+			ll->h[k].subxids = lappend_int(ll->h[k].subxids,
+										   GetCurrentSubTransactionId());
+			MemoryContextSwitchTo(oldcxt);
+		}
+		else
+		{
+			ll->h[k].session++;
+			if (!had_session)
+				set_entry_scope(ll);
+		}
+		*acquired = true;
+		return ll->token;
+	}
+
+	/*
+	 * Everything that can fail for want of memory comes first, so that an
+	 * entry, once allocated, is always known to local_locks.
+	 */
+	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+	ll = palloc0(sizeof(LocalLock));
+	ll->name = pnstrdup(name, len);
+	ll->len = len;
+	ll->mode = mode;
+	ll->idx = ZKLOCK_NO_ENTRY;
+	ll->pin_idx = ZKLOCK_NO_ENTRY;
+	if (scope == ZKS_TRANSACTION)
+		ll->h[0].subxids = list_make1_int(GetCurrentSubTransactionId());
+	else
+		ll->h[0].session = 1;
+	local_locks = lappend(local_locks, ll);
+	MemoryContextSwitchTo(oldcxt);
+
+	PG_TRY();
+	{
+		e = zk_new_entry(ZKK_LOCK, name, len, mode, scope, try_only);
+		ll->idx = zk_entry_index(e);
+		ll->gen = e->gen;
+
+		/* an upgrade: name the shared node we hold (see zk_lock_blocker) */
+		if (mode == ZKM_EXCLUSIVE)
+		{
+			LocalLock  *sh = find_local(name, len, ZKM_SHARED);
+
+			if (sh != NULL)
+			{
+				ZkEntry    *se = zk_entry(sh->idx);
+
+				if (se->gen == sh->gen && se->outcome == ZKO_GRANTED &&
+					se->state == ZKE_HELD)
+				{
+					strlcpy(e->base, se->node, sizeof(e->base));
+					e->base_token = se->token;
+				}
+			}
+		}
+		zk_enqueue(e);
+		LWLockRelease(zk_ctl->lock);
+	}
+	PG_CATCH();
+	{
+		if (forget_local(ll))
+			zk_wake_worker();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	zk_count(ZKCNT_REQUESTS, 1);
+	zk_wake_worker();
+
+	PG_TRY();
+	{
+		granted = zk_wait_for_answer(ll->idx, ll->name, try_only ? -1 : timeout_ms,
+								  &ll->token);
+	}
+	PG_CATCH();
+	{
+		if (forget_local(ll))
+			zk_wake_worker();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	if (!granted)
+	{
+		if (forget_local(ll))
+			zk_wake_worker();
+		*acquired = false;
+		return 0;
+	}
+	ll->granted = true;
+	*acquired = true;
+	return ll->token;
+}
+
+/*
+ * Release one session-scoped hold.  Returns false, with a WARNING as
+ * PostgreSQL gives for advisory locks, when there is none.
+ */
+bool
+zk_release(const char *name, int len, ZkMode mode)
+{
+	LocalLock  *ll;
+	int			k;
+
+	begin_call(name, len);
+
+	ll = find_local(name, len, mode);
+	k = HOLDS_OWN;
+	if ((ll == NULL || ll->h[0].session == 0) && mode == ZKM_SHARED)
+	{
+		ll = find_local(name, len, ZKM_EXCLUSIVE);
+		k = HOLDS_RIDER;
+	}
+	if (ll == NULL || ll->h[k].session == 0)
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_WARNING),
+				 errmsg("you don't own a session-level %s zookeeper lock \"%s\"",
+						mode == ZKM_SHARED ? "shared" : "exclusive",
+						zk_display_name(pnstrdup(name, len))),
+				 errhint("Transaction-level locks are released at the end of the transaction, not by zk_unlock.")));
+		return false;
+	}
+	ll->h[k].session--;
+	if (ll_empty(ll))
+	{
+		if (forget_local(ll))
+			zk_wake_worker();
+	}
+	else if (!ll_has_session(ll))
+		set_entry_scope(ll);
+	return true;
+}
+
+void
+zk_release_all_session(void)
+{
+	zk_require_shmem();
+	zk_backend_init();
+	check_lost();
+	drop_holds(false, true);
+}
+
+/*
+ * The token of a lock this backend holds: the exclusive one if held, else
+ * the shared one.  *held is false when it holds neither.
+ */
+int64
+zk_held_token(const char *name, int len, bool *held)
+{
+	LocalLock  *ll;
+
+	begin_call(name, len);
+
+	ll = find_local(name, len, ZKM_EXCLUSIVE);
+	if (ll == NULL)
+		ll = find_local(name, len, ZKM_SHARED);
+	*held = (ll != NULL);
+	return ll ? ll->token : 0;
+}
+
+/*
+ * Read every contender of a lock from ZooKeeper.  The worker writes what it
+ * finds into a dynamic shared memory segment we give it; returns that
+ * segment (the caller detaches it).
+ */
+dsm_segment *
+zk_query_holders(const char *name, int len)
+{
+	Size		size = 64 * 1024;
+	int			attempt;
+
+	begin_call(name, len);
+
+	for (attempt = 0; attempt < 3; attempt++)
+	{
+		dsm_segment *seg = dsm_create(size, 0);
+		ZkHoldersBuf *buf = dsm_segment_address(seg);
+		ZkEntry    *e;
+		uint32		idx;
+		uint32		gen;
+		bool		done = false;
+
+		memset(buf, 0, sizeof(ZkHoldersBuf));
+		buf->size = size;
+		e = zk_new_entry(ZKK_HOLDERS, name, len, ZKM_EXCLUSIVE, ZKS_TRANSACTION, false);
+		e->dsm = dsm_segment_handle(seg);
+		idx = zk_entry_index(e);
+		gen = e->gen;
+		query_idx = idx;
+		query_gen = gen;
+		zk_enqueue(e);
+		LWLockRelease(zk_ctl->lock);
+		zk_wake_worker();
+
+		PG_TRY();
+		{
+			done = zk_wait_for_answer(idx, pnstrdup(name, len), -1, NULL);
+		}
+		PG_CATCH();
+		{
+			query_idx = ZKLOCK_NO_ENTRY;
+			if (zk_release_entry(idx, gen))
+				zk_wake_worker();
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		query_idx = ZKLOCK_NO_ENTRY;
+		if (zk_release_entry(idx, gen))
+			zk_wake_worker();
+
+		if (done && MAXALIGN(sizeof(ZkHoldersBuf)) + buf->needed <= buf->size)
+			return seg;
+		size = Max(MAXALIGN(sizeof(ZkHoldersBuf)) + buf->needed + 4096, size * 4);
+		dsm_detach(seg);
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("too many contenders to list for zookeeper lock \"%s\"",
+					zk_display_name(pnstrdup(name, len))),
+			 errhint("The lock's contenders kept growing while being read; retry.")));
+	return NULL;				/* keep the compiler quiet */
+}
+
+/*
+ * Copy this cluster's lock entries for zk_locks, under the lock; the
+ * caller builds rows after it is released.  Only entries in use are
+ * copied, into a buffer sized from the count in use (so any
+ * zklock.max_locks works), growing it if more appeared meanwhile.
+ */
+ZkLockRow *
+zk_snapshot_entries(int *n)
+{
+	ZkLockRow  *rows = NULL;
+	int			cap;
+
+	zk_require_shmem();
+	zk_backend_lock(LW_SHARED);
+	cap = zk_ctl->used + 16;
+	LWLockRelease(zk_ctl->lock);
+
+	for (;;)
+	{
+		int			i;
+		int			k = 0;
+		bool		full = false;
+
+		rows = rows ? repalloc_huge(rows, sizeof(ZkLockRow) * cap) :
+			MemoryContextAllocHuge(CurrentMemoryContext, sizeof(ZkLockRow) * cap);
+		zk_backend_lock(LW_SHARED);
+		for (i = 0; i < zk_ctl->max_entries; i++)
+		{
+			ZkEntry    *e = zk_entry(i);
+			ZkLockRow  *r;
+
+			if (e->state == ZKE_FREE || e->released || e->kind != ZKK_LOCK ||
+				pg_atomic_read_u32(&e->release_req) != 0)
+				continue;
+			if (e->outcome != ZKO_NONE && e->outcome != ZKO_GRANTED &&
+				e->outcome != ZKO_LOST)
+				continue;
+			if (k >= cap)
+			{
+				full = true;
+				break;
+			}
+			r = &rows[k++];
+			r->pid = e->pid;
+			r->dbid = e->dbid;
+			r->mode = e->mode;
+			r->scope = e->scope;
+			r->outcome = e->outcome;
+			r->token = e->token;
+			r->requested_at = e->requested_at;
+			r->granted_at = e->granted_at;
+			strlcpy(r->name, e->name, sizeof(r->name));
+			strlcpy(r->node, e->node, sizeof(r->node));
+		}
+		if (full)
+			cap = zk_ctl->used + 16 + cap;
+		LWLockRelease(zk_ctl->lock);
+		if (!full)
+		{
+			*n = k;
+			return rows;
+		}
+	}
+}
+
+/* ---- end of transaction, savepoints, exit ---- */
+
+/*
+ * Before COMMIT: a transaction whose lock was lost must not commit; while
+ * the session is suspended, wait up to zklock.commit_timeout for it to
+ * come back.
+ */
+static void
+check_before_commit(void)
+{
+	TimestampTz deadline = 0;
+	char	   *first = NULL;
+
+	for (;;)
+	{
+		ListCell   *lc;
+		bool		any = false;
+		int			conn;
+		char	   *lost = NULL;
+		char		msg[ZKLOCK_ERRMSG_MAX];
+
+		zk_backend_lock(LW_SHARED);
+		conn = zk_ctl->conn_state;
+
+		/*
+		 * "Connected" is only as fresh as the worker's last word from
+		 * ZooKeeper: a worker that heard nothing for 2/3 of the session
+		 * timeout (the client's own limit) may hold an expired session.
+		 */
+		if (conn == ZKC_CONNECTED && zk_ctl->session_timeout > 0 &&
+			GetCurrentTimestamp() >
+			TimestampTzPlusMilliseconds(zk_ctl->last_contact,
+										zk_ctl->session_timeout * 2 / 3))
+			conn = ZKC_SUSPENDED;
+		foreach(lc, local_locks)
+		{
+			LocalLock  *ll = lfirst(lc);
+			ZkEntry    *e = zk_entry(ll->idx);
+
+			if (!ll_has_xact(ll) || !ll->granted)
+				continue;
+			any = true;
+			if (first == NULL)
+				first = ll->name;	/* lives as long as the transaction's holds */
+			if (e->gen != ll->gen || e->outcome == ZKO_LOST)
+			{
+				lost = ll->name;
+				strlcpy(msg, e->gen == ll->gen ? e->errmsg : "The lock entry was released", sizeof(msg));
+				break;
+			}
+		}
+		LWLockRelease(zk_ctl->lock);
+
+		if (lost)
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("zookeeper lock \"%s\" was lost before commit", zk_display_name(lost)),
+					 errdetail("%s; another session may have taken the lock since.", msg),
+					 errhint("Retry the transaction.")));
+		if (!any || conn == ZKC_CONNECTED)
+			return;
+
+		/* suspended: the lock is in doubt until the session answers */
+		if (deadline == 0)
+			deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												   zklock_commit_timeout);
+		if (GetCurrentTimestamp() >= deadline)
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not confirm zookeeper lock \"%s\" before commit", zk_display_name(first)),
+					 errdetail("The ZooKeeper connection is \"%s\" and did not come back within zklock.commit_timeout (%d ms).",
+							   zk_conn_state_name(conn), zklock_commit_timeout),
+					 errhint("Retry the transaction when ZooKeeper is reachable.")));
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 50, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+static void
+lock_pre_commit(void)
+{
+	if (local_locks != NIL)
+		check_before_commit();
+}
+
+static void
+lock_pre_prepare(void)
+{
+	if (holds_transaction_locks())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot prepare a transaction that holds zookeeper locks"),
+				 errdetail("A zookeeper lock belongs to this backend's request and cannot be handed to a prepared transaction."),
+				 errhint("Commit or roll back the transaction instead.")));
+}
+
+static void
+lock_xact_end(bool commit)
+{
+	drop_holds(true, false);
+}
+
+/*
+ * ROLLBACK TO SAVEPOINT releases what the rolled-back subtransaction took;
+ * RELEASE SAVEPOINT hands its acquisitions to the parent.
+ */
+static void
+lock_subxact_end(bool commit, SubTransactionId mySubid,
+				 SubTransactionId parentSubid)
+{
+	ListCell   *lc;
+	bool		wake = false;
+
+	if (local_locks == NIL)
+		return;
+
+	foreach(lc, local_locks)
+	{
+		LocalLock  *ll = lfirst(lc);
+		int			k;
+
+		if (!ll_has_xact(ll))
+			continue;
+		for (k = 0; k < 2; k++)
+		{
+			ListCell   *sc;
+
+			foreach(sc, ll->h[k].subxids)
+			{
+				if ((SubTransactionId) lfirst_int(sc) != mySubid)
+					continue;
+				if (commit)
+					lfirst_int(sc) = (int) parentSubid;
+				else
+					ll->h[k].subxids = foreach_delete_current(ll->h[k].subxids, sc);
+			}
+		}
+		if (ll_empty(ll))
+		{
+			local_locks = foreach_delete_current(local_locks, lc);
+			wake |= free_local(ll);
+		}
+	}
+	if (wake)
+		zk_wake_worker();
+}
+
+/*
+ * A backend that exits lets go of everything at once, whatever it was
+ * doing: holds, a wait in progress (its entry is in local_locks already),
+ * a zk_lock_holders query.
+ */
+static void
+lock_at_exit(void)
+{
+	if (query_idx != ZKLOCK_NO_ENTRY)
+	{
+		(void) zk_release_entry(query_idx, query_gen);
+		query_idx = ZKLOCK_NO_ENTRY;
+	}
+	drop_holds(true, true);
+}
+
+const ZkRecipeBackend zk_lock_backend = {
+	.pre_commit = lock_pre_commit,
+	.pre_prepare = lock_pre_prepare,
+	.xact_end = lock_xact_end,
+	.subxact_end = lock_subxact_end,
+	.at_exit = lock_at_exit,
+};

@@ -1,0 +1,413 @@
+/*-------------------------------------------------------------------------
+ *
+ * lock_sql.c
+ *	  SQL entry points of the lock recipe: the zk_lock families, tokens,
+ *	  zk_lock_holders and zk_locks.  Run in backends: check arguments, then
+ *	  hand over to lock_backend.c.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "zklock.h"
+
+#include <errno.h>
+
+#include "access/htup_details.h"
+#include "commands/dbcommands.h"
+#include "common/jsonapi.h"
+#include "mb/pg_wchar.h"
+#include "datatype/timestamp.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/proc.h"
+#include "utils/builtins.h"
+#include "utils/tuplestore.h"
+#include "utils/timestamp.h"
+
+/* zk_lock, zk_lock_shared, zk_session_lock, zk_session_lock_shared */
+static Datum
+lock_common(FunctionCallInfo fcinfo, bool key, ZkMode mode, ZkScope scope)
+{
+	char	   *name;
+	int			len;
+	int64		timeout_ms;
+	int64		token;
+	bool		acquired;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();		/* as a strict function would */
+	name = zk_arg_name(fcinfo, key, &len);
+	timeout_ms = zk_arg_timeout_ms(fcinfo, 1);
+	token = zk_acquire(name, len, mode, scope, false, timeout_ms, &acquired);
+	PG_RETURN_INT64(token);
+}
+
+/* the zk_try_* family */
+static Datum
+try_common(FunctionCallInfo fcinfo, bool key, ZkMode mode, ZkScope scope)
+{
+	char	   *name;
+	int			len;
+	bool		acquired;
+
+	name = zk_arg_name(fcinfo, key, &len);
+	(void) zk_acquire(name, len, mode, scope, true, -1, &acquired);
+	PG_RETURN_BOOL(acquired);
+}
+
+static Datum
+unlock_common(FunctionCallInfo fcinfo, bool key, ZkMode mode)
+{
+	char	   *name;
+	int			len;
+
+	name = zk_arg_name(fcinfo, key, &len);
+	PG_RETURN_BOOL(zk_release(name, len, mode));
+}
+
+#define ZK_SQL_FUNC(fn, body) \
+	PG_FUNCTION_INFO_V1(fn); \
+	Datum fn(PG_FUNCTION_ARGS) { return body; }
+
+ZK_SQL_FUNC(zk_lock, lock_common(fcinfo, false, ZKM_EXCLUSIVE, ZKS_TRANSACTION))
+ZK_SQL_FUNC(zk_lock_key, lock_common(fcinfo, true, ZKM_EXCLUSIVE, ZKS_TRANSACTION))
+ZK_SQL_FUNC(zk_lock_shared, lock_common(fcinfo, false, ZKM_SHARED, ZKS_TRANSACTION))
+ZK_SQL_FUNC(zk_lock_shared_key, lock_common(fcinfo, true, ZKM_SHARED, ZKS_TRANSACTION))
+ZK_SQL_FUNC(zk_session_lock, lock_common(fcinfo, false, ZKM_EXCLUSIVE, ZKS_SESSION))
+ZK_SQL_FUNC(zk_session_lock_key, lock_common(fcinfo, true, ZKM_EXCLUSIVE, ZKS_SESSION))
+ZK_SQL_FUNC(zk_session_lock_shared, lock_common(fcinfo, false, ZKM_SHARED, ZKS_SESSION))
+ZK_SQL_FUNC(zk_session_lock_shared_key, lock_common(fcinfo, true, ZKM_SHARED, ZKS_SESSION))
+ZK_SQL_FUNC(zk_try_lock, try_common(fcinfo, false, ZKM_EXCLUSIVE, ZKS_TRANSACTION))
+ZK_SQL_FUNC(zk_try_lock_key, try_common(fcinfo, true, ZKM_EXCLUSIVE, ZKS_TRANSACTION))
+ZK_SQL_FUNC(zk_try_lock_shared, try_common(fcinfo, false, ZKM_SHARED, ZKS_TRANSACTION))
+ZK_SQL_FUNC(zk_try_lock_shared_key, try_common(fcinfo, true, ZKM_SHARED, ZKS_TRANSACTION))
+ZK_SQL_FUNC(zk_try_session_lock, try_common(fcinfo, false, ZKM_EXCLUSIVE, ZKS_SESSION))
+ZK_SQL_FUNC(zk_try_session_lock_key, try_common(fcinfo, true, ZKM_EXCLUSIVE, ZKS_SESSION))
+ZK_SQL_FUNC(zk_try_session_lock_shared, try_common(fcinfo, false, ZKM_SHARED, ZKS_SESSION))
+ZK_SQL_FUNC(zk_try_session_lock_shared_key, try_common(fcinfo, true, ZKM_SHARED, ZKS_SESSION))
+ZK_SQL_FUNC(zk_unlock, unlock_common(fcinfo, false, ZKM_EXCLUSIVE))
+ZK_SQL_FUNC(zk_unlock_key, unlock_common(fcinfo, true, ZKM_EXCLUSIVE))
+ZK_SQL_FUNC(zk_unlock_shared, unlock_common(fcinfo, false, ZKM_SHARED))
+ZK_SQL_FUNC(zk_unlock_shared_key, unlock_common(fcinfo, true, ZKM_SHARED))
+
+PG_FUNCTION_INFO_V1(zk_unlock_all);
+Datum
+zk_unlock_all(PG_FUNCTION_ARGS)
+{
+	zk_release_all_session();
+	PG_RETURN_VOID();
+}
+
+static Datum
+token_common(FunctionCallInfo fcinfo, bool key)
+{
+	char	   *name;
+	int			len;
+	bool		held;
+	int64		token;
+
+	name = zk_arg_name(fcinfo, key, &len);
+	token = zk_held_token(name, len, &held);
+	if (!held)
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(token);
+}
+
+ZK_SQL_FUNC(zk_lock_token, token_common(fcinfo, false))
+ZK_SQL_FUNC(zk_lock_token_key, token_common(fcinfo, true))
+
+/* ---- zk_lock_holders ---- */
+
+/* The fields of our own node data, {"cluster":..., "host":..., ...} */
+typedef struct NodeData
+{
+	int			depth;
+	int			adepth;			/* inside arrays: no field of ours */
+	const char *field;
+	char	   *v[8];
+	JsonTokenType t[8];
+} NodeData;
+
+static const char *const node_fields[8] =
+{"cluster", "host", "port", "database", "pid", "user", "application", "since"};
+
+static void
+nd_object_start(void *state)
+{
+	((NodeData *) state)->depth++;
+}
+
+static void
+nd_object_end(void *state)
+{
+	((NodeData *) state)->depth--;
+}
+
+static void
+nd_array_start(void *state)
+{
+	((NodeData *) state)->adepth++;
+}
+
+static void
+nd_array_end(void *state)
+{
+	((NodeData *) state)->adepth--;
+}
+
+static void
+nd_field_start(void *state, char *fname, bool isnull)
+{
+	NodeData   *nd = state;
+
+	nd->field = (nd->depth == 1) ? pstrdup(fname) : NULL;
+}
+
+static void
+nd_scalar(void *state, char *token, JsonTokenType tokentype)
+{
+	NodeData   *nd = state;
+	int			i;
+
+	if (nd->field == NULL || nd->adepth > 0 || tokentype == JSON_TOKEN_NULL)
+		return;
+	for (i = 0; i < 8; i++)
+		if (strcmp(nd->field, node_fields[i]) == 0)
+		{
+			nd->v[i] = pstrdup(token);
+			nd->t[i] = tokentype;
+		}
+}
+
+/* A JSON scalar as an int4, or false when it is not one (never raises) */
+static bool
+json_int4(const char *v, JsonTokenType t, int32 *out)
+{
+	char	   *end;
+	long		l;
+
+	if (v == NULL || t != JSON_TOKEN_NUMBER)
+		return false;
+	errno = 0;
+	l = strtol(v, &end, 10);
+	if (errno != 0 || *end != '\0' || end == v || l < PG_INT32_MIN || l > PG_INT32_MAX)
+		return false;
+	*out = (int32) l;
+	return true;
+}
+
+/*
+ * Parse zklock's identity (UTF-8 JSON); false when the data is not ours
+ * (kazoo, garbage).  Never raises, whatever another client wrote.
+ */
+static bool
+parse_node_data(const char *data, int len, NodeData *nd)
+{
+	JsonLexContext *lex;
+	JsonSemAction sem;
+
+	memset(nd, 0, sizeof(NodeData));
+	if (len < 2 || data[0] != '{' || memchr(data, '\0', len) != NULL ||
+		!pg_verify_mbstr(PG_UTF8, data, len, true))
+		return false;
+	lex = makeJsonLexContextCstringLen(pnstrdup(data, len), len, PG_UTF8, true);
+	memset(&sem, 0, sizeof(sem));
+	sem.semstate = nd;
+	sem.object_start = nd_object_start;
+	sem.object_end = nd_object_end;
+	sem.object_field_start = nd_field_start;
+	sem.array_start = nd_array_start;
+	sem.array_end = nd_array_end;
+	sem.scalar = nd_scalar;
+	if (pg_parse_json(lex, &sem) != JSON_SUCCESS)
+		return false;
+	return nd->v[0] != NULL;
+}
+
+typedef struct HolderRow
+{
+	ZkHolderRec *rec;
+	char	   *name;
+	char	   *data;
+} HolderRow;
+
+static int
+holder_cmp(const void *a, const void *b)
+{
+	const HolderRow *x = a;
+	const HolderRow *y = b;
+
+	/* creation order: czxid, right across a sequence wrap */
+	return (x->rec->czxid > y->rec->czxid) - (x->rec->czxid < y->rec->czxid);
+}
+
+static Datum
+holders_common(FunctionCallInfo fcinfo, bool key)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	char	   *name;
+	int			len;
+	dsm_segment *seg;
+	ZkHoldersBuf *buf;
+	HolderRow  *rows;
+	ZkContender *contenders;
+	char	   *p;
+	int			n;
+	int			i;
+
+	name = zk_arg_name(fcinfo, key, &len);
+	InitMaterializedSRF(fcinfo, 0);
+
+	seg = zk_query_holders(name, len);
+	buf = dsm_segment_address(seg);
+	n = buf->count;
+	rows = palloc0(sizeof(HolderRow) * Max(n, 1));
+	p = (char *) buf + MAXALIGN(sizeof(ZkHoldersBuf));
+	for (i = 0; i < n; i++)
+	{
+		ZkHolderRec *rec = (ZkHolderRec *) p;
+
+		rows[i].rec = palloc(sizeof(ZkHolderRec));
+		memcpy(rows[i].rec, rec, sizeof(ZkHolderRec));
+		rows[i].name = pnstrdup(p + sizeof(ZkHolderRec), rec->namelen);
+		rows[i].data = pnstrdup(p + sizeof(ZkHolderRec) + rec->namelen, rec->datalen);
+		p += MAXALIGN(sizeof(ZkHolderRec) + rec->namelen + rec->datalen);
+	}
+	dsm_detach(seg);
+	qsort(rows, n, sizeof(HolderRow), holder_cmp);
+	contenders = palloc0(sizeof(ZkContender) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		contenders[i].name = rows[i].name;
+		contenders[i].key = i;
+		contenders[i].shared = rows[i].rec->shared;
+	}
+
+	for (i = 0; i < n; i++)
+	{
+		Datum		values[14];
+		bool		nulls[14];
+		NodeData	nd;
+		bool		ours;
+		bool		shared = rows[i].rec->shared;
+		bool		held;
+		int			j;
+		int			dlen = rows[i].rec->datalen;
+
+		/* the recipe, exactly as the worker applies it (names.c) */
+		held = (zk_lock_blocker(contenders, n, i, NULL, true) == ZKLOCK_HELD);
+
+		memset(nulls, true, sizeof(nulls));
+		values[0] = CStringGetTextDatum(pg_any_to_server_noerror(rows[i].name, strlen(rows[i].name)));
+		values[1] = CStringGetTextDatum(shared ? "shared" : "exclusive");
+		values[2] = CStringGetTextDatum(held ? "held" : "waiting");
+		values[3] = Int32GetDatum(i);
+		values[4] = Int64GetDatum(rows[i].rec->czxid);
+		for (j = 0; j < 5; j++)
+			nulls[j] = false;
+
+		ours = parse_node_data(rows[i].data, dlen, &nd);
+		if (ours)
+		{
+			/* cluster, host, port, database, pid, user, application, since */
+			static const int col[8] = {5, 6, 7, 8, 9, 10, 11, 12};
+
+			for (j = 0; j < 8; j++)
+			{
+				if (nd.v[j] == NULL)
+					continue;
+				if (j == 2 || j == 4)
+				{
+					int32		iv;
+
+					if (!json_int4(nd.v[j], nd.t[j], &iv))
+						continue;	/* not a number: NULL */
+					values[col[j]] = Int32GetDatum(iv);
+				}
+				else
+					values[col[j]] = CStringGetTextDatum(pg_any_to_server_noerror(nd.v[j], strlen(nd.v[j])));
+				nulls[col[j]] = false;
+			}
+		}
+		if (dlen > 0)
+		{
+			if (memchr(rows[i].data, '\0', dlen) == NULL &&
+				pg_verify_mbstr(PG_UTF8, rows[i].data, dlen, true))
+				values[13] = CStringGetTextDatum(pg_any_to_server_noerror(rows[i].data, dlen));
+			else
+			{
+				/* not text in this database's encoding: show it as hex */
+				char	   *hex = palloc(dlen * 2 + 3);
+
+				hex[0] = '\\';
+				hex[1] = 'x';
+				hex_encode(rows[i].data, dlen, hex + 2);
+				hex[dlen * 2 + 2] = '\0';
+				values[13] = CStringGetTextDatum(hex);
+			}
+			nulls[13] = false;
+		}
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+ZK_SQL_FUNC(zk_lock_holders, holders_common(fcinfo, false))
+ZK_SQL_FUNC(zk_lock_holders_key, holders_common(fcinfo, true))
+
+/* ---- zk_locks ---- */
+
+PG_FUNCTION_INFO_V1(zk_locks_internal);
+Datum
+zk_locks_internal(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ZkLockRow  *copy;
+	int			n;
+	int			i;
+
+	InitMaterializedSRF(fcinfo, 0);
+	copy = zk_snapshot_entries(&n); /* copied under the lock */
+	for (i = 0; i < n; i++)
+	{
+		ZkLockRow  *e = &copy[i];
+		Datum		values[10];
+		bool		nulls[10];
+		char	   *db;
+		bool		held = (e->outcome == ZKO_GRANTED || e->outcome == ZKO_LOST);
+
+		memset(nulls, false, sizeof(nulls));
+		values[0] = Int32GetDatum(e->pid);
+		db = OidIsValid(e->dbid) ? get_database_name(e->dbid) : NULL;
+		if (db)
+			values[1] = CStringGetTextDatum(db);
+		else
+			nulls[1] = true;
+		values[2] = CStringGetTextDatum(pg_any_to_server_noerror(e->name, strlen(e->name)));
+		values[3] = CStringGetTextDatum(e->mode == ZKM_SHARED ? "shared" : "exclusive");
+		values[4] = CStringGetTextDatum(e->scope == ZKS_SESSION ? "session" : "transaction");
+		values[5] = CStringGetTextDatum(e->outcome == ZKO_LOST ? "lost" :
+										held ? "held" : "waiting");
+		if (held && e->token != 0)
+			values[6] = Int64GetDatum(e->token);
+		else
+			nulls[6] = true;
+		if (e->node[0])
+		{
+			char		parent[ZKLOCK_PARENT_MAX + 1];
+
+			zk_lock_parent(e->name, parent, sizeof(parent));
+			values[7] = CStringGetTextDatum(psprintf("%s/%s", parent, e->node));
+		}
+		else
+			nulls[7] = true;
+		values[8] = TimestampTzGetDatum(e->requested_at);
+		if (held && e->granted_at != 0)
+			values[9] = TimestampTzGetDatum(e->granted_at);
+		else
+			nulls[9] = true;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+

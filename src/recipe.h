@@ -1,0 +1,98 @@
+/*-------------------------------------------------------------------------
+ *
+ * recipe.h
+ *	  The seam between the worker's common machinery (worker.c,
+ *	  worker_base.c) and the recipes that run on it (lock_worker.c, ...).
+ *
+ *	  Every entry has a kind; every kind has one ZkRecipe, a small table of
+ *	  operations the common code calls without knowing the recipe, the way
+ *	  PostgreSQL's executor calls an index access method through its
+ *	  IndexAmRoutine:
+ *
+ *	  drive			the entry needs a step: a new request taken off the
+ *					queue, its owner let go of it ("released" is set), or it
+ *					was on the retry list and the session is usable again
+ *	  drive_failed	an error was caught while driving it or inside one of
+ *					its completions; the recipe decides (retry, fail, give up)
+ *	  session_lost	the session ended: its ephemeral nodes are gone and
+ *					every request in flight is void
+ *	  session_reset	forget recipe-private state kept per session
+ *
+ *	  Everything here runs in the worker with zk_ctl->lock held (the
+ *	  completions take it through COMPLETION_BEGIN/END).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ZKLOCK_RECIPE_H
+#define ZKLOCK_RECIPE_H
+
+#include "zklock.h"
+
+#include <zookeeper.h>
+
+typedef struct ZkRecipe
+{
+	const char *name;
+	void		(*drive) (ZkEntry *e);
+	void		(*drive_failed) (ZkEntry *e);
+	void		(*session_lost) (ZkEntry *e, const char *why);
+	void		(*session_reset) (void);
+} ZkRecipe;
+
+/* the recipes, by entry kind (worker_base.c holds the table) */
+extern const ZkRecipe zk_lock_recipe;
+extern const ZkRecipe zk_holders_recipe;
+
+#define ZK_PATH_MAX		(ZKLOCK_PARENT_MAX + ZKLOCK_NODE_MAX + 2)
+
+/* worker_base.c: the session recipes use */
+extern zhandle_t *zk_zh;
+extern uint64 zk_cur_session;
+extern bool zk_session_usable(void);
+
+/* worker_base.c: completions */
+extern const void *zk_ctx_of(ZkEntry *e);
+extern ZkEntry *zk_entry_of(const void *ctx);
+extern void zk_completion_error(ZkEntry *e);
+
+/*
+ * Completions and watchers run inside the client library: they take the
+ * lock, and catch every error themselves -- a longjmp through the client
+ * library would corrupt it.  The entry variable must be declared
+ * "ZkEntry *volatile".
+ */
+#define COMPLETION_BEGIN \
+	zk_worker_enter(); \
+	PG_TRY(); \
+	{
+
+#define COMPLETION_END(entry) \
+	} \
+	PG_CATCH(); \
+	{ \
+		zk_completion_error(entry); \
+	} \
+	PG_END_TRY(); \
+	zk_worker_leave();
+
+/* worker_base.c: answering the owner, retrying */
+extern void zk_finish(ZkEntry *e, ZkOutcome outcome, int sqlstate, const char *msg);
+extern void zk_fail(ZkEntry *e, int sqlstate, const char *msg);
+extern void zk_node_gone(ZkEntry *e);
+extern void zk_retry_later(ZkEntry *e);
+extern bool zk_rc_definite(int rc);
+extern bool zk_send_failed(ZkEntry *e, int rc, const char *what);
+
+/* worker_base.c: how many local watchers each node has */
+extern void zk_watch_set(const char *path);
+extern int	zk_watch_drop(const char *path);
+extern void zk_watch_forget_all(void);
+extern void zk_unwatch_done(int rc, const void *ctx);
+
+/* worker_base.c: the common code's calls into the recipes */
+extern void zk_recipe_drive(ZkEntry *e);
+extern void zk_recipes_set_handle(zhandle_t *h, uint64 session_id);
+extern void zk_recipes_reconnected(void);
+extern void zk_recipes_session_lost(const char *why);
+
+#endif							/* ZKLOCK_RECIPE_H */

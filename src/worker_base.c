@@ -1,0 +1,321 @@
+/*-------------------------------------------------------------------------
+ *
+ * worker_base.c
+ *	  The worker's machinery that every recipe shares: the table of recipes
+ *	  by entry kind and the calls into it, completion contexts and error
+ *	  recovery, answering an entry's owner, the retry list, the judgement of
+ *	  the client library's return codes, and the count of local watchers
+ *	  per node.  Knows no recipe.  Runs in the worker, lock held.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "recipe.h"
+
+#include "miscadmin.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+
+zhandle_t  *zk_zh = NULL;
+uint64		zk_cur_session = 0;
+
+/* The recipes, by ZkKind */
+static const ZkRecipe *const recipes[] = {
+	[ZKK_LOCK] = &zk_lock_recipe,
+	[ZKK_HOLDERS] = &zk_holders_recipe,
+};
+
+StaticAssertDecl(lengthof(recipes) == ZKK_NUM, "every entry kind needs a recipe");
+
+/*
+ * An error inside a completion: report it, recover the lock, and let the
+ * entry's recipe decide what becomes of the one request.
+ */
+void
+zk_completion_error(ZkEntry *e)
+{
+	MemoryContextSwitchTo(TopMemoryContext);
+	EmitErrorReport();
+	FlushErrorState();
+	LWLockReleaseAll();
+	zk_worker_reset();
+	zk_worker_enter();
+	zk_count(ZKCNT_ZK_ERRORS, 1);
+	if (e != NULL && e->state != ZKE_FREE)
+		recipes[e->kind]->drive_failed(e);
+}
+
+/*
+ * Drive an entry one step through its recipe.  Not a completion, but
+ * errors are still caught here: a failure (say a dynamic shared memory
+ * segment that cannot be mapped) fails the one request and never the
+ * worker.
+ */
+void
+zk_recipe_drive(ZkEntry *e)
+{
+	PG_TRY();
+	{
+		recipes[e->kind]->drive(e);
+	}
+	PG_CATCH();
+	{
+		zk_completion_error(e);
+	}
+	PG_END_TRY();
+}
+
+void
+zk_recipes_set_handle(zhandle_t *h, uint64 session_id)
+{
+	zk_zh = h;
+	zk_cur_session = session_id;
+}
+
+/*
+ * The session is usable: drive everything on the retry list, in the order
+ * it was put there.
+ */
+void
+zk_recipes_reconnected(void)
+{
+	uint32		idx = zk_retry_take_all();
+
+	while (idx != ZKLOCK_NO_ENTRY)
+	{
+		ZkEntry    *e = zk_entry(idx);
+
+		idx = e->retry_next;
+		e->retry_prev = e->retry_next = ZKLOCK_NO_ENTRY;
+		if (e->state != ZKE_FREE)
+			zk_recipe_drive(e);
+	}
+}
+
+/*
+ * The session ended (expired, closed, or the worker is exiting): every
+ * request in flight is void and every ephemeral node gone.  Each entry's
+ * recipe settles it.  Rare, so it may look at every entry.
+ */
+void
+zk_recipes_session_lost(const char *why)
+{
+	int			i;
+	int			k;
+
+	(void) zk_retry_take_all();
+	zk_watch_forget_all();
+	for (k = 0; k < ZKK_NUM; k++)
+		if (recipes[k]->session_reset)
+			recipes[k]->session_reset();
+	for (i = 0; i < zk_ctl->max_entries; i++)
+	{
+		ZkEntry    *e = zk_entry(i);
+
+		if (e->state == ZKE_FREE)
+			continue;
+		e->retry_prev = e->retry_next = ZKLOCK_NO_ENTRY;
+		recipes[e->kind]->session_lost(e, why);
+	}
+}
+
+/* ---- helpers ---- */
+
+/* A completion's context names an entry and its generation. */
+const void *
+zk_ctx_of(ZkEntry *e)
+{
+	return (const void *) (uintptr_t) (((uint64) e->gen << 32) | zk_entry_index(e));
+}
+
+ZkEntry *
+zk_entry_of(const void *ctx)
+{
+	uint64		v = (uint64) (uintptr_t) ctx;
+	uint32		idx = (uint32) (v & 0xFFFFFFFF);
+	ZkEntry    *e;
+
+	if (idx >= (uint32) zk_ctl->max_entries)
+		return NULL;
+	e = zk_entry(idx);
+	if (e->gen != (uint32) (v >> 32) || e->state == ZKE_FREE)
+		return NULL;
+	return e;
+}
+
+bool
+zk_session_usable(void)
+{
+	return zk_zh != NULL && zoo_state(zk_zh) == ZOO_CONNECTED_STATE &&
+		zk_ctl->conn_state == ZKC_CONNECTED;
+}
+
+void
+zk_retry_later(ZkEntry *e)
+{
+	zk_retry_add(e);
+}
+
+
+/* Tell the owner what became of its request. */
+void
+zk_finish(ZkEntry *e, ZkOutcome outcome, int sqlstate, const char *msg)
+{
+	if (e->outcome == ZKO_NONE || (outcome == ZKO_LOST && e->outcome == ZKO_GRANTED))
+	{
+		if (msg)
+			strlcpy(e->errmsg, msg, sizeof(e->errmsg));
+		e->sqlstate = sqlstate;
+		if (outcome == ZKO_GRANTED)
+		{
+			e->granted_at = GetCurrentTimestamp();
+			zk_count(ZKCNT_GRANTS, 1);
+		}
+		pg_write_barrier();
+		e->outcome = outcome;
+	}
+	zk_wake_owner(e);
+}
+
+/* The node is gone (or never existed): free or wait for the owner. */
+void
+zk_node_gone(ZkEntry *e)
+{
+	e->node[0] = '\0';
+	e->in_doubt = false;
+	if (e->released)
+		zk_entry_free(e);
+	else
+		e->state = ZKE_DONE;
+}
+
+void
+zk_fail(ZkEntry *e, int sqlstate, const char *msg)
+{
+	zk_count(ZKCNT_ZK_ERRORS, 1);
+	zk_finish(e, ZKO_FAILED, sqlstate, msg);
+}
+
+/*
+ * Is this a verdict of ZooKeeper's (ZOK or an API error such as ZNONODE)?
+ * Everything else -- connection loss, timeouts, the client's own
+ * inconsistencies, a session that ended -- leaves the request's fate
+ * unknown.
+ */
+bool
+zk_rc_definite(int rc)
+{
+	if (rc == ZOK)
+		return true;
+	if (rc == ZSESSIONEXPIRED || rc == ZSESSIONMOVED || rc == ZCLOSING ||
+		rc == ZAUTHFAILED)
+		return false;
+	return rc <= ZAPIERROR || rc == ZBADARGUMENTS || rc == ZUNIMPLEMENTED;
+}
+
+/*
+ * A zoo_a* call returned rc without queueing its request: a bad request
+ * fails for good; anything else is a connection problem and is retried
+ * once the session is usable again.  Returns true when retrying.
+ */
+bool
+zk_send_failed(ZkEntry *e, int rc, const char *what)
+{
+	char		msg[ZKLOCK_ERRMSG_MAX];
+
+	if (!zk_rc_definite(rc) || rc == ZOK)
+	{
+		zk_retry_later(e);
+		return true;
+	}
+	snprintf(msg, sizeof(msg), "ZooKeeper refused the %s request: %s", what, zerror(rc));
+	zk_fail(e, ERRCODE_CONNECTION_FAILURE, msg);
+	return false;
+}
+
+
+/*
+ * How many of our entries watch each node, or have a get that sets such a
+ * watch in flight: the server keeps one watch per session and path, and a
+ * removal takes every local watcher of the path with it, so it is only
+ * sent for the last of them; the others remove their own watcher locally.
+ * Worker-private; emptied when the session ends.
+ */
+typedef struct WatchRef
+{
+	char		path[ZK_PATH_MAX];
+	int			refs;
+} WatchRef;
+
+static HTAB *watch_refs = NULL;
+
+static WatchRef *
+watch_ref(const char *path, bool create)
+{
+	char		key[ZK_PATH_MAX];
+	bool		found;
+	WatchRef   *w;
+
+	if (watch_refs == NULL)
+	{
+		HASHCTL		ctl;
+
+		if (!create)
+			return NULL;
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = ZK_PATH_MAX;
+		ctl.entrysize = sizeof(WatchRef);
+		watch_refs = hash_create("zklock watches", 64, &ctl, HASH_ELEM | HASH_STRINGS);
+	}
+	memset(key, 0, sizeof(key));
+	strlcpy(key, path, sizeof(key));
+	w = hash_search(watch_refs, key, create ? HASH_ENTER : HASH_FIND, &found);
+	if (w != NULL && create && !found)
+		w->refs = 0;
+	return w;
+}
+
+void
+zk_watch_set(const char *path)
+{
+	WatchRef   *w = watch_ref(path, true);
+
+	if (w != NULL)
+	{
+		if (w->refs < 0)
+			w->refs = 0;
+		w->refs++;
+	}
+}
+
+/* One watcher of path is gone; returns how many remain */
+int
+zk_watch_drop(const char *path)
+{
+	WatchRef   *w = watch_ref(path, false);
+	int			left;
+
+	if (w == NULL)
+		return 0;
+	left = --w->refs;
+	if (left <= 0)
+		hash_search(watch_refs, w->path, HASH_REMOVE, NULL);
+	return Max(left, 0);
+}
+
+void
+zk_watch_forget_all(void)
+{
+	if (watch_refs != NULL)
+	{
+		hash_destroy(watch_refs);
+		watch_refs = NULL;
+	}
+}
+
+
+void
+zk_unwatch_done(int rc, const void *ctx)
+{
+	/* nothing to do: ZNOWATCHER means it fired meanwhile */
+}
+
