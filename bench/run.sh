@@ -15,6 +15,7 @@
 #   BENCH_ZKBENCH_FLAGS    extra zkbench flags for every direct-C case,
 #                   e.g. "-R -1" (no host re-resolution at every poll)
 #   BENCH_SKIP_DEPS=1      do not run tools/deps.sh
+#   BENCH_QUEUE=0   skip the queue benchmark (bench/queue/run.sh) at the end
 #   BENCH_WITHOUT_ZKLOCK=1 do not build/load zklock; only the advisory and
 #                          direct-C cases (to check the harness or ZooKeeper)
 #   BENCH_OUT       where the results and logs are kept
@@ -466,6 +467,17 @@ field() {  # field KEY COLUMN(1-based)
     echo
     echo "raw outputs and logs: $BENCH_OUT"
 } | tee "$BENCH_OUT/results.txt"
+
+# ---------------------------------------------------------------------------
+# (g) the queue benchmark on the same ZooKeeper and cluster (bench/queue/run.sh):
+# kazoo's LockingQueue, Curator's DistributedQueue and zklock's queue
+if [ "${BENCH_QUEUE:-1}" = 1 ]; then
+    say "queue benchmark (bench/queue/run.sh; results in $BENCH_OUT/queue)"
+    qenv=(BENCH_SECONDS="$BENCH_SECONDS" BENCH_SKIP_DEPS="$BENCH_SKIP_DEPS" BENCH_QUEUE_ZKPORT="$ZKPORT"
+          BENCH_WITHOUT_ZKLOCK="$BENCH_WITHOUT_ZKLOCK" BENCH_OUT="$BENCH_OUT/queue")
+    [ "$BENCH_WITHOUT_ZKLOCK" = 1 ] || qenv+=(BENCH_QUEUE_PGHOST="$SOCKDIR" BENCH_QUEUE_PGPORT="$BENCH_PGPORT")
+    run_child env "${qenv[@]}" bash "$BENCH_DIR/queue/run.sh" || FAILED_CASES=$((FAILED_CASES + 1))
+fi
 
 if [ "$FAILED_CASES" -gt 0 ]; then
     echo "$me: $FAILED_CASES case(s) failed" >&2

@@ -1,0 +1,413 @@
+#!/usr/bin/python3
+"""queue_bench.py - one queue benchmark case for bench/queue/run.sh: one
+producer and N consumers on one queue, driven through kazoo's LockingQueue
+(--driver kazoo) or through zklock's SQL functions (--driver zklock).
+
+  queue_bench.py --driver kazoo  --zk-port P --path /bench-queue/kazoo-1 --consumers 1 --seconds 10 \
+                 [--warmup 2] [--backlog 100] [--drain 30]
+  queue_bench.py --driver zklock --zk-port P --queue bench-1 --pg-host DIR --pg-port N --consumers 8 ...
+
+Every worker is a process of its own with its own ZooKeeper session (kazoo) or
+its own PostgreSQL connection (zklock), like separate services.  The producer
+puts 100-byte payloads that start with "seq=<12 digits>;" and numbers them
+0, 1, 2, ...; it waits while --backlog items are put and not yet consumed,
+so that the queue stays short and the same length for every driver.
+
+  kazoo:  producer LockingQueue.put(payload); consumer get() then consume(),
+          counted once consume() returned True (entry and claim deleted).
+  zklock: producer SELECT zk_enqueue(queue, payload) in autocommit; consumer
+          BEGIN; SELECT * FROM zk_dequeue(queue, '1s'); COMMIT, counted once
+          COMMIT returned.
+
+Timeline: all workers connect; --warmup seconds of work that is not counted;
+the timed window of --seconds, framed by two mntr requests to ZooKeeper
+(zk_packets_received); then the producer stops and the consumers drain the
+queue until every item put is consumed and ZooKeeper holds no entry and no
+claim of it (at most --drain seconds); then every worker closes and the
+parent checks through ZooKeeper itself (kazoo) that no item was lost or
+consumed twice and nothing is left behind.
+
+Prints one line:
+  driver=kazoo consumers=1 seconds=10.002 consumed=... items_per_sec=...
+  zk_packets=... packets_per_item=... produced_total=... consumed_total=...
+  drained=1 remaining=0 claims_left=0 lost=0 duplicated=0 consumed_not_gone=0
+  unknown=0 errors=0 verify=ok
+Exit status 0 when verify=ok, 1 otherwise.
+"""
+
+import argparse
+import multiprocessing as mp
+import queue as pyqueue
+import signal
+import socket
+import sys
+import time
+
+PAYLOAD_LEN = 100
+
+WAIT, RUN, DRAIN, STOP = 0, 1, 2, 3
+
+
+def payload(seq):
+    head = b"seq=%012d;" % seq
+    return head + b"." * (PAYLOAD_LEN - len(head))
+
+
+def parse_seq(data):
+    """sequence number in a payload, None when there is none"""
+    if isinstance(data, str):
+        data = data.encode()
+    i = data.find(b"seq=")
+    if i < 0 or len(data) < i + 16 or not data[i + 4:i + 16].isdigit():
+        return None
+    return int(data[i + 4:i + 16])
+
+
+def mntr_packets(port):
+    """zk_packets_received of the server on 127.0.0.1:port (one packet itself)"""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(b"mntr")
+        buf = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+    for line in buf.decode(errors="replace").splitlines():
+        f = line.split()
+        if len(f) == 2 and f[0] == "zk_packets_received":
+            return int(f[1])
+    raise RuntimeError("no zk_packets_received in mntr answer of 127.0.0.1:%d" % port)
+
+
+def kazoo_client(port):
+    from kazoo.client import KazooClient
+    zk = KazooClient(hosts="127.0.0.1:%d" % port, timeout=10.0)
+    zk.start(timeout=15)
+    return zk
+
+
+# ---------------------------------------------------------------------------
+# drivers: each has producer_setup / put / consumer_setup / take / close
+
+
+class KazooDriver:
+    """kazoo's LockingQueue at args.path (entries/ and taken/ below it)"""
+
+    def __init__(self, args):
+        self.args = args
+        self.zk = None
+        self.q = None
+
+    def _open(self):
+        from kazoo.recipe.queue import LockingQueue
+        self.zk = kazoo_client(self.args.zk_port)
+        self.q = LockingQueue(self.zk, self.args.path)
+        # creates entries/ and taken/ now, outside the timed window
+        self.q._ensure_paths()
+
+    producer_setup = _open
+    consumer_setup = _open
+
+    def put(self, data):
+        self.q.put(data)
+
+    def take(self):
+        """list of consumed payloads (empty when none came within 0.2 s)"""
+        v = self.q.get(timeout=0.2)
+        if v is None:
+            return []
+        if not self.q.consume():
+            raise RuntimeError("LockingQueue.consume() returned False (claim lost)")
+        return [v]
+
+    def close(self):
+        if self.zk is not None:
+            self.zk.stop()
+            self.zk.close()
+
+
+class ZklockDriver:
+    """zklock's zk_enqueue / zk_dequeue on queue args.queue"""
+
+    def __init__(self, args):
+        self.args = args
+        self.conn = None
+        self.cur = None
+
+    def _connect(self, autocommit):
+        import psycopg2
+        self.conn = psycopg2.connect(host=self.args.pg_host, port=self.args.pg_port,
+                                     user=self.args.pg_user, dbname=self.args.pg_db,
+                                     application_name="queue_bench")
+        self.conn.autocommit = autocommit
+        self.cur = self.conn.cursor()
+
+    def producer_setup(self):
+        self._connect(True)
+
+    def consumer_setup(self):
+        self._connect(False)
+
+    def put(self, data):
+        # autocommit: published when the statement's transaction commits
+        self.cur.execute("SELECT zk_enqueue(%s, %s::text)", (self.args.queue, data.decode()))
+
+    def take(self):
+        # psycopg2 opens the transaction (BEGIN) with the first statement
+        self.cur.execute("SELECT * FROM zk_dequeue(%s, %s::interval)", (self.args.queue, "1s"))
+        rows = self.cur.fetchall()
+        cols = [d[0] for d in self.cur.description]
+        self.conn.commit()
+        out = []
+        for r in rows:
+            rec = dict(zip(cols, r))
+            body = rec.get("body")
+            if body is None and rec.get("payload") is not None:
+                body = bytes(rec["payload"])
+            out.append(body)
+        return out
+
+    def close(self):
+        if self.conn is not None:
+            self.conn.close()
+
+
+DRIVERS = {"kazoo": KazooDriver, "zklock": ZklockDriver}
+
+
+# ---------------------------------------------------------------------------
+# workers (separate processes)
+
+
+def worker(role, idx, args, shared, results):
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    phase, produced, consumed, ready, slots = shared
+    drv = DRIVERS[args.driver](args)
+    seqs = []
+    err = None
+    try:
+        if role == "producer":
+            drv.producer_setup()
+        else:
+            drv.consumer_setup()
+        with ready.get_lock():
+            ready.value += 1
+        while phase.value == WAIT:
+            time.sleep(0.001)
+        if role == "producer":
+            seq = 0
+            while phase.value == RUN:
+                # one slot per item put and not yet consumed
+                if not slots.acquire(timeout=0.1):
+                    continue
+                drv.put(payload(seq))
+                seq += 1
+                with produced.get_lock():
+                    produced.value += 1
+        else:
+            while phase.value in (RUN, DRAIN):
+                got = drv.take()
+                if not got:
+                    continue
+                for body in got:
+                    seqs.append(parse_seq(body))
+                    slots.release()
+                with consumed.get_lock():
+                    consumed.value += len(got)
+    except Exception as e:  # reported by the parent; the case fails
+        err = "%s %d: %s: %s" % (role, idx, type(e).__name__, e)
+    finally:
+        try:
+            drv.close()
+        except Exception as e:
+            err = err or "%s %d: close: %s" % (role, idx, e)
+    results.put((role, idx, seqs, err))
+
+
+# ---------------------------------------------------------------------------
+# verification through ZooKeeper
+
+
+def queue_base(args):
+    if args.driver == "kazoo":
+        return args.path
+    return args.zk_root.rstrip("/") + "/queues/" + args.queue
+
+
+def zk_queue_empty(zk, args):
+    """no entry and no claim left in ZooKeeper"""
+    base = queue_base(args)
+    for sub in ("/entries", "/taken"):
+        if zk.exists(base + sub) and zk.get_children(base + sub):
+            return False
+    return True
+
+
+def zk_remaining(args):
+    """(seqs of the items left in the queue, number of claims left, path)"""
+    zk = kazoo_client(args.zk_port)
+    try:
+        base = queue_base(args)
+        entries = base + "/entries"
+        taken = base + "/taken"
+        left = []
+        names = zk.get_children(entries) if zk.exists(entries) else []
+        for n in names:
+            try:
+                data, _ = zk.get(entries + "/" + n)
+            except Exception:
+                continue  # deleted meanwhile
+            left.append(parse_seq(data))
+        claims = len(zk.get_children(taken)) if zk.exists(taken) else 0
+        return left, claims, base
+    finally:
+        zk.stop()
+        zk.close()
+
+
+# ---------------------------------------------------------------------------
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--driver", choices=sorted(DRIVERS), required=True)
+    ap.add_argument("--zk-port", type=int, required=True)
+    ap.add_argument("--path", help="kazoo: queue path (entries/ and taken/ below it)")
+    ap.add_argument("--queue", help="zklock: queue name")
+    ap.add_argument("--zk-root", default=None, help="zklock: zklock.root (default: asked with SHOW)")
+    ap.add_argument("--pg-host")
+    ap.add_argument("--pg-port", type=int, default=5432)
+    ap.add_argument("--pg-user", default="postgres")
+    ap.add_argument("--pg-db", default="postgres")
+    ap.add_argument("--consumers", type=int, default=1)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--warmup", type=float, default=2.0)
+    ap.add_argument("--backlog", type=int, default=100)
+    ap.add_argument("--drain", type=float, default=30.0)
+    ap.add_argument("--setup-timeout", type=float, default=60.0)
+    args = ap.parse_args()
+    if args.driver == "kazoo" and not args.path:
+        ap.error("--path is needed with --driver kazoo")
+    if args.driver == "zklock":
+        if not args.queue or not args.pg_host:
+            ap.error("--queue and --pg-host are needed with --driver zklock")
+        if args.zk_root is None:
+            import psycopg2
+            c = psycopg2.connect(host=args.pg_host, port=args.pg_port, user=args.pg_user, dbname=args.pg_db)
+            cur = c.cursor()
+            cur.execute("SHOW zklock.root")
+            args.zk_root = cur.fetchone()[0]
+            c.close()
+
+    ctx = mp.get_context("fork")
+    phase = ctx.Value("i", WAIT)
+    produced = ctx.Value("q", 0)
+    consumed = ctx.Value("q", 0)
+    ready = ctx.Value("i", 0)
+    slots = ctx.Semaphore(args.backlog)
+    shared = (phase, produced, consumed, ready, slots)
+    results = ctx.Queue()
+    procs = [ctx.Process(target=worker, args=("producer", 0, args, shared, results))]
+    procs += [ctx.Process(target=worker, args=("consumer", i, args, shared, results))
+              for i in range(args.consumers)]
+
+    def on_term(signum, frame):
+        raise SystemExit(128 + signum)
+    signal.signal(signal.SIGTERM, on_term)
+
+    errors = []
+    got = {}
+    try:
+        for p in procs:
+            p.start()
+        deadline = time.monotonic() + args.setup_timeout
+        while ready.value < len(procs):
+            if time.monotonic() > deadline or any(p.exitcode is not None for p in procs):
+                raise RuntimeError("workers not ready after setup (%d of %d)" % (ready.value, len(procs)))
+            time.sleep(0.01)
+
+        # warm-up, then the timed window
+        phase.value = RUN
+        time.sleep(args.warmup)
+        pk0 = mntr_packets(args.zk_port)
+        c0 = consumed.value
+        t0 = time.monotonic()
+        time.sleep(args.seconds)
+        c_win = consumed.value - c0
+        t1 = time.monotonic()
+        pk1 = mntr_packets(args.zk_port)
+        phase.value = DRAIN
+
+        # drain: the producer stops at once; the consumers empty the queue
+        # until ZooKeeper holds no entry and no claim of it
+        deadline = time.monotonic() + args.drain
+        drained = 0
+        zkc = None
+        try:
+            while time.monotonic() < deadline:
+                if not procs[0].is_alive() and consumed.value >= produced.value:
+                    zkc = zkc or kazoo_client(args.zk_port)
+                    if zk_queue_empty(zkc, args):
+                        drained = 1
+                        break
+                time.sleep(0.02)
+        finally:
+            if zkc is not None:
+                zkc.stop()
+                zkc.close()
+        phase.value = STOP
+
+        # collect every worker's consumed sequence numbers
+        deadline = time.monotonic() + 30
+        while len(got) < len(procs) and time.monotonic() < deadline:
+            try:
+                role, idx, seqs, err = results.get(timeout=0.5)
+            except pyqueue.Empty:
+                continue
+            got[(role, idx)] = seqs
+            if err:
+                errors.append(err)
+        for p in procs:
+            p.join(timeout=5)
+        if len(got) < len(procs):
+            errors.append("%d worker(s) did not report" % (len(procs) - len(got)))
+    finally:
+        phase.value = STOP
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        for p in procs:
+            p.join(timeout=5)
+
+    # what ZooKeeper holds, once every worker's session is closed
+    left, claims, base = zk_remaining(args)
+    n_prod = produced.value
+    cons = [s for (role, _), seqs in got.items() if role == "consumer" for s in seqs]
+    cset = set(cons)
+    lset = set(left)
+    pset = set(range(n_prod))
+    duplicated = len(cons) - len(cset) + (len(left) - len(lset))
+    consumed_not_gone = len(cset & lset)
+    lost = len(pset - cset - lset)
+    unknown = len((cset | lset) - pset)
+    bad = (duplicated or consumed_not_gone or lost or unknown or claims or errors
+           or (drained and left))
+    elapsed = t1 - t0
+    pk = pk1 - pk0 - 1
+    print("driver=%s consumers=%d seconds=%.3f consumed=%d items_per_sec=%.1f zk_packets=%d "
+          "packets_per_item=%s produced_total=%d consumed_total=%d drained=%d remaining=%d "
+          "claims_left=%d lost=%d duplicated=%d consumed_not_gone=%d unknown=%d errors=%d verify=%s path=%s"
+          % (args.driver, args.consumers, elapsed, c_win, c_win / elapsed, pk,
+             ("%.2f" % (pk / c_win)) if c_win else "-", n_prod, len(cons), drained, len(left),
+             claims, lost, duplicated, consumed_not_gone, unknown, len(errors),
+             "FAILED" if bad else "ok", base))
+    for e in errors[:10]:
+        print("error: " + e, file=sys.stderr)
+    sys.stdout.flush()
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

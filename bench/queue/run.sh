@@ -1,0 +1,404 @@
+#!/usr/bin/env bash
+# bench/queue/run.sh - queue benchmark: kazoo's LockingQueue, Apache Curator's
+# DistributedQueue (lock-safe mode) and zklock's zk_enqueue/zk_dequeue, side
+# by side on one throwaway ZooKeeper, with one producer and 1 consumer, then
+# one producer and 8 consumers.  See bench/queue/README.md.
+#
+#   bash bench/queue/run.sh      (as root on Debian 12, from anywhere)
+#
+# Environment:
+#   BENCH_SECONDS          measured seconds of every case (default 10)
+#   BENCH_QUEUE_CONSUMERS  consumers of the "many consumers" cases (default 8)
+#   BENCH_QUEUE_WARMUP     seconds of uncounted work before each window (default 2)
+#   BENCH_QUEUE_BACKLOG    the producer pauses while this many items wait (default 100)
+#   BENCH_QUEUE_DRAIN      at most this many seconds to drain the queue after
+#                          the window, before the check (default 30)
+#   BENCH_QUEUE_ZKPORT     use the ZooKeeper already running on 127.0.0.1:PORT
+#                          instead of starting one (it is not stopped)
+#   BENCH_QUEUE_PGHOST, BENCH_QUEUE_PGPORT
+#                          use the PostgreSQL already running there (socket
+#                          directory and port; zklock loaded and connected to
+#                          the same ZooKeeper) instead of building zklock and
+#                          creating a cluster (it is not stopped)
+#   BENCH_PGPORT           port number of the throwaway cluster (default 5497;
+#                          unix socket in the temp dir only, no TCP)
+#   BENCH_SKIP_DEPS=1      do not check or install Debian packages
+#   BENCH_WITHOUT_ZKLOCK=1 only the kazoo and Curator cases
+#   BENCH_OUT              results and logs (default bench/out/queue-<timestamp>)
+#
+# The zklock cases run only when zklock has a queue: the repository's
+# zklock--*.sql defines zk_enqueue (else "zklock queue: not available yet" and
+# no build, no cluster), and after CREATE EXTENSION pg_proc has zk_enqueue.
+# Everything started is stopped and the temp dir removed on exit, also on
+# failure or Ctrl-C.  Exit status 1 when a case failed or its check failed.
+
+set -u
+set -o pipefail
+export LC_ALL=C
+
+me=queue/run.sh
+exec 9>&2
+say() { echo "[$(date +%T)] $*" >&9; }
+die() { echo "$me: error: $*" >&9; exit 1; }
+
+QDIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd) || exit 1
+REPO=$(cd "$QDIR/../.." && pwd) || exit 1
+
+BENCH_SECONDS=${BENCH_SECONDS:-10}
+BENCH_QUEUE_CONSUMERS=${BENCH_QUEUE_CONSUMERS:-8}
+BENCH_QUEUE_WARMUP=${BENCH_QUEUE_WARMUP:-2}
+BENCH_QUEUE_BACKLOG=${BENCH_QUEUE_BACKLOG:-100}
+BENCH_QUEUE_DRAIN=${BENCH_QUEUE_DRAIN:-30}
+BENCH_QUEUE_ZKPORT=${BENCH_QUEUE_ZKPORT:-}
+BENCH_QUEUE_PGHOST=${BENCH_QUEUE_PGHOST:-}
+BENCH_QUEUE_PGPORT=${BENCH_QUEUE_PGPORT:-}
+BENCH_PGPORT=${BENCH_PGPORT:-5497}
+BENCH_SKIP_DEPS=${BENCH_SKIP_DEPS:-0}
+BENCH_WITHOUT_ZKLOCK=${BENCH_WITHOUT_ZKLOCK:-0}
+BENCH_OUT=${BENCH_OUT:-$REPO/bench/out/queue-$(date +%Y%m%d-%H%M%S)}
+
+for v in BENCH_SECONDS BENCH_QUEUE_CONSUMERS BENCH_QUEUE_BACKLOG BENCH_QUEUE_DRAIN BENCH_PGPORT; do
+    case ${!v} in ''|*[!0-9]*|0) die "$v must be a positive integer (got '${!v}')" ;; esac
+done
+case $BENCH_QUEUE_WARMUP in ''|*[!0-9]*) die "BENCH_QUEUE_WARMUP must be an integer (got '$BENCH_QUEUE_WARMUP')" ;; esac
+if [ -n "$BENCH_QUEUE_PGHOST$BENCH_QUEUE_PGPORT" ]; then
+    if [ -z "$BENCH_QUEUE_PGHOST" ] || [ -z "$BENCH_QUEUE_PGPORT" ]; then
+        die "set both BENCH_QUEUE_PGHOST and BENCH_QUEUE_PGPORT"
+    fi
+    [ -n "$BENCH_QUEUE_ZKPORT" ] || die "BENCH_QUEUE_PGHOST needs BENCH_QUEUE_ZKPORT (the ZooKeeper that cluster uses)"
+fi
+
+PGBIN=/usr/lib/postgresql/15/bin
+PG_CONFIG=$PGBIN/pg_config
+PY=/usr/bin/python3
+ZKSH=$REPO/tools/zk.sh
+J=/usr/share/java
+# what the Curator driver needs (libcurator-recipes-java and its dependencies)
+CURATOR_CP=$J/curator-recipes.jar:$J/curator-framework.jar:$J/curator-client.jar:$J/zookeeper.jar:$J/zookeeper-jute.jar:$J/guava.jar:$J/slf4j-api.jar:$J/slf4j-simple.jar
+PGUSER_OS=postgres
+
+[ "$(id -u)" -eq 0 ] || die "run me as root (apt-get, make install and initdb as '$PGUSER_OS' need it)"
+[ -f "$ZKSH" ] || die "tools/zk.sh not found in $REPO"
+
+# Does this tree's zklock have the queue?  The extension script decides, so a
+# tree without it is neither built nor installed.
+ZKLOCK_QUEUE=0
+ZKLOCK_NOTE="zklock queue: not available yet"
+if [ "$BENCH_WITHOUT_ZKLOCK" = 1 ]; then
+    ZKLOCK_NOTE="zklock queue: skipped (BENCH_WITHOUT_ZKLOCK=1)"
+elif [ -n "$BENCH_QUEUE_PGHOST" ]; then
+    ZKLOCK_QUEUE=1      # checked in that cluster's pg_proc below
+elif grep -qiE 'function[[:space:]]+(public\.)?zk_enqueue[[:space:]]*\(' "$REPO"/zklock--*.sql 2>/dev/null; then
+    ZKLOCK_QUEUE=1
+else
+    ZKLOCK_NOTE="zklock queue: not available yet (no zk_enqueue in zklock--*.sql)"
+fi
+
+# ---------------------------------------------------------------------------
+# cleanup
+
+TMPD=""
+PGDATA_DIR=""
+PG_STARTED=0
+ZK_DIR=""
+ZK_STARTED=0
+CHILD_PID=""
+
+# shellcheck disable=SC2317  # invoked by the trap
+cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM
+    if [ -n "$CHILD_PID" ] && kill -0 "$CHILD_PID" 2>/dev/null; then
+        # the child is `timeout`, which passes the signal on to its process group
+        kill -TERM "$CHILD_PID" 2>/dev/null
+        wait "$CHILD_PID" 2>/dev/null
+    fi
+    if [ "$PG_STARTED" = 1 ]; then
+        (cd / && runuser -u "$PGUSER_OS" -- "$PGBIN/pg_ctl" -D "$PGDATA_DIR" -m fast -t 30 -w stop) >/dev/null 2>&1 ||
+            (cd / && runuser -u "$PGUSER_OS" -- "$PGBIN/pg_ctl" -D "$PGDATA_DIR" -m immediate -w stop) >/dev/null 2>&1 ||
+            echo "$me: warning: could not stop PostgreSQL in $PGDATA_DIR" >&9
+    fi
+    if [ "$ZK_STARTED" = 1 ]; then
+        bash "$ZKSH" stop "$ZK_DIR" >/dev/null 2>&1 ||
+            bash "$ZKSH" kill "$ZK_DIR" >/dev/null 2>&1 ||
+            echo "$me: warning: could not stop ZooKeeper in $ZK_DIR" >&9
+    fi
+    if [ -n "$TMPD" ] && [ -d "$TMPD" ]; then
+        if [ -d "$BENCH_OUT" ]; then
+            [ -f "$TMPD/postgresql.log" ] && cp "$TMPD/postgresql.log" "$BENCH_OUT/" 2>/dev/null
+            [ -n "$ZK_DIR" ] && [ -f "$ZK_DIR/zk.log" ] && cp "$ZK_DIR/zk.log" "$BENCH_OUT/zookeeper.log" 2>/dev/null
+        fi
+        rm -rf "$TMPD"
+    fi
+    if [ "$rc" -ne 0 ] && [ -d "$BENCH_OUT" ]; then
+        echo "$me: failed (exit $rc); logs in $BENCH_OUT" >&9
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# run a command in the background and wait for it, so that a signal to this
+# script reaches the trap at once and the trap can stop the command
+run_child() {
+    "$@" &
+    CHILD_PID=$!
+    wait "$CHILD_PID"
+    local rc=$?
+    CHILD_PID=""
+    return $rc
+}
+
+mkdir -p "$BENCH_OUT" || die "cannot create $BENCH_OUT"
+LOG=$BENCH_OUT/run.log
+: >"$LOG"
+
+# ---------------------------------------------------------------------------
+# (a) Debian packages
+
+installed() {
+    [ "$(dpkg-query -W -f '${db:Status-Status}' "$1" 2>/dev/null)" = installed ]
+}
+
+if [ "$BENCH_SKIP_DEPS" != 1 ]; then
+    pkgs=(python3-kazoo libcurator-recipes-java zookeeper libzookeeper-java procps coreutils)
+    command -v java >/dev/null 2>&1 || pkgs+=(default-jre-headless)
+    command -v javac >/dev/null 2>&1 || pkgs+=(default-jdk-headless)
+    if [ "$ZKLOCK_QUEUE" = 1 ]; then
+        pkgs+=(python3-psycopg2)
+        [ -z "$BENCH_QUEUE_PGHOST" ] &&
+            pkgs+=(postgresql-15 postgresql-client-15 postgresql-server-dev-15 libzookeeper-st-dev make gcc libc6-dev)
+    fi
+    missing=()
+    for p in "${pkgs[@]}"; do
+        installed "$p" || missing+=("$p")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        say "installing ${missing[*]} (apt-get; log $BENCH_OUT/apt.log)"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get -q update </dev/null >"$BENCH_OUT/apt.log" 2>&1 ||
+            echo "$me: warning: apt-get update failed" >>"$BENCH_OUT/apt.log"
+        apt-get install -y -q --no-install-recommends -o Dpkg::Options::=--force-confdef \
+            -o Dpkg::Options::=--force-confold "${missing[@]}" </dev/null >>"$BENCH_OUT/apt.log" 2>&1 ||
+            { tail -n 20 "$BENCH_OUT/apt.log" >&2; die "apt-get install ${missing[*]} failed"; }
+        for p in "${missing[@]}"; do
+            installed "$p" || die "package $p still missing after apt-get (see $BENCH_OUT/apt.log)"
+        done
+    fi
+fi
+for f in ${CURATOR_CP//:/ }; do
+    [ -r "$f" ] || die "$f not found (Debian packages libcurator-recipes-java, libzookeeper-java, libguava-java, libslf4j-java)"
+done
+command -v javac >/dev/null 2>&1 || die "javac not found (default-jdk-headless)"
+"$PY" -c 'import kazoo' 2>/dev/null || die "$PY cannot import kazoo (python3-kazoo)"
+
+# ---------------------------------------------------------------------------
+# (b) the Curator driver, compiled against Debian's jars
+
+TMPD=$(mktemp -d /tmp/zklock-qbench.XXXXXX) || die "mktemp failed"
+chmod 755 "$TMPD"
+say "compiling bench/queue/CuratorQueueBench.java"
+mkdir -p "$TMPD/classes"
+javac -nowarn -d "$TMPD/classes" -cp "$CURATOR_CP" "$QDIR/CuratorQueueBench.java" >>"$LOG" 2>&1 ||
+    { tail -n 20 "$LOG" >&2; die "javac CuratorQueueBench.java failed"; }
+
+# ---------------------------------------------------------------------------
+# (c) ZooKeeper
+
+port_in_use() {  # something accepts connections on 127.0.0.1:$1
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+if [ -n "$BENCH_QUEUE_ZKPORT" ]; then
+    ZKPORT=$BENCH_QUEUE_ZKPORT
+    bash "$ZKSH" cmd "$ZKPORT" ruok >/dev/null 2>&1 || die "no ZooKeeper answers on 127.0.0.1:$ZKPORT (BENCH_QUEUE_ZKPORT)"
+    ZK_WHAT="127.0.0.1:$ZKPORT (given)"
+else
+    ZKPORT=""
+    for _ in $(seq 1 200); do
+        p=$((21000 + RANDOM % 20000))
+        if ! port_in_use "$p"; then ZKPORT=$p; break; fi
+    done
+    [ -n "$ZKPORT" ] || die "no free loopback port found for ZooKeeper"
+    ZK_DIR=$TMPD/zk
+    say "starting ZooKeeper on 127.0.0.1:$ZKPORT"
+    ZK_STARTED=1
+    bash "$ZKSH" start "$ZK_DIR" "$ZKPORT" >>"$LOG" 2>&1 || { tail -n 20 "$LOG" >&2; die "ZooKeeper did not start"; }
+    ZK_WHAT="127.0.0.1:$ZKPORT (standalone, forceSync=no)"
+fi
+
+# ---------------------------------------------------------------------------
+# (d) PostgreSQL with zklock, when zklock has the queue
+
+PGHOST_Q=""
+PGPORT_Q=""
+if [ "$ZKLOCK_QUEUE" = 1 ] && [ -n "$BENCH_QUEUE_PGHOST" ]; then
+    PGHOST_Q=$BENCH_QUEUE_PGHOST
+    PGPORT_Q=$BENCH_QUEUE_PGPORT
+elif [ "$ZKLOCK_QUEUE" = 1 ]; then
+    say "building zklock (make && make install; log $BENCH_OUT/build.log)"
+    if ! (cd "$REPO" && make PG_CONFIG="$PG_CONFIG" && make PG_CONFIG="$PG_CONFIG" install) >"$BENCH_OUT/build.log" 2>&1; then
+        tail -n 40 "$BENCH_OUT/build.log" >&2
+        die "zklock build failed (make && make install in $REPO)"
+    fi
+    PGDATA_DIR=$TMPD/pgdata
+    PGHOST_Q=$TMPD/sock
+    PGPORT_Q=$BENCH_PGPORT
+    mkdir -p "$PGDATA_DIR" "$PGHOST_Q"
+    chown "$PGUSER_OS": "$PGDATA_DIR" "$PGHOST_Q"
+    chmod 700 "$PGDATA_DIR"
+    touch "$TMPD/postgresql.log"
+    chown "$PGUSER_OS": "$TMPD/postgresql.log"
+    say "initdb ($PGDATA_DIR)"
+    (cd / && runuser -u "$PGUSER_OS" -- "$PGBIN/initdb" -D "$PGDATA_DIR" -U postgres -A trust \
+        -E UTF8 --locale=C --no-sync) >>"$LOG" 2>&1 || { tail -n 20 "$LOG" >&2; die "initdb failed"; }
+    {
+        echo "# bench/queue/run.sh"
+        echo "listen_addresses = ''"
+        echo "port = $PGPORT_Q"
+        echo "unix_socket_directories = '$PGHOST_Q'"
+        echo "max_connections = $((BENCH_QUEUE_CONSUMERS + 20 > 50 ? BENCH_QUEUE_CONSUMERS + 20 : 50))"
+        echo "shared_buffers = 128MB"
+        echo "log_min_messages = warning"
+        echo "log_line_prefix = '%m [%p] '"
+        echo "shared_preload_libraries = 'zklock'"
+        echo "zklock.hosts = '127.0.0.1:$ZKPORT'"
+    } >>"$PGDATA_DIR/postgresql.conf"
+    say "starting PostgreSQL (socket $PGHOST_Q, port $PGPORT_Q)"
+    PG_STARTED=1
+    if ! (cd / && runuser -u "$PGUSER_OS" -- "$PGBIN/pg_ctl" -D "$PGDATA_DIR" -l "$TMPD/postgresql.log" \
+            -t 60 -w start) >>"$LOG" 2>&1; then
+        tail -n 30 "$TMPD/postgresql.log" >&2
+        die "PostgreSQL did not start"
+    fi
+fi
+
+if [ "$ZKLOCK_QUEUE" = 1 ]; then
+    PSQL=("$PGBIN/psql" -X -q -A -t -v ON_ERROR_STOP=1 -h "$PGHOST_Q" -p "$PGPORT_Q" -U postgres -d postgres)
+    sql() { "${PSQL[@]}" -c "$1"; }
+    sql "CREATE EXTENSION IF NOT EXISTS zklock" >>"$LOG" 2>&1 ||
+        { tail -n 20 "$LOG" >&2; die "CREATE EXTENSION zklock failed"; }
+    say "waiting for zklock's worker to connect to ZooKeeper"
+    state=""
+    for _ in $(seq 1 150); do
+        state=$(sql "SELECT state FROM zk_status()" 2>>"$LOG")
+        [ "$state" = connected ] && break
+        sleep 0.2
+    done
+    [ "$state" = connected ] || { [ -f "$TMPD/postgresql.log" ] && tail -n 30 "$TMPD/postgresql.log" >&2
+        die "zk_status().state is '$state', not 'connected', after 30 s"; }
+    n=$(sql "SELECT count(*) FROM pg_proc WHERE proname IN ('zk_enqueue', 'zk_dequeue')" 2>>"$LOG")
+    if [ "${n:-0}" -lt 2 ]; then
+        ZKLOCK_QUEUE=0
+        ZKLOCK_NOTE="zklock queue: not available yet (no zk_enqueue/zk_dequeue in pg_proc)"
+    fi
+fi
+say "$([ "$ZKLOCK_QUEUE" = 1 ] && echo "zklock queue: available" || echo "$ZKLOCK_NOTE")"
+
+# ---------------------------------------------------------------------------
+# (e) the cases
+
+# one line per case in $RES:  key|label|consumers|line of the driver|rc
+RES=$BENCH_OUT/results.psv
+: >"$RES"
+FAILED_CASES=0
+RUNID=$(date +%H%M%S)-$$
+CASE_LIMIT=$((BENCH_SECONDS + BENCH_QUEUE_WARMUP + BENCH_QUEUE_DRAIN + 120))
+
+run_case() {  # run_case KEY LABEL CONSUMERS CMD...
+    local key=$1 label=$2 c=$3
+    shift 3
+    local out=$BENCH_OUT/$key.out err=$BENCH_OUT/$key.err rc line
+    say "case $key: $label, 1 producer + $c consumer(s), ${BENCH_SECONDS}s (+${BENCH_QUEUE_WARMUP}s warm-up)"
+    { echo "== $key: $*"; } >>"$LOG"
+    run_child timeout -k 10 "$CASE_LIMIT" "$@" >"$out" 2>"$err"
+    rc=$?
+    line=$(grep '^driver=' "$out" | tail -n 1)
+    if [ $rc -ne 0 ] || [ -z "$line" ]; then
+        FAILED_CASES=$((FAILED_CASES + 1))
+        echo "$me: case $key failed (exit $rc); $out, $err:" >&2
+        tail -n 5 "$err" >&2
+    fi
+    echo "$key|$label|$c|$line|$rc" >>"$RES"
+    { cat "$out"; echo "  exit $rc"; } >>"$LOG"
+}
+
+PYARGS=(--zk-port "$ZKPORT" --seconds "$BENCH_SECONDS" --warmup "$BENCH_QUEUE_WARMUP"
+        --backlog "$BENCH_QUEUE_BACKLOG" --drain "$BENCH_QUEUE_DRAIN")
+for c in 1 "$BENCH_QUEUE_CONSUMERS"; do
+    run_case "kazoo_$c" "kazoo LockingQueue" "$c" \
+        "$PY" "$QDIR/queue_bench.py" --driver kazoo --path "/bench-queue/$RUNID/kazoo-$c" \
+        --consumers "$c" "${PYARGS[@]}"
+    run_case "curator_$c" "Curator DistributedQueue" "$c" \
+        java -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
+        -Dorg.slf4j.simpleLogger.log.org.apache.zookeeper.ClientCnxn=error \
+        -cp "$TMPD/classes:$CURATOR_CP" CuratorQueueBench \
+        "$ZKPORT" "/bench-queue/$RUNID/curator-$c" "$c" "$BENCH_SECONDS" "$BENCH_QUEUE_WARMUP" \
+        "$BENCH_QUEUE_BACKLOG" "$BENCH_QUEUE_DRAIN"
+    if [ "$ZKLOCK_QUEUE" = 1 ]; then
+        run_case "zklock_$c" "zklock zk_enqueue/zk_dequeue" "$c" \
+            "$PY" "$QDIR/queue_bench.py" --driver zklock --queue "bench-$RUNID-$c" \
+            --pg-host "$PGHOST_Q" --pg-port "$PGPORT_Q" --consumers "$c" "${PYARGS[@]}"
+    fi
+    [ "$c" = "$BENCH_QUEUE_CONSUMERS" ] && break    # BENCH_QUEUE_CONSUMERS=1: one shape
+done
+
+# ---------------------------------------------------------------------------
+# (f) report
+
+get() {  # get KEY FIELD: a field of the driver's line of case KEY
+    awk -F'|' -v k="$1" '$1 == k { print $4; exit }' "$RES" | tr ' ' '\n' | sed -n "s/^$2=//p"
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "-"; else printf "%.2f", a / b }'; }
+
+{
+    echo
+    echo "zklock queue benchmark  $(date '+%F %T')  ${BENCH_SECONDS}s per case after ${BENCH_QUEUE_WARMUP}s warm-up  $(nproc) CPUs"
+    echo "ZooKeeper $ZK_WHAT; payload 100 bytes; backlog at most $BENCH_QUEUE_BACKLOG items"
+    echo
+    printf '%-30s %9s %10s %12s %9s  %s\n' "case (1 producer)" consumers "items/s" "ZK req/item" "items" "check through ZooKeeper"
+    printf '%-30s %9s %10s %12s %9s  %s\n' "-----------------" --------- "-------" "-----------" "-----" "-----------------------"
+    while IFS='|' read -r key label c line rc; do
+        [ -n "$key" ] || continue
+        if [ -z "$line" ]; then
+            printf '%-30s %9s %10s %12s %9s  %s\n' "$label" "$c" - - - "FAILED (exit $rc; see $BENCH_OUT/$key.err)"
+            continue
+        fi
+        v=$(get "$key" verify)
+        chk="$v: $(get "$key" produced_total) put, $(get "$key" consumed_total) consumed, lost $(get "$key" lost), duplicated $(get "$key" duplicated), left $(get "$key" remaining) items $(get "$key" claims_left) claims"
+        [ "$(get "$key" drained)" = 1 ] || chk="$chk (not drained)"
+        [ "$rc" = 0 ] || chk="$chk, exit $rc"
+        printf '%-30s %9s %10s %12s %9s  %s\n' "$label" "$c" "$(get "$key" items_per_sec)" \
+            "$(get "$key" packets_per_item)" "$(get "$key" consumed)" "$chk"
+    done <"$RES"
+    if [ "$ZKLOCK_QUEUE" != 1 ]; then
+        printf '%-30s %9s %10s %12s %9s  %s\n' "zklock zk_enqueue/zk_dequeue" - - - - "not run: $ZKLOCK_NOTE"
+    fi
+    echo
+    N=$BENCH_QUEUE_CONSUMERS
+    echo "ratios of items/s:"
+    printf '  %-22s %12s %12s\n' "" "1 consumer" "$N consumers"
+    for pair in zklock/kazoo zklock/curator curator/kazoo; do
+        a=${pair%/*} b=${pair#*/}
+        printf '  %-22s %12s %12s\n' "$a / $b" "$(ratio "$(get "${a}_1" items_per_sec)" "$(get "${b}_1" items_per_sec)")" \
+            "$(ratio "$(get "${a}_$N" items_per_sec)" "$(get "${b}_$N" items_per_sec)")"
+    done
+    echo
+    echo "notes:"
+    echo "  items/s: items consumed in the timed window (entry and claim deleted from ZooKeeper;"
+    echo "    Curator: counted in consumeMessage, after which Curator deletes the node) / window length."
+    echo "  ZK req/item: mntr zk_packets_received delta over the window (minus one for the closing"
+    echo "    mntr) / items of the window: the put, the take and the consume of an item, together."
+    echo "  check: after the window the producer stops, the consumers drain the queue, every session"
+    echo "    closes; then the payloads' sequence numbers consumed and those still in ZooKeeper are"
+    echo "    compared with those put (lost = put but neither consumed nor in ZooKeeper)."
+    echo "  Everything shares this machine's CPUs; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
+    echo
+    echo "raw outputs and logs: $BENCH_OUT"
+} | tee "$BENCH_OUT/results.txt"
+
+if [ "$FAILED_CASES" -gt 0 ]; then
+    echo "$me: $FAILED_CASES case(s) failed" >&2
+    exit 1
+fi
+exit 0
