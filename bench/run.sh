@@ -34,11 +34,11 @@ export LC_ALL=C
 me=run.sh
 # fd 9: the caller's stderr, also inside functions whose output is redirected
 exec 9>&2
-say() { echo "[$(date +%T)] $*" >&9; }
-die() { echo "$me: error: $*" >&9; exit 1; }
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd) || exit 1
 REPO=$(cd "$BENCH_DIR/.." && pwd) || exit 1
+# shellcheck source=bench/lib.sh
+. "$BENCH_DIR/lib.sh"
 
 BENCH_SECONDS=${BENCH_SECONDS:-10}
 BENCH_CLIENTS=${BENCH_CLIENTS:-32}
@@ -62,70 +62,7 @@ PGUSER_OS=postgres
 
 [ "$(id -u)" -eq 0 ] || die "run me as root (tools/deps.sh, make install and initdb as '$PGUSER_OS' need it)"
 
-# ---------------------------------------------------------------------------
-# cleanup
-
-TMPD=""
-PGDATA_DIR=""
-PG_STARTED=0
-ZK_DIR=""
-ZK_STARTED=0
-CHILD_PID=""
-SAMPLER_PID=""
-
-# shellcheck disable=SC2317  # invoked by the trap
-cleanup() {
-    local rc=$?
-    trap - EXIT INT TERM
-    if [ -n "$CHILD_PID" ] && kill -0 "$CHILD_PID" 2>/dev/null; then
-        kill -TERM "$CHILD_PID" 2>/dev/null
-        wait "$CHILD_PID" 2>/dev/null
-    fi
-    if [ -n "$SAMPLER_PID" ] && kill -0 "$SAMPLER_PID" 2>/dev/null; then
-        kill -TERM "$SAMPLER_PID" 2>/dev/null
-        wait "$SAMPLER_PID" 2>/dev/null
-    fi
-    if [ "$PG_STARTED" = 1 ]; then
-        (cd / && runuser -u "$PGUSER_OS" -- "$PGBIN/pg_ctl" -D "$PGDATA_DIR" -m fast -t 30 -w stop) >/dev/null 2>&1 ||
-            (cd / && runuser -u "$PGUSER_OS" -- "$PGBIN/pg_ctl" -D "$PGDATA_DIR" -m immediate -w stop) >/dev/null 2>&1 ||
-            echo "$me: warning: could not stop PostgreSQL in $PGDATA_DIR" >&9
-    fi
-    if [ "$ZK_STARTED" = 1 ]; then
-        bash "$ZKSH" stop "$ZK_DIR" >/dev/null 2>&1 ||
-            bash "$ZKSH" kill "$ZK_DIR" >/dev/null 2>&1 ||
-            echo "$me: warning: could not stop ZooKeeper in $ZK_DIR" >&9
-    fi
-    if [ -n "$TMPD" ] && [ -d "$TMPD" ]; then
-        # keep the server logs with the results
-        if [ -d "$BENCH_OUT" ]; then
-            [ -f "$TMPD/postgresql.log" ] && cp "$TMPD/postgresql.log" "$BENCH_OUT/" 2>/dev/null
-            [ -f "$ZK_DIR/zk.log" ] && cp "$ZK_DIR/zk.log" "$BENCH_OUT/zookeeper.log" 2>/dev/null
-        fi
-        rm -rf "$TMPD"
-    fi
-    if [ "$rc" -ne 0 ] && [ -d "$BENCH_OUT" ]; then
-        echo "$me: failed (exit $rc); logs in $BENCH_OUT" >&9
-    fi
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-# run a command in the background and wait for it, so that a signal to this
-# script reaches the trap at once and the trap can stop the command
-run_child() {
-    "$@" &
-    CHILD_PID=$!
-    wait "$CHILD_PID"
-    local rc=$?
-    CHILD_PID=""
-    return $rc
-}
-
-mkdir -p "$BENCH_OUT" || die "cannot create $BENCH_OUT"
-LOG=$BENCH_OUT/run.log
-: >"$LOG"
+bench_init_out
 
 # ---------------------------------------------------------------------------
 # (a) dependencies and build
@@ -156,23 +93,8 @@ fi
 # ---------------------------------------------------------------------------
 # (b) ZooKeeper
 
-TMPD=$(mktemp -d /tmp/zklock-bench.XXXXXX) || die "mktemp failed"
-chmod 755 "$TMPD"
-
-port_in_use() {  # something accepts connections on 127.0.0.1:$1
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-ZKPORT=""
-for _ in $(seq 1 200); do
-    p=$((21000 + RANDOM % 20000))
-    if ! port_in_use "$p"; then ZKPORT=$p; break; fi
-done
-[ -n "$ZKPORT" ] || die "no free loopback port found for ZooKeeper"
-
-ZK_DIR=$TMPD/zk
-say "starting ZooKeeper on 127.0.0.1:$ZKPORT"
-ZK_STARTED=1
-bash "$ZKSH" start "$ZK_DIR" "$ZKPORT" >>"$LOG" 2>&1 || { tail -n 20 "$LOG" >&2; die "ZooKeeper did not start"; }
+bench_tmpdir
+bench_start_zk
 
 # value of one mntr field (empty if the server did not answer)
 mntr_field() {  # mntr_field FIELD
@@ -182,58 +104,8 @@ mntr_field() {  # mntr_field FIELD
 # ---------------------------------------------------------------------------
 # (c) PostgreSQL
 
-PGDATA_DIR=$TMPD/pgdata
-SOCKDIR=$TMPD/sock
-mkdir -p "$PGDATA_DIR" "$SOCKDIR"
-chown "$PGUSER_OS": "$PGDATA_DIR" "$SOCKDIR"
-chmod 700 "$PGDATA_DIR"
-touch "$TMPD/postgresql.log"
-chown "$PGUSER_OS": "$TMPD/postgresql.log"
-
-say "initdb ($PGDATA_DIR)"
-(cd / && runuser -u "$PGUSER_OS" -- "$PGBIN/initdb" -D "$PGDATA_DIR" -U postgres -A trust \
-    -E UTF8 --locale=C --no-sync) >>"$LOG" 2>&1 || { tail -n 20 "$LOG" >&2; die "initdb failed"; }
-
-{
-    echo "# bench/run.sh"
-    echo "listen_addresses = ''"
-    echo "port = $BENCH_PGPORT"
-    echo "unix_socket_directories = '$SOCKDIR'"
-    echo "max_connections = $((BENCH_CLIENTS + 20 > 50 ? BENCH_CLIENTS + 20 : 50))"
-    echo "shared_buffers = 128MB"
-    echo "log_min_messages = warning"
-    echo "log_line_prefix = '%m [%p] '"
-    if [ "$BENCH_WITHOUT_ZKLOCK" != 1 ]; then
-        echo "shared_preload_libraries = 'zklock'"
-        echo "zklock.hosts = '127.0.0.1:$ZKPORT'"
-    fi
-} >>"$PGDATA_DIR/postgresql.conf"
-
-say "starting PostgreSQL (socket $SOCKDIR, port $BENCH_PGPORT)"
-PG_STARTED=1
-if ! (cd / && runuser -u "$PGUSER_OS" -- "$PGBIN/pg_ctl" -D "$PGDATA_DIR" -l "$TMPD/postgresql.log" \
-        -t 60 -w start) >>"$LOG" 2>&1; then
-    tail -n 30 "$TMPD/postgresql.log" >&2
-    die "PostgreSQL did not start"
-fi
-
-PSQL=("$PGBIN/psql" -X -q -A -t -v ON_ERROR_STOP=1 -h "$SOCKDIR" -p "$BENCH_PGPORT" -U postgres -d postgres)
-sql() { "${PSQL[@]}" -c "$1"; }
-
-if [ "$BENCH_WITHOUT_ZKLOCK" != 1 ]; then
-    sql "CREATE EXTENSION zklock" >>"$LOG" 2>&1 || { tail -n 20 "$LOG" "$TMPD/postgresql.log" >&2; die "CREATE EXTENSION zklock failed"; }
-    say "waiting for zklock's worker to connect to ZooKeeper"
-    state=""
-    for _ in $(seq 1 150); do
-        state=$(sql "SELECT state FROM zk_status()" 2>>"$LOG")
-        [ "$state" = connected ] && break
-        sleep 0.2
-    done
-    if [ "$state" != connected ]; then
-        tail -n 30 "$TMPD/postgresql.log" >&2
-        die "zk_status().state is '$state', not 'connected', after 30 s"
-    fi
-fi
+bench_start_pg "$BENCH_PGPORT" "$((BENCH_CLIENTS + 20 > 50 ? BENCH_CLIENTS + 20 : 50))" \
+    "$([ "$BENCH_WITHOUT_ZKLOCK" = 1 ] && echo 0 || echo 1)"
 
 # ---------------------------------------------------------------------------
 # measurement helpers

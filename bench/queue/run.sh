@@ -38,11 +38,11 @@ export LC_ALL=C
 
 me=queue/run.sh
 exec 9>&2
-say() { echo "[$(date +%T)] $*" >&9; }
-die() { echo "$me: error: $*" >&9; exit 1; }
 
 QDIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd) || exit 1
 REPO=$(cd "$QDIR/../.." && pwd) || exit 1
+# shellcheck source=bench/lib.sh
+. "$REPO/bench/lib.sh"
 
 BENCH_SECONDS=${BENCH_SECONDS:-10}
 BENCH_QUEUE_CONSUMERS=${BENCH_QUEUE_CONSUMERS:-8}
@@ -94,65 +94,7 @@ else
     ZKLOCK_NOTE="zklock queue: not available yet (no zk_enqueue in zklock--*.sql)"
 fi
 
-# ---------------------------------------------------------------------------
-# cleanup
-
-TMPD=""
-PGDATA_DIR=""
-PG_STARTED=0
-ZK_DIR=""
-ZK_STARTED=0
-CHILD_PID=""
-
-# shellcheck disable=SC2317  # invoked by the trap
-cleanup() {
-    local rc=$?
-    trap - EXIT INT TERM
-    if [ -n "$CHILD_PID" ] && kill -0 "$CHILD_PID" 2>/dev/null; then
-        # the child is `timeout`, which passes the signal on to its process group
-        kill -TERM "$CHILD_PID" 2>/dev/null
-        wait "$CHILD_PID" 2>/dev/null
-    fi
-    if [ "$PG_STARTED" = 1 ]; then
-        (cd / && runuser -u "$PGUSER_OS" -- "$PGBIN/pg_ctl" -D "$PGDATA_DIR" -m fast -t 30 -w stop) >/dev/null 2>&1 ||
-            (cd / && runuser -u "$PGUSER_OS" -- "$PGBIN/pg_ctl" -D "$PGDATA_DIR" -m immediate -w stop) >/dev/null 2>&1 ||
-            echo "$me: warning: could not stop PostgreSQL in $PGDATA_DIR" >&9
-    fi
-    if [ "$ZK_STARTED" = 1 ]; then
-        bash "$ZKSH" stop "$ZK_DIR" >/dev/null 2>&1 ||
-            bash "$ZKSH" kill "$ZK_DIR" >/dev/null 2>&1 ||
-            echo "$me: warning: could not stop ZooKeeper in $ZK_DIR" >&9
-    fi
-    if [ -n "$TMPD" ] && [ -d "$TMPD" ]; then
-        if [ -d "$BENCH_OUT" ]; then
-            [ -f "$TMPD/postgresql.log" ] && cp "$TMPD/postgresql.log" "$BENCH_OUT/" 2>/dev/null
-            [ -n "$ZK_DIR" ] && [ -f "$ZK_DIR/zk.log" ] && cp "$ZK_DIR/zk.log" "$BENCH_OUT/zookeeper.log" 2>/dev/null
-        fi
-        rm -rf "$TMPD"
-    fi
-    if [ "$rc" -ne 0 ] && [ -d "$BENCH_OUT" ]; then
-        echo "$me: failed (exit $rc); logs in $BENCH_OUT" >&9
-    fi
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-# run a command in the background and wait for it, so that a signal to this
-# script reaches the trap at once and the trap can stop the command
-run_child() {
-    "$@" &
-    CHILD_PID=$!
-    wait "$CHILD_PID"
-    local rc=$?
-    CHILD_PID=""
-    return $rc
-}
-
-mkdir -p "$BENCH_OUT" || die "cannot create $BENCH_OUT"
-LOG=$BENCH_OUT/run.log
-: >"$LOG"
+bench_init_out
 
 # ---------------------------------------------------------------------------
 # (a) Debian packages
@@ -196,8 +138,7 @@ command -v javac >/dev/null 2>&1 || die "javac not found (default-jdk-headless)"
 # ---------------------------------------------------------------------------
 # (b) the Curator driver, compiled against Debian's jars
 
-TMPD=$(mktemp -d /tmp/zklock-qbench.XXXXXX) || die "mktemp failed"
-chmod 755 "$TMPD"
+bench_tmpdir
 say "compiling bench/queue/CuratorQueueBench.java"
 mkdir -p "$TMPD/classes"
 javac -nowarn -d "$TMPD/classes" -cp "$CURATOR_CP" "$QDIR/CuratorQueueBench.java" >>"$LOG" 2>&1 ||
@@ -206,24 +147,12 @@ javac -nowarn -d "$TMPD/classes" -cp "$CURATOR_CP" "$QDIR/CuratorQueueBench.java
 # ---------------------------------------------------------------------------
 # (c) ZooKeeper
 
-port_in_use() {  # something accepts connections on 127.0.0.1:$1
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
 if [ -n "$BENCH_QUEUE_ZKPORT" ]; then
     ZKPORT=$BENCH_QUEUE_ZKPORT
     bash "$ZKSH" cmd "$ZKPORT" ruok >/dev/null 2>&1 || die "no ZooKeeper answers on 127.0.0.1:$ZKPORT (BENCH_QUEUE_ZKPORT)"
     ZK_WHAT="127.0.0.1:$ZKPORT (given)"
 else
-    ZKPORT=""
-    for _ in $(seq 1 200); do
-        p=$((21000 + RANDOM % 20000))
-        if ! port_in_use "$p"; then ZKPORT=$p; break; fi
-    done
-    [ -n "$ZKPORT" ] || die "no free loopback port found for ZooKeeper"
-    ZK_DIR=$TMPD/zk
-    say "starting ZooKeeper on 127.0.0.1:$ZKPORT"
-    ZK_STARTED=1
-    bash "$ZKSH" start "$ZK_DIR" "$ZKPORT" >>"$LOG" 2>&1 || { tail -n 20 "$LOG" >&2; die "ZooKeeper did not start"; }
+    bench_start_zk
     ZK_WHAT="127.0.0.1:$ZKPORT (standalone, forceSync=no)"
 fi
 
@@ -235,58 +164,20 @@ PGPORT_Q=""
 if [ "$ZKLOCK_QUEUE" = 1 ] && [ -n "$BENCH_QUEUE_PGHOST" ]; then
     PGHOST_Q=$BENCH_QUEUE_PGHOST
     PGPORT_Q=$BENCH_QUEUE_PGPORT
+    bench_psql "$PGHOST_Q" "$PGPORT_Q"
+    bench_wait_zklock
 elif [ "$ZKLOCK_QUEUE" = 1 ]; then
     say "building zklock (make && make install; log $BENCH_OUT/build.log)"
     if ! (cd "$REPO" && make PG_CONFIG="$PG_CONFIG" && make PG_CONFIG="$PG_CONFIG" install) >"$BENCH_OUT/build.log" 2>&1; then
         tail -n 40 "$BENCH_OUT/build.log" >&2
         die "zklock build failed (make && make install in $REPO)"
     fi
-    PGDATA_DIR=$TMPD/pgdata
-    PGHOST_Q=$TMPD/sock
+    bench_start_pg "$BENCH_PGPORT" "$((BENCH_QUEUE_CONSUMERS + 20 > 50 ? BENCH_QUEUE_CONSUMERS + 20 : 50))" 1
+    PGHOST_Q=$SOCKDIR
     PGPORT_Q=$BENCH_PGPORT
-    mkdir -p "$PGDATA_DIR" "$PGHOST_Q"
-    chown "$PGUSER_OS": "$PGDATA_DIR" "$PGHOST_Q"
-    chmod 700 "$PGDATA_DIR"
-    touch "$TMPD/postgresql.log"
-    chown "$PGUSER_OS": "$TMPD/postgresql.log"
-    say "initdb ($PGDATA_DIR)"
-    (cd / && runuser -u "$PGUSER_OS" -- "$PGBIN/initdb" -D "$PGDATA_DIR" -U postgres -A trust \
-        -E UTF8 --locale=C --no-sync) >>"$LOG" 2>&1 || { tail -n 20 "$LOG" >&2; die "initdb failed"; }
-    {
-        echo "# bench/queue/run.sh"
-        echo "listen_addresses = ''"
-        echo "port = $PGPORT_Q"
-        echo "unix_socket_directories = '$PGHOST_Q'"
-        echo "max_connections = $((BENCH_QUEUE_CONSUMERS + 20 > 50 ? BENCH_QUEUE_CONSUMERS + 20 : 50))"
-        echo "shared_buffers = 128MB"
-        echo "log_min_messages = warning"
-        echo "log_line_prefix = '%m [%p] '"
-        echo "shared_preload_libraries = 'zklock'"
-        echo "zklock.hosts = '127.0.0.1:$ZKPORT'"
-    } >>"$PGDATA_DIR/postgresql.conf"
-    say "starting PostgreSQL (socket $PGHOST_Q, port $PGPORT_Q)"
-    PG_STARTED=1
-    if ! (cd / && runuser -u "$PGUSER_OS" -- "$PGBIN/pg_ctl" -D "$PGDATA_DIR" -l "$TMPD/postgresql.log" \
-            -t 60 -w start) >>"$LOG" 2>&1; then
-        tail -n 30 "$TMPD/postgresql.log" >&2
-        die "PostgreSQL did not start"
-    fi
 fi
 
 if [ "$ZKLOCK_QUEUE" = 1 ]; then
-    PSQL=("$PGBIN/psql" -X -q -A -t -v ON_ERROR_STOP=1 -h "$PGHOST_Q" -p "$PGPORT_Q" -U postgres -d postgres)
-    sql() { "${PSQL[@]}" -c "$1"; }
-    sql "CREATE EXTENSION IF NOT EXISTS zklock" >>"$LOG" 2>&1 ||
-        { tail -n 20 "$LOG" >&2; die "CREATE EXTENSION zklock failed"; }
-    say "waiting for zklock's worker to connect to ZooKeeper"
-    state=""
-    for _ in $(seq 1 150); do
-        state=$(sql "SELECT state FROM zk_status()" 2>>"$LOG")
-        [ "$state" = connected ] && break
-        sleep 0.2
-    done
-    [ "$state" = connected ] || { [ -f "$TMPD/postgresql.log" ] && tail -n 30 "$TMPD/postgresql.log" >&2
-        die "zk_status().state is '$state', not 'connected', after 30 s"; }
     n=$(sql "SELECT count(*) FROM pg_proc WHERE proname IN ('zk_enqueue', 'zk_dequeue')" 2>>"$LOG")
     if [ "${n:-0}" -lt 2 ]; then
         ZKLOCK_QUEUE=0
