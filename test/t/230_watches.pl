@@ -22,17 +22,6 @@ my $zk = zk_start();
 my $node = zk_node('watches', $zk, session_timeout => '20s', connect_timeout => '5s');
 my $LOCKS = '/zklock/locks';
 
-# A four-letter word's answer; an empty answer (no watches at all) is '',
-# a server that does not answer is fatal
-sub fourlw
-{
-	my ($word) = @_;
-	my $out = zk_cmd($zk, $word);
-	return $out if defined $out;
-	my $ok = zk_cmd($zk, 'ruok') // '';
-	die "ZooKeeper does not answer '$word' (ruok: '$ok')" unless $ok =~ /imok/;
-	return '';
-}
 
 # Watches under $LOCKS as { path => number of sessions watching it }
 # (wchp), and as { path => number of sessions } again from wchc, so that
@@ -40,12 +29,12 @@ sub fourlw
 sub watches
 {
 	my (%p, %c, $cur);
-	foreach my $line (split /\n/, fourlw('wchp'))
+	foreach my $line (split /\n/, zk_fourlw($zk, 'wchp'))
 	{
 		if ($line =~ m{^(/\S*)}) { $cur = $1; $p{$cur} //= 0; }
 		elsif ($line =~ /^\s+0x[0-9a-f]+/ && defined $cur) { $p{$cur}++; }
 	}
-	foreach my $line (split /\n/, fourlw('wchc'))
+	foreach my $line (split /\n/, zk_fourlw($zk, 'wchc'))
 	{
 		if ($line =~ /^\s+(\/\S*)/) { $c{$1}++; }
 	}

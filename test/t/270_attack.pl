@@ -73,29 +73,18 @@ foreach my $name (
 # helpers
 #
 
-# A four-letter word's answer ('' when empty); dies if ZooKeeper does not
-# answer, so that "no watch" is never a failed query
-sub fourlw
-{
-	my ($word) = @_;
-	my $out = zk_cmd($zk, $word);
-	return $out if defined $out;
-	my $ok = zk_cmd($zk, 'ruok') // '';
-	die "ZooKeeper does not answer '$word' (ruok: '$ok')" unless $ok =~ /imok/;
-	return '';
-}
 
 # Sessions watching $path, from wchp and from wchc: "wchp/wchc"
 sub watchers_of
 {
 	my ($path) = @_;
 	my ($np, $nc, $cur) = (0, 0, undef);
-	foreach my $line (split /\n/, fourlw('wchp'))
+	foreach my $line (split /\n/, zk_fourlw($zk, 'wchp'))
 	{
 		if ($line =~ m{^(/\S*)}) { $cur = $1; }
 		elsif ($line =~ /^\s+0x[0-9a-f]+/ && defined $cur && $cur eq $path) { $np++; }
 	}
-	foreach my $line (split /\n/, fourlw('wchc'))
+	foreach my $line (split /\n/, zk_fourlw($zk, 'wchc'))
 	{
 		$nc++ if $line =~ m{^\s+\Q$path\E\s*$};
 	}
@@ -106,7 +95,7 @@ sub watchers_of
 sub watches_under_locks
 {
 	my (@w, $cur);
-	foreach my $line (split /\n/, fourlw('wchp'))
+	foreach my $line (split /\n/, zk_fourlw($zk, 'wchp'))
 	{
 		if ($line =~ m{^(/\S*)}) { $cur = $1; }
 		elsif ($line =~ /^\s+0x/ && defined $cur && index($cur, "$LOCKS/") == 0)
@@ -114,7 +103,7 @@ sub watches_under_locks
 			push @w, "wchp:$cur";
 		}
 	}
-	foreach my $line (split /\n/, fourlw('wchc'))
+	foreach my $line (split /\n/, zk_fourlw($zk, 'wchc'))
 	{
 		push @w, "wchc:$1" if $line =~ m{^\s+(\Q$LOCKS\E/\S+)};
 	}
@@ -615,7 +604,7 @@ stale_scenario('6b', 'stale_s',
 				diag "9: storm still running after 8 s\nzk_locks:\n"
 				  . $node->safe_psql('postgres', 'SELECT pid, mode, state, node FROM zk_locks')
 				  . "\ncontenders: " . join(' ', map { "$_->{mode}:$_->{name}" } contenders('storm'))
-				  . "\nwchp:\n" . fourlw('wchp');
+				  . "\nwchp:\n" . zk_fourlw($zk, 'wchp');
 			}
 			return !grep { $_->running } values %s;
 		},

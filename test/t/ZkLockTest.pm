@@ -31,7 +31,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 our @EXPORT = qw(
-  zk_start zk_stop zk_kill zk_freeze zk_thaw zk_restart zk_cmd
+  zk_start zk_stop zk_kill zk_freeze zk_thaw zk_restart zk_cmd zk_fourlw
   zkq zk_count zk_wait_count zk_tree zk_children
   zk_node zk_status zk_status_value wait_for_state worker_pid wait_for_worker
   new_session one_shot wait_until elapsed_since
@@ -185,6 +185,19 @@ sub zk_cmd
 	my ($zk, $word) = @_;
 	my ($rc, $out) = _run([ 'bash', $ZK_SH, 'cmd', $zk->{port}, $word ], 30);
 	return $rc == 0 ? $out : undef;
+}
+
+# A four-letter word's answer, '' when it is empty (wchc and wchp print
+# nothing when there is no watch); dies when ZooKeeper does not answer, so
+# that "no watch" is never a failed query
+sub zk_fourlw
+{
+	my ($zk, $word) = @_;
+	my $out = zk_cmd($zk, $word);
+	return $out if defined $out;
+	my $ok = zk_cmd($zk, 'ruok') // '';
+	die "ZooKeeper does not answer '$word' (ruok: '$ok')" unless $ok =~ /imok/;
+	return '';
 }
 
 # Print the tail of a ZooKeeper's log files (diagnostics on failure)
