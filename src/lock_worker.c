@@ -857,7 +857,6 @@ holder_get_done(int rc, const char *value, int value_len,
 					ZkHolderRec *rec = (ZkHolderRec *) p;
 
 					rec->czxid = stat ? stat->czxid : 0;
-					rec->seq = 0;
 					rec->shared = g->shared;
 					rec->namelen = namelen;
 					rec->datalen = datalen;

@@ -170,7 +170,6 @@ typedef struct ZkHoldersBuf
 typedef struct ZkHolderRec
 {
 	int64		czxid;
-	int32		seq;
 	uint8		shared;
 	uint16		namelen;
 	uint16		datalen;
