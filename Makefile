@@ -15,7 +15,10 @@ OBJS = \
 	src/backend.o \
 	src/lock_backend.o \
 	src/sqlfuncs.o \
-	src/lock_sql.o
+	src/lock_sql.o \
+	src/queue_worker.o \
+	src/queue_backend.o \
+	src/queue_sql.o
 
 EXTENSION = zklock
 DATA = zklock--1.0.sql
@@ -24,7 +27,7 @@ PGFILEDESC = "zklock - ZooKeeper coordination recipes for PostgreSQL"
 SHLIB_LINK = -lzookeeper_st
 PG_CPPFLAGS = -I$(srcdir)/src -I/usr/include/zookeeper
 
-REGRESS = setup lock savepoint families errors status
+REGRESS = setup lock savepoint families errors status queue
 REGRESS_OPTS = --temp-config=$(srcdir)/test/regress.conf --temp-instance=tmp_regress \
 	--load-extension=zklock --load-extension=dblink
 
@@ -41,4 +44,4 @@ include $(PGXS)
 PROVE_FLAGS += -I $(srcdir)/test/t
 
 # every object depends on the shared header
-$(OBJS): src/zklock.h src/recipe.h
+$(OBJS): src/zklock.h src/recipe.h src/queue.h

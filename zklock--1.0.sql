@@ -130,3 +130,58 @@ CREATE FUNCTION zk_status(
 RETURNS record
 AS 'MODULE_PATHNAME', 'zk_status'
 LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
+-- ---------------------------------------------------------------------------
+-- The queue (kazoo LockingQueue layout under <zklock.root>/queues/<name>)
+
+CREATE TYPE zk_message AS (
+    msg_id      bigint,         -- czxid of the item's node: unique, increasing
+    priority    int,
+    enqueued_at timestamptz,
+    payload     bytea,
+    body        text            -- the payload as text when it is valid UTF-8
+);
+
+CREATE FUNCTION zk_enqueue(queue text, payload bytea, priority int DEFAULT 100)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_enqueue_bytea' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_enqueue(queue text, payload text, priority int DEFAULT 100)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_enqueue_text' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_dequeue(queue text, timeout interval DEFAULT NULL, max_items int DEFAULT 1)
+RETURNS SETOF zk_message
+AS 'MODULE_PATHNAME', 'zk_dequeue_sql' LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
+
+CREATE FUNCTION zk_try_dequeue(queue text, max_items int DEFAULT 1)
+RETURNS SETOF zk_message
+AS 'MODULE_PATHNAME', 'zk_try_dequeue_sql' LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
+
+CREATE FUNCTION zk_queue_length(queue text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'zk_queue_length' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_queue_peek(queue text, n int DEFAULT 10)
+RETURNS SETOF zk_message
+AS 'MODULE_PATHNAME', 'zk_queue_peek' LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10;
+
+CREATE FUNCTION zk_queue_purge(queue text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'zk_queue_purge' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_queues_internal(
+    OUT queue text,
+    OUT items bigint,
+    OUT claimed bigint,
+    OUT local_claims int,
+    OUT local_waiting int)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'zk_queues_internal' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
+CREATE VIEW zk_queues AS SELECT * FROM zk_queues_internal();
+
+CREATE FUNCTION zk_queue_release_cluster(cluster text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'zk_queue_release_cluster' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION zk_queue_release_cluster(text) FROM PUBLIC;

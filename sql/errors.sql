@@ -45,7 +45,8 @@ COMMIT;
 -- every function is volatile and parallel unsafe
 SELECT provolatile, proparallel, count(*) AS functions
   FROM pg_proc WHERE proname LIKE 'zk\_%' GROUP BY 1, 2;
--- only those with a timeout (NULL means lock_timeout) and zk_unlock_all are not strict
+-- not strict: those with a timeout (NULL means lock_timeout), zk_unlock_all, and the
+-- queue functions (a NULL argument is an error there, not a NULL result)
 SELECT DISTINCT proname FROM pg_proc
  WHERE proname LIKE 'zk\_%' AND NOT proisstrict ORDER BY 1;
 

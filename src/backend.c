@@ -42,6 +42,7 @@
 /* The recipes' backend halves */
 static const ZkRecipeBackend *const recipe_backends[] = {
 	&zk_lock_backend,
+	&zk_queue_backend,
 };
 
 static bool initialized = false;

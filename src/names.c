@@ -23,6 +23,7 @@
  *-------------------------------------------------------------------------
  */
 #include "zklock.h"
+#include "queue.h"
 
 #include <ctype.h>
 
@@ -432,4 +433,56 @@ zk_lock_blocker(ZkContender *c, int n, int me, const char *base,
 		}
 	}
 	return pred;
+}
+
+/* <root>/queues/<encoded name> for a UTF-8 name */
+void
+zk_queue_path(const char *name, char *out, size_t outlen)
+{
+	char		ename[ZKLOCK_ENAME_MAX + 1];
+
+	zk_encode_name(name, strlen(name), ename);
+	snprintf(out, outlen, "%s/queues/%s", zklock_root, ename);
+}
+
+/*
+ * Is this child of a queue's entries an item, "entry-PPP-<seq>" (kazoo's
+ * LockingQueue), and of which priority?  Anything else another client put
+ * there is not ours to take.
+ */
+bool
+zk_queue_node_priority(const char *child, int *priority)
+{
+	int			i;
+	size_t		len = strlen(child);
+
+	if (len < 11 || len >= ZKQ_NODE_MAX || strncmp(child, "entry-", 6) != 0 ||
+		child[9] != '-')
+		return false;
+	for (i = 6; i < 9; i++)
+		if (child[i] < '0' || child[i] > '9')
+			return false;
+	for (i = 10; i < (int) len; i++)
+		if (!((child[i] >= '0' && child[i] <= '9') || (i == 10 && child[i] == '-')))
+			return false;
+	*priority = (child[6] - '0') * 100 + (child[7] - '0') * 10 + (child[8] - '0');
+	return true;
+}
+
+/*
+ * An item's msg_id: items published by one transaction are created by one
+ * multi and share its czxid, so the czxid is shifted left by 10 bits and
+ * the low 10 bits of the item's sequence number are added (a transaction
+ * publishes at most ZKQ_TXN_QUEUE_ITEMS items into one queue, whose
+ * sequence numbers are consecutive).  Unique within a queue; increasing
+ * from one publication to the next.
+ */
+int64
+zk_queue_msg_id(int64 czxid, const char *node)
+{
+	int64		seq = 0;
+
+	if (strlen(node) > 10)
+		seq = strtoll(node + 10, NULL, 10);
+	return (int64) (((uint64) czxid << 10) | ((uint64) seq & 1023));
 }

@@ -17,6 +17,8 @@
  *	  session_lost	the session ended: its ephemeral nodes are gone and
  *					every request in flight is void
  *	  session_reset	forget recipe-private state kept per session
+ *	  session_usable	(optional) called every turn of the worker while the
+ *					session is usable
  *
  *	  Everything here runs in the worker with zk_ctl->lock held (the
  *	  completions take it through COMPLETION_BEGIN/END).
@@ -37,11 +39,15 @@ typedef struct ZkRecipe
 	void		(*drive_failed) (ZkEntry *e);
 	void		(*session_lost) (ZkEntry *e, const char *why);
 	void		(*session_reset) (void);
+	void		(*session_usable) (void);
 } ZkRecipe;
 
 /* the recipes, by entry kind (worker_base.c holds the table) */
 extern const ZkRecipe zk_lock_recipe;
 extern const ZkRecipe zk_holders_recipe;
+extern const ZkRecipe zk_qpub_recipe;
+extern const ZkRecipe zk_qclaim_recipe;
+extern const ZkRecipe zk_qinfo_recipe;
 
 #define ZK_PATH_MAX		(ZKLOCK_PARENT_MAX + ZKLOCK_NODE_MAX + 2)
 

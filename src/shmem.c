@@ -52,6 +52,7 @@
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
+#include "utils/memutils.h"
 
 ZkControl  *zk_ctl = NULL;
 
@@ -80,7 +81,9 @@ zk_shmem_init(void)
 		int			i;
 
 		memset(zk_ctl, 0, zk_shmem_size());
-		zk_ctl->lock = &(GetNamedLWLockTranche("zklock"))->lock;
+		zk_ctl->lock = &(GetNamedLWLockTranche("zklock"))[0].lock;
+		zk_ctl->dsa_lock = &(GetNamedLWLockTranche("zklock"))[1].lock;
+		zk_ctl->dsa = DSM_HANDLE_INVALID;
 		zk_ctl->conn_state = ZKC_STOPPED;
 		zk_ctl->max_entries = zklock_max_locks;
 		zk_ctl->queue_head = ZKLOCK_NO_ENTRY;
@@ -148,6 +151,15 @@ zk_entry_alloc(void)
 	e->rel_next = ZKLOCK_NO_ENTRY;
 	e->retry_prev = e->retry_next = ZKLOCK_NO_ENTRY;
 	e->dsm = DSM_HANDLE_INVALID;
+	e->decision = 0;
+	e->qop = 0;
+	e->max_items = 0;
+	e->nclaims = 0;
+	e->fxid = 0;
+	e->wal_lsn = 0;
+	e->wal_tli = 0;
+	e->blob = InvalidDsaPointer;
+	e->claims = InvalidDsaPointer;
 	e->gen = gen;
 	e->next = ZKLOCK_NO_ENTRY;
 	e->state = ZKE_PENDING;
@@ -404,4 +416,47 @@ zk_conn_state_name(int state)
 			return "expired";
 	}
 	return "unknown";
+}
+
+/*
+ * The dynamic shared memory area for variable-size data (queue payloads
+ * and answers), created by the first process that needs it and attached
+ * by the others; it lives until the server stops or restarts.
+ */
+static dsa_area *zk_area = NULL;
+
+dsa_area *
+zk_dsa(void)
+{
+	MemoryContext old;
+
+	if (zk_area != NULL)
+		return zk_area;
+	zk_require_shmem();
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	LWLockAcquire(zk_ctl->dsa_lock, LW_EXCLUSIVE);
+	PG_TRY();
+	{
+		if (zk_ctl->dsa == DSM_HANDLE_INVALID)
+		{
+			zk_ctl->dsa_tranche = LWLockNewTrancheId();
+			LWLockRegisterTranche(zk_ctl->dsa_tranche, "zklock_dsa");
+			zk_area = dsa_create(zk_ctl->dsa_tranche);
+			dsa_pin(zk_area);
+			zk_ctl->dsa = dsa_get_handle(zk_area);
+		}
+		else
+		{
+			LWLockRegisterTranche(zk_ctl->dsa_tranche, "zklock_dsa");
+			zk_area = dsa_attach(zk_ctl->dsa);
+		}
+		dsa_pin_mapping(zk_area);
+	}
+	PG_FINALLY();
+	{
+		LWLockRelease(zk_ctl->dsa_lock);
+		MemoryContextSwitchTo(old);
+	}
+	PG_END_TRY();
+	return zk_area;
 }

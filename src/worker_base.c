@@ -22,6 +22,9 @@ uint64		zk_cur_session = 0;
 static const ZkRecipe *const recipes[] = {
 	[ZKK_LOCK] = &zk_lock_recipe,
 	[ZKK_HOLDERS] = &zk_holders_recipe,
+	[ZKK_QPUB] = &zk_qpub_recipe,
+	[ZKK_QCLAIM] = &zk_qclaim_recipe,
+	[ZKK_QINFO] = &zk_qinfo_recipe,
 };
 
 StaticAssertDecl(lengthof(recipes) == ZKK_NUM, "every entry kind needs a recipe");
@@ -79,6 +82,7 @@ void
 zk_recipes_reconnected(void)
 {
 	uint32		idx = zk_retry_take_all();
+	int			k;
 
 	while (idx != ZKLOCK_NO_ENTRY)
 	{
@@ -89,6 +93,19 @@ zk_recipes_reconnected(void)
 		if (e->state != ZKE_FREE)
 			zk_recipe_drive(e);
 	}
+	for (k = 0; k < ZKK_NUM; k++)
+		if (recipes[k]->session_usable && zk_session_usable())
+		{
+			PG_TRY();
+			{
+				recipes[k]->session_usable();
+			}
+			PG_CATCH();
+			{
+				zk_completion_error(NULL);
+			}
+			PG_END_TRY();
+		}
 }
 
 /*

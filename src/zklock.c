@@ -35,7 +35,7 @@ zk_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(zk_shmem_size());
-	RequestNamedLWLockTranche("zklock", 1);
+	RequestNamedLWLockTranche("zklock", 2);
 }
 
 static void

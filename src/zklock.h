@@ -20,6 +20,7 @@
 #include "storage/dsm.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
+#include "utils/dsa.h"
 #include "utils/timestamp.h"
 
 /* Limits */
@@ -79,6 +80,9 @@ typedef enum ZkKind
 {
 	ZKK_LOCK = 0,				/* a lock held or awaited */
 	ZKK_HOLDERS,				/* a one-off read of a lock's contenders */
+	ZKK_QPUB,					/* a transaction's items, published at commit */
+	ZKK_QCLAIM,					/* a dequeue: waiting, then its claims */
+	ZKK_QINFO,					/* a one-off queue read (length, peek...) */
 	ZKK_NUM
 } ZkKind;
 
@@ -150,6 +154,17 @@ typedef struct ZkEntry
 	char		base[ZKLOCK_NODE_MAX + 1];	/* upgrade: our held shared node */
 	char		data[ZKLOCK_DATA_MAX];	/* identity stored in the node */
 	dsm_handle	dsm;			/* ZKK_HOLDERS: where the answer goes */
+
+	/* the queue recipe (queue.h); zeroed at allocation */
+	uint8		decision;		/* owner's ZKQD_*, set before letting go */
+	uint8		qop;			/* ZKK_QINFO: ZkQinfoOp */
+	int32		max_items;		/* QCLAIM: claims wanted; peek: rows */
+	int32		nclaims;		/* QCLAIM: claims held (granted) */
+	uint64		fxid;			/* QPUB, QCLAIM: the (sub)transaction */
+	uint64		wal_lsn;		/* a flushed WAL record of fxid ... */
+	uint32		wal_tli;		/* ... on this timeline */
+	dsa_pointer blob;			/* QPUB: the items; QINFO: the answer */
+	dsa_pointer claims;			/* QCLAIM: ZkClaimRec[max_items] */
 } ZkEntry;
 
 /*
@@ -220,6 +235,11 @@ typedef struct ZkControl
 
 	pg_atomic_uint64 counters[ZKCNT_NUM];
 
+	/* dynamic shared memory for variable-size data (zk_dsa()) */
+	LWLock	   *dsa_lock;
+	dsa_handle	dsa;
+	int			dsa_tranche;
+
 	ZkEntry		entries[FLEXIBLE_ARRAY_MEMBER];
 } ZkControl;
 
@@ -253,6 +273,7 @@ extern void zk_wake_worker(void);
 extern void zk_wake_owner(ZkEntry *e);
 extern void zk_count(ZkCounter c, uint64 n);
 extern const char *zk_conn_state_name(int state);
+extern dsa_area *zk_dsa(void);
 
 /* names.c */
 extern char *zk_name_to_utf8(const char *name, int len, int *outlen);
@@ -317,6 +338,9 @@ extern void zk_build_node_data(char *out, size_t outlen);
 struct FunctionCallInfoBaseData;
 extern int64 zk_arg_timeout_ms(struct FunctionCallInfoBaseData *fcinfo, int argno);
 extern char *zk_arg_name(struct FunctionCallInfoBaseData *fcinfo, bool key, int *len);
+
+/* queue_backend.c: the queue recipe's backend half */
+extern const ZkRecipeBackend zk_queue_backend;
 
 /* lock_backend.c: the lock recipe's backend half */
 extern const ZkRecipeBackend zk_lock_backend;

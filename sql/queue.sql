@@ -1,0 +1,432 @@
+-- The queue's SQL surface, from one session and a dblink connection 'other':
+-- zk_enqueue (text and bytea) published at COMMIT, zk_queue_length,
+-- zk_queue_peek, zk_try_dequeue, zk_dequeue (timeout, max_items), priorities,
+-- ROLLBACK and savepoints on both sides, zk_queue_purge, the zk_queues view,
+-- zk_queue_release_cluster, PREPARE TRANSACTION, and every bad input with its
+-- SQLSTATE.  msg_id and enqueued_at change from run to run: only comparisons
+-- of them are printed.  Every queue name here starts with 'regress_q'.
+SELECT dblink_connect('other', 'dbname=' || current_database());
+
+-- claims are released and consumed after the claiming transaction ends, maybe
+-- asynchronously: wait (bounded) until queue q has n unclaimed items, and
+-- return how many it has then
+CREATE FUNCTION wait_length(q text, n bigint) RETURNS bigint LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1..100 LOOP
+    EXIT WHEN zk_queue_length(q) = n;
+    PERFORM pg_sleep(0.05);
+  END LOOP;
+  RETURN zk_queue_length(q);
+END $$;
+-- wait (bounded) until the zk_queues row of q shows c claims and w local
+-- waiters, and return what it shows then
+CREATE FUNCTION wait_queue_row(q text, c bigint, w int) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  rc bigint;
+  rw int;
+BEGIN
+  FOR i IN 1..100 LOOP
+    SELECT claimed, local_waiting INTO rc, rw FROM zk_queues WHERE queue = q;
+    EXIT WHEN rc = c AND rw = w;
+    PERFORM pg_sleep(0.05);
+  END LOOP;
+  RETURN format('claimed %s, waiting %s', rc, rw);
+END $$;
+
+-- the surface: the functions (all volatile and parallel unsafe), the message
+-- type and the view
+SELECT oid::regprocedure AS function, prorettype::regtype AS returns, proretset AS setof,
+       provolatile, proparallel
+  FROM pg_proc WHERE proname ~ '^zk_(enqueue|dequeue|try_dequeue|queue_)'
+ ORDER BY oid::regprocedure::text;
+SELECT attname, atttypid::regtype FROM pg_attribute
+ WHERE attrelid = 'zk_message'::regclass AND attnum > 0 ORDER BY attnum;
+SELECT attname, atttypid::regtype FROM pg_attribute
+ WHERE attrelid = 'zk_queues'::regclass AND attnum > 0 ORDER BY attnum;
+
+-- a queue nobody has used is empty
+SELECT zk_queue_length('regress_q1') AS length,
+       (SELECT count(*) FROM zk_queue_peek('regress_q1')) AS peeked,
+       (SELECT count(*) FROM zk_try_dequeue('regress_q1')) AS dequeued;
+
+--
+-- Enqueue: published at COMMIT, all items of the transaction together
+--
+BEGIN;
+SELECT zk_enqueue('regress_q1', 'first');
+SELECT zk_enqueue('regress_q1', '\xff01'::bytea);
+SELECT zk_enqueue('regress_q1', 'héllo'::text, 100);
+SELECT zk_enqueue('regress_q1', '\x610062'::bytea, 100);
+SELECT zk_queue_length('regress_q1') AS own_length_before_commit;
+SELECT * FROM dblink('other', $$SELECT zk_queue_length('regress_q1')$$)
+  AS t(other_length_before_commit bigint);
+SELECT * FROM dblink('other', $$SELECT count(*) FROM zk_try_dequeue('regress_q1')$$)
+  AS t(other_dequeued_before_commit bigint);
+COMMIT;
+SELECT zk_queue_length('regress_q1') AS length_after_commit;
+SELECT * FROM dblink('other', $$SELECT zk_queue_length('regress_q1')$$)
+  AS t(other_length_after_commit bigint);
+
+-- zk_queue_peek: the unclaimed items in queue order, claiming nothing.  Text
+-- is stored as UTF-8; body is the payload as text when it is valid UTF-8
+-- (0xff is not, and a NUL byte cannot be text), else NULL
+SELECT n, priority, payload, body IS NULL AS no_body, body::bytea = payload AS body_is_payload,
+       msg_id > 0 AS has_id,
+       enqueued_at BETWEEN clock_timestamp() - interval '5 min' AND clock_timestamp() AS enqueued_now
+  FROM zk_queue_peek('regress_q1') WITH ORDINALITY AS p(msg_id, priority, enqueued_at, payload, body, n);
+SELECT body AS first_body FROM zk_queue_peek('regress_q1', 1);
+SELECT body = 'héllo' AS utf8_body FROM zk_queue_peek('regress_q1') WHERE payload = '\x68c3a96c6c6f';
+-- msg_id grows along the queue (it is the entry's czxid)
+SELECT bool_and(msg_id > prev) AS ids_increase, count(*) AS items
+  FROM (SELECT msg_id, lag(msg_id) OVER (ORDER BY n) AS prev
+          FROM zk_queue_peek('regress_q1') WITH ORDINALITY AS p(msg_id, priority, enqueued_at, payload, body, n)) s;
+SELECT (SELECT count(*) FROM zk_queue_peek('regress_q1', 2)) AS peek_2,
+       (SELECT count(*) FROM zk_queue_peek('regress_q1', 0)) AS peek_0,
+       (SELECT count(*) FROM zk_queue_peek('regress_q1', 100)) AS peek_100,
+       zk_queue_length('regress_q1') AS length_after_peeks;
+
+--
+-- Dequeue: a claim takes the item out of the unclaimed ones until the
+-- claiming transaction ends; ROLLBACK puts it back in its place
+--
+SELECT msg_id AS head FROM zk_queue_peek('regress_q1', 1) \gset
+BEGIN;
+SELECT msg_id = :head AS got_head, priority, payload, body FROM zk_try_dequeue('regress_q1');
+SELECT zk_queue_length('regress_q1') AS unclaimed_while_claimed;
+SELECT * FROM dblink('other', $$SELECT payload FROM zk_queue_peek('regress_q1', 1)$$)
+  AS t(others_head bytea);
+SELECT * FROM dblink('other', $$SELECT count(*) FROM zk_queue_peek('regress_q1')$$)
+  AS t(others_peek bigint);
+ROLLBACK;
+SELECT wait_length('regress_q1', 4) AS unclaimed_after_rollback;
+SELECT msg_id = :head AS head_again FROM zk_queue_peek('regress_q1', 1);
+
+-- two transactions never get the same item: the other session claims the
+-- head, this one gets the next
+SELECT dblink_exec('other', 'BEGIN');
+SELECT * FROM dblink('other', 'SELECT msg_id = ' || :head || ', body FROM zk_try_dequeue(''regress_q1'')')
+  AS t(other_got_head boolean, body text);
+BEGIN;
+SELECT msg_id <> :head AS not_the_head, payload, body IS NULL AS no_body FROM zk_try_dequeue('regress_q1');
+SELECT zk_queue_length('regress_q1') AS unclaimed_with_two_claims;
+SELECT dblink_exec('other', 'COMMIT');
+COMMIT;
+-- both consumed: two items left, no claim
+SELECT wait_queue_row('regress_q1', 0, 0) AS after_commits;
+SELECT zk_queue_length('regress_q1') AS unclaimed;
+
+-- zk_dequeue with max_items claims several, in order; rolled back, the same
+-- items are dequeued again
+SELECT array_agg(msg_id ORDER BY n) AS ids
+  FROM zk_queue_peek('regress_q1') WITH ORDINALITY AS p(msg_id, priority, enqueued_at, payload, body, n) \gset
+BEGIN;
+SELECT n, payload FROM zk_dequeue('regress_q1', '1s', 10)
+  WITH ORDINALITY AS d(msg_id, priority, enqueued_at, payload, body, n);
+SELECT zk_queue_length('regress_q1') AS unclaimed;
+ROLLBACK;
+SELECT wait_length('regress_q1', 2) AS unclaimed_after_rollback;
+BEGIN;
+SELECT array_agg(msg_id ORDER BY n) = :'ids'::bigint[] AS same_items, count(*) AS items
+  FROM zk_dequeue('regress_q1', NULL, 1000) WITH ORDINALITY AS d(msg_id, priority, enqueued_at, payload, body, n);
+COMMIT;
+SELECT wait_queue_row('regress_q1', 0, 0) AS consumed;
+
+-- an empty queue: zk_try_dequeue and a zero timeout return no row at once,
+-- a timeout returns no row once it has passed
+SELECT count(*) AS try_got FROM zk_try_dequeue('regress_q1', 5);
+SELECT count(*) AS zero_timeout_got FROM zk_dequeue('regress_q1', '0');
+SELECT clock_timestamp() AS t0 \gset
+SELECT count(*) AS timeout_got FROM zk_dequeue('regress_q1', '100ms');
+SELECT clock_timestamp() - :'t0'::timestamptz >= interval '90ms' AS waited_the_timeout,
+       clock_timestamp() - :'t0'::timestamptz < interval '5s' AS returned_promptly;
+-- statement_timeout ends a wait without limit
+SET statement_timeout = '300ms';
+SELECT * FROM zk_dequeue('regress_q1');
+\echo :LAST_ERROR_SQLSTATE
+RESET statement_timeout;
+SELECT zk_queue_length('regress_q1') AS still_empty;
+
+--
+-- Priorities: lower first, FIFO within one priority, across transactions
+--
+BEGIN;
+SELECT zk_enqueue('regress_q2', 'p500-a', 500);
+SELECT zk_enqueue('regress_q2', 'p100-a');
+SELECT zk_enqueue('regress_q2', 'p999', 999);
+SELECT zk_enqueue('regress_q2', 'p100-b'::bytea, 100);
+COMMIT;
+BEGIN;
+SELECT zk_enqueue('regress_q2', 'p0', 0);
+SELECT zk_enqueue('regress_q2', 'p500-b', 500);
+SELECT zk_enqueue('regress_q2', 'p1'::bytea, 1);
+COMMIT;
+SELECT priority, body FROM zk_queue_peek('regress_q2');
+BEGIN;
+SELECT priority, body FROM zk_try_dequeue('regress_q2', 3);
+COMMIT;
+BEGIN;
+SELECT priority, body FROM zk_dequeue('regress_q2', NULL, 2);
+COMMIT;
+BEGIN;
+SELECT priority, body FROM zk_dequeue('regress_q2', '1s', 1000);
+COMMIT;
+SELECT zk_queue_length('regress_q2') AS empty;
+
+--
+-- ROLLBACK publishes nothing; ROLLBACK TO SAVEPOINT drops only the items of
+-- the subtransactions it rolls back
+--
+BEGIN;
+SELECT zk_enqueue('regress_q3', 'rolled back');
+ROLLBACK;
+SELECT zk_queue_length('regress_q3') AS after_rollback;
+BEGIN;
+SELECT zk_enqueue('regress_q3', 'kept-1');
+SAVEPOINT s1;
+SELECT zk_enqueue('regress_q3', 'dropped-1');
+SAVEPOINT s2;
+SELECT zk_enqueue('regress_q3', 'dropped-2');
+RELEASE SAVEPOINT s2;
+ROLLBACK TO SAVEPOINT s1;
+SELECT zk_enqueue('regress_q3', 'kept-2');
+SAVEPOINT s3;
+SELECT zk_enqueue('regress_q3', 'kept-3');
+RELEASE SAVEPOINT s3;
+SAVEPOINT s4;
+SELECT zk_enqueue('regress_q3', 'dropped-3');
+SELECT 1/0;
+ROLLBACK TO SAVEPOINT s4;
+COMMIT;
+SELECT body FROM zk_queue_peek('regress_q3');
+
+-- claims: ROLLBACK TO SAVEPOINT puts back the claims of that subtransaction
+-- only; RELEASE SAVEPOINT keeps them for the COMMIT
+BEGIN;
+SELECT body FROM zk_try_dequeue('regress_q3');
+SAVEPOINT d1;
+SELECT body FROM zk_try_dequeue('regress_q3');
+ROLLBACK TO SAVEPOINT d1;
+SELECT wait_length('regress_q3', 2) AS unclaimed_after_rollback_to;
+SELECT body FROM zk_queue_peek('regress_q3');
+SAVEPOINT d2;
+SELECT body FROM zk_dequeue('regress_q3', '1s');
+RELEASE SAVEPOINT d2;
+COMMIT;
+SELECT wait_queue_row('regress_q3', 0, 0) AS after_commit;
+SELECT body FROM zk_queue_peek('regress_q3');
+
+--
+-- zk_queue_purge deletes the unclaimed items at once, not transactionally,
+-- and leaves the claimed ones alone
+--
+SELECT zk_queue_purge('regress_q4') AS purge_unused_queue;
+BEGIN;
+SELECT zk_enqueue('regress_q4', 'a');
+SELECT zk_enqueue('regress_q4', 'b');
+SELECT zk_enqueue('regress_q4', 'c');
+COMMIT;
+BEGIN;
+SELECT body FROM zk_try_dequeue('regress_q4');
+SELECT * FROM dblink('other', $$SELECT zk_queue_purge('regress_q4')$$) AS t(others_purge bigint);
+SELECT zk_queue_length('regress_q4') AS unclaimed;
+ROLLBACK;
+SELECT wait_length('regress_q4', 1) AS back_after_rollback;
+SELECT body FROM zk_queue_peek('regress_q4');
+BEGIN;
+SELECT zk_queue_purge('regress_q4') AS purged_in_transaction;
+ROLLBACK;
+SELECT zk_queue_length('regress_q4') AS purged_anyway, zk_queue_purge('regress_q4') AS purge_empty;
+
+--
+-- A large payload travels whole, both ways
+--
+BEGIN;
+SELECT zk_enqueue('regress_q7', convert_to(repeat('0123456789', 40000), 'UTF8'));
+SELECT zk_enqueue('regress_q7', repeat('ab', 100000), 7);
+COMMIT;
+BEGIN;
+SELECT priority, length(payload) AS bytes, md5(payload) = md5(repeat('ab', 100000)) AS ab,
+       md5(payload) = md5(repeat('0123456789', 40000)) AS digits, length(body) AS chars
+  FROM zk_try_dequeue('regress_q7', 2);
+COMMIT;
+
+--
+-- The zk_queues view: items, claims, this cluster's claims and waiters
+--
+BEGIN;
+SELECT zk_enqueue('regress_q5', 'x');
+SELECT zk_enqueue('regress_q5', 'y');
+COMMIT;
+BEGIN;
+SELECT body FROM zk_try_dequeue('regress_q5');
+SELECT items, claimed, local_claims, local_waiting FROM zk_queues WHERE queue = 'regress_q5';
+COMMIT;
+SELECT wait_queue_row('regress_q5', 0, 0) AS after_commit;
+SELECT items, claimed, local_claims, local_waiting FROM zk_queues WHERE queue = 'regress_q5';
+-- a consumer waiting in the other session shows in local_waiting, and the
+-- next COMMIT of an enqueue serves it
+SELECT dblink_send_query('other', $$SELECT body FROM zk_dequeue('regress_q6', '60s')$$) AS sent;
+SELECT wait_queue_row('regress_q6', 0, 1) AS while_waiting;
+BEGIN;
+SELECT zk_enqueue('regress_q6', 'wake up');
+COMMIT;
+SELECT * FROM dblink_get_result('other') AS t(body text);
+SELECT * FROM dblink_get_result('other') AS t(body text);
+SELECT wait_queue_row('regress_q6', 0, 0) AS served;
+
+--
+-- Names: one queue each, whatever they look like
+--
+BEGIN;
+SELECT zk_enqueue('regress_q9/../x', 'a');
+SELECT zk_enqueue('regress_q9 ü', 'b');
+SELECT zk_enqueue(repeat('q', 255), 'c');
+COMMIT;
+SELECT zk_queue_length('regress_q9/../x') AS dotdot, zk_queue_length('regress_q9 ü') AS unicode,
+       zk_queue_length('x') AS x, zk_queue_length('regress_q9') AS prefix,
+       zk_queue_length(repeat('q', 255)) AS longest;
+SELECT zk_queue_purge('regress_q9/../x') + zk_queue_purge('regress_q9 ü')
+       + zk_queue_purge(repeat('q', 255)) AS purged;
+
+--
+-- PREPARE TRANSACTION is refused after queue work; the transaction rolls
+-- back: its items are not published, its claims are put back
+--
+BEGIN;
+SELECT zk_enqueue('regress_q8', 'kept');
+COMMIT;
+BEGIN;
+SELECT zk_enqueue('regress_q8', 'prepared?');
+PREPARE TRANSACTION 'regress_queue_enqueue';
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_queue_length('regress_q8') AS still_one;
+BEGIN;
+SELECT body FROM zk_try_dequeue('regress_q8');
+PREPARE TRANSACTION 'regress_queue_dequeue';
+\echo :LAST_ERROR_SQLSTATE
+SELECT wait_length('regress_q8', 1) AS claim_put_back;
+SELECT count(*) AS prepared FROM pg_prepared_xacts;
+
+--
+-- Bad input: a clear error and nothing published
+--
+\set VERBOSITY default
+-- NULL queue, payload or argument: 22004
+SELECT zk_enqueue(NULL, 'x'::text);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_enqueue(NULL, 'x'::bytea);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_enqueue('regress_q8', NULL::text);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_enqueue('regress_q8', NULL::bytea);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_enqueue('regress_q8', 'x', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM zk_dequeue(NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM zk_dequeue('regress_q8', '1s', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM zk_try_dequeue(NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM zk_try_dequeue('regress_q8', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_queue_length(NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM zk_queue_peek(NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM zk_queue_peek('regress_q8', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_queue_purge(NULL);
+\echo :LAST_ERROR_SQLSTATE
+-- empty or over-long names: 22023
+SELECT zk_enqueue('', 'x');
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_enqueue(repeat('x', 256), 'x');
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_enqueue(repeat('é', 128), 'x'::bytea);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM zk_dequeue('');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM zk_try_dequeue(repeat('x', 256));
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_queue_length('');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM zk_queue_peek(repeat('x', 256));
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_queue_purge('');
+\echo :LAST_ERROR_SQLSTATE
+-- priority outside 0..999: 22003
+SELECT zk_enqueue('regress_q8', 'x', -1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_enqueue('regress_q8', 'x'::bytea, 1000);
+\echo :LAST_ERROR_SQLSTATE
+-- max_items outside 1..1000, a negative peek count or timeout: 22023
+SELECT * FROM zk_dequeue('regress_q8', '1s', 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM zk_dequeue('regress_q8', NULL, 1001);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM zk_try_dequeue('regress_q8', -1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM zk_try_dequeue('regress_q8', 1001);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM zk_queue_peek('regress_q8', -1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM zk_dequeue('regress_q8', '-1 second');
+\echo :LAST_ERROR_SQLSTATE
+-- a payload, or a transaction's total, over ZooKeeper's packet limit: 54000
+SELECT zk_enqueue('regress_q8', repeat('x', 1100000));
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_enqueue('regress_q8', convert_to(repeat('x', 1100000), 'UTF8'));
+\echo :LAST_ERROR_SQLSTATE
+BEGIN;
+SELECT zk_enqueue('regress_q8', repeat('a', 400000));
+SELECT zk_enqueue('regress_q8', repeat('b', 400000));
+SELECT zk_enqueue('regress_q8', repeat('c', 400000));
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+-- none of these published anything: still the one item
+SELECT zk_queue_length('regress_q8') AS still_one;
+-- a transaction with an error publishes none of its items; a savepoint
+-- rolled back after an error loses only its own
+BEGIN;
+SELECT zk_enqueue('regress_q8', 'lost with the transaction');
+SELECT zk_enqueue('regress_q8', 'x', 1000);
+COMMIT;
+SELECT zk_queue_length('regress_q8') AS still_one;
+BEGIN;
+SELECT zk_enqueue('regress_q8', 'kept-2');
+SAVEPOINT s;
+SELECT zk_enqueue('regress_q8', 'lost with the savepoint');
+SELECT zk_enqueue('regress_q8', repeat('x', 1100000));
+ROLLBACK TO SAVEPOINT s;
+COMMIT;
+SELECT body FROM zk_queue_peek('regress_q8');
+
+--
+-- zk_queue_release_cluster: superuser only; nothing to release for a
+-- cluster that never claimed; this cluster's own identifier is refused
+--
+SELECT zk_queue_release_cluster('1234567890123456789') AS released;
+SELECT zk_queue_release_cluster(system_identifier::text) FROM pg_control_system();
+\echo :LAST_ERROR_SQLSTATE
+CREATE ROLE regress_queue_user;
+SET ROLE regress_queue_user;
+SELECT zk_queue_release_cluster('1234567890123456789');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+DROP ROLE regress_queue_user;
+
+--
+-- Every queue of this file in zk_queues, then emptied
+--
+SELECT queue, items, claimed, local_claims, local_waiting
+  FROM zk_queues WHERE queue ~ '^regress_q[0-9]$' ORDER BY queue;
+SELECT sum(zk_queue_purge(queue)) AS purged
+  FROM zk_queues WHERE queue ~ '^regress_q[0-9]$';
+SELECT count(*) AS queues, sum(items) AS items, sum(claimed) AS claimed,
+       sum(local_claims) AS local_claims, sum(local_waiting) AS local_waiting
+  FROM zk_queues WHERE queue ~ '^regress_q[0-9]$';
+
+DROP FUNCTION wait_length(text, bigint);
+DROP FUNCTION wait_queue_row(text, bigint, int);
+SELECT dblink_disconnect('other');

@@ -1,0 +1,127 @@
+/*-------------------------------------------------------------------------
+ *
+ * queue.h
+ *	  The queue recipe's shared formats: what a backend and the worker hand
+ *	  each other through dynamic shared memory (zk_dsa()), and what a
+ *	  committing transaction writes into its ZooKeeper transaction node.
+ *
+ *	  ZooKeeper layout (kazoo's LockingQueue):
+ *		<root>/queues/<name>/entries/entry-PPP-<seq>	item, data = payload
+ *		<root>/queues/<name>/taken/entry-PPP-<seq>		claim
+ *		<root>/txns/<sysid>-<fullxid>					items of a transaction
+ *														between its pre-commit
+ *														and its publication
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ZKLOCK_QUEUE_H
+#define ZKLOCK_QUEUE_H
+
+#include "zklock.h"
+
+#include "utils/dsa.h"
+
+/*
+ * ZooKeeper refuses a packet over jute.maxbuffer (1 MB less one byte by
+ * default); a transaction's items travel in one create and one multi, so
+ * their total, with paths and headers, must stay under it.
+ */
+#define ZKQ_TXN_MAX			1000000
+#define ZKQ_ITEM_OVERHEAD	64		/* per item: header, op header, path */
+#define ZKQ_MAX_ITEMS		1000	/* max_items of one dequeue */
+#define ZKQ_NODE_MAX		32		/* "entry-PPP-<seq>" */
+
+/* The transaction node's data: a header, then the items */
+#define ZKQ_TXN_MAGIC		0x5A4B5154	/* "ZKQT" */
+typedef struct ZkTxnHeader
+{
+	uint32		magic;
+	uint32		nitems;
+	uint64		sysid;
+	uint64		fxid;
+	uint64		lsn;			/* a WAL record of the transaction, flushed */
+	uint32		tli;			/* ... on this timeline */
+	uint32		total;			/* bytes, header included */
+} ZkTxnHeader;
+
+typedef struct ZkTxnItem
+{
+	uint16		priority;
+	uint16		qlen;			/* queue name, UTF-8, no terminator */
+	uint32		plen;			/* payload */
+	/* followed by the name and the payload */
+} ZkTxnItem;
+
+/* One message, as a dequeue or a peek returns it */
+typedef struct ZkMsgRec
+{
+	int64		czxid;
+	int64		ctime_ms;
+	int32		priority;
+	uint32		len;
+	char		node[ZKQ_NODE_MAX];
+	/* followed by the payload */
+} ZkMsgRec;
+
+/* One claim of a dequeue, in the array its entry's "claims" points to */
+#define ZKQC_FREE		0
+#define ZKQC_DOUBT		1		/* claim sent, reply lost: ours or not? */
+#define ZKQC_HELD		2		/* ours, message read */
+typedef struct ZkClaimRec
+{
+	char		node[ZKQ_NODE_MAX];
+	uint8		status;
+	dsa_pointer msg;			/* ZkMsgRec, once read */
+} ZkClaimRec;
+
+/* What the owner decided about its queue entry before letting go of it */
+#define ZKQD_NONE		0		/* abort, exit, or gave up waiting */
+#define ZKQD_COMMIT		1
+
+/* ZKK_QINFO operations */
+typedef enum ZkQinfoOp
+{
+	ZKQI_LENGTH = 0,
+	ZKQI_PEEK,
+	ZKQI_PURGE,
+	ZKQI_QUEUES,
+	ZKQI_RELEASE_CLUSTER
+} ZkQinfoOp;
+
+/* A ZKQI_QUEUES answer: one record per queue, each followed by its name */
+typedef struct ZkQueueRow
+{
+	int64		items;
+	int64		claimed;
+	uint16		namelen;
+} ZkQueueRow;
+
+/* An answer blob: a count, then records, each MAXALIGNed */
+typedef struct ZkAnswer
+{
+	uint32		count;
+	uint32		size;
+} ZkAnswer;
+
+#define ZKQ_TXN_QUEUE_ITEMS	1024	/* items of one transaction in one queue */
+
+/* names.c */
+extern int64 zk_queue_msg_id(int64 czxid, const char *node);
+extern bool zk_queue_node_priority(const char *child, int *priority);
+
+/* queue paths: <root>/queues/<encoded name> */
+extern void zk_queue_path(const char *name, char *out, size_t outlen);
+
+/* queue_backend.c */
+typedef void (*zkq_emit_fn) (const ZkMsgRec *m, const char *payload, void *arg);
+extern void zkq_check_name(const char *name, int len);
+extern void zkq_enqueue(const char *qname, int qlen, const char *payload, Size plen,
+						int priority);
+extern int	zkq_dequeue(const char *qname, int qlen, int max_items, bool try_only,
+						int64 timeout_ms, zkq_emit_fn emit, void *arg);
+extern ZkEntry *zkq_info(ZkQinfoOp op, const char *qname, int qlen, int n, uint64 arg,
+						 uint32 *idx, uint32 *gen, const char *what);
+extern void zkq_info_done(uint32 idx, uint32 gen);
+extern void zkq_local_counts(const char *qname, int *claims, int *waiting);
+
+#endif							/* ZKLOCK_QUEUE_H */

@@ -1,0 +1,798 @@
+/*-------------------------------------------------------------------------
+ *
+ * queue_backend.c
+ *	  The queue recipe's backend half: the items this transaction enqueued
+ *	  (kept here until COMMIT), the claims its dequeues hold, and what
+ *	  becomes of both at COMMIT, ROLLBACK, ROLLBACK TO SAVEPOINT and exit.
+ *
+ *	  Before COMMIT: the items go to ZooKeeper in one transaction node,
+ *	  after a WAL record of the transaction has been flushed (so that the
+ *	  node's transaction id is never reused after a crash, see
+ *	  queue_worker.c); a failure fails the COMMIT.  After COMMIT the worker
+ *	  publishes them and the COMMIT waits for that up to
+ *	  zklock.commit_timeout.  Claims are consumed after COMMIT and released
+ *	  after ROLLBACK without waiting: both are durable in ZooKeeper.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "zklock.h"
+#include "queue.h"
+
+#include <unistd.h>
+
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "commands/dbcommands.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/postmaster.h"
+#include "replication/message.h"
+#include "storage/proc.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+
+typedef struct PendingItem
+{
+	SubTransactionId subid;
+	int			priority;
+	char	   *qname;			/* UTF-8 */
+	int			qlen;
+	char	   *payload;
+	Size		plen;
+} PendingItem;
+
+typedef struct HeldClaim
+{
+	SubTransactionId subid;
+	uint32		idx;
+	uint32		gen;
+} HeldClaim;
+
+static List *pending_items = NIL;	/* PendingItem *, this transaction */
+static Size pending_bytes = 0;
+static List *held_claims = NIL; /* HeldClaim *, this transaction */
+static uint32 pub_idx = ZKLOCK_NO_ENTRY;
+static uint32 pub_gen = 0;
+static uint32 wait_idx = ZKLOCK_NO_ENTRY;	/* a request being waited for */
+static uint32 wait_gen = 0;
+
+/* the (sub)transaction whose WAL record is flushed, and where */
+static uint64 marked_fxid = 0;
+static XLogRecPtr marked_lsn = InvalidXLogRecPtr;
+static TimeLineID marked_tli = 0;
+
+static char claim_prefix[20];
+static uint32 claim_counter = 0;
+
+/* ---- helpers ---- */
+
+void
+zkq_check_name(const char *name, int len)
+{
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock queue name must not be empty"),
+				 errhint("Give a name of 1 to %d bytes.", ZKLOCK_NAME_MAX)));
+	if (len > ZKLOCK_NAME_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock queue name is too long"),
+				 errdetail("The name has %d bytes in UTF-8; the limit is %d bytes.",
+						   len, ZKLOCK_NAME_MAX),
+				 errhint("Use a shorter name.")));
+}
+
+static void
+require_primary(const char *what)
+{
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot %s during recovery", what),
+				 errdetail("A hot standby has no transaction id to name the queue work with, so it could not be tied to a commit."),
+				 errhint("Run it on the primary; zk_queue_length() and zk_queue_peek() work on a standby.")));
+}
+
+/*
+ * Make sure the current (sub)transaction's id is in durable WAL before a
+ * ZooKeeper node names it: after a crash its id then cannot be handed to
+ * another transaction, and a promoted standby can tell whether it had it.
+ */
+static void
+mark_xid(uint64 *fxid, uint64 *lsn, uint32 *tli)
+{
+	FullTransactionId f = GetCurrentFullTransactionId();
+
+	if (U64FromFullTransactionId(f) != marked_fxid)
+	{
+		XLogRecPtr	rec = LogLogicalMessage("zklock", "", 0, true);
+
+		XLogFlush(rec);
+		marked_fxid = U64FromFullTransactionId(f);
+		marked_lsn = rec;
+		marked_tli = GetWALInsertionTimeLine();
+	}
+	*fxid = marked_fxid;
+	*lsn = marked_lsn;
+	*tli = marked_tli;
+}
+
+static void
+release_idx(uint32 idx, uint32 gen, uint8 decision)
+{
+	ZkEntry    *e;
+
+	if (idx == ZKLOCK_NO_ENTRY || zk_ctl == NULL)
+		return;
+	e = zk_entry(idx);
+	if (e->gen != gen)
+		return;
+	e->decision = decision;
+	pg_write_barrier();
+	(void) zk_release_entry(idx, gen);
+}
+
+/*
+ * Wait for the worker's answer.  Returns the outcome; ZKO_NONE when
+ * timeout_ms passed while ZooKeeper had us waiting.  Raises errors on
+ * failures and when ZooKeeper does not answer within connect_timeout.
+ */
+static int
+wait_answer(uint32 idx, int64 timeout_ms, bool interruptible, const char *what)
+{
+	TimestampTz start = GetCurrentTimestamp();
+	TimestampTz answer_deadline = TimestampTzPlusMilliseconds(start, zklock_connect_timeout);
+	TimestampTz deadline = timeout_ms >= 0 ?
+		TimestampTzPlusMilliseconds(start, timeout_ms) : 0;
+	TimestampTz down_since = 0;
+	int			last_state = ZKE_PENDING;
+	int			last_conn = ZKC_CONNECTING;
+
+	for (;;)
+	{
+		ZkEntry    *e;
+		int			outcome = ZKO_NONE;
+		int			state = last_state;
+		int			conn = last_conn;
+		int			sqlstate = 0;
+		char		msg[ZKLOCK_ERRMSG_MAX];
+		TimestampTz now;
+		TimestampTz wake_at;
+		long		wait_ms;
+
+		msg[0] = '\0';
+		if (zk_backend_lock_timed(LW_SHARED, 20))
+		{
+			e = zk_entry(idx);
+			outcome = e->outcome;
+			state = e->state;
+			sqlstate = e->sqlstate;
+			strlcpy(msg, e->errmsg, sizeof(msg));
+			conn = zk_ctl->conn_state;
+			LWLockRelease(zk_ctl->lock);
+			last_state = state;
+			last_conn = conn;
+		}
+		if (outcome == ZKO_GRANTED || outcome == ZKO_BUSY)
+			return outcome;
+		if (outcome == ZKO_FAILED || outcome == ZKO_LOST)
+			ereport(ERROR,
+					(errcode(sqlstate ? sqlstate : ERRCODE_CONNECTION_FAILURE),
+					 errmsg("could not %s", what),
+					 errdetail("%s.", msg),
+					 errhint("Check zk_status() and the server log; retry when ZooKeeper is reachable.")));
+
+		now = GetCurrentTimestamp();
+		if (deadline != 0 && now >= deadline && state == ZKE_WAITING)
+			return ZKO_NONE;
+		if (state == ZKE_WAITING)
+		{
+			if (conn != ZKC_CONNECTED)
+			{
+				if (down_since == 0)
+					down_since = now;
+				if (now >= TimestampTzPlusMilliseconds(down_since, zklock_connect_timeout))
+					ereport(ERROR,
+							(errcode(ERRCODE_CONNECTION_FAILURE),
+							 errmsg("lost the zookeeper connection while waiting to %s", what),
+							 errdetail("The connection has been down for longer than zklock.connect_timeout (%d ms).",
+									   zklock_connect_timeout),
+							 errhint("Check that ZooKeeper is running and reachable from this server, then retry.")));
+				wake_at = TimestampTzPlusMilliseconds(down_since, zklock_connect_timeout);
+			}
+			else
+			{
+				down_since = 0;
+				wake_at = TimestampTzPlusMilliseconds(now, 1000);
+			}
+			if (deadline != 0 && deadline < wake_at)
+				wake_at = deadline;
+			/* an answer after we started waiting resets its clock */
+			answer_deadline = TimestampTzPlusMilliseconds(now, zklock_connect_timeout);
+		}
+		else
+		{
+			if (now >= answer_deadline)
+				ereport(ERROR,
+						(errcode(ERRCODE_CONNECTION_FAILURE),
+						 errmsg("zookeeper did not answer the request to %s", what),
+						 conn == ZKC_CONNECTED ?
+						 errdetail("ZooKeeper did not reply within zklock.connect_timeout (%d ms).",
+								   zklock_connect_timeout) :
+						 errdetail("No usable ZooKeeper session within zklock.connect_timeout (%d ms); the connection is \"%s\".",
+								   zklock_connect_timeout, zk_conn_state_name(conn)),
+						 errhint("Check that ZooKeeper is running and that zklock.hosts is right (see zk_status()), then retry.")));
+			wake_at = answer_deadline;
+			if (deadline != 0 && deadline < wake_at && state == ZKE_WAITING)
+				wake_at = deadline;
+		}
+		wait_ms = (long) TimestampDifferenceMilliseconds(now, wake_at) + 1;
+		wait_ms = Min(Max(wait_ms, 1), 1000);
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 wait_ms, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		if (interruptible)
+			CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/* A new queue entry, queued for the worker; returns its index and gen */
+static ZkEntry *
+new_queue_entry(ZkKind kind, const char *qname, int qlen)
+{
+	zk_backend_init();
+	return zk_new_entry(kind, qname ? qname : "", qname ? qlen : 0,
+						ZKM_EXCLUSIVE, ZKS_TRANSACTION, false);
+}
+
+static void
+submit(ZkEntry *e, uint32 *idx, uint32 *gen)
+{
+	*idx = zk_entry_index(e);
+	*gen = e->gen;
+	zk_enqueue(e);
+	LWLockRelease(zk_ctl->lock);
+	zk_wake_worker();
+}
+
+/* ---- enqueue ---- */
+
+void
+zkq_enqueue(const char *qname, int qlen, const char *payload, Size plen, int priority)
+{
+	MemoryContext old;
+	PendingItem *it;
+	Size		cost = plen + qlen + ZKQ_ITEM_OVERHEAD + strlen(zklock_root);
+
+	zk_require_shmem();
+	if (priority < 0 || priority > 999)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("zklock queue priority %d is out of range", priority),
+				 errhint("Give a priority from 0 (first) to 999 (last); the default is 100.")));
+	zkq_check_name(qname, qlen);
+	if (cost + sizeof(ZkTxnHeader) > ZKQ_TXN_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("zklock queue payload is too large"),
+				 errdetail("The payload has %zu bytes; one item may have at most about %d bytes.",
+						   plen, (int) (ZKQ_TXN_MAX - sizeof(ZkTxnHeader) - qlen - ZKQ_ITEM_OVERHEAD - strlen(zklock_root))),
+				 errhint("ZooKeeper takes at most 1 MB in one request (jute.maxbuffer): store large data elsewhere and enqueue a reference to it.")));
+	if (pending_bytes + cost + sizeof(ZkTxnHeader) > ZKQ_TXN_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("zklock queue items of this transaction are too large together"),
+				 errdetail("This transaction's items would need %zu bytes; one transaction may publish at most %d bytes.",
+						   pending_bytes + cost + sizeof(ZkTxnHeader), ZKQ_TXN_MAX),
+				 errhint("ZooKeeper publishes a transaction's items in one request of at most 1 MB: commit in smaller batches.")));
+	{
+		ListCell   *lc;
+		int			same = 0;
+
+		foreach(lc, pending_items)
+		{
+			PendingItem *p = lfirst(lc);
+
+			if (p->qlen == qlen && memcmp(p->qname, qname, qlen) == 0)
+				same++;
+		}
+		if (same >= ZKQ_TXN_QUEUE_ITEMS)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("too many zklock queue items for one queue in this transaction"),
+					 errdetail("One transaction may publish at most %d items into one queue.",
+							   ZKQ_TXN_QUEUE_ITEMS),
+					 errhint("Commit in smaller batches.")));
+	}
+	require_primary("enqueue");
+	(void) GetTopFullTransactionId();
+	zk_backend_init();
+
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	it = palloc(sizeof(PendingItem));
+	it->subid = GetCurrentSubTransactionId();
+	it->priority = priority;
+	it->qname = pnstrdup(qname, qlen);
+	it->qlen = qlen;
+	it->payload = palloc(Max(plen, 1));
+	memcpy(it->payload, payload, plen);
+	it->plen = plen;
+	pending_items = lappend(pending_items, it);
+	MemoryContextSwitchTo(old);
+	pending_bytes += cost;
+}
+
+static void
+free_items(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, pending_items)
+	{
+		PendingItem *it = lfirst(lc);
+
+		pfree(it->qname);
+		pfree(it->payload);
+		pfree(it);
+	}
+	list_free(pending_items);
+	pending_items = NIL;
+	pending_bytes = 0;
+}
+
+/* Before COMMIT: the items into their transaction node, or fail */
+static void
+queue_pre_commit(void)
+{
+	ListCell   *lc;
+	Size		total = sizeof(ZkTxnHeader);
+	dsa_area   *area;
+	dsa_pointer dp;
+	char	   *p;
+	ZkTxnHeader h;
+	ZkEntry    *e;
+	uint64		fxid;
+	uint64		lsn;
+	uint32		tli;
+	int			outcome;
+
+	if (pending_items == NIL)
+		return;
+	foreach(lc, pending_items)
+	{
+		PendingItem *it = lfirst(lc);
+
+		total += sizeof(ZkTxnItem) + it->qlen + it->plen;
+	}
+	/* the top transaction's id, in durable WAL (we are at top level) */
+	mark_xid(&fxid, &lsn, &tli);
+
+	area = zk_dsa();
+	dp = dsa_allocate_extended(area, total, DSA_ALLOC_NO_OOM);
+	if (!DsaPointerIsValid(dp))
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of dynamic shared memory for the zklock queue items"),
+				 errhint("Commit in smaller batches.")));
+	p = dsa_get_address(area, dp);
+	memset(&h, 0, sizeof(h));
+	h.magic = ZKQ_TXN_MAGIC;
+	h.nitems = list_length(pending_items);
+	h.sysid = GetSystemIdentifier();
+	h.fxid = fxid;
+	h.lsn = lsn;
+	h.tli = tli;
+	h.total = (uint32) total;
+	memcpy(p, &h, sizeof(h));
+	p += sizeof(h);
+	foreach(lc, pending_items)
+	{
+		PendingItem *it = lfirst(lc);
+		ZkTxnItem	ti;
+
+		ti.priority = (uint16) it->priority;
+		ti.qlen = (uint16) it->qlen;
+		ti.plen = (uint32) it->plen;
+		memcpy(p, &ti, sizeof(ti));
+		p += sizeof(ti);
+		memcpy(p, it->qname, it->qlen);
+		p += it->qlen;
+		memcpy(p, it->payload, it->plen);
+		p += it->plen;
+	}
+
+	PG_TRY();
+	{
+		e = new_queue_entry(ZKK_QPUB, NULL, 0);
+	}
+	PG_CATCH();
+	{
+		dsa_free(area, dp);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	e->fxid = fxid;
+	e->wal_lsn = lsn;
+	e->wal_tli = tli;
+	e->blob = dp;
+	submit(e, &pub_idx, &pub_gen);
+
+	/* a pre-commit failure aborts the transaction; abort lets go of it */
+	outcome = wait_answer(pub_idx, -1, true, "publish the queue items of this transaction");
+	if (outcome != ZKO_GRANTED)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not publish the queue items of this transaction"),
+				 errhint("Retry the transaction.")));
+}
+
+static void
+queue_pre_prepare(void)
+{
+	if (pending_items != NIL || held_claims != NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot prepare a transaction that enqueued or dequeued zookeeper queue items"),
+				 errdetail("Queue items are published and consumed by this backend at COMMIT."),
+				 errhint("Commit or roll back the transaction instead.")));
+}
+
+/* ---- dequeue ---- */
+
+static void
+build_claim_data(ZkEntry *e, uint64 fxid, uint64 lsn, uint32 tli)
+{
+	StringInfoData buf;
+	char		host[256];
+
+	if (claim_prefix[0] == '\0')
+	{
+		uint8		r[6];
+		int			i;
+
+		if (!pg_strong_random(r, sizeof(r)))
+			memset(r, MyProcPid & 0xff, sizeof(r));
+		for (i = 0; i < (int) sizeof(r); i++)
+			snprintf(claim_prefix + 2 * i, 3, "%02x", r[i]);
+	}
+	if (gethostname(host, sizeof(host)) != 0)
+		strlcpy(host, "unknown", sizeof(host));
+	host[sizeof(host) - 1] = '\0';
+	host[64] = '\0';
+	initStringInfo(&buf);
+	appendStringInfo(&buf,
+					 "{\"cluster\":\"" UINT64_FORMAT "\",\"xid\":\"" UINT64_FORMAT
+					 "\",\"tli\":%u,\"lsn\":\"%llX\",\"claim\":\"%s%x%08x\",\"pid\":%d,\"port\":%d,\"host\":",
+					 GetSystemIdentifier(), fxid, tli, (unsigned long long) lsn,
+					 claim_prefix, MyProcPid, ++claim_counter, MyProcPid, PostPortNumber);
+	escape_json(&buf, host);
+	appendStringInfoChar(&buf, '}');
+	strlcpy(e->data, buf.data, sizeof(e->data));
+	pfree(buf.data);
+}
+
+static int
+cmp_msgs(const void *a, const void *b)
+{
+	const ZkMsgRec *x = *(ZkMsgRec *const *) a;
+	const ZkMsgRec *y = *(ZkMsgRec *const *) b;
+
+	return strcmp(x->node, y->node);
+}
+
+/*
+ * Claim up to max_items of a queue for this (sub)transaction, waiting up
+ * to timeout_ms (< 0: no limit) unless try_only.  Calls emit for each
+ * message, in queue order.
+ */
+int
+zkq_dequeue(const char *qname, int qlen, int max_items, bool try_only,
+			int64 timeout_ms, zkq_emit_fn emit, void *arg)
+{
+	ZkEntry    *e;
+	uint32		idx;
+	uint32		gen;
+	uint64		fxid;
+	uint64		lsn;
+	uint32		tli;
+	dsa_area   *area;
+	dsa_pointer claims;
+	int			outcome = ZKO_NONE;
+	int			n = 0;
+	MemoryContext old;
+	HeldClaim  *hc;
+
+	zk_require_shmem();
+	zkq_check_name(qname, qlen);
+	if (max_items < 1 || max_items > ZKQ_MAX_ITEMS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock max_items must be between 1 and %d", ZKQ_MAX_ITEMS),
+				 errdetail("max_items was %d.", max_items),
+				 errhint("Ask for at least one item, at most %d at once.", ZKQ_MAX_ITEMS)));
+	require_primary("dequeue");
+	mark_xid(&fxid, &lsn, &tli);
+
+	/* everything that can fail before the entry exists */
+	hc = MemoryContextAllocZero(TopMemoryContext, sizeof(HeldClaim));
+	area = zk_dsa();
+	claims = dsa_allocate_extended(area, sizeof(ZkClaimRec) * max_items,
+								   DSA_ALLOC_NO_OOM | DSA_ALLOC_ZERO);
+	if (!DsaPointerIsValid(claims))
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of dynamic shared memory for a zklock dequeue"),
+				 errhint("Ask for fewer items at once.")));
+	PG_TRY();
+	{
+		e = new_queue_entry(ZKK_QCLAIM, qname, qlen);
+	}
+	PG_CATCH();
+	{
+		dsa_free(area, claims);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	e->try_only = try_only;
+	e->max_items = max_items;
+	e->fxid = fxid;
+	e->wal_lsn = lsn;
+	e->wal_tli = tli;
+	e->claims = claims;
+	build_claim_data(e, fxid, lsn, tli);
+	submit(e, &idx, &gen);
+	wait_idx = idx;
+	wait_gen = gen;
+
+	PG_TRY();
+	{
+		outcome = wait_answer(idx, try_only ? -1 : timeout_ms, true, "dequeue");
+	}
+	PG_CATCH();
+	{
+		wait_idx = ZKLOCK_NO_ENTRY;
+		release_idx(idx, gen, ZKQD_NONE);
+		zk_wake_worker();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	wait_idx = ZKLOCK_NO_ENTRY;
+
+	if (outcome != ZKO_GRANTED)
+	{
+		release_idx(idx, gen, ZKQD_NONE);
+		zk_wake_worker();
+		pfree(hc);
+		return 0;
+	}
+
+	/* granted: ours until the transaction ends */
+	hc->subid = GetCurrentSubTransactionId();
+	hc->idx = idx;
+	hc->gen = gen;
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	held_claims = lappend(held_claims, hc);
+	MemoryContextSwitchTo(old);
+
+	{
+		ZkEntry    *ge = zk_entry(idx);
+		ZkClaimRec *c = dsa_get_address(area, ge->claims);
+		ZkMsgRec  **msgs = palloc(sizeof(ZkMsgRec *) * max_items);
+		int			i;
+
+		for (i = 0; i < max_items; i++)
+			if (c[i].status == ZKQC_HELD && DsaPointerIsValid(c[i].msg))
+				msgs[n++] = dsa_get_address(area, c[i].msg);
+		qsort(msgs, n, sizeof(ZkMsgRec *), cmp_msgs);
+		for (i = 0; i < n; i++)
+			emit(msgs[i], (const char *) msgs[i] + sizeof(ZkMsgRec), arg);
+		pfree(msgs);
+	}
+	return n;
+}
+
+/* ---- one-off reads ---- */
+
+/*
+ * Ask the worker; returns the entry (granted) for the caller to read, and
+ * its index and generation for zkq_info_done.
+ */
+ZkEntry *
+zkq_info(ZkQinfoOp op, const char *qname, int qlen, int n, uint64 arg,
+		 uint32 *idx, uint32 *gen, const char *what)
+{
+	ZkEntry    *e;
+
+	zk_require_shmem();
+	if (qname != NULL)
+		zkq_check_name(qname, qlen);
+	e = new_queue_entry(ZKK_QINFO, qname, qlen);
+	e->qop = (uint8) op;
+	e->max_items = n;
+	e->fxid = arg;
+	submit(e, idx, gen);
+	wait_idx = *idx;
+	wait_gen = *gen;
+	PG_TRY();
+	{
+		(void) wait_answer(*idx, -1, true, what);
+	}
+	PG_CATCH();
+	{
+		wait_idx = ZKLOCK_NO_ENTRY;
+		release_idx(*idx, *gen, ZKQD_NONE);
+		zk_wake_worker();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	return zk_entry(*idx);
+}
+
+void
+zkq_info_done(uint32 idx, uint32 gen)
+{
+	wait_idx = ZKLOCK_NO_ENTRY;
+	release_idx(idx, gen, ZKQD_NONE);
+	zk_wake_worker();
+}
+
+/* this cluster's claims held and consumers waiting, for zk_queues */
+void
+zkq_local_counts(const char *qname, int *claims, int *waiting)
+{
+	int			i;
+
+	*claims = *waiting = 0;
+	zk_backend_lock(LW_SHARED);
+	for (i = 0; i < zk_ctl->max_entries; i++)
+	{
+		ZkEntry    *e = zk_entry(i);
+
+		if (e->state == ZKE_FREE || e->kind != ZKK_QCLAIM || e->released ||
+			strcmp(e->name, qname) != 0)
+			continue;
+		if (e->outcome == ZKO_GRANTED)
+			*claims += e->nclaims;
+		else if (e->outcome == ZKO_NONE)
+			(*waiting)++;
+	}
+	LWLockRelease(zk_ctl->lock);
+}
+
+/* ---- end of transaction ---- */
+
+static void
+release_claims(bool commit, bool all, SubTransactionId subid)
+{
+	ListCell   *lc;
+	bool		wake = false;
+
+	foreach(lc, held_claims)
+	{
+		HeldClaim  *hc = lfirst(lc);
+
+		if (!all && hc->subid != subid)
+			continue;
+		release_idx(hc->idx, hc->gen, commit ? ZKQD_COMMIT : ZKQD_NONE);
+		wake = true;
+		held_claims = foreach_delete_current(held_claims, lc);
+		pfree(hc);
+	}
+	if (wake)
+		zk_wake_worker();
+}
+
+static void
+queue_xact_end(bool commit)
+{
+	if (wait_idx != ZKLOCK_NO_ENTRY)
+	{
+		release_idx(wait_idx, wait_gen, ZKQD_NONE);
+		wait_idx = ZKLOCK_NO_ENTRY;
+	}
+	release_claims(commit, true, 0);
+	if (pub_idx != ZKLOCK_NO_ENTRY)
+	{
+		uint32		idx = pub_idx;
+		uint32		gen = pub_gen;
+
+		pub_idx = ZKLOCK_NO_ENTRY;
+		release_idx(idx, gen, commit ? ZKQD_COMMIT : ZKQD_NONE);
+		zk_wake_worker();
+		if (commit && zk_ctl != NULL)
+		{
+			/* the items are safe; wait a moment for them to be visible */
+			TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+															zklock_commit_timeout);
+
+			while (zk_entry(idx)->gen == gen && GetCurrentTimestamp() < until)
+			{
+				(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+								 5, PG_WAIT_EXTENSION);
+				ResetLatch(MyLatch);
+			}
+			if (zk_entry(idx)->gen == gen)
+				ereport(WARNING,
+						(errmsg("the queue items of this transaction are committed but not yet visible in zookeeper"),
+						 errdetail("ZooKeeper did not take them within zklock.commit_timeout (%d ms).",
+								   zklock_commit_timeout),
+						 errhint("The zklock worker publishes them as soon as ZooKeeper is reachable.")));
+		}
+	}
+	free_items();
+	marked_fxid = 0;
+}
+
+static void
+queue_subxact_end(bool commit, SubTransactionId mySubid,
+				  SubTransactionId parentSubid)
+{
+	ListCell   *lc;
+
+	foreach(lc, pending_items)
+	{
+		PendingItem *it = lfirst(lc);
+
+		if (it->subid != mySubid)
+			continue;
+		if (commit)
+			it->subid = parentSubid;
+		else
+		{
+			pending_bytes -= it->plen + it->qlen + ZKQ_ITEM_OVERHEAD + strlen(zklock_root);
+			pending_items = foreach_delete_current(pending_items, lc);
+			pfree(it->qname);
+			pfree(it->payload);
+			pfree(it);
+		}
+	}
+	if (commit)
+	{
+		foreach(lc, held_claims)
+		{
+			HeldClaim  *hc = lfirst(lc);
+
+			if (hc->subid == mySubid)
+				hc->subid = parentSubid;
+		}
+	}
+	else
+	{
+		if (wait_idx != ZKLOCK_NO_ENTRY)
+		{
+			release_idx(wait_idx, wait_gen, ZKQD_NONE);
+			wait_idx = ZKLOCK_NO_ENTRY;
+			zk_wake_worker();
+		}
+		release_claims(false, false, mySubid);
+	}
+}
+
+static void
+queue_at_exit(void)
+{
+	if (wait_idx != ZKLOCK_NO_ENTRY)
+	{
+		release_idx(wait_idx, wait_gen, ZKQD_NONE);
+		wait_idx = ZKLOCK_NO_ENTRY;
+	}
+	release_claims(false, true, 0);
+	if (pub_idx != ZKLOCK_NO_ENTRY)
+	{
+		release_idx(pub_idx, pub_gen, ZKQD_NONE);
+		pub_idx = ZKLOCK_NO_ENTRY;
+	}
+}
+
+const ZkRecipeBackend zk_queue_backend = {
+	.pre_commit = queue_pre_commit,
+	.pre_prepare = queue_pre_prepare,
+	.xact_end = queue_xact_end,
+	.subxact_end = queue_subxact_end,
+	.at_exit = queue_at_exit,
+};

@@ -1,0 +1,384 @@
+/*-------------------------------------------------------------------------
+ *
+ * queue_sql.c
+ *	  SQL functions of the queue recipe: zk_enqueue, zk_dequeue,
+ *	  zk_try_dequeue, zk_queue_length, zk_queue_peek, zk_queue_purge,
+ *	  zk_queues_internal and zk_queue_release_cluster.  Run in backends;
+ *	  the work is in queue_backend.c and the worker's queue_worker.c.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "zklock.h"
+#include "queue.h"
+
+#include "access/htup_details.h"
+#include "access/xlog.h"
+#include "datatype/timestamp.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+
+PG_FUNCTION_INFO_V1(zk_enqueue_bytea);
+PG_FUNCTION_INFO_V1(zk_enqueue_text);
+PG_FUNCTION_INFO_V1(zk_dequeue_sql);
+PG_FUNCTION_INFO_V1(zk_try_dequeue_sql);
+PG_FUNCTION_INFO_V1(zk_queue_length);
+PG_FUNCTION_INFO_V1(zk_queue_peek);
+PG_FUNCTION_INFO_V1(zk_queue_purge);
+PG_FUNCTION_INFO_V1(zk_queues_internal);
+PG_FUNCTION_INFO_V1(zk_queue_release_cluster);
+
+static void
+null_arg(const char *what)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+			 errmsg("zklock %s must not be null", what),
+			 errhint("Give a non-null %s.", what)));
+}
+
+/* the queue name (argument 0) in UTF-8 */
+static char *
+queue_arg(FunctionCallInfo fcinfo, int *len)
+{
+	text	   *t;
+	int			rawlen;
+
+	if (PG_ARGISNULL(0))
+		null_arg("queue name");
+	t = PG_GETARG_TEXT_PP(0);
+	rawlen = VARSIZE_ANY_EXHDR(t);
+	if (rawlen > ZKLOCK_NAME_MAX * 4)
+		zkq_check_name(VARDATA_ANY(t), rawlen);
+	return zk_name_to_utf8(VARDATA_ANY(t), rawlen, len);
+}
+
+static int
+int_arg(FunctionCallInfo fcinfo, int argno, int dflt, const char *what)
+{
+	if (PG_NARGS() <= argno)
+		return dflt;
+	if (PG_ARGISNULL(argno))
+		null_arg(what);
+	return PG_GETARG_INT32(argno);
+}
+
+Datum
+zk_enqueue_bytea(PG_FUNCTION_ARGS)
+{
+	int			len;
+	char	   *name = queue_arg(fcinfo, &len);
+	bytea	   *payload;
+	int			priority;
+
+	if (PG_ARGISNULL(1))
+		null_arg("payload");
+	priority = int_arg(fcinfo, 2, 100, "priority");
+	payload = PG_GETARG_BYTEA_PP(1);
+	zkq_enqueue(name, len, VARDATA_ANY(payload), VARSIZE_ANY_EXHDR(payload), priority);
+	PG_RETURN_VOID();
+}
+
+Datum
+zk_enqueue_text(PG_FUNCTION_ARGS)
+{
+	int			len;
+	char	   *name = queue_arg(fcinfo, &len);
+	text	   *payload;
+	char	   *u;
+	int			plen;
+	int			priority;
+
+	if (PG_ARGISNULL(1))
+		null_arg("payload");
+	priority = int_arg(fcinfo, 2, 100, "priority");
+	payload = PG_GETARG_TEXT_PP(1);
+	plen = VARSIZE_ANY_EXHDR(payload);
+	u = pg_server_to_any(VARDATA_ANY(payload), plen, PG_UTF8);
+	if (u != VARDATA_ANY(payload))
+		plen = strlen(u);
+	zkq_enqueue(name, len, u, plen, priority);
+	PG_RETURN_VOID();
+}
+
+/* ---- rows of zk_message ---- */
+
+typedef struct EmitCtx
+{
+	ReturnSetInfo *rsinfo;
+} EmitCtx;
+
+static TimestampTz
+zk_time(int64 ms)
+{
+	return (TimestampTz) (ms * 1000) -
+		((TimestampTz) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY);
+}
+
+static void
+emit_message(const ZkMsgRec *m, const char *payload, void *arg)
+{
+	EmitCtx    *ctx = (EmitCtx *) arg;
+	Datum		values[5];
+	bool		nulls[5] = {false, false, false, false, false};
+	bytea	   *b = palloc(VARHDRSZ + m->len);
+
+	SET_VARSIZE(b, VARHDRSZ + m->len);
+	memcpy(VARDATA(b), payload, m->len);
+	values[0] = Int64GetDatum(m->czxid);
+	values[1] = Int32GetDatum(m->priority);
+	values[2] = TimestampTzGetDatum(zk_time(m->ctime_ms));
+	values[3] = PointerGetDatum(b);
+	/* body: the payload as text when it is valid UTF-8 without NULs */
+	if (memchr(payload, '\0', m->len) == NULL &&
+		pg_verify_mbstr(PG_UTF8, payload, m->len, true))
+	{
+		char	   *s = pg_any_to_server_noerror(pnstrdup(payload, m->len), m->len);
+
+		if (s != NULL)
+			values[4] = CStringGetTextDatum(s);
+		else
+			nulls[4] = true;
+	}
+	else
+		nulls[4] = true;
+	tuplestore_putvalues(ctx->rsinfo->setResult, ctx->rsinfo->setDesc, values, nulls);
+}
+
+/* the timeout of zk_dequeue: NULL waits without limit */
+static int64
+dequeue_timeout(FunctionCallInfo fcinfo, int argno)
+{
+	Interval   *iv;
+
+	if (PG_ARGISNULL(argno))
+		return -1;
+	iv = PG_GETARG_INTERVAL_P(argno);
+	if (iv->time < 0 || iv->day < 0 || iv->month < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock timeout must not be negative"),
+				 errdetail("The timeout was %s.",
+						   DatumGetCString(DirectFunctionCall1(interval_out,
+															   IntervalPGetDatum(iv)))),
+				 errhint("Give a timeout of zero or more, or NULL to wait without limit.")));
+	return zk_arg_timeout_ms(fcinfo, argno);
+}
+
+Datum
+zk_dequeue_sql(PG_FUNCTION_ARGS)
+{
+	int			len;
+	char	   *name = queue_arg(fcinfo, &len);
+	int64		timeout = dequeue_timeout(fcinfo, 1);
+	int			max_items = int_arg(fcinfo, 2, 1, "max_items");
+	EmitCtx		ctx;
+
+	InitMaterializedSRF(fcinfo, 0);
+	ctx.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	(void) zkq_dequeue(name, len, max_items, false, timeout, emit_message, &ctx);
+	return (Datum) 0;
+}
+
+Datum
+zk_try_dequeue_sql(PG_FUNCTION_ARGS)
+{
+	int			len;
+	char	   *name = queue_arg(fcinfo, &len);
+	int			max_items = int_arg(fcinfo, 1, 1, "max_items");
+	EmitCtx		ctx;
+
+	InitMaterializedSRF(fcinfo, 0);
+	ctx.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	(void) zkq_dequeue(name, len, max_items, true, -1, emit_message, &ctx);
+	return (Datum) 0;
+}
+
+/* ---- reads ---- */
+
+static int64
+count_request(FunctionCallInfo fcinfo, ZkQinfoOp op, const char *what)
+{
+	int			len;
+	char	   *name = queue_arg(fcinfo, &len);
+	uint32		idx;
+	uint32		gen;
+	ZkEntry    *e = zkq_info(op, name, len, 0, 0, &idx, &gen, what);
+	int64		n = e->token;
+
+	zkq_info_done(idx, gen);
+	return n;
+}
+
+Datum
+zk_queue_length(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT64(count_request(fcinfo, ZKQI_LENGTH, "read the queue's length"));
+}
+
+Datum
+zk_queue_purge(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT64(count_request(fcinfo, ZKQI_PURGE, "purge the queue"));
+}
+
+Datum
+zk_queue_peek(PG_FUNCTION_ARGS)
+{
+	int			len;
+	char	   *name = queue_arg(fcinfo, &len);
+	int			n = int_arg(fcinfo, 1, 10, "row count");
+	uint32		idx;
+	uint32		gen;
+	ZkEntry    *e;
+	EmitCtx		ctx;
+
+	if (n < 0 || n > 100000)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock peek count must be between 0 and 100000"),
+				 errdetail("The count was %d.", n),
+				 errhint("Ask for fewer rows.")));
+	InitMaterializedSRF(fcinfo, 0);
+	ctx.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	if (n == 0)
+	{
+		zkq_check_name(name, len);
+		return (Datum) 0;
+	}
+	e = zkq_info(ZKQI_PEEK, name, len, n, 0, &idx, &gen, "peek at the queue");
+	PG_TRY();
+	{
+		if (DsaPointerIsValid(e->blob))
+		{
+			char	   *p = dsa_get_address(zk_dsa(), e->blob);
+			ZkAnswer   *a = (ZkAnswer *) p;
+			ZkMsgRec  **msgs = palloc(sizeof(ZkMsgRec *) * Max(a->count, 1));
+			uint32		i;
+			int			k;
+
+			p += MAXALIGN(sizeof(ZkAnswer));
+			for (i = 0; i < a->count; i++)
+			{
+				msgs[i] = (ZkMsgRec *) p;
+				p += MAXALIGN(sizeof(ZkMsgRec) + msgs[i]->len);
+			}
+			/* in queue order */
+			for (i = 1; i < a->count; i++)
+			{
+				ZkMsgRec   *m = msgs[i];
+
+				for (k = i - 1; k >= 0 && strcmp(msgs[k]->node, m->node) > 0; k--)
+					msgs[k + 1] = msgs[k];
+				msgs[k + 1] = m;
+			}
+			for (i = 0; i < a->count; i++)
+				emit_message(msgs[i], (const char *) msgs[i] + sizeof(ZkMsgRec), &ctx);
+		}
+	}
+	PG_FINALLY();
+	{
+		zkq_info_done(idx, gen);
+	}
+	PG_END_TRY();
+	return (Datum) 0;
+}
+
+Datum
+zk_queues_internal(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo;
+	uint32		idx;
+	uint32		gen;
+	ZkEntry    *e;
+
+	InitMaterializedSRF(fcinfo, 0);
+	rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	e = zkq_info(ZKQI_QUEUES, NULL, 0, 0, 0, &idx, &gen, "list the queues");
+	PG_TRY();
+	{
+		if (DsaPointerIsValid(e->blob))
+		{
+			char	   *p = dsa_get_address(zk_dsa(), e->blob);
+			ZkAnswer   *a = (ZkAnswer *) p;
+			uint32		i;
+
+			p += MAXALIGN(sizeof(ZkAnswer));
+			for (i = 0; i < a->count; i++)
+			{
+				ZkQueueRow row;
+				char		name[ZKLOCK_NAME_MAX * 4 + 1];
+				Datum		values[5];
+				bool		nulls[5] = {false, false, false, false, false};
+				int			claims;
+				int			waiting;
+				char	   *shown;
+
+				memcpy(&row, p, sizeof(row));
+				memcpy(name, p + sizeof(row), Min(row.namelen, sizeof(name) - 1));
+				name[Min(row.namelen, sizeof(name) - 1)] = '\0';
+				p += MAXALIGN(sizeof(row) + row.namelen);
+				zkq_local_counts(name, &claims, &waiting);
+				shown = pg_any_to_server_noerror(name, strlen(name));
+				if (shown == NULL)
+					nulls[0] = true;
+				else
+					values[0] = CStringGetTextDatum(shown);
+				values[1] = Int64GetDatum(row.items);
+				values[2] = Int64GetDatum(row.claimed);
+				values[3] = Int32GetDatum(claims);
+				values[4] = Int32GetDatum(waiting);
+				tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+			}
+		}
+	}
+	PG_FINALLY();
+	{
+		zkq_info_done(idx, gen);
+	}
+	PG_END_TRY();
+	return (Datum) 0;
+}
+
+Datum
+zk_queue_release_cluster(PG_FUNCTION_ARGS)
+{
+	char	   *s;
+	char	   *end;
+	uint64		sysid;
+	uint32		idx;
+	uint32		gen;
+	ZkEntry    *e;
+	int64		n;
+
+	if (PG_ARGISNULL(0))
+		null_arg("cluster");
+	if (!superuser())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to release another cluster's queue claims"),
+				 errhint("Run zk_queue_release_cluster() as a superuser.")));
+	s = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	errno = 0;
+	sysid = strtoull(s, &end, 10);
+	if (s[0] == '\0' || s[0] == '-' || *end != '\0' || errno != 0 || sysid == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid cluster system identifier: \"%s\"", s),
+				 errhint("Give the decimal system_identifier of pg_control_system() of the cluster that will not come back, as text.")));
+	if (sysid == GetSystemIdentifier())
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cannot release this cluster's own queue claims"),
+				 errdetail("The zklock worker settles this cluster's claims from its commit log."),
+				 errhint("Give the identifier of a cluster that will never come back.")));
+	e = zkq_info(ZKQI_RELEASE_CLUSTER, NULL, 0, 0, sysid, &idx, &gen,
+				 "release the cluster's queue claims");
+	n = e->token;
+	zkq_info_done(idx, gen);
+	PG_RETURN_INT64(n);
+}

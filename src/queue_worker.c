@@ -1,0 +1,3041 @@
+/*-------------------------------------------------------------------------
+ *
+ * queue_worker.c
+ *	  The queue recipe's worker half (kazoo LockingQueue layout, queue.h):
+ *
+ *	  ZKK_QPUB	a committing transaction's items.  Before its commit record
+ *				the items go into one persistent node <root>/txns/<sysid>-
+ *				<fullxid>, invisible to consumers; once PostgreSQL has
+ *				committed, one multi deletes that node and creates the items
+ *				(all or none; a second try finds the node gone and creates
+ *				nothing); on abort the node is deleted.
+ *	  ZKK_QCLAIM a dequeue.  Local waiters of a queue are served together in
+ *				arrival order: one listing of entries and taken, then for
+ *				each candidate one multi (check the entry, create the claim)
+ *				and one read of the payload.  Claims are persistent and name
+ *				the cluster and the (sub)transaction; at commit one multi
+ *				deletes items and claims, at abort one multi deletes the
+ *				claims.  A queue with waiters and nothing to take has one
+ *				children watch on entries, and one on taken while every item
+ *				is claimed.
+ *	  ZKK_QINFO length, peek, purge, the zk_queues rows, and releasing a
+ *				dead cluster's claims.
+ *
+ *	  Resolution: when the worker starts and whenever a standby is promoted,
+ *	  this cluster's transaction nodes and claims left behind by a crash are
+ *	  settled from PostgreSQL's commit log (xact_fate): committed ones are
+ *	  published or consumed, aborted ones dropped or released, running ones
+ *	  left to their backend.  Every claim and transaction node names a WAL
+ *	  record of its transaction that was flushed before the node was sent,
+ *	  so its transaction id cannot be handed out again after a crash, and a
+ *	  promoted standby knows whether that record reached it.
+ *
+ *	  Runs in the worker, lock held (completions take it themselves).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "recipe.h"
+#include "queue.h"
+
+#include "access/timeline.h"
+#include "access/transam.h"
+#include "access/xlog.h"
+#include "access/xlogrecovery.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "storage/procarray.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/xid8.h"
+
+/* ------------------------------------------------------------------------
+ * Worker-local state
+ * ------------------------------------------------------------------------
+ */
+
+typedef struct Waiter
+{
+	uint32		idx;
+	uint32		gen;
+	int			tries;
+} Waiter;
+
+typedef struct QState
+{
+	char		name[ZKLOCK_NAME_MAX + 1];	/* key: UTF-8 queue name */
+	char		path[ZK_PATH_MAX];	/* <root>/queues/<encoded> */
+	List	   *waiters;		/* Waiter *, arrival order */
+	bool		parents_ok;
+	int			listing;		/* listing replies awaited */
+	bool		again;			/* something changed: list again */
+	bool		lost_race;		/* a candidate was taken under us */
+	bool		ewatch;			/* children watch on entries set/sent */
+	bool		twatch;			/* children watch on taken set/sent */
+	bool		want_twatch;
+	int			inflight;		/* claim attempts in flight */
+	int			rc_entries;
+	int			rc_taken;
+	char	  **entries;
+	int			nentries;
+	char	  **taken;
+	int			ntaken;
+	int			ncand;			/* candidates found by the last listing */
+	int			loops;			/* relists without progress (NONODE) */
+} QState;
+
+static HTAB *qstates = NULL;
+static MemoryContext qcxt = NULL;
+
+/* one claim attempt: a multi (check entry, create claim), then a get */
+typedef struct Attempt
+{
+	QState	   *q;
+	uint32		idx;
+	uint32		gen;
+	int			slot;
+	bool		multi_ok;
+	bool		multi_doubt;
+	char		node[ZKQ_NODE_MAX];
+	char		epath[ZK_PATH_MAX];
+	char		tpath[ZK_PATH_MAX];
+	zoo_op_t	ops[2];
+	zoo_op_result_t res[2];
+} Attempt;
+
+/* parents known to exist, per queue name */
+static HTAB *known_parents = NULL;
+static bool txns_parent_ok = false;
+
+/* resolution */
+static bool resolve_needed = true;
+static bool resolve_running = false;
+static bool was_in_recovery = true;
+static bool entries_adopted = false;
+
+static void qclaim_drive(ZkEntry *e);
+static void q_kick(QState *q);
+static void q_free_entry(ZkEntry *e);
+
+static MemoryContext
+q_context(void)
+{
+	if (qcxt == NULL)
+		qcxt = AllocSetContextCreate(TopMemoryContext, "zklock queues",
+									 ALLOCSET_DEFAULT_SIZES);
+	return qcxt;
+}
+
+static QState *
+q_state(const char *name, bool create)
+{
+	char		key[ZKLOCK_NAME_MAX + 1];
+	bool		found;
+	QState	   *q;
+
+	if (qstates == NULL)
+	{
+		HASHCTL		ctl;
+
+		if (!create)
+			return NULL;
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = sizeof(key);
+		ctl.entrysize = sizeof(QState);
+		ctl.hcxt = q_context();
+		qstates = hash_create("zklock queue states", 64, &ctl,
+							  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	}
+	memset(key, 0, sizeof(key));
+	strlcpy(key, name, sizeof(key));
+	q = hash_search(qstates, key, create ? HASH_ENTER : HASH_FIND, &found);
+	if (q != NULL && create && !found)
+	{
+		memset(((char *) q) + sizeof(q->name), 0, sizeof(QState) - sizeof(q->name));
+		zk_queue_path(q->name, q->path, sizeof(q->path));
+	}
+	return q;
+}
+
+static bool
+parents_known(const char *qname)
+{
+	char		key[ZKLOCK_NAME_MAX + 1];
+
+	if (known_parents == NULL)
+		return false;
+	memset(key, 0, sizeof(key));
+	strlcpy(key, qname, sizeof(key));
+	return hash_search(known_parents, key, HASH_FIND, NULL) != NULL;
+}
+
+static void
+parents_remember(const char *qname, bool ok)
+{
+	char		key[ZKLOCK_NAME_MAX + 1];
+
+	if (known_parents == NULL)
+	{
+		HASHCTL		ctl;
+
+		if (!ok)
+			return;
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = sizeof(key);
+		ctl.entrysize = sizeof(key);
+		ctl.hcxt = q_context();
+		known_parents = hash_create("zklock queue parents", 64, &ctl,
+									HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	}
+	memset(key, 0, sizeof(key));
+	strlcpy(key, qname, sizeof(key));
+	(void) hash_search(known_parents, key, ok ? HASH_ENTER : HASH_REMOVE, NULL);
+}
+
+static void
+ignore_string(int rc, const char *value, const void *data)
+{
+}
+
+
+/*
+ * Send creates for every missing component of path (persistent, empty):
+ * pipelined, answers ignored; the session's order makes whatever is sent
+ * next see them.
+ */
+static void
+send_ensure_path(const char *path)
+{
+	char		buf[ZK_PATH_MAX];
+	char	   *p;
+
+	strlcpy(buf, path, sizeof(buf));
+	for (p = buf + 1;; p++)
+	{
+		if (*p == '/' || *p == '\0')
+		{
+			char		c = *p;
+
+			*p = '\0';
+			(void) zoo_acreate(zk_zh, buf, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0,
+							   ignore_string, NULL);
+			*p = c;
+			if (c == '\0')
+				break;
+		}
+	}
+}
+
+static void
+send_ensure_queue(const char *qpath)
+{
+	char		buf[ZK_PATH_MAX];
+
+	snprintf(buf, sizeof(buf), "%s/entries", qpath);
+	send_ensure_path(buf);
+	snprintf(buf, sizeof(buf), "%s/taken", qpath);
+	(void) zoo_acreate(zk_zh, buf, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0,
+					   ignore_string, NULL);
+}
+
+static ZkClaimRec *
+claims_of(ZkEntry *e)
+{
+	if (!DsaPointerIsValid(e->claims))
+		return NULL;
+	return (ZkClaimRec *) dsa_get_address(zk_dsa(), e->claims);
+}
+
+/* the token in our claims' data: which request made the claim */
+static void
+claim_token_of(ZkEntry *e, char *out, size_t outlen)
+{
+	const char *p = strstr(e->data, "\"claim\":\"");
+
+	out[0] = '\0';
+	if (p)
+	{
+		int			i;
+
+		p += 9;
+		for (i = 0; p[i] && p[i] != '"' && i < (int) outlen - 1; i++)
+			out[i] = p[i];
+		out[i] = '\0';
+	}
+}
+
+/* a string field of our JSON node data, or false */
+static bool
+json_field(const char *data, int len, const char *key, char *out, size_t outlen)
+{
+	char		pat[32];
+	const char *p;
+	const char *end = data + len;
+	size_t		i = 0;
+
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	p = data;
+	for (;;)
+	{
+		const char *q;
+
+		if (p >= end)
+			return false;
+		q = memchr(p, '"', end - p);
+		if (q == NULL || end - q < (long) strlen(pat))
+			return false;
+		if (memcmp(q, pat, strlen(pat)) == 0)
+		{
+			p = q + strlen(pat);
+			break;
+		}
+		p = q + 1;
+	}
+	if (p < end && *p == '"')
+		p++;
+	while (p < end && *p != '"' && *p != ',' && *p != '}' && i < outlen - 1)
+		out[i++] = *p++;
+	out[i] = '\0';
+	return i > 0;
+}
+
+static bool
+parse_u64(const char *s, int base, uint64 *v)
+{
+	char	   *end;
+
+	if (s[0] == '\0' || s[0] == '-')
+		return false;
+	errno = 0;
+	*v = strtoull(s, &end, base);
+	return errno == 0 && *end == '\0';
+}
+
+/* ------------------------------------------------------------------------
+ * The fate of a transaction, from PostgreSQL's commit log
+ * ------------------------------------------------------------------------
+ */
+typedef enum Fate
+{
+	FATE_RUNNING,
+	FATE_COMMITTED,
+	FATE_ABORTED,
+	FATE_UNKNOWN
+} Fate;
+
+static Fate
+xact_fate(uint64 fxid, uint32 tli, uint64 lsn)
+{
+	FullTransactionId f = FullTransactionIdFromU64(fxid);
+	TimeLineID	cur;
+	LOCAL_FCINFO(fcinfo, 1);
+	Datum		d;
+	char	   *status;
+
+	if (RecoveryInProgress() || !FullTransactionIdIsNormal(f))
+		return FATE_UNKNOWN;
+	cur = GetWALInsertionTimeLine();
+	if (tli > cur || tli == 0)
+		return FATE_UNKNOWN;	/* not our history: a diverged server */
+	if (tli < cur)
+	{
+		List	   *hist = readTimeLineHistory(cur);
+
+		if (!tliInHistory(tli, hist))
+			return FATE_UNKNOWN;
+		/* its WAL record never reached this server before the switch */
+		if (lsn >= tliSwitchPoint(tli, hist, NULL))
+			return FATE_ABORTED;
+	}
+	else if (lsn > GetFlushRecPtr(NULL))
+		return FATE_UNKNOWN;
+	if (!FullTransactionIdPrecedes(f, ReadNextFullTransactionId()))
+		return FATE_UNKNOWN;
+
+	InitFunctionCallInfoData(*fcinfo, NULL, 1, InvalidOid, NULL, NULL);
+	fcinfo->args[0].value = FullTransactionIdGetDatum(f);
+	fcinfo->args[0].isnull = false;
+	d = pg_xact_status(fcinfo);
+	if (fcinfo->isnull)
+		return FATE_UNKNOWN;	/* older than the commit log keeps */
+	status = text_to_cstring(DatumGetTextPP(d));
+	if (strcmp(status, "committed") == 0)
+		return FATE_COMMITTED;
+	if (strcmp(status, "in progress") == 0)
+		return FATE_RUNNING;
+	return FATE_ABORTED;
+}
+
+/* Does a live entry of this kind handle this (sub)transaction? */
+static bool
+entry_for_xid(ZkKind kind, uint64 fxid)
+{
+	int			i;
+
+	for (i = 0; i < zk_ctl->max_entries; i++)
+	{
+		ZkEntry    *e = zk_entry(i);
+
+		if (e->state != ZKE_FREE && e->kind == kind && e->fxid == fxid)
+			return true;
+	}
+	return false;
+}
+
+/* ------------------------------------------------------------------------
+ * Publication (ZKK_QPUB)
+ * ------------------------------------------------------------------------
+ */
+
+static void
+txn_path(uint64 sysid, uint64 fxid, char *out, size_t outlen)
+{
+	snprintf(out, outlen, "%s/txns/" UINT64_FORMAT "-" UINT64_FORMAT,
+			 zklock_root, sysid, fxid);
+}
+
+/* A publication in flight: the multi and its buffers */
+typedef struct PubOp
+{
+	uint32		idx;
+	uint32		gen;			/* NO_ENTRY: from the resolution */
+	int			nops;
+	zoo_op_t   *ops;
+	zoo_op_result_t *res;
+	char	  **paths;
+	char		tpath[ZK_PATH_MAX];
+	struct Scan *scan;
+} PubOp;
+
+static void scan_done_one(struct Scan *s, bool ok, int64 removed);
+
+static bool
+blob_valid(const char *blob, int len)
+{
+	const ZkTxnHeader *h = (const ZkTxnHeader *) blob;
+	const char *p;
+	const char *end = blob + len;
+	uint32		i;
+
+	if (len < (int) sizeof(ZkTxnHeader))
+		return false;
+	if (h->magic != ZKQ_TXN_MAGIC || h->total != (uint32) len)
+		return false;
+	p = blob + sizeof(ZkTxnHeader);
+	for (i = 0; i < h->nitems; i++)
+	{
+		ZkTxnItem	it;
+
+		if (end - p < (long) sizeof(ZkTxnItem))
+			return false;
+		memcpy(&it, p, sizeof(it));
+		p += sizeof(ZkTxnItem);
+		if (it.qlen == 0 || it.qlen > ZKLOCK_NAME_MAX || it.priority > 999 ||
+			end - p < (long) it.qlen + (long) it.plen)
+			return false;
+		p += it.qlen + it.plen;
+	}
+	return p == end;
+}
+
+static void publish_done(int rc, const void *data);
+
+/*
+ * Send the publishing multi for a transaction's items: delete the
+ * transaction node, create every item.  ensure: send the parents' creates
+ * first (after a NONODE, and always from the resolution).
+ */
+static bool
+send_publish(const char *blob, const char *tpath, uint32 idx, uint32 gen,
+			 struct Scan *scan, bool ensure)
+{
+	const ZkTxnHeader *h = (const ZkTxnHeader *) blob;
+	MemoryContext old = MemoryContextSwitchTo(q_context());
+	PubOp	   *po = palloc0(sizeof(PubOp));
+	const char *p = blob + sizeof(ZkTxnHeader);
+	uint32		i;
+	int			rc;
+
+	po->idx = idx;
+	po->gen = gen;
+	po->scan = scan;
+	po->nops = h->nitems + 1;
+	po->ops = palloc0(sizeof(zoo_op_t) * po->nops);
+	po->res = palloc0(sizeof(zoo_op_result_t) * po->nops);
+	po->paths = palloc0(sizeof(char *) * po->nops);
+	strlcpy(po->tpath, tpath, sizeof(po->tpath));
+	zoo_delete_op_init(&po->ops[0], po->tpath, -1);
+	for (i = 0; i < h->nitems; i++)
+	{
+		ZkTxnItem	it;
+		char		qname[ZKLOCK_NAME_MAX + 1];
+		char		qpath[ZK_PATH_MAX];
+
+		memcpy(&it, p, sizeof(it));
+		p += sizeof(ZkTxnItem);
+		memcpy(qname, p, it.qlen);
+		qname[it.qlen] = '\0';
+		p += it.qlen;
+		zk_queue_path(qname, qpath, sizeof(qpath));
+		if (ensure || !parents_known(qname))
+		{
+			send_ensure_queue(qpath);
+			parents_remember(qname, true);
+		}
+		po->paths[i + 1] = psprintf("%s/entries/entry-%03d-", qpath, (int) it.priority);
+		zoo_create_op_init(&po->ops[i + 1], po->paths[i + 1], p, (int) it.plen,
+						   &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT_SEQUENTIAL, NULL, 0);
+		p += it.plen;
+	}
+	MemoryContextSwitchTo(old);
+	rc = zoo_amulti(zk_zh, po->nops, po->ops, po->res, publish_done, po);
+	if (rc != ZOK)
+	{
+		for (i = 1; i < (uint32) po->nops; i++)
+			pfree(po->paths[i]);
+		pfree(po->paths);
+		pfree(po->ops);
+		pfree(po->res);
+		pfree(po);
+		return false;
+	}
+	return true;
+}
+
+static void
+pubop_free(PubOp *po)
+{
+	int			i;
+
+	for (i = 1; i < po->nops; i++)
+		if (po->paths[i])
+			pfree(po->paths[i]);
+	pfree(po->paths);
+	pfree(po->ops);
+	pfree(po->res);
+	pfree(po);
+}
+
+static void
+publish_done(int rc, const void *data)
+{
+	PubOp	   *po = (PubOp *) data;
+	ZkEntry    *volatile e = NULL;
+	bool		applied;
+	bool		missing_parent = false;
+	int			i;
+
+	COMPLETION_BEGIN
+	{
+		/* the transaction node gone: published now, or before */
+		applied = (rc == ZOK);
+		if (!applied && zk_rc_definite(rc))
+		{
+			if (po->res[0].err == ZNONODE)
+				applied = true;
+			for (i = 1; i < po->nops; i++)
+				if (po->res[i].err == ZNONODE)
+					missing_parent = true;
+		}
+		if (po->gen != ZKLOCK_NO_ENTRY)
+		{
+			ZkEntry    *pe = zk_entry(po->idx);
+
+			if (pe->gen == po->gen && pe->state != ZKE_FREE)
+				e = pe;
+		}
+		if (e != NULL)
+		{
+			e->delete_inflight = false;
+			if (applied)
+				q_free_entry(e);
+			else if (!zk_rc_definite(rc))
+				zk_retry_later(e);
+			else if (missing_parent && e->errors < 3)
+			{
+				e->errors++;
+				e->parents_tried = true;
+				zk_retry_later(e);
+			}
+			else
+			{
+				ereport(WARNING,
+						(errmsg("zklock: could not publish the items of transaction " UINT64_FORMAT ": %s",
+								e->fxid, zerror(rc)),
+						 errdetail("The transaction node %s stays; the worker publishes it when it next starts.",
+								   po->tpath)));
+				q_free_entry(e);
+			}
+		}
+		else if (po->scan != NULL)
+			scan_done_one(po->scan, applied || zk_rc_definite(rc), applied && rc == ZOK ? 1 : 0);
+	}
+	COMPLETION_END(e);
+	pubop_free(po);
+}
+
+static void
+pub_create_done(int rc, const char *value, const void *data);
+
+static void
+pub_set_done(int rc, const struct Stat *stat, const void *data)
+{
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = zk_entry_of(data);
+		if (e != NULL)
+		{
+			e->create_inflight = false;
+			if (rc == ZOK)
+			{
+				e->state = ZKE_HELD;
+				if (e->released)
+					qclaim_drive(e);	/* dispatches on kind */
+				else
+					zk_finish(e, ZKO_GRANTED, 0, NULL);
+			}
+			else
+				pub_create_done(rc, NULL, data);
+		}
+	}
+	COMPLETION_END(e);
+}
+
+static void
+send_txn_create(ZkEntry *e)
+{
+	char		tpath[ZK_PATH_MAX];
+	char	   *blob = dsa_get_address(zk_dsa(), e->blob);
+	const ZkTxnHeader *h = (const ZkTxnHeader *) blob;
+	int			rc;
+
+	txn_path(h->sysid, e->fxid, tpath, sizeof(tpath));
+	if (!txns_parent_ok || e->parents_tried)
+	{
+		char		parent[ZK_PATH_MAX];
+
+		snprintf(parent, sizeof(parent), "%s/txns", zklock_root);
+		send_ensure_path(parent);
+		txns_parent_ok = true;
+	}
+	/* the queues' parents now, so that the publication finds them */
+	{
+		const char *p = blob + sizeof(ZkTxnHeader);
+		uint32		i;
+
+		for (i = 0; i < h->nitems; i++)
+		{
+			ZkTxnItem	it;
+			char		qname[ZKLOCK_NAME_MAX + 1];
+
+			memcpy(&it, p, sizeof(it));
+			p += sizeof(ZkTxnItem);
+			memcpy(qname, p, it.qlen);
+			qname[it.qlen] = '\0';
+			p += it.qlen + it.plen;
+			if (e->parents_tried || !parents_known(qname))
+			{
+				char		qpath[ZK_PATH_MAX];
+
+				zk_queue_path(qname, qpath, sizeof(qpath));
+				send_ensure_queue(qpath);
+				parents_remember(qname, true);
+			}
+		}
+	}
+	e->state = ZKE_CREATING;
+	rc = zoo_acreate(zk_zh, tpath, blob, (int) h->total, &ZOO_OPEN_ACL_UNSAFE,
+					 ZOO_PERSISTENT, pub_create_done, zk_ctx_of(e));
+	if (rc == ZOK)
+		e->create_inflight = true;
+	else
+		(void) zk_send_failed(e, rc, "create");
+}
+
+static void
+pub_create_done(int rc, const char *value, const void *data)
+{
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = zk_entry_of(data);
+		if (e != NULL)
+		{
+			e->create_inflight = false;
+			if (rc == ZOK)
+			{
+				e->state = ZKE_HELD;
+				if (e->released)
+					qclaim_drive(e);
+				else
+					zk_finish(e, ZKO_GRANTED, 0, NULL);
+			}
+			else if (rc == ZNODEEXISTS)
+			{
+				/* ours by name: our first try, or a crashed incarnation's */
+				char		tpath[ZK_PATH_MAX];
+				char	   *blob = dsa_get_address(zk_dsa(), e->blob);
+				const ZkTxnHeader *h = (const ZkTxnHeader *) blob;
+
+				txn_path(h->sysid, e->fxid, tpath, sizeof(tpath));
+				if (zoo_aset(zk_zh, tpath, blob, (int) h->total, -1,
+							 pub_set_done, zk_ctx_of(e)) == ZOK)
+					e->create_inflight = true;
+				else
+					zk_retry_later(e);
+			}
+			else if (rc == ZNONODE && !e->parents_tried)
+			{
+				e->parents_tried = true;
+				txns_parent_ok = false;
+				zk_retry_later(e);
+			}
+			else if (!zk_rc_definite(rc))
+			{
+				e->in_doubt = true;
+				zk_retry_later(e);
+			}
+			else
+			{
+				char		msg[ZKLOCK_ERRMSG_MAX];
+
+				snprintf(msg, sizeof(msg), "ZooKeeper refused the transaction's items: %s",
+						 zerror(rc));
+				e->state = ZKE_DONE;
+				if (e->released)
+					q_free_entry(e);
+				else
+					zk_fail(e, ERRCODE_CONNECTION_FAILURE, msg);
+			}
+		}
+	}
+	COMPLETION_END(e);
+}
+
+static void
+pub_delete_done(int rc, const void *data)
+{
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = zk_entry_of(data);
+		if (e != NULL)
+		{
+			e->delete_inflight = false;
+			if (rc == ZOK || rc == ZNONODE)
+				q_free_entry(e);
+			else
+				zk_retry_later(e);
+		}
+	}
+	COMPLETION_END(e);
+}
+
+static void
+qpub_drive(ZkEntry *e)
+{
+	if (e->create_inflight || e->delete_inflight)
+		return;					/* its completion drives it on */
+	if (!zk_session_usable())
+	{
+		zk_retry_later(e);
+		return;
+	}
+	if (e->released)
+	{
+		char		tpath[ZK_PATH_MAX];
+		char	   *blob;
+		int			rc;
+
+		if (e->state == ZKE_PENDING && !e->in_doubt)
+		{
+			q_free_entry(e);	/* nothing was sent */
+			return;
+		}
+		blob = dsa_get_address(zk_dsa(), e->blob);
+		txn_path(((ZkTxnHeader *) blob)->sysid, e->fxid, tpath, sizeof(tpath));
+		if (e->decision == ZKQD_COMMIT && e->state == ZKE_HELD)
+		{
+			if (send_publish(blob, tpath, zk_entry_index(e), e->gen, NULL,
+							 e->parents_tried))
+				e->delete_inflight = true;
+			else
+				zk_retry_later(e);
+			return;
+		}
+		rc = zoo_adelete(zk_zh, tpath, -1, pub_delete_done, zk_ctx_of(e));
+		if (rc == ZOK)
+			e->delete_inflight = true;
+		else
+			zk_retry_later(e);
+		return;
+	}
+	if (e->state == ZKE_HELD)
+		return;					/* waits for its owner's decision */
+	send_txn_create(e);
+}
+
+/* ------------------------------------------------------------------------
+ * Dequeue (ZKK_QCLAIM)
+ * ------------------------------------------------------------------------
+ */
+
+static int
+cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+static void
+free_listing(QState *q)
+{
+	int			i;
+
+	for (i = 0; i < q->nentries; i++)
+		pfree(q->entries[i]);
+	for (i = 0; i < q->ntaken; i++)
+		pfree(q->taken[i]);
+	if (q->entries)
+		pfree(q->entries);
+	if (q->taken)
+		pfree(q->taken);
+	q->entries = q->taken = NULL;
+	q->nentries = q->ntaken = 0;
+}
+
+static char **
+copy_children(const struct String_vector *sv, int *n)
+{
+	MemoryContext old = MemoryContextSwitchTo(q_context());
+	char	  **out;
+	int			i;
+	int			k = 0;
+
+	out = palloc(sizeof(char *) * Max(sv ? sv->count : 0, 1));
+	for (i = 0; sv && i < sv->count; i++)
+	{
+		int			prio;
+
+		if (zk_queue_node_priority(sv->data[i], &prio))
+			out[k++] = pstrdup(sv->data[i]);
+	}
+	qsort(out, k, sizeof(char *), cmp_names);
+	MemoryContextSwitchTo(old);
+	*n = k;
+	return out;
+}
+
+static bool
+is_taken(QState *q, const char *node)
+{
+	return bsearch(&node, q->taken, q->ntaken, sizeof(char *), cmp_names) != NULL;
+}
+
+static void
+q_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+	QState	   *volatile q = (QState *) ctx;
+	ZkEntry    *volatile none = NULL;
+
+	if (type != ZOO_CHILD_EVENT && type != ZOO_DELETED_EVENT)
+		return;
+	COMPLETION_BEGIN
+	{
+		size_t		l = strlen(q->path);
+
+		zk_count(ZKCNT_WATCH_EVENTS, 1);
+		if (strncmp(path, q->path, l) == 0 && strcmp(path + l, "/taken") == 0)
+			q->twatch = false;
+		else
+			q->ewatch = false;
+		q->again = true;
+		q_kick(q);
+	}
+	COMPLETION_END(none);
+}
+
+static void
+q_unwatch(QState *q)
+{
+	char		buf[ZK_PATH_MAX];
+
+	if (zk_zh == NULL)
+	{
+		q->ewatch = q->twatch = false;
+		return;
+	}
+	if (q->ewatch)
+	{
+		snprintf(buf, sizeof(buf), "%s/entries", q->path);
+		(void) zoo_aremove_watches(zk_zh, buf, ZWATCHTYPE_CHILD, q_watcher, q, 0,
+								   (void_completion_t *) zk_unwatch_done, NULL);
+		q->ewatch = false;
+	}
+	if (q->twatch)
+	{
+		snprintf(buf, sizeof(buf), "%s/taken", q->path);
+		(void) zoo_aremove_watches(zk_zh, buf, ZWATCHTYPE_CHILD, q_watcher, q, 0,
+								   (void_completion_t *) zk_unwatch_done, NULL);
+		q->twatch = false;
+	}
+}
+
+static ZkEntry *
+waiter_entry(Waiter *w)
+{
+	ZkEntry    *e = zk_entry(w->idx);
+
+	if (e->gen != w->gen || e->state == ZKE_FREE)
+		return NULL;
+	return e;
+}
+
+static bool
+has_blocking_waiter(QState *q)
+{
+	ListCell   *lc;
+
+	foreach(lc, q->waiters)
+	{
+		ZkEntry    *e = waiter_entry((Waiter *) lfirst(lc));
+
+		if (e && !e->released && !e->try_only)
+			return true;
+	}
+	return false;
+}
+
+static void q_listing_done(QState *q);
+
+static void
+list_entries_done(int rc, const struct String_vector *sv, const void *data)
+{
+	QState	   *volatile q = (QState *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		q->rc_entries = rc;
+		if (rc == ZOK)
+			q->entries = copy_children(sv, &q->nentries);
+		else
+			q->ewatch = false;
+		if (--q->listing == 0)
+			q_listing_done(q);
+	}
+	COMPLETION_END(none);
+}
+
+static void
+list_taken_done(int rc, const struct String_vector *sv, const void *data)
+{
+	QState	   *volatile q = (QState *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		q->rc_taken = rc;
+		if (rc == ZOK)
+			q->taken = copy_children(sv, &q->ntaken);
+		else
+			q->twatch = false;
+		if (--q->listing == 0)
+			q_listing_done(q);
+	}
+	COMPLETION_END(none);
+}
+
+/* Put the first waiting entry of q on the retry list: q is kicked again */
+static void
+q_retry(QState *q)
+{
+	ListCell   *lc;
+
+	foreach(lc, q->waiters)
+	{
+		ZkEntry    *e = waiter_entry((Waiter *) lfirst(lc));
+
+		if (e != NULL)
+		{
+			zk_retry_later(e);
+			return;
+		}
+	}
+}
+
+/* Drop waiters whose entries were let go or freed; drive those let go */
+static void
+q_prune(QState *q)
+{
+	List	   *keep = NIL;
+	List	   *gone = NIL;
+	ListCell   *lc;
+	MemoryContext old = MemoryContextSwitchTo(q_context());
+
+	foreach(lc, q->waiters)
+	{
+		Waiter	   *w = (Waiter *) lfirst(lc);
+		ZkEntry    *e = waiter_entry(w);
+
+		if (e == NULL)
+			pfree(w);
+		else if (e->released && e->outstanding == 0)
+			gone = lappend(gone, w);
+		else
+			keep = lappend(keep, w);
+	}
+	list_free(q->waiters);
+	q->waiters = keep;
+	MemoryContextSwitchTo(old);
+	foreach(lc, gone)
+	{
+		Waiter	   *w = (Waiter *) lfirst(lc);
+		ZkEntry    *e = waiter_entry(w);
+
+		pfree(w);
+		if (e != NULL)
+		{
+			e->state = ZKE_DONE;
+			qclaim_drive(e);
+		}
+	}
+	list_free(gone);
+}
+
+static void
+q_kick(QState *q)
+{
+	char		buf[ZK_PATH_MAX];
+	bool		blocking;
+	int			rc;
+
+	if (q->listing > 0 || q->inflight > 0)
+	{
+		q->again = true;
+		return;
+	}
+	q_prune(q);
+	if (q->waiters == NIL)
+	{
+		q_unwatch(q);
+		q->want_twatch = false;
+		return;
+	}
+	if (!zk_session_usable())
+	{
+		q_retry(q);
+		return;
+	}
+	q->again = false;
+	q->lost_race = false;
+	blocking = has_blocking_waiter(q);
+	if (!q->parents_ok)
+		send_ensure_queue(q->path);
+	free_listing(q);
+	q->rc_entries = q->rc_taken = ZOK;
+	snprintf(buf, sizeof(buf), "%s/entries", q->path);
+	if (blocking && !q->ewatch && q->ncand == 0)
+	{
+		rc = zoo_awget_children(zk_zh, buf, q_watcher, q, list_entries_done, q);
+		if (rc == ZOK)
+			q->ewatch = true;
+	}
+	else
+		rc = zoo_aget_children(zk_zh, buf, 0, list_entries_done, q);
+	if (rc != ZOK)
+	{
+		q_retry(q);
+		return;
+	}
+	q->listing++;
+	snprintf(buf, sizeof(buf), "%s/taken", q->path);
+	if (blocking && q->want_twatch && !q->twatch)
+	{
+		rc = zoo_awget_children(zk_zh, buf, q_watcher, q, list_taken_done, q);
+		if (rc == ZOK)
+			q->twatch = true;
+	}
+	else
+		rc = zoo_aget_children(zk_zh, buf, 0, list_taken_done, q);
+	if (rc != ZOK)
+		q->rc_taken = ZCONNECTIONLOSS;	/* the entries reply still comes */
+	else
+		q->listing++;
+}
+
+static void claim_multi_done(int rc, const void *data);
+static void claim_get_done(int rc, const char *value, int value_len,
+						   const struct Stat *stat, const void *data);
+
+static int
+free_slot(ZkEntry *e)
+{
+	ZkClaimRec *c = claims_of(e);
+	int			i;
+
+	for (i = 0; i < e->max_items; i++)
+		if (c[i].status == ZKQC_FREE && c[i].node[0] == '\0')
+			return i;
+	return -1;
+}
+
+static void
+slot_set(ZkEntry *e, int slot, const char *node, uint8 status)
+{
+	ZkClaimRec *c = claims_of(e);
+
+	strlcpy(c[slot].node, node, sizeof(c[slot].node));
+	c[slot].status = status;
+}
+
+static void
+slot_clear(ZkEntry *e, int slot)
+{
+	ZkClaimRec *c = claims_of(e);
+
+	if (DsaPointerIsValid(c[slot].msg))
+		dsa_free(zk_dsa(), c[slot].msg);
+	c[slot].msg = InvalidDsaPointer;
+	c[slot].node[0] = '\0';
+	c[slot].status = ZKQC_FREE;
+}
+
+static bool
+send_attempt(QState *q, ZkEntry *e, int slot, const char *node)
+{
+	MemoryContext old = MemoryContextSwitchTo(q_context());
+	Attempt    *a = palloc0(sizeof(Attempt));
+	int			rc;
+
+	MemoryContextSwitchTo(old);
+	a->q = q;
+	a->idx = zk_entry_index(e);
+	a->gen = e->gen;
+	a->slot = slot;
+	strlcpy(a->node, node, sizeof(a->node));
+	snprintf(a->epath, sizeof(a->epath), "%s/entries/%s", q->path, node);
+	snprintf(a->tpath, sizeof(a->tpath), "%s/taken/%s", q->path, node);
+	zoo_check_op_init(&a->ops[0], a->epath, -1);
+	zoo_create_op_init(&a->ops[1], a->tpath, e->data, (int) strlen(e->data),
+					   &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT, NULL, 0);
+	/* recorded as in doubt until the answer says otherwise */
+	slot_set(e, slot, node, ZKQC_DOUBT);
+	rc = zoo_amulti(zk_zh, 2, a->ops, a->res, claim_multi_done, a);
+	if (rc != ZOK)
+	{
+		slot_clear(e, slot);
+		pfree(a);
+		return false;
+	}
+	e->outstanding++;
+	q->inflight++;
+	rc = zoo_aget(zk_zh, a->epath, 0, claim_get_done, a);
+	if (rc != ZOK)
+		a->multi_doubt = true;	/* no get follows: the multi's reply frees a */
+	return true;
+}
+
+static void q_round_done(QState *q);
+
+static void
+attempt_finish(Attempt *a)
+{
+	QState	   *q = a->q;
+	ZkEntry    *e = zk_entry(a->idx);
+
+	if (e->gen == a->gen && e->state != ZKE_FREE)
+		e->outstanding--;
+	q->inflight--;
+	pfree(a);
+	if (q->inflight == 0 && q->listing == 0)
+		q_round_done(q);
+}
+
+static void
+claim_multi_done(int rc, const void *data)
+{
+	Attempt    *a = (Attempt *) data;
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		ZkEntry    *pe = zk_entry(a->idx);
+
+		if (pe->gen == a->gen && pe->state != ZKE_FREE)
+			e = pe;
+		if (rc == ZOK)
+			a->multi_ok = true;
+		else if (zk_rc_definite(rc))
+		{
+			/* taken by someone else, or gone: not ours */
+			a->q->lost_race = true;
+			if (e != NULL)
+				slot_clear(e, a->slot);
+		}
+		/* else: in doubt, the slot says so */
+		if (a->multi_doubt)
+		{
+			/* no get was sent */
+			a->multi_doubt = false;
+			attempt_finish(a);
+		}
+	}
+	COMPLETION_END(e);
+}
+
+static dsa_pointer
+store_msg(const char *node, const char *value, int value_len, const struct Stat *stat)
+{
+	dsa_area   *area = zk_dsa();
+	Size		len = value_len > 0 ? value_len : 0;
+	dsa_pointer dp = dsa_allocate_extended(area, sizeof(ZkMsgRec) + len, DSA_ALLOC_NO_OOM);
+	ZkMsgRec   *m;
+	int			prio = 0;
+
+	if (!DsaPointerIsValid(dp))
+		return dp;
+	m = dsa_get_address(area, dp);
+	m->czxid = zk_queue_msg_id(stat->czxid, node);
+	m->ctime_ms = stat->ctime;
+	(void) zk_queue_node_priority(node, &prio);
+	m->priority = prio;
+	m->len = (uint32) len;
+	strlcpy(m->node, node, sizeof(m->node));
+	if (len > 0)
+		memcpy((char *) m + sizeof(ZkMsgRec), value, len);
+	return dp;
+}
+
+static void
+claim_get_done(int rc, const char *value, int value_len,
+			   const struct Stat *stat, const void *data)
+{
+	Attempt    *a = (Attempt *) data;
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		ZkEntry    *pe = zk_entry(a->idx);
+
+		if (pe->gen == a->gen && pe->state != ZKE_FREE)
+			e = pe;
+		if (e != NULL && a->multi_ok)
+		{
+			ZkClaimRec *c = claims_of(e);
+
+			if (rc == ZOK)
+			{
+				c[a->slot].msg = store_msg(a->node, value, value_len, stat);
+				c[a->slot].status = DsaPointerIsValid(c[a->slot].msg) ?
+					ZKQC_HELD : ZKQC_DOUBT;
+			}
+			/* else ours, but unread: in doubt, sorted out on the retry */
+		}
+		attempt_finish(a);
+	}
+	COMPLETION_END(e);
+}
+
+/* Hand a waiter what it claimed */
+static void
+grant(ZkEntry *e)
+{
+	ZkClaimRec *c = claims_of(e);
+	int			i;
+	int			n = 0;
+
+	for (i = 0; i < e->max_items; i++)
+		if (c[i].status == ZKQC_HELD)
+			n++;
+	e->nclaims = n;
+	e->state = ZKE_HELD;
+	zk_finish(e, ZKO_GRANTED, 0, NULL);
+}
+
+static void
+count_slots(ZkEntry *e, int *held, int *doubt)
+{
+	ZkClaimRec *c = claims_of(e);
+	int			i;
+
+	*held = *doubt = 0;
+	for (i = 0; i < e->max_items; i++)
+	{
+		if (c[i].status == ZKQC_HELD)
+			(*held)++;
+		else if (c[i].status == ZKQC_DOUBT)
+			(*doubt)++;
+	}
+}
+
+static void
+q_listing_done(QState *q)
+{
+	ListCell   *lc;
+	int			next = 0;
+	int			cand_total = 0;
+	char	  **cand;
+	int			i;
+	int			sent = 0;
+
+	if (q->rc_entries == ZNONODE || q->rc_taken == ZNONODE)
+	{
+		/* the queue's nodes are missing: create them and list again */
+		q->parents_ok = false;
+		if (++q->loops > 3)
+		{
+			q->loops = 0;
+			q->ncand = 0;
+			free_listing(q);
+			q_round_done(q);
+			return;
+		}
+		q->again = true;
+		q_round_done(q);
+		return;
+	}
+	if (q->rc_entries != ZOK || q->rc_taken != ZOK)
+	{
+		q->ncand = 0;
+		q_retry(q);
+		return;
+	}
+	q->parents_ok = true;
+	q->loops = 0;
+	q_prune(q);
+
+	/* candidates: entries nobody has claimed, in queue order */
+	cand = palloc(sizeof(char *) * Max(q->nentries, 1));
+	for (i = 0; i < q->nentries; i++)
+		if (!is_taken(q, q->entries[i]))
+			cand[cand_total++] = q->entries[i];
+	q->ncand = cand_total;
+
+	foreach(lc, q->waiters)
+	{
+		Waiter	   *w = (Waiter *) lfirst(lc);
+		ZkEntry    *e = waiter_entry(w);
+		int			slot;
+
+		if (e == NULL || e->released)
+			continue;
+		while (next < cand_total && (slot = free_slot(e)) >= 0)
+		{
+			if (!send_attempt(q, e, slot, cand[next]))
+				break;
+			next++;
+			sent++;
+		}
+		if (next >= cand_total)
+			break;
+	}
+	pfree(cand);
+	if (sent == 0)
+		q_round_done(q);
+}
+
+/*
+ * Every answer of a round is in: grant the waiters that got something,
+ * decide what the others wait for.
+ */
+static void
+q_round_done(QState *q)
+{
+	List	   *keep = NIL;
+	List	   *doubtful = NIL;
+	ListCell   *lc;
+	bool		blocking = false;
+	MemoryContext old;
+
+	q_prune(q);
+	old = MemoryContextSwitchTo(q_context());
+	foreach(lc, q->waiters)
+	{
+		Waiter	   *w = (Waiter *) lfirst(lc);
+		ZkEntry    *e = waiter_entry(w);
+		int			held;
+		int			doubt;
+
+		if (e == NULL)
+		{
+			pfree(w);
+			continue;
+		}
+		count_slots(e, &held, &doubt);
+		if (doubt > 0)
+		{
+			/* sorted out on the retry, then back in the queue */
+			doubtful = lappend(doubtful, e);
+			pfree(w);
+		}
+		else if (held > 0)
+		{
+			grant(e);
+			pfree(w);
+		}
+		else if (e->try_only && (q->ncand == 0 || ++w->tries >= 3))
+		{
+			e->state = ZKE_DONE;
+			zk_finish(e, ZKO_BUSY, 0, NULL);
+			pfree(w);
+		}
+		else
+		{
+			if (!e->try_only)
+			{
+				blocking = true;
+				if (e->state != ZKE_WAITING)
+				{
+					e->state = ZKE_WAITING;
+					zk_wake_owner(e);	/* its timeout runs from now */
+				}
+			}
+			keep = lappend(keep, w);
+		}
+	}
+	list_free(q->waiters);
+	q->waiters = keep;
+	MemoryContextSwitchTo(old);
+	foreach(lc, doubtful)
+		zk_retry_later((ZkEntry *) lfirst(lc));
+	list_free(doubtful);
+
+	if (q->waiters == NIL)
+	{
+		q_unwatch(q);
+		q->want_twatch = false;
+		q->ncand = 0;
+		return;
+	}
+	if (q->again || q->lost_race)
+	{
+		q_kick(q);
+		return;
+	}
+	if (!blocking)
+	{
+		/* only try-only waiters left after a lost race: list again */
+		q_kick(q);
+		return;
+	}
+	/* nothing to take: wait for the watches that tell us of a change */
+	if (q->nentries > 0 && !q->twatch)
+	{
+		q->want_twatch = true;
+		q->ncand = 0;
+		q_kick(q);
+		return;
+	}
+	if (!q->ewatch)
+	{
+		q->ncand = 0;
+		q_kick(q);
+		return;
+	}
+	/* watches set: the watcher kicks us */
+}
+
+/* ---- sorting out claims in doubt ---- */
+
+typedef struct DoubtCheck
+{
+	uint32		idx;
+	uint32		gen;
+	int			slot;
+	int			pending;		/* replies still to come (1 or 2) */
+	bool		ours;
+	char		epath[ZK_PATH_MAX];
+	char		tpath[ZK_PATH_MAX];
+} DoubtCheck;
+
+static void
+doubt_entry_done(int rc, const char *value, int value_len,
+				 const struct Stat *stat, const void *data);
+
+static void
+doubt_check_finish(DoubtCheck *d, ZkEntry *e)
+{
+	if (--d->pending > 0)
+		return;
+	pfree(d);
+	if (e != NULL && --e->outstanding == 0)
+		qclaim_drive(e);
+}
+
+static void
+doubt_claim_done(int rc, const char *value, int value_len,
+				 const struct Stat *stat, const void *data)
+{
+	DoubtCheck *d = (DoubtCheck *) data;
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		ZkEntry    *pe = zk_entry(d->idx);
+
+		if (pe->gen == d->gen && pe->state != ZKE_FREE)
+			e = pe;
+		if (e != NULL)
+		{
+			char		tok[64];
+			char		their[64];
+
+			claim_token_of(e, tok, sizeof(tok));
+			if (rc == ZOK && value != NULL &&
+				json_field(value, value_len, "claim", their, sizeof(their)) &&
+				tok[0] != '\0' && strcmp(tok, their) == 0)
+			{
+				d->ours = true;
+				if (d->pending == 1)
+				{
+					/* no read of the item went with it: held, unread */
+					claims_of(e)[d->slot].status = ZKQC_HELD;
+				}
+			}
+			else if (rc == ZOK || rc == ZNONODE)
+				slot_clear(e, d->slot); /* not ours */
+			/* else: still in doubt */
+		}
+		doubt_check_finish(d, e);
+	}
+	COMPLETION_END(e);
+}
+
+static void
+doubt_entry_done(int rc, const char *value, int value_len,
+				 const struct Stat *stat, const void *data)
+{
+	DoubtCheck *d = (DoubtCheck *) data;
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		ZkEntry    *pe = zk_entry(d->idx);
+
+		if (pe->gen == d->gen && pe->state != ZKE_FREE)
+			e = pe;
+		if (e != NULL && d->ours)
+		{
+			ZkClaimRec *c = claims_of(e);
+
+			if (rc == ZOK)
+			{
+				if (!DsaPointerIsValid(c[d->slot].msg))
+					c[d->slot].msg = store_msg(c[d->slot].node, value, value_len, stat);
+				/* unread for want of memory: held, the item is consumed as read */
+				c[d->slot].status = ZKQC_HELD;
+			}
+			else if (rc == ZNONODE)
+			{
+				/*
+				 * Our claim on an item that is gone: held without a message,
+				 * so that letting go deletes the claim alone.
+				 */
+				if (DsaPointerIsValid(c[d->slot].msg))
+					dsa_free(zk_dsa(), c[d->slot].msg);
+				c[d->slot].msg = InvalidDsaPointer;
+				c[d->slot].status = ZKQC_HELD;
+			}
+			/* else: still in doubt */
+		}
+		doubt_check_finish(d, e);
+	}
+	COMPLETION_END(e);
+}
+
+/* Send the reads that decide every claim in doubt; true when some went */
+static bool
+send_doubt_checks(ZkEntry *e, QState *q)
+{
+	ZkClaimRec *c = claims_of(e);
+	int			i;
+	bool		sent = false;
+
+	for (i = 0; i < e->max_items; i++)
+	{
+		DoubtCheck *d;
+
+		if (c[i].status != ZKQC_DOUBT)
+			continue;
+		d = MemoryContextAllocZero(q_context(), sizeof(DoubtCheck));
+		d->idx = zk_entry_index(e);
+		d->gen = e->gen;
+		d->slot = i;
+		snprintf(d->tpath, sizeof(d->tpath), "%s/taken/%s", q->path, c[i].node);
+		snprintf(d->epath, sizeof(d->epath), "%s/entries/%s", q->path, c[i].node);
+		if (zoo_aget(zk_zh, d->tpath, 0, doubt_claim_done, d) != ZOK)
+		{
+			pfree(d);
+			break;
+		}
+		d->pending = 1;
+		e->outstanding++;
+		/* the item's read goes with it; used only if the claim is ours */
+		if (zoo_aget(zk_zh, d->epath, 0, doubt_entry_done, d) == ZOK)
+			d->pending = 2;
+		sent = true;
+	}
+	return sent;
+}
+
+/* ---- letting go: consume at commit, release otherwise ---- */
+
+typedef struct EndOp
+{
+	uint32		idx;
+	uint32		gen;
+	int			nops;
+	bool		verify;
+	zoo_op_t   *ops;
+	zoo_op_result_t *res;
+	char	  **paths;
+} EndOp;
+
+static void end_done(int rc, const void *data);
+
+static void
+endop_free(EndOp *eo)
+{
+	int			i;
+
+	for (i = 0; i < eo->nops; i++)
+		pfree(eo->paths[i]);
+	pfree(eo->paths);
+	pfree(eo->ops);
+	pfree(eo->res);
+	pfree(eo);
+}
+
+/*
+ * One multi: delete the claims (and, at commit, their items).  After a
+ * first try whose fate is unknown, each claim is read first and deleted
+ * only while it is still ours (verify): the first try may have landed and
+ * the item been claimed again by someone else.
+ */
+static void
+send_end(ZkEntry *e, QState *q)
+{
+	ZkClaimRec *c = claims_of(e);
+	bool		consume = (e->decision == ZKQD_COMMIT);
+	MemoryContext old;
+	EndOp	   *eo;
+	int			i;
+	int			n = 0;
+	int			rc;
+
+	for (i = 0; i < e->max_items; i++)
+		if (c[i].status == ZKQC_HELD)
+			n += (consume && DsaPointerIsValid(c[i].msg)) ? 2 : 1;
+	if (n == 0)
+	{
+		q_free_entry(e);
+		return;
+	}
+	if (e->in_doubt)
+	{
+		/* verify each claim: read it, delete only if still ours */
+		for (i = 0; i < e->max_items; i++)
+			if (c[i].status == ZKQC_HELD)
+				c[i].status = ZKQC_DOUBT;
+		e->in_doubt = false;
+		(void) send_doubt_checks(e, q);
+		return;
+	}
+	old = MemoryContextSwitchTo(q_context());
+	eo = palloc0(sizeof(EndOp));
+	eo->idx = zk_entry_index(e);
+	eo->gen = e->gen;
+	eo->nops = n;
+	eo->ops = palloc0(sizeof(zoo_op_t) * eo->nops);
+	eo->res = palloc0(sizeof(zoo_op_result_t) * eo->nops);
+	eo->paths = palloc0(sizeof(char *) * eo->nops);
+	n = 0;
+	for (i = 0; i < e->max_items; i++)
+	{
+		if (c[i].status != ZKQC_HELD)
+			continue;
+		if (consume && DsaPointerIsValid(c[i].msg))
+		{
+			eo->paths[n] = psprintf("%s/entries/%s", q->path, c[i].node);
+			zoo_delete_op_init(&eo->ops[n], eo->paths[n], -1);
+			n++;
+		}
+		eo->paths[n] = psprintf("%s/taken/%s", q->path, c[i].node);
+		zoo_delete_op_init(&eo->ops[n], eo->paths[n], -1);
+		n++;
+	}
+	MemoryContextSwitchTo(old);
+	rc = zoo_amulti(zk_zh, eo->nops, eo->ops, eo->res, end_done, eo);
+	if (rc != ZOK)
+	{
+		endop_free(eo);
+		zk_retry_later(e);
+		return;
+	}
+	e->delete_inflight = true;
+	e->state = ZKE_DELETING;
+}
+
+static void
+end_done(int rc, const void *data)
+{
+	EndOp	   *eo = (EndOp *) data;
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		ZkEntry    *pe = zk_entry(eo->idx);
+
+		if (pe->gen == eo->gen && pe->state != ZKE_FREE)
+			e = pe;
+		if (e != NULL)
+		{
+			e->delete_inflight = false;
+			if (rc == ZOK)
+			{
+				if (e->decision == ZKQD_COMMIT)
+					zk_count(ZKCNT_RELEASES, e->nclaims);
+				q_free_entry(e);
+			}
+			else
+			{
+				/* fate unknown, or some node was not there: verify each */
+				e->in_doubt = true;
+				zk_retry_later(e);
+			}
+		}
+	}
+	COMPLETION_END(e);
+	endop_free(eo);
+}
+
+/* delete a verified claim (and its item at commit) one by one */
+typedef struct OneDel
+{
+	uint32		idx;
+	uint32		gen;
+} OneDel;
+
+static void
+qclaim_let_go(ZkEntry *e)
+{
+	QState	   *q = q_state(e->name, true);
+	int			held;
+	int			doubt;
+
+	if (e->outstanding > 0 || e->delete_inflight)
+		return;					/* its answers drive it on */
+	if (!DsaPointerIsValid(e->claims))
+	{
+		q_free_entry(e);
+		return;
+	}
+	/* still among the waiters? */
+	if (list_length(q->waiters) > 0)
+	{
+		ListCell   *lc;
+
+		foreach(lc, q->waiters)
+		{
+			Waiter	   *w = (Waiter *) lfirst(lc);
+
+			if (w->idx == zk_entry_index(e) && w->gen == e->gen)
+			{
+				q->waiters = foreach_delete_current(q->waiters, lc);
+				pfree(w);
+				break;
+			}
+		}
+	}
+	count_slots(e, &held, &doubt);
+	if (held == 0 && doubt == 0)
+	{
+		q_free_entry(e);
+		if (q->waiters == NIL && q->listing == 0 && q->inflight == 0)
+			q_unwatch(q);
+		return;
+	}
+	if (!zk_session_usable())
+	{
+		zk_retry_later(e);
+		return;
+	}
+	if (doubt > 0)
+	{
+		(void) send_doubt_checks(e, q);
+		return;
+	}
+	send_end(e, q);
+}
+
+static void
+qclaim_drive(ZkEntry *e)
+{
+	QState	   *q;
+	int			held;
+	int			doubt;
+
+	if (e->kind == ZKK_QPUB)
+	{
+		qpub_drive(e);
+		return;
+	}
+	if (e->released)
+	{
+		qclaim_let_go(e);
+		return;
+	}
+	if (e->outstanding > 0 || e->delete_inflight)
+		return;
+	q = q_state(e->name, true);
+	if (e->state == ZKE_HELD)
+		return;					/* granted: waits for its owner */
+	if (!DsaPointerIsValid(e->claims))
+	{
+		zk_fail(e, ERRCODE_OUT_OF_MEMORY, "the request carries no claim array");
+		return;
+	}
+	if (!zk_session_usable())
+	{
+		zk_retry_later(e);
+		return;
+	}
+	count_slots(e, &held, &doubt);
+	if (doubt > 0)
+	{
+		(void) send_doubt_checks(e, q);
+		return;
+	}
+	if (held > 0)
+	{
+		grant(e);
+		return;
+	}
+	/* a new request, or back from a retry: wait in the queue */
+	{
+		ListCell   *lc;
+		bool		found = false;
+
+		foreach(lc, q->waiters)
+		{
+			Waiter	   *w = (Waiter *) lfirst(lc);
+
+			if (w->idx == zk_entry_index(e) && w->gen == e->gen)
+				found = true;
+		}
+		if (!found)
+		{
+			MemoryContext old = MemoryContextSwitchTo(q_context());
+			Waiter	   *w = palloc0(sizeof(Waiter));
+
+			w->idx = zk_entry_index(e);
+			w->gen = e->gen;
+			q->waiters = lappend(q->waiters, w);
+			MemoryContextSwitchTo(old);
+		}
+	}
+	if (e->state == ZKE_PENDING)
+		e->state = ZKE_CREATING;
+	q_kick(q);
+}
+
+static void
+q_free_entry(ZkEntry *e)
+{
+	dsa_area   *area;
+
+	if (e->state == ZKE_FREE)
+		return;
+	if (DsaPointerIsValid(e->claims) || DsaPointerIsValid(e->blob))
+	{
+		area = zk_dsa();
+		if (DsaPointerIsValid(e->claims))
+		{
+			ZkClaimRec *c = claims_of(e);
+			int			i;
+
+			for (i = 0; i < e->max_items; i++)
+				if (DsaPointerIsValid(c[i].msg))
+					dsa_free(area, c[i].msg);
+			dsa_free(area, e->claims);
+			e->claims = InvalidDsaPointer;
+		}
+		if (DsaPointerIsValid(e->blob))
+		{
+			dsa_free(area, e->blob);
+			e->blob = InvalidDsaPointer;
+		}
+	}
+	if (e->released)
+		zk_entry_free(e);
+	else
+	{
+		e->state = ZKE_DONE;
+		zk_wake_owner(e);
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * One-off reads (ZKK_QINFO) and the resolution scan
+ * ------------------------------------------------------------------------
+ */
+
+typedef struct Info
+{
+	uint32		idx;
+	uint32		gen;
+	int			op;
+	int			outstanding;
+	bool		failed;
+	int			fail_rc;
+	char		qpath[ZK_PATH_MAX];
+	char	  **entries;
+	int			nentries;
+	char	  **taken;
+	int			ntaken;
+	int			rc_entries;
+	int			rc_taken;
+	int64		count;
+	List	   *rows;			/* palloc'd records (peek: ZkMsgRec+payload) */
+	struct Scan *scan;
+} Info;
+
+typedef struct InfoCall
+{
+	Info	   *info;
+	char		node[ZKQ_NODE_MAX];
+	char	   *qname;			/* ZKQI_QUEUES: queue being counted */
+	int			which;
+	zoo_op_t	ops[3];
+	zoo_op_result_t res[3];
+	char		p1[ZK_PATH_MAX];
+	char		p2[ZK_PATH_MAX];
+} InfoCall;
+
+static void info_step(Info *in);
+
+static ZkEntry *
+info_entry(Info *in)
+{
+	ZkEntry    *e = zk_entry(in->idx);
+
+	if (e->gen != in->gen || e->state == ZKE_FREE)
+		return NULL;
+	return e;
+}
+
+static void
+info_free(Info *in)
+{
+	ListCell   *lc;
+	int			i;
+
+	foreach(lc, in->rows)
+		pfree(lfirst(lc));
+	list_free(in->rows);
+	for (i = 0; i < in->nentries; i++)
+		pfree(in->entries[i]);
+	for (i = 0; i < in->ntaken; i++)
+		pfree(in->taken[i]);
+	if (in->entries)
+		pfree(in->entries);
+	if (in->taken)
+		pfree(in->taken);
+	pfree(in);
+}
+
+/* The answer is complete: hand it over */
+static void
+info_finish(Info *in)
+{
+	ZkEntry    *e = info_entry(in);
+
+	if (e == NULL)
+	{
+		info_free(in);
+		return;
+	}
+	e->outstanding = 0;
+	if (e->released)
+	{
+		q_free_entry(e);
+		info_free(in);
+		return;
+	}
+	if (in->failed)
+	{
+		char		msg[ZKLOCK_ERRMSG_MAX];
+
+		snprintf(msg, sizeof(msg), "a ZooKeeper read failed: %s", zerror(in->fail_rc));
+		e->state = ZKE_DONE;
+		zk_fail(e, ERRCODE_CONNECTION_FAILURE, msg);
+		info_free(in);
+		return;
+	}
+	e->token = in->count;
+	if (in->rows != NIL)
+	{
+		ListCell   *lc;
+		Size		total = MAXALIGN(sizeof(ZkAnswer));
+		dsa_pointer dp;
+		char	   *p;
+
+		foreach(lc, in->rows)
+		{
+			Size		sz = *(Size *) lfirst(lc);
+
+			total += MAXALIGN(sz);
+		}
+		dp = dsa_allocate_extended(zk_dsa(), total, DSA_ALLOC_NO_OOM);
+		if (!DsaPointerIsValid(dp))
+		{
+			e->state = ZKE_DONE;
+			zk_fail(e, ERRCODE_OUT_OF_MEMORY, "out of dynamic shared memory for the answer");
+			info_free(in);
+			return;
+		}
+		p = dsa_get_address(zk_dsa(), dp);
+		((ZkAnswer *) p)->count = list_length(in->rows);
+		((ZkAnswer *) p)->size = total;
+		p += MAXALIGN(sizeof(ZkAnswer));
+		foreach(lc, in->rows)
+		{
+			Size		sz = *(Size *) lfirst(lc);
+
+			memcpy(p, (char *) lfirst(lc) + sizeof(Size), sz);
+			p += MAXALIGN(sz);
+		}
+		e->blob = dp;
+	}
+	e->state = ZKE_HELD;
+	zk_finish(e, ZKO_GRANTED, 0, NULL);
+	info_free(in);
+}
+
+/* a row: a Size, then the record */
+static void
+info_add_row(Info *in, const void *rec, Size sz)
+{
+	char	   *r = MemoryContextAlloc(q_context(), sizeof(Size) + sz);
+	MemoryContext old;
+
+	memcpy(r, &sz, sizeof(Size));
+	memcpy(r + sizeof(Size), rec, sz);
+	old = MemoryContextSwitchTo(q_context());
+	in->rows = lappend(in->rows, r);
+	MemoryContextSwitchTo(old);
+}
+
+static void
+info_call_done(Info *in)
+{
+	if (--in->outstanding == 0)
+		info_step(in);
+}
+
+static void
+info_fail(Info *in, int rc)
+{
+	if (!in->failed)
+	{
+		in->failed = true;
+		in->fail_rc = rc;
+	}
+}
+
+static void
+info_entries_done(int rc, const struct String_vector *sv, const void *data)
+{
+	InfoCall   *c = (InfoCall *) data;
+	Info	   *volatile in = c->info;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		in->rc_entries = rc;
+		if (rc == ZOK)
+			in->entries = copy_children(sv, &in->nentries);
+		else if (rc != ZNONODE)
+			info_fail(in, rc);
+		pfree(c);
+		info_call_done(in);
+	}
+	COMPLETION_END(none);
+}
+
+static void
+info_taken_done(int rc, const struct String_vector *sv, const void *data)
+{
+	InfoCall   *c = (InfoCall *) data;
+	Info	   *volatile in = c->info;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		in->rc_taken = rc;
+		if (rc == ZOK)
+			in->taken = copy_children(sv, &in->ntaken);
+		else if (rc != ZNONODE)
+			info_fail(in, rc);
+		pfree(c);
+		info_call_done(in);
+	}
+	COMPLETION_END(none);
+}
+
+static bool
+info_taken_has(Info *in, const char *node)
+{
+	return bsearch(&node, in->taken, in->ntaken, sizeof(char *), cmp_names) != NULL;
+}
+
+static void
+info_peek_done(int rc, const char *value, int value_len,
+			   const struct Stat *stat, const void *data)
+{
+	InfoCall   *c = (InfoCall *) data;
+	Info	   *volatile in = c->info;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		if (rc == ZOK)
+		{
+			Size		len = value_len > 0 ? value_len : 0;
+			char	   *buf = palloc0(sizeof(ZkMsgRec) + len);
+			ZkMsgRec   *m = (ZkMsgRec *) buf;
+			int			prio = 0;
+
+			m->czxid = zk_queue_msg_id(stat->czxid, c->node);
+			m->ctime_ms = stat->ctime;
+			(void) zk_queue_node_priority(c->node, &prio);
+			m->priority = prio;
+			m->len = len;
+			strlcpy(m->node, c->node, sizeof(m->node));
+			if (len)
+				memcpy(buf + sizeof(ZkMsgRec), value, len);
+			info_add_row(in, buf, sizeof(ZkMsgRec) + len);
+			pfree(buf);
+		}
+		else if (rc != ZNONODE)
+			info_fail(in, rc);
+		pfree(c);
+		info_call_done(in);
+	}
+	COMPLETION_END(none);
+}
+
+static void
+info_purge_done(int rc, const void *data)
+{
+	InfoCall   *c = (InfoCall *) data;
+	Info	   *volatile in = c->info;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		if (rc == ZOK)
+			in->count++;
+		else if (!zk_rc_definite(rc))
+			info_fail(in, rc);
+		pfree(c);
+		info_call_done(in);
+	}
+	COMPLETION_END(none);
+}
+
+static InfoCall *
+info_call(Info *in, const char *node)
+{
+	InfoCall   *c = MemoryContextAllocZero(q_context(), sizeof(InfoCall));
+
+	c->info = in;
+	if (node)
+		strlcpy(c->node, node, sizeof(c->node));
+	return c;
+}
+
+static void
+info_send_listing(Info *in, const char *qpath)
+{
+	char		buf[ZK_PATH_MAX];
+	InfoCall   *c;
+
+	snprintf(buf, sizeof(buf), "%s/entries", qpath);
+	c = info_call(in, NULL);
+	if (zoo_aget_children(zk_zh, buf, 0, info_entries_done, c) == ZOK)
+		in->outstanding++;
+	else
+	{
+		pfree(c);
+		info_fail(in, ZCONNECTIONLOSS);
+	}
+	snprintf(buf, sizeof(buf), "%s/taken", qpath);
+	c = info_call(in, NULL);
+	if (zoo_aget_children(zk_zh, buf, 0, info_taken_done, c) == ZOK)
+		in->outstanding++;
+	else
+	{
+		pfree(c);
+		info_fail(in, ZCONNECTIONLOSS);
+	}
+}
+
+/* ---- zk_queues: every queue under <root>/queues ---- */
+
+typedef struct QueuesCtx
+{
+	char	  **names;
+	int			n;
+	int			next;
+} QueuesCtx;
+
+
+/* decode a percent-encoded path component */
+static int
+decode_name(const char *enc, char *out, int outlen)
+{
+	int			n = 0;
+
+	while (*enc && n < outlen - 1)
+	{
+		if (enc[0] == '%' && isxdigit((unsigned char) enc[1]) &&
+			isxdigit((unsigned char) enc[2]))
+		{
+			char		h[3] = {enc[1], enc[2], 0};
+
+			out[n++] = (char) strtol(h, NULL, 16);
+			enc += 3;
+		}
+		else
+			out[n++] = *enc++;
+	}
+	out[n] = '\0';
+	return n;
+}
+
+typedef struct QueueCount
+{
+	Info	   *info;
+	char		enc[ZKLOCK_ENAME_MAX + 1];
+	int			pending;
+	int64		items;
+	int64		claimed;
+	char	  **entries;
+	int			nentries;
+	char	  **taken;
+	int			ntaken;
+	bool		failed;
+} QueueCount;
+
+static void
+queue_count_finish(QueueCount *qc)
+{
+	Info	   *in = qc->info;
+	char		name[ZKLOCK_NAME_MAX + 1];
+	int			nlen;
+	int			i;
+	char	   *rec;
+	ZkQueueRow	row;
+
+	if (!qc->failed)
+	{
+		int64		items = 0;
+
+		for (i = 0; i < qc->nentries; i++)
+			if (!(qc->ntaken > 0 &&
+				  bsearch(&qc->entries[i], qc->taken, qc->ntaken, sizeof(char *), cmp_names)))
+				items++;
+		nlen = decode_name(qc->enc, name, sizeof(name));
+		row.items = items;
+		row.claimed = qc->ntaken;
+		row.namelen = nlen;
+		rec = palloc(sizeof(row) + nlen);
+		memcpy(rec, &row, sizeof(row));
+		memcpy(rec + sizeof(row), name, nlen);
+		info_add_row(in, rec, sizeof(row) + nlen);
+		pfree(rec);
+	}
+	for (i = 0; i < qc->nentries; i++)
+		pfree(qc->entries[i]);
+	for (i = 0; i < qc->ntaken; i++)
+		pfree(qc->taken[i]);
+	if (qc->entries)
+		pfree(qc->entries);
+	if (qc->taken)
+		pfree(qc->taken);
+	pfree(qc);
+	info_call_done(in);
+}
+
+static void
+queue_count_entries(int rc, const struct String_vector *sv, const void *data)
+{
+	QueueCount *volatile qc = (QueueCount *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		if (rc == ZOK)
+			qc->entries = copy_children(sv, &qc->nentries);
+		else if (rc != ZNONODE)
+			qc->failed = true;
+		if (--qc->pending == 0)
+			queue_count_finish(qc);
+	}
+	COMPLETION_END(none);
+}
+
+static void
+queue_count_taken(int rc, const struct String_vector *sv, const void *data)
+{
+	QueueCount *volatile qc = (QueueCount *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		if (rc == ZOK)
+			qc->taken = copy_children(sv, &qc->ntaken);
+		else if (rc != ZNONODE)
+			qc->failed = true;
+		if (--qc->pending == 0)
+			queue_count_finish(qc);
+	}
+	COMPLETION_END(none);
+}
+
+static void
+info_queues_listed(int rc, const struct String_vector *sv, const void *data)
+{
+	InfoCall   *c = (InfoCall *) data;
+	Info	   *volatile in = c->info;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		int			i;
+
+		if (rc == ZOK && zk_session_usable())
+		{
+			for (i = 0; sv && i < sv->count; i++)
+			{
+				QueueCount *qc = MemoryContextAllocZero(q_context(), sizeof(QueueCount));
+				char		buf[ZK_PATH_MAX];
+
+				qc->info = in;
+				strlcpy(qc->enc, sv->data[i], sizeof(qc->enc));
+				snprintf(buf, sizeof(buf), "%s/queues/%s/entries", zklock_root, qc->enc);
+				if (zoo_aget_children(zk_zh, buf, 0, queue_count_entries, qc) != ZOK)
+				{
+					pfree(qc);
+					info_fail(in, ZCONNECTIONLOSS);
+					break;
+				}
+				qc->pending++;
+				snprintf(buf, sizeof(buf), "%s/queues/%s/taken", zklock_root, qc->enc);
+				if (zoo_aget_children(zk_zh, buf, 0, queue_count_taken, qc) == ZOK)
+					qc->pending++;
+				else
+					qc->failed = true;
+				in->outstanding++;
+			}
+		}
+		else if (rc != ZNONODE && rc != ZOK)
+			info_fail(in, rc);
+		pfree(c);
+		info_call_done(in);
+	}
+	COMPLETION_END(none);
+}
+
+/* ---- the scan of this (or a dead) cluster's claims and transactions ---- */
+
+typedef struct Scan
+{
+	uint64		sysid;
+	bool		release_all;	/* zk_queue_release_cluster: drop everything */
+	Info	   *info;			/* release_all: the request */
+	int			outstanding;
+	bool		failed;
+	int64		removed;
+} Scan;
+
+typedef struct ScanCall
+{
+	Scan	   *scan;
+	uint64		fxid;
+	char		path[ZK_PATH_MAX];	/* txn node, or claim */
+	char		epath[ZK_PATH_MAX]; /* the claim's item */
+	char		qenc[ZKLOCK_ENAME_MAX + 1];
+	zoo_op_t	ops[2];
+	zoo_op_result_t res[2];
+} ScanCall;
+
+static void
+scan_finish(Scan *s)
+{
+	if (s->release_all)
+	{
+		Info	   *in = s->info;
+
+		in->count = s->removed;
+		if (s->failed)
+			info_fail(in, ZCONNECTIONLOSS);
+		pfree(s);
+		info_call_done(in);
+		return;
+	}
+	resolve_running = false;
+	if (s->failed)
+		resolve_needed = true;	/* again on the next turn */
+	else if (s->removed > 0)
+		ereport(LOG,
+				(errmsg("zklock: settled " INT64_FORMAT " queue claims and transactions left by an earlier run",
+						s->removed)));
+	pfree(s);
+}
+
+static void
+scan_done_one(Scan *s, bool ok, int64 removed)
+{
+	if (!ok)
+		s->failed = true;
+	s->removed += removed;
+	if (--s->outstanding == 0)
+		scan_finish(s);
+}
+
+static void
+scan_void_done(int rc, const void *data)
+{
+	ScanCall   *c = (ScanCall *) data;
+	Scan	   *volatile s = c->scan;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		scan_done_one(s, zk_rc_definite(rc), rc == ZOK ? 1 : 0);
+		pfree(c);
+	}
+	COMPLETION_END(none);
+}
+
+static void
+scan_txn_data(int rc, const char *value, int value_len,
+			  const struct Stat *stat, const void *data)
+{
+	ScanCall   *c = (ScanCall *) data;
+	Scan	   *volatile s = c->scan;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		bool		counted = false;
+
+		if (rc == ZOK && value != NULL && blob_valid(value, value_len) &&
+			((const ZkTxnHeader *) value)->fxid == c->fxid &&
+			!entry_for_xid(ZKK_QPUB, c->fxid) && zk_session_usable())
+		{
+			ZkTxnHeader h;
+			Fate		f;
+
+			memcpy(&h, value, sizeof(h));
+			f = xact_fate(c->fxid, h.tli, h.lsn);
+			if (f == FATE_COMMITTED)
+			{
+				/* ensures the parents itself; its reply counts for us */
+				if (send_publish(value, c->path, ZKLOCK_NO_ENTRY, ZKLOCK_NO_ENTRY, s, true))
+					counted = true;
+				else
+					s->failed = true;
+			}
+			else if (f == FATE_ABORTED)
+			{
+				ScanCall   *d = MemoryContextAllocZero(q_context(), sizeof(ScanCall));
+
+				d->scan = s;
+				strlcpy(d->path, c->path, sizeof(d->path));
+				if (zoo_adelete(zk_zh, d->path, -1, scan_void_done, d) == ZOK)
+				{
+					s->outstanding++;
+				}
+				else
+				{
+					pfree(d);
+					s->failed = true;
+				}
+			}
+			else if (f == FATE_UNKNOWN)
+				ereport(LOG,
+						(errmsg("zklock: left the queue transaction node %s alone: its transaction is not in this server's history",
+								c->path)));
+		}
+		else if (rc == ZOK && value != NULL && !blob_valid(value, value_len))
+			ereport(LOG,
+					(errmsg("zklock: the queue transaction node %s holds no valid items; left alone",
+							c->path)));
+		else if (!zk_rc_definite(rc))
+			s->failed = true;
+		if (!counted)
+			scan_done_one(s, true, 0);
+		pfree(c);
+	}
+	COMPLETION_END(none);
+}
+
+static void
+scan_txns_listed(int rc, const struct String_vector *sv, const void *data)
+{
+	ScanCall   *c = (ScanCall *) data;
+	Scan	   *volatile s = c->scan;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		int			i;
+		char		prefix[32];
+
+		snprintf(prefix, sizeof(prefix), UINT64_FORMAT "-", s->sysid);
+		if (rc == ZOK && zk_session_usable())
+		{
+			for (i = 0; sv && i < sv->count; i++)
+			{
+				ScanCall   *d;
+				uint64		fxid;
+
+				if (strncmp(sv->data[i], prefix, strlen(prefix)) != 0 ||
+					!parse_u64(sv->data[i] + strlen(prefix), 10, &fxid))
+					continue;
+				d = MemoryContextAllocZero(q_context(), sizeof(ScanCall));
+				d->scan = s;
+				d->fxid = fxid;
+				snprintf(d->path, sizeof(d->path), "%s/txns/%s", zklock_root, sv->data[i]);
+				if (s->release_all)
+					rc = zoo_adelete(zk_zh, d->path, -1, scan_void_done, d);
+				else
+					rc = zoo_aget(zk_zh, d->path, 0, scan_txn_data, d);
+				if (rc != ZOK)
+				{
+					pfree(d);
+					s->failed = true;
+					break;
+				}
+				s->outstanding++;
+			}
+		}
+		else if (rc != ZNONODE)
+			s->failed = true;
+		pfree(c);
+		scan_done_one(s, true, 0);
+	}
+	COMPLETION_END(none);
+}
+
+static void
+scan_claim_data(int rc, const char *value, int value_len,
+				const struct Stat *stat, const void *data)
+{
+	ScanCall   *c = (ScanCall *) data;
+	Scan	   *volatile s = c->scan;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		char		f_cluster[32];
+		char		f_xid[32];
+		char		f_tli[16];
+		char		f_lsn[32];
+		uint64		cluster;
+		uint64		fxid;
+		uint64		tli;
+		uint64		lsn;
+		bool		sent = false;
+
+		if (rc == ZOK && value != NULL && value_len > 0 &&
+			json_field(value, value_len, "cluster", f_cluster, sizeof(f_cluster)) &&
+			parse_u64(f_cluster, 10, &cluster) && cluster == s->sysid &&
+			json_field(value, value_len, "xid", f_xid, sizeof(f_xid)) &&
+			parse_u64(f_xid, 10, &fxid) &&
+			json_field(value, value_len, "tli", f_tli, sizeof(f_tli)) &&
+			parse_u64(f_tli, 10, &tli) &&
+			json_field(value, value_len, "lsn", f_lsn, sizeof(f_lsn)) &&
+			parse_u64(f_lsn, 16, &lsn) && zk_session_usable())
+		{
+			Fate		f = FATE_ABORTED;
+
+			if (!s->release_all)
+				f = entry_for_xid(ZKK_QCLAIM, fxid) ? FATE_RUNNING :
+					xact_fate(fxid, (uint32) tli, lsn);
+			if (f == FATE_COMMITTED)
+			{
+				/* consume: the item and the claim */
+				zoo_delete_op_init(&c->ops[0], c->epath, -1);
+				zoo_delete_op_init(&c->ops[1], c->path, stat->version);
+				if (zoo_amulti(zk_zh, 2, c->ops, c->res, scan_void_done, c) == ZOK)
+				{
+					s->outstanding++;
+					sent = true;
+				}
+				else
+					s->failed = true;
+			}
+			else if (f == FATE_ABORTED)
+			{
+				if (zoo_adelete(zk_zh, c->path, stat->version, scan_void_done, c) == ZOK)
+				{
+					s->outstanding++;
+					sent = true;
+				}
+				else
+					s->failed = true;
+			}
+			else if (f == FATE_UNKNOWN)
+				ereport(LOG,
+						(errmsg("zklock: left the queue claim %s alone: its transaction is not in this server's history",
+								c->path)));
+		}
+		else if (!zk_rc_definite(rc))
+			s->failed = true;
+		if (!sent)
+			pfree(c);
+		scan_done_one(s, true, 0);
+	}
+	COMPLETION_END(none);
+}
+
+static void
+scan_taken_listed(int rc, const struct String_vector *sv, const void *data)
+{
+	ScanCall   *c = (ScanCall *) data;
+	Scan	   *volatile s = c->scan;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		int			i;
+
+		if (rc == ZOK && zk_session_usable())
+		{
+			for (i = 0; sv && i < sv->count; i++)
+			{
+				ScanCall   *d = MemoryContextAllocZero(q_context(), sizeof(ScanCall));
+
+				d->scan = s;
+				snprintf(d->path, sizeof(d->path), "%s/queues/%s/taken/%s",
+						 zklock_root, c->qenc, sv->data[i]);
+				snprintf(d->epath, sizeof(d->epath), "%s/queues/%s/entries/%s",
+						 zklock_root, c->qenc, sv->data[i]);
+				if (zoo_aget(zk_zh, d->path, 0, scan_claim_data, d) != ZOK)
+				{
+					pfree(d);
+					s->failed = true;
+					break;
+				}
+				s->outstanding++;
+			}
+		}
+		else if (rc != ZNONODE)
+			s->failed = true;
+		pfree(c);
+		scan_done_one(s, true, 0);
+	}
+	COMPLETION_END(none);
+}
+
+static void
+scan_queues_listed(int rc, const struct String_vector *sv, const void *data)
+{
+	ScanCall   *c = (ScanCall *) data;
+	Scan	   *volatile s = c->scan;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		int			i;
+
+		if (rc == ZOK && zk_session_usable())
+		{
+			for (i = 0; sv && i < sv->count; i++)
+			{
+				ScanCall   *d = MemoryContextAllocZero(q_context(), sizeof(ScanCall));
+				char		buf[ZK_PATH_MAX];
+
+				d->scan = s;
+				strlcpy(d->qenc, sv->data[i], sizeof(d->qenc));
+				snprintf(buf, sizeof(buf), "%s/queues/%s/taken", zklock_root, d->qenc);
+				if (zoo_aget_children(zk_zh, buf, 0, scan_taken_listed, d) != ZOK)
+				{
+					pfree(d);
+					s->failed = true;
+					break;
+				}
+				s->outstanding++;
+			}
+		}
+		else if (rc != ZNONODE)
+			s->failed = true;
+		pfree(c);
+		scan_done_one(s, true, 0);
+	}
+	COMPLETION_END(none);
+}
+
+static bool
+scan_start(Scan *s)
+{
+	char		buf[ZK_PATH_MAX];
+	ScanCall   *c1 = MemoryContextAllocZero(q_context(), sizeof(ScanCall));
+	ScanCall   *c2 = MemoryContextAllocZero(q_context(), sizeof(ScanCall));
+
+	c1->scan = s;
+	c2->scan = s;
+	/* one count for the start itself, so nothing finishes it early */
+	s->outstanding = 1;
+	snprintf(buf, sizeof(buf), "%s/txns", zklock_root);
+	if (zoo_aget_children(zk_zh, buf, 0, scan_txns_listed, c1) == ZOK)
+		s->outstanding++;
+	else
+	{
+		pfree(c1);
+		s->failed = true;
+	}
+	snprintf(buf, sizeof(buf), "%s/queues", zklock_root);
+	if (zoo_aget_children(zk_zh, buf, 0, scan_queues_listed, c2) == ZOK)
+		s->outstanding++;
+	else
+	{
+		pfree(c2);
+		s->failed = true;
+	}
+	scan_done_one(s, true, 0);
+	return true;
+}
+
+/* ---- the steps of a one-off read ---- */
+
+/*
+ * Called when everything sent for the current step has answered: decide
+ * the next step or finish.  Steps: 0 start, 1 listed, 2 done.
+ */
+static void
+info_step(Info *in)
+{
+	ZkEntry    *e = info_entry(in);
+	int			step;
+
+	if (e == NULL || in->failed || e->released || !zk_session_usable())
+	{
+		if (!in->failed && (e == NULL || !e->released))
+			info_fail(in, ZCONNECTIONLOSS);
+		info_finish(in);
+		return;
+	}
+	step = e->errors;			/* reused as the step counter */
+	e->errors++;
+	switch (in->op)
+	{
+		case ZKQI_LENGTH:
+			if (step == 0)
+				info_send_listing(in, in->qpath);
+			else
+			{
+				int			i;
+
+				in->count = 0;
+				for (i = 0; i < in->nentries; i++)
+					if (!info_taken_has(in, in->entries[i]))
+						in->count++;
+			}
+			break;
+		case ZKQI_PEEK:
+		case ZKQI_PURGE:
+			if (step == 0)
+				info_send_listing(in, in->qpath);
+			else if (step == 1)
+			{
+				int			i;
+				int			n = 0;
+
+				for (i = 0; i < in->nentries; i++)
+				{
+					InfoCall   *c;
+					int			rc;
+
+					if (info_taken_has(in, in->entries[i]))
+						continue;
+					if (in->op == ZKQI_PEEK && n >= e->max_items)
+						break;
+					c = info_call(in, in->entries[i]);
+					snprintf(c->p1, sizeof(c->p1), "%s/entries/%s", in->qpath, c->node);
+					if (in->op == ZKQI_PEEK)
+						rc = zoo_aget(zk_zh, c->p1, 0, info_peek_done, c);
+					else
+					{
+						/* claim, unclaim and delete at once: only if unclaimed */
+						snprintf(c->p2, sizeof(c->p2), "%s/taken/%s", in->qpath, c->node);
+						zoo_create_op_init(&c->ops[0], c->p2, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
+										   ZOO_EPHEMERAL, NULL, 0);
+						zoo_delete_op_init(&c->ops[1], c->p2, -1);
+						zoo_delete_op_init(&c->ops[2], c->p1, -1);
+						rc = zoo_amulti(zk_zh, 3, c->ops, c->res, info_purge_done, c);
+					}
+					if (rc != ZOK)
+					{
+						pfree(c);
+						info_fail(in, rc);
+						break;
+					}
+					in->outstanding++;
+					n++;
+				}
+			}
+			break;
+		case ZKQI_QUEUES:
+			if (step == 0)
+			{
+				char		buf[ZK_PATH_MAX];
+				InfoCall   *c = info_call(in, NULL);
+
+				snprintf(buf, sizeof(buf), "%s/queues", zklock_root);
+				if (zoo_aget_children(zk_zh, buf, 0, info_queues_listed, c) == ZOK)
+					in->outstanding++;
+				else
+				{
+					pfree(c);
+					info_fail(in, ZCONNECTIONLOSS);
+				}
+			}
+			break;
+		case ZKQI_RELEASE_CLUSTER:
+			if (step == 0)
+			{
+				Scan	   *s = MemoryContextAllocZero(q_context(), sizeof(Scan));
+
+				s->sysid = e->fxid;
+				s->release_all = true;
+				s->info = in;
+				in->outstanding += 2;	/* one answered by scan_finish */
+				(void) scan_start(s);
+				info_call_done(in);
+				return;
+			}
+			break;
+	}
+	if (in->outstanding == 0)
+	{
+		if (in->failed || step >= 1 || in->op == ZKQI_QUEUES ||
+			in->op == ZKQI_RELEASE_CLUSTER)
+			info_finish(in);
+		else
+			info_step(in);
+	}
+}
+
+static void
+qinfo_drive(ZkEntry *e)
+{
+	Info	   *in;
+
+	if (e->outstanding > 0)
+		return;					/* in flight: the last answer finishes it */
+	if (e->released)
+	{
+		q_free_entry(e);
+		return;
+	}
+	if (e->state != ZKE_PENDING)
+		return;
+	if (!zk_session_usable())
+	{
+		zk_retry_later(e);
+		return;
+	}
+	in = MemoryContextAllocZero(q_context(), sizeof(Info));
+	in->idx = zk_entry_index(e);
+	in->gen = e->gen;
+	in->op = e->qop;
+	if (e->name[0])
+		zk_queue_path(e->name, in->qpath, sizeof(in->qpath));
+	e->state = ZKE_CREATING;
+	e->errors = 0;
+	e->outstanding = 1;			/* until info_finish */
+	info_step(in);
+}
+
+static void
+qinfo_drive_failed(ZkEntry *e)
+{
+	if (e->released && e->outstanding == 0)
+		q_free_entry(e);
+	else if (e->outstanding == 0)
+	{
+		e->state = ZKE_DONE;
+		zk_fail(e, ERRCODE_INTERNAL_ERROR, "the queue request failed in the zklock worker");
+	}
+}
+
+static void
+qinfo_session_lost(ZkEntry *e, const char *why)
+{
+	/* the completions were called with the session's end: nothing waits */
+	e->outstanding = 0;
+	if (e->released)
+		q_free_entry(e);
+	else if (e->state != ZKE_HELD && e->outcome == ZKO_NONE)
+	{
+		e->state = ZKE_DONE;
+		zk_fail(e, ERRCODE_CONNECTION_FAILURE, why);
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * The table entries
+ * ------------------------------------------------------------------------
+ */
+
+static void
+qdurable_drive_failed(ZkEntry *e)
+{
+	/* durable in ZooKeeper: try again once the session is usable */
+	e->create_inflight = e->delete_inflight = false;
+	e->outstanding = 0;
+	if (e->errors++ < 5)
+		zk_retry_later(e);
+	else if (e->released)
+	{
+		ereport(WARNING,
+				(errmsg("zklock: gave up a queue request after repeated errors"),
+				 errdetail("The worker settles its claims and transaction nodes from the commit log when it next starts.")));
+		q_free_entry(e);
+	}
+	else if (e->outcome == ZKO_NONE)
+	{
+		e->state = ZKE_DONE;
+		zk_fail(e, ERRCODE_INTERNAL_ERROR, "the queue request failed in the zklock worker");
+	}
+}
+
+/*
+ * The session ended: claims and transaction nodes are persistent, so the
+ * requests go on in the next session.  Whatever was in flight is in doubt.
+ */
+static void
+qdurable_session_lost(ZkEntry *e, const char *why)
+{
+	if (e->create_inflight || (e->kind == ZKK_QPUB && e->state == ZKE_CREATING))
+		e->in_doubt = true;
+	if (e->delete_inflight)
+		e->in_doubt = true;
+	e->create_inflight = e->delete_inflight = false;
+	e->outstanding = 0;
+	if (e->kind == ZKK_QCLAIM && e->state == ZKE_WAITING)
+		e->state = ZKE_CREATING;
+	zk_retry_later(e);
+}
+
+static void
+q_session_reset(void)
+{
+	HASH_SEQ_STATUS st;
+	QState	   *q;
+
+	if (qstates != NULL)
+	{
+		hash_seq_init(&st, qstates);
+		while ((q = hash_seq_search(&st)) != NULL)
+		{
+			ListCell   *lc;
+
+			foreach(lc, q->waiters)
+				pfree(lfirst(lc));
+			list_free(q->waiters);
+			q->waiters = NIL;
+			q->listing = q->inflight = 0;
+			q->ewatch = q->twatch = q->want_twatch = false;
+			q->again = q->lost_race = false;
+			q->ncand = 0;
+			free_listing(q);
+		}
+	}
+	if (known_parents != NULL)
+	{
+		hash_destroy(known_parents);
+		known_parents = NULL;
+	}
+	txns_parent_ok = false;
+	resolve_running = false;
+	resolve_needed = true;
+}
+
+/*
+ * Called every turn while the session is usable: adopt the entries of a
+ * previous worker (they survive it in shared memory), and settle what a
+ * crash left behind once this server is a primary.
+ */
+static void
+q_session_usable(void)
+{
+	bool		in_recovery;
+
+	if (!entries_adopted)
+	{
+		int			i;
+
+		entries_adopted = true;
+		for (i = 0; i < zk_ctl->max_entries; i++)
+		{
+			ZkEntry    *e = zk_entry(i);
+
+			if (e->state == ZKE_FREE || e->queued ||
+				(e->kind != ZKK_QPUB && e->kind != ZKK_QCLAIM && e->kind != ZKK_QINFO))
+				continue;
+			if (e->kind == ZKK_QINFO)
+			{
+				qinfo_session_lost(e, "The zklock worker restarted");
+				continue;
+			}
+			qdurable_session_lost(e, NULL);
+		}
+	}
+	in_recovery = RecoveryInProgress();
+	if (was_in_recovery && !in_recovery)
+		resolve_needed = true;	/* started, or promoted */
+	was_in_recovery = in_recovery;
+	if (resolve_needed && !resolve_running && !in_recovery)
+	{
+		Scan	   *s = MemoryContextAllocZero(q_context(), sizeof(Scan));
+
+		s->sysid = GetSystemIdentifier();
+		resolve_needed = false;
+		resolve_running = true;
+		(void) scan_start(s);
+	}
+}
+
+const ZkRecipe zk_qpub_recipe = {
+	.name = "queue publication",
+	.drive = qclaim_drive,
+	.drive_failed = qdurable_drive_failed,
+	.session_lost = qdurable_session_lost,
+	.session_reset = q_session_reset,
+	.session_usable = q_session_usable,
+};
+
+const ZkRecipe zk_qclaim_recipe = {
+	.name = "queue claim",
+	.drive = qclaim_drive,
+	.drive_failed = qdurable_drive_failed,
+	.session_lost = qdurable_session_lost,
+};
+
+const ZkRecipe zk_qinfo_recipe = {
+	.name = "queue read",
+	.drive = qinfo_drive,
+	.drive_failed = qinfo_drive_failed,
+	.session_lost = qinfo_session_lost,
+};
