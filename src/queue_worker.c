@@ -43,6 +43,7 @@
 #include "access/xlogrecovery.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "storage/proc.h"
 #include "storage/procarray.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
@@ -1872,7 +1873,12 @@ q_free_entry(ZkEntry *e)
 		}
 	}
 	if (e->released)
+	{
+		/* a COMMIT may be waiting for its items to be published */
+		if (e->kind == ZKK_QPUB && e->procno >= 0)
+			SetLatch(&GetPGProcByNumber(e->procno)->procLatch);
 		zk_entry_free(e);
+	}
 	else
 	{
 		e->state = ZKE_DONE;
