@@ -143,10 +143,10 @@ release_idx(uint32 idx, uint32 gen, uint8 decision)
  * failures and when ZooKeeper does not answer within connect_timeout.
  */
 static int
-wait_answer(uint32 idx, int64 timeout_ms, bool interruptible, const char *what)
+wait_answer(uint32 idx, int64 timeout_ms, int answer_ms, const char *what)
 {
 	TimestampTz start = GetCurrentTimestamp();
-	TimestampTz answer_deadline = TimestampTzPlusMilliseconds(start, zklock_connect_timeout);
+	TimestampTz answer_deadline = TimestampTzPlusMilliseconds(start, answer_ms);
 	TimestampTz deadline = timeout_ms >= 0 ?
 		TimestampTzPlusMilliseconds(start, timeout_ms) : 0;
 	TimestampTz down_since = 0;
@@ -213,7 +213,7 @@ wait_answer(uint32 idx, int64 timeout_ms, bool interruptible, const char *what)
 			if (deadline != 0 && deadline < wake_at)
 				wake_at = deadline;
 			/* an answer after we started waiting resets its clock */
-			answer_deadline = TimestampTzPlusMilliseconds(now, zklock_connect_timeout);
+			answer_deadline = TimestampTzPlusMilliseconds(now, answer_ms);
 		}
 		else
 		{
@@ -222,10 +222,12 @@ wait_answer(uint32 idx, int64 timeout_ms, bool interruptible, const char *what)
 						(errcode(ERRCODE_CONNECTION_FAILURE),
 						 errmsg("zookeeper did not answer the request to %s", what),
 						 conn == ZKC_CONNECTED ?
-						 errdetail("ZooKeeper did not reply within zklock.connect_timeout (%d ms).",
-								   zklock_connect_timeout) :
-						 errdetail("No usable ZooKeeper session within zklock.connect_timeout (%d ms); the connection is \"%s\".",
-								   zklock_connect_timeout, zk_conn_state_name(conn)),
+						 errdetail("ZooKeeper did not reply within %s (%d ms).",
+								   answer_ms == zklock_commit_timeout ? "zklock.commit_timeout" : "zklock.connect_timeout",
+								   answer_ms) :
+						 errdetail("No usable ZooKeeper session within %s (%d ms); the connection is \"%s\".",
+								   answer_ms == zklock_commit_timeout ? "zklock.commit_timeout" : "zklock.connect_timeout",
+								   answer_ms, zk_conn_state_name(conn)),
 						 errhint("Check that ZooKeeper is running and that zklock.hosts is right (see zk_status()), then retry.")));
 			wake_at = answer_deadline;
 			if (deadline != 0 && deadline < wake_at && state == ZKE_WAITING)
@@ -236,8 +238,7 @@ wait_answer(uint32 idx, int64 timeout_ms, bool interruptible, const char *what)
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 wait_ms, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
-		if (interruptible)
-			CHECK_FOR_INTERRUPTS();
+		CHECK_FOR_INTERRUPTS();
 	}
 }
 
@@ -423,7 +424,8 @@ queue_pre_commit(void)
 	submit(e, &pub_idx, &pub_gen);
 
 	/* a pre-commit failure aborts the transaction; abort lets go of it */
-	outcome = wait_answer(pub_idx, -1, true, "publish the queue items of this transaction");
+	outcome = wait_answer(pub_idx, -1, zklock_commit_timeout,
+						  "publish the queue items of this transaction");
 	if (outcome != ZKO_GRANTED)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
@@ -551,7 +553,7 @@ zkq_dequeue(const char *qname, int qlen, int max_items, bool try_only,
 
 	PG_TRY();
 	{
-		outcome = wait_answer(idx, try_only ? -1 : timeout_ms, true, "dequeue");
+		outcome = wait_answer(idx, try_only ? -1 : timeout_ms, zklock_connect_timeout, "dequeue");
 	}
 	PG_CATCH();
 	{
@@ -620,7 +622,7 @@ zkq_info(ZkQinfoOp op, const char *qname, int qlen, int n, uint64 arg,
 	wait_gen = *gen;
 	PG_TRY();
 	{
-		(void) wait_answer(*idx, -1, true, what);
+		(void) wait_answer(*idx, -1, zklock_connect_timeout, what);
 	}
 	PG_CATCH();
 	{
