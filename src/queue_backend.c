@@ -692,6 +692,15 @@ release_claims(bool commit, bool all, SubTransactionId subid)
 static void
 queue_xact_end(bool commit)
 {
+	/*
+	 * Publish and consume only what is durably committed: with
+	 * synchronous_commit = off the commit record may not be on disk yet, and
+	 * a crash now would undo the transaction but not ZooKeeper's changes.
+	 */
+	if (commit && (held_claims != NIL || pub_idx != ZKLOCK_NO_ENTRY) &&
+		XactLastCommitEnd != InvalidXLogRecPtr)
+		XLogFlush(XactLastCommitEnd);
+
 	if (wait_idx != ZKLOCK_NO_ENTRY)
 	{
 		release_idx(wait_idx, wait_gen, ZKQD_NONE);
