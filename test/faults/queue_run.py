@@ -1,0 +1,745 @@
+#!/usr/bin/python3
+"""queue_run.py - the load, the drain and the checker of the queue's
+exactly-once test under faults (test/t/320_queue_exactly_once.pl).
+
+usage:
+  queue_run.py load  --dir DIR --host HOST --a PORT --b PORT [--producers N] [--consumers N] [--seed N]
+  queue_run.py drain --dir DIR --host HOST --port PORT [--label L] [--seconds N]
+  queue_run.py zk    --dir DIR --hosts ZKHOSTS --sysids A=ID,B=ID
+  queue_run.py check --dir DIR --host HOST --tables A:PORT,B2:PORT [--mutate]
+
+load: producers and consumers on clusters A and B (2 producers, 3 consumers
+each by default), until DIR/stop exists.  The clients of B connect to the port
+and label in DIR/target_B when that file exists ("PORT LABEL", rewritten by
+the test when it promotes B's standby), else to --b with label B.
+
+  producer:  BEGIN;
+             for each of 1..3 new ids (LABEL-pN-SEQ, never reused):
+                 SELECT zk_enqueue('eo', id);  INSERT INTO produced(id) VALUES (id);
+             (sometimes one more id inside a savepoint that is rolled back)
+             COMMIT, or ROLLBACK (20 %)
+  consumer:  BEGIN;
+             SELECT msg_id, body FROM zk_dequeue('eo', '1s', 1..3);
+             (half the time, with items: holds the claims 0.05-0.4 s)
+             for each row: INSERT INTO consumed(id, msg_id, ...) VALUES (body, msg_id);
+             COMMIT, or ROLLBACK (25 %)
+
+Every error is tolerated: the client rolls back or reconnects and goes on.
+Every attempt's outcome goes to DIR/outcomes.jsonl:
+  committed    COMMIT answered COMMIT (acknowledged)
+  rolled_back  the client rolled back (its choice)
+  refused      COMMIT answered ERROR: PostgreSQL rolled the transaction back
+  failed       an error before COMMIT was sent: not committed
+  unknown      the connection broke during COMMIT (or a FATAL): fate unknown
+Outcomes are only cross-checks: the verdict comes from the tables.
+
+drain: one consumer that dequeues ('2s', 50 at a time) and commits, recording
+in consumed like the others, until a dequeue returns nothing and
+zk_queue_length('eo') is 0.
+
+zk: what ZooKeeper holds for the queue (entries, claims and transaction
+nodes by cluster), through kazoo: "QUEUE-ZK <json>".
+
+check: reads produced and consumed of every cluster in --tables (the
+clusters whose WAL holds every commit that counts), the outcomes and
+DIR/faults.jsonl (written by the test), and counts
+  lost        produced ids never consumed
+  duplicated  ids consumed by more than one committed transaction (consumed has
+              no unique constraint, so that a duplicate shows)
+  msg_id_dups msg_ids consumed more than once
+  conflicts   one id with two msg_ids or one msg_id with two ids
+  phantom     consumed ids that no committed transaction produced (a rolled-back,
+              refused or savepoint-rolled-back enqueue that was published)
+  acked_producer_missing / acked_consumer_missing
+              acknowledged COMMITs whose rows are not in the tables (for B: the
+              synchronous standby did not have them; the test's premise)
+  aborted_producer_present
+              ids of transactions known to be rolled back that are in produced
+and prints the figures, the first anomalies with the faults just before
+them, and "QUEUE-CHECK <json>"; exit 1 when any of these is not 0.  With
+--mutate the data read is altered first (one consumed row removed, one
+duplicated, one phantom added): the checker must then report each, which the
+test asserts (the checker can fail).
+"""
+
+import argparse
+import collections
+import json
+import os
+import random
+import sys
+import threading
+import time
+import traceback
+
+sys.dont_write_bytecode = True      # no __pycache__ in the source tree
+
+import psycopg2  # noqa: E402
+
+from checker import load_jsonl  # noqa: E402  (the lock fault run's reader of .jsonl records)
+
+QUEUE = "eo"
+
+
+def log(msg):
+    print("%s queue: %s" % (time.strftime("%H:%M:%S"), msg), flush=True)
+
+
+def first_line(e):
+    s = getattr(e, "pgerror", None) or str(e)
+    s = s.strip().splitlines()[0] if s.strip() else repr(e)
+    return s[:300]
+
+
+def severity(e):
+    d = getattr(e, "diag", None)
+    try:
+        return d.severity_nonlocalized or d.severity if d is not None else None
+    except Exception:
+        return None
+
+
+def server_error(e):
+    """True when the server answered ERROR (the session and the connection
+    live on, the transaction is rolled back); False for a FATAL, PANIC or a
+    connection that broke (no answer)."""
+    return getattr(e, "pgcode", None) is not None and severity(e) == "ERROR"
+
+
+class Recorder:
+    def __init__(self, directory):
+        self.lock = threading.Lock()
+        self.f = open(os.path.join(directory, "outcomes.jsonl"), "a", buffering=1)
+        self.counts = collections.Counter()
+
+    def record(self, rec):
+        with self.lock:
+            self.counts[(rec["role"], rec["outcome"])] += 1
+            if rec["role"] == "cons" and rec["outcome"] == "committed":
+                self.counts[("cons", "items_committed")] += len(rec.get("msgs", []))
+            if rec["role"] == "prod" and rec["outcome"] == "committed":
+                self.counts[("prod", "items_committed")] += len(rec.get("ids", []))
+            if rec.get("sqlstate") == "57014":
+                self.counts[("all", "statement_timeouts")] += 1
+            self.f.write(json.dumps(rec, sort_keys=True) + "\n")
+
+    def summary(self):
+        with self.lock:
+            out = collections.defaultdict(dict)
+            for (role, what), n in sorted(self.counts.items()):
+                out[role][what] = n
+            return dict(out)
+
+    def close(self):
+        self.f.close()
+
+
+class Targets:
+    """Where the clients of a cluster role connect."""
+
+    def __init__(self, args):
+        self.dir = args.dir
+        self.host = args.host
+        self.fixed = {"A": (args.a, "A"), "B": (args.b, "B")}
+
+    def get(self, role):
+        if role == "B":
+            try:
+                with open(os.path.join(self.dir, "target_B")) as f:
+                    port, label = f.read().split()
+                    return int(port), label
+            except (OSError, ValueError):
+                pass
+        return self.fixed[role]
+
+
+class Client(threading.Thread):
+    def __init__(self, run, role, kind, idx, seed):
+        super().__init__(name="%s-%s%d" % (role, kind, idx), daemon=True)
+        self.run_ = run
+        self.role = role            # cluster role, A or B
+        self.kind = kind            # p (producer) or c (consumer)
+        self.name_ = "%s.%s%d" % (role, kind, idx)
+        self.rnd = random.Random(seed)
+        self.conn = None
+        self.label = None           # cluster the connection goes to (A, B, B2)
+        self.pid = None
+        self.stmt = None            # statement running, and since when
+        self.stmt_t0 = None
+        self.attempts = 0
+
+    def connect(self):
+        delay = 0.1
+        while not self.run_.stop.is_set():
+            port, label = self.run_.targets.get(self.role)
+            try:
+                conn = psycopg2.connect(host=self.run_.host, port=port, dbname="postgres",
+                                        connect_timeout=5, application_name="queue-" + self.name_,
+                                        options="-c statement_timeout=60s")
+                conn.autocommit = True
+                with conn.cursor() as cur:
+                    cur.execute("SELECT pg_backend_pid()")
+                    self.pid = cur.fetchone()[0]
+                self.conn = conn
+                self.label = label
+                return True
+            except psycopg2.Error:
+                self.run_.stop.wait(delay)
+                delay = min(delay * 2, 1.0)
+        return False
+
+    def drop(self):
+        try:
+            if self.conn is not None:
+                self.conn.close()
+        except Exception:
+            pass
+        self.conn = None
+        self.pid = None
+
+    def ex(self, cur, sql, args=None):
+        self.stmt, self.stmt_t0 = sql, time.time()
+        cur.execute(sql, args)
+        self.stmt = None
+
+    def run(self):
+        try:
+            while not self.run_.stop.is_set():
+                if self.conn is None or self.conn.closed:
+                    self.drop()
+                    if not self.connect():
+                        break
+                self.attempts += 1
+                if self.kind == "p":
+                    self.produce()
+                    self.run_.stop.wait(self.rnd.uniform(0.0, self.run_.producer_pause))
+                else:
+                    self.consume()
+                    self.run_.stop.wait(self.rnd.uniform(0.0, 0.02))
+        except Exception:
+            log("client %s died: %s" % (self.name_, traceback.format_exc()))
+            self.run_.client_deaths.append(self.name_)
+        finally:
+            self.drop()
+
+    def after_error(self, rec, e, stage):
+        code = getattr(e, "pgcode", None)
+        rec["sqlstate"] = code
+        rec["severity"] = severity(e)
+        rec["msg"] = first_line(e)
+        if stage == "commit":
+            rec["outcome"] = "refused" if server_error(e) else "unknown"
+        else:
+            rec["outcome"] = "failed"
+        self.stmt = None
+        if server_error(e) and self.conn is not None and not self.conn.closed:
+            try:
+                with self.conn.cursor() as cur:
+                    cur.execute("ROLLBACK")
+                return
+            except psycopg2.Error:
+                pass
+        self.drop()
+
+    def next_id(self):
+        self.run_.seq[self.name_] += 1
+        return "%s-%s%s-%d" % (self.label, self.kind, self.name_.split(".")[1][1:],
+                              self.run_.seq[self.name_])
+
+    def produce(self):
+        rnd = self.rnd
+        ids = [self.next_id() for _ in range(rnd.randint(1, 3))]
+        sp_ids = [self.next_id()] if rnd.random() < 0.15 else []
+        rollback = rnd.random() < 0.20
+        rec = {"t0": time.time(), "role": "prod", "client": self.name_, "cluster": self.label,
+               "pid": self.pid, "ids": ids, "sp_ids": sp_ids}
+        stage = "begin"
+        try:
+            with self.conn.cursor() as cur:
+                self.ex(cur, "BEGIN")
+                stage = "enqueue"
+                pos = rnd.randrange(len(ids) + 1)
+                for i, pid in enumerate(ids + [None]):
+                    if sp_ids and i == pos:
+                        # an item enqueued and recorded in a savepoint that is
+                        # rolled back: never published, never in produced
+                        self.ex(cur, "SAVEPOINT s")
+                        self.ex(cur, "SELECT zk_enqueue(%s, %s::text)", (QUEUE, sp_ids[0]))
+                        self.ex(cur, "INSERT INTO produced (id, client) VALUES (%s, %s)",
+                                (sp_ids[0], self.name_))
+                        self.ex(cur, "ROLLBACK TO SAVEPOINT s")
+                    if pid is None:
+                        break
+                    self.ex(cur, "SELECT zk_enqueue(%s, %s::text)", (QUEUE, pid))
+                    self.ex(cur, "INSERT INTO produced (id, client) VALUES (%s, %s)", (pid, self.name_))
+                if rollback:
+                    stage = "rollback"
+                    self.ex(cur, "ROLLBACK")
+                    rec["outcome"] = "rolled_back"
+                else:
+                    stage = "commit"
+                    rec["t_commit"] = time.time()
+                    self.ex(cur, "COMMIT")
+                    rec["outcome"] = "committed" if cur.statusmessage == "COMMIT" else "refused"
+                    rec["tag"] = cur.statusmessage
+        except psycopg2.Error as e:
+            self.after_error(rec, e, stage)
+        rec["stage"] = stage
+        rec["t1"] = time.time()
+        self.run_.rec.record(rec)
+
+    def consume(self):
+        rnd = self.rnd
+        k = rnd.randint(1, 3)
+        rollback = rnd.random() < 0.25
+        rec = {"t0": time.time(), "role": "cons", "client": self.name_, "cluster": self.label,
+               "pid": self.pid, "max_items": k, "msgs": []}
+        stage = "begin"
+        try:
+            with self.conn.cursor() as cur:
+                self.ex(cur, "BEGIN")
+                stage = "dequeue"
+                self.ex(cur, "SELECT msg_id, body FROM zk_dequeue(%s, '1s', %s)", (QUEUE, k))
+                rows = cur.fetchall()
+                rec["msgs"] = [[m, b] for m, b in rows]
+                rec["t_claimed"] = time.time()
+                if rows and rnd.random() < 0.5:
+                    # hold the claims a while (idle in transaction): a crash
+                    # or a failover then often finds claims to settle
+                    time.sleep(rnd.uniform(0.05, 0.4))
+                stage = "record"
+                for m, b in rows:
+                    self.ex(cur, "INSERT INTO consumed (id, msg_id, cluster, client)"
+                                 " VALUES (%s, %s, %s, %s)", (b, m, self.label, self.name_))
+                if rollback:
+                    stage = "rollback"
+                    self.ex(cur, "ROLLBACK")
+                    rec["outcome"] = "rolled_back"
+                else:
+                    stage = "commit"
+                    rec["t_commit"] = time.time()
+                    self.ex(cur, "COMMIT")
+                    rec["outcome"] = "committed" if cur.statusmessage == "COMMIT" else "refused"
+                    rec["tag"] = cur.statusmessage
+        except psycopg2.Error as e:
+            self.after_error(rec, e, stage)
+        rec["stage"] = stage
+        rec["t1"] = time.time()
+        self.run_.rec.record(rec)
+
+
+class LoadRun:
+    def __init__(self, args):
+        self.dir = args.dir
+        self.host = args.host
+        self.targets = Targets(args)
+        self.stop = threading.Event()
+        self.rec = Recorder(args.dir)
+        self.seq = collections.Counter()
+        self.client_deaths = []
+        self.producer_pause = args.producer_pause
+
+
+def cmd_load(args):
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 30)
+    rnd = random.Random(seed)
+    r = LoadRun(args)
+    log("load: %d producers and %d consumers on A and on B, seed %d"
+        % (args.producers, args.consumers, seed))
+    clients = []
+    for role in ("A", "B"):
+        for i in range(1, args.producers + 1):
+            clients.append(Client(r, role, "p", i, rnd.randrange(1 << 30)))
+        for i in range(1, args.consumers + 1):
+            clients.append(Client(r, role, "c", i, rnd.randrange(1 << 30)))
+    for c in clients:
+        c.start()
+    stopfile = os.path.join(args.dir, "stop")
+    t_last = time.time()
+    while not os.path.exists(stopfile):
+        time.sleep(0.1)
+        if time.time() - t_last >= 5:
+            t_last = time.time()
+            log("progress %s" % json.dumps(r.rec.summary(), sort_keys=True))
+            now = time.time()
+            slow = ["%s: %.0fs in %s" % (c.name_, now - c.stmt_t0, c.stmt)
+                    for c in clients if c.stmt is not None and now - c.stmt_t0 > 20]
+            if slow:
+                log("slow statements: %s" % "; ".join(slow))
+    log("stop requested")
+    r.stop.set()
+    deadline = time.time() + 75
+    for c in clients:
+        c.join(max(0.1, deadline - time.time()))
+    hung = []
+    for c in clients:
+        if c.is_alive():
+            hung.append("%s in %s for %.0fs" % (c.name_, c.stmt,
+                                                time.time() - (c.stmt_t0 or time.time())))
+    summary = r.rec.summary()
+    out = {"seed": seed, "outcomes": summary, "hung": hung, "client_deaths": r.client_deaths,
+           "statement_timeouts": summary.get("all", {}).get("statement_timeouts", 0)}
+    r.rec.close()
+    print("QUEUE-LOAD %s" % json.dumps(out, sort_keys=True), flush=True)
+    sys.stdout.flush()
+    os._exit(0)     # hung threads must not keep the process
+
+
+def cmd_drain(args):
+    rec = Recorder(args.dir)
+    deadline = time.time() + args.seconds
+    conn = None
+    drained = commits = errors = 0
+    done = False
+    last_err = None
+    while time.time() < deadline and not done:
+        if conn is None or conn.closed:
+            try:
+                conn = psycopg2.connect(host=args.host, port=args.port, dbname="postgres",
+                                        connect_timeout=5, application_name="queue-drain",
+                                        options="-c statement_timeout=60s")
+                conn.autocommit = True
+            except psycopg2.Error as e:
+                errors += 1
+                last_err = first_line(e)
+                conn = None
+                time.sleep(0.5)
+                continue
+        r = {"t0": time.time(), "role": "cons", "client": "drain", "cluster": args.label, "msgs": []}
+        stage = "begin"
+        try:
+            with conn.cursor() as cur:
+                cur.execute("BEGIN")
+                stage = "dequeue"
+                cur.execute("SELECT msg_id, body FROM zk_dequeue(%s, '2s', 50)", (QUEUE,))
+                rows = cur.fetchall()
+                r["msgs"] = [[m, b] for m, b in rows]
+                stage = "record"
+                for m, b in rows:
+                    cur.execute("INSERT INTO consumed (id, msg_id, cluster, client)"
+                                " VALUES (%s, %s, %s, 'drain')", (b, m, args.label))
+                stage = "commit"
+                cur.execute("COMMIT")
+                r["outcome"] = "committed" if cur.statusmessage == "COMMIT" else "refused"
+                if r["outcome"] == "committed":
+                    commits += 1
+                    drained += len(rows)
+                if not rows:
+                    cur.execute("SELECT zk_queue_length(%s)", (QUEUE,))
+                    n = cur.fetchone()[0]
+                    done = (n == 0)
+        except psycopg2.Error as e:
+            errors += 1
+            last_err = first_line(e)
+            r["sqlstate"] = getattr(e, "pgcode", None)
+            r["msg"] = first_line(e)
+            r["outcome"] = ("refused" if server_error(e) else "unknown") if stage == "commit" else "failed"
+            if server_error(e) and not conn.closed:
+                try:
+                    with conn.cursor() as cur:
+                        cur.execute("ROLLBACK")
+                except psycopg2.Error:
+                    conn = None
+            else:
+                conn = None
+            time.sleep(0.2)
+        r["stage"] = stage
+        r["t1"] = time.time()
+        rec.record(r)
+    rec.close()
+    out = {"drained": drained, "commits": commits, "errors": errors, "done": done, "last_error": last_err}
+    print("QUEUE-DRAIN %s" % json.dumps(out, sort_keys=True), flush=True)
+    return 0 if done else 1
+
+
+def fetch(host, port):
+    conn = psycopg2.connect(host=host, port=port, dbname="postgres", connect_timeout=10,
+                            options="-c statement_timeout=120s")
+    try:
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute("SELECT id, client, xid::text, extract(epoch FROM at)::float8 FROM produced")
+            produced = [{"id": i, "client": c, "xid": x, "at": a} for i, c, x, a in cur.fetchall()]
+            cur.execute("SELECT id, msg_id, cluster, client, xid::text, extract(epoch FROM at)::float8"
+                        " FROM consumed")
+            consumed = [{"id": i, "msg_id": m, "cluster": cl, "client": c, "xid": x, "at": a}
+                        for i, m, cl, c, x, a in cur.fetchall()]
+        return produced, consumed
+    finally:
+        conn.close()
+
+
+def mutate(produced, consumed):
+    """Alter the data the way a broken queue would: one consumed row gone (a
+    lost item), one consumed twice, one consumed that was never produced."""
+    counts = collections.Counter(r["id"] for r in consumed)
+    single = [r for r in consumed if counts[r["id"]] == 1 and r["id"] is not None]
+    base = 10 ** 15
+    while len(single) < 2:      # no data worth the name: make some
+        i = "ZZ-mutate-%d" % len(single)
+        produced.append({"id": i, "client": "mutate", "xid": "0", "at": time.time(), "src": "mutate"})
+        row = {"id": i, "msg_id": base + len(single), "cluster": "mutate", "client": "mutate",
+               "xid": "0", "at": time.time(), "src": "mutate"}
+        consumed.append(row)
+        single.append(row)
+    consumed.remove(single[0])
+    dup = dict(single[1])
+    dup["client"] = "mutate-dup"
+    consumed.append(dup)
+    consumed.append({"id": "ZZ-phantom", "msg_id": base + 99, "cluster": "mutate", "client": "mutate",
+                     "xid": "0", "at": time.time(), "src": "mutate"})
+
+
+def cmd_zk(args):
+    """What ZooKeeper holds for queue 'eo' and the transaction nodes, by
+    cluster (system identifier -> name from --sysids NAME=ID,...)."""
+    import logging
+    logging.basicConfig(level=logging.CRITICAL)
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import NoNodeError
+    names = dict((v, k) for k, v in (x.split("=") for x in args.sysids.split(",")))
+    zk = KazooClient(hosts=args.hosts, timeout=10.0)
+    zk.start(timeout=10)
+    try:
+        def kids(path):
+            try:
+                return zk.get_children(path)
+            except NoNodeError:
+                return []
+        root = "/zklock/queues/" + QUEUE
+        out = {"entries": len(kids(root + "/entries")), "taken": collections.Counter(),
+               "txns": collections.Counter()}
+        for c in kids(root + "/taken"):
+            try:
+                data, _ = zk.get(root + "/taken/" + c)
+                sysid = json.loads(data.decode()).get("cluster")
+            except NoNodeError:
+                continue
+            except (ValueError, AttributeError):
+                sysid = "?"
+            out["taken"][names.get(sysid, str(sysid))] += 1
+        for c in kids("/zklock/txns"):
+            out["txns"][names.get(c.split("-")[0], c.split("-")[0])] += 1
+    finally:
+        zk.stop()
+        zk.close()
+    print("QUEUE-ZK %s" % json.dumps(out, sort_keys=True), flush=True)
+    return 0
+
+
+def cmd_check(args):
+    produced, consumed, sources = [], [], {}
+    for spec in args.tables.split(","):
+        name, port = spec.split(":")
+        p, c = fetch(args.host, int(port))
+        for r in p:
+            r["src"] = name
+        for r in c:
+            r["src"] = name
+        produced += p
+        consumed += c
+        sources[name] = {"produced": len(p), "consumed": len(c)}
+    if args.mutate:
+        mutate(produced, consumed)
+    outcomes = load_jsonl(os.path.join(args.dir, "outcomes.jsonl"))
+    faults = load_jsonl(os.path.join(args.dir, "faults.jsonl"))
+    t0 = min([o["t0"] for o in outcomes] + [f["t"] for f in faults] + [time.time()])
+
+    prod_ids = collections.Counter(r["id"] for r in produced)
+    prod_by_id = {r["id"]: r for r in produced}
+    cons_by_id = collections.defaultdict(list)
+    cons_by_msg = collections.defaultdict(list)
+    for r in consumed:
+        cons_by_id[r["id"]].append(r)
+        cons_by_msg[r["msg_id"]].append(r)
+
+    lost = sorted(i for i in prod_ids if i not in cons_by_id)
+    duplicated = sorted((i for i, rows in cons_by_id.items() if i is not None and len(rows) > 1),
+                        key=str)
+    dup_rows = sum(len(cons_by_id[i]) - 1 for i in duplicated)
+    msg_dups = sorted(m for m, rows in cons_by_msg.items() if len(rows) > 1)
+    conflicts = []
+    for i, rows in cons_by_id.items():
+        if len(set(r["msg_id"] for r in rows)) > 1:
+            conflicts.append("id %s has msg_ids %s" % (i, sorted(set(r["msg_id"] for r in rows))))
+    for m, rows in cons_by_msg.items():
+        if len(set(r["id"] for r in rows)) > 1:
+            conflicts.append("msg_id %s has ids %s" % (m, sorted(set(str(r["id"]) for r in rows))))
+    phantom = sorted((i for i in cons_by_id if i not in prod_ids), key=str)
+    dup_produced = sorted(i for i, n in prod_ids.items() if n > 1)
+
+    # cross-checks with what the clients were told
+    acked_prod, aborted_prod, sp_ids, unknown_prod = set(), set(), set(), set()
+    acked_cons, claimed_aborted = [], collections.defaultdict(list)
+    attempts = collections.Counter()
+    by_id_attempts = collections.defaultdict(list)
+    for o in outcomes:
+        attempts[(o["role"], o["outcome"])] += 1
+        if o["role"] == "prod":
+            ids = o.get("ids", [])
+            for i in ids + o.get("sp_ids", []):
+                by_id_attempts[i].append(o)
+            sp_ids.update(o.get("sp_ids", []))
+            if o["outcome"] == "committed":
+                acked_prod.update(ids)
+            elif o["outcome"] in ("rolled_back", "refused", "failed"):
+                aborted_prod.update(ids)
+            else:
+                unknown_prod.update(ids)
+        else:
+            for m, b in o.get("msgs", []):
+                by_id_attempts[b].append(o)
+                if o["outcome"] == "committed":
+                    acked_cons.append((b, m))
+                elif o["outcome"] in ("rolled_back", "refused", "failed"):
+                    claimed_aborted[b].append(o)
+    acked_prod_missing = sorted(i for i in acked_prod if i not in prod_ids)
+    aborted_prod_present = sorted(i for i in (aborted_prod | sp_ids) if i in prod_ids)
+    consumed_pairs = set((r["id"], r["msg_id"]) for r in consumed)
+    acked_cons_missing = sorted(set(p for p in acked_cons if p not in consumed_pairs), key=str)
+    redelivered = sum(1 for i in claimed_aborted if i in cons_by_id)
+    phantom_known_aborted = sorted((i for i in phantom if i in aborted_prod or i in sp_ids), key=str)
+
+    labels = collections.Counter(str(i).split("-")[0] for i in prod_ids)
+    cons_labels = collections.Counter(r["cluster"] for r in consumed)
+    fig = {
+        "sources": sources,
+        "produced": len(prod_ids),
+        "produced_by": dict(labels),
+        "consumed_rows": len(consumed),
+        "consumed_ids": len(cons_by_id),
+        "consumed_by": dict(cons_labels),
+        "consumed_by_drain": sum(1 for r in consumed if r["client"] == "drain"),
+        "lost": len(lost),
+        "duplicated": len(duplicated),
+        "duplicate_rows": dup_rows,
+        "msg_id_dups": len(msg_dups),
+        "conflicts": len(conflicts),
+        "phantom": len(phantom),
+        "phantom_known_aborted": len(phantom_known_aborted),
+        "dup_produced": len(dup_produced),
+        "acked_producer_missing": len(acked_prod_missing),
+        "acked_consumer_missing": len(acked_cons_missing),
+        "aborted_producer_present": len(aborted_prod_present),
+        "unknown_producer_ids": len(unknown_prod),
+        "unknown_producer_ids_committed": sum(1 for i in unknown_prod if i in prod_ids),
+        "savepoint_ids": len(sp_ids),
+        "redelivered": redelivered,
+        "attempts": {"%s_%s" % k: v for k, v in sorted(attempts.items())},
+        "consumer_rollbacks_with_items": sum(1 for o in outcomes if o["role"] == "cons"
+                                             and o["outcome"] == "rolled_back" and o.get("msgs")),
+    }
+    anomalies = ("lost", "duplicated", "msg_id_dups", "conflicts", "phantom", "dup_produced",
+                 "acked_producer_missing", "acked_consumer_missing", "aborted_producer_present")
+    bad = [k for k in anomalies if fig[k]]
+    fig["verdict"] = "anomalies: " + ", ".join(bad) if bad else "exactly once"
+
+    def fault_before(t):
+        prior = [f for f in faults if f["t"] <= t]
+        if not prior:
+            return "no fault before"
+        f = prior[-1]
+        return "%.1fs after %s %s %s" % (t - f["t"], f["action"], f["kind"], f.get("target", ""))
+
+    def when(t):
+        return "%+.2fs (%s)" % (t - t0, fault_before(t)) if t else "?"
+
+    def attempts_of(i):
+        out = []
+        for o in by_id_attempts.get(i, [])[:6]:
+            out.append("      %s %s on %s pid %s %s: %s [%s .. %s]%s"
+                       % (o["role"], o["client"], o.get("cluster"), o.get("pid"),
+                          "stage " + str(o.get("stage")), o["outcome"], when(o["t0"]), when(o.get("t1")),
+                          (" %s %s" % (o.get("sqlstate"), o.get("msg"))) if o.get("sqlstate") or o.get("msg")
+                          else ""))
+        return out
+
+    def show(title, items, detail):
+        if not items:
+            return
+        print("%s: %d" % (title, len(items)))
+        for i in items[:args.show]:
+            for line in detail(i):
+                print(line)
+        if len(items) > args.show:
+            print("  ... and %d more" % (len(items) - args.show))
+
+    show("LOST (produced, never consumed)", lost,
+         lambda i: ["  %s produced by %s xid %s at %s in %s" % (i, prod_by_id[i]["client"], prod_by_id[i]["xid"],
+                                                               when(prod_by_id[i]["at"]), prod_by_id[i]["src"])]
+         + attempts_of(i))
+    show("DUPLICATED (consumed by more than one committed transaction)", duplicated,
+         lambda i: ["  %s" % i] + ["    consumed msg_id %s by %s on %s xid %s at %s (table of %s)"
+                                   % (r["msg_id"], r["client"], r["cluster"], r["xid"], when(r["at"]), r["src"])
+                                   for r in cons_by_id[i]] + attempts_of(i))
+    show("MSG_ID consumed twice", msg_dups,
+         lambda m: ["  msg_id %s: %s" % (m, ", ".join("%s by %s xid %s at %s" % (r["id"], r["client"], r["xid"],
+                                                                                when(r["at"]))
+                                                      for r in cons_by_msg[m]))])
+    show("CONFLICTS", conflicts, lambda s: ["  " + s])
+    show("PHANTOM (consumed, never produced)", phantom,
+         lambda i: ["  %s%s" % (i, " (its producer rolled back)" if i in phantom_known_aborted else "")]
+         + ["    consumed msg_id %s by %s on %s xid %s at %s" % (r["msg_id"], r["client"], r["cluster"],
+                                                                 r["xid"], when(r["at"])) for r in cons_by_id[i]]
+         + attempts_of(i))
+    show("ACKNOWLEDGED PRODUCER COMMIT MISSING from produced", acked_prod_missing,
+         lambda i: ["  %s" % i] + attempts_of(i))
+    show("ACKNOWLEDGED CONSUMER COMMIT MISSING from consumed", acked_cons_missing,
+         lambda p: ["  %s msg_id %s" % p] + attempts_of(p[0]))
+    show("ROLLED-BACK ENQUEUE PRESENT in produced", aborted_prod_present,
+         lambda i: ["  %s" % i] + attempts_of(i))
+
+    print("produced %d, consumed %d (rows %d), lost %d, duplicated %d, phantom %d"
+          % (fig["produced"], fig["consumed_ids"], fig["consumed_rows"], fig["lost"], fig["duplicated"],
+             fig["phantom"]))
+    print("QUEUE-CHECK %s" % json.dumps(fig, sort_keys=True), flush=True)
+    return 1 if bad else 0
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    lp = sub.add_parser("load")
+    lp.add_argument("--dir", required=True)
+    lp.add_argument("--host", required=True)
+    lp.add_argument("--a", type=int, required=True)
+    lp.add_argument("--b", type=int, required=True)
+    lp.add_argument("--producers", type=int, default=2)
+    lp.add_argument("--consumers", type=int, default=3)
+    lp.add_argument("--producer-pause", type=float, default=0.15,
+                    help="each producer sleeps up to this many seconds between transactions")
+    lp.add_argument("--seed", type=int, default=None)
+    dp = sub.add_parser("drain")
+    dp.add_argument("--dir", required=True)
+    dp.add_argument("--host", required=True)
+    dp.add_argument("--port", type=int, required=True)
+    dp.add_argument("--label", default="A")
+    dp.add_argument("--seconds", type=float, default=120)
+    zp = sub.add_parser("zk")
+    zp.add_argument("--dir", required=True)
+    zp.add_argument("--hosts", required=True)
+    zp.add_argument("--sysids", required=True, help="NAME=SYSTEM_IDENTIFIER,...")
+    cp = sub.add_parser("check")
+    cp.add_argument("--dir", required=True)
+    cp.add_argument("--host", required=True)
+    cp.add_argument("--tables", required=True, help="NAME:PORT,...")
+    cp.add_argument("--mutate", action="store_true")
+    cp.add_argument("--show", type=int, default=10, help="anomalies shown per kind")
+    return p.parse_args(argv)
+
+
+def main(argv):
+    args = parse_args(argv)
+    args.dir = os.path.abspath(args.dir)
+    os.makedirs(args.dir, exist_ok=True)
+    if args.cmd == "load":
+        return cmd_load(args)
+    if args.cmd == "drain":
+        return cmd_drain(args)
+    if args.cmd == "zk":
+        return cmd_zk(args)
+    return cmd_check(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
