@@ -34,6 +34,7 @@
 # Environment: PROVE_TESTS (TAP files, relative to the tree or bare names),
 # PROVE_FLAGS (extra flags for prove, e.g. --verbose),
 # ZKLOCK_REGRESS_TIMEOUT (s, default 300), ZKLOCK_TAP_TIMEOUT (s, default 1500),
+# ZKLOCK_QUEUE_FAULT_SECONDS (load seconds of 320_queue_exactly_once.pl, default 60),
 # ZKLOCK_KEEP=1 keeps the /tmp copy even when everything passed.
 
 set -u
@@ -455,6 +456,7 @@ inner_path=$(dirname "$(command -v pg_config)"):/usr/local/bin:/usr/bin:/bin:/us
     ZKLOCK_TEST_INNER=1 ZKLOCK_TEST_RESULT="$result" ZKLOCK_ORIG_SRC="$SRC" \
     HOME=/var/lib/postgresql PATH="$inner_path" \
     PROVE_TESTS="${PROVE_TESTS:-}" PROVE_FLAGS="${PROVE_FLAGS:-}" \
+    ${ZKLOCK_QUEUE_FAULT_SECONDS:+ZKLOCK_QUEUE_FAULT_SECONDS="$ZKLOCK_QUEUE_FAULT_SECONDS"} \
     bash "$WORK/tools/test.sh" "$MODE" ${FAULT_SECONDS:+"$FAULT_SECONDS"} </dev/null)
 inner_rc=$?
 if [ -s "$result" ]; then
