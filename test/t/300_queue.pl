@@ -223,8 +223,9 @@ is(sql("BEGIN; SELECT string_agg(left(body, 1) || length(payload) || ':' || (md5
 ok(drained('big'), 'big: consumed');
 
 #
-# msg_id is unique and grows along the queue, also when the sequence numbers
-# of one transaction's items cross a multiple of 1024
+# msg_id is unique within the queue, also when the sequence numbers of one
+# transaction's items cross a multiple of 1024, and grows from one
+# transaction to the next
 #
 sql("BEGIN; SELECT count(zk_enqueue('wrap', 'x')) FROM generate_series(1, 1020); COMMIT");
 is(sql("SELECT zk_queue_purge('wrap')"), '1020', 'wrap: 1020 items enqueued and purged');
