@@ -27,7 +27,12 @@
  * their total, with paths and headers, must stay under it.
  */
 #define ZKQ_TXN_MAX			1000000
-#define ZKQ_ITEM_OVERHEAD	64		/* per item: header, op header, path */
+#define ZKQ_TXN_BASE		1024	/* request and multi headers, the txn
+									 * node's delete and path */
+#define ZKQ_ITEM_OVERHEAD	128		/* per item besides payload, root and
+									 * encoded name: op header, ACL, flags,
+									 * "/queues/", "/entries/entry-PPP-" */
+#define ZKQ_MULTI_BUDGET	500000	/* bytes of paths in one consuming multi */
 #define ZKQ_MAX_ITEMS		1000	/* max_items of one dequeue */
 #define ZKQ_NODE_MAX		32		/* "entry-PPP-<seq>" */
 

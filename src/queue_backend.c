@@ -38,6 +38,7 @@
 typedef struct PendingItem
 {
 	SubTransactionId subid;
+	Size		cost;			/* bytes it adds to the publishing request */
 	int			priority;
 	char	   *qname;			/* UTF-8 */
 	int			qlen;
@@ -268,7 +269,8 @@ zkq_enqueue(const char *qname, int qlen, const char *payload, Size plen, int pri
 {
 	MemoryContext old;
 	PendingItem *it;
-	Size		cost = plen + qlen + ZKQ_ITEM_OVERHEAD + strlen(zklock_root);
+	Size		cost;
+	char		ename[ZKLOCK_ENAME_MAX + 1];
 
 	zk_require_shmem();
 	if (priority < 0 || priority > 999)
@@ -277,19 +279,27 @@ zkq_enqueue(const char *qname, int qlen, const char *payload, Size plen, int pri
 				 errmsg("zklock queue priority %d is out of range", priority),
 				 errhint("Give a priority from 0 (first) to 999 (last); the default is 100.")));
 	zkq_check_name(qname, qlen);
-	if (cost + sizeof(ZkTxnHeader) > ZKQ_TXN_MAX)
+
+	/*
+	 * What the item adds to the multi that publishes the transaction (the
+	 * larger of the two requests that carry it): the payload, the path with
+	 * the name as encoded, and the create's own fields (ACL, flags, headers).
+	 */
+	zk_encode_name(qname, qlen, ename);
+	cost = plen + strlen(zklock_root) + strlen(ename) + ZKQ_ITEM_OVERHEAD;
+	if (cost + ZKQ_TXN_BASE > ZKQ_TXN_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("zklock queue payload is too large"),
-				 errdetail("The payload has %zu bytes; one item may have at most about %d bytes.",
-						   plen, (int) (ZKQ_TXN_MAX - sizeof(ZkTxnHeader) - qlen - ZKQ_ITEM_OVERHEAD - strlen(zklock_root))),
+				 errdetail("The payload has %zu bytes; one item of this queue may have at most %d bytes.",
+						   plen, (int) (ZKQ_TXN_MAX - ZKQ_TXN_BASE - (cost - plen))),
 				 errhint("ZooKeeper takes at most 1 MB in one request (jute.maxbuffer): store large data elsewhere and enqueue a reference to it.")));
-	if (pending_bytes + cost + sizeof(ZkTxnHeader) > ZKQ_TXN_MAX)
+	if (pending_bytes + cost + ZKQ_TXN_BASE > ZKQ_TXN_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("zklock queue items of this transaction are too large together"),
 				 errdetail("This transaction's items would need %zu bytes; one transaction may publish at most %d bytes.",
-						   pending_bytes + cost + sizeof(ZkTxnHeader), ZKQ_TXN_MAX),
+						   pending_bytes + cost + ZKQ_TXN_BASE, ZKQ_TXN_MAX),
 				 errhint("ZooKeeper publishes a transaction's items in one request of at most 1 MB: commit in smaller batches.")));
 	{
 		ListCell   *lc;
@@ -317,6 +327,7 @@ zkq_enqueue(const char *qname, int qlen, const char *payload, Size plen, int pri
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	it = palloc(sizeof(PendingItem));
 	it->subid = GetCurrentSubTransactionId();
+	it->cost = cost;
 	it->priority = priority;
 	it->qname = pnstrdup(qname, qlen);
 	it->qlen = qlen;
@@ -755,7 +766,7 @@ queue_subxact_end(bool commit, SubTransactionId mySubid,
 			it->subid = parentSubid;
 		else
 		{
-			pending_bytes -= it->plen + it->qlen + ZKQ_ITEM_OVERHEAD + strlen(zklock_root);
+			pending_bytes -= it->cost;
 			pending_items = foreach_delete_current(pending_items, lc);
 			pfree(it->qname);
 			pfree(it->payload);

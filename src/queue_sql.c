@@ -13,6 +13,7 @@
 
 #include "access/htup_details.h"
 #include "access/xlog.h"
+#include "catalog/namespace.h"
 #include "datatype/timestamp.h"
 #include "fmgr.h"
 #include "funcapi.h"
@@ -119,6 +120,38 @@ zk_time(int64 ms)
 		((TimestampTz) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY);
 }
 
+/*
+ * Valid UTF-8 (without NULs) in the database encoding, or NULL when some
+ * character has no equivalent there: never an approximation.
+ */
+static char *
+utf8_to_server_strict(const char *s, int len)
+{
+	int			enc = GetDatabaseEncoding();
+	Oid			proc;
+	int			cap;
+	unsigned char *out;
+	int			done;
+
+	if (memchr(s, '\0', len) != NULL || !pg_verify_mbstr(PG_UTF8, s, len, true))
+		return NULL;
+	if (enc == PG_UTF8 || enc == PG_SQL_ASCII)
+		return pnstrdup(s, len);
+	proc = FindDefaultConversionProc(PG_UTF8, enc);
+	if (!OidIsValid(proc))
+		return NULL;
+	cap = len * MAX_CONVERSION_GROWTH + 1;
+	out = palloc(cap);
+	done = pg_do_encoding_conversion_buf(proc, PG_UTF8, enc,
+										 (unsigned char *) s, len, out, cap, true);
+	if (done < len)
+	{
+		pfree(out);
+		return NULL;
+	}
+	return (char *) out;
+}
+
 static void
 emit_message(const ZkMsgRec *m, const char *payload, void *arg)
 {
@@ -133,19 +166,15 @@ emit_message(const ZkMsgRec *m, const char *payload, void *arg)
 	values[1] = Int32GetDatum(m->priority);
 	values[2] = TimestampTzGetDatum(zk_time(m->ctime_ms));
 	values[3] = PointerGetDatum(b);
-	/* body: the payload as text when it is valid UTF-8 without NULs */
-	if (memchr(payload, '\0', m->len) == NULL &&
-		pg_verify_mbstr(PG_UTF8, payload, m->len, true))
+	/* body: the payload as text when it is valid UTF-8 this database can hold */
 	{
-		char	   *s = pg_any_to_server_noerror(pnstrdup(payload, m->len), m->len);
+		char	   *s = utf8_to_server_strict(payload, m->len);
 
 		if (s != NULL)
 			values[4] = CStringGetTextDatum(s);
 		else
 			nulls[4] = true;
 	}
-	else
-		nulls[4] = true;
 	tuplestore_putvalues(ctx->rsinfo->setResult, ctx->rsinfo->setDesc, values, nulls);
 }
 

@@ -293,9 +293,12 @@ json_field(const char *data, int len, const char *key, char *out, size_t outlen)
 		}
 		p = q + 1;
 	}
+	while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+		p++;
 	if (p < end && *p == '"')
 		p++;
-	while (p < end && *p != '"' && *p != ',' && *p != '}' && i < outlen - 1)
+	while (p < end && *p != '"' && *p != ',' && *p != '}' && *p != ' ' &&
+		   i < outlen - 1)
 		out[i++] = *p++;
 	out[i] = '\0';
 	return i > 0;
@@ -860,6 +863,12 @@ q_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 	COMPLETION_END(none);
 }
 
+/*
+ * Remove the queue's watches on the server too.  The client library's
+ * removal of one watcher only checks the server and forgets it locally
+ * (the server keeps one watch per session and path); the worker is the
+ * queue's only watcher of these paths, so all of them go.
+ */
 static void
 q_unwatch(QState *q)
 {
@@ -873,15 +882,15 @@ q_unwatch(QState *q)
 	if (q->ewatch)
 	{
 		snprintf(buf, sizeof(buf), "%s/entries", q->path);
-		(void) zoo_aremove_watches(zk_zh, buf, ZWATCHTYPE_CHILD, q_watcher, q, 0,
-								   (void_completion_t *) zk_unwatch_done, NULL);
+		(void) zoo_aremove_all_watches(zk_zh, buf, ZWATCHTYPE_CHILD, 0,
+									   (void_completion_t *) zk_unwatch_done, NULL);
 		q->ewatch = false;
 	}
 	if (q->twatch)
 	{
 		snprintf(buf, sizeof(buf), "%s/taken", q->path);
-		(void) zoo_aremove_watches(zk_zh, buf, ZWATCHTYPE_CHILD, q_watcher, q, 0,
-								   (void_completion_t *) zk_unwatch_done, NULL);
+		(void) zoo_aremove_all_watches(zk_zh, buf, ZWATCHTYPE_CHILD, 0,
+									   (void_completion_t *) zk_unwatch_done, NULL);
 		q->twatch = false;
 	}
 }
@@ -1647,39 +1656,73 @@ send_end(ZkEntry *e, QState *q)
 		(void) send_doubt_checks(e, q);
 		return;
 	}
-	old = MemoryContextSwitchTo(q_context());
-	eo = palloc0(sizeof(EndOp));
-	eo->idx = zk_entry_index(e);
-	eo->gen = e->gen;
-	eo->nops = n;
-	eo->ops = palloc0(sizeof(zoo_op_t) * eo->nops);
-	eo->res = palloc0(sizeof(zoo_op_result_t) * eo->nops);
-	eo->paths = palloc0(sizeof(char *) * eo->nops);
-	n = 0;
-	for (i = 0; i < e->max_items; i++)
+	/*
+	 * One multi per chunk of claims, each well under ZooKeeper's packet
+	 * limit (jute.maxbuffer): every claim stands alone, so the chunks need
+	 * not be atomic together.
+	 */
+	e->delete_inflight = true;
+	e->state = ZKE_DELETING;
+	i = 0;
+	while (i < e->max_items)
 	{
-		if (c[i].status != ZKQC_HELD)
-			continue;
-		if (consume && DsaPointerIsValid(c[i].msg))
+		int			first = i;
+		int			nops = 0;
+		Size		bytes = 0;
+		int			k;
+
+		for (; i < e->max_items; i++)
 		{
-			eo->paths[n] = psprintf("%s/entries/%s", q->path, c[i].node);
+			Size		one;
+
+			if (c[i].status != ZKQC_HELD)
+				continue;
+			one = 2 * (strlen(q->path) + ZKQ_NODE_MAX + 32);
+			if (nops > 0 && bytes + one > ZKQ_MULTI_BUDGET)
+				break;
+			bytes += one;
+			nops += (consume && DsaPointerIsValid(c[i].msg)) ? 2 : 1;
+		}
+		if (nops == 0)
+			break;
+		old = MemoryContextSwitchTo(q_context());
+		eo = palloc0(sizeof(EndOp));
+		eo->idx = zk_entry_index(e);
+		eo->gen = e->gen;
+		eo->nops = nops;
+		eo->ops = palloc0(sizeof(zoo_op_t) * nops);
+		eo->res = palloc0(sizeof(zoo_op_result_t) * nops);
+		eo->paths = palloc0(sizeof(char *) * nops);
+		n = 0;
+		for (k = first; k < i; k++)
+		{
+			if (c[k].status != ZKQC_HELD)
+				continue;
+			if (consume && DsaPointerIsValid(c[k].msg))
+			{
+				eo->paths[n] = psprintf("%s/entries/%s", q->path, c[k].node);
+				zoo_delete_op_init(&eo->ops[n], eo->paths[n], -1);
+				n++;
+			}
+			eo->paths[n] = psprintf("%s/taken/%s", q->path, c[k].node);
 			zoo_delete_op_init(&eo->ops[n], eo->paths[n], -1);
 			n++;
 		}
-		eo->paths[n] = psprintf("%s/taken/%s", q->path, c[i].node);
-		zoo_delete_op_init(&eo->ops[n], eo->paths[n], -1);
-		n++;
+		MemoryContextSwitchTo(old);
+		rc = zoo_amulti(zk_zh, eo->nops, eo->ops, eo->res, end_done, eo);
+		if (rc != ZOK)
+		{
+			endop_free(eo);
+			e->in_doubt = true; /* what was sent may land: verify */
+			break;
+		}
+		e->outstanding++;
 	}
-	MemoryContextSwitchTo(old);
-	rc = zoo_amulti(zk_zh, eo->nops, eo->ops, eo->res, end_done, eo);
-	if (rc != ZOK)
+	if (e->outstanding == 0)
 	{
-		endop_free(eo);
+		e->delete_inflight = false;
 		zk_retry_later(e);
-		return;
 	}
-	e->delete_inflight = true;
-	e->state = ZKE_DELETING;
 }
 
 static void
@@ -1696,18 +1739,21 @@ end_done(int rc, const void *data)
 			e = pe;
 		if (e != NULL)
 		{
-			e->delete_inflight = false;
-			if (rc == ZOK)
-			{
-				if (e->decision == ZKQD_COMMIT)
-					zk_count(ZKCNT_RELEASES, e->nclaims);
-				q_free_entry(e);
-			}
-			else
-			{
-				/* fate unknown, or some node was not there: verify each */
+			/* fate unknown, or some node was not there: verify each */
+			if (rc != ZOK)
 				e->in_doubt = true;
-				zk_retry_later(e);
+			if (--e->outstanding <= 0)
+			{
+				e->outstanding = 0;
+				e->delete_inflight = false;
+				if (e->in_doubt)
+					zk_retry_later(e);
+				else
+				{
+					if (e->decision == ZKQD_COMMIT)
+						zk_count(ZKCNT_RELEASES, e->nclaims);
+					q_free_entry(e);
+				}
 			}
 		}
 	}
@@ -2562,15 +2608,20 @@ scan_claim_data(int rc, const char *value, int value_len,
 		uint64		lsn;
 		bool		sent = false;
 
-		if (rc == ZOK && value != NULL && value_len > 0 &&
-			json_field(value, value_len, "cluster", f_cluster, sizeof(f_cluster)) &&
-			parse_u64(f_cluster, 10, &cluster) && cluster == s->sysid &&
+		bool		ours = (rc == ZOK && value != NULL && value_len > 0 &&
+							json_field(value, value_len, "cluster", f_cluster, sizeof(f_cluster)) &&
+							parse_u64(f_cluster, 10, &cluster) && cluster == s->sysid &&
+							zk_session_usable());
+		bool		parsed = ours &&
 			json_field(value, value_len, "xid", f_xid, sizeof(f_xid)) &&
 			parse_u64(f_xid, 10, &fxid) &&
 			json_field(value, value_len, "tli", f_tli, sizeof(f_tli)) &&
 			parse_u64(f_tli, 10, &tli) &&
 			json_field(value, value_len, "lsn", f_lsn, sizeof(f_lsn)) &&
-			parse_u64(f_lsn, 16, &lsn) && zk_session_usable())
+			parse_u64(f_lsn, 16, &lsn);
+
+		/* a dead cluster's claim goes whatever else it says */
+		if (ours && (parsed || s->release_all))
 		{
 			Fate		f = FATE_ABORTED;
 
@@ -2605,6 +2656,10 @@ scan_claim_data(int rc, const char *value, int value_len,
 						(errmsg("zklock: left the queue claim %s alone: its transaction is not in this server's history",
 								c->path)));
 		}
+		else if (ours)
+			ereport(LOG,
+					(errmsg("zklock: left the queue claim %s alone: its data names this cluster but no transaction",
+							c->path)));
 		else if (!zk_rc_definite(rc))
 			s->failed = true;
 		if (!sent)

@@ -410,14 +410,6 @@ ok(drained('busy'), 'consumed (autocommit)');
 # wchc, so the children watches are counted with mntr's zk_watch_count (data
 # and children watches of all sessions), against a baseline taken just before.
 #
-# the number of watches ZooKeeper holds (all paths, all sessions)
-sub watch_count
-{
-	my $m = zk_fourlw($zk, 'mntr');
-	my ($n) = $m =~ /^zk_watch_count\s+(\d+)/m;
-	die "mntr has no zk_watch_count:\n$m" unless defined $n;
-	return $n;
-}
 
 # data watches under the queue, from wchp, as "path:sessions ..."
 sub arrive_data_watches
@@ -436,7 +428,7 @@ sub arrive_data_watches
 sql("SELECT zk_enqueue('arrive', 'first')");
 is(sql("SELECT body FROM zk_try_dequeue('arrive')"), 'first', 'arrive: the queue exists, now empty');
 my $base;
-ok(wait_until(sub { my $a = watch_count(); sleep 0.3; $base = watch_count(); $a == $base }, 10, 0.1),
+ok(wait_until(sub { my $a = zk_watch_count($zk); sleep 0.3; $base = zk_watch_count($zk); $a == $base }, 10, 0.1),
 	"a steady watch count before the waiters: $base");
 my @w;
 my @watches;
@@ -448,7 +440,7 @@ foreach my $i (1 .. 5)
 	sleep 0.2;
 	push @w, $s;
 	my $n;
-	wait_until(sub { $n = watch_count(); $n == $base + 1 }, 5, 0.1);
+	wait_until(sub { $n = zk_watch_count($zk); $n == $base + 1 }, 5, 0.1);
 	push @watches, $n - $base;
 }
 ok(!(grep { !$_->running } @w), 'all five wait');
@@ -478,6 +470,8 @@ foreach my $i (1 .. 5)
 $_->quit foreach @w;
 ok(drained('arrive'), 'all consumed');
 is(wait_queue_row('arrive', '0|0|0|0'), '0|0|0|0', 'zk_queues: nobody waiting');
+ok(wait_until(sub { zk_watch_count($zk) == $base }, 10, 0.2), 'and no watch left once nobody waits')
+  or diag 'watches: ' . zk_watch_count($zk) . " (before the waiters: $base)";
 
 #
 # COMMIT while ZooKeeper is down: fails, publishes nothing, leaves no txns child

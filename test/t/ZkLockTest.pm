@@ -31,7 +31,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 our @EXPORT = qw(
-  zk_start zk_stop zk_kill zk_freeze zk_thaw zk_restart zk_cmd zk_fourlw
+  zk_start zk_stop zk_kill zk_freeze zk_thaw zk_restart zk_cmd zk_fourlw zk_watch_count
   zkq zk_count zk_wait_count zk_tree zk_children
   zk_node zk_status zk_status_value wait_for_state worker_pid wait_for_worker
   new_session one_shot wait_until elapsed_since
@@ -198,6 +198,18 @@ sub zk_fourlw
 	my $ok = zk_cmd($zk, 'ruok') // '';
 	die "ZooKeeper does not answer '$word' (ruok: '$ok')" unless $ok =~ /imok/;
 	return '';
+}
+
+# The number of watches a ZooKeeper holds, all paths and sessions (mntr's
+# zk_watch_count).  ZooKeeper 3.8 lists only data watches in wchc and wchp,
+# so children watches (the queue's) are seen only in this count.
+sub zk_watch_count
+{
+	my ($zk) = @_;
+	my $m = zk_fourlw($zk, 'mntr');
+	my ($n) = $m =~ /^zk_watch_count\s+(\d+)/m;
+	die "mntr has no zk_watch_count:\n$m" unless defined $n;
+	return $n;
 }
 
 # Print the tail of a ZooKeeper's log files (diagnostics on failure)
