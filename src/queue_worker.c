@@ -2424,6 +2424,7 @@ typedef struct ScanCall
 	char		path[ZK_PATH_MAX];	/* txn node, or claim */
 	char		epath[ZK_PATH_MAX]; /* the claim's item */
 	char		qenc[ZKLOCK_ENAME_MAX + 1];
+	int			version;		/* the claim's, when read */
 	zoo_op_t	ops[2];
 	zoo_op_result_t res[2];
 } ScanCall;
@@ -2473,6 +2474,28 @@ scan_void_done(int rc, const void *data)
 	{
 		scan_done_one(s, zk_rc_definite(rc), rc == ZOK ? 1 : 0);
 		pfree(c);
+	}
+	COMPLETION_END(none);
+}
+
+/* a committed claim consumed; if its item was already gone, the claim alone */
+static void
+scan_consume_done(int rc, const void *data)
+{
+	ScanCall   *c = (ScanCall *) data;
+	Scan	   *volatile s = c->scan;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		if (rc != ZOK && zk_rc_definite(rc) && c->res[0].err == ZNONODE &&
+			zk_session_usable() &&
+			zoo_adelete(zk_zh, c->path, c->version, scan_void_done, c) == ZOK)
+			c = NULL;			/* scan_void_done counts it */
+		else
+			scan_done_one(s, zk_rc_definite(rc), rc == ZOK ? 1 : 0);
+		if (c != NULL)
+			pfree(c);
 	}
 	COMPLETION_END(none);
 }
@@ -2631,9 +2654,10 @@ scan_claim_data(int rc, const char *value, int value_len,
 			if (f == FATE_COMMITTED)
 			{
 				/* consume: the item and the claim */
+				c->version = stat->version;
 				zoo_delete_op_init(&c->ops[0], c->epath, -1);
 				zoo_delete_op_init(&c->ops[1], c->path, stat->version);
-				if (zoo_amulti(zk_zh, 2, c->ops, c->res, scan_void_done, c) == ZOK)
+				if (zoo_amulti(zk_zh, 2, c->ops, c->res, scan_consume_done, c) == ZOK)
 				{
 					s->outstanding++;
 					sent = true;
