@@ -63,25 +63,37 @@ typedef struct Waiter
 	int			tries;
 } Waiter;
 
+/*
+ * A queue's two listings, entries and taken, sent back to back: only the
+ * items (kazoo's "entry-PPP-<seq>" names), sorted, so that queue order is
+ * name order.  "done" runs once both replies are in.
+ */
+typedef struct Listing
+{
+	char	  **entries;
+	int			nentries;
+	char	  **taken;
+	int			ntaken;
+	int			rc_entries;
+	int			rc_taken;
+	int			pending;		/* replies awaited */
+	void		(*done) (struct Listing *l);
+	void	   *owner;
+} Listing;
+
 typedef struct QState
 {
 	char		name[ZKLOCK_NAME_MAX + 1];	/* key: UTF-8 queue name */
 	char		path[ZK_PATH_MAX];	/* <root>/queues/<encoded> */
 	List	   *waiters;		/* Waiter *, arrival order */
 	bool		parents_ok;
-	int			listing;		/* listing replies awaited */
+	Listing		list;			/* the last listing, or the one in flight */
 	bool		again;			/* something changed: list again */
 	bool		lost_race;		/* a candidate was taken under us */
 	bool		ewatch;			/* children watch on entries set/sent */
 	bool		twatch;			/* children watch on taken set/sent */
 	bool		want_twatch;
 	int			inflight;		/* claim attempts in flight */
-	int			rc_entries;
-	int			rc_taken;
-	char	  **entries;
-	int			nentries;
-	char	  **taken;
-	int			ntaken;
 	int			ncand;			/* candidates found by the last listing */
 	int			loops;			/* relists without progress (NONODE) */
 } QState;
@@ -795,23 +807,6 @@ cmp_names(const void *a, const void *b)
 	return strcmp(*(char *const *) a, *(char *const *) b);
 }
 
-static void
-free_listing(QState *q)
-{
-	int			i;
-
-	for (i = 0; i < q->nentries; i++)
-		pfree(q->entries[i]);
-	for (i = 0; i < q->ntaken; i++)
-		pfree(q->taken[i]);
-	if (q->entries)
-		pfree(q->entries);
-	if (q->taken)
-		pfree(q->taken);
-	q->entries = q->taken = NULL;
-	q->nentries = q->ntaken = 0;
-}
-
 static char **
 copy_children(const struct String_vector *sv, int *n)
 {
@@ -834,10 +829,127 @@ copy_children(const struct String_vector *sv, int *n)
 	return out;
 }
 
-static bool
-is_taken(QState *q, const char *node)
+static void
+listing_free(Listing *l)
 {
-	return bsearch(&node, q->taken, q->ntaken, sizeof(char *), cmp_names) != NULL;
+	int			i;
+
+	for (i = 0; i < l->nentries; i++)
+		pfree(l->entries[i]);
+	for (i = 0; i < l->ntaken; i++)
+		pfree(l->taken[i]);
+	if (l->entries)
+		pfree(l->entries);
+	if (l->taken)
+		pfree(l->taken);
+	l->entries = l->taken = NULL;
+	l->nentries = l->ntaken = 0;
+}
+
+static bool
+listing_taken(Listing *l, const char *node)
+{
+	return l->ntaken > 0 &&
+		bsearch(&node, l->taken, l->ntaken, sizeof(char *), cmp_names) != NULL;
+}
+
+/* The unclaimed items, in queue order, into cand (if given); their count */
+static int
+listing_unclaimed(Listing *l, char **cand)
+{
+	int			i;
+	int			n = 0;
+
+	for (i = 0; i < l->nentries; i++)
+		if (!listing_taken(l, l->entries[i]))
+		{
+			if (cand)
+				cand[n] = l->entries[i];
+			n++;
+		}
+	return n;
+}
+
+static void
+listing_reply(Listing *l, bool taken, int rc, const struct String_vector *sv)
+{
+	if (taken)
+	{
+		l->rc_taken = rc;
+		if (rc == ZOK)
+			l->taken = copy_children(sv, &l->ntaken);
+	}
+	else
+	{
+		l->rc_entries = rc;
+		if (rc == ZOK)
+			l->entries = copy_children(sv, &l->nentries);
+	}
+	if (--l->pending == 0)
+		l->done(l);
+}
+
+static void
+listing_entries_done(int rc, const struct String_vector *sv, const void *data)
+{
+	Listing    *volatile l = (Listing *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		listing_reply(l, false, rc, sv);
+	}
+	COMPLETION_END(none);
+}
+
+static void
+listing_taken_done(int rc, const struct String_vector *sv, const void *data)
+{
+	Listing    *volatile l = (Listing *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		listing_reply(l, true, rc, sv);
+	}
+	COMPLETION_END(none);
+}
+
+/*
+ * List qpath's entries and taken, each with a children watch (watcher,
+ * wctx) when asked.  A listing that cannot be sent answers
+ * ZCONNECTIONLOSS.  Returns a mask of what was sent: 1 entries, 2 taken;
+ * with 0, "done" is not called.
+ */
+static int
+listing_send(Listing *l, const char *qpath, watcher_fn watcher, void *wctx,
+			 bool watch_entries, bool watch_taken)
+{
+	int			sent = 0;
+	int			k;
+
+	listing_free(l);
+	l->rc_entries = l->rc_taken = ZCONNECTIONLOSS;
+	l->pending = 0;
+	for (k = 0; k < 2; k++)
+	{
+		char		buf[ZK_PATH_MAX];
+		bool		watch = k ? watch_taken : watch_entries;
+		strings_completion_t cb = k ? listing_taken_done : listing_entries_done;
+		int			rc;
+
+		snprintf(buf, sizeof(buf), "%s/%s", qpath, k ? "taken" : "entries");
+		if (watch)
+			rc = zoo_awget_children(zk_zh, buf, watcher, wctx, cb, l);
+		else
+			rc = zoo_aget_children(zk_zh, buf, 0, cb, l);
+		if (rc == ZOK)
+		{
+			sent |= 1 << k;
+			l->pending++;
+		}
+	}
+	return sent;
 }
 
 static void
@@ -923,41 +1035,15 @@ has_blocking_waiter(QState *q)
 static void q_listing_done(QState *q);
 
 static void
-list_entries_done(int rc, const struct String_vector *sv, const void *data)
+q_listed(Listing *l)
 {
-	QState	   *volatile q = (QState *) data;
-	ZkEntry    *volatile none = NULL;
+	QState	   *q = (QState *) l->owner;
 
-	COMPLETION_BEGIN
-	{
-		q->rc_entries = rc;
-		if (rc == ZOK)
-			q->entries = copy_children(sv, &q->nentries);
-		else
-			q->ewatch = false;
-		if (--q->listing == 0)
-			q_listing_done(q);
-	}
-	COMPLETION_END(none);
-}
-
-static void
-list_taken_done(int rc, const struct String_vector *sv, const void *data)
-{
-	QState	   *volatile q = (QState *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
-	{
-		q->rc_taken = rc;
-		if (rc == ZOK)
-			q->taken = copy_children(sv, &q->ntaken);
-		else
-			q->twatch = false;
-		if (--q->listing == 0)
-			q_listing_done(q);
-	}
-	COMPLETION_END(none);
+	if (l->rc_entries != ZOK)
+		q->ewatch = false;
+	if (l->rc_taken != ZOK)
+		q->twatch = false;
+	q_listing_done(q);
 }
 
 /* Put the first waiting entry of q on the retry list: q is kicked again */
@@ -1020,11 +1106,12 @@ q_prune(QState *q)
 static void
 q_kick(QState *q)
 {
-	char		buf[ZK_PATH_MAX];
 	bool		blocking;
-	int			rc;
+	bool		want_e;
+	bool		want_t;
+	int			sent;
 
-	if (q->listing > 0 || q->inflight > 0)
+	if (q->list.pending > 0 || q->inflight > 0)
 	{
 		q->again = true;
 		return;
@@ -1046,36 +1133,20 @@ q_kick(QState *q)
 	blocking = has_blocking_waiter(q);
 	if (!q->parents_ok)
 		send_ensure_queue(q->path);
-	free_listing(q);
-	q->rc_entries = q->rc_taken = ZOK;
-	snprintf(buf, sizeof(buf), "%s/entries", q->path);
-	if (blocking && !q->ewatch && q->ncand == 0)
-	{
-		rc = zoo_awget_children(zk_zh, buf, q_watcher, q, list_entries_done, q);
-		if (rc == ZOK)
-			q->ewatch = true;
-	}
-	else
-		rc = zoo_aget_children(zk_zh, buf, 0, list_entries_done, q);
-	if (rc != ZOK)
+	want_e = blocking && !q->ewatch && q->ncand == 0;
+	want_t = blocking && q->want_twatch && !q->twatch;
+	q->list.done = q_listed;
+	q->list.owner = q;
+	sent = listing_send(&q->list, q->path, q_watcher, q, want_e, want_t);
+	if (sent == 0)
 	{
 		q_retry(q);
 		return;
 	}
-	q->listing++;
-	snprintf(buf, sizeof(buf), "%s/taken", q->path);
-	if (blocking && q->want_twatch && !q->twatch)
-	{
-		rc = zoo_awget_children(zk_zh, buf, q_watcher, q, list_taken_done, q);
-		if (rc == ZOK)
-			q->twatch = true;
-	}
-	else
-		rc = zoo_aget_children(zk_zh, buf, 0, list_taken_done, q);
-	if (rc != ZOK)
-		q->rc_taken = ZCONNECTIONLOSS;	/* the entries reply still comes */
-	else
-		q->listing++;
+	if (want_e && (sent & 1))
+		q->ewatch = true;
+	if (want_t && (sent & 2))
+		q->twatch = true;
 }
 
 static void claim_multi_done(int rc, const void *data);
@@ -1162,7 +1233,7 @@ attempt_finish(Attempt *a)
 		e->outstanding--;
 	q->inflight--;
 	pfree(a);
-	if (q->inflight == 0 && q->listing == 0)
+	if (q->inflight == 0 && q->list.pending == 0)
 		q_round_done(q);
 }
 
@@ -1290,10 +1361,9 @@ q_listing_done(QState *q)
 	int			next = 0;
 	int			cand_total = 0;
 	char	  **cand;
-	int			i;
 	int			sent = 0;
 
-	if (q->rc_entries == ZNONODE || q->rc_taken == ZNONODE)
+	if (q->list.rc_entries == ZNONODE || q->list.rc_taken == ZNONODE)
 	{
 		/* the queue's nodes are missing: create them and list again */
 		q->parents_ok = false;
@@ -1301,7 +1371,7 @@ q_listing_done(QState *q)
 		{
 			q->loops = 0;
 			q->ncand = 0;
-			free_listing(q);
+			listing_free(&q->list);
 			q_round_done(q);
 			return;
 		}
@@ -1309,7 +1379,7 @@ q_listing_done(QState *q)
 		q_round_done(q);
 		return;
 	}
-	if (q->rc_entries != ZOK || q->rc_taken != ZOK)
+	if (q->list.rc_entries != ZOK || q->list.rc_taken != ZOK)
 	{
 		q->ncand = 0;
 		q_retry(q);
@@ -1320,10 +1390,8 @@ q_listing_done(QState *q)
 	q_prune(q);
 
 	/* candidates: entries nobody has claimed, in queue order */
-	cand = palloc(sizeof(char *) * Max(q->nentries, 1));
-	for (i = 0; i < q->nentries; i++)
-		if (!is_taken(q, q->entries[i]))
-			cand[cand_total++] = q->entries[i];
+	cand = palloc(sizeof(char *) * Max(q->list.nentries, 1));
+	cand_total = listing_unclaimed(&q->list, cand);
 	q->ncand = cand_total;
 
 	foreach(lc, q->waiters)
@@ -1434,7 +1502,7 @@ q_round_done(QState *q)
 		return;
 	}
 	/* nothing to take: wait for the watches that tell us of a change */
-	if (q->nentries > 0 && !q->twatch)
+	if (q->list.nentries > 0 && !q->twatch)
 	{
 		q->want_twatch = true;
 		q->ncand = 0;
@@ -1803,7 +1871,7 @@ qclaim_let_go(ZkEntry *e)
 	if (held == 0 && doubt == 0)
 	{
 		q_free_entry(e);
-		if (q->waiters == NIL && q->listing == 0 && q->inflight == 0)
+		if (q->waiters == NIL && q->list.pending == 0 && q->inflight == 0)
 			q_unwatch(q);
 		return;
 	}
@@ -1946,12 +2014,7 @@ typedef struct Info
 	bool		failed;
 	int			fail_rc;
 	char		qpath[ZK_PATH_MAX];
-	char	  **entries;
-	int			nentries;
-	char	  **taken;
-	int			ntaken;
-	int			rc_entries;
-	int			rc_taken;
+	Listing		list;
 	int64		count;
 	List	   *rows;			/* palloc'd records (peek: ZkMsgRec+payload) */
 	struct Scan *scan;
@@ -1985,19 +2048,11 @@ static void
 info_free(Info *in)
 {
 	ListCell   *lc;
-	int			i;
 
 	foreach(lc, in->rows)
 		pfree(lfirst(lc));
 	list_free(in->rows);
-	for (i = 0; i < in->nentries; i++)
-		pfree(in->entries[i]);
-	for (i = 0; i < in->ntaken; i++)
-		pfree(in->taken[i]);
-	if (in->entries)
-		pfree(in->entries);
-	if (in->taken)
-		pfree(in->taken);
+	listing_free(&in->list);
 	pfree(in);
 }
 
@@ -2100,50 +2155,26 @@ info_fail(Info *in, int rc)
 	}
 }
 
-static void
-info_entries_done(int rc, const struct String_vector *sv, const void *data)
+/* a listing that failed for another reason than a missing queue */
+static int
+listing_error(Listing *l)
 {
-	InfoCall   *c = (InfoCall *) data;
-	Info	   *volatile in = c->info;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
-	{
-		in->rc_entries = rc;
-		if (rc == ZOK)
-			in->entries = copy_children(sv, &in->nentries);
-		else if (rc != ZNONODE)
-			info_fail(in, rc);
-		pfree(c);
-		info_call_done(in);
-	}
-	COMPLETION_END(none);
+	if (l->rc_entries != ZOK && l->rc_entries != ZNONODE)
+		return l->rc_entries;
+	if (l->rc_taken != ZOK && l->rc_taken != ZNONODE)
+		return l->rc_taken;
+	return ZOK;
 }
 
 static void
-info_taken_done(int rc, const struct String_vector *sv, const void *data)
+info_listed(Listing *l)
 {
-	InfoCall   *c = (InfoCall *) data;
-	Info	   *volatile in = c->info;
-	ZkEntry    *volatile none = NULL;
+	Info	   *in = (Info *) l->owner;
+	int			rc = listing_error(l);
 
-	COMPLETION_BEGIN
-	{
-		in->rc_taken = rc;
-		if (rc == ZOK)
-			in->taken = copy_children(sv, &in->ntaken);
-		else if (rc != ZNONODE)
-			info_fail(in, rc);
-		pfree(c);
-		info_call_done(in);
-	}
-	COMPLETION_END(none);
-}
-
-static bool
-info_taken_has(Info *in, const char *node)
-{
-	return bsearch(&node, in->taken, in->ntaken, sizeof(char *), cmp_names) != NULL;
+	if (rc != ZOK)
+		info_fail(in, rc);
+	info_call_done(in);
 }
 
 static void
@@ -2215,27 +2246,12 @@ info_call(Info *in, const char *node)
 static void
 info_send_listing(Info *in, const char *qpath)
 {
-	char		buf[ZK_PATH_MAX];
-	InfoCall   *c;
-
-	snprintf(buf, sizeof(buf), "%s/entries", qpath);
-	c = info_call(in, NULL);
-	if (zoo_aget_children(zk_zh, buf, 0, info_entries_done, c) == ZOK)
+	in->list.done = info_listed;
+	in->list.owner = in;
+	if (listing_send(&in->list, qpath, NULL, NULL, false, false) != 0)
 		in->outstanding++;
 	else
-	{
-		pfree(c);
 		info_fail(in, ZCONNECTIONLOSS);
-	}
-	snprintf(buf, sizeof(buf), "%s/taken", qpath);
-	c = info_call(in, NULL);
-	if (zoo_aget_children(zk_zh, buf, 0, info_taken_done, c) == ZOK)
-		in->outstanding++;
-	else
-	{
-		pfree(c);
-		info_fail(in, ZCONNECTIONLOSS);
-	}
 }
 
 /* ---- zk_queues: every queue under <root>/queues ---- */
@@ -2275,37 +2291,27 @@ typedef struct QueueCount
 {
 	Info	   *info;
 	char		enc[ZKLOCK_ENAME_MAX + 1];
-	int			pending;
-	int64		items;
-	int64		claimed;
-	char	  **entries;
-	int			nentries;
-	char	  **taken;
-	int			ntaken;
-	bool		failed;
+	Listing		list;
 } QueueCount;
 
 static void
-queue_count_finish(QueueCount *qc)
+queue_count_finish(Listing *l)
 {
+	QueueCount *qc = (QueueCount *) l->owner;
 	Info	   *in = qc->info;
 	char		name[ZKLOCK_NAME_MAX + 1];
 	int			nlen;
-	int			i;
 	char	   *rec;
 	ZkQueueRow	row;
 
-	if (!qc->failed)
+	/* a failed read fails the answer; a queue that went meanwhile counts 0 */
+	if (listing_error(l) != ZOK)
+		info_fail(in, listing_error(l));
+	else
 	{
-		int64		items = 0;
-
-		for (i = 0; i < qc->nentries; i++)
-			if (!(qc->ntaken > 0 &&
-				  bsearch(&qc->entries[i], qc->taken, qc->ntaken, sizeof(char *), cmp_names)))
-				items++;
 		nlen = decode_name(qc->enc, name, sizeof(name));
-		row.items = items;
-		row.claimed = qc->ntaken;
+		row.items = listing_unclaimed(l, NULL);
+		row.claimed = l->ntaken;
 		row.namelen = nlen;
 		rec = palloc(sizeof(row) + nlen);
 		memcpy(rec, &row, sizeof(row));
@@ -2313,52 +2319,9 @@ queue_count_finish(QueueCount *qc)
 		info_add_row(in, rec, sizeof(row) + nlen);
 		pfree(rec);
 	}
-	for (i = 0; i < qc->nentries; i++)
-		pfree(qc->entries[i]);
-	for (i = 0; i < qc->ntaken; i++)
-		pfree(qc->taken[i]);
-	if (qc->entries)
-		pfree(qc->entries);
-	if (qc->taken)
-		pfree(qc->taken);
+	listing_free(l);
 	pfree(qc);
 	info_call_done(in);
-}
-
-static void
-queue_count_entries(int rc, const struct String_vector *sv, const void *data)
-{
-	QueueCount *volatile qc = (QueueCount *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
-	{
-		if (rc == ZOK)
-			qc->entries = copy_children(sv, &qc->nentries);
-		else if (rc != ZNONODE)
-			qc->failed = true;
-		if (--qc->pending == 0)
-			queue_count_finish(qc);
-	}
-	COMPLETION_END(none);
-}
-
-static void
-queue_count_taken(int rc, const struct String_vector *sv, const void *data)
-{
-	QueueCount *volatile qc = (QueueCount *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
-	{
-		if (rc == ZOK)
-			qc->taken = copy_children(sv, &qc->ntaken);
-		else if (rc != ZNONODE)
-			qc->failed = true;
-		if (--qc->pending == 0)
-			queue_count_finish(qc);
-	}
-	COMPLETION_END(none);
 }
 
 static void
@@ -2377,23 +2340,19 @@ info_queues_listed(int rc, const struct String_vector *sv, const void *data)
 			for (i = 0; sv && i < sv->count; i++)
 			{
 				QueueCount *qc = MemoryContextAllocZero(q_context(), sizeof(QueueCount));
-				char		buf[ZK_PATH_MAX];
+				char		qpath[ZK_PATH_MAX];
 
 				qc->info = in;
 				strlcpy(qc->enc, sv->data[i], sizeof(qc->enc));
-				snprintf(buf, sizeof(buf), "%s/queues/%s/entries", zklock_root, qc->enc);
-				if (zoo_aget_children(zk_zh, buf, 0, queue_count_entries, qc) != ZOK)
+				qc->list.done = queue_count_finish;
+				qc->list.owner = qc;
+				snprintf(qpath, sizeof(qpath), "%s/queues/%s", zklock_root, qc->enc);
+				if (listing_send(&qc->list, qpath, NULL, NULL, false, false) == 0)
 				{
 					pfree(qc);
 					info_fail(in, ZCONNECTIONLOSS);
 					break;
 				}
-				qc->pending++;
-				snprintf(buf, sizeof(buf), "%s/queues/%s/taken", zklock_root, qc->enc);
-				if (zoo_aget_children(zk_zh, buf, 0, queue_count_taken, qc) == ZOK)
-					qc->pending++;
-				else
-					qc->failed = true;
 				in->outstanding++;
 			}
 		}
@@ -2828,14 +2787,7 @@ info_step(Info *in)
 			if (step == 0)
 				info_send_listing(in, in->qpath);
 			else
-			{
-				int			i;
-
-				in->count = 0;
-				for (i = 0; i < in->nentries; i++)
-					if (!info_taken_has(in, in->entries[i]))
-						in->count++;
-			}
+				in->count = listing_unclaimed(&in->list, NULL);
 			break;
 		case ZKQI_PEEK:
 		case ZKQI_PURGE:
@@ -2846,16 +2798,16 @@ info_step(Info *in)
 				int			i;
 				int			n = 0;
 
-				for (i = 0; i < in->nentries; i++)
+				for (i = 0; i < in->list.nentries; i++)
 				{
 					InfoCall   *c;
 					int			rc;
 
-					if (info_taken_has(in, in->entries[i]))
+					if (listing_taken(&in->list, in->list.entries[i]))
 						continue;
 					if (in->op == ZKQI_PEEK && n >= e->max_items)
 						break;
-					c = info_call(in, in->entries[i]);
+					c = info_call(in, in->list.entries[i]);
 					snprintf(c->p1, sizeof(c->p1), "%s/entries/%s", in->qpath, c->node);
 					if (in->op == ZKQI_PEEK)
 						rc = zoo_aget(zk_zh, c->p1, 0, info_peek_done, c);
@@ -3040,11 +2992,11 @@ q_session_reset(void)
 				pfree(lfirst(lc));
 			list_free(q->waiters);
 			q->waiters = NIL;
-			q->listing = q->inflight = 0;
+			q->list.pending = q->inflight = 0;
 			q->ewatch = q->twatch = q->want_twatch = false;
 			q->again = q->lost_race = false;
 			q->ncand = 0;
-			free_listing(q);
+			listing_free(&q->list);
 		}
 	}
 	if (known_parents != NULL)
