@@ -18,7 +18,9 @@ OBJS = \
 	src/lock_sql.o \
 	src/queue_worker.o \
 	src/queue_backend.o \
-	src/queue_sql.o
+	src/queue_sql.o \
+	src/barrier_worker.o \
+	src/barrier_backend.o
 
 EXTENSION = zklock
 DATA = zklock--1.0.sql
@@ -44,4 +46,4 @@ include $(PGXS)
 PROVE_FLAGS += -I $(srcdir)/test/t
 
 # every object depends on the shared header
-$(OBJS): src/zklock.h src/recipe.h src/queue.h
+$(OBJS): src/zklock.h src/recipe.h src/queue.h src/barrier.h

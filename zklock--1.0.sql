@@ -185,3 +185,48 @@ CREATE FUNCTION zk_queue_release_cluster(cluster text)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'zk_queue_release_cluster' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 REVOKE ALL ON FUNCTION zk_queue_release_cluster(text) FROM PUBLIC;
+
+-- Barriers (src/barrier_*.c): double barriers, gates, durable arrivals
+
+CREATE FUNCTION zk_barrier_enter(name text, parties int, timeout interval DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_barrier_enter' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_barrier_leave(name text, timeout interval DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_barrier_leave' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_gate_close(name text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_gate_close' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_gate_open(name text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_gate_open' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_gate_wait(name text, timeout interval DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_gate_wait' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_arrive(name text, participant text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_arrive' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_await(name text, parties int, timeout interval DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_await' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_arrivals(name text,
+    OUT participant text,
+    OUT arrived_at timestamptz,
+    OUT cluster text,
+    OUT host text,
+    OUT port int,
+    OUT database text,
+    OUT pid int)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'zk_arrivals' LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10;
+
+CREATE FUNCTION zk_arrivals_reset(name text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'zk_arrivals_reset' LANGUAGE C VOLATILE PARALLEL UNSAFE;

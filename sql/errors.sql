@@ -46,7 +46,8 @@ COMMIT;
 SELECT provolatile, proparallel, count(*) AS functions
   FROM pg_proc WHERE proname LIKE 'zk\_%' GROUP BY 1, 2;
 -- not strict: those with a timeout (NULL means lock_timeout), zk_unlock_all, and the
--- queue functions (a NULL argument is an error there, not a NULL result)
+-- queue, barrier, gate and arrivals functions (a NULL argument is an error there,
+-- not a NULL result)
 SELECT DISTINCT proname FROM pg_proc
  WHERE proname LIKE 'zk\_%' AND NOT proisstrict ORDER BY 1;
 

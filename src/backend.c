@@ -43,6 +43,7 @@
 static const ZkRecipeBackend *const recipe_backends[] = {
 	&zk_lock_backend,
 	&zk_queue_backend,
+	&zk_barrier_backend,
 };
 
 static bool initialized = false;
@@ -301,6 +302,111 @@ zk_wait_for_answer(uint32 idx, const char *uname, int64 timeout_ms, int64 *token
 		}
 
 		/* sleep until woken (the worker sets our latch), or the deadline */
+		wait_ms = (long) TimestampDifferenceMilliseconds(now, wake_at) + 1;
+		wait_ms = Min(Max(wait_ms, 1), 1000);
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 wait_ms, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
+ * Wait for the worker's answer.  Returns the outcome; ZKO_NONE when
+ * timeout_ms passed while ZooKeeper had us waiting.  Raises errors on
+ * failures and when ZooKeeper does not answer within connect_timeout.
+ */
+int
+zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer_ms, const char *what)
+{
+	TimestampTz start = GetCurrentTimestamp();
+	TimestampTz answer_deadline = TimestampTzPlusMilliseconds(start, answer_ms);
+	TimestampTz deadline = timeout_ms >= 0 ?
+		TimestampTzPlusMilliseconds(start, timeout_ms) : 0;
+	TimestampTz down_since = 0;
+	int			last_state = ZKE_PENDING;
+	int			last_conn = ZKC_CONNECTING;
+
+	for (;;)
+	{
+		ZkEntry    *e;
+		int			outcome = ZKO_NONE;
+		int			state = last_state;
+		int			conn = last_conn;
+		int			sqlstate = 0;
+		char		msg[ZKLOCK_ERRMSG_MAX];
+		TimestampTz now;
+		TimestampTz wake_at;
+		long		wait_ms;
+
+		msg[0] = '\0';
+		if (zk_backend_lock_timed(LW_SHARED, 20))
+		{
+			e = zk_entry(idx);
+			outcome = e->outcome;
+			state = e->state;
+			sqlstate = e->sqlstate;
+			strlcpy(msg, e->errmsg, sizeof(msg));
+			conn = zk_ctl->conn_state;
+			LWLockRelease(zk_ctl->lock);
+			last_state = state;
+			last_conn = conn;
+		}
+		if (outcome == ZKO_GRANTED || outcome == ZKO_BUSY)
+			return outcome;
+		if (outcome == ZKO_FAILED || outcome == ZKO_LOST)
+			ereport(ERROR,
+					(errcode(sqlstate ? sqlstate : ERRCODE_CONNECTION_FAILURE),
+					 errmsg("could not %s", what),
+					 errdetail("%s.", msg),
+					 errhint("Check zk_status() and the server log; retry when ZooKeeper is reachable.")));
+
+		now = GetCurrentTimestamp();
+		if (deadline != 0 && now >= deadline && state == ZKE_WAITING)
+			return ZKO_NONE;
+		if (state == ZKE_WAITING)
+		{
+			if (conn != ZKC_CONNECTED)
+			{
+				if (down_since == 0)
+					down_since = now;
+				if (now >= TimestampTzPlusMilliseconds(down_since, zklock_connect_timeout))
+					ereport(ERROR,
+							(errcode(ERRCODE_CONNECTION_FAILURE),
+							 errmsg("lost the zookeeper connection while waiting to %s", what),
+							 errdetail("The connection has been down for longer than zklock.connect_timeout (%d ms).",
+									   zklock_connect_timeout),
+							 errhint("Check that ZooKeeper is running and reachable from this server, then retry.")));
+				wake_at = TimestampTzPlusMilliseconds(down_since, zklock_connect_timeout);
+			}
+			else
+			{
+				down_since = 0;
+				wake_at = TimestampTzPlusMilliseconds(now, 1000);
+			}
+			if (deadline != 0 && deadline < wake_at)
+				wake_at = deadline;
+			/* an answer after we started waiting resets its clock */
+			answer_deadline = TimestampTzPlusMilliseconds(now, answer_ms);
+		}
+		else
+		{
+			if (now >= answer_deadline)
+				ereport(ERROR,
+						(errcode(ERRCODE_CONNECTION_FAILURE),
+						 errmsg("zookeeper did not answer the request to %s", what),
+						 conn == ZKC_CONNECTED ?
+						 errdetail("ZooKeeper did not reply within %s (%d ms).",
+								   answer_ms == zklock_commit_timeout ? "zklock.commit_timeout" : "zklock.connect_timeout",
+								   answer_ms) :
+						 errdetail("No usable ZooKeeper session within %s (%d ms); the connection is \"%s\".",
+								   answer_ms == zklock_commit_timeout ? "zklock.commit_timeout" : "zklock.connect_timeout",
+								   answer_ms, zk_conn_state_name(conn)),
+						 errhint("Check that ZooKeeper is running and that zklock.hosts is right (see zk_status()), then retry.")));
+			wake_at = answer_deadline;
+			if (deadline != 0 && deadline < wake_at && state == ZKE_WAITING)
+				wake_at = deadline;
+		}
 		wait_ms = (long) TimestampDifferenceMilliseconds(now, wake_at) + 1;
 		wait_ms = Min(Max(wait_ms, 1), 1000);
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,

@@ -486,3 +486,79 @@ zk_queue_msg_id(int64 czxid, const char *node)
 		seq = strtoll(node + 10, NULL, 10);
 	return (int64) (((uint64) czxid << 10) | ((uint64) seq & 1023));
 }
+
+/*
+ * The value of "key" in a flat JSON object written by zklock (or a kazoo
+ * client): a string up to its closing quote, or a bare number.  Returns
+ * false when the key is absent or its value empty.  Escapes are not
+ * decoded; a value longer than outlen is cut.
+ */
+bool
+zk_json_field(const char *data, int len, const char *key, char *out, size_t outlen)
+{
+	char		pat[64];
+	const char *p;
+	const char *end = data + len;
+	size_t		i = 0;
+	size_t		plen;
+
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	plen = strlen(pat);
+	p = data;
+	for (;;)
+	{
+		const char *q;
+
+		if (p >= end)
+			return false;
+		q = memchr(p, '"', end - p);
+		if (q == NULL || end - q < (long) plen)
+			return false;
+		if (memcmp(q, pat, plen) == 0)
+		{
+			p = q + plen;
+			break;
+		}
+		p = q + 1;
+	}
+	while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+		p++;
+	if (p < end && *p == '"')
+	{
+		p++;
+		while (p < end && *p != '"' && i < outlen - 1)
+		{
+			if (*p == '\\' && p + 1 < end)
+				p++;
+			out[i++] = *p++;
+		}
+	}
+	else
+		while (p < end && *p != ',' && *p != '}' && *p != ' ' && i < outlen - 1)
+			out[i++] = *p++;
+	out[i] = '\0';
+	return i > 0;
+}
+
+/* The inverse of zk_encode_name (and lenient with names others wrote) */
+int
+zk_decode_name(const char *enc, char *out, int outlen)
+{
+	int			n = 0;
+
+	while (*enc && n < outlen - 1)
+	{
+		if (enc[0] == '%' && isxdigit((unsigned char) enc[1]) &&
+			isxdigit((unsigned char) enc[2]))
+		{
+			char		h[3] = {enc[1], enc[2], 0};
+
+			out[n++] = (char) strtol(h, NULL, 16);
+			enc += 3;
+		}
+		else
+			out[n++] = *enc++;
+	}
+	out[n] = '\0';
+	return n;
+}

@@ -51,11 +51,27 @@ typedef struct ZkTxnHeader
 
 typedef struct ZkTxnItem
 {
-	uint16		priority;
-	uint16		qlen;			/* queue name, UTF-8, no terminator */
-	uint32		plen;			/* payload */
+	uint16		priority;		/* 0..999, or ZKQ_OP_* | ZKQ_OP_ITEM */
+	uint16		qlen;			/* queue name, UTF-8, no terminator; for an
+								 * op, the node's path under the root */
+	uint32		plen;			/* payload; for an op, the node's data */
 	/* followed by the name and the payload */
 } ZkTxnItem;
+
+/*
+ * Besides queue items, a transaction node carries writes of other recipes
+ * (gates, arrivals) that must happen exactly when the transaction commits:
+ * "create this node unless it exists", "delete it unless it is gone".  They
+ * go into the same publishing multi as the items; one that finds its work
+ * already done is marked skipped (in the worker's copy) and the multi is
+ * sent again without it.
+ */
+#define ZKQ_OP_ITEM			0x4000	/* priority field: this is an op */
+#define ZKQ_OP_SKIP			0x8000	/* worker: found done, leave it out */
+#define ZKQ_OP_MASK			0x00FF
+#define ZKQ_OP_CREATE		1		/* create <root>/<path> (persistent) */
+#define ZKQ_OP_DELETE		2		/* delete <root>/<path> */
+#define ZKQ_IS_OP(prio)		(((prio) & ZKQ_OP_ITEM) != 0)
 
 /* One message, as a dequeue or a peek returns it */
 typedef struct ZkMsgRec
@@ -128,5 +144,7 @@ extern ZkEntry *zkq_info(ZkQinfoOp op, const char *qname, int qlen, int n, uint6
 						 uint32 *idx, uint32 *gen, const char *what);
 extern void zkq_info_done(uint32 idx, uint32 gen);
 extern void zkq_local_counts(const char *qname, int *claims, int *waiting);
+extern void zkq_txn_op(int op, const char *relpath, const char *data, int dlen,
+					   const char *what);
 
 #endif							/* ZKLOCK_QUEUE_H */

@@ -95,8 +95,8 @@ require_primary(const char *what)
 		ereport(ERROR,
 				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
 				 errmsg("cannot %s during recovery", what),
-				 errdetail("A hot standby has no transaction id to name the queue work with, so it could not be tied to a commit."),
-				 errhint("Run it on the primary; zk_queue_length() and zk_queue_peek() work on a standby.")));
+				 errdetail("A hot standby has no transaction id to tie this zklock work to a commit."),
+				 errhint("Run it on the primary; reads and waits (zk_queue_length(), zk_gate_wait(), zk_await()) work on a standby.")));
 }
 
 /*
@@ -136,111 +136,6 @@ release_idx(uint32 idx, uint32 gen, uint8 decision)
 	e->decision = decision;
 	pg_write_barrier();
 	(void) zk_release_entry(idx, gen);
-}
-
-/*
- * Wait for the worker's answer.  Returns the outcome; ZKO_NONE when
- * timeout_ms passed while ZooKeeper had us waiting.  Raises errors on
- * failures and when ZooKeeper does not answer within connect_timeout.
- */
-static int
-wait_answer(uint32 idx, int64 timeout_ms, int answer_ms, const char *what)
-{
-	TimestampTz start = GetCurrentTimestamp();
-	TimestampTz answer_deadline = TimestampTzPlusMilliseconds(start, answer_ms);
-	TimestampTz deadline = timeout_ms >= 0 ?
-		TimestampTzPlusMilliseconds(start, timeout_ms) : 0;
-	TimestampTz down_since = 0;
-	int			last_state = ZKE_PENDING;
-	int			last_conn = ZKC_CONNECTING;
-
-	for (;;)
-	{
-		ZkEntry    *e;
-		int			outcome = ZKO_NONE;
-		int			state = last_state;
-		int			conn = last_conn;
-		int			sqlstate = 0;
-		char		msg[ZKLOCK_ERRMSG_MAX];
-		TimestampTz now;
-		TimestampTz wake_at;
-		long		wait_ms;
-
-		msg[0] = '\0';
-		if (zk_backend_lock_timed(LW_SHARED, 20))
-		{
-			e = zk_entry(idx);
-			outcome = e->outcome;
-			state = e->state;
-			sqlstate = e->sqlstate;
-			strlcpy(msg, e->errmsg, sizeof(msg));
-			conn = zk_ctl->conn_state;
-			LWLockRelease(zk_ctl->lock);
-			last_state = state;
-			last_conn = conn;
-		}
-		if (outcome == ZKO_GRANTED || outcome == ZKO_BUSY)
-			return outcome;
-		if (outcome == ZKO_FAILED || outcome == ZKO_LOST)
-			ereport(ERROR,
-					(errcode(sqlstate ? sqlstate : ERRCODE_CONNECTION_FAILURE),
-					 errmsg("could not %s", what),
-					 errdetail("%s.", msg),
-					 errhint("Check zk_status() and the server log; retry when ZooKeeper is reachable.")));
-
-		now = GetCurrentTimestamp();
-		if (deadline != 0 && now >= deadline && state == ZKE_WAITING)
-			return ZKO_NONE;
-		if (state == ZKE_WAITING)
-		{
-			if (conn != ZKC_CONNECTED)
-			{
-				if (down_since == 0)
-					down_since = now;
-				if (now >= TimestampTzPlusMilliseconds(down_since, zklock_connect_timeout))
-					ereport(ERROR,
-							(errcode(ERRCODE_CONNECTION_FAILURE),
-							 errmsg("lost the zookeeper connection while waiting to %s", what),
-							 errdetail("The connection has been down for longer than zklock.connect_timeout (%d ms).",
-									   zklock_connect_timeout),
-							 errhint("Check that ZooKeeper is running and reachable from this server, then retry.")));
-				wake_at = TimestampTzPlusMilliseconds(down_since, zklock_connect_timeout);
-			}
-			else
-			{
-				down_since = 0;
-				wake_at = TimestampTzPlusMilliseconds(now, 1000);
-			}
-			if (deadline != 0 && deadline < wake_at)
-				wake_at = deadline;
-			/* an answer after we started waiting resets its clock */
-			answer_deadline = TimestampTzPlusMilliseconds(now, answer_ms);
-		}
-		else
-		{
-			if (now >= answer_deadline)
-				ereport(ERROR,
-						(errcode(ERRCODE_CONNECTION_FAILURE),
-						 errmsg("zookeeper did not answer the request to %s", what),
-						 conn == ZKC_CONNECTED ?
-						 errdetail("ZooKeeper did not reply within %s (%d ms).",
-								   answer_ms == zklock_commit_timeout ? "zklock.commit_timeout" : "zklock.connect_timeout",
-								   answer_ms) :
-						 errdetail("No usable ZooKeeper session within %s (%d ms); the connection is \"%s\".",
-								   answer_ms == zklock_commit_timeout ? "zklock.commit_timeout" : "zklock.connect_timeout",
-								   answer_ms, zk_conn_state_name(conn)),
-						 errhint("Check that ZooKeeper is running and that zklock.hosts is right (see zk_status()), then retry.")));
-			wake_at = answer_deadline;
-			if (deadline != 0 && deadline < wake_at && state == ZKE_WAITING)
-				wake_at = deadline;
-		}
-		wait_ms = (long) TimestampDifferenceMilliseconds(now, wake_at) + 1;
-		wait_ms = Min(Max(wait_ms, 1), 1000);
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 wait_ms, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-	}
 }
 
 /* A new queue entry, queued for the worker; returns its index and gen */
@@ -334,6 +229,67 @@ zkq_enqueue(const char *qname, int qlen, const char *payload, Size plen, int pri
 	it->payload = palloc(Max(plen, 1));
 	memcpy(it->payload, payload, plen);
 	it->plen = plen;
+	pending_items = lappend(pending_items, it);
+	MemoryContextSwitchTo(old);
+	pending_bytes += cost;
+}
+
+/*
+ * Another recipe's write, applied with this transaction's queue items
+ * exactly when it commits (see queue.h): op is ZKQ_OP_CREATE or
+ * ZKQ_OP_DELETE, relpath the node's path under zklock.root.  what names
+ * the action for the errors ("arrive", "open a gate").
+ */
+void
+zkq_txn_op(int op, const char *relpath, const char *data, int dlen, const char *what)
+{
+	MemoryContext old;
+	PendingItem *it;
+	Size		cost;
+	int			plen = strlen(relpath);
+
+	zk_require_shmem();
+	cost = dlen + strlen(zklock_root) + plen + ZKQ_ITEM_OVERHEAD;
+	if (pending_bytes + cost + ZKQ_TXN_BASE > ZKQ_TXN_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("zklock work of this transaction is too large to %s", what),
+				 errdetail("This transaction's queue items and other zklock writes would need %zu bytes; one transaction may publish at most %d bytes.",
+						   pending_bytes + cost + ZKQ_TXN_BASE, ZKQ_TXN_MAX),
+				 errhint("ZooKeeper applies a transaction's writes in one request of at most 1 MB: commit in smaller batches.")));
+	require_primary(what);
+	(void) GetTopFullTransactionId();
+	zk_backend_init();
+
+	/* the same write again, with nothing else on that node since: once */
+	if (pending_items != NIL)
+	{
+		ListCell   *lc;
+		PendingItem *last = NULL;
+
+		foreach(lc, pending_items)
+		{
+			PendingItem *p = lfirst(lc);
+
+			if (p->qlen == plen && memcmp(p->qname, relpath, plen) == 0)
+				last = p;
+		}
+		if (last != NULL && last->priority == (ZKQ_OP_ITEM | op) &&
+			last->subid == GetCurrentSubTransactionId())
+			return;
+	}
+
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	it = palloc(sizeof(PendingItem));
+	it->subid = GetCurrentSubTransactionId();
+	it->cost = cost;
+	it->priority = ZKQ_OP_ITEM | op;
+	it->qname = pnstrdup(relpath, plen);
+	it->qlen = plen;
+	it->payload = palloc(Max(dlen, 1));
+	if (dlen > 0)
+		memcpy(it->payload, data, dlen);
+	it->plen = dlen;
 	pending_items = lappend(pending_items, it);
 	MemoryContextSwitchTo(old);
 	pending_bytes += cost;
@@ -435,7 +391,7 @@ queue_pre_commit(void)
 	submit(e, &pub_idx, &pub_gen);
 
 	/* a pre-commit failure aborts the transaction; abort lets go of it */
-	outcome = wait_answer(pub_idx, -1, zklock_commit_timeout,
+	outcome = zk_wait_outcome(pub_idx, -1, zklock_commit_timeout,
 						  "publish the queue items of this transaction");
 	if (outcome != ZKO_GRANTED)
 		ereport(ERROR,
@@ -450,8 +406,8 @@ queue_pre_prepare(void)
 	if (pending_items != NIL || held_claims != NIL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("cannot prepare a transaction that enqueued or dequeued zookeeper queue items"),
-				 errdetail("Queue items are published and consumed by this backend at COMMIT."),
+				 errmsg("cannot prepare a transaction that used zookeeper queues, gates or arrivals"),
+				 errdetail("Queue items, gate changes and arrivals are written by this backend at COMMIT."),
 				 errhint("Commit or roll back the transaction instead.")));
 }
 
@@ -564,7 +520,7 @@ zkq_dequeue(const char *qname, int qlen, int max_items, bool try_only,
 
 	PG_TRY();
 	{
-		outcome = wait_answer(idx, try_only ? -1 : timeout_ms, zklock_connect_timeout, "dequeue");
+		outcome = zk_wait_outcome(idx, try_only ? -1 : timeout_ms, zklock_connect_timeout, "dequeue");
 	}
 	PG_CATCH();
 	{
@@ -633,7 +589,7 @@ zkq_info(ZkQinfoOp op, const char *qname, int qlen, int n, uint64 arg,
 	wait_gen = *gen;
 	PG_TRY();
 	{
-		(void) wait_answer(*idx, -1, zklock_connect_timeout, what);
+		(void) zk_wait_outcome(*idx, -1, zklock_connect_timeout, what);
 	}
 	PG_CATCH();
 	{

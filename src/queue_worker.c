@@ -280,43 +280,6 @@ claim_token_of(ZkEntry *e, char *out, size_t outlen)
 
 /* a string field of our JSON node data, or false */
 static bool
-json_field(const char *data, int len, const char *key, char *out, size_t outlen)
-{
-	char		pat[32];
-	const char *p;
-	const char *end = data + len;
-	size_t		i = 0;
-
-	snprintf(pat, sizeof(pat), "\"%s\":", key);
-	p = data;
-	for (;;)
-	{
-		const char *q;
-
-		if (p >= end)
-			return false;
-		q = memchr(p, '"', end - p);
-		if (q == NULL || end - q < (long) strlen(pat))
-			return false;
-		if (memcmp(q, pat, strlen(pat)) == 0)
-		{
-			p = q + strlen(pat);
-			break;
-		}
-		p = q + 1;
-	}
-	while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
-		p++;
-	if (p < end && *p == '"')
-		p++;
-	while (p < end && *p != '"' && *p != ',' && *p != '}' && *p != ' ' &&
-		   i < outlen - 1)
-		out[i++] = *p++;
-	out[i] = '\0';
-	return i > 0;
-}
-
-static bool
 parse_u64(const char *s, int base, uint64 *v)
 {
 	char	   *end;
@@ -420,11 +383,38 @@ typedef struct PubOp
 	zoo_op_t   *ops;
 	zoo_op_result_t *res;
 	char	  **paths;
+	uint32	   *item_off;		/* per op: its item's offset in the blob */
+	char	   *blob;			/* the resolution's own copy, or NULL */
 	char		tpath[ZK_PATH_MAX];
 	struct Scan *scan;
 } PubOp;
 
 static void scan_done_one(struct Scan *s, bool ok, int64 removed);
+
+/* an op's path: under gates/ or arrivals/, plain components only */
+static bool
+op_path_valid(const char *path, int len)
+{
+	int			i;
+	int			start = 0;
+
+	if (!((len > 6 && strncmp(path, "gates/", 6) == 0) ||
+		  (len > 9 && strncmp(path, "arrivals/", 9) == 0)))
+		return false;
+	for (i = 0; i <= len; i++)
+	{
+		if (i == len || path[i] == '/')
+		{
+			if (i == start || (i - start == 1 && path[start] == '.') ||
+				(i - start == 2 && path[start] == '.' && path[start + 1] == '.'))
+				return false;
+			start = i + 1;
+		}
+		else if (path[i] == '\0')
+			return false;
+	}
+	return true;
+}
 
 static bool
 blob_valid(const char *blob, int len)
@@ -447,8 +437,20 @@ blob_valid(const char *blob, int len)
 			return false;
 		memcpy(&it, p, sizeof(it));
 		p += sizeof(ZkTxnItem);
-		if (it.qlen == 0 || it.qlen > ZKLOCK_NAME_MAX || it.priority > 999 ||
-			end - p < (long) it.qlen + (long) it.plen)
+		if (end - p < (long) it.qlen + (long) it.plen)
+			return false;
+		if (ZKQ_IS_OP(it.priority))
+		{
+			int			op = it.priority & ZKQ_OP_MASK;
+
+			/* only the recipes' own subtrees, never ".." or an empty step */
+			if ((op != ZKQ_OP_CREATE && op != ZKQ_OP_DELETE) ||
+				(it.priority & ~(ZKQ_OP_ITEM | ZKQ_OP_SKIP | ZKQ_OP_MASK)) != 0 ||
+				it.qlen == 0 || it.qlen > ZK_PATH_MAX - ZKLOCK_ROOT_MAX - 2 ||
+				!op_path_valid(p, it.qlen))
+				return false;
+		}
+		else if (it.qlen == 0 || it.qlen > ZKLOCK_NAME_MAX || it.priority > 999)
 			return false;
 		p += it.qlen + it.plen;
 	}
@@ -456,6 +458,7 @@ blob_valid(const char *blob, int len)
 }
 
 static void publish_done(int rc, const void *data);
+static void pubop_free(PubOp *po);
 
 /*
  * Send the publishing multi for a transaction's items: delete the
@@ -471,21 +474,32 @@ send_publish(const char *blob, const char *tpath, uint32 idx, uint32 gen,
 	PubOp	   *po = palloc0(sizeof(PubOp));
 	const char *p = blob + sizeof(ZkTxnHeader);
 	uint32		i;
+	int			n = 1;
 	int			rc;
 
 	po->idx = idx;
 	po->gen = gen;
 	po->scan = scan;
-	po->nops = h->nitems + 1;
-	po->ops = palloc0(sizeof(zoo_op_t) * po->nops);
-	po->res = palloc0(sizeof(zoo_op_result_t) * po->nops);
-	po->paths = palloc0(sizeof(char *) * po->nops);
+	if (scan != NULL)
+	{
+		/* the resolution's copy: ours to mark skipped ops in */
+		po->blob = palloc(h->total);
+		memcpy(po->blob, blob, h->total);
+		blob = po->blob;
+		h = (const ZkTxnHeader *) blob;
+		p = blob + sizeof(ZkTxnHeader);
+	}
+	po->ops = palloc0(sizeof(zoo_op_t) * (h->nitems + 1));
+	po->res = palloc0(sizeof(zoo_op_result_t) * (h->nitems + 1));
+	po->paths = palloc0(sizeof(char *) * (h->nitems + 1));
+	po->item_off = palloc0(sizeof(uint32) * (h->nitems + 1));
 	strlcpy(po->tpath, tpath, sizeof(po->tpath));
 	zoo_delete_op_init(&po->ops[0], po->tpath, -1);
 	for (i = 0; i < h->nitems; i++)
 	{
 		ZkTxnItem	it;
-		char		qname[ZKLOCK_NAME_MAX + 1];
+		uint32		off = (uint32) (p - blob);
+		char		qname[ZK_PATH_MAX];
 		char		qpath[ZK_PATH_MAX];
 
 		memcpy(&it, p, sizeof(it));
@@ -493,27 +507,49 @@ send_publish(const char *blob, const char *tpath, uint32 idx, uint32 gen,
 		memcpy(qname, p, it.qlen);
 		qname[it.qlen] = '\0';
 		p += it.qlen;
+		if (ZKQ_IS_OP(it.priority))
+		{
+			if ((it.priority & ZKQ_OP_SKIP) == 0)
+			{
+				po->item_off[n] = off;
+				po->paths[n] = psprintf("%s/%s", zklock_root, qname);
+				if ((it.priority & ZKQ_OP_MASK) == ZKQ_OP_CREATE)
+				{
+					/* pipelined, so they cost no wait: always */
+					char	   *slash = strrchr(po->paths[n], '/');
+
+					*slash = '\0';
+					send_ensure_path(po->paths[n]);
+					*slash = '/';
+					zoo_create_op_init(&po->ops[n], po->paths[n], p, (int) it.plen,
+									   &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+				}
+				else
+					zoo_delete_op_init(&po->ops[n], po->paths[n], -1);
+				n++;
+			}
+			p += it.plen;
+			continue;
+		}
 		zk_queue_path(qname, qpath, sizeof(qpath));
 		if (ensure || !parents_known(qname))
 		{
 			send_ensure_queue(qpath);
 			parents_remember(qname, true);
 		}
-		po->paths[i + 1] = psprintf("%s/entries/entry-%03d-", qpath, (int) it.priority);
-		zoo_create_op_init(&po->ops[i + 1], po->paths[i + 1], p, (int) it.plen,
+		po->item_off[n] = off;
+		po->paths[n] = psprintf("%s/entries/entry-%03d-", qpath, (int) it.priority);
+		zoo_create_op_init(&po->ops[n], po->paths[n], p, (int) it.plen,
 						   &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT_SEQUENTIAL, NULL, 0);
+		n++;
 		p += it.plen;
 	}
+	po->nops = n;
 	MemoryContextSwitchTo(old);
 	rc = zoo_amulti(zk_zh, po->nops, po->ops, po->res, publish_done, po);
 	if (rc != ZOK)
 	{
-		for (i = 1; i < (uint32) po->nops; i++)
-			pfree(po->paths[i]);
-		pfree(po->paths);
-		pfree(po->ops);
-		pfree(po->res);
-		pfree(po);
+		pubop_free(po);
 		return false;
 	}
 	return true;
@@ -530,7 +566,42 @@ pubop_free(PubOp *po)
 	pfree(po->paths);
 	pfree(po->ops);
 	pfree(po->res);
+	pfree(po->item_off);
+	if (po->blob)
+		pfree(po->blob);
 	pfree(po);
+}
+
+/*
+ * A definite failure of the publishing multi: is it an op that found its
+ * work already done (the node it creates exists, the node it deletes is
+ * gone)?  Then mark it skipped in blob and say so: the multi goes again.
+ */
+static bool
+skip_done_op(PubOp *po, char *blob)
+{
+	int			i;
+
+	for (i = 1; i < po->nops; i++)
+	{
+		int			err = po->res[i].err;
+		ZkTxnItem	it;
+
+		if (err == ZOK || err == ZRUNTIMEINCONSISTENCY)
+			continue;
+		memcpy(&it, blob + po->item_off[i], sizeof(it));
+		if (!ZKQ_IS_OP(it.priority))
+			return false;
+		if (((it.priority & ZKQ_OP_MASK) == ZKQ_OP_CREATE && err == ZNODEEXISTS) ||
+			((it.priority & ZKQ_OP_MASK) == ZKQ_OP_DELETE && err == ZNONODE))
+		{
+			it.priority |= ZKQ_OP_SKIP;
+			memcpy(blob + po->item_off[i], &it, sizeof(it));
+			return true;
+		}
+		return false;
+	}
+	return false;
 }
 
 static void
@@ -561,7 +632,30 @@ publish_done(int rc, const void *data)
 			if (pe->gen == po->gen && pe->state != ZKE_FREE)
 				e = pe;
 		}
-		if (e != NULL)
+		if (!applied && zk_rc_definite(rc) && zk_session_usable() &&
+			(e != NULL || po->scan != NULL) &&
+			skip_done_op(po, e != NULL ? dsa_get_address(zk_dsa(), e->blob) : po->blob))
+		{
+			/* an op found its work done: again without it */
+			bool		sent;
+
+			if (e != NULL)
+			{
+				sent = send_publish(dsa_get_address(zk_dsa(), e->blob), po->tpath,
+									po->idx, po->gen, NULL, e->parents_tried);
+				e->delete_inflight = sent;
+				if (!sent)
+					zk_retry_later(e);
+			}
+			else
+			{
+				sent = send_publish(po->blob, po->tpath, ZKLOCK_NO_ENTRY,
+									ZKLOCK_NO_ENTRY, po->scan, true);
+				if (!sent)
+					scan_done_one(po->scan, false, 0);
+			}
+		}
+		else if (e != NULL)
 		{
 			e->delete_inflight = false;
 			if (applied)
@@ -649,6 +743,12 @@ send_txn_create(ZkEntry *e)
 
 			memcpy(&it, p, sizeof(it));
 			p += sizeof(ZkTxnItem);
+			if (ZKQ_IS_OP(it.priority))
+			{
+				/* an op's parents are ensured when it is published */
+				p += it.qlen + it.plen;
+				continue;
+			}
 			memcpy(qname, p, it.qlen);
 			qname[it.qlen] = '\0';
 			p += it.qlen + it.plen;
@@ -1565,7 +1665,7 @@ doubt_claim_done(int rc, const char *value, int value_len,
 
 			claim_token_of(e, tok, sizeof(tok));
 			if (rc == ZOK && value != NULL &&
-				json_field(value, value_len, "claim", their, sizeof(their)) &&
+				zk_json_field(value, value_len, "claim", their, sizeof(their)) &&
 				tok[0] != '\0' && strcmp(tok, their) == 0)
 			{
 				d->ours = true;
@@ -2265,28 +2365,6 @@ typedef struct QueuesCtx
 
 
 /* decode a percent-encoded path component */
-static int
-decode_name(const char *enc, char *out, int outlen)
-{
-	int			n = 0;
-
-	while (*enc && n < outlen - 1)
-	{
-		if (enc[0] == '%' && isxdigit((unsigned char) enc[1]) &&
-			isxdigit((unsigned char) enc[2]))
-		{
-			char		h[3] = {enc[1], enc[2], 0};
-
-			out[n++] = (char) strtol(h, NULL, 16);
-			enc += 3;
-		}
-		else
-			out[n++] = *enc++;
-	}
-	out[n] = '\0';
-	return n;
-}
-
 typedef struct QueueCount
 {
 	Info	   *info;
@@ -2309,7 +2387,7 @@ queue_count_finish(Listing *l)
 		info_fail(in, listing_error(l));
 	else
 	{
-		nlen = decode_name(qc->enc, name, sizeof(name));
+		nlen = zk_decode_name(qc->enc, name, sizeof(name));
 		row.items = listing_unclaimed(l, NULL);
 		row.claimed = l->ntaken;
 		row.namelen = nlen;
@@ -2591,15 +2669,15 @@ scan_claim_data(int rc, const char *value, int value_len,
 		bool		sent = false;
 
 		bool		ours = (rc == ZOK && value != NULL && value_len > 0 &&
-							json_field(value, value_len, "cluster", f_cluster, sizeof(f_cluster)) &&
+							zk_json_field(value, value_len, "cluster", f_cluster, sizeof(f_cluster)) &&
 							parse_u64(f_cluster, 10, &cluster) && cluster == s->sysid &&
 							zk_session_usable());
 		bool		parsed = ours &&
-			json_field(value, value_len, "xid", f_xid, sizeof(f_xid)) &&
+			zk_json_field(value, value_len, "xid", f_xid, sizeof(f_xid)) &&
 			parse_u64(f_xid, 10, &fxid) &&
-			json_field(value, value_len, "tli", f_tli, sizeof(f_tli)) &&
+			zk_json_field(value, value_len, "tli", f_tli, sizeof(f_tli)) &&
 			parse_u64(f_tli, 10, &tli) &&
-			json_field(value, value_len, "lsn", f_lsn, sizeof(f_lsn)) &&
+			zk_json_field(value, value_len, "lsn", f_lsn, sizeof(f_lsn)) &&
 			parse_u64(f_lsn, 16, &lsn);
 
 		/* a dead cluster's claim goes whatever else it says */

@@ -48,6 +48,9 @@ extern const ZkRecipe zk_holders_recipe;
 extern const ZkRecipe zk_qpub_recipe;
 extern const ZkRecipe zk_qclaim_recipe;
 extern const ZkRecipe zk_qinfo_recipe;
+extern const ZkRecipe zk_bwait_recipe;
+extern const ZkRecipe zk_bmember_recipe;
+extern const ZkRecipe zk_binfo_recipe;
 
 #define ZK_PATH_MAX		(ZKLOCK_PARENT_MAX + ZKLOCK_NODE_MAX + 2)
 

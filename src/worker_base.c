@@ -25,6 +25,9 @@ static const ZkRecipe *const recipes[] = {
 	[ZKK_QPUB] = &zk_qpub_recipe,
 	[ZKK_QCLAIM] = &zk_qclaim_recipe,
 	[ZKK_QINFO] = &zk_qinfo_recipe,
+	[ZKK_BWAIT] = &zk_bwait_recipe,
+	[ZKK_BMEMBER] = &zk_bmember_recipe,
+	[ZKK_BINFO] = &zk_binfo_recipe,
 };
 
 StaticAssertDecl(lengthof(recipes) == ZKK_NUM, "every entry kind needs a recipe");

@@ -83,6 +83,9 @@ typedef enum ZkKind
 	ZKK_QPUB,					/* a transaction's items, published at commit */
 	ZKK_QCLAIM,					/* a dequeue: waiting, then its claims */
 	ZKK_QINFO,					/* a one-off queue read (length, peek...) */
+	ZKK_BWAIT,					/* a wait for a gate or for arrivals */
+	ZKK_BMEMBER,				/* a double barrier's member */
+	ZKK_BINFO,					/* a one-off arrivals read or reset */
 	ZKK_NUM
 } ZkKind;
 
@@ -165,6 +168,10 @@ typedef struct ZkEntry
 	uint32		wal_tli;		/* ... on this timeline */
 	dsa_pointer blob;			/* QPUB: the items; QINFO: the answer */
 	dsa_pointer claims;			/* QCLAIM: ZkClaimRec[max_items] */
+
+	/* the barrier recipes (barrier.h); zeroed at allocation */
+	uint8		bop;			/* ZkBarrierOp */
+	int32		parties;		/* BWAIT arrivals, BMEMBER: members wanted */
 } ZkEntry;
 
 /*
@@ -284,6 +291,9 @@ extern void zk_lock_parent(const char *name, char *out, size_t outlen);
 extern bool zk_valid_root(const char *root, const char **why);
 extern bool zk_node_seq(const char *child, int64 *seq);
 extern bool zk_node_is_contender(const char *child, bool *shared);
+extern int	zk_decode_name(const char *enc, char *out, int outlen);
+extern bool zk_json_field(const char *data, int len, const char *key, char *out,
+						  size_t outlen);
 
 /*
  * One contender of a lock, as the recipe orders them (lock_order in
@@ -330,6 +340,7 @@ extern ZkEntry *zk_new_entry(ZkKind kind, const char *name, int len, ZkMode mode
 							 ZkScope scope, bool try_only);
 extern bool zk_wait_for_answer(uint32 idx, const char *uname, int64 timeout_ms,
 							   int64 *token);
+extern int	zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer_ms, const char *what);
 extern bool zk_release_entry(uint32 idx, uint32 gen);
 extern char *zk_display_name(const char *name);
 extern void zk_build_node_data(char *out, size_t outlen);
@@ -341,6 +352,7 @@ extern char *zk_arg_name(struct FunctionCallInfoBaseData *fcinfo, bool key, int 
 
 /* queue_backend.c: the queue recipe's backend half */
 extern const ZkRecipeBackend zk_queue_backend;
+extern const ZkRecipeBackend zk_barrier_backend;
 
 /* lock_backend.c: the lock recipe's backend half */
 extern const ZkRecipeBackend zk_lock_backend;

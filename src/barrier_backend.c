@@ -1,0 +1,530 @@
+/*-------------------------------------------------------------------------
+ *
+ * barrier_backend.c
+ *	  The barrier recipes' backend half and SQL functions: double barrier
+ *	  membership (zk_barrier_enter, zk_barrier_leave), gates
+ *	  (zk_gate_close, zk_gate_open, zk_gate_wait) and durable arrivals
+ *	  (zk_arrive, zk_await, zk_arrivals, zk_arrivals_reset).
+ *
+ *	  Gate changes and arrivals are written with the transaction at COMMIT
+ *	  (zkq_txn_op: the queue's transaction node makes them exact across
+ *	  crashes).  Membership belongs to the backend, not the transaction: it
+ *	  lasts until zk_barrier_leave or the backend's exit.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "zklock.h"
+#include "barrier.h"
+#include "queue.h"
+
+#include "access/htup_details.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+
+PG_FUNCTION_INFO_V1(zk_barrier_enter);
+PG_FUNCTION_INFO_V1(zk_barrier_leave);
+PG_FUNCTION_INFO_V1(zk_gate_close);
+PG_FUNCTION_INFO_V1(zk_gate_open);
+PG_FUNCTION_INFO_V1(zk_gate_wait);
+PG_FUNCTION_INFO_V1(zk_arrive);
+PG_FUNCTION_INFO_V1(zk_await);
+PG_FUNCTION_INFO_V1(zk_arrivals);
+PG_FUNCTION_INFO_V1(zk_arrivals_reset);
+
+/* this backend's barrier memberships */
+typedef struct Membership
+{
+	char		name[ZKLOCK_NAME_MAX + 1];
+	uint32		idx;
+	uint32		gen;
+} Membership;
+
+static List *memberships = NIL;
+
+/* ---- helpers ---- */
+
+static void
+release_entry(uint32 idx, uint32 gen)
+{
+	if (idx == ZKLOCK_NO_ENTRY || zk_ctl == NULL)
+		return;
+	(void) zk_release_entry(idx, gen);
+	zk_wake_worker();
+}
+
+static Membership *
+membership_of(const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, memberships)
+	{
+		Membership *m = lfirst(lc);
+
+		if (strcmp(m->name, name) == 0)
+			return m;
+	}
+	return NULL;
+}
+
+static void
+membership_forget(Membership *m)
+{
+	memberships = list_delete_ptr(memberships, m);
+	pfree(m);
+}
+
+/* A name or participant argument in UTF-8, checked */
+static char *
+arg_name(FunctionCallInfo fcinfo, int argno, const char *what, int *len)
+{
+	text	   *t;
+	int			rawlen;
+	char	   *u;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("zklock %s must not be null", what),
+				 errhint("Give a %s of 1 to %d bytes.", what, ZKLOCK_NAME_MAX)));
+	t = PG_GETARG_TEXT_PP(argno);
+	rawlen = VARSIZE_ANY_EXHDR(t);
+	u = rawlen > ZKLOCK_NAME_MAX ? NULL : zk_name_to_utf8(VARDATA_ANY(t), rawlen, len);
+	if (u == NULL)
+		*len = rawlen;
+	if (*len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock %s must not be empty", what),
+				 errhint("Give a %s of 1 to %d bytes.", what, ZKLOCK_NAME_MAX)));
+	if (*len > ZKLOCK_NAME_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock %s is too long", what),
+				 errdetail("It has %d bytes in UTF-8; the limit is %d bytes.", *len, ZKLOCK_NAME_MAX),
+				 errhint("Use a shorter %s.", what)));
+	return u;
+}
+
+static int32
+arg_parties(FunctionCallInfo fcinfo, int argno)
+{
+	int32		parties;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("zklock parties must not be null"),
+				 errhint("Give the number of parties to wait for, 1 or more.")));
+	parties = PG_GETARG_INT32(argno);
+	if (parties < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock parties must be at least 1"),
+				 errdetail("parties was %d.", parties),
+				 errhint("Give the number of parties to wait for, 1 or more.")));
+	return parties;
+}
+
+/* NULL: no limit (-1); else milliseconds, checked */
+static int64
+arg_timeout(FunctionCallInfo fcinfo, int argno)
+{
+	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
+		return -1;
+	return zk_arg_timeout_ms(fcinfo, argno);
+}
+
+static ZkEntry *
+new_entry(ZkKind kind, int bop, const char *name, int len, bool try_only)
+{
+	ZkEntry    *e;
+
+	zk_backend_init();
+	e = zk_new_entry(kind, name, len, ZKM_EXCLUSIVE,
+					 kind == ZKK_BMEMBER ? ZKS_SESSION : ZKS_TRANSACTION, try_only);
+	e->bop = bop;
+	return e;
+}
+
+/* queue e for the worker (lock held on entry, released here) */
+static void
+submit(ZkEntry *e, uint32 *idx, uint32 *gen)
+{
+	*idx = zk_entry_index(e);
+	*gen = e->gen;
+	zk_enqueue(e);
+	LWLockRelease(zk_ctl->lock);
+	zk_wake_worker();
+}
+
+/*
+ * Wait for an entry's answer: true when granted, false when the timeout
+ * passed or (timeout 0) the first look said no.  Any error lets go of the
+ * entry first.
+ */
+static bool
+wait_entry(uint32 idx, uint32 gen, int64 timeout_ms, const char *what)
+{
+	int			outcome = ZKO_NONE;
+
+	PG_TRY();
+	{
+		outcome = zk_wait_outcome(idx, timeout_ms == 0 ? -1 : timeout_ms,
+								  zklock_connect_timeout, what);
+	}
+	PG_CATCH();
+	{
+		release_entry(idx, gen);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	return outcome == ZKO_GRANTED;
+}
+
+/* ---- double barrier ---- */
+
+Datum
+zk_barrier_enter(PG_FUNCTION_ARGS)
+{
+	int			len;
+	char	   *name = arg_name(fcinfo, 0, "barrier name", &len);
+	int32		parties = arg_parties(fcinfo, 1);
+	int64		timeout_ms = arg_timeout(fcinfo, 2);
+	ZkEntry    *e;
+	uint32		idx;
+	uint32		gen;
+	char		data[ZKLOCK_DATA_MAX];
+	char		disp[ZKLOCK_NAME_MAX + 1];
+	bool		ok;
+	Membership *m;
+
+	zk_require_shmem();
+	strlcpy(disp, name, sizeof(disp));
+	if (membership_of(disp) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("this session is already a member of barrier \"%s\"", zk_display_name(disp)),
+				 errhint("Call zk_barrier_leave('%s') first.", zk_display_name(disp))));
+	zk_build_node_data(data, sizeof(data));
+	e = new_entry(ZKK_BMEMBER, ZKB_ENTER, name, len, timeout_ms == 0);
+	e->parties = parties;
+	strlcpy(e->data, data, sizeof(e->data));
+	/* a new name per member, kazoo's shape: 32 hex digits */
+	snprintf(e->guid, sizeof(e->guid), "%s%08x%08x", e->owner_tag,
+			 (unsigned) zk_entry_index(e), (unsigned) e->gen);
+	submit(e, &idx, &gen);
+
+	ok = wait_entry(idx, gen, timeout_ms, "enter the barrier");
+	if (!ok)
+	{
+		/* withdrawn: the worker deletes the member node */
+		release_entry(idx, gen);
+		PG_RETURN_BOOL(false);
+	}
+	m = MemoryContextAllocZero(TopMemoryContext, sizeof(Membership));
+	strlcpy(m->name, disp, sizeof(m->name));
+	m->idx = idx;
+	m->gen = gen;
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		memberships = lappend(memberships, m);
+		MemoryContextSwitchTo(old);
+	}
+	PG_RETURN_BOOL(true);
+}
+
+Datum
+zk_barrier_leave(PG_FUNCTION_ARGS)
+{
+	int			len;
+	char	   *name = arg_name(fcinfo, 0, "barrier name", &len);
+	int64		timeout_ms = arg_timeout(fcinfo, 1);
+	Membership *m;
+	ZkEntry    *e;
+	uint32		idx;
+	uint32		gen;
+	bool		ok;
+
+	zk_require_shmem();
+	m = membership_of(name);
+	if (m == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("this session is not a member of barrier \"%s\"", zk_display_name(name)),
+				 errhint("Call zk_barrier_enter('%s', parties) first.", zk_display_name(name))));
+	idx = m->idx;
+	gen = m->gen;
+	membership_forget(m);
+
+	/* turn the member entry into a leaving one */
+	zk_backend_lock(LW_EXCLUSIVE);
+	e = zk_entry(idx);
+	if (e->gen != gen || e->state == ZKE_FREE)
+	{
+		LWLockRelease(zk_ctl->lock);
+		PG_RETURN_BOOL(true);	/* cannot happen: nothing left to leave */
+	}
+	e->bop = ZKB_LEAVE;
+	e->try_only = (timeout_ms == 0);
+	e->outcome = ZKO_NONE;
+	e->state = ZKE_HELD;
+	e->requested_at = GetCurrentTimestamp();
+	submit(e, &idx, &gen);
+
+	ok = wait_entry(idx, gen, timeout_ms, "leave the barrier");
+	/* either way the member is gone: the worker deletes what is left */
+	release_entry(idx, gen);
+	PG_RETURN_BOOL(ok);
+}
+
+/* ---- gates ---- */
+
+static void
+gate_change(FunctionCallInfo fcinfo, int op, const char *what)
+{
+	int			len;
+	char	   *name = arg_name(fcinfo, 0, "gate name", &len);
+	char		ename[ZKLOCK_ENAME_MAX + 1];
+	char		rel[ZKLOCK_ENAME_MAX + 16];
+	char		data[ZKLOCK_DATA_MAX];
+
+	zk_encode_name(name, len, ename);
+	snprintf(rel, sizeof(rel), "gates/%s", ename);
+	if (op == ZKQ_OP_CREATE)
+		zk_build_node_data(data, sizeof(data));
+	else
+		data[0] = '\0';
+	zkq_txn_op(op, rel, data, strlen(data), what);
+}
+
+Datum
+zk_gate_close(PG_FUNCTION_ARGS)
+{
+	gate_change(fcinfo, ZKQ_OP_CREATE, "close a gate");
+	PG_RETURN_VOID();
+}
+
+Datum
+zk_gate_open(PG_FUNCTION_ARGS)
+{
+	gate_change(fcinfo, ZKQ_OP_DELETE, "open a gate");
+	PG_RETURN_VOID();
+}
+
+static bool
+wait_for(FunctionCallInfo fcinfo, int bop, const char *name, int len, int32 parties,
+		 int64 timeout_ms, const char *what)
+{
+	ZkEntry    *e;
+	uint32		idx;
+	uint32		gen;
+	bool		ok;
+
+	zk_require_shmem();
+	e = new_entry(ZKK_BWAIT, bop, name, len, timeout_ms == 0);
+	e->parties = parties;
+	submit(e, &idx, &gen);
+	ok = wait_entry(idx, gen, timeout_ms, what);
+	release_entry(idx, gen);
+	return ok;
+}
+
+Datum
+zk_gate_wait(PG_FUNCTION_ARGS)
+{
+	int			len;
+	char	   *name = arg_name(fcinfo, 0, "gate name", &len);
+	int64		timeout_ms = arg_timeout(fcinfo, 1);
+
+	PG_RETURN_BOOL(wait_for(fcinfo, ZKB_GATE, name, len, 0, timeout_ms,
+							"wait for the gate"));
+}
+
+/* ---- arrivals ---- */
+
+Datum
+zk_arrive(PG_FUNCTION_ARGS)
+{
+	int			len;
+	int			plen;
+	char	   *name = arg_name(fcinfo, 0, "arrivals name", &len);
+	char	   *part = arg_name(fcinfo, 1, "participant", &plen);
+	char		ename[ZKLOCK_ENAME_MAX + 1];
+	char		epart[ZKLOCK_ENAME_MAX + 1];
+	char		rel[2 * ZKLOCK_ENAME_MAX + 16];
+	char		data[ZKLOCK_DATA_MAX];
+
+	zk_encode_name(name, len, ename);
+	zk_encode_name(part, plen, epart);
+	snprintf(rel, sizeof(rel), "arrivals/%s/%s", ename, epart);
+	zk_build_node_data(data, sizeof(data));
+	zkq_txn_op(ZKQ_OP_CREATE, rel, data, strlen(data), "arrive");
+	PG_RETURN_VOID();
+}
+
+Datum
+zk_await(PG_FUNCTION_ARGS)
+{
+	int			len;
+	char	   *name = arg_name(fcinfo, 0, "arrivals name", &len);
+	int32		parties = arg_parties(fcinfo, 1);
+	int64		timeout_ms = arg_timeout(fcinfo, 2);
+
+	PG_RETURN_BOOL(wait_for(fcinfo, ZKB_ARRIVALS, name, len, parties, timeout_ms,
+							"await the arrivals"));
+}
+
+/* A one-off read; returns the granted entry, or errors out */
+static ZkEntry *
+binfo(int bop, const char *name, int len, uint32 *idx, uint32 *gen, const char *what)
+{
+	ZkEntry    *e;
+
+	zk_require_shmem();
+	e = new_entry(ZKK_BINFO, bop, name, len, false);
+	submit(e, idx, gen);
+	(void) wait_entry(*idx, *gen, -1, what);
+	return zk_entry(*idx);
+}
+
+/* an arrival's participant, in the database encoding (NULL if it has none) */
+static char *
+decode_node_name(const char *enc, int len)
+{
+	char		raw[ZKLOCK_ENAME_MAX * 2 + 1];
+	char		out[ZKLOCK_ENAME_MAX * 2 + 1];
+	int			n;
+
+	len = Min(len, (int) sizeof(raw) - 1);
+	memcpy(raw, enc, len);
+	raw[len] = '\0';
+	n = zk_decode_name(raw, out, sizeof(out));
+	return pg_any_to_server_noerror(out, n);
+}
+
+Datum
+zk_arrivals(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int			len;
+	char	   *name = arg_name(fcinfo, 0, "arrivals name", &len);
+	uint32		idx;
+	uint32		gen;
+	ZkEntry    *e;
+	char	   *copy = NULL;
+	Size		size = 0;
+
+	InitMaterializedSRF(fcinfo, 0);
+	e = binfo(ZKB_LIST, name, len, &idx, &gen, "read the arrivals");
+	if (DsaPointerIsValid(e->blob))
+	{
+		ZkAnswer   *a = dsa_get_address(zk_dsa(), e->blob);
+
+		size = a->size;
+		copy = palloc(size);
+		memcpy(copy, a, size);
+	}
+	release_entry(idx, gen);
+	if (copy != NULL)
+	{
+		ZkAnswer   *a = (ZkAnswer *) copy;
+		char	   *p = copy + sizeof(ZkAnswer);
+		uint32		i;
+
+		for (i = 0; i < a->count; i++)
+		{
+			ZkArrivalRec r;
+			Datum		values[7];
+			bool		nulls[7] = {false};
+			const char *nm;
+			const char *dt;
+			char		f[ZKLOCK_DATA_MAX];
+			char	   *part;
+
+			memcpy(&r, p, sizeof(r));
+			nm = p + sizeof(r);
+			dt = nm + r.namelen;
+			part = decode_node_name(nm, r.namelen);
+			if (part == NULL)
+				nulls[0] = true;
+			else
+				values[0] = CStringGetTextDatum(part);
+			values[1] = TimestampTzGetDatum(time_t_to_timestamptz(r.ctime_ms / 1000) +
+											(r.ctime_ms % 1000) * 1000);
+			if (zk_json_field(dt, r.datalen, "cluster", f, sizeof(f)))
+				values[2] = CStringGetTextDatum(f);
+			else
+				nulls[2] = true;
+			if (zk_json_field(dt, r.datalen, "host", f, sizeof(f)) &&
+				(part = pg_any_to_server_noerror(f, strlen(f))) != NULL)
+				values[3] = CStringGetTextDatum(part);
+			else
+				nulls[3] = true;
+			if (zk_json_field(dt, r.datalen, "port", f, sizeof(f)) &&
+				strspn(f, "0123456789") == strlen(f) && strlen(f) < 7)
+				values[4] = Int32GetDatum(atoi(f));
+			else
+				nulls[4] = true;
+			if (zk_json_field(dt, r.datalen, "database", f, sizeof(f)) &&
+				(part = pg_any_to_server_noerror(f, strlen(f))) != NULL)
+				values[5] = CStringGetTextDatum(part);
+			else
+				nulls[5] = true;
+			if (zk_json_field(dt, r.datalen, "pid", f, sizeof(f)) &&
+				strspn(f, "0123456789") == strlen(f) && strlen(f) < 10)
+				values[6] = Int32GetDatum(atoi(f));
+			else
+				nulls[6] = true;
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+			p += MAXALIGN(sizeof(r) + r.namelen + r.datalen);
+		}
+	}
+	return (Datum) 0;
+}
+
+Datum
+zk_arrivals_reset(PG_FUNCTION_ARGS)
+{
+	int			len;
+	char	   *name = arg_name(fcinfo, 0, "arrivals name", &len);
+	uint32		idx;
+	uint32		gen;
+	ZkEntry    *e;
+	int64		n;
+
+	e = binfo(ZKB_RESET, name, len, &idx, &gen, "reset the arrivals");
+	n = e->token;
+	release_entry(idx, gen);
+	PG_RETURN_INT64(n);
+}
+
+/* ---- the backend's recipe table ---- */
+
+static void
+barrier_at_exit(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, memberships)
+	{
+		Membership *m = lfirst(lc);
+
+		(void) zk_release_entry(m->idx, m->gen);
+	}
+	memberships = NIL;
+}
+
+const ZkRecipeBackend zk_barrier_backend = {
+	.pre_commit = NULL,
+	.pre_prepare = NULL,
+	.xact_end = NULL,
+	.subxact_end = NULL,
+	.at_exit = barrier_at_exit,
+};

@@ -1,0 +1,1489 @@
+/*-------------------------------------------------------------------------
+ *
+ * barrier_worker.c
+ *	  The barrier recipes' worker half: waits for gates and arrivals
+ *	  (ZKK_BWAIT), double barrier members (ZKK_BMEMBER), and one-off reads
+ *	  of arrivals (ZKK_BINFO).
+ *
+ *	  Waits share one watched object per gate, arrivals node or barrier:
+ *	  one probe (an exists or a children listing, with a watch) answers
+ *	  every local waiter, so waiting costs one watch per object and
+ *	  cluster, and all waiters it satisfies wake together.  A waiter is let
+ *	  through only by what a probe read, never by an event alone, so a
+ *	  spurious wake-up or a reconnect re-reads and re-counts.
+ *
+ *	  A barrier opens for a member when the members present (children
+ *	  other than "ready") reach its parties, or when "ready" was created
+ *	  after the member joined (the barrier opened while it waited).  A
+ *	  "ready" older than the member is a leftover and opens nothing; the
+ *	  first member that counts enough replaces it.
+ *
+ *	  Leaving is herd-free (kazoo's DoubleBarrier order): the member with
+ *	  the lowest name watches the highest, the others delete their node
+ *	  and watch the lowest.
+ *
+ *	  Everything here runs in the worker with zk_ctl->lock held.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "recipe.h"
+#include "barrier.h"
+#include "queue.h"
+
+#include "lib/stringinfo.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+
+/* ------------------------------------------------------------------------
+ * Watched objects
+ * ------------------------------------------------------------------------
+ */
+typedef struct BObj
+{
+	char		path[ZK_PATH_MAX];	/* hash key */
+	uint8		op;				/* ZKB_GATE, ZKB_ARRIVALS or ZKB_ENTER */
+	int			nw;				/* waiters */
+	int			cap;
+	uint32	   *widx;
+	uint32	   *wgen;
+	bool		probing;		/* a probe is in flight */
+	bool		again;			/* probe again when it returns */
+	bool		watching;		/* a watch of ours may be set on path */
+	bool		retry;			/* probe once the session is usable */
+	/* the last probe of a barrier */
+	int			members;
+	int64		ready_czxid;	/* 0: no ready */
+	int32		ready_version;
+} BObj;
+
+static HTAB *objs = NULL;
+static bool any_retry = false;
+static MemoryContext b_cxt = NULL;
+
+static void obj_probe(BObj *o);
+
+static MemoryContext
+b_context(void)
+{
+	if (b_cxt == NULL)
+		b_cxt = AllocSetContextCreate(TopMemoryContext, "zklock barriers",
+									  ALLOCSET_DEFAULT_SIZES);
+	return b_cxt;
+}
+
+void
+zkb_path(const char *what, const char *name, char *out, size_t outlen)
+{
+	char		ename[ZKLOCK_ENAME_MAX + 1];
+
+	zk_encode_name(name, strlen(name), ename);
+	snprintf(out, outlen, "%s/%s/%s", zklock_root, what, ename);
+}
+
+static const char *
+op_dir(int op)
+{
+	switch (op)
+	{
+		case ZKB_GATE:
+			return "gates";
+		case ZKB_ARRIVALS:
+		case ZKB_LIST:
+		case ZKB_RESET:
+			return "arrivals";
+		default:
+			return "barriers";
+	}
+}
+
+static BObj *
+obj_get(int op, const char *name)
+{
+	char		key[ZK_PATH_MAX];
+	bool		found;
+	BObj	   *o;
+
+	if (objs == NULL)
+	{
+		HASHCTL		ctl;
+
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = ZK_PATH_MAX;
+		ctl.entrysize = sizeof(BObj);
+		ctl.hcxt = b_context();
+		objs = hash_create("zklock barrier objects", 32, &ctl,
+						   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	}
+	memset(key, 0, sizeof(key));
+	zkb_path(op_dir(op), name, key, sizeof(key));
+	o = hash_search(objs, key, HASH_ENTER, &found);
+	if (!found)
+	{
+		/* never freed: a watcher's context may point here */
+		o->op = op;
+		o->nw = 0;
+		o->cap = 0;
+		o->widx = o->wgen = NULL;
+		o->probing = o->again = o->watching = o->retry = false;
+		o->members = 0;
+		o->ready_czxid = 0;
+		o->ready_version = -1;
+	}
+	return o;
+}
+
+static void
+obj_add(BObj *o, ZkEntry *e)
+{
+	int			i;
+
+	for (i = 0; i < o->nw; i++)
+		if (o->widx[i] == zk_entry_index(e) && o->wgen[i] == e->gen)
+			return;
+	if (o->nw == o->cap)
+	{
+		int			cap = Max(8, o->cap * 2);
+		MemoryContext old = MemoryContextSwitchTo(b_context());
+
+		o->widx = o->widx ? repalloc(o->widx, cap * sizeof(uint32)) : palloc(cap * sizeof(uint32));
+		o->wgen = o->wgen ? repalloc(o->wgen, cap * sizeof(uint32)) : palloc(cap * sizeof(uint32));
+		o->cap = cap;
+		MemoryContextSwitchTo(old);
+	}
+	o->widx[o->nw] = zk_entry_index(e);
+	o->wgen[o->nw] = e->gen;
+	o->nw++;
+}
+
+static void
+obj_unwatch(BObj *o)
+{
+	if (!o->watching || zk_zh == NULL)
+	{
+		o->watching = false;
+		return;
+	}
+	o->watching = false;
+	/* the library takes the completion pointer itself as the function */
+	(void) zoo_aremove_all_watches(zk_zh, o->path, ZWATCHTYPE_ANY, 0,
+								   (void_completion_t *) zk_unwatch_done, NULL);
+}
+
+/* Drop e from its object's waiters (and the watch with the last of them) */
+static void
+obj_remove_entry(BObj *o, ZkEntry *e)
+{
+	int			i;
+
+	for (i = 0; i < o->nw; i++)
+		if (o->widx[i] == zk_entry_index(e) && o->wgen[i] == e->gen)
+		{
+			o->widx[i] = o->widx[o->nw - 1];
+			o->wgen[i] = o->wgen[o->nw - 1];
+			o->nw--;
+			break;
+		}
+	if (o->nw == 0 && !o->probing)
+		obj_unwatch(o);
+}
+
+static BObj *
+obj_of(ZkEntry *e)
+{
+	int			op = e->kind == ZKK_BMEMBER ? ZKB_ENTER : e->bop;
+
+	return obj_get(op, e->name);
+}
+
+/* The live waiter at position i, or NULL (and dropped) */
+static ZkEntry *
+obj_waiter(BObj *o, int i)
+{
+	ZkEntry    *e = zk_entry(o->widx[i]);
+
+	if (e->gen != o->wgen[i] || e->state == ZKE_FREE || e->released ||
+		e->outcome != ZKO_NONE)
+		return NULL;
+	return e;
+}
+
+static void
+obj_compact(BObj *o)
+{
+	int			i = 0;
+
+	while (i < o->nw)
+	{
+		if (obj_waiter(o, i) == NULL)
+		{
+			o->widx[i] = o->widx[o->nw - 1];
+			o->wgen[i] = o->wgen[o->nw - 1];
+			o->nw--;
+		}
+		else
+			i++;
+	}
+}
+
+static void
+obj_kick(BObj *o)
+{
+	obj_compact(o);
+	if (o->nw == 0)
+	{
+		if (!o->probing)
+			obj_unwatch(o);
+		return;
+	}
+	if (o->probing)
+	{
+		o->again = true;
+		return;
+	}
+	if (!zk_session_usable())
+	{
+		o->retry = true;
+		any_retry = true;
+		return;
+	}
+	obj_probe(o);
+}
+
+static void
+obj_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
+{
+	ZkEntry    *volatile none = NULL;
+	BObj	   *o = (BObj *) ctx;
+
+	if (type == ZOO_SESSION_EVENT || type == ZOO_NOTWATCHING_EVENT)
+		return;
+	COMPLETION_BEGIN
+	{
+		zk_count(ZKCNT_WATCH_EVENTS, 1);
+		o->watching = false;
+		obj_kick(o);
+	}
+	COMPLETION_END(none);
+}
+
+/* The probe failed without an answer: again when the session is usable */
+static void
+obj_probe_failed(BObj *o, int rc)
+{
+	o->probing = false;
+	o->again = false;
+	if (!zk_rc_definite(rc))
+	{
+		o->retry = true;
+		any_retry = true;
+		return;
+	}
+	/* a verdict we cannot use: fail the waiters rather than hang them */
+	{
+		int			i;
+		char		msg[ZKLOCK_ERRMSG_MAX];
+
+		snprintf(msg, sizeof(msg), "ZooKeeper refused to read %s: %s", o->path, zerror(rc));
+		for (i = 0; i < o->nw; i++)
+		{
+			ZkEntry    *e = obj_waiter(o, i);
+
+			if (e != NULL)
+				zk_fail(e, ERRCODE_CONNECTION_FAILURE, msg);
+		}
+		obj_compact(o);
+		if (o->nw == 0)
+			obj_unwatch(o);
+	}
+}
+
+/* After a probe's answer: probe again if asked, or drop the watch */
+static void
+obj_probe_end(BObj *o)
+{
+	o->probing = false;
+	obj_compact(o);
+	if (o->nw == 0)
+	{
+		o->again = false;
+		obj_unwatch(o);
+		return;
+	}
+	if (o->again)
+	{
+		o->again = false;
+		obj_kick(o);
+	}
+}
+
+/* ---- gates ---- */
+
+static void
+gate_probed(int rc, const struct Stat *stat, const void *data)
+{
+	ZkEntry    *volatile none = NULL;
+	BObj	   *o = (BObj *) data;
+
+	COMPLETION_BEGIN
+	{
+		if (rc == ZOK || rc == ZNONODE)
+		{
+			int			i;
+
+			o->watching = true;
+			for (i = 0; i < o->nw; i++)
+			{
+				ZkEntry    *e = obj_waiter(o, i);
+
+				if (e == NULL)
+					continue;
+				if (rc == ZNONODE)
+					zk_finish(e, ZKO_GRANTED, 0, NULL);
+				else if (e->try_only)
+					zk_finish(e, ZKO_BUSY, 0, NULL);
+			}
+			obj_probe_end(o);
+		}
+		else
+			obj_probe_failed(o, rc);
+	}
+	COMPLETION_END(none);
+}
+
+/* ---- arrivals ---- */
+
+static void
+arrivals_answer(BObj *o, int count)
+{
+	int			i;
+
+	for (i = 0; i < o->nw; i++)
+	{
+		ZkEntry    *e = obj_waiter(o, i);
+
+		if (e == NULL)
+			continue;
+		if (count >= e->parties)
+			zk_finish(e, ZKO_GRANTED, 0, NULL);
+		else if (e->try_only)
+			zk_finish(e, ZKO_BUSY, 0, NULL);
+	}
+}
+
+static void
+arrivals_dir_probed(int rc, const struct Stat *stat, const void *data)
+{
+	ZkEntry    *volatile none = NULL;
+	BObj	   *o = (BObj *) data;
+
+	COMPLETION_BEGIN
+	{
+		if (rc == ZNONODE)
+		{
+			/* still nobody: the exists watch tells of the first arrival */
+			o->watching = true;
+			arrivals_answer(o, 0);
+			obj_probe_end(o);
+		}
+		else if (rc == ZOK)
+		{
+			/* created meanwhile: count its children */
+			o->watching = true;
+			o->again = true;
+			obj_probe_end(o);
+		}
+		else
+			obj_probe_failed(o, rc);
+	}
+	COMPLETION_END(none);
+}
+
+static void
+arrivals_probed(int rc, const struct String_vector *sv, const void *data)
+{
+	ZkEntry    *volatile none = NULL;
+	BObj	   *o = (BObj *) data;
+
+	COMPLETION_BEGIN
+	{
+		if (rc == ZOK)
+		{
+			o->watching = true;
+			arrivals_answer(o, sv ? sv->count : 0);
+			obj_probe_end(o);
+		}
+		else if (rc == ZNONODE && zk_session_usable())
+		{
+			if (zoo_awexists(zk_zh, o->path, obj_watcher, o, arrivals_dir_probed, o) != ZOK)
+				obj_probe_failed(o, ZCONNECTIONLOSS);
+		}
+		else
+			obj_probe_failed(o, rc);
+	}
+	COMPLETION_END(none);
+}
+
+/* ---- barriers: entering ---- */
+
+static void barrier_evaluate(BObj *o);
+
+static void
+ready_done(int rc, const void *data)
+{
+	/* another member may have made it first: either way it is there */
+}
+
+static void
+ignore_created(int rc, const char *value, const void *data)
+{
+}
+
+static void
+ready_read(int rc, const struct Stat *stat, const void *data)
+{
+	ZkEntry    *volatile none = NULL;
+	BObj	   *o = (BObj *) data;
+
+	COMPLETION_BEGIN
+	{
+		if (rc == ZOK || rc == ZNONODE)
+		{
+			o->ready_czxid = (rc == ZOK && stat) ? stat->czxid : 0;
+			o->ready_version = (rc == ZOK && stat) ? stat->version : -1;
+			barrier_evaluate(o);
+			obj_probe_end(o);
+		}
+		else
+			obj_probe_failed(o, rc);
+	}
+	COMPLETION_END(none);
+}
+
+static void
+barrier_probed(int rc, const struct String_vector *sv, const void *data)
+{
+	ZkEntry    *volatile none = NULL;
+	BObj	   *o = (BObj *) data;
+
+	COMPLETION_BEGIN
+	{
+		if (rc == ZOK || rc == ZNONODE)
+		{
+			int			i;
+			bool		ready = false;
+
+			o->watching = (rc == ZOK);
+			o->members = 0;
+			if (rc == ZOK && sv)
+				for (i = 0; i < sv->count; i++)
+				{
+					if (strcmp(sv->data[i], ZKB_READY) == 0)
+						ready = true;
+					else
+						o->members++;
+				}
+			if (ready && zk_session_usable())
+			{
+				char		rpath[ZK_PATH_MAX];
+
+				snprintf(rpath, sizeof(rpath), "%s/%s", o->path, ZKB_READY);
+				if (zoo_aexists(zk_zh, rpath, 0, ready_read, o) != ZOK)
+					obj_probe_failed(o, ZCONNECTIONLOSS);
+			}
+			else if (ready)
+				obj_probe_failed(o, ZCONNECTIONLOSS);
+			else
+			{
+				o->ready_czxid = 0;
+				o->ready_version = -1;
+				barrier_evaluate(o);
+				if (rc == ZNONODE)
+					o->again = true;	/* our members are re-created */
+				obj_probe_end(o);
+			}
+		}
+		else
+			obj_probe_failed(o, rc);
+	}
+	COMPLETION_END(none);
+}
+
+/*
+ * Let through every waiting member the last probe opens the barrier for;
+ * when the count opened it and "ready" is missing or older than one of
+ * them, (re)create "ready" so that members who look later see it opened.
+ */
+static void
+barrier_evaluate(BObj *o)
+{
+	int			i;
+	bool		by_count = false;
+	int64		oldest = 0;
+
+	for (i = 0; i < o->nw; i++)
+	{
+		ZkEntry    *e = obj_waiter(o, i);
+
+		if (e == NULL || e->bop != ZKB_ENTER || e->node[0] == '\0')
+			continue;
+		if (o->members >= e->parties)
+		{
+			by_count = true;
+			if (oldest == 0 || e->token < oldest)
+				oldest = e->token;
+			e->bop = ZKB_MEMBER;
+			e->state = ZKE_HELD;
+			zk_finish(e, ZKO_GRANTED, 0, NULL);
+		}
+		else if (o->ready_czxid != 0 && o->ready_czxid > e->token)
+		{
+			e->bop = ZKB_MEMBER;
+			e->state = ZKE_HELD;
+			zk_finish(e, ZKO_GRANTED, 0, NULL);
+		}
+		else if (e->try_only)
+			zk_finish(e, ZKO_BUSY, 0, NULL);
+	}
+	if (by_count && (o->ready_czxid == 0 || o->ready_czxid < oldest) &&
+		zk_session_usable())
+	{
+		char		rpath[ZK_PATH_MAX];
+
+		snprintf(rpath, sizeof(rpath), "%s/%s", o->path, ZKB_READY);
+		if (o->ready_czxid != 0)
+		{
+			/* a leftover: replace it, unless someone else just did */
+			zoo_op_t   *ops = MemoryContextAllocZero(b_context(), 2 * sizeof(zoo_op_t));
+			zoo_op_result_t *res = MemoryContextAllocZero(b_context(), 2 * sizeof(zoo_op_result_t));
+			char	   *p = MemoryContextStrdup(b_context(), rpath);
+
+			zoo_delete_op_init(&ops[0], p, o->ready_version);
+			zoo_create_op_init(&ops[1], p, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+			/* the buffers leak once per replaced leftover: rare and small */
+			(void) zoo_amulti(zk_zh, 2, ops, res, ready_done, NULL);
+		}
+		else
+			(void) zoo_acreate(zk_zh, rpath, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0,
+							   ignore_created, NULL);
+		o->ready_czxid = 0;
+	}
+}
+
+static void
+obj_probe(BObj *o)
+{
+	int			rc;
+
+	o->retry = false;
+	o->probing = true;
+	switch (o->op)
+	{
+		case ZKB_GATE:
+			rc = zoo_awexists(zk_zh, o->path, obj_watcher, o, gate_probed, o);
+			break;
+		case ZKB_ARRIVALS:
+			rc = zoo_awget_children(zk_zh, o->path, obj_watcher, o, arrivals_probed, o);
+			break;
+		default:
+			rc = zoo_awget_children(zk_zh, o->path, obj_watcher, o, barrier_probed, o);
+			break;
+	}
+	if (rc != ZOK)
+		obj_probe_failed(o, ZCONNECTIONLOSS);
+}
+
+/* ------------------------------------------------------------------------
+ * ZKK_BWAIT: a gate wait or an await
+ * ------------------------------------------------------------------------
+ */
+static void
+bwait_drive(ZkEntry *e)
+{
+	BObj	   *o = obj_of(e);
+
+	if (e->released)
+	{
+		obj_remove_entry(o, e);
+		zk_entry_free(e);
+		return;
+	}
+	if (e->outcome != ZKO_NONE)
+		return;
+	if (e->state != ZKE_WAITING)
+	{
+		e->state = ZKE_WAITING;
+		zk_wake_owner(e);		/* its timeout counts from now */
+	}
+	obj_add(o, e);
+	obj_kick(o);
+}
+
+static void
+bwait_drive_failed(ZkEntry *e)
+{
+	if (e->released)
+	{
+		obj_remove_entry(obj_of(e), e);
+		zk_entry_free(e);
+	}
+	else
+		zk_fail(e, ERRCODE_INTERNAL_ERROR, "the zklock worker failed while serving the wait");
+}
+
+static void
+bwait_session_lost(ZkEntry *e, const char *why)
+{
+	/* the object probes again once a session is usable */
+	if (e->released)
+	{
+		obj_remove_entry(obj_of(e), e);
+		zk_entry_free(e);
+	}
+	else
+		obj_kick(obj_of(e));
+}
+
+static void
+b_session_reset(void)
+{
+	HASH_SEQ_STATUS st;
+	BObj	   *o;
+
+	if (objs == NULL)
+		return;
+	hash_seq_init(&st, objs);
+	while ((o = hash_seq_search(&st)) != NULL)
+	{
+		o->probing = o->again = o->watching = false;
+		if (o->nw > 0)
+		{
+			o->retry = true;
+			any_retry = true;
+		}
+	}
+}
+
+static void
+b_session_usable(void)
+{
+	HASH_SEQ_STATUS st;
+	BObj	   *o;
+
+	if (!any_retry || objs == NULL)
+		return;
+	any_retry = false;
+	hash_seq_init(&st, objs);
+	while ((o = hash_seq_search(&st)) != NULL)
+		if (o->retry)
+		{
+			o->retry = false;
+			obj_kick(o);
+		}
+}
+
+/* ------------------------------------------------------------------------
+ * ZKK_BMEMBER: a double barrier's member
+ * ------------------------------------------------------------------------
+ */
+static void member_step(ZkEntry *e);
+static void leave_list(ZkEntry *e);
+
+static void
+member_path(ZkEntry *e, const char *child, char *out, size_t outlen)
+{
+	char		dir[ZK_PATH_MAX];
+
+	zkb_path("barriers", e->name, dir, sizeof(dir));
+	snprintf(out, outlen, "%s/%s", dir, child);
+}
+
+static void
+member_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
+{
+	ZkEntry    *volatile e = NULL;
+
+	if (type == ZOO_SESSION_EVENT || type == ZOO_NOTWATCHING_EVENT)
+		return;
+	COMPLETION_BEGIN
+	{
+		zk_count(ZKCNT_WATCH_EVENTS, 1);
+		e = zk_entry_of(ctx);
+		if (e != NULL && e->watching)
+		{
+			if (path)
+				(void) zk_watch_drop(path);
+			e->watching = false;
+			e->watched[0] = '\0';
+			if (e->bop == ZKB_LEAVE && !e->released)
+				leave_list(e);
+		}
+	}
+	COMPLETION_END(e);
+}
+
+static void
+member_unwatch(ZkEntry *e)
+{
+	char		path[ZK_PATH_MAX];
+
+	if (!e->watching)
+		return;
+	e->watching = false;
+	member_path(e, e->watched, path, sizeof(path));
+	e->watched[0] = '\0';
+	if (zk_zh == NULL)
+		return;
+	if (zk_watch_drop(path) > 0 || !zk_session_usable())
+		(void) zoo_aremove_watches(zk_zh, path, ZWATCHTYPE_DATA, member_watcher,
+								   (void *) zk_ctx_of(e), 1,
+								   (void_completion_t *) zk_unwatch_done, NULL);
+	else
+		(void) zoo_aremove_all_watches(zk_zh, path, ZWATCHTYPE_DATA, 0,
+									   (void_completion_t *) zk_unwatch_done, NULL);
+}
+
+static void
+member_deleted(int rc, const void *ctx)
+{
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = zk_entry_of(ctx);
+		if (e != NULL && e->delete_inflight)
+		{
+			e->delete_inflight = false;
+			if (rc == ZOK || rc == ZNONODE)
+			{
+				e->node[0] = '\0';
+				e->in_doubt = false;
+				if (e->released)
+					zk_entry_free(e);
+				else if (e->bop == ZKB_LEFT)
+					zk_finish(e, ZKO_GRANTED, 0, NULL);
+			}
+			else if (!zk_rc_definite(rc))
+				zk_retry_later(e);
+			else
+			{
+				ereport(WARNING,
+						(errmsg("zklock: could not delete the member node of barrier \"%s\": %s",
+								e->name, zerror(rc))));
+				e->node[0] = '\0';
+				if (e->released)
+					zk_entry_free(e);
+				else if (e->bop == ZKB_LEFT)
+					zk_finish(e, ZKO_GRANTED, 0, NULL);
+			}
+		}
+	}
+	COMPLETION_END(e);
+}
+
+static void
+member_send_delete(ZkEntry *e)
+{
+	char		path[ZK_PATH_MAX];
+	int			rc;
+
+	member_path(e, e->guid, path, sizeof(path));
+	rc = zoo_adelete(zk_zh, path, -1, member_deleted, zk_ctx_of(e));
+	if (rc == ZOK)
+		e->delete_inflight = true;
+	else
+		zk_retry_later(e);
+}
+
+static void
+member_created(int rc, const char *value, const struct Stat *stat, const void *ctx)
+{
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = zk_entry_of(ctx);
+		if (e != NULL && e->create_inflight)
+		{
+			e->create_inflight = false;
+			if (rc == ZOK || rc == ZNODEEXISTS)
+			{
+				/* ZNODEEXISTS: ours, by name, from a try whose reply was lost */
+				e->in_doubt = false;
+				strlcpy(e->node, e->guid, sizeof(e->node));
+				if (rc == ZOK && stat && e->token == 0)
+					e->token = stat->czxid;
+				member_step(e);
+			}
+			else if (rc == ZNONODE && e->errors < 5)
+			{
+				/* the barrier's node (a container) or its parents are gone */
+				e->errors++;
+				e->parents_tried = true;
+				member_step(e);
+			}
+			else if (!zk_rc_definite(rc))
+			{
+				e->in_doubt = true;
+				zk_retry_later(e);
+			}
+			else
+			{
+				char		msg[ZKLOCK_ERRMSG_MAX];
+
+				snprintf(msg, sizeof(msg), "ZooKeeper refused the member node: %s", zerror(rc));
+				if (e->released)
+					zk_entry_free(e);
+				else
+				{
+					e->bop = ZKB_LEFT;
+					e->state = ZKE_DONE;
+					zk_fail(e, ERRCODE_CONNECTION_FAILURE, msg);
+				}
+			}
+		}
+	}
+	COMPLETION_END(e);
+}
+
+/* our member's czxid, when the create's reply did not tell it */
+static void
+member_stat(int rc, const struct Stat *stat, const void *ctx)
+{
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = zk_entry_of(ctx);
+		if (e != NULL && e->list_inflight)
+		{
+			e->list_inflight = false;
+			if (rc == ZOK && stat)
+			{
+				e->token = stat->czxid;
+				member_step(e);
+			}
+			else if (rc == ZNONODE)
+			{
+				e->node[0] = '\0';
+				member_step(e);
+			}
+			else
+				zk_retry_later(e);
+		}
+	}
+	COMPLETION_END(e);
+}
+
+static void
+member_send_create(ZkEntry *e)
+{
+	char		path[ZK_PATH_MAX];
+	int			rc;
+
+	if (e->parents_tried)
+	{
+		char		dir[ZK_PATH_MAX];
+
+		snprintf(dir, sizeof(dir), "%s/barriers", zklock_root);
+		(void) zoo_acreate(zk_zh, zklock_root, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0,
+						   ignore_created, NULL);
+		(void) zoo_acreate(zk_zh, dir, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0,
+						   ignore_created, NULL);
+	}
+	/* the barrier's own node is a container: gone when its last member is */
+	{
+		char		dir[ZK_PATH_MAX];
+
+		zkb_path("barriers", e->name, dir, sizeof(dir));
+		(void) zoo_acreate(zk_zh, dir, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_CONTAINER,
+						   ignore_created, NULL);
+	}
+	member_path(e, e->guid, path, sizeof(path));
+	e->state = ZKE_CREATING;
+	rc = zoo_acreate2(zk_zh, path, e->data, strlen(e->data), &ZOO_OPEN_ACL_UNSAFE,
+					  ZOO_EPHEMERAL, member_created, zk_ctx_of(e));
+	if (rc == ZOK)
+	{
+		e->create_inflight = true;
+		e->session = zk_cur_session;
+	}
+	else
+		(void) zk_send_failed(e, rc, "create");
+}
+
+/* ---- leaving ---- */
+
+static int
+cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+static void
+leave_exists(int rc, const struct Stat *stat, const void *ctx)
+{
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = zk_entry_of(ctx);
+		if (e != NULL && e->watch_pending)
+		{
+			char		path[ZK_PATH_MAX];
+
+			e->watch_pending = false;
+			member_path(e, e->watched, path, sizeof(path));
+			if (rc == ZOK)
+			{
+				e->watching = true;
+				if (e->released || e->bop != ZKB_LEAVE)
+					member_unwatch(e);
+			}
+			else
+			{
+				(void) zk_watch_drop(path);
+				e->watched[0] = '\0';
+				if (e->released || e->bop != ZKB_LEAVE)
+					;
+				else if (rc == ZNONODE)
+					leave_list(e);	/* gone already: look again */
+				else
+					zk_retry_later(e);
+			}
+		}
+	}
+	COMPLETION_END(e);
+}
+
+static void
+leave_watch(ZkEntry *e, const char *child)
+{
+	char		path[ZK_PATH_MAX];
+	int			rc;
+
+	strlcpy(e->watched, child, sizeof(e->watched));
+	member_path(e, child, path, sizeof(path));
+	rc = zoo_awexists(zk_zh, path, member_watcher, (void *) zk_ctx_of(e),
+					  leave_exists, zk_ctx_of(e));
+	if (rc == ZOK)
+	{
+		zk_watch_set(path);
+		e->watch_pending = true;
+	}
+	else
+		zk_retry_later(e);
+}
+
+static void
+leave_listed(int rc, const struct String_vector *sv, const void *ctx)
+{
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = zk_entry_of(ctx);
+		if (e != NULL && e->list_inflight)
+		{
+			e->list_inflight = false;
+			if (e->released || e->bop != ZKB_LEAVE)
+				member_step(e);
+			else if (rc == ZOK || rc == ZNONODE)
+			{
+				char	  **m = NULL;
+				int			n = 0;
+				int			i;
+				bool		mine = false;
+
+				if (rc == ZOK && sv && sv->count > 0)
+				{
+					m = palloc(sizeof(char *) * sv->count);
+					for (i = 0; i < sv->count; i++)
+						if (strcmp(sv->data[i], ZKB_READY) != 0)
+						{
+							m[n++] = sv->data[i];
+							if (e->node[0] && strcmp(sv->data[i], e->node) == 0)
+								mine = true;
+						}
+					qsort(m, n, sizeof(char *), cmp_str);
+				}
+				if (!mine)
+					e->node[0] = '\0';
+				if (n == 0 || (n == 1 && mine))
+				{
+					/* everyone else has left */
+					e->bop = ZKB_LEFT;
+					if (mine)
+						member_send_delete(e);
+					else
+						zk_finish(e, ZKO_GRANTED, 0, NULL);
+				}
+				else if (mine && strcmp(m[0], e->node) == 0)
+					leave_watch(e, m[n - 1]);	/* lowest: wait for the highest */
+				else
+				{
+					if (mine && !e->delete_inflight)
+						member_send_delete(e);
+					leave_watch(e, m[0]);	/* the others: wait for the lowest */
+				}
+				if (m)
+					pfree(m);
+			}
+			else if (!zk_rc_definite(rc))
+				zk_retry_later(e);
+			else
+			{
+				e->bop = ZKB_LEFT;
+				zk_fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
+			}
+		}
+	}
+	COMPLETION_END(e);
+}
+
+static void
+leave_list(ZkEntry *e)
+{
+	char		dir[ZK_PATH_MAX];
+	int			rc;
+
+	if (!zk_session_usable())
+	{
+		zk_retry_later(e);
+		return;
+	}
+	zkb_path("barriers", e->name, dir, sizeof(dir));
+	rc = zoo_aget_children(zk_zh, dir, 0, leave_listed, zk_ctx_of(e));
+	if (rc == ZOK)
+		e->list_inflight = true;
+	else
+		zk_retry_later(e);
+}
+
+/* One step of a member, whatever it waits for */
+static void
+member_step(ZkEntry *e)
+{
+	if (e->create_inflight || e->delete_inflight || e->list_inflight ||
+		e->watch_pending)
+		return;					/* its completion steps it on */
+	if (e->released)
+	{
+		obj_remove_entry(obj_of(e), e);
+		member_unwatch(e);
+		if ((e->node[0] || e->in_doubt) && zk_zh != NULL)
+		{
+			if (!zk_session_usable())
+			{
+				zk_retry_later(e);
+				return;
+			}
+			member_send_delete(e);
+		}
+		else
+			zk_entry_free(e);
+		return;
+	}
+	if (!zk_session_usable())
+	{
+		zk_retry_later(e);
+		return;
+	}
+	switch (e->bop)
+	{
+		case ZKB_ENTER:
+		case ZKB_MEMBER:
+			if (e->node[0] == '\0')
+			{
+				member_send_create(e);
+				return;
+			}
+			if (e->token == 0)
+			{
+				char		path[ZK_PATH_MAX];
+
+				member_path(e, e->node, path, sizeof(path));
+				if (zoo_aexists(zk_zh, path, 0, member_stat, zk_ctx_of(e)) == ZOK)
+					e->list_inflight = true;
+				else
+					zk_retry_later(e);
+				return;
+			}
+			if (e->bop == ZKB_ENTER)
+			{
+				BObj	   *o = obj_of(e);
+
+				if (e->state != ZKE_WAITING)
+				{
+					e->state = ZKE_WAITING;
+					zk_wake_owner(e);
+				}
+				obj_add(o, e);
+				obj_kick(o);
+			}
+			else
+				e->state = ZKE_HELD;
+			return;
+		case ZKB_LEAVE:
+			{
+				char		path[ZK_PATH_MAX];
+
+				obj_remove_entry(obj_of(e), e);
+				if (e->state != ZKE_WAITING)
+				{
+					/* first step: the barrier closes behind us */
+					member_path(e, ZKB_READY, path, sizeof(path));
+					(void) zoo_adelete(zk_zh, path, -1, ready_done, NULL);
+					e->state = ZKE_WAITING;
+					zk_wake_owner(e);
+				}
+				if (!e->watching)
+					leave_list(e);
+				return;
+			}
+		default:
+			return;
+	}
+}
+
+static void
+member_drive_failed(ZkEntry *e)
+{
+	e->create_inflight = e->delete_inflight = e->list_inflight = false;
+	e->watch_pending = false;
+	if (e->released)
+	{
+		if (e->node[0] || e->in_doubt)
+			zk_retry_later(e);
+		else
+		{
+			obj_remove_entry(obj_of(e), e);
+			zk_entry_free(e);
+		}
+		return;
+	}
+	if (e->errors++ < 3)
+		zk_retry_later(e);
+	else
+		zk_fail(e, ERRCODE_INTERNAL_ERROR, "the zklock worker failed while serving the barrier");
+}
+
+/*
+ * The session ended and took our member node with it: a member that has
+ * not left gets a new node in the next session (same name), so that it
+ * still counts and is still waited for.
+ */
+static void
+member_session_lost(ZkEntry *e, const char *why)
+{
+	e->create_inflight = e->delete_inflight = e->list_inflight = false;
+	e->watch_pending = false;
+	e->watching = false;
+	e->watched[0] = '\0';
+	e->in_doubt = false;
+	e->node[0] = '\0';
+	if (e->released)
+	{
+		obj_remove_entry(obj_of(e), e);
+		zk_entry_free(e);
+		return;
+	}
+	zk_retry_later(e);
+}
+
+/* ------------------------------------------------------------------------
+ * ZKK_BINFO: list or reset arrivals
+ * ------------------------------------------------------------------------
+ */
+typedef struct BInfo
+{
+	uint32		idx;
+	uint32		gen;
+	int			pending;
+	int			count;
+	bool		failed;
+	StringInfoData rows;
+	char		dir[ZK_PATH_MAX];
+} BInfo;
+
+static ZkEntry *
+binfo_entry(BInfo *bi)
+{
+	ZkEntry    *e = zk_entry(bi->idx);
+
+	return (e->gen == bi->gen && e->state != ZKE_FREE) ? e : NULL;
+}
+
+static void
+binfo_finish(BInfo *bi)
+{
+	ZkEntry    *e = binfo_entry(bi);
+
+	if (e != NULL)
+	{
+		e->list_inflight = false;
+		if (e->released)
+			zk_entry_free(e);
+		else if (bi->failed)
+			zk_retry_later(e);	/* all over again, when usable */
+		else
+		{
+			dsa_area   *area = zk_dsa();
+			Size		sz = sizeof(ZkAnswer) + bi->rows.len;
+			dsa_pointer dp = dsa_allocate_extended(area, sz, DSA_ALLOC_NO_OOM);
+
+			if (!DsaPointerIsValid(dp))
+				zk_fail(e, ERRCODE_OUT_OF_MEMORY, "out of dynamic shared memory for the answer");
+			else
+			{
+				ZkAnswer   *a = dsa_get_address(area, dp);
+
+				a->count = bi->count;
+				a->size = sz;
+				memcpy((char *) a + sizeof(ZkAnswer), bi->rows.data, bi->rows.len);
+				e->blob = dp;
+				e->token = bi->count;
+				e->state = ZKE_DONE;
+				zk_finish(e, ZKO_GRANTED, 0, NULL);
+			}
+		}
+	}
+	pfree(bi->rows.data);
+	pfree(bi);
+}
+
+static void
+binfo_step_done(BInfo *bi)
+{
+	if (--bi->pending == 0)
+		binfo_finish(bi);
+}
+
+typedef struct BInfoCall
+{
+	BInfo	   *bi;
+	char		name[ZKLOCK_NODE_MAX * 4];
+} BInfoCall;
+
+static void
+binfo_got(int rc, const char *value, int value_len, const struct Stat *stat,
+		  const void *data)
+{
+	ZkEntry    *volatile none = NULL;
+	BInfoCall  *c = (BInfoCall *) data;
+
+	COMPLETION_BEGIN
+	{
+		BInfo	   *bi = c->bi;
+
+		if (rc == ZOK && stat)
+		{
+			ZkArrivalRec r;
+			int			nl = strlen(c->name);
+			int			dl = value ? Min(value_len, ZKLOCK_DATA_MAX * 2) : 0;
+
+			r.ctime_ms = stat->ctime;
+			r.namelen = nl;
+			r.datalen = Max(dl, 0);
+			appendBinaryStringInfo(&bi->rows, (char *) &r, sizeof(r));
+			appendBinaryStringInfo(&bi->rows, c->name, nl);
+			if (r.datalen > 0)
+				appendBinaryStringInfo(&bi->rows, value, r.datalen);
+			while (bi->rows.len % MAXIMUM_ALIGNOF)
+				appendStringInfoChar(&bi->rows, '\0');
+			bi->count++;
+		}
+		else if (rc != ZNONODE)
+			bi->failed = true;
+		pfree(c);
+		binfo_step_done(bi);
+	}
+	COMPLETION_END(none);
+}
+
+static void
+binfo_deleted(int rc, const void *data)
+{
+	ZkEntry    *volatile none = NULL;
+	BInfoCall  *c = (BInfoCall *) data;
+
+	COMPLETION_BEGIN
+	{
+		BInfo	   *bi = c->bi;
+
+		if (rc == ZOK && c->name[0] != '\0')
+			bi->count++;
+		else if (rc != ZOK && rc != ZNONODE && c->name[0] != '\0')
+			bi->failed = true;
+		pfree(c);
+		binfo_step_done(bi);
+	}
+	COMPLETION_END(none);
+}
+
+static void
+binfo_listed(int rc, const struct String_vector *sv, const void *data)
+{
+	ZkEntry    *volatile none = NULL;
+	BInfo	   *bi = (BInfo *) data;
+
+	COMPLETION_BEGIN
+	{
+		ZkEntry    *e = binfo_entry(bi);
+
+		if ((rc == ZOK || rc == ZNONODE) && e != NULL && zk_session_usable())
+		{
+			int			i;
+			bool		reset = (e->bop == ZKB_RESET);
+
+			bi->pending = 1;
+			for (i = 0; rc == ZOK && sv && i < sv->count; i++)
+			{
+				BInfoCall  *c = MemoryContextAllocZero(b_context(), sizeof(BInfoCall));
+				char		path[ZK_PATH_MAX];
+				int			src;
+
+				c->bi = bi;
+				strlcpy(c->name, sv->data[i], sizeof(c->name));
+				snprintf(path, sizeof(path), "%s/%s", bi->dir, sv->data[i]);
+				if (reset)
+					src = zoo_adelete(zk_zh, path, -1, binfo_deleted, c);
+				else
+					src = zoo_aget(zk_zh, path, 0, binfo_got, c);
+				if (src == ZOK)
+					bi->pending++;
+				else
+				{
+					bi->failed = true;
+					pfree(c);
+				}
+			}
+			if (reset && rc == ZOK)
+			{
+				/* the node itself, once empty (not counted) */
+				BInfoCall  *c = MemoryContextAllocZero(b_context(), sizeof(BInfoCall));
+
+				c->bi = bi;
+				c->name[0] = '\0';
+				if (zoo_adelete(zk_zh, bi->dir, -1, binfo_deleted, c) == ZOK)
+					bi->pending++;
+				else
+					pfree(c);
+			}
+			binfo_step_done(bi);
+		}
+		else
+		{
+			bi->failed = !(e == NULL || zk_rc_definite(rc));
+			if (e != NULL && !bi->failed)
+			{
+				/* a verdict: fail the request */
+				e->list_inflight = false;
+				if (e->released)
+					zk_entry_free(e);
+				else
+					zk_fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
+				e = NULL;
+				pfree(bi->rows.data);
+				pfree(bi);
+			}
+			else
+				binfo_finish(bi);
+		}
+	}
+	COMPLETION_END(none);
+}
+
+/*
+ * A list reads every arrival; a reset deletes them one by one and then the
+ * node itself (not counted; it fails harmlessly if one arrived meanwhile).
+ */
+static void
+binfo_drive(ZkEntry *e)
+{
+	BInfo	   *bi;
+	int			rc;
+
+	if (e->list_inflight)
+		return;
+	if (e->released)
+	{
+		zk_entry_free(e);
+		return;
+	}
+	if (e->outcome != ZKO_NONE)
+		return;
+	if (!zk_session_usable())
+	{
+		zk_retry_later(e);
+		return;
+	}
+	bi = MemoryContextAllocZero(b_context(), sizeof(BInfo));
+	bi->idx = zk_entry_index(e);
+	bi->gen = e->gen;
+	{
+		MemoryContext old = MemoryContextSwitchTo(b_context());
+
+		initStringInfo(&bi->rows);
+		MemoryContextSwitchTo(old);
+	}
+	zkb_path("arrivals", e->name, bi->dir, sizeof(bi->dir));
+	rc = zoo_aget_children(zk_zh, bi->dir, 0, binfo_listed, bi);
+	if (rc == ZOK)
+		e->list_inflight = true;
+	else
+	{
+		pfree(bi->rows.data);
+		pfree(bi);
+		zk_retry_later(e);
+	}
+}
+
+static void
+binfo_drive_failed(ZkEntry *e)
+{
+	e->list_inflight = false;
+	if (e->released)
+		zk_entry_free(e);
+	else
+		zk_fail(e, ERRCODE_INTERNAL_ERROR, "the zklock worker failed while reading the arrivals");
+}
+
+static void
+binfo_session_lost(ZkEntry *e, const char *why)
+{
+	/* its reads are void: their completions find list_inflight cleared */
+	e->list_inflight = false;
+	if (e->released)
+		zk_entry_free(e);
+	else if (e->outcome == ZKO_NONE)
+		zk_retry_later(e);
+}
+
+/* ------------------------------------------------------------------------
+ * The tables
+ * ------------------------------------------------------------------------
+ */
+const ZkRecipe zk_bwait_recipe = {
+	.name = "barrier wait",
+	.drive = bwait_drive,
+	.drive_failed = bwait_drive_failed,
+	.session_lost = bwait_session_lost,
+	.session_reset = b_session_reset,
+	.session_usable = b_session_usable,
+};
+
+const ZkRecipe zk_bmember_recipe = {
+	.name = "barrier member",
+	.drive = member_step,
+	.drive_failed = member_drive_failed,
+	.session_lost = member_session_lost,
+	.session_reset = NULL,
+};
+
+const ZkRecipe zk_binfo_recipe = {
+	.name = "arrivals",
+	.drive = binfo_drive,
+	.drive_failed = binfo_drive_failed,
+	.session_lost = binfo_session_lost,
+	.session_reset = NULL,
+};
