@@ -663,12 +663,36 @@ b_session_reset(void)
 	}
 }
 
+static void binfo_session_lost(ZkEntry *e, const char *why);
+static void member_session_lost(ZkEntry *e, const char *why);
+
 static void
 b_session_usable(void)
 {
+	static bool adopted = false;
 	HASH_SEQ_STATUS st;
 	BObj	   *o;
 
+	if (!adopted)
+	{
+		int			i;
+
+		/* the entries of a previous worker survive it in shared memory */
+		adopted = true;
+		for (i = 0; i < zk_ctl->max_entries; i++)
+		{
+			ZkEntry    *e = zk_entry(i);
+
+			if (e->state == ZKE_FREE || e->queued)
+				continue;
+			if (e->kind == ZKK_BWAIT)
+				bwait_drive(e);
+			else if (e->kind == ZKK_BMEMBER)
+				member_session_lost(e, NULL);
+			else if (e->kind == ZKK_BINFO)
+				binfo_session_lost(e, NULL);
+		}
+	}
 	if (!any_retry || objs == NULL)
 		return;
 	any_retry = false;
