@@ -29,7 +29,7 @@ PGFILEDESC = "zklock - ZooKeeper coordination recipes for PostgreSQL"
 SHLIB_LINK = -lzookeeper_st
 PG_CPPFLAGS = -I$(srcdir)/src -I/usr/include/zookeeper
 
-REGRESS = setup lock savepoint families errors status queue
+REGRESS = setup lock savepoint families errors status queue barrier
 REGRESS_OPTS = --temp-config=$(srcdir)/test/regress.conf --temp-instance=tmp_regress \
 	--load-extension=zklock --load-extension=dblink
 

@@ -91,7 +91,7 @@ arg_name(FunctionCallInfo fcinfo, int argno, const char *what, int *len)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("zklock %s must not be null", what),
-				 errhint("Give a %s of 1 to %d bytes.", what, ZKLOCK_NAME_MAX)));
+				 errhint("The %s must have 1 to %d bytes.", what, ZKLOCK_NAME_MAX)));
 	t = PG_GETARG_TEXT_PP(argno);
 	rawlen = VARSIZE_ANY_EXHDR(t);
 	u = rawlen > ZKLOCK_NAME_MAX ? NULL : zk_name_to_utf8(VARDATA_ANY(t), rawlen, len);
@@ -101,14 +101,14 @@ arg_name(FunctionCallInfo fcinfo, int argno, const char *what, int *len)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("zklock %s must not be empty", what),
-				 errhint("Give a %s of 1 to %d bytes.", what, ZKLOCK_NAME_MAX)));
+				 errhint("The %s must have 1 to %d bytes.", what, ZKLOCK_NAME_MAX)));
 	if (*len > ZKLOCK_NAME_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("zklock %s is too long", what),
 				 errdetail("It has %d bytes in UTF-8; the limit is %d bytes.", *len, ZKLOCK_NAME_MAX),
 				 errhint("Use a shorter %s.", what)));
-	return u;
+	return pnstrdup(u, *len);
 }
 
 static int32
