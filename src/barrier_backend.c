@@ -168,11 +168,16 @@ submit(ZkEntry *e, uint32 *idx, uint32 *gen)
  * passed or (timeout 0) the first look said no.  Any error lets go of the
  * entry first.
  */
+static uint32 waiting_idx = ZKLOCK_NO_ENTRY;	/* let go at exit (FATAL) */
+static uint32 waiting_gen = 0;
+
 static bool
 wait_entry(uint32 idx, uint32 gen, int64 timeout_ms, const char *what)
 {
 	int			outcome = ZKO_NONE;
 
+	waiting_idx = idx;
+	waiting_gen = gen;
 	PG_TRY();
 	{
 		outcome = zk_wait_outcome(idx, timeout_ms == 0 ? -1 : timeout_ms,
@@ -180,10 +185,12 @@ wait_entry(uint32 idx, uint32 gen, int64 timeout_ms, const char *what)
 	}
 	PG_CATCH();
 	{
+		waiting_idx = ZKLOCK_NO_ENTRY;
 		release_entry(idx, gen);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	waiting_idx = ZKLOCK_NO_ENTRY;
 	return outcome == ZKO_GRANTED;
 }
 
@@ -512,6 +519,9 @@ barrier_at_exit(void)
 {
 	ListCell   *lc;
 
+	if (waiting_idx != ZKLOCK_NO_ENTRY)
+		(void) zk_release_entry(waiting_idx, waiting_gen);
+	waiting_idx = ZKLOCK_NO_ENTRY;
 	foreach(lc, memberships)
 	{
 		Membership *m = lfirst(lc);
