@@ -17,6 +17,9 @@
 #include "barrier.h"
 #include "queue.h"
 
+/* an op's path under the root, as the worker accepts it (queue_worker.c) */
+#define ZK_RELPATH_MAX	(ZKLOCK_PARENT_MAX + ZKLOCK_NODE_MAX + 2 - ZKLOCK_ROOT_MAX - 2)
+
 #include "access/htup_details.h"
 #include "fmgr.h"
 #include "funcapi.h"
@@ -371,6 +374,13 @@ zk_arrive(PG_FUNCTION_ARGS)
 	zk_encode_name(name, len, ename);
 	zk_encode_name(part, plen, epart);
 	snprintf(rel, sizeof(rel), "arrivals/%s/%s", ename, epart);
+	if (strlen(rel) > ZK_RELPATH_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock arrivals name and participant are too long together"),
+				 errdetail("Encoded for ZooKeeper they take %d bytes; the limit is %d.",
+						   (int) strlen(rel), ZK_RELPATH_MAX),
+				 errhint("Use shorter names, or plain ones (letters, digits, _ . -), which are not encoded.")));
 	zk_build_node_data(data, sizeof(data));
 	zkq_txn_op(ZKQ_OP_CREATE, rel, data, strlen(data), "arrive");
 	PG_RETURN_VOID();
