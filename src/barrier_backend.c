@@ -17,9 +17,6 @@
 #include "barrier.h"
 #include "queue.h"
 
-/* an op's path under the root, as the worker accepts it (queue_worker.c) */
-#define ZK_RELPATH_MAX	(ZKLOCK_PARENT_MAX + ZKLOCK_NODE_MAX + 2 - ZKLOCK_ROOT_MAX - 2)
-
 #include "access/htup_details.h"
 #include "fmgr.h"
 #include "funcapi.h"
@@ -138,9 +135,7 @@ arg_parties(FunctionCallInfo fcinfo, int argno)
 static int64
 arg_timeout(FunctionCallInfo fcinfo, int argno)
 {
-	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
-		return -1;
-	return zk_arg_timeout_ms(fcinfo, argno);
+	return zk_arg_wait_ms(fcinfo, argno);
 }
 
 static ZkEntry *
@@ -374,13 +369,6 @@ zk_arrive(PG_FUNCTION_ARGS)
 	zk_encode_name(name, len, ename);
 	zk_encode_name(part, plen, epart);
 	snprintf(rel, sizeof(rel), "arrivals/%s/%s", ename, epart);
-	if (strlen(rel) > ZK_RELPATH_MAX)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("zklock arrivals name and participant are too long together"),
-				 errdetail("Encoded for ZooKeeper they take %d bytes; the limit is %d.",
-						   (int) strlen(rel), ZK_RELPATH_MAX),
-				 errhint("Use shorter names, or plain ones (letters, digits, _ . -), which are not encoded.")));
 	zk_build_node_data(data, sizeof(data));
 	zkq_txn_op(ZKQ_OP_CREATE, rel, data, strlen(data), "arrive");
 	PG_RETURN_VOID();
@@ -415,14 +403,11 @@ binfo(int bop, const char *name, int len, uint32 *idx, uint32 *gen, const char *
 static char *
 decode_node_name(const char *enc, int len)
 {
-	char		raw[ZKLOCK_ENAME_MAX * 2 + 1];
-	char		out[ZKLOCK_ENAME_MAX * 2 + 1];
+	char	   *raw = pnstrdup(enc, len);
+	char	   *out = palloc(len + 1);
 	int			n;
 
-	len = Min(len, (int) sizeof(raw) - 1);
-	memcpy(raw, enc, len);
-	raw[len] = '\0';
-	n = zk_decode_name(raw, out, sizeof(out));
+	n = zk_decode_name(raw, out, len + 1);
 	return pg_any_to_server_noerror(out, n);
 }
 

@@ -969,15 +969,22 @@ leave_exists(int rc, const struct Stat *stat, const void *ctx)
 				if (e->released || e->bop != ZKB_LEAVE)
 					member_unwatch(e);
 			}
+			else if (rc == ZNONODE)
+			{
+				/*
+				 * Gone already.  ZooKeeper keeps an exists watch on the absent
+				 * node (for its creation): take it off, then look again.
+				 */
+				e->watching = true;
+				member_unwatch(e);
+				if (!e->released && e->bop == ZKB_LEAVE)
+					leave_list(e);
+			}
 			else
 			{
 				(void) zk_watch_drop(path);
 				e->watched[0] = '\0';
-				if (e->released || e->bop != ZKB_LEAVE)
-					;
-				else if (rc == ZNONODE)
-					leave_list(e);	/* gone already: look again */
-				else
+				if (!e->released && e->bop == ZKB_LEAVE)
 					zk_retry_later(e);
 			}
 		}
@@ -1291,7 +1298,7 @@ binfo_step_done(BInfo *bi)
 typedef struct BInfoCall
 {
 	BInfo	   *bi;
-	char		name[ZKLOCK_NODE_MAX * 4];
+	char		name[FLEXIBLE_ARRAY_MEMBER];	/* the child, as listed */
 } BInfoCall;
 
 static void
@@ -1368,12 +1375,14 @@ binfo_listed(int rc, const struct String_vector *sv, const void *data)
 			bi->pending = 1;
 			for (i = 0; rc == ZOK && sv && i < sv->count; i++)
 			{
-				BInfoCall  *c = MemoryContextAllocZero(b_context(), sizeof(BInfoCall));
+				size_t		nlen = strlen(sv->data[i]);
+				BInfoCall  *c = MemoryContextAllocZero(b_context(),
+													   offsetof(BInfoCall, name) + nlen + 1);
 				char		path[ZK_PATH_MAX];
 				int			src;
 
 				c->bi = bi;
-				strlcpy(c->name, sv->data[i], sizeof(c->name));
+				memcpy(c->name, sv->data[i], nlen + 1);
 				snprintf(path, sizeof(path), "%s/%s", bi->dir, sv->data[i]);
 				if (reset)
 					src = zoo_adelete(zk_zh, path, -1, binfo_deleted, c);
@@ -1390,7 +1399,7 @@ binfo_listed(int rc, const struct String_vector *sv, const void *data)
 			if (reset && rc == ZOK)
 			{
 				/* the node itself, once empty (not counted) */
-				BInfoCall  *c = MemoryContextAllocZero(b_context(), sizeof(BInfoCall));
+				BInfoCall  *c = MemoryContextAllocZero(b_context(), offsetof(BInfoCall, name) + 1);
 
 				c->bi = bi;
 				c->name[0] = '\0';

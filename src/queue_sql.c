@@ -182,20 +182,7 @@ emit_message(const ZkMsgRec *m, const char *payload, void *arg)
 static int64
 dequeue_timeout(FunctionCallInfo fcinfo, int argno)
 {
-	Interval   *iv;
-
-	if (PG_ARGISNULL(argno))
-		return -1;
-	iv = PG_GETARG_INTERVAL_P(argno);
-	if (iv->time < 0 || iv->day < 0 || iv->month < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("zklock timeout must not be negative"),
-				 errdetail("The timeout was %s.",
-						   DatumGetCString(DirectFunctionCall1(interval_out,
-															   IntervalPGetDatum(iv)))),
-				 errhint("Give a timeout of zero or more, or NULL to wait without limit.")));
-	return zk_arg_timeout_ms(fcinfo, argno);
+	return zk_arg_wait_ms(fcinfo, argno);
 }
 
 Datum

@@ -52,7 +52,11 @@ extern const ZkRecipe zk_bwait_recipe;
 extern const ZkRecipe zk_bmember_recipe;
 extern const ZkRecipe zk_binfo_recipe;
 
-#define ZK_PATH_MAX		(ZKLOCK_PARENT_MAX + ZKLOCK_NODE_MAX + 2)
+/*
+ * The longest path the worker builds: a lock's <root>/locks/<name>/<node>, or
+ * an arrival's <root>/arrivals/<name>/<participant> (two encoded components).
+ */
+#define ZK_PATH_MAX		(ZKLOCK_PARENT_MAX + ZKLOCK_ENAME_MAX + ZKLOCK_NODE_MAX + 2)
 
 /* worker_base.c: the session recipes use */
 extern zhandle_t *zk_zh;

@@ -26,25 +26,19 @@
 PG_FUNCTION_INFO_V1(zk_status);
 
 
-/*
- * How long to wait: the timeout argument, else lock_timeout when set,
- * else forever (-1).
- */
-int64
-zk_arg_timeout_ms(FunctionCallInfo fcinfo, int argno)
+/* an interval argument in milliseconds, checked; "null_hint" ends the hint */
+static int64
+interval_arg_ms(FunctionCallInfo fcinfo, int argno, const char *null_hint)
 {
-	Interval   *iv;
+	Interval   *iv = PG_GETARG_INTERVAL_P(argno);
 	int64		usecs;
 
-	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
-		return LockTimeout > 0 ? (int64) LockTimeout : -1;
-
-	iv = PG_GETARG_INTERVAL_P(argno);
 	if (iv->month != 0 && (iv->month > 1200 || iv->month < -1200))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("zklock timeout is out of range"),
-				 errhint("Give a timeout between 0 and 100 years, or NULL to use lock_timeout.")));
+				 errhint("Give a timeout between 0 and 100 years, or NULL to %s.",
+						 null_hint)));
 	usecs = iv->time + (int64) iv->day * USECS_PER_DAY +
 		(int64) iv->month * DAYS_PER_MONTH * USECS_PER_DAY;
 	if (usecs < 0)
@@ -54,8 +48,32 @@ zk_arg_timeout_ms(FunctionCallInfo fcinfo, int argno)
 				 errdetail("The timeout was %s.",
 						   DatumGetCString(DirectFunctionCall1(interval_out,
 															   IntervalPGetDatum(iv)))),
-				 errhint("Give a timeout of zero or more, or NULL to use lock_timeout.")));
+				 errhint("Give a timeout of zero or more, or NULL to %s.", null_hint)));
 	return usecs / 1000;
+}
+
+/*
+ * How long to wait for a lock: the timeout argument, else lock_timeout when
+ * set, else forever (-1).
+ */
+int64
+zk_arg_timeout_ms(FunctionCallInfo fcinfo, int argno)
+{
+	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
+		return LockTimeout > 0 ? (int64) LockTimeout : -1;
+	return interval_arg_ms(fcinfo, argno, "use lock_timeout");
+}
+
+/*
+ * How long to wait for a queue item or a barrier: the timeout argument, else
+ * without limit (-1).
+ */
+int64
+zk_arg_wait_ms(FunctionCallInfo fcinfo, int argno)
+{
+	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
+		return -1;
+	return interval_arg_ms(fcinfo, argno, "wait without limit");
 }
 
 /*

@@ -348,6 +348,7 @@ extern void zk_build_node_data(char *out, size_t outlen);
 /* sqlfuncs.c: argument helpers */
 struct FunctionCallInfoBaseData;
 extern int64 zk_arg_timeout_ms(struct FunctionCallInfoBaseData *fcinfo, int argno);
+extern int64 zk_arg_wait_ms(struct FunctionCallInfoBaseData *fcinfo, int argno);
 extern char *zk_arg_name(struct FunctionCallInfoBaseData *fcinfo, bool key, int *len);
 
 /* queue_backend.c: the queue recipe's backend half */
