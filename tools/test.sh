@@ -272,7 +272,7 @@ run_tap() {
     fi
     # PGXS's Makefile.global (included at the end of our Makefile) resets
     # PROVE_FLAGS, so it is given on the command line, where it wins
-    local pflags="-I ./test/t${PROVE_FLAGS:+ $PROVE_FLAGS}"
+    local pflags="-I ./test/t --timer${PROVE_FLAGS:+ $PROVE_FLAGS}"
     export PERL5LIB="$SRC/test/t${PERL5LIB:+:$PERL5LIB}"
     log=$(mktemp /tmp/zklock-tap.XXXXXX.log)
     run_timed "$log" "$TAP_TIMEOUT" make "${target[@]}" "PROVE_TESTS=$files" "PROVE_FLAGS=$pflags"
@@ -292,11 +292,11 @@ run_tap() {
         [ $ok -ge 0 ] || ok=0
     else
         # prove did not finish (timeout, crash): the files reported ok passed
-        ok=$(grep -cE '^[^ ]+\.pl \.+ ok' "$log")
+        ok=$(grep -cE '^(\[[0-9:]+\] )?[^ ]+\.pl \.+ ok' "$log")
         bad=$((n - ok))
         [ $bad -ge 1 ] || bad=1
         for f in $files; do
-            grep -qE "^$f \\.+ ok" "$log" || failed_files+=("$f")
+            grep -qE "^(\\[[0-9:]+\\] )?$f \\.+ ok" "$log" || failed_files+=("$f")
         done
     fi
     PASSED=$((PASSED + ok))
