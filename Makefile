@@ -20,7 +20,9 @@ OBJS = \
 	src/queue_backend.o \
 	src/queue_sql.o \
 	src/barrier_worker.o \
-	src/barrier_backend.o
+	src/barrier_backend.o \
+	src/lease_worker.o \
+	src/lease_backend.o
 
 EXTENSION = zklock
 DATA = zklock--1.0.sql
@@ -29,7 +31,7 @@ PGFILEDESC = "zklock - ZooKeeper coordination recipes for PostgreSQL"
 SHLIB_LINK = -lzookeeper_st
 PG_CPPFLAGS = -I$(srcdir)/src -I/usr/include/zookeeper
 
-REGRESS = setup lock savepoint families errors status queue barrier
+REGRESS = setup lock savepoint families errors status queue barrier lease
 REGRESS_OPTS = --temp-config=$(srcdir)/test/regress.conf --temp-instance=tmp_regress \
 	--load-extension=zklock --load-extension=dblink
 

@@ -230,3 +230,13 @@ AS 'MODULE_PATHNAME', 'zk_arrivals' LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10;
 CREATE FUNCTION zk_arrivals_reset(name text)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'zk_arrivals_reset' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Leases (kazoo's NonBlockingLease): once per period across servers
+CREATE FUNCTION zk_try_lease(name text, duration interval, holder text DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_try_lease' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_lease_holder(name text,
+    OUT holder text, OUT ends_at timestamptz, OUT this_server boolean, OUT expired boolean)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'zk_lease_holder' LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;

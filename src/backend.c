@@ -44,6 +44,7 @@ static const ZkRecipeBackend *const recipe_backends[] = {
 	&zk_lock_backend,
 	&zk_queue_backend,
 	&zk_barrier_backend,
+	&zk_lease_backend,
 };
 
 static bool initialized = false;

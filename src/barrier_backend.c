@@ -80,36 +80,7 @@ membership_forget(Membership *m)
 }
 
 /* A name or participant argument in UTF-8, checked */
-static char *
-arg_name(FunctionCallInfo fcinfo, int argno, const char *what, int *len)
-{
-	text	   *t;
-	int			rawlen;
-	char	   *u;
-
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("zklock %s must not be null", what),
-				 errhint("The %s must have 1 to %d bytes.", what, ZKLOCK_NAME_MAX)));
-	t = PG_GETARG_TEXT_PP(argno);
-	rawlen = VARSIZE_ANY_EXHDR(t);
-	u = rawlen > ZKLOCK_NAME_MAX ? NULL : zk_name_to_utf8(VARDATA_ANY(t), rawlen, len);
-	if (u == NULL)
-		*len = rawlen;
-	if (*len == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("zklock %s must not be empty", what),
-				 errhint("The %s must have 1 to %d bytes.", what, ZKLOCK_NAME_MAX)));
-	if (*len > ZKLOCK_NAME_MAX)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("zklock %s is too long", what),
-				 errdetail("It has %d bytes in UTF-8; the limit is %d bytes.", *len, ZKLOCK_NAME_MAX),
-				 errhint("Use a shorter %s.", what)));
-	return pnstrdup(u, *len);
-}
+#define arg_name zk_arg_text_name
 
 static int32
 arg_parties(FunctionCallInfo fcinfo, int argno)

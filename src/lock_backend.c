@@ -589,7 +589,7 @@ zk_snapshot_entries(int *n)
 			ZkLockRow  *r;
 
 			if (e->state == ZKE_FREE || e->released || e->kind != ZKK_LOCK ||
-				pg_atomic_read_u32(&e->release_req) != 0)
+				e->family != ZKF_LOCKS || pg_atomic_read_u32(&e->release_req) != 0)
 				continue;
 			if (e->outcome != ZKO_NONE && e->outcome != ZKO_GRANTED &&
 				e->outcome != ZKO_LOST)

@@ -396,7 +396,7 @@ zk_locks_internal(PG_FUNCTION_ARGS)
 		{
 			char		parent[ZKLOCK_PARENT_MAX + 1];
 
-			zk_lock_parent(e->name, parent, sizeof(parent));
+			zk_lock_parent(e->name, ZKF_LOCKS, parent, sizeof(parent));
 			values[7] = CStringGetTextDatum(psprintf("%s/%s", parent, e->node));
 		}
 		else

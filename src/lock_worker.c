@@ -63,7 +63,7 @@ static void lock_drive(ZkEntry *e);
 static void
 parent_path(ZkEntry *e, char *buf, size_t len)
 {
-	zk_lock_parent(e->name, buf, len);
+	zk_lock_parent(e->name, e->family, buf, len);
 }
 
 static void

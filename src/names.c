@@ -167,14 +167,15 @@ zk_encode_name(const char *name, int len, char *out)
 	*p = '\0';
 }
 
-/* <root>/locks/<encoded name> for a UTF-8 name */
+/* <root>/locks/<encoded name> for a UTF-8 name (leases: <root>/leases/...) */
 void
-zk_lock_parent(const char *name, char *out, size_t outlen)
+zk_lock_parent(const char *name, int family, char *out, size_t outlen)
 {
 	char		ename[ZKLOCK_ENAME_MAX + 1];
 
 	zk_encode_name(name, strlen(name), ename);
-	snprintf(out, outlen, "%s/locks/%s", zklock_root, ename);
+	snprintf(out, outlen, "%s/%s/%s", zklock_root,
+			 family == ZKF_LEASES ? "leases" : "locks", ename);
 }
 
 /*

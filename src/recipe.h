@@ -51,6 +51,7 @@ extern const ZkRecipe zk_qinfo_recipe;
 extern const ZkRecipe zk_bwait_recipe;
 extern const ZkRecipe zk_bmember_recipe;
 extern const ZkRecipe zk_binfo_recipe;
+extern const ZkRecipe zk_lease_recipe;
 
 /*
  * The longest path the worker builds: a lock's <root>/locks/<name>/<node>, or

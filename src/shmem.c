@@ -160,6 +160,8 @@ zk_entry_alloc(void)
 	e->wal_tli = 0;
 	e->bop = 0;
 	e->parties = 0;
+	e->family = ZKF_LOCKS;
+	e->lease_version = 0;
 	e->blob = InvalidDsaPointer;
 	e->claims = InvalidDsaPointer;
 	e->gen = gen;
@@ -184,6 +186,12 @@ zk_entry_free(ZkEntry *e)
 		return;
 	}
 	zk_retry_remove(e);
+	if (DsaPointerIsValid(e->blob))
+	{
+		/* a one-off answer (or request) nobody freed: the worker's to free */
+		dsa_free(zk_dsa(), e->blob);
+		e->blob = InvalidDsaPointer;
+	}
 	e->state = ZKE_FREE;
 	e->gen++;
 	e->next = zk_ctl->free_head;

@@ -77,6 +77,41 @@ zk_arg_wait_ms(FunctionCallInfo fcinfo, int argno)
 }
 
 /*
+ * A name argument ("what" names it in messages) in UTF-8: not NULL, 1 to
+ * ZKLOCK_NAME_MAX bytes once converted.
+ */
+char *
+zk_arg_text_name(FunctionCallInfo fcinfo, int argno, const char *what, int *len)
+{
+	text	   *t;
+	int			rawlen;
+	char	   *u;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("zklock %s must not be null", what),
+				 errhint("The %s must have 1 to %d bytes.", what, ZKLOCK_NAME_MAX)));
+	t = PG_GETARG_TEXT_PP(argno);
+	rawlen = VARSIZE_ANY_EXHDR(t);
+	u = rawlen > ZKLOCK_NAME_MAX ? NULL : zk_name_to_utf8(VARDATA_ANY(t), rawlen, len);
+	if (u == NULL)
+		*len = rawlen;
+	if (*len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock %s must not be empty", what),
+				 errhint("The %s must have 1 to %d bytes.", what, ZKLOCK_NAME_MAX)));
+	if (*len > ZKLOCK_NAME_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock %s is too long", what),
+				 errdetail("It has %d bytes in UTF-8; the limit is %d bytes.", *len, ZKLOCK_NAME_MAX),
+				 errhint("Use a shorter %s.", what)));
+	return pnstrdup(u, *len);
+}
+
+/*
  * The lock's name in UTF-8: a text argument converted from the database
  * encoding (so the same text names the same lock from every database), or
  * a bigint key written in decimal.

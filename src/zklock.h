@@ -86,8 +86,23 @@ typedef enum ZkKind
 	ZKK_BWAIT,					/* a wait for a gate or for arrivals */
 	ZKK_BMEMBER,				/* a double barrier's member */
 	ZKK_BINFO,					/* a one-off arrivals read or reset */
+	ZKK_LEASE,					/* a lease's read or write (lease_worker.c) */
 	ZKK_NUM
 } ZkKind;
+
+/* what a ZKK_LEASE entry asks (bop) */
+typedef enum ZkLeaseOp
+{
+	ZKL_READ = 1,				/* read the holder node */
+	ZKL_WRITE					/* replace it, while holding the lease's lock */
+} ZkLeaseOp;
+
+/* where a ZKK_LOCK entry's lock lives: <root>/<dir>/<encoded name> */
+typedef enum ZkLockFamily
+{
+	ZKF_LOCKS = 0,				/* zk_lock and friends */
+	ZKF_LEASES					/* the lock that guards a lease (kazoo's layout) */
+} ZkLockFamily;
 
 typedef enum ZkScope
 {
@@ -172,6 +187,10 @@ typedef struct ZkEntry
 	/* the barrier recipes (barrier.h); zeroed at allocation */
 	uint8		bop;			/* ZkBarrierOp */
 	int32		parties;		/* BWAIT arrivals, BMEMBER: members wanted */
+
+	/* locks guarding other recipes, and the lease recipe; zeroed too */
+	uint8		family;			/* ZKK_LOCK, ZKK_LEASE: ZkLockFamily */
+	int32		lease_version;	/* ZKK_LEASE write: the holder's version, -1: none */
 } ZkEntry;
 
 /*
@@ -287,7 +306,7 @@ extern char *zk_name_to_utf8(const char *name, int len, int *outlen);
 extern char *pg_any_to_server_noerror(const char *utf8, int len);
 extern void zk_check_name(const char *name, int len);
 extern void zk_encode_name(const char *name, int len, char *out);
-extern void zk_lock_parent(const char *name, char *out, size_t outlen);
+extern void zk_lock_parent(const char *name, int family, char *out, size_t outlen);
 extern bool zk_valid_root(const char *root, const char **why);
 extern bool zk_node_seq(const char *child, int64 *seq);
 extern bool zk_node_is_contender(const char *child, bool *shared);
@@ -350,10 +369,13 @@ struct FunctionCallInfoBaseData;
 extern int64 zk_arg_timeout_ms(struct FunctionCallInfoBaseData *fcinfo, int argno);
 extern int64 zk_arg_wait_ms(struct FunctionCallInfoBaseData *fcinfo, int argno);
 extern char *zk_arg_name(struct FunctionCallInfoBaseData *fcinfo, bool key, int *len);
+extern char *zk_arg_text_name(struct FunctionCallInfoBaseData *fcinfo, int argno,
+							  const char *what, int *len);
 
 /* queue_backend.c: the queue recipe's backend half */
 extern const ZkRecipeBackend zk_queue_backend;
 extern const ZkRecipeBackend zk_barrier_backend;
+extern const ZkRecipeBackend zk_lease_backend;
 
 /* lock_backend.c: the lock recipe's backend half */
 extern const ZkRecipeBackend zk_lock_backend;

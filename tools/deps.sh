@@ -23,7 +23,7 @@ set -u
 
 pkgs=(postgresql-15 postgresql-client-15 postgresql-server-dev-15
       libzookeeper-st-dev zookeeper libzookeeper-java
-      libipc-run-perl perl python3-kazoo python3-psycopg2
+      libipc-run-perl perl python3-kazoo python3-psycopg2 postgresql-15-cron
       make gcc libc6-dev procps)
 command -v java >/dev/null 2>&1 || pkgs+=(default-jre-headless)
 # javac compiles test/java/MakeWrapSnapshot.java (the sequence-wrap test)

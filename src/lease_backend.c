@@ -1,0 +1,501 @@
+/*-------------------------------------------------------------------------
+ *
+ * lease_backend.c
+ *	  The lease recipe's backend half: zk_try_lease and zk_lease_holder.
+ *
+ *	  The layout and the data are kazoo's NonBlockingLease, so that a SQL
+ *	  step and a Python one can share a lease:
+ *
+ *		<root>/leases/<name>/lease_holder
+ *			{"version": 1, "holder": "...", "end": "YYYY-MM-DDTHH:MM:SS"}
+ *		<root>/leases/<name>/<guid>__lock__<seq>
+ *			kazoo's lock, taken around every decision
+ *
+ *	  "end" is UTC, to the second, from the clock of whoever took the lease.
+ *	  A caller obtains the lease when there is no holder node, when the
+ *	  holder is the caller itself (the lease is renewed: a new end), or when
+ *	  "end" has passed by the caller's clock; otherwise the answer is false.
+ *	  A holder node of another version is left alone (false), as kazoo does.
+ *
+ *	  zk_try_lease: take the lock (a ZKK_LOCK entry of family ZKF_LEASES),
+ *	  read the holder (ZKK_LEASE read), decide, write (ZKK_LEASE write: one
+ *	  multi that also checks that our lock node still exists), let go of the
+ *	  lock.  A write whose fate a connection loss hid is settled by reading
+ *	  again: our exact data there means the lease is ours.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "zklock.h"
+#include "queue.h"
+
+#include "access/xlog.h"
+#include "common/jsonapi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "postmaster/postmaster.h"
+#include "storage/proc.h"
+#include "utils/builtins.h"
+#include "utils/datetime.h"
+#include "utils/json.h"
+#include "utils/timestamp.h"
+
+PG_FUNCTION_INFO_V1(zk_try_lease);
+PG_FUNCTION_INFO_V1(zk_lease_holder);
+
+#define LEASE_FORMAT_VERSION	"1"
+#define LEASE_ROUNDS			5
+#define LEASE_LOCK_WAIT_MS		10000	/* without lock_timeout */
+
+/* the entries this backend has with the worker, let go at exit (FATAL) */
+static uint32 lock_idx = ZKLOCK_NO_ENTRY;
+static uint32 lock_gen = 0;
+static uint32 op_idx = ZKLOCK_NO_ENTRY;
+static uint32 op_gen = 0;
+
+static void
+let_go(uint32 *idx, uint32 gen)
+{
+	if (*idx == ZKLOCK_NO_ENTRY || zk_ctl == NULL)
+		return;
+	(void) zk_release_entry(*idx, gen);
+	*idx = ZKLOCK_NO_ENTRY;
+	zk_wake_worker();
+}
+
+static void
+lease_at_exit(void)
+{
+	let_go(&op_idx, op_gen);
+	let_go(&lock_idx, lock_gen);
+}
+
+const ZkRecipeBackend zk_lease_backend = {
+	.at_exit = lease_at_exit,
+};
+
+/* ---- the holder's data ---- */
+
+typedef struct LeaseData
+{
+	int			depth;
+	char	   *field;
+	char	   *version;		/* the JSON token, numbers only */
+	char	   *holder;
+	char	   *end;
+} LeaseData;
+
+static void
+ld_nest(void *state)
+{
+	((LeaseData *) state)->depth++;
+}
+
+static void
+ld_unnest(void *state)
+{
+	((LeaseData *) state)->depth--;
+}
+
+static void
+ld_field(void *state, char *fname, bool isnull)
+{
+	LeaseData  *ld = state;
+
+	ld->field = (ld->depth == 1) ? pstrdup(fname) : NULL;
+}
+
+static void
+ld_scalar(void *state, char *token, JsonTokenType type)
+{
+	LeaseData  *ld = state;
+
+	if (ld->field == NULL || ld->depth != 1)
+		return;
+	if (strcmp(ld->field, "version") == 0)
+		ld->version = (type == JSON_TOKEN_NUMBER) ? pstrdup(token) : pstrdup("?");
+	else if (strcmp(ld->field, "holder") == 0 && type == JSON_TOKEN_STRING)
+		ld->holder = pstrdup(token);
+	else if (strcmp(ld->field, "end") == 0 && type == JSON_TOKEN_STRING)
+		ld->end = pstrdup(token);
+	ld->field = NULL;
+}
+
+/* kazoo's data, parsed; false when it is not (never raises on bad data) */
+static bool
+parse_lease(const char *data, int len, LeaseData *ld)
+{
+	JsonLexContext *lex;
+	JsonSemAction sem;
+
+	memset(ld, 0, sizeof(LeaseData));
+	if (len < 2 || data[0] != '{' || memchr(data, '\0', len) != NULL ||
+		!pg_verify_mbstr(PG_UTF8, data, len, true))
+		return false;
+	lex = makeJsonLexContextCstringLen(pnstrdup(data, len), len, PG_UTF8, true);
+	memset(&sem, 0, sizeof(sem));
+	sem.semstate = ld;
+	sem.object_start = ld_nest;
+	sem.object_end = ld_unnest;
+	sem.array_start = ld_nest;
+	sem.array_end = ld_unnest;
+	sem.object_field_start = ld_field;
+	sem.scalar = ld_scalar;
+	if (pg_parse_json(lex, &sem) != JSON_SUCCESS)
+		return false;
+	return ld->version != NULL && ld->holder != NULL && ld->end != NULL;
+}
+
+/* "YYYY-MM-DDTHH:MM:SS" (UTC) to a timestamp; false when it is not one */
+static bool
+parse_end(const char *s, TimestampTz *out)
+{
+	struct pg_tm tm;
+	int			n = -1;
+
+	memset(&tm, 0, sizeof(tm));
+	if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+			   &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &n) != 6 || n != (int) strlen(s))
+		return false;
+	if (tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31 ||
+		tm.tm_hour > 23 || tm.tm_min > 59 || tm.tm_sec > 60)
+		return false;
+	return tm2timestamp(&tm, 0, NULL, out) == 0;
+}
+
+static void
+format_end(TimestampTz ts, char *out, size_t outlen)
+{
+	struct pg_tm tm;
+	fsec_t		fsec;
+
+	if (timestamp2tm(ts, NULL, &tm, &fsec, NULL, NULL) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("zklock lease end is out of range"),
+				 errhint("Use a shorter duration.")));
+	snprintf(out, outlen, "%04d-%02d-%02dT%02d:%02d:%02d",
+			 tm.tm_year, tm.tm_mon, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+}
+
+/* ---- arguments ---- */
+
+/* the duration in microseconds: 1 second to 100 years */
+static int64
+arg_duration(FunctionCallInfo fcinfo, int argno)
+{
+	Interval   *iv;
+	int64		usecs;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("zklock lease duration must not be null"),
+				 errhint("Give how long the lease lasts, for example '50 seconds'.")));
+	iv = PG_GETARG_INTERVAL_P(argno);
+	usecs = iv->time + (int64) iv->day * USECS_PER_DAY;
+	if (iv->month > 1200 || iv->month < -1200)
+		usecs = iv->month < 0 ? -1 : PG_INT64_MAX;
+	else
+		usecs += (int64) iv->month * DAYS_PER_MONTH * USECS_PER_DAY;
+	if (usecs < USECS_PER_SEC || usecs > (int64) 36500 * USECS_PER_DAY)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock lease duration must be between 1 second and 100 years"),
+				 errdetail("The duration was %s.",
+						   DatumGetCString(DirectFunctionCall1(interval_out,
+															   IntervalPGetDatum(iv)))),
+				 errhint("The lease's end is stored to the second: give at least '1 second'.")));
+	return usecs;
+}
+
+/* this cluster, as the default holder: host:port and system identifier */
+static char *
+default_holder(int *len)
+{
+	char		host[256];
+	char	   *h;
+
+	if (gethostname(host, sizeof(host)) != 0)
+		strlcpy(host, "unknown", sizeof(host));
+	host[sizeof(host) - 1] = '\0';
+	h = psprintf("%s:%d/" UINT64_FORMAT, host, PostPortNumber, GetSystemIdentifier());
+	*len = strlen(h);
+	if (*len > ZKLOCK_NAME_MAX)
+	{
+		h[ZKLOCK_NAME_MAX] = '\0';
+		*len = ZKLOCK_NAME_MAX;
+	}
+	return h;
+}
+
+/* ---- one request to the worker ---- */
+
+typedef struct LeaseAnswer
+{
+	bool		exists;
+	bool		busy;			/* write: changed under us, or in doubt */
+	int32		version;
+	char	   *data;
+	int			len;
+} LeaseAnswer;
+
+static void
+lease_op(const char *name, int len, int bop, const char *lock_node,
+		 int32 version, const char *data, int dlen, LeaseAnswer *ans, const char *what)
+{
+	dsa_pointer req = InvalidDsaPointer;
+	ZkEntry    *e;
+	int			outcome;
+
+	memset(ans, 0, sizeof(LeaseAnswer));
+	if (bop == ZKL_WRITE)
+	{
+		ZkAnswer   *a;
+
+		req = dsa_allocate(zk_dsa(), sizeof(ZkAnswer) + dlen);
+		a = dsa_get_address(zk_dsa(), req);
+		a->count = 1;
+		a->size = sizeof(ZkAnswer) + dlen;
+		memcpy((char *) a + sizeof(ZkAnswer), data, dlen);
+	}
+	PG_TRY();
+	{
+		e = zk_new_entry(ZKK_LEASE, name, len, ZKM_EXCLUSIVE, ZKS_TRANSACTION, false);
+	}
+	PG_CATCH();
+	{
+		if (DsaPointerIsValid(req))
+			dsa_free(zk_dsa(), req);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	e->bop = bop;
+	e->family = ZKF_LEASES;
+	e->blob = req;
+	e->lease_version = version;
+	if (lock_node)
+		strlcpy(e->node, lock_node, sizeof(e->node));
+	op_idx = zk_entry_index(e);
+	op_gen = e->gen;
+	zk_enqueue(e);
+	LWLockRelease(zk_ctl->lock);
+	zk_wake_worker();
+
+	outcome = zk_wait_outcome(op_idx, -1, zklock_connect_timeout, what);
+
+	e = zk_entry(op_idx);
+	if (bop == ZKL_READ && DsaPointerIsValid(e->blob))
+	{
+		ZkAnswer   *a = dsa_get_address(zk_dsa(), e->blob);
+
+		ans->exists = (a->count == 1);
+		ans->len = (int) (a->size - sizeof(ZkAnswer));
+		ans->data = palloc(ans->len + 1);
+		memcpy(ans->data, (char *) a + sizeof(ZkAnswer), ans->len);
+		ans->data[ans->len] = '\0';
+		ans->version = e->lease_version;
+	}
+	ans->busy = (outcome == ZKO_BUSY);
+	let_go(&op_idx, op_gen);
+}
+
+/* take the lease's lock; returns our node's name */
+static char *
+take_lock(const char *name, int len, const char *uname)
+{
+	ZkEntry    *e;
+	int64		wait_ms = LockTimeout > 0 ? LockTimeout : LEASE_LOCK_WAIT_MS;
+	int			outcome;
+	char	   *node;
+	char	   *what = psprintf("take the lock of lease \"%s\"", uname);
+
+	e = zk_new_entry(ZKK_LOCK, name, len, ZKM_EXCLUSIVE, ZKS_SESSION, false);
+	e->family = ZKF_LEASES;
+	lock_idx = zk_entry_index(e);
+	lock_gen = e->gen;
+	zk_enqueue(e);
+	LWLockRelease(zk_ctl->lock);
+	zk_wake_worker();
+
+	outcome = zk_wait_outcome(lock_idx, wait_ms, zklock_connect_timeout, what);
+	if (outcome != ZKO_GRANTED)
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("timed out waiting for the lock of zookeeper lease \"%s\"", uname),
+				 errdetail("Another client held the lock that guards the lease for " INT64_FORMAT " ms.",
+						   wait_ms),
+				 errhint("Retry later; a client that dies holding it lets go when its ZooKeeper session expires.")));
+	zk_backend_lock(LW_SHARED);
+	node = pstrdup(zk_entry(lock_idx)->node);
+	LWLockRelease(zk_ctl->lock);
+	return node;
+}
+
+static void
+unreadable(const char *uname, const char *why)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("zookeeper lease \"%s\" holds data zklock cannot read", uname),
+			 errdetail("%s", why),
+			 errhint("Its lease_holder node is not in kazoo's NonBlockingLease format: delete it once no client relies on the lease, or use another name.")));
+}
+
+/* the decision, with the lock held: true when the lease is ours */
+static bool
+decide(const char *name, int len, const char *uname, const char *holder,
+	   int64 duration_us, const char *lock_node)
+{
+	char	   *written = NULL;
+	int			wlen = 0;
+	int			round;
+
+	for (round = 0; round < LEASE_ROUNDS; round++)
+	{
+		LeaseAnswer cur;
+		LeaseAnswer w;
+		TimestampTz now;
+		char		end[32];
+		StringInfoData buf;
+
+		lease_op(name, len, ZKL_READ, NULL, 0, NULL, 0, &cur, "read the lease");
+		if (written != NULL && cur.exists && cur.len == wlen &&
+			memcmp(cur.data, written, wlen) == 0)
+			return true;		/* our write landed after all */
+		now = GetCurrentTimestamp();
+		if (cur.exists)
+		{
+			LeaseData	ld;
+			TimestampTz cur_end;
+
+			if (!parse_lease(cur.data, cur.len, &ld))
+				unreadable(uname, "It is not a JSON object with a version, a holder and an end.");
+			if (strcmp(ld.version, LEASE_FORMAT_VERSION) != 0)
+				return false;	/* another format: kazoo leaves it alone too */
+			if (!parse_end(ld.end, &cur_end))
+				unreadable(uname, psprintf("Its end \"%s\" is not a time like 2026-01-31T23:59:59.", ld.end));
+			if (strcmp(ld.holder, holder) != 0 && now < cur_end)
+				return false;
+		}
+		format_end(now + duration_us, end, sizeof(end));
+		initStringInfo(&buf);
+		appendStringInfoString(&buf, "{\"version\": " LEASE_FORMAT_VERSION ", \"holder\": ");
+		escape_json(&buf, holder);
+		appendStringInfo(&buf, ", \"end\": \"%s\"}", end);
+		written = buf.data;
+		wlen = buf.len;
+		lease_op(name, len, ZKL_WRITE, lock_node, cur.exists ? cur.version : -1,
+				 buf.data, buf.len, &w, "write the lease");
+		if (!w.busy)
+			return true;
+		CHECK_FOR_INTERRUPTS();
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("could not settle zookeeper lease \"%s\"", uname),
+			 errdetail("Its holder node changed under %d attempts; a client is writing it without taking its lock.",
+					   LEASE_ROUNDS),
+			 errhint("Retry; check which clients write the lease.")));
+	return false;
+}
+
+/*
+ * zk_try_lease(name text, duration interval, holder text DEFAULT NULL)
+ */
+Datum
+zk_try_lease(PG_FUNCTION_ARGS)
+{
+	int			len;
+	char	   *name = zk_arg_text_name(fcinfo, 0, "lease name", &len);
+	int64		duration_us = arg_duration(fcinfo, 1);
+	int			hlen;
+	char	   *holder;
+	char	   *uname;
+	char	   *node;
+	bool		ours = false;
+
+	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
+		holder = zk_arg_text_name(fcinfo, 2, "lease holder", &hlen);
+	else
+		holder = default_holder(&hlen);
+	zk_require_shmem();
+	zk_check_name(name, len);
+	zk_backend_init();
+	uname = zk_display_name(name);
+	if (lock_idx != ZKLOCK_NO_ENTRY || op_idx != ZKLOCK_NO_ENTRY)
+		lease_at_exit();		/* left by an error we did not see (cannot happen) */
+
+	PG_TRY();
+	{
+		node = take_lock(name, len, uname);
+		ours = decide(name, len, uname, holder, duration_us, node);
+	}
+	PG_CATCH();
+	{
+		lease_at_exit();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	lease_at_exit();
+	PG_RETURN_BOOL(ours);
+}
+
+/*
+ * zk_lease_holder(name text) -> (holder text, ends_at timestamptz,
+ * this_cluster boolean, expired boolean): the lease as ZooKeeper has it;
+ * no row when nobody ever took it.
+ */
+Datum
+zk_lease_holder(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int			len;
+	char	   *name = zk_arg_text_name(fcinfo, 0, "lease name", &len);
+	LeaseAnswer cur;
+	LeaseData	ld;
+	TimestampTz end;
+	Datum		values[4];
+	bool		nulls[4] = {false, false, false, false};
+	int			dlen;
+	char	   *mine = default_holder(&dlen);
+	char	   *h;
+
+	InitMaterializedSRF(fcinfo, 0);
+	zk_require_shmem();
+	zk_check_name(name, len);
+	zk_backend_init();
+	PG_TRY();
+	{
+		lease_op(name, len, ZKL_READ, NULL, 0, NULL, 0, &cur, "read the lease");
+	}
+	PG_CATCH();
+	{
+		let_go(&op_idx, op_gen);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	if (!cur.exists)
+		PG_RETURN_VOID();
+	if (!parse_lease(cur.data, cur.len, &ld))
+		unreadable(zk_display_name(name), "It is not a JSON object with a version, a holder and an end.");
+	h = pg_any_to_server_noerror(ld.holder, strlen(ld.holder));
+	if (h != NULL)
+		values[0] = CStringGetTextDatum(h);
+	else
+		nulls[0] = true;
+	if (parse_end(ld.end, &end))
+	{
+		values[1] = TimestampTzGetDatum(end);
+		values[3] = BoolGetDatum(GetCurrentTimestamp() >= end);
+	}
+	else
+		nulls[1] = nulls[3] = true;
+	values[2] = BoolGetDatum(strcmp(ld.holder, mine) == 0);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	PG_RETURN_VOID();
+}

@@ -1,0 +1,289 @@
+/*-------------------------------------------------------------------------
+ *
+ * lease_worker.c
+ *	  The lease recipe's worker half (ZKK_LEASE): the two ZooKeeper steps
+ *	  of kazoo's NonBlockingLease, taken while the backend holds the lease's
+ *	  lock (a ZKK_LOCK entry of family ZKF_LEASES, driven by lock_worker.c).
+ *
+ *	  ZKL_READ	reads <root>/leases/<name>/lease_holder: its data go back
+ *				in a ZkAnswer blob, its version in lease_version (-1 when
+ *				there is none).
+ *	  ZKL_WRITE	one multi: check that our lock node still exists, delete
+ *				the holder node at the version read (unless there was
+ *				none), create it with the backend's data (the blob).  The
+ *				check makes a write of a lock lost with the session fail
+ *				instead of overwriting a lease somebody else was given.
+ *
+ *	  The backend decides (it parses the data and compares the times); the
+ *	  worker only answers: GRANTED when done, BUSY when the holder changed
+ *	  under us (a writer that does not take the lock) or the write's fate is
+ *	  unknown after a connection loss (in_doubt set): the backend reads
+ *	  again and decides again.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "zklock.h"
+#include "recipe.h"
+#include "queue.h"
+
+#include "utils/memutils.h"
+
+#define LEASE_HOLDER	"lease_holder"
+
+typedef struct LeaseCall
+{
+	uint32		idx;
+	uint32		gen;
+	zoo_op_t	ops[3];
+	zoo_op_result_t res[3];
+	int			nops;
+	char		lock[ZK_PATH_MAX];
+	char		holder[ZK_PATH_MAX];
+	char	   *data;
+	int			dlen;
+} LeaseCall;
+
+static MemoryContext lease_cxt = NULL;
+
+static MemoryContext
+lease_context(void)
+{
+	if (lease_cxt == NULL)
+		lease_cxt = AllocSetContextCreate(TopMemoryContext, "zklock leases",
+										  ALLOCSET_SMALL_SIZES);
+	return lease_cxt;
+}
+
+static ZkEntry *
+call_entry(LeaseCall *c)
+{
+	ZkEntry    *e = zk_entry(c->idx);
+
+	return (e->gen == c->gen && e->state != ZKE_FREE) ? e : NULL;
+}
+
+static void
+free_call(LeaseCall *c)
+{
+	if (c->data)
+		pfree(c->data);
+	pfree(c);
+}
+
+/* the answer of a read: the holder's data (none when it does not exist) */
+static void
+read_done(int rc, const char *value, int value_len, const struct Stat *stat,
+		  const void *data)
+{
+	ZkEntry    *volatile e = NULL;
+	LeaseCall  *c = (LeaseCall *) data;
+
+	COMPLETION_BEGIN
+	{
+		e = call_entry(c);
+		if (e != NULL && e->list_inflight)
+		{
+			e->list_inflight = false;
+			if (e->released)
+				zk_entry_free(e);
+			else if (rc == ZNONODE || (rc == ZOK && stat))
+			{
+				int			dl = (rc == ZOK && value) ? Max(value_len, 0) : 0;
+				dsa_area   *area = zk_dsa();
+				Size		sz = sizeof(ZkAnswer) + dl;
+				dsa_pointer dp = dsa_allocate_extended(area, sz, DSA_ALLOC_NO_OOM);
+
+				if (!DsaPointerIsValid(dp))
+					zk_fail(e, ERRCODE_OUT_OF_MEMORY,
+							"out of dynamic shared memory for the lease's data");
+				else
+				{
+					ZkAnswer   *a = dsa_get_address(area, dp);
+
+					a->count = (rc == ZOK) ? 1 : 0;
+					a->size = sz;
+					if (dl > 0)
+						memcpy((char *) a + sizeof(ZkAnswer), value, dl);
+					if (DsaPointerIsValid(e->blob))
+						dsa_free(area, e->blob);
+					e->blob = dp;
+					e->lease_version = (rc == ZOK) ? stat->version : -1;
+					e->token = (rc == ZOK) ? stat->czxid : 0;
+					e->state = ZKE_DONE;
+					zk_finish(e, ZKO_GRANTED, 0, NULL);
+				}
+			}
+			else if (!zk_rc_definite(rc))
+				zk_retry_later(e);	/* a read: simply again */
+			else
+				zk_fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
+		}
+		free_call(c);
+	}
+	COMPLETION_END(e);
+}
+
+static void
+write_done(int rc, const void *data)
+{
+	ZkEntry    *volatile e = NULL;
+	LeaseCall  *c = (LeaseCall *) data;
+
+	COMPLETION_BEGIN
+	{
+		e = call_entry(c);
+		if (e != NULL && e->create_inflight)
+		{
+			e->create_inflight = false;
+			if (e->released)
+				zk_entry_free(e);
+			else if (rc == ZOK)
+			{
+				e->state = ZKE_DONE;
+				zk_finish(e, ZKO_GRANTED, 0, NULL);
+			}
+			else if (!zk_rc_definite(rc))
+			{
+				/* landed or not: the backend reads and compares */
+				e->in_doubt = true;
+				e->state = ZKE_DONE;
+				zk_finish(e, ZKO_BUSY, 0, NULL);
+			}
+			else if (c->res[0].err != ZOK)
+				zk_fail(e, ERRCODE_T_R_SERIALIZATION_FAILURE,
+						"the lock that guards the lease was lost (its node is gone)");
+			else if (rc == ZNONODE || rc == ZBADVERSION || rc == ZNODEEXISTS)
+			{
+				/* somebody changed the holder without the lock: decide again */
+				e->state = ZKE_DONE;
+				zk_finish(e, ZKO_BUSY, 0, NULL);
+			}
+			else
+				zk_fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
+		}
+		free_call(c);
+	}
+	COMPLETION_END(e);
+}
+
+static void
+lease_drive(ZkEntry *e)
+{
+	LeaseCall  *c;
+	char		parent[ZK_PATH_MAX];
+	int			rc;
+
+	if (e->list_inflight || e->create_inflight)
+		return;
+	if (e->released)
+	{
+		zk_entry_free(e);
+		return;
+	}
+	if (e->outcome != ZKO_NONE)
+		return;
+	if (!zk_session_usable())
+	{
+		zk_retry_later(e);
+		return;
+	}
+	c = MemoryContextAllocZero(lease_context(), sizeof(LeaseCall));
+	c->idx = zk_entry_index(e);
+	c->gen = e->gen;
+	zk_lock_parent(e->name, ZKF_LEASES, parent, sizeof(parent));
+	snprintf(c->holder, sizeof(c->holder), "%s/%s", parent, LEASE_HOLDER);
+	if (e->bop == ZKL_READ)
+	{
+		rc = zoo_aget(zk_zh, c->holder, 0, read_done, c);
+		if (rc == ZOK)
+			e->list_inflight = true;
+		else
+		{
+			free_call(c);
+			(void) zk_send_failed(e, rc, "lease read");
+		}
+		return;
+	}
+
+	/* ZKL_WRITE: the data from the backend's blob */
+	if (!DsaPointerIsValid(e->blob) || e->node[0] == '\0')
+	{
+		free_call(c);
+		zk_fail(e, ERRCODE_INTERNAL_ERROR, "a lease write without data or lock");
+		return;
+	}
+	{
+		ZkAnswer   *a = dsa_get_address(zk_dsa(), e->blob);
+
+		c->dlen = (int) (a->size - sizeof(ZkAnswer));
+		c->data = MemoryContextAlloc(lease_context(), Max(c->dlen, 1));
+		memcpy(c->data, (char *) a + sizeof(ZkAnswer), c->dlen);
+	}
+	snprintf(c->lock, sizeof(c->lock), "%s/%s", parent, e->node);
+	zoo_check_op_init(&c->ops[c->nops++], c->lock, -1);
+	if (e->lease_version >= 0)
+		zoo_delete_op_init(&c->ops[c->nops++], c->holder, e->lease_version);
+	zoo_create_op_init(&c->ops[c->nops++], c->holder, c->data, c->dlen,
+					   &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT, NULL, 0);
+	rc = zoo_amulti(zk_zh, c->nops, c->ops, c->res, write_done, c);
+	if (rc == ZOK)
+		e->create_inflight = true;
+	else
+	{
+		free_call(c);
+		if (!zk_rc_definite(rc))
+			zk_retry_later(e);	/* not sent: nothing can have landed */
+		else
+			(void) zk_send_failed(e, rc, "lease write");
+	}
+}
+
+static void
+lease_drive_failed(ZkEntry *e)
+{
+	bool		was_writing = e->create_inflight;
+
+	e->list_inflight = false;
+	e->create_inflight = false;
+	if (e->released)
+		zk_entry_free(e);
+	else if (e->outcome == ZKO_NONE)
+	{
+		if (was_writing)
+			e->in_doubt = true;
+		zk_fail(e, ERRCODE_INTERNAL_ERROR, "the zklock worker failed while handling a lease");
+	}
+}
+
+static void
+lease_session_lost(ZkEntry *e, const char *why)
+{
+	/* requests in flight are void: their completions find the flags cleared */
+	bool		was_writing = e->create_inflight;
+
+	e->list_inflight = false;
+	e->create_inflight = false;
+	if (e->released)
+		zk_entry_free(e);
+	else if (e->outcome == ZKO_NONE)
+	{
+		if (was_writing)
+		{
+			e->in_doubt = true;
+			e->state = ZKE_DONE;
+			zk_finish(e, ZKO_BUSY, 0, NULL);
+		}
+		else
+			zk_retry_later(e);
+	}
+}
+
+const ZkRecipe zk_lease_recipe = {
+	.name = "lease",
+	.drive = lease_drive,
+	.drive_failed = lease_drive_failed,
+	.session_lost = lease_session_lost,
+	.session_reset = NULL,
+};
