@@ -35,6 +35,8 @@
 # PROVE_FLAGS (extra flags for prove, e.g. --verbose),
 # ZKLOCK_REGRESS_TIMEOUT (s, default 300), ZKLOCK_TAP_TIMEOUT (s, default 1500),
 # ZKLOCK_QUEUE_FAULT_SECONDS (load seconds of 320_queue_exactly_once.pl, default 60),
+# ZKLOCK_CRON_MINUTES (minute slots of 440_pg_cron.pl, default 2),
+# ZKLOCK_FAULT_SECONDS (seconds of faults of 900_faults.pl, default 45),
 # ZKLOCK_KEEP=1 keeps the /tmp copy even when everything passed.
 
 set -u
@@ -45,7 +47,7 @@ MODE=${1:-all}
 case $MODE in
     all|regress|tap) ;;
     faults) ;;
-    -h|--help|help) sed -n '2,37s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -h|--help|help) sed -n '2,40s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "usage: tools/test.sh [regress|tap|faults [SECONDS]]" >&2; exit 2 ;;
 esac
 FAULT_SECONDS=""
@@ -457,6 +459,8 @@ inner_path=$(dirname "$(command -v pg_config)"):/usr/local/bin:/usr/bin:/bin:/us
     HOME=/var/lib/postgresql PATH="$inner_path" \
     PROVE_TESTS="${PROVE_TESTS:-}" PROVE_FLAGS="${PROVE_FLAGS:-}" \
     ${ZKLOCK_QUEUE_FAULT_SECONDS:+ZKLOCK_QUEUE_FAULT_SECONDS="$ZKLOCK_QUEUE_FAULT_SECONDS"} \
+    ${ZKLOCK_CRON_MINUTES:+ZKLOCK_CRON_MINUTES="$ZKLOCK_CRON_MINUTES"} \
+    ${ZKLOCK_FAULT_SECONDS:+ZKLOCK_FAULT_SECONDS="$ZKLOCK_FAULT_SECONDS"} \
     bash "$WORK/tools/test.sh" "$MODE" ${FAULT_SECONDS:+"$FAULT_SECONDS"} </dev/null)
 inner_rc=$?
 if [ -s "$result" ]; then

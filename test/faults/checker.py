@@ -15,7 +15,8 @@ observations of ZooKeeper and of both clusters), prints the figures and exits
                   smaller token (czxid), unless both are shared
   token_mismatch  zk_lock_token() at the end of a section differs from the token
                   zk_lock returned
-  orphans         contender nodes left under <root>/locks after the quiet period
+  orphans         contender nodes left under <root>/locks, barrier members left under
+                  <root>/barriers, after the quiet period
   watches         watches on /zklock paths left on any server (wchc)
   entries_left    zk_status().entries_used of a cluster once the clients stopped
   progress        a client, or a name, with fewer than PROGRESS_N committed sections in
@@ -28,6 +29,9 @@ observations of ZooKeeper and of both clusters), prints the figures and exits
   worker_exits    zklock workers that exited though the nemesis did not terminate them
                   (a pg_cancel_backend of the worker counts here too)
   setup           the run itself could not heal its faults
+  barrier         a double-barrier round that opened before every party had called
+                  zk_barrier_enter (barrier.jsonl, test/faults/barrier_client.py), or
+                  no round that opened for every party in the quiet period
 
 The last line of output is "FAULTRUN-FIGURES <json>".
 """
@@ -39,6 +43,11 @@ import os
 import re
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True
+
+import barrier_client  # noqa: E402
 
 SLOW_CANCEL_S = 2.0
 SLOW_CALL_SLACK_S = 2.0
@@ -341,6 +350,12 @@ def main(argv):
         anomalies.append("unexpected worker exits: " + "; ".join(exits))
     if fig["heal_problems"]:
         anomalies.append("heal problems: %s" % fig["heal_problems"])
+    brecs = load_jsonl(os.path.join(d, "barrier.jsonl")) \
+        if os.path.exists(os.path.join(d, "barrier.jsonl")) else []
+    bfig, banom = barrier_client.check(brecs, run.get("barrier_k", 0),
+                                       run.get("t_quiet", run["t_start"]))
+    fig.update(bfig)
+    anomalies.extend(banom)
     fig["anomalies"] = anomalies
     fig["verdict"] = "FAIL" if anomalies else "PASS"
 
@@ -353,7 +368,9 @@ def main(argv):
               "expiry_path", "overlaps", "inversions", "token_mismatch", "orphans", "watches",
               "entries_left", "progress", "progress_names", "hangs", "slow_lock_calls",
               "lock_call_max_s", "cancels_effective", "cancel_latency_max_s", "slow_cancels",
-              "crashes", "unexpected_worker_exits", "log_events"):
+              "crashes", "unexpected_worker_exits", "log_events", "barrier_rounds",
+              "barrier_opened", "barrier_skip_rounds", "barrier_quiet_full_rounds",
+              "barrier_enter_errors"):
         print("  %-28s %s" % (k, json.dumps(fig[k], sort_keys=True)))
     for what, pairs in (("OVERLAP", overlaps), ("INVERSION", inversions)):
         for a, b in pairs[:10]:
@@ -390,6 +407,8 @@ def main(argv):
         for name, lr in sorted(logs.items()):
             for line in lr["lines"][:20]:
                 print("LOG %s: %s" % (name, line))
+    for a in banom[:10]:
+        print("BARRIER: " + a)
     print("verdict: %s%s" % (fig["verdict"], (": " + "; ".join(anomalies)) if anomalies else ""))
     print("FAULTRUN-FIGURES " + json.dumps(fig, sort_keys=True))
     return 1 if anomalies else 0

@@ -40,6 +40,7 @@ sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True      # no __pycache__ in the source tree
 
 import checker  # noqa: E402
+from barrier_client import BarrierClient  # noqa: E402
 from client import Client  # noqa: E402
 from infra import Ensemble, PgCluster, free_ports, log, pg_bindir, run as run_cmd  # noqa: E402
 from nemesis import Nemesis  # noqa: E402
@@ -70,6 +71,8 @@ class Run:
         self._lock = threading.Lock()
         self._out = open(os.path.join(directory, "outcomes.jsonl"), "a", buffering=1)
         self._faults = open(os.path.join(directory, "nemesis.jsonl"), "a", buffering=1)
+        self._barrier = open(os.path.join(directory, "barrier.jsonl"), "a", buffering=1)
+        self.bclients = []
         self.n_committed = 0
         self.n_failed = 0
         self.n_faults = 0
@@ -81,6 +84,10 @@ class Run:
             elif rec.get("stage") != "connect":
                 self.n_failed += 1
             self._out.write(json.dumps(rec, sort_keys=True) + "\n")
+
+    def record_barrier(self, rec):
+        with self._lock:
+            self._barrier.write(json.dumps(rec, sort_keys=True) + "\n")
 
     def record_fault(self, rec):
         with self._lock:
@@ -95,6 +102,7 @@ class Run:
     def close(self):
         self._out.close()
         self._faults.close()
+        self._barrier.close()
 
 
 class Interrupted(Exception):
@@ -115,6 +123,10 @@ def parse_args(argv):
     p.add_argument("--control", action="store_true", help="clients do not take the lock")
     p.add_argument("--no-faults", action="store_true", help="no nemesis (baseline)")
     p.add_argument("--clients", type=int, default=4, help="clients per cluster (default 4)")
+    p.add_argument("--barrier-clients", type=int, default=3,
+                   help="double-barrier clients, spread over the clusters (default 3; 0: none)")
+    p.add_argument("--barrier-window", type=float, default=3,
+                   help="seconds of one barrier round (default 3)")
     p.add_argument("--names", default="a,b,c", help="lock names, comma separated (default a,b,c)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: random, printed)")
     p.add_argument("--session-timeout", type=float, default=4, help="zklock.session_timeout, s (4)")
@@ -147,8 +159,9 @@ def zkq(args, hosts, *verb):
 
 
 def observe_orphans(args, ens, wait_s):
-    """Contender nodes under /zklock/locks, through ZooKeeper, after waiting up
-    to wait_s for them to go.  Returns (count or None, node lines)."""
+    """Contender nodes under /zklock/locks and barrier members under
+    /zklock/barriers (ready aside), through ZooKeeper, after waiting up to
+    wait_s for them to go.  Returns (count or None, node lines)."""
     deadline = time.monotonic() + wait_s
     while True:
         rc, out, err = zkq(args, ens.hosts, "tree", "/zklock")
@@ -158,8 +171,9 @@ def observe_orphans(args, ens, wait_s):
             for line in out.splitlines():
                 path = line.split(" ")[0]
                 parts = path.split("/")
-                # /zklock/locks/<name>/<contender>
-                if len(parts) == 5 and parts[1] == "zklock" and parts[2] == "locks":
+                # /zklock/locks/<name>/<contender>, /zklock/barriers/<name>/<member>
+                if len(parts) == 5 and parts[1] == "zklock" and (
+                        parts[2] == "locks" or (parts[2] == "barriers" and parts[4] != "ready")):
                     nodes.append(line)
             if not nodes:
                 return 0, []
@@ -230,7 +244,7 @@ def main(argv):
     args = parse_args(argv)
     d = os.path.abspath(args.dir)
     os.makedirs(d, exist_ok=True)
-    for f in ("outcomes.jsonl", "nemesis.jsonl", "run.json"):
+    for f in ("outcomes.jsonl", "nemesis.jsonl", "barrier.jsonl", "run.json"):
         if os.path.exists(os.path.join(d, f)):
             os.unlink(os.path.join(d, f))
     # the progress bound must leave room for a long critical section begun
@@ -294,7 +308,12 @@ def main(argv):
                 r.clients.append(cl)
                 info["clients"].append(cl.label)
         info["t_start"] = time.time()
-        for cl in r.clients:
+        info["barrier_k"] = args.barrier_clients
+        for j in range(args.barrier_clients):
+            r.bclients.append(BarrierClient(r, clusters[j % len(clusters)], j, args.barrier_clients,
+                                            args.barrier_window, info["t_start"],
+                                            rnd.randrange(1 << 30)))
+        for cl in r.clients + r.bclients:
             cl.start()
         if not args.no_faults:
             nemesis = Nemesis(r, ens, clusters, random.Random(rnd.randrange(1 << 30)))
@@ -327,11 +346,11 @@ def main(argv):
         r.stop.set()
         deadline = time.monotonic() + args.statement_timeout + 15
         hung = []
-        for cl in r.clients:
+        for cl in r.clients + r.bclients:
             cl.join(max(0.1, deadline - time.monotonic()))
             if cl.is_alive():
                 hung.append(cl.label)
-        for cl in r.clients:
+        for cl in r.clients + r.bclients:
             if cl.is_alive() and cl.pid:
                 # do not let a hung client hide the observations below
                 cl.cluster.try_query("SELECT pg_terminate_backend(%s)", (cl.pid,))
