@@ -18,7 +18,12 @@
 #   6. ZooKeeper frozen while a lease is decided: an error within
 #      zklock.connect_timeout; after the thaw the lease is taken or not,
 #      never half, and no lock node is left.
-#   7. Bad input creates nothing.
+#   7. Lost replies (B talks to ZooKeeper through test/zkproxy.py): the
+#      connection cut right after the lease's write reached ZooKeeper (the
+#      reply lost): the write is settled by reading again, true, once; the
+#      write never forwarded (its reply never comes): an error within
+#      zklock.connect_timeout, nothing taken, no lock node left.
+#   8. Bad input creates nothing.
 
 use strict;
 use warnings FATAL => 'all';
@@ -30,6 +35,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
 use ZkLockTest;
+use ZkProxy;
 
 my $zk_ref;
 END { zk_thaw($zk_ref) if $zk_ref && $zk_ref->{frozen}; }
@@ -39,7 +45,8 @@ my $zk = zk_start();
 $zk_ref = $zk;
 my %opts = (session_timeout => '10s', connect_timeout => '3s');
 my $A = zk_node('leaseA', $zk, %opts);
-my $B = zk_node('leaseB', $zk, %opts);
+my $pB = proxy_start($zk);
+my $B = zk_node('leaseB', $pB->{hosts}, %opts);
 my %node = (A => $A, B => $B);
 my $LEASES = '/zklock/leases';
 my $DRIVER = "$ZkLockTest::SRC/test/lease_kazoo.py";
@@ -194,7 +201,29 @@ is($r->{out}, 't', 'A takes it afterwards (it was never half taken by another)')
 $f->quit;
 
 #
-# 7. bad input
+# 7. lost replies on B
+#
+my $rule = proxy_rule($pB, 'cut-after-request multi');
+$r = one_shot($B, "SELECT zk_try_lease('doubt', '1 minute', 'in doubt')", 60);
+ok(proxy_wait_fired($pB, $rule, 10), 'the connection was cut after the write reached ZooKeeper');
+is($r->{out}, 't', 'the write whose reply was lost: settled by reading again, true') or diag $r->{err};
+is((eval { decode_json(zk_get($zk, "$LEASES/doubt/lease_holder")) } // {})->{holder}, 'in doubt',
+	'ZooKeeper: the holder is B\'s');
+is(lock_nodes('doubt'), 0, 'no lock node left');
+is(sql($A, "SELECT zk_try_lease('doubt', '1 minute')"), 'f', 'A is refused');
+$rule = proxy_rule($pB, 'drop-requests multi');
+$t = time();
+$r = one_shot($B, "SELECT zk_try_lease('unsent', '1 minute', 'never')", 60);
+$took = time() - $t;
+is($r->{sqlstate}, '08006', 'the write never forwarded: 08006') or diag $r->{err};
+ok($took < 15, sprintf('within connect_timeout and a margin (%.1f s)', $took));
+proxy_cmd($pB, "clear $rule");
+ok(!zk_exists($zk, "$LEASES/unsent/lease_holder"), 'nothing was taken');
+ok(wait_until(sub { lock_nodes('unsent') == 0 }, 10, 0.2), 'no lock node left');
+is(sql($A, "SELECT zk_try_lease('unsent', '1 minute')"), 't', 'A takes it');
+
+#
+# 8. bad input
 #
 my %before = map { $_ => 1 } zk_children($zk, $LEASES);
 foreach my $b (
@@ -222,6 +251,7 @@ foreach my $c (qw(A B))
 
 $k->quit;
 $_->stop('fast') foreach ($A, $B);
+proxy_stop($pB);
 zk_stop($zk);
 note sprintf('430_lease: %.1fs', time() - $T0);
 done_testing();
