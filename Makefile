@@ -22,7 +22,8 @@ OBJS = \
 	src/barrier_worker.o \
 	src/barrier_backend.o \
 	src/lease_worker.o \
-	src/lease_backend.o
+	src/lease_backend.o \
+	src/election.o
 
 EXTENSION = zklock
 DATA = zklock--1.0.sql
@@ -31,7 +32,7 @@ PGFILEDESC = "zklock - ZooKeeper coordination recipes for PostgreSQL"
 SHLIB_LINK = -lzookeeper_st
 PG_CPPFLAGS = -I$(srcdir)/src -I/usr/include/zookeeper
 
-REGRESS = setup lock savepoint families errors status queue barrier lease
+REGRESS = setup lock savepoint families errors status queue barrier lease election
 REGRESS_OPTS = --temp-config=$(srcdir)/test/regress.conf --temp-instance=tmp_regress \
 	--load-extension=zklock --load-extension=dblink
 

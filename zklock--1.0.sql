@@ -240,3 +240,39 @@ CREATE FUNCTION zk_lease_holder(name text,
     OUT holder text, OUT ends_at timestamptz, OUT this_server boolean, OUT expired boolean)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'zk_lease_holder' LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
+
+-- Leader election held by the worker (zklock.elections; kazoo's Election)
+CREATE FUNCTION zk_is_leader(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_is_leader' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_election_candidates(name text,
+    OUT node text, OUT mode text, OUT state text, OUT "position" int, OUT token bigint,
+    OUT cluster text, OUT host text, OUT port int, OUT database text, OUT pid int,
+    OUT usename text, OUT application_name text, OUT since text, OUT data text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'zk_election_candidates' LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10;
+
+CREATE FUNCTION zk_leader(name text,
+    OUT cluster text, OUT host text, OUT port int, OUT since text, OUT token bigint,
+    OUT this_server boolean, OUT data text)
+RETURNS SETOF record
+LANGUAGE sql VOLATILE PARALLEL UNSAFE ROWS 1
+AS $$
+    SELECT c.cluster, c.host, c.port, c.since, c.token,
+           coalesce(c.cluster = (SELECT system_identifier::text FROM pg_control_system())
+                    AND c.port = current_setting('port')::int
+                    AND c.application_name = 'zklock worker', false),
+           c.data
+      FROM zk_election_candidates(name) AS c
+     WHERE c.state = 'held'
+$$;
+
+CREATE FUNCTION zk_elections_internal(
+    OUT name text, OUT is_leader boolean, OUT token bigint,
+    OUT standing_since timestamptz, OUT leading_since timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'zk_elections_internal' LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 4;
+
+-- this cluster's candidacies (zklock.elections)
+CREATE VIEW zk_elections AS SELECT * FROM zk_elections_internal();

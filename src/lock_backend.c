@@ -500,7 +500,7 @@ zk_held_token(const char *name, int len, bool *held)
  * segment (the caller detaches it).
  */
 dsm_segment *
-zk_query_holders(const char *name, int len)
+zk_query_holders(const char *name, int len, int family)
 {
 	Size		size = 64 * 1024;
 	int			attempt;
@@ -519,6 +519,7 @@ zk_query_holders(const char *name, int len)
 		memset(buf, 0, sizeof(ZkHoldersBuf));
 		buf->size = size;
 		e = zk_new_entry(ZKK_HOLDERS, name, len, ZKM_EXCLUSIVE, ZKS_TRANSACTION, false);
+		e->family = family;
 		e->dsm = dsm_segment_handle(seg);
 		idx = zk_entry_index(e);
 		gen = e->gen;

@@ -242,7 +242,7 @@ holder_cmp(const void *a, const void *b)
 }
 
 static Datum
-holders_common(FunctionCallInfo fcinfo, bool key)
+holders_common(FunctionCallInfo fcinfo, bool key, int family)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	char	   *name;
@@ -255,10 +255,13 @@ holders_common(FunctionCallInfo fcinfo, bool key)
 	int			n;
 	int			i;
 
-	name = zk_arg_name(fcinfo, key, &len);
+	if (family == ZKF_ELECTIONS)
+		name = zk_arg_text_name(fcinfo, 0, "election name", &len);
+	else
+		name = zk_arg_name(fcinfo, key, &len);
 	InitMaterializedSRF(fcinfo, 0);
 
-	seg = zk_query_holders(name, len);
+	seg = zk_query_holders(name, len, family);
 	buf = dsm_segment_address(seg);
 	n = buf->count;
 	rows = palloc0(sizeof(HolderRow) * Max(n, 1));
@@ -352,8 +355,9 @@ holders_common(FunctionCallInfo fcinfo, bool key)
 	return (Datum) 0;
 }
 
-ZK_SQL_FUNC(zk_lock_holders, holders_common(fcinfo, false))
-ZK_SQL_FUNC(zk_lock_holders_key, holders_common(fcinfo, true))
+ZK_SQL_FUNC(zk_lock_holders, holders_common(fcinfo, false, ZKF_LOCKS))
+ZK_SQL_FUNC(zk_lock_holders_key, holders_common(fcinfo, true, ZKF_LOCKS))
+ZK_SQL_FUNC(zk_election_candidates, holders_common(fcinfo, false, ZKF_ELECTIONS))
 
 /* ---- zk_locks ---- */
 

@@ -167,7 +167,7 @@ zk_encode_name(const char *name, int len, char *out)
 	*p = '\0';
 }
 
-/* <root>/locks/<encoded name> for a UTF-8 name (leases: <root>/leases/...) */
+/* <root>/locks/<encoded name> for a UTF-8 name (leases, elections: their own dirs) */
 void
 zk_lock_parent(const char *name, int family, char *out, size_t outlen)
 {
@@ -175,7 +175,8 @@ zk_lock_parent(const char *name, int family, char *out, size_t outlen)
 
 	zk_encode_name(name, strlen(name), ename);
 	snprintf(out, outlen, "%s/%s/%s", zklock_root,
-			 family == ZKF_LEASES ? "leases" : "locks", ename);
+			 family == ZKF_LEASES ? "leases" :
+			 family == ZKF_ELECTIONS ? "elections" : "locks", ename);
 }
 
 /*

@@ -719,6 +719,7 @@ zklock_worker_main(Datum arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 			apply_settings();
+			zk_elections_changed();
 		}
 		if (reopen_needed)
 		{

@@ -97,6 +97,18 @@ zk_recipes_reconnected(void)
 		if (e->state != ZKE_FREE)
 			zk_recipe_drive(e);
 	}
+	if (zk_session_usable())
+	{
+		PG_TRY();
+		{
+			zk_elections_turn();
+		}
+		PG_CATCH();
+		{
+			zk_completion_error(NULL);
+		}
+		PG_END_TRY();
+	}
 	for (k = 0; k < ZKK_NUM; k++)
 		if (recipes[k]->session_usable && zk_session_usable())
 		{

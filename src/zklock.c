@@ -25,6 +25,7 @@ int			zklock_session_timeout = 10000;
 int			zklock_connect_timeout = 5000;
 int			zklock_commit_timeout = 5000;
 int			zklock_max_locks = 1024;
+char	   *zklock_elections = NULL;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -135,6 +136,16 @@ _PG_init(void)
 							PGC_POSTMASTER,
 							0,
 							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.elections",
+							   "Elections this cluster stands in (names, comma separated).",
+							   "The worker campaigns for each while the server is a primary; "
+							   "zk_is_leader(name) tells whether this cluster leads.",
+							   &zklock_elections,
+							   "",
+							   PGC_SIGHUP,
+							   0,
+							   zk_check_elections, NULL, NULL);
 
 	MarkGUCPrefixReserved("zklock");
 

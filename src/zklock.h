@@ -21,6 +21,7 @@
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "utils/dsa.h"
+#include "utils/guc.h"
 #include "utils/timestamp.h"
 
 /* Limits */
@@ -101,7 +102,8 @@ typedef enum ZkLeaseOp
 typedef enum ZkLockFamily
 {
 	ZKF_LOCKS = 0,				/* zk_lock and friends */
-	ZKF_LEASES					/* the lock that guards a lease (kazoo's layout) */
+	ZKF_LEASES,					/* the lock that guards a lease (kazoo's layout) */
+	ZKF_ELECTIONS				/* the worker's candidacy (kazoo's Election) */
 } ZkLockFamily;
 
 typedef enum ZkScope
@@ -276,6 +278,12 @@ extern int	zklock_session_timeout;
 extern int	zklock_connect_timeout;
 extern int	zklock_commit_timeout;
 extern int	zklock_max_locks;
+extern char *zklock_elections;
+
+/* election.c: the worker's candidacies */
+extern void zk_elections_turn(void);
+extern void zk_elections_changed(void);
+extern bool zk_check_elections(char **newval, void **extra, GucSource source);
 
 /* shmem.c */
 extern ZkControl *zk_ctl;
@@ -384,7 +392,7 @@ extern int64 zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
 extern bool zk_release(const char *name, int len, ZkMode mode);
 extern void zk_release_all_session(void);
 extern int64 zk_held_token(const char *name, int len, bool *held);
-extern dsm_segment *zk_query_holders(const char *name, int len);
+extern dsm_segment *zk_query_holders(const char *name, int len, int family);
 
 /* One row of zk_locks, copied from an entry under the lock */
 typedef struct ZkLockRow

@@ -1,15 +1,18 @@
 
 # 440_pg_cron.pl - pg_cron (Debian's postgresql-15-cron) on two PostgreSQL
 # clusters A and B pointing at one ZooKeeper, the same job scheduled every
-# minute on both, guarded by zk_try_lease('cron-lease', '50 seconds').
+# minute on both, guarded in two ways: zk_try_lease('cron-lease', '50
+# seconds'), and zk_is_leader('cron') (both clusters stand in the election
+# 'cron' through zklock.elections).
 #
-#   1. The first slot: the job runs on both clusters (pg_cron records a
+#   1. The first slot: each job runs on both clusters (pg_cron records a
 #      succeeded run on each), and does its work on exactly one of them.
-#   2. The cluster that did the work is stopped (immediate, as in a crash):
-#      the next slot's work is done by the other one.
+#   2. The election's leader is stopped (immediate, as in a crash): the next
+#      slot's work of both jobs is done by the other cluster (the session
+#      timeout, 4 s, is well within the slot).
 #   3. ZKLOCK_CRON_MINUTES (default 2) above 2: the stopped cluster comes
-#      back and, for the remaining slots, each slot's work is done exactly
-#      once across both.
+#      back and, for the remaining slots, each slot's work of each job is
+#      done exactly once across both.
 #
 # The default run waits for two minute boundaries (about two minutes); the
 # longer run is opt-in.
@@ -29,12 +32,17 @@ my $zk = zk_start();
 my $conf = "shared_preload_libraries = 'zklock,pg_cron'\n"
   . "cron.database_name = 'postgres'\n"
   . "cron.use_background_workers = on\n"
-  . "max_worker_processes = 16\n";
+  . "max_worker_processes = 16\n"
+  . "zklock.elections = 'cron'\n";
 my %opts = (session_timeout => '4s', connect_timeout => '2s', conf => $conf);
 my %node = (A => zk_node('cronA', $zk, %opts), B => zk_node('cronB', $zk, %opts));
 
-my $JOB = q{INSERT INTO runs(slot) SELECT date_trunc('minute', clock_timestamp())
-             WHERE zk_try_lease('cron-lease', '50 seconds')};
+my %JOB = (
+	lease => q{INSERT INTO runs(job, slot) SELECT 'lease', date_trunc('minute', clock_timestamp())
+	            WHERE zk_try_lease('cron-lease', '50 seconds')},
+	leader => q{INSERT INTO runs(job, slot) SELECT 'leader', date_trunc('minute', clock_timestamp())
+	             WHERE zk_is_leader('cron')});
+my @JOBS = sort keys %JOB;
 # not just before a minute boundary, so that both clusters have the job
 # loaded for the first slot
 {
@@ -45,13 +53,14 @@ foreach my $c (qw(A B))
 {
 	$node{$c}->safe_psql('postgres', qq{
 		CREATE EXTENSION pg_cron;
-		CREATE TABLE runs (slot timestamptz, ran_at timestamptz DEFAULT clock_timestamp());
-		SELECT cron.schedule('guarded', '* * * * *', \$job\$$JOB\$job\$);
+		CREATE TABLE runs (job text, slot timestamptz, ran_at timestamptz DEFAULT clock_timestamp());
+		SELECT cron.schedule('by-lease', '* * * * *', \$job\$$JOB{lease}\$job\$);
+		SELECT cron.schedule('by-leader', '* * * * *', \$job\$$JOB{leader}\$job\$);
 	});
 }
 note sprintf('scheduled at %s', scalar(localtime));
 
-# slot (epoch seconds) => [clusters that did the work]
+# "job slot" (slot in epoch seconds) => [clusters that did the work]
 sub work
 {
 	my @up = @_;
@@ -59,7 +68,7 @@ sub work
 	foreach my $c (@up)
 	{
 		my $out = $node{$c}->safe_psql('postgres',
-			"SELECT extract(epoch FROM slot)::bigint FROM runs ORDER BY slot");
+			"SELECT job || ' ' || extract(epoch FROM slot)::bigint FROM runs ORDER BY slot");
 		push @{ $w{$_} }, $c foreach grep { $_ ne '' } split /\n/, $out;
 	}
 	return %w;
@@ -70,8 +79,9 @@ sub cron_runs
 {
 	my ($c) = @_;
 	my $out = $node{$c}->safe_psql('postgres',
-		"SELECT extract(epoch FROM date_trunc('minute', start_time))::bigint FROM cron.job_run_details"
-		  . " WHERE status = 'succeeded' ORDER BY 1");
+		"SELECT j.jobname || ' ' || extract(epoch FROM date_trunc('minute', d.start_time))::bigint"
+		  . " FROM cron.job_run_details d JOIN cron.job j USING (jobid)"
+		  . " WHERE d.status = 'succeeded' ORDER BY 1");
 	return map { $_ => 1 } grep { $_ ne '' } split /\n/, $out;
 }
 
@@ -79,44 +89,49 @@ sub cron_runs
 # 1. the first slot: run on both, work done once
 #
 my %w;
-ok(wait_until(sub { %w = work(qw(A B)); scalar(keys %w) >= 1 }, 90, 0.5),
-	'the first slot came and the job did its work');
-my ($s1) = sort keys %w;
-sleep 5;    # the other cluster's run of the same slot
+ok(wait_until(sub { %w = work(qw(A B)); scalar(keys %w) >= 2 }, 90, 0.5),
+	'the first slot came and both jobs did their work');
+my ($s1) = sort map { (split / /)[1] } keys %w;
+sleep 5;    # the other cluster's runs of the same slot
 %w = work(qw(A B));
-is(join(',', @{ $w{$s1} }), $w{$s1}[0], "slot 1: the work was done once (on $w{$s1}[0])");
 my %ra = cron_runs('A');
 my %rb = cron_runs('B');
-ok($ra{$s1} && $rb{$s1}, 'slot 1: pg_cron ran the job on both clusters (succeeded on each)')
-  or diag "A ran in " . join(',', keys %ra) . "; B in " . join(',', keys %rb);
+foreach my $j (@JOBS)
+{
+	my $k = "$j $s1";
+	is(scalar(@{ $w{$k} // [] }), 1, "slot 1, $j: the work was done once (on " . join(',', @{ $w{$k} // [] }) . ')');
+	ok($ra{"by-$j $s1"} && $rb{"by-$j $s1"}, "slot 1, $j: pg_cron ran the job on both clusters")
+	  or diag "A ran " . join(',', sort keys %ra) . "; B ran " . join(',', sort keys %rb);
+}
 
 #
-# 2. the cluster that did the work is stopped: the other takes the next slot
+# 2. the election's leader is stopped: the other does the next slot's work
 #
-my $winner = $w{$s1}[0];
-my $other = $winner eq 'A' ? 'B' : 'A';
-$node{$winner}->stop('immediate');
-note "stopped $winner after slot 1";
+my $leader = $node{A}->safe_psql('postgres', "SELECT zk_is_leader('cron')") eq 't' ? 'A' : 'B';
+is($w{"leader $s1"}[0] // '', $leader, "slot 1: the leader's job ran on the leader ($leader)");
+my $other = $leader eq 'A' ? 'B' : 'A';
+$node{$leader}->stop('immediate');
+note "stopped $leader after slot 1";
 my $s2 = $s1 + 60;
-ok(wait_until(sub { %w = work($other); $w{$s2} }, 90, 0.5),
-	"slot 2: the work was done by $other");
+ok(wait_until(sub { %w = work($other); $w{"lease $s2"} && $w{"leader $s2"} }, 90, 0.5),
+	"slot 2: both jobs' work was done by $other");
 
 #
 # 3. optional: more slots with both clusters up
 #
 if ($MINUTES > 2)
 {
-	$node{$winner}->start;
+	$node{$leader}->start;
 	my $last = $s2 + 60 * ($MINUTES - 2);
-	ok(wait_until(sub { %w = work(qw(A B)); $w{$last} }, 60 * ($MINUTES - 2) + 60, 1),
+	ok(wait_until(sub { %w = work(qw(A B)); $w{"lease $last"} && $w{"leader $last"} },
+			60 * ($MINUTES - 2) + 60, 1),
 		"the remaining slots came");
 	sleep 5;
 	%w = work(qw(A B));
-	my @bad = map { "$_: " . join(',', @{ $w{$_} }) }
-	  grep { $_ > $s2 && @{ $w{$_} } != 1 } sort keys %w;
-	my $n = grep { $_ > $s2 } keys %w;
-	is(join('; ', @bad), '', "each of the $n later slots' work done exactly once");
-	is($n, $MINUTES - 2, 'and no slot was skipped');
+	my @later = grep { (split / /)[1] > $s2 } sort keys %w;
+	my @bad = map { "$_: " . join(',', @{ $w{$_} }) } grep { @{ $w{$_} } != 1 } @later;
+	is(join('; ', @bad), '', scalar(@later) . " later slot runs, each done exactly once");
+	is(scalar(@later), 2 * ($MINUTES - 2), 'and no slot was skipped');
 }
 
 $_->stop('fast', fail_ok => 1) foreach values %node;

@@ -1,0 +1,347 @@
+/*-------------------------------------------------------------------------
+ *
+ * election.c
+ *	  Leader election held by the worker (kazoo's Election layout, which is
+ *	  its lock): for every name in zklock.elections the worker stands as a
+ *	  candidate, a lock entry of family ZKF_ELECTIONS that it owns itself,
+ *	  so the lock recipe (lock_worker.c) does the ZooKeeper part: the node
+ *	  <root>/elections/<name>/<guid>__lock__<seq>, the watch on the
+ *	  predecessor, a create whose reply was lost, the session's end.
+ *
+ *	  Once a turn (at most every ELECTION_TURN_MS) while the session is
+ *	  usable, zk_elections_turn() reconciles the entries with the setting:
+ *	  a candidacy lost with the session, one for a name no longer listed,
+ *	  one a previous worker left, and every one while the server is in
+ *	  recovery is let go; a listed name without one gets a new one (never
+ *	  in recovery: a standby does not stand).
+ *
+ *	  Backends read the entries: zk_is_leader(name) is true only while the
+ *	  candidacy holds the lock and the session is connected and fresh (the
+ *	  worker heard from ZooKeeper within 2/3 of the session timeout), so a
+ *	  suspended connection ends leadership at once, not at expiry.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "zklock.h"
+
+#include "access/xlog.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "postmaster/postmaster.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/json.h"
+#include "utils/timestamp.h"
+
+PG_FUNCTION_INFO_V1(zk_is_leader);
+
+#define ELECTION_MAX		32	/* names in zklock.elections */
+#define ELECTION_TURN_MS	200
+
+static bool changed = true;
+static char worker_tag[ZKLOCK_GUID_LEN / 2 + 1];
+
+/*
+ * The names of a zklock.elections value: comma separated, blanks around
+ * them trimmed.  Returns the count, or -1 with *why set.
+ */
+static int
+split_names(const char *value, char names[][ZKLOCK_NAME_MAX + 1], const char **why)
+{
+	int			n = 0;
+	const char *p = value;
+
+	while (*p)
+	{
+		const char *start;
+		const char *end;
+		int			len;
+		int			i;
+
+		while (*p == ' ' || *p == '\t')
+			p++;
+		start = p;
+		while (*p && *p != ',')
+			p++;
+		end = p;
+		while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
+			end--;
+		len = end - start;
+		if (*p == ',')
+			p++;
+		if (len == 0 && *p == '\0' && end == p)
+			break;				/* nothing more (blanks, a trailing comma) */
+		if (len == 0)
+		{
+			*why = "An election name is empty.";
+			return -1;
+		}
+		if (len > ZKLOCK_NAME_MAX)
+		{
+			*why = "An election name is longer than 255 bytes.";
+			return -1;
+		}
+		if (n >= ELECTION_MAX)
+		{
+			*why = "More than 32 elections are listed.";
+			return -1;
+		}
+		memcpy(names[n], start, len);
+		names[n][len] = '\0';
+		for (i = 0; i < n; i++)
+			if (strcmp(names[i], names[n]) == 0)
+				break;
+		if (i == n)
+			n++;
+	}
+	return n;
+}
+
+bool
+zk_check_elections(char **newval, void **extra, GucSource source)
+{
+	char		names[ELECTION_MAX][ZKLOCK_NAME_MAX + 1];
+	const char *why = NULL;
+
+	if (*newval == NULL || split_names(*newval, names, &why) >= 0)
+		return true;
+	GUC_check_errdetail("%s", why);
+	GUC_check_errhint("List names of 1 to 255 bytes, separated by commas, at most 32.");
+	return false;
+}
+
+void
+zk_elections_changed(void)
+{
+	changed = true;
+}
+
+/* who stands: this cluster and the worker, as zk_lock_holders shows it */
+static void
+candidate_data(char *out, size_t outlen)
+{
+	StringInfoData buf;
+	char		host[256];
+
+	if (gethostname(host, sizeof(host)) != 0)
+		strlcpy(host, "unknown", sizeof(host));
+	host[sizeof(host) - 1] = '\0';
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "{\"cluster\":\"" UINT64_FORMAT "\",\"host\":", GetSystemIdentifier());
+	escape_json(&buf, host);
+	appendStringInfo(&buf, ",\"port\":%d,\"database\":\"\",\"pid\":%d,\"user\":\"\","
+					 "\"application\":\"zklock worker\",\"since\":",
+					 PostPortNumber, MyProcPid);
+	escape_json(&buf, timestamptz_to_str(GetCurrentTimestamp()));
+	appendStringInfoChar(&buf, '}');
+	strlcpy(out, buf.data, outlen);
+	pfree(buf.data);
+}
+
+static void
+stand(const char *name)
+{
+	ZkEntry    *e = zk_entry_alloc();
+
+	if (e == NULL)
+	{
+		ereport(WARNING,
+				(errmsg("zklock: no free entry to stand in election \"%s\"", name),
+				 errhint("Increase zklock.max_locks.")));
+		return;
+	}
+	if (worker_tag[0] == '\0')
+	{
+		uint8		buf[8];
+		int			i;
+
+		if (!pg_strong_random(buf, sizeof(buf)))
+		{
+			uint64		v = ((uint64) MyProcPid << 32) ^ (uint64) GetCurrentTimestamp();
+
+			memcpy(buf, &v, sizeof(buf));
+		}
+		for (i = 0; i < 8; i++)
+			snprintf(worker_tag + 2 * i, 3, "%02x", buf[i]);
+	}
+	e->kind = ZKK_LOCK;
+	e->family = ZKF_ELECTIONS;
+	e->procno = MyProc->pgprocno;
+	e->pid = MyProcPid;
+	e->dbid = InvalidOid;
+	e->mode = ZKM_EXCLUSIVE;
+	e->scope = ZKS_SESSION;
+	e->try_only = false;
+	e->requested_at = GetCurrentTimestamp();
+	strlcpy(e->name, name, sizeof(e->name));
+	memcpy(e->owner_tag, worker_tag, sizeof(e->owner_tag));
+	candidate_data(e->data, sizeof(e->data));
+	zk_enqueue(e);
+	SetLatch(MyLatch);
+	ereport(LOG, (errmsg("zklock: standing in election \"%s\"", name)));
+}
+
+/* called every turn of the worker while the session is usable, lock held */
+void
+zk_elections_turn(void)
+{
+	static TimestampTz next_turn = 0;
+	static bool had_any = false;
+	char		names[ELECTION_MAX][ZKLOCK_NAME_MAX + 1];
+	bool		standing[ELECTION_MAX];
+	const char *why;
+	TimestampTz now = GetCurrentTimestamp();
+	bool		in_recovery;
+	int			n;
+	int			i;
+
+	if (!changed && now < next_turn)
+		return;
+	if (!had_any && (zklock_elections == NULL || zklock_elections[0] == '\0'))
+		return;					/* nothing configured, nothing left to let go */
+	changed = false;
+	next_turn = TimestampTzPlusMilliseconds(now, ELECTION_TURN_MS);
+	n = zklock_elections ? split_names(zklock_elections, names, &why) : 0;
+	if (n < 0)
+		n = 0;					/* the check hook refuses such values */
+	memset(standing, 0, sizeof(standing));
+	in_recovery = RecoveryInProgress();
+	had_any = false;
+
+	for (i = 0; i < zk_ctl->max_entries; i++)
+	{
+		ZkEntry    *e = zk_entry(i);
+		int			k;
+
+		if (e->state == ZKE_FREE || e->kind != ZKK_LOCK || e->family != ZKF_ELECTIONS ||
+			e->released || pg_atomic_read_u32(&e->release_req) != 0)
+			continue;
+		for (k = 0; k < n; k++)
+			if (strcmp(names[k], e->name) == 0)
+				break;
+		if (e->pid != MyProcPid || k == n || in_recovery || standing[k] ||
+			e->outcome == ZKO_LOST || e->outcome == ZKO_FAILED)
+		{
+			if (e->outcome == ZKO_GRANTED && e->pid == MyProcPid)
+				ereport(LOG, (errmsg("zklock: no longer leading election \"%s\"", e->name)));
+			zk_release_push(e);
+			SetLatch(MyLatch);
+			continue;
+		}
+		standing[k] = true;
+		had_any = true;
+	}
+	if (in_recovery)
+		return;
+	for (i = 0; i < n; i++)
+		if (!standing[i])
+		{
+			stand(names[i]);
+			had_any = true;
+		}
+}
+
+/*
+ * zk_is_leader(name text) RETURNS boolean
+ */
+Datum
+zk_is_leader(PG_FUNCTION_ARGS)
+{
+	int			len;
+	char	   *name = zk_arg_text_name(fcinfo, 0, "election name", &len);
+	bool		leads = false;
+	int			i;
+
+	zk_require_shmem();
+	zk_backend_lock(LW_SHARED);
+	if (zk_ctl->conn_state == ZKC_CONNECTED && zk_ctl->session_timeout > 0 &&
+		GetCurrentTimestamp() <=
+		TimestampTzPlusMilliseconds(zk_ctl->last_contact, zk_ctl->session_timeout * 2 / 3))
+	{
+		for (i = 0; i < zk_ctl->max_entries && !leads; i++)
+		{
+			ZkEntry    *e = zk_entry(i);
+
+			leads = (e->state == ZKE_HELD && e->kind == ZKK_LOCK &&
+					 e->family == ZKF_ELECTIONS && e->outcome == ZKO_GRANTED &&
+					 !e->released && pg_atomic_read_u32(&e->release_req) == 0 &&
+					 e->pid == zk_ctl->worker_pid && e->session == zk_ctl->session_id &&
+					 strcmp(e->name, name) == 0);
+		}
+	}
+	LWLockRelease(zk_ctl->lock);
+	PG_RETURN_BOOL(leads);
+}
+
+/*
+ * zk_elections_internal() -> this cluster's candidacies, for the
+ * zk_elections view: (name, is_leader, token, standing_since, leading_since)
+ */
+PG_FUNCTION_INFO_V1(zk_elections_internal);
+Datum
+zk_elections_internal(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	typedef struct Row
+	{
+		char		name[ZKLOCK_NAME_MAX + 1];
+		bool		leading;
+		int64		token;
+		TimestampTz requested_at;
+		TimestampTz granted_at;
+	} Row;
+	Row		   *rows;
+	int			n = 0;
+	int			i;
+	bool		fresh;
+
+	InitMaterializedSRF(fcinfo, 0);
+	zk_require_shmem();
+	rows = palloc(sizeof(Row) * ELECTION_MAX);
+	zk_backend_lock(LW_SHARED);
+	fresh = zk_ctl->conn_state == ZKC_CONNECTED && zk_ctl->session_timeout > 0 &&
+		GetCurrentTimestamp() <=
+		TimestampTzPlusMilliseconds(zk_ctl->last_contact, zk_ctl->session_timeout * 2 / 3);
+	for (i = 0; i < zk_ctl->max_entries && n < ELECTION_MAX; i++)
+	{
+		ZkEntry    *e = zk_entry(i);
+
+		if (e->state == ZKE_FREE || e->kind != ZKK_LOCK || e->family != ZKF_ELECTIONS ||
+			e->released || pg_atomic_read_u32(&e->release_req) != 0 ||
+			e->pid != zk_ctl->worker_pid)
+			continue;
+		strlcpy(rows[n].name, e->name, sizeof(rows[n].name));
+		rows[n].leading = fresh && e->state == ZKE_HELD && e->outcome == ZKO_GRANTED &&
+			e->session == zk_ctl->session_id;
+		rows[n].token = rows[n].leading ? e->token : 0;
+		rows[n].requested_at = e->requested_at;
+		rows[n].granted_at = rows[n].leading ? e->granted_at : 0;
+		n++;
+	}
+	LWLockRelease(zk_ctl->lock);
+	for (i = 0; i < n; i++)
+	{
+		Datum		values[5];
+		bool		nulls[5] = {false, false, false, false, false};
+		char	   *nm = pg_any_to_server_noerror(rows[i].name, strlen(rows[i].name));
+
+		if (nm == NULL)
+			nulls[0] = true;
+		else
+			values[0] = CStringGetTextDatum(nm);
+		values[1] = BoolGetDatum(rows[i].leading);
+		values[2] = Int64GetDatum(rows[i].token);
+		nulls[2] = !rows[i].leading;
+		values[3] = TimestampTzGetDatum(rows[i].requested_at);
+		values[4] = TimestampTzGetDatum(rows[i].granted_at);
+		nulls[4] = !rows[i].leading || rows[i].granted_at == 0;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	PG_RETURN_VOID();
+}
