@@ -29,6 +29,9 @@ observations of ZooKeeper and of both clusters), prints the figures and exits
   worker_exits    zklock workers that exited though the nemesis did not terminate them
                   (a pg_cancel_backend of the worker counts here too)
   setup           the run itself could not heal its faults
+  election        both clusters leading the election at once (one answered
+                  zk_is_leader true between two true answers of the other), or nobody
+                  leading at the end (election.jsonl, test/faults/election_sampler.py)
   barrier         a double-barrier round that opened before every party had called
                   zk_barrier_enter (barrier.jsonl, test/faults/barrier_client.py), or
                   no round that opened for every party in the quiet period
@@ -48,6 +51,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
 
 import barrier_client  # noqa: E402
+import election_sampler  # noqa: E402
 
 SLOW_CANCEL_S = 2.0
 SLOW_CALL_SLACK_S = 2.0
@@ -356,6 +360,11 @@ def main(argv):
                                        run.get("t_quiet", run["t_start"]))
     fig.update(bfig)
     anomalies.extend(banom)
+    erecs = load_jsonl(os.path.join(d, "election.jsonl")) \
+        if os.path.exists(os.path.join(d, "election.jsonl")) else []
+    efig, eanom = election_sampler.check(erecs)
+    fig.update(efig)
+    anomalies.extend(eanom)
     fig["anomalies"] = anomalies
     fig["verdict"] = "FAIL" if anomalies else "PASS"
 
@@ -370,7 +379,8 @@ def main(argv):
               "lock_call_max_s", "cancels_effective", "cancel_latency_max_s", "slow_cancels",
               "crashes", "unexpected_worker_exits", "log_events", "barrier_rounds",
               "barrier_opened", "barrier_skip_rounds", "barrier_quiet_full_rounds",
-              "barrier_enter_errors"):
+              "barrier_enter_errors", "election_samples", "election_leader_changes",
+              "election_both", "election_final"):
         print("  %-28s %s" % (k, json.dumps(fig[k], sort_keys=True)))
     for what, pairs in (("OVERLAP", overlaps), ("INVERSION", inversions)):
         for a, b in pairs[:10]:
@@ -409,6 +419,8 @@ def main(argv):
                 print("LOG %s: %s" % (name, line))
     for a in banom[:10]:
         print("BARRIER: " + a)
+    for a in eanom[:10]:
+        print("ELECTION: " + a)
     print("verdict: %s%s" % (fig["verdict"], (": " + "; ".join(anomalies)) if anomalies else ""))
     print("FAULTRUN-FIGURES " + json.dumps(fig, sort_keys=True))
     return 1 if anomalies else 0

@@ -42,6 +42,7 @@ sys.dont_write_bytecode = True      # no __pycache__ in the source tree
 import checker  # noqa: E402
 from barrier_client import BarrierClient  # noqa: E402
 from client import Client  # noqa: E402
+from election_sampler import ELECTION, ElectionSampler  # noqa: E402
 from infra import Ensemble, PgCluster, free_ports, log, pg_bindir, run as run_cmd  # noqa: E402
 from nemesis import Nemesis  # noqa: E402
 
@@ -72,6 +73,7 @@ class Run:
         self._out = open(os.path.join(directory, "outcomes.jsonl"), "a", buffering=1)
         self._faults = open(os.path.join(directory, "nemesis.jsonl"), "a", buffering=1)
         self._barrier = open(os.path.join(directory, "barrier.jsonl"), "a", buffering=1)
+        self._election = open(os.path.join(directory, "election.jsonl"), "a", buffering=1)
         self.bclients = []
         self.n_committed = 0
         self.n_failed = 0
@@ -89,6 +91,10 @@ class Run:
         with self._lock:
             self._barrier.write(json.dumps(rec, sort_keys=True) + "\n")
 
+    def record_election(self, rec):
+        with self._lock:
+            self._election.write(json.dumps(rec, sort_keys=True) + "\n")
+
     def record_fault(self, rec):
         with self._lock:
             if rec["action"] == "inject":
@@ -103,6 +109,7 @@ class Run:
         self._out.close()
         self._faults.close()
         self._barrier.close()
+        self._election.close()
 
 
 class Interrupted(Exception):
@@ -204,7 +211,8 @@ def observe_watches(ens, wait_s):
                 s = line.strip()
                 if s.startswith("0x"):
                     session = s
-                elif s.startswith("/zklock"):
+                elif s.startswith("/zklock") and not s.startswith("/zklock/elections/"):
+                    # (a candidate in line watches its predecessor for good)
                     lines.append("s%d session %s watches %s" % (i, session, s))
         if not lines and not failed:
             return 0, []
@@ -222,8 +230,10 @@ def observe_entries(clusters, wait_s):
     while True:
         res = {}
         for c in clusters:
-            st = c.status()
-            res[c.name] = st.get("entries_used") if st else None
+            # the worker's own candidacies (zk_elections) are not left over
+            rows = c.try_query("SELECT (SELECT entries_used FROM zk_status())"
+                               " - (SELECT count(*) FROM zk_elections)")
+            res[c.name] = rows[0][0] if rows else None
         if all(v == 0 for v in res.values()) or time.monotonic() >= deadline:
             return res
         time.sleep(0.3)
@@ -244,7 +254,7 @@ def main(argv):
     args = parse_args(argv)
     d = os.path.abspath(args.dir)
     os.makedirs(d, exist_ok=True)
-    for f in ("outcomes.jsonl", "nemesis.jsonl", "barrier.jsonl", "run.json"):
+    for f in ("outcomes.jsonl", "nemesis.jsonl", "barrier.jsonl", "election.jsonl", "run.json"):
         if os.path.exists(os.path.join(d, f)):
             os.unlink(os.path.join(d, f))
     # the progress bound must leave room for a long critical section begun
@@ -283,6 +293,7 @@ def main(argv):
             "zklock.connect_timeout": "%gs" % args.connect_timeout,
             "zklock.commit_timeout": "%gs" % args.commit_timeout,
             "zklock.max_locks": str(args.max_locks),
+            "zklock.elections": ELECTION,
         }
         for name, port in zip(("A", "B"), pg_ports):
             c = PgCluster(name, os.path.join(d, "pg" + name), port, ens.hosts, bindir, settings)
@@ -313,6 +324,7 @@ def main(argv):
             r.bclients.append(BarrierClient(r, clusters[j % len(clusters)], j, args.barrier_clients,
                                             args.barrier_window, info["t_start"],
                                             rnd.randrange(1 << 30)))
+        r.bclients.append(ElectionSampler(r, clusters))
         for cl in r.clients + r.bclients:
             cl.start()
         if not args.no_faults:
