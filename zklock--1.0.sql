@@ -126,7 +126,10 @@ CREATE FUNCTION zk_status(
     OUT reconnects bigint,
     OUT sessions bigint,
     OUT zk_errors bigint,
-    OUT deadlocks bigint)
+    OUT deadlocks bigint,
+    OUT leases_taken bigint,
+    OUT leases_refused bigint,
+    OUT leaderships bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'zk_status'
 LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;

@@ -57,3 +57,5 @@ SELECT zk_lease_holder(NULL);
 SELECT zk_lease_holder('');
 \echo :LAST_ERROR_SQLSTATE
 SELECT count(*) FROM zk_lease_holder('regress_lbad');
+-- zk_status counts them
+SELECT leases_taken >= 5 AS taken, leases_refused >= 2 AS refused FROM zk_status();

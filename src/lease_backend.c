@@ -442,6 +442,7 @@ zk_try_lease(PG_FUNCTION_ARGS)
 	}
 	PG_END_TRY();
 	lease_at_exit();
+	zk_count(ours ? ZKCNT_LEASES_TAKEN : ZKCNT_LEASES_REFUSED, 1);
 	PG_RETURN_BOOL(ours);
 }
 

@@ -202,6 +202,11 @@ zk_finish(ZkEntry *e, ZkOutcome outcome, int sqlstate, const char *msg)
 		{
 			e->granted_at = GetCurrentTimestamp();
 			zk_count(ZKCNT_GRANTS, 1);
+			if (e->kind == ZKK_LOCK && e->family == ZKF_ELECTIONS)
+			{
+				zk_count(ZKCNT_LEADERSHIPS, 1);
+				ereport(LOG, (errmsg("zklock: leading election \"%s\"", e->name)));
+			}
 		}
 		pg_write_barrier();
 		e->outcome = outcome;

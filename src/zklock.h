@@ -233,6 +233,9 @@ typedef enum ZkCounter
 	ZKCNT_SESSIONS,
 	ZKCNT_ZK_ERRORS,
 	ZKCNT_DEADLOCKS,
+	ZKCNT_LEASES_TAKEN,			/* zk_try_lease: true */
+	ZKCNT_LEASES_REFUSED,		/* zk_try_lease: false */
+	ZKCNT_LEADERSHIPS,			/* times this cluster began to lead an election */
 	ZKCNT_NUM
 } ZkCounter;
 

@@ -63,6 +63,8 @@ is($la, "$sysA|" . $A->port . "|t|$token", "zk_leader on A: A, this server, its 
 is($lb, "$sysA|" . $A->port . "|f|$token", 'zk_leader on B: A, not this server, the same token');
 is($A->safe_psql('postgres', "SELECT zk_is_leader('other')"), 't', "the second election ('other') too");
 is($A->safe_psql('postgres', "SELECT count(*) FROM zk_locks"), '0', 'candidacies are not in zk_locks');
+is(zk_status_value($A, 'leaderships') . zk_status_value($B, 'leaderships'), '20',
+	'zk_status: A began to lead two elections, B none');
 is($A->safe_psql('postgres', "SELECT string_agg(name || ':' || is_leader || ':' || (token IS NOT NULL), ' ' ORDER BY name) FROM zk_elections"),
 	'cron:true:true other:true:true', 'zk_elections on A: both, leading, with tokens');
 is($B->safe_psql('postgres', "SELECT string_agg(name || ':' || is_leader || ':' || (token IS NOT NULL), ' ' ORDER BY name) FROM zk_elections"),
