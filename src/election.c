@@ -144,7 +144,7 @@ candidate_data(char *out, size_t outlen)
 	pfree(buf.data);
 }
 
-static void
+static ZkEntry *
 stand(const char *name)
 {
 	ZkEntry    *e = zk_entry_alloc();
@@ -154,7 +154,7 @@ stand(const char *name)
 		ereport(WARNING,
 				(errmsg("zklock: no free entry to stand in election \"%s\"", name),
 				 errhint("Increase zklock.max_locks.")));
-		return;
+		return NULL;
 	}
 	if (worker_tag[0] == '\0')
 	{
@@ -185,14 +185,40 @@ stand(const char *name)
 	zk_enqueue(e);
 	SetLatch(MyLatch);
 	ereport(LOG, (errmsg("zklock: standing in election \"%s\"", name)));
+	return e;
 }
 
-/* called every turn of the worker while the session is usable, lock held */
+/* this worker's candidacies: entry and generation, by name */
+typedef struct Candidacy
+{
+	char		name[ZKLOCK_NAME_MAX + 1];
+	uint32		idx;
+	uint32		gen;
+} Candidacy;
+
+static Candidacy mine[ELECTION_MAX];
+static int	nmine = 0;
+
+static void
+let_go(ZkEntry *e)
+{
+	if (e->outcome == ZKO_GRANTED)
+		ereport(LOG, (errmsg("zklock: no longer leading election \"%s\"", e->name)));
+	zk_release_push(e);
+	SetLatch(MyLatch);
+}
+
+/*
+ * Called every turn of the worker while the session is usable, lock held.
+ * The first time, the candidacies a previous worker left in shared memory
+ * are let go (one scan of the entries); after that only this worker's own
+ * entries are looked at.
+ */
 void
 zk_elections_turn(void)
 {
 	static TimestampTz next_turn = 0;
-	static bool had_any = false;
+	static bool swept = false;
 	char		names[ELECTION_MAX][ZKLOCK_NAME_MAX + 1];
 	bool		standing[ELECTION_MAX];
 	const char *why;
@@ -200,11 +226,25 @@ zk_elections_turn(void)
 	bool		in_recovery;
 	int			n;
 	int			i;
+	int			kept = 0;
 
+	if (!swept)
+	{
+		for (i = 0; i < zk_ctl->max_entries; i++)
+		{
+			ZkEntry    *e = zk_entry(i);
+
+			if (e->state != ZKE_FREE && e->kind == ZKK_LOCK && e->family == ZKF_ELECTIONS &&
+				!e->released && pg_atomic_read_u32(&e->release_req) == 0 &&
+				e->pid != MyProcPid)
+				let_go(e);
+		}
+		swept = true;
+	}
 	if (!changed && now < next_turn)
 		return;
-	if (!had_any && (zklock_elections == NULL || zklock_elections[0] == '\0'))
-		return;					/* nothing configured, nothing left to let go */
+	if (nmine == 0 && (zklock_elections == NULL || zklock_elections[0] == '\0'))
+		return;					/* nothing configured, nothing to let go */
 	changed = false;
 	next_turn = TimestampTzPlusMilliseconds(now, ELECTION_TURN_MS);
 	n = zklock_elections ? split_names(zklock_elections, names, &why) : 0;
@@ -212,38 +252,42 @@ zk_elections_turn(void)
 		n = 0;					/* the check hook refuses such values */
 	memset(standing, 0, sizeof(standing));
 	in_recovery = RecoveryInProgress();
-	had_any = false;
 
-	for (i = 0; i < zk_ctl->max_entries; i++)
+	for (i = 0; i < nmine; i++)
 	{
-		ZkEntry    *e = zk_entry(i);
+		ZkEntry    *e = zk_entry(mine[i].idx);
 		int			k;
 
-		if (e->state == ZKE_FREE || e->kind != ZKK_LOCK || e->family != ZKF_ELECTIONS ||
-			e->released || pg_atomic_read_u32(&e->release_req) != 0)
-			continue;
+		if (e->gen != mine[i].gen || e->state == ZKE_FREE || e->released ||
+			pg_atomic_read_u32(&e->release_req) != 0)
+			continue;			/* gone: forget it */
 		for (k = 0; k < n; k++)
-			if (strcmp(names[k], e->name) == 0)
+			if (strcmp(names[k], mine[i].name) == 0)
 				break;
-		if (e->pid != MyProcPid || k == n || in_recovery || standing[k] ||
+		if (k == n || in_recovery || standing[k] ||
 			e->outcome == ZKO_LOST || e->outcome == ZKO_FAILED)
 		{
-			if (e->outcome == ZKO_GRANTED && e->pid == MyProcPid)
-				ereport(LOG, (errmsg("zklock: no longer leading election \"%s\"", e->name)));
-			zk_release_push(e);
-			SetLatch(MyLatch);
+			let_go(e);
 			continue;
 		}
 		standing[k] = true;
-		had_any = true;
+		mine[kept++] = mine[i];
 	}
+	nmine = kept;
 	if (in_recovery)
 		return;
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n && nmine < ELECTION_MAX; i++)
 		if (!standing[i])
 		{
-			stand(names[i]);
-			had_any = true;
+			ZkEntry    *e = stand(names[i]);
+
+			if (e != NULL)
+			{
+				strlcpy(mine[nmine].name, names[i], sizeof(mine[nmine].name));
+				mine[nmine].idx = zk_entry_index(e);
+				mine[nmine].gen = e->gen;
+				nmine++;
+			}
 		}
 }
 
