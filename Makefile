@@ -23,7 +23,9 @@ OBJS = \
 	src/barrier_backend.o \
 	src/lease_worker.o \
 	src/lease_backend.o \
-	src/election.o
+	src/election.o \
+	src/sem_worker.o \
+	src/sem_backend.o
 
 EXTENSION = zklock
 DATA = zklock--1.0.sql
@@ -32,7 +34,7 @@ PGFILEDESC = "zklock - ZooKeeper coordination recipes for PostgreSQL"
 SHLIB_LINK = -lzookeeper_st
 PG_CPPFLAGS = -I$(srcdir)/src -I/usr/include/zookeeper
 
-REGRESS = setup lock savepoint families errors status queue barrier lease election
+REGRESS = setup lock savepoint families errors status queue barrier lease election semaphore
 REGRESS_OPTS = --temp-config=$(srcdir)/test/regress.conf --temp-instance=tmp_regress \
 	--load-extension=zklock --load-extension=dblink
 

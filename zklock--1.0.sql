@@ -279,3 +279,31 @@ AS 'MODULE_PATHNAME', 'zk_elections_internal' LANGUAGE C VOLATILE PARALLEL UNSAF
 
 -- this cluster's candidacies (zklock.elections)
 CREATE VIEW zk_elections AS SELECT * FROM zk_elections_internal();
+
+-- Semaphores (kazoo's Semaphore): at most max_leases holders at once
+CREATE FUNCTION zk_semaphore(name text, max_leases int, timeout interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_semaphore' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_try_semaphore(name text, max_leases int)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_try_semaphore' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_session_semaphore(name text, max_leases int, timeout interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_session_semaphore' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_try_session_semaphore(name text, max_leases int)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_try_session_semaphore' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_semaphore_release(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_semaphore_release' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_semaphore_holders(name text,
+    OUT node text, OUT mode text, OUT state text, OUT "position" int, OUT token bigint,
+    OUT cluster text, OUT host text, OUT port int, OUT database text, OUT pid int,
+    OUT usename text, OUT application_name text, OUT since text, OUT data text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'zk_semaphore_holders' LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10;

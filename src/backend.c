@@ -45,6 +45,7 @@ static const ZkRecipeBackend *const recipe_backends[] = {
 	&zk_queue_backend,
 	&zk_barrier_backend,
 	&zk_lease_backend,
+	&zk_sem_backend,
 };
 
 static bool initialized = false;

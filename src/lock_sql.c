@@ -257,6 +257,8 @@ holders_common(FunctionCallInfo fcinfo, bool key, int family)
 
 	if (family == ZKF_ELECTIONS)
 		name = zk_arg_text_name(fcinfo, 0, "election name", &len);
+	else if (family == ZKF_SEMPOOL)
+		name = zk_arg_text_name(fcinfo, 0, "semaphore name", &len);
 	else
 		name = zk_arg_name(fcinfo, key, &len);
 	InitMaterializedSRF(fcinfo, 0);
@@ -298,11 +300,13 @@ holders_common(FunctionCallInfo fcinfo, bool key, int family)
 		int			dlen = rows[i].rec->datalen;
 
 		/* the recipe, exactly as the worker applies it (names.c) */
-		held = (zk_lock_blocker(contenders, n, i, NULL, true) == ZKLOCK_HELD);
+		held = (family == ZKF_SEMPOOL ||	/* every lease is held */
+				zk_lock_blocker(contenders, n, i, NULL, true) == ZKLOCK_HELD);
 
 		memset(nulls, true, sizeof(nulls));
 		values[0] = CStringGetTextDatum(pg_any_to_server_noerror(rows[i].name, strlen(rows[i].name)));
-		values[1] = CStringGetTextDatum(shared ? "shared" : "exclusive");
+		values[1] = CStringGetTextDatum(family == ZKF_SEMPOOL ? "lease" :
+										shared ? "shared" : "exclusive");
 		values[2] = CStringGetTextDatum(held ? "held" : "waiting");
 		values[3] = Int32GetDatum(i);
 		values[4] = Int64GetDatum(rows[i].rec->czxid);
@@ -358,6 +362,7 @@ holders_common(FunctionCallInfo fcinfo, bool key, int family)
 ZK_SQL_FUNC(zk_lock_holders, holders_common(fcinfo, false, ZKF_LOCKS))
 ZK_SQL_FUNC(zk_lock_holders_key, holders_common(fcinfo, true, ZKF_LOCKS))
 ZK_SQL_FUNC(zk_election_candidates, holders_common(fcinfo, false, ZKF_ELECTIONS))
+ZK_SQL_FUNC(zk_semaphore_holders, holders_common(fcinfo, false, ZKF_SEMPOOL))
 
 /* ---- zk_locks ---- */
 

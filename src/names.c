@@ -174,9 +174,14 @@ zk_lock_parent(const char *name, int family, char *out, size_t outlen)
 	char		ename[ZKLOCK_ENAME_MAX + 1];
 
 	zk_encode_name(name, strlen(name), ename);
-	snprintf(out, outlen, "%s/%s/%s", zklock_root,
-			 family == ZKF_LEASES ? "leases" :
-			 family == ZKF_ELECTIONS ? "elections" : "locks", ename);
+	if (family == ZKF_SEMAPHORES)
+		snprintf(out, outlen, "%s/semaphores/%s-__lock__", zklock_root, ename);
+	else if (family == ZKF_SEMPOOL)
+		snprintf(out, outlen, "%s/semaphores/%s", zklock_root, ename);
+	else
+		snprintf(out, outlen, "%s/%s/%s", zklock_root,
+				 family == ZKF_LEASES ? "leases" :
+				 family == ZKF_ELECTIONS ? "elections" : "locks", ename);
 }
 
 /*

@@ -52,6 +52,7 @@ extern const ZkRecipe zk_bwait_recipe;
 extern const ZkRecipe zk_bmember_recipe;
 extern const ZkRecipe zk_binfo_recipe;
 extern const ZkRecipe zk_lease_recipe;
+extern const ZkRecipe zk_semlease_recipe;
 
 /*
  * The longest path the worker builds: a lock's <root>/locks/<name>/<node>, or

@@ -29,6 +29,7 @@ static const ZkRecipe *const recipes[] = {
 	[ZKK_BMEMBER] = &zk_bmember_recipe,
 	[ZKK_BINFO] = &zk_binfo_recipe,
 	[ZKK_LEASE] = &zk_lease_recipe,
+	[ZKK_SEMLEASE] = &zk_semlease_recipe,
 };
 
 StaticAssertDecl(lengthof(recipes) == ZKK_NUM, "every entry kind needs a recipe");

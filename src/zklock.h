@@ -28,7 +28,7 @@
 #define ZKLOCK_NAME_MAX			255 /* bytes of a lock name */
 #define ZKLOCK_ENAME_MAX		(ZKLOCK_NAME_MAX * 3)	/* encoded component */
 #define ZKLOCK_ROOT_MAX			200 /* bytes of zklock.root */
-#define ZKLOCK_PARENT_MAX		(ZKLOCK_ROOT_MAX + 16 + ZKLOCK_ENAME_MAX)
+#define ZKLOCK_PARENT_MAX		(ZKLOCK_ROOT_MAX + 32 + ZKLOCK_ENAME_MAX)
 #define ZKLOCK_GUID_LEN			32
 #define ZKLOCK_NODE_MAX			80	/* <guid>__rlock__<-10 digits>, or foreign */
 #define ZKLOCK_DATA_MAX			512 /* identity written into a node */
@@ -88,6 +88,7 @@ typedef enum ZkKind
 	ZKK_BMEMBER,				/* a double barrier's member */
 	ZKK_BINFO,					/* a one-off arrivals read or reset */
 	ZKK_LEASE,					/* a lease's read or write (lease_worker.c) */
+	ZKK_SEMLEASE,				/* a semaphore's lease (sem_worker.c) */
 	ZKK_NUM
 } ZkKind;
 
@@ -98,12 +99,22 @@ typedef enum ZkLeaseOp
 	ZKL_WRITE					/* replace it, while holding the lease's lock */
 } ZkLeaseOp;
 
+/* the steps of a ZKK_SEMLEASE entry (bop) */
+typedef enum ZkSemStep
+{
+	ZKS_ENSURE = 1,				/* the pool, with max_leases as its data */
+	ZKS_LIST,					/* count the leases (and look for ours) */
+	ZKS_CREATE					/* create our lease */
+} ZkSemStep;
+
 /* where a ZKK_LOCK entry's lock lives: <root>/<dir>/<encoded name> */
 typedef enum ZkLockFamily
 {
 	ZKF_LOCKS = 0,				/* zk_lock and friends */
 	ZKF_LEASES,					/* the lock that guards a lease (kazoo's layout) */
-	ZKF_ELECTIONS				/* the worker's candidacy (kazoo's Election) */
+	ZKF_ELECTIONS,				/* the worker's candidacy (kazoo's Election) */
+	ZKF_SEMAPHORES,				/* a semaphore's guard: <root>/semaphores/<name>-__lock__ */
+	ZKF_SEMPOOL					/* (listing only) a semaphore's leases: <root>/semaphores/<name> */
 } ZkLockFamily;
 
 typedef enum ZkScope
@@ -387,6 +398,7 @@ extern char *zk_arg_text_name(struct FunctionCallInfoBaseData *fcinfo, int argno
 extern const ZkRecipeBackend zk_queue_backend;
 extern const ZkRecipeBackend zk_barrier_backend;
 extern const ZkRecipeBackend zk_lease_backend;
+extern const ZkRecipeBackend zk_sem_backend;
 
 /* lock_backend.c: the lock recipe's backend half */
 extern const ZkRecipeBackend zk_lock_backend;

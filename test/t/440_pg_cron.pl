@@ -1,12 +1,14 @@
 
 # 440_pg_cron.pl - pg_cron (Debian's postgresql-15-cron) on two PostgreSQL
 # clusters A and B pointing at one ZooKeeper, the same job scheduled every
-# minute on both, guarded in two ways: zk_try_lease('cron-lease', '50
-# seconds'), and zk_is_leader('cron') (both clusters stand in the election
-# 'cron' through zklock.elections).
+# minute on both, guarded in three ways: zk_try_lease('cron-lease', '50
+# seconds'), zk_is_leader('cron') (both clusters stand in the election
+# 'cron' through zklock.elections), and zk_try_semaphore('cron-sem', 1) held
+# for the job's transaction (at most one at a time).
 #
 #   1. The first slot: each job runs on both clusters (pg_cron records a
-#      succeeded run on each), and does its work on exactly one of them.
+#      succeeded run on each), and does its work on exactly one of them;
+#      the semaphore's job (3 s of work) never runs on both at once.
 #   2. The election's leader is stopped (immediate, as in a crash): the next
 #      slot's work of both jobs is done by the other cluster (the session
 #      timeout, 4 s, is well within the slot).
@@ -42,6 +44,14 @@ my %JOB = (
 	            WHERE zk_try_lease('cron-lease', '50 seconds')},
 	leader => q{INSERT INTO runs(job, slot) SELECT 'leader', date_trunc('minute', clock_timestamp())
 	             WHERE zk_is_leader('cron')});
+# at most one at a time (a semaphore of 1 held for the job's transaction)
+my $SEMJOB = q{DO $d$ BEGIN
+  IF zk_try_semaphore('cron-sem', 1) THEN
+    INSERT INTO spans(t0) VALUES (clock_timestamp());
+    PERFORM pg_sleep(3);
+    UPDATE spans SET t1 = clock_timestamp() WHERE t1 IS NULL;
+  END IF;
+END $d$};
 my @JOBS = sort keys %JOB;
 # not just before a minute boundary, so that both clusters have the job
 # loaded for the first slot
@@ -56,6 +66,8 @@ foreach my $c (qw(A B))
 		CREATE TABLE runs (job text, slot timestamptz, ran_at timestamptz DEFAULT clock_timestamp());
 		SELECT cron.schedule('by-lease', '* * * * *', \$job\$$JOB{lease}\$job\$);
 		SELECT cron.schedule('by-leader', '* * * * *', \$job\$$JOB{leader}\$job\$);
+		CREATE TABLE spans (t0 timestamptz, t1 timestamptz);
+		SELECT cron.schedule('by-semaphore', '* * * * *', \$job\$$SEMJOB\$job\$);
 	});
 }
 note sprintf('scheduled at %s', scalar(localtime));
@@ -103,6 +115,23 @@ foreach my $j (@JOBS)
 	ok($ra{"by-$j $s1"} && $rb{"by-$j $s1"}, "slot 1, $j: pg_cron ran the job on both clusters")
 	  or diag "A ran " . join(',', sort keys %ra) . "; B ran " . join(',', sort keys %rb);
 }
+
+# the semaphore's job: never two at once, across both clusters
+sub spans
+{
+	my @sp;
+	foreach my $c (@_)
+	{
+		push @sp, map { [ split /\|/ ] } grep { $_ ne '' } split /\n/,
+		  $node{$c}->safe_psql('postgres',
+			"SELECT extract(epoch FROM t0), extract(epoch FROM coalesce(t1, 'infinity')) FROM spans");
+	}
+	return sort { $a->[0] <=> $b->[0] } @sp;
+}
+my @sp = spans(qw(A B));
+ok(scalar(@sp) >= 1, 'slot 1, semaphore: the job did its work (' . scalar(@sp) . ' span(s))');
+my @overlap = grep { $sp[$_][0] < $sp[ $_ - 1 ][1] } 1 .. $#sp;
+is(scalar(@overlap), 0, 'slot 1, semaphore: never two at once');
 
 #
 # 2. the election's leader is stopped: the other does the next slot's work

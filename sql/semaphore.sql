@@ -1,0 +1,71 @@
+-- Semaphores (kazoo's Semaphore): leases up to max_leases, transaction and
+-- session scope, re-entrancy, the lease count fixed once, zk_semaphore_holders,
+-- and every bad input with its SQLSTATE, creating nothing.
+-- Every name here starts with 'regress_s'.
+SELECT dblink_connect('other', 'dbname=' || current_database());
+SELECT dblink_connect('third', 'dbname=' || current_database());
+\set VERBOSITY default
+\df zk_*semaphore*
+-- two leases: this session and the other take one each; a third is refused
+BEGIN;
+SELECT zk_try_semaphore('regress_sem', 2);
+SELECT * FROM dblink('other', $$SELECT zk_try_session_semaphore('regress_sem', 2)$$) AS t(ok boolean);
+SELECT count(*) AS holders, bool_and(state = 'held') AS held, min(mode) AS mode
+  FROM zk_semaphore_holders('regress_sem');
+SELECT zk_try_semaphore('regress_sem', 2);          -- ours again: stacks on our lease
+SELECT count(*) AS holders FROM zk_semaphore_holders('regress_sem');
+SAVEPOINT s;
+SELECT * FROM dblink('other', $$SELECT zk_try_semaphore('regress_sem', 2)$$) AS t(ok boolean);  -- re-entrant there too
+ROLLBACK TO SAVEPOINT s;
+COMMIT;
+-- our transaction lease went with COMMIT: one holder left (the other's session lease)
+SELECT count(*) AS holders FROM zk_semaphore_holders('regress_sem');
+-- both leases held (the other's and now ours): a third session is refused
+SELECT zk_session_semaphore('regress_sem', 2);
+SELECT * FROM dblink('third', $$SELECT zk_try_semaphore('regress_sem', 2)$$) AS t(ok boolean);
+SELECT * FROM dblink('third', $$SELECT zk_semaphore('regress_sem', 2, '300ms')$$) AS t(v text);
+SELECT count(*) AS holders FROM zk_semaphore_holders('regress_sem');
+-- release: session holds one at a time; false and a WARNING when none
+SELECT zk_semaphore_release('regress_sem');
+SELECT zk_semaphore_release('regress_sem');
+SELECT * FROM dblink('other', $$SELECT zk_semaphore_release('regress_sem')$$) AS t(ok boolean);
+SELECT count(*) AS holders FROM zk_semaphore_holders('regress_sem');
+-- a wait for a lease: ends when one is let go
+SELECT * FROM dblink('other', $$SELECT zk_try_session_semaphore('regress_sem1', 1)$$) AS t(ok boolean);
+BEGIN;
+SELECT zk_semaphore('regress_sem1', 1, '200ms');
+ROLLBACK;
+\echo :LAST_ERROR_SQLSTATE
+SELECT dblink_send_query('other', $$SELECT pg_sleep(0.5), zk_semaphore_release('regress_sem1')$$);
+BEGIN;
+SELECT zk_semaphore('regress_sem1', 1, '30s');
+SELECT count(*) AS holders FROM zk_semaphore_holders('regress_sem1');
+COMMIT;
+SELECT * FROM dblink_get_result('other') AS t(s text, ok boolean);
+-- the number of leases is fixed once: another is refused, changing nothing
+SELECT zk_try_semaphore('regress_sem', 3);
+\echo :LAST_ERROR_SQLSTATE
+-- bad input
+SELECT zk_semaphore(NULL, 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_semaphore('regress_sbad', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_semaphore('', 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_semaphore(repeat('x', 256), 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_semaphore('regress_sbad', 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_try_semaphore('regress_sbad', -1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_semaphore('regress_sbad', 1, '-1s');
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM zk_semaphore_holders('regress_sbad');
+-- PREPARE with a transaction lease: 0A000
+BEGIN;
+SELECT zk_semaphore('regress_sem', 2);
+PREPARE TRANSACTION 'regress_s';
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) AS prepared FROM pg_prepared_xacts;
+SELECT dblink_disconnect('other');
+SELECT dblink_disconnect('third');

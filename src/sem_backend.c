@@ -1,0 +1,442 @@
+/*-------------------------------------------------------------------------
+ *
+ * sem_backend.c
+ *	  The semaphore recipe's backend half: the zk_semaphore families.
+ *
+ *	  Taking a lease follows kazoo's Semaphore: hold the guard (kazoo's lock
+ *	  on <name>-__lock__, a ZKK_LOCK entry of family ZKF_SEMAPHORES), then
+ *	  the worker takes a lease in the pool (ZKK_SEMLEASE, sem_worker.c),
+ *	  then the guard is let go, whatever happened.  Waiters queue on the
+ *	  guard, so they are served in order and only one of them watches the
+ *	  pool.
+ *
+ *	  Holds are counted per name like the locks' (lock_backend.c): a
+ *	  backend has at most one lease of a semaphore, and stacks transaction
+ *	  and session holds on it; the lease goes when the last hold does.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "zklock.h"
+
+#include "access/xact.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "nodes/pg_list.h"
+#include "storage/proc.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+PG_FUNCTION_INFO_V1(zk_semaphore);
+PG_FUNCTION_INFO_V1(zk_try_semaphore);
+PG_FUNCTION_INFO_V1(zk_session_semaphore);
+PG_FUNCTION_INFO_V1(zk_try_session_semaphore);
+PG_FUNCTION_INFO_V1(zk_semaphore_release);
+
+typedef struct LocalSem
+{
+	char	   *name;			/* UTF-8 */
+	int			len;
+	int32		max;
+	uint32		idx;			/* the ZKK_SEMLEASE entry */
+	uint32		gen;
+	List	   *subxids;		/* transaction holds, by subtransaction */
+	int			session;		/* session holds */
+} LocalSem;
+
+static List *sems = NIL;
+
+/* a guard or a lease being taken, let go at exit (FATAL) */
+static uint32 guard_idx = ZKLOCK_NO_ENTRY;
+static uint32 guard_gen = 0;
+static uint32 taking_idx = ZKLOCK_NO_ENTRY;
+static uint32 taking_gen = 0;
+
+static void
+let_go(uint32 *idx, uint32 gen)
+{
+	if (*idx == ZKLOCK_NO_ENTRY || zk_ctl == NULL)
+		return;
+	(void) zk_release_entry(*idx, gen);
+	*idx = ZKLOCK_NO_ENTRY;
+	zk_wake_worker();
+}
+
+static LocalSem *
+find_sem(const char *name, int len)
+{
+	ListCell   *lc;
+
+	foreach(lc, sems)
+	{
+		LocalSem   *ls = lfirst(lc);
+
+		if (ls->len == len && memcmp(ls->name, name, len) == 0)
+			return ls;
+	}
+	return NULL;
+}
+
+static void
+forget(LocalSem *ls)
+{
+	sems = list_delete_ptr(sems, ls);
+	let_go(&ls->idx, ls->gen);
+	list_free(ls->subxids);
+	pfree(ls->name);
+	pfree(ls);
+}
+
+/* the lease's outcome now (under the lock) */
+static int
+lease_outcome(LocalSem *ls)
+{
+	ZkEntry    *e;
+	int			outcome;
+
+	zk_backend_lock(LW_SHARED);
+	e = zk_entry(ls->idx);
+	outcome = (e->gen == ls->gen) ? e->outcome : ZKO_LOST;
+	LWLockRelease(zk_ctl->lock);
+	return outcome;
+}
+
+static int32
+arg_max(FunctionCallInfo fcinfo, int argno)
+{
+	int32		max;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("zklock max_leases must not be null"),
+				 errhint("Give how many may hold the semaphore at once, 1 or more.")));
+	max = PG_GETARG_INT32(argno);
+	if (max < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock max_leases must be at least 1"),
+				 errdetail("max_leases was %d.", max),
+				 errhint("Give how many may hold the semaphore at once, 1 or more.")));
+	return max;
+}
+
+/*
+ * Take a lease (or stack a hold on ours).  Returns false when a try found
+ * no lease free, or (timeout) raises 55P03.
+ */
+static bool
+acquire(const char *name, int len, int32 max, ZkScope scope, bool try_only,
+		int64 timeout_ms)
+{
+	LocalSem   *ls = find_sem(name, len);
+	char	   *uname = zk_display_name(pnstrdup(name, len));
+	char		data[ZKLOCK_DATA_MAX];
+	ZkEntry    *e;
+	TimestampTz start = GetCurrentTimestamp();
+	int			outcome;
+	int			sqlstate = 0;
+	char		msg[ZKLOCK_ERRMSG_MAX];
+	MemoryContext old;
+
+	if (ls != NULL && lease_outcome(ls) == ZKO_LOST)
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("the lease of zookeeper semaphore \"%s\" was lost", uname),
+				 errdetail("Its ZooKeeper session ended; a new lease is taken.")));
+		forget(ls);
+		ls = NULL;
+	}
+	if (ls != NULL)
+	{
+		if (ls->max != max)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("zookeeper semaphore \"%s\" has %d leases, not %d", uname, ls->max, max),
+					 errhint("Use the same max_leases everywhere.")));
+		old = MemoryContextSwitchTo(TopMemoryContext);
+		if (scope == ZKS_TRANSACTION)
+			ls->subxids = lappend_int(ls->subxids, GetCurrentSubTransactionId());
+		else
+			ls->session++;
+		MemoryContextSwitchTo(old);
+		return true;
+	}
+
+	zk_build_node_data(data, sizeof(data));
+
+	/* the guard */
+	e = zk_new_entry(ZKK_LOCK, name, len, ZKM_EXCLUSIVE, ZKS_SESSION, try_only);
+	e->family = ZKF_SEMAPHORES;
+	guard_idx = zk_entry_index(e);
+	guard_gen = e->gen;
+	zk_enqueue(e);
+	LWLockRelease(zk_ctl->lock);
+	zk_wake_worker();
+	PG_TRY();
+	{
+		outcome = zk_wait_outcome(guard_idx, try_only ? -1 : timeout_ms,
+								  zklock_connect_timeout, "take the guard of a semaphore");
+		if (outcome == ZKO_GRANTED)
+		{
+			int64		left = timeout_ms;
+
+			if (timeout_ms > 0)
+				left = Max(0, timeout_ms -
+						   TimestampDifferenceMilliseconds(start, GetCurrentTimestamp()));
+			if (try_only)
+				left = 0;
+			e = zk_new_entry(ZKK_SEMLEASE, name, len, ZKM_EXCLUSIVE, scope, try_only);
+			e->parties = max;
+			strlcpy(e->data, data, sizeof(e->data));
+			taking_idx = zk_entry_index(e);
+			taking_gen = e->gen;
+			zk_enqueue(e);
+			LWLockRelease(zk_ctl->lock);
+			zk_wake_worker();
+			outcome = zk_wait_outcome(taking_idx, left, zklock_connect_timeout,
+									  "take a lease of a semaphore");
+			if (outcome == ZKO_BUSY)
+			{
+				zk_backend_lock(LW_SHARED);
+				e = zk_entry(taking_idx);
+				sqlstate = e->sqlstate;
+				strlcpy(msg, e->errmsg, sizeof(msg));
+				LWLockRelease(zk_ctl->lock);
+			}
+		}
+	}
+	PG_CATCH();
+	{
+		let_go(&taking_idx, taking_gen);
+		let_go(&guard_idx, guard_gen);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	let_go(&guard_idx, guard_gen);
+
+	if (outcome == ZKO_GRANTED)
+	{
+		old = MemoryContextSwitchTo(TopMemoryContext);
+		ls = palloc0(sizeof(LocalSem));
+		ls->name = pnstrdup(name, len);
+		ls->len = len;
+		ls->max = max;
+		ls->idx = taking_idx;
+		ls->gen = taking_gen;
+		if (scope == ZKS_TRANSACTION)
+			ls->subxids = list_make1_int(GetCurrentSubTransactionId());
+		else
+			ls->session = 1;
+		sems = lappend(sems, ls);
+		MemoryContextSwitchTo(old);
+		taking_idx = ZKLOCK_NO_ENTRY;
+		return true;
+	}
+	let_go(&taking_idx, taking_gen);
+	if (sqlstate == ERRCODE_INVALID_PARAMETER_VALUE)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zookeeper semaphore \"%s\" does not have %d leases", uname, max),
+				 errdetail("%s.", msg),
+				 errhint("Use the same max_leases everywhere, or delete the semaphore's node once nobody holds a lease.")));
+	if (try_only)
+		return false;
+	zk_count(ZKCNT_TIMEOUTS, 1);
+	ereport(ERROR,
+			(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+			 errmsg("timed out waiting for a lease of zookeeper semaphore \"%s\"", uname),
+			 errdetail("Waited " INT64_FORMAT " ms; all %d leases are held.", timeout_ms, max),
+			 errhint("Raise the timeout (or lock_timeout), or retry later; zk_semaphore_holders() shows who holds them.")));
+	return false;
+}
+
+static Datum
+sem_common(FunctionCallInfo fcinfo, ZkScope scope, bool try_only)
+{
+	int			len;
+	char	   *name = zk_arg_text_name(fcinfo, 0, "semaphore name", &len);
+	int32		max = arg_max(fcinfo, 1);
+	int64		timeout_ms = try_only ? 0 : zk_arg_timeout_ms(fcinfo, 2);
+	bool		ok;
+
+	zk_require_shmem();
+	zk_check_name(name, len);
+	zk_backend_init();
+	ok = acquire(name, len, max, scope, try_only, timeout_ms);
+	if (try_only)
+		PG_RETURN_BOOL(ok);
+	PG_RETURN_VOID();
+}
+
+Datum
+zk_semaphore(PG_FUNCTION_ARGS)
+{
+	return sem_common(fcinfo, ZKS_TRANSACTION, false);
+}
+
+Datum
+zk_try_semaphore(PG_FUNCTION_ARGS)
+{
+	return sem_common(fcinfo, ZKS_TRANSACTION, true);
+}
+
+Datum
+zk_session_semaphore(PG_FUNCTION_ARGS)
+{
+	return sem_common(fcinfo, ZKS_SESSION, false);
+}
+
+Datum
+zk_try_session_semaphore(PG_FUNCTION_ARGS)
+{
+	return sem_common(fcinfo, ZKS_SESSION, true);
+}
+
+/* zk_semaphore_release(name): one session hold; false + WARNING when none */
+Datum
+zk_semaphore_release(PG_FUNCTION_ARGS)
+{
+	int			len;
+	char	   *name = zk_arg_text_name(fcinfo, 0, "semaphore name", &len);
+	LocalSem   *ls = find_sem(name, len);
+	bool		lost;
+
+	if (ls == NULL || ls->session == 0)
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_WARNING),
+				 errmsg("this session holds no session lease of zookeeper semaphore \"%s\"",
+						zk_display_name(name))));
+		PG_RETURN_BOOL(false);
+	}
+	lost = (lease_outcome(ls) == ZKO_LOST);
+	ls->session--;
+	if (ls->session == 0 && ls->subxids == NIL)
+		forget(ls);
+	if (lost)
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("the lease of zookeeper semaphore \"%s\" had been lost", zk_display_name(name)),
+				 errdetail("Its ZooKeeper session ended while it was held.")));
+		PG_RETURN_BOOL(false);
+	}
+	PG_RETURN_BOOL(true);
+}
+
+/* ---- transactions ---- */
+
+static void
+sem_pre_commit(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, sems)
+	{
+		LocalSem   *ls = lfirst(lc);
+
+		if (ls->subxids != NIL && lease_outcome(ls) == ZKO_LOST)
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("the lease of zookeeper semaphore \"%s\" was lost before commit",
+							zk_display_name(ls->name)),
+					 errdetail("Its ZooKeeper session ended; another client may have taken the lease."),
+					 errhint("Retry the transaction.")));
+	}
+}
+
+static void
+drop_holds(bool xact, bool session)
+{
+	ListCell   *lc;
+
+	foreach(lc, sems)
+	{
+		LocalSem   *ls = lfirst(lc);
+
+		if (xact)
+		{
+			list_free(ls->subxids);
+			ls->subxids = NIL;
+		}
+		if (session)
+			ls->session = 0;
+		if (ls->subxids == NIL && ls->session == 0)
+		{
+			sems = foreach_delete_current(sems, lc);
+			let_go(&ls->idx, ls->gen);
+			pfree(ls->name);
+			pfree(ls);
+		}
+	}
+}
+
+static void
+sem_xact_end(bool commit)
+{
+	drop_holds(true, false);
+}
+
+static void
+sem_subxact_end(bool commit, SubTransactionId mySubid, SubTransactionId parentSubid)
+{
+	ListCell   *lc;
+
+	foreach(lc, sems)
+	{
+		LocalSem   *ls = lfirst(lc);
+		ListCell   *sc;
+
+		foreach(sc, ls->subxids)
+		{
+			if ((SubTransactionId) lfirst_int(sc) != mySubid)
+				continue;
+			if (commit)
+				lfirst_int(sc) = (int) parentSubid;
+			else
+				ls->subxids = foreach_delete_current(ls->subxids, sc);
+		}
+		if (ls->subxids == NIL && ls->session == 0)
+		{
+			sems = foreach_delete_current(sems, lc);
+			let_go(&ls->idx, ls->gen);
+			pfree(ls->name);
+			pfree(ls);
+		}
+	}
+}
+
+static void
+sem_pre_prepare(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, sems)
+		if (((LocalSem *) lfirst(lc))->subxids != NIL)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot prepare a transaction that holds zookeeper semaphore leases"),
+					 errdetail("A lease belongs to this backend's ZooKeeper session and cannot outlive it."),
+					 errhint("Commit or roll back the transaction instead.")));
+}
+
+static void
+sem_at_exit(void)
+{
+	let_go(&taking_idx, taking_gen);
+	let_go(&guard_idx, guard_gen);
+	drop_holds(true, true);
+}
+
+const ZkRecipeBackend zk_sem_backend = {
+	.pre_commit = sem_pre_commit,
+	.pre_prepare = sem_pre_prepare,
+	.xact_end = sem_xact_end,
+	.subxact_end = sem_subxact_end,
+	.at_exit = sem_at_exit,
+};

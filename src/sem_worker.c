@@ -1,0 +1,514 @@
+/*-------------------------------------------------------------------------
+ *
+ * sem_worker.c
+ *	  The semaphore recipe's worker half (ZKK_SEMLEASE): one lease of
+ *	  kazoo's Semaphore, taken while the backend holds the semaphore's guard
+ *	  (a ZKK_LOCK entry of family ZKF_SEMAPHORES on <name>-__lock__).
+ *
+ *	  <root>/semaphores/<name>			the pool; data: max_leases in ASCII
+ *	  <root>/semaphores/<name>/<guid>	a lease: ephemeral, 32 hex digits
+ *										(as kazoo's uuid4().hex), data: who
+ *
+ *	  Steps (bop):
+ *	  ZKS_ENSURE	create the pool with max_leases as data; when it exists,
+ *					read its data: a different number is an error (kazoo
+ *					raises "Inconsistent max leases"), no number is ignored
+ *	  ZKS_LIST		list the pool with a watch: our lease there (a create
+ *					whose reply was lost) is granted; fewer children than
+ *					max_leases: ZKS_CREATE; else wait for the watch
+ *	  ZKS_CREATE	create our lease node
+ *	  held			(ZKE_HELD) until released: then delete it
+ *
+ *	  Only the guard's holder waits on the pool, so at most one entry of
+ *	  this cluster watches a pool at a time (kazoo's herd-free design); the
+ *	  watch count is kept with zk_watch_set/drop all the same.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "zklock.h"
+#include "recipe.h"
+
+#include <errno.h>
+
+#include "miscadmin.h"
+
+static void sem_step(ZkEntry *e);
+
+static void
+pool_path(ZkEntry *e, char *buf, size_t len)
+{
+	char		ename[ZKLOCK_ENAME_MAX + 1];
+
+	zk_encode_name(e->name, strlen(e->name), ename);
+	snprintf(buf, len, "%s/semaphores/%s", zklock_root, ename);
+}
+
+static void
+lease_path(ZkEntry *e, char *buf, size_t len)
+{
+	char		pool[ZK_PATH_MAX];
+
+	pool_path(e, pool, sizeof(pool));
+	snprintf(buf, len, "%s/%s", pool, e->guid);
+}
+
+static void
+make_guid(ZkEntry *e)
+{
+	uint8		buf[ZKLOCK_GUID_LEN / 2];
+	int			i;
+
+	if (e->guid[0] != '\0')
+		return;
+	if (!pg_strong_random(buf, sizeof(buf)))
+	{
+		uint64		a = GetCurrentTimestamp() ^ ((uint64) MyProcPid << 40);
+		uint64		b = ((uint64) e->gen << 32) | zk_entry_index(e);
+
+		memcpy(buf, &a, 8);
+		memcpy(buf + 8, &b, 8);
+	}
+	for (i = 0; i < (int) sizeof(buf); i++)
+		snprintf(e->guid + 2 * i, 3, "%02x", buf[i]);
+}
+
+/* take back our watch on the pool (the server's too when we were the last) */
+static void
+unwatch(ZkEntry *e)
+{
+	char		pool[ZK_PATH_MAX];
+
+	if (!e->watching)
+		return;
+	e->watching = false;
+	pool_path(e, pool, sizeof(pool));
+	if (zk_zh == NULL)
+		return;
+	(void) zk_watch_drop(pool);
+	(void) zoo_aremove_all_watches(zk_zh, pool, ZWATCHTYPE_CHILD, 0,
+								   (void_completion_t *) zk_unwatch_done, NULL);
+}
+
+static void
+pool_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
+{
+	ZkEntry    *volatile e = NULL;
+
+	if (type == ZOO_SESSION_EVENT || type == ZOO_NOTWATCHING_EVENT)
+		return;
+	COMPLETION_BEGIN
+	{
+		zk_count(ZKCNT_WATCH_EVENTS, 1);
+		e = zk_entry_of(ctx);
+		if (e != NULL && e->watching)
+		{
+			if (path)
+				(void) zk_watch_drop(path);
+			e->watching = false;
+			if (e->state == ZKE_WAITING && !e->released)
+			{
+				e->bop = ZKS_LIST;
+				sem_step(e);
+			}
+		}
+	}
+	COMPLETION_END(e);
+}
+
+/* ---- ZKS_ENSURE ---- */
+
+static void
+pool_read(int rc, const char *value, int value_len, const struct Stat *stat,
+		  const void *ctx)
+{
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = zk_entry_of(ctx);
+		if (e != NULL && e->list_inflight && e->bop == ZKS_ENSURE)
+		{
+			e->list_inflight = false;
+			if (e->released)
+				sem_step(e);
+			else if (rc == ZOK)
+			{
+				char		buf[32];
+				char	   *end;
+				long		n;
+				int			len = Min(Max(value_len, 0), (int) sizeof(buf) - 1);
+
+				memcpy(buf, value ? value : "", len);
+				buf[len] = '\0';
+				errno = 0;
+				n = strtol(buf, &end, 10);
+				if (len > 0 && errno == 0 && end != buf && *end == '\0' && n != e->parties)
+				{
+					char		msg[ZKLOCK_ERRMSG_MAX];
+
+					snprintf(msg, sizeof(msg),
+							 "The semaphore has %ld leases in ZooKeeper, not %d", n, e->parties);
+					/* BUSY with 22023: the backend raises the error itself */
+					e->state = ZKE_DONE;
+					zk_finish(e, ZKO_BUSY, ERRCODE_INVALID_PARAMETER_VALUE, msg);
+				}
+				else
+				{
+					e->bop = ZKS_LIST;
+					sem_step(e);
+				}
+			}
+			else if (rc == ZNONODE)
+				sem_step(e);	/* deleted meanwhile: create it */
+			else if (!zk_rc_definite(rc))
+				zk_retry_later(e);
+			else
+				zk_fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
+		}
+	}
+	COMPLETION_END(e);
+}
+
+static void
+pool_created(int rc, const char *name, const void *ctx)
+{
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = zk_entry_of(ctx);
+		if (e != NULL && e->create_inflight && e->bop == ZKS_ENSURE)
+		{
+			e->create_inflight = false;
+			if (e->released)
+				sem_step(e);
+			else if (rc == ZOK)
+			{
+				e->bop = ZKS_LIST;
+				sem_step(e);
+			}
+			else if (rc == ZNODEEXISTS)
+			{
+				char		pool[ZK_PATH_MAX];
+
+				pool_path(e, pool, sizeof(pool));
+				if (zoo_aget(zk_zh, pool, 0, pool_read, zk_ctx_of(e)) == ZOK)
+					e->list_inflight = true;
+				else
+					zk_retry_later(e);
+			}
+			else if (!zk_rc_definite(rc))
+				zk_retry_later(e);
+			else
+				zk_fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
+		}
+	}
+	COMPLETION_END(e);
+}
+
+static void
+parent_done(int rc, const char *name, const void *ctx)
+{
+	/* the parents exist, or the pool's create says why not */
+}
+
+static void
+send_ensure(ZkEntry *e)
+{
+	char		pool[ZK_PATH_MAX];
+	char		max[16];
+	char	   *p;
+	int			rc;
+
+	pool_path(e, pool, sizeof(pool));
+	for (p = pool + 1; *p; p++)
+		if (*p == '/')
+		{
+			*p = '\0';
+			(void) zoo_acreate(zk_zh, pool, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
+							   ZOO_PERSISTENT, parent_done, NULL);
+			*p = '/';
+		}
+	snprintf(max, sizeof(max), "%d", e->parties);
+	rc = zoo_acreate(zk_zh, pool, max, strlen(max), &ZOO_OPEN_ACL_UNSAFE,
+					 ZOO_PERSISTENT, pool_created, zk_ctx_of(e));
+	if (rc == ZOK)
+		e->create_inflight = true;
+	else
+		(void) zk_send_failed(e, rc, "semaphore create");
+}
+
+/* ---- ZKS_LIST, ZKS_CREATE ---- */
+
+static void
+lease_created(int rc, const char *name, const struct Stat *stat, const void *ctx)
+{
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = zk_entry_of(ctx);
+		if (e != NULL && e->create_inflight && e->bop == ZKS_CREATE)
+		{
+			e->create_inflight = false;
+			if (rc == ZOK || rc == ZNODEEXISTS)
+			{
+				strlcpy(e->node, e->guid, sizeof(e->node));
+				e->token = (rc == ZOK && stat) ? stat->czxid : e->token;
+				e->session = zk_cur_session;
+				e->in_doubt = false;
+				e->state = ZKE_HELD;
+				if (e->released)
+					sem_step(e);	/* delete it */
+				else
+					zk_finish(e, ZKO_GRANTED, 0, NULL);
+			}
+			else if (rc == ZNONODE)
+			{
+				e->bop = ZKS_ENSURE;	/* the pool went: again from the top */
+				sem_step(e);
+			}
+			else if (!zk_rc_definite(rc))
+			{
+				e->in_doubt = true;		/* look for it when usable again */
+				e->bop = ZKS_LIST;
+				zk_retry_later(e);
+			}
+			else
+				zk_fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
+		}
+	}
+	COMPLETION_END(e);
+}
+
+static void
+pool_listed(int rc, const struct String_vector *kids, const void *ctx)
+{
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = zk_entry_of(ctx);
+		if (e != NULL && e->list_inflight && e->bop == ZKS_LIST)
+		{
+			char		pool[ZK_PATH_MAX];
+
+			e->list_inflight = false;
+			pool_path(e, pool, sizeof(pool));
+			if (e->watch_pending)
+			{
+				e->watch_pending = false;
+				if (rc == ZOK)
+					e->watching = true;
+				else
+					(void) zk_watch_drop(pool);
+			}
+			if (e->released)
+				sem_step(e);
+			else if (rc == ZOK)
+			{
+				int			i;
+				bool		ours = false;
+
+				for (i = 0; kids && i < kids->count; i++)
+					if (strcmp(kids->data[i], e->guid) == 0)
+						ours = true;
+				if (ours)
+				{
+					/* an earlier create landed */
+					unwatch(e);
+					strlcpy(e->node, e->guid, sizeof(e->node));
+					e->session = zk_cur_session;
+					e->in_doubt = false;
+					e->state = ZKE_HELD;
+					zk_finish(e, ZKO_GRANTED, 0, NULL);
+				}
+				else if (!kids || kids->count < e->parties)
+				{
+					unwatch(e);
+					e->bop = ZKS_CREATE;
+					sem_step(e);
+				}
+				else
+					e->state = ZKE_WAITING; /* until the watch fires */
+			}
+			else if (rc == ZNONODE)
+			{
+				e->bop = ZKS_ENSURE;
+				sem_step(e);
+			}
+			else if (!zk_rc_definite(rc))
+				zk_retry_later(e);
+			else
+				zk_fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
+		}
+	}
+	COMPLETION_END(e);
+}
+
+static void
+lease_deleted(int rc, const void *ctx)
+{
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = zk_entry_of(ctx);
+		if (e != NULL && e->delete_inflight)
+		{
+			e->delete_inflight = false;
+			if (rc == ZOK || rc == ZNONODE)
+			{
+				zk_count(ZKCNT_RELEASES, 1);
+				zk_node_gone(e);
+			}
+			else
+				zk_retry_later(e);	/* connection loss: delete again */
+		}
+	}
+	COMPLETION_END(e);
+}
+
+static void
+sem_step(ZkEntry *e)
+{
+	char		path[ZK_PATH_MAX];
+	int			rc;
+
+	if (e->create_inflight || e->list_inflight || e->delete_inflight)
+		return;					/* its completion steps on */
+	if (e->released)
+	{
+		unwatch(e);
+		if (e->state == ZKE_HELD || e->in_doubt)
+		{
+			if (!zk_session_usable())
+			{
+				zk_retry_later(e);
+				return;
+			}
+			lease_path(e, path, sizeof(path));
+			rc = zoo_adelete(zk_zh, path, -1, lease_deleted, zk_ctx_of(e));
+			if (rc == ZOK)
+			{
+				e->delete_inflight = true;
+				e->state = ZKE_DELETING;
+			}
+			else
+				zk_retry_later(e);
+			return;
+		}
+		zk_entry_free(e);
+		return;
+	}
+	if (e->outcome != ZKO_NONE)
+		return;
+	if (!zk_session_usable())
+	{
+		zk_retry_later(e);
+		return;
+	}
+	make_guid(e);
+	if (e->bop == 0)
+		e->bop = ZKS_ENSURE;
+	switch (e->bop)
+	{
+		case ZKS_ENSURE:
+			e->state = ZKE_CREATING;
+			send_ensure(e);
+			break;
+		case ZKS_LIST:
+			pool_path(e, path, sizeof(path));
+			if (!e->watching)
+			{
+				rc = zoo_awget_children(zk_zh, path, pool_watcher, (void *) zk_ctx_of(e),
+										pool_listed, zk_ctx_of(e));
+				if (rc == ZOK)
+				{
+					zk_watch_set(path);
+					e->watch_pending = true;
+				}
+			}
+			else
+				rc = zoo_aget_children(zk_zh, path, 0, pool_listed, zk_ctx_of(e));
+			if (rc == ZOK)
+				e->list_inflight = true;
+			else
+				(void) zk_send_failed(e, rc, "semaphore list");
+			break;
+		case ZKS_CREATE:
+			lease_path(e, path, sizeof(path));
+			e->state = ZKE_CREATING;
+			rc = zoo_acreate2(zk_zh, path, e->data, (int) strlen(e->data),
+							  &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL, lease_created,
+							  zk_ctx_of(e));
+			if (rc == ZOK)
+				e->create_inflight = true;
+			else
+				(void) zk_send_failed(e, rc, "semaphore lease create");
+			break;
+	}
+}
+
+static void
+sem_drive_failed(ZkEntry *e)
+{
+	e->create_inflight = e->list_inflight = e->delete_inflight = false;
+	if (e->released)
+		zk_retry_later(e);		/* delete what may be there, when usable */
+	else if (e->outcome == ZKO_NONE)
+		zk_fail(e, ERRCODE_INTERNAL_ERROR, "the zklock worker failed while taking a semaphore lease");
+}
+
+static void
+sem_session_lost(ZkEntry *e, const char *why)
+{
+	bool		creating = e->create_inflight && e->bop == ZKS_CREATE;
+
+	e->create_inflight = e->list_inflight = e->delete_inflight = false;
+	e->watching = e->watch_pending = false;
+	if (e->state == ZKE_HELD || e->state == ZKE_DELETING || creating || e->in_doubt)
+	{
+		/* an ephemeral lease goes with its session */
+		e->node[0] = '\0';
+		e->in_doubt = false;
+		if (e->released)
+		{
+			zk_entry_free(e);
+			return;
+		}
+		if (e->outcome == ZKO_GRANTED)
+		{
+			zk_count(ZKCNT_LOST, 1);
+			e->state = ZKE_DONE;
+			zk_finish(e, ZKO_LOST, ERRCODE_T_R_SERIALIZATION_FAILURE, why);
+			return;
+		}
+	}
+	if (e->released)
+	{
+		zk_entry_free(e);
+		return;
+	}
+	if (e->outcome == ZKO_NONE)
+	{
+		/*
+		 * The guard the backend holds went with the session too: counting
+		 * and creating without it could exceed max_leases.  The backend
+		 * fails the call; taking a lease starts over from the guard.
+		 */
+		e->state = ZKE_DONE;
+		zk_fail(e, ERRCODE_CONNECTION_FAILURE,
+				"The ZooKeeper session ended while the lease was being taken");
+	}
+}
+
+const ZkRecipe zk_semlease_recipe = {
+	.name = "semaphore lease",
+	.drive = sem_step,
+	.drive_failed = sem_drive_failed,
+	.session_lost = sem_session_lost,
+	.session_reset = NULL,
+};

@@ -1,0 +1,207 @@
+
+# 460_semaphore.pl - zk_semaphore across two PostgreSQL clusters A and B and
+# kazoo's own Semaphore, on one ZooKeeper, counted through ZooKeeper.
+#
+#   1. Layout: the pool holds max_leases as data; leases are ephemeral
+#      children; the guard is the sibling <name>-__lock__.
+#   2. Never more than max_leases: SQL sessions on A and B and kazoo
+#      clients race for 2 leases in many rounds; the pool never shows more
+#      than 2 children, and everybody eventually gets a turn.
+#   3. A lease count that differs fails both ways: SQL against kazoo's
+#      pool (22023) and kazoo against zklock's (ValueError).
+#   4. A waiter is woken when a kazoo holder releases; cancel, timeout and a
+#      terminated backend leave no lease, guard node or watch.
+#   5. A transaction-scope lease whose session expired (the worker frozen
+#      past the session timeout): COMMIT fails with 40001.
+
+use strict;
+use warnings FATAL => 'all';
+
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time sleep);
+use ZkLockTest;
+
+my $T0 = time();
+my $zk = zk_start();
+my %opts = (session_timeout => '4s', connect_timeout => '2s');
+my $A = zk_node('semA', $zk, %opts);
+my $B = zk_node('semB', $zk, %opts);
+my %node = (A => $A, B => $B);
+my $SEM = '/zklock/semaphores';
+
+sub kazoo_sem
+{
+	my ($name, $max, $ident) = @_;
+	my $self = bless { stdin => '', stdout => '', stderr => '', zk => $zk }, 'ZkLockTest::Kazoo';
+	$self->{h} = IPC::Run::start(
+		[ $ZkLockTest::PYTHON, "$ZkLockTest::SRC/test/semaphore_kazoo.py", $zk->{hosts},
+		  "$SEM/$name", $max, $ident ],
+		'<', \$self->{stdin}, '>', \$self->{stdout}, '2>', \$self->{stderr});
+	my $l = $self->read_line(30);
+	die "semaphore_kazoo.py did not start: " . ($l // 'no answer') . " $self->{stderr}"
+	  unless defined $l && $l eq 'ready';
+	return $self;
+}
+
+sub leases { return scalar(zk_children($zk, "$SEM/$_[0]")); }
+
+#
+# 1. layout
+#
+my $s1 = new_session($A, name => 's1');
+$s1->query_safe("SELECT zk_session_semaphore('job', 2)");
+is(zk_get($zk, "$SEM/job"), '2', 'the pool holds max_leases as its data');
+my @l = zk_children($zk, "$SEM/job");
+is(scalar(@l), 1, 'one lease');
+like($l[0] // '', qr/^[0-9a-f]{32}$/, 'named by 32 hex digits, as kazoo names its leases');
+ok(zk_exists($zk, "$SEM/job-__lock__"), 'the guard is the sibling job-__lock__');
+is(scalar(zk_children($zk, "$SEM/job-__lock__")), 0, 'and nobody holds it now');
+my $k1 = kazoo_sem('job', 2, 'py-1');
+is($k1->cmd('try'), 'acquired', 'kazoo takes the second lease');
+my $k2 = kazoo_sem('job', 2, 'py-2');
+is($k2->cmd('try'), 'busy', 'a second kazoo client is refused');
+is($B->safe_psql('postgres', "SELECT zk_try_semaphore('job', 2)"), 'f', 'B is refused');
+is($B->safe_psql('postgres', "SELECT count(*) FROM zk_semaphore_holders('job')"), '2',
+	'zk_semaphore_holders: two');
+
+#
+# 4. a waiter woken when kazoo releases; cancel and timeout leave nothing
+#
+my $w = new_session($B, name => 'waiter');
+$w->send("SELECT zk_semaphore('job', 2, '30s')");
+ok(wait_until(sub { scalar(zk_children($zk, "$SEM/job-__lock__")) == 1 }, 10, 0.1),
+	'the waiter holds the guard while it waits');
+sleep 0.5;
+ok($w->running, 'and waits');
+is($k1->cmd('release'), 'released true', 'kazoo releases');
+my $r = $w->wait(15);
+is($r->{sqlstate}, '00000', 'the waiter gets the lease') or diag $r->{err};
+is(leases('job'), 2, 'two leases');
+$w->query_safe('SELECT 1');    # its lease is transaction scope: autocommit let it go
+is(leases('job'), 1, 'its transaction ended: one lease');
+$r = $w->query("BEGIN; SELECT zk_semaphore('job', 2)");
+is($k1->cmd('try'), 'busy', 'kazoo is refused while A and B hold both');
+$w->query('ROLLBACK');
+is(leases('job'), 1, 'ROLLBACK let it go');
+
+my $wc0 = zk_watch_count($zk);
+is($k2->cmd('try'), 'acquired', 'kazoo takes the second again');
+my $c = new_session($B, name => 'cancelled');
+$c->send("SELECT zk_semaphore('job', 2)");
+ok(wait_until(sub { scalar(zk_children($zk, "$SEM/job-__lock__")) == 1 }, 10, 0.1), 'a waiter');
+$B->safe_psql('postgres', 'SELECT pg_cancel_backend(' . $c->pid . ')');
+$r = $c->wait(10);
+is($r->{sqlstate}, '57014', 'cancelled: 57014') or diag $r->{err};
+$r = $c->query("SELECT zk_semaphore('job', 2, '300ms')");
+is($r->{sqlstate}, '55P03', 'timed out: 55P03') or diag $r->{err};
+$c->send("SELECT zk_semaphore('job', 2)");
+ok(wait_until(sub { scalar(zk_children($zk, "$SEM/job-__lock__")) == 1 }, 10, 0.1), 'another waiter');
+$B->safe_psql('postgres', 'SELECT pg_terminate_backend(' . $c->pid . ')');
+$c->wait(10);
+ok(wait_until(sub { scalar(zk_children($zk, "$SEM/job-__lock__")) == 0 }, 10, 0.1),
+	'no guard node left');
+is(leases('job'), 2, 'and no lease of theirs');
+my $wc;
+ok(wait_until(sub { $wc = zk_watch_count($zk); $wc <= $wc0 }, 10, 0.1),
+	"no watch left ($wc, was $wc0)");
+is($k2->cmd('release'), 'released true', 'kazoo releases');
+$s1->query_safe("SELECT zk_semaphore_release('job')");
+is(leases('job'), 0, 'no lease left');
+
+#
+# 3. lease counts that differ
+#
+$r = one_shot($A, "SELECT zk_try_semaphore('job', 3)", 30);
+is($r->{sqlstate}, '22023', 'SQL with 3 leases against a pool of 2: 22023') or diag $r->{err};
+my $k3 = kazoo_sem('job', 5, 'py-3');
+like($k3->cmd('try') // '', qr/^error ValueError/, 'kazoo with 5 against it: ValueError');
+$k3->quit;
+my $k4 = kazoo_sem('kpool', 3, 'py-4');
+is($k4->cmd('try'), 'acquired', 'kazoo makes a pool of 3');
+$r = one_shot($B, "SELECT zk_try_semaphore('kpool', 2)", 30);
+is($r->{sqlstate}, '22023', 'SQL with 2 against it: 22023') or diag $r->{err};
+is($B->safe_psql('postgres', "SELECT zk_try_semaphore('kpool', 3)"), 't', 'SQL with 3: a lease');
+$k4->quit;
+
+#
+# 2. never more than max_leases
+#
+my @s;
+foreach my $cl (qw(A B))
+{
+	push @s, map { new_session($node{$cl}, name => "race_${cl}_$_") } 1 .. 3;
+}
+my @k = map { kazoo_sem('race', 2, "py-race-$_") } 1 .. 2;
+my ($max_seen, $bad) = (0, 0);
+my %turns;
+foreach my $round (1 .. 6)
+{
+	$_->send("BEGIN; SELECT zk_semaphore('race', 2, '60s'), pg_sleep(0.1); COMMIT;") foreach @s;
+	$_->send('acquire 60') foreach @k;
+	my $t = time();
+	my $kdone = 0;
+	while (time() - $t < 90)
+	{
+		my $n = leases('race');
+		$max_seen = $n if $n > $max_seen;
+		foreach my $x (@k)
+		{
+			next if $x->{held};
+			my $l = $x->read_line(0);
+			next unless defined $l;
+			$turns{ 'k' . $kdone }++;
+			if ($l eq 'acquired')
+			{
+				$x->{held} = 1;
+				sleep 0.05;
+				$x->cmd('release');
+			}
+			$kdone++;
+		}
+		last if $kdone == @k && !grep { $_->running } @s;
+		sleep 0.02;
+	}
+	$_->{held} = 0 foreach @k;
+	foreach my $x (@s)
+	{
+		my $res = $x->wait(30);
+		$bad++ if $res->{sqlstate} ne '00000';
+		$turns{ $x->name }++ if $res->{sqlstate} eq '00000';
+	}
+}
+ok($max_seen <= 2, "six rounds of six SQL sessions and two kazoo clients: at most 2 leases seen ($max_seen)");
+is($bad, 0, 'every SQL session got its lease each round');
+is(leases('race'), 0, 'none left');
+$_->quit foreach @s, @k;
+
+#
+# 5. a lease lost with the session: COMMIT fails with 40001
+#
+my $x = new_session($A, name => 'expiring');
+$x->query_safe("BEGIN; SELECT zk_semaphore('exp', 1)");
+my $wpid = worker_pid($A);
+kill 'STOP', $wpid;
+sleep 6;
+kill 'CONT', $wpid;
+ok(wait_until(sub { leases('exp') == 0 }, 10, 0.1), 'the lease went with the expired session');
+$r = $x->query('COMMIT');
+is($r->{sqlstate}, '40001', 'COMMIT: 40001') or diag $r->{err};
+$x->quit;
+foreach my $cl (qw(A B))
+{
+	ok(wait_until(sub { zk_status_value($node{$cl}, 'entries_used') eq '0' }, 10, 0.1),
+		"$cl: no shared-memory entry left");
+}
+
+$s1->quit;
+$w->quit;
+$c->quit;
+$k1->quit;
+$k2->quit;
+$_->stop('fast') foreach ($A, $B);
+zk_stop($zk);
+note sprintf('460_semaphore: %.1fs', time() - $T0);
+done_testing();
