@@ -905,7 +905,9 @@ holders_list_done(int rc, const struct String_vector *kids, const void *ctx)
 				HolderGet  *g;
 				char		path[ZK_PATH_MAX];
 
-				if (!zk_node_is_contender(kids->data[i], &shared))
+				shared = false;
+				if (e->family != ZKF_SEMPOOL &&		/* a pool's children are all leases */
+					!zk_node_is_contender(kids->data[i], &shared))
 					continue;
 				g = malloc(offsetof(HolderGet, name) + strlen(kids->data[i]) + 1);
 				if (g == NULL)

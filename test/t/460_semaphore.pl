@@ -79,9 +79,7 @@ ok($w->running, 'and waits');
 is($k1->cmd('release'), 'released true', 'kazoo releases');
 my $r = $w->wait(15);
 is($r->{sqlstate}, '00000', 'the waiter gets the lease') or diag $r->{err};
-is(leases('job'), 2, 'two leases');
-$w->query_safe('SELECT 1');    # its lease is transaction scope: autocommit let it go
-is(leases('job'), 1, 'its transaction ended: one lease');
+is(leases('job'), 1, 'its lease went with its (autocommit) transaction: one lease');
 $r = $w->query("BEGIN; SELECT zk_semaphore('job', 2)");
 is($k1->cmd('try'), 'busy', 'kazoo is refused while A and B hold both');
 $w->query('ROLLBACK');
@@ -150,7 +148,7 @@ foreach my $round (1 .. 6)
 		foreach my $x (@k)
 		{
 			next if $x->{held};
-			my $l = $x->read_line(0);
+			my $l = $x->read_line(0.02);
 			next unless defined $l;
 			$turns{ 'k' . $kdone }++;
 			if ($l eq 'acquired')
