@@ -129,7 +129,9 @@ CREATE FUNCTION zk_status(
     OUT deadlocks bigint,
     OUT leases_taken bigint,
     OUT leases_refused bigint,
-    OUT leaderships bigint)
+    OUT leaderships bigint,
+    OUT semaphore_leases bigint,
+    OUT semaphore_refusals bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'zk_status'
 LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
@@ -244,6 +246,15 @@ CREATE FUNCTION zk_lease_holder(name text,
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'zk_lease_holder' LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
 
+-- every lease in ZooKeeper, and whether this server holds it
+CREATE FUNCTION zk_leases_internal(
+    OUT name text, OUT holder text, OUT ends_at timestamptz,
+    OUT this_server boolean, OUT expired boolean)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'zk_leases_internal' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE ROWS 10;
+
+CREATE VIEW zk_leases AS SELECT * FROM zk_leases_internal();
+
 -- Leader election held by the worker (zklock.elections; kazoo's Election)
 CREATE FUNCTION zk_is_leader(name text)
 RETURNS boolean
@@ -307,3 +318,20 @@ CREATE FUNCTION zk_semaphore_holders(name text,
     OUT usename text, OUT application_name text, OUT since text, OUT data text)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'zk_semaphore_holders' LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10;
+
+-- the semaphore leases of this PostgreSQL cluster, and its backends waiting for one
+CREATE FUNCTION zk_semaphores_internal(
+    OUT pid integer,
+    OUT database text,
+    OUT name text,
+    OUT max_leases integer,
+    OUT scope text,
+    OUT state text,
+    OUT token bigint,
+    OUT node text,
+    OUT requested_at timestamptz,
+    OUT granted_at timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'zk_semaphores_internal' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
+CREATE VIEW zk_semaphores AS SELECT * FROM zk_semaphores_internal();

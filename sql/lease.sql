@@ -59,3 +59,7 @@ SELECT zk_lease_holder('');
 SELECT count(*) FROM zk_lease_holder('regress_lbad');
 -- zk_status counts them
 SELECT leases_taken >= 5 AS taken, leases_refused >= 2 AS refused FROM zk_status();
+-- zk_leases: every lease in ZooKeeper; the bad inputs above created none
+SELECT name, CASE WHEN this_server THEN 'this server' ELSE holder END AS holder,
+       ends_at > now() - interval '1 minute' AS ends, expired IS NOT NULL AS known
+  FROM zk_leases WHERE name LIKE 'regress\_l%' ORDER BY name;

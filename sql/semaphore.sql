@@ -14,6 +14,14 @@ SELECT count(*) AS holders, bool_and(state = 'held') AS held, min(mode) AS mode
   FROM zk_semaphore_holders('regress_sem');
 SELECT zk_try_semaphore('regress_sem', 2);          -- ours again: stacks on our lease
 SELECT count(*) AS holders FROM zk_semaphore_holders('regress_sem');
+-- zk_semaphores: this cluster's leases, ours (transaction) and the other's (session)
+SELECT pid = pg_backend_pid() AS ours, name, max_leases, scope, state, token > 0 AS token,
+       node LIKE '/zklock/semaphores/regress\_sem/%' AS node, granted_at >= requested_at AS granted
+  FROM zk_semaphores WHERE name = 'regress_sem' ORDER BY ours;
+SELECT zk_session_semaphore('regress_sem', 2);      -- a session hold stacked: scope is session
+SELECT scope FROM zk_semaphores WHERE pid = pg_backend_pid();
+SELECT zk_semaphore_release('regress_sem');
+SELECT scope FROM zk_semaphores WHERE pid = pg_backend_pid();
 SAVEPOINT s;
 SELECT * FROM dblink('other', $$SELECT zk_try_semaphore('regress_sem', 2)$$) AS t(ok boolean);  -- re-entrant there too
 ROLLBACK TO SAVEPOINT s;
@@ -36,6 +44,12 @@ BEGIN;
 SELECT zk_semaphore('regress_sem1', 1, '200ms');
 ROLLBACK;
 \echo :LAST_ERROR_SQLSTATE
+-- a waiter shows in zk_semaphores as waiting, without token or node
+SELECT dblink_send_query('third', $$SELECT zk_semaphore('regress_sem1', 1, '1s')$$);
+SELECT pg_sleep(0.3);
+SELECT name, max_leases, state, token, node, granted_at FROM zk_semaphores
+ WHERE name = 'regress_sem1' AND state = 'waiting';
+SELECT * FROM dblink_get_result('third') AS t(v text);
 SELECT dblink_send_query('other', $$SELECT pg_sleep(0.5), zk_semaphore_release('regress_sem1')$$);
 BEGIN;
 SELECT zk_semaphore('regress_sem1', 1, '30s');
@@ -67,5 +81,8 @@ SELECT zk_semaphore('regress_sem', 2);
 PREPARE TRANSACTION 'regress_s';
 \echo :LAST_ERROR_SQLSTATE
 SELECT count(*) AS prepared FROM pg_prepared_xacts;
+-- nothing of ours is left, and zk_status counted leases and refusals
+SELECT count(*) AS left FROM zk_semaphores WHERE name LIKE 'regress\_s%';
+SELECT semaphore_leases >= 6 AS leases, semaphore_refusals >= 3 AS refusals FROM zk_status();
 SELECT dblink_disconnect('other');
 SELECT dblink_disconnect('third');

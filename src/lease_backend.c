@@ -46,6 +46,7 @@
 
 PG_FUNCTION_INFO_V1(zk_try_lease);
 PG_FUNCTION_INFO_V1(zk_lease_holder);
+PG_FUNCTION_INFO_V1(zk_leases_internal);
 
 #define LEASE_FORMAT_VERSION	"1"
 #define LEASE_ROUNDS			5
@@ -498,5 +499,70 @@ zk_lease_holder(PG_FUNCTION_ARGS)
 		nulls[1] = nulls[3] = true;
 	values[2] = BoolGetDatum(strcmp(ld.holder, mine) == 0);
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	PG_RETURN_VOID();
+}
+
+/*
+ * zk_leases_internal() -> (name, holder, ends_at, this_server, expired):
+ * every lease under <zklock.root>/leases, read in one pipelined batch (a
+ * ZKK_HOLDERS listing of the leases' directory that reads each name's
+ * lease_holder).  Names without a lease_holder node have no row; data
+ * that is not a lease shows NULL holder and end.
+ */
+Datum
+zk_leases_internal(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	dsm_segment *seg;
+	ZkHoldersBuf *buf;
+	char	   *p;
+	int			n;
+	int			i;
+	int			dlen;
+	char	   *mine = default_holder(&dlen);
+	TimestampTz now = GetCurrentTimestamp();
+
+	InitMaterializedSRF(fcinfo, 0);
+	seg = zk_query_holders("leases", 6, ZKF_LEASEDIR);
+	buf = dsm_segment_address(seg);
+	n = buf->count;
+	p = (char *) buf + MAXALIGN(sizeof(ZkHoldersBuf));
+	for (i = 0; i < n; i++)
+	{
+		ZkHolderRec *rec = (ZkHolderRec *) p;
+		char	   *enc = pnstrdup(p + sizeof(ZkHolderRec), rec->namelen);
+		char	   *data = pnstrdup(p + sizeof(ZkHolderRec) + rec->namelen, rec->datalen);
+		char	   *name = palloc(rec->namelen + 1);
+		char	   *conv;
+		LeaseData	ld;
+		TimestampTz end;
+		Datum		values[5];
+		bool		nulls[5] = {false, true, true, false, true};
+
+		p += MAXALIGN(sizeof(ZkHolderRec) + rec->namelen + rec->datalen);
+		zk_decode_name(enc, name, rec->namelen + 1);
+		conv = pg_any_to_server_noerror(name, strlen(name));
+		values[0] = CStringGetTextDatum(conv ? conv : enc);
+		values[3] = BoolGetDatum(false);
+		if (parse_lease(data, rec->datalen, &ld))
+		{
+			char	   *h = pg_any_to_server_noerror(ld.holder, strlen(ld.holder));
+
+			if (h != NULL)
+			{
+				values[1] = CStringGetTextDatum(h);
+				nulls[1] = false;
+			}
+			if (parse_end(ld.end, &end))
+			{
+				values[2] = TimestampTzGetDatum(end);
+				values[4] = BoolGetDatum(now >= end);
+				nulls[2] = nulls[4] = false;
+			}
+			values[3] = BoolGetDatum(strcmp(ld.holder, mine) == 0);
+		}
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	dsm_detach(seg);
 	PG_RETURN_VOID();
 }

@@ -559,13 +559,14 @@ zk_query_holders(const char *name, int len, int family)
 }
 
 /*
- * Copy this cluster's lock entries for zk_locks, under the lock; the
- * caller builds rows after it is released.  Only entries in use are
+ * Copy this cluster's entries that "want" accepts (zk_locks,
+ * zk_semaphores), under the lock; the caller builds rows after it is
+ * released.  "want" runs under the lock: it only looks at the entry.  Only entries in use are
  * copied, into a buffer sized from the count in use (so any
  * zklock.max_locks works), growing it if more appeared meanwhile.
  */
 ZkLockRow *
-zk_snapshot_entries(int *n)
+zk_snapshot_entries(bool (*want) (ZkEntry *e), int *n)
 {
 	ZkLockRow  *rows = NULL;
 	int			cap;
@@ -589,11 +590,13 @@ zk_snapshot_entries(int *n)
 			ZkEntry    *e = zk_entry(i);
 			ZkLockRow  *r;
 
-			if (e->state == ZKE_FREE || e->released || e->kind != ZKK_LOCK ||
-				e->family != ZKF_LOCKS || pg_atomic_read_u32(&e->release_req) != 0)
+			if (e->state == ZKE_FREE || e->released ||
+				pg_atomic_read_u32(&e->release_req) != 0)
 				continue;
 			if (e->outcome != ZKO_NONE && e->outcome != ZKO_GRANTED &&
 				e->outcome != ZKO_LOST)
+				continue;
+			if (!want(e))
 				continue;
 			if (k >= cap)
 			{
@@ -603,8 +606,11 @@ zk_snapshot_entries(int *n)
 			r = &rows[k++];
 			r->pid = e->pid;
 			r->dbid = e->dbid;
+			r->kind = e->kind;
+			r->family = e->family;
 			r->mode = e->mode;
 			r->scope = e->scope;
+			r->parties = e->parties;
 			r->outcome = e->outcome;
 			r->token = e->token;
 			r->requested_at = e->requested_at;

@@ -366,6 +366,12 @@ ZK_SQL_FUNC(zk_semaphore_holders, holders_common(fcinfo, false, ZKF_SEMPOOL))
 
 /* ---- zk_locks ---- */
 
+static bool
+want_lock(ZkEntry *e)
+{
+	return e->kind == ZKK_LOCK && e->family == ZKF_LOCKS;
+}
+
 PG_FUNCTION_INFO_V1(zk_locks_internal);
 Datum
 zk_locks_internal(PG_FUNCTION_ARGS)
@@ -376,7 +382,7 @@ zk_locks_internal(PG_FUNCTION_ARGS)
 	int			i;
 
 	InitMaterializedSRF(fcinfo, 0);
-	copy = zk_snapshot_entries(&n); /* copied under the lock */
+	copy = zk_snapshot_entries(want_lock, &n);	/* copied under the lock */
 	for (i = 0; i < n; i++)
 	{
 		ZkLockRow  *e = &copy[i];

@@ -846,7 +846,7 @@ holder_get_done(int rc, const char *value, int value_len,
 			if (rc == ZOK)
 			{
 				ZkHoldersBuf *buf = dsm_segment_address(holder_segs[zk_entry_index(e)]);
-				int			namelen = Min((int) strlen(g->name), 255);
+				int			namelen = Min((int) strlen(g->name), ZKLOCK_ENAME_MAX);
 				int			datalen = Min(Max(value_len, 0), ZKLOCK_HOLDER_DATA_MAX);
 				Size		need = MAXALIGN(sizeof(ZkHolderRec) + namelen + datalen);
 
@@ -907,6 +907,7 @@ holders_list_done(int rc, const struct String_vector *kids, const void *ctx)
 
 				shared = false;
 				if (e->family != ZKF_SEMPOOL &&		/* a pool's children are all leases */
+					e->family != ZKF_LEASEDIR &&	/* and these are all lease names */
 					!zk_node_is_contender(kids->data[i], &shared))
 					continue;
 				g = malloc(offsetof(HolderGet, name) + strlen(kids->data[i]) + 1);
@@ -919,6 +920,8 @@ holders_list_done(int rc, const struct String_vector *kids, const void *ctx)
 				g->shared = shared;
 				strcpy(g->name, kids->data[i]);
 				node_path(e, kids->data[i], path, sizeof(path));
+				if (e->family == ZKF_LEASEDIR)
+					strlcat(path, "/lease_holder", sizeof(path));	/* kazoo's lease node */
 				if (zoo_aget(zk_zh, path, 0, holder_get_done, g) != ZOK)
 				{
 					free(g);

@@ -178,6 +178,8 @@ zk_lock_parent(const char *name, int family, char *out, size_t outlen)
 		snprintf(out, outlen, "%s/semaphores/%s-__lock__", zklock_root, ename);
 	else if (family == ZKF_SEMPOOL)
 		snprintf(out, outlen, "%s/semaphores/%s", zklock_root, ename);
+	else if (family == ZKF_LEASEDIR)
+		snprintf(out, outlen, "%s/leases", zklock_root);	/* the name is not used */
 	else
 		snprintf(out, outlen, "%s/%s/%s", zklock_root,
 				 family == ZKF_LEASES ? "leases" :

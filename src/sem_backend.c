@@ -21,6 +21,7 @@
 #include "zklock.h"
 
 #include "access/xact.h"
+#include "commands/dbcommands.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -29,12 +30,14 @@
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 
 PG_FUNCTION_INFO_V1(zk_semaphore);
 PG_FUNCTION_INFO_V1(zk_try_semaphore);
 PG_FUNCTION_INFO_V1(zk_session_semaphore);
 PG_FUNCTION_INFO_V1(zk_try_session_semaphore);
 PG_FUNCTION_INFO_V1(zk_semaphore_release);
+PG_FUNCTION_INFO_V1(zk_semaphores_internal);
 
 typedef struct LocalSem
 {
@@ -104,6 +107,19 @@ lease_outcome(LocalSem *ls)
 	return outcome;
 }
 
+/*
+ * Keep the lease entry's scope (shown by zk_semaphores) in step with the
+ * holds: session while any session hold is left.  Only the owner writes it.
+ */
+static void
+note_scope(LocalSem *ls)
+{
+	ZkEntry    *e = zk_entry(ls->idx);
+
+	if (e->gen == ls->gen)
+		e->scope = ls->session > 0 ? ZKS_SESSION : ZKS_TRANSACTION;
+}
+
 static int32
 arg_max(FunctionCallInfo fcinfo, int argno)
 {
@@ -164,6 +180,7 @@ acquire(const char *name, int len, int32 max, ZkScope scope, bool try_only,
 		else
 			ls->session++;
 		MemoryContextSwitchTo(old);
+		note_scope(ls);
 		return true;
 	}
 
@@ -172,6 +189,7 @@ acquire(const char *name, int len, int32 max, ZkScope scope, bool try_only,
 	/* the guard */
 	e = zk_new_entry(ZKK_LOCK, name, len, ZKM_EXCLUSIVE, ZKS_SESSION, try_only);
 	e->family = ZKF_SEMAPHORES;
+	e->parties = max;			/* for zk_semaphores, which shows it waiting */
 	guard_idx = zk_entry_index(e);
 	guard_gen = e->gen;
 	zk_enqueue(e);
@@ -192,6 +210,7 @@ acquire(const char *name, int len, int32 max, ZkScope scope, bool try_only,
 				left = 0;
 			e = zk_new_entry(ZKK_SEMLEASE, name, len, ZKM_EXCLUSIVE, scope, try_only);
 			e->parties = max;
+			e->requested_at = start;	/* in line since the guard was asked */
 			strlcpy(e->data, data, sizeof(e->data));
 			taking_idx = zk_entry_index(e);
 			taking_gen = e->gen;
@@ -235,6 +254,7 @@ acquire(const char *name, int len, int32 max, ZkScope scope, bool try_only,
 		sems = lappend(sems, ls);
 		MemoryContextSwitchTo(old);
 		taking_idx = ZKLOCK_NO_ENTRY;
+		zk_count(ZKCNT_SEM_TAKEN, 1);
 		return true;
 	}
 	let_go(&taking_idx, taking_gen);
@@ -244,6 +264,7 @@ acquire(const char *name, int len, int32 max, ZkScope scope, bool try_only,
 				 errmsg("zookeeper semaphore \"%s\" does not have %d leases", uname, max),
 				 errdetail("%s.", msg),
 				 errhint("Use the same max_leases everywhere, or delete the semaphore's node once nobody holds a lease.")));
+	zk_count(ZKCNT_SEM_REFUSED, 1);
 	if (try_only)
 		return false;
 	zk_count(ZKCNT_TIMEOUTS, 1);
@@ -318,6 +339,8 @@ zk_semaphore_release(PG_FUNCTION_ARGS)
 	ls->session--;
 	if (ls->session == 0 && ls->subxids == NIL)
 		forget(ls);
+	else
+		note_scope(ls);
 	if (lost)
 	{
 		ereport(WARNING,
@@ -373,6 +396,8 @@ drop_holds(bool xact, bool session)
 			pfree(ls->name);
 			pfree(ls);
 		}
+		else
+			note_scope(ls);
 	}
 }
 
@@ -431,6 +456,75 @@ sem_at_exit(void)
 	let_go(&taking_idx, taking_gen);
 	let_go(&guard_idx, guard_gen);
 	drop_holds(true, true);
+}
+
+/* ---- zk_semaphores: this cluster's leases and waiters ---- */
+
+static bool
+want_sem(ZkEntry *e)
+{
+	if (e->kind == ZKK_SEMLEASE)
+		return true;
+	/* in line for the guard: waiting for a lease (a granted guard is followed by its lease entry) */
+	return e->kind == ZKK_LOCK && e->family == ZKF_SEMAPHORES && e->outcome == ZKO_NONE;
+}
+
+Datum
+zk_semaphores_internal(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ZkLockRow  *copy;
+	int			n;
+	int			i;
+
+	InitMaterializedSRF(fcinfo, 0);
+	copy = zk_snapshot_entries(want_sem, &n);	/* copied under the lock */
+	for (i = 0; i < n; i++)
+	{
+		ZkLockRow  *r = &copy[i];
+		Datum		values[10];
+		bool		nulls[10];
+		char	   *db;
+		bool		lease = (r->kind == ZKK_SEMLEASE);
+		bool		held = lease && (r->outcome == ZKO_GRANTED || r->outcome == ZKO_LOST);
+
+		memset(nulls, false, sizeof(nulls));
+		values[0] = Int32GetDatum(r->pid);
+		db = OidIsValid(r->dbid) ? get_database_name(r->dbid) : NULL;
+		if (db)
+			values[1] = CStringGetTextDatum(db);
+		else
+			nulls[1] = true;
+		values[2] = CStringGetTextDatum(pg_any_to_server_noerror(r->name, strlen(r->name)));
+		values[3] = Int32GetDatum(r->parties);
+		/* a waiter's scope is only known once its lease entry exists */
+		if (lease)
+			values[4] = CStringGetTextDatum(r->scope == ZKS_SESSION ? "session" : "transaction");
+		else
+			nulls[4] = true;
+		values[5] = CStringGetTextDatum(r->outcome == ZKO_LOST ? "lost" :
+										held ? "held" : "waiting");
+		if (held && r->token != 0)
+			values[6] = Int64GetDatum(r->token);
+		else
+			nulls[6] = true;
+		if (held && r->node[0])
+		{
+			char		pool[ZKLOCK_PARENT_MAX + 1];
+
+			zk_lock_parent(r->name, ZKF_SEMPOOL, pool, sizeof(pool));
+			values[7] = CStringGetTextDatum(psprintf("%s/%s", pool, r->node));
+		}
+		else
+			nulls[7] = true;
+		values[8] = TimestampTzGetDatum(r->requested_at);
+		if (held && r->granted_at != 0)
+			values[9] = TimestampTzGetDatum(r->granted_at);
+		else
+			nulls[9] = true;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
 }
 
 const ZkRecipeBackend zk_sem_backend = {

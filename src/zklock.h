@@ -114,7 +114,9 @@ typedef enum ZkLockFamily
 	ZKF_LEASES,					/* the lock that guards a lease (kazoo's layout) */
 	ZKF_ELECTIONS,				/* the worker's candidacy (kazoo's Election) */
 	ZKF_SEMAPHORES,				/* a semaphore's guard: <root>/semaphores/<name>-__lock__ */
-	ZKF_SEMPOOL					/* (listing only) a semaphore's leases: <root>/semaphores/<name> */
+	ZKF_SEMPOOL,				/* (listing only) a semaphore's leases: <root>/semaphores/<name> */
+	ZKF_LEASEDIR				/* (listing only) every lease: <root>/leases, each
+								 * child's lease_holder read */
 } ZkLockFamily;
 
 typedef enum ZkScope
@@ -247,6 +249,8 @@ typedef enum ZkCounter
 	ZKCNT_LEASES_TAKEN,			/* zk_try_lease: true */
 	ZKCNT_LEASES_REFUSED,		/* zk_try_lease: false */
 	ZKCNT_LEADERSHIPS,			/* times this cluster began to lead an election */
+	ZKCNT_SEM_TAKEN,			/* semaphore leases taken in ZooKeeper */
+	ZKCNT_SEM_REFUSED,			/* semaphore tries that found none free, waits timed out */
 	ZKCNT_NUM
 } ZkCounter;
 
@@ -414,15 +418,18 @@ typedef struct ZkLockRow
 {
 	int			pid;
 	Oid			dbid;
+	uint8		kind;
+	uint8		family;
 	uint8		mode;
 	uint8		scope;
 	uint8		outcome;
+	int32		parties;		/* a semaphore's max_leases */
 	int64		token;
 	TimestampTz requested_at;
 	TimestampTz granted_at;
 	char		name[ZKLOCK_NAME_MAX + 1];
 	char		node[ZKLOCK_NODE_MAX + 1];
 } ZkLockRow;
-extern ZkLockRow *zk_snapshot_entries(int *n);
+extern ZkLockRow *zk_snapshot_entries(bool (*want) (ZkEntry *e), int *n);
 
 #endif							/* ZKLOCK_H */
