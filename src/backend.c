@@ -314,6 +314,25 @@ zk_wait_for_answer(uint32 idx, const char *uname, int64 timeout_ms, int64 *token
 }
 
 /*
+ * The connection state as a holder may trust it, with zk_ctl->lock held:
+ * "connected" is only as fresh as the worker's last word from ZooKeeper,
+ * and a worker that heard nothing for 2/3 of the session timeout (the
+ * client's own limit) may hold an expired session, so that is "suspended".
+ */
+int
+zk_fresh_conn_state(void)
+{
+	int			conn = zk_ctl->conn_state;
+
+	if (conn == ZKC_CONNECTED && zk_ctl->session_timeout > 0 &&
+		GetCurrentTimestamp() >
+		TimestampTzPlusMilliseconds(zk_ctl->last_contact,
+									zk_ctl->session_timeout * 2 / 3))
+		conn = ZKC_SUSPENDED;
+	return conn;
+}
+
+/*
  * Wait for the worker's answer.  Returns the outcome; ZKO_NONE when
  * timeout_ms passed while ZooKeeper had us waiting.  Raises errors on
  * failures and when ZooKeeper does not answer within connect_timeout.

@@ -651,18 +651,7 @@ check_before_commit(void)
 		char		msg[ZKLOCK_ERRMSG_MAX];
 
 		zk_backend_lock(LW_SHARED);
-		conn = zk_ctl->conn_state;
-
-		/*
-		 * "Connected" is only as fresh as the worker's last word from
-		 * ZooKeeper: a worker that heard nothing for 2/3 of the session
-		 * timeout (the client's own limit) may hold an expired session.
-		 */
-		if (conn == ZKC_CONNECTED && zk_ctl->session_timeout > 0 &&
-			GetCurrentTimestamp() >
-			TimestampTzPlusMilliseconds(zk_ctl->last_contact,
-										zk_ctl->session_timeout * 2 / 3))
-			conn = ZKC_SUSPENDED;
+		conn = zk_fresh_conn_state();
 		foreach(lc, local_locks)
 		{
 			LocalLock  *ll = lfirst(lc);

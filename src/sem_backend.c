@@ -26,7 +26,9 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "nodes/pg_list.h"
+#include "storage/latch.h"
 #include "storage/proc.h"
+#include "utils/wait_event.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -354,22 +356,61 @@ zk_semaphore_release(PG_FUNCTION_ARGS)
 
 /* ---- transactions ---- */
 
+/*
+ * Before COMMIT: a transaction whose lease was lost must not commit, and
+ * while the session is suspended (or the worker has not heard from
+ * ZooKeeper for 2/3 of the session timeout) the lease is in doubt: wait
+ * up to zklock.commit_timeout for it to come back, as the locks do.
+ */
 static void
 sem_pre_commit(void)
 {
-	ListCell   *lc;
+	TimestampTz deadline = 0;
 
-	foreach(lc, sems)
+	for (;;)
 	{
-		LocalSem   *ls = lfirst(lc);
+		ListCell   *lc;
+		LocalSem   *first = NULL;
+		int			conn;
 
-		if (ls->subxids != NIL && lease_outcome(ls) == ZKO_LOST)
+		foreach(lc, sems)
+		{
+			LocalSem   *ls = lfirst(lc);
+
+			if (ls->subxids == NIL)
+				continue;
+			if (first == NULL)
+				first = ls;
+			if (lease_outcome(ls) == ZKO_LOST)
+				ereport(ERROR,
+						(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+						 errmsg("the lease of zookeeper semaphore \"%s\" was lost before commit",
+								zk_display_name(ls->name)),
+						 errdetail("Its ZooKeeper session ended; another client may have taken the lease."),
+						 errhint("Retry the transaction.")));
+		}
+		if (first == NULL)
+			return;
+		zk_backend_lock(LW_SHARED);
+		conn = zk_fresh_conn_state();
+		LWLockRelease(zk_ctl->lock);
+		if (conn == ZKC_CONNECTED)
+			return;
+		if (deadline == 0)
+			deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												   zklock_commit_timeout);
+		if (GetCurrentTimestamp() >= deadline)
 			ereport(ERROR,
 					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-					 errmsg("the lease of zookeeper semaphore \"%s\" was lost before commit",
-							zk_display_name(ls->name)),
-					 errdetail("Its ZooKeeper session ended; another client may have taken the lease."),
-					 errhint("Retry the transaction.")));
+					 errmsg("could not confirm the lease of zookeeper semaphore \"%s\" before commit",
+							zk_display_name(first->name)),
+					 errdetail("The ZooKeeper connection is \"%s\" and did not come back within zklock.commit_timeout (%d ms).",
+							   zk_conn_state_name(conn), zklock_commit_timeout),
+					 errhint("Retry the transaction when ZooKeeper is reachable.")));
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 50, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
 	}
 }
 

@@ -382,7 +382,8 @@ sem_step(ZkEntry *e)
 	if (e->released)
 	{
 		unwatch(e);
-		if (e->state == ZKE_HELD || e->in_doubt)
+		/* ZKE_DELETING: a delete whose reply was lost may not have landed */
+		if (e->state == ZKE_HELD || e->state == ZKE_DELETING || e->in_doubt)
 		{
 			if (!zk_session_usable())
 			{

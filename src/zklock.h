@@ -325,6 +325,7 @@ extern void zk_wake_worker(void);
 extern void zk_wake_owner(ZkEntry *e);
 extern void zk_count(ZkCounter c, uint64 n);
 extern const char *zk_conn_state_name(int state);
+extern int	zk_fresh_conn_state(void);
 extern dsa_area *zk_dsa(void);
 
 /* names.c */

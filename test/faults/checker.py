@@ -15,7 +15,8 @@ observations of ZooKeeper and of both clusters), prints the figures and exits
                   smaller token (czxid), unless both are shared
   token_mismatch  zk_lock_token() at the end of a section differs from the token
                   zk_lock returned
-  orphans         contender nodes left under <root>/locks, barrier members left under
+  orphans         contender nodes left under <root>/locks, semaphore leases and guard
+                  nodes under <root>/semaphores, barrier members left under
                   <root>/barriers, after the quiet period
   watches         watches on /zklock paths left on any server (wchc)
   entries_left    zk_status().entries_used of a cluster once the clients stopped
@@ -32,6 +33,9 @@ observations of ZooKeeper and of both clusters), prints the figures and exits
   election        both clusters leading the election at once (one answered
                   zk_is_leader true between two true answers of the other), or nobody
                   leading at the end (election.jsonl, test/faults/election_sampler.py)
+  semaphore       more than 2 committed spans holding the semaphore at one instant,
+                  no span in the quiet period, or a semaphore statement hung
+                  (sem.jsonl, sem_history_*.json, test/faults/sem_client.py)
   barrier         a double-barrier round that opened before every party had called
                   zk_barrier_enter (barrier.jsonl, test/faults/barrier_client.py), or
                   no round that opened for every party in the quiet period
@@ -52,6 +56,7 @@ sys.dont_write_bytecode = True
 
 import barrier_client  # noqa: E402
 import election_sampler  # noqa: E402
+import sem_client  # noqa: E402
 
 SLOW_CANCEL_S = 2.0
 SLOW_CALL_SLACK_S = 2.0
@@ -292,7 +297,9 @@ def main(argv):
     fig["lock_call_max_s"] = round(max([(o.get("t_locked") or o["t1"]) - o["t_lock"] for o in outcomes
                                         if o.get("timeout") is not None and "t_lock" in o
                                         and (o.get("t_locked") or o["stage"] == "lock")] or [0]), 2)
-    cl = cancel_latencies(faults, outcomes)
+    srecs = load_jsonl(os.path.join(d, "sem.jsonl")) \
+        if os.path.exists(os.path.join(d, "sem.jsonl")) else []
+    cl = cancel_latencies(faults, outcomes + srecs)
     fig["cancels_effective"] = len(cl)
     fig["cancel_latency_max_s"] = round(max([x[0] for x in cl] or [0]), 3)
     slow_cancels = [x for x in cl if x[0] > SLOW_CANCEL_S]
@@ -365,6 +372,15 @@ def main(argv):
     efig, eanom = election_sampler.check(erecs)
     fig.update(efig)
     anomalies.extend(eanom)
+    spans = []
+    for name in run["clusters"]:
+        p = os.path.join(d, "sem_history_%s.json" % name)
+        if os.path.exists(p):
+            with open(p) as f:
+                spans.extend(json.load(f))
+    sfig, sanom = sem_client.check(spans, srecs, run.get("t_quiet", run["t_start"]))
+    fig.update(sfig)
+    anomalies.extend(sanom)
     fig["anomalies"] = anomalies
     fig["verdict"] = "FAIL" if anomalies else "PASS"
 
@@ -380,7 +396,9 @@ def main(argv):
               "crashes", "unexpected_worker_exits", "log_events", "barrier_rounds",
               "barrier_opened", "barrier_skip_rounds", "barrier_quiet_full_rounds",
               "barrier_enter_errors", "election_samples", "election_leader_changes",
-              "election_both", "election_final"):
+              "election_both", "election_final", "sem_spans", "sem_max_concurrent",
+              "sem_over_max", "sem_refused", "sem_failed", "sem_lost_at_commit",
+              "sem_quiet_spans", "sem_hangs"):
         print("  %-28s %s" % (k, json.dumps(fig[k], sort_keys=True)))
     for what, pairs in (("OVERLAP", overlaps), ("INVERSION", inversions)):
         for a, b in pairs[:10]:
@@ -421,6 +439,8 @@ def main(argv):
         print("BARRIER: " + a)
     for a in eanom[:10]:
         print("ELECTION: " + a)
+    for a in sanom[:10]:
+        print("SEMAPHORE: " + a)
     print("verdict: %s%s" % (fig["verdict"], (": " + "; ".join(anomalies)) if anomalies else ""))
     print("FAULTRUN-FIGURES " + json.dumps(fig, sort_keys=True))
     return 1 if anomalies else 0

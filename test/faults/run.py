@@ -43,6 +43,7 @@ import checker  # noqa: E402
 from barrier_client import BarrierClient  # noqa: E402
 from client import Client  # noqa: E402
 from election_sampler import ELECTION, ElectionSampler  # noqa: E402
+from sem_client import SemClient  # noqa: E402
 from infra import Ensemble, PgCluster, free_ports, log, pg_bindir, run as run_cmd  # noqa: E402
 from nemesis import Nemesis  # noqa: E402
 
@@ -74,7 +75,9 @@ class Run:
         self._faults = open(os.path.join(directory, "nemesis.jsonl"), "a", buffering=1)
         self._barrier = open(os.path.join(directory, "barrier.jsonl"), "a", buffering=1)
         self._election = open(os.path.join(directory, "election.jsonl"), "a", buffering=1)
+        self._sem = open(os.path.join(directory, "sem.jsonl"), "a", buffering=1)
         self.bclients = []
+        self.sclients = []
         self.n_committed = 0
         self.n_failed = 0
         self.n_faults = 0
@@ -95,6 +98,10 @@ class Run:
         with self._lock:
             self._election.write(json.dumps(rec, sort_keys=True) + "\n")
 
+    def record_sem(self, rec):
+        with self._lock:
+            self._sem.write(json.dumps(rec, sort_keys=True) + "\n")
+
     def record_fault(self, rec):
         with self._lock:
             if rec["action"] == "inject":
@@ -110,6 +117,7 @@ class Run:
         self._faults.close()
         self._barrier.close()
         self._election.close()
+        self._sem.close()
 
 
 class Interrupted(Exception):
@@ -134,6 +142,8 @@ def parse_args(argv):
                    help="double-barrier clients, spread over the clusters (default 3; 0: none)")
     p.add_argument("--barrier-window", type=float, default=3,
                    help="seconds of one barrier round (default 3)")
+    p.add_argument("--sem-clients", type=int, default=4,
+                   help="semaphore clients (max 2 leases), spread over the clusters (default 4; 0: none)")
     p.add_argument("--names", default="a,b,c", help="lock names, comma separated (default a,b,c)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: random, printed)")
     p.add_argument("--session-timeout", type=float, default=4, help="zklock.session_timeout, s (4)")
@@ -180,7 +190,8 @@ def observe_orphans(args, ens, wait_s):
                 parts = path.split("/")
                 # /zklock/locks/<name>/<contender>, /zklock/barriers/<name>/<member>
                 if len(parts) == 5 and parts[1] == "zklock" and (
-                        parts[2] == "locks" or (parts[2] == "barriers" and parts[4] != "ready")):
+                        parts[2] in ("locks", "semaphores") or
+                        (parts[2] == "barriers" and parts[4] != "ready")):
                     nodes.append(line)
             if not nodes:
                 return 0, []
@@ -250,11 +261,23 @@ def dump_history(c, path):
     return len(json.loads(rows[0][0]))
 
 
+def dump_sem_history(c, path):
+    rows = c.query(
+        "SELECT coalesce(json_agg(h ORDER BY id), '[]')::text FROM ("
+        " SELECT id, cluster, client, pid,"
+        " extract(epoch FROM started)::float8 AS started,"
+        " extract(epoch FROM ended)::float8 AS ended FROM sem_history) h", timeout=60)
+    with open(path, "w") as f:
+        f.write(rows[0][0])
+    return len(json.loads(rows[0][0]))
+
+
 def main(argv):
     args = parse_args(argv)
     d = os.path.abspath(args.dir)
     os.makedirs(d, exist_ok=True)
-    for f in ("outcomes.jsonl", "nemesis.jsonl", "barrier.jsonl", "election.jsonl", "run.json"):
+    for f in ("outcomes.jsonl", "nemesis.jsonl", "barrier.jsonl", "election.jsonl",
+              "sem.jsonl", "run.json"):
         if os.path.exists(os.path.join(d, f)):
             os.unlink(os.path.join(d, f))
     # the progress bound must leave room for a long critical section begun
@@ -304,6 +327,8 @@ def main(argv):
             c.query("CREATE TABLE history (id bigserial PRIMARY KEY, cluster text, client text,"
                     " name text, mode text, token bigint, token_end bigint, pid int,"
                     " started timestamptz, ended timestamptz)")
+            c.query("CREATE TABLE sem_history (id bigserial PRIMARY KEY, cluster text, client text,"
+                    " pid int, started timestamptz, ended timestamptz)")
             info["clusters"].append(name)
             info["logs"][name] = c.logfile
             log("PostgreSQL %s on 127.0.0.1:%d (%s)" % (name, port, c.dir))
@@ -325,6 +350,9 @@ def main(argv):
                                             args.barrier_window, info["t_start"],
                                             rnd.randrange(1 << 30)))
         r.bclients.append(ElectionSampler(r, clusters))
+        for j in range(args.sem_clients):
+            r.sclients.append(SemClient(r, clusters[j % len(clusters)], j, rnd.randrange(1 << 30)))
+        r.bclients.extend(r.sclients)
         for cl in r.clients + r.bclients:
             cl.start()
         if not args.no_faults:
@@ -380,6 +408,8 @@ def main(argv):
         for c in clusters:
             n = dump_history(c, os.path.join(d, "history_%s.json" % c.name))
             log("cluster %s: %d committed critical sections" % (c.name, n))
+            n = dump_sem_history(c, os.path.join(d, "sem_history_%s.json" % c.name))
+            log("cluster %s: %d committed semaphore spans" % (c.name, n))
         info["t_teardown"] = time.time()
         rc = 0
     except Interrupted as e:

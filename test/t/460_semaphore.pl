@@ -12,7 +12,12 @@
 #   4. A waiter is woken when a kazoo holder releases; cancel, timeout and a
 #      terminated backend leave no lease, guard node or watch.
 #   5. A transaction-scope lease whose session expired (the worker frozen
-#      past the session timeout): COMMIT fails with 40001.
+#      past the session timeout): COMMIT fails with 40001, also while the
+#      worker is still frozen (another client holds the lease by then).
+#   6. Lost replies, through the fault proxy (cluster C): a lease create
+#      whose reply is lost is found and granted; a lease delete whose reply
+#      is lost is sent again, so no lease outlives its holder in a session
+#      that goes on (found by the fault run).
 
 use strict;
 use warnings FATAL => 'all';
@@ -23,6 +28,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
 use ZkLockTest;
+use ZkProxy;
 
 my $T0 = time();
 my $zk = zk_start();
@@ -188,11 +194,66 @@ ok(wait_until(sub { leases('exp') == 0 }, 10, 0.1), 'the lease went with the exp
 $r = $x->query('COMMIT');
 is($r->{sqlstate}, '40001', 'COMMIT: 40001') or diag $r->{err};
 $x->quit;
+
+# the same, with COMMIT while the worker is still frozen: the worker cannot
+# have seen the expiry, COMMIT must not trust its stale "connected"
+$x = new_session($A, name => 'expiring2');
+$x->query_safe("BEGIN; SELECT zk_semaphore('exp2', 1)");
+$wpid = worker_pid($A);
+kill 'STOP', $wpid;
+ok(wait_until(sub { leases('exp2') == 0 }, 15, 0.1), 'frozen worker: its lease expired in ZooKeeper');
+is($B->safe_psql('postgres', "SELECT zk_try_session_semaphore('exp2', 1)"), 't',
+	'B takes the only lease meanwhile');
+my $tc = time();
+$r = $x->query('COMMIT', 30);
+my $took = time() - $tc;
+kill 'CONT', $wpid;
+is($r->{sqlstate}, '40001', 'COMMIT with the worker frozen: 40001 (not a second holder)')
+  or diag $r->{err};
+like($r->{err}, qr/could not confirm the lease|was lost before commit/, 'and says why');
+cmp_ok($took, '<', 20, sprintf('within zklock.commit_timeout, not hung (%.1fs)', $took));
+$x->quit;
+$B->safe_psql('postgres', "SELECT zk_semaphore_release('exp2')");
 foreach my $cl (qw(A B))
 {
 	ok(wait_until(sub { zk_status_value($node{$cl}, 'entries_used') eq '0' }, 10, 0.1),
 		"$cl: no shared-memory entry left");
 }
+
+#
+# 6. lost replies through the proxy
+#
+my $p = proxy_start($zk);
+my $C = zk_node('semC', $p->{hosts}, %opts);
+$node{C} = $C;
+my $sid = zk_status_value($C, 'session_id');
+my $rule = proxy_rule($p, 'cut-after-request create2');
+$x = new_session($C, name => 'lost_create');
+$r = $x->query("BEGIN; SELECT zk_semaphore('px', 2, '30s'); SELECT 'granted'", 60);
+ok(proxy_wait_fired($p, $rule, 10), 'the connection was cut after the lease create reached ZooKeeper');
+like($r->{out}, qr/granted/, 'the create whose reply was lost: found in the pool and granted')
+  or diag $r->{err};
+is(leases('px'), 1, 'exactly one lease node for it');
+$rule = proxy_rule($p, 'cut-after-request delete');
+$x->query_safe('COMMIT');
+ok(proxy_wait_fired($p, $rule, 10), 'the connection was cut after the lease delete reached ZooKeeper');
+ok(wait_until(sub { leases('px') == 0 }, 15, 0.1), 'the lease is gone after COMMIT');
+# the delete never forwarded: sent again once the connection is back
+$x->query_safe("BEGIN; SELECT zk_semaphore('px', 2, '30s')");
+is(leases('px'), 1, 'a lease again');
+$rule = proxy_rule($p, 'drop-requests delete');
+$x->query_safe('COMMIT');
+sleep 1;
+is(leases('px'), 1, 'its delete is held back by the proxy');
+proxy_cmd($p, 'reset');
+proxy_cmd($p, 'cut-all');
+ok(wait_until(sub { leases('px') == 0 }, 15, 0.1),
+	'after the connection came back the delete was sent again: no lease left');
+is(zk_status_value($C, 'session_id'), $sid, 'all in one session (no expiry hid a leak)');
+ok(wait_until(sub { zk_status_value($C, 'entries_used') eq '0' }, 10, 0.1), 'C: no shared-memory entry left');
+$x->quit;
+$C->stop('fast');
+proxy_stop($p);
 
 $s1->quit;
 $w->quit;
