@@ -335,11 +335,16 @@ zk_fresh_conn_state(void)
 /*
  * Wait for the worker's answer.  Returns the outcome; ZKO_NONE when
  * timeout_ms passed while ZooKeeper had us waiting.  Raises errors on
- * failures and when ZooKeeper does not answer within connect_timeout.
+ * failures and when ZooKeeper does not answer within "answer" ms
+ * (zklock.connect_timeout), or ZK_ANSWER_AT_COMMIT (zklock.commit_timeout).
  */
 int
-zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer_ms, const char *what)
+zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer, const char *what)
 {
+	/* ZK_ANSWER_AT_COMMIT: zklock.commit_timeout bounds the wait for an answer */
+	int			answer_ms = answer == ZK_ANSWER_AT_COMMIT ? zklock_commit_timeout : answer;
+	const char *setting = answer == ZK_ANSWER_AT_COMMIT ?
+		"zklock.commit_timeout" : "zklock.connect_timeout";
 	TimestampTz start = GetCurrentTimestamp();
 	TimestampTz answer_deadline = TimestampTzPlusMilliseconds(start, answer_ms);
 	TimestampTz deadline = timeout_ms >= 0 ?
@@ -418,11 +423,9 @@ zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer_ms, const char *what)
 						 errmsg("zookeeper did not answer the request to %s", what),
 						 conn == ZKC_CONNECTED ?
 						 errdetail("ZooKeeper did not reply within %s (%d ms).",
-								   answer_ms == zklock_commit_timeout ? "zklock.commit_timeout" : "zklock.connect_timeout",
-								   answer_ms) :
+								   setting, answer_ms) :
 						 errdetail("No usable ZooKeeper session within %s (%d ms); the connection is \"%s\".",
-								   answer_ms == zklock_commit_timeout ? "zklock.commit_timeout" : "zklock.connect_timeout",
-								   answer_ms, zk_conn_state_name(conn)),
+								   setting, answer_ms, zk_conn_state_name(conn)),
 						 errhint("Check that ZooKeeper is running and that zklock.hosts is right (see zk_status()), then retry.")));
 			wake_at = answer_deadline;
 			if (deadline != 0 && deadline < wake_at && state == ZKE_WAITING)

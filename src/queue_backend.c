@@ -391,7 +391,7 @@ queue_pre_commit(void)
 	submit(e, &pub_idx, &pub_gen);
 
 	/* a pre-commit failure aborts the transaction; abort lets go of it */
-	outcome = zk_wait_outcome(pub_idx, -1, zklock_commit_timeout,
+	outcome = zk_wait_outcome(pub_idx, -1, ZK_ANSWER_AT_COMMIT,
 						  "publish the queue items of this transaction");
 	if (outcome != ZKO_GRANTED)
 		ereport(ERROR,

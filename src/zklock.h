@@ -386,7 +386,8 @@ extern ZkEntry *zk_new_entry(ZkKind kind, const char *name, int len, ZkMode mode
 							 ZkScope scope, bool try_only);
 extern bool zk_wait_for_answer(uint32 idx, const char *uname, int64 timeout_ms,
 							   int64 *token);
-extern int	zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer_ms, const char *what);
+#define ZK_ANSWER_AT_COMMIT (-1)
+extern int	zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer, const char *what);
 extern bool zk_release_entry(uint32 idx, uint32 gen);
 extern char *zk_display_name(const char *name);
 extern void zk_build_node_data(char *out, size_t outlen);
