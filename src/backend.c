@@ -314,6 +314,32 @@ zk_wait_for_answer(uint32 idx, const char *uname, int64 timeout_ms, int64 *token
 }
 
 /*
+ * Before COMMIT, with something held whose session is in doubt ("conn" is
+ * not connected): wait a little for the session to answer, up to
+ * zklock.commit_timeout from the first call (*deadline, 0 at first), then
+ * fail the commit with 40001 naming "what" (e.g. 'zookeeper lock "x"').
+ * The caller loops, checking its holds again after each call.
+ */
+void
+zk_commit_wait_session(TimestampTz *deadline, int conn, const char *what)
+{
+	if (*deadline == 0)
+		*deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												zklock_commit_timeout);
+	if (GetCurrentTimestamp() >= *deadline)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not confirm %s before commit", what),
+				 errdetail("The ZooKeeper connection is \"%s\" and did not come back within zklock.commit_timeout (%d ms).",
+						   zk_conn_state_name(conn), zklock_commit_timeout),
+				 errhint("Retry the transaction when ZooKeeper is reachable.")));
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 50, PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+}
+
+/*
  * The connection state as a holder may trust it, with zk_ctl->lock held:
  * "connected" is only as fresh as the worker's last word from ZooKeeper,
  * and a worker that heard nothing for 2/3 of the session timeout (the

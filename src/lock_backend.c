@@ -681,20 +681,8 @@ check_before_commit(void)
 			return;
 
 		/* suspended: the lock is in doubt until the session answers */
-		if (deadline == 0)
-			deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-												   zklock_commit_timeout);
-		if (GetCurrentTimestamp() >= deadline)
-			ereport(ERROR,
-					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-					 errmsg("could not confirm zookeeper lock \"%s\" before commit", zk_display_name(first)),
-					 errdetail("The ZooKeeper connection is \"%s\" and did not come back within zklock.commit_timeout (%d ms).",
-							   zk_conn_state_name(conn), zklock_commit_timeout),
-					 errhint("Retry the transaction when ZooKeeper is reachable.")));
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 50, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
+		zk_commit_wait_session(&deadline, conn,
+							   psprintf("zookeeper lock \"%s\"", zk_display_name(first)));
 	}
 }
 

@@ -372,6 +372,47 @@ want_lock(ZkEntry *e)
 	return e->kind == ZKK_LOCK && e->family == ZKF_LOCKS;
 }
 
+/*
+ * One row of zk_locks or zk_semaphores from a copied entry: pid, database,
+ * name, (column 3: the caller's), scope, state, token, node (our node, once
+ * known, under the parent of "family"), requested_at, granted_at.
+ */
+void
+zk_entry_row(ZkLockRow *r, bool held, int family, Datum *values, bool *nulls)
+{
+	char	   *db;
+
+	memset(nulls, false, sizeof(bool) * 10);
+	values[0] = Int32GetDatum(r->pid);
+	db = OidIsValid(r->dbid) ? get_database_name(r->dbid) : NULL;
+	if (db)
+		values[1] = CStringGetTextDatum(db);
+	else
+		nulls[1] = true;
+	values[2] = CStringGetTextDatum(pg_any_to_server_noerror(r->name, strlen(r->name)));
+	values[4] = CStringGetTextDatum(r->scope == ZKS_SESSION ? "session" : "transaction");
+	values[5] = CStringGetTextDatum(r->outcome == ZKO_LOST ? "lost" :
+									held ? "held" : "waiting");
+	if (held && r->token != 0)
+		values[6] = Int64GetDatum(r->token);
+	else
+		nulls[6] = true;
+	if (r->node[0])
+	{
+		char		parent[ZKLOCK_PARENT_MAX + 1];
+
+		zk_lock_parent(r->name, family, parent, sizeof(parent));
+		values[7] = CStringGetTextDatum(psprintf("%s/%s", parent, r->node));
+	}
+	else
+		nulls[7] = true;
+	values[8] = TimestampTzGetDatum(r->requested_at);
+	if (held && r->granted_at != 0)
+		values[9] = TimestampTzGetDatum(r->granted_at);
+	else
+		nulls[9] = true;
+}
+
 PG_FUNCTION_INFO_V1(zk_locks_internal);
 Datum
 zk_locks_internal(PG_FUNCTION_ARGS)
@@ -388,39 +429,10 @@ zk_locks_internal(PG_FUNCTION_ARGS)
 		ZkLockRow  *e = &copy[i];
 		Datum		values[10];
 		bool		nulls[10];
-		char	   *db;
-		bool		held = (e->outcome == ZKO_GRANTED || e->outcome == ZKO_LOST);
 
-		memset(nulls, false, sizeof(nulls));
-		values[0] = Int32GetDatum(e->pid);
-		db = OidIsValid(e->dbid) ? get_database_name(e->dbid) : NULL;
-		if (db)
-			values[1] = CStringGetTextDatum(db);
-		else
-			nulls[1] = true;
-		values[2] = CStringGetTextDatum(pg_any_to_server_noerror(e->name, strlen(e->name)));
+		zk_entry_row(e, e->outcome == ZKO_GRANTED || e->outcome == ZKO_LOST, ZKF_LOCKS,
+					 values, nulls);
 		values[3] = CStringGetTextDatum(e->mode == ZKM_SHARED ? "shared" : "exclusive");
-		values[4] = CStringGetTextDatum(e->scope == ZKS_SESSION ? "session" : "transaction");
-		values[5] = CStringGetTextDatum(e->outcome == ZKO_LOST ? "lost" :
-										held ? "held" : "waiting");
-		if (held && e->token != 0)
-			values[6] = Int64GetDatum(e->token);
-		else
-			nulls[6] = true;
-		if (e->node[0])
-		{
-			char		parent[ZKLOCK_PARENT_MAX + 1];
-
-			zk_lock_parent(e->name, ZKF_LOCKS, parent, sizeof(parent));
-			values[7] = CStringGetTextDatum(psprintf("%s/%s", parent, e->node));
-		}
-		else
-			nulls[7] = true;
-		values[8] = TimestampTzGetDatum(e->requested_at);
-		if (held && e->granted_at != 0)
-			values[9] = TimestampTzGetDatum(e->granted_at);
-		else
-			nulls[9] = true;
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

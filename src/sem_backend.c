@@ -396,21 +396,9 @@ sem_pre_commit(void)
 		LWLockRelease(zk_ctl->lock);
 		if (conn == ZKC_CONNECTED)
 			return;
-		if (deadline == 0)
-			deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-												   zklock_commit_timeout);
-		if (GetCurrentTimestamp() >= deadline)
-			ereport(ERROR,
-					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-					 errmsg("could not confirm the lease of zookeeper semaphore \"%s\" before commit",
-							zk_display_name(first->name)),
-					 errdetail("The ZooKeeper connection is \"%s\" and did not come back within zklock.commit_timeout (%d ms).",
-							   zk_conn_state_name(conn), zklock_commit_timeout),
-					 errhint("Retry the transaction when ZooKeeper is reachable.")));
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 50, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
+		zk_commit_wait_session(&deadline, conn,
+							   psprintf("the lease of zookeeper semaphore \"%s\"",
+										zk_display_name(first->name)));
 	}
 }
 
@@ -525,44 +513,14 @@ zk_semaphores_internal(PG_FUNCTION_ARGS)
 		ZkLockRow  *r = &copy[i];
 		Datum		values[10];
 		bool		nulls[10];
-		char	   *db;
 		bool		lease = (r->kind == ZKK_SEMLEASE);
-		bool		held = lease && (r->outcome == ZKO_GRANTED || r->outcome == ZKO_LOST);
 
-		memset(nulls, false, sizeof(nulls));
-		values[0] = Int32GetDatum(r->pid);
-		db = OidIsValid(r->dbid) ? get_database_name(r->dbid) : NULL;
-		if (db)
-			values[1] = CStringGetTextDatum(db);
-		else
-			nulls[1] = true;
-		values[2] = CStringGetTextDatum(pg_any_to_server_noerror(r->name, strlen(r->name)));
+		zk_entry_row(r, lease && (r->outcome == ZKO_GRANTED || r->outcome == ZKO_LOST),
+					 ZKF_SEMPOOL, values, nulls);
 		values[3] = Int32GetDatum(r->parties);
-		/* a waiter's scope is only known once its lease entry exists */
-		if (lease)
-			values[4] = CStringGetTextDatum(r->scope == ZKS_SESSION ? "session" : "transaction");
-		else
-			nulls[4] = true;
-		values[5] = CStringGetTextDatum(r->outcome == ZKO_LOST ? "lost" :
-										held ? "held" : "waiting");
-		if (held && r->token != 0)
-			values[6] = Int64GetDatum(r->token);
-		else
-			nulls[6] = true;
-		if (held && r->node[0])
-		{
-			char		pool[ZKLOCK_PARENT_MAX + 1];
-
-			zk_lock_parent(r->name, ZKF_SEMPOOL, pool, sizeof(pool));
-			values[7] = CStringGetTextDatum(psprintf("%s/%s", pool, r->node));
-		}
-		else
-			nulls[7] = true;
-		values[8] = TimestampTzGetDatum(r->requested_at);
-		if (held && r->granted_at != 0)
-			values[9] = TimestampTzGetDatum(r->granted_at);
-		else
-			nulls[9] = true;
+		/* in line for the guard: no scope yet, and its node is the guard's */
+		if (!lease)
+			nulls[4] = nulls[7] = true;
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

@@ -326,6 +326,7 @@ extern void zk_wake_owner(ZkEntry *e);
 extern void zk_count(ZkCounter c, uint64 n);
 extern const char *zk_conn_state_name(int state);
 extern int	zk_fresh_conn_state(void);
+extern void zk_commit_wait_session(TimestampTz *deadline, int conn, const char *what);
 extern dsa_area *zk_dsa(void);
 
 /* names.c */
@@ -433,5 +434,6 @@ typedef struct ZkLockRow
 	char		node[ZKLOCK_NODE_MAX + 1];
 } ZkLockRow;
 extern ZkLockRow *zk_snapshot_entries(bool (*want) (ZkEntry *e), int *n);
+extern void zk_entry_row(ZkLockRow *r, bool held, int family, Datum *values, bool *nulls);
 
 #endif							/* ZKLOCK_H */

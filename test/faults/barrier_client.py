@@ -20,11 +20,11 @@ every client knows it) stays away.  The verdict (check()):
 Every call's outcome goes to barrier.jsonl through run.record_barrier.
 """
 
-import random
-import threading
 import time
 
 import psycopg2
+
+from pgthread import PgThread
 
 
 def skipper(i, k):
@@ -32,43 +32,13 @@ def skipper(i, k):
     return (i // 3) % k if i % 3 == 1 else None
 
 
-class BarrierClient(threading.Thread):
+class BarrierClient(PgThread):
     def __init__(self, run, cluster, idx, k, window, t_base, seed):
-        super().__init__(name="barrier-%s%d" % (cluster.name, idx), daemon=True)
-        self.run_ = run
-        self.cluster = cluster
+        super().__init__(run, cluster, "bar%d%s" % (idx, cluster.name), seed)
         self.idx = idx              # 0 .. k-1
         self.k = k
         self.window = window
         self.t_base = t_base
-        self.label = "bar%d%s" % (idx, cluster.name)
-        self.rnd = random.Random(seed)
-        self.conn = None
-        self.pid = None
-
-    def _connect(self):
-        try:
-            conn = self.cluster.connect(
-                timeout=3, application_name="faults-" + self.label,
-                options="-c statement_timeout=%ds" % self.run_.statement_timeout)
-            conn.autocommit = True
-            with conn.cursor() as cur:
-                cur.execute("SELECT pg_backend_pid()")
-                self.pid = cur.fetchone()[0]
-            self.conn = conn
-            return True
-        except psycopg2.Error:
-            self.conn = None
-            return False
-
-    def _drop(self):
-        try:
-            if self.conn is not None:
-                self.conn.close()
-        except Exception:
-            pass
-        self.conn = None
-        self.pid = None
 
     def _call(self, sql, args):
         """(result, sqlstate): result True/False, or None on an error."""
@@ -99,7 +69,7 @@ class BarrierClient(threading.Thread):
                     continue
                 if self.conn is None or self.conn.closed:
                     self._drop()
-                    if not self._connect():
+                    if not self._try_open():
                         rec["called"] = False
                         rec["error"] = "connect"
                         r.record_barrier(rec)

@@ -17,27 +17,21 @@ sections.  Every attempt's outcome (committed, failed at a stage with its
 SQLSTATE, connection lost) is appended to the run's outcome log.
 """
 
-import random
-import threading
 import time
 
 import psycopg2
+
+from pgthread import PgThread
 
 # stages of one attempt
 STAGES = ("connect", "begin", "lock", "body", "commit")
 
 
-class Client(threading.Thread):
+class Client(PgThread):
     def __init__(self, run, cluster, idx, seed):
-        super().__init__(name="client-%s%d" % (cluster.name, idx), daemon=True)
-        self.run_ = run
-        self.cluster = cluster
+        super().__init__(run, cluster, "%s%d" % (cluster.name, idx), seed)
         self.idx = idx
-        self.label = "%s%d" % (cluster.name, idx)
-        self.rnd = random.Random(seed)
-        self.conn = None
         # read by the nemesis (plain attribute reads and writes are atomic)
-        self.pid = None
         self.state = "idle"        # idle, locking, in_cs, long_cs, committing
         self.cs_t0 = None          # time.monotonic() when the critical section began
         self.attempts = 0
@@ -52,16 +46,10 @@ class Client(threading.Thread):
         while not self.run_.stop.is_set():
             t0 = time.time()
             try:
-                conn = self.cluster.connect(
-                    timeout=3, application_name="faults-" + self.label,
-                    options="-c statement_timeout=%ds" % self.run_.statement_timeout)
-                conn.autocommit = True
-                with conn.cursor() as cur:
-                    cur.execute("SELECT pg_backend_pid()")
-                    self.pid = cur.fetchone()[0]
-                self.conn = conn
+                self._open()
                 return True
             except psycopg2.Error as e:
+                self._drop()
                 self.run_.record({
                     "t0": t0, "t1": time.time(), "cluster": self.cluster.name,
                     "client": self.label, "stage": "connect", "outcome": "conn_failed",
@@ -69,15 +57,6 @@ class Client(threading.Thread):
                 self.run_.stop.wait(delay)
                 delay = min(delay * 2, 1.0)
         return False
-
-    def _drop(self):
-        try:
-            if self.conn is not None:
-                self.conn.close()
-        except Exception:
-            pass
-        self.conn = None
-        self.pid = None
 
     # -- the loop --
 

@@ -250,26 +250,24 @@ def observe_entries(clusters, wait_s):
         time.sleep(0.3)
 
 
-def dump_history(c, path):
+def dump_rows(c, cols, table, path):
+    """Write the rows of table (cols, with started and ended as epoch
+    seconds) to path as a JSON array; returns how many."""
     rows = c.query(
         "SELECT coalesce(json_agg(h ORDER BY id), '[]')::text FROM ("
-        " SELECT id, cluster, client, name, mode, token, token_end, pid,"
-        " extract(epoch FROM started)::float8 AS started,"
-        " extract(epoch FROM ended)::float8 AS ended FROM history) h", timeout=60)
+        " SELECT id, %s, extract(epoch FROM started)::float8 AS started,"
+        " extract(epoch FROM ended)::float8 AS ended FROM %s) h" % (cols, table), timeout=60)
     with open(path, "w") as f:
         f.write(rows[0][0])
     return len(json.loads(rows[0][0]))
+
+
+def dump_history(c, path):
+    return dump_rows(c, "cluster, client, name, mode, token, token_end, pid", "history", path)
 
 
 def dump_sem_history(c, path):
-    rows = c.query(
-        "SELECT coalesce(json_agg(h ORDER BY id), '[]')::text FROM ("
-        " SELECT id, cluster, client, pid,"
-        " extract(epoch FROM started)::float8 AS started,"
-        " extract(epoch FROM ended)::float8 AS ended FROM sem_history) h", timeout=60)
-    with open(path, "w") as f:
-        f.write(rows[0][0])
-    return len(json.loads(rows[0][0]))
+    return dump_rows(c, "cluster, client, pid", "sem_history", path)
 
 
 def main(argv):

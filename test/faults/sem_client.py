@@ -24,54 +24,23 @@ verdict (check()):
 Every attempt's outcome goes to sem.jsonl through run.record_sem.
 """
 
-import random
-import threading
 import time
 
 import psycopg2
+
+from pgthread import PgThread
 
 SEMAPHORE = "fault-sem"
 SEM_MAX = 2
 
 
-class SemClient(threading.Thread):
+class SemClient(PgThread):
     def __init__(self, run, cluster, idx, seed):
-        super().__init__(name="sem-%s%d" % (cluster.name, idx), daemon=True)
-        self.run_ = run
-        self.cluster = cluster
+        super().__init__(run, cluster, "sem%d%s" % (idx, cluster.name), seed)
         self.idx = idx
-        self.label = "sem%d%s" % (idx, cluster.name)
-        self.rnd = random.Random(seed)
-        self.conn = None
-        self.pid = None
         # read by the nemesis, which cancels and terminates these clients too
         self.state = "idle"
         self.probed = False
-
-    def _connect(self):
-        try:
-            conn = self.cluster.connect(
-                timeout=3, application_name="faults-" + self.label,
-                options="-c statement_timeout=%ds" % self.run_.statement_timeout)
-            conn.autocommit = True
-            with conn.cursor() as cur:
-                cur.execute("SELECT pg_backend_pid()")
-                self.pid = cur.fetchone()[0]
-            self.conn = conn
-            return True
-        except psycopg2.Error:
-            self.conn = None
-            self.pid = None
-            return False
-
-    def _drop(self):
-        try:
-            if self.conn is not None:
-                self.conn.close()
-        except Exception:
-            pass
-        self.conn = None
-        self.pid = None
 
     def run(self):
         r = self.run_
@@ -79,7 +48,7 @@ class SemClient(threading.Thread):
             while not r.stop.is_set():
                 if self.conn is None or self.conn.closed:
                     self._drop()
-                    if not self._connect():
+                    if not self._try_open():
                         r.stop.wait(0.5)
                         continue
                 self.one()

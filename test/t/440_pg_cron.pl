@@ -3,18 +3,21 @@
 # clusters A and B pointing at one ZooKeeper, the same job scheduled every
 # minute on both, guarded in three ways: zk_try_lease('cron-lease', '50
 # seconds'), zk_is_leader('cron') (both clusters stand in the election
-# 'cron' through zklock.elections), and zk_try_semaphore('cron-sem', 1) held
-# for the job's transaction (at most one at a time).
+# 'cron' through zklock.elections), and zk_try_semaphore('cron-sem', 2) held
+# for the job's transaction (at most two at once; scheduled twice on each
+# cluster, so four runs contend for two leases every slot).
 #
 #   1. The first slot: each job runs on both clusters (pg_cron records a
 #      succeeded run on each), and does its work on exactly one of them;
-#      the semaphore's job (3 s of work) never runs on both at once.
+#      the semaphore's jobs (20 s of work) do theirs exactly twice, never
+#      more than two at once.
 #   2. The election's leader is stopped (immediate, as in a crash): the next
 #      slot's work of both jobs is done by the other cluster (the session
 #      timeout, 4 s, is well within the slot).
 #   3. ZKLOCK_CRON_MINUTES (default 2) above 2: the stopped cluster comes
 #      back and, for the remaining slots, each slot's work of each job is
-#      done exactly once across both.
+#      done exactly once across both, and the semaphore's work at most
+#      twice per slot and never more than two at once.
 #
 # The default run waits for two minute boundaries (about two minutes); the
 # longer run is opt-in.
@@ -44,12 +47,13 @@ my %JOB = (
 	            WHERE zk_try_lease('cron-lease', '50 seconds')},
 	leader => q{INSERT INTO runs(job, slot) SELECT 'leader', date_trunc('minute', clock_timestamp())
 	             WHERE zk_is_leader('cron')});
-# at most one at a time (a semaphore of 1 held for the job's transaction)
-my $SEMJOB = q{DO $d$ BEGIN
-  IF zk_try_semaphore('cron-sem', 1) THEN
-    INSERT INTO spans(t0) VALUES (clock_timestamp());
-    PERFORM pg_sleep(3);
-    UPDATE spans SET t1 = clock_timestamp() WHERE t1 IS NULL;
+# at most two at once (a semaphore of 2 held for the job's transaction)
+my $SEMJOB = q{DO $d$ DECLARE i bigint; BEGIN
+  IF zk_try_semaphore('cron-sem', 2) THEN
+    INSERT INTO spans(slot, t0) VALUES (date_trunc('minute', clock_timestamp()), clock_timestamp())
+      RETURNING id INTO i;
+    PERFORM pg_sleep(20);
+    UPDATE spans SET t1 = clock_timestamp() WHERE id = i;
   END IF;
 END $d$};
 my @JOBS = sort keys %JOB;
@@ -66,8 +70,9 @@ foreach my $c (qw(A B))
 		CREATE TABLE runs (job text, slot timestamptz, ran_at timestamptz DEFAULT clock_timestamp());
 		SELECT cron.schedule('by-lease', '* * * * *', \$job\$$JOB{lease}\$job\$);
 		SELECT cron.schedule('by-leader', '* * * * *', \$job\$$JOB{leader}\$job\$);
-		CREATE TABLE spans (t0 timestamptz, t1 timestamptz);
-		SELECT cron.schedule('by-semaphore', '* * * * *', \$job\$$SEMJOB\$job\$);
+		CREATE TABLE spans (id bigserial, slot timestamptz, t0 timestamptz, t1 timestamptz);
+		SELECT cron.schedule('by-semaphore-1', '* * * * *', \$job\$$SEMJOB\$job\$);
+		SELECT cron.schedule('by-semaphore-2', '* * * * *', \$job\$$SEMJOB\$job\$);
 	});
 }
 note sprintf('scheduled at %s', scalar(localtime));
@@ -116,7 +121,8 @@ foreach my $j (@JOBS)
 	  or diag "A ran " . join(',', sort keys %ra) . "; B ran " . join(',', sort keys %rb);
 }
 
-# the semaphore's job: never two at once, across both clusters
+# the semaphore's jobs: never more than two at once, across both clusters;
+# spans [slot, t0, t1] in epoch seconds
 sub spans
 {
 	my @sp;
@@ -124,14 +130,37 @@ sub spans
 	{
 		push @sp, map { [ split /\|/ ] } grep { $_ ne '' } split /\n/,
 		  $node{$c}->safe_psql('postgres',
-			"SELECT extract(epoch FROM t0), extract(epoch FROM coalesce(t1, 'infinity')) FROM spans");
+			"SELECT extract(epoch FROM slot)::bigint, extract(epoch FROM t0),"
+			  . " extract(epoch FROM coalesce(t1, 'infinity')) FROM spans");
 	}
-	return sort { $a->[0] <=> $b->[0] } @sp;
+	return sort { $a->[1] <=> $b->[1] } @sp;
 }
+
+# the most spans running at one instant
+sub most_at_once
+{
+	my @ev = sort { $a->[0] <=> $b->[0] || $a->[1] <=> $b->[1] }
+	  map { ([ $_->[1], 1 ], [ $_->[2], -1 ]) } @_;
+	my ($n, $max) = (0, 0);
+	foreach my $e (@ev)
+	{
+		$n += $e->[1];
+		$max = $n if $n > $max;
+	}
+	return $max;
+}
+ok(wait_until(sub { my @x = grep { $_->[0] == $s1 && $_->[2] ne 'Infinity' } spans(qw(A B)); @x >= 2 },
+		60, 0.5), 'slot 1, semaphore: two runs finished their work');
 my @sp = spans(qw(A B));
-ok(scalar(@sp) >= 1, 'slot 1, semaphore: the job did its work (' . scalar(@sp) . ' span(s))');
-my @overlap = grep { $sp[$_][0] < $sp[ $_ - 1 ][1] } 1 .. $#sp;
-is(scalar(@overlap), 0, 'slot 1, semaphore: never two at once');
+is(scalar(grep { $_->[0] == $s1 } @sp), 2,
+	'slot 1, semaphore: four runs contended, exactly two did the work');
+is(most_at_once(@sp), 2, 'slot 1, semaphore: never more than two at once');
+foreach my $c (qw(A B))
+{
+	my %r = cron_runs($c);
+	ok($r{"by-semaphore-1 $s1"} && $r{"by-semaphore-2 $s1"},
+		"slot 1, semaphore: pg_cron ran both semaphore jobs on $c");
+}
 
 #
 # 2. the election's leader is stopped: the other does the next slot's work
@@ -161,6 +190,14 @@ if ($MINUTES > 2)
 	my @bad = map { "$_: " . join(',', @{ $w{$_} }) } grep { @{ $w{$_} } != 1 } @later;
 	is(join('; ', @bad), '', scalar(@later) . " later slot runs, each done exactly once");
 	is(scalar(@later), 2 * ($MINUTES - 2), 'and no slot was skipped');
+	ok(wait_until(sub { grep { $_->[0] == $last } spans(qw(A B)) }, 60, 1),
+		"the semaphore's work of the last slot finished");
+	@sp = grep { $_->[0] > $s2 } spans(qw(A B));
+	my %per;
+	$per{ $_->[0] }++ foreach @sp;
+	is(join(',', grep { $per{$_} > 2 } sort keys %per), '', 'semaphore: at most twice in every later slot');
+	cmp_ok(most_at_once(@sp), '<=', 2, 'semaphore: never more than two at once');
+	is(scalar(keys %per), $MINUTES - 2, 'semaphore: its work was done in every later slot');
 }
 
 $_->stop('fast', fail_ok => 1) foreach values %node;

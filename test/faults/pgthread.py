@@ -1,0 +1,48 @@
+"""pgthread.py - what every client thread of the fault run shares: one
+PostgreSQL connection to one cluster, opened and dropped the same way."""
+
+import random
+import threading
+
+import psycopg2
+
+
+class PgThread(threading.Thread):
+    def __init__(self, run, cluster, label, seed):
+        super().__init__(name="client-" + label, daemon=True)
+        self.run_ = run
+        self.cluster = cluster
+        self.label = label
+        self.rnd = random.Random(seed)
+        self.conn = None
+        self.pid = None         # read by the nemesis
+
+    def _open(self):
+        """Open the connection (autocommit, statement_timeout of the run) and
+        note the backend's pid; raises psycopg2.Error."""
+        conn = self.cluster.connect(
+            timeout=3, application_name="faults-" + self.label,
+            options="-c statement_timeout=%ds" % self.run_.statement_timeout)
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute("SELECT pg_backend_pid()")
+            self.pid = cur.fetchone()[0]
+        self.conn = conn
+
+    def _try_open(self):
+        """True when connected; False (and nothing open) when it failed."""
+        try:
+            self._open()
+            return True
+        except psycopg2.Error:
+            self._drop()
+            return False
+
+    def _drop(self):
+        try:
+            if self.conn is not None:
+                self.conn.close()
+        except Exception:
+            pass
+        self.conn = None
+        self.pid = None
