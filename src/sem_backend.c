@@ -54,6 +54,9 @@ typedef struct LocalSem
 
 static List *sems = NIL;
 
+/* how long a try waits for the guard without lock_timeout */
+#define SEM_TRY_GUARD_MS	10000
+
 /* a guard or a lease being taken, let go at exit (FATAL) */
 static uint32 guard_idx = ZKLOCK_NO_ENTRY;
 static uint32 guard_gen = 0;
@@ -188,8 +191,45 @@ acquire(const char *name, int len, int32 max, ZkScope scope, bool try_only,
 
 	zk_build_node_data(data, sizeof(data));
 
+	/*
+	 * A try first counts the pool: when every lease is held the answer is
+	 * no, at once.  Otherwise it waits its turn for the guard, which a
+	 * taker holds for a few milliseconds (not answering "no" because
+	 * another caller is taking the other free lease just now), but not
+	 * for long: lock_timeout, or SEM_TRY_GUARD_MS.
+	 */
+	if (try_only)
+	{
+		e = zk_new_entry(ZKK_SEMLEASE, name, len, ZKM_EXCLUSIVE, scope, true);
+		e->bop = ZKS_COUNT;
+		e->parties = max;
+		taking_idx = zk_entry_index(e);
+		taking_gen = e->gen;
+		zk_enqueue(e);
+		LWLockRelease(zk_ctl->lock);
+		zk_wake_worker();
+		PG_TRY();
+		{
+			outcome = zk_wait_outcome(taking_idx, -1, zklock_connect_timeout,
+									  "count the leases of a semaphore");
+		}
+		PG_CATCH();
+		{
+			let_go(&taking_idx, taking_gen);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		let_go(&taking_idx, taking_gen);
+		if (outcome != ZKO_GRANTED)
+		{
+			zk_count(ZKCNT_SEM_REFUSED, 1);
+			return false;
+		}
+		timeout_ms = LockTimeout > 0 ? LockTimeout : SEM_TRY_GUARD_MS;
+	}
+
 	/* the guard */
-	e = zk_new_entry(ZKK_LOCK, name, len, ZKM_EXCLUSIVE, ZKS_SESSION, try_only);
+	e = zk_new_entry(ZKK_LOCK, name, len, ZKM_EXCLUSIVE, ZKS_SESSION, false);
 	e->family = ZKF_SEMAPHORES;
 	e->parties = max;			/* for zk_semaphores, which shows it waiting */
 	guard_idx = zk_entry_index(e);
@@ -199,7 +239,7 @@ acquire(const char *name, int len, int32 max, ZkScope scope, bool try_only,
 	zk_wake_worker();
 	PG_TRY();
 	{
-		outcome = zk_wait_outcome(guard_idx, try_only ? -1 : timeout_ms,
+		outcome = zk_wait_outcome(guard_idx, timeout_ms,
 								  zklock_connect_timeout, "take the guard of a semaphore");
 		if (outcome == ZKO_GRANTED)
 		{

@@ -18,6 +18,10 @@
  *					max_leases: ZKS_CREATE; else wait for the watch
  *	  ZKS_CREATE	create our lease node
  *	  held			(ZKE_HELD) until released: then delete it
+ *	  ZKS_COUNT		alone, before a try takes the guard: list the pool once
+ *					and answer whether a lease is free (takes nothing), so
+ *					that a full pool answers "no" without waiting for the
+ *					guard
  *
  *	  Only the guard's holder waits on the pool, so at most one entry of
  *	  this cluster watches a pool at a time (kazoo's herd-free design); the
@@ -332,12 +336,46 @@ pool_listed(int rc, const struct String_vector *kids, const void *ctx)
 					sem_step(e);
 				}
 				else
-					e->state = ZKE_WAITING; /* until the watch fires */
+				{
+					/* until the watch fires; a try's owner stops waiting now */
+					e->state = ZKE_WAITING;
+					zk_wake_owner(e);
+				}
 			}
 			else if (rc == ZNONODE)
 			{
 				e->bop = ZKS_ENSURE;
 				sem_step(e);
+			}
+			else if (!zk_rc_definite(rc))
+				zk_retry_later(e);
+			else
+				zk_fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
+		}
+	}
+	COMPLETION_END(e);
+}
+
+static void
+pool_counted(int rc, const struct String_vector *kids, const void *ctx)
+{
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = zk_entry_of(ctx);
+		if (e != NULL && e->list_inflight && e->bop == ZKS_COUNT)
+		{
+			e->list_inflight = false;
+			if (e->released)
+				sem_step(e);
+			else if (rc == ZOK || rc == ZNONODE)	/* no pool yet: all free */
+			{
+				e->state = ZKE_DONE;
+				if (rc == ZOK && kids && kids->count >= e->parties)
+					zk_finish(e, ZKO_BUSY, 0, "All leases are held");
+				else
+					zk_finish(e, ZKO_GRANTED, 0, NULL);
 			}
 			else if (!zk_rc_definite(rc))
 				zk_retry_later(e);
@@ -438,6 +476,15 @@ sem_step(ZkEntry *e)
 				e->list_inflight = true;
 			else
 				(void) zk_send_failed(e, rc, "semaphore list");
+			break;
+		case ZKS_COUNT:
+			pool_path(e, path, sizeof(path));
+			e->state = ZKE_CREATING;
+			rc = zoo_aget_children(zk_zh, path, 0, pool_counted, zk_ctx_of(e));
+			if (rc == ZOK)
+				e->list_inflight = true;
+			else
+				(void) zk_send_failed(e, rc, "semaphore count");
 			break;
 		case ZKS_CREATE:
 			lease_path(e, path, sizeof(path));

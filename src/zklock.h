@@ -104,7 +104,9 @@ typedef enum ZkSemStep
 {
 	ZKS_ENSURE = 1,				/* the pool, with max_leases as its data */
 	ZKS_LIST,					/* count the leases (and look for ours) */
-	ZKS_CREATE					/* create our lease */
+	ZKS_CREATE,					/* create our lease */
+	ZKS_COUNT					/* (a try's first look) any lease free?  GRANTED
+								 * when so, BUSY when not; takes nothing */
 } ZkSemStep;
 
 /* where a ZKK_LOCK entry's lock lives: <root>/<dir>/<encoded name> */
