@@ -736,28 +736,6 @@ send_delete(ZkEntry *e)
 }
 
 static void
-make_guid(ZkEntry *e)
-{
-	uint8		buf[ZKLOCK_GUID_LEN / 2];
-	int			i;
-
-	if (!pg_strong_random(buf, sizeof(buf)))
-	{
-		/* not expected; fall back on something unique enough */
-		uint64		a = GetCurrentTimestamp() ^ ((uint64) MyProcPid << 40);
-		uint64		b = ((uint64) e->gen << 32) | zk_entry_index(e);
-
-		memcpy(buf, &a, 8);
-		memcpy(buf + 8, &b, 8);
-	}
-	for (i = 0; i < (int) sizeof(buf); i++)
-		snprintf(e->guid + 2 * i, 3, "%02x", buf[i]);
-	/* the first half names the owning backend (see zk_lock_blocker) */
-	if (e->owner_tag[0] != '\0')
-		memcpy(e->guid, e->owner_tag, ZKLOCK_GUID_LEN / 2);
-}
-
-static void
 send_create(ZkEntry *e)
 {
 	char		parent[ZKLOCK_PARENT_MAX + 1];
@@ -765,7 +743,7 @@ send_create(ZkEntry *e)
 	int			rc;
 
 	parent_path(e, parent, sizeof(parent));
-	make_guid(e);
+	zk_make_guid(e, true);
 	snprintf(path, sizeof(path), "%s/%s%s", parent, e->guid,
 			 e->mode == ZKM_SHARED ? "__rlock__" : "__lock__");
 	e->state = ZKE_CREATING;

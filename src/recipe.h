@@ -110,4 +110,6 @@ extern void zk_recipes_set_handle(zhandle_t *h, uint64 session_id);
 extern void zk_recipes_reconnected(void);
 extern void zk_recipes_session_lost(const char *why);
 
+extern void zk_make_guid(ZkEntry *e, bool owner_half);
+
 #endif							/* ZKLOCK_RECIPE_H */

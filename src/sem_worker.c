@@ -58,25 +58,6 @@ lease_path(ZkEntry *e, char *buf, size_t len)
 	snprintf(buf, len, "%s/%s", pool, e->guid);
 }
 
-static void
-make_guid(ZkEntry *e)
-{
-	uint8		buf[ZKLOCK_GUID_LEN / 2];
-	int			i;
-
-	if (e->guid[0] != '\0')
-		return;
-	if (!pg_strong_random(buf, sizeof(buf)))
-	{
-		uint64		a = GetCurrentTimestamp() ^ ((uint64) MyProcPid << 40);
-		uint64		b = ((uint64) e->gen << 32) | zk_entry_index(e);
-
-		memcpy(buf, &a, 8);
-		memcpy(buf + 8, &b, 8);
-	}
-	for (i = 0; i < (int) sizeof(buf); i++)
-		snprintf(e->guid + 2 * i, 3, "%02x", buf[i]);
-}
 
 /* take back our watch on the pool (the server's too when we were the last) */
 static void
@@ -449,7 +430,8 @@ sem_step(ZkEntry *e)
 		zk_retry_later(e);
 		return;
 	}
-	make_guid(e);
+	if (e->guid[0] == '\0')
+		zk_make_guid(e, false);
 	if (e->bop == 0)
 		e->bop = ZKS_ENSURE;
 	switch (e->bop)

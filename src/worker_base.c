@@ -358,3 +358,30 @@ zk_unwatch_done(int rc, const void *ctx)
 	/* nothing to do: ZNOWATCHER means it fired meanwhile */
 }
 
+
+/*
+ * A fresh random guid for the entry's node names (32 hex digits, as a
+ * kazoo uuid4().hex).  With owner_half, the first half names the owning
+ * backend (owner_tag), so that lock contenders of one backend know each
+ * other (see zk_lock_blocker).
+ */
+void
+zk_make_guid(ZkEntry *e, bool owner_half)
+{
+	uint8		buf[ZKLOCK_GUID_LEN / 2];
+	int			i;
+
+	if (!pg_strong_random(buf, sizeof(buf)))
+	{
+		/* not expected; fall back on something unique enough */
+		uint64		a = GetCurrentTimestamp() ^ ((uint64) MyProcPid << 40);
+		uint64		b = ((uint64) e->gen << 32) | zk_entry_index(e);
+
+		memcpy(buf, &a, 8);
+		memcpy(buf + 8, &b, 8);
+	}
+	for (i = 0; i < (int) sizeof(buf); i++)
+		snprintf(e->guid + 2 * i, 3, "%02x", buf[i]);
+	if (owner_half && e->owner_tag[0] != '\0')
+		memcpy(e->guid, e->owner_tag, ZKLOCK_GUID_LEN / 2);
+}
