@@ -96,7 +96,16 @@ typedef struct QState
 	int			inflight;		/* claim attempts in flight */
 	int			ncand;			/* candidates found by the last listing */
 	int			loops;			/* relists without progress (NONODE) */
+	TimestampTz idle_since;		/* no waiters since, watches kept; or 0 */
 } QState;
+
+/*
+ * A queue whose last waiter is served keeps its watches for this long: a
+ * consumer that comes back at once (the usual loop) then finds them armed
+ * instead of paying a removal and a new watch per item.
+ */
+#define Q_UNWATCH_IDLE_MS	500
+static int	nidle_watched = 0;	/* queues with idle_since set */
 
 static HTAB *qstates = NULL;
 static MemoryContext qcxt = NULL;
@@ -1107,6 +1116,59 @@ q_unwatch(QState *q)
 	}
 }
 
+/* q has no waiter: its watches go once it has stayed so for a moment */
+static void
+q_idle(QState *q)
+{
+	q->want_twatch = false;
+	if (!q->ewatch && !q->twatch)
+	{
+		if (q->idle_since != 0)
+			nidle_watched--;
+		q->idle_since = 0;
+		return;
+	}
+	if (q->idle_since == 0)
+	{
+		q->idle_since = GetCurrentTimestamp();
+		nidle_watched++;
+	}
+}
+
+static void
+q_busy(QState *q)
+{
+	if (q->idle_since != 0)
+		nidle_watched--;
+	q->idle_since = 0;
+}
+
+/* Remove the watches of queues idle for Q_UNWATCH_IDLE_MS */
+static void
+q_unwatch_idle(void)
+{
+	HASH_SEQ_STATUS st;
+	QState	   *q;
+	TimestampTz now;
+
+	if (nidle_watched <= 0 || qstates == NULL)
+		return;
+	now = GetCurrentTimestamp();
+	hash_seq_init(&st, qstates);
+	while ((q = hash_seq_search(&st)) != NULL)
+	{
+		if (q->idle_since == 0)
+			continue;
+		if (q->waiters != NIL || q->list.pending > 0 || q->inflight > 0)
+			continue;			/* q_kick or q_round_done decides */
+		if (!TimestampDifferenceExceeds(q->idle_since, now, Q_UNWATCH_IDLE_MS) &&
+			(q->ewatch || q->twatch))
+			continue;
+		q_unwatch(q);
+		q_busy(q);
+	}
+}
+
 static ZkEntry *
 waiter_entry(Waiter *w)
 {
@@ -1219,10 +1281,10 @@ q_kick(QState *q)
 	q_prune(q);
 	if (q->waiters == NIL)
 	{
-		q_unwatch(q);
-		q->want_twatch = false;
+		q_idle(q);
 		return;
 	}
+	q_busy(q);
 	if (!zk_session_usable())
 	{
 		q_retry(q);
@@ -1585,8 +1647,7 @@ q_round_done(QState *q)
 
 	if (q->waiters == NIL)
 	{
-		q_unwatch(q);
-		q->want_twatch = false;
+		q_idle(q);
 		q->ncand = 0;
 		return;
 	}
@@ -1972,7 +2033,7 @@ qclaim_let_go(ZkEntry *e)
 	{
 		q_free_entry(e);
 		if (q->waiters == NIL && q->list.pending == 0 && q->inflight == 0)
-			q_unwatch(q);
+			q_idle(q);
 		return;
 	}
 	if (!zk_session_usable())
@@ -2088,10 +2149,16 @@ q_free_entry(ZkEntry *e)
 	}
 	if (e->released)
 	{
-		/* a COMMIT may be waiting for its items to be published */
-		if (e->kind == ZKK_QPUB && e->procno >= 0)
-			SetLatch(&GetPGProcByNumber(e->procno)->procLatch);
+		/*
+		 * A COMMIT may be waiting for its items to be published: wake it
+		 * once the entry is free, which is what it looks at (set before, the
+		 * latch may be reset by a wake-up that still sees the entry).
+		 */
+		int			procno = e->kind == ZKK_QPUB ? e->procno : -1;
+
 		zk_entry_free(e);
+		if (procno >= 0)
+			SetLatch(&GetPGProcByNumber(procno)->procLatch);
 	}
 	else
 	{
@@ -3074,9 +3141,11 @@ q_session_reset(void)
 			q->ewatch = q->twatch = q->want_twatch = false;
 			q->again = q->lost_race = false;
 			q->ncand = 0;
+			q->idle_since = 0;
 			listing_free(&q->list);
 		}
 	}
+	nidle_watched = 0;
 	if (known_parents != NULL)
 	{
 		hash_destroy(known_parents);
@@ -3117,6 +3186,7 @@ q_session_usable(void)
 			qdurable_session_lost(e, NULL);
 		}
 	}
+	q_unwatch_idle();
 	in_recovery = RecoveryInProgress();
 	if (was_in_recovery && !in_recovery)
 		resolve_needed = true;	/* started, or promoted */

@@ -147,18 +147,21 @@ class ZklockDriver:
         self._connect(True)
 
     def consumer_setup(self):
-        self._connect(False)
+        # autocommit too: the claim is consumed when the statement's
+        # transaction commits (kazoo's get + consume in one round trip)
+        self._connect(True)
 
     def put(self, data):
         # autocommit: published when the statement's transaction commits
         self.cur.execute("SELECT zk_enqueue(%s, %s::text)", (self.args.queue, data.decode()))
 
     def take(self):
-        # psycopg2 opens the transaction (BEGIN) with the first statement
+        # one statement, one transaction: the rows come back once it has
+        # committed, and its commit consumes the items (the worker deletes
+        # entry and claim right after; the claim is durable until then)
         self.cur.execute("SELECT * FROM zk_dequeue(%s, %s::interval)", (self.args.queue, "1s"))
         rows = self.cur.fetchall()
         cols = [d[0] for d in self.cur.description]
-        self.conn.commit()
         out = []
         for r in rows:
             rec = dict(zip(cols, r))
