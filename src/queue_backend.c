@@ -65,6 +65,12 @@ static uint32 wait_gen = 0;
 static uint64 marked_fxid = 0;
 static XLogRecPtr marked_lsn = InvalidXLogRecPtr;
 static TimeLineID marked_tli = 0;
+static uint64 unflushing_fxid = 0;	/* mark_xid_insert's record, until flushed */
+static XLogRecPtr unflushing_lsn = InvalidXLogRecPtr;
+static TimeLineID unflushing_tli = 0;
+
+static bool mark_xid_insert(uint64 *fxid, uint64 *lsn, uint32 *tli);
+static void mark_xid_flush(void);
 
 static char claim_prefix[20];
 static uint32 claim_counter = 0;
@@ -107,20 +113,43 @@ require_primary(const char *what)
 static void
 mark_xid(uint64 *fxid, uint64 *lsn, uint32 *tli)
 {
+	if (mark_xid_insert(fxid, lsn, tli))
+		mark_xid_flush();
+}
+
+/*
+ * The first half of mark_xid: the record is written but maybe not yet
+ * flushed (true: mark_xid_flush must follow before a node names it).  A
+ * dequeue lets the worker list the queue meanwhile.
+ */
+static bool
+mark_xid_insert(uint64 *fxid, uint64 *lsn, uint32 *tli)
+{
 	FullTransactionId f = GetCurrentFullTransactionId();
 
 	if (U64FromFullTransactionId(f) != marked_fxid)
 	{
-		XLogRecPtr	rec = LogLogicalMessage("zklock", "", 0, true);
-
-		XLogFlush(rec);
-		marked_fxid = U64FromFullTransactionId(f);
-		marked_lsn = rec;
-		marked_tli = GetWALInsertionTimeLine();
+		unflushing_lsn = LogLogicalMessage("zklock", "", 0, true);
+		unflushing_fxid = U64FromFullTransactionId(f);
+		unflushing_tli = GetWALInsertionTimeLine();
+		*fxid = unflushing_fxid;
+		*lsn = unflushing_lsn;
+		*tli = unflushing_tli;
+		return true;
 	}
 	*fxid = marked_fxid;
 	*lsn = marked_lsn;
 	*tli = marked_tli;
+	return false;
+}
+
+static void
+mark_xid_flush(void)
+{
+	XLogFlush(unflushing_lsn);
+	marked_fxid = unflushing_fxid;
+	marked_lsn = unflushing_lsn;
+	marked_tli = unflushing_tli;
 }
 
 static void
@@ -475,6 +504,7 @@ zkq_dequeue(const char *qname, int qlen, int max_items, bool try_only,
 	int			n = 0;
 	MemoryContext old;
 	HeldClaim  *hc;
+	bool		unflushed;
 
 	zk_require_shmem();
 	zkq_check_name(qname, qlen);
@@ -485,7 +515,7 @@ zkq_dequeue(const char *qname, int qlen, int max_items, bool try_only,
 				 errdetail("max_items was %d.", max_items),
 				 errhint("Ask for at least one item, at most %d at once.", ZKQ_MAX_ITEMS)));
 	require_primary("dequeue");
-	mark_xid(&fxid, &lsn, &tli);
+	unflushed = mark_xid_insert(&fxid, &lsn, &tli);
 
 	/* everything that can fail before the entry exists */
 	hc = MemoryContextAllocZero(TopMemoryContext, sizeof(HeldClaim));
@@ -513,6 +543,7 @@ zkq_dequeue(const char *qname, int qlen, int max_items, bool try_only,
 	e->wal_lsn = lsn;
 	e->wal_tli = tli;
 	e->claims = claims;
+	e->wal_unflushed = unflushed;
 	build_claim_data(e, fxid, lsn, tli);
 	submit(e, &idx, &gen);
 	wait_idx = idx;
@@ -520,6 +551,16 @@ zkq_dequeue(const char *qname, int qlen, int max_items, bool try_only,
 
 	PG_TRY();
 	{
+		if (unflushed)
+		{
+			/* the worker lists the queue meanwhile; it claims once we say */
+			mark_xid_flush();
+			zk_backend_lock(LW_EXCLUSIVE);
+			if (zk_entry(idx)->gen == gen)
+				zk_entry(idx)->wal_unflushed = false;
+			LWLockRelease(zk_ctl->lock);
+			zk_wake_worker();
+		}
 		outcome = zk_wait_outcome(idx, try_only ? -1 : timeout_ms, zklock_connect_timeout, "dequeue");
 	}
 	PG_CATCH();
@@ -684,17 +725,22 @@ queue_xact_end(bool commit)
 		zk_wake_worker();
 		if (commit && zk_ctl != NULL)
 		{
-			/* the items are safe; wait a moment for them to be visible */
+			/*
+			 * The items are safe in their transaction node; wait a moment
+			 * for the publishing multi to be sent (ZooKeeper applies it
+			 * before any request that reaches it later), or done.
+			 */
 			TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 															zklock_commit_timeout);
 
-			while (zk_entry(idx)->gen == gen && GetCurrentTimestamp() < until)
+			while (zk_entry(idx)->gen == gen && !zk_entry(idx)->pub_sent &&
+				   GetCurrentTimestamp() < until)
 			{
 				(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 								 5, PG_WAIT_EXTENSION);
 				ResetLatch(MyLatch);
 			}
-			if (zk_entry(idx)->gen == gen)
+			if (zk_entry(idx)->gen == gen && !zk_entry(idx)->pub_sent)
 				ereport(WARNING,
 						(errmsg("the queue items of this transaction are committed but not yet visible in zookeeper"),
 						 errdetail("ZooKeeper did not take them within zklock.commit_timeout (%d ms).",

@@ -77,6 +77,7 @@ typedef struct Listing
 	int			rc_entries;
 	int			rc_taken;
 	int			pending;		/* replies awaited */
+	bool		taken_fresh;	/* taken was listed with entries this time */
 	void		(*done) (struct Listing *l);
 	void	   *owner;
 } Listing;
@@ -96,6 +97,13 @@ typedef struct QState
 	int			inflight;		/* claim attempts in flight */
 	int			ncand;			/* candidates found by the last listing */
 	int			loops;			/* relists without progress (NONODE) */
+	HTAB	   *held;			/* HeldNode: this cluster's granted claims */
+	List	   *gone;			/* claims let go while a listing was out */
+	int			taken_others;	/* claims in the last taken listing not held
+								 * here (by other clusters, kazoo, ...) */
+	bool		unflushed_wait; /* a round stopped at a waiter still flushing */
+	char	  **rest;			/* ... and the candidates it had left */
+	int			nrest;
 	TimestampTz idle_since;		/* no waiters since, watches kept; or 0 */
 } QState;
 
@@ -106,6 +114,10 @@ typedef struct QState
  */
 #define Q_UNWATCH_IDLE_MS	500
 static int	nidle_watched = 0;	/* queues with idle_since set */
+static int	nunflushed_wait = 0;	/* queues with unflushed_wait set */
+
+static int	q_distribute(QState *q, char **cand, int cand_total);
+static void q_rest_free(QState *q);
 
 static HTAB *qstates = NULL;
 static MemoryContext qcxt = NULL;
@@ -888,7 +900,19 @@ qpub_drive(ZkEntry *e)
 		{
 			if (send_publish(blob, tpath, zk_entry_index(e), e->gen, NULL,
 							 e->parents_tried))
+			{
 				e->delete_inflight = true;
+				if (!e->pub_sent && e->procno >= 0)
+				{
+					/*
+					 * The COMMIT waits for this: the multi is in the socket
+					 * ahead of any later request of this cluster, and of any
+					 * other client's that reaches this server after it.
+					 */
+					e->pub_sent = true;
+					SetLatch(&GetPGProcByNumber(e->procno)->procLatch);
+				}
+			}
 			else
 				zk_retry_later(e);
 			return;
@@ -937,6 +961,10 @@ copy_children(const struct String_vector *sv, int *n)
 	*n = k;
 	return out;
 }
+
+static int	listing_send_ext(Listing *l, const char *qpath, watcher_fn watcher,
+							 void *wctx, bool watch_entries, bool watch_taken,
+							 bool list_taken);
 
 static void
 listing_free(Listing *l)
@@ -1034,13 +1062,39 @@ static int
 listing_send(Listing *l, const char *qpath, watcher_fn watcher, void *wctx,
 			 bool watch_entries, bool watch_taken)
 {
+	return listing_send_ext(l, qpath, watcher, wctx, watch_entries, watch_taken, true);
+}
+
+/*
+ * listing_send, but with list_taken false only entries is listed, and taken
+ * counts as empty (the caller knows that only its own claims were there).
+ */
+static int
+listing_send_ext(Listing *l, const char *qpath, watcher_fn watcher, void *wctx,
+				 bool watch_entries, bool watch_taken, bool list_taken)
+{
 	int			sent = 0;
 	int			k;
 
-	listing_free(l);
-	l->rc_entries = l->rc_taken = ZCONNECTIONLOSS;
+	if (list_taken)
+	{
+		listing_free(l);
+		l->rc_taken = ZCONNECTIONLOSS;
+	}
+	else
+	{
+		/*
+		 * Every claim the last taken listing showed was this cluster's: the
+		 * held ones are skipped through QState.held, the others are gone
+		 * or released, so nothing of it is kept.
+		 */
+		listing_free(l);
+		l->rc_taken = ZOK;
+	}
+	l->rc_entries = ZCONNECTIONLOSS;
 	l->pending = 0;
-	for (k = 0; k < 2; k++)
+	l->taken_fresh = list_taken;
+	for (k = 0; k < (list_taken ? 2 : 1); k++)
 	{
 		char		buf[ZK_PATH_MAX];
 		bool		watch = k ? watch_taken : watch_entries;
@@ -1271,6 +1325,7 @@ q_kick(QState *q)
 	bool		blocking;
 	bool		want_e;
 	bool		want_t;
+	bool		list_taken;
 	int			sent;
 
 	if (q->list.pending > 0 || q->inflight > 0)
@@ -1290,6 +1345,13 @@ q_kick(QState *q)
 		q_retry(q);
 		return;
 	}
+	/*
+	 * taken is listed again unless the last listing found nobody's claim
+	 * there and no attempt has lost a race since: a claim made since then
+	 * makes our attempt on that item fail, and that lost race lists taken.
+	 */
+	list_taken = q->lost_race || q->list.rc_taken != ZOK || q->taken_others > 0 ||
+		!q->parents_ok;
 	q->again = false;
 	q->lost_race = false;
 	blocking = has_blocking_waiter(q);
@@ -1297,9 +1359,11 @@ q_kick(QState *q)
 		send_ensure_queue(q->path);
 	want_e = blocking && !q->ewatch && q->ncand == 0;
 	want_t = blocking && q->want_twatch && !q->twatch;
+	if (want_t)
+		list_taken = true;
 	q->list.done = q_listed;
 	q->list.owner = q;
-	sent = listing_send(&q->list, q->path, q_watcher, q, want_e, want_t);
+	sent = listing_send_ext(&q->list, q->path, q_watcher, q, want_e, want_t, list_taken);
 	if (sent == 0)
 	{
 		q_retry(q);
@@ -1484,6 +1548,101 @@ claim_get_done(int rc, const char *value, int value_len,
 	COMPLETION_END(e);
 }
 
+/*
+ * Keep the items e claimed in its queue's set of this cluster's held
+ * claims while its owner holds them (held), or take them out once it has
+ * let go: its end is then sent ahead of any new listing.  A listing skips
+ * them without listing taken for them (q_kick).  Only a hint: a claim it
+ * misses (say, of a previous worker) makes an attempt fail, which lists
+ * taken again.
+ */
+typedef struct HeldNode
+{
+	char		node[ZKQ_NODE_MAX];
+	int			count;
+} HeldNode;
+
+static void
+q_count_held(ZkEntry *e, bool held)
+{
+	QState	   *q;
+	ZkClaimRec *c;
+	int			i;
+
+	if (e->qcounted == held)
+		return;
+	e->qcounted = held;
+	q = q_state(e->name, false);
+	if (q == NULL || !DsaPointerIsValid(e->claims))
+		return;
+	if (q->held == NULL)
+	{
+		HASHCTL		ctl;
+
+		if (!held)
+			return;
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = ZKQ_NODE_MAX;
+		ctl.entrysize = sizeof(HeldNode);
+		ctl.hcxt = q_context();
+		q->held = hash_create("zklock held claims", 16, &ctl,
+							  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	}
+	c = claims_of(e);
+	for (i = 0; i < e->max_items; i++)
+	{
+		char		key[ZKQ_NODE_MAX];
+		HeldNode   *h;
+		bool		found;
+
+		if (c[i].status != ZKQC_HELD || c[i].node[0] == '\0')
+			continue;
+		memset(key, 0, sizeof(key));
+		strlcpy(key, c[i].node, sizeof(key));
+		h = hash_search(q->held, key, held ? HASH_ENTER : HASH_FIND, &found);
+		if (h == NULL)
+			continue;
+		if (held)
+			h->count = found ? h->count + 1 : 1;
+		else
+		{
+			if (q->list.pending > 0)
+			{
+				/* the listing in flight may still show it: ours, too */
+				MemoryContext old = MemoryContextSwitchTo(q_context());
+
+				q->gone = lappend(q->gone, pstrdup(key));
+				MemoryContextSwitchTo(old);
+			}
+			if (--h->count <= 0)
+				(void) hash_search(q->held, key, HASH_REMOVE, NULL);
+		}
+	}
+}
+
+static bool
+str_in_list(List *l, const char *str)
+{
+	ListCell   *lc;
+
+	foreach(lc, l)
+		if (strcmp((const char *) lfirst(lc), str) == 0)
+			return true;
+	return false;
+}
+
+static bool
+q_is_held(QState *q, const char *node)
+{
+	char		key[ZKQ_NODE_MAX];
+
+	if (q->held == NULL || hash_get_num_entries(q->held) == 0)
+		return false;
+	memset(key, 0, sizeof(key));
+	strlcpy(key, node, sizeof(key));
+	return hash_search(q->held, key, HASH_FIND, NULL) != NULL;
+}
+
 /* Hand a waiter what it claimed */
 static void
 grant(ZkEntry *e)
@@ -1497,6 +1656,7 @@ grant(ZkEntry *e)
 			n++;
 	e->nclaims = n;
 	e->state = ZKE_HELD;
+	q_count_held(e, true);
 	zk_finish(e, ZKO_GRANTED, 0, NULL);
 }
 
@@ -1519,8 +1679,6 @@ count_slots(ZkEntry *e, int *held, int *doubt)
 static void
 q_listing_done(QState *q)
 {
-	ListCell   *lc;
-	int			next = 0;
 	int			cand_total = 0;
 	char	  **cand;
 	int			sent = 0;
@@ -1554,7 +1712,49 @@ q_listing_done(QState *q)
 	/* candidates: entries nobody has claimed, in queue order */
 	cand = palloc(sizeof(char *) * Max(q->list.nentries, 1));
 	cand_total = listing_unclaimed(&q->list, cand);
+	if (q->held != NULL && hash_get_num_entries(q->held) > 0)
+	{
+		/* claimed here since taken was last listed */
+		int			i;
+		int			k = 0;
+
+		for (i = 0; i < cand_total; i++)
+			if (!q_is_held(q, cand[i]))
+				cand[k++] = cand[i];
+		cand_total = k;
+	}
+	if (q->list.taken_fresh)
+	{
+		int			i;
+
+		q->taken_others = 0;
+		for (i = 0; i < q->list.ntaken; i++)
+			if (!q_is_held(q, q->list.taken[i]) &&
+				!str_in_list(q->gone, q->list.taken[i]))
+				q->taken_others++;
+	}
+	list_free_deep(q->gone);
+	q->gone = NIL;
 	q->ncand = cand_total;
+	sent = q_distribute(q, cand, cand_total);
+	pfree(cand);
+	if (sent == 0 && q->inflight == 0)
+		q_round_done(q);
+}
+
+/*
+ * Hand the candidates to the waiters, in arrival order, each as many as it
+ * wants; the number of claim attempts sent.  A waiter whose transaction's
+ * WAL record is still being flushed stops the round (arrival order holds):
+ * what is left is kept, and q_resume_unflushed goes on with it once the
+ * owner says the record is durable.
+ */
+static int
+q_distribute(QState *q, char **cand, int cand_total)
+{
+	ListCell   *lc;
+	int			next = 0;
+	int			sent = 0;
 
 	foreach(lc, q->waiters)
 	{
@@ -1562,8 +1762,25 @@ q_listing_done(QState *q)
 		ZkEntry    *e = waiter_entry(w);
 		int			slot;
 
+		if (next >= cand_total)
+			break;
 		if (e == NULL || e->released)
 			continue;
+		if (e->wal_unflushed)
+		{
+			MemoryContext old = MemoryContextSwitchTo(q_context());
+			int			i;
+
+			q_rest_free(q);
+			q->rest = palloc(sizeof(char *) * (cand_total - next));
+			for (i = next; i < cand_total; i++)
+				q->rest[q->nrest++] = pstrdup(cand[i]);
+			MemoryContextSwitchTo(old);
+			if (!q->unflushed_wait)
+				nunflushed_wait++;
+			q->unflushed_wait = true;
+			break;
+		}
 		while (next < cand_total && (slot = free_slot(e)) >= 0)
 		{
 			if (!send_attempt(q, e, slot, cand[next]))
@@ -1571,12 +1788,80 @@ q_listing_done(QState *q)
 			next++;
 			sent++;
 		}
-		if (next >= cand_total)
-			break;
 	}
-	pfree(cand);
-	if (sent == 0)
-		q_round_done(q);
+	return sent;
+}
+
+static void
+q_rest_free(QState *q)
+{
+	int			i;
+
+	for (i = 0; i < q->nrest; i++)
+		pfree(q->rest[i]);
+	if (q->rest)
+		pfree(q->rest);
+	q->rest = NULL;
+	q->nrest = 0;
+}
+
+/*
+ * Every turn: queues whose round stopped at a waiter still flushing go on
+ * once it is done, with the candidates of that round.
+ */
+static void
+q_resume_unflushed(void)
+{
+	HASH_SEQ_STATUS st;
+	QState	   *q;
+
+	if (nunflushed_wait <= 0 || qstates == NULL)
+		return;
+	hash_seq_init(&st, qstates);
+	while ((q = hash_seq_search(&st)) != NULL)
+	{
+		ListCell   *lc;
+		bool		still = false;
+
+		if (!q->unflushed_wait || q->list.pending > 0 || q->inflight > 0)
+			continue;
+		q_prune(q);
+		foreach(lc, q->waiters)
+		{
+			ZkEntry    *e = waiter_entry((Waiter *) lfirst(lc));
+
+			if (e != NULL && !e->released && e->wal_unflushed)
+			{
+				still = true;
+				break;
+			}
+		}
+		if (still && q->waiters != NIL)
+			continue;
+		q->unflushed_wait = false;
+		nunflushed_wait--;
+		if (!zk_session_usable() || q->waiters == NIL)
+		{
+			q_rest_free(q);
+			q_kick(q);
+			continue;
+		}
+		{
+			char	  **cand = q->rest;
+			int			n = q->nrest;
+			int			sent;
+
+			q->rest = NULL;
+			q->nrest = 0;
+			sent = q_distribute(q, cand, n);
+			while (n > 0)
+				pfree(cand[--n]);
+			if (cand)
+				pfree(cand);
+			if (sent == 0 && q->inflight == 0)
+				q_round_done(q);
+		}
+	}
 }
 
 /*
@@ -1618,7 +1903,8 @@ q_round_done(QState *q)
 			grant(e);
 			pfree(w);
 		}
-		else if (e->try_only && (q->ncand == 0 || ++w->tries >= 3))
+		else if (e->try_only && !e->wal_unflushed &&
+				 (q->ncand == 0 || ++w->tries >= 3))
 		{
 			e->state = ZKE_DONE;
 			zk_finish(e, ZKO_BUSY, 0, NULL);
@@ -1651,6 +1937,8 @@ q_round_done(QState *q)
 		q->ncand = 0;
 		return;
 	}
+	if (q->unflushed_wait)
+		return;					/* q_resume_unflushed goes on */
 	if (q->again || q->lost_race)
 	{
 		q_kick(q);
@@ -1662,8 +1950,13 @@ q_round_done(QState *q)
 		q_kick(q);
 		return;
 	}
-	/* nothing to take: wait for the watches that tell us of a change */
-	if (q->list.nentries > 0 && !q->twatch)
+	/*
+	 * Nothing to take: wait for the watches that tell us of a change.  Items
+	 * claimed by others when we listed come back only through a change of
+	 * taken (a release here kicks the queue itself); items this round has
+	 * just claimed need no watch.
+	 */
+	if (q->list.nentries > q->ncand && !q->twatch)
 	{
 		q->want_twatch = true;
 		q->ncand = 0;
@@ -1979,9 +2272,15 @@ end_done(int rc, const void *data)
 					zk_retry_later(e);
 				else
 				{
-					if (e->decision == ZKQD_COMMIT)
+					bool		consumed = (e->decision == ZKQD_COMMIT);
+					QState	   *q = q_state(e->name, false);
+
+					if (consumed)
 						zk_count(ZKCNT_RELEASES, e->nclaims);
 					q_free_entry(e);
+					/* items released here: this cluster's waiters may take them */
+					if (!consumed && q != NULL && q->waiters != NIL)
+						q_kick(q);
 				}
 			}
 		}
@@ -2004,6 +2303,7 @@ qclaim_let_go(ZkEntry *e)
 	int			held;
 	int			doubt;
 
+	q_count_held(e, false);		/* its end is sent before any new listing */
 	if (e->outstanding > 0 || e->delete_inflight)
 		return;					/* its answers drive it on */
 	if (!DsaPointerIsValid(e->claims))
@@ -2127,6 +2427,8 @@ q_free_entry(ZkEntry *e)
 
 	if (e->state == ZKE_FREE)
 		return;
+	if (e->qcounted)
+		q_count_held(e, false);
 	if (DsaPointerIsValid(e->claims) || DsaPointerIsValid(e->blob))
 	{
 		area = zk_dsa();
@@ -3142,10 +3444,17 @@ q_session_reset(void)
 			q->again = q->lost_race = false;
 			q->ncand = 0;
 			q->idle_since = 0;
+			q->unflushed_wait = false;
+			q_rest_free(q);
 			listing_free(&q->list);
+			q->list.rc_taken = ZCONNECTIONLOSS;	/* list taken first */
+			q->taken_others = 0;
+			list_free_deep(q->gone);
+			q->gone = NIL;
 		}
 	}
 	nidle_watched = 0;
+	nunflushed_wait = 0;
 	if (known_parents != NULL)
 	{
 		hash_destroy(known_parents);
@@ -3187,6 +3496,7 @@ q_session_usable(void)
 		}
 	}
 	q_unwatch_idle();
+	q_resume_unflushed();
 	in_recovery = RecoveryInProgress();
 	if (was_in_recovery && !in_recovery)
 		resolve_needed = true;	/* started, or promoted */

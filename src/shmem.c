@@ -158,6 +158,8 @@ zk_entry_alloc(void)
 	e->fxid = 0;
 	e->wal_lsn = 0;
 	e->wal_tli = 0;
+	e->wal_unflushed = false;
+	e->pub_sent = false;
 	e->bop = 0;
 	e->parties = 0;
 	e->family = ZKF_LOCKS;

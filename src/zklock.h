@@ -173,6 +173,7 @@ typedef struct ZkEntry
 	bool		watching;		/* a watch is set on "watched" */
 	bool		watch_pending;	/* the get that sets it is in flight */
 	bool		query_failed;	/* ZKK_HOLDERS: a read failed */
+	bool		qcounted;		/* QCLAIM: counted in its queue's held_local */
 	int			outstanding;	/* ZKK_HOLDERS / czxid reads in flight */
 	uint32		retry_prev;		/* retry list links */
 	uint32		retry_next;
@@ -198,6 +199,9 @@ typedef struct ZkEntry
 	uint64		fxid;			/* QPUB, QCLAIM: the (sub)transaction */
 	uint64		wal_lsn;		/* a flushed WAL record of fxid ... */
 	uint32		wal_tli;		/* ... on this timeline */
+	bool		wal_unflushed;	/* QCLAIM: that record is still being
+								 * flushed; no claim may name it yet */
+	bool		pub_sent;		/* QPUB: the publishing multi is on its way */
 	dsa_pointer blob;			/* QPUB: the items; QINFO: the answer */
 	dsa_pointer claims;			/* QCLAIM: ZkClaimRec[max_items] */
 
