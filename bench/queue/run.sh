@@ -13,6 +13,8 @@
 #   BENCH_QUEUE_BACKLOG    the producer pauses while this many items wait (default 100)
 #   BENCH_QUEUE_DRAIN      at most this many seconds to drain the queue after
 #                          the window, before the check (default 30)
+#   BENCH_QUEUE_ROUNDS     rounds of all cases, each round in another order;
+#                          the table shows each case's median round (default 3)
 #   BENCH_QUEUE_ZKPORT     use the ZooKeeper already running on 127.0.0.1:PORT
 #                          instead of starting one (it is not stopped)
 #   BENCH_QUEUE_PGHOST, BENCH_QUEUE_PGPORT
@@ -49,6 +51,7 @@ BENCH_QUEUE_CONSUMERS=${BENCH_QUEUE_CONSUMERS:-8}
 BENCH_QUEUE_WARMUP=${BENCH_QUEUE_WARMUP:-2}
 BENCH_QUEUE_BACKLOG=${BENCH_QUEUE_BACKLOG:-100}
 BENCH_QUEUE_DRAIN=${BENCH_QUEUE_DRAIN:-30}
+BENCH_QUEUE_ROUNDS=${BENCH_QUEUE_ROUNDS:-3}
 BENCH_QUEUE_ZKPORT=${BENCH_QUEUE_ZKPORT:-}
 BENCH_QUEUE_PGHOST=${BENCH_QUEUE_PGHOST:-}
 BENCH_QUEUE_PGPORT=${BENCH_QUEUE_PGPORT:-}
@@ -57,7 +60,7 @@ BENCH_SKIP_DEPS=${BENCH_SKIP_DEPS:-0}
 BENCH_WITHOUT_ZKLOCK=${BENCH_WITHOUT_ZKLOCK:-0}
 BENCH_OUT=${BENCH_OUT:-$REPO/bench/out/queue-$(date +%Y%m%d-%H%M%S)}
 
-for v in BENCH_SECONDS BENCH_QUEUE_CONSUMERS BENCH_QUEUE_BACKLOG BENCH_QUEUE_DRAIN BENCH_PGPORT; do
+for v in BENCH_SECONDS BENCH_QUEUE_CONSUMERS BENCH_QUEUE_BACKLOG BENCH_QUEUE_DRAIN BENCH_QUEUE_ROUNDS BENCH_PGPORT; do
     case ${!v} in ''|*[!0-9]*|0) die "$v must be a positive integer (got '${!v}')" ;; esac
 done
 case $BENCH_QUEUE_WARMUP in ''|*[!0-9]*) die "BENCH_QUEUE_WARMUP must be an integer (got '$BENCH_QUEUE_WARMUP')" ;; esac
@@ -216,22 +219,48 @@ run_case() {  # run_case KEY LABEL CONSUMERS CMD...
 
 PYARGS=(--zk-port "$ZKPORT" --seconds "$BENCH_SECONDS" --warmup "$BENCH_QUEUE_WARMUP"
         --backlog "$BENCH_QUEUE_BACKLOG" --drain "$BENCH_QUEUE_DRAIN")
-for c in 1 "$BENCH_QUEUE_CONSUMERS"; do
-    run_case "kazoo_$c" "kazoo LockingQueue" "$c" \
-        "$PY" "$QDIR/queue_bench.py" --driver kazoo --path "/bench-queue/$RUNID/kazoo-$c" \
-        --consumers "$c" "${PYARGS[@]}"
-    run_case "curator_$c" "Curator DistributedQueue" "$c" \
-        java -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
-        -Dorg.slf4j.simpleLogger.log.org.apache.zookeeper.ClientCnxn=error \
-        -cp "$TMPD/classes:$CURATOR_CP" CuratorQueueBench \
-        "$ZKPORT" "/bench-queue/$RUNID/curator-$c" "$c" "$BENCH_SECONDS" "$BENCH_QUEUE_WARMUP" \
-        "$BENCH_QUEUE_BACKLOG" "$BENCH_QUEUE_DRAIN"
-    if [ "$ZKLOCK_QUEUE" = 1 ]; then
-        run_case "zklock_$c" "zklock zk_enqueue/zk_dequeue" "$c" \
-            "$PY" "$QDIR/queue_bench.py" --driver zklock --queue "bench-$RUNID-$c" \
-            --pg-host "$PGHOST_Q" --pg-port "$PGPORT_Q" --consumers "$c" "${PYARGS[@]}"
-    fi
-    [ "$c" = "$BENCH_QUEUE_CONSUMERS" ] && break    # BENCH_QUEUE_CONSUMERS=1: one shape
+DRIVERS=(kazoo curator)
+[ "$ZKLOCK_QUEUE" = 1 ] && DRIVERS+=(zklock)
+label_of() {
+    case $1 in
+        kazoo) echo "kazoo LockingQueue" ;;
+        curator) echo "Curator DistributedQueue" ;;
+        zklock) echo "zklock zk_enqueue/zk_dequeue" ;;
+    esac
+}
+run_driver() {  # run_driver DRIVER CONSUMERS ROUND
+    local d=$1 c=$2 r=$3
+    local key="${d}_${c}_r$r"
+    case $d in
+        kazoo)
+            run_case "$key" "$(label_of "$d")" "$c" \
+                "$PY" "$QDIR/queue_bench.py" --driver kazoo --path "/bench-queue/$RUNID/kazoo-$c-$r" \
+                --consumers "$c" "${PYARGS[@]}" ;;
+        curator)
+            run_case "$key" "$(label_of "$d")" "$c" \
+                java -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
+                -Dorg.slf4j.simpleLogger.log.org.apache.zookeeper.ClientCnxn=error \
+                -cp "$TMPD/classes:$CURATOR_CP" CuratorQueueBench \
+                "$ZKPORT" "/bench-queue/$RUNID/curator-$c-$r" "$c" "$BENCH_SECONDS" "$BENCH_QUEUE_WARMUP" \
+                "$BENCH_QUEUE_BACKLOG" "$BENCH_QUEUE_DRAIN" ;;
+        zklock)
+            run_case "$key" "$(label_of "$d")" "$c" \
+                "$PY" "$QDIR/queue_bench.py" --driver zklock --queue "bench-$RUNID-$c-$r" \
+                --pg-host "$PGHOST_Q" --pg-port "$PGPORT_Q" --consumers "$c" "${PYARGS[@]}" ;;
+    esac
+}
+# Every round runs every case; each round starts with another contender, so
+# that none always runs first (cold) or right after the same neighbour.
+SHAPES=(1)
+[ "$BENCH_QUEUE_CONSUMERS" != 1 ] && SHAPES+=("$BENCH_QUEUE_CONSUMERS")
+for r in $(seq 1 "$BENCH_QUEUE_ROUNDS"); do
+    say "round $r of $BENCH_QUEUE_ROUNDS"
+    for c in "${SHAPES[@]}"; do
+        nd=${#DRIVERS[@]}
+        for i in $(seq 0 $((nd - 1))); do
+            run_driver "${DRIVERS[$(( (i + r - 1) % nd ))]}" "$c" "$r"
+        done
+    done
 done
 
 # ---------------------------------------------------------------------------
@@ -240,28 +269,63 @@ done
 get() {  # get KEY FIELD: a field of the driver's line of case KEY
     awk -F'|' -v k="$1" '$1 == k { print $4; exit }' "$RES" | tr ' ' '\n' | sed -n "s/^$2=//p"
 }
+rounds_of() {  # rounds_of DRIVER CONSUMERS: "items/s key" of each round that ran, by items/s
+    local r v
+    for r in $(seq 1 "$BENCH_QUEUE_ROUNDS"); do
+        v=$(get "${1}_${2}_r$r" items_per_sec)
+        [ -n "$v" ] && echo "$v ${1}_${2}_r$r"
+    done | sort -n
+}
+median_key() {  # median_key DRIVER CONSUMERS: the key of the median round
+    local all n
+    all=$(rounds_of "$1" "$2")
+    n=$(printf '%s\n' "$all" | grep -c .)
+    [ "$n" -gt 0 ] || return 0
+    printf '%s\n' "$all" | sed -n "$(( (n + 1) / 2 ))p" | cut -d' ' -f2
+}
+sum_of() {  # sum_of DRIVER CONSUMERS FIELD: over the rounds
+    local r t=0 v
+    for r in $(seq 1 "$BENCH_QUEUE_ROUNDS"); do
+        v=$(get "${1}_${2}_r$r" "$3")
+        t=$((t + ${v:-0}))
+    done
+    echo "$t"
+}
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "-"; else printf "%.2f", a / b }'; }
 
 {
     echo
-    echo "zklock queue benchmark  $(date '+%F %T')  ${BENCH_SECONDS}s per case after ${BENCH_QUEUE_WARMUP}s warm-up  $(nproc) CPUs"
+    echo "zklock queue benchmark  $(date '+%F %T')  ${BENCH_SECONDS}s per case after ${BENCH_QUEUE_WARMUP}s warm-up, $BENCH_QUEUE_ROUNDS round(s)  $(nproc) CPUs"
     echo "ZooKeeper $ZK_WHAT; payload 100 bytes; backlog at most $BENCH_QUEUE_BACKLOG items"
     echo
-    printf '%-30s %9s %10s %12s %9s  %s\n' "case (1 producer)" consumers "items/s" "ZK req/item" "items" "check through ZooKeeper"
-    printf '%-30s %9s %10s %12s %9s  %s\n' "-----------------" --------- "-------" "-----------" "-----" "-----------------------"
-    while IFS='|' read -r key label c line rc; do
-        [ -n "$key" ] || continue
-        if [ -z "$line" ]; then
-            printf '%-30s %9s %10s %12s %9s  %s\n' "$label" "$c" - - - "FAILED (exit $rc; see $BENCH_OUT/$key.err)"
-            continue
-        fi
-        v=$(get "$key" verify)
-        chk="$v: $(get "$key" produced_total) put, $(get "$key" consumed_total) consumed, lost $(get "$key" lost), duplicated $(get "$key" duplicated), left $(get "$key" remaining) items $(get "$key" claims_left) claims"
-        [ "$(get "$key" drained)" = 1 ] || chk="$chk (not drained)"
-        [ "$rc" = 0 ] || chk="$chk, exit $rc"
-        printf '%-30s %9s %10s %12s %9s  %s\n' "$label" "$c" "$(get "$key" items_per_sec)" \
-            "$(get "$key" packets_per_item)" "$(get "$key" consumed)" "$chk"
-    done <"$RES"
+    printf '%-30s %9s %10s %12s  %-22s %s\n' "case (1 producer)" consumers "items/s" "ZK req/item" "items/s of each round" "check through ZooKeeper (all rounds)"
+    printf '%-30s %9s %10s %12s  %-22s %s\n' "-----------------" --------- "-------" "-----------" "---------------------" "------------------------------------"
+    for c in "${SHAPES[@]}"; do
+        for d in "${DRIVERS[@]}"; do
+            mk=$(median_key "$d" "$c")
+            each=$(for r in $(seq 1 "$BENCH_QUEUE_ROUNDS"); do v=$(get "${d}_${c}_r$r" items_per_sec); printf '%s ' "${v:--}"; done)
+            bad=""
+            for r in $(seq 1 "$BENCH_QUEUE_ROUNDS"); do
+                k="${d}_${c}_r$r"
+                rc=$(awk -F'|' -v k="$k" '$1 == k { print $5; exit }' "$RES")
+                if [ -z "$(get "$k" verify)" ]; then
+                    bad="$bad round $r FAILED (exit ${rc:-?}; see $BENCH_OUT/$k.err);"
+                    continue
+                fi
+                [ "$(get "$k" verify)" = ok ] || bad="$bad round $r: $(get "$k" verify);"
+                [ "$(get "$k" drained)" = 1 ] || bad="$bad round $r not drained;"
+                [ "${rc:-1}" = 0 ] || bad="$bad round $r exit $rc;"
+            done
+            chk="$(sum_of "$d" "$c" produced_total) put, $(sum_of "$d" "$c" consumed_total) consumed, lost $(sum_of "$d" "$c" lost), duplicated $(sum_of "$d" "$c" duplicated), left $(sum_of "$d" "$c" remaining) items $(sum_of "$d" "$c" claims_left) claims"
+            if [ -n "$bad" ]; then chk="NOT OK:$bad $chk"; else chk="ok: $chk"; fi
+            if [ -z "$mk" ]; then
+                printf '%-30s %9s %10s %12s  %-22s %s\n' "$(label_of "$d")" "$c" - - "$each" "$chk"
+            else
+                printf '%-30s %9s %10s %12s  %-22s %s\n' "$(label_of "$d")" "$c" "$(get "$mk" items_per_sec)" \
+                    "$(get "$mk" packets_per_item)" "$each" "$chk"
+            fi
+        done
+    done
     if [ "$ZKLOCK_QUEUE" != 1 ]; then
         printf '%-30s %9s %10s %12s %9s  %s\n' "zklock zk_enqueue/zk_dequeue" - - - - "not run: $ZKLOCK_NOTE"
     fi
@@ -271,11 +335,13 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0)
     printf '  %-22s %12s %12s\n' "" "1 consumer" "$N consumers"
     for pair in zklock/kazoo zklock/curator curator/kazoo; do
         a=${pair%/*} b=${pair#*/}
-        printf '  %-22s %12s %12s\n' "$a / $b" "$(ratio "$(get "${a}_1" items_per_sec)" "$(get "${b}_1" items_per_sec)")" \
-            "$(ratio "$(get "${a}_$N" items_per_sec)" "$(get "${b}_$N" items_per_sec)")"
+        printf '  %-22s %12s %12s\n' "$a / $b" \
+            "$(ratio "$(get "$(median_key "$a" 1)" items_per_sec)" "$(get "$(median_key "$b" 1)" items_per_sec)")" \
+            "$(ratio "$(get "$(median_key "$a" "$N")" items_per_sec)" "$(get "$(median_key "$b" "$N")" items_per_sec)")"
     done
     echo
     echo "notes:"
+    echo "  items/s and ZK req/item: of the round with the median items/s; ratios compare medians."
     echo "  items/s: items consumed in the timed window (entry and claim deleted from ZooKeeper;"
     echo "    Curator: counted in consumeMessage, after which Curator deletes the node) / window length."
     echo "  ZK req/item: mntr zk_packets_received delta over the window (minus one for the closing"

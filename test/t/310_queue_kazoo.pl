@@ -261,9 +261,40 @@ is_deeply(\@all, \@mix, sprintf('every item taken exactly once (kazoo %d, SQL %d
 ok(drained('mix'), 'no entry, no claim left');
 
 #
+# The worker lists taken only when its last listing showed claims of others
+# or an attempt lost a race: a kazoo claim made after that listing, and its
+# release, must still be seen.  In queue order every time.
+#
+$P = "$Q/late";
+sql("SELECT zk_enqueue('late', 'l' || i) FROM generate_series(0, 4) i");
+is(sql("SELECT body FROM zk_try_dequeue('late')"), 'l0', 'late: SQL takes l0 (taken was empty)');
+is($kz->cmd("get $P 5"), 'item ' . hexof('l1'), 'late: then kazoo claims l1');
+is(sql("SELECT body FROM zk_try_dequeue('late')"), 'l2',
+	'late: SQL, whose last listing of taken was empty, loses the race on l1 and takes l2');
+sql("SELECT zk_enqueue('late', 'l5', 1)");
+is($kz->cmd("release $P"), 'true', 'late: kazoo releases l1');
+is(sql("SELECT string_agg(body, ',') FROM zk_try_dequeue('late', 10)"), 'l5,l1,l3,l4',
+	'late: the released l1 comes back in its place, after the new priority-1 item');
+ok(drained('late'), 'late: no entry, no claim left');
+
+# A rollback here hands its item to a waiter here at once (no taken watch)
+sql("SELECT zk_enqueue('late', 'r1')");
+$s1->query_safe('BEGIN');
+is($s1->query_safe("SELECT body FROM zk_dequeue('late', '2s')"), 'r1', 'late: one session claims r1');
+$s2->send("SELECT body FROM zk_dequeue('late', '20s')");
+sleep(0.3);
+ok($s2->running, 'late: another session waits');
+my $t1 = time();
+$s1->query_safe('ROLLBACK');
+my $got = $s2->wait(30);
+is($got->{out}, 'r1', 'late: the waiting session gets r1 after the rollback');
+ok(time() - $t1 < 5, 'late: at once, not after its timeout (' . sprintf('%.2f s', time() - $t1) . ')');
+ok(drained('late'), 'late: consumed');
+
+#
 # At the end: nothing left anywhere under the queues
 #
-foreach my $q (qw(k2s s2k shared fresh gone mix))
+foreach my $q (qw(k2s s2k shared fresh gone mix late))
 {
 	is(zk_count($zk, "$Q/$q/entries") . '/' . zk_count($zk, "$Q/$q/taken"), '0/0', "$q: no entry, no claim");
 }
