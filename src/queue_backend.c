@@ -725,22 +725,17 @@ queue_xact_end(bool commit)
 		zk_wake_worker();
 		if (commit && zk_ctl != NULL)
 		{
-			/*
-			 * The items are safe in their transaction node; wait a moment
-			 * for the publishing multi to be sent (ZooKeeper applies it
-			 * before any request that reaches it later), or done.
-			 */
+			/* the items are safe; wait a moment for them to be visible */
 			TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 															zklock_commit_timeout);
 
-			while (zk_entry(idx)->gen == gen && !zk_entry(idx)->pub_sent &&
-				   GetCurrentTimestamp() < until)
+			while (zk_entry(idx)->gen == gen && GetCurrentTimestamp() < until)
 			{
 				(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 								 5, PG_WAIT_EXTENSION);
 				ResetLatch(MyLatch);
 			}
-			if (zk_entry(idx)->gen == gen && !zk_entry(idx)->pub_sent)
+			if (zk_entry(idx)->gen == gen)
 				ereport(WARNING,
 						(errmsg("the queue items of this transaction are committed but not yet visible in zookeeper"),
 						 errdetail("ZooKeeper did not take them within zklock.commit_timeout (%d ms).",

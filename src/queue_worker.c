@@ -900,19 +900,7 @@ qpub_drive(ZkEntry *e)
 		{
 			if (send_publish(blob, tpath, zk_entry_index(e), e->gen, NULL,
 							 e->parents_tried))
-			{
 				e->delete_inflight = true;
-				if (!e->pub_sent && e->procno >= 0)
-				{
-					/*
-					 * The COMMIT waits for this: the multi is in the socket
-					 * ahead of any later request of this cluster, and of any
-					 * other client's that reaches this server after it.
-					 */
-					e->pub_sent = true;
-					SetLatch(&GetPGProcByNumber(e->procno)->procLatch);
-				}
-			}
 			else
 				zk_retry_later(e);
 			return;

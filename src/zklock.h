@@ -201,7 +201,6 @@ typedef struct ZkEntry
 	uint32		wal_tli;		/* ... on this timeline */
 	bool		wal_unflushed;	/* QCLAIM: that record is still being
 								 * flushed; no claim may name it yet */
-	bool		pub_sent;		/* QPUB: the publishing multi is on its way */
 	dsa_pointer blob;			/* QPUB: the items; QINFO: the answer */
 	dsa_pointer claims;			/* QCLAIM: ZkClaimRec[max_items] */
 
