@@ -950,10 +950,6 @@ copy_children(const struct String_vector *sv, int *n)
 	return out;
 }
 
-static int	listing_send_ext(Listing *l, const char *qpath, watcher_fn watcher,
-							 void *wctx, bool watch_entries, bool watch_taken,
-							 bool list_taken);
-
 static void
 listing_free(Listing *l)
 {
@@ -1048,37 +1044,18 @@ listing_taken_done(int rc, const struct String_vector *sv, const void *data)
  */
 static int
 listing_send(Listing *l, const char *qpath, watcher_fn watcher, void *wctx,
-			 bool watch_entries, bool watch_taken)
-{
-	return listing_send_ext(l, qpath, watcher, wctx, watch_entries, watch_taken, true);
-}
-
-/*
- * listing_send, but with list_taken false only entries is listed, and taken
- * counts as empty (the caller knows that only its own claims were there).
- */
-static int
-listing_send_ext(Listing *l, const char *qpath, watcher_fn watcher, void *wctx,
-				 bool watch_entries, bool watch_taken, bool list_taken)
+			 bool watch_entries, bool watch_taken, bool list_taken)
 {
 	int			sent = 0;
 	int			k;
 
-	if (list_taken)
-	{
-		listing_free(l);
-		l->rc_taken = ZCONNECTIONLOSS;
-	}
-	else
-	{
-		/*
-		 * Every claim the last taken listing showed was this cluster's: the
-		 * held ones are skipped through QState.held, the others are gone
-		 * or released, so nothing of it is kept.
-		 */
-		listing_free(l);
-		l->rc_taken = ZOK;
-	}
+	/*
+	 * Without list_taken, taken counts as empty: the caller knows that every
+	 * claim the last listing of taken showed was this cluster's, and those
+	 * still held are skipped through QState.held.
+	 */
+	listing_free(l);
+	l->rc_taken = list_taken ? ZCONNECTIONLOSS : ZOK;
 	l->rc_entries = ZCONNECTIONLOSS;
 	l->pending = 0;
 	l->taken_fresh = list_taken;
@@ -1351,7 +1328,7 @@ q_kick(QState *q)
 		list_taken = true;
 	q->list.done = q_listed;
 	q->list.owner = q;
-	sent = listing_send_ext(&q->list, q->path, q_watcher, q, want_e, want_t, list_taken);
+	sent = listing_send(&q->list, q->path, q_watcher, q, want_e, want_t, list_taken);
 	if (sent == 0)
 	{
 		q_retry(q);
@@ -1583,7 +1560,8 @@ q_count_held(ZkEntry *e, bool held)
 		HeldNode   *h;
 		bool		found;
 
-		if (c[i].status != ZKQC_HELD || c[i].node[0] == '\0')
+		/* in: what the grant hands over; out: whatever names an item */
+		if (c[i].node[0] == '\0' || (held && c[i].status != ZKQC_HELD))
 			continue;
 		memset(key, 0, sizeof(key));
 		strlcpy(key, c[i].node, sizeof(key));
@@ -1824,7 +1802,7 @@ q_resume_unflushed(void)
 				break;
 			}
 		}
-		if (still && q->waiters != NIL)
+		if (still)
 			continue;
 		q->unflushed_wait = false;
 		nunflushed_wait--;
@@ -2415,8 +2393,7 @@ q_free_entry(ZkEntry *e)
 
 	if (e->state == ZKE_FREE)
 		return;
-	if (e->qcounted)
-		q_count_held(e, false);
+	q_count_held(e, false);
 	if (DsaPointerIsValid(e->claims) || DsaPointerIsValid(e->blob))
 	{
 		area = zk_dsa();
@@ -2705,7 +2682,7 @@ info_send_listing(Info *in, const char *qpath)
 {
 	in->list.done = info_listed;
 	in->list.owner = in;
-	if (listing_send(&in->list, qpath, NULL, NULL, false, false) != 0)
+	if (listing_send(&in->list, qpath, NULL, NULL, false, false, true) != 0)
 		in->outstanding++;
 	else
 		info_fail(in, ZCONNECTIONLOSS);
@@ -2782,7 +2759,7 @@ info_queues_listed(int rc, const struct String_vector *sv, const void *data)
 				qc->list.done = queue_count_finish;
 				qc->list.owner = qc;
 				snprintf(qpath, sizeof(qpath), "%s/queues/%s", zklock_root, qc->enc);
-				if (listing_send(&qc->list, qpath, NULL, NULL, false, false) == 0)
+				if (listing_send(&qc->list, qpath, NULL, NULL, false, false, true) == 0)
 				{
 					pfree(qc);
 					info_fail(in, ZCONNECTIONLOSS);

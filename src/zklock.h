@@ -173,7 +173,8 @@ typedef struct ZkEntry
 	bool		watching;		/* a watch is set on "watched" */
 	bool		watch_pending;	/* the get that sets it is in flight */
 	bool		query_failed;	/* ZKK_HOLDERS: a read failed */
-	bool		qcounted;		/* QCLAIM: counted in its queue's held_local */
+	bool		qcounted;		/* QCLAIM: its claims are in its queue's
+								 * set of held claims (queue_worker.c) */
 	int			outstanding;	/* ZKK_HOLDERS / czxid reads in flight */
 	uint32		retry_prev;		/* retry list links */
 	uint32		retry_next;
