@@ -24,7 +24,10 @@
 #
 # Environment: ZK_HEAP (default 256m), ZK_START_TIMEOUT (seconds, default 30),
 # ZK_CMD_TIMEOUT (seconds to wait for a four-letter word answer, default 5),
-# ZK_JAVA (default: java on PATH), ZK_CLASSPATH (default: Debian's jars).
+# ZK_JAVA (default: java on PATH), ZK_CLASSPATH (default: Debian's jars),
+# ZK_JIT (quick: the JVM's first-tier compiler only, fast to start, for tests
+# (default); full: the JVM's default tiered JIT, as a production server runs;
+# the benchmarks use it).
 # Works as root and as an unprivileged user (DIR must be writable by the caller).
 
 set -u
@@ -32,6 +35,7 @@ set -u
 ZK_HEAP=${ZK_HEAP:-256m}
 ZK_START_TIMEOUT=${ZK_START_TIMEOUT:-30}
 ZK_JAVA=${ZK_JAVA:-java}
+ZK_JIT=${ZK_JIT:-quick}
 J=/usr/share/java
 ZK_CLASSPATH=${ZK_CLASSPATH:-$J/zookeeper.jar:$J/zookeeper-jute.jar:$J/slf4j-api.jar:$J/slf4j-simple.jar:$J/netty-all.jar:$J/metrics-core.jar:$J/commons-cli.jar:$J/snappy-java.jar}
 
@@ -40,7 +44,7 @@ me=$(basename "$0")
 die() { echo "$me: $*" >&2; exit 1; }
 
 usage() {
-    sed -n '4,28s/^# \{0,1\}//p' "$0" >&2
+    sed -n '4,/^# Works as root/s/^# \{0,1\}//p' "$0" >&2
     exit 2
 }
 
@@ -124,6 +128,12 @@ launch() {
     case $ZK_CLASSPATH in
         $J/zookeeper.jar:*) [ -r "$J/zookeeper.jar" ] || die "$J/zookeeper.jar not found (run tools/deps.sh)" ;;
     esac
+    local jit
+    case $ZK_JIT in
+        quick) jit=-XX:TieredStopAtLevel=1 ;;
+        full) jit=-XX:+TieredCompilation ;;
+        *) die "ZK_JIT must be quick or full, not '$ZK_JIT'" ;;
+    esac
     rm -f "$dir/zk.pid"
     {
         echo "===== $(date '+%F %T') starting ZooKeeper ($dir/zoo.cfg)"
@@ -133,7 +143,7 @@ launch() {
     # (backticks, IPC::Run) do not wait for the JVM.  The pid file is written by
     # the process that then becomes the JVM.
     setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$dir/zk.pid" \
-        "$ZK_JAVA" -Xmx"$ZK_HEAP" -Xms32m -Xss512k -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+        "$ZK_JAVA" -Xmx"$ZK_HEAP" -Xms32m -Xss512k -XX:+UseSerialGC "$jit" \
         -XX:-UsePerfData -Djava.net.preferIPv4Stack=true \
         -Dznode.container.checkIntervalMs=1000 \
         -Dznode.container.maxPerMinute=100000 \
