@@ -101,9 +101,14 @@ typedef struct QState
 	List	   *gone;			/* claims let go while a listing was out */
 	int			taken_others;	/* claims in the last taken listing not held
 								 * here (by other clusters, kazoo, ...) */
+	int			claimed_others; /* entries of the last listing claimed so */
 	bool		unflushed_wait; /* a round stopped at a waiter still flushing */
-	char	  **rest;			/* ... and the candidates it had left */
+	char	  **rest;			/* the candidates the last round left, in
+								 * queue order */
 	int			nrest;
+	bool		settled;		/* ... and they are all there is: the entries
+								 * watch has not fired since that listing,
+								 * nothing was released or lost here */
 	TimestampTz idle_since;		/* no waiters since, watches kept; or 0 */
 } QState;
 
@@ -150,6 +155,8 @@ static bool entries_adopted = false;
 
 static void qclaim_drive(ZkEntry *e);
 static void q_kick(QState *q);
+static void q_round_done(QState *q);
+static void q_unsettle_all(void);
 static void q_free_entry(ZkEntry *e);
 
 static MemoryContext
@@ -1098,6 +1105,7 @@ q_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 		else
 			q->ewatch = false;
 		q->again = true;
+		q->settled = false;
 		q_kick(q);
 	}
 	COMPLETION_END(none);
@@ -1114,6 +1122,7 @@ q_unwatch(QState *q)
 {
 	char		buf[ZK_PATH_MAX];
 
+	q->settled = false;
 	if (zk_zh == NULL)
 	{
 		q->ewatch = q->twatch = false;
@@ -1310,6 +1319,31 @@ q_kick(QState *q)
 		q_retry(q);
 		return;
 	}
+	if (q->settled && q->ewatch && !q->again && !q->lost_race &&
+		q->parents_ok && !q->unflushed_wait)
+	{
+		/* nothing changed since the last listing: what it left will do */
+		char	  **cand = q->rest;
+		int			n = q->nrest;
+
+		q->rest = NULL;
+		q->nrest = 0;
+		q->ncand = n;
+		sent = q_distribute(q, cand, n);
+		while (n > 0)
+			pfree(cand[--n]);
+		if (cand)
+			pfree(cand);
+		if (sent == 0 && q->ncand > 0 && !q->unflushed_wait)
+		{
+			/* could not send: list again */
+			q->settled = false;
+			q->again = true;
+		}
+		if (sent == 0 && q->inflight == 0)
+			q_round_done(q);
+		return;
+	}
 	/*
 	 * taken is listed again unless the last listing found nobody's claim
 	 * there and no attempt has lost a race since: a claim made since then
@@ -1446,10 +1480,12 @@ claim_multi_done(int rc, const void *data)
 		{
 			/* taken by someone else, or gone: not ours */
 			a->q->lost_race = true;
+			a->q->settled = false;
 			if (e != NULL)
 				slot_clear(e, a->slot);
 		}
-		/* else: in doubt, the slot says so */
+		else
+			a->q->settled = false;	/* in doubt: the slot says so */
 		if (a->multi_doubt)
 		{
 			/* no get was sent */
@@ -1540,6 +1576,8 @@ q_count_held(ZkEntry *e, bool held)
 	q = q_state(e->name, false);
 	if (q == NULL || !DsaPointerIsValid(e->claims))
 		return;
+	if (!held && e->decision != ZKQD_COMMIT)
+		q->settled = false;		/* its items may come back */
 	if (q->held == NULL)
 	{
 		HASHCTL		ctl;
@@ -1649,6 +1687,7 @@ q_listing_done(QState *q)
 	char	  **cand;
 	int			sent = 0;
 
+	q->settled = false;
 	if (q->list.rc_entries == ZNONODE || q->list.rc_taken == ZNONODE)
 	{
 		/* the queue's nodes are missing: create them and list again */
@@ -1678,21 +1717,31 @@ q_listing_done(QState *q)
 	/* candidates: entries nobody has claimed, in queue order */
 	cand = palloc(sizeof(char *) * Max(q->list.nentries, 1));
 	cand_total = listing_unclaimed(&q->list, cand);
-	if (q->held != NULL && hash_get_num_entries(q->held) > 0)
+	if ((q->held != NULL && hash_get_num_entries(q->held) > 0) || q->gone != NIL)
 	{
-		/* claimed here since taken was last listed */
+		/*
+		 * claimed here since taken was last listed, or let go while this
+		 * listing was out (consumed: the listing may predate the delete;
+		 * released: the release kicks the queue again)
+		 */
 		int			i;
 		int			k = 0;
 
 		for (i = 0; i < cand_total; i++)
-			if (!q_is_held(q, cand[i]))
+			if (!q_is_held(q, cand[i]) && !str_in_list(q->gone, cand[i]))
 				cand[k++] = cand[i];
 		cand_total = k;
 	}
+	q->claimed_others = 0;
 	if (q->list.taken_fresh)
 	{
 		int			i;
 
+		for (i = 0; i < q->list.nentries; i++)
+			if (listing_taken(&q->list, q->list.entries[i]) &&
+				!q_is_held(q, q->list.entries[i]) &&
+				!str_in_list(q->gone, q->list.entries[i]))
+				q->claimed_others++;
 		q->taken_others = 0;
 		for (i = 0; i < q->list.ntaken; i++)
 			if (!q_is_held(q, q->list.taken[i]) &&
@@ -1702,6 +1751,14 @@ q_listing_done(QState *q)
 	list_free_deep(q->gone);
 	q->gone = NIL;
 	q->ncand = cand_total;
+	/*
+	 * Settled: the entries watch was armed by this listing or an earlier one
+	 * and has not fired, and every claim of others it shows is watched; what
+	 * this round leaves is then all a later waiter can take, until a watch
+	 * fires or a claim here is let go or lost.
+	 */
+	q->settled = q->ewatch && !q->again && !q->lost_race &&
+		(q->claimed_others == 0 || q->twatch);
 	sent = q_distribute(q, cand, cand_total);
 	pfree(cand);
 	if (sent == 0 && q->inflight == 0)
@@ -1734,14 +1791,6 @@ q_distribute(QState *q, char **cand, int cand_total)
 			continue;
 		if (e->wal_unflushed)
 		{
-			MemoryContext old = MemoryContextSwitchTo(q_context());
-			int			i;
-
-			q_rest_free(q);
-			q->rest = palloc(sizeof(char *) * (cand_total - next));
-			for (i = next; i < cand_total; i++)
-				q->rest[q->nrest++] = pstrdup(cand[i]);
-			MemoryContextSwitchTo(old);
 			if (!q->unflushed_wait)
 				nunflushed_wait++;
 			q->unflushed_wait = true;
@@ -1754,6 +1803,19 @@ q_distribute(QState *q, char **cand, int cand_total)
 			next++;
 			sent++;
 		}
+	}
+	/* what is left: for the next waiters, or after the one still flushing */
+	{
+		MemoryContext old = MemoryContextSwitchTo(q_context());
+		char	  **left = palloc(sizeof(char *) * Max(cand_total - next, 1));
+		int			n = 0;
+
+		while (next < cand_total)
+			left[n++] = pstrdup(cand[next++]);
+		MemoryContextSwitchTo(old);
+		q_rest_free(q);			/* cand is never q->rest itself */
+		q->rest = left;
+		q->nrest = n;
 	}
 	return sent;
 }
@@ -1905,7 +1967,7 @@ q_round_done(QState *q)
 	}
 	if (q->unflushed_wait)
 		return;					/* q_resume_unflushed goes on */
-	if (q->again || q->lost_race)
+	if (q->again || q->lost_race || (q->settled && q->nrest > 0))
 	{
 		q_kick(q);
 		return;
@@ -1919,10 +1981,11 @@ q_round_done(QState *q)
 	/*
 	 * Nothing to take: wait for the watches that tell us of a change.  Items
 	 * claimed by others when we listed come back only through a change of
-	 * taken (a release here kicks the queue itself); items this round has
-	 * just claimed need no watch.
+	 * taken; items claimed here need no watch (a release here kicks the
+	 * queue itself, a consume deletes the entry).  Watching taken for our
+	 * own claims would list the queue again at each of them.
 	 */
-	if (q->list.nentries > q->ncand && !q->twatch)
+	if (q->claimed_others > 0 && !q->twatch)
 	{
 		q->want_twatch = true;
 		q->ncand = 0;
@@ -2245,6 +2308,8 @@ end_done(int rc, const void *data)
 						zk_count(ZKCNT_RELEASES, e->nclaims);
 					q_free_entry(e);
 					/* items released here: this cluster's waiters may take them */
+					if (!consumed && q != NULL)
+						q->settled = false;
 					if (!consumed && q != NULL && q->waiters != NIL)
 						q_kick(q);
 				}
@@ -2270,6 +2335,27 @@ qclaim_let_go(ZkEntry *e)
 	int			doubt;
 
 	q_count_held(e, false);		/* its end is sent before any new listing */
+	if (e->decision != ZKQD_COMMIT)
+	{
+		/*
+		 * Its items come back once the release lands: this cluster's waiters
+		 * list again on the next turn, after the release is sent.
+		 */
+		ListCell   *lc;
+
+		q->settled = false;
+		q->again = true;
+		foreach(lc, q->waiters)
+		{
+			ZkEntry    *we = waiter_entry((Waiter *) lfirst(lc));
+
+			if (we != NULL && we != e && !we->released)
+			{
+				zk_retry_later(we);
+				break;
+			}
+		}
+	}
 	if (e->outstanding > 0 || e->delete_inflight)
 		return;					/* its answers drive it on */
 	if (!DsaPointerIsValid(e->claims))
@@ -2383,6 +2469,9 @@ qclaim_drive(ZkEntry *e)
 	}
 	if (e->state == ZKE_PENDING)
 		e->state = ZKE_CREATING;
+	/* a round under way serves it when it ends (q_round_done) */
+	if (q->list.pending > 0 || q->inflight > 0)
+		return;
 	q_kick(q);
 }
 
@@ -2803,6 +2892,7 @@ typedef struct ScanCall
 static void
 scan_finish(Scan *s)
 {
+	q_unsettle_all();			/* claims of this cluster may be released */
 	if (s->release_all)
 	{
 		Info	   *in = s->info;
@@ -3407,6 +3497,7 @@ q_session_reset(void)
 			q->list.pending = q->inflight = 0;
 			q->ewatch = q->twatch = q->want_twatch = false;
 			q->again = q->lost_race = false;
+			q->settled = false;
 			q->ncand = 0;
 			q->idle_since = 0;
 			q->unflushed_wait = false;
@@ -3430,6 +3521,20 @@ q_session_reset(void)
 	resolve_needed = true;
 }
 
+/* Every queue lists again before it trusts what it knew */
+static void
+q_unsettle_all(void)
+{
+	HASH_SEQ_STATUS st;
+	QState	   *q;
+
+	if (qstates == NULL)
+		return;
+	hash_seq_init(&st, qstates);
+	while ((q = hash_seq_search(&st)) != NULL)
+		q->settled = false;
+}
+
 /*
  * Called every turn while the session is usable: adopt the entries of a
  * previous worker (they survive it in shared memory), and settle what a
@@ -3439,7 +3544,15 @@ static void
 q_session_usable(void)
 {
 	bool		in_recovery;
+	static uint64 reconnects = 0;
+	uint64		now_reconnects = pg_atomic_read_u64(&zk_ctl->counters[ZKCNT_RECONNECTS]);
 
+	if (now_reconnects != reconnects)
+	{
+		/* events missed while disconnected come back, but be sure */
+		reconnects = now_reconnects;
+		q_unsettle_all();
+	}
 	if (!entries_adopted)
 	{
 		int			i;

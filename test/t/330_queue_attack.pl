@@ -192,6 +192,43 @@ my $WC0 = zk_watch_count($zk);
 }
 
 #
+# B2. the release multi's reply lost while another consumer already waits:
+# the waiter must not sleep until its timeout (no change of entries follows,
+# and the release is this cluster's own)
+#
+{
+	sql("SELECT zk_enqueue('qa_b2', 'b2-one')");
+	my $a = new_session($node, name => 'b2_first');
+	my $b = new_session($node, name => 'b2_second');
+	$a->query_safe('BEGIN');
+	is($a->query_safe("SELECT body FROM zk_dequeue('qa_b2', '10s')"), 'b2-one', 'B2: the first consumer claims the item');
+	$b->query_safe('BEGIN');
+	$b->send("SELECT msg_id || ' ' || body FROM zk_dequeue('qa_b2', '40s')");
+	ok(wait_until(sub { sql("SELECT local_waiting FROM zk_queues WHERE queue = 'qa_b2'") eq '1' }, 10, 0.1),
+		'B2: the second consumer waits');
+	my $cut = proxy_rule($p, 'cut-after-request multi');
+	$a->query_safe('ROLLBACK');
+	ok(proxy_wait_fired($p, $cut, 5), 'B2: the reply of the release multi was lost');
+	my $r = $b->wait(30);
+	like($r->{out} // '', qr/^\d+ b2-one$/, 'B2: the waiting consumer gets the released item')
+	  or diag explain $r;
+	cmp_ok($r->{elapsed} // 99, '<', 25, 'B2: long before its 40 s timeout');
+	if (($r->{out} // '') =~ /^(\d+)/)
+	{
+		$b->query_safe("INSERT INTO consumed VALUES ('qa_b2', $1, 'b2-one', 2)");
+		$b->query_safe('COMMIT');
+	}
+	else
+	{
+		$b->query('ROLLBACK');
+	}
+	is(wait_queue('qa_b2', 0, 0), '0/0', 'B2: consumed, nothing left');
+	$a->quit;
+	$b->quit;
+	settle_proxy();
+}
+
+#
 # C. the consume multi's reply lost after COMMIT
 #
 {
