@@ -127,6 +127,8 @@ bench_start_pg() {
         echo "shared_buffers = 128MB"
         echo "log_min_messages = warning"
         echo "log_line_prefix = '%m [%p] '"
+        # extra settings asked for (BENCH_PG_CONF, see bench/queue/run.sh)
+        [ -n "${BENCH_PG_CONF:-}" ] && printf '%s\n' "$BENCH_PG_CONF"
         if [ "$with_zklock" = 1 ]; then
             echo "shared_preload_libraries = 'zklock'"
             echo "zklock.hosts = '127.0.0.1:$ZKPORT'"

@@ -1577,7 +1577,11 @@ q_count_held(ZkEntry *e, bool held)
 	if (q == NULL || !DsaPointerIsValid(e->claims))
 		return;
 	if (!held && e->decision != ZKQD_COMMIT)
-		q->settled = false;		/* its items may come back */
+	{
+		/* its items may come back: the next round lists again */
+		q->settled = false;
+		q->again = true;
+	}
 	if (q->held == NULL)
 	{
 		HASHCTL		ctl;
@@ -1992,13 +1996,14 @@ q_round_done(QState *q)
 		q_kick(q);
 		return;
 	}
-	if (!q->ewatch)
+	if (!q->ewatch || !q->settled)
 	{
+		/* no watch, or the last listing may not show everything: list */
 		q->ncand = 0;
 		q_kick(q);
 		return;
 	}
-	/* watches set: the watcher kicks us */
+	/* watches set, nothing missed: the watcher kicks us */
 }
 
 /* ---- sorting out claims in doubt ---- */

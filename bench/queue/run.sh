@@ -24,6 +24,9 @@
 #                          creating a cluster (it is not stopped)
 #   BENCH_PGPORT           port number of the throwaway cluster (default 5497;
 #                          unix socket in the temp dir only, no TCP)
+#   BENCH_PG_CONF          settings added to the throwaway cluster's
+#                          postgresql.conf, e.g. 'fsync = off' to see what the
+#                          WAL flushes cost (default none)
 #   BENCH_SKIP_DEPS=1      do not check or install Debian packages
 #   BENCH_WITHOUT_ZKLOCK=1 only the kazoo and Curator cases
 #   BENCH_OUT              results and logs (default bench/out/queue-<timestamp>)
@@ -297,6 +300,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0)
     echo
     echo "zklock queue benchmark  $(date '+%F %T')  ${BENCH_SECONDS}s per case after ${BENCH_QUEUE_WARMUP}s warm-up, $BENCH_QUEUE_ROUNDS round(s)  $(nproc) CPUs"
     echo "ZooKeeper $ZK_WHAT; payload 100 bytes; backlog at most $BENCH_QUEUE_BACKLOG items"
+    [ -n "${BENCH_PG_CONF:-}" ] && [ -z "$BENCH_QUEUE_PGHOST" ] && echo "PostgreSQL settings added (BENCH_PG_CONF): $BENCH_PG_CONF"
     echo
     printf '%-30s %9s %10s %12s  %-22s %s\n' "case (1 producer)" consumers "items/s" "ZK req/item" "items/s of each round" "check through ZooKeeper (all rounds)"
     printf '%-30s %9s %10s %12s  %-22s %s\n' "-----------------" --------- "-------" "-----------" "---------------------" "------------------------------------"
