@@ -38,6 +38,7 @@
  */
 #include "recipe.h"
 
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -785,6 +786,26 @@ zklock_worker_main(Datum arg)
 			zk_worker_enter();
 			sync_conn_state();
 			zk_worker_leave();
+		}
+		else if (nev > 0 && zh != NULL && fd >= 0 && (interest & ZOOKEEPER_READ))
+		{
+			/*
+			 * Woken by a request: what ZooKeeper has already sent (a watch
+			 * that fired, say) is read first, so that the request is served
+			 * on what the worker could know.
+			 */
+			struct pollfd pfd;
+
+			pfd.fd = fd;
+			pfd.events = POLLIN;
+			pfd.revents = 0;
+			if (poll(&pfd, 1, 0) > 0 && pfd.revents != 0)
+			{
+				zookeeper_process(zh, ZOOKEEPER_READ);
+				zk_worker_enter();
+				sync_conn_state();
+				zk_worker_leave();
+			}
 		}
 	}
 }
