@@ -3526,18 +3526,31 @@ q_session_reset(void)
 	resolve_needed = true;
 }
 
-/* Every queue lists again before it trusts what it knew */
+/*
+ * Every queue lists again before it trusts what it knew; those with waiters
+ * and no round under way, at once.
+ */
 static void
 q_unsettle_all(void)
 {
 	HASH_SEQ_STATUS st;
 	QState	   *q;
+	List	   *kick = NIL;
+	ListCell   *lc;
 
 	if (qstates == NULL)
 		return;
 	hash_seq_init(&st, qstates);
 	while ((q = hash_seq_search(&st)) != NULL)
+	{
 		q->settled = false;
+		q->again = true;
+		if (q->waiters != NIL && q->list.pending == 0 && q->inflight == 0)
+			kick = lappend(kick, q);
+	}
+	foreach(lc, kick)
+		q_kick((QState *) lfirst(lc));
+	list_free(kick);
 }
 
 /*
