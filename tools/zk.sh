@@ -27,7 +27,9 @@
 # ZK_JAVA (default: java on PATH), ZK_CLASSPATH (default: Debian's jars),
 # ZK_JIT (quick: the JVM's first-tier compiler only, fast to start, for tests
 # (default); full: the JVM's default tiered JIT, as a production server runs;
-# the benchmarks use it).
+# the benchmarks use it), ZK_FORCESYNC (no: the transaction log is not fsynced,
+# fast for tests (default); yes: fsync before every reply, ZooKeeper's own
+# default and what a production server runs).  Both apply to a new DIR only.
 # Works as root and as an unprivileged user (DIR must be writable by the caller).
 
 set -u
@@ -36,6 +38,8 @@ ZK_HEAP=${ZK_HEAP:-256m}
 ZK_START_TIMEOUT=${ZK_START_TIMEOUT:-30}
 ZK_JAVA=${ZK_JAVA:-java}
 ZK_JIT=${ZK_JIT:-quick}
+ZK_FORCESYNC=${ZK_FORCESYNC:-no}
+case $ZK_FORCESYNC in yes|no) ;; *) echo "$(basename "$0"): ZK_FORCESYNC must be yes or no, not '$ZK_FORCESYNC'" >&2; exit 1 ;; esac
 J=/usr/share/java
 ZK_CLASSPATH=${ZK_CLASSPATH:-$J/zookeeper.jar:$J/zookeeper-jute.jar:$J/slf4j-api.jar:$J/slf4j-simple.jar:$J/netty-all.jar:$J/metrics-core.jar:$J/commons-cli.jar:$J/snappy-java.jar}
 
@@ -114,7 +118,7 @@ write_cfg() {  # write_cfg DIR PORT [extra lines...]
         echo "maxClientCnxns=0"
         echo "4lw.commands.whitelist=*"
         echo "admin.enableServer=false"
-        echo "forceSync=no"
+        echo "forceSync=$ZK_FORCESYNC"
         echo "preAllocSize=4096"
         echo "autopurge.purgeInterval=0"
         for l in "$@"; do echo "$l"; done

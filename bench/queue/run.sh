@@ -27,6 +27,10 @@
 #   BENCH_PG_CONF          settings added to the throwaway cluster's
 #                          postgresql.conf, e.g. 'fsync = off' to see what the
 #                          WAL flushes cost (default none)
+#   BENCH_ZK_FORCESYNC     yes: the throwaway ZooKeeper fsyncs its transaction
+#                          log before it replies (ZooKeeper's own default, and
+#                          the durability PostgreSQL's defaults give zklock);
+#                          default no (no fsync, as in the tests)
 #   BENCH_SKIP_DEPS=1      do not check or install Debian packages
 #   BENCH_WITHOUT_ZKLOCK=1 only the kazoo and Curator cases
 #   BENCH_OUT              results and logs (default bench/out/queue-<timestamp>)
@@ -159,7 +163,7 @@ if [ -n "$BENCH_QUEUE_ZKPORT" ]; then
     ZK_WHAT="127.0.0.1:$ZKPORT (given)"
 else
     bench_start_zk
-    ZK_WHAT="127.0.0.1:$ZKPORT (standalone, forceSync=no)"
+    ZK_WHAT="127.0.0.1:$ZKPORT (standalone, forceSync=${BENCH_ZK_FORCESYNC:-no})"
 fi
 
 # ---------------------------------------------------------------------------
