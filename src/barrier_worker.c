@@ -685,12 +685,6 @@ b_session_usable(void)
 
 			if (e->state == ZKE_FREE || e->queued)
 				continue;
-			if (e->kind == ZKK_BWAIT || e->kind == ZKK_BMEMBER || e->kind == ZKK_BINFO)
-			{
-				/* its retry list was the old worker's */
-				e->on_retry = false;
-				e->retry_prev = e->retry_next = ZKLOCK_NO_ENTRY;
-			}
 			if (e->kind == ZKK_BWAIT)
 				bwait_drive(e);
 			else if (e->kind == ZKK_BMEMBER)

@@ -316,6 +316,26 @@ zk_retry_remove(ZkEntry *e)
 }
 
 /*
+ * A new worker starts with an empty retry list: entries a worker that
+ * exited had put on its list (its list died with it, their marks did not)
+ * must not look as if they were on this one, or they would never be retried.
+ */
+void
+zk_retry_forget_marks(void)
+{
+	int			i;
+
+	for (i = 0; i < zk_ctl->max_entries; i++)
+	{
+		ZkEntry    *e = zk_entry(i);
+
+		e->on_retry = false;
+		e->retry_prev = e->retry_next = ZKLOCK_NO_ENTRY;
+	}
+	retry_head = retry_tail = ZKLOCK_NO_ENTRY;
+}
+
+/*
  * Empty the retry list, returning its former head; the caller walks it
  * through retry_next (read each link before driving the entry) with
  * on_retry already cleared.

@@ -321,6 +321,7 @@ extern void zk_entry_free(ZkEntry *e);
 extern void zk_enqueue(ZkEntry *e);
 extern uint32 zk_dequeue(void);
 extern void zk_release_push(ZkEntry *e);
+extern void zk_retry_forget_marks(void);
 extern uint32 zk_release_take_all(void);
 extern void zk_retry_add(ZkEntry *e);
 extern void zk_retry_remove(ZkEntry *e);

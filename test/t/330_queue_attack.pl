@@ -27,6 +27,10 @@
 #      commits, a producer commits and a consumer waits
 #   O. the worker SIGKILLed (crash restart) after consumers committed and
 #      rolled back, and after producers committed while publication hung
+#   Q. the worker terminated (no crash restart: the claims' entries outlive
+#      it in shared memory) while consumers hold claims; they commit or roll
+#      back before the new worker runs: the new worker consumes and releases
+#      them (it once left them on the dead worker's retry list, for ever)
 #   P. transactions whose ZooKeeper request would exceed jute.maxbuffer
 #      although zklock's own size checks accept them: 700 items consumed
 #      from a queue whose name is percent-encoded, 1024 items enqueued into
@@ -693,6 +697,54 @@ sub wait_back
 		'O: exactly their items, once each; none of the failed COMMITs');
 	is(zk_count($zk, $TXNS), 0, 'O: no transaction node left');
 	$_->kill_client foreach @pr;
+	sql("SELECT zk_queue_purge('$q')");
+}
+
+#
+# Q. the worker terminated while consumers hold claims
+#
+{
+	my $q = 'qa_q1';
+	sql("SELECT zk_enqueue('$q', 'q-' || i) FROM generate_series(1, 6) i");
+	my @s = map { new_session($node, name => "q_c$_") } 1 .. 6;
+	foreach my $i (0 .. 5)
+	{
+		$s[$i]->query_safe('BEGIN');
+		$s[$i]->query_safe("INSERT INTO consumed SELECT '$q', msg_id, body, 60 + $i FROM zk_dequeue('$q', '10s')");
+	}
+	is(n_taken($q), 6, 'Q: six claims held');
+	my $sid = zk_status_value($node, 'session_id');
+	my $wpid = worker_pid($node);
+	# stopped first, so that the owners let go before a new worker can run
+	kill 'STOP', $wpid;
+	is(sql("SELECT pg_terminate_backend($wpid)"), 't', 'Q: the worker is told to terminate');
+	my @rolled;
+	foreach my $i (0 .. 5)
+	{
+		if ($i % 2 == 0)
+		{
+			push @rolled, $s[$i]->query_safe("SELECT body FROM consumed WHERE who = " . (60 + $i));
+			$s[$i]->query_safe('ROLLBACK');
+		}
+		else
+		{
+			$s[$i]->query_safe('COMMIT');
+		}
+	}
+	kill 'CONT', $wpid;
+	my $st = wait_for_state($node,
+		sub { $_[0]->{state} eq 'connected' && $_[0]->{worker_pid} != $wpid }, 30);
+	isnt($st->{worker_pid}, $wpid, "Q: a new worker runs ($st->{worker_pid}), connected");
+	is(wait_queue($q, scalar(@rolled), 0, 20), scalar(@rolled) . '/0',
+		'Q: the new worker consumed the committed claims and released the rolled-back ones');
+	is(join(',', payloads($q)), join(',', sort @rolled), 'Q: the items left are exactly the rolled-back ones');
+	my $used;
+	ok(wait_until(sub { $used = zk_status_value($node, 'entries_used'); $used eq '0' }, 10),
+		"Q: no shared-memory entry left ($used)");
+	my $c = new_session($node, name => 'q_again');
+	is($c->query_safe("SELECT count(*) FROM zk_dequeue('$q', '5s', 10)"), scalar(@rolled),
+		'Q: the released items can be dequeued again');
+	$_->kill_client foreach (@s, $c);
 	sql("SELECT zk_queue_purge('$q')");
 }
 
