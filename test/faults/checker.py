@@ -39,6 +39,11 @@ observations of ZooKeeper and of both clusters), prints the figures and exits
   barrier         a double-barrier round that opened before every party had called
                   zk_barrier_enter (barrier.jsonl, test/faults/barrier_client.py), or
                   no round that opened for every party in the quiet period
+  queue           the exactly-once queue load (test/faults/queue_run.py, run by run.py
+                  through the faults, then drained on the first cluster): an item
+                  lost, consumed twice or published by a transaction that did not
+                  commit, a queue client hung or died, the drain not done, or a
+                  claim, entry or transaction node left in ZooKeeper
 
 The last line of output is "FAULTRUN-FIGURES <json>".
 """
@@ -191,6 +196,56 @@ def check_sections(sections):
             if max_any is None or s["token"] > max_any["token"]:
                 max_any = s
     return overlaps, inversions
+
+
+QUEUE_COUNTS = ("lost", "duplicated", "msg_id_dups", "conflicts", "phantom",
+                "acked_producer_missing", "acked_consumer_missing", "aborted_producer_present")
+
+
+def queue_verdict(q, run):
+    """Figures and anomalies of the queue load (run.py runs queue_run.py's
+    load through the faults, then its drain and its check)."""
+    fig = collections.OrderedDict()
+    if not run.get("queue"):
+        return fig, []
+    if q is None:
+        return fig, ["queue: nothing observed (the run ended before the queue was checked)"]
+    anom = []
+    load = q.get("load")
+    drain = q.get("drain") or {}
+    chk = q.get("check") or {}
+    fig["queue_produced"] = chk.get("produced")
+    fig["queue_consumed"] = chk.get("consumed_ids")
+    for k in QUEUE_COUNTS:
+        fig["queue_" + k] = chk.get(k)
+    fig["queue_drained"] = drain.get("drained")
+    fig["queue_left_after_load"] = q.get("left_after_load")
+    fig["queue_left"] = q.get("left")
+    if load is None:
+        anom.append("queue: the load did not report")
+    else:
+        fig["queue_outcomes"] = load.get("outcomes", {}).get("all")
+        if load.get("hung"):
+            anom.append("queue: hung clients %s" % load["hung"])
+        if load.get("client_deaths"):
+            anom.append("queue: clients died %s" % load["client_deaths"])
+        if load.get("statement_timeouts"):
+            anom.append("queue: %s statement timeouts" % load["statement_timeouts"])
+    if not drain.get("done"):
+        anom.append("queue: the final drain did not empty the queue: %s" % (q.get("drain"),))
+    if q.get("left") != {"entries": 0, "taken": 0, "txns": 0}:
+        anom.append("queue: left in ZooKeeper after the drain: %s" % (q.get("left"),))
+    if not chk:
+        anom.append("queue: the exactly-once check did not run")
+    else:
+        bad = ["%s %s" % (k, chk.get(k)) for k in QUEUE_COUNTS if chk.get(k) != 0]
+        if bad:
+            anom.append("queue: " + ", ".join(bad))
+        elif q.get("check_rc") != 0:
+            anom.append("queue: the exactly-once check failed (exit %s)" % q.get("check_rc"))
+        if not chk.get("produced"):
+            anom.append("queue: no item produced")
+    return fig, anom
 
 
 def main(argv):
@@ -381,6 +436,9 @@ def main(argv):
     sfig, sanom = sem_client.check(spans, srecs, run.get("t_quiet", run["t_start"]))
     fig.update(sfig)
     anomalies.extend(sanom)
+    qfig, qanom = queue_verdict(obs.get("queue"), run)
+    fig.update(qfig)
+    anomalies.extend(qanom)
     fig["anomalies"] = anomalies
     fig["verdict"] = "FAIL" if anomalies else "PASS"
 
@@ -398,7 +456,7 @@ def main(argv):
               "barrier_enter_errors", "election_samples", "election_leader_changes",
               "election_both", "election_final", "sem_spans", "sem_max_concurrent",
               "sem_over_max", "sem_refused", "sem_failed", "sem_lost_at_commit",
-              "sem_quiet_spans", "sem_hangs"):
+              "sem_quiet_spans", "sem_hangs") + tuple(qfig):
         print("  %-28s %s" % (k, json.dumps(fig[k], sort_keys=True)))
     for what, pairs in (("OVERLAP", overlaps), ("INVERSION", inversions)):
         for a, b in pairs[:10]:

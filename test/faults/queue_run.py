@@ -3,10 +3,13 @@
 exactly-once test under faults (test/t/320_queue_exactly_once.pl).
 
 usage:
+  queue_run.py setup --host HOST --port PORT
   queue_run.py load  --dir DIR --host HOST --a PORT --b PORT [--producers N] [--consumers N] [--seed N]
   queue_run.py drain --dir DIR --host HOST --port PORT [--label L] [--seconds N]
   queue_run.py zk    --dir DIR --hosts ZKHOSTS --sysids A=ID,B=ID
   queue_run.py check --dir DIR --host HOST --tables A:PORT,B2:PORT [--mutate]
+
+setup: creates the tables produced and consumed in database postgres.
 
 load: producers and consumers on clusters A and B (2 producers, 3 consumers
 each by default), until DIR/stop exists.  The clients of B connect to the port
@@ -79,6 +82,14 @@ import psycopg2  # noqa: E402
 from checker import load_jsonl  # noqa: E402  (the lock fault run's reader of .jsonl records)
 
 QUEUE = "eo"
+
+# the tables of every cluster the load runs on (the verdict reads them)
+TABLES = """
+CREATE TABLE produced (id text PRIMARY KEY, client text,
+    xid xid8 DEFAULT pg_current_xact_id(), at timestamptz DEFAULT clock_timestamp());
+CREATE TABLE consumed (id text, msg_id bigint, cluster text, client text,
+    xid xid8 DEFAULT pg_current_xact_id(), at timestamptz DEFAULT clock_timestamp());
+"""
 
 
 def log(msg):
@@ -383,6 +394,15 @@ def cmd_load(args):
     print("QUEUE-LOAD %s" % json.dumps(out, sort_keys=True), flush=True)
     sys.stdout.flush()
     os._exit(0)     # hung threads must not keep the process
+
+
+def cmd_setup(args):
+    conn = psycopg2.connect(host=args.host, port=args.port, dbname="postgres", connect_timeout=10)
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute(TABLES)
+    conn.close()
+    return 0
 
 
 def cmd_drain(args):
@@ -709,6 +729,10 @@ def parse_args(argv):
     lp.add_argument("--producer-pause", type=float, default=0.15,
                     help="each producer sleeps up to this many seconds between transactions")
     lp.add_argument("--seed", type=int, default=None)
+    sp = sub.add_parser("setup")
+    sp.add_argument("--host", required=True)
+    sp.add_argument("--port", type=int, required=True)
+    sp.add_argument("--dir", default=".")
     dp = sub.add_parser("drain")
     dp.add_argument("--dir", required=True)
     dp.add_argument("--host", required=True)
@@ -732,6 +756,8 @@ def main(argv):
     args = parse_args(argv)
     args.dir = os.path.abspath(args.dir)
     os.makedirs(args.dir, exist_ok=True)
+    if args.cmd == "setup":
+        return cmd_setup(args)
     if args.cmd == "load":
         return cmd_load(args)
     if args.cmd == "drain":

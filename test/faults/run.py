@@ -10,9 +10,14 @@ both clusters (client.py) contend for a few lock names with short critical
 sections recorded in a history table of their cluster, while a nemesis
 (nemesis.py) kills and freezes ZooKeeper servers, freezes, kills, terminates
 and cancels the zklock workers, and cancels and terminates client backends.
+Beside them, queue_run.py's load enqueues and dequeues on both clusters
+(--queue-producers, --queue-consumers per cluster), recording each item in
+tables of the same transactions.
 After --seconds of faults everything is healed and the clients go on for
---quiet seconds without faults; then they stop, and the run observes
-ZooKeeper (orphan nodes through test/zkq.py, watches through `wchc` on every
+--quiet seconds without faults; then they stop.  The run stops the queue
+load, waits for the workers to resolve every claim and transaction node,
+drains the queue on A and runs queue_run.py's exactly-once check (DIR/queue);
+then it observes ZooKeeper (orphan nodes through test/zkq.py, watches through `wchc` on every
 server) and both clusters (zk_status().entries_used), stops every server and
 hands DIR to checker.py, whose figures and verdict it prints.
 
@@ -29,6 +34,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -40,6 +46,7 @@ sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True      # no __pycache__ in the source tree
 
 import checker  # noqa: E402
+import queue_run  # noqa: E402
 from barrier_client import BarrierClient  # noqa: E402
 from client import Client  # noqa: E402
 from election_sampler import ELECTION, ElectionSampler  # noqa: E402
@@ -144,6 +151,11 @@ def parse_args(argv):
                    help="seconds of one barrier round (default 3)")
     p.add_argument("--sem-clients", type=int, default=4,
                    help="semaphore clients (max 2 leases), spread over the clusters (default 4; 0: none)")
+    p.add_argument("--queue-producers", type=int, default=1,
+                   help="queue producers per cluster (test/faults/queue_run.py load; default 1)")
+    p.add_argument("--queue-consumers", type=int, default=1,
+                   help="queue consumers per cluster (default 1; with --queue-producers 0: "
+                        "no queue load; never in a control run)")
     p.add_argument("--names", default="a,b,c", help="lock names, comma separated (default a,b,c)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: random, printed)")
     p.add_argument("--session-timeout", type=float, default=4, help="zklock.session_timeout, s (4)")
@@ -200,6 +212,101 @@ def observe_orphans(args, ens, wait_s):
                 return None, ["zkq tree failed: rc %s %s" % (rc, err.strip())]
             return len(nodes), nodes
         time.sleep(0.5)
+
+
+QUEUE_RUN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "queue_run.py")
+QUEUE_PATH = "/zklock/queues/" + queue_run.QUEUE
+
+
+def queue_py(*argv, timeout=300):
+    python = os.environ.get("ZKLOCK_PYTHON", sys.executable)
+    env = dict(os.environ, PGUSER="postgres")
+    return run_cmd([python, QUEUE_RUN] + list(argv), timeout=timeout, env=env)
+
+
+def queue_report(tag, out):
+    """The JSON of queue_run.py's "TAG {...}" line, or None."""
+    m = re.search(r"^%s (\{.*\})\s*$" % tag, out, re.M)
+    return json.loads(m.group(1)) if m else None
+
+
+def queue_left(args, ens):
+    """Children of the queue's entries and taken, and of /zklock/txns, through
+    ZooKeeper (None when it could not be counted)."""
+    left = {}
+    for what, path in (("entries", QUEUE_PATH + "/entries"), ("taken", QUEUE_PATH + "/taken"),
+                       ("txns", "/zklock/txns")):
+        rc, out, _ = zkq(args, ens.hosts, "count", path)
+        left[what] = int(out.strip()) if rc == 0 and out.strip().isdigit() else None
+    return left
+
+
+def queue_wait_resolved(args, ens, wait_s):
+    """Wait until no claim and no transaction node is left; returns the last count."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        left = queue_left(args, ens)
+        if (left["taken"] == 0 and left["txns"] == 0) or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.5)
+
+
+def queue_diag(args, ens, clusters, qdir):
+    """What is left, for the report: the claims' data, and each cluster's
+    queue rows, zklock entries and sessions."""
+    lines = []
+    rc, out, _ = zkq(args, ens.hosts, "ls", QUEUE_PATH + "/taken")
+    for child in (out.split() if rc == 0 else [])[:20]:
+        _, data, _ = zkq(args, ens.hosts, "get", QUEUE_PATH + "/taken/" + child)
+        lines.append("claim %s: %s" % (child, data.strip()))
+    for c in clusters:
+        for sql in ("SELECT * FROM zk_queues",
+                    "SELECT * FROM zk_locks",
+                    "SELECT entries_used, state, session_id, reconnects, sessions FROM zk_status()",
+                    "SELECT pid, application_name, state, backend_xid, wait_event, left(query, 60)"
+                    " FROM pg_stat_activity WHERE backend_type <> 'client backend'"
+                    " OR application_name <> ''"):
+            rows = c.try_query(sql)
+            lines.append("%s: %s -> %s" % (c.name, sql, rows))
+    with open(os.path.join(qdir, "diag.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    for line in lines:
+        log("queue left: " + line)
+    return lines
+
+
+def queue_finish(args, ens, clusters, qdir, proc):
+    """Stop the queue load, resolve, drain, resolve, check: the observations."""
+    q = {}
+    with open(os.path.join(qdir, "stop"), "w"):
+        pass
+    try:
+        proc.wait(timeout=100)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    with open(os.path.join(qdir, "load.out")) as f:
+        q["load"] = queue_report("QUEUE-LOAD", f.read())
+    q["left_after_load"] = queue_wait_resolved(args, ens, 90)
+    a = clusters[0]
+    rc, out, err = queue_py("drain", "--dir", qdir, "--host", "127.0.0.1", "--port", str(a.port),
+                            "--label", a.name, "--seconds", "120", timeout=180)
+    q["drain"] = queue_report("QUEUE-DRAIN", out)
+    if q["drain"] is None:
+        log("queue drain failed: rc %s %s %s" % (rc, out[-2000:], err[-2000:]))
+    q["left"] = queue_wait_resolved(args, ens, 60)
+    if q["left"] != {"entries": 0, "taken": 0, "txns": 0}:
+        q["diag"] = queue_diag(args, ens, clusters, qdir)
+    tables = ",".join("%s:%d" % (c.name, c.port) for c in clusters)
+    rc, out, err = queue_py("check", "--dir", qdir, "--host", "127.0.0.1", "--tables", tables,
+                            timeout=300)
+    q["check"] = queue_report("QUEUE-CHECK", out)
+    q["check_rc"] = rc
+    with open(os.path.join(qdir, "check.out"), "w") as f:
+        f.write(out + err)
+    summary = re.search(r"^(produced \d+.*)$", out, re.M)
+    log("queue: %s" % (summary.group(1) if summary else "check failed: rc %s %s" % (rc, err[-2000:])))
+    return q
 
 
 def observe_watches(ens, wait_s):
@@ -272,6 +379,8 @@ def dump_sem_history(c, path):
 
 def main(argv):
     args = parse_args(argv)
+    if args.control:
+        args.queue_producers = args.queue_consumers = 0
     d = os.path.abspath(args.dir)
     os.makedirs(d, exist_ok=True)
     for f in ("outcomes.jsonl", "nemesis.jsonl", "barrier.jsonl", "election.jsonl",
@@ -296,6 +405,8 @@ def main(argv):
     ens = None
     clusters = []
     nemesis = None
+    qproc = None
+    qdir = None
     info = {
         "control": args.control, "seconds": args.seconds, "quiet": args.quiet, "seed": seed,
         "names": r.names, "session_timeout_s": args.session_timeout, "progress_n": args.progress,
@@ -325,6 +436,7 @@ def main(argv):
             c.query("CREATE TABLE history (id bigserial PRIMARY KEY, cluster text, client text,"
                     " name text, mode text, token bigint, token_end bigint, pid int,"
                     " started timestamptz, ended timestamptz)")
+            c.query(queue_run.TABLES)
             c.query("CREATE TABLE sem_history (id bigserial PRIMARY KEY, cluster text, client text,"
                     " pid int, started timestamptz, ended timestamptz)")
             info["clusters"].append(name)
@@ -353,6 +465,24 @@ def main(argv):
         r.bclients.extend(r.sclients)
         for cl in r.clients + r.bclients:
             cl.start()
+        if args.queue_producers + args.queue_consumers > 0:
+            # exactly-once queue load on both clusters (queue_run.py load): its
+            # producers and consumers ride out every fault of the nemesis
+            qdir = os.path.join(d, "queue")
+            shutil.rmtree(qdir, ignore_errors=True)
+            os.makedirs(qdir)
+            python = os.environ.get("ZKLOCK_PYTHON", sys.executable)
+            with open(os.path.join(qdir, "load.out"), "w") as qo, \
+                    open(os.path.join(qdir, "load.err"), "w") as qe:
+                qproc = subprocess.Popen(
+                    [python, QUEUE_RUN, "load", "--dir", qdir, "--host", "127.0.0.1",
+                     "--a", str(clusters[0].port), "--b", str(clusters[1].port),
+                     "--producers", str(args.queue_producers),
+                     "--consumers", str(args.queue_consumers),
+                     "--seed", str(rnd.randrange(1 << 30))],
+                    stdin=subprocess.DEVNULL, stdout=qo, stderr=qe,
+                    env=dict(os.environ, PGUSER="postgres"))
+            info["queue"] = True
         if not args.no_faults:
             nemesis = Nemesis(r, ens, clusters, random.Random(rnd.randrange(1 << 30)))
             nemesis.start()
@@ -396,6 +526,9 @@ def main(argv):
         log("clients stopped%s" % (" (hung: %s)" % hung if hung else ""))
 
         obs = info["observed"]
+        if qproc is not None:
+            obs["queue"] = queue_finish(args, ens, clusters, qdir, qproc)
+            qproc = None
         obs["entries_left"] = observe_entries(clusters, 15)
         n, nodes = observe_orphans(args, ens, 2 * args.session_timeout + 8)
         obs["orphans"], obs["orphan_nodes"] = n, nodes
@@ -423,6 +556,9 @@ def main(argv):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         r.faults_over.set()
         r.stop.set()
+        if qproc is not None and qproc.poll() is None:
+            qproc.kill()
+            qproc.wait()
         if nemesis is not None:
             nemesis.heal_now.set()
             nemesis.thaw_everything()

@@ -144,14 +144,11 @@ my $conf = "restart_after_crash = on\n"
 my %nopts = (session_timeout => "${SESSION_S}s", connect_timeout => '2s', conf => $conf);
 my $A = zk_node('A', $zk, %nopts);
 my $B = zk_streaming_node('B', $zk, %nopts);
-my $TABLES = q{
-CREATE TABLE produced (id text PRIMARY KEY, client text,
-	xid xid8 DEFAULT pg_current_xact_id(), at timestamptz DEFAULT clock_timestamp());
-CREATE TABLE consumed (id text, msg_id bigint, cluster text, client text,
-	xid xid8 DEFAULT pg_current_xact_id(), at timestamptz DEFAULT clock_timestamp());
-};
-$A->safe_psql('postgres', $TABLES);
-$B->safe_psql('postgres', $TABLES);
+foreach my $n ($A, $B)
+{
+	my ($src, $sout, $serr) = py([ $RUN, 'setup', '--host', $n->host, '--port', $n->port ], 60);
+	is($src, 0, $n->name . ': tables produced and consumed created') or diag "$sout\n$serr";
+}
 my $B2 = zk_standby_node('B2', $B);
 
 # B commits synchronously to B2 (set after B2's base backup, so B2 does not

@@ -17,6 +17,11 @@
 # process crashed and a cancel never stopped the worker (server logs), and the
 # expiry path ran (a refused COMMIT or a lost-lock error).  The nemesis also
 # freezes two servers at once (no quorum) and reloads a rotated zklock.hosts.
+# Beside the lock clients, a queue load (test/faults/queue_run.py: a producer
+# and a consumer on each cluster, committing or rolling back at random)
+# rides out the same faults; afterwards the queue is drained and checked:
+# no item lost, none consumed twice, none of a rolled-back enqueue
+# consumed, no claim, entry or transaction node left in ZooKeeper.
 #
 # A short control run, in which the clients do not take the lock, must be
 # failed by the same checker with overlaps: the checker can fail.
@@ -117,6 +122,17 @@ is($fig->{sem_over_max}, 0,
 cmp_ok($fig->{sem_spans}, '>=', 20, "semaphore spans committed: $fig->{sem_spans}");
 cmp_ok($fig->{sem_quiet_spans}, '>=', 1, "semaphore spans committed after the faults: $fig->{sem_quiet_spans}");
 is($fig->{sem_hangs}, 0, 'no semaphore statement ran into statement_timeout');
+# the queue load beside the locks (queue_run.py): every item enqueued by a
+# committed transaction consumed by exactly one committed transaction
+is($fig->{queue_lost}, 0, 'queue: no item of a committed enqueue lost');
+is($fig->{queue_duplicated}, 0, 'queue: no item consumed by two committed transactions');
+is($fig->{queue_msg_id_dups}, 0, 'queue: no msg_id consumed twice');
+is($fig->{queue_phantom}, 0, 'queue: no item of a rolled-back enqueue consumed');
+is($fig->{queue_acked_producer_missing}, 0, 'queue: every acknowledged enqueue COMMIT is in produced');
+is($fig->{queue_acked_consumer_missing}, 0, 'queue: every acknowledged dequeue COMMIT is in consumed');
+is_deeply($fig->{queue_left}, { entries => 0, taken => 0, txns => 0 },
+	'queue: after the drain no entry, claim or transaction node is left (counted through ZooKeeper)');
+cmp_ok($fig->{queue_produced} // 0, '>=', 20, 'queue: items produced: ' . ($fig->{queue_produced} // 0));
 # the nemesis injects every kind once before it draws at random: in 40 s
 # there is time for all of them
 if ($SECONDS >= 40)
