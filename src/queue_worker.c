@@ -632,6 +632,35 @@ skip_done_op(PubOp *po, char *blob)
 	return false;
 }
 
+/*
+ * A queue item's sequential create found its node there: ZooKeeper's
+ * counter of the parent has wrapped (it names new children after the last
+ * one again).  Returns the parent's path (in po), or NULL.
+ */
+static const char *
+seq_exhausted(PubOp *po, char *blob)
+{
+	int			i;
+
+	for (i = 1; i < po->nops; i++)
+	{
+		ZkTxnItem	it;
+
+		if (po->res[i].err != ZNODEEXISTS)
+			continue;
+		memcpy(&it, blob + po->item_off[i], sizeof(it));
+		if (!ZKQ_IS_OP(it.priority))
+		{
+			char	   *slash = strrchr(po->paths[i], '/');
+
+			if (slash != NULL)
+				*slash = '\0';
+			return po->paths[i];
+		}
+	}
+	return NULL;
+}
+
 static void
 publish_done(int rc, const void *data)
 {
@@ -698,11 +727,22 @@ publish_done(int rc, const void *data)
 			}
 			else
 			{
-				ereport(WARNING,
-						(errmsg("zklock: could not publish the items of transaction " UINT64_FORMAT ": %s",
-								e->fxid, zerror(rc)),
-						 errdetail("The transaction node %s stays; the worker publishes it when it next starts.",
-								   po->tpath)));
+				const char *full = seq_exhausted(po, dsa_get_address(zk_dsa(), e->blob));
+
+				if (full != NULL)
+					ereport(WARNING,
+							(errmsg("zklock: could not publish the items of transaction " UINT64_FORMAT ": zookeeper's sequence counter of %s has run out",
+									e->fxid, full),
+							 errdetail("ZooKeeper names a queue entry after its parent's count of child creates, a signed 32-bit number that has reached its end; the transaction node %s stays.",
+									   po->tpath),
+							 errhint("Consume or purge the queue, delete %s (it is created again with a new counter), then restart the zklock worker (SELECT pg_terminate_backend(worker_pid) FROM zk_status()) to publish the items kept.",
+									 full)));
+				else
+					ereport(WARNING,
+							(errmsg("zklock: could not publish the items of transaction " UINT64_FORMAT ": %s",
+									e->fxid, zerror(rc)),
+							 errdetail("The transaction node %s stays; the worker publishes it when it next starts.",
+									   po->tpath)));
 				q_free_entry(e);
 			}
 		}

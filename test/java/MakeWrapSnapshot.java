@@ -1,6 +1,7 @@
 /*
  * MakeWrapSnapshot.java - write a ZooKeeper 3.8 data directory whose lock
- * parent is close to the end of its sequence numbers.
+ * parent, or queue's entries parent, is close to the end of its sequence
+ * numbers.
  *
  * usage: java -cp <zookeeper jars>:<classes> MakeWrapSnapshot DATADIR [CVERSION [PARENT]]
  *
@@ -8,6 +9,10 @@
  *   /zklock                  persistent
  *   /zklock/locks            persistent
  *   PARENT                   container (default /zklock/locks/wrap)
+ * or, when PARENT is /zklock/queues/<name>/entries,
+ *   /zklock/queues, /zklock/queues/<name>, /zklock/queues/<name>/taken
+ *   PARENT                   persistent
+ * and in both cases
  *   PARENT/keeper            persistent, not a lock contender: the parent is
  *                            never empty, so ZooKeeper never removes it
  * with PARENT's cversion (the counter that names sequential children) set
@@ -15,7 +20,7 @@
  * in zoo.cfg) loads it; its next sequential children under PARENT are named
  * ...2147483643, ...44, ...45, ...46, ...47 and then wrap.
  *
- * Used by test/t/220_sequence_wrap.pl: 2^31 creates cannot run in a test.
+ * Used by test/t/220_sequence_wrap.pl and 335_queue_wrap.pl: 2^31 creates cannot run in a test.
  * Only ZooKeeper's own public classes are used (DataTree, FileTxnSnapLog),
  * the way the server itself builds and saves its tree.  Prints the path of
  * the snapshot written.
@@ -46,9 +51,12 @@ public class MakeWrapSnapshot
 		int cversion = args.length > 1 ? Integer.parseInt(args[1]) : Integer.MAX_VALUE - 4;
 		String parent = args.length > 2 ? args[2] : "/zklock/locks/wrap";
 
-		if (!parent.startsWith("/zklock/locks/") || parent.indexOf('/', 14) >= 0)
+		boolean queue = parent.startsWith("/zklock/queues/") && parent.endsWith("/entries") &&
+			parent.indexOf('/', 15) == parent.length() - 8 && parent.length() > 23;
+
+		if (!queue && (!parent.startsWith("/zklock/locks/") || parent.indexOf('/', 14) >= 0))
 		{
-			System.err.println("PARENT must be /zklock/locks/<name>");
+			System.err.println("PARENT must be /zklock/locks/<name> or /zklock/queues/<name>/entries");
 			System.exit(2);
 		}
 		if (!dataDir.isDirectory() && !dataDir.mkdirs())
@@ -64,13 +72,29 @@ public class MakeWrapSnapshot
 		/* -1: the parent's cversion is bumped the usual way */
 		tree.createNode("/zklock", new byte[0], ZooDefs.Ids.OPEN_ACL_UNSAFE,
 						0, -1, ++zxid, now);
-		tree.createNode("/zklock/locks", new byte[0], ZooDefs.Ids.OPEN_ACL_UNSAFE,
-						0, -1, ++zxid, now);
-		tree.createNode(parent, new byte[0], ZooDefs.Ids.OPEN_ACL_UNSAFE,
-						CONTAINER_OWNER, -1, ++zxid, now);
+		if (queue)
+		{
+			String		qpath = parent.substring(0, parent.length() - 8);
+
+			tree.createNode("/zklock/queues", new byte[0], ZooDefs.Ids.OPEN_ACL_UNSAFE,
+							0, -1, ++zxid, now);
+			tree.createNode(qpath, new byte[0], ZooDefs.Ids.OPEN_ACL_UNSAFE,
+							0, -1, ++zxid, now);
+			tree.createNode(qpath + "/taken", new byte[0], ZooDefs.Ids.OPEN_ACL_UNSAFE,
+							0, -1, ++zxid, now);
+			tree.createNode(parent, new byte[0], ZooDefs.Ids.OPEN_ACL_UNSAFE,
+							0, -1, ++zxid, now);
+		}
+		else
+		{
+			tree.createNode("/zklock/locks", new byte[0], ZooDefs.Ids.OPEN_ACL_UNSAFE,
+							0, -1, ++zxid, now);
+			tree.createNode(parent, new byte[0], ZooDefs.Ids.OPEN_ACL_UNSAFE,
+							CONTAINER_OWNER, -1, ++zxid, now);
+		}
 		/* a given parentCVersion larger than the current one is taken as is */
 		tree.createNode(parent + "/keeper",
-						"not a lock contender".getBytes(StandardCharsets.UTF_8),
+						"not a lock contender, nor a queue item".getBytes(StandardCharsets.UTF_8),
 						ZooDefs.Ids.OPEN_ACL_UNSAFE, 0, cversion, ++zxid, now);
 		tree.lastProcessedZxid = zxid;
 
