@@ -34,7 +34,7 @@
 # Environment: PROVE_TESTS (TAP files, relative to the tree or bare names),
 # PROVE_FLAGS (extra flags for prove, e.g. --verbose),
 # ZKLOCK_REGRESS_TIMEOUT (s, default 300), ZKLOCK_TAP_TIMEOUT (s, default 1500),
-# ZKLOCK_QUEUE_FAULT_SECONDS (load seconds of 320_queue_exactly_once.pl, default 60),
+# ZKLOCK_QUEUE_FAULT_SECONDS (load seconds of 320_queue_exactly_once.pl, default 45),
 # ZKLOCK_CRON_MINUTES (minute slots of 440_pg_cron.pl, default 2),
 # ZKLOCK_FAULT_SECONDS (seconds of faults of 900_faults.pl, default 45),
 # ZKLOCK_KEEP=1 keeps the /tmp copy even when everything passed.

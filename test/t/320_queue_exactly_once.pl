@@ -13,7 +13,7 @@
 # zk_dequeue('eo', '1s', 1..3), sometimes hold the claims 0.05-0.4 s, INSERT
 # each row's (body, msg_id) into consumed in the same transaction, then
 # commit or roll back (25 %).  Clients tolerate every error and reconnect.
-# While they run (ZKLOCK_QUEUE_FAULT_SECONDS, default 60) the test injects,
+# While they run (ZKLOCK_QUEUE_FAULT_SECONDS, default 45) the test injects,
 # spaced out, each fault at least once:
 #   - ZooKeeper SIGKILLed, restarted 3 s later;
 #   - A's zklock worker SIGKILLed (A crash-restarts);
@@ -98,7 +98,7 @@ use Time::HiRes qw(time usleep);
 use ZkLockTest;
 
 my $RUN = "$ZkLockTest::SRC/test/faults/queue_run.py";
-my $SECONDS = $ENV{ZKLOCK_QUEUE_FAULT_SECONDS} // 60;
+my $SECONDS = $ENV{ZKLOCK_QUEUE_FAULT_SECONDS} // 45;
 my $SESSION_S = 4;
 my $Q = '/zklock/queues/eo';
 my $TXNS = '/zklock/txns';
