@@ -35,11 +35,7 @@ my $START = 2**31 - 5;    # the counter the snapshot leaves on $LOCK
 # Compile the snapshot writer against Debian's ZooKeeper jars (the classpath
 # tools/zk.sh runs the server with)
 #
-my $J = '/usr/share/java';
-my $CP = $ENV{ZK_CLASSPATH}
-  // join(':', map { "$J/$_" }
-	  qw(zookeeper.jar zookeeper-jute.jar slf4j-api.jar slf4j-simple.jar
-	  netty-all.jar metrics-core.jar commons-cli.jar snappy-java.jar));
+my $CP = $ZkLockTest::ZK_CLASSPATH;
 my $JAVA_SRC = "$ZkLockTest::SRC/test/java/MakeWrapSnapshot.java";
 my $classes = "$PostgreSQL::Test::Utils::tmp_check/wrap_classes";
 rmtree($classes);

@@ -29,11 +29,7 @@ use ZkLockTest;
 my $ENTRIES = '/zklock/queues/wq/entries';
 my $START = 2**31 - 5;
 
-my $J = '/usr/share/java';
-my $CP = $ENV{ZK_CLASSPATH}
-  // join(':', map { "$J/$_" }
-	  qw(zookeeper.jar zookeeper-jute.jar slf4j-api.jar slf4j-simple.jar
-	  netty-all.jar metrics-core.jar commons-cli.jar snappy-java.jar));
+my $CP = $ZkLockTest::ZK_CLASSPATH;
 my $classes = "$PostgreSQL::Test::Utils::tmp_check/wrap_classes_q";
 rmtree($classes);
 mkdir $classes or die "cannot create $classes: $!";
