@@ -33,7 +33,10 @@
 #
 # Environment: PROVE_TESTS (TAP files, relative to the tree or bare names),
 # PROVE_FLAGS (extra flags for prove, e.g. --verbose),
-# ZKLOCK_REGRESS_TIMEOUT (s, default 300), ZKLOCK_TAP_TIMEOUT (s, default 1500),
+# ZKLOCK_REGRESS_TIMEOUT (s, default 300), ZKLOCK_TAP_TIMEOUT (s, default 1500,
+# for each of the two prove runs),
+# ZKLOCK_TAP_JOBS (TAP files run at once, default 2; files marked
+# "# zklock-tap: serial" run alone after the others; 1: all one at a time),
 # ZKLOCK_QUEUE_FAULT_SECONDS (load seconds of 320_queue_exactly_once.pl, default 45),
 # ZKLOCK_CRON_MINUTES (minute slots of 440_pg_cron.pl, default 2),
 # ZKLOCK_FAULT_SECONDS (seconds of faults of 900_faults.pl, default 45),
@@ -63,6 +66,10 @@ fi
 
 REGRESS_TIMEOUT=${ZKLOCK_REGRESS_TIMEOUT:-300}
 TAP_TIMEOUT=${ZKLOCK_TAP_TIMEOUT:-1500}
+TAP_JOBS=${ZKLOCK_TAP_JOBS:-2}
+case $TAP_JOBS in
+    ""|*[!0-9]*|0) echo "test.sh: ZKLOCK_TAP_JOBS must be a positive integer" >&2; exit 2 ;;
+esac
 PYTHON=${ZKLOCK_PYTHON:-/usr/bin/python3}
 
 PASSED=0
@@ -250,7 +257,7 @@ tap_files() {
 }
 
 run_tap() {
-    local files n log rc ok bad total f name target
+    local files n f par=() ser=()
     say "TAP suite (prove test/t)"
     if ! files=$(tap_files); then
         FAILED=$((FAILED + 1))
@@ -265,6 +272,37 @@ run_tap() {
     export ZKLOCK_ZK_SH=$SRC/tools/zk.sh
     export ZKLOCK_ZKQ=$SRC/test/zkq.py
     export ZKLOCK_PYTHON=$PYTHON
+    export PERL5LIB="$SRC/test/t${PERL5LIB:+:$PERL5LIB}"
+    # Files marked "# zklock-tap: serial" load the machine or time their
+    # faults against the session timeout: they run alone, after the others,
+    # which run TAP_JOBS at a time (each test has its own servers on
+    # reserved ports)
+    for f in $files; do
+        if [ "$TAP_JOBS" -gt 1 ] && grep -q '^# zklock-tap: serial' "$SRC/$f"; then
+            ser+=("$f")
+        else
+            par+=("$f")
+        fi
+    done
+    if [ ${#par[@]} -gt 0 ]; then
+        tap_phase "$TAP_JOBS" "${par[@]}"
+    fi
+    if [ ${#ser[@]} -gt 0 ]; then
+        say "TAP suite, one at a time: ${ser[*]}"
+        tap_phase 1 "${ser[@]}"
+    fi
+    echo "TAP: $TAP_OK passed, $TAP_BAD failed ($n files)"
+}
+
+TAP_OK=0
+TAP_BAD=0
+
+# One prove run of the files $2...; $1 jobs at a time
+tap_phase() {
+    local jobs=$1 files n log rc ok bad total f name target
+    shift
+    files="$*"
+    n=$#
     # PGXS has no prove_installcheck target of its own; `installcheck` with
     # REGRESS emptied runs just the TAP part
     if (cd "$SRC" && make -n prove_installcheck >/dev/null 2>&1); then
@@ -274,8 +312,9 @@ run_tap() {
     fi
     # PGXS's Makefile.global (included at the end of our Makefile) resets
     # PROVE_FLAGS, so it is given on the command line, where it wins
-    local pflags="-I ./test/t --timer${PROVE_FLAGS:+ $PROVE_FLAGS}"
-    export PERL5LIB="$SRC/test/t${PERL5LIB:+:$PERL5LIB}"
+    local pflags="-I ./test/t --timer"
+    [ "$jobs" -gt 1 ] && pflags="$pflags -j$jobs"
+    pflags="$pflags${PROVE_FLAGS:+ $PROVE_FLAGS}"
     log=$(mktemp /tmp/zklock-tap.XXXXXX.log)
     run_timed "$log" "$TAP_TIMEOUT" make "${target[@]}" "PROVE_TESTS=$files" "PROVE_FLAGS=$pflags"
     rc=$?
@@ -303,6 +342,8 @@ run_tap() {
     fi
     PASSED=$((PASSED + ok))
     FAILED=$((FAILED + bad))
+    TAP_OK=$((TAP_OK + ok))
+    TAP_BAD=$((TAP_BAD + bad))
     if [ "$bad" -ne 0 ]; then
         for f in "${failed_files[@]}"; do
             name=${f##*/}
@@ -324,7 +365,6 @@ run_tap() {
             ls -l "$SRC/tmp_check/log" 2>/dev/null
         }
     fi
-    echo "TAP: $ok passed, $bad failed"
     rm -f "$log"
 }
 

@@ -15,6 +15,9 @@
 #   - a session holding a zk lock can ROLLBACK (< 1 s), and one that exits
 #     is gone within 2 s; a fresh session connects, rolls back and exits.
 # After SIGCONT everything works again.  No lock is left behind.
+#
+# zklock-tap: serial (tools/test.sh runs it alone: it loads the machine or
+# times faults against the session timeout)
 
 use strict;
 use warnings FATAL => 'all';

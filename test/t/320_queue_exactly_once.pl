@@ -83,6 +83,9 @@
 # resolution, ZooKeeper is counted through ZooKeeper, and the checker itself
 # is run once on mutated data (a consumed row removed, one duplicated, a
 # phantom added) and must report each.
+#
+# zklock-tap: serial (tools/test.sh runs it alone: it loads the machine or
+# times faults against the session timeout)
 
 use strict;
 use warnings FATAL => 'all';

@@ -28,6 +28,9 @@
 #
 # ZKLOCK_FAULT_SECONDS sets the seconds of faults (default 45; a quiet period
 # of 20 s follows).
+#
+# zklock-tap: serial (tools/test.sh runs it alone: it loads the machine or
+# times faults against the session timeout)
 
 use strict;
 use warnings FATAL => 'all';
