@@ -8,6 +8,9 @@
  *	  ZooKeeper layout (kazoo's LockingQueue):
  *		<root>/queues/<name>/entries/entry-PPP-<seq>	item, data = payload
  *		<root>/queues/<name>/taken/entry-PPP-<seq>		claim
+ *		<root>/queues/<name>/next						the next number, once
+ *														this cluster names the
+ *														items (counter's end)
  *		<root>/txns/<sysid>-<fullxid>					items of a transaction
  *														between its pre-commit
  *														and its publication

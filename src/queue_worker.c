@@ -8,7 +8,9 @@
  *				<fullxid>, invisible to consumers; once PostgreSQL has
  *				committed, one multi deletes that node and creates the items
  *				(all or none; a second try finds the node gone and creates
- *				nothing); on abort the node is deleted.
+ *				nothing); on abort the node is deleted.  Near the end of
+ *				entries' sequence counter the items are named from the
+ *				queue's next node instead ("Past the end of the counter").
  *	  ZKK_QCLAIM a dequeue.  Local waiters of a queue are served together in
  *				arrival order: one listing of entries and taken, then for
  *				each candidate one multi (check the entry, create the claim)
@@ -112,6 +114,23 @@ typedef struct QState
 	TimestampTz idle_since;		/* no waiters since, watches kept; or 0 */
 } QState;
 
+/* How this cluster names a queue's items (see "Past the end of the counter") */
+typedef struct QSeq
+{
+	char		name[ZKLOCK_NAME_MAX + 1];	/* key: UTF-8 queue name */
+	bool		seq_explicit;	/* entries' counter (nearly) ran out: items
+								 * are named from <queue>/next */
+	bool		seq_probed;		/* next's existence asked */
+	bool		seq_answered;	/* ... and answered */
+	bool		seq_known;		/* seq_next, seq_version: as last seen */
+	bool		seq_fetching;
+	int64		seq_next;		/* the next free number */
+	bool		seq_exists;		/* next exists (as last seen) */
+	int32		seq_version;	/* ... and its version */
+} QSeq;
+
+static HTAB *qseqs = NULL;
+
 /*
  * A queue whose last waiter is served keeps its watches for this long: a
  * consumer that comes back at once (the usual loop) then finds them armed
@@ -197,6 +216,42 @@ q_state(const char *name, bool create)
 		zk_queue_path(q->name, q->path, sizeof(q->path));
 	}
 	return q;
+}
+
+static QSeq *
+q_seq(const char *name)
+{
+	char		key[ZKLOCK_NAME_MAX + 1];
+	bool		found;
+	QSeq	   *q;
+
+	if (qseqs == NULL)
+	{
+		HASHCTL		ctl;
+
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = sizeof(key);
+		ctl.entrysize = sizeof(QSeq);
+		ctl.hcxt = q_context();
+		qseqs = hash_create("zklock queue naming", 64, &ctl,
+							HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	}
+	memset(key, 0, sizeof(key));
+	strlcpy(key, name, sizeof(key));
+	q = hash_search(qseqs, key, HASH_ENTER, &found);
+	if (!found)
+		memset(((char *) q) + sizeof(q->name), 0, sizeof(QSeq) - sizeof(q->name));
+	return q;
+}
+
+/* <queue>/<child> */
+static void
+q_seq_path(const QSeq *q, const char *child, char *out, size_t outlen)
+{
+	char		qpath[ZK_PATH_MAX];
+
+	zk_queue_path(q->name, qpath, sizeof(qpath));
+	snprintf(out, outlen, "%s/%s", qpath, child);
 }
 
 static bool
@@ -412,10 +467,22 @@ typedef struct PubOp
 	zoo_op_result_t *res;
 	char	  **paths;
 	uint32	   *item_off;		/* per op: its item's offset in the blob */
+	uint8	   *opkind;			/* per op: PUB_* */
+	struct QSeq **opq;		/* per op: its queue (items, counters) */
+	int64	   *opnum;			/* PUB_COUNTER: the value it writes */
+	char	  **bufs;			/* per op: created name, or counter value */
 	char	   *blob;			/* the resolution's own copy, or NULL */
 	char		tpath[ZK_PATH_MAX];
 	struct Scan *scan;
+	bool		ensure;			/* send the parents' creates first */
+	bool		waiting;		/* on pub_waits, for a queue's counter */
+	int			tries;			/* sent again after a naming conflict */
 } PubOp;
+
+#define PUB_OTHER		0		/* the transaction node, a recipe's op */
+#define PUB_SEQ_ITEM	1		/* an item, named by entries' counter */
+#define PUB_COUNTER		2		/* <queue>/next: set (or create) */
+#define PUB_NAMED_ITEM	3		/* an item, named from <queue>/next */
 
 static void scan_done_one(struct Scan *s, bool ok, int64 removed);
 
@@ -487,6 +554,292 @@ blob_valid(const char *blob, int len)
 
 static void publish_done(int rc, const void *data);
 static void pubop_free(PubOp *po);
+static bool pub_send(PubOp *po);
+static void seq_probe(QSeq *q);
+static bool seq_fetch(QSeq *q);
+
+/* ------------------------------------------------------------------------
+ * Past the end of the counter
+ *
+ * ZooKeeper names a sequential child after its parent's count of child
+ * creates, a signed 32-bit number: after 2^31 items a queue's entries run
+ * out of names (ZooKeeper 3.8 gives ...2147483647 again, or negative
+ * numbers).  Before that (ZKQ_SEQ_SWITCH), or once a create finds its name
+ * taken, this cluster names the queue's items itself: entry-PPP-<10
+ * digits> from 2^31 on, which sort after every name the counter gave, the
+ * next number kept in <queue>/next.  The publishing multi sets next with
+ * the version it read (or creates it), so clusters that publish at once
+ * conflict there and read it again instead of taking one name twice; a
+ * number taken anyway (next deleted or overwritten) fails the item's create
+ * and next is read again, with entries and taken listed to step past every
+ * name there.  A worker that starts asks whether next exists.
+ * ------------------------------------------------------------------------
+ */
+#define ZKQ_SEQ_FIRST		INT64CONST(2147483648)	/* 2^31 */
+#define ZKQ_SEQ_LAST		INT64CONST(9999999999)	/* ten digits */
+#define ZKQ_SEQ_SWITCH		INT64CONST(2147418112)	/* 2^31 - 2^16 */
+#define ZKQ_NAMING_TRIES	50
+
+static List *pub_waits = NIL;	/* PubOp waiting for a queue's next */
+
+static void
+seq_switch(QSeq *q, const char *why)
+{
+	if (q->seq_explicit)
+		return;
+	q->seq_explicit = true;
+	q->seq_known = false;
+	{
+		char		path[ZK_PATH_MAX];
+
+		q_seq_path(q, "next", path, sizeof(path));
+		ereport(LOG,
+				(errmsg("zklock: queue \"%s\": %s; this cluster names its items from %s from now on",
+						q->name, why, path)));
+	}
+}
+
+/* the number in an item's name "entry-PPP-<10 digits>", or -1 */
+static int64
+seq_of_node(const char *child)
+{
+	int			prio;
+	int64		v = 0;
+	int			i;
+
+	if (!zk_queue_node_priority(child, &prio) || strlen(child) != 20)
+		return -1;
+	for (i = 10; i < 20; i++)
+	{
+		if (child[i] < '0' || child[i] > '9')
+			return -1;
+		v = v * 10 + (child[i] - '0');
+	}
+	return v;
+}
+
+/* Send the PubOp again once every queue's counter it needs is known */
+static void
+pub_waits_fire(bool ok)
+{
+	List	   *waits = pub_waits;
+	ListCell   *lc;
+
+	pub_waits = NIL;
+	foreach(lc, waits)
+	{
+		PubOp	   *po = lfirst(lc);
+		ZkEntry    *e = NULL;
+
+		po->waiting = false;
+		if (po->gen != ZKLOCK_NO_ENTRY)
+		{
+			ZkEntry    *pe = zk_entry(po->idx);
+
+			if (pe->gen == po->gen && pe->state != ZKE_FREE && pe->delete_inflight)
+				e = pe;
+			else
+			{
+				pubop_free(po); /* moved on without it (a new session) */
+				continue;
+			}
+		}
+		if (ok && zk_session_usable() && pub_send(po))
+			continue;
+		if (e != NULL)
+		{
+			e->delete_inflight = false;
+			zk_retry_later(e);
+		}
+		else if (po->scan != NULL)
+			scan_done_one(po->scan, false, 0);
+		pubop_free(po);
+	}
+	list_free(waits);
+}
+
+typedef struct SeqFetch
+{
+	char		name[ZKLOCK_NAME_MAX + 1];
+	int			pending;
+	bool		failed;
+	bool		val_ok;
+	int64		val;
+	bool		exists;
+	int32		version;
+	int64		max_listed;
+} SeqFetch;
+
+static void
+seq_fetch_one_done(SeqFetch *f)
+{
+	QSeq	   *q;
+
+	if (--f->pending > 0)
+		return;
+	q = q_seq(f->name);
+	q->seq_fetching = false;
+	if (!f->failed)
+	{
+		int64		n = ZKQ_SEQ_FIRST;
+
+		if (f->val_ok && f->val > n)
+			n = f->val;
+		if (f->max_listed >= n)
+			n = f->max_listed + 1;
+		q->seq_next = n;
+		q->seq_exists = f->exists;
+		q->seq_version = f->version;
+		q->seq_known = true;
+	}
+	pfree(f);
+	pub_waits_fire(true);
+}
+
+static void
+seq_get_done(int rc, const char *value, int value_len,
+			 const struct Stat *stat, const void *data)
+{
+	SeqFetch   *f = (SeqFetch *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		if (rc == ZOK && stat != NULL)
+		{
+			char		buf[16];
+
+			f->exists = true;
+			f->version = stat->version;
+			/* another client's garbage: the listing decides */
+			if (value != NULL && value_len > 0 && value_len < (int) sizeof(buf))
+			{
+				char	   *end;
+
+				memcpy(buf, value, value_len);
+				buf[value_len] = '\0';
+				errno = 0;
+				f->val = strtoll(buf, &end, 10);
+				f->val_ok = (errno == 0 && *end == '\0' && end != buf &&
+							 f->val >= ZKQ_SEQ_FIRST && f->val <= ZKQ_SEQ_LAST);
+			}
+		}
+		else if (rc == ZNONODE)
+			f->exists = false;
+		else
+			f->failed = true;
+		seq_fetch_one_done(f);
+	}
+	COMPLETION_END(none);
+}
+
+static void
+seq_children_done(int rc, const struct String_vector *sv, const void *data)
+{
+	SeqFetch   *f = (SeqFetch *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		if (rc == ZOK && sv != NULL)
+		{
+			int			i;
+
+			for (i = 0; i < sv->count; i++)
+			{
+				int64		v = seq_of_node(sv->data[i]);
+
+				if (v > f->max_listed)
+					f->max_listed = v;
+			}
+		}
+		else if (rc != ZNONODE)
+			f->failed = true;
+		seq_fetch_one_done(f);
+	}
+	COMPLETION_END(none);
+}
+
+/*
+ * Read q's next, and list its entries and taken (pipelined); the PubOps on
+ * pub_waits go on when the answers are in.  false: nothing could be sent.
+ */
+static bool
+seq_fetch(QSeq *q)
+{
+	SeqFetch   *f;
+	char		path[ZK_PATH_MAX];
+	int			sent = 0;
+
+	if (q->seq_fetching)
+		return true;
+	f = MemoryContextAllocZero(q_context(), sizeof(SeqFetch));
+	strlcpy(f->name, q->name, sizeof(f->name));
+	f->max_listed = -1;
+	f->pending = 3;
+	q_seq_path(q, "next", path, sizeof(path));
+	if (zoo_aget(zk_zh, path, 0, seq_get_done, f) == ZOK)
+		sent++;
+	else
+		f->failed = true;
+	q_seq_path(q, "entries", path, sizeof(path));
+	if (zoo_aget_children(zk_zh, path, 0, seq_children_done, f) == ZOK)
+		sent++;
+	else
+		f->failed = true;
+	q_seq_path(q, "taken", path, sizeof(path));
+	if (zoo_aget_children(zk_zh, path, 0, seq_children_done, f) == ZOK)
+		sent++;
+	else
+		f->failed = true;
+	if (sent == 0)
+	{
+		pfree(f);
+		return false;
+	}
+	f->pending = sent;
+	q->seq_fetching = true;
+	return true;
+}
+
+static void
+seq_probe_done(int rc, const struct Stat *stat, const void *data)
+{
+	char	   *name = (char *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		QSeq	   *q = q_seq(name);
+
+		if (rc == ZOK)
+			seq_switch(q, "another cluster names its items itself (its entries' sequence counter is at its end)");
+		if (rc == ZOK || rc == ZNONODE)
+			q->seq_answered = true;
+		else
+			q->seq_probed = false;	/* ask again */
+		pfree(name);
+		pub_waits_fire(rc == ZOK || rc == ZNONODE);
+	}
+	COMPLETION_END(none);
+}
+
+/* Does q's next exist?  Asked once per worker (and after a failed ask). */
+static void
+seq_probe(QSeq *q)
+{
+	char		path[ZK_PATH_MAX];
+	char	   *name;
+
+	if (q->seq_probed || q->seq_explicit)
+		return;
+	name = MemoryContextStrdup(q_context(), q->name);
+	q_seq_path(q, "next", path, sizeof(path));
+	if (zoo_aexists(zk_zh, path, 0, seq_probe_done, name) == ZOK)
+		q->seq_probed = true;
+	else
+		pfree(name);
+}
 
 /*
  * Send the publishing multi for a transaction's items: delete the
@@ -497,38 +850,240 @@ static bool
 send_publish(const char *blob, const char *tpath, uint32 idx, uint32 gen,
 			 struct Scan *scan, bool ensure)
 {
-	const ZkTxnHeader *h = (const ZkTxnHeader *) blob;
-	MemoryContext old = MemoryContextSwitchTo(q_context());
-	PubOp	   *po = palloc0(sizeof(PubOp));
-	const char *p = blob + sizeof(ZkTxnHeader);
-	uint32		i;
-	int			n = 1;
-	int			rc;
+	PubOp	   *po = MemoryContextAllocZero(q_context(), sizeof(PubOp));
 
 	po->idx = idx;
 	po->gen = gen;
 	po->scan = scan;
+	po->ensure = ensure;
 	if (scan != NULL)
 	{
 		/* the resolution's copy: ours to mark skipped ops in */
-		po->blob = palloc(h->total);
+		const ZkTxnHeader *h = (const ZkTxnHeader *) blob;
+
+		po->blob = MemoryContextAlloc(q_context(), h->total);
 		memcpy(po->blob, blob, h->total);
-		blob = po->blob;
-		h = (const ZkTxnHeader *) blob;
-		p = blob + sizeof(ZkTxnHeader);
 	}
-	po->ops = palloc0(sizeof(zoo_op_t) * (h->nitems + 1));
-	po->res = palloc0(sizeof(zoo_op_result_t) * (h->nitems + 1));
-	po->paths = palloc0(sizeof(char *) * (h->nitems + 1));
-	po->item_off = palloc0(sizeof(uint32) * (h->nitems + 1));
 	strlcpy(po->tpath, tpath, sizeof(po->tpath));
+	if (!pub_send(po))
+	{
+		pubop_free(po);
+		return false;
+	}
+	return true;
+}
+
+/* the previous try's ops and buffers */
+static void
+pub_clear(PubOp *po)
+{
+	int			i;
+
+	for (i = 0; i < po->nops; i++)
+	{
+		if (po->paths && po->paths[i])
+			pfree(po->paths[i]);
+		if (po->bufs && po->bufs[i])
+			pfree(po->bufs[i]);
+	}
+	if (po->paths)
+		pfree(po->paths);
+	if (po->bufs)
+		pfree(po->bufs);
+	if (po->ops)
+		pfree(po->ops);
+	if (po->res)
+		pfree(po->res);
+	if (po->item_off)
+		pfree(po->item_off);
+	if (po->opkind)
+		pfree(po->opkind);
+	if (po->opq)
+		pfree(po->opq);
+	if (po->opnum)
+		pfree(po->opnum);
+	po->paths = po->bufs = NULL;
+	po->ops = NULL;
+	po->res = NULL;
+	po->item_off = NULL;
+	po->opkind = NULL;
+	po->opq = NULL;
+	po->opnum = NULL;
+	po->nops = 0;
+}
+
+/*
+ * Build the multi from the blob and send it; or, when a queue that names
+ * its items itself needs its next read first, wait on pub_waits (true).
+ */
+static bool
+pub_send(PubOp *po)
+{
+	const char *blob;
+	const ZkTxnHeader *h;
+	const char *p;
+	MemoryContext old;
+	QSeq	  **qs;
+	int		   *qcount;
+	int		   *qused;
+	int			nq = 0;
+	uint32		i;
+	int			j;
+	int			n = 1;
+	int			rc;
+	bool		wait = false;
+	bool		seq_failed = false;
+
+	if (po->blob != NULL)
+		blob = po->blob;
+	else
+		blob = dsa_get_address(zk_dsa(), zk_entry(po->idx)->blob);
+	h = (const ZkTxnHeader *) blob;
+	pub_clear(po);
+	old = MemoryContextSwitchTo(q_context());
+
+	/* the queues that name their items themselves, and how many each */
+	qs = palloc0(sizeof(QSeq *) * (h->nitems + 1));
+	qcount = palloc0(sizeof(int) * (h->nitems + 1));
+	qused = palloc0(sizeof(int) * (h->nitems + 1));
+	p = blob + sizeof(ZkTxnHeader);
+	for (i = 0; i < h->nitems; i++)
+	{
+		ZkTxnItem	it;
+		char		qname[ZKLOCK_NAME_MAX + 1];
+		QSeq	   *q;
+
+		memcpy(&it, p, sizeof(it));
+		p += sizeof(ZkTxnItem);
+		if (ZKQ_IS_OP(it.priority))
+		{
+			p += it.qlen + it.plen;
+			continue;
+		}
+		memcpy(qname, p, it.qlen);
+		qname[it.qlen] = '\0';
+		p += it.qlen + it.plen;
+		q = q_seq(qname);
+		if (!q->seq_answered && !q->seq_explicit)
+		{
+			/* does it name its items itself?  (asked before commit, as a rule) */
+			seq_probe(q);
+			if (!q->seq_probed)
+				seq_failed = true;
+			wait = true;
+			continue;
+		}
+		if (!q->seq_explicit)
+			continue;
+		for (j = 0; j < nq && qs[j] != q; j++)
+			;
+		if (j == nq)
+			qs[nq++] = q;
+		qcount[j]++;
+	}
+	if (seq_failed)
+	{
+		MemoryContextSwitchTo(old);
+		pfree(qs);
+		pfree(qcount);
+		pfree(qused);
+		return false;
+	}
+	for (j = 0; j < nq; j++)
+	{
+		if (qs[j]->seq_known && qs[j]->seq_next + qcount[j] - 1 > ZKQ_SEQ_LAST)
+		{
+			/* out of ten-digit names too: the counter's way, which fails */
+			qs[j]->seq_explicit = false;
+			qs[j] = NULL;
+			continue;
+		}
+		if (!qs[j]->seq_known)
+		{
+			if (!seq_fetch(qs[j]))
+			{
+				MemoryContextSwitchTo(old);
+				pfree(qs);
+				pfree(qcount);
+				pfree(qused);
+				return false;
+			}
+			wait = true;
+		}
+	}
+	if (wait)
+	{
+		MemoryContextSwitchTo(old);
+		pfree(qs);
+		pfree(qcount);
+		pfree(qused);
+		if (!po->waiting)
+		{
+			old = MemoryContextSwitchTo(q_context());
+			pub_waits = lappend(pub_waits, po);
+			MemoryContextSwitchTo(old);
+			po->waiting = true;
+		}
+		return true;
+	}
+
+	j = h->nitems + 2 * nq + 1;
+	po->ops = palloc0(sizeof(zoo_op_t) * j);
+	po->res = palloc0(sizeof(zoo_op_result_t) * j);
+	po->paths = palloc0(sizeof(char *) * j);
+	po->bufs = palloc0(sizeof(char *) * j);
+	po->item_off = palloc0(sizeof(uint32) * j);
+	po->opkind = palloc0(sizeof(uint8) * j);
+	po->opq = palloc0(sizeof(QSeq *) * j);
+	po->opnum = palloc0(sizeof(int64) * j);
 	zoo_delete_op_init(&po->ops[0], po->tpath, -1);
+
+	/*
+	 * each such queue's next: set with the version read, or created; near
+	 * the end of its (32-bit) version, deleted with it and created again
+	 */
+	for (j = 0; j < nq; j++)
+	{
+		QSeq	   *q = qs[j];
+		char		npath[ZK_PATH_MAX];
+		bool		recreate;
+
+		if (q == NULL)
+			continue;
+		q_seq_path(q, "next", npath, sizeof(npath));
+		recreate = q->seq_exists &&
+			(q->seq_version < 0 || q->seq_version >= PG_INT32_MAX - 1);
+		if (recreate)
+		{
+			po->opkind[n] = PUB_COUNTER;
+			po->opq[n] = q;
+			po->paths[n] = pstrdup(npath);
+			zoo_delete_op_init(&po->ops[n], po->paths[n], q->seq_version);
+			n++;
+		}
+		po->opkind[n] = PUB_COUNTER;
+		po->opq[n] = q;
+		po->opnum[n] = q->seq_next + qcount[j];
+		po->paths[n] = pstrdup(npath);
+		po->bufs[n] = psprintf(INT64_FORMAT, po->opnum[n]);
+		if (!q->seq_exists || recreate)
+			zoo_create_op_init(&po->ops[n], po->paths[n], po->bufs[n],
+							   (int) strlen(po->bufs[n]), &ZOO_OPEN_ACL_UNSAFE, 0,
+							   NULL, 0);
+		else
+			zoo_set_op_init(&po->ops[n], po->paths[n], po->bufs[n],
+							(int) strlen(po->bufs[n]), q->seq_version, NULL);
+		n++;
+	}
+
+	p = blob + sizeof(ZkTxnHeader);
 	for (i = 0; i < h->nitems; i++)
 	{
 		ZkTxnItem	it;
 		uint32		off = (uint32) (p - blob);
 		char		qname[ZK_PATH_MAX];
 		char		qpath[ZK_PATH_MAX];
+		QSeq	   *q;
 
 		memcpy(&it, p, sizeof(it));
 		p += sizeof(ZkTxnItem);
@@ -560,44 +1115,140 @@ send_publish(const char *blob, const char *tpath, uint32 idx, uint32 gen,
 			continue;
 		}
 		zk_queue_path(qname, qpath, sizeof(qpath));
-		if (ensure || !parents_known(qname))
+		if (po->ensure || !parents_known(qname))
 		{
 			send_ensure_queue(qpath);
 			parents_remember(qname, true);
 		}
+		q = q_seq(qname);
+		for (j = 0; j < nq && qs[j] != q; j++)
+			;
 		po->item_off[n] = off;
-		po->paths[n] = psprintf("%s/entries/entry-%03d-", qpath, (int) it.priority);
-		zoo_create_op_init(&po->ops[n], po->paths[n], p, (int) it.plen,
-						   &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT_SEQUENTIAL, NULL, 0);
+		po->opq[n] = q;
+		if (j < nq)
+		{
+			po->opkind[n] = PUB_NAMED_ITEM;
+			po->paths[n] = psprintf("%s/entries/entry-%03d-%010" INT64_MODIFIER "d",
+									qpath, (int) it.priority, q->seq_next + qused[j]);
+			qused[j]++;
+			zoo_create_op_init(&po->ops[n], po->paths[n], p, (int) it.plen,
+							   &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+		}
+		else
+		{
+			int			blen;
+
+			po->opkind[n] = PUB_SEQ_ITEM;
+			po->paths[n] = psprintf("%s/entries/entry-%03d-", qpath, (int) it.priority);
+			blen = (int) strlen(po->paths[n]) + 16;
+			po->bufs[n] = palloc0(blen);
+			zoo_create_op_init(&po->ops[n], po->paths[n], p, (int) it.plen,
+							   &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT_SEQUENTIAL,
+							   po->bufs[n], blen);
+		}
 		n++;
 		p += it.plen;
 	}
 	po->nops = n;
+	pfree(qs);
+	pfree(qcount);
+	pfree(qused);
 	MemoryContextSwitchTo(old);
 	rc = zoo_amulti(zk_zh, po->nops, po->ops, po->res, publish_done, po);
-	if (rc != ZOK)
-	{
-		pubop_free(po);
-		return false;
-	}
-	return true;
+	return rc == ZOK;
 }
 
 static void
 pubop_free(PubOp *po)
 {
-	int			i;
-
-	for (i = 1; i < po->nops; i++)
-		if (po->paths[i])
-			pfree(po->paths[i]);
-	pfree(po->paths);
-	pfree(po->ops);
-	pfree(po->res);
-	pfree(po->item_off);
+	if (po->waiting)
+		pub_waits = list_delete_ptr(pub_waits, po);
+	pub_clear(po);
 	if (po->blob)
 		pfree(po->blob);
 	pfree(po);
+}
+
+/*
+ * After a successful publication: the counters it set, and whether
+ * entries' own counter is near its end (or past it: negative names).
+ */
+static void
+pub_note_names(PubOp *po)
+{
+	int			i;
+
+	for (i = 1; i < po->nops; i++)
+	{
+		QSeq	   *q = po->opq[i];
+
+		if (q == NULL)
+			continue;
+		if (po->opkind[i] == PUB_COUNTER && po->ops[i].type != ZOO_DELETE_OP)
+		{
+			q->seq_next = po->opnum[i];
+			q->seq_exists = true;
+			q->seq_version = (po->ops[i].type == ZOO_CREATE_OP) ? 0 :
+				po->ops[i].set_op.version + 1;
+			q->seq_known = true;
+		}
+		else if (po->opkind[i] == PUB_SEQ_ITEM && po->bufs[i] != NULL)
+		{
+			const char *child = strrchr(po->bufs[i], '/');
+
+			if (child != NULL && strlen(child + 1) > 10)
+			{
+				const char *num = child + 1 + 10;
+
+				if (*num == '-' || strtoll(num, NULL, 10) >= ZKQ_SEQ_SWITCH)
+					seq_switch(q, "zookeeper's sequence counter of its entries is near its end");
+			}
+		}
+	}
+}
+
+/*
+ * A definite failure that comes from naming: next changed under us (set or
+ * created by another cluster, deleted, overwritten), an item's own name
+ * was taken, or a sequential create found its name there (entries' counter
+ * ran out).  Such queues read next again; true: send it again.
+ */
+static bool
+pub_naming_conflict(PubOp *po)
+{
+	int			i;
+
+	if (po->tries >= ZKQ_NAMING_TRIES)
+		return false;
+	for (i = 1; i < po->nops; i++)
+	{
+		int			err = po->res[i].err;
+		QSeq	   *q = po->opq[i];
+
+		if (err == ZOK || err == ZRUNTIMEINCONSISTENCY)
+			continue;
+		if (q == NULL)
+			return false;
+		if (po->opkind[i] == PUB_COUNTER &&
+			(err == ZBADVERSION || err == ZNODEEXISTS || err == ZNONODE))
+		{
+			q->seq_known = false;
+			return true;
+		}
+		if (po->opkind[i] == PUB_NAMED_ITEM && err == ZNODEEXISTS)
+		{
+			q->seq_known = false;
+			return true;
+		}
+		if (po->opkind[i] == PUB_SEQ_ITEM && err == ZNODEEXISTS)
+		{
+			seq_switch(q, "zookeeper's sequence counter of its entries has run out");
+			q->seq_known = false;
+			return true;
+		}
+		return false;
+	}
+	return false;
 }
 
 /*
@@ -617,6 +1268,8 @@ skip_done_op(PubOp *po, char *blob)
 
 		if (err == ZOK || err == ZRUNTIMEINCONSISTENCY)
 			continue;
+		if (po->opkind[i] != PUB_OTHER)
+			return false;
 		memcpy(&it, blob + po->item_off[i], sizeof(it));
 		if (!ZKQ_IS_OP(it.priority))
 			return false;
@@ -638,18 +1291,15 @@ skip_done_op(PubOp *po, char *blob)
  * one again).  Returns the parent's path (in po), or NULL.
  */
 static const char *
-seq_exhausted(PubOp *po, char *blob)
+seq_exhausted(PubOp *po)
 {
 	int			i;
 
 	for (i = 1; i < po->nops; i++)
 	{
-		ZkTxnItem	it;
-
 		if (po->res[i].err != ZNODEEXISTS)
 			continue;
-		memcpy(&it, blob + po->item_off[i], sizeof(it));
-		if (!ZKQ_IS_OP(it.priority))
+		if (po->opkind[i] == PUB_SEQ_ITEM || po->opkind[i] == PUB_NAMED_ITEM)
 		{
 			char	   *slash = strrchr(po->paths[i], '/');
 
@@ -668,18 +1318,21 @@ publish_done(int rc, const void *data)
 	ZkEntry    *volatile e = NULL;
 	bool		applied;
 	bool		missing_parent = false;
+	bool		keep = false;
 	int			i;
 
 	COMPLETION_BEGIN
 	{
 		/* the transaction node gone: published now, or before */
 		applied = (rc == ZOK);
+		if (applied)
+			pub_note_names(po);
 		if (!applied && zk_rc_definite(rc))
 		{
 			if (po->res[0].err == ZNONODE)
 				applied = true;
 			for (i = 1; i < po->nops; i++)
-				if (po->res[i].err == ZNONODE)
+				if (po->res[i].err == ZNONODE && po->opkind[i] != PUB_COUNTER)
 					missing_parent = true;
 		}
 		if (po->gen != ZKLOCK_NO_ENTRY)
@@ -690,6 +1343,23 @@ publish_done(int rc, const void *data)
 				e = pe;
 		}
 		if (!applied && zk_rc_definite(rc) && zk_session_usable() &&
+			(e != NULL || po->scan != NULL) && pub_naming_conflict(po))
+		{
+			/* a queue's next read again, then the same multi renamed */
+			po->tries++;
+			keep = pub_send(po);
+			if (!keep)
+			{
+				if (e != NULL)
+				{
+					e->delete_inflight = false;
+					zk_retry_later(e);
+				}
+				else
+					scan_done_one(po->scan, false, 0);
+			}
+		}
+		else if (!applied && zk_rc_definite(rc) && zk_session_usable() &&
 			(e != NULL || po->scan != NULL) &&
 			skip_done_op(po, e != NULL ? dsa_get_address(zk_dsa(), e->blob) : po->blob))
 		{
@@ -727,15 +1397,15 @@ publish_done(int rc, const void *data)
 			}
 			else
 			{
-				const char *full = seq_exhausted(po, dsa_get_address(zk_dsa(), e->blob));
+				const char *full = seq_exhausted(po);
 
 				if (full != NULL)
 					ereport(WARNING,
 							(errmsg("zklock: could not publish the items of transaction " UINT64_FORMAT ": zookeeper's sequence counter of %s has run out",
 									e->fxid, full),
-							 errdetail("ZooKeeper names a queue entry after its parent's count of child creates, a signed 32-bit number that has reached its end; the transaction node %s stays.",
+							 errdetail("ZooKeeper names a queue entry after its parent's count of child creates, a signed 32-bit number that has reached its end, and naming the items from the queue's next node failed too; the transaction node %s stays.",
 									   po->tpath),
-							 errhint("Consume or purge the queue, delete %s (it is created again with a new counter), then restart the zklock worker (SELECT pg_terminate_backend(worker_pid) FROM zk_status()) to publish the items kept.",
+							 errhint("Consume or purge the queue, delete %s and the next node beside it (both are created again, with a new counter), then restart the zklock worker (SELECT pg_terminate_backend(worker_pid) FROM zk_status()) to publish the items kept.",
 									 full)));
 				else
 					ereport(WARNING,
@@ -750,7 +1420,8 @@ publish_done(int rc, const void *data)
 			scan_done_one(po->scan, applied || zk_rc_definite(rc), applied && rc == ZOK ? 1 : 0);
 	}
 	COMPLETION_END(e);
-	pubop_free(po);
+	if (!keep)
+		pubop_free(po);
 }
 
 static void
@@ -828,6 +1499,8 @@ send_txn_create(ZkEntry *e)
 				send_ensure_queue(qpath);
 				parents_remember(qname, true);
 			}
+			/* before it is published: does it name its items itself? */
+			seq_probe(q_seq(qname));
 		}
 	}
 	e->state = ZKE_CREATING;
@@ -3553,6 +4226,30 @@ q_session_reset(void)
 			list_free_deep(q->gone);
 			q->gone = NIL;
 		}
+	}
+	if (qseqs != NULL)
+	{
+		QSeq	   *qs;
+
+		hash_seq_init(&st, qseqs);
+		while ((qs = hash_seq_search(&st)) != NULL)
+		{
+			qs->seq_fetching = false;
+			qs->seq_known = false;
+			if (!qs->seq_answered)
+				qs->seq_probed = false;
+		}
+	}
+	/* publications waiting for a counter: their entries go on anew */
+	while (pub_waits != NIL)
+	{
+		PubOp	   *po = linitial(pub_waits);
+
+		pub_waits = list_delete_first(pub_waits);
+		po->waiting = false;
+		if (po->scan != NULL)
+			scan_done_one(po->scan, false, 0);
+		pubop_free(po);
 	}
 	nidle_watched = 0;
 	nunflushed_wait = 0;

@@ -3,7 +3,7 @@
  * parent, or queue's entries parent, is close to the end of its sequence
  * numbers.
  *
- * usage: java -cp <zookeeper jars>:<classes> MakeWrapSnapshot DATADIR [CVERSION [PARENT]]
+ * usage: java -cp <zookeeper jars>:<classes> MakeWrapSnapshot DATADIR [CVERSION [PARENT [NEXTQ:VERSION]]]
  *
  * Writes DATADIR/version-2/snapshot.<zxid> holding
  *   /zklock                  persistent
@@ -16,7 +16,10 @@
  *   PARENT/keeper            persistent, not a lock contender: the parent is
  *                            never empty, so ZooKeeper never removes it
  * with PARENT's cversion (the counter that names sequential children) set
- * to CVERSION (default 2^31 - 5).  A ZooKeeper started on DATADIR (dataDir
+ * to CVERSION (default 2^31 - 5).  NEXTQ:VERSION (a queue path, e.g.
+ * /zklock/queues/vq:2147483645) adds a second queue, NEXTQ with entries and
+ * taken, whose next (the number zklock names its items from once a queue's
+ * counter has run out) holds 2147483648 at the given version.  A ZooKeeper started on DATADIR (dataDir
  * in zoo.cfg) loads it; its next sequential children under PARENT are named
  * ...2147483643, ...44, ...45, ...46, ...47 and then wrap.
  *
@@ -42,9 +45,9 @@ public class MakeWrapSnapshot
 
 	public static void main(String[] args) throws Exception
 	{
-		if (args.length < 1 || args.length > 3)
+		if (args.length < 1 || args.length > 4)
 		{
-			System.err.println("usage: MakeWrapSnapshot DATADIR [CVERSION [PARENT]]");
+			System.err.println("usage: MakeWrapSnapshot DATADIR [CVERSION [PARENT [NEXTQ:VERSION]]]");
 			System.exit(2);
 		}
 		File dataDir = new File(args[0]);
@@ -96,6 +99,26 @@ public class MakeWrapSnapshot
 		tree.createNode(parent + "/keeper",
 						"not a lock contender, nor a queue item".getBytes(StandardCharsets.UTF_8),
 						ZooDefs.Ids.OPEN_ACL_UNSAFE, 0, cversion, ++zxid, now);
+		if (args.length > 3)
+		{
+			int			colon = args[3].lastIndexOf(':');
+			String		nq = colon > 0 ? args[3].substring(0, colon) : "";
+
+			if (!queue || !nq.startsWith("/zklock/queues/") || nq.indexOf('/', 15) >= 0 ||
+				nq.length() == 15 || nq.equals(parent.substring(0, parent.length() - 8)))
+			{
+				System.err.println("NEXTQ:VERSION needs a queue PARENT and another /zklock/queues/<name>");
+				System.exit(2);
+			}
+			tree.createNode(nq, new byte[0], ZooDefs.Ids.OPEN_ACL_UNSAFE, 0, -1, ++zxid, now);
+			tree.createNode(nq + "/entries", new byte[0], ZooDefs.Ids.OPEN_ACL_UNSAFE,
+							0, -1, ++zxid, now);
+			tree.createNode(nq + "/taken", new byte[0], ZooDefs.Ids.OPEN_ACL_UNSAFE,
+							0, -1, ++zxid, now);
+			tree.createNode(nq + "/next", "2147483648".getBytes(StandardCharsets.UTF_8),
+							ZooDefs.Ids.OPEN_ACL_UNSAFE, 0, -1, ++zxid, now);
+			tree.getNode(nq + "/next").stat.setVersion(Integer.parseInt(args[3].substring(colon + 1)));
+		}
 		tree.lastProcessedZxid = zxid;
 
 		/*
