@@ -124,6 +124,7 @@ typedef struct QSeq
 	bool		seq_answered;	/* ... and answered */
 	bool		seq_known;		/* seq_next, seq_version: as last seen */
 	bool		seq_fetching;
+	bool		seq_fresh;		/* seq_next as read, not advanced since */
 	int64		seq_next;		/* the next free number */
 	bool		seq_exists;		/* next exists (as last seen) */
 	int32		seq_version;	/* ... and its version */
@@ -572,12 +573,16 @@ static bool seq_fetch(QSeq *q);
  * conflict there and read it again instead of taking one name twice; a
  * number taken anyway (next deleted or overwritten) fails the item's create
  * and next is read again, with entries and taken listed to step past every
- * name there.  A worker that starts asks whether next exists.
+ * name there.  A value of next near the end of ten digits is not believed:
+ * the listing decides (numbers of consumed items are used again then).  A
+ * worker that starts asks whether next exists before it publishes.
  * ------------------------------------------------------------------------
  */
 #define ZKQ_SEQ_FIRST		INT64CONST(2147483648)	/* 2^31 */
 #define ZKQ_SEQ_LAST		INT64CONST(9999999999)	/* ten digits */
 #define ZKQ_SEQ_SWITCH		INT64CONST(2147418112)	/* 2^31 - 2^16 */
+#define ZKQ_SEQ_SLACK		INT64CONST(1048576)	/* next beyond LAST - this:
+													 * not believed */
 #define ZKQ_NAMING_TRIES	50
 
 static List *pub_waits = NIL;	/* PubOp waiting for a queue's next */
@@ -691,6 +696,7 @@ seq_fetch_one_done(SeqFetch *f)
 		q->seq_exists = f->exists;
 		q->seq_version = f->version;
 		q->seq_known = true;
+		q->seq_fresh = true;
 	}
 	pfree(f);
 	pub_waits_fire(true);
@@ -721,7 +727,8 @@ seq_get_done(int rc, const char *value, int value_len,
 				errno = 0;
 				f->val = strtoll(buf, &end, 10);
 				f->val_ok = (errno == 0 && *end == '\0' && end != buf &&
-							 f->val >= ZKQ_SEQ_FIRST && f->val <= ZKQ_SEQ_LAST);
+							 f->val >= ZKQ_SEQ_FIRST &&
+							 f->val <= ZKQ_SEQ_LAST - ZKQ_SEQ_SLACK);
 			}
 		}
 		else if (rc == ZNONODE)
@@ -993,10 +1000,15 @@ pub_send(PubOp *po)
 	{
 		if (qs[j]->seq_known && qs[j]->seq_next + qcount[j] - 1 > ZKQ_SEQ_LAST)
 		{
-			/* out of ten-digit names too: the counter's way, which fails */
-			qs[j]->seq_explicit = false;
-			qs[j] = NULL;
-			continue;
+			if (qs[j]->seq_fresh)
+			{
+				/* out of ten-digit names too: the counter's way, which fails */
+				qs[j]->seq_explicit = false;
+				qs[j] = NULL;
+				continue;
+			}
+			/* read again: past LAST - SLACK, next yields to the listing */
+			qs[j]->seq_known = false;
 		}
 		if (!qs[j]->seq_known)
 		{
@@ -1191,6 +1203,7 @@ pub_note_names(PubOp *po)
 			q->seq_version = (po->ops[i].type == ZOO_CREATE_OP) ? 0 :
 				po->ops[i].set_op.version + 1;
 			q->seq_known = true;
+			q->seq_fresh = false;
 		}
 		else if (po->opkind[i] == PUB_SEQ_ITEM && po->bufs[i] != NULL)
 		{

@@ -157,10 +157,17 @@ ok(wait_until(sub { logs_since($nodeA, 'A') =~ /sequence counter of its entries 
 	'A logs that the counter ran out');
 is(zk_count($zk, '/zklock/txns'), 0, 'no transaction node kept');
 
+# 8b. another client sets next near the end of ten digits: not believed
+qa('rmtree', $NEXT);
+qa('create', $NEXT, unpack('H*', '9999999999'));
+sqla("SELECT zk_enqueue('wq', 'item-7b')");
+is(last_entry(), 'entry-100-2147483660', 'next = 9999999999 is not believed: item-7b is ...60');
+is(next_value(), '2147483661', 'and next is repaired');
+
 # 9. everything in commit order, once
 my $all = sqla("SELECT string_agg(body, ',' ORDER BY n) FROM zk_try_dequeue('wq', 100) "
 	  . 'WITH ORDINALITY AS t(msg_id, priority, enqueued_at, payload, body, n)');
-is($all, 'item-1,k-1,k-2,k-3,k-4,item-2,item-3a,item-3b,item-3c,b-1,item-4,item-5,item-6,item-6b,b-2,item-6c,item-7',
+is($all, 'item-1,k-1,k-2,k-3,k-4,item-2,item-3a,item-3b,item-3c,b-1,item-4,item-5,item-6,item-6b,b-2,item-6c,item-7,item-7b',
 	'every item dequeued once, in commit order');
 is(entries(), 'keeper', 'only the foreign child is left in entries');
 is(zk_count($zk, "$QP/taken") . '/' . zk_count($zk, '/zklock/txns'), '0/0', 'no claim, no transaction node');
