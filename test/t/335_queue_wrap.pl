@@ -59,7 +59,7 @@ zk_restart($zk);
 
 # A talks to ZooKeeper through the fault proxy
 my $p = proxy_start($zk);
-my $nodeA = zk_node('qwrapA', $p->{hosts});
+my $nodeA = zk_node('qwrapA', $p->{hosts}, conf => "restart_after_crash = on\n");
 my $nodeB = zk_node('qwrapB', $zk);
 my %log_at = (A => -s $nodeA->logfile, B => -s $nodeB->logfile);
 sub sqla { return $nodeA->safe_psql('postgres', $_[0]); }
@@ -164,10 +164,33 @@ sqla("SELECT zk_enqueue('wq', 'item-7b')");
 is(last_entry(), 'entry-100-2147483660', 'next = 9999999999 is not believed: item-7b is ...60');
 is(next_value(), '2147483661', 'and next is repaired');
 
+# 8c. a committed publication hangs (its multi dropped), then the worker is
+# killed: the crash restart's resolution publishes it, named from next
+my $drop = proxy_rule($p, 'drop-requests multi');
+my $hung = new_session($nodeA, name => 'hung');
+$hung->query_safe("SET zklock.commit_timeout = '2s'");
+my $r = $hung->query("SELECT zk_enqueue('wq', 'item-7c')", 30);
+is($r->{sqlstate}, '00000', 'the COMMIT of item-7c returns while its publication hangs') or diag $r->{err};
+is(last_entry(), 'entry-100-2147483660', 'item-7c is not published yet');
+is(zk_count($zk, '/zklock/txns'), 1, 'its transaction node holds it');
+my $crash_at = -s $nodeA->logfile;
+kill 'KILL', worker_pid($nodeA);
+proxy_cmd($p, 'reset');
+$hung->kill_client;
+is(wait_for_state($nodeA, 'connected', 60)->{state}, 'connected', 'A is back after the crash restart');
+ok(wait_until(sub { last_entry() eq 'entry-100-2147483661' }, 30),
+	"the restarted worker's resolution publishes item-7c, named from next: ...61")
+  or diag entries();
+ok(wait_until(sub { zk_count($zk, '/zklock/txns') == 0 }, 10), 'no transaction node left');
+my $after = PostgreSQL::Test::Utils::slurp_file($nodeA->logfile, $crash_at);
+like($after, qr/queue "wq": another cluster names its items itself/,
+	'the new worker looked for next before it published (and found it)');
+unlike($after, qr/counter of its entries has run out/, 'no create of the counter was tried');
+
 # 9. everything in commit order, once
 my $all = sqla("SELECT string_agg(body, ',' ORDER BY n) FROM zk_try_dequeue('wq', 100) "
 	  . 'WITH ORDINALITY AS t(msg_id, priority, enqueued_at, payload, body, n)');
-is($all, 'item-1,k-1,k-2,k-3,k-4,item-2,item-3a,item-3b,item-3c,b-1,item-4,item-5,item-6,item-6b,b-2,item-6c,item-7,item-7b',
+is($all, 'item-1,k-1,k-2,k-3,k-4,item-2,item-3a,item-3b,item-3c,b-1,item-4,item-5,item-6,item-6b,b-2,item-6c,item-7,item-7b,item-7c',
 	'every item dequeued once, in commit order');
 is(entries(), 'keeper', 'only the foreign child is left in entries');
 is(zk_count($zk, "$QP/taken") . '/' . zk_count($zk, '/zklock/txns'), '0/0', 'no claim, no transaction node');
