@@ -50,7 +50,7 @@ MODE=${1:-all}
 case $MODE in
     all|regress|tap) ;;
     faults) ;;
-    -h|--help|help) sed -n '2,40s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -h|--help|help) sed -n '2,43s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "usage: tools/test.sh [regress|tap|faults [SECONDS]]" >&2; exit 2 ;;
 esac
 FAULT_SECONDS=""
