@@ -236,9 +236,18 @@ sqla("SELECT zk_enqueue('vq', 'v-3')");
 is(join(',', zk_children($zk, '/zklock/queues/vq/entries')),
 	'entry-100-2147483648,entry-100-2147483649,entry-100-2147483650', "vq's items named on from next");
 is(zk_get($zk, '/zklock/queues/vq/next') . '/' . next_version('vq'), '2147483651/1', 'next 2147483651, version 1');
+# a kazoo consumer takes the first of them, SQL the rest
+($rc, $out, $err) = ZkLockTest::_run([ $ZkLockTest::PYTHON, '-c',
+	'import sys; from kazoo.client import KazooClient; z = KazooClient(hosts=sys.argv[1]); z.start(); '
+	  . 'q = z.LockingQueue("/zklock/queues/vq"); v = q.get(10); print(v.decode(), q.consume()); z.stop()',
+	$zk->{hosts} ], 60);
+is("$rc $out", "0 v-1 True\n", "kazoo's LockingQueue gets and consumes the first item named from next")
+  or diag $err;
 is(sqlb("SELECT string_agg(body, ',' ORDER BY n) FROM zk_try_dequeue('vq', 10) "
-	  . 'WITH ORDINALITY AS t(msg_id, priority, enqueued_at, payload, body, n)'), 'v-1,v-2,v-3',
-	'served in order');
+	  . 'WITH ORDINALITY AS t(msg_id, priority, enqueued_at, payload, body, n)'), 'v-2,v-3',
+	'SQL the other two, in order');
+is(zk_count($zk, '/zklock/queues/vq/entries') . '/' . zk_count($zk, '/zklock/queues/vq/taken'), '0/0',
+	'vq: no entry or claim left');
 unlike(logs_since($nodeA, 'A'), qr/could not publish/, 'no publication failed');
 
 $nodeA->stop;
