@@ -698,8 +698,8 @@ seq_fetch_one_done(SeqFetch *f)
 		q->seq_known = true;
 		q->seq_fresh = true;
 	}
+	pub_waits_fire(!f->failed);
 	pfree(f);
-	pub_waits_fire(true);
 }
 
 static void
@@ -1002,8 +1002,10 @@ pub_send(PubOp *po)
 		{
 			if (qs[j]->seq_fresh)
 			{
-				/* out of ten-digit names too: the counter's way, which fails */
-				qs[j]->seq_explicit = false;
+				/*
+				 * out of ten-digit names too: this time the counter's way,
+				 * which fails, until ZKQ_NAMING_TRIES end in the warning
+				 */
 				qs[j] = NULL;
 				continue;
 			}
