@@ -114,10 +114,14 @@ typedef struct QState
 	TimestampTz idle_since;		/* no waiters since, watches kept; or 0 */
 } QState;
 
-/* How this cluster names a queue's items (see "Past the end of the counter") */
+/*
+ * A queue this cluster publishes into: whether its parents are known to
+ * exist, and how its items are named (see "Past the end of the counter")
+ */
 typedef struct QSeq
 {
 	char		name[ZKLOCK_NAME_MAX + 1];	/* key: UTF-8 queue name */
+	bool		parents_ok;		/* entries and taken exist, as far as known */
 	bool		seq_explicit;	/* entries' counter (nearly) ran out: items
 								 * are named from <queue>/next */
 	bool		seq_probed;		/* next's existence asked */
@@ -163,8 +167,6 @@ typedef struct Attempt
 	zoo_op_result_t res[2];
 } Attempt;
 
-/* parents known to exist, per queue name */
-static HTAB *known_parents = NULL;
 static bool txns_parent_ok = false;
 
 /* resolution */
@@ -188,14 +190,21 @@ q_context(void)
 	return qcxt;
 }
 
-static QState *
-q_state(const char *name, bool create)
+/*
+ * The entry of a per-queue hash (keyed by the UTF-8 queue name, created in
+ * q_context() on first use); NULL when absent and not created.  A new
+ * entry is zeroed past its key.
+ */
+static void *
+q_hash_entry(HTAB **h, const char *what, Size entrysize, const char *name,
+			 bool create, bool *isnew)
 {
 	char		key[ZKLOCK_NAME_MAX + 1];
 	bool		found;
-	QState	   *q;
+	char	   *ent;
 
-	if (qstates == NULL)
+	*isnew = false;
+	if (*h == NULL)
 	{
 		HASHCTL		ctl;
 
@@ -203,46 +212,40 @@ q_state(const char *name, bool create)
 			return NULL;
 		memset(&ctl, 0, sizeof(ctl));
 		ctl.keysize = sizeof(key);
-		ctl.entrysize = sizeof(QState);
+		ctl.entrysize = entrysize;
 		ctl.hcxt = q_context();
-		qstates = hash_create("zklock queue states", 64, &ctl,
-							  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+		*h = hash_create(what, 64, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 	}
 	memset(key, 0, sizeof(key));
 	strlcpy(key, name, sizeof(key));
-	q = hash_search(qstates, key, create ? HASH_ENTER : HASH_FIND, &found);
-	if (q != NULL && create && !found)
+	ent = hash_search(*h, key, create ? HASH_ENTER : HASH_FIND, &found);
+	if (ent != NULL && create && !found)
 	{
-		memset(((char *) q) + sizeof(q->name), 0, sizeof(QState) - sizeof(q->name));
-		zk_queue_path(q->name, q->path, sizeof(q->path));
+		memset(ent + sizeof(key), 0, entrysize - sizeof(key));
+		*isnew = true;
 	}
+	return ent;
+}
+
+static QState *
+q_state(const char *name, bool create)
+{
+	bool		isnew;
+	QState	   *q = q_hash_entry(&qstates, "zklock queue states", sizeof(QState),
+								 name, create, &isnew);
+
+	if (isnew)
+		zk_queue_path(q->name, q->path, sizeof(q->path));
 	return q;
 }
 
 static QSeq *
 q_seq(const char *name)
 {
-	char		key[ZKLOCK_NAME_MAX + 1];
-	bool		found;
-	QSeq	   *q;
+	bool		isnew;
 
-	if (qseqs == NULL)
-	{
-		HASHCTL		ctl;
-
-		memset(&ctl, 0, sizeof(ctl));
-		ctl.keysize = sizeof(key);
-		ctl.entrysize = sizeof(QSeq);
-		ctl.hcxt = q_context();
-		qseqs = hash_create("zklock queue naming", 64, &ctl,
-							HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-	}
-	memset(key, 0, sizeof(key));
-	strlcpy(key, name, sizeof(key));
-	q = hash_search(qseqs, key, HASH_ENTER, &found);
-	if (!found)
-		memset(((char *) q) + sizeof(q->name), 0, sizeof(QSeq) - sizeof(q->name));
-	return q;
+	return q_hash_entry(&qseqs, "zklock queues published", sizeof(QSeq), name,
+						true, &isnew);
 }
 
 /* <queue>/<child> */
@@ -258,36 +261,13 @@ q_seq_path(const QSeq *q, const char *child, char *out, size_t outlen)
 static bool
 parents_known(const char *qname)
 {
-	char		key[ZKLOCK_NAME_MAX + 1];
-
-	if (known_parents == NULL)
-		return false;
-	memset(key, 0, sizeof(key));
-	strlcpy(key, qname, sizeof(key));
-	return hash_search(known_parents, key, HASH_FIND, NULL) != NULL;
+	return q_seq(qname)->parents_ok;
 }
 
 static void
 parents_remember(const char *qname, bool ok)
 {
-	char		key[ZKLOCK_NAME_MAX + 1];
-
-	if (known_parents == NULL)
-	{
-		HASHCTL		ctl;
-
-		if (!ok)
-			return;
-		memset(&ctl, 0, sizeof(ctl));
-		ctl.keysize = sizeof(key);
-		ctl.entrysize = sizeof(key);
-		ctl.hcxt = q_context();
-		known_parents = hash_create("zklock queue parents", 64, &ctl,
-									HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-	}
-	memset(key, 0, sizeof(key));
-	strlcpy(key, qname, sizeof(key));
-	(void) hash_search(known_parents, key, ok ? HASH_ENTER : HASH_REMOVE, NULL);
+	q_seq(qname)->parents_ok = ok;
 }
 
 static void
@@ -4249,6 +4229,7 @@ q_session_reset(void)
 		hash_seq_init(&st, qseqs);
 		while ((qs = hash_seq_search(&st)) != NULL)
 		{
+			qs->parents_ok = false;
 			qs->seq_fetching = false;
 			qs->seq_known = false;
 			if (!qs->seq_answered)
@@ -4268,11 +4249,6 @@ q_session_reset(void)
 	}
 	nidle_watched = 0;
 	nunflushed_wait = 0;
-	if (known_parents != NULL)
-	{
-		hash_destroy(known_parents);
-		known_parents = NULL;
-	}
 	txns_parent_ok = false;
 	resolve_running = false;
 	resolve_needed = true;
