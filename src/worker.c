@@ -610,6 +610,28 @@ sync_conn_state(void)
 	}
 	else if (st != ZOO_CONNECTED_STATE && zk_ctl->conn_state == ZKC_CONNECTED)
 		session_event(zh, st);
+	else if (st != ZOO_CONNECTED_STATE && zk_ctl->conn_state == ZKC_SUSPENDED &&
+			 !reopen_needed && zk_ctl->session_timeout > 0 &&
+			 GetCurrentTimestamp() >
+			 TimestampTzPlusMilliseconds(zk_ctl->last_contact,
+										 2 * zk_ctl->session_timeout))
+	{
+		/*
+		 * Suspended for twice the session timeout.  A live ensemble has
+		 * expired the session long ago, and one that refuses it -- replaced
+		 * by an empty ensemble or restored from an older snapshot, whose
+		 * last zxid is below what this client has seen -- would refuse it
+		 * forever: the client library retries without end and never
+		 * reports the session expired.  Give it up as if it had expired;
+		 * the new session starts from zxid 0, which every server accepts.
+		 */
+		ereport(LOG,
+				(errmsg("zklock: giving up zookeeper session 0x%llx: no contact for %d ms, twice its timeout",
+						(unsigned long long) last_session_id,
+						(int) ((GetCurrentTimestamp() - zk_ctl->last_contact) / 1000))));
+		set_conn_state(ZKC_EXPIRED);
+		reopen_needed = true;
+	}
 }
 
 static void

@@ -9,6 +9,7 @@ use warnings FATAL => 'all';
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use File::Path qw(rmtree);
 use Time::HiRes qw(time sleep);
 use ZkLockTest;
 
@@ -177,6 +178,48 @@ ok(scalar(zk_wait_count($zk2, "$LOCKS/moved", 0, 5)), 'removed from the new ZooK
 zk_stop($zk);
 lock_works($zk2, 'after_old_stopped', 'old ZooKeeper stopped');
 is(zk_status_value($node, 'state'), 'connected', 'still connected after the old server stopped');
+
+#
+# ZooKeeper replaced by an empty one at the same address (its data lost, or
+# restored from an older snapshot): the server's last zxid is below what the
+# client has seen, so it refuses to resume the session, forever.  The worker
+# gives the session up after twice its timeout without contact and opens a
+# new one.
+#
+for my $i (1 .. 30)
+{
+	$mover->query_safe("BEGIN; SELECT zk_lock('zxid_$i'); COMMIT");
+}
+my $wholder = new_session($node, name => 'wipe_holder');
+$wholder->query_safe('BEGIN');
+$wholder->query_safe("SELECT zk_lock('held_over_wipe')");
+my $wsession = zk_status_value($node, 'session_id');
+ok(zk_stop($zk2), 'ZooKeeper zk2 stopped');
+rmtree("$zk2->{dir}/data");
+ok(!-d "$zk2->{dir}/data", 'its data directory removed');
+$t0 = time();
+zk_restart($zk2);
+$st = wait_for_state($node, 'connected', 60);
+is($st->{state}, 'connected',
+	sprintf('connected to the emptied ZooKeeper %.1fs after its start (session timeout 7 s)',
+		time() - $t0));
+isnt($st->{session_id}, $wsession, 'in a new session');
+my $zklog = slurp_file("$zk2->{dir}/zk.log");
+like($zklog, qr/Refusing session request .* has seen zxid/,
+	'the emptied server had refused to resume the old session');
+ok($node->log_contains(qr/giving up zookeeper session \Q$wsession\E/i),
+	'the worker logged that it gave the session up');
+$r = $wholder->query('COMMIT', 30);
+is($r->{sqlstate}, '40001', 'COMMIT of a lock held across the loss fails with 40001')
+  or diag $r->{err};
+$wholder->quit;
+lock_works($zk2, 'after_wipe', 'after ZooKeeper lost its data');
+$r = $mover->query("SELECT zk_enqueue('wiped', 'item')", 30);
+is($r->{sqlstate}, '00000', 'zk_enqueue after ZooKeeper lost its data') or diag $r->{err};
+is(zk_count($zk2, '/zklock/queues/wiped/entries'), 1, 'the item is on the emptied ZooKeeper');
+is($mover->query_safe("SELECT body FROM zk_try_dequeue('wiped')"), 'item', 'and dequeued');
+ok(scalar(zk_wait_count($zk2, '/zklock/queues/wiped/entries', 0, 10)), 'and consumed');
+is(worker_pid($node), $st->{worker_pid}, 'the worker did not restart');
 
 $mover->quit;
 $node->stop;
