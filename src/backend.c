@@ -376,6 +376,7 @@ zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer, const char *what)
 	TimestampTz deadline = timeout_ms >= 0 ?
 		TimestampTzPlusMilliseconds(start, timeout_ms) : 0;
 	TimestampTz down_since = 0;
+	TimestampTz answered = 0;
 	int			last_state = ZKE_PENDING;
 	int			last_conn = ZKC_CONNECTING;
 
@@ -400,6 +401,12 @@ zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer, const char *what)
 			sqlstate = e->sqlstate;
 			strlcpy(msg, e->errmsg, sizeof(msg));
 			conn = zk_ctl->conn_state;
+			if (e->answered_at > answered)
+			{
+				/* an answer to a long request: ZooKeeper is working on it */
+				answered = e->answered_at;
+				answer_deadline = TimestampTzPlusMilliseconds(answered, answer_ms);
+			}
 			LWLockRelease(zk_ctl->lock);
 			last_state = state;
 			last_conn = conn;

@@ -3254,7 +3254,17 @@ typedef struct Info
 	int64		count;
 	List	   *rows;			/* palloc'd records (peek: ZkMsgRec+payload) */
 	struct Scan *scan;
+	bool		sending;		/* peek, purge: reads or deletes still to send */
+	int			next;			/* the listing's next entry to look at */
+	int			sent;			/* peek: reads sent */
 } Info;
+
+/*
+ * Peek and purge send one request per item, at most this many at a time:
+ * a queue of 100,000 items must not put 100,000 requests ahead of every
+ * other request of the session.
+ */
+#define ZKQ_INFO_WINDOW		256
 
 typedef struct InfoCall
 {
@@ -3374,10 +3384,20 @@ info_add_row(Info *in, const void *rec, Size sz)
 	MemoryContextSwitchTo(old);
 }
 
+static void info_send_more(Info *in);
+
 static void
 info_call_done(Info *in)
 {
-	if (--in->outstanding == 0)
+	ZkEntry    *e = info_entry(in);
+
+	/* a long request: each answer tells the waiting backend it goes on */
+	if (e != NULL)
+		e->answered_at = GetCurrentTimestamp();
+	in->outstanding--;
+	if (in->sending && in->outstanding < ZKQ_INFO_WINDOW / 2)
+		info_send_more(in);
+	if (in->outstanding == 0)
 		info_step(in);
 }
 
@@ -3978,6 +3998,65 @@ scan_start(Scan *s)
 /* ---- the steps of a one-off read ---- */
 
 /*
+ * Peek, purge: send the next reads or deletes of the listed entries, until
+ * ZKQ_INFO_WINDOW are in flight.  Stops for good once everything is sent,
+ * a send failed, the backend gave up (a cancelled purge deletes no more)
+ * or the session is not usable.
+ */
+static void
+info_send_more(Info *in)
+{
+	ZkEntry    *e = info_entry(in);
+
+	if (e == NULL || e->released || in->failed || !zk_session_usable())
+	{
+		in->sending = false;
+		if (!in->failed && e != NULL && !e->released)
+			info_fail(in, ZCONNECTIONLOSS);
+		return;
+	}
+	while (in->outstanding < ZKQ_INFO_WINDOW)
+	{
+		InfoCall   *c;
+		const char *node;
+		int			rc;
+
+		if (in->next >= in->list.nentries ||
+			(in->op == ZKQI_PEEK && in->sent >= e->max_items))
+		{
+			in->sending = false;
+			return;
+		}
+		node = in->list.entries[in->next++];
+		if (listing_taken(&in->list, node))
+			continue;
+		c = info_call(in, node);
+		snprintf(c->p1, sizeof(c->p1), "%s/entries/%s", in->qpath, c->node);
+		if (in->op == ZKQI_PEEK)
+			rc = zoo_aget(zk_zh, c->p1, 0, info_peek_done, c);
+		else
+		{
+			/* claim, unclaim and delete at once: only if unclaimed */
+			snprintf(c->p2, sizeof(c->p2), "%s/taken/%s", in->qpath, c->node);
+			zoo_create_op_init(&c->ops[0], c->p2, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
+							   ZOO_EPHEMERAL, NULL, 0);
+			zoo_delete_op_init(&c->ops[1], c->p2, -1);
+			zoo_delete_op_init(&c->ops[2], c->p1, -1);
+			rc = zoo_amulti(zk_zh, 3, c->ops, c->res, info_purge_done, c);
+		}
+		if (rc != ZOK)
+		{
+			pfree(c);
+			info_fail(in, rc);
+			in->sending = false;
+			return;
+		}
+		in->outstanding++;
+		in->sent++;
+	}
+}
+
+/*
  * Called when everything sent for the current step has answered: decide
  * the next step or finish.  Steps: 0 start, 1 listed, 2 done.
  */
@@ -4010,41 +4089,9 @@ info_step(Info *in)
 				info_send_listing(in, in->qpath);
 			else if (step == 1)
 			{
-				int			i;
-				int			n = 0;
-
-				for (i = 0; i < in->list.nentries; i++)
-				{
-					InfoCall   *c;
-					int			rc;
-
-					if (listing_taken(&in->list, in->list.entries[i]))
-						continue;
-					if (in->op == ZKQI_PEEK && n >= e->max_items)
-						break;
-					c = info_call(in, in->list.entries[i]);
-					snprintf(c->p1, sizeof(c->p1), "%s/entries/%s", in->qpath, c->node);
-					if (in->op == ZKQI_PEEK)
-						rc = zoo_aget(zk_zh, c->p1, 0, info_peek_done, c);
-					else
-					{
-						/* claim, unclaim and delete at once: only if unclaimed */
-						snprintf(c->p2, sizeof(c->p2), "%s/taken/%s", in->qpath, c->node);
-						zoo_create_op_init(&c->ops[0], c->p2, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
-										   ZOO_EPHEMERAL, NULL, 0);
-						zoo_delete_op_init(&c->ops[1], c->p2, -1);
-						zoo_delete_op_init(&c->ops[2], c->p1, -1);
-						rc = zoo_amulti(zk_zh, 3, c->ops, c->res, info_purge_done, c);
-					}
-					if (rc != ZOK)
-					{
-						pfree(c);
-						info_fail(in, rc);
-						break;
-					}
-					in->outstanding++;
-					n++;
-				}
+				in->sending = true;
+				in->next = 0;
+				info_send_more(in);
 			}
 			break;
 		case ZKQI_QUEUES:

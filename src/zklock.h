@@ -161,6 +161,8 @@ typedef struct ZkEntry
 	uint64		session;		/* session the node belongs to */
 	TimestampTz requested_at;
 	TimestampTz granted_at;
+	TimestampTz answered_at;	/* a long request's latest answer: the
+								 * backend's wait for an answer restarts */
 	char		errmsg[ZKLOCK_ERRMSG_MAX];
 
 	/* worker-private bookkeeping (no lock needed, only the worker reads) */

@@ -11,6 +11,10 @@ usage: test/queue_attack.py HOSTS VERB [ARGS...]
   children PATH            children of PATH, one per line (nothing if missing)
   claims QPATH             the taken/ children of queue QPATH with their data,
                            one per line: NAME<TAB>DATA (data as text)
+  nchildren PATH           number of children of PATH (0 if missing)
+  fill QPATH N             N items put the way LockingQueue.put does it
+                           (entries/entry-100-<seq>, data "item-<i>"), sent
+                           2000 at a time; prints how many entries there are
 
 Exit status 2 on usage or connection errors.
 """
@@ -78,6 +82,25 @@ def main(argv):
                 except NoNodeError:
                     continue
                 print("%s\t%s" % (c, (data or b"").decode("utf-8", "replace")))
+        elif verb == "nchildren":
+            try:
+                print(len(zk.get_children(args[0])))
+            except NoNodeError:
+                print(0)
+        elif verb == "fill":
+            zk.ensure_path(args[0] + "/entries")
+            zk.ensure_path(args[0] + "/taken")
+            pending = []
+            for i in range(int(args[1])):
+                pending.append(zk.create_async(args[0] + "/entries/entry-100-",
+                                               b"item-%d" % i, sequence=True))
+                if len(pending) >= 2000:
+                    for r in pending:
+                        r.get()
+                    pending = []
+            for r in pending:
+                r.get()
+            print(len(zk.get_children(args[0] + "/entries")))
         else:
             sys.stderr.write("unknown verb %s\n" % verb)
             return 2

@@ -35,6 +35,10 @@
 #      although zklock's own size checks accept them: 700 items consumed
 #      from a queue whose name is percent-encoded, 1024 items enqueued into
 #      it, 13000 empty items enqueued into 13 queues
+#   R. a queue of 20,000 items (put by kazoo): length, a peek and a purge
+#      that take longer than zklock.connect_timeout complete while ZooKeeper
+#      keeps answering; a lock request is answered in the meantime; a purge
+#      cancelled halfway stops deleting and leaves no claim
 
 use strict;
 use warnings FATAL => 'all';
@@ -815,6 +819,52 @@ sub wait_back
 	{
 		is($r->{sqlstate}, '54000', 'P3: refused at enqueue with 54000');
 	}
+	$s->quit;
+}
+
+#
+# R. a large queue
+#
+{
+	my $qp = "$Q/big";
+	is(qa('fill', $qp, 20000), '20000', 'R: kazoo put 20000 items');
+	my $s = new_session($node, name => 'r_big');
+	$s->query_safe("SET zklock.connect_timeout = '1s'");
+	is($s->query_safe("SELECT zk_queue_length('big')"), '20000', 'R: zk_queue_length counts 20000');
+	my $t = time();
+	my $r = $s->query("SELECT count(*), min(body), count(DISTINCT msg_id) FROM zk_queue_peek('big', 100000)", 120);
+	is($r->{sqlstate}, '00000', 'R: a peek of every item with connect_timeout 1s') or diag $r->{err};
+	is($r->{out}, '20000|item-0|20000', 'R: the peek shows each of the 20000 items once, the first first');
+	note sprintf('R: peek of 20000 items took %.1fs', time() - $t);
+
+	# cancelled halfway: stops deleting, no claim left, counts add up
+	$s->query_safe("SET statement_timeout = '300ms'");
+	$r = $s->query("SELECT zk_queue_purge('big')", 60);
+	is($r->{sqlstate}, '57014', 'R: a purge cut by statement_timeout fails with 57014') or diag $r->{err};
+	$s->query_safe('RESET statement_timeout');
+	ok(wait_until(sub { qa('nchildren', "$qp/taken") == 0 }, 20, 0.5),
+		'R: the cancelled purge left no claim');
+	my $left = qa('nchildren', "$qp/entries");
+	sleep 1;
+	is(qa('nchildren', "$qp/entries"), $left, "R: and deletes no more after the cancel ($left left)");
+	ok($left > 0 && $left < 20000, "R: it had deleted some but not all ($left left)");
+
+	# the rest: longer than connect_timeout; a lock meanwhile
+	my $purger = new_session($node, name => 'r_purger');
+	$purger->query_safe("SET zklock.connect_timeout = '1s'");
+	$t = time();
+	$purger->send("SELECT zk_queue_purge('big')");
+	usleep(200_000);
+	my $l = one_shot($node, "SET zklock.connect_timeout = '3s'; BEGIN; SELECT zk_lock('r_during') IS NOT NULL; COMMIT", 30);
+	is($l->{sqlstate}, '00000', 'R: a lock during the purge is granted') or diag $l->{err};
+	note sprintf('R: the lock took %.2fs', $l->{elapsed});
+	$r = $purger->wait(120);
+	is($r->{sqlstate}, '00000', 'R: the purge of the rest completes with connect_timeout 1s') or diag $r->{err};
+	is($r->{out}, $left, "R: it reports the $left items it deleted");
+	note sprintf('R: purge of %d items took %.1fs', $left, time() - $t);
+	is(qa('nchildren', "$qp/entries"), 0, 'R: the queue is empty in ZooKeeper');
+	is(qa('nchildren', "$qp/taken"), 0, 'R: no claim left');
+	$purger->quit;
 	$s->quit;
 }
 
