@@ -80,6 +80,11 @@ typedef struct Listing
 	int			rc_taken;
 	int			pending;		/* replies awaited */
 	bool		taken_fresh;	/* taken was listed with entries this time */
+	bool		cv_ok;			/* entries' cversion as of the listing: */
+	int32		cversion;
+	int64		own_base;		/* *own_counter when it was answered */
+	int64	   *own_counter;	/* the owner's count of entries it deleted,
+								 * or NULL */
 	void		(*done) (struct Listing *l);
 	void	   *owner;
 } Listing;
@@ -111,6 +116,13 @@ typedef struct QState
 	bool		settled;		/* ... and they are all there is: the entries
 								 * watch has not fired since that listing,
 								 * nothing was released or lost here */
+	bool		rest_exact;		/* ... or all there is unless entries changed
+								 * other than by our own consumes: nothing
+								 * released, lost or claimed by others here
+								 * since that listing ("A long queue") */
+	int64		own_edeletes;	/* entries deleted by our consume multis */
+	bool		verifying;		/* an exists of entries is out for that */
+	bool		verified;		/* ... and said nothing else changed */
 	TimestampTz idle_since;		/* no waiters since, watches kept; or 0 */
 } QState;
 
@@ -145,7 +157,7 @@ static HTAB *qseqs = NULL;
 static int	nidle_watched = 0;	/* queues with idle_since set */
 static int	nunflushed_wait = 0;	/* queues with unflushed_wait set */
 
-static int	q_distribute(QState *q, char **cand, int cand_total);
+static int	q_distribute(QState *q, char **cand, int cand_total, bool owned);
 static void q_rest_free(QState *q);
 
 static HTAB *qstates = NULL;
@@ -1726,13 +1738,24 @@ listing_reply(Listing *l, bool taken, int rc, const struct String_vector *sv)
 }
 
 static void
-listing_entries_done(int rc, const struct String_vector *sv, const void *data)
+listing_entries_done(int rc, const struct String_vector *sv,
+					 const struct Stat *stat, const void *data)
 {
 	Listing    *volatile l = (Listing *) data;
 	ZkEntry    *volatile none = NULL;
 
 	COMPLETION_BEGIN
 	{
+		/*
+		 * Replies come in the order the server applied the requests: the
+		 * consumes counted from now on are the ones this listing predates.
+		 */
+		l->cv_ok = (rc == ZOK && stat != NULL && l->own_counter != NULL);
+		if (l->cv_ok)
+		{
+			l->cversion = stat->cversion;
+			l->own_base = *l->own_counter;
+		}
 		listing_reply(l, false, rc, sv);
 	}
 	COMPLETION_END(none);
@@ -1774,18 +1797,22 @@ listing_send(Listing *l, const char *qpath, watcher_fn watcher, void *wctx,
 	l->rc_entries = ZCONNECTIONLOSS;
 	l->pending = 0;
 	l->taken_fresh = list_taken;
+	l->cv_ok = false;
 	for (k = 0; k < (list_taken ? 2 : 1); k++)
 	{
 		char		buf[ZK_PATH_MAX];
 		bool		watch = k ? watch_taken : watch_entries;
-		strings_completion_t cb = k ? listing_taken_done : listing_entries_done;
 		int			rc;
 
 		snprintf(buf, sizeof(buf), "%s/%s", qpath, k ? "taken" : "entries");
-		if (watch)
-			rc = zoo_awget_children(zk_zh, buf, watcher, wctx, cb, l);
+		if (k == 0 && watch)
+			rc = zoo_awget_children2(zk_zh, buf, watcher, wctx, listing_entries_done, l);
+		else if (k == 0)
+			rc = zoo_aget_children2(zk_zh, buf, 0, listing_entries_done, l);
+		else if (watch)
+			rc = zoo_awget_children(zk_zh, buf, watcher, wctx, listing_taken_done, l);
 		else
-			rc = zoo_aget_children(zk_zh, buf, 0, cb, l);
+			rc = zoo_aget_children(zk_zh, buf, 0, listing_taken_done, l);
 		if (rc == ZOK)
 		{
 			sent |= 1 << k;
@@ -1831,6 +1858,7 @@ q_unwatch(QState *q)
 	char		buf[ZK_PATH_MAX];
 
 	q->settled = false;
+	q->rest_exact = false;
 	if (zk_zh == NULL)
 	{
 		q->ewatch = q->twatch = false;
@@ -2001,6 +2029,50 @@ q_prune(QState *q)
 	list_free(gone);
 }
 
+/*
+ * A long queue.  Listing entries costs the server, the network and the
+ * worker's sort in proportion to the queue's length: 50,000 items are a
+ * 1.2 MB answer.  A consumer draining a long queue would list it again for
+ * every item, because its own consume changes entries.  So when the last
+ * listing left at least ZKQ_VERIFY_MIN candidates, and nothing here since
+ * then says it is out of date (no release, no lost race, no claim of
+ * others), a round first asks entries' child version (one exists): if it
+ * grew by exactly the entries our own consumes deleted, nobody else has
+ * added or taken anything, and what the listing left is still all there
+ * is, in order.  Any other change -- an item from anywhere, this cluster's
+ * own publications included, a consume by another client, a purge -- makes
+ * the versions differ, and the queue is listed again.
+ */
+#define ZKQ_VERIFY_MIN		64
+
+static void q_kick(QState *q);
+
+static void
+q_verified(int rc, const struct Stat *stat, const void *data)
+{
+	QState	   *volatile q = (QState *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		q->verifying = false;
+		if (rc == ZOK && stat != NULL && q->rest_exact && q->list.cv_ok &&
+			stat->cversion == (int32) ((uint32) q->list.cversion +
+									   (uint32) (q->own_edeletes - q->list.own_base)))
+		{
+			q->verified = true;
+			q->again = false;
+		}
+		else
+		{
+			q->rest_exact = false;
+			q->again = true;
+		}
+		q_kick(q);
+	}
+	COMPLETION_END(none);
+}
+
 static void
 q_kick(QState *q)
 {
@@ -2010,7 +2082,7 @@ q_kick(QState *q)
 	bool		list_taken;
 	int			sent;
 
-	if (q->list.pending > 0 || q->inflight > 0)
+	if (q->list.pending > 0 || q->inflight > 0 || q->verifying)
 	{
 		q->again = true;
 		return;
@@ -2027,30 +2099,49 @@ q_kick(QState *q)
 		q_retry(q);
 		return;
 	}
-	if (q->settled && q->ewatch && !q->again && !q->lost_race &&
+	if (((q->settled && q->ewatch) || q->verified) && !q->again && !q->lost_race &&
 		q->parents_ok && !q->unflushed_wait)
 	{
 		/* nothing changed since the last listing: what it left will do */
 		char	  **cand = q->rest;
 		int			n = q->nrest;
 
+		q->verified = false;
 		q->rest = NULL;
 		q->nrest = 0;
 		q->ncand = n;
-		sent = q_distribute(q, cand, n);
-		while (n > 0)
-			pfree(cand[--n]);
-		if (cand)
-			pfree(cand);
+		sent = q_distribute(q, cand, n, true);
 		if (sent == 0 && q->ncand > 0 && !q->unflushed_wait)
 		{
 			/* could not send: list again */
 			q->settled = false;
+			q->rest_exact = false;
 			q->again = true;
 		}
 		if (sent == 0 && q->inflight == 0)
 			q_round_done(q);
 		return;
+	}
+	q->verified = false;
+	if (q->unflushed_wait && q->rest_exact && q->nrest >= ZKQ_VERIFY_MIN &&
+		!q->lost_race)
+	{
+		/* a long queue: q_resume_unflushed goes on with what is left */
+		q->again = true;
+		return;
+	}
+	if (q->rest_exact && q->list.cv_ok && q->nrest >= ZKQ_VERIFY_MIN &&
+		!q->lost_race && q->parents_ok && !q->unflushed_wait)
+	{
+		char		buf[ZK_PATH_MAX];
+
+		snprintf(buf, sizeof(buf), "%s/entries", q->path);
+		if (zoo_aexists(zk_zh, buf, 0, q_verified, q) == ZOK)
+		{
+			q->verifying = true;
+			return;
+		}
+		q->rest_exact = false;
 	}
 	/*
 	 * taken is listed again unless the last listing found nobody's claim
@@ -2070,6 +2161,8 @@ q_kick(QState *q)
 		list_taken = true;
 	q->list.done = q_listed;
 	q->list.owner = q;
+	q->list.own_counter = &q->own_edeletes;
+	q->rest_exact = false;
 	sent = listing_send(&q->list, q->path, q_watcher, q, want_e, want_t, list_taken);
 	if (sent == 0)
 	{
@@ -2189,11 +2282,15 @@ claim_multi_done(int rc, const void *data)
 			/* taken by someone else, or gone: not ours */
 			a->q->lost_race = true;
 			a->q->settled = false;
+			a->q->rest_exact = false;
 			if (e != NULL)
 				slot_clear(e, a->slot);
 		}
 		else
+		{
 			a->q->settled = false;	/* in doubt: the slot says so */
+			a->q->rest_exact = false;
+		}
 		if (a->multi_doubt)
 		{
 			/* no get was sent */
@@ -2288,6 +2385,7 @@ q_count_held(ZkEntry *e, bool held)
 	{
 		/* its items may come back: the next round lists again */
 		q->settled = false;
+		q->rest_exact = false;
 		q->again = true;
 	}
 	if (q->held == NULL)
@@ -2398,8 +2496,10 @@ q_listing_done(QState *q)
 	int			cand_total = 0;
 	char	  **cand;
 	int			sent = 0;
+	bool		had_gone = (q->gone != NIL);
 
 	q->settled = false;
+	q->rest_exact = false;
 	if (q->list.rc_entries == ZNONODE || q->list.rc_taken == ZNONODE)
 	{
 		/* the queue's nodes are missing: create them and list again */
@@ -2471,7 +2571,10 @@ q_listing_done(QState *q)
 	 */
 	q->settled = q->ewatch && !q->again && !q->lost_race &&
 		(q->claimed_others == 0 || q->twatch);
-	sent = q_distribute(q, cand, cand_total);
+	/* "A long queue": exact but for changes entries' version shows */
+	q->rest_exact = q->list.cv_ok && !had_gone && !q->lost_race &&
+		q->claimed_others == 0 && q->taken_others == 0;
+	sent = q_distribute(q, cand, cand_total, false);
 	pfree(cand);
 	if (sent == 0 && q->inflight == 0)
 		q_round_done(q);
@@ -2485,7 +2588,7 @@ q_listing_done(QState *q)
  * owner says the record is durable.
  */
 static int
-q_distribute(QState *q, char **cand, int cand_total)
+q_distribute(QState *q, char **cand, int cand_total, bool owned)
 {
 	ListCell   *lc;
 	int			next = 0;
@@ -2516,14 +2619,31 @@ q_distribute(QState *q, char **cand, int cand_total)
 			sent++;
 		}
 	}
-	/* what is left: for the next waiters, or after the one still flushing */
+	/*
+	 * What is left: for the next waiters, or after the one still flushing.
+	 * cand is owned (q->rest handed over, names and array palloc'd in
+	 * q_context()): its names move over, the rest are freed, not copied --
+	 * a long queue's rest is tens of thousands of names.
+	 */
 	{
 		MemoryContext old = MemoryContextSwitchTo(q_context());
 		char	  **left = palloc(sizeof(char *) * Max(cand_total - next, 1));
 		int			n = 0;
+		int			i;
 
-		while (next < cand_total)
-			left[n++] = pstrdup(cand[next++]);
+		if (owned)
+		{
+			for (i = 0; i < next; i++)
+				pfree(cand[i]);
+			if (cand_total > next)
+				memcpy(left, cand + next, sizeof(char *) * (cand_total - next));
+			n = cand_total - next;
+			if (cand)
+				pfree(cand);
+		}
+		else
+			while (next < cand_total)
+				left[n++] = pstrdup(cand[next++]);
 		MemoryContextSwitchTo(old);
 		q_rest_free(q);			/* cand is never q->rest itself */
 		q->rest = left;
@@ -2593,11 +2713,7 @@ q_resume_unflushed(void)
 
 			q->rest = NULL;
 			q->nrest = 0;
-			sent = q_distribute(q, cand, n);
-			while (n > 0)
-				pfree(cand[--n]);
-			if (cand)
-				pfree(cand);
+			sent = q_distribute(q, cand, n, true);
 			if (sent == 0 && q->inflight == 0)
 				q_round_done(q);
 		}
@@ -2864,6 +2980,7 @@ typedef struct EndOp
 	uint32		idx;
 	uint32		gen;
 	int			nops;
+	int			nentries;		/* of which deletes of entries */
 	bool		verify;
 	zoo_op_t   *ops;
 	zoo_op_result_t *res;
@@ -2967,6 +3084,7 @@ send_end(ZkEntry *e, QState *q)
 				eo->paths[n] = psprintf("%s/entries/%s", q->path, c[k].node);
 				zoo_delete_op_init(&eo->ops[n], eo->paths[n], -1);
 				n++;
+				eo->nentries++;
 			}
 			eo->paths[n] = psprintf("%s/taken/%s", q->path, c[k].node);
 			zoo_delete_op_init(&eo->ops[n], eo->paths[n], -1);
@@ -3001,6 +3119,14 @@ end_done(int rc, const void *data)
 
 		if (pe->gen == eo->gen && pe->state != ZKE_FREE)
 			e = pe;
+		if (e != NULL && rc == ZOK && eo->nentries > 0)
+		{
+			/* entries deleted for sure: a long queue's rest stays exact */
+			QState	   *q = q_state(e->name, false);
+
+			if (q != NULL)
+				q->own_edeletes += eo->nentries;
+		}
 		if (e != NULL)
 		{
 			/* fate unknown, or some node was not there: verify each */
@@ -3022,7 +3148,10 @@ end_done(int rc, const void *data)
 					q_free_entry(e);
 					/* items released here: this cluster's waiters may take them */
 					if (!consumed && q != NULL)
+					{
 						q->settled = false;
+						q->rest_exact = false;
+					}
 					if (!consumed && q != NULL && q->waiters != NIL)
 						q_kick(q);
 				}
@@ -3057,6 +3186,7 @@ qclaim_let_go(ZkEntry *e)
 		ListCell   *lc;
 
 		q->settled = false;
+		q->rest_exact = false;
 		q->again = true;
 		foreach(lc, q->waiters)
 		{
@@ -4258,6 +4388,8 @@ q_session_reset(void)
 			q->ewatch = q->twatch = q->want_twatch = false;
 			q->again = q->lost_race = false;
 			q->settled = false;
+			q->rest_exact = false;
+			q->verifying = q->verified = false;
 			q->ncand = 0;
 			q->idle_since = 0;
 			q->unflushed_wait = false;
@@ -4319,6 +4451,7 @@ q_unsettle_all(void)
 	while ((q = hash_seq_search(&st)) != NULL)
 	{
 		q->settled = false;
+		q->rest_exact = false;
 		q->again = true;
 		if (q->waiters != NIL && q->list.pending == 0 && q->inflight == 0)
 			kick = lappend(kick, q);

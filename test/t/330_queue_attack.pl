@@ -35,6 +35,11 @@
 #      although zklock's own size checks accept them: 700 items consumed
 #      from a queue whose name is percent-encoded, 1024 items enqueued into
 #      it, 13000 empty items enqueued into 13 queues
+#   S. a long queue drained while entries' version shows only our own
+#      consumes (the worker reuses what a listing left): FIFO order, few
+#      listings; a kazoo item of priority 0, items consumed by another
+#      client, an item rolled back here and one published here are each
+#      seen at the next dequeue
 #   R. a queue of 20,000 items (put by kazoo): length, a peek and a purge
 #      that take longer than zklock.connect_timeout complete while ZooKeeper
 #      keeps answering; a lock request is answered in the meantime; a purge
@@ -78,6 +83,13 @@ sub qa
 sub sql { return $node->safe_psql('postgres', $_[0]); }
 
 sub n_entries { return zk_count($zk, "$Q/$_[0]/entries"); }
+
+# listings the node sent (entries are listed with getChildren2, taken with getChildren)
+sub listings
+{
+	my $r = proxy_stats($p)->{requests};
+	return ($r->{getChildren} // 0) + ($r->{getChildren2} // 0);
+}
 sub n_taken { return zk_count($zk, "$Q/$_[0]/taken"); }
 sub entry_names { return qa('children', "$Q/$_[0]/entries") =~ /(\S+)/g; }
 
@@ -417,9 +429,9 @@ foreach my $case ([ 'D', 'qa_d', 'create' ], [ 'E', 'qa_e', 'multi' ])
 	ok(wait_until(sub { (zk_czxid($zk, "$Q/$q/entries") // $cz0) != $cz0 }, 10, 0.2),
 		'I: a foreign client deleted the queue node (the worker recreated it)');
 	sleep 1;
-	my $b0 = proxy_stats($p)->{requests}{getChildren} // 0;
+	my $b0 = listings();
 	sleep 2;
-	my $b1 = proxy_stats($p)->{requests}{getChildren} // 0;
+	my $b1 = listings();
 	ok($b1 - $b0 < 20, sprintf('I: no busy relisting of the deleted queue (%d listings in 2 s)', $b1 - $b0));
 	qa('put', "$Q/$q", 'i-1');
 	qa('put', "$Q/$q", 'i-2');
@@ -561,9 +573,9 @@ END \$\$});
 	$w[$_]->send("CALL drain($_)") foreach 0 .. $#w;
 	ok(wait_until(sub { sql("SELECT local_waiting FROM zk_queues WHERE queue = '$q'") eq '30' }, 30),
 		'M: thirty consumers wait');
-	my $g0 = proxy_stats($p)->{requests}{getChildren} // 0;
+	my $g0 = listings();
 	sleep 2;
-	my $g1 = proxy_stats($p)->{requests}{getChildren} // 0;
+	my $g1 = listings();
 	ok($g1 - $g0 < 10, sprintf('M: the waiting consumers cost no re-listing (%d listings in 2 s)', $g1 - $g0));
 	is(zk_watch_count($zk) - $WC0, 1, 'M: one watch for thirty waiters');
 	sql("SELECT count(zk_enqueue('$q', i::text)) FROM generate_series(1, 1000) i");
@@ -819,6 +831,42 @@ sub wait_back
 	{
 		is($r->{sqlstate}, '54000', 'P3: refused at enqueue with 54000');
 	}
+	$s->quit;
+}
+
+#
+# S. a long queue
+#
+{
+	my $q = 'long';
+	my $qp = "$Q/$q";
+	is(qa('fill', $qp, 300), '300', 'S: kazoo put 300 items');
+	my @names = entry_names($q);
+	my $s = new_session($node, name => 's_long');
+	my $deq = sub { return $s->query_safe("SELECT body FROM zk_try_dequeue('$q')"); };
+	my $l0 = listings();
+	my @got = map { $deq->() } 1 .. 100;
+	is_deeply(\@got, [ map { "item-$_" } 0 .. 99 ], 'S: 100 items dequeued one by one, in FIFO order');
+	my $nl = listings() - $l0;
+	ok($nl < 25, "S: $nl listings for 100 dequeues from a queue of 300");
+	qa('put', $qp, 'urgent', 0);
+	is($deq->(), 'urgent', 'S: a kazoo item of priority 0 put meanwhile is the next');
+	is($deq->(), 'item-100', 'S: then the queue goes on in order');
+	qa('rmtree', "$qp/entries/$names[101]");
+	qa('rmtree', "$qp/entries/$names[103]");
+	is($deq->(), 'item-102', 'S: the next item, consumed by another client, is skipped');
+	is($deq->(), 'item-104', 'S: and the one after the next too');
+	$s->query_safe('BEGIN');
+	is($s->query_safe("SELECT body FROM zk_try_dequeue('$q')"), 'item-105', 'S: dequeued in a transaction');
+	$s->query_safe('ROLLBACK');
+	is($deq->(), 'item-105', 'S: rolled back, it is the next again');
+	$s->query_safe("SELECT zk_enqueue('$q', 'own', 0)");
+	is($deq->(), 'own', 'S: an item of priority 0 published here is the next');
+	@got = map { $deq->() } 106 .. 299;
+	is_deeply(\@got, [ map { "item-$_" } 106 .. 299 ], 'S: the rest in order');
+	is($deq->(), '', 'S: then the queue is empty');
+	is(qa('nchildren', "$qp/entries"), 0, 'S: nothing left in entries');
+	is(qa('nchildren', "$qp/taken"), 0, 'S: no claim left');
 	$s->quit;
 }
 
