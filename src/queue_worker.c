@@ -82,6 +82,8 @@ typedef struct Listing
 	bool		taken_fresh;	/* taken was listed with entries this time */
 	bool		cv_ok;			/* entries' cversion as of the listing: */
 	int32		cversion;
+	int64		czxid;			/* (and which entries: a foreign client may
+								 * delete the queue and create it again) */
 	int64		own_base;		/* *own_counter when it was answered */
 	int64	   *own_counter;	/* the owner's count of entries it deleted,
 								 * or NULL */
@@ -1754,6 +1756,7 @@ listing_entries_done(int rc, const struct String_vector *sv,
 		if (l->cv_ok)
 		{
 			l->cversion = stat->cversion;
+			l->czxid = stat->czxid;
 			l->own_base = *l->own_counter;
 		}
 		listing_reply(l, false, rc, sv);
@@ -2057,6 +2060,7 @@ q_verified(int rc, const struct Stat *stat, const void *data)
 	{
 		q->verifying = false;
 		if (rc == ZOK && stat != NULL && q->rest_exact && q->list.cv_ok &&
+			stat->czxid == q->list.czxid &&
 			stat->cversion == (int32) ((uint32) q->list.cversion +
 									   (uint32) (q->own_edeletes - q->list.own_base)))
 		{
