@@ -125,6 +125,8 @@ typedef struct QState
 	int64		own_edeletes;	/* entries deleted by our consume multis */
 	bool		verifying;		/* an exists of entries is out for that */
 	bool		verified;		/* ... and said nothing else changed */
+	int			verify_skip;	/* rounds to list without asking */
+	int			verify_backoff; /* ... after the next miss */
 	TimestampTz idle_since;		/* no waiters since, watches kept; or 0 */
 } QState;
 
@@ -2046,9 +2048,28 @@ q_prune(QState *q)
  * own publications included, a consume by another client, a purge -- makes
  * the versions differ, and the queue is listed again.
  */
-#define ZKQ_VERIFY_MIN		64
+#define ZKQ_VERIFY_MIN		256
+
+/*
+ * While others keep changing the queue (a producer), the versions differ
+ * every time and the exists only adds to the listing: after a miss the next
+ * 1, 2, 4 ... 64 rounds list without asking; a hit asks again every round.
+ */
+#define ZKQ_VERIFY_BACKOFF_MAX	64
 
 static void q_kick(QState *q);
+
+/* the backoff after a miss: false while rounds are to list without asking */
+static bool
+q_verify_due(QState *q)
+{
+	if (q->verify_skip > 0)
+	{
+		q->verify_skip--;
+		return false;
+	}
+	return true;
+}
 
 static void
 q_verified(int rc, const struct Stat *stat, const void *data)
@@ -2066,11 +2087,14 @@ q_verified(int rc, const struct Stat *stat, const void *data)
 		{
 			q->verified = true;
 			q->again = false;
+			q->verify_backoff = 0;
 		}
 		else
 		{
 			q->rest_exact = false;
 			q->again = true;
+			q->verify_backoff = Min(Max(q->verify_backoff * 2, 1), ZKQ_VERIFY_BACKOFF_MAX);
+			q->verify_skip = q->verify_backoff;
 		}
 		q_kick(q);
 	}
@@ -2135,7 +2159,8 @@ q_kick(QState *q)
 		return;
 	}
 	if (q->rest_exact && q->list.cv_ok && q->nrest >= ZKQ_VERIFY_MIN &&
-		!q->lost_race && q->parents_ok && !q->unflushed_wait)
+		!q->lost_race && q->parents_ok && !q->unflushed_wait &&
+		q_verify_due(q))
 	{
 		char		buf[ZK_PATH_MAX];
 
