@@ -131,7 +131,8 @@ CREATE FUNCTION zk_status(
     OUT leases_refused bigint,
     OUT leaderships bigint,
     OUT semaphore_leases bigint,
-    OUT semaphore_refusals bigint)
+    OUT semaphore_refusals bigint,
+    OUT queues_tracked integer)
 RETURNS record
 AS 'MODULE_PATHNAME', 'zk_status'
 LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;

@@ -23,6 +23,10 @@
  *	  ZKK_QINFO length, peek, purge, the zk_queues rows, and releasing a
  *				dead cluster's claims.
  *
+ *	  Per queue the worker keeps a QState (consumers) and a QSeq
+ *	  (publications), caches that an idle queue loses after 10 to 20 s
+ *	  ("Forgetting idle queues").
+ *
  *	  Resolution: when the worker starts and whenever a standby is promoted,
  *	  this cluster's transaction nodes and claims left behind by a crash are
  *	  settled from PostgreSQL's commit log (xact_fate): committed ones are
@@ -128,6 +132,7 @@ typedef struct QState
 	int			verify_skip;	/* rounds to list without asking */
 	int			verify_backoff; /* ... after the next miss */
 	TimestampTz idle_since;		/* no waiters since, watches kept; or 0 */
+	bool		quiet;			/* unused since the last forget sweep */
 } QState;
 
 /*
@@ -148,6 +153,8 @@ typedef struct QSeq
 	int64		seq_next;		/* the next free number */
 	bool		seq_exists;		/* next exists (as last seen) */
 	int32		seq_version;	/* ... and its version */
+	int			refs;			/* PubOp ops that point here */
+	bool		quiet;			/* unused since the last forget sweep */
 } QSeq;
 
 static HTAB *qseqs = NULL;
@@ -243,6 +250,15 @@ q_hash_entry(HTAB **h, const char *what, Size entrysize, const char *name,
 	return ent;
 }
 
+/* how many per-queue states this worker keeps, for zk_status() */
+static void
+q_tracked_update(void)
+{
+	zk_ctl->queues_tracked =
+		(qstates ? (int) hash_get_num_entries(qstates) : 0) +
+		(qseqs ? (int) hash_get_num_entries(qseqs) : 0);
+}
+
 static QState *
 q_state(const char *name, bool create)
 {
@@ -251,7 +267,12 @@ q_state(const char *name, bool create)
 								 name, create, &isnew);
 
 	if (isnew)
+	{
 		zk_queue_path(q->name, q->path, sizeof(q->path));
+		q_tracked_update();
+	}
+	if (q != NULL)
+		q->quiet = false;
 	return q;
 }
 
@@ -259,9 +280,13 @@ static QSeq *
 q_seq(const char *name)
 {
 	bool		isnew;
+	QSeq	   *q = q_hash_entry(&qseqs, "zklock queues published", sizeof(QSeq),
+								 name, true, &isnew);
 
-	return q_hash_entry(&qseqs, "zklock queues published", sizeof(QSeq), name,
-						true, &isnew);
+	if (isnew)
+		q_tracked_update();
+	q->quiet = false;
+	return q;
 }
 
 /* <queue>/<child> */
@@ -888,6 +913,8 @@ pub_clear(PubOp *po)
 			pfree(po->paths[i]);
 		if (po->bufs && po->bufs[i])
 			pfree(po->bufs[i]);
+		if (po->opq && po->opq[i])
+			po->opq[i]->refs--;
 	}
 	if (po->paths)
 		pfree(po->paths);
@@ -1067,12 +1094,14 @@ pub_send(PubOp *po)
 		{
 			po->opkind[n] = PUB_COUNTER;
 			po->opq[n] = q;
+			q->refs++;
 			po->paths[n] = pstrdup(npath);
 			zoo_delete_op_init(&po->ops[n], po->paths[n], q->seq_version);
 			n++;
 		}
 		po->opkind[n] = PUB_COUNTER;
 		po->opq[n] = q;
+		q->refs++;
 		po->opnum[n] = q->seq_next + qcount[j];
 		po->paths[n] = pstrdup(npath);
 		po->bufs[n] = psprintf(INT64_FORMAT, po->opnum[n]);
@@ -1135,6 +1164,7 @@ pub_send(PubOp *po)
 			;
 		po->item_off[n] = off;
 		po->opq[n] = q;
+		q->refs++;
 		if (j < nq)
 		{
 			po->opkind[n] = PUB_NAMED_ITEM;
@@ -1938,6 +1968,96 @@ q_unwatch_idle(void)
 	}
 }
 
+/*
+ * Forgetting idle queues.  A QState or QSeq is a cache: a queue that comes
+ * back after being forgotten is listed, its parents ensured and its next
+ * probed again, as by a new worker.  Without forgetting, a worker that
+ * served many queue names (one per job, say) would keep every one of them.
+ * Every Q_FORGET_SWEEP_MS, a state that nothing points to and that was not
+ * used since the previous sweep is removed; one used since is marked and
+ * looked at again next time.  Nothing points to a QState without waiters,
+ * listing, claim attempts, verification, held claims or watches; a watch
+ * whose removal has not been answered yet is dropped from the client
+ * library's table here (local removal), so that no event can reach the
+ * freed state.  A QSeq is pointed to by the ops of publications in flight
+ * (refs) and named by its probe and fetch.
+ */
+#define Q_FORGET_SWEEP_MS	10000
+
+static bool
+q_forgettable(QState *q)
+{
+	return q->waiters == NIL && q->list.pending == 0 && q->inflight == 0 &&
+		!q->verifying && !q->unflushed_wait && !q->ewatch && !q->twatch &&
+		q->idle_since == 0 && q->gone == NIL &&
+		(q->held == NULL || hash_get_num_entries(q->held) == 0);
+}
+
+static void
+q_forget(QState *q)
+{
+	char		buf[ZK_PATH_MAX];
+
+	if (zk_zh != NULL)
+	{
+		snprintf(buf, sizeof(buf), "%s/entries", q->path);
+		(void) zoo_aremove_all_watches(zk_zh, buf, ZWATCHTYPE_CHILD, 1,
+									   (void_completion_t *) zk_unwatch_done, NULL);
+		snprintf(buf, sizeof(buf), "%s/taken", q->path);
+		(void) zoo_aremove_all_watches(zk_zh, buf, ZWATCHTYPE_CHILD, 1,
+									   (void_completion_t *) zk_unwatch_done, NULL);
+	}
+	listing_free(&q->list);
+	q_rest_free(q);
+	if (q->held != NULL)
+		hash_destroy(q->held);
+	(void) hash_search(qstates, q->name, HASH_REMOVE, NULL);
+}
+
+static void
+q_forget_idle(void)
+{
+	static TimestampTz last_sweep = 0;
+	TimestampTz now = GetCurrentTimestamp();
+	HASH_SEQ_STATUS st;
+
+	if (!TimestampDifferenceExceeds(last_sweep, now, Q_FORGET_SWEEP_MS))
+		return;
+	last_sweep = now;
+	if (qstates != NULL)
+	{
+		QState	   *q;
+
+		hash_seq_init(&st, qstates);
+		while ((q = hash_seq_search(&st)) != NULL)
+		{
+			if (!q_forgettable(q))
+				q->quiet = false;
+			else if (!q->quiet)
+				q->quiet = true;
+			else
+				q_forget(q);
+		}
+	}
+	if (qseqs != NULL)
+	{
+		QSeq	   *qs;
+
+		hash_seq_init(&st, qseqs);
+		while ((qs = hash_seq_search(&st)) != NULL)
+		{
+			if (qs->refs > 0 || qs->seq_fetching ||
+				(qs->seq_probed && !qs->seq_answered))
+				qs->quiet = false;
+			else if (!qs->quiet)
+				qs->quiet = true;
+			else
+				(void) hash_search(qseqs, qs->name, HASH_REMOVE, NULL);
+		}
+	}
+	q_tracked_update();
+}
+
 static ZkEntry *
 waiter_entry(Waiter *w)
 {
@@ -2110,6 +2230,7 @@ q_kick(QState *q)
 	bool		list_taken;
 	int			sent;
 
+	q->quiet = false;
 	if (q->list.pending > 0 || q->inflight > 0 || q->verifying)
 	{
 		q->again = true;
@@ -4530,6 +4651,7 @@ q_session_usable(void)
 	}
 	q_unwatch_idle();
 	q_resume_unflushed();
+	q_forget_idle();
 	in_recovery = RecoveryInProgress();
 	if (was_in_recovery && !in_recovery)
 		resolve_needed = true;	/* started, or promoted */

@@ -145,14 +145,15 @@ Datum
 zk_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		values[ZKCNT_NUM + 7];
-	bool		nulls[ZKCNT_NUM + 7];
+	Datum		values[ZKCNT_NUM + 8];
+	bool		nulls[ZKCNT_NUM + 8];
 	int			conn;
 	uint64		sid;
 	int			stimeout;
 	int			wpid;
 	int			used;
 	int			max;
+	int			tracked;
 	char		servers[ZKLOCK_HOSTS_MAX];
 	char		sidbuf[32];
 	int			i;
@@ -169,6 +170,7 @@ zk_status(PG_FUNCTION_ARGS)
 	wpid = zk_ctl->worker_pid;
 	used = zk_ctl->used;
 	max = zk_ctl->max_entries;
+	tracked = zk_ctl->queues_tracked;
 	strlcpy(servers, zk_ctl->servers, sizeof(servers));
 	LWLockRelease(zk_ctl->lock);
 
@@ -192,7 +194,8 @@ zk_status(PG_FUNCTION_ARGS)
 	values[n++] = Int32GetDatum(max);
 	for (i = 0; i < ZKCNT_NUM; i++)
 		values[n++] = Int64GetDatum((int64) pg_atomic_read_u64(&zk_ctl->counters[i]));
-	Assert(n == ZKCNT_NUM + 7);
+	values[n++] = Int32GetDatum(tracked);
+	Assert(n == ZKCNT_NUM + 8);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

@@ -289,6 +289,8 @@ typedef struct ZkControl
 
 	pg_atomic_uint64 counters[ZKCNT_NUM];
 
+	int			queues_tracked; /* per-queue states the worker keeps */
+
 	/* dynamic shared memory for variable-size data (zk_dsa()) */
 	LWLock	   *dsa_lock;
 	dsa_handle	dsa;
