@@ -3534,15 +3534,19 @@ typedef struct Info
 	int64		count;
 	List	   *rows;			/* palloc'd records (peek: ZkMsgRec+payload) */
 	struct Scan *scan;
-	bool		sending;		/* peek, purge: reads or deletes still to send */
-	int			next;			/* the listing's next entry to look at */
+	bool		sending;		/* peek, purge, queues: requests still to send */
+	int			next;			/* the listing's next entry (queues: name) */
 	int			sent;			/* peek: reads sent */
+	char	  **names;			/* queues: the encoded queue names to count */
+	int			nnames;
 } Info;
 
 /*
- * Peek and purge send one request per item, at most this many at a time:
- * a queue of 100,000 items must not put 100,000 requests ahead of every
- * other request of the session.
+ * Peek and purge send one request per item, zk_queues one listing per
+ * queue, and the resolution one listing of taken per queue, at most this
+ * many at a time: a queue of 100,000 items (or 100,000 queues) must not put
+ * 100,000 requests ahead of every other request of the session, nor hold
+ * memory for all of them at once.
  */
 #define ZKQ_INFO_WINDOW		256
 
@@ -3550,7 +3554,6 @@ typedef struct InfoCall
 {
 	Info	   *info;
 	char		node[ZKQ_NODE_MAX];
-	char	   *qname;			/* ZKQI_QUEUES: queue being counted */
 	int			which;
 	zoo_op_t	ops[3];
 	zoo_op_result_t res[3];
@@ -3559,6 +3562,37 @@ typedef struct InfoCall
 } InfoCall;
 
 static void info_step(Info *in);
+
+/* a palloc'd copy of a listing's names, and its release */
+static char **
+names_copy(const struct String_vector *sv, int *n)
+{
+	char	  **names;
+	int			i;
+
+	*n = sv ? sv->count : 0;
+	if (*n == 0)
+		return NULL;
+	names = MemoryContextAlloc(q_context(), sizeof(char *) * *n);
+	for (i = 0; i < *n; i++)
+		names[i] = MemoryContextStrdup(q_context(), sv->data[i]);
+	return names;
+}
+
+static void
+names_free(char ***names, int *n)
+{
+	int			i;
+
+	if (*names == NULL)
+		return;
+	for (i = 0; i < *n; i++)
+		if ((*names)[i] != NULL)
+			pfree((*names)[i]);
+	pfree(*names);
+	*names = NULL;
+	*n = 0;
+}
 
 static ZkEntry *
 info_entry(Info *in)
@@ -3579,6 +3613,7 @@ info_free(Info *in)
 		pfree(lfirst(lc));
 	list_free(in->rows);
 	listing_free(&in->list);
+	names_free(&in->names, &in->nnames);
 	pfree(in);
 }
 
@@ -3792,15 +3827,7 @@ info_send_listing(Info *in, const char *qpath)
 
 /* ---- zk_queues: every queue under <root>/queues ---- */
 
-typedef struct QueuesCtx
-{
-	char	  **names;
-	int			n;
-	int			next;
-} QueuesCtx;
-
-
-/* decode a percent-encoded path component */
+/* one queue being counted */
 typedef struct QueueCount
 {
 	Info	   *info;
@@ -3847,28 +3874,13 @@ info_queues_listed(int rc, const struct String_vector *sv, const void *data)
 
 	COMPLETION_BEGIN
 	{
-		int			i;
-
 		if (rc == ZOK && zk_session_usable())
 		{
-			for (i = 0; sv && i < sv->count; i++)
-			{
-				QueueCount *qc = MemoryContextAllocZero(q_context(), sizeof(QueueCount));
-				char		qpath[ZK_PATH_MAX];
-
-				qc->info = in;
-				strlcpy(qc->enc, sv->data[i], sizeof(qc->enc));
-				qc->list.done = queue_count_finish;
-				qc->list.owner = qc;
-				snprintf(qpath, sizeof(qpath), "%s/queues/%s", zklock_root, qc->enc);
-				if (listing_send(&qc->list, qpath, NULL, NULL, false, false, true) == 0)
-				{
-					pfree(qc);
-					info_fail(in, ZCONNECTIONLOSS);
-					break;
-				}
-				in->outstanding++;
-			}
+			/* counted ZKQ_INFO_WINDOW at a time (info_send_more) */
+			in->names = names_copy(sv, &in->nnames);
+			in->next = 0;
+			in->sending = true;
+			info_send_more(in);
 		}
 		else if (rc != ZNONODE && rc != ZOK)
 			info_fail(in, rc);
@@ -3888,6 +3900,10 @@ typedef struct Scan
 	int			outstanding;
 	bool		failed;
 	int64		removed;
+	char	  **queues;			/* encoded names whose taken is to list */
+	int			nqueues;
+	int			qnext;
+	int			qlisting;		/* listings of taken out */
 } Scan;
 
 typedef struct ScanCall
@@ -3905,6 +3921,7 @@ typedef struct ScanCall
 static void
 scan_finish(Scan *s)
 {
+	names_free(&s->queues, &s->nqueues);
 	q_unsettle_all();			/* claims of this cluster may be released */
 	if (s->release_all)
 	{
@@ -3950,6 +3967,43 @@ scan_void_done(int rc, const void *data)
 		pfree(c);
 	}
 	COMPLETION_END(none);
+}
+
+/*
+ * List the taken of the next queues, at most ZKQ_INFO_WINDOW at a time (each
+ * answer sends the next); stops for good after a failure.
+ */
+static void scan_taken_listed(int rc, const struct String_vector *sv,
+							  const void *data);
+
+static void
+scan_send_queues(Scan *s)
+{
+	while (s->qlisting < ZKQ_INFO_WINDOW && s->qnext < s->nqueues && !s->failed)
+	{
+		ScanCall   *d;
+		char		buf[ZK_PATH_MAX];
+
+		if (!zk_session_usable())
+		{
+			s->failed = true;
+			break;
+		}
+		d = MemoryContextAllocZero(q_context(), sizeof(ScanCall));
+		d->scan = s;
+		strlcpy(d->qenc, s->queues[s->qnext++], sizeof(d->qenc));
+		snprintf(buf, sizeof(buf), "%s/queues/%s/taken", zklock_root, d->qenc);
+		if (zoo_aget_children(zk_zh, buf, 0, scan_taken_listed, d) != ZOK)
+		{
+			pfree(d);
+			s->failed = true;
+			break;
+		}
+		s->outstanding++;
+		s->qlisting++;
+	}
+	if (s->failed || s->qnext >= s->nqueues)
+		names_free(&s->queues, &s->nqueues);
 }
 
 /* a committed claim consumed; if its item was already gone, the claim alone */
@@ -4201,6 +4255,8 @@ scan_taken_listed(int rc, const struct String_vector *sv, const void *data)
 		else if (rc != ZNONODE)
 			s->failed = true;
 		pfree(c);
+		s->qlisting--;
+		scan_send_queues(s);
 		scan_done_one(s, true, 0);
 	}
 	COMPLETION_END(none);
@@ -4215,26 +4271,11 @@ scan_queues_listed(int rc, const struct String_vector *sv, const void *data)
 
 	COMPLETION_BEGIN
 	{
-		int			i;
-
 		if (rc == ZOK && zk_session_usable())
 		{
-			for (i = 0; sv && i < sv->count; i++)
-			{
-				ScanCall   *d = MemoryContextAllocZero(q_context(), sizeof(ScanCall));
-				char		buf[ZK_PATH_MAX];
-
-				d->scan = s;
-				strlcpy(d->qenc, sv->data[i], sizeof(d->qenc));
-				snprintf(buf, sizeof(buf), "%s/queues/%s/taken", zklock_root, d->qenc);
-				if (zoo_aget_children(zk_zh, buf, 0, scan_taken_listed, d) != ZOK)
-				{
-					pfree(d);
-					s->failed = true;
-					break;
-				}
-				s->outstanding++;
-			}
+			s->queues = names_copy(sv, &s->nqueues);
+			s->qnext = 0;
+			scan_send_queues(s);
 		}
 		else if (rc != ZNONODE)
 			s->failed = true;
@@ -4279,7 +4320,7 @@ scan_start(Scan *s)
 
 /*
  * Peek, purge: send the next reads or deletes of the listed entries, until
- * ZKQ_INFO_WINDOW are in flight.  Stops for good once everything is sent,
+ * ZKQ_INFO_WINDOW are in flight; zk_queues: the next listings of queues.  Stops for good once everything is sent,
  * a send failed, the backend gave up (a cancelled purge deletes no more)
  * or the session is not usable.
  */
@@ -4295,7 +4336,33 @@ info_send_more(Info *in)
 			info_fail(in, ZCONNECTIONLOSS);
 		return;
 	}
-	while (in->outstanding < ZKQ_INFO_WINDOW)
+	while (in->op == ZKQI_QUEUES && in->outstanding < ZKQ_INFO_WINDOW)
+	{
+		QueueCount *qc;
+		char		qpath[ZK_PATH_MAX];
+
+		if (in->next >= in->nnames)
+		{
+			in->sending = false;
+			names_free(&in->names, &in->nnames);
+			return;
+		}
+		qc = MemoryContextAllocZero(q_context(), sizeof(QueueCount));
+		qc->info = in;
+		strlcpy(qc->enc, in->names[in->next++], sizeof(qc->enc));
+		qc->list.done = queue_count_finish;
+		qc->list.owner = qc;
+		snprintf(qpath, sizeof(qpath), "%s/queues/%s", zklock_root, qc->enc);
+		if (listing_send(&qc->list, qpath, NULL, NULL, false, false, true) == 0)
+		{
+			pfree(qc);
+			info_fail(in, ZCONNECTIONLOSS);
+			in->sending = false;
+			return;
+		}
+		in->outstanding++;
+	}
+	while (in->op != ZKQI_QUEUES && in->outstanding < ZKQ_INFO_WINDOW)
 	{
 		InfoCall   *c;
 		const char *node;

@@ -13,7 +13,12 @@
 # - 300 other queues after that: the count goes up and down again the same
 #   way (the states are reused, not added to).
 # - A forgotten queue comes back: items published before and after are all
-#   dequeued once, in FIFO order; no watch is left on the server.
+#   dequeued once, in FIFO order.
+# - zk_queues counts 600 queues (it lists 256 at a time).
+# - PostgreSQL crashes while one transaction holds claims in 300 queues: the
+#   worker's resolution lists every queue's taken (256 at a time) and
+#   releases them all; each item is dequeued again.  Nothing is left in
+#   ZooKeeper, and no watch.
 
 use strict;
 use warnings FATAL => 'all';
@@ -92,12 +97,35 @@ sql(q{SELECT zk_enqueue('one-8', 'woken')});
 $r = $c->wait(30);
 is($r->{sqlstate} . ':' . $r->{out}, '00000:woken', 'a waiter on a forgotten queue is woken by a publication');
 
+# zk_queues counts more queues than it lists at once (256)
+is(sql(q{SELECT count(*) || '/' || sum(items) || '/' || sum(claimed) FROM zk_queues WHERE queue ~ '^(one|two)-'}),
+	'600/0/0', 'zk_queues: the 600 queues, empty');
+
+# a crash while one transaction holds a claim in each of 300 queues: the
+# resolution lists taken of every queue (more than 256, so in several
+# windows) and releases the claims of the aborted transaction
+sql(q{SELECT count(zk_enqueue('three-' || i, 'c' || i)) FROM generate_series(1, 300) i});
+my $crash = new_session($node, name => 'crash');
+$crash->query_safe('BEGIN');
+is($crash->query_safe(q{SELECT count(*) FROM generate_series(1, 300) i, LATERAL zk_try_dequeue('three-' || i) m}),
+	'300', 'a transaction claims one item in each of 300 queues');
+is(sql(q{SELECT sum(items) || '/' || sum(claimed) FROM zk_queues WHERE queue ~ '^three-'}), '0/300',
+	'zk_queues: 300 claims, no free item');
+$node->stop('immediate');
+$crash->quit;
+$node->start;
+is(wait_for_state($node, "connected", 60)->{state}, "connected", "connected again after the crash");
+ok(wait_until(sub { sql(q{SELECT sum(items) || '/' || sum(claimed) FROM zk_queues WHERE queue ~ '^three-'}) eq '300/0' }, 60, 0.5),
+	'after the crash every claim is released: 300 items back, no claim');
+is(sql(q{SELECT count(*) FROM generate_series(1, 300) i, LATERAL zk_try_dequeue('three-' || i) m WHERE m.body = 'c' || i}),
+	'300', 'and each is dequeued again');
+
 my ($rc, $tree) = zkq($zk, 'tree', $Q);
 die "zkq tree $Q failed" if $rc != 0;
-my @names = grep { m{^\Q$Q\E/(?:one|two)-\d+$} } map { (split / /)[0] } split /\n/, $tree;
-is(scalar @names, 600, 'the 600 queues are there in ZooKeeper');
-my $left = grep { m{^\Q$Q\E/(?:one|two)-\d+/(?:entries|taken)/} } map { (split / /)[0] } split /\n/, $tree;
-is($left, 0, 'nothing left in the 600 queues');
+my @names = grep { m{^\Q$Q\E/(?:one|two|three)-\d+$} } map { (split / /)[0] } split /\n/, $tree;
+is(scalar @names, 900, 'the 900 queues are there in ZooKeeper');
+my $left = grep { m{^\Q$Q\E/(?:one|two|three)-\d+/(?:entries|taken)/} } map { (split / /)[0] } split /\n/, $tree;
+is($left, 0, 'nothing left in the 900 queues');
 ok(wait_until(sub { zk_watch_count($zk) == $WC0 }, 15, 0.3), 'no watch left on the server')
   or diag 'watches: ' . zk_watch_count($zk) . " (before: $WC0)";
 
