@@ -133,6 +133,7 @@ typedef struct QState
 	int			verify_backoff; /* ... after the next miss */
 	TimestampTz idle_since;		/* no waiters since, watches kept; or 0 */
 	bool		quiet;			/* unused since the last forget sweep */
+	ZkProgress	progress;		/* rounds started within one dispatch */
 } QState;
 
 /*
@@ -170,6 +171,7 @@ static int	nunflushed_wait = 0;	/* queues with unflushed_wait set */
 
 static int	q_distribute(QState *q, char **cand, int cand_total, bool owned);
 static void q_rest_free(QState *q);
+static void count_slots(ZkEntry *e, int *held, int *doubt);
 
 static HTAB *qstates = NULL;
 static MemoryContext qcxt = NULL;
@@ -2221,6 +2223,67 @@ q_verified(int rc, const struct Stat *stat, const void *data)
 	COMPLETION_END(none);
 }
 
+/*
+ * The no-progress guard fired (recipe.h): the queue's rounds went round
+ * without a request or an answer.  Fail its waiters that hold and doubt
+ * nothing, with XX000, and forget what the rounds left, so the next
+ * request starts from a listing.
+ */
+static void
+q_no_progress(QState *q)
+{
+	List	   *keep = NIL;
+	ListCell   *lc;
+	char		state[256];
+	Waiter	   *first = q->waiters != NIL ? (Waiter *) linitial(q->waiters) : NULL;
+	ZkEntry    *fe = first ? waiter_entry(first) : NULL;
+	MemoryContext old;
+
+	snprintf(state, sizeof(state),
+			 "%d waiters (the first %s%s), %d candidates, %d left, settled %d, again %d, lost race %d, flushing %d",
+			 list_length(q->waiters),
+			 fe == NULL ? "gone" : fe->try_only ? "a try" : "a wait",
+			 fe != NULL && fe->wal_unflushed ? " still flushing" : "",
+			 q->ncand, q->nrest, q->settled, q->again, q->lost_race,
+			 q->unflushed_wait);
+	zk_no_progress_report("queue", q->name, state);
+	old = MemoryContextSwitchTo(q_context());
+	foreach(lc, q->waiters)
+	{
+		Waiter	   *w = (Waiter *) lfirst(lc);
+		ZkEntry    *e = waiter_entry(w);
+		int			held;
+		int			doubt;
+
+		if (e == NULL)
+		{
+			pfree(w);
+			continue;
+		}
+		count_slots(e, &held, &doubt);
+		if (!e->released && held == 0 && doubt == 0 && e->outstanding == 0)
+		{
+			e->state = ZKE_DONE;
+			zk_fail(e, ERRCODE_INTERNAL_ERROR,
+					"the zklock worker made no progress serving this queue");
+			pfree(w);
+			continue;
+		}
+		keep = lappend(keep, w);
+	}
+	list_free(q->waiters);
+	q->waiters = keep;
+	MemoryContextSwitchTo(old);
+	if (q->unflushed_wait)
+		nunflushed_wait--;
+	q->unflushed_wait = false;
+	q->settled = false;
+	q->rest_exact = false;
+	q->again = false;
+	q->ncand = 0;
+	q_rest_free(q);
+}
+
 static void
 q_kick(QState *q)
 {
@@ -2243,6 +2306,11 @@ q_kick(QState *q)
 		return;
 	}
 	q_busy(q);
+	if (zk_no_progress(&q->progress))
+	{
+		q_no_progress(q);
+		return;
+	}
 	if (!zk_session_usable())
 	{
 		q_retry(q);
@@ -2909,8 +2977,8 @@ q_round_done(QState *q)
 			grant(e);
 			pfree(w);
 		}
-		else if (e->try_only && !e->wal_unflushed &&
-				 (q->ncand == 0 || ++w->tries >= 3))
+		else if (e->try_only &&
+				 (q->ncand == 0 || (!e->wal_unflushed && ++w->tries >= 3)))
 		{
 			e->state = ZKE_DONE;
 			zk_finish(e, ZKO_BUSY, 0, NULL);
@@ -2921,7 +2989,12 @@ q_round_done(QState *q)
 			if (!e->try_only)
 			{
 				blocking = true;
-				if (e->state != ZKE_WAITING)
+				/*
+				 * Waiting starts (and its timeout with it) only once a
+				 * round has offered it what was free: not while the round
+				 * stopped at a waiter whose WAL record is being flushed.
+				 */
+				if (e->state != ZKE_WAITING && !q->unflushed_wait)
 				{
 					e->state = ZKE_WAITING;
 					zk_wake_owner(e);	/* its timeout runs from now */

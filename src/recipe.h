@@ -77,6 +77,7 @@ extern void zk_completion_error(ZkEntry *e);
  * "ZkEntry *volatile".
  */
 #define COMPLETION_BEGIN \
+	zk_dispatch_begin(); \
 	zk_worker_enter(); \
 	PG_TRY(); \
 	{
@@ -89,6 +90,31 @@ extern void zk_completion_error(ZkEntry *e);
 	} \
 	PG_END_TRY(); \
 	zk_worker_leave();
+
+/*
+ * worker_base.c: the no-progress guard.  A recipe that can drive itself
+ * again without a ZooKeeper request or an answer in between (a round
+ * that ends with nothing sent and starts the next one) keeps a ZkProgress
+ * in its object and calls zk_no_progress() at that point: true once it
+ * has come round more than ZK_PROGRESS_MAX times within one dispatch (one
+ * request served, one completion, one timer), which no legitimate round
+ * does.  The recipe then fails the requests concerned with XX000 and
+ * stops, so the worker goes back to its wait set (see "The worker never
+ * wedges" in src/worker.c).
+ */
+#define ZK_PROGRESS_MAX		1000
+
+typedef struct ZkProgress
+{
+	uint64		dispatch;		/* zk_dispatch when steps was last reset */
+	int			steps;			/* rounds within that dispatch */
+} ZkProgress;
+
+extern uint64 zk_dispatch;
+extern void zk_dispatch_begin(void);
+extern bool zk_no_progress(ZkProgress *p);
+extern void zk_no_progress_report(const char *recipe, const char *name,
+								  const char *state);
 
 /* worker_base.c: answering the owner, retrying */
 extern void zk_finish(ZkEntry *e, ZkOutcome outcome, int sqlstate, const char *msg);

@@ -17,6 +17,10 @@
 
 zhandle_t  *zk_zh = NULL;
 uint64		zk_cur_session = 0;
+uint64		zk_dispatch = 0;
+
+/* zk_recipe_drive's nesting: only the outermost call is a dispatch */
+static int	drive_depth = 0;
 
 /* The recipes, by ZkKind */
 static const ZkRecipe *const recipes[] = {
@@ -61,15 +65,60 @@ zk_completion_error(ZkEntry *e)
 void
 zk_recipe_drive(ZkEntry *e)
 {
+	if (drive_depth == 0)
+		zk_dispatch_begin();
+	drive_depth++;
 	PG_TRY();
 	{
 		recipes[e->kind]->drive(e);
 	}
 	PG_CATCH();
 	{
+		drive_depth = 0;
 		zk_completion_error(e);
 	}
 	PG_END_TRY();
+	if (drive_depth > 0)
+		drive_depth--;
+}
+
+/*
+ * The no-progress guard (recipe.h).  zk_dispatch counts the worker's
+ * dispatches: a request served (zk_recipe_drive, not nested), a completion
+ * (COMPLETION_BEGIN), a timer.  A ZkProgress counts the rounds of one
+ * object within the current dispatch.
+ */
+void
+zk_dispatch_begin(void)
+{
+	zk_dispatch++;
+}
+
+bool
+zk_no_progress(ZkProgress *p)
+{
+	if (p->dispatch != zk_dispatch)
+	{
+		p->dispatch = zk_dispatch;
+		p->steps = 0;
+	}
+	if (++p->steps <= ZK_PROGRESS_MAX)
+		return false;
+	p->steps = 0;
+	return true;
+}
+
+/* Say so in the server log (the recipe fails the requests concerned) */
+void
+zk_no_progress_report(const char *recipe, const char *name, const char *state)
+{
+	ereport(LOG,
+			(errcode(ERRCODE_INTERNAL_ERROR),
+			 errmsg("zklock worker: the %s \"%s\" came round %d times without progress",
+					recipe, name, ZK_PROGRESS_MAX),
+			 errdetail("State: %s.", state),
+			 errhint("Its waiting requests fail with SQLSTATE XX000; the worker serves the others. Report this as a bug.")));
+	zk_count(ZKCNT_ZK_ERRORS, 1);
 }
 
 void

@@ -33,21 +33,6 @@ my $node = zk_node('queue_kazoo', $zk,
 	connect_timeout => '3s');
 
 my $Q = '/zklock/queues';
-my $DRIVER = "$ZkLockTest::SRC/test/queue_kazoo.py";
-
-# A kazoo client running test/queue_kazoo.py; the line protocol is that of
-# ZkLockTest::Kazoo (send, read_line, cmd, quit), so its methods drive it.
-sub queue_kazoo
-{
-	my $self = bless { stdin => '', stdout => '', stderr => '', zk => $zk },
-	  'ZkLockTest::Kazoo';
-	$self->{h} = IPC::Run::start([ $ZkLockTest::PYTHON, $DRIVER, $zk->{hosts} ],
-		'<', \$self->{stdin}, '>', \$self->{stdout}, '2>', \$self->{stderr});
-	my $l = $self->read_line(30);
-	die "queue_kazoo.py did not start: " . ($l // 'no answer') . " $self->{stderr}"
-	  unless defined $l && $l eq 'ready';
-	return $self;
-}
 
 sub hexof { return unpack('H*', $_[0]); }
 
@@ -89,8 +74,8 @@ sub drained
 	  && zk_wait_count($zk, "$Q/$q/taken", 0, $secs // 10);
 }
 
-my $kz = queue_kazoo();
-my $kz2 = queue_kazoo();
+my $kz = queue_kazoo($zk);
+my $kz2 = queue_kazoo($zk);
 my $s1 = new_session($node, name => 's1');
 my $s2 = new_session($node, name => 's2');
 
@@ -226,7 +211,7 @@ foreach my $case ([ 'shared', 'empty queue' ], [ 'fresh', 'queue not created yet
 # and a waiting SQL consumer gets the item
 #
 $P = "$Q/gone";
-my $kz3 = queue_kazoo();
+my $kz3 = queue_kazoo($zk);
 is($kz3->cmd("put $P 100 " . hexof('orphan')), 'ok', 'kazoo puts an item');
 is($kz3->cmd("get $P 5"), 'item ' . hexof('orphan'), 'and claims it');
 $s2->send("SELECT body FROM zk_dequeue('gone', '30s')");

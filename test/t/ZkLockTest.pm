@@ -36,7 +36,7 @@ our @EXPORT = qw(
   zk_node zk_status zk_status_value wait_for_state worker_pid wait_for_worker
   new_session one_shot wait_until elapsed_since
   wait_for_backend_active try_lock_elsewhere
-  kazoo_client
+  kazoo_client queue_kazoo
   zk_conf zk_streaming_node zk_standby_node
   sql_elsewhere try_lock_shared_elsewhere
   zk_exists zk_get zk_czxid zk_lock_nodes zk_lock_modes
@@ -619,6 +619,23 @@ sub kazoo_client
 {
 	my ($zk) = @_;
 	return ZkLockTest::Kazoo->new($zk);
+}
+
+# A kazoo client running test/queue_kazoo.py (kazoo's LockingQueue) against
+# $zk; its line protocol is that of ZkLockTest::Kazoo (send, read_line, cmd,
+# quit), so those methods drive it.
+sub queue_kazoo
+{
+	my ($zk) = @_;
+	my $self = bless { stdin => '', stdout => '', stderr => '', zk => $zk },
+	  'ZkLockTest::Kazoo';
+	$self->{h} = IPC::Run::start(
+		[ $PYTHON, "$SRC/test/queue_kazoo.py", $zk->{hosts} ],
+		'<', \$self->{stdin}, '>', \$self->{stdout}, '2>', \$self->{stderr});
+	my $l = $self->read_line(30);
+	die "queue_kazoo.py did not start: " . ($l // 'no answer') . " $self->{stderr}"
+	  unless defined $l && $l eq 'ready';
+	return $self;
 }
 
 # New psql session (ZkLockTest::Session)
