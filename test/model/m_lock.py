@@ -1,0 +1,459 @@
+"""m_lock.py - the lock's reference model (zk_lock, zk_lock_shared,
+zk_try_lock[_shared], zk_session_lock[_shared], zk_try_session_lock[_shared],
+zk_unlock[_shared], zk_unlock_all, and kazoo's Lock/ReadLock on the same path).
+
+The model keeps, per lock name, the contender nodes in creation order: each
+has an owner (a session or a kazoo client), a mode, whether it is an upgrade
+(an exclusive node of an owner that holds the shared lock) and its holds
+(mode, scope, savepoint level).  The README's rules decide who is granted:
+a shared node when no other owner's exclusive node is before it, an
+exclusive one when no other owner's node is before it, an upgrade when no
+other owner holds the lock; an owner that holds the lock stacks a hold
+(shared on the exclusive node too); two upgraders deadlock (40P01).
+Checks: no call returns a grant the model refuses and the reverse, a try
+never waits, a wait with a short timeout times out only when the model says
+the lock is taken, a waiter is granted when the model says so, fencing
+tokens increase, ZooKeeper holds exactly the model's nodes.
+"""
+
+from driver import FAST
+
+ROOT = "/zklock/locks/"
+
+
+class Node:
+    __slots__ = ("owner", "mode", "upgrade", "holds", "granted", "token", "waiting")
+
+    def __init__(self, owner, mode, upgrade=False):
+        self.owner = owner
+        self.mode = mode            # "x" or "s"
+        self.upgrade = upgrade
+        self.holds = []             # [mode, scope ("xact"/"sess"), level]
+        self.granted = False
+        self.token = None
+        self.waiting = False        # a pending call waits for it
+
+
+FUNCS = {
+    ("x", "xact", "wait"): "zk_lock", ("s", "xact", "wait"): "zk_lock_shared",
+    ("x", "sess", "wait"): "zk_session_lock", ("s", "sess", "wait"): "zk_session_lock_shared",
+    ("x", "xact", "try"): "zk_try_lock", ("s", "xact", "try"): "zk_try_lock_shared",
+    ("x", "sess", "try"): "zk_try_session_lock", ("s", "sess", "try"): "zk_try_session_lock_shared",
+}
+
+
+class LockModel:
+    name = "lock"
+    kazoo = True
+
+    def __init__(self, h):
+        self.h = h
+        self.names = ["%s-l%d" % (h.ns, i) for i in range(h.setup.get("names", 1))]
+        self.nodes = {n: [] for n in self.names}
+        self.max_tok = {n: 0 for n in self.names}
+        self.max_x_tok = {n: 0 for n in self.names}
+        self.last_x_owner = {}
+        self.klocks = {}        # (k.idx, name, mode) -> kazoo lock object
+
+    # ---- the rules
+    def own(self, name, owner):
+        x = s = None
+        for n in self.nodes[name]:
+            if n.owner is owner:
+                if n.mode == "x":
+                    x = n
+                else:
+                    s = n
+        return x, s
+
+    def grantable(self, name, node, nodes=None):
+        L = self.nodes[name] if nodes is None else nodes
+        i = L.index(node)
+        others = [n for n in L if n.owner is not node.owner]
+        before = [n for n in L[:i] if n.owner is not node.owner]
+        if node.mode == "s":
+            return not any(n.mode == "x" for n in before)
+        if node.upgrade:
+            return not any(n.granted or (n.waiting and False) for n in others)
+        return not before
+
+    def would_grant_new(self, name, owner, mode, upgrade):
+        n = Node(owner, mode, upgrade)
+        return self.grantable(name, n, self.nodes[name] + [n])
+
+    def deadlock(self, name, owner):
+        """Another owner's upgrade already waits: ours could never be granted."""
+        return any(n.upgrade and not n.granted and n.owner is not owner for n in self.nodes[name])
+
+    def check_token(self, name, node, tok, who):
+        """Fencing tokens: every exclusive grant's token is above the previous
+        exclusive grant's (equal only for the same owner: an upgrade reports
+        its shared node's token, and nobody else can write in between), and
+        a shared grant's is above every exclusive grant's before it."""
+        if tok is None:
+            return
+        last = self.max_x_tok[name]
+        if node.mode == "x" and (tok < last or (tok == last and self.last_x_owner.get(name) is not node.owner)):
+            self.h.anomaly("lock-token", "%s: exclusive grant to %s has token %s, not above %s given before"
+                           % (name, who, tok, last))
+        if node.mode == "s" and tok < last:
+            self.h.anomaly("lock-token", "%s: shared grant to %s has token %s, below the exclusive %s given before"
+                           % (name, who, tok, last))
+        if node.mode == "x":
+            self.max_x_tok[name] = max(last, tok)
+            self.last_x_owner[name] = node.owner
+
+    def drop_empty(self, name, owner):
+        x, s = self.own(name, owner)
+        L = self.nodes[name]
+        if x is not None and not x.holds and not x.waiting:
+            L.remove(x)
+            x = None
+        if s is not None and not s.holds and not s.waiting and x is None:
+            L.remove(s)
+
+    def remove_holds(self, owner, pred, only=None):
+        for name in self.names:
+            if only is not None and name != only:
+                continue
+            for n in list(self.nodes[name]):
+                if n.owner is owner:
+                    n.holds = [hd for hd in n.holds if not pred(hd)]
+            self.drop_empty(name, owner)
+
+    # ---- generation
+    def gen(self, r, s):
+        name = r.randrange(len(self.names))
+        x = r.random()
+        if x < 0.55:
+            mode = r.choice(["x", "x", "s"])
+            scope = "xact" if (s.xact and r.random() < 0.7) else "sess"
+            if not s.xact and scope == "xact":
+                scope = "sess"
+            kind = r.choice(["try", "wait"])
+            op = {"k": "lock", "n": name, "m": mode, "sc": scope, "w": kind}
+            if kind == "wait":
+                op["t"] = r.choice(["0", "200ms", "200ms", "30s"])
+                if op["t"] == "30s" and r.random() < 0.2:
+                    op["st"] = 300
+            return op
+        if x < 0.75:
+            return {"k": "unlock", "n": name, "m": r.choice(["x", "s"])}
+        if x < 0.80:
+            return {"k": "unlock_all"}
+        if x < 0.92:
+            return {"k": "token", "n": name}
+        return {"k": "holders", "n": name}
+
+    def gen_k(self, r, k):
+        name = r.randrange(len(self.names))
+        held = [key for key in self.klocks if key[0] == k.idx and key[1] == self.names[name]
+                and getattr(self.klocks[key], "is_acquired", False)]
+        if held:
+            return {"k": "krelease", "n": name, "m": held[0][2]}
+        return {"k": "kacquire", "n": name, "m": r.choice(["x", "x", "s"]), "t": r.choice([0, 0.2])}
+
+    def applicable_k(self, op, k):
+        nm = self.names[op["n"]]
+        lk = self.klocks.get((k.idx, nm, op["m"]))
+        held = lk is not None and lk.is_acquired
+        if op["k"] == "krelease":
+            return held
+        return not any(self.klocks[key].is_acquired for key in self.klocks
+                       if key[0] == k.idx and key[1] == nm)
+
+    # ---- execution
+    def execute(self, s, op):
+        h = self.h
+        k = op["k"]
+        s.touched.add("lock")
+        if "n" in op:
+            op["nm"] = self.names[op["n"]]
+        if k == "lock":
+            name, mode, scope = op["nm"], op["m"], op["sc"]
+            fn = FUNCS[(mode, scope, op["w"])]
+            x, sh = self.own(name, s)
+            ctx = {"stack": None, "new": None}
+            if (mode == "s" and (x or sh)) or (mode == "x" and x):
+                ctx["stack"] = x if x is not None else sh
+                grant = True
+            else:
+                upgrade = mode == "x" and sh is not None
+                ctx["upgrade"] = upgrade
+                if upgrade and op["w"] == "wait" and self.deadlock(name, s) and not self.would_grant_new(name, s, mode, True):
+                    ctx["deadlock"] = True
+                grant = self.would_grant_new(name, s, mode, upgrade)
+            ctx["grant"] = grant
+            if op["w"] == "try":
+                h.fast_call(s, op, "SELECT %s(%%s), zk_lock_token(%%s)" % fn, (name, name), self.done_lock, ctx)
+            else:
+                tmo = {"0": 0.0, "200ms": 0.2, "30s": None}[op["t"]]
+                if not grant and tmo is None and not op.get("st") and not ctx.get("deadlock"):
+                    n = Node(s, mode, ctx["upgrade"])
+                    n.waiting = True
+                    self.nodes[name].append(n)
+                    ctx["new"] = n
+                ww = not grant and not ctx.get("deadlock")
+                self.h_wait(s, op, "SELECT %s(%%s, %%s::interval)" % fn, (name, op["t"]), ww, tmo, ctx)
+        elif k == "unlock":
+            fn = "zk_unlock" if op["m"] == "x" else "zk_unlock_shared"
+            h.fast_call(s, op, "SELECT %s(%%s)" % fn, (op["nm"],), self.done_unlock)
+        elif k == "unlock_all":
+            h.fast_call(s, op, "SELECT zk_unlock_all()", None, self.done_unlock_all)
+        elif k == "token":
+            h.fast_call(s, op, "SELECT zk_lock_token(%s)", (op["nm"],), self.done_token)
+        elif k == "holders":
+            h.fast_call(s, op, "SELECT mode, state FROM zk_lock_holders(%s)", (op["nm"],), self.done_holders)
+
+    def h_wait(self, s, op, sql, args, would_wait, limit, ctx):
+        def done(s_, op_, r, c):
+            c.update(ctx)
+            self.done_lock(s_, op_, r, c)
+        r = self.h.wait_call(s, op, sql, args, would_wait, limit, done)
+        if r is None:
+            s.pctx.update(ctx)
+            s.pctx["done"] = done
+
+    def done_lock(self, s, op, r, ctx):
+        h = self.h
+        name, mode, scope = op["nm"], op["m"], op["sc"]
+        new = ctx.get("new")
+        if new is not None and new in self.nodes[name]:
+            new.waiting = False
+        # what the model says now (a pending waiter completes later)
+        grant = ctx["grant"]
+        if new is not None:
+            grant = self.grantable(name, new)
+        elif ctx.get("stack") is None and not ctx.get("deadlock"):
+            grant = self.would_grant_new(name, s, mode, ctx.get("upgrade", False))
+        what = "%s by %s" % (op.get("sql"), s.name)
+        if not r.ok:
+            if new is not None and new in self.nodes[name]:
+                self.nodes[name].remove(new)
+            if ctx.get("deadlock") and r.code == "40P01":
+                return
+            if ctx.get("deadlock"):
+                h.anomaly("lock-deadlock", "%s: the model says two upgraders deadlock (40P01), got %r" % (what, r))
+                return
+            if r.code in ("55P03", "57014") and not grant:
+                if ctx.get("early") and r.code == "55P03":
+                    h.anomaly("lock-early", "%s timed out after %.3fs" % (what, r.elapsed))
+                return
+            if r.code == "40P01" and not grant:
+                return      # an upgrade the implementation sees as a deadlock earlier than the model
+            if r.code in ("55P03", "57014"):
+                h.anomaly("lock-refused", "%s: %r while the model says it is free (holders: %s)"
+                          % (what, r, self.show(name)))
+                return
+            h.unexpected(s, op, r)
+            return
+        if op["w"] == "try":
+            got, tok = r.rows[0][0], r.rows[0][1]
+        else:
+            got, tok = True, r.rows[0][0]
+        if got and not grant:
+            h.anomaly("lock-overlap", "%s was granted while the model says it is taken (holders: %s)"
+                      % (what, self.show(name)))
+        if not got and grant:
+            h.anomaly("lock-refused", "%s returned false while the model says it is free (holders: %s)"
+                      % (what, self.show(name)))
+        if ctx.get("deadlock"):
+            h.anomaly("lock-deadlock", "%s: the model says two upgraders deadlock (40P01), got a grant" % what)
+        if not got:
+            return
+        hold = [mode, scope, s.level if scope == "xact" else 0]
+        st = ctx.get("stack")
+        if st is not None and st in self.nodes[name]:
+            st.holds.append(hold)
+            if tok is not None and st.token is not None and op["w"] == "wait" and tok != st.token and mode == st.mode:
+                h.anomaly("lock-token", "%s: a stacked hold returned token %s, the node's is %s" % (what, tok, st.token))
+            return
+        node = new if new is not None and new in self.nodes[name] else None
+        if node is None:
+            node = Node(s, mode, ctx.get("upgrade", False))
+            self.nodes[name].append(node)
+        node.granted = True
+        node.token = tok
+        node.holds.append(hold)
+        self.check_token(name, node, tok, s.name)
+
+    def show(self, name):
+        return "[" + ", ".join("%s:%s%s%s%s" % (getattr(n.owner, "name", n.owner), n.mode,
+                                                 "^" if n.upgrade else "",
+                                                 "" if n.granted else "(waiting)",
+                                                 "x%d" % len(n.holds)) for n in self.nodes[name]) + "]"
+
+    def done_unlock(self, s, op, r, ctx):
+        h = self.h
+        if not r.ok:
+            h.unexpected(s, op, r)
+            return
+        name, mode = op["nm"], op["m"]
+        x, sh = self.own(name, s)
+        target = None
+        cands = [x] if mode == "x" else [sh, x]
+        for n in cands:
+            if n is None:
+                continue
+            for hd in n.holds:
+                if hd[0] == mode and hd[1] == "sess":
+                    target = (n, hd)
+                    break
+            if target:
+                break
+        got = r.rows[0][0]
+        if bool(got) != bool(target):
+            h.anomaly("lock-unlock", "%s by %s returned %s, the model %s (holders: %s)"
+                      % (op.get("sql"), s.name, got, bool(target), self.show(name)))
+        if target and got:
+            target[0].holds.remove(target[1])
+            self.drop_empty(name, s)
+
+    def done_unlock_all(self, s, op, r, ctx):
+        if not r.ok:
+            self.h.unexpected(s, op, r)
+            return
+        self.remove_holds(s, lambda hd: hd[1] == "sess")
+
+    def done_token(self, s, op, r, ctx):
+        if not r.ok:
+            self.h.unexpected(s, op, r)
+            return
+        x, sh = self.own(op["nm"], s)
+        n = x if x is not None and x.holds else (sh if sh is not None and sh.holds else None)
+        want = n.token if n is not None else None
+        if n is None and x is not None and sh is not None:
+            want = x.token
+        got = r.rows[0][0]
+        if (got is None) != (want is None) or (want is not None and got != want):
+            self.h.anomaly("lock-token", "zk_lock_token(%s) by %s = %s, the model %s (holders: %s)"
+                           % (op["nm"], s.name, got, want, self.show(op["nm"])))
+
+    def done_holders(self, s, op, r, ctx):
+        if not r.ok:
+            self.h.unexpected(s, op, r)
+            return
+        got = sorted(row[0] for row in r.rows)
+        want = sorted("exclusive" if n.mode == "x" else "shared" for n in self.nodes[op["nm"]])
+        if got != want:
+            self.h.anomaly("lock-holders", "zk_lock_holders(%s) lists modes %s, the model %s (%s)"
+                           % (op["nm"], got, want, self.show(op["nm"])))
+
+    # ---- kazoo
+    def klock(self, k, name, mode):
+        key = (k.idx, name, mode)
+        lk = self.klocks.get(key)
+        if lk is None:
+            path = ROOT + name
+            lk = k.zk.WriteLock(path, k.name) if mode == "x" else k.zk.ReadLock(path, k.name)
+            self.klocks[key] = lk
+        return lk
+
+    def execute_k(self, k, op):
+        from kazoo.exceptions import LockTimeout
+        h = self.h
+        name, mode = self.names[op["n"]], op["m"]
+        op["nm"] = name
+        owner = self.kowner(k)
+        lk = self.klock(k, name, mode)
+        if op["k"] == "kacquire":
+            grant = self.would_grant_new(name, owner, mode, False)
+
+            def acq():
+                try:
+                    if op["t"] == 0:
+                        return lk.acquire(blocking=False)
+                    return lk.acquire(timeout=op["t"])
+                except LockTimeout:
+                    return False
+            got = h.kcall(k, op, acq, bound=FAST + op["t"])
+            if got is h.KFAIL:
+                return
+            if got and not grant:
+                h.anomaly("lock-overlap", "kazoo %s acquire by %s granted while the model says taken (holders: %s)"
+                          % (mode, k.name, self.show(name)))
+            if not got and grant:
+                h.anomaly("lock-refused", "kazoo %s acquire by %s refused while the model says free (holders: %s)"
+                          % (mode, k.name, self.show(name)))
+            if got:
+                n = Node(owner, mode)
+                n.granted = True
+                n.holds.append([mode, "sess", 0])
+                self.nodes[name].append(n)
+        else:
+            h.kcall(k, op, lk.release)
+            self.remove_holds(owner, lambda hd: True, only=name)
+
+    def kowner(self, k):
+        if not hasattr(k, "owner_obj"):
+            class KOwner:
+                pass
+            o = KOwner()
+            o.name = k.name
+            k.owner_obj = o
+        return k.owner_obj
+
+    # ---- transactions
+    def on_commit(self, s):
+        self.remove_holds(s, lambda hd: hd[1] == "xact")
+
+    def on_rollback(self, s):
+        self.remove_holds(s, lambda hd: hd[1] == "xact")
+
+    def on_rollback_to(self, s, level):
+        self.remove_holds(s, lambda hd: hd[1] == "xact" and hd[2] >= level)
+
+    def on_release(self, s, level):
+        for name in self.names:
+            for n in self.nodes[name]:
+                if n.owner is s:
+                    for hd in n.holds:
+                        if hd[1] == "xact" and hd[2] >= level:
+                            hd[2] = level - 1
+
+    def on_terminate(self, s):
+        for name in self.names:
+            self.nodes[name] = [n for n in self.nodes[name] if n.owner is not s]
+
+    def prepare_expect(self, s):
+        strong = weak = False
+        for name in self.names:
+            for n in self.nodes[name]:
+                if n.owner is s:
+                    for hd in n.holds:
+                        if hd[1] == "xact":
+                            strong = True
+                        else:
+                            weak = True
+        return "strong" if strong else ("weak" if weak or "lock" in s.touched else None)
+
+    # ---- waiting
+    def due(self, s, op):
+        for name in self.names:
+            for n in self.nodes[name]:
+                if n.owner is s and n.waiting:
+                    return self.grantable(name, n)
+        return False
+
+    def zk_check(self):
+        for name in self.names:
+            c = self.h.children(ROOT + name)
+            if len(c) != len(self.nodes[name]):
+                return "lock %s: %d contender nodes in ZooKeeper, the model %d %s" % (
+                    name, len(c), len(self.nodes[name]), self.show(name))
+        return None
+
+    def final(self, s0):
+        h = self.h
+        for s in h.sessions:
+            if any(n.owner is s for name in self.names for n in self.nodes[name]):
+                h.fast_call(s, {"k": "unlock_all", "r": "lock"}, "SELECT zk_unlock_all()", None,
+                            self.done_unlock_all)
+        for key, lk in list(self.klocks.items()):
+            try:
+                if lk.is_acquired:
+                    lk.release()
+            except Exception as e:
+                h.anomaly("kazoo-error", "release: %r" % e)
+        for name in self.names:
+            self.nodes[name] = [n for n in self.nodes[name] if hasattr(n.owner, "pid")]

@@ -1,0 +1,371 @@
+"""m_queue.py - the queue's reference model (zk_enqueue, zk_dequeue,
+zk_try_dequeue, zk_queue_peek, zk_queue_length, zk_queue_purge, and kazoo's
+LockingQueue on the same path).
+
+An item is, in the model: pending (enqueued by an open transaction, at a
+savepoint level), free (published, unclaimed), claimed (by a transaction at
+a level, or by a kazoo client), done (consumed by a commit), purged or
+dropped (its enqueue rolled back).  Free items are ordered by (priority,
+publication, enqueue order).  The checks: what a dequeue returns was free,
+in queue order; a dequeue returns something when something is free; a try
+never waits; peek and length agree with the model; every committed item is
+consumed at most once and, after the final drain, exactly once.
+"""
+
+from driver import FAST
+
+ROOT = "/zklock/queues/"
+
+
+class Item:
+    __slots__ = ("body", "q", "prio", "st", "owner", "level", "key", "eseq", "msg_id",
+                 "consumed", "committed")
+
+    def __init__(self, body, q, prio, owner, level, eseq):
+        self.body = body
+        self.q = q
+        self.prio = prio
+        self.st = "pend"
+        self.owner = owner
+        self.level = level
+        self.key = None
+        self.eseq = eseq
+        self.msg_id = None
+        self.consumed = 0
+        self.committed = False
+
+
+class QueueModel:
+    name = "queue"
+    kazoo = True
+
+    def __init__(self, h):
+        self.h = h
+        nq = h.setup.get("queues", 1)
+        self.queues = ["%s-q%d" % (h.ns, i) for i in range(nq)]
+        self.items = {}
+        self.pubseq = 0
+        self.eseq = 0
+        self.kq = {}           # (k.idx, q) -> kazoo LockingQueue
+        self.kheld = {}        # (k.idx, q) -> body
+
+    # ---- model helpers
+    def free(self, q):
+        return sorted((it for it in self.items.values() if it.q == q and it.st == "free"),
+                      key=lambda it: it.key)
+
+    def owned(self, owner):
+        return [it for it in self.items.values() if it.owner == owner and it.st in ("pend", "claim")]
+
+    def publish(self, its):
+        self.pubseq += 1
+        for it in sorted(its, key=lambda i: i.eseq):
+            it.key = (it.prio, self.pubseq, it.eseq)
+            it.st = "free"
+            it.owner = None
+            it.committed = True
+
+    def consume(self, it, who):
+        it.consumed += 1
+        it.st = "done"
+        it.owner = None
+        if it.consumed > 1:
+            self.h.anomaly("queue-dup", "item %s consumed %d times (last by %s)" % (it.body, it.consumed, who))
+
+    # ---- generation
+    def gen(self, r, s):
+        h = self.h
+        q = r.randrange(len(self.queues))
+        x = r.random()
+        if x < 0.30:
+            n = r.choice([1, 1, 1, 2, 3])
+            prios = [r.choice([100, 100, 100, 0, 50, 500, 999]) for _ in range(n)]
+            bodies = [h.new_id("i") for _ in range(n)]
+            return {"k": "enq", "q": q, "b": bodies, "p": prios}
+        if x < 0.55:
+            op = {"k": "deq", "q": q, "t": r.choice(["0", "200ms", "200ms", "30s"]),
+                  "m": r.choice([1, 1, 2, 3, 5])}
+            if op["t"] == "30s" and r.random() < 0.25:
+                op["st"] = 300
+            return op
+        if x < 0.72:
+            return {"k": "try", "q": q, "m": r.choice([1, 1, 2, 4])}
+        if x < 0.82:
+            return {"k": "peek", "q": q, "n": r.choice([1, 3, 10])}
+        if x < 0.95:
+            return {"k": "len", "q": q}
+        return {"k": "purge", "q": q}
+
+    def gen_k(self, r, k):
+        h = self.h
+        q = r.randrange(len(self.queues))
+        held = (k.idx, self.queues[q]) in self.kheld
+        x = r.random()
+        if held:
+            return {"k": "kconsume" if x < 0.6 else "krelease", "q": q}
+        if x < 0.45:
+            return {"k": "kput", "q": q, "p": r.choice([100, 100, 0, 500]), "b": h.new_id("k")}
+        return {"k": "kget", "q": q, "t": r.choice([0, 0.2])}
+
+    def applicable_k(self, op, k):
+        held = (k.idx, self.queues[op["q"]]) in self.kheld
+        if op["k"] in ("kconsume", "krelease"):
+            return held
+        if op["k"] == "kget":
+            return not held
+        return True
+
+    # ---- execution
+    def execute(self, s, op):
+        h = self.h
+        k = op["k"]
+        q = op["qn"] = self.queues[op["q"]]
+        s.touched.add("queue")
+        if k == "enq":
+            if len(op["b"]) == 1:
+                sql = "SELECT zk_enqueue(%s, %s::text, %s)"
+                args = (q, op["b"][0], op["p"][0])
+            else:
+                sql = ("SELECT zk_enqueue(%s, v.b, v.p) FROM (VALUES "
+                       + ", ".join(["(%s::text, %s::int)"] * len(op["b"])) + ") v(b, p)")
+                args = [q]
+                for b, p in zip(op["b"], op["p"]):
+                    args += [b, p]
+            h.fast_call(s, op, sql, args, self.done_enq)
+        elif k == "deq":
+            free = self.free(q)
+            tmo = {"0": 0.0, "200ms": 0.2, "30s": None}[op["t"]]
+            h.wait_call(s, op, "SELECT msg_id, body FROM zk_dequeue(%s, %s::interval, %s)",
+                        (q, op["t"], op["m"]), would_wait=not free, limit=tmo,
+                        done=self.done_deq)
+        elif k == "try":
+            h.fast_call(s, op, "SELECT msg_id, body FROM zk_try_dequeue(%s, %s)", (q, op["m"]),
+                        self.done_deq)
+        elif k == "peek":
+            h.fast_call(s, op, "SELECT body FROM zk_queue_peek(%s, %s)", (q, op["n"]), self.done_peek)
+        elif k == "len":
+            h.fast_call(s, op, "SELECT zk_queue_length(%s)", (q,), self.done_len)
+        elif k == "purge":
+            h.fast_call(s, op, "SELECT zk_queue_purge(%s)", (q,), self.done_purge)
+
+    def done_enq(self, s, op, r, ctx):
+        if not r.ok:
+            self.h.unexpected(s, op, r)
+            return
+        for b, p in zip(op["b"], op["p"]):
+            self.eseq += 1
+            self.items[b] = Item(b, op["qn"], p, s, s.level, self.eseq)
+
+    def done_deq(self, s, op, r, ctx):
+        h = self.h
+        q = op["qn"]
+        free = self.free(q)
+        if not r.ok:
+            if r.code == "57014" and ctx.get("expect_wait"):
+                return            # cancelled or statement timeout while nothing was free
+            h.unexpected(s, op, r)
+            return
+        bodies = [row[1] for row in r.rows]
+        what = "zk_try_dequeue" if op["k"] == "try" else "zk_dequeue(%s)" % op["t"]
+        if len(bodies) > op["m"]:
+            h.anomaly("queue-max-items", "%s returned %d rows, max_items %d" % (what, len(bodies), op["m"]))
+        if not bodies and free:
+            h.anomaly("queue-empty-while-free", "%s on %s by %s returned no row while %d item(s) were free (%s)"
+                      % (what, q, s.name, len(free), ",".join(i.body for i in free[:5])))
+        if not bodies and not free and op["k"] == "deq" and op["t"] == "200ms" and r.elapsed < 0.15:
+            h.anomaly("queue-early", "zk_dequeue(200ms) returned no row after %.3fs" % r.elapsed)
+        ok_bodies = []
+        for (msg_id, b) in r.rows:
+            it = self.items.get(b)
+            if it is None or it.q != q:
+                h.anomaly("queue-phantom", "%s returned %r, never enqueued in %s" % (what, b, q))
+                continue
+            if it.st != "free":
+                kind = {"done": "queue-dup", "claim": "queue-double-claim", "pend": "queue-phantom",
+                        "dropped": "queue-phantom", "purged": "queue-phantom"}[it.st]
+                h.anomaly(kind, "%s by %s returned %s, which is %s (owner %s)"
+                          % (what, s.name, b, it.st, getattr(it.owner, "name", it.owner)))
+                continue
+            if it.msg_id is not None and it.msg_id != msg_id:
+                h.anomaly("queue-msg-id", "item %s had msg_id %s, now %s" % (b, it.msg_id, msg_id))
+            it.msg_id = msg_id
+            ok_bodies.append(b)
+        if len(set(r[0] for r in r.rows)) != len(r.rows):
+            h.anomaly("queue-msg-id", "one dequeue returned a msg_id twice: %r" % (r.rows,))
+        want = [i.body for i in free[:len(bodies)]]
+        if ok_bodies == bodies and bodies != want:
+            h.anomaly("queue-order", "%s by %s returned %s, queue order says %s" % (what, s.name, bodies, want))
+        for b in ok_bodies:
+            it = self.items[b]
+            it.st = "claim"
+            it.owner = s
+            it.level = s.level
+
+    def done_peek(self, s, op, r, ctx):
+        if not r.ok:
+            self.h.unexpected(s, op, r)
+            return
+        got = [row[0] for row in r.rows]
+        want = [i.body for i in self.free(op["qn"])[:op["n"]]]
+        if got != want:
+            self.h.anomaly("queue-peek", "zk_queue_peek(%s, %d) gave %s, the model %s" % (op["qn"], op["n"], got, want))
+
+    def done_len(self, s, op, r, ctx):
+        if not r.ok:
+            self.h.unexpected(s, op, r)
+            return
+        n = len(self.free(op["qn"]))
+        if r.rows[0][0] != n:
+            self.h.anomaly("queue-length", "zk_queue_length(%s) = %s, the model %d" % (op["qn"], r.rows[0][0], n))
+
+    def done_purge(self, s, op, r, ctx):
+        if not r.ok:
+            self.h.unexpected(s, op, r)
+            return
+        free = self.free(op["qn"])
+        if r.rows[0][0] != len(free):
+            self.h.anomaly("queue-purge", "zk_queue_purge(%s) = %s, the model %d" % (op["qn"], r.rows[0][0], len(free)))
+        for it in free:
+            it.st = "purged"
+
+    # ---- kazoo
+    def kqueue(self, k, q):
+        o = self.kq.get((k.idx, q))
+        if o is None:
+            o = self.kq[(k.idx, q)] = k.zk.LockingQueue(ROOT + q)
+        return o
+
+    def execute_k(self, k, op):
+        h = self.h
+        q = op["qn"] = self.queues[op["q"]]
+        kq = self.kqueue(k, q)
+        kind = op["k"]
+        if kind == "kput":
+            h.kcall(k, op, lambda: kq.put(op["b"].encode(), priority=op["p"]))
+            self.eseq += 1
+            it = Item(op["b"], q, op["p"], None, 0, self.eseq)
+            self.items[op["b"]] = it
+            self.publish([it])
+        elif kind == "kget":
+            free = self.free(q)
+            v = h.kcall(k, op, lambda: kq.get(timeout=op["t"]), bound=FAST + op["t"])
+            if v is h.KFAIL:
+                return
+            if v is None:
+                if free:
+                    h.anomaly("queue-empty-while-free", "kazoo get(%s) on %s returned nothing while %d item(s) were free (%s)"
+                              % (op["t"], q, len(free), ",".join(i.body for i in free[:5])))
+                return
+            b = v.decode()
+            it = self.items.get(b)
+            if it is None or it.st != "free":
+                h.anomaly("queue-phantom" if it is None else "queue-double-claim",
+                          "kazoo get on %s returned %s (%s)" % (q, b, "unknown" if it is None else it.st))
+                return
+            if free and free[0].body != b:
+                h.anomaly("queue-order", "kazoo get returned %s, queue order says %s" % (b, free[0].body))
+            it.st = "claim"
+            it.owner = ("k", k.idx)
+            self.kheld[(k.idx, q)] = b
+        elif kind == "kconsume":
+            b = self.kheld.pop((k.idx, q))
+            v = h.kcall(k, op, lambda: kq.consume())
+            if v is not True:
+                h.anomaly("queue-kazoo", "kazoo consume of %s answered %r" % (b, v))
+            self.consume(self.items[b], k.name)
+        elif kind == "krelease":
+            b = self.kheld.pop((k.idx, q))
+            h.kcall(k, op, lambda: kq.release())
+            it = self.items[b]
+            it.st = "free"
+            it.owner = None
+
+    # ---- transactions
+    def on_commit(self, s):
+        pend = [it for it in self.items.values() if it.owner is s and it.st == "pend"]
+        if pend:
+            self.publish(pend)
+        for it in list(self.items.values()):
+            if it.owner is s and it.st == "claim":
+                self.consume(it, s.name)
+
+    def undo(self, it):
+        if it.st == "pend":
+            it.st = "dropped"
+            it.owner = None
+        elif it.st == "claim":
+            it.st = "free"
+            it.owner = None
+
+    def on_rollback(self, s):
+        for it in self.items.values():
+            if it.owner is s:
+                self.undo(it)
+
+    def on_rollback_to(self, s, level):
+        for it in self.items.values():
+            if it.owner is s and it.level >= level:
+                self.undo(it)
+
+    def on_release(self, s, level):
+        for it in self.items.values():
+            if it.owner is s and it.level >= level:
+                it.level = level - 1
+
+    def on_terminate(self, s):
+        self.on_rollback(s)
+
+    def prepare_expect(self, s):
+        if self.owned(s):
+            return "strong"
+        return "weak" if "queue" in s.touched else None
+
+    # ---- waiting
+    def due(self, s, op):
+        """A pending dequeue must complete now: something is free."""
+        return op["k"] == "deq" and bool(self.free(op["qn"]))
+
+    # ---- ZooKeeper
+    def zk_check(self):
+        for q in self.queues:
+            its = [i for i in self.items.values() if i.q == q]
+            want_e = sum(1 for i in its if i.st in ("free", "claim"))
+            want_t = sum(1 for i in its if i.st == "claim")
+            e = len(self.h.children(ROOT + q + "/entries"))
+            t = len(self.h.children(ROOT + q + "/taken"))
+            if (e, t) != (want_e, want_t):
+                return "queue %s: %d entries and %d claims in ZooKeeper, the model %d and %d" % (q, e, t, want_e, want_t)
+        return None
+
+    # ---- the end
+    def final(self, s):
+        """Release kazoo's claims, drain every queue through session s, and
+        check that every committed item was consumed exactly once."""
+        h = self.h
+        for (kidx, q), b in list(self.kheld.items()):
+            try:
+                v = self.kq[(kidx, q)].release()
+                h.note("     k%d: kazoo release %s (final)  -> %r" % (kidx, b, v))
+            except Exception as e:
+                h.anomaly("queue-kazoo", "kazoo release failed: %r" % e)
+            self.items[b].st = "free"
+            self.items[b].owner = None
+        self.kheld.clear()
+        for q in self.queues:
+            for _ in range(50):
+                if not self.free(q):
+                    break
+                op = {"k": "deq", "r": "queue", "q": None, "qn": q, "t": "2s", "m": 100}
+                r = h.sql(s, op, "SELECT msg_id, body FROM zk_dequeue(%s, '2s', 100)", (q,), 5)
+                if not r.ok:
+                    h.anomaly("queue-drain", "drain of %s: %r" % (q, r))
+                    break
+                self.done_deq(s, op, r, {})
+                self.on_commit(s)
+                if not r.rows:
+                    break
+        for it in self.items.values():
+            if it.committed and it.st not in ("done", "purged"):
+                h.anomaly("queue-lost", "committed item %s (%s) is %s after the drain" % (it.body, it.q, it.st))
+            if it.committed and it.st == "done" and it.consumed != 1:
+                h.anomaly("queue-dup", "item %s consumed %d times" % (it.body, it.consumed))
