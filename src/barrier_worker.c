@@ -1048,6 +1048,14 @@ leave_listed(int rc, const struct String_vector *sv, const void *ctx)
 					else
 						zk_finish(e, ZKO_GRANTED, 0, NULL);
 				}
+				else if (e->try_only)
+				{
+					/*
+					 * '0': others are still in, and that is the answer; the
+					 * owner lets the entry go, which deletes our node
+					 */
+					zk_finish(e, ZKO_BUSY, 0, NULL);
+				}
 				else if (mine && strcmp(m[0], e->node) == 0)
 					leave_watch(e, m[n - 1]);	/* lowest: wait for the highest */
 				else

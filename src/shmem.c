@@ -335,6 +335,29 @@ zk_retry_forget_marks(void)
 	retry_head = retry_tail = ZKLOCK_NO_ENTRY;
 }
 
+/* How many entries the retry list holds now */
+int
+zk_retry_length(void)
+{
+	uint32		idx;
+	int			n = 0;
+
+	for (idx = retry_head; idx != ZKLOCK_NO_ENTRY; idx = zk_entry(idx)->retry_next)
+		n++;
+	return n;
+}
+
+/* Take the first entry off the retry list (ZKLOCK_NO_ENTRY: empty) */
+uint32
+zk_retry_pop(void)
+{
+	uint32		idx = retry_head;
+
+	if (idx != ZKLOCK_NO_ENTRY)
+		zk_retry_remove(zk_entry(idx));
+	return idx;
+}
+
 /*
  * Empty the retry list, returning its former head; the caller walks it
  * through retry_next (read each link before driving the entry) with

@@ -135,15 +135,25 @@ zk_recipes_set_handle(zhandle_t *h, uint64 session_id)
 void
 zk_recipes_reconnected(void)
 {
-	uint32		idx = zk_retry_take_all();
+	int			n = zk_retry_length();
 	int			k;
 
-	while (idx != ZKLOCK_NO_ENTRY)
+	/*
+	 * Entries are taken off the live list one at a time: a drive may retry
+	 * another entry (still further down, then it stays where it is) or free
+	 * one (it leaves the list).  Walking a detached chain instead lost every
+	 * entry behind one that a drive put on the new list.  At most the
+	 * entries there at the start: those put back meanwhile wait for the
+	 * next turn.
+	 */
+	while (n-- > 0)
 	{
-		ZkEntry    *e = zk_entry(idx);
+		uint32		idx = zk_retry_pop();
+		ZkEntry    *e;
 
-		idx = e->retry_next;
-		e->retry_prev = e->retry_next = ZKLOCK_NO_ENTRY;
+		if (idx == ZKLOCK_NO_ENTRY)
+			break;
+		e = zk_entry(idx);
 		if (e->state != ZKE_FREE)
 			zk_recipe_drive(e);
 	}

@@ -330,6 +330,8 @@ extern uint32 zk_release_take_all(void);
 extern void zk_retry_add(ZkEntry *e);
 extern void zk_retry_remove(ZkEntry *e);
 extern uint32 zk_retry_take_all(void);
+extern int	zk_retry_length(void);
+extern uint32 zk_retry_pop(void);
 extern void zk_backend_lock(LWLockMode mode);
 extern bool zk_backend_lock_timed(LWLockMode mode, long timeout_ms);
 extern void zk_wake_worker(void);
