@@ -484,6 +484,49 @@ cmp_msgs(const void *a, const void *b)
 }
 
 /*
+ * A dequeue whose timeout passed returns no row only once the worker has
+ * withdrawn it: a claim attempt sent for it may have landed in ZooKeeper
+ * (its reply lost with the connection), and such a claim names this
+ * transaction, whose COMMIT would consume an item nobody received if the
+ * worker restarted before releasing it.  The worker frees the entry once
+ * no attempt of it is out and every claim of it is released; when that
+ * does not happen within zklock.connect_timeout the call fails, and the
+ * transaction's abort releases whatever may have landed.
+ */
+static void
+wait_withdrawn(uint32 idx, uint32 gen)
+{
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   zklock_connect_timeout);
+
+	for (;;)
+	{
+		bool		gone = false;
+
+		if (zk_backend_lock_timed(LW_SHARED, 20))
+		{
+			ZkEntry    *e = zk_entry(idx);
+
+			gone = (e->gen != gen || e->state == ZKE_FREE);
+			LWLockRelease(zk_ctl->lock);
+		}
+		if (gone)
+			return;
+		if (GetCurrentTimestamp() >= deadline)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("could not withdraw a dequeue whose timeout passed"),
+					 errdetail("A claim of this dequeue may have reached ZooKeeper, and the zklock worker could not release it within zklock.connect_timeout (%d ms).",
+							   zklock_connect_timeout),
+					 errhint("Roll back and retry when ZooKeeper is reachable: an item this transaction may have claimed is released when it ends.")));
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 10, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
  * Claim up to max_items of a queue for this (sub)transaction, waiting up
  * to timeout_ms (< 0: no limit) unless try_only.  Calls emit for each
  * message, in queue order.
@@ -578,6 +621,8 @@ zkq_dequeue(const char *qname, int qlen, int max_items, bool try_only,
 		release_idx(idx, gen, ZKQD_NONE);
 		zk_wake_worker();
 		pfree(hc);
+		if (outcome == ZKO_NONE)
+			wait_withdrawn(idx, gen);
 		return 0;
 	}
 
