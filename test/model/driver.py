@@ -238,7 +238,8 @@ class Cluster(infra.PgCluster):
     children and of the postmaster itself, by pid)."""
 
     def __init__(self, label, directory, port, hosts, settings):
-        super().__init__(label, directory, port, hosts, infra.pg_bindir(), settings)
+        bindir = os.environ.get("ZKLOCK_PG_BINDIR") or infra.pg_bindir()
+        super().__init__(label, directory, port, hosts, bindir, settings)
         self.label = label
         self.admin = None
 
@@ -261,7 +262,11 @@ class Cluster(infra.PgCluster):
                 return
             log("cluster %s: fast stop did not complete, immediate stop" % self.label)
         rc, _, _ = infra.run([self.bin("pg_ctl"), "-D", self.data, "-m", "immediate", "-w", "-t",
-                              "8", "stop"], timeout=15)
+                              "3" if immediate else "8", "stop"], timeout=15)
+        for _ in range(40):
+            if not os.path.exists("/proc/%d" % pid):
+                break
+            time.sleep(0.05)
         if rc == 0 and not os.path.exists("/proc/%d" % pid):
             return
         log("cluster %s: immediate stop did not complete, SIGKILL" % self.label)

@@ -59,7 +59,7 @@ class History:
             cl[0] = "A"
         if "B" not in cl:
             cl[-1] = "B"
-        weights = {"queue": 3, "lock": 3}
+        weights = {"queue": 4, "lock": 4, "election": 1}
         pool = [x for x in recipes]
         k = 1 if r.random() < 0.7 or len(pool) < 2 else 2
         chosen = []
@@ -67,8 +67,11 @@ class History:
             cand = [x for x in pool if x not in chosen]
             w = [weights.get(x, 2) for x in cand]
             chosen.append(r.choices(cand, w)[0])
+        if "election" in chosen:
+            chosen = ["election"]      # it restarts workers: alone in its history
         return {"sessions": cl, "kazoo": r.choice([0, 1, 1, 2]), "recipes": sorted(chosen),
-                "queues": r.choice([1, 1, 2]), "names": r.choice([1, 1, 2])}
+                "queues": r.choice([1, 1, 2]), "names": r.choice([1, 1, 2]),
+                "max": r.choice([1, 2, 2, 3]), "parties": r.choice([2, 2, 3])}
 
     def open(self):
         from model import MODELS
@@ -184,7 +187,7 @@ class History:
 
     def kcall(self, k, op, fn, bound=FAST):
         op["sql"] = "kazoo %s %s" % (op["k"], " ".join("%s=%s" % (a, op[a]) for a in sorted(op)
-                                                       if a not in ("k", "r", "c", "sql", "oe", "step", "q", "n")))
+                                                       if a not in ("k", "r", "c", "sql", "oe", "step", "q", "n", "unsure")))
         self.count(op.get("r"))
         t0 = now()
         try:
@@ -299,7 +302,7 @@ class History:
         r = self.rnd
         ss = self.sessions
         pend = [s for s in ss if s.pending]
-        if pend and r.random() < 0.10:
+        if pend and r.random() < 0.05:
             return {"k": "cancel", "r": None, "t": r.choice(pend).idx}
         if r.random() < 0.015:
             return {"k": "terminate", "r": None, "t": r.choice(ss).idx}

@@ -133,8 +133,8 @@ class LockModel:
             kind = r.choice(["try", "wait"])
             op = {"k": "lock", "n": name, "m": mode, "sc": scope, "w": kind}
             if kind == "wait":
-                op["t"] = r.choice(["0", "200ms", "200ms", "30s"])
-                if op["t"] == "30s" and r.random() < 0.2:
+                op["t"] = r.choice(["0", "200ms", "200ms", "30s", None])
+                if op["t"] in ("30s", None) and r.random() < 0.2:
                     op["st"] = 300
             return op
         if x < 0.75:
@@ -187,7 +187,7 @@ class LockModel:
             if op["w"] == "try":
                 h.fast_call(s, op, "SELECT %s(%%s), zk_lock_token(%%s)" % fn, (name, name), self.done_lock, ctx)
             else:
-                tmo = {"0": 0.0, "200ms": 0.2, "30s": None}[op["t"]]
+                tmo = {"0": 0.0, "200ms": 0.2, "30s": None, None: None}[op["t"]]
                 if not grant and tmo is None and not op.get("st") and not ctx.get("deadlock"):
                     n = Node(s, mode, ctx["upgrade"])
                     n.waiting = True

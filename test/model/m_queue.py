@@ -83,9 +83,9 @@ class QueueModel:
             bodies = [h.new_id("i") for _ in range(n)]
             return {"k": "enq", "q": q, "b": bodies, "p": prios}
         if x < 0.55:
-            op = {"k": "deq", "q": q, "t": r.choice(["0", "200ms", "200ms", "30s"]),
+            op = {"k": "deq", "q": q, "t": r.choice(["0", "200ms", "200ms", "30s", "30s", None]),
                   "m": r.choice([1, 1, 2, 3, 5])}
-            if op["t"] == "30s" and r.random() < 0.25:
+            if op["t"] in ("30s", None) and r.random() < 0.25:
                 op["st"] = 300
             return op
         if x < 0.72:
@@ -134,7 +134,7 @@ class QueueModel:
             h.fast_call(s, op, sql, args, self.done_enq)
         elif k == "deq":
             free = self.free(q)
-            tmo = {"0": 0.0, "200ms": 0.2, "30s": None}[op["t"]]
+            tmo = {"0": 0.0, "200ms": 0.2, "30s": None, None: None}[op["t"]]
             h.wait_call(s, op, "SELECT msg_id, body FROM zk_dequeue(%s, %s::interval, %s)",
                         (q, op["t"], op["m"]), would_wait=not free, limit=tmo,
                         done=self.done_deq)

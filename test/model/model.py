@@ -210,7 +210,7 @@ def run_history(env, args, seed, steps, ns, setup=None, ops=None, verbose=False)
         h.anomaly("harness", "the history failed: %r\n%s" % (e, traceback.format_exc()))
         h.fatal = True
     if h.fatal:
-        env.ensure_healthy(force=True)
+        env.ensure_healthy()
     return h
 
 

@@ -1,0 +1,466 @@
+"""conc.py - the concurrent mode of the model-based tester: threads race on
+the same queue and lock names from both clusters and kazoo, while a nemesis
+thread cancels and terminates their backends and statement timeouts cut
+waits short.  The checks are the ones that hold whatever the interleaving:
+
+queue  every item of a transaction whose COMMIT was acknowledged is consumed
+       exactly once (by committed consumers, kazoo, or the final drain); no
+       item is consumed twice; nothing consumed was never committed (a
+       rolled-back enqueue, one rolled back to a savepoint); a try answers
+       within 2 s.
+lock   intervals that certainly lie inside a hold (from the grant's answer to
+       the release's start, or to the terminate that ended the backend) never
+       overlap when one of them is exclusive; fencing tokens of exclusive
+       holds grow with their order in time; a try answers within 2 s.
+"""
+
+import collections
+import random
+import threading
+import time
+
+import psycopg2
+
+from driver import FAST, first_line, now
+
+SECONDS = 8.0
+
+
+class Conc:
+    """Looks like a History to model.py (calls, anomalies, trace)."""
+
+    def __init__(self, env, seed, ns):
+        self.env = env
+        self.seed = seed
+        self.ns = ns
+        self.rnd = random.Random(seed)
+        self.lock = threading.Lock()
+        self.calls = collections.Counter()
+        self.anomalies = []
+        self.trace = []
+        self.stop = threading.Event()
+        self.pids = {}                 # thread name -> backend pid
+        self.terminated = []           # (pid, time)
+        self.t_start = now()
+        r = self.rnd
+        self.recipes = [x for x in ("queue", "lock") if x in env.recipes]
+        if not self.recipes:
+            self.recipes = []
+        self.recipe = r.choice(self.recipes) if self.recipes else None
+        self.q = "%s-cq" % ns
+        self.lname = "%s-cl" % ns
+        # queue records
+        self.produced = {}             # body -> "committed" | "aborted" | "unknown"
+        self.consumed = collections.defaultdict(list)   # body -> [who] (committed)
+        self.consumed_unknown = collections.defaultdict(list)
+        # lock records
+        self.holds = []                # (start, end_or_None, mode, token, owner, pid)
+        self.setup = {"recipes": [self.recipe]}
+
+    def count(self, recipe, n=1):
+        with self.lock:
+            self.calls[recipe] += n
+
+    def anomaly(self, kind, msg):
+        with self.lock:
+            self.anomalies.append((kind, msg, 0))
+
+    # ---- SQL helpers
+    def connect(self, label, name):
+        c = self.env.cluster(label)
+        conn = psycopg2.connect(host="127.0.0.1", port=c.port, user="postgres", dbname="postgres",
+                                connect_timeout=5, application_name="model-conc-" + name,
+                                options="-c statement_timeout=10s")
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute("SELECT pg_backend_pid()")
+            pid = cur.fetchone()[0]
+        with self.lock:
+            self.pids[name] = (label, pid)
+        return conn
+
+    def ex(self, conn, recipe, sql, args=None, must_fast=False):
+        self.count(recipe)
+        t0 = now()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql, args)
+                rows = cur.fetchall() if cur.description else []
+            err = None
+        except psycopg2.Error as e:
+            rows, err = None, e
+        el = now() - t0
+        if must_fast and el > FAST:
+            self.anomaly("slow-call", "%s took %.2fs (concurrent mode)%s"
+                         % (sql % tuple(repr(a) for a in (args or ())), el,
+                            "" if err is None else ": " + first_line(err)))
+        if err is not None:
+            raise err
+        return rows
+
+    # ---- queue
+    def producer(self, label, idx):
+        name = "p%d%s" % (idx, label)
+        r = random.Random(self.seed * 31 + idx)
+        conn = None
+        n = 0
+        while not self.stop.is_set():
+            try:
+                if conn is None or conn.closed:
+                    conn = self.connect(label, name)
+                bodies = []
+                self.ex(conn, "xact", "BEGIN")
+                for _ in range(r.randint(1, 3)):
+                    n += 1
+                    b = "%s-%s-%d" % (self.ns, name, n)
+                    self.ex(conn, "queue", "SELECT zk_enqueue(%s, %s::text, %s)", (self.q, b, r.choice([100, 100, 0, 500])))
+                    bodies.append(b)
+                if r.random() < 0.2:
+                    n += 1
+                    b = "%s-%s-%d" % (self.ns, name, n)
+                    self.ex(conn, "xact", "SAVEPOINT a")
+                    self.ex(conn, "queue", "SELECT zk_enqueue(%s, %s::text)", (self.q, b))
+                    self.ex(conn, "xact", "ROLLBACK TO SAVEPOINT a")
+                    with self.lock:
+                        self.produced[b] = "aborted"
+                for b in bodies:
+                    with self.lock:
+                        self.produced[b] = "unknown"
+                if r.random() < 0.2:
+                    self.ex(conn, "xact", "ROLLBACK")
+                    with self.lock:
+                        for b in bodies:
+                            self.produced[b] = "aborted"
+                    continue
+                try:
+                    self.ex(conn, "xact", "COMMIT")
+                    with self.lock:
+                        for b in bodies:
+                            self.produced[b] = "committed"
+                except psycopg2.Error as e:
+                    if e.pgcode is not None and not conn.closed:
+                        with self.lock:
+                            for b in bodies:
+                                self.produced[b] = "aborted"
+                    raise
+            except psycopg2.Error as e:
+                self.recover(conn, e)
+                if conn is not None and conn.closed:
+                    conn = None
+            self.stop.wait(r.random() * 0.02)
+        if conn is not None:
+            conn.close()
+
+    def recover(self, conn, e):
+        if e.pgcode not in (None, "57014", "57P01", "55P03", "40001", "08006"):
+            self.anomaly("unexpected-error", "concurrent: %s %s" % (e.pgcode, first_line(e)))
+        if conn is not None and not conn.closed:
+            try:
+                with conn.cursor() as cur:
+                    cur.execute("ROLLBACK")
+            except psycopg2.Error:
+                pass
+
+    def consumer(self, label, idx):
+        name = "c%d%s" % (idx, label)
+        r = random.Random(self.seed * 37 + idx)
+        conn = None
+        while not self.stop.is_set():
+            got = []
+            try:
+                if conn is None or conn.closed:
+                    conn = self.connect(label, name)
+                self.ex(conn, "xact", "BEGIN")
+                how = r.choice(["try", "0", "200ms", "1s", "st"])
+                m = r.choice([1, 1, 2, 3])
+                if how == "try":
+                    rows = self.ex(conn, "queue", "SELECT body FROM zk_try_dequeue(%s, %s)", (self.q, m), must_fast=True)
+                elif how == "st":
+                    self.ex(conn, "xact", "SET LOCAL statement_timeout = 300")
+                    rows = self.ex(conn, "queue", "SELECT body FROM zk_dequeue(%s, '5s', %s)", (self.q, m))
+                else:
+                    rows = self.ex(conn, "queue", "SELECT body FROM zk_dequeue(%s, %s::interval, %s)", (self.q, how, m),
+                                   must_fast=(how == "0"))
+                got = [x[0] for x in rows]
+                if got and r.random() < 0.3:
+                    time.sleep(r.random() * 0.05)
+                if r.random() < 0.25:
+                    self.ex(conn, "xact", "ROLLBACK")
+                    continue
+                try:
+                    self.ex(conn, "xact", "COMMIT")
+                    with self.lock:
+                        for b in got:
+                            self.consumed[b].append(name)
+                except psycopg2.Error as e:
+                    if (e.pgcode is None or conn.closed) and got:
+                        with self.lock:
+                            for b in got:
+                                self.consumed_unknown[b].append(name)
+                    raise
+            except psycopg2.Error as e:
+                self.recover(conn, e)
+                if conn is not None and conn.closed:
+                    conn = None
+        if conn is not None:
+            conn.close()
+
+    def kazoo_queue(self, idx):
+        from kazoo.client import KazooClient
+        r = random.Random(self.seed * 41 + idx)
+        zk = KazooClient(hosts=self.env.zk.hosts, timeout=10.0)
+        try:
+            zk.start(timeout=15)
+            q = zk.LockingQueue("/zklock/queues/" + self.q)
+            n = 0
+            while not self.stop.is_set():
+                self.count("queue")
+                if r.random() < 0.4:
+                    n += 1
+                    b = "%s-k%d-%d" % (self.ns, idx, n)
+                    q.put(b.encode(), priority=r.choice([100, 0]))
+                    with self.lock:
+                        self.produced[b] = "committed"
+                    continue
+                v = q.get(timeout=0.2)
+                if v is None:
+                    continue
+                self.count("queue")
+                if r.random() < 0.7:
+                    if q.consume():
+                        with self.lock:
+                            self.consumed[v.decode()].append("k%d" % idx)
+                else:
+                    q.release()
+        except Exception as e:
+            self.anomaly("kazoo-error", "concurrent kazoo queue client: %r" % e)
+        finally:
+            try:
+                zk.stop()
+                zk.close()
+            except Exception:
+                pass
+
+    def drain_and_check(self):
+        c = self.env.cluster("A")
+        conn = self.connect("A", "drain")
+        try:
+            for _ in range(100):
+                rows = self.ex(conn, "queue", "SELECT body FROM zk_dequeue(%s, '1s', 500)", (self.q,))
+                for (b,) in rows:
+                    self.consumed[b].append("drain")
+                if not rows:
+                    n = self.ex(conn, "queue", "SELECT zk_queue_length(%s)", (self.q,))[0][0]
+                    if n == 0:
+                        break
+        finally:
+            conn.close()
+        del c
+        lost = dup = phantom = 0
+        for b, st in self.produced.items():
+            k = len(self.consumed.get(b, []))
+            if st == "committed" and k == 0 and not self.consumed_unknown.get(b):
+                lost += 1
+                if lost <= 3:
+                    self.anomaly("queue-lost", "concurrent: committed item %s never consumed" % b)
+            if k > 1:
+                dup += 1
+                if dup <= 3:
+                    self.anomaly("queue-dup", "concurrent: item %s consumed by %s" % (b, self.consumed[b]))
+        for b in list(self.consumed) + list(self.consumed_unknown):
+            if self.produced.get(b) not in ("committed", "unknown"):
+                phantom += 1
+                if phantom <= 3:
+                    self.anomaly("queue-phantom", "concurrent: item %s (%s) consumed by %s"
+                                 % (b, self.produced.get(b), self.consumed.get(b) or self.consumed_unknown.get(b)))
+        self.trace.append("queue: %d items produced (%d committed), %d consumed" % (
+            len(self.produced), sum(1 for v in self.produced.values() if v == "committed"),
+            sum(len(v) for v in self.consumed.values())))
+
+    # ---- lock
+    def locker(self, label, idx):
+        name = "l%d%s" % (idx, label)
+        r = random.Random(self.seed * 43 + idx)
+        conn = None
+        while not self.stop.is_set():
+            hold = None
+            try:
+                if conn is None or conn.closed:
+                    conn = self.connect(label, name)
+                pid = self.pids[name][1]
+                mode = r.choice(["x", "x", "s"])
+                scope = r.choice(["xact", "sess"])
+                how = r.choice(["try", "0", "200ms", "1s"])
+                sfx = "" if mode == "x" else "_shared"
+                if scope == "xact":
+                    self.ex(conn, "xact", "BEGIN")
+                if how == "try":
+                    fn = ("zk_try_lock" if scope == "xact" else "zk_try_session_lock") + sfx
+                    row = self.ex(conn, "lock", "SELECT %s(%%s), zk_lock_token(%%s)" % fn,
+                                  (self.lname, self.lname), must_fast=True)[0]
+                    got, tok = row
+                else:
+                    fn = ("zk_lock" if scope == "xact" else "zk_session_lock") + sfx
+                    try:
+                        tok = self.ex(conn, "lock", "SELECT %s(%%s, %%s::interval)" % fn, (self.lname, how))[0][0]
+                        got = True
+                    except psycopg2.Error as e:
+                        if e.pgcode != "55P03":
+                            raise
+                        got = False
+                        if scope == "xact":
+                            self.ex(conn, "xact", "ROLLBACK")
+                        continue
+                t_grant = now()
+                if got:
+                    hold = [t_grant, None, mode, tok, name, pid]
+                    time.sleep(r.random() * 0.03)
+                    hold[1] = now()
+                    with self.lock:
+                        self.holds.append(tuple(hold))
+                if scope == "xact":
+                    self.ex(conn, "xact", r.choice(["COMMIT", "ROLLBACK"]))
+                elif got:
+                    self.ex(conn, "lock", "SELECT zk_unlock%s(%%s)" % sfx, (self.lname,))
+            except psycopg2.Error as e:
+                self.recover(conn, e)
+                if conn is not None and conn.closed:
+                    conn = None
+        if conn is not None:
+            conn.close()
+
+    def kazoo_lock(self, idx):
+        from kazoo.client import KazooClient
+        from kazoo.exceptions import LockTimeout
+        r = random.Random(self.seed * 47 + idx)
+        zk = KazooClient(hosts=self.env.zk.hosts, timeout=10.0)
+        try:
+            zk.start(timeout=15)
+            path = "/zklock/locks/" + self.lname
+            wl = zk.WriteLock(path, "k%d" % idx)
+            rl = zk.ReadLock(path, "k%d" % idx)
+            while not self.stop.is_set():
+                mode = r.choice(["x", "s"])
+                lk = wl if mode == "x" else rl
+                self.count("lock")
+                try:
+                    got = lk.acquire(timeout=0.3)
+                except LockTimeout:
+                    got = False
+                if got:
+                    t0 = now()
+                    time.sleep(r.random() * 0.03)
+                    with self.lock:
+                        self.holds.append((t0, now(), mode, None, "k%d" % idx, None))
+                    lk.release()
+                    self.count("lock")
+        except Exception as e:
+            self.anomaly("kazoo-error", "concurrent kazoo lock client: %r" % e)
+        finally:
+            try:
+                zk.stop()
+                zk.close()
+            except Exception:
+                pass
+
+    def check_locks(self):
+        term = {}
+        for pid, t in self.terminated:
+            term.setdefault(pid, []).append(t)
+        hs = []
+        for (a, b, mode, tok, owner, pid) in self.holds:
+            for t in term.get(pid, []):
+                if a <= t < b:
+                    b = t
+            hs.append((a, b, mode, tok, owner))
+        hs.sort()
+        bad = 0
+        for i, x in enumerate(hs):
+            for y in hs[i + 1:]:
+                if y[0] >= x[1]:
+                    break
+                if x[4] != y[4] and "x" in (x[2], y[2]):
+                    bad += 1
+                    if bad <= 3:
+                        self.anomaly("lock-overlap", "concurrent: %s (%s) and %s (%s) overlap %.3fs"
+                                     % (x[4], x[2], y[4], y[2], min(x[1], y[1]) - y[0]))
+        xs = [h for h in hs if h[2] == "x" and h[3] is not None]
+        inv = 0
+        for i, x in enumerate(xs):
+            for y in xs[i + 1:]:
+                if y[0] > x[1] and y[3] < x[3]:
+                    inv += 1
+                    if inv <= 3:
+                        self.anomaly("lock-token", "concurrent: exclusive hold by %s token %s after %s token %s"
+                                     % (y[4], y[3], x[4], x[3]))
+        self.trace.append("lock: %d holds (%d exclusive)" % (len(hs), len([h for h in hs if h[2] == "x"])))
+
+    # ---- nemesis
+    def nemesis(self):
+        r = random.Random(self.seed * 53)
+        while not self.stop.wait(0.2 + r.random() * 0.6):
+            with self.lock:
+                cand = [(n, v) for n, v in self.pids.items() if n != "drain"]
+            if not cand:
+                continue
+            n, (label, pid) = r.choice(cand)
+            what = "terminate" if r.random() < 0.25 else "cancel"
+            try:
+                t = now()
+                self.env.cluster(label).admin_query("SELECT pg_%s_backend(%%s)" % what, (pid,))
+                self.count("xact")
+                if what == "terminate":
+                    with self.lock:
+                        self.terminated.append((pid, t))
+            except Exception:
+                pass
+
+    def run(self):
+        r = self.rnd
+        threads = []
+        labels = "AB"
+        if self.recipe == "queue":
+            for i in range(r.randint(1, 2)):
+                threads.append(threading.Thread(target=self.producer, args=(labels[i % 2], i)))
+            for i in range(r.randint(2, 4)):
+                threads.append(threading.Thread(target=self.consumer, args=(labels[(i + 1) % 2], i)))
+            if r.random() < 0.5:
+                threads.append(threading.Thread(target=self.kazoo_queue, args=(0,)))
+        elif self.recipe == "lock":
+            for i in range(r.randint(3, 5)):
+                threads.append(threading.Thread(target=self.locker, args=(labels[i % 2], i)))
+            if r.random() < 0.5:
+                threads.append(threading.Thread(target=self.kazoo_lock, args=(0,)))
+        else:
+            return self
+        threads.append(threading.Thread(target=self.nemesis))
+        for t in threads:
+            t.daemon = True
+            t.start()
+        self.stop.wait(SECONDS)
+        self.stop.set()
+        for t in threads:
+            t.join(timeout=30)
+            if t.is_alive():
+                self.anomaly("hung", "concurrent: a client thread did not stop within 30 s")
+        if self.recipe == "queue":
+            self.drain_and_check()
+        else:
+            self.check_locks()
+        for (t, label, msg) in self.env.watchdog.take():
+            if t >= self.t_start:
+                self.anomaly("worker-unresponsive", msg)
+        return self
+
+
+def run(env, args, seed, ns):
+    env.ensure_healthy()
+    c = Conc(env, seed, ns)
+    try:
+        c.run()
+    except Exception as e:
+        import traceback
+        c.anomaly("harness", "concurrent history failed: %r\n%s" % (e, traceback.format_exc()))
+    if any(a[0] in ("hung", "worker-unresponsive") for a in c.anomalies):
+        env.ensure_healthy()
+    return c
