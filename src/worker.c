@@ -62,10 +62,14 @@ static uint64 last_session_id = 0;
 static TimestampTz next_open_at = 0;
 
 /*
- * The proof of life: a cheap read sent every quarter of the session timeout.
+ * The proof of life: a sync sent every quarter of the session timeout.
  * Its answer proves the session was alive when it was SENT, so that send
  * time (not the time data happened to be read, which after a freeze of
  * the worker may be stale data) becomes last_contact, which COMMIT checks.
+ * A sync, not a read: the server the client talks to forwards it to the
+ * leader, so only the quorum can answer it.  A read is answered by that
+ * server alone, also while it is cut off from its quorum, whose leader
+ * meanwhile expires the session and lets another server lead or hold.
  */
 static bool probe_inflight = false;
 static bool session_to_save = false;
@@ -635,7 +639,7 @@ sync_conn_state(void)
 }
 
 static void
-probe_done(int rc, const struct Stat *stat, const void *ctx)
+probe_done(int rc, const char *value, const void *ctx)
 {
 	TimestampTz sent = (TimestampTz) (uintptr_t) ctx;
 
@@ -660,7 +664,7 @@ maybe_probe(void)
 	now = GetCurrentTimestamp();
 	if (now < TimestampTzPlusMilliseconds(probe_sent_at, every))
 		return;
-	if (zoo_aexists(zh, "/", 0, probe_done, (const void *) (uintptr_t) now) == ZOK)
+	if (zoo_async(zh, "/", probe_done, (const void *) (uintptr_t) now) == ZOK)
 	{
 		probe_inflight = true;
 		probe_sent_at = now;
