@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
 # tools/test.sh - build zklock and run its test suites.
 #
-#   tools/test.sh            everything: pg_regress suite, then the TAP suite
+#   tools/test.sh            everything: pg_regress suite, the TAP suite, then the
+#                            model-based tester (about 60 s, see below)
 #   tools/test.sh regress    only the pg_regress suite (make installcheck)
 #   tools/test.sh tap        only the TAP suite (test/t/*.pl)
 #   PROVE_TESTS=test/t/010_contention.pl tools/test.sh tap     one TAP file
 #   tools/test.sh faults [SECONDS]   only the randomized fault run (test/faults/run.py):
 #                            SECONDS of faults (default 300), then 30 s without;
 #                            prints its figures and the checker's verdict
+#   tools/test.sh model [SECONDS] [--seed N] [--steps K] [--recipes R,...]
+#                            only the model-based random API tester
+#                            (test/model/model.py): random histories of calls on
+#                            two clusters and kazoo checked against reference
+#                            models, for SECONDS (default 60), with a fresh seed
+#                            (printed) unless --seed; --seed S --steps K replays
+#                            the history a failure printed; prints the figures
+#                            and any failing history shrunk
 #
 # As root (CI, fresh Debian 12): installs the packages (tools/deps.sh), copies
 # the tree to a fresh directory under /tmp, builds it there (`make` must not
@@ -24,12 +33,17 @@
 # ZKLOCK_ZK_SH and ZKLOCK_ZKQ.  Every ZooKeeper and PostgreSQL left behind
 # under the test tree is stopped at the end, even after a failure.
 #
+# Everything (no argument) also runs the model-based tester for
+# ZKLOCK_MODEL_SECONDS (default 60) with a fresh seed, after the TAP suite.
+#
 # The last line of output is always "zklock: N passed, M failed" (pg_regress
-# tests plus TAP test files; a build failure counts as one failed test); the
-# exit status is 0 only if nothing failed.
+# tests plus TAP test files, plus one for the model-based tester and one for
+# the fault run when they run; a build failure counts as one failed test);
+# the exit status is 0 only if nothing failed.
 #
 # The fault run's servers, data and histories are in tmp_check/faults of the
-# test tree (kept, like the tree, when the run fails).
+# test tree, the model tester's in tmp_check/model (kept, like the tree, when
+# the run fails).
 #
 # Environment: PROVE_TESTS (TAP files, relative to the tree or bare names),
 # PROVE_FLAGS (extra flags for prove, e.g. --verbose),
@@ -40,6 +54,7 @@
 # ZKLOCK_QUEUE_FAULT_SECONDS (load seconds of 320_queue_exactly_once.pl, default 45),
 # ZKLOCK_CRON_MINUTES (minute slots of 440_pg_cron.pl, default 2),
 # ZKLOCK_FAULT_SECONDS (seconds of faults of 900_faults.pl, default 45),
+# ZKLOCK_MODEL_SECONDS (seconds of the model-based tester in a full run, default 60),
 # ZKLOCK_KEEP=1 keeps the /tmp copy even when everything passed.
 
 set -u
@@ -50,11 +65,33 @@ MODE=${1:-all}
 case $MODE in
     all|regress|tap) ;;
     faults) ;;
-    -h|--help|help) sed -n '2,43s/^# \{0,1\}//p' "$0"; exit 0 ;;
-    *) echo "usage: tools/test.sh [regress|tap|faults [SECONDS]]" >&2; exit 2 ;;
+    model) ;;
+    -h|--help|help) sed -n '2,58s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    *) echo "usage: tools/test.sh [regress|tap|faults [SECONDS]|model [SECONDS] [--seed N] [--steps K]]" >&2; exit 2 ;;
 esac
 FAULT_SECONDS=""
-if [ "$MODE" = faults ]; then
+MODEL_ARGS=()
+MODEL_SECONDS=${ZKLOCK_MODEL_SECONDS:-60}
+if [ "$MODE" = model ]; then
+    shift
+    if [ $# -gt 0 ] && [[ $1 != -* ]]; then
+        MODEL_SECONDS=$1
+        shift
+    fi
+    MODEL_ARGS=("$@")
+    case $MODEL_SECONDS in
+        ''|*[!0-9]*|0) echo "usage: tools/test.sh model [SECONDS] [--seed N] [--steps K]  (SECONDS: a positive integer)" >&2; exit 2 ;;
+    esac
+    while [ $# -gt 0 ]; do
+        case $1 in
+            --seed|--steps|--recipes|--histories|--mode|--shrink-seconds)
+                [ $# -ge 2 ] || { echo "tools/test.sh model: $1 needs a value" >&2; exit 2; }
+                shift 2 ;;
+            --verbose) shift ;;
+            *) echo "tools/test.sh model: unknown option $1" >&2; exit 2 ;;
+        esac
+    done
+elif [ "$MODE" = faults ]; then
     FAULT_SECONDS=${2:-300}
     case $FAULT_SECONDS in
         ''|*[!0-9]*|0) echo "usage: tools/test.sh faults [SECONDS]  (SECONDS: a positive integer)" >&2; exit 2 ;;
@@ -393,12 +430,37 @@ run_faults() {
     rm -f "$log"
 }
 
+# The model-based random API tester: $MODEL_SECONDS s of random histories
+# (plus the shrinking of a failing one); counts as one test (passed when no
+# anomaly was found)
+run_model() {
+    local dir log rc
+    say "model-based tester (test/model/model.py: ${MODEL_SECONDS}s${MODEL_ARGS[*]:+ ${MODEL_ARGS[*]}})"
+    dir=$SRC/tmp_check/model
+    rm -rf "$dir"
+    mkdir -p "$dir" || { FAILED=$((FAILED + 1)); return; }
+    export ZKLOCK_PYTHON=$PYTHON
+    log=$(mktemp /tmp/zklock-model.XXXXXX.log)
+    run_timed "$log" $((MODEL_SECONDS + 600)) "$PYTHON" "$SRC/test/model/model.py" \
+        --dir "$dir" --seconds "$MODEL_SECONDS" ${MODEL_ARGS[@]+"${MODEL_ARGS[@]}"}
+    rc=$?
+    sweep "$SRC/tmp_check"
+    case $rc in
+        0) PASSED=$((PASSED + 1)); echo "model: no anomaly" ;;
+        1) FAILED=$((FAILED + 1)); echo "model: anomalies found (run directory $dir)" ;;
+        124) FAILED=$((FAILED + 1)); echo "test.sh: the model-based tester timed out" >&2 ;;
+        *) FAILED=$((FAILED + 1)); echo "model: the run did not complete (exit $rc, run directory $dir)" ;;
+    esac
+    rm -f "$log"
+}
+
 run_suites() {
     case $MODE in
-        all) run_regress; run_tap ;;
+        all) run_regress; run_tap; run_model ;;
         regress) run_regress ;;
         tap) run_tap ;;
         faults) run_faults ;;
+        model) run_model ;;
     esac
 }
 
@@ -501,7 +563,9 @@ inner_path=$(dirname "$(command -v pg_config)"):/usr/local/bin:/usr/bin:/bin:/us
     ${ZKLOCK_QUEUE_FAULT_SECONDS:+ZKLOCK_QUEUE_FAULT_SECONDS="$ZKLOCK_QUEUE_FAULT_SECONDS"} \
     ${ZKLOCK_CRON_MINUTES:+ZKLOCK_CRON_MINUTES="$ZKLOCK_CRON_MINUTES"} \
     ${ZKLOCK_FAULT_SECONDS:+ZKLOCK_FAULT_SECONDS="$ZKLOCK_FAULT_SECONDS"} \
-    bash "$WORK/tools/test.sh" "$MODE" ${FAULT_SECONDS:+"$FAULT_SECONDS"} </dev/null)
+    ${ZKLOCK_MODEL_SECONDS:+ZKLOCK_MODEL_SECONDS="$ZKLOCK_MODEL_SECONDS"} \
+    bash "$WORK/tools/test.sh" "$MODE" ${FAULT_SECONDS:+"$FAULT_SECONDS"} \
+        $( [ "$MODE" = model ] && echo "$MODEL_SECONDS" ) ${MODEL_ARGS[@]+"${MODEL_ARGS[@]}"} </dev/null)
 inner_rc=$?
 if [ -s "$result" ]; then
     read -r p f <"$result"

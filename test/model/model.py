@@ -322,7 +322,7 @@ def main_inner(args):
                 break
             seed = seed0 + i
             mode = "exact"
-            if args.mode == "concurrent" or (args.mode == "both" and i % 4 == 3):
+            if args.mode == "concurrent" or (args.mode == "both" and i % 8 == 7):
                 mode = "concurrent"
             if mode == "concurrent":
                 import conc
@@ -411,6 +411,8 @@ def main():
     ap.add_argument("--dir")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--control", action="store_true",
+                    help="concurrent mode without the protection: the checks must fail")
     argv = sys.argv[1:]
     args = ap.parse_args(argv)
     args.recipes = sorted(set(x for x in args.recipes.split(",") if x))
