@@ -203,6 +203,15 @@ class History:
         return v
 
     def _kfail(self, k, op, e):
+        from kazoo.exceptions import NoNodeError
+        if isinstance(e, NoNodeError) and op.get("r") == "lock" and op["k"] == "kacquire":
+            # the lock's node is a container (README "How it works"): once its
+            # last contender is gone ZooKeeper removes it, and a kazoo lock
+            # object that created or found it before creates its contender
+            # under a path that is no more
+            self.anomaly("lock-kazoo-reaped", "%s by %s raised NoNodeError: the lock's container node was "
+                         "reaped under a kazoo lock object used before" % (op["sql"], k.name))
+            return self.KFAIL
         self.anomaly("kazoo-error", "%s by %s raised %r" % (op["sql"], k.name, e))
         return self.KFAIL
 
@@ -370,6 +379,11 @@ class History:
         s = self.sessions[op["s"]]
         if s.pending is not None:
             return False
+        if op.get("r") is not None:
+            if op["r"] not in self.by_name:
+                return False
+            m = self.by_name[op["r"]]
+            return getattr(m, "applicable", lambda s, op: True)(s, op)
         if k == "begin":
             return not s.xact
         if k in ("commit", "rollback", "savepoint", "prepare"):
@@ -378,10 +392,7 @@ class History:
             return s.xact and op["i"] < len(s.sps)
         if k in ("cprep", "rprep"):
             return not s.xact and self.prepared.get(op["gid"]) == s.cluster.label
-        if op["r"] not in self.by_name:
-            return False
-        m = self.by_name[op["r"]]
-        return getattr(m, "applicable", lambda s, op: True)(s, op)
+        return True
 
     # ---- execution
     def execute(self, op):
@@ -539,6 +550,9 @@ class History:
                 if zk:
                     break
             if not due and zk is None:
+                for m in self.models:
+                    if hasattr(m, "after_settle"):
+                        m.after_settle()
                 return
             if now() > t_end:
                 for s in due:

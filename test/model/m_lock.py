@@ -22,12 +22,13 @@ ROOT = "/zklock/locks/"
 
 
 class Node:
-    __slots__ = ("owner", "mode", "upgrade", "holds", "granted", "token", "waiting")
+    __slots__ = ("owner", "mode", "upgrade", "holds", "granted", "token", "waiting", "kl")
 
-    def __init__(self, owner, mode, upgrade=False):
+    def __init__(self, owner, mode, upgrade=False, kl=False):
         self.owner = owner
         self.mode = mode            # "x" or "s"
         self.upgrade = upgrade
+        self.kl = kl                # kazoo's plain Lock: exclusive, but waits only for "__lock__" nodes
         self.holds = []             # [mode, scope ("xact"/"sess"), level]
         self.granted = False
         self.token = None
@@ -73,12 +74,14 @@ class LockModel:
         before = [n for n in L[:i] if n.owner is not node.owner]
         if node.mode == "s":
             return not any(n.mode == "x" for n in before)
+        if node.kl:
+            return not any(n.mode == "x" for n in before)
         if node.upgrade:
             return not any(n.granted or (n.waiting and False) for n in others)
         return not before
 
-    def would_grant_new(self, name, owner, mode, upgrade):
-        n = Node(owner, mode, upgrade)
+    def would_grant_new(self, name, owner, mode, upgrade, kl=False):
+        n = Node(owner, mode, upgrade, kl)
         return self.grantable(name, n, self.nodes[name] + [n])
 
     def deadlock(self, name, owner):
@@ -151,7 +154,7 @@ class LockModel:
                 and getattr(self.klocks[key], "is_acquired", False)]
         if held:
             return {"k": "krelease", "n": name, "m": held[0][2]}
-        return {"k": "kacquire", "n": name, "m": r.choice(["x", "x", "s"]), "t": r.choice([0, 0.2])}
+        return {"k": "kacquire", "n": name, "m": r.choice(["x", "x", "s", "l"]), "t": r.choice([0, 0.2])}
 
     def applicable_k(self, op, k):
         nm = self.names[op["n"]]
@@ -345,7 +348,7 @@ class LockModel:
         lk = self.klocks.get(key)
         if lk is None:
             path = ROOT + name
-            lk = k.zk.WriteLock(path, k.name) if mode == "x" else k.zk.ReadLock(path, k.name)
+            lk = {"x": k.zk.WriteLock, "s": k.zk.ReadLock, "l": k.zk.Lock}[mode](path, k.name)
             self.klocks[key] = lk
         return lk
 
@@ -356,8 +359,11 @@ class LockModel:
         op["nm"] = name
         owner = self.kowner(k)
         lk = self.klock(k, name, mode)
+        kl = mode == "l"
+        if kl:
+            mode = "x"
         if op["k"] == "kacquire":
-            grant = self.would_grant_new(name, owner, mode, False)
+            grant = self.would_grant_new(name, owner, mode, False, kl)
 
             def acq():
                 try:
@@ -368,6 +374,7 @@ class LockModel:
                     return False
             got = h.kcall(k, op, acq, bound=FAST + op["t"])
             if got is h.KFAIL:
+                self.klocks.pop((k.idx, name, op["m"]), None)    # a new kazoo object next time
                 return
             if got and not grant:
                 h.anomaly("lock-overlap", "kazoo %s acquire by %s granted while the model says taken (holders: %s)"
@@ -376,7 +383,7 @@ class LockModel:
                 h.anomaly("lock-refused", "kazoo %s acquire by %s refused while the model says free (holders: %s)"
                           % (mode, k.name, self.show(name)))
             if got:
-                n = Node(owner, mode)
+                n = Node(owner, mode, False, kl)
                 n.granted = True
                 n.holds.append([mode, "sess", 0])
                 self.nodes[name].append(n)

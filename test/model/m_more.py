@@ -120,6 +120,17 @@ class SemModel(Base):
         self.leases = {n: {} for n in self.names}     # owner -> [[scope, level], ...]
         self.created = set()
         self.ksem = {}
+        self.served = []
+
+    def after_settle(self):
+        """Waiters queue on the guard: they are served in the order they came."""
+        for (s, t0, name) in self.served:
+            for x in self.h.sessions:
+                if x.pending is not None and x.pending.get("r") == self.name and x.pending.get("nm") == name \
+                        and x.t0 < t0:
+                    self.h.anomaly("semaphore-waiter-order", "%s got a lease of %s before %s, which waits since earlier"
+                                   % (s.name, name, x.name))
+        self.served = []
 
     def gen(self, r, s):
         i = r.randrange(len(self.names))
@@ -202,6 +213,8 @@ class SemModel(Base):
                       % (op.get("sql"), s.name, self.show(name)))
         if got:
             self.created.add(name)
+            if not held and ctx.get("expect_wait") and ctx.get("limit") is None:
+                self.served.append((s, s.t0, name))
             self.leases[name].setdefault(s, []).append([op["sc"], s.level if op["sc"] == "xact" else 0])
 
     def show(self, name):

@@ -47,6 +47,7 @@ class QueueModel:
         self.pubseq = 0
         self.eseq = 0
         self.kq = {}           # (k.idx, q) -> kazoo LockingQueue
+        self.served = []       # waiters served since the last settling: (session, t0, queue)
         self.kheld = {}        # (k.idx, q) -> body
 
     # ---- model helpers
@@ -195,6 +196,8 @@ class QueueModel:
         want = [i.body for i in free[:len(bodies)]]
         if ok_bodies == bodies and bodies != want:
             h.anomaly("queue-order", "%s by %s returned %s, queue order says %s" % (what, s.name, bodies, want))
+        if bodies and ctx.get("expect_wait") and ctx.get("limit") is None:
+            self.served.append((s, s.t0, q))
         for b in ok_bodies:
             it = self.items[b]
             it.st = "claim"
@@ -324,6 +327,16 @@ class QueueModel:
     def due(self, s, op):
         """A pending dequeue must complete now: something is free."""
         return op["k"] == "deq" and bool(self.free(op["qn"]))
+
+    def after_settle(self):
+        """Local waiters of one queue are served in arrival order (README)."""
+        for (s, t0, q) in self.served:
+            for x in self.h.sessions:
+                if x.pending is not None and x.pending.get("r") == self.name and x.pending["k"] == "deq" \
+                        and x.pending.get("qn") == q and x.cluster is s.cluster and x.t0 < t0:
+                    self.h.anomaly("queue-waiter-order", "%s was served before %s, which waits on %s since earlier"
+                                   % (s.name, x.name, q))
+        self.served = []
 
     # ---- ZooKeeper
     def zk_check(self):
