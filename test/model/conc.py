@@ -46,6 +46,7 @@ class Conc:
         self.stop = threading.Event()
         self.pids = {}                 # thread name -> backend pid
         self.terminated = []           # (pid, time)
+        self.events = []               # nemesis: (time, what, thread/pid)
         self.t_start = now()
         r = self.rnd
         self.recipes = [x for x in ("queue", "lock") if x in env.recipes]
@@ -303,6 +304,7 @@ class Conc:
                 sfx = "" if mode == "x" else "_shared"
                 if scope == "xact":
                     self.ex(conn, "xact", "BEGIN")
+                fn = None
                 if how == "try":
                     fn = ("zk_try_lock" if scope == "xact" else "zk_try_session_lock") + sfx
                     row = self.ex(conn, "lock", "SELECT %s(%%s), zk_lock_token(%%s)" % fn,
@@ -324,7 +326,7 @@ class Conc:
                 if self.control:
                     got, tok = True, None        # the control: every attempt "holds" the lock
                 if got:
-                    hold = [t_grant, None, mode, tok, name, pid]
+                    hold = [t_grant, None, mode, tok, name, pid, "%s %s %s" % (scope, how, fn)]
                     time.sleep(r.random() * 0.03)
                     hold[1] = now()
                     with self.lock:
@@ -362,7 +364,7 @@ class Conc:
                     t0 = now()
                     time.sleep(r.random() * 0.03)
                     with self.lock:
-                        self.holds.append((t0, now(), mode, None, "k%d" % idx, None))
+                        self.holds.append((t0, now(), mode, None, "k%d" % idx, None, "kazoo"))
                     lk.release()
                     self.count("lock")
         except Exception as e:
@@ -379,11 +381,11 @@ class Conc:
         for pid, t in self.terminated:
             term.setdefault(pid, []).append(t)
         hs = []
-        for (a, b, mode, tok, owner, pid) in self.holds:
+        for (a, b, mode, tok, owner, pid, how) in self.holds:
             for t in term.get(pid, []):
                 if a <= t < b:
                     b = t
-            hs.append((a, b, mode, tok, owner))
+            hs.append((a, b, mode, tok, owner, pid, how))
         hs.sort()
         bad = 0
         for i, x in enumerate(hs):
@@ -393,8 +395,15 @@ class Conc:
                 if x[4] != y[4] and "x" in (x[2], y[2]):
                     bad += 1
                     if bad <= 3:
-                        self.anomaly("lock-overlap", "concurrent: %s (%s) and %s (%s) overlap %.3fs"
-                                     % (x[4], x[2], y[4], y[2], min(x[1], y[1]) - y[0]))
+                        t0 = self.t_start
+                        ev = [e for e in self.events if x[0] - 1.0 <= e[0] <= max(x[1], y[1]) + 0.2]
+                        self.anomaly("lock-overlap", "concurrent: %s (%s) and %s (%s) overlap %.3fs: "
+                                     "%s pid %s %s token %s held %.3f-%.3f; %s pid %s %s token %s held %.3f-%.3f; "
+                                     "nemesis around: %s"
+                                     % (x[4], x[2], y[4], y[2], min(x[1], y[1]) - y[0],
+                                        x[4], x[5], x[6], x[3], x[0] - t0, x[1] - t0,
+                                        y[4], y[5], y[6], y[3], y[0] - t0, y[1] - t0,
+                                        ", ".join("%s %s at %.3f" % (e[1], e[2], e[0] - t0) for e in ev) or "none"))
         xs = [h for h in hs if h[2] == "x" and h[3] is not None]
         inv = 0
         for i, x in enumerate(xs):
@@ -420,6 +429,8 @@ class Conc:
                 t = now()
                 self.env.cluster(label).admin_query("SELECT pg_%s_backend(%%s)" % what, (pid,))
                 self.count("xact")
+                with self.lock:
+                    self.events.append((t, what, "%s/%d" % (n, pid)))
                 if what == "terminate":
                     with self.lock:
                         self.terminated.append((pid, t))

@@ -321,7 +321,7 @@ def main_inner(args):
                 break
             if args.steps is None and now() >= t_end:
                 break
-            seed = seed0 + i
+            seed = seed0 + (0 if args.same_seed else i)
             mode = "exact"
             if args.mode == "concurrent" or (args.mode == "both" and i % 8 == 7):
                 mode = "concurrent"
@@ -410,6 +410,8 @@ def main():
     ap.add_argument("--mode", choices=["exact", "concurrent", "both"], default="both")
     ap.add_argument("--shrink-seconds", type=float, default=150)
     ap.add_argument("--replay", help="replay the shrunk history saved in FILE (shrunk-SEED.json in the run directory)")
+    ap.add_argument("--same-seed", action="store_true",
+                    help="every history with the seed given (concurrent races: run one again and again)")
     ap.add_argument("--dir")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--verbose", action="store_true")
