@@ -8,6 +8,8 @@ queue  every item of a transaction whose COMMIT was acknowledged is consumed
        item is consumed twice; nothing consumed was never committed (a
        rolled-back enqueue, one rolled back to a savepoint); a try answers
        within 2 s.
+semaphore  no more than max_leases intervals that certainly lie inside a
+       lease overlap at any instant (SQL and kazoo's Semaphore).
 lock   intervals that certainly lie inside a hold (from the grant's answer to
        the release's start, or to the terminate that ended the backend) never
        overlap when one of them is exclusive; fencing tokens of exclusive
@@ -49,12 +51,14 @@ class Conc:
         self.events = []               # nemesis: (time, what, thread/pid)
         self.t_start = now()
         r = self.rnd
-        self.recipes = [x for x in ("queue", "lock") if x in env.recipes]
+        self.recipes = [x for x in ("queue", "lock", "semaphore") if x in env.recipes]
         if not self.recipes:
             self.recipes = []
         self.recipe = r.choice(self.recipes) if self.recipes else None
         self.q = "%s-cq" % ns
         self.lname = "%s-cl" % ns
+        self.sname = "%s-cs" % ns
+        self.smax = r.choice([1, 2, 3])
         # queue records
         self.produced = {}             # body -> "committed" | "aborted" | "unknown"
         self.consumed = collections.defaultdict(list)   # body -> [who] (committed)
@@ -342,6 +346,108 @@ class Conc:
         if conn is not None:
             conn.close()
 
+    # ---- semaphore
+    def sem_taker(self, label, idx):
+        name = "m%d%s" % (idx, label)
+        r = random.Random(self.seed * 59 + idx)
+        conn = None
+        while not self.stop.is_set():
+            try:
+                if conn is None or conn.closed:
+                    conn = self.connect(label, name)
+                pid = self.pids[name][1]
+                scope = r.choice(["xact", "sess"])
+                how = r.choice(["try", "0", "200ms", "1s"])
+                if scope == "xact":
+                    self.ex(conn, "xact", "BEGIN")
+                if how == "try":
+                    fn = "zk_try_semaphore" if scope == "xact" else "zk_try_session_semaphore"
+                    got = self.ex(conn, "semaphore", "SELECT %s(%%s, %%s)" % fn, (self.sname, self.smax),
+                                  must_fast=True)[0][0]
+                else:
+                    fn = "zk_semaphore" if scope == "xact" else "zk_session_semaphore"
+                    try:
+                        self.ex(conn, "semaphore", "SELECT %s(%%s, %%s, %%s::interval)" % fn,
+                                (self.sname, self.smax, how))
+                        got = True
+                    except psycopg2.Error as e:
+                        if e.pgcode != "55P03":
+                            raise
+                        if scope == "xact":
+                            self.ex(conn, "xact", "ROLLBACK")
+                        continue
+                if self.control:
+                    got = True
+                if got:
+                    a = now()
+                    time.sleep(r.random() * 0.03)
+                    with self.lock:
+                        self.holds.append((a, now(), "lease", None, name, pid, "%s %s" % (scope, how)))
+                if scope == "xact":
+                    self.ex(conn, "xact", r.choice(["COMMIT", "ROLLBACK"]))
+                elif got:
+                    self.ex(conn, "semaphore", "SELECT zk_semaphore_release(%s)", (self.sname,))
+            except psycopg2.Error as e:
+                self.recover(conn, e)
+                if conn is not None and conn.closed:
+                    conn = None
+        if conn is not None:
+            conn.close()
+
+    def kazoo_sem(self, idx):
+        from kazoo.client import KazooClient
+        from kazoo.exceptions import LockTimeout
+        r = random.Random(self.seed * 61 + idx)
+        zk = KazooClient(hosts=self.env.zk.hosts, timeout=10.0)
+        try:
+            zk.start(timeout=15)
+            sem = zk.Semaphore("/zklock/semaphores/" + self.sname, identifier="k%d" % idx, max_leases=self.smax)
+            while not self.stop.is_set():
+                self.count("semaphore")
+                try:
+                    got = sem.acquire(timeout=0.3)
+                except LockTimeout:
+                    got = False
+                if got:
+                    a = now()
+                    time.sleep(r.random() * 0.03)
+                    with self.lock:
+                        self.holds.append((a, now(), "lease", None, "k%d" % idx, None, "kazoo"))
+                    sem.release()
+                    self.count("semaphore")
+        except Exception as e:
+            self.anomaly("kazoo-error", "concurrent kazoo semaphore client: %r" % e)
+        finally:
+            try:
+                zk.stop()
+                zk.close()
+            except Exception:
+                pass
+
+    def check_sem(self):
+        term = {}
+        for pid, t in self.terminated:
+            term.setdefault(pid, []).append(t)
+        ev = []
+        for (a, b, _, _, owner, pid, how) in self.holds:
+            for t in term.get(pid, []):
+                if t < b:
+                    b = max(a, t)
+            if b > a:
+                ev.append((a, 1, owner))
+                ev.append((b, -1, owner))
+        ev.sort(key=lambda e: (e[0], e[1]))
+        cur = {}
+        worst = 0
+        for (t, d, owner) in ev:
+            cur[owner] = cur.get(owner, 0) + d
+            n = sum(1 for v in cur.values() if v > 0)
+            if n > self.smax and n > worst:
+                worst = n
+                self.anomaly("semaphore-overflow", "concurrent: %d holders of %s at once (max_leases %d): %s"
+                             % (n, self.sname, self.smax, sorted(o for o, v in cur.items() if v > 0)))
+        self.trace.append("semaphore: %d leases held" % len(self.holds))
+
     def kazoo_lock(self, idx):
         from kazoo.client import KazooClient
         from kazoo.exceptions import LockTimeout
@@ -383,9 +489,12 @@ class Conc:
         hs = []
         for (a, b, mode, tok, owner, pid, how) in self.holds:
             for t in term.get(pid, []):
-                if a <= t < b:
-                    b = t
-            hs.append((a, b, mode, tok, owner, pid, how))
+                # a terminate sent before the hold's end may end it at once,
+                # even one sent just before the grant's answer arrived
+                if t < b:
+                    b = max(a, t)
+            if b > a:
+                hs.append((a, b, mode, tok, owner, pid, how))
         hs.sort()
         bad = 0
         for i, x in enumerate(hs):
@@ -453,6 +562,11 @@ class Conc:
                 threads.append(threading.Thread(target=self.locker, args=(labels[i % 2], i)))
             if r.random() < 0.5:
                 threads.append(threading.Thread(target=self.kazoo_lock, args=(0,)))
+        elif self.recipe == "semaphore":
+            for i in range(r.randint(3, 5)):
+                threads.append(threading.Thread(target=self.sem_taker, args=(labels[i % 2], i)))
+            if r.random() < 0.5:
+                threads.append(threading.Thread(target=self.kazoo_sem, args=(0,)))
         else:
             return self
         threads.append(threading.Thread(target=self.nemesis))
@@ -467,6 +581,8 @@ class Conc:
                 self.anomaly("hung", "concurrent: a client thread did not stop within 30 s")
         if self.recipe == "queue":
             self.drain_and_check()
+        elif self.recipe == "semaphore":
+            self.check_sem()
         else:
             self.check_locks()
         for (t, label, msg) in self.env.watchdog.take():

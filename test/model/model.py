@@ -366,6 +366,31 @@ def main_inner(args):
     return rc
 
 
+def sweep(run_dir):
+    """Stop every PostgreSQL and ZooKeeper still running under run_dir (the
+    run was killed before it could stop them)."""
+    if not os.path.isdir(run_dir):
+        return
+    for root, dirs, files in os.walk(run_dir):
+        if "postmaster.pid" in files:
+            try:
+                with open(os.path.join(root, "postmaster.pid")) as f:
+                    pid = int(f.readline().strip())
+                with open("/proc/%d/cmdline" % pid, "rb") as f:
+                    if root.encode() not in f.read():
+                        continue
+            except (OSError, ValueError):
+                continue
+            log("stopping leftover PostgreSQL in %s" % root)
+            bindir = os.environ.get("ZKLOCK_PG_BINDIR") or infra.pg_bindir()
+            subprocess.run(["runuser", "-u", "postgres", "--", os.path.join(bindir, "pg_ctl"),
+                            "-D", root, "-m", "immediate", "-w", "-t", "20", "stop"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=40)
+        if "zk.pid" in files:
+            subprocess.run(["bash", os.path.join(SRC, "tools", "zk.sh"), "kill", root],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+
+
 def reexec_as_postgres(argv, args):
     """Root: copy what the run needs to a fresh directory under /tmp and run
     there as postgres."""
@@ -391,7 +416,10 @@ def reexec_as_postgres(argv, args):
             pass
     signal.signal(signal.SIGTERM, fwd)
     signal.signal(signal.SIGINT, fwd)
-    rc = p.wait()
+    try:
+        rc = p.wait()
+    finally:
+        sweep(os.path.join(base, "run"))
     if rc == 0 and not args.keep:
         shutil.rmtree(base, ignore_errors=True)
     else:
