@@ -28,7 +28,10 @@ same names; weaker checks (no overlap, no loss, no duplicate).
 A watchdog calls zk_status() on each cluster every 200 ms and reports any
 call that takes more than 1 s ("worker unresponsive").
 
-The seed is printed at the start; history i runs with seed SEED+i.  When a
+The seed is printed at the start; history i runs with seed SEED+i.
+test/model/found/ keeps the shortest histories of the bugs the generator
+found, each with what was expected: --replay test/model/found/*.json runs
+them (deterministic tests of those bugs).  When a
 history shows an anomaly, its seed and the step are printed (it replays
 with --seed S --steps K), and the history is shrunk (delta debugging over
 its recorded ops, replayed on fresh names, for at most --shrink-seconds)
@@ -302,19 +305,25 @@ def main_inner(args):
         rc = 0
         i = 0
         while True:
-            if args.replay and i >= 1:
+            if args.replay and i >= len(args.replay):
                 break
             if args.replay:
-                with open(args.replay) as f:
+                path = args.replay[i]
+                with open(path) as f:
                     entry = json.load(f)
                 sh = entry["shrunk"] or entry
-                h = run_history(env, args, entry["seed"], None, "replay", setup=sh["setup"], ops=sh["ops"])
+                log("replay %s%s" % (path, (": " + entry["about"]) if entry.get("about") else ""))
+                h = run_history(env, args, entry.get("seed", 0), None, "r%d" % i, setup=sh["setup"], ops=sh["ops"])
                 figures.add(h)
                 for ln in h.trace:
                     print("    " + ln)
                 for a in h.anomalies:
                     figures.anomalies[a[0]] += 1
-                rc = 1 if h.anomalies else 0
+                log("replay %s: %s" % (os.path.basename(path), ", ".join(sorted(set(a[0] for a in h.anomalies)))
+                                       or "no anomaly"))
+                if h.anomalies:
+                    rc = 1
+                    figures.failed.append({"seed": entry.get("seed", 0), "kinds": sorted(set(a[0] for a in h.anomalies))})
                 i += 1
                 continue
             if args.steps is not None and i >= args.histories:
@@ -437,7 +446,8 @@ def main():
     ap.add_argument("--recipes", default=",".join(default_recipes()))
     ap.add_argument("--mode", choices=["exact", "concurrent", "both"], default="both")
     ap.add_argument("--shrink-seconds", type=float, default=150)
-    ap.add_argument("--replay", help="replay the shrunk history saved in FILE (shrunk-SEED.json in the run directory)")
+    ap.add_argument("--replay", nargs="+", metavar="FILE",
+                    help="replay saved histories: shrunk-SEED.json of a run directory, or test/model/found/*.json")
     ap.add_argument("--same-seed", action="store_true",
                     help="every history with the seed given (concurrent races: run one again and again)")
     ap.add_argument("--dir")
@@ -455,6 +465,8 @@ def main():
     if bad:
         ap.error("unknown recipes %s (known: %s)" % (bad, ", ".join(sorted(MODELS))))
     if os.geteuid() == 0:
+        # files named on the command line (--replay) are read from the copy's cwd
+        argv = [os.path.abspath(a) if os.path.isfile(a) else a for a in argv]
         return reexec_as_postgres(argv, args)
     made = False
     if args.dir is None:
