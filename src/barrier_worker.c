@@ -54,6 +54,8 @@ typedef struct BObj
 	int			members;
 	int64		ready_czxid;	/* 0: no ready */
 	int32		ready_version;
+	bool		rwatching;		/* an exists watch of ours may be set on
+								 * ready (see barrier_ready_event) */
 } BObj;
 
 static HTAB *objs = NULL;
@@ -61,6 +63,7 @@ static bool any_retry = false;
 static MemoryContext b_cxt = NULL;
 
 static void obj_probe(BObj *o);
+static int	barrier_watch_ready(BObj *o);
 
 static MemoryContext
 b_context(void)
@@ -128,6 +131,7 @@ obj_get(int op, const char *name)
 		o->members = 0;
 		o->ready_czxid = 0;
 		o->ready_version = -1;
+		o->rwatching = false;
 	}
 	return o;
 }
@@ -158,6 +162,15 @@ obj_add(BObj *o, ZkEntry *e)
 static void
 obj_unwatch(BObj *o)
 {
+	if (o->rwatching && zk_zh != NULL)
+	{
+		char		rpath[ZK_PATH_MAX];
+
+		snprintf(rpath, sizeof(rpath), "%s/%s", o->path, ZKB_READY);
+		(void) zoo_aremove_all_watches(zk_zh, rpath, ZWATCHTYPE_ANY, 0,
+									   (void_completion_t *) zk_unwatch_done, NULL);
+	}
+	o->rwatching = false;
 	if (!o->watching || zk_zh == NULL)
 	{
 		o->watching = false;
@@ -427,6 +440,87 @@ arrivals_probed(int rc, const struct String_vector *sv, const void *data)
 
 static void barrier_evaluate(BObj *o);
 
+/*
+ * The opening of a barrier, seen by every member counted in it.  The
+ * member that counts enough creates "ready"; a member that enters and
+ * leaves at once deletes it again (leaving starts so, as in kazoo), and
+ * then its own node.  A waiting member that learned of the change only by
+ * listing the children again could find neither "ready" nor enough
+ * members, and miss the opening.  So each probe of a barrier also sets an
+ * exists watch on "ready", and whatever ready became afterwards:
+ *
+ * - its creation event opens every waiting member whose node's create has
+ *   been answered: ZooKeeper sends a session the answers to requests it
+ *   applied before a change ahead of that change's event, so those nodes
+ *   are older than ready, and the barrier opened while they waited;
+ * - an answer that finds ready there opens the members older than it (the
+ *   rule of the listing: a ready older than a member is a leftover).
+ *
+ * Members that joined later are answered by the listing, as before.
+ */
+static void
+open_older_than(BObj *o, int64 czxid)
+{
+	int			i;
+
+	for (i = 0; i < o->nw; i++)
+	{
+		ZkEntry    *e = obj_waiter(o, i);
+
+		if (e == NULL || e->bop != ZKB_ENTER || e->node[0] == '\0' ||
+			e->token == 0 || (czxid != 0 && e->token >= czxid))
+			continue;
+		e->bop = ZKB_MEMBER;
+		e->state = ZKE_HELD;
+		zk_finish(e, ZKO_GRANTED, 0, NULL);
+	}
+}
+
+static void
+barrier_ready_event(zhandle_t *h, int type, int state, const char *path, void *ctx)
+{
+	ZkEntry    *volatile none = NULL;
+	BObj	   *o = (BObj *) ctx;
+
+	if (type == ZOO_SESSION_EVENT || type == ZOO_NOTWATCHING_EVENT)
+		return;
+	COMPLETION_BEGIN
+	{
+		zk_count(ZKCNT_WATCH_EVENTS, 1);
+		o->rwatching = false;
+		if (type == ZOO_CREATED_EVENT)
+			open_older_than(o, 0);
+		obj_kick(o);
+	}
+	COMPLETION_END(none);
+}
+
+static void
+ready_armed(int rc, const struct Stat *stat, const void *data)
+{
+	ZkEntry    *volatile none = NULL;
+	BObj	   *o = (BObj *) data;
+
+	COMPLETION_BEGIN
+	{
+		if (rc == ZOK || rc == ZNONODE)
+			o->rwatching = true;
+		if (rc == ZOK && stat != NULL && stat->czxid != 0)
+			open_older_than(o, stat->czxid);
+	}
+	COMPLETION_END(none);
+}
+
+/* Send the exists watch on ready (before the listing of a probe) */
+static int
+barrier_watch_ready(BObj *o)
+{
+	char		rpath[ZK_PATH_MAX];
+
+	snprintf(rpath, sizeof(rpath), "%s/%s", o->path, ZKB_READY);
+	return zoo_awexists(zk_zh, rpath, barrier_ready_event, o, ready_armed, o);
+}
+
 static void
 ready_done(int rc, const void *data)
 {
@@ -585,7 +679,9 @@ obj_probe(BObj *o)
 			rc = zoo_awget_children(zk_zh, o->path, obj_watcher, o, arrivals_probed, o);
 			break;
 		default:
-			rc = zoo_awget_children(zk_zh, o->path, obj_watcher, o, barrier_probed, o);
+			rc = barrier_watch_ready(o);
+			if (rc == ZOK)
+				rc = zoo_awget_children(zk_zh, o->path, obj_watcher, o, barrier_probed, o);
 			break;
 	}
 	if (rc != ZOK)
@@ -654,7 +750,7 @@ b_session_reset(void)
 	hash_seq_init(&st, objs);
 	while ((o = hash_seq_search(&st)) != NULL)
 	{
-		o->probing = o->again = o->watching = false;
+		o->probing = o->again = o->watching = o->rwatching = false;
 		if (o->nw > 0)
 		{
 			o->retry = true;

@@ -484,7 +484,41 @@ cmp_msgs(const void *a, const void *b)
 }
 
 /*
- * A dequeue whose timeout passed returns no row only once the worker has
+ * A dequeue whose timeout passed, in the common case: no claim attempt of
+ * it is out and none landed (nothing held or in doubt).  Marked withdrawn
+ * under the exclusive lock, so the worker sends none from now on (it
+ * learns of the release only later); then nothing of it can reach
+ * ZooKeeper, and the call returns at once even if the worker is slow.
+ * False when something is out, or the lock could not be had.
+ */
+static bool
+try_withdraw(uint32 idx, uint32 gen)
+{
+	ZkEntry    *e;
+	bool		done = false;
+
+	if (!zk_backend_lock_timed(LW_EXCLUSIVE, zklock_connect_timeout))
+		return false;
+	e = zk_entry(idx);
+	if (e->gen == gen && e->state != ZKE_FREE && e->outstanding == 0 &&
+		DsaPointerIsValid(e->claims))
+	{
+		ZkClaimRec *c = dsa_get_address(zk_dsa(), e->claims);
+		int			i;
+
+		done = true;
+		for (i = 0; i < e->max_items; i++)
+			if (c[i].status == ZKQC_HELD || c[i].status == ZKQC_DOUBT)
+				done = false;
+		if (done)
+			e->withdrawn = true;
+	}
+	LWLockRelease(zk_ctl->lock);
+	return done;
+}
+
+/*
+ * Otherwise the call returns no row only once the worker has
  * withdrawn it: a claim attempt sent for it may have landed in ZooKeeper
  * (its reply lost with the connection), and such a claim names this
  * transaction, whose COMMIT would consume an item nobody received if the
@@ -618,10 +652,12 @@ zkq_dequeue(const char *qname, int qlen, int max_items, bool try_only,
 
 	if (outcome != ZKO_GRANTED)
 	{
+		bool		settled = (outcome != ZKO_NONE || try_withdraw(idx, gen));
+
 		release_idx(idx, gen, ZKQD_NONE);
 		zk_wake_worker();
 		pfree(hc);
-		if (outcome == ZKO_NONE)
+		if (!settled)
 			wait_withdrawn(idx, gen);
 		return 0;
 	}

@@ -67,6 +67,9 @@ typedef struct Waiter
 	uint32		idx;
 	uint32		gen;
 	int			tries;
+	uint32		joined;			/* q->rounds when it joined: a round started
+								 * before that answers nobody who joined it
+								 * late (its listing may predate the call) */
 } Waiter;
 
 /*
@@ -134,6 +137,7 @@ typedef struct QState
 	TimestampTz idle_since;		/* no waiters since, watches kept; or 0 */
 	bool		quiet;			/* unused since the last forget sweep */
 	ZkProgress	progress;		/* rounds started within one dispatch */
+	uint32		rounds;			/* rounds started (q_kick) */
 } QState;
 
 /*
@@ -2316,6 +2320,7 @@ q_kick(QState *q)
 		q_retry(q);
 		return;
 	}
+	q->rounds++;
 	if (((q->settled && q->ewatch) || q->verified) && !q->again && !q->lost_race &&
 		q->parents_ok && !q->unflushed_wait)
 	{
@@ -2820,7 +2825,7 @@ q_distribute(QState *q, char **cand, int cand_total, bool owned)
 
 		if (next >= cand_total)
 			break;
-		if (e == NULL || e->released)
+		if (e == NULL || e->released || e->withdrawn)
 			continue;
 		if (e->wal_unflushed)
 		{
@@ -2977,7 +2982,7 @@ q_round_done(QState *q)
 			grant(e);
 			pfree(w);
 		}
-		else if (e->try_only &&
+		else if (e->try_only && w->joined != q->rounds &&
 				 (q->ncand == 0 || (!e->wal_unflushed && ++w->tries >= 3)))
 		{
 			e->state = ZKE_DONE;
@@ -2994,7 +2999,8 @@ q_round_done(QState *q)
 				 * round has offered it what was free: not while the round
 				 * stopped at a waiter whose WAL record is being flushed.
 				 */
-				if (e->state != ZKE_WAITING && !q->unflushed_wait)
+				if (e->state != ZKE_WAITING && !q->unflushed_wait &&
+					w->joined != q->rounds)
 				{
 					e->state = ZKE_WAITING;
 					zk_wake_owner(e);	/* its timeout runs from now */
@@ -3529,15 +3535,22 @@ qclaim_drive(ZkEntry *e)
 
 			w->idx = zk_entry_index(e);
 			w->gen = e->gen;
+			w->joined = q->rounds;
 			q->waiters = lappend(q->waiters, w);
 			MemoryContextSwitchTo(old);
 		}
 	}
 	if (e->state == ZKE_PENDING)
 		e->state = ZKE_CREATING;
-	/* a round under way serves it when it ends (q_round_done) */
-	if (q->list.pending > 0 || q->inflight > 0)
+	/*
+	 * A round under way may offer it what its listing left, but only the
+	 * next round, started once this one ends (q_round_done), answers it.
+	 */
+	if (q->list.pending > 0 || q->inflight > 0 || q->verifying)
+	{
+		q->again = true;
 		return;
+	}
 	q_kick(q);
 }
 

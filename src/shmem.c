@@ -159,6 +159,7 @@ zk_entry_alloc(void)
 	e->wal_lsn = 0;
 	e->wal_tli = 0;
 	e->wal_unflushed = false;
+	e->withdrawn = false;
 	e->bop = 0;
 	e->parties = 0;
 	e->family = ZKF_LOCKS;

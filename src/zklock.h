@@ -204,6 +204,8 @@ typedef struct ZkEntry
 	uint32		wal_tli;		/* ... on this timeline */
 	bool		wal_unflushed;	/* QCLAIM: that record is still being
 								 * flushed; no claim may name it yet */
+	bool		withdrawn;		/* QCLAIM: its owner timed out with nothing
+								 * out or held: no attempt may be sent */
 	dsa_pointer blob;			/* QPUB: the items; QINFO: the answer */
 	dsa_pointer claims;			/* QCLAIM: ZkClaimRec[max_items] */
 

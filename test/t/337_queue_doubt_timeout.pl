@@ -88,6 +88,48 @@ sub doubt_round
 		"$queue: the consumer's transaction did not commit");
 }
 
+# the worker stopped (SIGSTOP) while a dequeue waits on an empty queue: its
+# timeout passes with nothing out, and it returns no row on time instead of
+# waiting for the worker
+{
+	my $pid = worker_pid($A);
+	my $c = new_session($A, name => 'stopped');
+	$c->send("SELECT count(*) FROM zk_dequeue('dqs', '1s')");
+	sleep 0.5;
+	kill 'STOP', $pid;
+	my $r = $c->wait(30);
+	kill 'CONT', $pid;
+	ok($r->{done} && $r->{sqlstate} eq '00000' && $r->{out} eq '0',
+		'a dequeue that times out while the worker is stopped returns no row')
+	  or diag explain $r;
+	cmp_ok($r->{elapsed}, '<', 2.5, sprintf('... on time (%.2f s)', $r->{elapsed} // -1));
+	$c->quit;
+}
+
+# a try that arrives while a round's listing is out answers from a listing
+# sent after it arrived: with A's listings delayed by 0.8 s, a waiter on A
+# and two items published on B, the try on A gets the item the waiter
+# does not
+{
+	my $w = new_session($A, name => 'late_w');
+	$w->send("BEGIN; SELECT body FROM zk_dequeue('dql', '20s')");
+	sleep 0.5;
+	proxy_cmd($p, 'delay-replies getChildren 800');
+	proxy_cmd($p, 'delay-replies getChildren2 800');
+	$B->safe_psql('postgres', "SELECT zk_enqueue('dql', 'X'); SELECT zk_enqueue('dql', 'Y')");
+	sleep 0.3;
+	my $t = new_session($A, name => 'late_t');
+	my $r = $t->query("SELECT body FROM zk_try_dequeue('dql')", 30);
+	my $rw = $w->wait(30);
+	proxy_cmd($p, 'reset');
+	is(join(',', sort grep { $_ ne '' } ($r->{out} // '', $rw->{out} // '')), 'X,Y',
+		'the late try and the waiter each get one of the two free items')
+	  or diag explain [ $r, $rw ];
+	$w->query('COMMIT', 10);
+	is(entries('dql'), 0, 'both consumed');
+	$_->quit foreach ($w, $t);
+}
+
 doubt_round('dq1', 'COMMIT');
 doubt_round('dq2', "PREPARE TRANSACTION 'dq2'");
 is($A->safe_psql('postgres', 'SELECT count(*) FROM pg_prepared_xacts'), '0',

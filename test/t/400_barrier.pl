@@ -22,9 +22,9 @@
 #      pass on their account; three new SQL members open it.
 #   5. A member whose backend is terminated inside the barrier is gone,
 #      and the others' leave does not wait for it.
-#   6. Waiting costs one watch per barrier per cluster: four waiters on A
-#      add one ZooKeeper watch, four more on B one more; when they are
-#      cancelled the watches go.
+#   6. Waiting costs two watches per barrier per cluster (its children and
+#      its "ready" node): four waiters on A add two ZooKeeper watches, four
+#      more on B two more; when they are cancelled the watches go.
 
 use strict;
 use warnings FATAL => 'all';
@@ -282,7 +282,7 @@ $k3->quit;
 is(wait_census('wd', 0, 0), '0/0', 'nothing left');
 
 #
-# 6. one watch per barrier per cluster
+# 6. two watches per barrier per cluster (children, ready)
 #
 sleep 0.5;
 my $wc0 = zk_watch_count($zk);
@@ -295,12 +295,12 @@ foreach my $c (qw(A B))
 		ok(start_waiting($node{$c}, $x, "SELECT zk_barrier_enter('watched', 20)"), "$c: waiter $i");
 		push @waiters, [ $c, $x ];
 	}
-	my $want = $wc0 + ($c eq 'A' ? 1 : 2);
+	my $want = $wc0 + ($c eq 'A' ? 2 : 4);
 	my $now;
 	wait_until(sub { $now = zk_watch_count($zk); $now >= $want }, 5, 0.1);
 	sleep 0.3;
 	$now = zk_watch_count($zk);
-	is($now, $want, "four waiters on " . ($c eq 'A' ? 'A' : 'A and B') . ": " . ($c eq 'A' ? 'one watch' : 'two watches') . " more than before");
+	is($now, $want, "four waiters on " . ($c eq 'A' ? 'A' : 'A and B') . ": " . ($c eq 'A' ? 'two watches' : 'four watches') . " more than before");
 }
 foreach my $x (@waiters)
 {
