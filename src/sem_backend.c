@@ -145,6 +145,17 @@ arg_max(FunctionCallInfo fcinfo, int argno)
 	return max;
 }
 
+/* The pool in ZooKeeper has another max_leases than the caller's */
+static void
+wrong_max(const char *uname, int32 max, const char *msg)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("zookeeper semaphore \"%s\" does not have %d leases", uname, max),
+			 errdetail("%s.", msg),
+			 errhint("Use the same max_leases everywhere, or delete the semaphore's node once nobody holds a lease.")));
+}
+
 /*
  * Take a lease (or stack a hold on ours).  Returns false when a try found
  * no lease free, or (timeout) raises 55P03.
@@ -219,7 +230,20 @@ acquire(const char *name, int len, int32 max, ZkScope scope, bool try_only,
 			PG_RE_THROW();
 		}
 		PG_END_TRY();
+		if (outcome == ZKO_BUSY)
+		{
+			zk_backend_lock(LW_SHARED);
+			e = zk_entry(taking_idx);
+			if (e->gen == taking_gen)
+			{
+				sqlstate = e->sqlstate;
+				strlcpy(msg, e->errmsg, sizeof(msg));
+			}
+			LWLockRelease(zk_ctl->lock);
+		}
 		let_go(&taking_idx, taking_gen);
+		if (sqlstate == ERRCODE_INVALID_PARAMETER_VALUE)
+			wrong_max(uname, max, msg);
 		if (outcome != ZKO_GRANTED)
 		{
 			zk_count(ZKCNT_SEM_REFUSED, 1);
@@ -301,11 +325,7 @@ acquire(const char *name, int len, int32 max, ZkScope scope, bool try_only,
 	}
 	let_go(&taking_idx, taking_gen);
 	if (sqlstate == ERRCODE_INVALID_PARAMETER_VALUE)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("zookeeper semaphore \"%s\" does not have %d leases", uname, max),
-				 errdetail("%s.", msg),
-				 errhint("Use the same max_leases everywhere, or delete the semaphore's node once nobody holds a lease.")));
+		wrong_max(uname, max, msg);
 	zk_count(ZKCNT_SEM_REFUSED, 1);
 	if (try_only)
 		return false;

@@ -18,10 +18,11 @@
  *					max_leases: ZKS_CREATE; else wait for the watch
  *	  ZKS_CREATE	create our lease node
  *	  held			(ZKE_HELD) until released: then delete it
- *	  ZKS_COUNT		alone, before a try takes the guard: list the pool once
- *					and answer whether a lease is free (takes nothing), so
- *					that a full pool answers "no" without waiting for the
- *					guard
+ *	  ZKS_COUNT		alone, before a try takes the guard: read the pool's
+ *					max_leases (a different number: 22023 at once, as for
+ *					ZKS_ENSURE), list it once and answer whether a lease is
+ *					free (takes nothing), so that a full pool, or a wrong
+ *					max_leases, answers without waiting for the guard
  *
  *	  Only the guard's holder waits on the pool, so at most one entry of
  *	  this cluster watches a pool at a time (kazoo's herd-free design); the
@@ -102,7 +103,9 @@ pool_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 	COMPLETION_END(e);
 }
 
-/* ---- ZKS_ENSURE ---- */
+/* ---- ZKS_ENSURE (and the read of ZKS_COUNT) ---- */
+
+static void pool_counted(int rc, const struct String_vector *kids, const void *ctx);
 
 static void
 pool_read(int rc, const char *value, int value_len, const struct Stat *stat,
@@ -113,11 +116,18 @@ pool_read(int rc, const char *value, int value_len, const struct Stat *stat,
 	COMPLETION_BEGIN
 	{
 		e = zk_entry_of(ctx);
-		if (e != NULL && e->list_inflight && e->bop == ZKS_ENSURE)
+		if (e != NULL && e->list_inflight &&
+			(e->bop == ZKS_ENSURE || e->bop == ZKS_COUNT))
 		{
 			e->list_inflight = false;
 			if (e->released)
 				sem_step(e);
+			else if (rc == ZNONODE && e->bop == ZKS_COUNT)
+			{
+				/* no pool yet: every lease is free */
+				e->state = ZKE_DONE;
+				zk_finish(e, ZKO_GRANTED, 0, NULL);
+			}
 			else if (rc == ZOK)
 			{
 				char		buf[32];
@@ -138,6 +148,19 @@ pool_read(int rc, const char *value, int value_len, const struct Stat *stat,
 					/* BUSY with 22023: the backend raises the error itself */
 					e->state = ZKE_DONE;
 					zk_finish(e, ZKO_BUSY, ERRCODE_INVALID_PARAMETER_VALUE, msg);
+				}
+				else if (e->bop == ZKS_COUNT)
+				{
+					/* the right pool: count its leases */
+					char		path[ZK_PATH_MAX];
+					int			lrc;
+
+					pool_path(e, path, sizeof(path));
+					lrc = zoo_aget_children(zk_zh, path, 0, pool_counted, zk_ctx_of(e));
+					if (lrc == ZOK)
+						e->list_inflight = true;
+					else
+						(void) zk_send_failed(e, lrc, "semaphore count");
 				}
 				else
 				{
@@ -460,9 +483,10 @@ sem_step(ZkEntry *e)
 				(void) zk_send_failed(e, rc, "semaphore list");
 			break;
 		case ZKS_COUNT:
+			/* the pool's max_leases first (a wrong one is 22023 at once) */
 			pool_path(e, path, sizeof(path));
 			e->state = ZKE_CREATING;
-			rc = zoo_aget_children(zk_zh, path, 0, pool_counted, zk_ctx_of(e));
+			rc = zoo_aget(zk_zh, path, 0, pool_read, zk_ctx_of(e));
 			if (rc == ZOK)
 				e->list_inflight = true;
 			else

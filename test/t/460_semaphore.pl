@@ -133,6 +133,28 @@ is($r->{sqlstate}, '22023', 'SQL with 2 against it: 22023') or diag $r->{err};
 is($B->safe_psql('postgres', "SELECT zk_try_semaphore('kpool', 3)"), 't', 'SQL with 3: a lease');
 $k4->quit;
 
+# a try with a wrong count while the pool is full and a taker waits for a
+# lease (holding the guard): 22023 at once, not a wait for the guard (the
+# model-based tester found it waiting)
+{
+	my $h = new_session($A, name => 'full_holder');
+	is($h->query_safe("SELECT zk_try_session_semaphore('full', 1)"), 't', 'a pool of 1, held');
+	my $wt = new_session($A, name => 'full_waiter');
+	$wt->send("SELECT zk_session_semaphore('full', 1, '30s')");
+	sleep 0.5;
+	ok($wt->running, 'a second taker waits');
+	$r = one_shot($B, "SELECT zk_try_semaphore('full', 2)", 30);
+	is($r->{sqlstate}, '22023', 'a try with 2 against it: 22023') or diag $r->{err};
+	cmp_ok($r->{elapsed}, '<', 2, sprintf('... at once (%.2f s)', $r->{elapsed} // -1));
+	$r = one_shot($B, "SELECT zk_try_semaphore('full', 1)", 30);
+	is($r->{out}, 'f', 'a try with the right count: false');
+	cmp_ok($r->{elapsed}, '<', 2, sprintf('... at once (%.2f s)', $r->{elapsed} // -1));
+	$h->query_safe("SELECT zk_semaphore_release('full')");
+	is($wt->wait(10)->{sqlstate}, '00000', 'the waiter gets the lease');
+	$wt->query_safe("SELECT zk_semaphore_release('full')");
+	$_->quit foreach ($h, $wt);
+}
+
 #
 # 2. never more than max_leases
 #
