@@ -343,10 +343,13 @@ class LockModel:
                            % (op["nm"], got, want, self.show(op["nm"])))
 
     # ---- kazoo
-    def klock(self, k, name, mode):
+    def klock(self, k, name, mode, new=False):
+        """kazoo's lock object; a new one for every acquisition, as README
+        says to do (kazoo creates the lock's node once per object, and
+        ZooKeeper removes the empty container)."""
         key = (k.idx, name, mode)
         lk = self.klocks.get(key)
-        if lk is None:
+        if lk is None or new:
             path = ROOT + name
             lk = {"x": k.zk.WriteLock, "s": k.zk.ReadLock, "l": k.zk.Lock}[mode](path, k.name)
             self.klocks[key] = lk
@@ -358,7 +361,7 @@ class LockModel:
         name, mode = self.names[op["n"]], op["m"]
         op["nm"] = name
         owner = self.kowner(k)
-        lk = self.klock(k, name, mode)
+        lk = self.klock(k, name, mode, new=op["k"] == "kacquire")
         kl = mode == "l"
         if kl:
             mode = "x"
