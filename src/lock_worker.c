@@ -167,6 +167,8 @@ delete_done(int rc, const void *ctx)
 	COMPLETION_END(e);
 }
 
+static void writer_checked(ZkEntry *e, int rc, const char *value, int value_len);
+
 static void
 pred_get_done(int rc, const char *value, int value_len,
 			  const struct Stat *stat, const void *ctx)
@@ -176,7 +178,9 @@ pred_get_done(int rc, const char *value, int value_len,
 	COMPLETION_BEGIN
 	{
 		e = zk_entry_of(ctx);
-		if (e != NULL && e->watch_pending)
+		if (e != NULL && e->watch_pending && e->checking_writer)
+			writer_checked(e, rc, value, value_len);
+		else if (e != NULL && e->watch_pending)
 		{
 			bool		wanted = (e->state == ZKE_WAITING && !e->released);
 
@@ -215,6 +219,135 @@ pred_get_done(int rc, const char *value, int value_len,
 		}
 	}
 	COMPLETION_END(e);
+}
+
+/*
+ * Upgrades and writers of other clients.  An upgrade (exclusive, asked by
+ * a backend that holds the lock shared) is not blocked by a writer queued
+ * behind its shared node: zklock's writers, like kazoo's WriteLock, wait
+ * for every older node, shared ones included, so that writer waits for
+ * the upgrader, and waiting for it in turn would never end.  But kazoo's
+ * plain Lock waits only for older exclusive nodes: queued behind nothing
+ * but shared nodes it HOLDS the lock, and granting the upgrade then would
+ * make two exclusive holders.  The two write the same node names; the
+ * data tells them apart (zklock's says which cluster holds it).  So before
+ * an upgrade jumps such a writer, the worker reads it (with a watch, as it
+ * would watch a predecessor): zklock's data lets the upgrade through (the
+ * name is remembered in writer_ok); any other is waited for, as a
+ * predecessor (a kazoo WriteLock there then waits for the upgrader and
+ * the upgrade for it: it ends with the upgrade's timeout).
+ */
+
+/* The first writer behind base that nothing but shared nodes precede, or -1 */
+static int
+unverified_writer(ZkEntry *e, ZkContender *c, int n, int me)
+{
+	int			own = -1;
+	int			i;
+
+	for (i = 0; i < me; i++)
+		if (strcmp(c[i].name, e->base) == 0)
+			own = i;
+	if (own < 0)
+		return -1;
+	for (i = 0; i < me; i++)
+	{
+		if (zk_same_owner(&c[i], &c[me]) || c[i].shared)
+			continue;
+		/* the oldest exclusive node of another owner */
+		if (i < own || strcmp(c[i].name, e->writer_ok) == 0)
+			return -1;
+		return i;
+	}
+	return -1;
+}
+
+static bool
+zklock_node_data(const char *value, int value_len)
+{
+	static const char prefix[] = "{\"cluster\":\"";
+
+	return value != NULL && value_len >= (int) sizeof(prefix) - 1 &&
+		memcmp(value, prefix, sizeof(prefix) - 1) == 0;
+}
+
+/* The read of a writer behind our base is back (pred_get_done) */
+static void
+writer_checked(ZkEntry *e, int rc, const char *value, int value_len)
+{
+	e->watch_pending = false;
+	e->checking_writer = false;
+	if (rc == ZOK)
+		e->watching = true;
+	else
+	{
+		char		path[ZK_PATH_MAX];
+
+		node_path(e, e->watched, path, sizeof(path));
+		(void) zk_watch_drop(path);
+		e->watched[0] = '\0';
+	}
+	if (e->released)
+	{
+		unwatch(e);
+		return;
+	}
+	if (rc == ZOK && zklock_node_data(value, value_len))
+	{
+		/* zklock's: it waits for our shared node; look again */
+		strlcpy(e->writer_ok, e->watched, sizeof(e->writer_ok));
+		unwatch(e);
+		send_list(e);
+	}
+	else if (rc == ZOK)
+	{
+		/* another client's writer, maybe holding: wait for it */
+		if (e->try_only)
+		{
+			unwatch(e);
+			zk_finish(e, ZKO_BUSY, 0, NULL);
+			send_delete(e);
+			return;
+		}
+		if (e->state != ZKE_WAITING)
+		{
+			e->state = ZKE_WAITING;
+			zk_wake_owner(e);	/* its timeout now counts */
+		}
+	}
+	else if (rc == ZNONODE || !zk_rc_definite(rc))
+		send_list(e);			/* gone, or ask again */
+	else
+	{
+		zk_fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
+		send_delete(e);
+	}
+}
+
+/* Read (and watch) a writer behind our base before an upgrade jumps it */
+static void
+check_writer(ZkEntry *e, const char *writer)
+{
+	char		path[ZK_PATH_MAX];
+	int			rc;
+
+	strlcpy(e->watched, writer, sizeof(e->watched));
+	node_path(e, writer, path, sizeof(path));
+	if (!zk_session_usable())
+	{
+		zk_retry_later(e);
+		return;
+	}
+	rc = zoo_awget(zk_zh, path, pred_watcher, (void *) zk_ctx_of(e),
+				   pred_get_done, zk_ctx_of(e));
+	if (rc == ZOK)
+	{
+		zk_watch_set(path);
+		e->watch_pending = true;
+		e->checking_writer = true;
+	}
+	else if (!zk_send_failed(e, rc, "get"))
+		send_delete(e);
 }
 
 /* Wait for c[pred]: watch it with a get. */
@@ -425,6 +558,16 @@ decide(ZkEntry *e, ZkContender *c, int n)
 	}
 
 	r = zk_lock_blocker(c, n, me, e->base[0] ? e->base : NULL, false);
+	if (r == ZKLOCK_HELD && e->base[0] && !c[me].shared)
+	{
+		int			w = unverified_writer(e, c, n, me);
+
+		if (w >= 0)
+		{
+			check_writer(e, c[w].name);
+			return;
+		}
+	}
 	if (r == ZKLOCK_HELD)
 	{
 		/*
@@ -1093,6 +1236,7 @@ lock_session_lost(ZkEntry *e, const char *why)
 	e->in_doubt = false;
 	e->watching = false;
 	e->watch_pending = false;
+	e->checking_writer = false;
 	e->watched[0] = '\0';
 	switch ((ZkEntryState) e->state)
 	{

@@ -346,8 +346,8 @@ zk_sort_contenders(ZkContender *c, int n)
 }
 
 /* Do two contenders belong to one backend?  (first half of their guid) */
-static bool
-same_owner(const ZkContender *a, const ZkContender *b)
+bool
+zk_same_owner(const ZkContender *a, const ZkContender *b)
 {
 	if (strlen(a->name) < ZKLOCK_GUID_LEN / 2 || strlen(b->name) < ZKLOCK_GUID_LEN / 2)
 		return false;
@@ -392,7 +392,7 @@ zk_lock_blocker(ZkContender *c, int n, int me, const char *base,
 
 	for (i = 0; i < me && (base != NULL || guess_base); i++)
 	{
-		if (!same_owner(&c[i], &c[me]))
+		if (!zk_same_owner(&c[i], &c[me]))
 			continue;
 		if (base == NULL || strcmp(c[i].name, base) == 0)
 		{
@@ -404,7 +404,7 @@ zk_lock_blocker(ZkContender *c, int n, int me, const char *base,
 	{
 		for (i = own_oldest + 1; i < me; i++)
 		{
-			if (!c[i].shared && !same_owner(&c[i], &c[me]))
+			if (!c[i].shared && !zk_same_owner(&c[i], &c[me]))
 			{
 				behind_from = i;
 				break;
@@ -414,7 +414,7 @@ zk_lock_blocker(ZkContender *c, int n, int me, const char *base,
 
 	for (i = 0; i < me; i++)
 	{
-		if (same_owner(&c[i], &c[me]))
+		if (zk_same_owner(&c[i], &c[me]))
 			continue;
 		if (i >= behind_from)
 			break;
@@ -430,13 +430,13 @@ zk_lock_blocker(ZkContender *c, int n, int me, const char *base,
 		{
 			int			j;
 
-			if (same_owner(&c[i], &c[me]))
+			if (zk_same_owner(&c[i], &c[me]))
 				continue;
 			if (c[me].shared && c[i].shared)
 				continue;
 			for (j = behind_from; j < me; j++)
 			{
-				if (!c[j].shared && same_owner(&c[j], &c[i]))
+				if (!c[j].shared && zk_same_owner(&c[j], &c[i]))
 					return ZKLOCK_DEADLOCK;
 			}
 		}

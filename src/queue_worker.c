@@ -2997,10 +2997,13 @@ q_round_done(QState *q)
 				/*
 				 * Waiting starts (and its timeout with it) only once a
 				 * round has offered it what was free: not while the round
-				 * stopped at a waiter whose WAL record is being flushed.
+				 * stopped at a waiter whose WAL record is being flushed,
+				 * nor after a race lost to another client (up to three
+				 * rounds: the next one offers the items behind).
 				 */
 				if (e->state != ZKE_WAITING && !q->unflushed_wait &&
-					w->joined != q->rounds)
+					w->joined != q->rounds &&
+					!((q->lost_race || q->again) && ++w->tries < 3))
 				{
 					e->state = ZKE_WAITING;
 					zk_wake_owner(e);	/* its timeout runs from now */

@@ -160,6 +160,8 @@ zk_entry_alloc(void)
 	e->wal_tli = 0;
 	e->wal_unflushed = false;
 	e->withdrawn = false;
+	e->writer_ok[0] = '\0';
+	e->checking_writer = false;
 	e->bop = 0;
 	e->parties = 0;
 	e->family = ZKF_LOCKS;

@@ -191,6 +191,10 @@ typedef struct ZkEntry
 	char		node[ZKLOCK_NODE_MAX + 1];	/* our child's name, once known */
 	char		watched[ZKLOCK_NODE_MAX + 1];	/* predecessor we watch */
 	char		base[ZKLOCK_NODE_MAX + 1];	/* upgrade: our held shared node */
+	char		writer_ok[ZKLOCK_NODE_MAX + 1]; /* upgrade: a writer behind base
+												 * read as zklock's (it waits
+												 * for base) */
+	bool		checking_writer;	/* upgrade: that read is out */
 	char		data[ZKLOCK_DATA_MAX];	/* identity stored in the node */
 	dsm_handle	dsm;			/* ZKK_HOLDERS: where the answer goes */
 
@@ -371,6 +375,7 @@ typedef struct ZkContender
 
 #define ZKLOCK_HELD			(-1)
 #define ZKLOCK_DEADLOCK		(-2)
+extern bool zk_same_owner(const ZkContender *a, const ZkContender *b);
 extern int	zk_lock_blocker(ZkContender *c, int n, int me, const char *base,
 							bool guess_base);
 extern void zk_sort_contenders(ZkContender *c, int n);

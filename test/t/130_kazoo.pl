@@ -155,10 +155,40 @@ is($s2->query_safe("SELECT mode, state, position, data FROM zk_lock_holders('kh'
 	'shared|held|0|kazoo-tap', 'zk_lock_holders shows the kazoo reader holding');
 is($kz->cmd("rrelease $P"), 'released', 'kazoo reader releases');
 
+#
+# an upgrade never jumps a kazoo Lock: kazoo's plain Lock waits only for
+# older exclusive nodes, so queued behind a zklock reader it HOLDS the lock
+# (the model-based tester granted the upgrade beside it: two exclusive
+# holders); a zklock writer queued there waits for the reader, and the
+# upgrade does jump that one
+#
+$P = "$LOCKS/ku";
+$s1->query_safe("BEGIN");
+is($s1->query_safe("SELECT zk_try_lock_shared('ku')"), 't', 'zklock reader holds ku');
+is($kz->cmd("lock $P 5"), 'locked', "kazoo's Lock behind it holds too (it ignores readers)");
+is($s1->query_safe("SELECT zk_try_lock('ku')"), 'f', 'the upgrade try: false while kazoo holds');
+$r = $s1->query("SELECT zk_lock('ku', '300ms')", 15);
+is($r->{sqlstate}, '55P03', 'the upgrade with a timeout: 55P03') or diag $r->{err};
+$s1->query_safe("ROLLBACK");
+$s1->query_safe("BEGIN");
+is($s1->query_safe("SELECT zk_try_lock_shared('ku')"), 'f', 'a reader now waits for kazoo');
+$s1->query_safe("ROLLBACK");
+is($kz->cmd("release $P"), 'released', 'kazoo releases');
+$s1->query_safe("BEGIN");
+is($s1->query_safe("SELECT zk_try_lock_shared('ku')"), 't', 'the reader again');
+$s2->send("BEGIN; SELECT zk_lock('ku', '30s') > 0");
+ok(scalar(zk_wait_count($zk, $P, 2, 10)), 'a zklock writer queues behind it');
+is($s1->query_safe("SELECT zk_lock('ku', '5s') > 0"), 't', 'the upgrade jumps the zklock writer');
+ok($s2->running, 'which still waits');
+$s1->query_safe("COMMIT");
+$r = $s2->wait(15);
+is($r->{out}, 't', 'and gets it after COMMIT') or diag $r->{err};
+$s2->query_safe("COMMIT");
+
 $kz->quit;
 $kz2->quit;
 # kazoo made its lock paths persistent nodes: remove them
-zkq($zk, 'delete', "$LOCKS/$_") foreach qw(kx kr kh);
+zkq($zk, 'delete', "$LOCKS/$_") foreach qw(kx kr kh ku);
 ok(scalar(zk_wait_count($zk, $LOCKS, 0, 10)), 'nothing left in ZooKeeper at the end');
 
 $s1->quit;

@@ -192,6 +192,19 @@ is(answers($b1, "SELECT encode(payload, 'escape') FROM zk_dequeue('c4', '2s')", 
 	'k1', 'B gets k1');
 is(entries('c4'), 0, 'c4: no entry left');
 is(taken('c4'), 0, 'c4: no claim left');
+
+# a zero timeout whose first candidate kazoo has just claimed takes the
+# next free item (the round lost the race; the next one offers the rest)
+$A->safe_psql('postgres',
+	"BEGIN; SELECT zk_enqueue('c6', 'y1'), zk_enqueue('c6', 'y2'), zk_enqueue('c6', 'y3', 500); COMMIT");
+is(answers($a2, "SELECT body FROM zk_dequeue('c6', '2s')", 3, 'a waiting dequeue of c6'), 'y1',
+	'A takes y1 (and keeps what its listing left)');
+is($kz->cmd("get $Q/c6 5"), 'item 7932', 'kazoo claims y2 meanwhile');
+is(answers($a2, "SELECT body FROM zk_dequeue('c6', '0')", 2, "dequeue '0' after kazoo's claim"),
+	'y3', "the zero timeout takes y3, the one kazoo left");
+is($kz->cmd("release $Q/c6"), 'true', 'kazoo lets y2 go');
+is(answers($a2, "SELECT body FROM zk_try_dequeue('c6')", 2, 'try'), 'y2', 'y2 is taken once');
+is(entries('c6'), 0, 'c6: nothing left');
 $kz->quit;
 
 # -- 5. many tries against one held claim, from both clusters --------------
