@@ -324,15 +324,19 @@ writer_checked(ZkEntry *e, int rc, const char *value, int value_len)
 	}
 }
 
-/* Read (and watch) a writer behind our base before an upgrade jumps it */
+/*
+ * Read node (a predecessor to wait for, or a writer to check) with a watch.
+ * Counted from the moment the get is sent: a removal of the server's watch
+ * by another waiter of ours must not overtake it.
+ */
 static void
-check_writer(ZkEntry *e, const char *writer)
+send_watched_get(ZkEntry *e, const char *node, bool checking_writer)
 {
 	char		path[ZK_PATH_MAX];
 	int			rc;
 
-	strlcpy(e->watched, writer, sizeof(e->watched));
-	node_path(e, writer, path, sizeof(path));
+	strlcpy(e->watched, node, sizeof(e->watched));
+	node_path(e, node, path, sizeof(path));
 	if (!zk_session_usable())
 	{
 		zk_retry_later(e);
@@ -344,44 +348,29 @@ check_writer(ZkEntry *e, const char *writer)
 	{
 		zk_watch_set(path);
 		e->watch_pending = true;
-		e->checking_writer = true;
+		e->checking_writer = checking_writer;
 	}
 	else if (!zk_send_failed(e, rc, "get"))
 		send_delete(e);
+}
+
+/* Read (and watch) a writer behind our base before an upgrade jumps it */
+static void
+check_writer(ZkEntry *e, const char *writer)
+{
+	send_watched_get(e, writer, true);
 }
 
 /* Wait for c[pred]: watch it with a get. */
 static void
 watch_predecessor(ZkEntry *e, const char *pred)
 {
-	char		path[ZK_PATH_MAX];
-	int			rc;
-
 	if (e->state != ZKE_WAITING)
 	{
 		e->state = ZKE_WAITING;
 		zk_wake_owner(e);		/* its timeout now counts */
 	}
-	strlcpy(e->watched, pred, sizeof(e->watched));
-	node_path(e, pred, path, sizeof(path));
-	if (!zk_session_usable())
-	{
-		zk_retry_later(e);
-		return;
-	}
-	rc = zoo_awget(zk_zh, path, pred_watcher, (void *) zk_ctx_of(e),
-				   pred_get_done, zk_ctx_of(e));
-	if (rc == ZOK)
-	{
-		/*
-		 * Counted from the moment the get is sent: a removal of the server's
-		 * watch by another waiter of ours must not overtake it.
-		 */
-		zk_watch_set(path);
-		e->watch_pending = true;
-	}
-	else if (!zk_send_failed(e, rc, "get"))
-		send_delete(e);
+	send_watched_get(e, pred, false);
 }
 
 /*

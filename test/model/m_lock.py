@@ -9,7 +9,8 @@ has an owner (a session or a kazoo client), a mode, whether it is an upgrade
 a shared node when no other owner's exclusive node is before it, an
 exclusive one when no other owner's node is before it, an upgrade when no
 other owner holds the lock; an owner that holds the lock stacks a hold
-(shared on the exclusive node too); two upgraders deadlock (40P01).
+(a shared one on its shared node, else on its exclusive node); two
+upgraders deadlock (40P01).
 Checks: no call returns a grant the model refuses and the reverse, a try
 never waits, a wait with a short timeout times out only when the model says
 the lock is taken, a waiter is granted when the model says so, fencing
@@ -178,7 +179,9 @@ class LockModel:
             x, sh = self.own(name, s)
             ctx = {"stack": None, "new": None}
             if (mode == "s" and (x or sh)) or (mode == "x" and x):
-                ctx["stack"] = x if x is not None else sh
+                # a shared hold stacks on our shared node, else rides on the
+                # exclusive one (after an upgrade the owner has both)
+                ctx["stack"] = (sh if sh is not None else x) if mode == "s" else x
                 grant = True
             else:
                 upgrade = mode == "x" and sh is not None
