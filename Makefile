@@ -17,6 +17,7 @@ OBJS = \
 	src/sqlfuncs.o \
 	src/lock_sql.o \
 	src/queue_worker.o \
+	src/history.o \
 	src/queue_backend.o \
 	src/queue_sql.o \
 	src/barrier_worker.o \

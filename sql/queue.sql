@@ -409,6 +409,11 @@ SELECT body FROM zk_queue_peek('regress_q8');
 SELECT zk_queue_release_cluster('1234567890123456789') AS released;
 SELECT zk_queue_release_cluster(system_identifier::text) FROM pg_control_system();
 \echo :LAST_ERROR_SQLSTATE
+-- one run of this cluster (dead, unknown here: nothing to release); a bad run
+SELECT zk_queue_release_cluster(system_identifier::text || '-0123456789abcdef') AS released
+  FROM pg_control_system();
+SELECT zk_queue_release_cluster('1234567890123456789-0123456789abcdeg');
+\echo :LAST_ERROR_SQLSTATE
 CREATE ROLE regress_queue_user;
 SET ROLE regress_queue_user;
 SELECT zk_queue_release_cluster('1234567890123456789');

@@ -11,9 +11,11 @@
  *		<root>/queues/<name>/next						the next number, once
  *														this cluster names the
  *														items (counter's end)
- *		<root>/txns/<sysid>-<fullxid>					items of a transaction
+ *		<root>/txns/<sysid>-<run>-<fullxid>			items of a transaction
  *														between its pre-commit
  *														and its publication
+ *														(<sysid>-<fullxid>: before
+ *														runs existed)
  *
  *-------------------------------------------------------------------------
  */
@@ -39,17 +41,35 @@
 #define ZKQ_MAX_ITEMS		1000	/* max_items of one dequeue */
 #define ZKQ_NODE_MAX		32		/* "entry-PPP-<seq>" */
 
-/* The transaction node's data: a header, then the items */
-#define ZKQ_TXN_MAGIC		0x5A4B5154	/* "ZKQT" */
+/*
+ * The transaction node's data: a header, then the items.  Nodes written
+ * before runs existed carry ZkTxnHeaderV1 (no run: settled as before); the
+ * worker widens them when it reads one (queue_worker.c).
+ */
+#define ZKQ_TXN_MAGIC_V1	0x5A4B5154	/* "ZKQT" */
+#define ZKQ_TXN_MAGIC		0x5A4B5132	/* "ZKQ2" */
+typedef struct ZkTxnHeaderV1
+{
+	uint32		magic;
+	uint32		nitems;
+	uint64		sysid;
+	uint64		fxid;
+	uint64		lsn;
+	uint32		tli;
+	uint32		total;
+} ZkTxnHeaderV1;
+
 typedef struct ZkTxnHeader
 {
 	uint32		magic;
 	uint32		nitems;
 	uint64		sysid;
 	uint64		fxid;
-	uint64		lsn;			/* a WAL record of the transaction, flushed */
+	uint64		lsn;			/* the end of the transaction's mark, flushed */
 	uint32		tli;			/* ... on this timeline */
 	uint32		total;			/* bytes, header included */
+	uint64		run;			/* the run that wrote it (history.h) */
+	uint64		rec;			/* the start of the mark (ZkHistMark) */
 } ZkTxnHeader;
 
 typedef struct ZkTxnItem

@@ -17,6 +17,7 @@
  */
 #include "zklock.h"
 #include "queue.h"
+#include "history.h"
 
 #include <unistd.h>
 
@@ -69,7 +70,10 @@ static uint64 unflushing_fxid = 0;	/* mark_xid_insert's record, until flushed */
 static XLogRecPtr unflushing_lsn = InvalidXLogRecPtr;
 static TimeLineID unflushing_tli = 0;
 
-static bool mark_xid_insert(uint64 *fxid, uint64 *lsn, uint32 *tli);
+static XLogRecPtr marked_rec = InvalidXLogRecPtr;	/* the record's start */
+static XLogRecPtr unflushing_rec = InvalidXLogRecPtr;
+
+static bool mark_xid_insert(uint64 *fxid, uint64 *lsn, uint32 *tli, uint64 *rec);
 static void mark_xid_flush(void);
 
 static char claim_prefix[20];
@@ -111,9 +115,9 @@ require_primary(const char *what)
  * another transaction, and a promoted standby can tell whether it had it.
  */
 static void
-mark_xid(uint64 *fxid, uint64 *lsn, uint32 *tli)
+mark_xid(uint64 *fxid, uint64 *lsn, uint32 *tli, uint64 *rec)
 {
-	if (mark_xid_insert(fxid, lsn, tli))
+	if (mark_xid_insert(fxid, lsn, tli, rec))
 		mark_xid_flush();
 }
 
@@ -123,23 +127,32 @@ mark_xid(uint64 *fxid, uint64 *lsn, uint32 *tli)
  * dequeue lets the worker list the queue meanwhile.
  */
 static bool
-mark_xid_insert(uint64 *fxid, uint64 *lsn, uint32 *tli)
+mark_xid_insert(uint64 *fxid, uint64 *lsn, uint32 *tli, uint64 *rec)
 {
 	FullTransactionId f = GetCurrentFullTransactionId();
 
 	if (U64FromFullTransactionId(f) != marked_fxid)
 	{
-		unflushing_lsn = LogLogicalMessage("zklock", "", 0, true);
+		ZkHistMark	mark;
+
+		/* the mark names this run and transaction (history.h) */
+		mark.run = zk_ctl->run_id;
+		mark.fxid = U64FromFullTransactionId(f);
+		unflushing_lsn = LogLogicalMessage(ZK_HIST_PREFIX, (const char *) &mark,
+										   sizeof(mark), true);
+		unflushing_rec = ProcLastRecPtr;
 		unflushing_fxid = U64FromFullTransactionId(f);
 		unflushing_tli = GetWALInsertionTimeLine();
 		*fxid = unflushing_fxid;
 		*lsn = unflushing_lsn;
 		*tli = unflushing_tli;
+		*rec = unflushing_rec;
 		return true;
 	}
 	*fxid = marked_fxid;
 	*lsn = marked_lsn;
 	*tli = marked_tli;
+	*rec = marked_rec;
 	return false;
 }
 
@@ -150,6 +163,7 @@ mark_xid_flush(void)
 	marked_fxid = unflushing_fxid;
 	marked_lsn = unflushing_lsn;
 	marked_tli = unflushing_tli;
+	marked_rec = unflushing_rec;
 }
 
 static void
@@ -356,6 +370,7 @@ queue_pre_commit(void)
 	uint64		fxid;
 	uint64		lsn;
 	uint32		tli;
+	uint64		rec;
 	int			outcome;
 
 	if (pending_items == NIL)
@@ -367,7 +382,7 @@ queue_pre_commit(void)
 		total += sizeof(ZkTxnItem) + it->qlen + it->plen;
 	}
 	/* the top transaction's id, in durable WAL (we are at top level) */
-	mark_xid(&fxid, &lsn, &tli);
+	mark_xid(&fxid, &lsn, &tli, &rec);
 
 	area = zk_dsa();
 	dp = dsa_allocate_extended(area, total, DSA_ALLOC_NO_OOM);
@@ -385,6 +400,8 @@ queue_pre_commit(void)
 	h.lsn = lsn;
 	h.tli = tli;
 	h.total = (uint32) total;
+	h.run = zk_ctl->run_id;
+	h.rec = rec;
 	memcpy(p, &h, sizeof(h));
 	p += sizeof(h);
 	foreach(lc, pending_items)
@@ -443,7 +460,7 @@ queue_pre_prepare(void)
 /* ---- dequeue ---- */
 
 static void
-build_claim_data(ZkEntry *e, uint64 fxid, uint64 lsn, uint32 tli)
+build_claim_data(ZkEntry *e, uint64 fxid, uint64 lsn, uint32 tli, uint64 rec)
 {
 	StringInfoData buf;
 	char		host[256];
@@ -465,8 +482,9 @@ build_claim_data(ZkEntry *e, uint64 fxid, uint64 lsn, uint32 tli)
 	initStringInfo(&buf);
 	appendStringInfo(&buf,
 					 "{\"cluster\":\"" UINT64_FORMAT "\",\"xid\":\"" UINT64_FORMAT
-					 "\",\"tli\":%u,\"lsn\":\"%llX\",\"claim\":\"%s%x%08x\",\"pid\":%d,\"port\":%d,\"host\":",
-					 GetSystemIdentifier(), fxid, tli, (unsigned long long) lsn,
+					 "\",\"run\":\"%016llx\",\"tli\":%u,\"lsn\":\"%llX\",\"rec\":\"%llX\",\"claim\":\"%s%x%08x\",\"pid\":%d,\"port\":%d,\"host\":",
+					 GetSystemIdentifier(), fxid, (unsigned long long) zk_ctl->run_id,
+					 tli, (unsigned long long) lsn, (unsigned long long) rec,
 					 claim_prefix, MyProcPid, ++claim_counter, MyProcPid, PostPortNumber);
 	escape_json(&buf, host);
 	appendStringInfoChar(&buf, '}');
@@ -575,6 +593,7 @@ zkq_dequeue(const char *qname, int qlen, int max_items, bool try_only,
 	uint64		fxid;
 	uint64		lsn;
 	uint32		tli;
+	uint64		rec;
 	dsa_area   *area;
 	dsa_pointer claims;
 	int			outcome = ZKO_NONE;
@@ -592,7 +611,7 @@ zkq_dequeue(const char *qname, int qlen, int max_items, bool try_only,
 				 errdetail("max_items was %d.", max_items),
 				 errhint("Ask for at least one item, at most %d at once.", ZKQ_MAX_ITEMS)));
 	require_primary("dequeue");
-	unflushed = mark_xid_insert(&fxid, &lsn, &tli);
+	unflushed = mark_xid_insert(&fxid, &lsn, &tli, &rec);
 
 	/* everything that can fail before the entry exists */
 	hc = MemoryContextAllocZero(TopMemoryContext, sizeof(HeldClaim));
@@ -621,7 +640,7 @@ zkq_dequeue(const char *qname, int qlen, int max_items, bool try_only,
 	e->wal_tli = tli;
 	e->claims = claims;
 	e->wal_unflushed = unflushed;
-	build_claim_data(e, fxid, lsn, tli);
+	build_claim_data(e, fxid, lsn, tli, rec);
 	submit(e, &idx, &gen);
 	wait_idx = idx;
 	wait_gen = gen;

@@ -365,6 +365,7 @@ zk_queue_release_cluster(PG_FUNCTION_ARGS)
 {
 	char	   *s;
 	char	   *end;
+	char	   *run = NULL;
 	uint64		sysid;
 	uint32		idx;
 	uint32		gen;
@@ -381,18 +382,27 @@ zk_queue_release_cluster(PG_FUNCTION_ARGS)
 	s = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	errno = 0;
 	sysid = strtoull(s, &end, 10);
+	/* "<sysid>", or "<sysid>-<run>" (16 hex digits) for one run */
+	if (*end == '-' && strlen(end + 1) == 16 && strspn(end + 1, "0123456789abcdef") == 16 &&
+		strspn(end + 1, "0") != 16)
+	{
+		run = end + 1;
+		end += 17;
+	}
 	if (s[0] == '\0' || s[0] == '-' || *end != '\0' || errno != 0 || sysid == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid cluster system identifier: \"%s\"", s),
-				 errhint("Give the decimal system_identifier of pg_control_system() of the cluster that will not come back, as text.")));
-	if (sysid == GetSystemIdentifier())
+				 errhint("Give the decimal system_identifier of pg_control_system() of the cluster that will not come back, as text, or a run of this cluster as the server log names it (<system identifier>-<16 hex digits>).")));
+	if (sysid == GetSystemIdentifier() && run == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("cannot release this cluster's own queue claims"),
 				 errdetail("The zklock worker settles this cluster's claims from its commit log."),
-				 errhint("Give the identifier of a cluster that will never come back.")));
-	e = zkq_info(ZKQI_RELEASE_CLUSTER, NULL, 0, 0, sysid, &idx, &gen,
+				 errhint("Give the identifier of a cluster that will never come back, or one run of this cluster that the server log says was left alone.")));
+	if (run != NULL && sysid != GetSystemIdentifier())
+		run = NULL;				/* another cluster: all of it */
+	e = zkq_info(ZKQI_RELEASE_CLUSTER, run, run ? 16 : 0, 0, sysid, &idx, &gen,
 				 "release the cluster's queue claims");
 	n = e->token;
 	zkq_info_done(idx, gen);

@@ -41,6 +41,7 @@
  *-------------------------------------------------------------------------
  */
 #include "recipe.h"
+#include "history.h"
 #include "queue.h"
 
 #include "access/timeline.h"
@@ -201,6 +202,8 @@ static bool txns_parent_ok = false;
 /* resolution */
 static bool resolve_needed = true;
 static bool resolve_running = false;
+static TimestampTz resolve_not_before = 0;	/* a settling pass waits for a
+											 * run that may still die */
 static bool was_in_recovery = true;
 static bool entries_adopted = false;
 
@@ -478,11 +481,33 @@ entry_for_xid(ZkKind kind, uint64 fxid)
  * ------------------------------------------------------------------------
  */
 
+/* <root>/txns/<sysid>-<run>-<fxid>; <sysid>-<fxid> before runs existed */
 static void
-txn_path(uint64 sysid, uint64 fxid, char *out, size_t outlen)
+txn_path(const ZkTxnHeader *h, char *out, size_t outlen)
 {
-	snprintf(out, outlen, "%s/txns/" UINT64_FORMAT "-" UINT64_FORMAT,
-			 zklock_root, sysid, fxid);
+	if (h->run == 0)
+		snprintf(out, outlen, "%s/txns/" UINT64_FORMAT "-" UINT64_FORMAT,
+				 zklock_root, h->sysid, h->fxid);
+	else
+		snprintf(out, outlen, "%s/txns/" UINT64_FORMAT "-%016llx-" UINT64_FORMAT,
+				 zklock_root, h->sysid, (unsigned long long) h->run, h->fxid);
+}
+
+/*
+ * New durable nodes wait until this run is registered and live on this
+ * session (history.h): a server that finds the run dead may take it over.
+ */
+static bool
+history_gate(ZkEntry *e)
+{
+	if (zk_history_ready())
+		return true;
+	if (zk_history_fenced())
+		zk_fail(e, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+				"another server took over this server's zklock run (see the server log); restart PostgreSQL");
+	else
+		zk_retry_later(e);
+	return false;
 }
 
 /* A publication in flight: the multi and its buffers */
@@ -1508,7 +1533,7 @@ send_txn_create(ZkEntry *e)
 	const ZkTxnHeader *h = (const ZkTxnHeader *) blob;
 	int			rc;
 
-	txn_path(h->sysid, e->fxid, tpath, sizeof(tpath));
+	txn_path(h, tpath, sizeof(tpath));
 	if (!txns_parent_ok || e->parents_tried)
 	{
 		char		parent[ZK_PATH_MAX];
@@ -1585,7 +1610,7 @@ pub_create_done(int rc, const char *value, const void *data)
 				char	   *blob = dsa_get_address(zk_dsa(), e->blob);
 				const ZkTxnHeader *h = (const ZkTxnHeader *) blob;
 
-				txn_path(h->sysid, e->fxid, tpath, sizeof(tpath));
+				txn_path(h, tpath, sizeof(tpath));
 				if (zoo_aset(zk_zh, tpath, blob, (int) h->total, -1,
 							 pub_set_done, zk_ctx_of(e)) == ZOK)
 					e->create_inflight = true;
@@ -1662,7 +1687,7 @@ qpub_drive(ZkEntry *e)
 			return;
 		}
 		blob = dsa_get_address(zk_dsa(), e->blob);
-		txn_path(((ZkTxnHeader *) blob)->sysid, e->fxid, tpath, sizeof(tpath));
+		txn_path((ZkTxnHeader *) blob, tpath, sizeof(tpath));
 		if (e->decision == ZKQD_COMMIT && e->state == ZKE_HELD)
 		{
 			if (send_publish(blob, tpath, zk_entry_index(e), e->gen, NULL,
@@ -1681,6 +1706,8 @@ qpub_drive(ZkEntry *e)
 	}
 	if (e->state == ZKE_HELD)
 		return;					/* waits for its owner's decision */
+	if (!history_gate(e))
+		return;
 	send_txn_create(e);
 }
 
@@ -3519,6 +3546,8 @@ qclaim_drive(ZkEntry *e)
 		grant(e);
 		return;
 	}
+	if (!history_gate(e))
+		return;
 	/* a new request, or back from a retry: wait in the queue */
 	{
 		ListCell   *lc;
@@ -3985,6 +4014,8 @@ typedef struct Scan
 {
 	uint64		sysid;
 	bool		release_all;	/* zk_queue_release_cluster: drop everything */
+	uint64		run;			/* ... of this run only (0: every run) */
+	bool		own_release;	/* a run of this cluster: holds resolve_running */
 	Info	   *info;			/* release_all: the request */
 	int			outstanding;
 	bool		failed;
@@ -3999,6 +4030,7 @@ typedef struct ScanCall
 {
 	Scan	   *scan;
 	uint64		fxid;
+	uint64		run;
 	char		path[ZK_PATH_MAX];	/* txn node, or claim */
 	char		epath[ZK_PATH_MAX]; /* the claim's item */
 	char		qenc[ZKLOCK_ENAME_MAX + 1];
@@ -4006,6 +4038,8 @@ typedef struct ScanCall
 	zoo_op_t	ops[2];
 	zoo_op_result_t res[2];
 } ScanCall;
+
+static void scan_claimed(bool ok, void *arg);
 
 static void
 scan_finish(Scan *s)
@@ -4016,6 +4050,8 @@ scan_finish(Scan *s)
 	{
 		Info	   *in = s->info;
 
+		if (s->own_release)
+			resolve_running = false;
 		in->count = s->removed;
 		if (s->failed)
 			info_fail(in, ZCONNECTIONLOSS);
@@ -4023,13 +4059,31 @@ scan_finish(Scan *s)
 		info_call_done(in);
 		return;
 	}
-	resolve_running = false;
-	if (s->failed)
-		resolve_needed = true;	/* again on the next turn */
-	else if (s->removed > 0)
+	if (s->removed > 0)
 		ereport(LOG,
 				(errmsg("zklock: settled " INT64_FORMAT " queue claims and transactions left by an earlier run",
 						s->removed)));
+	/* take over the dead runs found to be ancestors; forget empty ones */
+	if (zk_session_usable() &&
+		zk_history_claim(!s->failed && !zk_history_postponed(), scan_claimed, s))
+		return;
+	scan_claimed(true, s);
+}
+
+/* the end of a settling pass: again soon if it waited or took a run over */
+static void
+scan_claimed(bool ok, void *arg)
+{
+	Scan	   *s = (Scan *) arg;
+
+	resolve_running = false;
+	if (s->failed || zk_history_took())
+		resolve_needed = true;	/* again on the next turn */
+	else if (zk_history_postponed())
+	{
+		resolve_needed = true;	/* a run that may yet die: in a second */
+		resolve_not_before = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
+	}
 	pfree(s);
 }
 
@@ -4117,6 +4171,107 @@ scan_consume_done(int rc, const void *data)
 	COMPLETION_END(none);
 }
 
+/*
+ * What the settling pass does with a node of this cluster (history.h):
+ * its transaction's fate, or FATE_UNKNOWN to leave it alone (*quiet: the
+ * run's status was logged instead).  release_all: every node of the
+ * target goes, but never one of this run or of a live run.
+ */
+static Fate
+node_fate(Scan *s, ZkKind kind, uint64 run, uint64 fxid, uint32 tli,
+		  uint64 lsn, uint64 rec, bool *quiet)
+{
+	ZkRunStatus st;
+	ZkHistCheck v;
+	uint64		fork;
+
+	*quiet = false;
+	if (s->release_all)
+	{
+		*quiet = true;
+		if (s->sysid != GetSystemIdentifier())
+			return FATE_ABORTED;
+		if (run != s->run)
+			return FATE_UNKNOWN;
+		st = zk_history_status(run);
+		return (st == ZKR_CURRENT || st == ZKR_LIVE) ? FATE_UNKNOWN : FATE_ABORTED;
+	}
+	if (run == 0)				/* written before runs existed */
+		return entry_for_xid(kind, fxid) ? FATE_RUNNING : xact_fate(fxid, tli, lsn);
+	st = zk_history_status(run);
+	if (st == ZKR_CURRENT && entry_for_xid(kind, fxid))
+		return FATE_RUNNING;
+	if (st == ZKR_CURRENT || st == ZKR_HEIR)
+	{
+		Fate		f = FATE_UNKNOWN;
+
+		v = zk_history_verify(tli, rec, run, fxid);
+		if (v == ZKH_VERIFIED)
+			f = xact_fate(fxid, tli, lsn);
+		else if (v == ZKH_UNREADABLE)
+		{
+			/* recycled WAL: this data directory's own earlier run? */
+			if (st == ZKR_CURRENT ||
+				(zk_history_lineage(run, &fork) && rec < fork))
+				f = xact_fate(fxid, tli, lsn);
+		}
+		else if (st == ZKR_HEIR)
+			f = FATE_ABORTED;	/* it never happened in this history */
+		if (f == FATE_UNKNOWN || f == FATE_RUNNING)
+			zk_history_left(run);	/* the run is not done with */
+		return f;
+	}
+	if (st == ZKR_DEAD &&
+		(zk_history_lineage(run, &fork) ||
+		 zk_history_verify(tli, rec, run, fxid) == ZKH_VERIFIED))
+		zk_history_want(run);	/* an ancestor: take it over, then settle */
+	zk_history_left(run);
+	*quiet = true;
+	return FATE_UNKNOWN;
+}
+
+/* a transaction node's data, widened to the current header (palloc'd) */
+static char *
+txn_blob_widen(const char *value, int value_len, int *out_len)
+{
+	ZkTxnHeaderV1 v1;
+	ZkTxnHeader h;
+	char	   *out;
+	int			len;
+
+	if (value_len < (int) sizeof(ZkTxnHeaderV1))
+		return NULL;
+	memcpy(&v1, value, sizeof(v1));
+	if (v1.magic == ZKQ_TXN_MAGIC)
+	{
+		out = palloc(value_len);
+		memcpy(out, value, value_len);
+		*out_len = value_len;
+		return blob_valid(out, value_len) ? out : NULL;
+	}
+	if (v1.magic != ZKQ_TXN_MAGIC_V1 || v1.total != (uint32) value_len)
+		return NULL;
+	len = value_len + (int) (sizeof(ZkTxnHeader) - sizeof(ZkTxnHeaderV1));
+	memset(&h, 0, sizeof(h));
+	h.magic = ZKQ_TXN_MAGIC;
+	h.nitems = v1.nitems;
+	h.sysid = v1.sysid;
+	h.fxid = v1.fxid;
+	h.lsn = v1.lsn;
+	h.tli = v1.tli;
+	h.total = (uint32) len;
+	out = palloc(len);
+	memcpy(out, &h, sizeof(h));
+	memcpy(out + sizeof(h), value + sizeof(v1), value_len - sizeof(v1));
+	*out_len = len;
+	if (!blob_valid(out, len))
+	{
+		pfree(out);
+		return NULL;
+	}
+	return out;
+}
+
 static void
 scan_txn_data(int rc, const char *value, int value_len,
 			  const struct Stat *stat, const void *data)
@@ -4128,20 +4283,25 @@ scan_txn_data(int rc, const char *value, int value_len,
 	COMPLETION_BEGIN
 	{
 		bool		counted = false;
+		char	   *blob = NULL;
+		int			blen = 0;
 
-		if (rc == ZOK && value != NULL && blob_valid(value, value_len) &&
-			((const ZkTxnHeader *) value)->fxid == c->fxid &&
-			!entry_for_xid(ZKK_QPUB, c->fxid) && zk_session_usable())
+		if (rc == ZOK && value != NULL)
+			blob = txn_blob_widen(value, value_len, &blen);
+		if (blob != NULL &&
+			((const ZkTxnHeader *) blob)->fxid == c->fxid &&
+			((const ZkTxnHeader *) blob)->run == c->run && zk_session_usable())
 		{
 			ZkTxnHeader h;
 			Fate		f;
+			bool		quiet;
 
-			memcpy(&h, value, sizeof(h));
-			f = xact_fate(c->fxid, h.tli, h.lsn);
+			memcpy(&h, blob, sizeof(h));
+			f = node_fate(s, ZKK_QPUB, h.run, c->fxid, h.tli, h.lsn, h.rec, &quiet);
 			if (f == FATE_COMMITTED)
 			{
 				/* ensures the parents itself; its reply counts for us */
-				if (send_publish(value, c->path, ZKLOCK_NO_ENTRY, ZKLOCK_NO_ENTRY, s, true))
+				if (send_publish(blob, c->path, ZKLOCK_NO_ENTRY, ZKLOCK_NO_ENTRY, s, true))
 					counted = true;
 				else
 					s->failed = true;
@@ -4162,12 +4322,12 @@ scan_txn_data(int rc, const char *value, int value_len,
 					s->failed = true;
 				}
 			}
-			else if (f == FATE_UNKNOWN)
+			else if (f == FATE_UNKNOWN && !quiet)
 				ereport(LOG,
 						(errmsg("zklock: left the queue transaction node %s alone: its transaction is not in this server's history",
 								c->path)));
 		}
-		else if (rc == ZOK && value != NULL && !blob_valid(value, value_len))
+		else if (rc == ZOK && value != NULL && blob == NULL)
 			ereport(LOG,
 					(errmsg("zklock: the queue transaction node %s holds no valid items; left alone",
 							c->path)));
@@ -4175,6 +4335,8 @@ scan_txn_data(int rc, const char *value, int value_len,
 			s->failed = true;
 		if (!counted)
 			scan_done_one(s, true, 0);
+		if (blob != NULL)
+			pfree(blob);
 		pfree(c);
 	}
 	COMPLETION_END(none);
@@ -4191,6 +4353,7 @@ scan_txns_listed(int rc, const struct String_vector *sv, const void *data)
 	{
 		int			i;
 		char		prefix[32];
+		bool		quiet;
 
 		snprintf(prefix, sizeof(prefix), UINT64_FORMAT "-", s->sysid);
 		if (rc == ZOK && zk_session_usable())
@@ -4199,14 +4362,41 @@ scan_txns_listed(int rc, const struct String_vector *sv, const void *data)
 			{
 				ScanCall   *d;
 				uint64		fxid;
+				uint64		run = 0;
+				const char *rest = sv->data[i] + strlen(prefix);
+				const char *dash;
 
-				if (strncmp(sv->data[i], prefix, strlen(prefix)) != 0 ||
-					!parse_u64(sv->data[i] + strlen(prefix), 10, &fxid))
+				if (strncmp(sv->data[i], prefix, strlen(prefix)) != 0)
+					continue;
+				/* <sysid>-<run>-<fxid>, or <sysid>-<fxid> before runs */
+				dash = strchr(rest, '-');
+				if (dash != NULL)
+				{
+					char		runhex[17];
+
+					if (dash - rest != 16)
+						continue;
+					memcpy(runhex, rest, 16);
+					runhex[16] = '\0';
+					if (!parse_u64(runhex, 16, &run) || run == 0)
+						continue;
+					rest = dash + 1;
+				}
+				if (!parse_u64(rest, 10, &fxid))
+					continue;
+				if (s->release_all && s->sysid == GetSystemIdentifier() && run != s->run)
 					continue;
 				d = MemoryContextAllocZero(q_context(), sizeof(ScanCall));
 				d->scan = s;
 				d->fxid = fxid;
+				d->run = run;
 				snprintf(d->path, sizeof(d->path), "%s/txns/%s", zklock_root, sv->data[i]);
+				if (s->release_all &&
+					node_fate(s, ZKK_QPUB, run, fxid, 0, 0, 0, &quiet) == FATE_UNKNOWN)
+				{
+					pfree(d);
+					continue;
+				}
 				if (s->release_all)
 					rc = zoo_adelete(zk_zh, d->path, -1, scan_void_done, d);
 				else
@@ -4242,11 +4432,16 @@ scan_claim_data(int rc, const char *value, int value_len,
 		char		f_xid[32];
 		char		f_tli[16];
 		char		f_lsn[32];
+		char		f_run[32];
+		char		f_rec[32];
 		uint64		cluster;
 		uint64		fxid;
 		uint64		tli;
 		uint64		lsn;
+		uint64		run = 0;
+		uint64		rec = 0;
 		bool		sent = false;
+		bool		quiet = false;
 
 		bool		ours = (rc == ZOK && value != NULL && value_len > 0 &&
 							zk_json_field(value, value_len, "cluster", f_cluster, sizeof(f_cluster)) &&
@@ -4260,14 +4455,21 @@ scan_claim_data(int rc, const char *value, int value_len,
 			zk_json_field(value, value_len, "lsn", f_lsn, sizeof(f_lsn)) &&
 			parse_u64(f_lsn, 16, &lsn);
 
+		/* its run and mark (none: written before runs existed) */
+		if (parsed && zk_json_field(value, value_len, "run", f_run, sizeof(f_run)))
+			parsed = parse_u64(f_run, 16, &run) && run != 0 &&
+				zk_json_field(value, value_len, "rec", f_rec, sizeof(f_rec)) &&
+				parse_u64(f_rec, 16, &rec);
+		else if (ours && s->release_all &&
+				 zk_json_field(value, value_len, "run", f_run, sizeof(f_run)))
+			(void) parse_u64(f_run, 16, &run);
+
 		/* a dead cluster's claim goes whatever else it says */
 		if (ours && (parsed || s->release_all))
 		{
-			Fate		f = FATE_ABORTED;
+			Fate		f;
 
-			if (!s->release_all)
-				f = entry_for_xid(ZKK_QCLAIM, fxid) ? FATE_RUNNING :
-					xact_fate(fxid, (uint32) tli, lsn);
+			f = node_fate(s, ZKK_QCLAIM, run, fxid, (uint32) tli, lsn, rec, &quiet);
 			if (f == FATE_COMMITTED)
 			{
 				/* consume: the item and the claim */
@@ -4292,7 +4494,7 @@ scan_claim_data(int rc, const char *value, int value_len,
 				else
 					s->failed = true;
 			}
-			else if (f == FATE_UNKNOWN)
+			else if (f == FATE_UNKNOWN && !quiet)
 				ereport(LOG,
 						(errmsg("zklock: left the queue claim %s alone: its transaction is not in this server's history",
 								c->path)));
@@ -4374,8 +4576,45 @@ scan_queues_listed(int rc, const struct String_vector *sv, const void *data)
 	COMPLETION_END(none);
 }
 
+static void scan_list(Scan *s);
+
+/* the survey of runs answered: list the nodes */
+static void
+scan_surveyed(bool ok, void *arg)
+{
+	Scan	   *s = (Scan *) arg;
+
+	if (!ok || !zk_session_usable())
+	{
+		s->failed = true;
+		s->outstanding = 1;
+		scan_done_one(s, true, 0);
+		return;
+	}
+	scan_list(s);
+}
+
+/*
+ * A settling pass (or a release): first what the runs of this cluster are
+ * (history.c), then the nodes.  A dead cluster's release needs no survey.
+ */
 static bool
 scan_start(Scan *s)
+{
+	if ((!s->release_all || s->sysid == GetSystemIdentifier()) &&
+		zk_history_survey(scan_surveyed, s))
+		return true;
+	if (!s->release_all || s->sysid == GetSystemIdentifier())
+	{
+		scan_surveyed(false, s);
+		return true;
+	}
+	scan_list(s);
+	return true;
+}
+
+static void
+scan_list(Scan *s)
 {
 	char		buf[ZK_PATH_MAX];
 	ScanCall   *c1 = MemoryContextAllocZero(q_context(), sizeof(ScanCall));
@@ -4402,7 +4641,6 @@ scan_start(Scan *s)
 		s->failed = true;
 	}
 	scan_done_one(s, true, 0);
-	return true;
 }
 
 /* ---- the steps of a one-off read ---- */
@@ -4549,11 +4787,20 @@ info_step(Info *in)
 		case ZKQI_RELEASE_CLUSTER:
 			if (step == 0)
 			{
-				Scan	   *s = MemoryContextAllocZero(q_context(), sizeof(Scan));
+				Scan	   *s;
 
+				s = MemoryContextAllocZero(q_context(), sizeof(Scan));
+				if (e->fxid == GetSystemIdentifier())
+				{
+					s->own_release = true;
+					resolve_running = true;
+				}
 				s->sysid = e->fxid;
 				s->release_all = true;
 				s->info = in;
+				/* a run of this cluster: its 16 hex digits as the name */
+				if (e->name[0] != '\0' && !parse_u64(e->name, 16, &s->run))
+					s->run = 0;
 				in->outstanding += 2;	/* one answered by scan_finish */
 				(void) scan_start(s);
 				info_call_done(in);
@@ -4585,8 +4832,11 @@ qinfo_drive(ZkEntry *e)
 	}
 	if (e->state != ZKE_PENDING)
 		return;
-	if (!zk_session_usable())
+	if (!zk_session_usable() ||
+		(e->qop == ZKQI_RELEASE_CLUSTER && e->fxid == GetSystemIdentifier() &&
+		 (resolve_running || !zk_history_ready())))
 	{
+		/* a run of this cluster: not during a settling pass (one survey) */
 		zk_retry_later(e);
 		return;
 	}
@@ -4678,6 +4928,8 @@ q_session_reset(void)
 {
 	HASH_SEQ_STATUS st;
 	QState	   *q;
+
+	zk_history_session_reset();
 
 	if (qstates != NULL)
 	{
@@ -4812,7 +5064,9 @@ q_session_usable(void)
 	if (was_in_recovery && !in_recovery)
 		resolve_needed = true;	/* started, or promoted */
 	was_in_recovery = in_recovery;
-	if (resolve_needed && !resolve_running && !in_recovery)
+	zk_history_turn();
+	if (resolve_needed && !resolve_running && !in_recovery && zk_history_ready() &&
+		(resolve_not_before == 0 || GetCurrentTimestamp() >= resolve_not_before))
 	{
 		Scan	   *s = MemoryContextAllocZero(q_context(), sizeof(Scan));
 

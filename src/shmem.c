@@ -46,6 +46,8 @@
  */
 #include "zklock.h"
 
+#include <time.h>
+
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/ipc.h"
@@ -53,6 +55,7 @@
 #include "storage/proc.h"
 #include "storage/shmem.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 ZkControl  *zk_ctl = NULL;
 
@@ -85,6 +88,13 @@ zk_shmem_init(void)
 		zk_ctl->dsa_lock = &(GetNamedLWLockTranche("zklock"))[1].lock;
 		zk_ctl->dsa = DSM_HANDLE_INVALID;
 		zk_ctl->conn_state = ZKC_STOPPED;
+		/* a new run: random, never 0 (0 names nodes of older versions) */
+		while (zk_ctl->run_id == 0)
+		{
+			if (!pg_strong_random(&zk_ctl->run_id, sizeof(zk_ctl->run_id)))
+				zk_ctl->run_id = ((uint64) time(NULL) << 20) ^ (uint64) MyProcPid ^
+					(uint64) GetCurrentTimestamp();
+		}
 		zk_ctl->max_entries = zklock_max_locks;
 		zk_ctl->queue_head = ZKLOCK_NO_ENTRY;
 		zk_ctl->queue_tail = ZKLOCK_NO_ENTRY;

@@ -297,6 +297,9 @@ typedef struct ZkControl
 
 	int			queues_tracked; /* per-queue states the worker keeps */
 
+	uint64		run_id;			/* this start of shared memory's run: names
+								 * its durable nodes (history.h) */
+
 	/* dynamic shared memory for variable-size data (zk_dsa()) */
 	LWLock	   *dsa_lock;
 	dsa_handle	dsa;

@@ -1,0 +1,995 @@
+/*-------------------------------------------------------------------------
+ *
+ * history.c
+ *	  The identity of this server's history in ZooKeeper (see history.h):
+ *	  the registration of this run, the lineage file, the proof from WAL
+ *	  that a node's transaction is in this server's history, and the
+ *	  survey of runs that the settling pass consults before it acts on a
+ *	  node of another run.
+ *
+ *	  Rules the settling pass follows (queue_worker.c):
+ *	  - a node of this run, or of a dead run this server took over (heir),
+ *		is settled from the commit log if its WAL record is in this
+ *		server's WAL, and dropped or released if another record stands
+ *		there or its position is past this server's WAL (the transaction
+ *		never happened here);
+ *	  - a dead run nobody took over is taken over (a create that fails if
+ *		the run came back meanwhile) only by a server that descends from it:
+ *		a record of one of its nodes is in this server's WAL, or this data
+ *		directory's lineage file lists it;
+ *	  - a run alive when this server's own run registered is waited for
+ *		for a session timeout (a crashed predecessor's session ends); alive
+ *		after that, this server is a copy of a running server and never
+ *		takes it over (the lineage file remembers);
+ *	  - nodes of other runs are left alone and logged; an operator releases
+ *		them with zk_queue_release_cluster().
+ *
+ *	  Runs in the worker, lock held (completions take it themselves).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "recipe.h"
+#include "history.h"
+
+#include <unistd.h>
+
+#include "access/rmgr.h"
+#include "access/timeline.h"
+#include "access/xlog.h"
+#include "access/xlog_internal.h"
+#include "access/xlogreader.h"
+#include "access/xlogrecovery.h"
+#include "access/xlogutils.h"
+#include "miscadmin.h"
+#include "postmaster/postmaster.h"
+#include "replication/message.h"
+#include "storage/fd.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#define HIST_FILE			"zklock.runs"
+#define HIST_FILE_TMP		"zklock.runs.tmp"
+#define HIST_CHAIN_MAX		32	/* runs of this lineage remembered */
+#define HIST_FORK_MAX		64	/* runs this server is a copy of */
+#define HIST_RUNS_MAX		256 /* runs surveyed at once */
+
+/* ---- the lineage file ---- */
+
+typedef struct ChainRun
+{
+	uint64		run;
+	uint32		tli;
+	uint64		start;			/* insert position when the run began */
+} ChainRun;
+
+static ChainRun chain[HIST_CHAIN_MAX];
+static int	nchain = 0;
+static uint64 forks[HIST_FORK_MAX];
+static int	nforks = 0;
+static bool chain_loaded = false;
+static bool chain_recorded = false;
+
+/* ---- the registration of this run ---- */
+
+static bool reg_node_ok = false;	/* <root>/runs/<sysid>-<run> exists */
+static bool reg_live = false;	/* live created on this session */
+static bool reg_checked = false;	/* ... and no heir found after it */
+static bool reg_inflight = false;
+static bool fenced = false;
+static uint64 reg_session = 0;	/* the session the answers belong to */
+static TimestampTz ready_at = 0;	/* first time this run was ready */
+
+/* ---- the survey ---- */
+
+typedef struct RunRec
+{
+	uint64		run;
+	uint8		status;			/* ZkRunStatus */
+	bool		want;			/* take it over (it is an ancestor) */
+	bool		logged;
+	int32		version;		/* the run node's, when found dead */
+	int			left;			/* its nodes this pass left alone */
+} RunRec;
+
+static RunRec *runs = NULL;
+static int	nruns = 0;
+static int	survey_out = 0;
+static bool survey_failed = false;
+static bool survey_postponed = false;
+static bool survey_took = false;
+static zk_history_cb survey_cb = NULL;
+static void *survey_arg = NULL;
+
+typedef struct HistCall
+{
+	int			idx;			/* into runs, or -1 */
+	uint64		session;
+	zoo_op_t	ops[2];
+	zoo_op_result_t res[2];
+	char		path[ZK_PATH_MAX];
+	char		path2[ZK_PATH_MAX];
+	char		data[512];
+} HistCall;
+
+static void
+ignore_string(int rc, const char *value, const void *data)
+{
+}
+
+static void
+ignore_void(int rc, const void *data)
+{
+}
+
+static MemoryContext
+hist_context(void)
+{
+	static MemoryContext cxt = NULL;
+
+	if (cxt == NULL)
+		cxt = AllocSetContextCreate(TopMemoryContext, "zklock history",
+									ALLOCSET_SMALL_SIZES);
+	return cxt;
+}
+
+uint64
+zk_history_run(void)
+{
+	return zk_ctl->run_id;
+}
+
+void
+zk_history_run_name(uint64 run, char *out, size_t outlen)
+{
+	snprintf(out, outlen, UINT64_FORMAT "-%016llx", GetSystemIdentifier(),
+			 (unsigned long long) run);
+}
+
+static void
+run_path(uint64 run, const char *child, char *out, size_t outlen)
+{
+	char		name[64];
+
+	zk_history_run_name(run, name, sizeof(name));
+	snprintf(out, outlen, "%s/runs/%s%s%s", zklock_root, name,
+			 child ? "/" : "", child ? child : "");
+}
+
+/* ------------------------------------------------------------------------
+ * The lineage file
+ * ------------------------------------------------------------------------
+ */
+
+static void
+chain_load(void)
+{
+	FILE	   *f;
+	char		line[256];
+
+	chain_loaded = true;
+	nchain = 0;
+	nforks = 0;
+	f = AllocateFile(HIST_FILE, "r");
+	if (f == NULL)
+	{
+		if (errno != ENOENT)
+			ereport(LOG,
+					(errcode_for_file_access(),
+					 errmsg("zklock: could not read file \"%s\": %m", HIST_FILE)));
+		return;
+	}
+	while (fgets(line, sizeof(line), f) != NULL)
+	{
+		unsigned long long run;
+		unsigned long long start;
+		unsigned int tli;
+
+		if (sscanf(line, "run %llx %u %llx", &run, &tli, &start) == 3 && run != 0)
+		{
+			if (nchain == HIST_CHAIN_MAX)
+			{
+				memmove(chain, chain + 1, sizeof(ChainRun) * (HIST_CHAIN_MAX - 1));
+				nchain--;
+			}
+			chain[nchain].run = run;
+			chain[nchain].tli = tli;
+			chain[nchain].start = start;
+			nchain++;
+		}
+		else if (sscanf(line, "fork %llx", &run) == 1 && run != 0)
+		{
+			if (nforks == HIST_FORK_MAX)
+			{
+				memmove(forks, forks + 1, sizeof(uint64) * (HIST_FORK_MAX - 1));
+				nforks--;
+			}
+			forks[nforks++] = run;
+		}
+	}
+	FreeFile(f);
+}
+
+static bool
+chain_save(void)
+{
+	FILE	   *f;
+	int			i;
+	bool		ok = true;
+
+	f = AllocateFile(HIST_FILE_TMP, PG_BINARY_W);
+	if (f == NULL)
+	{
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("zklock: could not write file \"%s\": %m", HIST_FILE_TMP)));
+		return false;
+	}
+	fprintf(f, "# zklock: the runs of this data directory (do not edit; copies keep it)\n");
+	for (i = 0; i < nchain; i++)
+		fprintf(f, "run %016llx %u %llX\n", (unsigned long long) chain[i].run,
+				chain[i].tli, (unsigned long long) chain[i].start);
+	for (i = 0; i < nforks; i++)
+		fprintf(f, "fork %016llx\n", (unsigned long long) forks[i]);
+	if (fflush(f) != 0 || pg_fsync(fileno(f)) != 0)
+		ok = false;
+	if (FreeFile(f) != 0)
+		ok = false;
+	if (ok && durable_rename(HIST_FILE_TMP, HIST_FILE, LOG) != 0)
+		ok = false;
+	if (!ok)
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("zklock: could not write file \"%s\": %m", HIST_FILE)));
+	return ok;
+}
+
+bool
+zk_history_lineage(uint64 run, uint64 *fork_lsn)
+{
+	int			i;
+
+	for (i = 0; i < nchain; i++)
+	{
+		if (chain[i].run != run)
+			continue;
+		if (i + 1 < nchain)
+		{
+			*fork_lsn = chain[i + 1].start;
+			return true;
+		}
+		return false;			/* the last one: this run */
+	}
+	return false;
+}
+
+static bool
+denied(uint64 run)
+{
+	int			i;
+
+	for (i = 0; i < nforks; i++)
+		if (forks[i] == run)
+			return true;
+	return false;
+}
+
+static void
+deny(uint64 run)
+{
+	char		name[64];
+
+	if (denied(run))
+		return;
+	if (nforks == HIST_FORK_MAX)
+	{
+		memmove(forks, forks + 1, sizeof(uint64) * (HIST_FORK_MAX - 1));
+		nforks--;
+	}
+	forks[nforks++] = run;
+	(void) chain_save();
+	zk_history_run_name(run, name, sizeof(name));
+	ereport(WARNING,
+			(errmsg("zklock: run %s of this cluster is alive on another server; this server is a copy of it", name),
+			 errdetail("A restored backup, a clone, or an old primary beside its promoted standby shares the system identifier. This server leaves that run's queue claims and transaction nodes alone."),
+			 errhint("If that server is gone for good, release what it left with zk_queue_release_cluster('%s').",
+					 name)));
+}
+
+/* ------------------------------------------------------------------------
+ * The registration of this run
+ * ------------------------------------------------------------------------
+ */
+
+static void
+reg_node_done(int rc, const char *value, const void *data)
+{
+	HistCall   *c = (HistCall *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		if (c->session == reg_session)
+		{
+			reg_inflight = false;
+			if (rc == ZOK || rc == ZNODEEXISTS)
+				reg_node_ok = true;
+		}
+		pfree(c);
+	}
+	COMPLETION_END(none);
+}
+
+static void
+reg_heir_checked(int rc, const struct Stat *stat, const void *data)
+{
+	HistCall   *c = (HistCall *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		if (c->session == reg_session)
+		{
+			reg_inflight = false;
+			if (rc == ZNONODE)
+			{
+				reg_checked = true;
+				if (ready_at == 0)
+					ready_at = GetCurrentTimestamp();
+			}
+			else if (rc == ZOK)
+			{
+				char		name[64];
+
+				fenced = true;
+				zk_history_run_name(zk_ctl->run_id, name, sizeof(name));
+				ereport(WARNING,
+						(errmsg("zklock: another server took over this server's run %s", name),
+						 errdetail("It found the run dead (this server was cut off from ZooKeeper for longer than its session timeout) and settles its queue claims and transaction nodes."),
+						 errhint("Restart PostgreSQL: a new run registers, and queues work again.")));
+			}
+		}
+		pfree(c);
+	}
+	COMPLETION_END(none);
+}
+
+static void
+reg_live_done(int rc, const void *data)
+{
+	HistCall   *c = (HistCall *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		if (c->session == reg_session)
+		{
+			reg_inflight = false;
+			if (rc == ZOK)
+				reg_live = true;
+			else if (rc == ZNONODE || c->res[1].err == ZNONODE)
+				reg_node_ok = false;	/* deleted under us: again */
+			else if (c->res[0].err == ZNODEEXISTS)
+			{
+				/* an earlier session of this run: end it here */
+				(void) zoo_adelete(zk_zh, c->path, -1, ignore_void, NULL);
+			}
+		}
+		pfree(c);
+	}
+	COMPLETION_END(none);
+}
+
+static void
+reg_data(char *out, size_t outlen)
+{
+	char		host[128];
+
+	if (gethostname(host, sizeof(host)) != 0)
+		strlcpy(host, "unknown", sizeof(host));
+	host[sizeof(host) - 1] = '\0';
+	host[64] = '\0';
+	snprintf(out, outlen,
+			 "{\"cluster\":\"" UINT64_FORMAT "\",\"run\":\"%016llx\",\"tli\":%u,\"start\":\"%llX\",\"port\":%d,\"pid\":%d,\"since\":\"%s\"}",
+			 GetSystemIdentifier(), (unsigned long long) zk_ctl->run_id,
+			 nchain > 0 ? chain[nchain - 1].tli : 0,
+			 (unsigned long long) (nchain > 0 ? chain[nchain - 1].start : 0),
+			 PostPortNumber, MyProcPid, timestamptz_to_str(GetCurrentTimestamp()));
+}
+
+/*
+ * Called every turn while the session is usable: record this run in the
+ * lineage file once it is a primary, register it, and keep it live on each
+ * session (at most one request in flight).
+ */
+void
+zk_history_turn(void)
+{
+	HistCall   *c;
+	char		data[512];
+	int			rc;
+
+	if (!chain_loaded)
+		chain_load();
+	if (RecoveryInProgress() || !zk_session_usable() || reg_inflight || fenced)
+		return;
+	if (!chain_recorded)
+	{
+		if (nchain == 0 || chain[nchain - 1].run != zk_ctl->run_id)
+		{
+			if (nchain == HIST_CHAIN_MAX)
+			{
+				memmove(chain, chain + 1, sizeof(ChainRun) * (HIST_CHAIN_MAX - 1));
+				nchain--;
+			}
+			chain[nchain].run = zk_ctl->run_id;
+			chain[nchain].tli = GetWALInsertionTimeLine();
+			chain[nchain].start = GetXLogInsertRecPtr();
+			nchain++;
+			if (!chain_save())
+			{
+				nchain--;
+				return;			/* again on the next turn */
+			}
+		}
+		chain_recorded = true;
+	}
+	if (reg_live && reg_checked)
+		return;
+	reg_session = zk_cur_session;
+	c = MemoryContextAllocZero(hist_context(), sizeof(HistCall));
+	c->idx = -1;
+	c->session = reg_session;
+	if (!reg_node_ok)
+	{
+		char		parent[ZK_PATH_MAX];
+
+		(void) zoo_acreate(zk_zh, zklock_root, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0,
+						   ignore_string, NULL);
+		snprintf(parent, sizeof(parent), "%s/runs", zklock_root);
+		(void) zoo_acreate(zk_zh, parent, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0,
+						   ignore_string, NULL);
+		run_path(zk_ctl->run_id, NULL, c->path, sizeof(c->path));
+		reg_data(data, sizeof(data));
+		rc = zoo_acreate(zk_zh, c->path, data, (int) strlen(data),
+						 &ZOO_OPEN_ACL_UNSAFE, 0, reg_node_done, c);
+	}
+	else if (!reg_live)
+	{
+		/*
+		 * live, and a new version of the run node: a server that found the
+		 * run dead takes it over only with the version it saw
+		 */
+		run_path(zk_ctl->run_id, "live", c->path, sizeof(c->path));
+		run_path(zk_ctl->run_id, NULL, c->path2, sizeof(c->path2));
+		zoo_create_op_init(&c->ops[0], c->path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
+						   ZOO_EPHEMERAL, NULL, 0);
+		reg_data(c->data, sizeof(c->data));
+		zoo_set_op_init(&c->ops[1], c->path2, c->data, (int) strlen(c->data), -1, NULL);
+		rc = zoo_amulti(zk_zh, 2, c->ops, c->res, reg_live_done, c);
+	}
+	else
+	{
+		run_path(zk_ctl->run_id, "heir", c->path, sizeof(c->path));
+		rc = zoo_aexists(zk_zh, c->path, 0, reg_heir_checked, c);
+	}
+	if (rc == ZOK)
+		reg_inflight = true;
+	else
+		pfree(c);
+}
+
+void
+zk_history_session_reset(void)
+{
+	reg_live = false;
+	reg_checked = false;
+	reg_inflight = false;
+	reg_session = 0;
+}
+
+bool
+zk_history_ready(void)
+{
+	return reg_live && reg_checked && !fenced && !RecoveryInProgress();
+}
+
+bool
+zk_history_fenced(void)
+{
+	return fenced;
+}
+
+/* ------------------------------------------------------------------------
+ * The proof from WAL
+ * ------------------------------------------------------------------------
+ */
+
+static bool
+mark_matches(XLogReaderState *xr, uint64 run, uint64 fxid)
+{
+	const xl_logical_message *m;
+	ZkHistMark	mark;
+	Size		len = XLogRecGetDataLen(xr);
+	Size		plen = sizeof(ZK_HIST_PREFIX);
+
+	if (XLogRecGetRmid(xr) != RM_LOGICALMSG_ID ||
+		(XLogRecGetInfo(xr) & ~XLR_INFO_MASK) != XLOG_LOGICAL_MESSAGE)
+		return false;
+	if (XLogRecGetXid(xr) != (TransactionId) (fxid & 0xFFFFFFFF))
+		return false;
+	if (len != SizeOfLogicalMessage + plen + sizeof(ZkHistMark))
+		return false;
+	m = (const xl_logical_message *) XLogRecGetData(xr);
+	if (!m->transactional || m->prefix_size != plen ||
+		m->message_size != sizeof(ZkHistMark) ||
+		memcmp(m->message, ZK_HIST_PREFIX, plen) != 0)
+		return false;
+	memcpy(&mark, m->message + plen, sizeof(mark));
+	return mark.run == run && mark.fxid == fxid;
+}
+
+/*
+ * Is the record a node names (its start rec, on timeline tli) this run's
+ * mark of that transaction, in this server's WAL?
+ */
+ZkHistCheck
+zk_history_verify(uint32 tli, uint64 rec, uint64 run, uint64 fxid)
+{
+	TimeLineID	cur;
+	XLogRecPtr	end;
+	XLogReaderState *volatile xr = NULL;
+	ReadLocalXLogPageNoWaitPrivate priv;
+	volatile ZkHistCheck result = ZKH_UNREADABLE;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	if (RecoveryInProgress() || rec == 0 || tli == 0)
+		return ZKH_UNREADABLE;
+	if (!XRecOffIsValid(rec))
+		return ZKH_MISMATCH;
+	cur = GetWALInsertionTimeLine();
+	if (tli > cur)
+		return ZKH_MISMATCH;	/* a timeline this server never had */
+	if (tli < cur)
+	{
+		List	   *hist = readTimeLineHistory(cur);
+
+		if (!tliInHistory(tli, hist))
+			return ZKH_MISMATCH;
+		end = tliSwitchPoint(tli, hist, NULL);
+	}
+	else
+		end = GetFlushRecPtr(NULL);
+	if (rec >= end)
+		return ZKH_BEYOND;
+
+	memset(&priv, 0, sizeof(priv));
+	PG_TRY();
+	{
+		XLogRecord *r;
+		char	   *errormsg = NULL;
+
+		xr = XLogReaderAllocate(wal_segment_size, NULL,
+								XL_ROUTINE(.page_read = &read_local_xlog_page_no_wait,
+										   .segment_open = &wal_segment_open,
+										   .segment_close = &wal_segment_close),
+								&priv);
+		if (xr != NULL)
+		{
+			XLogBeginRead(xr, rec);
+			r = XLogReadRecord(xr, &errormsg);
+			if (r == NULL)
+				result = priv.end_of_wal ? ZKH_BEYOND : ZKH_MISMATCH;
+			else
+				result = mark_matches(xr, run, fxid) ? ZKH_VERIFIED : ZKH_MISMATCH;
+		}
+	}
+	PG_CATCH();
+	{
+		/* a removed segment: the WAL is gone */
+		MemoryContextSwitchTo(cxt);
+		FlushErrorState();
+		result = ZKH_UNREADABLE;
+	}
+	PG_END_TRY();
+	if (xr != NULL)
+		XLogReaderFree(xr);
+	return result;
+}
+
+/* ------------------------------------------------------------------------
+ * The survey of runs
+ * ------------------------------------------------------------------------
+ */
+
+static int
+hist_window_ms(void)
+{
+	return Max(zklock_session_timeout, zk_ctl->session_timeout) * 3 / 2 + 5000;
+}
+
+static void
+survey_one_done(void)
+{
+	if (--survey_out == 0 && survey_cb != NULL)
+	{
+		zk_history_cb cb = survey_cb;
+
+		survey_cb = NULL;
+		cb(!survey_failed, survey_arg);
+	}
+}
+
+static void
+run_live(RunRec *r)
+{
+	if (ready_at != 0 &&
+		TimestampDifferenceExceeds(ready_at, GetCurrentTimestamp(), hist_window_ms()))
+	{
+		r->status = ZKR_DENIED;
+		deny(r->run);
+	}
+	else
+	{
+		r->status = ZKR_LIVE;
+		survey_postponed = true;
+	}
+}
+
+static void
+survey_heir_read(int rc, const char *value, int value_len,
+				 const struct Stat *stat, const void *data)
+{
+	HistCall   *c = (HistCall *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		if (c->idx < nruns && runs != NULL)
+		{
+			RunRec	   *r = &runs[c->idx];
+			char		mine[32];
+
+			snprintf(mine, sizeof(mine), "%016llx", (unsigned long long) zk_ctl->run_id);
+			if (rc == ZOK && value != NULL && value_len == (int) strlen(mine) &&
+				memcmp(value, mine, value_len) == 0)
+				r->status = ZKR_HEIR;
+			else if (rc == ZOK)
+				r->status = ZKR_OTHER;
+			else if (rc == ZNONODE)
+				r->status = ZKR_UNKNOWN;	/* going away: next time */
+			else
+				survey_failed = true;
+		}
+		pfree(c);
+		survey_one_done();
+	}
+	COMPLETION_END(none);
+}
+
+static void
+survey_run_listed(int rc, const struct String_vector *sv,
+				  const struct Stat *stat, const void *data)
+{
+	HistCall   *c = (HistCall *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		bool		counted = false;
+
+		if (c->idx < nruns && runs != NULL)
+		{
+			RunRec	   *r = &runs[c->idx];
+			bool		live = false;
+			bool		heir = false;
+			int			i;
+
+			if (rc == ZOK)
+			{
+				for (i = 0; sv && i < sv->count; i++)
+				{
+					if (strcmp(sv->data[i], "live") == 0)
+						live = true;
+					else if (strcmp(sv->data[i], "heir") == 0)
+						heir = true;
+				}
+				if (heir && zk_session_usable())
+				{
+					run_path(r->run, "heir", c->path, sizeof(c->path));
+					if (zoo_aget(zk_zh, c->path, 0, survey_heir_read, c) == ZOK)
+						counted = true;
+					else
+						survey_failed = true;
+				}
+				else if (live)
+					run_live(r);
+				else if (!heir)
+				{
+					r->status = ZKR_DEAD;
+					r->version = stat ? stat->version : -1;
+				}
+			}
+			else if (rc != ZNONODE)
+				survey_failed = true;
+		}
+		if (!counted)
+		{
+			pfree(c);
+			survey_one_done();
+		}
+	}
+	COMPLETION_END(none);
+}
+
+static void
+survey_listed(int rc, const struct String_vector *sv, const void *data)
+{
+	HistCall   *c = (HistCall *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		char		prefix[32];
+		int			i;
+
+		snprintf(prefix, sizeof(prefix), UINT64_FORMAT "-", GetSystemIdentifier());
+		if (rc == ZOK && zk_session_usable())
+		{
+			for (i = 0; sv && i < sv->count && nruns < HIST_RUNS_MAX; i++)
+			{
+				const char *n = sv->data[i];
+				char	   *end;
+				uint64		run;
+				HistCall   *d;
+				RunRec	   *r;
+
+				if (strncmp(n, prefix, strlen(prefix)) != 0)
+					continue;
+				n += strlen(prefix);
+				if (strlen(n) != 16)
+					continue;
+				errno = 0;
+				run = strtoull(n, &end, 16);
+				if (errno != 0 || *end != '\0' || run == 0 || run == zk_ctl->run_id)
+					continue;
+				r = &runs[nruns++];
+				memset(r, 0, sizeof(*r));
+				r->run = run;
+				if (denied(run))
+				{
+					r->status = ZKR_DENIED;
+					continue;
+				}
+				d = MemoryContextAllocZero(hist_context(), sizeof(HistCall));
+				d->idx = nruns - 1;
+				run_path(run, NULL, d->path, sizeof(d->path));
+				if (zoo_aget_children2(zk_zh, d->path, 0, survey_run_listed, d) != ZOK)
+				{
+					pfree(d);
+					survey_failed = true;
+					break;
+				}
+				survey_out++;
+			}
+			if (sv && i < sv->count)
+				survey_postponed = true;	/* more than HIST_RUNS_MAX: later */
+		}
+		else if (rc != ZNONODE)
+			survey_failed = true;
+		pfree(c);
+		survey_one_done();
+	}
+	COMPLETION_END(none);
+}
+
+/*
+ * Find the runs of this cluster and what they are (done(ok, arg) once all
+ * answered).  False when nothing could be sent.
+ */
+bool
+zk_history_survey(zk_history_cb done, void *arg)
+{
+	HistCall   *c;
+	char		path[ZK_PATH_MAX];
+
+	if (runs == NULL)
+		runs = MemoryContextAllocZero(hist_context(), sizeof(RunRec) * (HIST_RUNS_MAX + 1));
+	nruns = 0;
+	/* this run first */
+	runs[nruns].run = zk_ctl->run_id;
+	runs[nruns].status = ZKR_CURRENT;
+	nruns++;
+	survey_failed = false;
+	survey_postponed = false;
+	survey_took = false;
+	survey_cb = done;
+	survey_arg = arg;
+	c = MemoryContextAllocZero(hist_context(), sizeof(HistCall));
+	c->idx = -1;
+	snprintf(path, sizeof(path), "%s/runs", zklock_root);
+	if (zoo_aget_children(zk_zh, path, 0, survey_listed, c) != ZOK)
+	{
+		pfree(c);
+		survey_cb = NULL;
+		return false;
+	}
+	survey_out = 1;
+	return true;
+}
+
+static RunRec *
+find_run(uint64 run)
+{
+	int			i;
+
+	for (i = 0; i < nruns; i++)
+		if (runs[i].run == run)
+			return &runs[i];
+	return NULL;
+}
+
+ZkRunStatus
+zk_history_status(uint64 run)
+{
+	RunRec	   *r;
+
+	if (run == zk_ctl->run_id)
+		return ZKR_CURRENT;
+	r = find_run(run);
+	if (r == NULL)
+	{
+		if (denied(run))
+			return ZKR_DENIED;
+		return ZKR_UNKNOWN;
+	}
+	return (ZkRunStatus) r->status;
+}
+
+bool
+zk_history_postponed(void)
+{
+	return survey_postponed;
+}
+
+void
+zk_history_want(uint64 run)
+{
+	RunRec	   *r = find_run(run);
+
+	if (r != NULL && r->status == ZKR_DEAD)
+		r->want = true;
+}
+
+void
+zk_history_left(uint64 run)
+{
+	RunRec	   *r = find_run(run);
+
+	if (r != NULL)
+	{
+		r->left++;
+		if (!r->logged && r->status != ZKR_CURRENT && r->status != ZKR_HEIR &&
+			r->status != ZKR_DEAD)
+		{
+			char		name[64];
+
+			r->logged = true;
+			zk_history_run_name(run, name, sizeof(name));
+			ereport(LOG,
+					(errmsg("zklock: left the queue claims and transaction nodes of run %s alone: %s",
+							name,
+							r->status == ZKR_LIVE ? "it is alive" :
+							r->status == ZKR_OTHER ? "another server took it over" :
+							r->status == ZKR_DENIED ? "this server is a copy of it" :
+							"it is not registered"),
+					 errhint("If that server is gone for good, release them with zk_queue_release_cluster('%s').",
+							 name)));
+		}
+	}
+}
+
+static void
+claim_done(int rc, const void *data)
+{
+	HistCall   *c = (HistCall *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		if (c->idx >= 0 && c->idx < nruns && runs != NULL)
+		{
+			RunRec	   *r = &runs[c->idx];
+			char		name[64];
+
+			zk_history_run_name(r->run, name, sizeof(name));
+			if (r->status == ZKR_DEAD && rc == ZOK)
+			{
+				r->status = ZKR_HEIR;
+				survey_took = true;
+				ereport(LOG,
+						(errmsg("zklock: took over run %s of this cluster: its server is gone and this server descends from it",
+								name)));
+			}
+			else if (r->status == ZKR_DEAD)
+				r->status = ZKR_UNKNOWN;	/* it came back, or was taken */
+			else if (rc == ZOK)
+				ereport(LOG,
+						(errmsg("zklock: forgot run %s of this cluster: nothing of it is left", name)));
+		}
+		pfree(c);
+		survey_one_done();
+	}
+	COMPLETION_END(none);
+}
+
+/*
+ * Take over the dead runs the settling pass found this server descends
+ * from, and (gc) forget taken-over runs with nothing left.  done(true) when
+ * a run was taken over (settle again); false when nothing was sent.
+ */
+bool
+zk_history_claim(bool gc, zk_history_cb done, void *arg)
+{
+	int			i;
+	char		mine[32];
+	uint64		fork;
+
+	snprintf(mine, sizeof(mine), "%016llx", (unsigned long long) zk_ctl->run_id);
+	survey_out = 1;
+	survey_cb = done;
+	survey_arg = arg;
+	survey_failed = false;
+	survey_took = false;
+	for (i = 0; i < nruns && zk_session_usable(); i++)
+	{
+		RunRec	   *r = &runs[i];
+		HistCall   *c;
+		int			rc;
+
+		/* this data directory's own earlier runs are taken over even empty */
+		if (r->status == ZKR_DEAD && zk_history_lineage(r->run, &fork))
+			r->want = true;
+		if (!(r->want && r->status == ZKR_DEAD) &&
+			!(gc && r->status == ZKR_HEIR && r->left == 0))
+			continue;
+		c = MemoryContextAllocZero(hist_context(), sizeof(HistCall));
+		c->idx = i;
+		run_path(r->run, NULL, c->path, sizeof(c->path));
+		run_path(r->run, "heir", c->path2, sizeof(c->path2));
+		if (r->status == ZKR_DEAD)
+		{
+			strlcpy(c->data, mine, sizeof(c->data));
+			zoo_check_op_init(&c->ops[0], c->path, r->version);
+			zoo_create_op_init(&c->ops[1], c->path2, c->data, (int) strlen(c->data),
+							   &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+		}
+		else
+		{
+			zoo_delete_op_init(&c->ops[0], c->path2, -1);
+			zoo_delete_op_init(&c->ops[1], c->path, -1);
+		}
+		rc = zoo_amulti(zk_zh, 2, c->ops, c->res, claim_done, c);
+		if (rc != ZOK)
+		{
+			pfree(c);
+			break;
+		}
+		survey_out++;
+	}
+	if (survey_out == 1)
+	{
+		survey_out = 0;
+		survey_cb = NULL;
+		return false;
+	}
+	survey_one_done();			/* the count of the start itself */
+	return true;
+}
+
+/* did the last zk_history_claim take a run over? */
+bool
+zk_history_took(void)
+{
+	return survey_took;
+}
