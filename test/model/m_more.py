@@ -258,7 +258,10 @@ class SemModel(Base):
         h = self.h
         name = op["nm"] = self.names[op["n"]]
         sem = self.ksem.get((k.idx, op["n"]))
-        if sem is None:
+        # a new Semaphore object per acquisition (README, Semaphores): the
+        # guard's lock node is a container that ZooKeeper removes when empty,
+        # and kazoo's inner Lock creates its path once per object
+        if sem is None or (op["k"] == "kacquire" and not sem.is_acquired):
             sem = self.ksem[(k.idx, op["n"])] = k.zk.Semaphore(self.ROOT + name, identifier=k.name,
                                                                max_leases=self.max)
         if op["k"] == "kacquire":
