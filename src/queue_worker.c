@@ -505,6 +505,13 @@ typedef struct PubOp
 	bool		ensure;			/* send the parents' creates first */
 	bool		waiting;		/* on pub_waits, for a queue's counter */
 	int			tries;			/* sent again after a naming conflict */
+	int			skips;			/* sent again after an op found done */
+	/* the probe pass ("Ops found done"), while it runs */
+	bool		probing;
+	bool		probe_failed;	/* a probe's answer was lost */
+	int			probe_next;		/* the next op to probe */
+	int			probe_out;		/* probes in flight */
+	uint64		probe_session;	/* the session they were sent in */
 } PubOp;
 
 #define PUB_OTHER		0		/* the transaction node, a recipe's op */
@@ -948,6 +955,48 @@ pub_clear(PubOp *po)
 	po->nops = 0;
 }
 
+static int
+cmp_cstrings(const void *a, const void *b)
+{
+	return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+/*
+ * Before the multi: creates for the parents of its ops' creates, pipelined
+ * (they cost no wait, so always), once per distinct parent: the arrivals
+ * of one transaction share theirs, and a creates per op would make a
+ * publication of n arrivals cost 3n requests more.
+ */
+static void
+pub_ensure_parents(PubOp *po, int nparents)
+{
+	char	  **parents = palloc(sizeof(char *) * nparents);
+	int			k = 0;
+	int			i;
+
+	for (i = 1; i < po->nops && k < nparents; i++)
+	{
+		char	   *slash;
+
+		if (po->opkind[i] != PUB_OTHER || po->ops[i].type != ZOO_CREATE_OP ||
+			po->paths[i] == NULL)
+			continue;
+		slash = strrchr(po->paths[i], '/');
+		if (slash == NULL || slash == po->paths[i])
+			continue;
+		parents[k++] = pnstrdup(po->paths[i], slash - po->paths[i]);
+	}
+	qsort(parents, k, sizeof(char *), cmp_cstrings);
+	for (i = 0; i < k; i++)
+	{
+		if (i == 0 || strcmp(parents[i], parents[i - 1]) != 0)
+			send_ensure_path(parents[i]);
+	}
+	for (i = 0; i < k; i++)
+		pfree(parents[i]);
+	pfree(parents);
+}
+
 /*
  * Build the multi from the blob and send it; or, when a queue that names
  * its items itself needs its next read first, wait on pub_waits (true).
@@ -969,6 +1018,7 @@ pub_send(PubOp *po)
 	int			rc;
 	bool		wait = false;
 	bool		seq_failed = false;
+	int			nparents = 0;
 
 	if (po->blob != NULL)
 		blob = po->blob;
@@ -1143,12 +1193,8 @@ pub_send(PubOp *po)
 				po->paths[n] = psprintf("%s/%s", zklock_root, qname);
 				if ((it.priority & ZKQ_OP_MASK) == ZKQ_OP_CREATE)
 				{
-					/* pipelined, so they cost no wait: always */
-					char	   *slash = strrchr(po->paths[n], '/');
-
-					*slash = '\0';
-					send_ensure_path(po->paths[n]);
-					*slash = '/';
+					/* its parents: ensured below, once per parent */
+					nparents++;
 					zoo_create_op_init(&po->ops[n], po->paths[n], p, (int) it.plen,
 									   &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
 				}
@@ -1200,6 +1246,8 @@ pub_send(PubOp *po)
 	pfree(qcount);
 	pfree(qused);
 	MemoryContextSwitchTo(old);
+	if (nparents > 0)
+		pub_ensure_parents(po, nparents);
 	rc = zoo_amulti(zk_zh, po->nops, po->ops, po->res, publish_done, po);
 	return rc == ZOK;
 }
@@ -1301,10 +1349,11 @@ pub_naming_conflict(PubOp *po)
 /*
  * A definite failure of the publishing multi: is it an op that found its
  * work already done (the node it creates exists, the node it deletes is
- * gone)?  Then mark it skipped in blob and say so: the multi goes again.
+ * gone)?  Then mark it skipped in blob and say so (*at: its index): the
+ * multi goes again.
  */
 static bool
-skip_done_op(PubOp *po, char *blob)
+skip_done_op(PubOp *po, char *blob, int *at)
 {
 	int			i;
 
@@ -1325,11 +1374,197 @@ skip_done_op(PubOp *po, char *blob)
 		{
 			it.priority |= ZKQ_OP_SKIP;
 			memcpy(blob + po->item_off[i], &it, sizeof(it));
+			*at = i;
 			return true;
 		}
 		return false;
 	}
 	return false;
+}
+
+/* ------------------------------------------------------------------------
+ * Ops found done
+ *
+ * ZooKeeper stops a multi at its first failing op and reports nothing about
+ * the ops after it.  A transaction that arrives n participants who have all
+ * arrived already (a rerun of a step) would cost n multis of n, n-1, ...
+ * ops, one op skipped each time: quadratic.  So from the second such
+ * failure of one publication on, the ops after the failing one are probed
+ * first, one exists each, at most ZKQ_PROBE_WINDOW in flight (each answer
+ * sends the next, so a turn of the worker does bounded work), every op
+ * found done is marked skipped, and then the multi goes again: about n + 3
+ * requests.  An op done meanwhile by someone else fails that multi again
+ * and is skipped then; every round skips at least one op, so it ends.
+ * ------------------------------------------------------------------------
+ */
+#define ZKQ_PROBE_WINDOW	256
+
+typedef struct ProbeCall
+{
+	PubOp	   *po;
+	int			op;				/* index in po->ops */
+} ProbeCall;
+
+static void pub_probe_send(PubOp *po);
+static void pub_resend(PubOp *po, ZkEntry *e);
+
+/* the blob a PubOp marks skipped ops in, or NULL when its entry is gone */
+static char *
+pub_blob(PubOp *po, ZkEntry **ep)
+{
+	*ep = NULL;
+	if (po->gen != ZKLOCK_NO_ENTRY)
+	{
+		ZkEntry    *pe = zk_entry(po->idx);
+
+		if (pe->gen != po->gen || pe->state == ZKE_FREE || !DsaPointerIsValid(pe->blob))
+			return NULL;
+		*ep = pe;
+		return dsa_get_address(zk_dsa(), pe->blob);
+	}
+	return po->blob;
+}
+
+/* is op i of po an op (not a queue item) that could be found done? */
+static bool
+pub_op_probeable(PubOp *po, const char *blob, int i)
+{
+	ZkTxnItem	it;
+
+	if (po->opkind[i] != PUB_OTHER || po->item_off[i] == 0)
+		return false;
+	memcpy(&it, blob + po->item_off[i], sizeof(it));
+	return ZKQ_IS_OP(it.priority) && (it.priority & ZKQ_OP_SKIP) == 0;
+}
+
+static void
+pub_probe_done(int rc, const struct Stat *stat, const void *data)
+{
+	ProbeCall  *c = (ProbeCall *) data;
+	PubOp	   *po = c->po;
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		ZkEntry    *pe;
+		char	   *blob = pub_blob(po, &pe);
+
+		e = pe;
+		po->probe_out--;
+		if (!zk_rc_definite(rc))
+			po->probe_failed = true;
+		else if (blob != NULL)
+		{
+			ZkTxnItem	it;
+			int			op;
+
+			memcpy(&it, blob + po->item_off[c->op], sizeof(it));
+			op = it.priority & ZKQ_OP_MASK;
+			if ((op == ZKQ_OP_CREATE && rc == ZOK) ||
+				(op == ZKQ_OP_DELETE && rc == ZNONODE))
+			{
+				it.priority |= ZKQ_OP_SKIP;
+				memcpy(blob + po->item_off[c->op], &it, sizeof(it));
+			}
+		}
+		pfree(c);
+		pub_probe_send(po);
+	}
+	COMPLETION_END(e);
+}
+
+/*
+ * Send the next probes of po, up to the window; once every answer is in,
+ * send the multi again (or hand the publication back to be retried).
+ */
+static void
+pub_probe_send(PubOp *po)
+{
+	ZkEntry    *e;
+	char	   *blob = pub_blob(po, &e);
+
+	if (blob == NULL || po->probe_session != zk_cur_session)
+	{
+		/* its entry or session moved on without it */
+		if (po->probe_out > 0)
+			return;
+		if (po->scan != NULL)
+			scan_done_one(po->scan, false, 0);
+		pubop_free(po);
+		return;
+	}
+	while (!po->probe_failed && po->probe_out < ZKQ_PROBE_WINDOW &&
+		   po->probe_next < po->nops)
+	{
+		int			i = po->probe_next++;
+		ProbeCall  *c;
+
+		if (!pub_op_probeable(po, blob, i))
+			continue;
+		if (!zk_session_usable())
+		{
+			po->probe_failed = true;
+			break;
+		}
+		c = MemoryContextAlloc(q_context(), sizeof(ProbeCall));
+		c->po = po;
+		c->op = i;
+		if (zoo_aexists(zk_zh, po->paths[i], 0, pub_probe_done, c) != ZOK)
+		{
+			pfree(c);
+			po->probe_failed = true;
+			break;
+		}
+		po->probe_out++;
+	}
+	if (po->probe_out > 0 || (!po->probe_failed && po->probe_next < po->nops))
+		return;
+	po->probing = false;
+	if (po->probe_failed || !zk_session_usable())
+	{
+		/* as after a lost reply: the whole publication again, later */
+		if (e != NULL)
+		{
+			e->delete_inflight = false;
+			zk_retry_later(e);
+		}
+		else if (po->scan != NULL)
+			scan_done_one(po->scan, false, 0);
+		pubop_free(po);
+		return;
+	}
+	pub_resend(po, e);
+}
+
+/* Start the probe pass after op "at" of po failed as done; true: started */
+static bool
+pub_probe_start(PubOp *po, int at)
+{
+	po->probing = true;
+	po->probe_failed = false;
+	po->probe_next = at + 1;
+	po->probe_out = 0;
+	po->probe_session = zk_cur_session;
+	pub_probe_send(po);
+	return true;
+}
+
+/* The multi again, built anew from the blob without the skipped ops */
+static void
+pub_resend(PubOp *po, ZkEntry *e)
+{
+	bool		sent = pub_send(po);
+
+	if (sent)
+		return;
+	if (e != NULL)
+	{
+		e->delete_inflight = false;
+		zk_retry_later(e);
+	}
+	else if (po->scan != NULL)
+		scan_done_one(po->scan, false, 0);
+	pubop_free(po);
 }
 
 /*
@@ -1366,6 +1601,7 @@ publish_done(int rc, const void *data)
 	bool		applied;
 	bool		missing_parent = false;
 	bool		keep = false;
+	int			at = 0;
 	int			i;
 
 	COMPLETION_BEGIN
@@ -1407,27 +1643,19 @@ publish_done(int rc, const void *data)
 			}
 		}
 		else if (!applied && zk_rc_definite(rc) && zk_session_usable() &&
-			(e != NULL || po->scan != NULL) &&
-			skip_done_op(po, e != NULL ? dsa_get_address(zk_dsa(), e->blob) : po->blob))
+				 (e != NULL || po->scan != NULL) &&
+				 skip_done_op(po, e != NULL ? dsa_get_address(zk_dsa(), e->blob) : po->blob,
+							  &at))
 		{
-			/* an op found its work done: again without it */
-			bool		sent;
-
-			if (e != NULL)
-			{
-				sent = send_publish(dsa_get_address(zk_dsa(), e->blob), po->tpath,
-									po->idx, po->gen, NULL, e->parents_tried);
-				e->delete_inflight = sent;
-				if (!sent)
-					zk_retry_later(e);
-			}
+			/*
+			 * an op found its work done: again without it; from the second
+			 * time on, after probing the ops behind it ("Ops found done")
+			 */
+			keep = true;
+			if (po->skips++ >= 1 && at + 1 < po->nops)
+				(void) pub_probe_start(po, at);
 			else
-			{
-				sent = send_publish(po->blob, po->tpath, ZKLOCK_NO_ENTRY,
-									ZKLOCK_NO_ENTRY, po->scan, true);
-				if (!sent)
-					scan_done_one(po->scan, false, 0);
-			}
+				pub_resend(po, e);
 		}
 		else if (e != NULL)
 		{
