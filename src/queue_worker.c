@@ -507,7 +507,6 @@ typedef struct PubOp
 	int			tries;			/* sent again after a naming conflict */
 	int			skips;			/* sent again after an op found done */
 	/* the probe pass ("Ops found done"), while it runs */
-	bool		probing;
 	bool		probe_failed;	/* a probe's answer was lost */
 	int			probe_next;		/* the next op to probe */
 	int			probe_out;		/* probes in flight */
@@ -969,7 +968,7 @@ cmp_cstrings(const void *a, const void *b)
 /*
  * Before the multi: creates for the parents of its ops' creates, pipelined
  * (they cost no wait, so always), once per distinct parent: the arrivals
- * of one transaction share theirs, and a creates per op would make a
+ * of one transaction share theirs, and creates per op would make a
  * publication of n arrivals cost 3n requests more.
  */
 static void
@@ -1524,7 +1523,6 @@ pub_probe_send(PubOp *po)
 	}
 	if (po->probe_out > 0 || (!po->probe_failed && po->probe_next < po->nops))
 		return;
-	po->probing = false;
 	if (po->probe_failed || !zk_session_usable())
 	{
 		/* as after a lost reply: the whole publication again, later */
@@ -1545,7 +1543,6 @@ pub_probe_send(PubOp *po)
 static bool
 pub_probe_start(PubOp *po, int at)
 {
-	po->probing = true;
 	po->probe_failed = false;
 	po->probe_next = at + 1;
 	po->probe_out = 0;
