@@ -132,7 +132,8 @@ CREATE FUNCTION zk_status(
     OUT leaderships bigint,
     OUT semaphore_leases bigint,
     OUT semaphore_refusals bigint,
-    OUT queues_tracked integer)
+    OUT queues_tracked integer,
+    OUT publications_blocked integer)
 RETURNS record
 AS 'MODULE_PATHNAME', 'zk_status'
 LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;

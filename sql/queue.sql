@@ -76,7 +76,7 @@ SELECT n, priority, payload, body IS NULL AS no_body, body::bytea = payload AS b
   FROM zk_queue_peek('regress_q1') WITH ORDINALITY AS p(msg_id, priority, enqueued_at, payload, body, n);
 SELECT body AS first_body FROM zk_queue_peek('regress_q1', 1);
 SELECT body = 'héllo' AS utf8_body FROM zk_queue_peek('regress_q1') WHERE payload = '\x68c3a96c6c6f';
--- msg_id grows along the queue (it is the entry's czxid)
+-- msg_id grows along the queue (it is 2^62 + the entry's czxid * 1024 + its sequence number)
 SELECT bool_and(msg_id > prev) AS ids_increase, count(*) AS items
   FROM (SELECT msg_id, lag(msg_id) OVER (ORDER BY n) AS prev
           FROM zk_queue_peek('regress_q1') WITH ORDINALITY AS p(msg_id, priority, enqueued_at, payload, body, n)) s;

@@ -479,21 +479,41 @@ zk_queue_node_priority(const char *child, int *priority)
 }
 
 /*
- * An item's msg_id: items published by one transaction are created by one
- * multi and share its czxid, so the czxid is shifted left by 10 bits and
- * the low 10 bits of the item's sequence number are added (a transaction
- * publishes at most ZKQ_TXN_QUEUE_ITEMS items into one queue, whose
- * sequence numbers are consecutive).  Unique within a queue; increasing
- * from one publication to the next.
+ * An item's msg_id: 2^62 + czxid * 1024 + seq, where seq is the number in
+ * the item's name (entry-PPP-<seq>).
+ *
+ * Within one incarnation of a queue's entries node the number of an item
+ * grows with its creation: ZooKeeper names a sequential child after its
+ * parent's count of child changes, and a transaction's (multi's) items in
+ * one queue get consecutive numbers (zklock's own names past the counter's
+ * end are handed out in commit order too).  So of two items the later one
+ * has the larger czxid (another transaction) or the same czxid and a
+ * larger number, and czxid * 1024 + seq is strictly larger: unique within
+ * the queue for any producer, whatever the size of one multi (kazoo's
+ * put_all of more than 1,024 items included).
+ *
+ * The 2^62 keeps these ids apart from the earlier definition, (czxid <<
+ * 10) | (seq & 1023), which is below 2^62 for every epoch below 2^20: an id
+ * an application stored before an upgrade never equals a new one, and new
+ * ids are larger.  The arithmetic stays below 2^62 while the czxid's epoch
+ * is below 2^20 (a million leader elections); beyond that it wraps within
+ * the 62 bits.  A number printed negative (ZooKeeper's counter past 2^31)
+ * counts from 2^32.
  */
+#define ZKQ_MSG_ID_BASE		(UINT64CONST(1) << 62)
+
 int64
 zk_queue_msg_id(int64 czxid, const char *node)
 {
 	int64		seq = 0;
+	uint64		v;
 
 	if (strlen(node) > 10)
 		seq = strtoll(node + 10, NULL, 10);
-	return (int64) (((uint64) czxid << 10) | ((uint64) seq & 1023));
+	if (seq < 0)
+		seq += INT64CONST(4294967296);
+	v = (uint64) czxid * 1024 + (uint64) seq;
+	return (int64) (ZKQ_MSG_ID_BASE | (v & (ZKQ_MSG_ID_BASE - 1)));
 }
 
 /*

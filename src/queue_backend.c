@@ -439,6 +439,20 @@ queue_pre_commit(void)
 	/* a pre-commit failure aborts the transaction; abort lets go of it */
 	outcome = zk_wait_outcome(pub_idx, -1, ZK_ANSWER_AT_COMMIT,
 						  "publish the queue items of this transaction");
+	if (outcome == ZKO_BUSY)
+	{
+		/* ZooKeeper would refuse it after the commit record: fail now */
+		char		msg[ZKLOCK_ERRMSG_MAX];
+
+		zk_backend_lock(LW_SHARED);
+		strlcpy(msg, zk_entry(pub_idx)->errmsg, sizeof(msg));
+		LWLockRelease(zk_ctl->lock);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot open a zookeeper gate whose node has children"),
+				 errdetail("%s; the transaction is rolled back.", msg),
+				 errhint("Remove the other client's children of the gate node (or let that client open the gate), then retry the transaction.")));
+	}
 	if (outcome != ZKO_GRANTED)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
@@ -829,13 +843,37 @@ queue_xact_end(bool commit)
 			TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 															zklock_commit_timeout);
 
+			bool		blocked = false;
+			char		msg[ZKLOCK_ERRMSG_MAX];
+
+			msg[0] = '\0';
 			while (zk_entry(idx)->gen == gen && GetCurrentTimestamp() < until)
 			{
+				/* ZooKeeper refused it for good: say so now, and why */
+				if (zk_entry(idx)->pub_blocked &&
+					zk_backend_lock_timed(LW_SHARED, 20))
+				{
+					ZkEntry    *pe = zk_entry(idx);
+
+					blocked = (pe->gen == gen && pe->pub_blocked);
+					if (blocked)
+						strlcpy(msg, pe->errmsg, sizeof(msg));
+					LWLockRelease(zk_ctl->lock);
+					if (blocked)
+						break;
+				}
 				(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 								 5, PG_WAIT_EXTENSION);
 				ResetLatch(MyLatch);
 			}
-			if (zk_entry(idx)->gen == gen)
+			if (blocked)
+				ereport(WARNING,
+						(errcode(ERRCODE_WARNING),
+						 errmsg("zookeeper refuses to publish the zklock work of this committed transaction"),
+						 errdetail("The transaction is committed, but its queue items and gate and arrival changes are not visible: %s.",
+								   msg),
+						 errhint("The zklock worker publishes them, all together, once ZooKeeper takes them: remove what blocks it (for a gate node, the other client's children under it); zk_status().publications_blocked counts such transactions.")));
+			else if (zk_entry(idx)->gen == gen)
 				ereport(WARNING,
 						(errmsg("the queue items of this transaction are committed but not yet visible in zookeeper"),
 						 errdetail("ZooKeeper did not take them within zklock.commit_timeout (%d ms).",

@@ -530,6 +530,12 @@ typedef struct PubOp
 	bool		ensure;			/* send the parents' creates first */
 	bool		waiting;		/* on pub_waits, for a queue's counter */
 	int			tries;			/* sent again after a naming conflict */
+	int			skips;			/* sent again after an op found done */
+	/* the probe pass ("Ops found done"), while it runs */
+	bool		probe_failed;	/* a probe's answer was lost */
+	int			probe_next;		/* the next op to probe */
+	int			probe_out;		/* probes in flight */
+	uint64		probe_session;	/* the session they were sent in */
 } PubOp;
 
 #define PUB_OTHER		0		/* the transaction node, a recipe's op */
@@ -606,6 +612,11 @@ blob_valid(const char *blob, int len)
 }
 
 static void publish_done(int rc, const void *data);
+static void qpub_drive(ZkEntry *e);
+static void pub_block(ZkEntry *e, PubOp *po, int rc);
+static void pub_unblock(ZkEntry *e);
+static void pub_block_resolve(PubOp *po, int rc);
+static void pub_txn_written(ZkEntry *e);
 static void pubop_free(PubOp *po);
 static bool pub_send(PubOp *po);
 static void seq_probe(QSeq *q);
@@ -973,6 +984,48 @@ pub_clear(PubOp *po)
 	po->nops = 0;
 }
 
+static int
+cmp_cstrings(const void *a, const void *b)
+{
+	return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+/*
+ * Before the multi: creates for the parents of its ops' creates, pipelined
+ * (they cost no wait, so always), once per distinct parent: the arrivals
+ * of one transaction share theirs, and creates per op would make a
+ * publication of n arrivals cost 3n requests more.
+ */
+static void
+pub_ensure_parents(PubOp *po, int nparents)
+{
+	char	  **parents = palloc(sizeof(char *) * nparents);
+	int			k = 0;
+	int			i;
+
+	for (i = 1; i < po->nops && k < nparents; i++)
+	{
+		char	   *slash;
+
+		if (po->opkind[i] != PUB_OTHER || po->ops[i].type != ZOO_CREATE_OP ||
+			po->paths[i] == NULL)
+			continue;
+		slash = strrchr(po->paths[i], '/');
+		if (slash == NULL || slash == po->paths[i])
+			continue;
+		parents[k++] = pnstrdup(po->paths[i], slash - po->paths[i]);
+	}
+	qsort(parents, k, sizeof(char *), cmp_cstrings);
+	for (i = 0; i < k; i++)
+	{
+		if (i == 0 || strcmp(parents[i], parents[i - 1]) != 0)
+			send_ensure_path(parents[i]);
+	}
+	for (i = 0; i < k; i++)
+		pfree(parents[i]);
+	pfree(parents);
+}
+
 /*
  * Build the multi from the blob and send it; or, when a queue that names
  * its items itself needs its next read first, wait on pub_waits (true).
@@ -994,6 +1047,7 @@ pub_send(PubOp *po)
 	int			rc;
 	bool		wait = false;
 	bool		seq_failed = false;
+	int			nparents = 0;
 
 	if (po->blob != NULL)
 		blob = po->blob;
@@ -1168,12 +1222,8 @@ pub_send(PubOp *po)
 				po->paths[n] = psprintf("%s/%s", zklock_root, qname);
 				if ((it.priority & ZKQ_OP_MASK) == ZKQ_OP_CREATE)
 				{
-					/* pipelined, so they cost no wait: always */
-					char	   *slash = strrchr(po->paths[n], '/');
-
-					*slash = '\0';
-					send_ensure_path(po->paths[n]);
-					*slash = '/';
+					/* its parents: ensured below, once per parent */
+					nparents++;
 					zoo_create_op_init(&po->ops[n], po->paths[n], p, (int) it.plen,
 									   &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
 				}
@@ -1225,6 +1275,8 @@ pub_send(PubOp *po)
 	pfree(qcount);
 	pfree(qused);
 	MemoryContextSwitchTo(old);
+	if (nparents > 0)
+		pub_ensure_parents(po, nparents);
 	rc = zoo_amulti(zk_zh, po->nops, po->ops, po->res, publish_done, po);
 	return rc == ZOK;
 }
@@ -1326,10 +1378,11 @@ pub_naming_conflict(PubOp *po)
 /*
  * A definite failure of the publishing multi: is it an op that found its
  * work already done (the node it creates exists, the node it deletes is
- * gone)?  Then mark it skipped in blob and say so: the multi goes again.
+ * gone)?  Then mark it skipped in blob and say so (*at: its index): the
+ * multi goes again.
  */
 static bool
-skip_done_op(PubOp *po, char *blob)
+skip_done_op(PubOp *po, char *blob, int *at)
 {
 	int			i;
 
@@ -1350,11 +1403,195 @@ skip_done_op(PubOp *po, char *blob)
 		{
 			it.priority |= ZKQ_OP_SKIP;
 			memcpy(blob + po->item_off[i], &it, sizeof(it));
+			*at = i;
 			return true;
 		}
 		return false;
 	}
 	return false;
+}
+
+/* ------------------------------------------------------------------------
+ * Ops found done
+ *
+ * ZooKeeper stops a multi at its first failing op and reports nothing about
+ * the ops after it.  A transaction that arrives n participants who have all
+ * arrived already (a rerun of a step) would cost n multis of n, n-1, ...
+ * ops, one op skipped each time: quadratic.  So from the second such
+ * failure of one publication on, the ops after the failing one are probed
+ * first, one exists each, at most ZKQ_PROBE_WINDOW in flight (each answer
+ * sends the next, so a turn of the worker does bounded work), every op
+ * found done is marked skipped, and then the multi goes again: about n + 3
+ * requests.  An op done meanwhile by someone else fails that multi again
+ * and is skipped then; every round skips at least one op, so it ends.
+ * ------------------------------------------------------------------------
+ */
+#define ZKQ_PROBE_WINDOW	256
+
+typedef struct ProbeCall
+{
+	PubOp	   *po;
+	int			op;				/* index in po->ops */
+} ProbeCall;
+
+static void pub_probe_send(PubOp *po);
+static void pub_resend(PubOp *po, ZkEntry *e);
+
+/* the blob a PubOp marks skipped ops in, or NULL when its entry is gone */
+static char *
+pub_blob(PubOp *po, ZkEntry **ep)
+{
+	*ep = NULL;
+	if (po->gen != ZKLOCK_NO_ENTRY)
+	{
+		ZkEntry    *pe = zk_entry(po->idx);
+
+		if (pe->gen != po->gen || pe->state == ZKE_FREE || !DsaPointerIsValid(pe->blob))
+			return NULL;
+		*ep = pe;
+		return dsa_get_address(zk_dsa(), pe->blob);
+	}
+	return po->blob;
+}
+
+/* is op i of po an op (not a queue item) that could be found done? */
+static bool
+pub_op_probeable(PubOp *po, const char *blob, int i)
+{
+	ZkTxnItem	it;
+
+	if (po->opkind[i] != PUB_OTHER || po->item_off[i] == 0)
+		return false;
+	memcpy(&it, blob + po->item_off[i], sizeof(it));
+	return ZKQ_IS_OP(it.priority) && (it.priority & ZKQ_OP_SKIP) == 0;
+}
+
+static void
+pub_probe_done(int rc, const struct Stat *stat, const void *data)
+{
+	ProbeCall  *c = (ProbeCall *) data;
+	PubOp	   *po = c->po;
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		ZkEntry    *pe;
+		char	   *blob = pub_blob(po, &pe);
+
+		e = pe;
+		po->probe_out--;
+		if (!zk_rc_definite(rc))
+			po->probe_failed = true;
+		else if (blob != NULL)
+		{
+			ZkTxnItem	it;
+			int			op;
+
+			memcpy(&it, blob + po->item_off[c->op], sizeof(it));
+			op = it.priority & ZKQ_OP_MASK;
+			if ((op == ZKQ_OP_CREATE && rc == ZOK) ||
+				(op == ZKQ_OP_DELETE && rc == ZNONODE))
+			{
+				it.priority |= ZKQ_OP_SKIP;
+				memcpy(blob + po->item_off[c->op], &it, sizeof(it));
+			}
+		}
+		pfree(c);
+		pub_probe_send(po);
+	}
+	COMPLETION_END(e);
+}
+
+/*
+ * Send the next probes of po, up to the window; once every answer is in,
+ * send the multi again (or hand the publication back to be retried).
+ */
+static void
+pub_probe_send(PubOp *po)
+{
+	ZkEntry    *e;
+	char	   *blob = pub_blob(po, &e);
+
+	if (blob == NULL || po->probe_session != zk_cur_session)
+	{
+		/* its entry or session moved on without it */
+		if (po->probe_out > 0)
+			return;
+		if (po->scan != NULL)
+			scan_done_one(po->scan, false, 0);
+		pubop_free(po);
+		return;
+	}
+	while (!po->probe_failed && po->probe_out < ZKQ_PROBE_WINDOW &&
+		   po->probe_next < po->nops)
+	{
+		int			i = po->probe_next++;
+		ProbeCall  *c;
+
+		if (!pub_op_probeable(po, blob, i))
+			continue;
+		if (!zk_session_usable())
+		{
+			po->probe_failed = true;
+			break;
+		}
+		c = MemoryContextAlloc(q_context(), sizeof(ProbeCall));
+		c->po = po;
+		c->op = i;
+		if (zoo_aexists(zk_zh, po->paths[i], 0, pub_probe_done, c) != ZOK)
+		{
+			pfree(c);
+			po->probe_failed = true;
+			break;
+		}
+		po->probe_out++;
+	}
+	if (po->probe_out > 0 || (!po->probe_failed && po->probe_next < po->nops))
+		return;
+	if (po->probe_failed || !zk_session_usable())
+	{
+		/* as after a lost reply: the whole publication again, later */
+		if (e != NULL)
+		{
+			e->delete_inflight = false;
+			zk_retry_later(e);
+		}
+		else if (po->scan != NULL)
+			scan_done_one(po->scan, false, 0);
+		pubop_free(po);
+		return;
+	}
+	pub_resend(po, e);
+}
+
+/* Start the probe pass after op "at" of po failed as done; true: started */
+static bool
+pub_probe_start(PubOp *po, int at)
+{
+	po->probe_failed = false;
+	po->probe_next = at + 1;
+	po->probe_out = 0;
+	po->probe_session = zk_cur_session;
+	pub_probe_send(po);
+	return true;
+}
+
+/* The multi again, built anew from the blob without the skipped ops */
+static void
+pub_resend(PubOp *po, ZkEntry *e)
+{
+	bool		sent = pub_send(po);
+
+	if (sent)
+		return;
+	if (e != NULL)
+	{
+		e->delete_inflight = false;
+		zk_retry_later(e);
+	}
+	else if (po->scan != NULL)
+		scan_done_one(po->scan, false, 0);
+	pubop_free(po);
 }
 
 /*
@@ -1383,6 +1620,187 @@ seq_exhausted(PubOp *po)
 	return NULL;
 }
 
+/* ------------------------------------------------------------------------
+ * Publications ZooKeeper refuses
+ *
+ * A committed transaction's publication can fail for good: a gate node that
+ * another client gave children cannot be deleted (zk_gate_open), a parent
+ * another client made ephemeral takes no children, an ACL refuses us, a
+ * queue's names ran out.  What can be seen before the commit record is
+ * checked then (send_txn_create: a gate node's children), and fails the
+ * COMMIT.  What happens after it cannot fail the COMMIT any more: the entry
+ * is kept (pub_blocked, zk_status().publications_blocked counts it), the
+ * COMMIT that waits for it returns with a WARNING saying why, the server
+ * log says it once with what to do, and the whole multi is tried again
+ * every 1, 2, 4 ... ZKQ_BLOCKED_MAX_MS until ZooKeeper takes it: nothing of
+ * the transaction is visible meanwhile, and nothing is dropped.  The
+ * settling pass's publications (after a crash) are counted the same way
+ * and the pass runs again after ZKQ_BLOCKED_RESOLVE_MS.
+ * ------------------------------------------------------------------------
+ */
+#define ZKQ_BLOCKED_FIRST_MS	1000
+#define ZKQ_BLOCKED_MAX_MS		10000
+#define ZKQ_BLOCKED_RESOLVE_MS	30000
+
+typedef struct Blocked
+{
+	uint32		idx;
+	uint32		gen;
+	TimestampTz due;
+	int			interval_ms;
+} Blocked;
+
+static List *pub_blocked_list = NIL;	/* Blocked * */
+static TimestampTz resolve_again_at = 0;
+
+/* Why ZooKeeper refused po's multi (rc), in words, into buf */
+static void
+pub_refusal(PubOp *po, int rc, char *buf, size_t len)
+{
+	const char *full = seq_exhausted(po);
+	int			i;
+
+	if (full != NULL)
+	{
+		snprintf(buf, len, "zookeeper's sequence counter of %s has run out, and naming the items from the queue's next node failed too",
+				 full);
+		return;
+	}
+	for (i = 0; i < po->nops; i++)
+	{
+		int			err = po->res[i].err;
+		const char *path = i == 0 ? po->tpath : po->paths[i];
+		bool		del = po->ops[i].type == ZOO_DELETE_OP;
+
+		if (err == ZOK || err == ZRUNTIMEINCONSISTENCY)
+			continue;
+		if (del && err == ZNOTEMPTY)
+			snprintf(buf, len, "zookeeper cannot delete %s: another client created children under it",
+					 path ? path : "?");
+		else
+			snprintf(buf, len, "zookeeper refused to %s %s: %s", del ? "delete" : "create",
+					 path ? path : "?", zerror(err));
+		return;
+	}
+	snprintf(buf, len, "zookeeper refused the publishing request: %s", zerror(rc));
+}
+
+static Blocked *
+blocked_find(ZkEntry *e)
+{
+	ListCell   *lc;
+
+	foreach(lc, pub_blocked_list)
+	{
+		Blocked    *b = lfirst(lc);
+
+		if (b->idx == zk_entry_index(e) && b->gen == e->gen)
+			return b;
+	}
+	return NULL;
+}
+
+/* A committed transaction's publication failed for good: keep it, retry */
+static void
+pub_block(ZkEntry *e, PubOp *po, int rc)
+{
+	char		why[ZKLOCK_ERRMSG_MAX];
+	Blocked    *b = blocked_find(e);
+
+	pub_refusal(po, rc, why, sizeof(why));
+	strlcpy(e->errmsg, why, sizeof(e->errmsg));
+	if (!e->pub_blocked)
+	{
+		e->pub_blocked = true;
+		zk_count(ZKCNT_ZK_ERRORS, 1);
+		ereport(WARNING,
+				(errmsg("zklock: zookeeper refuses to publish the work of committed transaction " UINT64_FORMAT ": %s",
+						e->fxid, why),
+				 errdetail("Its queue items and gate and arrival changes stay in the transaction node %s, none of them visible; the worker tries the whole publication again every %d s until ZooKeeper takes it.",
+						   po->tpath, ZKQ_BLOCKED_MAX_MS / 1000),
+				 errhint("Remove what blocks it (for a gate node: the other client's children under it); zk_status().publications_blocked counts the transactions waiting so.")));
+	}
+	if (b == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(q_context());
+
+		b = palloc0(sizeof(Blocked));
+		b->idx = zk_entry_index(e);
+		b->gen = e->gen;
+		b->interval_ms = ZKQ_BLOCKED_FIRST_MS;
+		pub_blocked_list = lappend(pub_blocked_list, b);
+		MemoryContextSwitchTo(old);
+	}
+	else
+		b->interval_ms = Min(b->interval_ms * 2, ZKQ_BLOCKED_MAX_MS);
+	b->due = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), b->interval_ms);
+}
+
+/* ... and ZooKeeper has taken it now */
+static void
+pub_unblock(ZkEntry *e)
+{
+	Blocked    *b = blocked_find(e);
+
+	if (b != NULL)
+	{
+		pub_blocked_list = list_delete_ptr(pub_blocked_list, b);
+		pfree(b);
+	}
+	e->pub_blocked = false;
+	ereport(LOG,
+			(errmsg("zklock: published the work of transaction " UINT64_FORMAT " that zookeeper had refused",
+					e->fxid)));
+}
+
+/* The settling pass's publication was refused: count it, run it again */
+static void
+pub_block_resolve(PubOp *po, int rc)
+{
+	char		why[ZKLOCK_ERRMSG_MAX];
+
+	pub_refusal(po, rc, why, sizeof(why));
+	zk_ctl->pubs_blocked_resolve++;
+	zk_count(ZKCNT_ZK_ERRORS, 1);
+	ereport(WARNING,
+			(errmsg("zklock: zookeeper refuses to publish the committed transaction node %s: %s",
+					po->tpath, why),
+			 errdetail("Its queue items and gate and arrival changes stay in that node, none of them visible; the worker settles it again every %d s until ZooKeeper takes it.",
+					   ZKQ_BLOCKED_RESOLVE_MS / 1000),
+			 errhint("Remove what blocks it (for a gate node: the other client's children under it); zk_status().publications_blocked counts the transactions waiting so.")));
+	resolve_again_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												   ZKQ_BLOCKED_RESOLVE_MS);
+}
+
+/* Every turn with a usable session: send the refused ones that are due */
+static void
+pub_blocked_tick(void)
+{
+	TimestampTz now;
+	ListCell   *lc;
+
+	if (pub_blocked_list == NIL)
+		return;
+	now = GetCurrentTimestamp();
+	foreach(lc, pub_blocked_list)
+	{
+		Blocked    *b = lfirst(lc);
+		ZkEntry    *e = zk_entry(b->idx);
+
+		if (e->gen != b->gen || e->state == ZKE_FREE || e->kind != ZKK_QPUB ||
+			!e->pub_blocked)
+		{
+			pub_blocked_list = foreach_delete_current(pub_blocked_list, lc);
+			pfree(b);
+			continue;
+		}
+		if (now < b->due || e->delete_inflight || e->create_inflight || e->on_retry)
+			continue;
+		b->due = TimestampTzPlusMilliseconds(now, b->interval_ms);
+		qpub_drive(e);
+	}
+}
+
 static void
 publish_done(int rc, const void *data)
 {
@@ -1391,6 +1809,7 @@ publish_done(int rc, const void *data)
 	bool		applied;
 	bool		missing_parent = false;
 	bool		keep = false;
+	int			at = 0;
 	int			i;
 
 	COMPLETION_BEGIN
@@ -1432,33 +1851,29 @@ publish_done(int rc, const void *data)
 			}
 		}
 		else if (!applied && zk_rc_definite(rc) && zk_session_usable() &&
-			(e != NULL || po->scan != NULL) &&
-			skip_done_op(po, e != NULL ? dsa_get_address(zk_dsa(), e->blob) : po->blob))
+				 (e != NULL || po->scan != NULL) &&
+				 skip_done_op(po, e != NULL ? dsa_get_address(zk_dsa(), e->blob) : po->blob,
+							  &at))
 		{
-			/* an op found its work done: again without it */
-			bool		sent;
-
-			if (e != NULL)
-			{
-				sent = send_publish(dsa_get_address(zk_dsa(), e->blob), po->tpath,
-									po->idx, po->gen, NULL, e->parents_tried);
-				e->delete_inflight = sent;
-				if (!sent)
-					zk_retry_later(e);
-			}
+			/*
+			 * an op found its work done: again without it; from the second
+			 * time on, after probing the ops behind it ("Ops found done")
+			 */
+			keep = true;
+			if (po->skips++ >= 1 && at + 1 < po->nops)
+				(void) pub_probe_start(po, at);
 			else
-			{
-				sent = send_publish(po->blob, po->tpath, ZKLOCK_NO_ENTRY,
-									ZKLOCK_NO_ENTRY, po->scan, true);
-				if (!sent)
-					scan_done_one(po->scan, false, 0);
-			}
+				pub_resend(po, e);
 		}
 		else if (e != NULL)
 		{
 			e->delete_inflight = false;
 			if (applied)
+			{
+				if (e->pub_blocked)
+					pub_unblock(e);
 				q_free_entry(e);
+			}
 			else if (!zk_rc_definite(rc))
 				zk_retry_later(e);
 			else if (missing_parent && e->errors < 3)
@@ -1467,29 +1882,17 @@ publish_done(int rc, const void *data)
 				e->parents_tried = true;
 				zk_retry_later(e);
 			}
+			else if (!zk_session_usable())
+				zk_retry_later(e);	/* judged once it is usable again */
 			else
-			{
-				const char *full = seq_exhausted(po);
-
-				if (full != NULL)
-					ereport(WARNING,
-							(errmsg("zklock: could not publish the items of transaction " UINT64_FORMAT ": zookeeper's sequence counter of %s has run out",
-									e->fxid, full),
-							 errdetail("ZooKeeper names a queue entry after its parent's count of child creates, a signed 32-bit number that has reached its end, and naming the items from the queue's next node failed too; the transaction node %s stays.",
-									   po->tpath),
-							 errhint("Consume or purge the queue, delete %s and the next node beside it (both are created again, with a new counter), then restart the zklock worker (SELECT pg_terminate_backend(worker_pid) FROM zk_status()) to publish the items kept.",
-									 full)));
-				else
-					ereport(WARNING,
-							(errmsg("zklock: could not publish the items of transaction " UINT64_FORMAT ": %s",
-									e->fxid, zerror(rc)),
-							 errdetail("The transaction node %s stays; the worker publishes it when it next starts.",
-									   po->tpath)));
-				q_free_entry(e);
-			}
+				pub_block(e, po, rc);	/* kept, and tried again later */
 		}
 		else if (po->scan != NULL)
+		{
+			if (!applied && zk_rc_definite(rc) && zk_session_usable())
+				pub_block_resolve(po, rc);
 			scan_done_one(po->scan, applied || zk_rc_definite(rc), applied && rc == ZOK ? 1 : 0);
+		}
 	}
 	COMPLETION_END(e);
 	if (!keep)
@@ -1511,18 +1914,50 @@ pub_set_done(int rc, const struct Stat *stat, const void *data)
 		{
 			e->create_inflight = false;
 			if (rc == ZOK)
-			{
-				e->state = ZKE_HELD;
-				if (e->released)
-					qclaim_drive(e);	/* dispatches on kind */
-				else
-					zk_finish(e, ZKO_GRANTED, 0, NULL);
-			}
+				pub_txn_written(e);
 			else
 				pub_create_done(rc, NULL, data);
 		}
 	}
 	COMPLETION_END(e);
+}
+
+/*
+ * A gate node's state before the commit record: its reply comes before the
+ * transaction node's (one session answers in order), which then refuses the
+ * COMMIT when the node has children (ZooKeeper could never delete it).
+ */
+static void
+pub_check_done(int rc, const struct Stat *stat, const void *data)
+{
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = zk_entry_of(data);
+		if (e != NULL && rc == ZOK && stat != NULL && stat->numChildren > 0 &&
+			!e->pub_refused)
+		{
+			e->pub_refused = true;
+			snprintf(e->errmsg, sizeof(e->errmsg),
+					 "The gate node that zk_gate_open would delete has %d %s that zklock did not create (another client's), and ZooKeeper does not delete a node with children",
+					 stat->numChildren, stat->numChildren == 1 ? "child" : "children");
+		}
+	}
+	COMPLETION_END(e);
+}
+
+/* The transaction node is there: answer the COMMIT that waits for it */
+static void
+pub_txn_written(ZkEntry *e)
+{
+	e->state = ZKE_HELD;
+	if (e->released)
+		qclaim_drive(e);		/* dispatches on kind */
+	else if (e->pub_refused)
+		zk_finish(e, ZKO_BUSY, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, NULL);
+	else
+		zk_finish(e, ZKO_GRANTED, 0, NULL);
 }
 
 static void
@@ -1533,6 +1968,7 @@ send_txn_create(ZkEntry *e)
 	const ZkTxnHeader *h = (const ZkTxnHeader *) blob;
 	int			rc;
 
+	e->pub_refused = false;
 	txn_path(h, tpath, sizeof(tpath));
 	if (!txns_parent_ok || e->parents_tried)
 	{
@@ -1556,7 +1992,21 @@ send_txn_create(ZkEntry *e)
 			p += sizeof(ZkTxnItem);
 			if (ZKQ_IS_OP(it.priority))
 			{
-				/* an op's parents are ensured when it is published */
+				/*
+				 * an op's parents are ensured when it is published; a delete
+				 * (a gate's opening) is looked at now: a node with children
+				 * cannot be deleted, and the COMMIT must fail before its
+				 * commit record, not after ("Publications ZooKeeper
+				 * refuses")
+				 */
+				if ((it.priority & ZKQ_OP_MASK) == ZKQ_OP_DELETE &&
+					(it.priority & ZKQ_OP_SKIP) == 0)
+				{
+					char		opath[ZK_PATH_MAX];
+
+					snprintf(opath, sizeof(opath), "%s/%.*s", zklock_root, (int) it.qlen, p);
+					(void) zoo_aexists(zk_zh, opath, 0, pub_check_done, zk_ctx_of(e));
+				}
 				p += it.qlen + it.plen;
 				continue;
 			}
@@ -1596,13 +2046,7 @@ pub_create_done(int rc, const char *value, const void *data)
 		{
 			e->create_inflight = false;
 			if (rc == ZOK)
-			{
-				e->state = ZKE_HELD;
-				if (e->released)
-					qclaim_drive(e);
-				else
-					zk_finish(e, ZKO_GRANTED, 0, NULL);
-			}
+				pub_txn_written(e);
 			else if (rc == ZNODEEXISTS)
 			{
 				/* ours by name: our first try, or a crashed incarnation's */
@@ -5060,11 +5504,19 @@ q_session_usable(void)
 	q_unwatch_idle();
 	q_resume_unflushed();
 	q_forget_idle();
+	pub_blocked_tick();
 	in_recovery = RecoveryInProgress();
 	if (was_in_recovery && !in_recovery)
 		resolve_needed = true;	/* started, or promoted */
 	was_in_recovery = in_recovery;
 	zk_history_turn();
+	if (resolve_again_at != 0 && !resolve_running &&
+		GetCurrentTimestamp() >= resolve_again_at)
+	{
+		/* a publication of the last pass was refused: try it again */
+		resolve_again_at = 0;
+		resolve_needed = true;
+	}
 	if (resolve_needed && !resolve_running && !in_recovery && zk_history_ready() &&
 		(resolve_not_before == 0 || GetCurrentTimestamp() >= resolve_not_before))
 	{
@@ -5072,6 +5524,7 @@ q_session_usable(void)
 
 		s->sysid = GetSystemIdentifier();
 		resolve_needed = false;
+		zk_ctl->pubs_blocked_resolve = 0;	/* this pass counts them anew */
 		resolve_running = true;
 		(void) scan_start(s);
 	}

@@ -178,6 +178,8 @@ zk_entry_alloc(void)
 	e->lease_version = 0;
 	e->blob = InvalidDsaPointer;
 	e->claims = InvalidDsaPointer;
+	e->pub_refused = false;
+	e->pub_blocked = false;
 	e->gen = gen;
 	e->next = ZKLOCK_NO_ENTRY;
 	e->state = ZKE_PENDING;

@@ -145,8 +145,8 @@ Datum
 zk_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		values[ZKCNT_NUM + 8];
-	bool		nulls[ZKCNT_NUM + 8];
+	Datum		values[ZKCNT_NUM + 9];
+	bool		nulls[ZKCNT_NUM + 9];
 	int			conn;
 	uint64		sid;
 	int			stimeout;
@@ -154,6 +154,7 @@ zk_status(PG_FUNCTION_ARGS)
 	int			used;
 	int			max;
 	int			tracked;
+	int			blocked;
 	char		servers[ZKLOCK_HOSTS_MAX];
 	char		sidbuf[32];
 	int			i;
@@ -171,6 +172,15 @@ zk_status(PG_FUNCTION_ARGS)
 	used = zk_ctl->used;
 	max = zk_ctl->max_entries;
 	tracked = zk_ctl->queues_tracked;
+	/* committed transactions whose zklock work ZooKeeper refuses */
+	blocked = zk_ctl->pubs_blocked_resolve;
+	for (i = 0; i < max; i++)
+	{
+		ZkEntry    *e = zk_entry(i);
+
+		if (e->state != ZKE_FREE && e->kind == ZKK_QPUB && e->pub_blocked)
+			blocked++;
+	}
 	strlcpy(servers, zk_ctl->servers, sizeof(servers));
 	LWLockRelease(zk_ctl->lock);
 
@@ -195,7 +205,8 @@ zk_status(PG_FUNCTION_ARGS)
 	for (i = 0; i < ZKCNT_NUM; i++)
 		values[n++] = Int64GetDatum((int64) pg_atomic_read_u64(&zk_ctl->counters[i]));
 	values[n++] = Int32GetDatum(tracked);
-	Assert(n == ZKCNT_NUM + 8);
+	values[n++] = Int32GetDatum(blocked);
+	Assert(n == ZKCNT_NUM + 9);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

@@ -723,6 +723,7 @@ zklock_worker_main(Datum arg)
 	zk_ctl->worker_pid = MyProcPid;
 	zk_ctl->worker_generation++;
 	zk_ctl->queues_tracked = 0; /* a new worker knows no queue yet */
+	zk_ctl->pubs_blocked_resolve = 0;	/* its settling pass counts anew */
 	zk_retry_forget_marks();
 	set_conn_state(zklock_hosts[0] == '\0' ? ZKC_NOT_CONFIGURED : ZKC_CONNECTING);
 	zk_worker_leave();

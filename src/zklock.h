@@ -212,6 +212,10 @@ typedef struct ZkEntry
 								 * out or held: no attempt may be sent */
 	dsa_pointer blob;			/* QPUB: the items; QINFO: the answer */
 	dsa_pointer claims;			/* QCLAIM: ZkClaimRec[max_items] */
+	bool		pub_refused;	/* QPUB, before commit: ZooKeeper would
+								 * refuse an op (errmsg says why) */
+	bool		pub_blocked;	/* QPUB, committed: ZooKeeper refuses the
+								 * publication; retried (errmsg says why) */
 
 	/* the barrier recipes (barrier.h); zeroed at allocation */
 	uint8		bop;			/* ZkBarrierOp */
@@ -296,6 +300,8 @@ typedef struct ZkControl
 	pg_atomic_uint64 counters[ZKCNT_NUM];
 
 	int			queues_tracked; /* per-queue states the worker keeps */
+	int			pubs_blocked_resolve;	/* transaction nodes the settling
+										 * pass could not publish (refused) */
 
 	uint64		run_id;			/* this start of shared memory's run: names
 								 * its durable nodes (history.h) */

@@ -66,14 +66,14 @@ sub nodes_of
 
 sub entries { return nodes_of("$Q/$_[0]/entries"); }
 
-# the msg_id SQL gives the item of entry node $n (from nodes_of): the czxid
-# shifted left by 10 bits, plus the low 10 bits of the sequence number (the
-# items of one multi share a czxid)
+# the msg_id SQL gives the item of entry node $n (from nodes_of): 2^62 +
+# czxid * 1024 + the sequence number (the items of one multi share a czxid
+# and have consecutive sequence numbers)
 sub msg_id_of
 {
 	my ($n) = @_;
 	my ($seq) = $n->{name} =~ /(\d{10})$/;
-	return $n->{czxid} * 1024 + ($seq % 1024);
+	return (1 << 62) + $n->{czxid} * 1024 + $seq;
 }
 sub taken { return nodes_of("$Q/$_[0]/taken"); }
 
@@ -182,7 +182,7 @@ is(join(' ', map { $_->{name} =~ /^entry-(\d{3})-/ ? $1 : '?' } @ea), '101 102 1
 	'the priority is the 3-digit PPP of the entry name');
 is_deeply([ entry_payloads('two_b') ], [ 'b1', 'b2' ], 'payload bytes are the node data');
 # one multi gives one czxid: msg_id tells the items apart within a queue by
-# the low bits of their sequence numbers (queues count their own sequences)
+# their sequence numbers (queues count their own sequences)
 my @ta = split /\n/, sql("SELECT msg_id FROM zk_queue_peek('two_a')");
 my @tb = split /\n/, sql("SELECT msg_id FROM zk_queue_peek('two_b')");
 is(scalar(keys %{ { map { $_ => 1 } @ta } }) . '+' . scalar(keys %{ { map { $_ => 1 } @tb } }),

@@ -4,7 +4,8 @@
 #
 # kazoo's items, put with several priorities (put and put_all), are
 # dequeued by SQL in priority then FIFO order with their exact bytes, and
-# msg_id = (czxid << 10) + the low 10 bits of the entry's sequence number.
+# msg_id = 2^62 + czxid * 1024 + the entry's sequence number.  A kazoo
+# put_all of 1,500 items (one multi, one czxid) gives 1,500 distinct msg_ids.
 # SQL's items are published to a waiting kazoo consumer only at COMMIT, all
 # together, and kazoo gets and consumes them in order with their exact
 # bytes.  Neither takes an item the other has claimed: while SQL holds a
@@ -36,14 +37,14 @@ my $Q = '/zklock/queues';
 
 sub hexof { return unpack('H*', $_[0]); }
 
-# the msg_id SQL gives the item of entry node $n (from nodes_of): the czxid
-# shifted left by 10 bits, plus the low 10 bits of the sequence number (the
-# items of one multi share a czxid)
+# the msg_id SQL gives the item of entry node $n (from nodes_of): 2^62 +
+# czxid * 1024 + the sequence number (the items of one multi share a czxid
+# and have consecutive sequence numbers)
 sub msg_id_of
 {
 	my ($n) = @_;
 	my ($seq) = $n->{name} =~ /(\d{10})$/;
-	return $n->{czxid} * 1024 + ($seq % 1024);
+	return (1 << 62) + $n->{czxid} * 1024 + $seq;
 }
 
 sub sql { return $node->safe_psql('postgres', $_[0]); }
@@ -277,9 +278,33 @@ ok(time() - $t1 < 5, 'late: at once, not after its timeout (' . sprintf('%.2f s'
 ok(drained('late'), 'late: consumed');
 
 #
+# msg_id within one kazoo put_all of more than 1,024 items: one multi, so
+# one czxid for all; every dequeued msg_id is distinct, is the one the
+# entry's czxid and sequence number give, and grows in queue order
+#
+$P = "$Q/bulk";
+my $NBULK = 1500;
+is($kz->cmd("putall $P 100 " . join(',', map { hexof("b$_") } 1 .. $NBULK), 60), 'ok',
+	"bulk: kazoo put_all of $NBULK items in one transaction");
+my @bent = nodes_of("$P/entries");
+is(scalar(@bent), $NBULK, "bulk: $NBULK entries");
+is(scalar(keys %{ { map { $_->{czxid} => 1 } @bent } }), 1, 'bulk: all share one czxid');
+my @bids;
+foreach my $round (1 .. 2)
+{
+	push @bids, split /\n/, sql("SELECT msg_id FROM zk_try_dequeue('bulk', 1000)");
+}
+is(scalar(@bids), $NBULK, "bulk: SQL dequeued the $NBULK items (1000 + 500)");
+is(scalar(keys %{ { map { $_ => 1 } @bids } }), $NBULK, "bulk: $NBULK distinct msg_ids")
+  or do { my %c; $c{$_}++ foreach @bids; diag 'repeated: ' . join(' ', grep { $c{$_} > 1 } sort keys %c); };
+is_deeply(\@bids, [ map { msg_id_of($_) } @bent ], 'bulk: each msg_id is 2^62 + czxid * 1024 + its sequence number');
+is(scalar(grep { $bids[$_] <= $bids[ $_ - 1 ] } 1 .. $#bids), 0, 'bulk: msg_id grows in queue order');
+ok(drained('bulk'), 'bulk: consumed');
+
+#
 # At the end: nothing left anywhere under the queues
 #
-foreach my $q (qw(k2s s2k shared fresh gone mix late))
+foreach my $q (qw(k2s s2k shared fresh gone mix late bulk))
 {
 	is(zk_count($zk, "$Q/$q/entries") . '/' . zk_count($zk, "$Q/$q/taken"), '0/0', "$q: no entry, no claim");
 }
