@@ -226,10 +226,18 @@ session_event(zhandle_t *h, int state)
 					(errmsg("zklock: reconnected zookeeper session 0x%llx to %s",
 							(unsigned long long) sid, server ? server : "?")));
 		}
+		/*
+		 * A new session was created by the quorum: proof of life.  A
+		 * session taken up again is not: a server cut off from its quorum
+		 * accepts it while the leader expires it.  The next answered sync
+		 * (sent at once) proves it.
+		 */
+		if (sid != last_session_id)
+			zk_ctl->last_contact = GetCurrentTimestamp();
+		probe_sent_at = 0;
 		last_session_id = sid;
 		zk_ctl->session_id = sid;
 		zk_ctl->session_timeout = zoo_recv_timeout(h);
-		zk_ctl->last_contact = GetCurrentTimestamp();
 		strlcpy(zk_ctl->current_server, server ? server : "",
 				sizeof(zk_ctl->current_server));
 		set_conn_state(ZKC_CONNECTED);
