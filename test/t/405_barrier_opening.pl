@@ -15,10 +15,22 @@
 # watches "ready" itself, and its creation opens every member that had
 # joined: in every round all three enters and all three leaves succeed,
 # promptly, and nothing is left in ZooKeeper.
+#
+# Part 2 (issue 22, item 7): three parties, two kazoo members and a SQL
+# member on A.  The first kazoo member waits; A joins, and the answer to
+# A's member create is held back by the proxy for 1.5 s (a worker stalled
+# for that long, well within its session); the second kazoo member counts
+# three, creates "ready", and both kazoo members pass and leave (which
+# deletes "ready" and every kazoo node but the lowest).  Until issue 22 A's
+# watch on "ready" was sent only once the create's answer came: it found
+# "ready" gone and at most two members, and waited for its full timeout
+# while the kazoo members' leave waited for it.  Now that watch goes right
+# behind the create, and the opening reaches A.
 
 use strict;
 use warnings FATAL => 'all';
 
+use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -63,6 +75,55 @@ foreach my $r (1 .. $rounds)
 	is(zk_wait_count($zk, "/zklock/barriers/$name", 0, 15), 1, "round $r: no member node left");
 }
 is($bad, 0, "in each of $rounds rounds every member entered and left, promptly");
+
+# ---- part 2: a kazoo member opens and leaves while A's create answer is held ----
+my $BAR = '/zklock/barriers';
+sub kazoo_member
+{
+	my ($name, $parties) = @_;
+	my $self = bless { stdin => '', stdout => '', stderr => '', zk => $zk }, 'ZkLockTest::Kazoo';
+	$self->{h} = IPC::Run::start(
+		[ $ZkLockTest::PYTHON, "$ZkLockTest::SRC/test/barrier_kazoo.py", $zk->{hosts}, "$BAR/$name", $parties ],
+		'<', \$self->{stdin}, '>', \$self->{stdout}, '2>', \$self->{stderr});
+	my $l = $self->read_line(30);
+	die "barrier_kazoo.py did not start: " . ($l // 'no answer') . " $self->{stderr}"
+	  unless defined $l && $l eq 'ready';
+	return $self;
+}
+my $bad2 = 0;
+foreach my $r (1 .. 3)
+{
+	my $name = "stall$r";
+	my ($k1, $k2) = (kazoo_member($name, 3), kazoo_member($name, 3));
+	is($k1->cmd('enter'), 'entering', "round $r: the first kazoo member waits");
+	proxy_cmd($p, 'delay-replies create2 1500');
+	$s[0]->send("SELECT zk_barrier_enter('$name', 3, '8s'), zk_barrier_leave('$name', '8s')");
+	# A's member node is in ZooKeeper (its answer is still held)
+	my $in = wait_until(sub { scalar(grep { $_ ne 'ready' } zk_children($zk, "$BAR/$name")) == 2 }, 10);
+	my @got = ('nothing', 'nothing');
+	if ($in && $k2->cmd('enter') eq 'entering')
+	{
+		@got = map { $_->read_line(10) // 'nothing' } ($k1, $k2);
+		if ($got[0] eq 'entered' && $got[1] eq 'entered')
+		{
+			$_->send('leave') for ($k1, $k2);
+			@got = map {
+				my $l = $_->read_line(10) // 'nothing';
+				$l eq 'leaving' ? ($_->read_line(20) // 'nothing') : $l
+			} ($k1, $k2);
+		}
+	}
+	my $res = $s[0]->wait(30);
+	proxy_cmd($p, 'reset');
+	my $ok = $in && "@got" eq 'left left' && ($res->{out} // '') eq 't|t';
+	$bad2++ unless $ok;
+	ok($ok, "round $r: A's member passed the opening the kazoo members made, and all left")
+	  or diag sprintf('A: %s %s %.2f s; kazoo: %s', $res->{out} // '?', $res->{sqlstate} // '',
+		$res->{elapsed} // -1, "@got");
+	$_->cmd('quit') for ($k1, $k2);
+	is(zk_wait_count($zk, "$BAR/$name", 0, 15), 1, "round $r: no member node left");
+}
+is($bad2, 0, 'A never missed the opening while its create answer was held');
 
 $_->quit foreach @s;
 done_testing();
