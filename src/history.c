@@ -620,9 +620,65 @@ survey_one_done(void)
 	}
 }
 
+/*
+ * A run found without "live" counts as dead only once it has stayed so for
+ * a session timeout and 3 s: a live server whose session expired registers
+ * again on its new session within that, and must not be taken over
+ * meanwhile.  (A crashed predecessor's session was closed at its restart:
+ * this is the delay before its claims are settled.)
+ */
+#define DEAD_SEEN_MAX 64
+static uint64 dead_run[DEAD_SEEN_MAX];
+static TimestampTz dead_since[DEAD_SEEN_MAX];
+static int	ndead = 0;
+
+static void
+forget_dead(uint64 run)
+{
+	int			i;
+
+	for (i = 0; i < ndead; i++)
+		if (dead_run[i] == run)
+		{
+			dead_run[i] = dead_run[ndead - 1];
+			dead_since[i] = dead_since[ndead - 1];
+			ndead--;
+			return;
+		}
+}
+
+static bool
+dead_long_enough(uint64 run)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	int			grace = Max(zklock_session_timeout, zk_ctl->session_timeout) + 3000;
+	int			i;
+
+	for (i = 0; i < ndead; i++)
+		if (dead_run[i] == run)
+		{
+			if (TimestampDifferenceExceeds(dead_since[i], now, grace))
+				return true;
+			survey_postponed = true;
+			return false;
+		}
+	if (ndead == DEAD_SEEN_MAX)
+	{
+		memmove(dead_run, dead_run + 1, sizeof(uint64) * (DEAD_SEEN_MAX - 1));
+		memmove(dead_since, dead_since + 1, sizeof(TimestampTz) * (DEAD_SEEN_MAX - 1));
+		ndead--;
+	}
+	dead_run[ndead] = run;
+	dead_since[ndead] = now;
+	ndead++;
+	survey_postponed = true;
+	return false;
+}
+
 static void
 run_live(RunRec *r)
 {
+	forget_dead(r->run);
 	if (ready_at != 0 &&
 		TimestampDifferenceExceeds(ready_at, GetCurrentTimestamp(), hist_window_ms()))
 	{
@@ -706,7 +762,7 @@ survey_run_listed(int rc, const struct String_vector *sv,
 					run_live(r);
 				else if (!heir)
 				{
-					r->status = ZKR_DEAD;
+					r->status = dead_long_enough(r->run) ? ZKR_DEAD : ZKR_LIVE;
 					r->version = stat ? stat->version : -1;
 				}
 			}

@@ -298,6 +298,11 @@ def main(argv):
     fig["faults"] = dict(sorted(collections.Counter(f["kind"] for f in faults
                                                     if f["action"] == "inject").items()))
     fig["fault_errors"] = sum(1 for f in faults if f["action"] == "error")
+    # a copy of a cluster (pg_clone) must say it is a copy of the live original
+    fig["clones"] = sum(1 for f in faults if f["kind"] == "pg_clone" and f["action"] == "inject")
+    fig["clones_not_copy"] = sum(1 for f in faults if f["kind"] == "pg_clone"
+                                 and f["action"] == "error" and "did not say" in f.get("error", ""))
+    fig["partitions"] = sum(1 for f in faults if f["kind"] == "zk_partition" and f["action"] == "inject")
     wc = [f for f in faults if f["kind"] == "worker_cancel" and f["action"] == "heal"]
     fig["worker_cancel_killed_worker"] = sum(1 for f in wc if not f.get("worker_survived"))
     fig["expiry_path"] = fig["refused_commits"].get("40001", 0) + fig["lost_lock_errors"]
@@ -416,6 +421,9 @@ def main(argv):
         anomalies.append("unexpected worker exits: " + "; ".join(exits))
     if fig["heal_problems"]:
         anomalies.append("heal problems: %s" % fig["heal_problems"])
+    if fig["clones_not_copy"]:
+        anomalies.append("%d copies of a cluster did not leave the live original's run alone"
+                         % fig["clones_not_copy"])
     brecs = load_jsonl(os.path.join(d, "barrier.jsonl")) \
         if os.path.exists(os.path.join(d, "barrier.jsonl")) else []
     bfig, banom = barrier_client.check(brecs, run.get("barrier_k", 0),
@@ -447,7 +455,8 @@ def main(argv):
           % (fig["mode"], fig["seconds"], fig["quiet_seconds"], fig["clients"], ",".join(fig["names"])))
     for k in ("attempts", "committed", "committed_shared", "outcomes", "refused_commits",
               "lost_lock_errors", "body_failures", "lock_failures", "connection_lost",
-              "commit_outcome_unknown", "faults", "fault_errors", "worker_cancel_killed_worker",
+              "commit_outcome_unknown", "faults", "fault_errors", "clones", "clones_not_copy",
+              "partitions", "worker_cancel_killed_worker",
               "expiry_path", "overlaps", "inversions", "token_mismatch", "orphans", "watches",
               "entries_left", "progress", "progress_names", "hangs", "slow_lock_calls",
               "lock_call_max_s", "cancels_effective", "cancel_latency_max_s", "slow_cancels",

@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 
 import psycopg2
@@ -60,6 +61,19 @@ def free_ports(n_zk=3, n_pg=2, tries=200):
     raise RuntimeError("no free ports found")
 
 
+def free_plain_ports(n, avoid=(), tries=2000):
+    """n distinct free ports in 40000..59999 (none of avoid)."""
+    rnd = random.SystemRandom()
+    got = []
+    for _ in range(tries):
+        p = rnd.randrange(40000, 60000)
+        if p not in got and p not in avoid and port_free(p):
+            got.append(p)
+            if len(got) == n:
+                return got
+    raise RuntimeError("no free ports found")
+
+
 def pg_bindir():
     """Directory of initdb/pg_ctl (PATH first, else pg_config --bindir)."""
     p = shutil.which("initdb")
@@ -77,11 +91,16 @@ def pg_bindir():
 class Ensemble:
     """Three ZooKeeper servers in DIR/s1..s3, run by tools/zk.sh."""
 
-    def __init__(self, zk_sh, directory, ports):
+    def __init__(self, zk_sh, directory, ports, blackhole=None):
         self.zk_sh = zk_sh
         self.dir = os.path.abspath(directory)
         self.ports = list(ports)
         self.hosts = ",".join("127.0.0.1:%d" % p for p in self.ports)
+        # blackhole: test/blackhole.py, to route every link between two
+        # servers through it so that one server can be cut off (partition)
+        self.blackhole = blackhole
+        self.bh_proc = None
+        self.bh_ctl = None
 
     def sdir(self, i):
         return os.path.join(self.dir, "s%d" % i)
@@ -93,7 +112,63 @@ class Ensemble:
         rc, out, err = self.zk("start-ensemble", self.dir, *self.ports, timeout=180)
         if rc != 0:
             raise RuntimeError("could not start the ensemble (rc %s):\n%s\n%s" % (rc, out, err))
+        if self.blackhole is not None:
+            self._route_through_blackhole()
+            rc, out, err = self.zk("start-ensemble", self.dir, *self.ports, timeout=180)
+            if rc != 0:
+                raise RuntimeError("could not restart the ensemble through the proxies (rc %s):\n%s\n%s"
+                                   % (rc, out, err))
         log(out.strip())
+
+    def _route_through_blackhole(self):
+        """Every server reaches each other one's quorum and election ports
+        through a port of blackhole.py tagged with both servers' numbers."""
+        self.zk("stop", self.dir, timeout=120)
+        ports = free_plain_ports(13, avoid=set(self.ports))
+        self.bh_ctl = ports.pop()
+        pairs = []
+        for i in (1, 2, 3):
+            f = os.path.join(self.sdir(i), "zoo.cfg")
+            with open(f) as fh:
+                cfg = fh.read()
+            for j in (1, 2, 3):
+                if j == i:
+                    continue
+                pj = self.ports[j - 1]
+                xq, xe = ports.pop(), ports.pop()
+                old = "server.%d=127.0.0.1:%d:%d" % (j, pj + 1000, pj + 2000)
+                if old not in cfg:
+                    raise RuntimeError("no %s in %s" % (old, f))
+                cfg = cfg.replace(old, "server.%d=127.0.0.1:%d:%d" % (j, xq, xe))
+                pairs += ["%d:%d:%d,%d" % (xq, pj + 1000, i, j), "%d:%d:%d,%d" % (xe, pj + 2000, i, j)]
+            with open(f, "w") as fh:
+                fh.write(cfg)
+        logf = open(os.path.join(self.dir, "blackhole.log"), "a")
+        self.bh_proc = subprocess.Popen([sys.executable, self.blackhole, str(self.bh_ctl)] + pairs,
+                                        stdout=logf, stderr=subprocess.STDOUT)
+        for _ in range(100):
+            if self.bh("stats") is not None:
+                return
+            time.sleep(0.1)
+        raise RuntimeError("blackhole.py does not answer")
+
+    def bh(self, command):
+        """One command to blackhole.py; its answer, or None."""
+        if self.bh_ctl is None:
+            return None
+        try:
+            with socket.create_connection(("127.0.0.1", self.bh_ctl), timeout=5) as c:
+                c.sendall((command + "\n").encode())
+                return c.makefile().readline().strip()
+        except OSError:
+            return None
+
+    def partition(self, i):
+        """Cut server i off from the other two (its clients still reach it)."""
+        return (self.bh("hole %d" % i) or "").startswith("ok")
+
+    def heal_partition(self, i=None):
+        return (self.bh("heal" if i is None else "heal %d" % i) or "").startswith("ok")
 
     def cmd(self, i, word, timeout=15):
         """Four-letter word to server i (1..3) through tools/zk.sh cmd; None if no answer."""
@@ -144,6 +219,13 @@ class Ensemble:
                         pass
         if os.path.isdir(self.dir):
             self.zk("kill", self.dir, timeout=60)
+        if self.bh_proc is not None:
+            self.bh("quit")
+            try:
+                self.bh_proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.bh_proc.kill()
+            self.bh_proc = None
 
 
 class PgCluster:
@@ -205,6 +287,55 @@ class PgCluster:
         if rc != 0:
             run([self.bin("pg_ctl"), "-D", self.data, "-m", "immediate", "-w", "-t", "30", "stop"],
                 timeout=45)
+
+    def copy_cluster(self, name, fresh, backup=None):
+        """A copy of this cluster (same system identifier), started beside it
+        on a free port with the same settings but no elections: from a new
+        base backup (fresh), or from backup, an older one of this run (kept
+        pristine).  The copy has .backup (the backup used); None when no
+        backup could be made or the copy did not start."""
+        if fresh or backup is None:
+            backup = os.path.join(self.dir, "backup-" + name)
+            shutil.rmtree(backup, ignore_errors=True)
+            rc, out, err = run([self.bin("pg_basebackup"), "-D", backup, "-h", "127.0.0.1",
+                                "-p", str(self.port), "-U", "postgres", "-X", "stream",
+                                "-c", "fast", "--no-sync"], timeout=180)
+            if rc != 0:
+                log("pg_basebackup of %s failed: %s %s" % (self.name, out, err))
+                shutil.rmtree(backup, ignore_errors=True)
+                return None
+        port = free_plain_ports(1)[0]
+        copy = PgCluster(name, os.path.join(os.path.dirname(self.dir), "copy" + name), port,
+                         self.hosts, self.bindir, self.settings)
+        shutil.rmtree(copy.dir, ignore_errors=True)
+        os.makedirs(copy.dir)
+        shutil.copytree(backup, copy.data, symlinks=True)
+        with open(os.path.join(copy.data, "postgresql.conf"), "a") as f:
+            f.write("\n# a copy of %s\nport = %d\nzklock.elections = ''\n" % (self.name, port))
+        copy.backup = backup
+        try:
+            copy.start()
+        except RuntimeError as e:
+            log("the copy %s of %s did not start: %s" % (name, self.name, e))
+            return None
+        return copy
+
+    def wait_log(self, text, secs, stop=None):
+        """True once text appears in the server log (within secs; stop: an
+        Event that ends the wait early)."""
+        deadline = time.monotonic() + secs
+        while time.monotonic() < deadline:
+            try:
+                with open(self.logfile, errors="replace") as f:
+                    if text in f.read():
+                        return True
+            except OSError:
+                pass
+            if stop is not None and stop.wait(0.5):
+                return False
+            if stop is None:
+                time.sleep(0.5)
+        return False
 
     def log_tail(self, n=30):
         try:

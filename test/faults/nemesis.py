@@ -6,6 +6,9 @@ that injects it, waits, and heals it:
   zk_kill_leader, zk_kill_follower   SIGKILL a server (the leader per `srvr`), restart it later
   zk_freeze                          SIGSTOP a server, SIGCONT later (sometimes past the session timeout)
   zk_quorum_loss                     SIGSTOP two servers (no quorum), SIGCONT later
+  zk_partition                       cut a server (a follower when there is one) off from the
+                                     other two (test/blackhole.py drops its quorum and election
+                                     traffic) while its clients still reach it; heal later
   worker_freeze                      SIGSTOP a cluster's zklock worker, SIGCONT later (short, or past
                                      the session timeout so ZooKeeper expires the session)
   expiry_probe                       worker_freeze aimed at a client inside a long critical section,
@@ -16,6 +19,11 @@ that injects it, waits, and heals it:
   worker_reload_hosts                zklock.hosts rotated (same servers, another order) and reloaded:
                                      the worker opens a new session, held locks are lost
   client_cancel, client_terminate    pg_cancel_backend / pg_terminate_backend of a client backend
+  pg_clone                           a copy of a cluster (same system identifier), made by
+                                     pg_basebackup now or restored from an older backup of
+                                     this run, runs beside it against the same ensemble for a
+                                     while: its worker must leave the original's queue claims
+                                     and transaction nodes alone
 
 At most one ZooKeeper fault and one worker fault per cluster at a time.
 heal_all() heals everything and waits until every server serves and every
@@ -33,6 +41,7 @@ KINDS = {
     "zk_kill_leader": 1,
     "zk_freeze": 2,
     "zk_quorum_loss": 1,
+    "zk_partition": 2,
     "worker_freeze": 2,
     "worker_kill": 1,
     "worker_terminate": 1,
@@ -40,6 +49,7 @@ KINDS = {
     "worker_reload_hosts": 1,
     "client_cancel": 3,
     "client_terminate": 2,
+    "pg_clone": 1,
 }
 
 
@@ -59,6 +69,10 @@ class Nemesis(threading.Thread):
         self.threads = []
         self.injected = set()       # kinds injected so far
         self.probe_every = run.probe_every
+        self.partitioned = set()    # ZooKeeper servers cut off now
+        self.backups = {}           # cluster name -> directory of its last base backup
+        self.clones = 0
+        self.copies = []            # copies running now
 
     # -- log --
 
@@ -113,6 +127,11 @@ class Nemesis(threading.Thread):
                 name = self.rnd.choice(free)
                 self.busy.add("pg:" + name)
                 target = name
+            elif kind == "pg_clone":
+                if "clone" in self.busy:
+                    return False
+                self.busy.add("clone")
+                target = self.rnd.choice(sorted(self.clusters))
             elif kind == "expiry_probe":
                 c = self._long_client()
                 if c is None or "pg:" + c.cluster.name in self.busy:
@@ -160,6 +179,8 @@ class Nemesis(threading.Thread):
                 self._release("pg:" + target)
             elif kind == "expiry_probe":
                 self._release("pg:" + target.cluster.name)
+            elif kind == "pg_clone":
+                self._release("clone")
 
     # -- ZooKeeper faults --
 
@@ -230,6 +251,44 @@ class Nemesis(threading.Thread):
             self.ens.thaw(i)
             self.frozen.pop(pid, None)
         self.event("zk_quorum_loss", "heal", ",".join("s%d" % i for i, _ in frozen))
+
+    def f_zk_partition(self, _):
+        i, modes = self._pick_server("follower")
+        if i is None:
+            i = self.rnd.choice([1, 2, 3])
+        if not self.ens.partition(i):
+            self.event("zk_partition", "skip", "s%d" % i, why="no blackhole proxy")
+            return
+        self.partitioned.add(i)
+        secs = self._dur("zk_partition", 2, 2.5 * self.st)
+        self.event("zk_partition", "inject", "s%d" % i, mode=modes.get(i), secs=round(secs, 1))
+        self._wait(secs)
+        self.ens.heal_partition(i)
+        self.partitioned.discard(i)
+        self.event("zk_partition", "heal", "s%d" % i)
+
+    # -- copies of a cluster --
+
+    def f_pg_clone(self, name):
+        c = self.clusters[name]
+        fresh = name not in self.backups or self.rnd.random() < 0.5
+        self.clones += 1
+        copy = c.copy_cluster("%s%d" % (name, self.clones), fresh, self.backups.get(name))
+        if copy is None:
+            self.event("pg_clone", "skip", name, why="no base backup")
+            return
+        self.copies.append(copy)
+        self.backups[name] = copy.backup
+        self.event("pg_clone", "inject", copy.name, of=name, fresh=fresh, port=copy.port)
+        # the copy finds the original's run alive and says it is a copy
+        window = 1.5 * self.st + 5
+        said = copy.wait_log("this server is a copy of it", window + 15, self.heal_now)
+        copy.stop()
+        self.copies.remove(copy)
+        self.event("pg_clone", "heal", copy.name, said_copy=said, log=copy.logfile)
+        if not said and not self.heal_now.is_set():
+            self.event("pg_clone", "error", copy.name,
+                       error="the copy did not say it is a copy of %s's run" % name)
 
     # -- worker faults --
 
@@ -353,6 +412,9 @@ class Nemesis(threading.Thread):
     # -- the end --
 
     def thaw_everything(self):
+        for copy in list(self.copies):
+            copy.stop()
+            self.copies.remove(copy)
         for pid in list(self.frozen):
             try:
                 os.kill(pid, signal.SIGCONT)
@@ -369,6 +431,8 @@ class Nemesis(threading.Thread):
         for t in list(self.threads):
             t.join(max(1, deadline - time.monotonic()))
         self.thaw_everything()
+        self.ens.heal_partition()
+        self.partitioned.clear()
         problems = []
         for t in self.threads:
             if t.is_alive():

@@ -303,6 +303,9 @@ class Client(threading.Thread):
         rnd = self.rnd
         k = rnd.randint(1, 3)
         rollback = rnd.random() < 0.25
+        # PREPARE TRANSACTION after a dequeue must be refused (0A000): a
+        # prepared claim would hide its item until COMMIT PREPARED
+        prepare = not rollback and rnd.random() < 0.05
         rec = {"t0": time.time(), "role": "cons", "client": self.name_, "cluster": self.label,
                "pid": self.pid, "max_items": k, "msgs": []}
         stage = "begin"
@@ -326,6 +329,21 @@ class Client(threading.Thread):
                     stage = "rollback"
                     self.ex(cur, "ROLLBACK")
                     rec["outcome"] = "rolled_back"
+                elif prepare and rows:
+                    stage = "prepare"
+                    gid = "eo-%s-%d" % (self.name_, rnd.randrange(1 << 30))
+                    try:
+                        self.ex(cur, "PREPARE TRANSACTION %s", (gid,))
+                    except psycopg2.Error as e:
+                        if getattr(e, "pgcode", None) != "0A000":
+                            raise
+                        self.ex(cur, "ROLLBACK")
+                        rec["outcome"] = "rolled_back"
+                        rec["tag"] = "PREPARE refused (0A000)"
+                    else:
+                        # accepted: an anomaly (checked), undone so the run goes on
+                        rec["outcome"] = "prepared"
+                        self.ex(cur, "ROLLBACK PREPARED %s", (gid,))
                 else:
                     stage = "commit"
                     rec["t_commit"] = time.time()
@@ -648,9 +666,12 @@ def cmd_check(args):
         "attempts": {"%s_%s" % k: v for k, v in sorted(attempts.items())},
         "consumer_rollbacks_with_items": sum(1 for o in outcomes if o["role"] == "cons"
                                              and o["outcome"] == "rolled_back" and o.get("msgs")),
+        "prepare_refused": sum(1 for o in outcomes if o.get("tag") == "PREPARE refused (0A000)"),
+        "prepare_accepted": sum(1 for o in outcomes if o["outcome"] == "prepared"),
     }
     anomalies = ("lost", "duplicated", "msg_id_dups", "conflicts", "phantom", "dup_produced",
-                 "acked_producer_missing", "acked_consumer_missing", "aborted_producer_present")
+                 "acked_producer_missing", "acked_consumer_missing", "aborted_producer_present",
+                 "prepare_accepted")
     bad = [k for k in anomalies if fig[k]]
     fig["verdict"] = "anomalies: " + ", ".join(bad) if bad else "exactly once"
 

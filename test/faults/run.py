@@ -417,7 +417,8 @@ def main(argv):
     rc = 2
     try:
         zk_ports, pg_ports = free_ports()
-        ens = Ensemble(args.zk_sh, os.path.join(d, "zk"), zk_ports)
+        ens = Ensemble(args.zk_sh, os.path.join(d, "zk"), zk_ports,
+                       blackhole=os.path.join(SRC, "test", "blackhole.py"))
         ens.start()
         bindir = pg_bindir()
         settings = {
@@ -426,6 +427,7 @@ def main(argv):
             "zklock.commit_timeout": "%gs" % args.commit_timeout,
             "zklock.max_locks": str(args.max_locks),
             "zklock.elections": ELECTION,
+            "max_prepared_transactions": "4",
         }
         for name, port in zip(("A", "B"), pg_ports):
             c = PgCluster(name, os.path.join(d, "pg" + name), port, ens.hosts, bindir, settings)
