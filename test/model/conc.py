@@ -401,8 +401,10 @@ class Conc:
         zk = KazooClient(hosts=self.env.zk.hosts, timeout=10.0)
         try:
             zk.start(timeout=15)
-            sem = zk.Semaphore("/zklock/semaphores/" + self.sname, identifier="k%d" % idx, max_leases=self.smax)
             while not self.stop.is_set():
+                # a new Semaphore object per acquisition (README, Semaphores)
+                sem = zk.Semaphore("/zklock/semaphores/" + self.sname, identifier="k%d" % idx,
+                                   max_leases=self.smax)
                 self.count("semaphore")
                 try:
                     got = sem.acquire(timeout=0.3)
