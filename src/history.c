@@ -76,9 +76,9 @@ static bool reg_node_ok = false;	/* <root>/runs/<sysid>-<run> exists */
 static bool reg_live = false;	/* live created on this session */
 static bool reg_checked = false;	/* ... and no heir found after it */
 static bool reg_inflight = false;
-static bool fenced = false;
 static uint64 reg_session = 0;	/* the session the answers belong to */
 static TimestampTz ready_at = 0;	/* first time this run was ready */
+static TimestampTz connected_at = 0;	/* last (re)connection to ZooKeeper */
 
 /* ---- the survey ---- */
 
@@ -87,6 +87,7 @@ typedef struct RunRec
 	uint64		run;
 	uint8		status;			/* ZkRunStatus */
 	bool		want;			/* take it over (it is an ancestor) */
+	bool		alive;			/* its live node is there */
 	bool		logged;
 	int32		version;		/* the run node's, when found dead */
 	int			left;			/* its nodes this pass left alone */
@@ -301,6 +302,27 @@ deny(uint64 run)
  * ------------------------------------------------------------------------
  */
 
+/*
+ * Another server took this run over (it found the run dead: this server
+ * was cut off from ZooKeeper for longer than its session timeout) and
+ * settles, or settled and forgot, its queue claims and transaction nodes.
+ */
+static void
+fence(const char *how)
+{
+	char		name[64];
+
+	if (zk_ctl->run_fenced)
+		return;
+	zk_ctl->run_fenced = true;
+	zk_history_run_name(zk_ctl->run_id, name, sizeof(name));
+	ereport(WARNING,
+			(errmsg("zklock: another server took over this server's run %s", name),
+			 errdetail("It found the run dead (this server was cut off from ZooKeeper for longer than its session timeout) and %s its queue claims and transaction nodes.",
+					   how),
+			 errhint("Restart PostgreSQL: a new run registers, and queues work again.")));
+}
+
 static void
 reg_node_done(int rc, const char *value, const void *data)
 {
@@ -312,8 +334,13 @@ reg_node_done(int rc, const char *value, const void *data)
 		if (c->session == reg_session)
 		{
 			reg_inflight = false;
-			if (rc == ZOK || rc == ZNODEEXISTS)
+			if (rc == ZOK && zk_ctl->run_registered)
+				fence("settled and forgot");	/* it was deleted */
+			else if (rc == ZOK || rc == ZNODEEXISTS)
+			{
 				reg_node_ok = true;
+				zk_ctl->run_registered = true;
+			}
 		}
 		pfree(c);
 	}
@@ -338,16 +365,7 @@ reg_heir_checked(int rc, const struct Stat *stat, const void *data)
 					ready_at = GetCurrentTimestamp();
 			}
 			else if (rc == ZOK)
-			{
-				char		name[64];
-
-				fenced = true;
-				zk_history_run_name(zk_ctl->run_id, name, sizeof(name));
-				ereport(WARNING,
-						(errmsg("zklock: another server took over this server's run %s", name),
-						 errdetail("It found the run dead (this server was cut off from ZooKeeper for longer than its session timeout) and settles its queue claims and transaction nodes."),
-						 errhint("Restart PostgreSQL: a new run registers, and queues work again.")));
-			}
+				fence("settles");
 		}
 		pfree(c);
 	}
@@ -368,7 +386,16 @@ reg_live_done(int rc, const void *data)
 			if (rc == ZOK)
 				reg_live = true;
 			else if (rc == ZNONODE || c->res[1].err == ZNONODE)
-				reg_node_ok = false;	/* deleted under us: again */
+			{
+				/*
+				 * The run node is gone: only a server that took the run over
+				 * deletes it, once nothing of it is left.  Registering it
+				 * anew would let this server go on with claims that server
+				 * released.
+				 */
+				reg_node_ok = false;
+				fence("settled and forgot");
+			}
 			else if (c->res[0].err == ZNODEEXISTS)
 			{
 				/* an earlier session of this run: end it here */
@@ -411,7 +438,8 @@ zk_history_turn(void)
 
 	if (!chain_loaded)
 		chain_load();
-	if (RecoveryInProgress() || !zk_session_usable() || reg_inflight || fenced)
+	if (RecoveryInProgress() || !zk_session_usable() || reg_inflight ||
+		zk_ctl->run_fenced)
 		return;
 	if (!chain_recorded)
 	{
@@ -491,13 +519,13 @@ zk_history_session_reset(void)
 bool
 zk_history_ready(void)
 {
-	return reg_live && reg_checked && !fenced && !RecoveryInProgress();
+	return reg_live && reg_checked && !zk_ctl->run_fenced && !RecoveryInProgress();
 }
 
 bool
 zk_history_fenced(void)
 {
-	return fenced;
+	return zk_ctl->run_fenced;
 }
 
 /* ------------------------------------------------------------------------
@@ -652,12 +680,21 @@ dead_long_enough(uint64 run)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	int			grace = Max(zklock_session_timeout, zk_ctl->session_timeout) + 3000;
+	bool		fresh = zk_fresh_conn_state() == ZKC_CONNECTED;
 	int			i;
 
+	/*
+	 * Only time this server spent in touch with the quorum counts: while
+	 * the ensemble has no quorum (or this server cannot reach it) the other
+	 * server cannot register again either, and a cut-off follower's view is
+	 * stale.
+	 */
 	for (i = 0; i < ndead; i++)
 		if (dead_run[i] == run)
 		{
-			if (TimestampDifferenceExceeds(dead_since[i], now, grace))
+			if (!fresh)
+				dead_since[i] = now;
+			else if (TimestampDifferenceExceeds(dead_since[i], now, grace))
 				return true;
 			survey_postponed = true;
 			return false;
@@ -675,12 +712,22 @@ dead_long_enough(uint64 run)
 	return false;
 }
 
+/*
+ * The run is alive.  It is a copy's original only if it stayed alive for
+ * the window while this server was connected all along: a ZooKeeper that
+ * restarts gives every session it restores (a crashed predecessor's too) a
+ * fresh timeout, and a server cut off sees nothing expire meanwhile, so the
+ * window counts from this run's registration or its last reconnection,
+ * whichever is later.
+ */
 static void
 run_live(RunRec *r)
 {
+	TimestampTz since = Max(ready_at, connected_at);
+
 	forget_dead(r->run);
 	if (ready_at != 0 &&
-		TimestampDifferenceExceeds(ready_at, GetCurrentTimestamp(), hist_window_ms()))
+		TimestampDifferenceExceeds(since, GetCurrentTimestamp(), hist_window_ms()))
 	{
 		r->status = ZKR_DENIED;
 		deny(r->run);
@@ -750,7 +797,10 @@ survey_run_listed(int rc, const struct String_vector *sv,
 					else if (strcmp(sv->data[i], "heir") == 0)
 						heir = true;
 				}
-				if (heir && zk_session_usable())
+				r->alive = live;
+				if (r->status == ZKR_DENIED)
+					;			/* a copy's original: only whether it lives */
+				else if (heir && zk_session_usable())
 				{
 					run_path(r->run, "heir", c->path, sizeof(c->path));
 					if (zoo_aget(zk_zh, c->path, 0, survey_heir_read, c) == ZOK)
@@ -812,11 +862,9 @@ survey_listed(int rc, const struct String_vector *sv, const void *data)
 				r = &runs[nruns++];
 				memset(r, 0, sizeof(*r));
 				r->run = run;
+				/* a copy's original is surveyed only for whether it lives */
 				if (denied(run))
-				{
 					r->status = ZKR_DENIED;
-					continue;
-				}
 				d = MemoryContextAllocZero(hist_context(), sizeof(HistCall));
 				d->idx = nruns - 1;
 				run_path(run, NULL, d->path, sizeof(d->path));
@@ -864,6 +912,8 @@ zk_history_survey(zk_history_cb done, void *arg)
 	c = MemoryContextAllocZero(hist_context(), sizeof(HistCall));
 	c->idx = -1;
 	snprintf(path, sizeof(path), "%s/runs", zklock_root);
+	/* a sync first: the listing then shows what the quorum has */
+	(void) zoo_async(zk_zh, path, ignore_string, NULL);
 	if (zoo_aget_children(zk_zh, path, 0, survey_listed, c) != ZOK)
 	{
 		pfree(c);
@@ -900,6 +950,22 @@ zk_history_status(uint64 run)
 		return ZKR_UNKNOWN;
 	}
 	return (ZkRunStatus) r->status;
+}
+
+/* was the run's live node there when surveyed (whatever its status)? */
+bool
+zk_history_alive(uint64 run)
+{
+	RunRec	   *r = find_run(run);
+
+	return run == zk_ctl->run_id || (r != NULL && r->alive);
+}
+
+/* the session was (re)connected: a window of liveness starts again */
+void
+zk_history_connected(void)
+{
+	connected_at = GetCurrentTimestamp();
 }
 
 bool

@@ -72,6 +72,8 @@ extern ZkHistCheck zk_history_verify(uint32 tli, uint64 rec, uint64 run, uint64 
 extern bool zk_history_lineage(uint64 run, uint64 *fork_lsn);
 extern bool zk_history_survey(zk_history_cb done, void *arg);
 extern ZkRunStatus zk_history_status(uint64 run);
+extern bool zk_history_alive(uint64 run);
+extern void zk_history_connected(void);
 extern bool zk_history_postponed(void);
 extern void zk_history_want(uint64 run);
 extern void zk_history_left(uint64 run);

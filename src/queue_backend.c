@@ -373,6 +373,16 @@ queue_pre_commit(void)
 	uint64		rec;
 	int			outcome;
 
+	/*
+	 * Another server took this run over and released its claims (history.h):
+	 * committing would consume items that may be claimed by others by now.
+	 */
+	if (held_claims != NIL && zk_ctl != NULL && zk_ctl->run_fenced)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot commit the queue claims of this transaction"),
+				 errdetail("Another server took over this server's zklock run and released its claims (see the server log); the transaction is rolled back."),
+				 errhint("Restart PostgreSQL: a new run registers, and queues work again.")));
 	if (pending_items == NIL)
 		return;
 	foreach(lc, pending_items)

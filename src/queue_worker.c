@@ -3730,6 +3730,24 @@ send_end(ZkEntry *e, QState *q)
 		q_free_entry(e);
 		return;
 	}
+	/*
+	 * After a session expired, only once this run is registered again: a
+	 * server that took the run over meanwhile released these claims, and
+	 * the nodes may be another consumer's claims of the same items by now.
+	 */
+	if (!zk_history_ready())
+	{
+		if (zk_history_fenced())
+		{
+			ereport(LOG,
+					(errmsg("zklock: left %d queue claims of queue \"%s\" to the server that took this run over",
+							e->nclaims, e->name)));
+			q_free_entry(e);
+		}
+		else
+			zk_retry_later(e);
+		return;
+	}
 	if (e->in_doubt)
 	{
 		/* verify each claim: read it, delete only if still ours */
@@ -4638,7 +4656,9 @@ node_fate(Scan *s, ZkKind kind, uint64 run, uint64 fxid, uint32 tli,
 		if (run != s->run)
 			return FATE_UNKNOWN;
 		st = zk_history_status(run);
-		return (st == ZKR_CURRENT || st == ZKR_LIVE) ? FATE_UNKNOWN : FATE_ABORTED;
+		/* a copy's original (denied) may be alive too */
+		return (st == ZKR_CURRENT || st == ZKR_LIVE || zk_history_alive(run)) ?
+			FATE_UNKNOWN : FATE_ABORTED;
 	}
 	if (run == 0)				/* written before runs existed */
 		return entry_for_xid(kind, fxid) ? FATE_RUNNING : xact_fate(fxid, tli, lsn);

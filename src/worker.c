@@ -37,6 +37,7 @@
  *-------------------------------------------------------------------------
  */
 #include "recipe.h"
+#include "history.h"
 
 #include <poll.h>
 #include <sys/stat.h>
@@ -241,6 +242,7 @@ session_event(zhandle_t *h, int state)
 		strlcpy(zk_ctl->current_server, server ? server : "",
 				sizeof(zk_ctl->current_server));
 		set_conn_state(ZKC_CONNECTED);
+		zk_history_connected();
 		zk_recipes_set_handle(h, sid);
 		zk_recipes_reconnected();
 	}

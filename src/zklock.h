@@ -305,6 +305,10 @@ typedef struct ZkControl
 
 	uint64		run_id;			/* this start of shared memory's run: names
 								 * its durable nodes (history.h) */
+	bool		run_registered; /* its run node was there once */
+	bool		run_fenced;		/* another server took the run over: no
+								 * new claims, publications or commits of
+								 * claims (kept across worker restarts) */
 
 	/* dynamic shared memory for variable-size data (zk_dsa()) */
 	LWLock	   *dsa_lock;
