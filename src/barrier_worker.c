@@ -507,6 +507,9 @@ ready_armed(int rc, const struct Stat *stat, const void *data)
 			o->rwatching = true;
 		if (rc == ZOK && stat != NULL && stat->czxid != 0)
 			open_older_than(o, stat->czxid);
+		/* set behind a create whose member is gone meanwhile: take it off */
+		if (o->nw == 0 && !o->probing)
+			obj_unwatch(o);
 	}
 	COMPLETION_END(none);
 }

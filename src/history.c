@@ -49,6 +49,8 @@
 #include "utils/timestamp.h"
 
 #define HIST_FILE			"zklock.runs"
+#define HIST_OWN_FILE		"pgsql_tmp_zklock.run"	/* this run, here (no copy
+													 * carries a temporary file) */
 #define HIST_FILE_TMP		"zklock.runs.tmp"
 #define HIST_CHAIN_MAX		32	/* runs of this lineage remembered */
 #define HIST_FORK_MAX		64	/* runs this server is a copy of */
@@ -90,8 +92,14 @@ typedef struct RunRec
 	bool		alive;			/* its live node is there */
 	bool		logged;
 	int32		version;		/* the run node's, when found dead */
+	int64		mtime;			/* ... and its last change (ZooKeeper's ms) */
 	int			left;			/* its nodes this pass left alone */
 } RunRec;
+
+#define HC_TAKE		0			/* take a dead run over */
+#define HC_FORGET	1			/* forget a taken-over run with nothing left */
+#define HC_FORGET_OLD 2			/* forget a long dead run with nothing left */
+#define HIST_OLD_MS	(3600 * 1000)	/* "long dead": no change for an hour */
 
 static RunRec *runs = NULL;
 static int	nruns = 0;
@@ -105,6 +113,7 @@ static void *survey_arg = NULL;
 typedef struct HistCall
 {
 	int			idx;			/* into runs, or -1 */
+	int			what;			/* zk_history_claim: HC_* */
 	uint64		session;
 	zoo_op_t	ops[2];
 	zoo_op_result_t res[2];
@@ -162,6 +171,63 @@ run_path(uint64 run, const char *child, char *out, size_t outlen)
  * ------------------------------------------------------------------------
  */
 
+static uint64 own_predecessor = 0;
+
+/* where this run is: a copy elsewhere (other host, other directory) differs */
+static void
+own_place(char *out, size_t outlen)
+{
+	char		host[256];
+
+	if (gethostname(host, sizeof(host)) != 0)
+		strlcpy(host, "unknown", sizeof(host));
+	host[sizeof(host) - 1] = '\0';
+	snprintf(out, outlen, UINT64_FORMAT " %d %s %s", GetSystemIdentifier(), PostPortNumber,
+			 host, DataDir);
+}
+
+/*
+ * The run this data directory had before this start, as HIST_OWN_FILE
+ * names it: a temporary file that no base backup, pg_rewind or promoted
+ * standby carries, checked against system identifier, port, host and data
+ * directory.  That run is certainly this server's own and dead: it is
+ * taken over as soon as its session is gone, with no grace, and never
+ * counted as a copy's original.
+ */
+static void
+own_load(void)
+{
+	FILE	   *f = AllocateFile(HIST_OWN_FILE, "r");
+	char		line[MAXPGPATH + 512];
+	char		place[MAXPGPATH + 512];
+	unsigned long long run;
+
+	if (f == NULL)
+		return;
+	own_place(place, sizeof(place));
+	if (fgets(line, sizeof(line), f) != NULL && sscanf(line, "%llx", &run) == 1 &&
+		fgets(line, sizeof(line), f) != NULL)
+	{
+		line[strcspn(line, "\n")] = '\0';
+		if (strcmp(line, place) == 0 && run != 0 && run != zk_ctl->run_id)
+			own_predecessor = run;
+	}
+	FreeFile(f);
+}
+
+static void
+own_save(void)
+{
+	FILE	   *f = AllocateFile(HIST_OWN_FILE, PG_BINARY_W);
+	char		place[MAXPGPATH + 512];
+
+	if (f == NULL)
+		return;
+	own_place(place, sizeof(place));
+	fprintf(f, "%016llx\n%s\n", (unsigned long long) zk_ctl->run_id, place);
+	(void) FreeFile(f);
+}
+
 static void
 chain_load(void)
 {
@@ -169,6 +235,7 @@ chain_load(void)
 	char		line[256];
 
 	chain_loaded = true;
+	own_load();
 	nchain = 0;
 	nforks = 0;
 	f = AllocateFile(HIST_FILE, "r");
@@ -460,6 +527,7 @@ zk_history_turn(void)
 				return;			/* again on the next turn */
 			}
 		}
+		own_save();
 		chain_recorded = true;
 	}
 	if (reg_live && reg_checked)
@@ -683,6 +751,9 @@ dead_long_enough(uint64 run)
 	bool		fresh = zk_fresh_conn_state() == ZKC_CONNECTED;
 	int			i;
 
+	if (run == own_predecessor)
+		return true;
+
 	/*
 	 * Only time this server spent in touch with the quorum counts: while
 	 * the ensemble has no quorum (or this server cannot reach it) the other
@@ -726,7 +797,7 @@ run_live(RunRec *r)
 	TimestampTz since = Max(ready_at, connected_at);
 
 	forget_dead(r->run);
-	if (ready_at != 0 &&
+	if (ready_at != 0 && r->run != own_predecessor &&
 		TimestampDifferenceExceeds(since, GetCurrentTimestamp(), hist_window_ms()))
 	{
 		r->status = ZKR_DENIED;
@@ -814,6 +885,7 @@ survey_run_listed(int rc, const struct String_vector *sv,
 				{
 					r->status = dead_long_enough(r->run) ? ZKR_DEAD : ZKR_LIVE;
 					r->version = stat ? stat->version : -1;
+					r->mtime = stat ? stat->mtime : 0;
 				}
 			}
 			else if (rc != ZNONODE)
@@ -991,8 +1063,9 @@ zk_history_left(uint64 run)
 	if (r != NULL)
 	{
 		r->left++;
+		/* (a live run is waited for: said once it is denied) */
 		if (!r->logged && r->status != ZKR_CURRENT && r->status != ZKR_HEIR &&
-			r->status != ZKR_DEAD)
+			r->status != ZKR_DEAD && r->status != ZKR_LIVE)
 		{
 			char		name[64];
 
@@ -1025,7 +1098,14 @@ claim_done(int rc, const void *data)
 			char		name[64];
 
 			zk_history_run_name(r->run, name, sizeof(name));
-			if (r->status == ZKR_DEAD && rc == ZOK)
+			if (c->what == HC_FORGET_OLD)
+			{
+				if (rc == ZOK)
+					ereport(LOG,
+							(errmsg("zklock: forgot run %s of this cluster: dead for over an hour, nothing of it is left",
+									name)));
+			}
+			else if (r->status == ZKR_DEAD && rc == ZOK)
 			{
 				r->status = ZKR_HEIR;
 				survey_took = true;
@@ -1068,19 +1148,33 @@ zk_history_claim(bool gc, zk_history_cb done, void *arg)
 		RunRec	   *r = &runs[i];
 		HistCall   *c;
 		int			rc;
+		bool		old;
 
 		/* this data directory's own earlier runs are taken over even empty */
-		if (r->status == ZKR_DEAD && zk_history_lineage(r->run, &fork))
+		if (r->status == ZKR_DEAD &&
+			(r->run == own_predecessor || zk_history_lineage(r->run, &fork)))
 			r->want = true;
+		/* ZooKeeper's mtime is Unix ms; a TimestampTz counts us from 2000 */
+		old = gc && r->status == ZKR_DEAD && !r->want && r->left == 0 && r->mtime > 0 &&
+			GetCurrentTimestamp() / 1000 + INT64CONST(946684800000) - r->mtime > HIST_OLD_MS;
+
 		if (!(r->want && r->status == ZKR_DEAD) &&
-			!(gc && r->status == ZKR_HEIR && r->left == 0))
+			!(gc && r->status == ZKR_HEIR && r->left == 0) && !old)
 			continue;
 		c = MemoryContextAllocZero(hist_context(), sizeof(HistCall));
 		c->idx = i;
 		run_path(r->run, NULL, c->path, sizeof(c->path));
 		run_path(r->run, "heir", c->path2, sizeof(c->path2));
-		if (r->status == ZKR_DEAD)
+		if (old)
 		{
+			/* a copy's run, gone for long, nothing left anywhere: forget it */
+			c->what = HC_FORGET_OLD;
+			zoo_check_op_init(&c->ops[0], c->path, r->version);
+			zoo_delete_op_init(&c->ops[1], c->path, r->version);
+		}
+		else if (r->status == ZKR_DEAD)
+		{
+			c->what = HC_TAKE;
 			strlcpy(c->data, mine, sizeof(c->data));
 			zoo_check_op_init(&c->ops[0], c->path, r->version);
 			zoo_create_op_init(&c->ops[1], c->path2, c->data, (int) strlen(c->data),
@@ -1088,6 +1182,7 @@ zk_history_claim(bool gc, zk_history_cb done, void *arg)
 		}
 		else
 		{
+			c->what = HC_FORGET;
 			zoo_delete_op_init(&c->ops[0], c->path2, -1);
 			zoo_delete_op_init(&c->ops[1], c->path, -1);
 		}

@@ -300,8 +300,10 @@ def main(argv):
     fig["fault_errors"] = sum(1 for f in faults if f["action"] == "error")
     # a copy of a cluster (pg_clone) must say it is a copy of the live original
     fig["clones"] = sum(1 for f in faults if f["kind"] == "pg_clone" and f["action"] == "inject")
-    fig["clones_not_copy"] = sum(1 for f in faults if f["kind"] == "pg_clone"
-                                 and f["action"] == "error" and "did not say" in f.get("error", ""))
+    fig["clones_said_copy"] = sum(1 for f in faults if f["kind"] == "pg_clone"
+                                  and f["action"] == "heal" and f.get("said_copy"))
+    fig["clones_took_live"] = sum(1 for f in faults if f["kind"] == "pg_clone"
+                                  and f["action"] == "error" and "live run" in f.get("error", ""))
     fig["partitions"] = sum(1 for f in faults if f["kind"] == "zk_partition" and f["action"] == "inject")
     wc = [f for f in faults if f["kind"] == "worker_cancel" and f["action"] == "heal"]
     fig["worker_cancel_killed_worker"] = sum(1 for f in wc if not f.get("worker_survived"))
@@ -421,9 +423,9 @@ def main(argv):
         anomalies.append("unexpected worker exits: " + "; ".join(exits))
     if fig["heal_problems"]:
         anomalies.append("heal problems: %s" % fig["heal_problems"])
-    if fig["clones_not_copy"]:
-        anomalies.append("%d copies of a cluster did not leave the live original's run alone"
-                         % fig["clones_not_copy"])
+    if fig["clones_took_live"]:
+        anomalies.append("%d copies of a cluster took over the live original's run"
+                         % fig["clones_took_live"])
     brecs = load_jsonl(os.path.join(d, "barrier.jsonl")) \
         if os.path.exists(os.path.join(d, "barrier.jsonl")) else []
     bfig, banom = barrier_client.check(brecs, run.get("barrier_k", 0),
@@ -455,7 +457,8 @@ def main(argv):
           % (fig["mode"], fig["seconds"], fig["quiet_seconds"], fig["clients"], ",".join(fig["names"])))
     for k in ("attempts", "committed", "committed_shared", "outcomes", "refused_commits",
               "lost_lock_errors", "body_failures", "lock_failures", "connection_lost",
-              "commit_outcome_unknown", "faults", "fault_errors", "clones", "clones_not_copy",
+              "commit_outcome_unknown", "faults", "fault_errors", "clones", "clones_said_copy",
+              "clones_took_live",
               "partitions", "worker_cancel_killed_worker",
               "expiry_path", "overlaps", "inversions", "token_mismatch", "orphans", "watches",
               "entries_left", "progress", "progress_names", "hangs", "slow_lock_calls",

@@ -320,6 +320,21 @@ class PgCluster:
             return None
         return copy
 
+    def current_run(self):
+        """The zklock run of this cluster's current start (16 hex digits), or None."""
+        try:
+            with open(os.path.join(self.data, "pgsql_tmp_zklock.run")) as f:
+                return f.readline().strip() or None
+        except OSError:
+            return None
+
+    def log_lines(self, text):
+        try:
+            with open(self.logfile, errors="replace") as f:
+                return [line for line in f if text in line]
+        except OSError:
+            return []
+
     def wait_log(self, text, secs, stop=None):
         """True once text appears in the server log (within secs; stop: an
         Event that ends the wait early)."""

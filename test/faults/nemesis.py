@@ -280,15 +280,20 @@ class Nemesis(threading.Thread):
         self.copies.append(copy)
         self.backups[name] = copy.backup
         self.event("pg_clone", "inject", copy.name, of=name, fresh=fresh, port=copy.port)
-        # the copy finds the original's run alive and says it is a copy
+        # the copy finds the original's run alive and (once it stayed so for
+        # its window, counted from its last reconnection) says it is a copy
         window = 1.5 * self.st + 5
         said = copy.wait_log("this server is a copy of it", window + 15, self.heal_now)
+        live_run = c.current_run()
         copy.stop()
         self.copies.remove(copy)
-        self.event("pg_clone", "heal", copy.name, said_copy=said, log=copy.logfile)
-        if not said and not self.heal_now.is_set():
+        took = copy.log_lines("took over run")
+        self.event("pg_clone", "heal", copy.name, said_copy=said, log=copy.logfile,
+                   original_run=live_run, took=len(took))
+        # it must never take over the run the original is running
+        if live_run and any(live_run in line for line in took):
             self.event("pg_clone", "error", copy.name,
-                       error="the copy did not say it is a copy of %s's run" % name)
+                       error="the copy took over %s's live run %s" % (name, live_run))
 
     # -- worker faults --
 
