@@ -6,14 +6,17 @@
 Listens on 127.0.0.1:LISTEN for each pair and forwards every connection to
 127.0.0.1:TARGET, both ways.  One line commands on 127.0.0.1:CONTROL_PORT:
 
-    hole [TAG]  from now on every byte in either direction (of the pairs
-             with that tag; without a tag, of every pair) is read and thrown
-             away, and new connections are accepted (and not forwarded):
-             peers see neither data nor a reset, as when a network drops
-             packets; their own timeouts must notice
-    heal [TAG]  forward again (connections made while holed stay dead: their
-             peer never saw them; new ones are forwarded)
-    stats    one JSON line: connections, bytes forwarded, bytes dropped
+    hole [TAG]  the pairs with that tag (without a tag: every pair) stop
+             carrying anything, as when a network drops every packet and
+             TCP keeps retransmitting: nothing is read from or written to
+             their connections (what was sent waits in the kernel and in
+             the proxy), and new connections wait unaccepted in the backlog.
+             Peers see neither data nor a reset; their own timeouts must
+             notice.
+    heal [TAG]  the pairs carry again, from where they stopped: nothing is
+             lost (the data that waited goes through, in order), as TCP
+             delivers it once a partition heals
+    stats    one JSON line: the holed tags, connections, bytes forwarded
     quit     stop
 
 Each command is answered with one line ("ok ..." or "error ...").  Used by
@@ -26,6 +29,8 @@ import selectors
 import socket
 import sys
 
+BUF_MAX = 8 * 1024 * 1024   # bytes waiting for one socket before its peer is not read
+
 
 def main():
     control_port = int(sys.argv[1])
@@ -35,30 +40,43 @@ def main():
         tags = frozenset(f[2].split(",")) if len(f) > 2 and f[2] else frozenset()
         pairs.append((int(f[0]), int(f[1]), tags))
     sel = selectors.DefaultSelector()
-    state = {"hole": False, "holed": [], "conns": 0, "fwd": 0, "dropped": 0}
-    holed = set()   # tags cut off
-    peers = {}      # socket -> its partner (None: a dead, holed connection)
-    tags_of = {}    # socket -> the tags of its pair
+    state = {"all": False, "conns": 0, "fwd": 0}
+    holed = set()       # tags cut off
+    listeners = {}      # listening socket -> (target, tags)
+    peers = {}          # socket -> its partner
+    tags_of = {}        # socket -> the tags of its pair
+    outbuf = {}         # socket -> bytes waiting to be sent to it
 
     def is_holed(tags):
-        return state["hole"] or bool(tags & holed)
+        return state["all"] or bool(tags & holed)
 
-    for listen, target, tags in pairs:
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(("127.0.0.1", listen))
-        s.listen(64)
-        s.setblocking(False)
-        sel.register(s, selectors.EVENT_READ, ("listen", (target, tags)))
-    ctl = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    ctl.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    ctl.bind(("127.0.0.1", control_port))
-    ctl.listen(8)
-    ctl.setblocking(False)
-    sel.register(ctl, selectors.EVENT_READ, ("ctl", None))
-    print("blackhole: control on %d, %s" % (control_port, " ".join(sys.argv[2:])), flush=True)
+    def events(s):
+        """What s may do now: nothing while its pair is holed."""
+        if s in listeners:
+            return 0 if is_holed(listeners[s][1]) else selectors.EVENT_READ
+        if is_holed(tags_of.get(s, frozenset())):
+            return 0
+        ev = 0
+        p = peers.get(s)
+        if p is not None and len(outbuf.get(p, b"")) < BUF_MAX:
+            ev |= selectors.EVENT_READ
+        if outbuf.get(s):
+            ev |= selectors.EVENT_WRITE
+        return ev
 
-    outbuf = {}     # socket -> bytes waiting to be sent to it
+    def update(s):
+        ev = events(s)
+        try:
+            key = sel.get_key(s)
+        except (KeyError, ValueError):
+            key = None
+        if ev == 0:
+            if key is not None:
+                sel.unregister(s)
+        elif key is None:
+            sel.register(s, ev)
+        elif key.events != ev:
+            sel.modify(s, ev)
 
     def close(s):
         for x in (s, peers.get(s)):
@@ -73,86 +91,27 @@ def main():
                 pass
             x.close()
 
-    def want(s):
-        ev = selectors.EVENT_READ | (selectors.EVENT_WRITE if outbuf.get(s) else 0)
-        try:
-            sel.modify(s, ev, ("conn", None))
-        except (KeyError, ValueError):
-            pass
+    for listen, target, tags in pairs:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", listen))
+        s.listen(64)
+        s.setblocking(False)
+        listeners[s] = (target, tags)
+        update(s)
+    ctl = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    ctl.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ctl.bind(("127.0.0.1", control_port))
+    ctl.listen(8)
+    ctl.setblocking(False)
+    sel.register(ctl, selectors.EVENT_READ)
+    print("blackhole: control on %d, %s" % (control_port, " ".join(sys.argv[2:])), flush=True)
 
     running = True
     while running:
         for key, mask in sel.select(timeout=1.0):
-            kind, arg = key.data
             s = key.fileobj
-            if kind == "listen":
-                target, tags = arg
-                c, _ = s.accept()
-                c.setblocking(False)
-                state["conns"] += 1
-                tags_of[c] = tags
-                if is_holed(tags):
-                    peers[c] = None
-                    sel.register(c, selectors.EVENT_READ, ("conn", None))
-                    continue
-                u = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                try:
-                    u.connect(("127.0.0.1", target))
-                except OSError:
-                    c.close()
-                    u.close()
-                    tags_of.pop(c, None)
-                    continue
-                u.setblocking(False)
-                tags_of[u] = tags
-                peers[c] = u
-                peers[u] = c
-                sel.register(c, selectors.EVENT_READ, ("conn", None))
-                sel.register(u, selectors.EVENT_READ, ("conn", None))
-            elif kind == "conn":
-                if mask & selectors.EVENT_WRITE and outbuf.get(s):
-                    try:
-                        n = s.send(outbuf[s])
-                        outbuf[s] = outbuf[s][n:]
-                    except BlockingIOError:
-                        pass
-                    except OSError:
-                        close(s)
-                        continue
-                    want(s)
-                if not mask & selectors.EVENT_READ:
-                    continue
-                try:
-                    data = s.recv(65536)
-                except BlockingIOError:
-                    continue
-                except OSError:
-                    data = b""
-                if not data:
-                    if is_holed(tags_of.get(s, frozenset())):
-                        # the peer never learns: keep its side open
-                        p = peers.pop(s, None)
-                        tags_of.pop(s, None)
-                        outbuf.pop(s, None)
-                        try:
-                            sel.unregister(s)
-                        except (KeyError, ValueError):
-                            pass
-                        s.close()
-                        if p is not None:
-                            peers[p] = None
-                    else:
-                        close(s)
-                    continue
-                p = peers.get(s)
-                if is_holed(tags_of.get(s, frozenset())) or p is None:
-                    state["dropped"] += len(data)
-                    continue
-                # never block: a frozen peer only grows its buffer
-                outbuf[p] = outbuf.get(p, b"") + data
-                state["fwd"] += len(data)
-                want(p)
-            elif kind == "ctl":
+            if s is ctl:
                 c, _ = s.accept()
                 c.settimeout(5)
                 try:
@@ -160,22 +119,22 @@ def main():
                 except OSError:
                     line = ""
                 words = line.split()
-                if words[:1] == ["hole"] and len(words) <= 2:
-                    if len(words) == 2:
-                        holed.add(words[1])
-                    else:
-                        state["hole"] = True
-                    reply = "ok holed"
-                elif words[:1] == ["heal"] and len(words) <= 2:
-                    if len(words) == 2:
+                if words[:1] in (["hole"], ["heal"]) and len(words) <= 2:
+                    if words[0] == "hole":
+                        if len(words) == 2:
+                            holed.add(words[1])
+                        else:
+                            state["all"] = True
+                    elif len(words) == 2:
                         holed.discard(words[1])
                     else:
-                        state["hole"] = False
+                        state["all"] = False
                         holed.clear()
-                    reply = "ok healed"
+                    for x in list(listeners) + list(peers):
+                        update(x)
+                    reply = "ok " + ("holed" if words[0] == "hole" else "healed")
                 elif line == "stats":
-                    state["holed"] = sorted(holed)
-                    reply = json.dumps(state)
+                    reply = json.dumps(dict(state, holed=sorted(holed)))
                 elif line == "quit":
                     reply = "ok bye"
                     running = False
@@ -187,6 +146,64 @@ def main():
                     pass
                 c.close()
                 print("blackhole: %s -> %s" % (line, reply), flush=True)
+            elif s in listeners:
+                target, tags = listeners[s]
+                try:
+                    c, _ = s.accept()
+                except BlockingIOError:
+                    continue
+                c.setblocking(False)
+                u = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                try:
+                    u.connect(("127.0.0.1", target))
+                except OSError:
+                    c.close()
+                    u.close()
+                    continue
+                u.setblocking(False)
+                state["conns"] += 1
+                for x, y in ((c, u), (u, c)):
+                    peers[x] = y
+                    tags_of[x] = tags
+                update(c)
+                update(u)
+            else:
+                if mask & selectors.EVENT_WRITE and outbuf.get(s):
+                    try:
+                        n = s.send(outbuf[s])
+                        outbuf[s] = outbuf[s][n:]
+                    except BlockingIOError:
+                        pass
+                    except OSError:
+                        close(s)
+                        continue
+                    update(s)
+                    if s in peers:
+                        update(peers[s])
+                if not mask & selectors.EVENT_READ or s not in peers:
+                    continue
+                try:
+                    data = s.recv(65536)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    data = b""
+                p = peers.get(s)
+                if not data:
+                    # end of one side: pass on what waits, then close both
+                    if p is not None and outbuf.get(p):
+                        try:
+                            p.setblocking(True)
+                            p.settimeout(2)
+                            p.sendall(outbuf[p])
+                        except OSError:
+                            pass
+                    close(s)
+                    continue
+                outbuf[p] = outbuf.get(p, b"") + data
+                state["fwd"] += len(data)
+                update(p)
+                update(s)
     return 0
 
 
