@@ -97,7 +97,7 @@ sub bh
 	}
 	die "blackhole.py does not answer on $ctl";
 }
-like(bh('stats'), qr/"hole": false/, 'the proxies run');
+like(bh('stats'), qr/"all": false/, 'the proxies run');
 ($rc, $out, $err) = zksh('start-ensemble', $ens, @cp);
 ok($rc == 0, 'the ensemble runs through the proxies') or diag "$out $err";
 # server 3 must be a follower (an isolated leader answers syncs itself
