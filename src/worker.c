@@ -504,16 +504,15 @@ session_close(const char *why)
 {
 	zhandle_t  *h = zh;
 
+	/*
+	 * Every entry of the session is lost before the close reaches
+	 * ZooKeeper: once it does, its ephemeral nodes are gone and another
+	 * server may be granted a lock this one holds, so a COMMIT here must
+	 * already see the loss.
+	 */
 	zk_worker_enter();
 	zk_recipes_set_handle(NULL, 0);
 	zh = NULL;
-	zk_worker_leave();
-	if (h != NULL)
-	{
-		zookeeper_close(h);
-		forget_session();
-	}
-	zk_worker_enter();
 	probe_inflight = false;
 	zk_recipes_session_lost(why);
 	zk_ctl->session_id = 0;
@@ -522,6 +521,11 @@ session_close(const char *why)
 	set_conn_state(ZKC_CONNECTING);
 	last_session_id = 0;
 	zk_worker_leave();
+	if (h != NULL)
+	{
+		zookeeper_close(h);
+		forget_session();
+	}
 }
 
 /*
