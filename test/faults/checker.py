@@ -199,7 +199,8 @@ def check_sections(sections):
 
 
 QUEUE_COUNTS = ("lost", "duplicated", "msg_id_dups", "conflicts", "phantom",
-                "acked_producer_missing", "acked_consumer_missing", "aborted_producer_present")
+                "acked_producer_missing", "acked_consumer_missing", "aborted_producer_present",
+                "prepare_accepted")
 
 
 def queue_verdict(q, run):
@@ -218,6 +219,7 @@ def queue_verdict(q, run):
     fig["queue_consumed"] = chk.get("consumed_ids")
     for k in QUEUE_COUNTS:
         fig["queue_" + k] = chk.get(k)
+    fig["queue_prepare_refused"] = chk.get("prepare_refused")
     fig["queue_drained"] = drain.get("drained")
     fig["queue_left_after_load"] = q.get("left_after_load")
     fig["queue_left"] = q.get("left")
