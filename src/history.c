@@ -93,6 +93,7 @@ typedef struct RunRec
 	bool		logged;
 	int32		version;		/* the run node's, when found dead */
 	int64		mtime;			/* ... and its last change (ZooKeeper's ms) */
+	int64		heir_ctime;		/* when it was taken over (ZooKeeper's ms) */
 	int			left;			/* its nodes this pass left alone */
 } RunRec;
 
@@ -402,8 +403,10 @@ reg_node_done(int rc, const char *value, const void *data)
 		{
 			reg_inflight = false;
 			if (rc == ZOK && zk_ctl->run_registered)
-				fence("settled and forgot");	/* it was deleted */
-			else if (rc == ZOK || rc == ZNODEEXISTS)
+				ereport(LOG,
+						(errmsg("zklock: registered this server's run again: its node was gone from ZooKeeper"),
+						 errdetail("A server that takes a run over keeps its node for an hour; a node gone sooner means ZooKeeper lost its data or someone deleted it.")));
+			if (rc == ZOK || rc == ZNODEEXISTS)
 			{
 				reg_node_ok = true;
 				zk_ctl->run_registered = true;
@@ -455,13 +458,12 @@ reg_live_done(int rc, const void *data)
 			else if (rc == ZNONODE || c->res[1].err == ZNONODE)
 			{
 				/*
-				 * The run node is gone: only a server that took the run over
-				 * deletes it, once nothing of it is left.  Registering it
-				 * anew would let this server go on with claims that server
-				 * released.
+				 * The run node is gone.  A server that took the run over
+				 * keeps it (with its heir) for an hour, so this is a
+				 * ZooKeeper that lost its data, or an operator: register
+				 * again (the heir check follows).
 				 */
 				reg_node_ok = false;
-				fence("settled and forgot");
 			}
 			else if (c->res[0].err == ZNODEEXISTS)
 			{
@@ -825,6 +827,8 @@ survey_heir_read(int rc, const char *value, int value_len,
 			char		mine[32];
 
 			snprintf(mine, sizeof(mine), "%016llx", (unsigned long long) zk_ctl->run_id);
+			if (rc == ZOK && stat != NULL)
+				r->heir_ctime = stat->ctime;
 			if (rc == ZOK && value != NULL && value_len == (int) strlen(mine) &&
 				memcmp(value, mine, value_len) == 0)
 				r->status = ZKR_HEIR;
@@ -1149,17 +1153,25 @@ zk_history_claim(bool gc, zk_history_cb done, void *arg)
 		HistCall   *c;
 		int			rc;
 		bool		old;
+		int64		now_ms;
 
 		/* this data directory's own earlier runs are taken over even empty */
 		if (r->status == ZKR_DEAD &&
 			(r->run == own_predecessor || zk_history_lineage(r->run, &fork)))
 			r->want = true;
-		/* ZooKeeper's mtime is Unix ms; a TimestampTz counts us from 2000 */
+		/* ZooKeeper's times are Unix ms; a TimestampTz counts us from 2000 */
+		now_ms = GetCurrentTimestamp() / 1000 + INT64CONST(946684800000);
 		old = gc && r->status == ZKR_DEAD && !r->want && r->left == 0 && r->mtime > 0 &&
-			GetCurrentTimestamp() / 1000 + INT64CONST(946684800000) - r->mtime > HIST_OLD_MS;
+			now_ms - r->mtime > HIST_OLD_MS;
 
+		/*
+		 * A run taken over is forgotten (heir and node deleted) an hour
+		 * after: until then its server, if it was only cut off, finds the
+		 * heir when it comes back and stops.
+		 */
 		if (!(r->want && r->status == ZKR_DEAD) &&
-			!(gc && r->status == ZKR_HEIR && r->left == 0) && !old)
+			!(gc && r->status == ZKR_HEIR && r->left == 0 && r->heir_ctime > 0 &&
+			  now_ms - r->heir_ctime > HIST_OLD_MS) && !old)
 			continue;
 		c = MemoryContextAllocZero(hist_context(), sizeof(HistCall));
 		c->idx = i;
