@@ -507,7 +507,11 @@ ready_armed(int rc, const struct Stat *stat, const void *data)
 			o->rwatching = true;
 		if (rc == ZOK && stat != NULL && stat->czxid != 0)
 			open_older_than(o, stat->czxid);
-		/* set behind a create whose member is gone meanwhile: take it off */
+		/*
+		 * Nobody left to wait (they went, or this answer opened them): take
+		 * the watch off, as the end of a probe does
+		 */
+		obj_compact(o);
 		if (o->nw == 0 && !o->probing)
 			obj_unwatch(o);
 	}
