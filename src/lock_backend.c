@@ -185,6 +185,41 @@ set_entry_scope(LocalLock *ll)
 }
 
 /*
+ * An upgrade's exclusive lock whose own holds are gone while shared holds
+ * still ride on it: those go back onto the shared node the upgrade pinned
+ * (it was held all along), and the exclusive node goes, so the backend
+ * holds what it asked for, not an exclusive lock.  Returns the shared lock
+ * that replaces ll (ll is freed; *wake when the worker must run), or NULL
+ * when there is nothing to do.  (Without a pinned node the shared holds
+ * keep riding on the exclusive node until they end.)
+ */
+static LocalLock *
+downgrade_riders(LocalLock *ll, bool *wake)
+{
+	LocalLock  *sh;
+
+	if (ll->mode != ZKM_EXCLUSIVE || ll->pin_idx == ZKLOCK_NO_ENTRY ||
+		ll->h[HOLDS_OWN].session > 0 || ll->h[HOLDS_OWN].subxids != NIL ||
+		(ll->h[HOLDS_RIDER].session == 0 && ll->h[HOLDS_RIDER].subxids == NIL))
+		return NULL;
+	sh = MemoryContextAllocZero(TopMemoryContext, sizeof(LocalLock));
+	sh->name = ll->name;
+	sh->len = ll->len;
+	sh->mode = ZKM_SHARED;
+	sh->idx = ll->pin_idx;
+	sh->gen = ll->pin_gen;
+	sh->token = zk_entry(sh->idx)->gen == sh->gen ? zk_entry(sh->idx)->token : ll->token;
+	sh->granted = true;
+	sh->h[HOLDS_OWN] = ll->h[HOLDS_RIDER];
+	sh->pin_idx = ZKLOCK_NO_ENTRY;
+	*wake |= zk_release_entry(ll->idx, ll->gen);
+	list_free(ll->h[HOLDS_OWN].subxids);
+	pfree(ll);
+	set_entry_scope(sh);
+	return sh;
+}
+
+/*
  * Drop holds: the transaction-scoped ones (all of them, at the end of the
  * transaction) and/or the session-scoped ones.  Locks left with no hold
  * are released.
@@ -222,8 +257,15 @@ drop_holds(bool xact, bool session)
 			local_locks = foreach_delete_current(local_locks, lc);
 			wake |= free_local(ll);
 		}
-		else if (changed)
-			set_entry_scope(ll);
+		else
+		{
+			LocalLock  *sh = downgrade_riders(ll, &wake);
+
+			if (sh != NULL)
+				lfirst(lc) = sh;
+			else if (changed)
+				set_entry_scope(ll);
+		}
 	}
 	if (wake)
 		zk_wake_worker();
@@ -462,8 +504,26 @@ zk_release(const char *name, int len, ZkMode mode)
 		if (forget_local(ll))
 			zk_wake_worker();
 	}
-	else if (!ll_has_session(ll))
-		set_entry_scope(ll);
+	else
+	{
+		bool		wake = false;
+		ListCell   *lc;
+
+		foreach(lc, local_locks)
+		{
+			if (lfirst(lc) != ll)
+				continue;
+			if ((ll = downgrade_riders(ll, &wake)) != NULL)
+				lfirst(lc) = ll;
+			else
+				ll = lfirst(lc);
+			break;
+		}
+		if (!ll_has_session(ll))
+			set_entry_scope(ll);
+		if (wake)
+			zk_wake_worker();
+	}
 	return true;
 }
 
@@ -749,6 +809,13 @@ lock_subxact_end(bool commit, SubTransactionId mySubid,
 		{
 			local_locks = foreach_delete_current(local_locks, lc);
 			wake |= free_local(ll);
+		}
+		else
+		{
+			LocalLock  *sh = downgrade_riders(ll, &wake);
+
+			if (sh != NULL)
+				lfirst(lc) = sh;
 		}
 	}
 	if (wake)
