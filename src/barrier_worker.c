@@ -1033,17 +1033,6 @@ member_send_create(ZkEntry *e)
 	{
 		e->create_inflight = true;
 		e->session = zk_cur_session;
-
-		/*
-		 * The watch on "ready" goes right behind the create, not after its
-		 * answer: ZooKeeper sets it next to the create, before another
-		 * member can count this one and open the barrier.  Set after the
-		 * answer, a worker that stalls meanwhile (or a slow answer) would
-		 * find "ready" created and deleted again by a member that entered
-		 * and left at once, and miss the opening (barrier_ready_event).
-		 */
-		if (e->bop == ZKB_ENTER)
-			(void) barrier_watch_ready(obj_of(e));
 	}
 	else
 		(void) zk_send_failed(e, rc, "create");

@@ -53,7 +53,7 @@
 # "# zklock-tap: serial" run alone after the others; 1: all one at a time),
 # ZKLOCK_QUEUE_FAULT_SECONDS (load seconds of 320_queue_exactly_once.pl, default 45),
 # ZKLOCK_CRON_MINUTES (minute slots of 440_pg_cron.pl, default 2),
-# ZKLOCK_FAULT_SECONDS (seconds of faults of 900_faults.pl, default 45),
+# ZKLOCK_FAULT_SECONDS (seconds of faults of 900_faults.pl, default 60),
 # ZKLOCK_MODEL_SECONDS (seconds of the model-based tester in a full run, default 60),
 # ZKLOCK_KEEP=1 keeps the /tmp copy even when everything passed.
 

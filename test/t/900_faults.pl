@@ -26,7 +26,7 @@
 # A short control run, in which the clients do not take the lock, must be
 # failed by the same checker with overlaps: the checker can fail.
 #
-# ZKLOCK_FAULT_SECONDS sets the seconds of faults (default 45; a quiet period
+# ZKLOCK_FAULT_SECONDS sets the seconds of faults (default 60; a quiet period
 # of 20 s follows).
 #
 # zklock-tap: serial (tools/test.sh runs it alone: it loads the machine or
@@ -42,7 +42,7 @@ use Test::More;
 use ZkLockTest;
 
 my $RUN = "$ZkLockTest::SRC/test/faults/run.py";
-my $SECONDS = $ENV{ZKLOCK_FAULT_SECONDS} // 45;
+my $SECONDS = $ENV{ZKLOCK_FAULT_SECONDS} // 60;
 my $QUIET = 20;
 
 # The clients are Python with psycopg2 (tools/deps.sh installs it): without
@@ -136,7 +136,8 @@ is($fig->{queue_acked_consumer_missing}, 0, 'queue: every acknowledged dequeue C
 is_deeply($fig->{queue_left}, { entries => 0, taken => 0, txns => 0 },
 	'queue: after the drain no entry, claim or transaction node is left (counted through ZooKeeper)');
 cmp_ok($fig->{queue_produced} // 0, '>=', 20, 'queue: items produced: ' . ($fig->{queue_produced} // 0));
-# the nemesis injects every kind once before it draws at random: in 40 s
+# the nemesis injects every kind once before it draws at random (the
+# partitions and copies first among them): in 40 s
 # there is time for all of them
 if ($SECONDS >= 40)
 {
