@@ -507,13 +507,6 @@ ready_armed(int rc, const struct Stat *stat, const void *data)
 			o->rwatching = true;
 		if (rc == ZOK && stat != NULL && stat->czxid != 0)
 			open_older_than(o, stat->czxid);
-		/*
-		 * Nobody left to wait (they went, or this answer opened them): take
-		 * the watch off, as the end of a probe does
-		 */
-		obj_compact(o);
-		if (o->nw == 0 && !o->probing)
-			obj_unwatch(o);
 	}
 	COMPLETION_END(none);
 }
