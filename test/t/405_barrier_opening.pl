@@ -93,8 +93,7 @@ sub kazoo_member
 	return $self;
 }
 my $bad2 = 0;
-TODO: {
-local $TODO = 'issue 22 item 7: a member whose create answer is late misses an opening undone at once';
+my $TODO7 = 'issue 22 item 7: a member whose create answer is late misses an opening undone at once';
 foreach my $r (1 .. 3)
 {
 	my $name = "stall$r";
@@ -121,13 +120,18 @@ foreach my $r (1 .. 3)
 	proxy_cmd($p, 'reset');
 	my $ok = $in && "@got" eq 'left left' && ($res->{out} // '') eq 't|t';
 	$bad2++ unless $ok;
-	ok($ok, "round $r: A's member passed the opening the kazoo members made, and all left")
-	  or diag sprintf('A: %s %s %.2f s; kazoo: %s', $res->{out} // '?', $res->{sqlstate} // '',
+	TODO: {
+		local $TODO = $TODO7;
+		ok($ok, "round $r: A's member passed the opening the kazoo members made, and all left");
+	}
+	$ok or diag sprintf('A: %s %s %.2f s; kazoo: %s', $res->{out} // '?', $res->{sqlstate} // '',
 		$res->{elapsed} // -1, "@got");
 	$_->cmd('quit') for ($k1, $k2);
 	is(zk_wait_count($zk, "$BAR/$name", 0, 15), 1, "round $r: no member node left");
 }
-is($bad2, 0, 'A never missed the opening while its create answer was held');
+TODO: {
+	local $TODO = $TODO7;
+	is($bad2, 0, 'A never missed the opening while its create answer was held');
 }
 
 $_->quit foreach @s;
