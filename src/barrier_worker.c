@@ -56,10 +56,12 @@ typedef struct BObj
 	int32		ready_version;
 	bool		rwatching;		/* an exists watch of ours may be set on
 								 * ready (see barrier_ready_event) */
+	int			rinflight;		/* exists requests on ready not answered */
 } BObj;
 
 static HTAB *objs = NULL;
 static bool any_retry = false;
+static uint64 swept_connects = 0;
 static MemoryContext b_cxt = NULL;
 
 static void obj_probe(BObj *o);
@@ -162,15 +164,23 @@ obj_add(BObj *o, ZkEntry *e)
 static void
 obj_unwatch(BObj *o)
 {
-	if (o->rwatching && zk_zh != NULL)
+	/*
+	 * Not while an exists on ready is in flight: the removal would reach
+	 * ZooKeeper after it and take off the watch a member's create just
+	 * set; the last answer (ready_armed) takes it off if still unwanted.
+	 */
+	if (o->rwatching && o->rinflight == 0)
 	{
-		char		rpath[ZK_PATH_MAX];
+		if (zk_zh != NULL)
+		{
+			char		rpath[ZK_PATH_MAX];
 
-		snprintf(rpath, sizeof(rpath), "%s/%s", o->path, ZKB_READY);
-		(void) zoo_aremove_all_watches(zk_zh, rpath, ZWATCHTYPE_ANY, 0,
-									   (void_completion_t *) zk_unwatch_done, NULL);
+			snprintf(rpath, sizeof(rpath), "%s/%s", o->path, ZKB_READY);
+			(void) zoo_aremove_all_watches(zk_zh, rpath, ZWATCHTYPE_ANY, 0,
+										   (void_completion_t *) zk_unwatch_done, NULL);
+		}
+		o->rwatching = false;
 	}
-	o->rwatching = false;
 	if (!o->watching || zk_zh == NULL)
 	{
 		o->watching = false;
@@ -503,10 +513,22 @@ ready_armed(int rc, const struct Stat *stat, const void *data)
 
 	COMPLETION_BEGIN
 	{
+		if (o->rinflight > 0)
+			o->rinflight--;
 		if (rc == ZOK || rc == ZNONODE)
 			o->rwatching = true;
 		if (rc == ZOK && stat != NULL && stat->czxid != 0)
 			open_older_than(o, stat->czxid);
+
+		/*
+		 * Sent behind a member's create, the watch may arrive when nobody
+		 * waits any more (the member left, was cancelled, or this very
+		 * answer opened it): take it off, or it stays on a "ready" that
+		 * may never change again.
+		 */
+		obj_compact(o);
+		if (o->nw == 0 && !o->probing)
+			obj_unwatch(o);
 	}
 	COMPLETION_END(none);
 }
@@ -516,9 +538,13 @@ static int
 barrier_watch_ready(BObj *o)
 {
 	char		rpath[ZK_PATH_MAX];
+	int			rc;
 
 	snprintf(rpath, sizeof(rpath), "%s/%s", o->path, ZKB_READY);
-	return zoo_awexists(zk_zh, rpath, barrier_ready_event, o, ready_armed, o);
+	rc = zoo_awexists(zk_zh, rpath, barrier_ready_event, o, ready_armed, o);
+	if (rc == ZOK)
+		o->rinflight++;
+	return rc;
 }
 
 static void
@@ -750,6 +776,7 @@ b_session_reset(void)
 	hash_seq_init(&st, objs);
 	while ((o = hash_seq_search(&st)) != NULL)
 	{
+		/* (rinflight: the old session's requests are still answered) */
 		o->probing = o->again = o->watching = o->rwatching = false;
 		if (o->nw > 0)
 		{
@@ -789,7 +816,30 @@ b_session_usable(void)
 				binfo_session_lost(e, NULL);
 		}
 	}
-	if (!any_retry || objs == NULL)
+	if (objs == NULL)
+		return;
+	if (swept_connects != zk_connects)
+	{
+		/*
+		 * A removal of our watches that was in flight when the connection
+		 * broke failed, yet the library still lists the watch and has just
+		 * set it again on the server it reconnected to.  Take such watches
+		 * off wherever nobody waits (a lookup in the library's own table
+		 * where there is none: nothing is sent).
+		 */
+		swept_connects = zk_connects;
+		hash_seq_init(&st, objs);
+		while ((o = hash_seq_search(&st)) != NULL)
+		{
+			obj_compact(o);
+			if (o->nw == 0 && !o->probing)
+			{
+				o->watching = o->rwatching = true;
+				obj_unwatch(o);
+			}
+		}
+	}
+	if (!any_retry)
 		return;
 	any_retry = false;
 	hash_seq_init(&st, objs);
@@ -1026,6 +1076,19 @@ member_send_create(ZkEntry *e)
 	{
 		e->create_inflight = true;
 		e->session = zk_cur_session;
+
+		/*
+		 * The watch on "ready" goes right behind the create, not after its
+		 * answer: ZooKeeper sets it next to the create, before another
+		 * member can count this one and open the barrier.  Set after the
+		 * answer, a worker that stalls meanwhile (or an answer held up)
+		 * would find "ready" created and deleted again by members that
+		 * entered and left at once, and miss the opening
+		 * (barrier_ready_event).  ready_armed takes it off again if nobody
+		 * waits by then.
+		 */
+		if (e->bop == ZKB_ENTER)
+			(void) barrier_watch_ready(obj_of(e));
 	}
 	else
 		(void) zk_send_failed(e, rc, "create");

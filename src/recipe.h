@@ -63,6 +63,7 @@ extern const ZkRecipe zk_semlease_recipe;
 /* worker_base.c: the session recipes use */
 extern zhandle_t *zk_zh;
 extern uint64 zk_cur_session;
+extern uint64 zk_connects;		/* connections made (new or same session) */
 extern bool zk_session_usable(void);
 
 /* worker_base.c: completions */

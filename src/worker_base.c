@@ -17,6 +17,7 @@
 
 zhandle_t  *zk_zh = NULL;
 uint64		zk_cur_session = 0;
+uint64		zk_connects = 0;
 uint64		zk_dispatch = 0;
 
 /* zk_recipe_drive's nesting: only the outermost call is a dispatch */
@@ -126,6 +127,7 @@ zk_recipes_set_handle(zhandle_t *h, uint64 session_id)
 {
 	zk_zh = h;
 	zk_cur_session = session_id;
+	zk_connects++;
 }
 
 /*

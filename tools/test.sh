@@ -382,6 +382,16 @@ tap_phase() {
     TAP_OK=$((TAP_OK + ok))
     TAP_BAD=$((TAP_BAD + bad))
     if [ "$bad" -ne 0 ]; then
+        if [ ${#failed_files[@]} -eq 0 ]; then
+            # a bailout: prove names no file; those that wrote a log but
+            # were never reported ok are the ones it stopped in
+            for l in "$SRC"/tmp_check/log/regress_log_*; do
+                [ -f "$l" ] || continue
+                name=${l##*/regress_log_}
+                grep -qE "^(\\[[0-9:]+\\] )?test/t/$name\\.pl \\.+ ok" "$log" ||
+                    failed_files+=("test/t/$name.pl")
+            done
+        fi
         for f in "${failed_files[@]}"; do
             name=${f##*/}
             name=${name%.pl}
