@@ -640,6 +640,8 @@ zk_history_verify(uint32 tli, uint64 rec, uint64 run, uint64 fxid)
 	ReadLocalXLogPageNoWaitPrivate priv;
 	volatile ZkHistCheck result = ZKH_UNREADABLE;
 	MemoryContext cxt = CurrentMemoryContext;
+	uint32		holdoff;
+	uint32		cancel_holdoff;
 
 	if (RecoveryInProgress() || rec == 0 || tli == 0)
 		return ZKH_UNREADABLE;
@@ -662,6 +664,15 @@ zk_history_verify(uint32 tli, uint64 rec, uint64 run, uint64 fxid)
 		return ZKH_BEYOND;
 
 	memset(&priv, 0, sizeof(priv));
+
+	/*
+	 * An ERROR sets InterruptHoldoffCount to zero although the worker still
+	 * holds its lock (which holds interrupts off): restored below, or the
+	 * release of the lock would take it below zero, where interrupts stay
+	 * held off for good and the worker never sees SIGTERM.
+	 */
+	holdoff = InterruptHoldoffCount;
+	cancel_holdoff = QueryCancelHoldoffCount;
 	PG_TRY();
 	{
 		XLogRecord *r;
@@ -687,6 +698,8 @@ zk_history_verify(uint32 tli, uint64 rec, uint64 run, uint64 fxid)
 		/* a removed segment: the WAL is gone */
 		MemoryContextSwitchTo(cxt);
 		FlushErrorState();
+		InterruptHoldoffCount = holdoff;
+		QueryCancelHoldoffCount = cancel_holdoff;
 		result = ZKH_UNREADABLE;
 	}
 	PG_END_TRY();

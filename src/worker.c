@@ -756,6 +756,22 @@ zklock_worker_main(Datum arg)
 		int			nev;
 		bool		connected = false;
 
+		/*
+		 * Nothing is held at the top of the loop.  Were the lock (or any
+		 * other) still held here, interrupts would stay held off with it:
+		 * the worker would go on serving but never see SIGTERM, and
+		 * PostgreSQL could not shut down.  Say so and let go.
+		 */
+		if (lock_depth != 0 || InterruptHoldoffCount != 0)
+		{
+			ereport(WARNING,
+					(errmsg("zklock: the worker still held its lock at the top of its loop (depth %d, interrupts held off %u)",
+							lock_depth, InterruptHoldoffCount),
+					 errdetail("This is a bug in zklock; the worker releases it and goes on.")));
+			LWLockReleaseAll();
+			lock_depth = 0;
+			InterruptHoldoffCount = 0;
+		}
 		CHECK_FOR_INTERRUPTS();
 
 		if (ConfigReloadPending)

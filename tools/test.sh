@@ -383,12 +383,13 @@ tap_phase() {
     TAP_BAD=$((TAP_BAD + bad))
     if [ "$bad" -ne 0 ]; then
         if [ ${#failed_files[@]} -eq 0 ]; then
-            # a bailout: prove names no file; those that wrote a log but
-            # were never reported ok are the ones it stopped in
+            # a bailout: prove names no file (and reports the one it stopped
+            # in as "ok" without a time); those that wrote a log but were
+            # never reported ok with their time are the ones it stopped in
             for l in "$SRC"/tmp_check/log/regress_log_*; do
                 [ -f "$l" ] || continue
                 name=${l##*/regress_log_}
-                grep -qE "^(\\[[0-9:]+\\] )?test/t/$name\\.pl \\.+ ok" "$log" ||
+                grep -qE "^(\\[[0-9:]+\\] )?test/t/$name\\.pl \\.+ ok +[0-9]+ ms" "$log" ||
                     failed_files+=("test/t/$name.pl")
             done
         fi

@@ -266,11 +266,27 @@ sub _kill_leftover
 
 END
 {
+	# Every server log of this test file: a worker that found its lock (or
+	# a hold-off of interrupts) still held at the top of its loop is a bug
+	# whatever the test asserted (it went on only thanks to the safety net),
+	# so the file fails
+	my $base = File::Basename::basename($0) =~ s/\.pl$//r;
+	foreach my $log (glob("$PostgreSQL::Test::Utils::log_path/${base}_*.log"))
+	{
+		open(my $fh, '<', $log) or next;
+		my @bad = grep { /still held its lock at the top of its loop/ } <$fh>;
+		close $fh;
+		next unless @bad;
+		print STDERR "$log: the zklock worker found its lock held at the top of its loop:\n@bad";
+		$? ||= 1;
+	}
+
 	# keep the exit status of the test script (and look at it: a script
 	# that died keeps its ZooKeeper's files for the post-mortem)
 	my $exit = $?;
 	local $?;
 	my $failed = $exit != 0 || !Test::More->builder->is_passing;
+
 	foreach my $zk (@zookeepers)
 	{
 		eval {
