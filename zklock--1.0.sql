@@ -138,6 +138,12 @@ RETURNS record
 AS 'MODULE_PATHNAME', 'zk_status'
 LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
 
+-- The ZooKeeper path of a name of this session's namespace (zklock.namespace),
+-- for kazoo or Curator clients that take part: kind is lock, queue, barrier,
+-- gate, arrivals, semaphore, lease or election (elections are per cluster).
+CREATE FUNCTION zk_path(kind text, name text) RETURNS text
+AS 'MODULE_PATHNAME', 'zk_path' LANGUAGE C STRICT STABLE PARALLEL SAFE;
+
 -- ---------------------------------------------------------------------------
 -- The queue (kazoo LockingQueue layout under <zklock.root>/queues/<name>)
 

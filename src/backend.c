@@ -98,11 +98,37 @@ zk_release_entry(uint32 idx, uint32 gen)
 	return true;
 }
 
-/* A name (UTF-8) as this database can show it in a message */
+/* A name (UTF-8) as this database can show it in a message, without its namespace */
 char *
 zk_display_name(const char *name)
 {
-	return pg_any_to_server_noerror(name, strlen(name));
+	const char *n = zk_name_part(name);
+
+	return pg_any_to_server_noerror(n, strlen(n));
+}
+
+/*
+ * Does this backend own an entry (a lock held or awaited, a claim, a
+ * membership, a request in flight)?  Its names are in the namespace of
+ * the moment, which must not change under them.
+ */
+bool
+zk_backend_has_entries(void)
+{
+	bool		any = false;
+	int			i;
+
+	if (zk_ctl == NULL || MyProc == NULL)
+		return false;
+	LWLockAcquire(zk_ctl->lock, LW_SHARED);
+	for (i = 0; i < zk_ctl->max_entries && !any; i++)
+	{
+		ZkEntry    *e = zk_entry(i);
+
+		any = e->state != ZKE_FREE && e->pid == MyProcPid && !e->released;
+	}
+	LWLockRelease(zk_ctl->lock);
+	return any;
 }
 
 /* ---- identity stored in the node ---- */
@@ -487,6 +513,9 @@ zk_new_entry(ZkKind kind, const char *name, int len, ZkMode mode, ZkScope scope,
 		zk_build_node_data(data, sizeof(data));
 	else
 		data[0] = '\0';
+	/* every name an entry carries is in this backend's namespace */
+	name = zk_qualify_name(name, len, &len);
+	Assert(len <= ZKLOCK_QNAME_MAX);
 
 	zk_backend_lock(LW_EXCLUSIVE);
 	e = zk_entry_alloc();

@@ -271,6 +271,7 @@ gate_change(FunctionCallInfo fcinfo, int op, const char *what)
 	char		rel[ZKLOCK_ENAME_MAX + 16];
 	char		data[ZKLOCK_DATA_MAX];
 
+	name = zk_qualify_name(name, len, &len);
 	zk_encode_name(name, len, ename);
 	snprintf(rel, sizeof(rel), "gates/%s", ename);
 	if (op == ZKQ_OP_CREATE)
@@ -337,6 +338,7 @@ zk_arrive(PG_FUNCTION_ARGS)
 	char		rel[2 * ZKLOCK_ENAME_MAX + 16];
 	char		data[ZKLOCK_DATA_MAX];
 
+	name = zk_qualify_name(name, len, &len);
 	zk_encode_name(name, len, ename);
 	zk_encode_name(part, plen, epart);
 	snprintf(rel, sizeof(rel), "arrivals/%s/%s", ename, epart);

@@ -938,7 +938,7 @@ member_deleted(int rc, const void *ctx)
 			{
 				ereport(WARNING,
 						(errmsg("zklock: could not delete the member node of barrier \"%s\": %s",
-								e->name, zerror(rc))));
+								zk_log_name(e->name), zerror(rc))));
 				e->node[0] = '\0';
 				if (e->released)
 					zk_entry_free(e);

@@ -532,7 +532,7 @@ zk_leases_internal(PG_FUNCTION_ARGS)
 		ZkHolderRec *rec = (ZkHolderRec *) p;
 		char	   *enc = pnstrdup(p + sizeof(ZkHolderRec), rec->namelen);
 		char	   *data = pnstrdup(p + sizeof(ZkHolderRec) + rec->namelen, rec->datalen);
-		char	   *name = palloc(rec->namelen + 1);
+		char	   *name = palloc(rec->namelen + 2);
 		char	   *conv;
 		LeaseData	ld;
 		TimestampTz end;
@@ -540,8 +540,11 @@ zk_leases_internal(PG_FUNCTION_ARGS)
 		bool		nulls[5] = {false, true, true, false, true};
 
 		p += MAXALIGN(sizeof(ZkHolderRec) + rec->namelen + rec->datalen);
-		zk_decode_name(enc, name, rec->namelen + 1);
-		conv = pg_any_to_server_noerror(name, strlen(name));
+		zk_decode_qname(enc, name, rec->namelen + 2);
+		/* the leases of this session's namespace only */
+		if (!zk_name_in_namespace(name, zk_current_namespace()))
+			continue;
+		conv = zk_display_name(name);
 		values[0] = CStringGetTextDatum(conv ? conv : enc);
 		values[3] = BoolGetDatum(false);
 		if (parse_lease(data, rec->datalen, &ld))

@@ -304,7 +304,7 @@ holders_common(FunctionCallInfo fcinfo, bool key, int family)
 				zk_lock_blocker(contenders, n, i, NULL, true) == ZKLOCK_HELD);
 
 		memset(nulls, true, sizeof(nulls));
-		values[0] = CStringGetTextDatum(pg_any_to_server_noerror(rows[i].name, strlen(rows[i].name)));
+		values[0] = CStringGetTextDatum(zk_display_name(rows[i].name));
 		values[1] = CStringGetTextDatum(family == ZKF_SEMPOOL ? "lease" :
 										shared ? "shared" : "exclusive");
 		values[2] = CStringGetTextDatum(held ? "held" : "waiting");
@@ -389,7 +389,7 @@ zk_entry_row(ZkLockRow *r, bool held, int family, Datum *values, bool *nulls)
 		values[1] = CStringGetTextDatum(db);
 	else
 		nulls[1] = true;
-	values[2] = CStringGetTextDatum(pg_any_to_server_noerror(r->name, strlen(r->name)));
+	values[2] = CStringGetTextDatum(zk_display_name(r->name));
 	values[4] = CStringGetTextDatum(r->scope == ZKS_SESSION ? "session" : "transaction");
 	values[5] = CStringGetTextDatum(r->outcome == ZKO_LOST ? "lost" :
 									held ? "held" : "waiting");

@@ -156,7 +156,7 @@ delete_done(int rc, const void *ctx)
 					zk_count(ZKCNT_ZK_ERRORS, 1);
 					ereport(WARNING,
 							(errmsg("zklock: could not delete the node %s of zookeeper lock \"%s\": %s",
-									e->node, e->name, zerror(rc))));
+									e->node, zk_log_name(e->name), zerror(rc))));
 				}
 				if (e->released)
 					zk_count(ZKCNT_RELEASES, 1);
@@ -809,7 +809,7 @@ create_done(int rc, const char *name, const struct Stat *stat, const void *ctx)
 				char		msg[ZKLOCK_ERRMSG_MAX];
 
 				snprintf(msg, sizeof(msg), "Could not create the lock node for \"%s\": %s",
-						 e->name, zerror(rc));
+						 zk_name_part(e->name), zerror(rc));
 				e->list_inflight = false;
 				zk_fail(e, ERRCODE_CONNECTION_FAILURE, msg);
 				zk_node_gone(e);
@@ -1174,7 +1174,7 @@ lock_drive_failed(ZkEntry *e)
 	}
 	ereport(WARNING,
 			(errmsg("zklock: giving up on a request for zookeeper lock \"%s\" after repeated errors",
-					e->name),
+					zk_log_name(e->name)),
 			 errdetail("Its node, if any, goes when the session ends.")));
 	zk_fail(e, ERRCODE_INTERNAL_ERROR, "The zklock worker failed on this request repeatedly");
 	if (e->released)

@@ -14,6 +14,14 @@
  *	  one to one, and the result never holds '/', so no name reaches outside
  *	  <root>/locks.
  *
+ *	  Namespaces (zklock.namespace): a backend qualifies every name it hands
+ *	  the worker with its namespace (zk_qualify_name: 0xFF, namespace, 0xFF,
+ *	  name; UTF-8 never holds 0xFF, so nothing a user writes looks
+ *	  qualified), and the encoding of a qualified name is one component
+ *	  "<namespace>:<name>".  ':' is never plain, so the first ':' of a
+ *	  component always ends its namespace.  Names of the root namespace
+ *	  ("") are not qualified: their paths are kazoo's plain ones.
+ *
  *	  Ordering contenders: a node's sequence suffix is its parent's cversion,
  *	  a signed 32-bit number that wraps after 2^31 children (ZooKeeper then
  *	  writes negative suffixes, or repeats one).  The worker orders by the
@@ -28,6 +36,8 @@
 #include <ctype.h>
 
 #include "catalog/namespace.h"
+#include "commands/dbcommands.h"
+#include "miscadmin.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
 
@@ -138,22 +148,16 @@ zk_check_name(const char *name, int len)
 				 errhint("Use a shorter name, for example a hash of the long one.")));
 }
 
-/*
- * Encode a checked name into one ZooKeeper path component.
- * "out" must hold ZKLOCK_ENAME_MAX + 1 bytes.
- */
-void
-zk_encode_name(const char *name, int len, char *out)
+/* Append the bytes of s, each plain byte as itself and any other as %XX */
+static char *
+encode_bytes(const char *s, int len, bool dots, char *p)
 {
 	static const char hex[] = "0123456789ABCDEF";
-	bool		dots = (len == 1 && name[0] == '.') ||
-		(len == 2 && name[0] == '.' && name[1] == '.');
 	int			i;
-	char	   *p = out;
 
 	for (i = 0; i < len; i++)
 	{
-		unsigned char c = (unsigned char) name[i];
+		unsigned char c = (unsigned char) s[i];
 
 		if (plain_byte(c) && !dots)
 			*p++ = (char) c;
@@ -164,7 +168,166 @@ zk_encode_name(const char *name, int len, char *out)
 			*p++ = hex[c & 0xF];
 		}
 	}
+	return p;
+}
+
+/*
+ * Encode a checked name into one ZooKeeper path component.  A name in a
+ * namespace (ZKLOCK_NS_MARK, see zk_qualify_name) becomes
+ * "<namespace>:<name>", each part encoded: ':' is never plain, so no name
+ * of the root namespace (and no other namespace) can produce it.
+ * "out" must hold ZKLOCK_ENAME_MAX + 1 bytes.
+ */
+void
+zk_encode_name(const char *name, int len, char *out)
+{
+	const char *sep = NULL;
+	char	   *p = out;
+
+	if (len > 1 && name[0] == ZKLOCK_NS_MARK)
+		sep = memchr(name + 1, ZKLOCK_NS_MARK, len - 1);
+	if (sep != NULL)
+	{
+		p = encode_bytes(name + 1, sep - (name + 1), false, p);
+		*p++ = ':';
+		p = encode_bytes(sep + 1, len - (sep + 1 - name), false, p);
+	}
+	else
+	{
+		bool		dots = (len == 1 && name[0] == '.') ||
+			(len == 2 && name[0] == '.' && name[1] == '.');
+
+		p = encode_bytes(name, len, dots, p);
+	}
 	*p = '\0';
+}
+
+/* ---- namespaces ---- */
+
+/*
+ * zklock.namespace, as this backend last expanded it (UTF-8; "" is the
+ * root namespace).  "$database" stands for the current database's name.
+ */
+static char ns_cache[ZKLOCK_NS_MAX + 1];
+static bool ns_cached = false;
+
+void
+zk_namespace_changed(void)
+{
+	ns_cached = false;
+}
+
+const char *
+zk_current_namespace(void)
+{
+	const char *v = zklock_namespace ? zklock_namespace : "";
+	char	   *dbname = NULL;
+	char	   *u;
+	int			len;
+
+	if (ns_cached)
+		return ns_cache;
+	if (strcmp(v, "$database") == 0)
+	{
+		if (!OidIsValid(MyDatabaseId) || (dbname = get_database_name(MyDatabaseId)) == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("zklock.namespace \"$database\" needs a database"),
+					 errhint("Set zklock.namespace to a name for this session.")));
+		v = dbname;
+	}
+	len = strlen(v);
+	u = pg_server_to_any(v, len, PG_UTF8);
+	if (u != v)
+		len = strlen(u);
+	if (len > ZKLOCK_NS_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock namespace \"%s\" is too long", v),
+				 errdetail("It has %d bytes in UTF-8; the limit is %d.", len, ZKLOCK_NS_MAX),
+				 errhint("Set zklock.namespace to a shorter name (ALTER DATABASE ... SET zklock.namespace).")));
+	memcpy(ns_cache, u, len);
+	ns_cache[len] = '\0';
+	ns_cached = true;
+	if (u != v)
+		pfree(u);
+	if (dbname)
+		pfree(dbname);
+	return ns_cache;
+}
+
+/*
+ * A checked UTF-8 name in this backend's namespace: the name itself in
+ * the root namespace, otherwise ZKLOCK_NS_MARK, the namespace,
+ * ZKLOCK_NS_MARK, the name.  UTF-8 never holds the byte 0xFF, so a name
+ * the user wrote can never look qualified; a qualified name stays as it is.
+ */
+char *
+zk_qualify_name(const char *name, int len, int *qlen)
+{
+	const char *ns;
+	int			nslen;
+	char	   *q;
+
+	if (len == 0 || name[0] == ZKLOCK_NS_MARK)
+	{
+		*qlen = len;
+		return pnstrdup(name, len);
+	}
+	ns = zk_current_namespace();
+	nslen = strlen(ns);
+	if (nslen == 0)
+	{
+		*qlen = len;
+		return pnstrdup(name, len);
+	}
+	*qlen = nslen + len + 2;
+	q = palloc(*qlen + 1);
+	q[0] = ZKLOCK_NS_MARK;
+	memcpy(q + 1, ns, nslen);
+	q[nslen + 1] = ZKLOCK_NS_MARK;
+	memcpy(q + nslen + 2, name, len);
+	q[*qlen] = '\0';
+	return q;
+}
+
+/* The name a qualified name carries, without its namespace */
+const char *
+zk_name_part(const char *qname)
+{
+	const char *sep;
+
+	if (qname[0] != ZKLOCK_NS_MARK || (sep = strchr(qname + 1, ZKLOCK_NS_MARK)) == NULL)
+		return qname;
+	return sep + 1;
+}
+
+/*
+ * A qualified name for the server log: "<namespace>:<name>", as its node
+ * is named (without the escapes).  A static buffer: one per message.
+ */
+const char *
+zk_log_name(const char *qname)
+{
+	static char buf[ZKLOCK_QNAME_MAX + 1];
+	const char *sep;
+
+	if (qname[0] != ZKLOCK_NS_MARK || (sep = strchr(qname + 1, ZKLOCK_NS_MARK)) == NULL)
+		return qname;
+	snprintf(buf, sizeof(buf), "%.*s:%s", (int) (sep - qname - 1), qname + 1, sep + 1);
+	return buf;
+}
+
+/* Is a qualified name one of namespace ns ("" the root)? */
+bool
+zk_name_in_namespace(const char *qname, const char *ns)
+{
+	const char *sep;
+
+	if (qname[0] != ZKLOCK_NS_MARK || (sep = strchr(qname + 1, ZKLOCK_NS_MARK)) == NULL)
+		return ns[0] == '\0';
+	return (size_t) (sep - qname - 1) == strlen(ns) &&
+		memcmp(qname + 1, ns, sep - qname - 1) == 0;
 }
 
 /* <root>/locks/<encoded name> for a UTF-8 name (leases, elections: their own dirs) */
@@ -567,6 +730,28 @@ zk_json_field(const char *data, int len, const char *key, char *out, size_t outl
 			out[i++] = *p++;
 	out[i] = '\0';
 	return i > 0;
+}
+
+/*
+ * The inverse of zk_encode_name for a component that may name a namespace
+ * ("<namespace>:<name>", the first ':' as itself): the qualified name.
+ */
+int
+zk_decode_qname(const char *enc, char *out, int outlen)
+{
+	const char *colon = strchr(enc, ':');
+	int			n;
+	char		ns[ZKLOCK_ENAME_MAX + 1];
+
+	if (colon == NULL || colon == enc || outlen < 4)
+		return zk_decode_name(enc, out, outlen);
+	memcpy(ns, enc, colon - enc);
+	ns[colon - enc] = '\0';
+	out[0] = ZKLOCK_NS_MARK;
+	n = 1 + zk_decode_name(ns, out + 1, outlen - 2);
+	out[n++] = ZKLOCK_NS_MARK;
+	n += zk_decode_name(colon + 1, out + n, outlen - n);
+	return n;
 }
 
 /* The inverse of zk_encode_name (and lenient with names others wrote) */

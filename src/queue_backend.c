@@ -217,6 +217,7 @@ zkq_enqueue(const char *qname, int qlen, const char *payload, Size plen, int pri
 				 errmsg("zklock queue priority %d is out of range", priority),
 				 errhint("Give a priority from 0 (first) to 999 (last); the default is 100.")));
 	zkq_check_name(qname, qlen);
+	qname = zk_qualify_name(qname, qlen, &qlen);
 
 	/*
 	 * What the item adds to the multi that publishes the transaction (the

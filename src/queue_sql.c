@@ -338,8 +338,11 @@ zk_queues_internal(PG_FUNCTION_ARGS)
 				memcpy(name, p + sizeof(row), Min(row.namelen, sizeof(name) - 1));
 				name[Min(row.namelen, sizeof(name) - 1)] = '\0';
 				p += MAXALIGN(sizeof(row) + row.namelen);
+				/* the queues of this session's namespace only */
+				if (!zk_name_in_namespace(name, zk_current_namespace()))
+					continue;
 				zkq_local_counts(name, &claims, &waiting);
-				shown = pg_any_to_server_noerror(name, strlen(name));
+				shown = zk_display_name(name);
 				if (shown == NULL)
 					nulls[0] = true;
 				else

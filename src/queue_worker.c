@@ -101,7 +101,7 @@ typedef struct Listing
 
 typedef struct QState
 {
-	char		name[ZKLOCK_NAME_MAX + 1];	/* key: UTF-8 queue name */
+	char		name[ZKLOCK_QNAME_MAX + 1];	/* key: UTF-8 queue name */
 	char		path[ZK_PATH_MAX];	/* <root>/queues/<encoded> */
 	List	   *waiters;		/* Waiter *, arrival order */
 	bool		parents_ok;
@@ -147,7 +147,7 @@ typedef struct QState
  */
 typedef struct QSeq
 {
-	char		name[ZKLOCK_NAME_MAX + 1];	/* key: UTF-8 queue name */
+	char		name[ZKLOCK_QNAME_MAX + 1];	/* key: UTF-8 queue name */
 	bool		parents_ok;		/* entries and taken exist, as far as known */
 	bool		seq_explicit;	/* entries' counter (nearly) ran out: items
 								 * are named from <queue>/next */
@@ -231,7 +231,7 @@ static void *
 q_hash_entry(HTAB **h, const char *what, Size entrysize, const char *name,
 			 bool create, bool *isnew)
 {
-	char		key[ZKLOCK_NAME_MAX + 1];
+	char		key[ZKLOCK_QNAME_MAX + 1];
 	bool		found;
 	char	   *ent;
 
@@ -604,7 +604,7 @@ blob_valid(const char *blob, int len)
 				!op_path_valid(p, it.qlen))
 				return false;
 		}
-		else if (it.qlen == 0 || it.qlen > ZKLOCK_NAME_MAX || it.priority > 999)
+		else if (it.qlen == 0 || it.qlen > ZKLOCK_QNAME_MAX || it.priority > 999)
 			return false;
 		p += it.qlen + it.plen;
 	}
@@ -663,7 +663,7 @@ seq_switch(QSeq *q, const char *why)
 		q_seq_path(q, "next", path, sizeof(path));
 		ereport(LOG,
 				(errmsg("zklock: queue \"%s\": %s; this cluster names its items from %s from now on",
-						q->name, why, path)));
+						zk_log_name(q->name), why, path)));
 	}
 }
 
@@ -728,7 +728,7 @@ pub_waits_fire(bool ok)
 
 typedef struct SeqFetch
 {
-	char		name[ZKLOCK_NAME_MAX + 1];
+	char		name[ZKLOCK_QNAME_MAX + 1];
 	int			pending;
 	bool		failed;
 	bool		val_ok;
@@ -1065,7 +1065,7 @@ pub_send(PubOp *po)
 	for (i = 0; i < h->nitems; i++)
 	{
 		ZkTxnItem	it;
-		char		qname[ZKLOCK_NAME_MAX + 1];
+		char		qname[ZKLOCK_QNAME_MAX + 1];
 		QSeq	   *q;
 
 		memcpy(&it, p, sizeof(it));
@@ -1986,7 +1986,7 @@ send_txn_create(ZkEntry *e)
 		for (i = 0; i < h->nitems; i++)
 		{
 			ZkTxnItem	it;
-			char		qname[ZKLOCK_NAME_MAX + 1];
+			char		qname[ZKLOCK_QNAME_MAX + 1];
 
 			memcpy(&it, p, sizeof(it));
 			p += sizeof(ZkTxnItem);
@@ -2721,7 +2721,7 @@ q_no_progress(QState *q)
 			 fe != NULL && fe->wal_unflushed ? " still flushing" : "",
 			 q->ncand, q->nrest, q->settled, q->again, q->lost_race,
 			 q->unflushed_wait);
-	zk_no_progress_report("queue", q->name, state);
+	zk_no_progress_report("queue", zk_log_name(q->name), state);
 	old = MemoryContextSwitchTo(q_context());
 	foreach(lc, q->waiters)
 	{
@@ -3741,7 +3741,7 @@ send_end(ZkEntry *e, QState *q)
 		{
 			ereport(LOG,
 					(errmsg("zklock: left %d queue claims of queue \"%s\" to the server that took this run over",
-							e->nclaims, e->name)));
+							e->nclaims, zk_log_name(e->name))));
 			q_free_entry(e);
 		}
 		else
@@ -4420,7 +4420,7 @@ queue_count_finish(Listing *l)
 {
 	QueueCount *qc = (QueueCount *) l->owner;
 	Info	   *in = qc->info;
-	char		name[ZKLOCK_NAME_MAX + 1];
+	char		name[ZKLOCK_QNAME_MAX + 1];
 	int			nlen;
 	char	   *rec;
 	ZkQueueRow	row;
@@ -4430,7 +4430,7 @@ queue_count_finish(Listing *l)
 		info_fail(in, listing_error(l));
 	else
 	{
-		nlen = zk_decode_name(qc->enc, name, sizeof(name));
+		nlen = zk_decode_qname(qc->enc, name, sizeof(name));
 		row.items = listing_unclaimed(l, NULL);
 		row.claimed = l->ntaken;
 		row.namelen = nlen;

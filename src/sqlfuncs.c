@@ -7,6 +7,7 @@
  *-------------------------------------------------------------------------
  */
 #include "zklock.h"
+#include "queue.h"
 
 #include <errno.h>
 
@@ -209,4 +210,50 @@ zk_status(PG_FUNCTION_ARGS)
 	Assert(n == ZKCNT_NUM + 9);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/*
+ * zk_path(kind, name) -> the ZooKeeper path of a name of this session's
+ * namespace, for other clients (kazoo, Curator) that take part in the same
+ * lock, queue, barrier, gate, arrivals, semaphore or lease.  Elections are
+ * the cluster's (zklock.elections), so theirs is outside any namespace.
+ */
+PG_FUNCTION_INFO_V1(zk_path);
+Datum
+zk_path(PG_FUNCTION_ARGS)
+{
+	char	   *kind = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	int			len;
+	char	   *name = zk_arg_text_name(fcinfo, 1, "name", &len);
+	char	   *qname;
+	int			qlen;
+	char		ename[ZKLOCK_ENAME_MAX + 1];
+	char		out[ZKLOCK_PARENT_MAX + 1];
+
+	if (strcmp(kind, "election") == 0)
+	{
+		zk_lock_parent(name, ZKF_ELECTIONS, out, sizeof(out));
+		PG_RETURN_TEXT_P(cstring_to_text(out));
+	}
+	qname = zk_qualify_name(name, len, &qlen);
+	zk_encode_name(qname, qlen, ename);
+	if (strcmp(kind, "lock") == 0)
+		zk_lock_parent(qname, ZKF_LOCKS, out, sizeof(out));
+	else if (strcmp(kind, "semaphore") == 0)
+		zk_lock_parent(qname, ZKF_SEMPOOL, out, sizeof(out));
+	else if (strcmp(kind, "lease") == 0)
+		zk_lock_parent(qname, ZKF_LEASES, out, sizeof(out));
+	else if (strcmp(kind, "queue") == 0)
+		zk_queue_path(qname, out, sizeof(out));
+	else if (strcmp(kind, "barrier") == 0 || strcmp(kind, "gate") == 0 ||
+			 strcmp(kind, "arrivals") == 0)
+		snprintf(out, sizeof(out), "%s/%s%s/%s", zklock_root, kind,
+				 strcmp(kind, "gate") == 0 ? "s" : strcmp(kind, "barrier") == 0 ? "s" : "",
+				 ename);
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown zklock recipe \"%s\"", kind),
+				 errhint("Use one of lock, queue, barrier, gate, arrivals, semaphore, lease, election.")));
+	PG_RETURN_TEXT_P(cstring_to_text(out));
 }

@@ -26,6 +26,7 @@ int			zklock_connect_timeout = 5000;
 int			zklock_commit_timeout = 5000;
 int			zklock_max_locks = 1024;
 char	   *zklock_elections = NULL;
+char	   *zklock_namespace = NULL;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -71,6 +72,36 @@ check_hosts(char **newval, void **extra, GucSource source)
 		return false;
 	}
 	return true;
+}
+
+/*
+ * zklock.namespace: at most ZKLOCK_NS_MAX bytes, and not changed by SET
+ * under names this session holds in the old one (its locks, claims and
+ * memberships would be looked for in the new one).
+ */
+static bool
+check_namespace(char **newval, void **extra, GucSource source)
+{
+	if (*newval && strlen(*newval) > ZKLOCK_NS_MAX)
+	{
+		GUC_check_errdetail("A namespace has at most %d bytes.", ZKLOCK_NS_MAX);
+		return false;
+	}
+	if (source == PGC_S_SESSION && IsNormalProcessingMode() &&
+		zk_backend_has_entries())
+	{
+		GUC_check_errcode(ERRCODE_OBJECT_IN_USE);
+		GUC_check_errdetail("This session holds or awaits zklock locks, claims or memberships in the current namespace.");
+		GUC_check_errhint("Release them first (or change the namespace at the start of the session).");
+		return false;
+	}
+	return true;
+}
+
+static void
+assign_namespace(const char *newval, void *extra)
+{
+	zk_namespace_changed();
 }
 
 void
@@ -146,6 +177,16 @@ _PG_init(void)
 							   PGC_SIGHUP,
 							   0,
 							   zk_check_elections, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.namespace",
+							   "Namespace of this session's zklock names.",
+							   "Sessions meet on a name only within one namespace. \"$database\" is the "
+							   "current database's name; empty is the namespace shared by everyone.",
+							   &zklock_namespace,
+							   "$database",
+							   PGC_SUSET,
+							   0,
+							   check_namespace, assign_namespace, NULL);
 
 	MarkGUCPrefixReserved("zklock");
 

@@ -26,7 +26,17 @@
 
 /* Limits */
 #define ZKLOCK_NAME_MAX			255 /* bytes of a lock name */
-#define ZKLOCK_ENAME_MAX		(ZKLOCK_NAME_MAX * 3)	/* encoded component */
+#define ZKLOCK_NS_MAX			127 /* bytes of a namespace, in UTF-8 */
+
+/*
+ * A name in a namespace, as entries and queue records carry it: the mark,
+ * the namespace, the mark, the name (all UTF-8, where 0xFF never occurs);
+ * a name of the root namespace is just the name.  See names.c.
+ */
+#define ZKLOCK_NS_MARK			'\xFF'
+#define ZKLOCK_QNAME_MAX		(ZKLOCK_NAME_MAX + ZKLOCK_NS_MAX + 2)
+/* encoded component: "<namespace>:<name>", each byte at most "%XX" */
+#define ZKLOCK_ENAME_MAX		((ZKLOCK_NAME_MAX + ZKLOCK_NS_MAX) * 3 + 1)
 #define ZKLOCK_ROOT_MAX			200 /* bytes of zklock.root */
 #define ZKLOCK_PARENT_MAX		(ZKLOCK_ROOT_MAX + 32 + ZKLOCK_ENAME_MAX)
 #define ZKLOCK_GUID_LEN			32
@@ -184,7 +194,8 @@ typedef struct ZkEntry
 
 	uint32		next;			/* free list / queue link */
 
-	char		name[ZKLOCK_NAME_MAX + 1];	/* UTF-8, as the user wrote it */
+	char		name[ZKLOCK_QNAME_MAX + 1];	/* UTF-8, as the user wrote it,
+											 * in its namespace (names.c) */
 	char		owner_tag[ZKLOCK_GUID_LEN / 2 + 1];	/* the owner's half of
 														 * guid */
 	char		guid[ZKLOCK_GUID_LEN + 1];
@@ -326,6 +337,7 @@ extern int	zklock_connect_timeout;
 extern int	zklock_commit_timeout;
 extern int	zklock_max_locks;
 extern char *zklock_elections;
+extern char *zklock_namespace;
 
 /* election.c: the worker's candidacies */
 extern void zk_elections_turn(void);
@@ -371,6 +383,13 @@ extern bool zk_valid_root(const char *root, const char **why);
 extern bool zk_node_seq(const char *child, int64 *seq);
 extern bool zk_node_is_contender(const char *child, bool *shared);
 extern int	zk_decode_name(const char *enc, char *out, int outlen);
+extern int	zk_decode_qname(const char *enc, char *out, int outlen);
+extern const char *zk_name_part(const char *qname);
+extern const char *zk_log_name(const char *qname);
+extern bool zk_name_in_namespace(const char *qname, const char *ns);
+extern const char *zk_current_namespace(void);
+extern char *zk_qualify_name(const char *name, int len, int *qlen);
+extern void zk_namespace_changed(void);
 extern bool zk_json_field(const char *data, int len, const char *key, char *out,
 						  size_t outlen);
 
@@ -424,6 +443,7 @@ extern bool zk_wait_for_answer(uint32 idx, const char *uname, int64 timeout_ms,
 extern int	zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer, const char *what);
 extern bool zk_release_entry(uint32 idx, uint32 gen);
 extern char *zk_display_name(const char *name);
+extern bool zk_backend_has_entries(void);
 extern void zk_build_node_data(char *out, size_t outlen);
 
 /* sqlfuncs.c: argument helpers */
@@ -463,7 +483,7 @@ typedef struct ZkLockRow
 	int64		token;
 	TimestampTz requested_at;
 	TimestampTz granted_at;
-	char		name[ZKLOCK_NAME_MAX + 1];
+	char		name[ZKLOCK_QNAME_MAX + 1];
 	char		node[ZKLOCK_NODE_MAX + 1];
 } ZkLockRow;
 extern ZkLockRow *zk_snapshot_entries(bool (*want) (ZkEntry *e), int *n);

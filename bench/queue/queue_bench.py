@@ -236,7 +236,7 @@ def worker(role, idx, args, shared, results):
 def queue_base(args):
     if args.driver == "kazoo":
         return args.path
-    return args.zk_root.rstrip("/") + "/queues/" + args.queue
+    return args.zk_path
 
 
 def zk_queue_empty(zk, args):
@@ -279,7 +279,7 @@ def main():
     ap.add_argument("--zk-port", type=int, required=True)
     ap.add_argument("--path", help="kazoo: queue path (entries/ and taken/ below it)")
     ap.add_argument("--queue", help="zklock: queue name")
-    ap.add_argument("--zk-root", default=None, help="zklock: zklock.root (default: asked with SHOW)")
+    ap.add_argument("--zk-root", default=None, help="zklock: zklock.root, in the root namespace (default: the queue's path from zk_path)")
     ap.add_argument("--pg-host")
     ap.add_argument("--pg-port", type=int, default=5432)
     ap.add_argument("--pg-user", default="postgres")
@@ -296,13 +296,16 @@ def main():
     if args.driver == "zklock":
         if not args.queue or not args.pg_host:
             ap.error("--queue and --pg-host are needed with --driver zklock")
+        import psycopg2
+        c = psycopg2.connect(host=args.pg_host, port=args.pg_port, user=args.pg_user, dbname=args.pg_db)
+        cur = c.cursor()
         if args.zk_root is None:
-            import psycopg2
-            c = psycopg2.connect(host=args.pg_host, port=args.pg_port, user=args.pg_user, dbname=args.pg_db)
-            cur = c.cursor()
-            cur.execute("SHOW zklock.root")
-            args.zk_root = cur.fetchone()[0]
-            c.close()
+            # the queue's own path, in the database's namespace
+            cur.execute("SELECT zk_path('queue', %s)", (args.queue,))
+            args.zk_path = cur.fetchone()[0]
+        else:
+            args.zk_path = args.zk_root.rstrip("/") + "/queues/" + args.queue
+        c.close()
 
     ctx = mp.get_context("fork")
     phase = ctx.Value("i", WAIT)

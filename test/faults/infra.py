@@ -265,6 +265,8 @@ class PgCluster:
             "log_timezone = 'UTC'",
             "shared_preload_libraries = 'zklock'",
             "zklock.hosts = '%s'" % self.hosts,
+            # kazoo takes part on the root namespace's paths
+            "zklock.namespace = ''",
         ]
         for k, v in self.settings.items():
             conf.append("%s = '%s'" % (k, v))

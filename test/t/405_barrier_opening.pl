@@ -142,6 +142,16 @@ sub barrier_watches
 ok(wait_until(sub { barrier_watches() eq '' }, 15), 'parts 1 and 2 left no watch under the barriers')
   or diag 'watches: ' . barrier_watches();
 
+# A member of a barrier that never opens times out (nothing else happens):
+# no watch is left
+$s[1]->send("SELECT zk_barrier_enter('lonely', 2, '2s')");
+ok(wait_until(sub { barrier_watches() =~ m{\Q$BAR\E/lonely/ready} }, 10),
+	'a lonely member watches ready') or diag 'watches: ' . barrier_watches();
+my $res0 = $s[1]->wait(30);
+is($res0->{out}, 'f', 'the lonely member timed out (false)') or diag explain $res0;
+ok(wait_until(sub { barrier_watches() eq '' }, 15), 'no watch left after a member timed out')
+  or diag 'watches: ' . barrier_watches();
+
 # A member waits alone (its watch on ready is set); when it times out, the
 # removal of that watch lands but the connection is cut before its answer:
 # the library still lists the watch and sets it again when it reconnects

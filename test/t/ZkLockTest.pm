@@ -420,6 +420,11 @@ sub zk_conf
 	  . "log_min_messages = debug1\n"
 	  . "log_line_prefix = '%m [%p] %b '\n"
 	  . "max_connections = 60\n";
+	# the tests share names with kazoo and across databases and clusters on
+	# purpose: the root namespace, unless a test asks for another
+	# (namespace => undef keeps the default, each database its own)
+	$opts{namespace} = '' unless exists $opts{namespace};
+	$conf .= "zklock.namespace = '$opts{namespace}'\n" if defined $opts{namespace};
 	$conf .= "zklock.session_timeout = '$opts{session_timeout}'\n"
 	  if defined $opts{session_timeout};
 	$conf .= "zklock.connect_timeout = '$opts{connect_timeout}'\n"
