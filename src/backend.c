@@ -173,6 +173,21 @@ zk_raise_noauth(const char *path, const char *what)
 			 errhint("Check zklock.auth_file, zklock.acl and the ACL of the nodes under zklock.root (kazoo's get_acls shows it): clusters that share names must use the same credentials or list each other in zklock.acl.")));
 }
 
+/*
+ * No session because of the credentials (ZkConnState ZKC_AUTH_FAILED): not
+ * a connection problem either, so a request fails at once with 42501.
+ */
+static void
+raise_auth_failed(const char *what)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("the zklock worker has no zookeeper session: its credentials were refused"),
+			 errdetail("The request to %s cannot be sent; the worker refuses to connect without the credentials of zklock.auth_file, which it could not use (or ZooKeeper refused them).",
+					   what),
+			 errhint("Check zklock.auth_file (a file owned by the server's user, mode 0600, holding one line user:password) and the server log, then reload the configuration.")));
+}
+
 /* The hint of a request that found no usable session */
 static int
 conn_hint(int conn)
@@ -322,6 +337,13 @@ zk_wait_for_answer(uint32 idx, const char *uname, int64 timeout_ms, int64 *token
 		}
 		else
 		{
+			if (conn == ZKC_AUTH_FAILED)
+			{
+				char		what[ZKLOCK_NAME_MAX * 4 + 64];
+
+				snprintf(what, sizeof(what), "acquire zookeeper lock \"%s\"", name);
+				raise_auth_failed(what);
+			}
 			if (now >= answer_deadline)
 				ereport(ERROR,
 						(errcode(ERRCODE_CONNECTION_FAILURE),
@@ -484,6 +506,8 @@ zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer, const char *what)
 		}
 		else
 		{
+			if (conn == ZKC_AUTH_FAILED)
+				raise_auth_failed(what);
 			if (now >= answer_deadline)
 				ereport(ERROR,
 						(errcode(ERRCODE_CONNECTION_FAILURE),

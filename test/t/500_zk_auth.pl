@@ -231,9 +231,13 @@ ok($open->log_contains(qr/refusing the zookeeper credentials file .*loose\.auth.
 	'the log says why, with the chmod hint');
 sleep 1;
 is(zk_status_value($open, 'state'), 'auth failed', 'it stays without a session');
-$r = one_shot($open, "SELECT zk_lock('x', '1s')", 30);
-is($r->{sqlstate}, '08006', 'a lock request fails (no session)');
-like($r->{err}, qr/credentials were refused/, 'with a hint about the credentials');
+$t0 = time();
+$r = one_shot($open, "SELECT zk_lock('x')", 30);
+$el = time() - $t0;
+is($r->{sqlstate}, '42501', 'a lock request fails with 42501, not as a connection failure');
+like($r->{err}, qr/no zookeeper session: its credentials were refused.*\n.*\n.*HINT:.*zklock\.auth_file/s,
+	'saying why, with a hint about zklock.auth_file');
+ok($el < 2.5, sprintf('at once (%.2fs)', $el));
 chmod(0600, $loose);
 $open->reload;
 $st = wait_for_state($open, 'connected', 20);
