@@ -34,6 +34,13 @@
  *	  session is opened.  A new zklock.hosts closes the session and opens a
  *	  new one on the new servers.
  *
+ *	  Credentials (auth.c): every zookeeper_init -- a new session, or an old
+ *	  one reattached to close it -- is followed by zoo_add_auth with the
+ *	  digest credentials of zklock.auth_file, before any request.  A file
+ *	  that may not be used means no session at all (state "auth failed"),
+ *	  tried again every AUTH_RETRY_MS and at each reload; a reload that
+ *	  changes the credentials closes the session and opens a new one.
+ *
  *-------------------------------------------------------------------------
  */
 #include "recipe.h"
@@ -525,7 +532,8 @@ session_open(void)
 	cred_state = ZKA_NONE;
 	if (zklock_hosts[0] != '\0')
 		cred_state = zk_auth_load(cred, sizeof(cred));
-	zk_acl_build(cred_state == ZKA_DIGEST);
+	if (zklock_hosts[0] != '\0')
+		zk_acl_build(cred_state == ZKA_DIGEST);
 	if (zklock_hosts[0] != '\0' && cred_state == ZKA_REFUSED)
 	{
 		/* never without the credentials it was told to use */
@@ -725,7 +733,8 @@ apply_settings(void)
 		}
 	}
 	/* a new zklock.acl applies to the nodes created from now on */
-	zk_acl_build(cred_state == ZKA_DIGEST);
+	if (zklock_hosts[0] != '\0')
+		zk_acl_build(cred_state == ZKA_DIGEST);
 }
 
 /*
