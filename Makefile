@@ -11,6 +11,7 @@ OBJS = \
 	src/names.o \
 	src/worker.o \
 	src/worker_base.o \
+	src/auth.o \
 	src/lock_worker.o \
 	src/backend.o \
 	src/lock_backend.o \

@@ -132,8 +132,10 @@ CREATE FUNCTION zk_status(
     OUT leaderships bigint,
     OUT semaphore_leases bigint,
     OUT semaphore_refusals bigint,
+    OUT noauth_refusals bigint,
     OUT queues_tracked integer,
-    OUT publications_blocked integer)
+    OUT publications_blocked integer,
+    OUT auth text)
 RETURNS record
 AS 'MODULE_PATHNAME', 'zk_status'
 LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;

@@ -183,11 +183,58 @@ zk_build_node_data(char *out, size_t outlen)
 
 /* ---- waiting ---- */
 
+/*
+ * ZooKeeper refused the worker's request on path for want of permission
+ * (ZNOAUTH): the node's ACL does not grant what this cluster's credentials
+ * would need.  Not a connection problem: retrying cannot help.
+ */
+void
+zk_raise_noauth(const char *path, const char *what)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("zookeeper refused access to \"%s\"", path),
+			 errdetail("The zklock worker's ZooKeeper session lacks a permission the node's ACL requires (NOAUTH), so it could not %s.",
+					   what),
+			 errhint("Check zklock.auth_file, zklock.acl and the ACL of the nodes under zklock.root (kazoo's get_acls shows it): clusters that share names must use the same credentials or list each other in zklock.acl.")));
+}
+
+/*
+ * No session because of the credentials (ZkConnState ZKC_AUTH_FAILED): not
+ * a connection problem either, so a request fails at once with 42501.
+ */
+static void
+raise_auth_failed(const char *what)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("the zklock worker has no zookeeper session: its credentials were refused"),
+			 errdetail("The request to %s cannot be sent; the worker refuses to connect without the credentials of zklock.auth_file, which it could not use (or ZooKeeper refused them).",
+					   what),
+			 errhint("Check zklock.auth_file (a file owned by the server's user, mode 0600, holding one line user:password) and the server log, then reload the configuration.")));
+}
+
+/* The hint of a request that found no usable session */
+static int
+conn_hint(int conn)
+{
+	if (conn == ZKC_AUTH_FAILED)
+		return errhint("The worker has no ZooKeeper session because its credentials were refused: check zklock.auth_file and the server log.");
+	return errhint("Check that ZooKeeper is running and that zklock.hosts is right (see zk_status()), then retry.");
+}
+
 static void
 raise_failure(int sqlstate, const char *msg, const char *uname)
 {
 	char	   *name = zk_display_name(uname);
 
+	if (sqlstate == ERRCODE_INSUFFICIENT_PRIVILEGE)
+	{
+		char		what[ZKLOCK_NAME_MAX * 4 + 64];
+
+		snprintf(what, sizeof(what), "acquire zookeeper lock \"%s\"", name);
+		zk_raise_noauth(msg, what);
+	}
 	if (sqlstate == ERRCODE_T_R_DEADLOCK_DETECTED)
 		ereport(ERROR,
 				(errcode(sqlstate),
@@ -316,6 +363,13 @@ zk_wait_for_answer(uint32 idx, const char *uname, int64 timeout_ms, int64 *token
 		}
 		else
 		{
+			if (conn == ZKC_AUTH_FAILED)
+			{
+				char		what[ZKLOCK_NAME_MAX * 4 + 64];
+
+				snprintf(what, sizeof(what), "acquire zookeeper lock \"%s\"", name);
+				raise_auth_failed(what);
+			}
 			if (now >= answer_deadline)
 				ereport(ERROR,
 						(errcode(ERRCODE_CONNECTION_FAILURE),
@@ -325,7 +379,7 @@ zk_wait_for_answer(uint32 idx, const char *uname, int64 timeout_ms, int64 *token
 								   zklock_connect_timeout) :
 						 errdetail("No usable ZooKeeper session within zklock.connect_timeout (%d ms); the connection is \"%s\".",
 								   zklock_connect_timeout, zk_conn_state_name(conn)),
-						 errhint("Check that ZooKeeper is running and that zklock.hosts is right (see zk_status()), then retry.")));
+						 conn_hint(conn)));
 			wake_at = answer_deadline;
 		}
 
@@ -439,6 +493,8 @@ zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer, const char *what)
 		}
 		if (outcome == ZKO_GRANTED || outcome == ZKO_BUSY)
 			return outcome;
+		if (outcome == ZKO_FAILED && sqlstate == ERRCODE_INSUFFICIENT_PRIVILEGE)
+			zk_raise_noauth(msg, what);
 		if (outcome == ZKO_FAILED || outcome == ZKO_LOST)
 			ereport(ERROR,
 					(errcode(sqlstate ? sqlstate : ERRCODE_CONNECTION_FAILURE),
@@ -476,6 +532,8 @@ zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer, const char *what)
 		}
 		else
 		{
+			if (conn == ZKC_AUTH_FAILED)
+				raise_auth_failed(what);
 			if (now >= answer_deadline)
 				ereport(ERROR,
 						(errcode(ERRCODE_CONNECTION_FAILURE),
@@ -485,7 +543,7 @@ zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer, const char *what)
 								   setting, answer_ms) :
 						 errdetail("No usable ZooKeeper session within %s (%d ms); the connection is \"%s\".",
 								   setting, answer_ms, zk_conn_state_name(conn)),
-						 errhint("Check that ZooKeeper is running and that zklock.hosts is right (see zk_status()), then retry.")));
+						 conn_hint(conn)));
 			wake_at = answer_deadline;
 			if (deadline != 0 && deadline < wake_at && state == ZKE_WAITING)
 				wake_at = deadline;

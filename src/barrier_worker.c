@@ -678,12 +678,12 @@ barrier_evaluate(BObj *o)
 			char	   *p = MemoryContextStrdup(b_context(), rpath);
 
 			zoo_delete_op_init(&ops[0], p, o->ready_version);
-			zoo_create_op_init(&ops[1], p, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+			zoo_create_op_init(&ops[1], p, NULL, -1, zk_acl(), 0, NULL, 0);
 			/* the buffers leak once per replaced leftover: rare and small */
 			(void) zoo_amulti(zk_zh, 2, ops, res, ready_done, NULL);
 		}
 		else
-			(void) zoo_acreate(zk_zh, rpath, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0,
+			(void) zoo_acreate(zk_zh, rpath, NULL, -1, zk_acl(), 0,
 							   ignore_created, NULL);
 		o->ready_czxid = 0;
 	}
@@ -1005,9 +1005,12 @@ member_created(int rc, const char *value, const struct Stat *stat, const void *c
 					zk_entry_free(e);
 				else
 				{
+					char		mpath[ZK_PATH_MAX];
+
+					member_path(e, e->guid, mpath, sizeof(mpath));
 					e->bop = ZKB_LEFT;
 					e->state = ZKE_DONE;
-					zk_fail(e, ERRCODE_CONNECTION_FAILURE, msg);
+					zk_fail_rc(e, rc, mpath, ERRCODE_CONNECTION_FAILURE, msg);
 				}
 			}
 		}
@@ -1055,22 +1058,19 @@ member_send_create(ZkEntry *e)
 		char		dir[ZK_PATH_MAX];
 
 		snprintf(dir, sizeof(dir), "%s/barriers", zklock_root);
-		(void) zoo_acreate(zk_zh, zklock_root, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0,
-						   ignore_created, NULL);
-		(void) zoo_acreate(zk_zh, dir, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0,
-						   ignore_created, NULL);
+		zk_create_parent(zklock_root, 0);
+		zk_create_parent(dir, 0);
 	}
 	/* the barrier's own node is a container: gone when its last member is */
 	{
 		char		dir[ZK_PATH_MAX];
 
 		zkb_path("barriers", e->name, dir, sizeof(dir));
-		(void) zoo_acreate(zk_zh, dir, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_CONTAINER,
-						   ignore_created, NULL);
+		zk_create_parent(dir, ZOO_CONTAINER);
 	}
 	member_path(e, e->guid, path, sizeof(path));
 	e->state = ZKE_CREATING;
-	rc = zoo_acreate2(zk_zh, path, e->data, strlen(e->data), &ZOO_OPEN_ACL_UNSAFE,
+	rc = zoo_acreate2(zk_zh, path, e->data, strlen(e->data), zk_acl(),
 					  ZOO_EPHEMERAL, member_created, zk_ctx_of(e));
 	if (rc == ZOK)
 	{

@@ -391,6 +391,10 @@ fence(const char *how)
 			 errhint("Restart PostgreSQL: a new run registers, and queues work again.")));
 }
 
+/* the run's node was refused (ZNOAUTH): not again before reg_retry_at */
+static TimestampTz reg_retry_at = 0;
+static bool reg_refusal_logged = false;
+
 static void
 reg_node_done(int rc, const char *value, const void *data)
 {
@@ -410,6 +414,26 @@ reg_node_done(int rc, const char *value, const void *data)
 			{
 				reg_node_ok = true;
 				zk_ctl->run_registered = true;
+			}
+			else
+			{
+				char		refused[ZKLOCK_PARENT_MAX + 1];
+
+				strlcpy(refused, c->path, sizeof(refused));
+				if (rc == ZNOAUTH ||
+					(rc == ZNONODE && zk_parent_refused(c->path, refused, sizeof(refused))))
+				{
+					/* the same credentials would be refused again at once */
+					reg_retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 5000);
+					if (!reg_refusal_logged)
+						ereport(WARNING,
+								(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+								 errmsg("zklock: zookeeper refused access to \"%s\" when registering this server's run",
+										refused),
+								 errdetail("Queue and barrier work that needs the run's node waits; it is tried again every 5 s."),
+								 errhint("Check zklock.auth_file, zklock.acl and the ACL of the nodes under zklock.root.")));
+					reg_refusal_logged = true;
+				}
 			}
 		}
 		pfree(c);
@@ -508,7 +532,7 @@ zk_history_turn(void)
 	if (!chain_loaded)
 		chain_load();
 	if (RecoveryInProgress() || !zk_session_usable() || reg_inflight ||
-		zk_ctl->run_fenced)
+		zk_ctl->run_fenced || GetCurrentTimestamp() < reg_retry_at)
 		return;
 	if (!chain_recorded)
 	{
@@ -542,15 +566,13 @@ zk_history_turn(void)
 	{
 		char		parent[ZK_PATH_MAX];
 
-		(void) zoo_acreate(zk_zh, zklock_root, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0,
-						   ignore_string, NULL);
+		zk_create_parent(zklock_root, 0);
 		snprintf(parent, sizeof(parent), "%s/runs", zklock_root);
-		(void) zoo_acreate(zk_zh, parent, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0,
-						   ignore_string, NULL);
+		zk_create_parent(parent, 0);
 		run_path(zk_ctl->run_id, NULL, c->path, sizeof(c->path));
 		reg_data(data, sizeof(data));
 		rc = zoo_acreate(zk_zh, c->path, data, (int) strlen(data),
-						 &ZOO_OPEN_ACL_UNSAFE, 0, reg_node_done, c);
+						 zk_acl(), 0, reg_node_done, c);
 	}
 	else if (!reg_live)
 	{
@@ -560,7 +582,7 @@ zk_history_turn(void)
 		 */
 		run_path(zk_ctl->run_id, "live", c->path, sizeof(c->path));
 		run_path(zk_ctl->run_id, NULL, c->path2, sizeof(c->path2));
-		zoo_create_op_init(&c->ops[0], c->path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
+		zoo_create_op_init(&c->ops[0], c->path, NULL, -1, zk_acl(),
 						   ZOO_EPHEMERAL, NULL, 0);
 		reg_data(c->data, sizeof(c->data));
 		zoo_set_op_init(&c->ops[1], c->path2, c->data, (int) strlen(c->data), -1, NULL);
@@ -1203,7 +1225,7 @@ zk_history_claim(bool gc, zk_history_cb done, void *arg)
 			strlcpy(c->data, mine, sizeof(c->data));
 			zoo_check_op_init(&c->ops[0], c->path, r->version);
 			zoo_create_op_init(&c->ops[1], c->path2, c->data, (int) strlen(c->data),
-							   &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+							   zk_acl(), 0, NULL, 0);
 		}
 		else
 		{

@@ -118,7 +118,7 @@ read_done(int rc, const char *value, int value_len, const struct Stat *stat,
 			else if (!zk_rc_definite(rc))
 				zk_retry_later(e);	/* a read: simply again */
 			else
-				zk_fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
+				zk_fail_rc(e, rc, c->holder, ERRCODE_CONNECTION_FAILURE, zerror(rc));
 		}
 		free_call(c);
 	}
@@ -161,7 +161,7 @@ write_done(int rc, const void *data)
 				zk_finish(e, ZKO_BUSY, 0, NULL);
 			}
 			else
-				zk_fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
+				zk_fail_rc(e, rc, c->holder, ERRCODE_CONNECTION_FAILURE, zerror(rc));
 		}
 		free_call(c);
 	}
@@ -226,7 +226,7 @@ lease_drive(ZkEntry *e)
 	if (e->lease_version >= 0)
 		zoo_delete_op_init(&c->ops[c->nops++], c->holder, e->lease_version);
 	zoo_create_op_init(&c->ops[c->nops++], c->holder, c->data, c->dlen,
-					   &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT, NULL, 0);
+					   zk_acl(), ZOO_PERSISTENT, NULL, 0);
 	rc = zoo_amulti(zk_zh, c->nops, c->ops, c->res, write_done, c);
 	if (rc == ZOK)
 		e->create_inflight = true;

@@ -75,6 +75,16 @@ node_path(ZkEntry *e, const char *child, char *buf, size_t len)
 	snprintf(buf, len, "%s/%s", parent, child);
 }
 
+/* a definite failure: ZNOAUTH about the lock's parent is a refusal */
+static void
+fail_rc(ZkEntry *e, int rc)
+{
+	char		parent[ZKLOCK_PARENT_MAX + 1];
+
+	parent_path(e, parent, sizeof(parent));
+	zk_fail_rc(e, rc, parent, ERRCODE_CONNECTION_FAILURE, zerror(rc));
+}
+
 /* ---- watches on predecessors ---- */
 
 /* Predecessor watch: a deletion or change means "look again". */
@@ -213,7 +223,7 @@ pred_get_done(int rc, const char *value, int value_len,
 				zk_retry_later(e);
 			else
 			{
-				zk_fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
+				fail_rc(e, rc);
 				send_delete(e);
 			}
 		}
@@ -319,7 +329,7 @@ writer_checked(ZkEntry *e, int rc, const char *value, int value_len)
 		send_list(e);			/* gone, or ask again */
 	else
 	{
-		zk_fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
+		fail_rc(e, rc);
 		send_delete(e);
 	}
 }
@@ -666,7 +676,7 @@ list_done(int rc, const struct String_vector *kids, const void *ctx)
 				zk_retry_later(e);
 			else if (rc != ZOK && rc != ZNONODE)
 			{
-				zk_fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
+				fail_rc(e, rc);
 				if (e->in_doubt)
 					zk_retry_later(e);		/* still must find and delete it */
 				else if (e->node[0])
@@ -734,12 +744,6 @@ list_done(int rc, const struct String_vector *kids, const void *ctx)
 	COMPLETION_END(e);
 }
 
-static void
-parent_done(int rc, const char *name, const void *ctx)
-{
-	/* ZNODEEXISTS is the common case; a real failure shows up in the create */
-}
-
 /* Recreate <root>, <root>/locks and <parent>, then the contender again. */
 static void
 send_parents_and_create(ZkEntry *e)
@@ -753,13 +757,16 @@ send_parents_and_create(ZkEntry *e)
 		if (*p == '/')
 		{
 			*p = '\0';
-			(void) zoo_acreate(zk_zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
-							   ZOO_PERSISTENT, parent_done, NULL);
+			zk_create_parent(path, ZOO_PERSISTENT);
 			*p = '/';
 		}
 	}
-	(void) zoo_acreate(zk_zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
-					   ZOO_CONTAINER, parent_done, NULL);
+
+	/*
+	 * ZNODEEXISTS is the common case; a real failure shows up in the
+	 * create (a refusal is remembered for it: zk_parent_refused)
+	 */
+	zk_create_parent(path, ZOO_CONTAINER);
 	send_create(e);
 }
 
@@ -807,11 +814,13 @@ create_done(int rc, const char *name, const struct Stat *stat, const void *ctx)
 			else
 			{
 				char		msg[ZKLOCK_ERRMSG_MAX];
+				char		parent[ZKLOCK_PARENT_MAX + 1];
 
 				snprintf(msg, sizeof(msg), "Could not create the lock node for \"%s\": %s",
 						 zk_name_part(e->name), zerror(rc));
+				parent_path(e, parent, sizeof(parent));
 				e->list_inflight = false;
-				zk_fail(e, ERRCODE_CONNECTION_FAILURE, msg);
+				zk_fail_rc(e, rc, parent, ERRCODE_CONNECTION_FAILURE, msg);
 				zk_node_gone(e);
 			}
 		}
@@ -890,7 +899,7 @@ send_create(ZkEntry *e)
 		return;
 	}
 	rc = zoo_acreate2(zk_zh, path, e->data, (int) strlen(e->data),
-					  &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL,
+					  zk_acl(), ZOO_EPHEMERAL_SEQUENTIAL,
 					  create_done, zk_ctx_of(e));
 	if (rc != ZOK)
 	{

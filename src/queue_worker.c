@@ -320,11 +320,6 @@ parents_remember(const char *qname, bool ok)
 	q_seq(qname)->parents_ok = ok;
 }
 
-static void
-ignore_string(int rc, const char *value, const void *data)
-{
-}
-
 
 /*
  * Send creates for every missing component of path (persistent, empty):
@@ -345,8 +340,7 @@ send_ensure_path(const char *path)
 			char		c = *p;
 
 			*p = '\0';
-			(void) zoo_acreate(zk_zh, buf, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0,
-							   ignore_string, NULL);
+			zk_create_parent(buf, 0);
 			*p = c;
 			if (c == '\0')
 				break;
@@ -362,8 +356,7 @@ send_ensure_queue(const char *qpath)
 	snprintf(buf, sizeof(buf), "%s/entries", qpath);
 	send_ensure_path(buf);
 	snprintf(buf, sizeof(buf), "%s/taken", qpath);
-	(void) zoo_acreate(zk_zh, buf, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0,
-					   ignore_string, NULL);
+	zk_create_parent(buf, 0);
 }
 
 static ZkClaimRec *
@@ -1192,7 +1185,7 @@ pub_send(PubOp *po)
 		po->bufs[n] = psprintf(INT64_FORMAT, po->opnum[n]);
 		if (!q->seq_exists || recreate)
 			zoo_create_op_init(&po->ops[n], po->paths[n], po->bufs[n],
-							   (int) strlen(po->bufs[n]), &ZOO_OPEN_ACL_UNSAFE, 0,
+							   (int) strlen(po->bufs[n]), zk_acl(), 0,
 							   NULL, 0);
 		else
 			zoo_set_op_init(&po->ops[n], po->paths[n], po->bufs[n],
@@ -1225,7 +1218,7 @@ pub_send(PubOp *po)
 					/* its parents: ensured below, once per parent */
 					nparents++;
 					zoo_create_op_init(&po->ops[n], po->paths[n], p, (int) it.plen,
-									   &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+									   zk_acl(), 0, NULL, 0);
 				}
 				else
 					zoo_delete_op_init(&po->ops[n], po->paths[n], -1);
@@ -1253,7 +1246,7 @@ pub_send(PubOp *po)
 									qpath, (int) it.priority, q->seq_next + qused[j]);
 			qused[j]++;
 			zoo_create_op_init(&po->ops[n], po->paths[n], p, (int) it.plen,
-							   &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+							   zk_acl(), 0, NULL, 0);
 		}
 		else
 		{
@@ -1264,7 +1257,7 @@ pub_send(PubOp *po)
 			blen = (int) strlen(po->paths[n]) + 16;
 			po->bufs[n] = palloc0(blen);
 			zoo_create_op_init(&po->ops[n], po->paths[n], p, (int) it.plen,
-							   &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT_SEQUENTIAL,
+							   zk_acl(), ZOO_PERSISTENT_SEQUENTIAL,
 							   po->bufs[n], blen);
 		}
 		n++;
@@ -2026,7 +2019,7 @@ send_txn_create(ZkEntry *e)
 		}
 	}
 	e->state = ZKE_CREATING;
-	rc = zoo_acreate(zk_zh, tpath, blob, (int) h->total, &ZOO_OPEN_ACL_UNSAFE,
+	rc = zoo_acreate(zk_zh, tpath, blob, (int) h->total, zk_acl(),
 					 ZOO_PERSISTENT, pub_create_done, zk_ctx_of(e));
 	if (rc == ZOK)
 		e->create_inflight = true;
@@ -2076,13 +2069,17 @@ pub_create_done(int rc, const char *value, const void *data)
 			{
 				char		msg[ZKLOCK_ERRMSG_MAX];
 
+				char		tpath[ZK_PATH_MAX];
+
 				snprintf(msg, sizeof(msg), "ZooKeeper refused the transaction's items: %s",
 						 zerror(rc));
+				txn_path((const ZkTxnHeader *) dsa_get_address(zk_dsa(), e->blob),
+						 tpath, sizeof(tpath));
 				e->state = ZKE_DONE;
 				if (e->released)
 					q_free_entry(e);
 				else
-					zk_fail(e, ERRCODE_CONNECTION_FAILURE, msg);
+					zk_fail_rc(e, rc, tpath, ERRCODE_CONNECTION_FAILURE, msg);
 			}
 		}
 	}
@@ -2923,7 +2920,7 @@ send_attempt(QState *q, ZkEntry *e, int slot, const char *node)
 	snprintf(a->tpath, sizeof(a->tpath), "%s/taken/%s", q->path, node);
 	zoo_check_op_init(&a->ops[0], a->epath, -1);
 	zoo_create_op_init(&a->ops[1], a->tpath, e->data, (int) strlen(e->data),
-					   &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT, NULL, 0);
+					   zk_acl(), ZOO_PERSISTENT, NULL, 0);
 	/* recorded as in doubt until the answer says otherwise */
 	slot_set(e, slot, node, ZKQC_DOUBT);
 	rc = zoo_amulti(zk_zh, 2, a->ops, a->res, claim_multi_done, a);
@@ -2979,6 +2976,9 @@ claim_multi_done(int rc, const void *data)
 			a->q->rest_exact = false;
 			if (e != NULL)
 				slot_clear(e, a->slot);
+			/* not a race: refused for want of permission, at every try */
+			if (e != NULL && rc == ZNOAUTH)
+				zk_fail_noauth(e, a->tpath);
 		}
 		else
 		{
@@ -5176,7 +5176,7 @@ info_send_more(Info *in)
 		{
 			/* claim, unclaim and delete at once: only if unclaimed */
 			snprintf(c->p2, sizeof(c->p2), "%s/taken/%s", in->qpath, c->node);
-			zoo_create_op_init(&c->ops[0], c->p2, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
+			zoo_create_op_init(&c->ops[0], c->p2, NULL, -1, zk_acl(),
 							   ZOO_EPHEMERAL, NULL, 0);
 			zoo_delete_op_init(&c->ops[1], c->p2, -1);
 			zoo_delete_op_init(&c->ops[2], c->p1, -1);

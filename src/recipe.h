@@ -117,6 +117,22 @@ extern bool zk_no_progress(ZkProgress *p);
 extern void zk_no_progress_report(const char *recipe, const char *name,
 								  const char *state);
 
+/* auth.c: the worker's credentials, and the ACL of every node it creates */
+extern int	zk_auth_load(char *cred, size_t credlen);
+extern void zk_acl_build(bool have_creds);
+extern struct ACL_vector *zk_acl(void);
+
+/*
+ * worker_base.c: refusals for want of permission (ZNOAUTH).  A parent
+ * node's create refused is remembered, so that the create it was for,
+ * which then fails with ZNONODE, is reported as the refusal it is.
+ */
+extern void zk_fail_noauth(ZkEntry *e, const char *path);
+extern void zk_fail_rc(ZkEntry *e, int rc, const char *path, int sqlstate,
+					   const char *msg);
+extern void zk_create_parent(const char *path, int flags);
+extern bool zk_parent_refused(const char *path, char *refused, size_t len);
+
 /* worker_base.c: answering the owner, retrying */
 extern void zk_finish(ZkEntry *e, ZkOutcome outcome, int sqlstate, const char *msg);
 extern void zk_fail(ZkEntry *e, int sqlstate, const char *msg);

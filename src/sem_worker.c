@@ -59,6 +59,16 @@ lease_path(ZkEntry *e, char *buf, size_t len)
 	snprintf(buf, len, "%s/%s", pool, e->guid);
 }
 
+/* a definite failure: ZNOAUTH about the pool is a refusal */
+static void
+fail_rc(ZkEntry *e, int rc)
+{
+	char		pool[ZK_PATH_MAX];
+
+	pool_path(e, pool, sizeof(pool));
+	zk_fail_rc(e, rc, pool, ERRCODE_CONNECTION_FAILURE, zerror(rc));
+}
+
 
 /* take back our watch on the pool (the server's too when we were the last) */
 static void
@@ -173,7 +183,7 @@ pool_read(int rc, const char *value, int value_len, const struct Stat *stat,
 			else if (!zk_rc_definite(rc))
 				zk_retry_later(e);
 			else
-				zk_fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
+				fail_rc(e, rc);
 		}
 	}
 	COMPLETION_END(e);
@@ -210,16 +220,10 @@ pool_created(int rc, const char *name, const void *ctx)
 			else if (!zk_rc_definite(rc))
 				zk_retry_later(e);
 			else
-				zk_fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
+				fail_rc(e, rc);
 		}
 	}
 	COMPLETION_END(e);
-}
-
-static void
-parent_done(int rc, const char *name, const void *ctx)
-{
-	/* the parents exist, or the pool's create says why not */
 }
 
 static void
@@ -235,12 +239,12 @@ send_ensure(ZkEntry *e)
 		if (*p == '/')
 		{
 			*p = '\0';
-			(void) zoo_acreate(zk_zh, pool, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
-							   ZOO_PERSISTENT, parent_done, NULL);
+			/* the parents exist, or the pool's create says why not */
+			zk_create_parent(pool, ZOO_PERSISTENT);
 			*p = '/';
 		}
 	snprintf(max, sizeof(max), "%d", e->parties);
-	rc = zoo_acreate(zk_zh, pool, max, strlen(max), &ZOO_OPEN_ACL_UNSAFE,
+	rc = zoo_acreate(zk_zh, pool, max, strlen(max), zk_acl(),
 					 ZOO_PERSISTENT, pool_created, zk_ctx_of(e));
 	if (rc == ZOK)
 		e->create_inflight = true;
@@ -285,7 +289,7 @@ lease_created(int rc, const char *name, const struct Stat *stat, const void *ctx
 				zk_retry_later(e);
 			}
 			else
-				zk_fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
+				fail_rc(e, rc);
 		}
 	}
 	COMPLETION_END(e);
@@ -354,7 +358,7 @@ pool_listed(int rc, const struct String_vector *kids, const void *ctx)
 			else if (!zk_rc_definite(rc))
 				zk_retry_later(e);
 			else
-				zk_fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
+				fail_rc(e, rc);
 		}
 	}
 	COMPLETION_END(e);
@@ -384,7 +388,7 @@ pool_counted(int rc, const struct String_vector *kids, const void *ctx)
 			else if (!zk_rc_definite(rc))
 				zk_retry_later(e);
 			else
-				zk_fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
+				fail_rc(e, rc);
 		}
 	}
 	COMPLETION_END(e);
@@ -496,7 +500,7 @@ sem_step(ZkEntry *e)
 			lease_path(e, path, sizeof(path));
 			e->state = ZKE_CREATING;
 			rc = zoo_acreate2(zk_zh, path, e->data, (int) strlen(e->data),
-							  &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL, lease_created,
+							  zk_acl(), ZOO_EPHEMERAL, lease_created,
 							  zk_ctx_of(e));
 			if (rc == ZOK)
 				e->create_inflight = true;

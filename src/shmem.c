@@ -483,6 +483,8 @@ zk_conn_state_name(int state)
 			return "suspended";
 		case ZKC_EXPIRED:
 			return "expired";
+		case ZKC_AUTH_FAILED:
+			return "auth failed";
 	}
 	return "unknown";
 }

@@ -146,8 +146,8 @@ Datum
 zk_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		values[ZKCNT_NUM + 9];
-	bool		nulls[ZKCNT_NUM + 9];
+	Datum		values[ZKCNT_NUM + 10];
+	bool		nulls[ZKCNT_NUM + 10];
 	int			conn;
 	uint64		sid;
 	int			stimeout;
@@ -156,6 +156,7 @@ zk_status(PG_FUNCTION_ARGS)
 	int			max;
 	int			tracked;
 	int			blocked;
+	int			auth;
 	char		servers[ZKLOCK_HOSTS_MAX];
 	char		sidbuf[32];
 	int			i;
@@ -183,6 +184,7 @@ zk_status(PG_FUNCTION_ARGS)
 			blocked++;
 	}
 	strlcpy(servers, zk_ctl->servers, sizeof(servers));
+	auth = zk_ctl->auth_state;
 	LWLockRelease(zk_ctl->lock);
 
 	memset(nulls, 0, sizeof(nulls));
@@ -207,7 +209,9 @@ zk_status(PG_FUNCTION_ARGS)
 		values[n++] = Int64GetDatum((int64) pg_atomic_read_u64(&zk_ctl->counters[i]));
 	values[n++] = Int32GetDatum(tracked);
 	values[n++] = Int32GetDatum(blocked);
-	Assert(n == ZKCNT_NUM + 9);
+	/* the scheme and whether it works, never who */
+	values[n++] = CStringGetTextDatum(zk_auth_state_name(auth));
+	Assert(n == ZKCNT_NUM + 10);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

@@ -34,11 +34,19 @@
  *	  session is opened.  A new zklock.hosts closes the session and opens a
  *	  new one on the new servers.
  *
+ *	  Credentials (auth.c): every zookeeper_init -- a new session, or an old
+ *	  one reattached to close it -- is followed by zoo_add_auth with the
+ *	  digest credentials of zklock.auth_file, before any request.  A file
+ *	  that may not be used means no session at all (state "auth failed"),
+ *	  tried again every AUTH_RETRY_MS and at each reload; a reload that
+ *	  changes the credentials closes the session and opens a new one.
+ *
  *-------------------------------------------------------------------------
  */
 #include "recipe.h"
 #include "history.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -61,6 +69,18 @@ static char open_hosts[ZKLOCK_HOSTS_MAX];	/* hosts the handle was opened on */
 static bool reopen_needed = false;	/* session expired: close, open anew */
 static uint64 last_session_id = 0;
 static TimestampTz next_open_at = 0;
+
+/*
+ * The credentials in use (zklock.auth_file, auth.c) and what became of
+ * them (ZkAuthState).  Never logged.  A session is opened only with them:
+ * a refused file means no session at all, retried every few seconds and at
+ * every reload.
+ */
+static char cred[ZKLOCK_CRED_MAX];
+static int	cred_state = ZKA_NONE;
+static bool auth_backoff = false;	/* ZooKeeper refused them: wait */
+
+#define AUTH_RETRY_MS	5000
 
 /*
  * The proof of life: a sync sent every quarter of the session timeout.
@@ -258,13 +278,25 @@ session_event(zhandle_t *h, int state)
 		if (zk_ctl->conn_state != ZKC_EXPIRED)
 			set_conn_state(last_session_id ? ZKC_SUSPENDED : ZKC_CONNECTING);
 	}
-	if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE)
+	if (state == ZOO_EXPIRED_SESSION_STATE)
 	{
 		ereport(LOG,
-				(errmsg("zklock: zookeeper session 0x%llx %s",
-						(unsigned long long) last_session_id,
-						state == ZOO_EXPIRED_SESSION_STATE ? "expired" : "failed authentication")));
+				(errmsg("zklock: zookeeper session 0x%llx expired",
+						(unsigned long long) last_session_id)));
 		set_conn_state(ZKC_EXPIRED);
+		reopen_needed = true;
+	}
+	else if (state == ZOO_AUTH_FAILED_STATE)
+	{
+		/* not a connection problem: retried slowly, shown as such */
+		ereport(LOG,
+				(errmsg("zklock: zookeeper refused the credentials of zklock.auth_file (session 0x%llx)",
+						(unsigned long long) last_session_id),
+				 errhint("Check zklock.auth_file; the worker tries again every %d ms.",
+						 AUTH_RETRY_MS)));
+		set_conn_state(ZKC_AUTH_FAILED);
+		zk_ctl->auth_state = ZKA_FAILED;
+		auth_backoff = true;
 		reopen_needed = true;
 	}
 }
@@ -281,33 +313,56 @@ save_session(zhandle_t *h)
 	const clientid_t *cid = zoo_client_id(h);
 	char		tmp[MAXPGPATH];
 	char		host[256];
-	FILE	   *f;
+	char		buf[MAXPGPATH + 512];
+	int			len;
+	int			fd;
 	int			i;
+	bool		ok;
 
 	if (cid == NULL || cid->client_id == 0)
 		return;
 	if (gethostname(host, sizeof(host)) != 0)
 		strlcpy(host, "unknown", sizeof(host));
 	host[sizeof(host) - 1] = '\0';
+	len = snprintf(buf, sizeof(buf), "%llx " UINT64_FORMAT " %d ",
+				   (unsigned long long) cid->client_id,
+				   GetSystemIdentifier(), PostPortNumber);
+	for (i = 0; i < (int) sizeof(cid->passwd); i++)
+		len += snprintf(buf + len, sizeof(buf) - len, "%02x",
+						(unsigned char) cid->passwd[i]);
+	/* where it belongs: a copy of the data directory elsewhere must not use it */
+	len += snprintf(buf + len, sizeof(buf) - len, "\n%s\n%s\n", host, DataDir);
+	if (len >= (int) sizeof(buf))
+		return;
+
+	/*
+	 * The session's password lets anyone end it (and so free this server's
+	 * locks): the file is the server user's alone, whatever the umask and
+	 * the data directory's mode.  A new file (O_EXCL, after removing a
+	 * leftover) is made 0600 with fchmod too, then renamed over the old.
+	 */
 	snprintf(tmp, sizeof(tmp), "%s.new", SESSION_FILE);
-	f = fopen(tmp, "w");
-	if (f == NULL)
+	(void) unlink(tmp);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | PG_BINARY, S_IRUSR | S_IWUSR);
+	if (fd < 0)
 	{
 		ereport(LOG,
 				(errcode_for_file_access(),
 				 errmsg("zklock: could not write \"%s\": %m", tmp)));
 		return;
 	}
-	fprintf(f, "%llx " UINT64_FORMAT " %d ", (unsigned long long) cid->client_id,
-			GetSystemIdentifier(), PostPortNumber);
-	for (i = 0; i < (int) sizeof(cid->passwd); i++)
-		fprintf(f, "%02x", (unsigned char) cid->passwd[i]);
-	/* where it belongs: a copy of the data directory elsewhere must not use it */
-	fprintf(f, "\n%s\n%s\n", host, DataDir);
-	if (fclose(f) != 0 || rename(tmp, SESSION_FILE) != 0)
+	ok = fchmod(fd, S_IRUSR | S_IWUSR) == 0 &&
+		write(fd, buf, len) == len;
+	explicit_bzero(buf, sizeof(buf));
+	if (close(fd) != 0)
+		ok = false;
+	if (!ok || rename(tmp, SESSION_FILE) != 0)
+	{
 		ereport(LOG,
 				(errcode_for_file_access(),
 				 errmsg("zklock: could not write \"%s\": %m", SESSION_FILE)));
+		(void) unlink(tmp);
+	}
 }
 
 /* Read one line into buf without its newline; false at EOF */
@@ -392,10 +447,24 @@ close_old_session(void)
 		cid.passwd[i] = (char) b;
 	}
 
+	/* with the credentials, as every session (none: not without them) */
+	cred_state = zk_auth_load(cred, sizeof(cred));
+	if (cred_state == ZKA_REFUSED)
+	{
+		forget_session();
+		return;
+	}
 	oh = zookeeper_init2(zklock_hosts, old_session_watcher, zklock_session_timeout,
 						 &cid, NULL, 0, zk_log_line);
 	if (oh == NULL)
 	{
+		forget_session();
+		return;
+	}
+	if (cred_state == ZKA_DIGEST &&
+		zoo_add_auth(oh, "digest", cred, (int) strlen(cred), NULL, NULL) != ZOK)
+	{
+		zookeeper_close(oh);
 		forget_session();
 		return;
 	}
@@ -456,13 +525,40 @@ session_open(void)
 {
 	zhandle_t  *h = NULL;
 
+	int			conn;
+
 	strlcpy(open_hosts, zklock_hosts, sizeof(open_hosts));
 	last_session_id = 0;
+	cred_state = ZKA_NONE;
 	if (zklock_hosts[0] != '\0')
+		cred_state = zk_auth_load(cred, sizeof(cred));
+	if (zklock_hosts[0] != '\0')
+		zk_acl_build(cred_state == ZKA_DIGEST);
+	if (zklock_hosts[0] != '\0' && cred_state == ZKA_REFUSED)
+	{
+		/* never without the credentials it was told to use */
+		next_open_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												   AUTH_RETRY_MS);
+	}
+	else if (zklock_hosts[0] != '\0')
 	{
 		zoo_set_debug_level(ZOO_LOG_LEVEL_WARN);
 		h = zookeeper_init2(zklock_hosts, session_watcher, zklock_session_timeout,
 							NULL, NULL, 0, zk_log_line);
+
+		/*
+		 * The credentials go with the handshake of every connection of the
+		 * session, ahead of any request (the library queues them first).
+		 */
+		if (h != NULL && cred_state == ZKA_DIGEST &&
+			zoo_add_auth(h, "digest", cred, (int) strlen(cred), NULL, NULL) != ZOK)
+		{
+			ereport(WARNING,
+					(errmsg("zklock: could not give the zookeeper client the credentials of zklock.auth_file")));
+			zookeeper_close(h);
+			h = NULL;
+			errno = 0;
+		}
 		if (h == NULL)
 		{
 			ereport(WARNING,
@@ -483,13 +579,20 @@ session_open(void)
 		}
 	}
 
+	if (zklock_hosts[0] == '\0')
+		conn = ZKC_NOT_CONFIGURED;
+	else if (cred_state == ZKA_REFUSED)
+		conn = ZKC_AUTH_FAILED;
+	else
+		conn = ZKC_CONNECTING;
 	zk_worker_enter();
 	zh = h;
 	zk_ctl->session_id = 0;
 	zk_ctl->session_timeout = 0;
 	zk_ctl->current_server[0] = '\0';
+	zk_ctl->auth_state = cred_state;
 	strlcpy(zk_ctl->servers, zklock_hosts, sizeof(zk_ctl->servers));
-	set_conn_state(zklock_hosts[0] == '\0' ? ZKC_NOT_CONFIGURED : ZKC_CONNECTING);
+	set_conn_state(conn);
 	zk_recipes_set_handle(zh, 0);
 	zk_worker_leave();
 }
@@ -605,7 +708,33 @@ apply_settings(void)
 			set_conn_state(ZKC_NOT_CONFIGURED);
 			zk_worker_leave();
 		}
+		return;
 	}
+	if (zklock_hosts[0] != '\0')
+	{
+		char		newcred[ZKLOCK_CRED_MAX];
+		int			newstate = zk_auth_load(newcred, sizeof(newcred));
+		bool		changed = (newstate != cred_state ||
+							   strcmp(newcred, cred) != 0);
+
+		explicit_bzero(newcred, sizeof(newcred));
+		if (changed && zh != NULL)
+		{
+			ereport(LOG,
+					(errmsg("zklock: the zookeeper credentials (zklock.auth_file) changed, opening a new session")));
+			session_close("The ZooKeeper credentials changed");
+			next_open_at = 0;
+			auth_backoff = false;
+		}
+		else if (changed || (zh == NULL && cred_state == ZKA_REFUSED))
+		{
+			next_open_at = 0;	/* no session yet: try now */
+			auth_backoff = false;
+		}
+	}
+	/* a new zklock.acl applies to the nodes created from now on */
+	if (zklock_hosts[0] != '\0')
+		zk_acl_build(cred_state == ZKA_DIGEST);
 }
 
 /*
@@ -623,7 +752,8 @@ sync_conn_state(void)
 	st = zoo_state(zh);
 	if (st == ZOO_EXPIRED_SESSION_STATE || st == ZOO_AUTH_FAILED_STATE)
 	{
-		if (zk_ctl->conn_state != ZKC_EXPIRED)
+		if (zk_ctl->conn_state != ZKC_EXPIRED &&
+			zk_ctl->conn_state != ZKC_AUTH_FAILED)
 			session_event(zh, st);
 	}
 	else if (st != ZOO_CONNECTED_STATE && zk_ctl->conn_state == ZKC_CONNECTED)
@@ -784,8 +914,17 @@ zklock_worker_main(Datum arg)
 		if (reopen_needed)
 		{
 			reopen_needed = false;
-			session_close("The ZooKeeper session expired");
-			next_open_at = 0;
+			session_close(auth_backoff ? "ZooKeeper refused the credentials" :
+						  "The ZooKeeper session expired");
+			next_open_at = auth_backoff ?
+				TimestampTzPlusMilliseconds(GetCurrentTimestamp(), AUTH_RETRY_MS) : 0;
+			if (auth_backoff)
+			{
+				zk_worker_enter();
+				set_conn_state(ZKC_AUTH_FAILED);
+				zk_worker_leave();
+			}
+			auth_backoff = false;
 		}
 		if (zh == NULL && zklock_hosts[0] != '\0' &&
 			GetCurrentTimestamp() >= next_open_at)

@@ -334,6 +334,109 @@ zk_send_failed(ZkEntry *e, int rc, const char *what)
 
 
 /*
+ * ZooKeeper refused a request on path for want of permission (ZNOAUTH):
+ * the owner's call fails at once with 42501 naming the path (the backend
+ * builds the message, zk_raise_noauth).  Never a connection problem, never
+ * retried: the same credentials would be refused again.
+ */
+void
+zk_fail_noauth(ZkEntry *e, const char *path)
+{
+	zk_count(ZKCNT_NOAUTH, 1);
+	zk_fail(e, ERRCODE_INSUFFICIENT_PRIVILEGE, path);
+}
+
+/*
+ * A definite failure (zk_rc_definite) of a request about path: a refusal
+ * for want of permission -- ZNOAUTH, or ZNONODE because a parent's create
+ * was refused -- fails with 42501, anything else with sqlstate and msg.
+ */
+void
+zk_fail_rc(ZkEntry *e, int rc, const char *path, int sqlstate, const char *msg)
+{
+	char		refused[ZKLOCK_PARENT_MAX + 1];
+
+	if (rc == ZNOAUTH)
+		zk_fail_noauth(e, path ? path : zklock_root);
+	else if (rc == ZNONODE && path && zk_parent_refused(path, refused, sizeof(refused)))
+		zk_fail_noauth(e, refused);
+	else
+		zk_fail(e, sqlstate, msg);
+}
+
+/*
+ * Parent nodes (<root>, <root>/locks, ...) are created with a completion
+ * that remembers a refusal: the create they were sent for, answered after
+ * them, then fails with ZNONODE, and zk_parent_refused tells it why.  The
+ * paths wait in a small ring, found again by their sequence number (the
+ * context); a path pushed out of the ring is simply not known.
+ */
+#define PARENT_RING		32
+
+typedef struct ParentSent
+{
+	uint64		seq;
+	char		path[ZKLOCK_PARENT_MAX + 1];
+} ParentSent;
+
+static ParentSent parent_ring[PARENT_RING];
+static uint64 parent_seq = 0;
+static char parent_refused[ZKLOCK_PARENT_MAX + 1];
+static uint64 parent_refused_session = 0;
+
+static void
+parent_create_done(int rc, const char *name, const void *ctx)
+{
+	uint64		seq = (uint64) (uintptr_t) ctx;
+	ParentSent *p = &parent_ring[seq % PARENT_RING];
+
+	/* no lock, no error possible: worker-private state only */
+	if (p->seq != seq)
+		return;
+	if (rc == ZNOAUTH)
+	{
+		strlcpy(parent_refused, p->path, sizeof(parent_refused));
+		parent_refused_session = zk_cur_session;
+	}
+	else if (rc == ZOK || rc == ZNODEEXISTS)
+	{
+		/* one that exists now is no longer the reason */
+		if (strcmp(parent_refused, p->path) == 0)
+			parent_refused[0] = '\0';
+	}
+}
+
+void
+zk_create_parent(const char *path, int flags)
+{
+	uint64		seq = ++parent_seq;
+	ParentSent *p = &parent_ring[seq % PARENT_RING];
+
+	p->seq = seq;
+	strlcpy(p->path, path, sizeof(p->path));
+	(void) zoo_acreate(zk_zh, path, NULL, -1, zk_acl(), flags,
+					   parent_create_done, (const void *) (uintptr_t) seq);
+}
+
+/*
+ * A create under path failed with ZNONODE after its parents were sent:
+ * was one of them (a prefix of path) refused in this session?  Copies it.
+ */
+bool
+zk_parent_refused(const char *path, char *refused, size_t len)
+{
+	size_t		n = strlen(parent_refused);
+
+	if (n == 0 || parent_refused_session != zk_cur_session ||
+		strncmp(path, parent_refused, n) != 0 ||
+		(path[n] != '\0' && path[n] != '/'))
+		return false;
+	strlcpy(refused, parent_refused, len);
+	return true;
+}
+
+
+/*
  * How many of our entries watch each node, or have a get that sets such a
  * watch in flight: the server keeps one watch per session and path, and a
  * removal takes every local watcher of the path with it, so it is only

@@ -188,6 +188,27 @@ _PG_init(void)
 							   0,
 							   check_namespace, assign_namespace, NULL);
 
+	DefineCustomStringVariable("zklock.auth_file",
+							   "File holding the ZooKeeper credentials (one line user:password, digest scheme).",
+							   "Absolute or relative to the data directory; it must be owned by the server's user "
+							   "and not readable by group or others. Empty means no authentication. "
+							   "A reload that changes the credentials opens a new session.",
+							   &zklock_auth_file,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY,
+							   zk_check_auth_file, NULL, NULL);
+
+	DefineCustomStringVariable("zklock.acl",
+							   "ZooKeeper ACL of the nodes zklock creates (scheme:id:perms, comma separated).",
+							   "Schemes world, auth, digest, ip; perms letters of cdrwa. Empty means "
+							   "auth::cdrwa,world:anyone:r with zklock.auth_file, world:anyone:cdrwa without.",
+							   &zklock_acl,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY,
+							   zk_check_acl, zk_assign_acl, NULL);
+
 	MarkGUCPrefixReserved("zklock");
 
 	prev_shmem_request_hook = shmem_request_hook;

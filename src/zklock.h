@@ -44,6 +44,10 @@
 #define ZKLOCK_DATA_MAX			512 /* identity written into a node */
 #define ZKLOCK_ERRMSG_MAX		160
 #define ZKLOCK_HOSTS_MAX		1024
+#define ZKLOCK_ACL_MAX			16	/* entries of zklock.acl */
+#define ZKLOCK_ACL_ID_MAX		256 /* bytes of one entry's id */
+#define ZKLOCK_CRED_MAX			512 /* bytes of the auth file's line */
+#define ZKLOCK_AUTH_FILE_MAX	4096	/* bytes of the auth file */
 
 #define ZKLOCK_NO_ENTRY			((uint32) 0xFFFFFFFF)
 
@@ -55,8 +59,19 @@ typedef enum ZkConnState
 	ZKC_CONNECTING,				/* no session yet */
 	ZKC_CONNECTED,				/* session usable */
 	ZKC_SUSPENDED,				/* connection lost, session may be alive */
-	ZKC_EXPIRED					/* session expired, opening a new one */
+	ZKC_EXPIRED,				/* session expired, opening a new one */
+	ZKC_AUTH_FAILED				/* zklock.auth_file refused, or ZooKeeper
+								 * refused the credentials: no session */
 } ZkConnState;
+
+/* The worker's ZooKeeper credentials, as shown by zk_status().auth */
+typedef enum ZkAuthState
+{
+	ZKA_NONE = 0,				/* zklock.auth_file is empty */
+	ZKA_DIGEST,					/* the file's credentials are in use */
+	ZKA_REFUSED,				/* the file was refused (mode, owner, content) */
+	ZKA_FAILED					/* ZooKeeper refused the credentials */
+} ZkAuthState;
 
 /* Lifecycle of an entry; written by the worker only (except FREE->PENDING) */
 typedef enum ZkEntryState
@@ -280,6 +295,8 @@ typedef enum ZkCounter
 	ZKCNT_LEADERSHIPS,			/* times this cluster began to lead an election */
 	ZKCNT_SEM_TAKEN,			/* semaphore leases taken in ZooKeeper */
 	ZKCNT_SEM_REFUSED,			/* semaphore tries that found none free, waits timed out */
+	ZKCNT_NOAUTH,				/* requests ZooKeeper refused for want of
+								 * permission (NOAUTH) */
 	ZKCNT_NUM
 } ZkCounter;
 
@@ -299,6 +316,7 @@ typedef struct ZkControl
 	TimestampTz last_contact;	/* last time ZooKeeper sent us anything */
 	char		servers[ZKLOCK_HOSTS_MAX];	/* connect string in use */
 	char		current_server[64];
+	int			auth_state;		/* ZkAuthState */
 
 	/* entries */
 	int			max_entries;
@@ -338,6 +356,14 @@ extern int	zklock_commit_timeout;
 extern int	zklock_max_locks;
 extern char *zklock_elections;
 extern char *zklock_namespace;
+extern char *zklock_auth_file;
+extern char *zklock_acl;
+
+/* auth.c: the settings' hooks (the worker's half is in recipe.h) */
+extern bool zk_check_acl(char **newval, void **extra, GucSource source);
+extern void zk_assign_acl(const char *newval, void *extra);
+extern bool zk_check_auth_file(char **newval, void **extra, GucSource source);
+extern const char *zk_auth_state_name(int state);
 
 /* election.c: the worker's candidacies */
 extern void zk_elections_turn(void);
@@ -444,6 +470,7 @@ extern int	zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer, const char 
 extern bool zk_release_entry(uint32 idx, uint32 gen);
 extern char *zk_display_name(const char *name);
 extern bool zk_backend_has_entries(void);
+extern void zk_raise_noauth(const char *path, const char *what) pg_attribute_noreturn();
 extern void zk_build_node_data(char *out, size_t outlen);
 
 /* sqlfuncs.c: argument helpers */

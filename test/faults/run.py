@@ -24,6 +24,10 @@ hands DIR to checker.py, whose figures and verdict it prints.
 --control: the clients do not take the lock (same workload, same checker):
 the checker must then find overlapping critical sections.
 
+Unless --no-auth, both clusters authenticate with one digest identity
+(zklock.auth_file), so every node carries the default ACL
+auth::cdrwa,world:anyone:r and the promises are checked with ACLs on.
+
 Exit status: the checker's (0 no anomaly, 1 anomalies), 2 when the run
 itself could not be set up.  Everything listens on 127.0.0.1; every server
 started is stopped at the end, also on failure or SIGTERM.
@@ -167,6 +171,10 @@ def parse_args(argv):
     p.add_argument("--holders-p", type=float, default=0.15,
                    help="share of critical sections that call zk_lock_holders (0.15)")
     p.add_argument("--max-locks", type=int, default=32, help="zklock.max_locks (32)")
+    p.add_argument("--no-auth", action="store_true",
+                   help="no zklock.auth_file: the clusters' nodes get the open ACL "
+                        "(default: both clusters authenticate as one digest user, so every "
+                        "node has the default ACL auth::cdrwa,world:anyone:r)")
     p.add_argument("--statement-timeout", type=int, default=30,
                    help="clients' statement_timeout, s: a statement running longer is a hang (30)")
     p.add_argument("--progress", type=int, default=3,
@@ -429,10 +437,19 @@ def main(argv):
             "zklock.elections": ELECTION,
             "max_prepared_transactions": "4",
         }
+        if not args.no_auth:
+            # one identity for both clusters (they share names), relative
+            # to each data directory; zkq.py and queue_run.py only read
+            settings["zklock.auth_file"] = "zk.auth"
         for name, port in zip(("A", "B"), pg_ports):
             c = PgCluster(name, os.path.join(d, "pg" + name), port, ens.hosts, bindir, settings)
             clusters.append(c)
             c.create()
+            if not args.no_auth:
+                fd = os.open(os.path.join(c.data, "zk.auth"),
+                             os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                os.write(fd, b"zklock-faults:faults-secret\n")
+                os.close(fd)
             c.start()
             c.query("CREATE EXTENSION zklock")
             c.query("CREATE TABLE history (id bigserial PRIMARY KEY, cluster text, client text,"

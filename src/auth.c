@@ -1,0 +1,461 @@
+/*-------------------------------------------------------------------------
+ *
+ * auth.c
+ *	  ZooKeeper credentials and ACLs.
+ *
+ *	  zklock.auth_file names a file holding one line "user:password" for
+ *	  ZooKeeper's digest scheme (the only one Debian's C client offers: it
+ *	  has neither TLS nor SASL, so the credentials cross the network in
+ *	  clear).  Like ssl_key_file, the file must be a regular file owned by
+ *	  the server's user with no group or world access; otherwise the worker
+ *	  refuses it and opens no session at all rather than one without
+ *	  credentials.  Its content is never logged nor shown.
+ *
+ *	  zklock.acl is the ACL of every node the worker creates: entries
+ *	  scheme:id:perms, comma separated.  Empty means auth::cdrwa plus
+ *	  world:anyone:r with credentials (the authenticated identity may do
+ *	  everything, others may read), and world:anyone:cdrwa without.  The
+ *	  worker builds the vector once per session or reload (zk_acl_build)
+ *	  and every create uses it (zk_acl).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "recipe.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "miscadmin.h"
+
+char	   *zklock_auth_file = NULL;
+char	   *zklock_acl = NULL;
+
+/* zklock.acl, parsed by its check hook (malloc'd, owned by guc.c) */
+typedef struct AclSetting
+{
+	int			n;
+	struct
+	{
+		char		scheme[8];
+		char		id[ZKLOCK_ACL_ID_MAX];
+		char		perms[8];	/* letters of cdrwa */
+	}			e[ZKLOCK_ACL_MAX];
+} AclSetting;
+
+static AclSetting *acl_setting = NULL;
+
+/* The worker's vector, copied from the setting (which a reload frees) */
+static char acl_schemes[ZKLOCK_ACL_MAX][8];
+static char acl_ids[ZKLOCK_ACL_MAX][ZKLOCK_ACL_ID_MAX];
+static char acl_perms[ZKLOCK_ACL_MAX][8];
+static struct ACL acl_entries[ZKLOCK_ACL_MAX];
+static struct ACL_vector acl_vec = {0, NULL};
+static bool acl_built = false;
+static char acl_logged[ZKLOCK_ACL_MAX * (ZKLOCK_ACL_ID_MAX + 16) + 8];
+
+const char *
+zk_auth_state_name(int state)
+{
+	switch (state)
+	{
+		case ZKA_NONE:
+			return "none";
+		case ZKA_DIGEST:
+			return "digest";
+		case ZKA_REFUSED:
+			return "digest (file refused)";
+		case ZKA_FAILED:
+			return "digest (refused by zookeeper)";
+	}
+	return "unknown";
+}
+
+/* ---- zklock.acl ---- */
+
+static bool
+valid_perms(const char *p)
+{
+	if (*p == '\0')
+		return false;
+	for (; *p; p++)
+		if (strchr("cdrwa", *p) == NULL)
+			return false;
+	return true;
+}
+
+/* Parse one entry (trimmed, NUL-terminated) into *out; why on failure */
+static bool
+parse_acl_entry(char *entry, AclSetting *set, const char **why)
+{
+	char	   *first = strchr(entry, ':');
+	char	   *last = strrchr(entry, ':');
+	char	   *id;
+	char	   *c;
+	int			k = set->n;
+
+	if (first == NULL || first == last)
+	{
+		*why = "it is not scheme:id:perms";
+		return false;
+	}
+	*first = '\0';
+	*last = '\0';
+	id = first + 1;
+	if (!valid_perms(last + 1) || strlen(last + 1) > 5)
+	{
+		*why = "its permissions must be letters of cdrwa (create, delete, read, write, admin)";
+		return false;
+	}
+	if (strlen(id) >= ZKLOCK_ACL_ID_MAX)
+	{
+		*why = "its id is too long";
+		return false;
+	}
+	if (strcmp(entry, "world") == 0)
+	{
+		if (strcmp(id, "anyone") != 0)
+		{
+			*why = "the scheme world has the one id anyone";
+			return false;
+		}
+	}
+	else if (strcmp(entry, "auth") == 0)
+	{
+		if (*id != '\0')
+		{
+			*why = "the scheme auth takes an empty id (auth::perms): ZooKeeper puts the session's authenticated identity there";
+			return false;
+		}
+	}
+	else if (strcmp(entry, "digest") == 0)
+	{
+		c = strchr(id, ':');
+		if (c == NULL || c == id || c[1] == '\0')
+		{
+			*why = "a digest id is user:base64 digest, as ZooKeeper's DigestAuthenticationProvider computes it";
+			return false;
+		}
+	}
+	else if (strcmp(entry, "ip") == 0)
+	{
+		if (*id == '\0' || strspn(id, "0123456789abcdefABCDEF.:/") != strlen(id))
+		{
+			*why = "an ip id is an address or address/bits";
+			return false;
+		}
+	}
+	else
+	{
+		*why = "its scheme is not one of world, auth, digest, ip";
+		return false;
+	}
+	strlcpy(set->e[k].scheme, entry, sizeof(set->e[k].scheme));
+	strlcpy(set->e[k].id, id, sizeof(set->e[k].id));
+	strlcpy(set->e[k].perms, last + 1, sizeof(set->e[k].perms));
+	set->n++;
+	return true;
+}
+
+bool
+zk_check_acl(char **newval, void **extra, GucSource source)
+{
+	AclSetting *set;
+	char	   *copy;
+	char	   *tok;
+	char	   *save = NULL;
+	int			entry = 0;
+
+	if (*newval == NULL)
+		return true;
+	if (strlen(*newval) > ZKLOCK_ACL_MAX * (ZKLOCK_ACL_ID_MAX + 16))
+	{
+		GUC_check_errdetail("The ACL is too long.");
+		return false;
+	}
+	set = (AclSetting *) malloc(sizeof(AclSetting));
+	if (set == NULL)
+		return false;
+	memset(set, 0, sizeof(AclSetting));
+	copy = pstrdup(*newval);
+	for (tok = strtok_r(copy, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save))
+	{
+		const char *why = NULL;
+		char		shown[64];
+		char	   *end;
+
+		entry++;
+		while (*tok == ' ' || *tok == '\t')
+			tok++;
+		end = tok + strlen(tok);
+		while (end > tok && (end[-1] == ' ' || end[-1] == '\t'))
+			*--end = '\0';
+		strlcpy(shown, tok, sizeof(shown));
+		if (*tok == '\0')
+			why = "it is empty";
+		else if (set->n >= ZKLOCK_ACL_MAX)
+			why = "an ACL has at most 16 entries";
+		if (why != NULL || !parse_acl_entry(tok, set, &why))
+		{
+			GUC_check_errdetail("Entry %d of zklock.acl (\"%s\") is refused: %s.",
+								entry, shown, why);
+			GUC_check_errhint("Write a comma-separated list of scheme:id:perms, such as \"auth::cdrwa,world:anyone:r\" or \"digest:user:base64digest:cdrwa\".");
+			pfree(copy);
+			free(set);
+			return false;
+		}
+	}
+	pfree(copy);
+	*extra = set;
+	return true;
+}
+
+void
+zk_assign_acl(const char *newval, void *extra)
+{
+	acl_setting = (AclSetting *) extra;
+}
+
+bool
+zk_check_auth_file(char **newval, void **extra, GucSource source)
+{
+	if (*newval && strlen(*newval) >= MAXPGPATH)
+	{
+		GUC_check_errdetail("The path is longer than %d bytes.", MAXPGPATH - 1);
+		return false;
+	}
+	return true;
+}
+
+static int
+perm_bits(const char *p)
+{
+	int			bits = 0;
+
+	for (; *p; p++)
+	{
+		if (*p == 'c')
+			bits |= ZOO_PERM_CREATE;
+		else if (*p == 'd')
+			bits |= ZOO_PERM_DELETE;
+		else if (*p == 'r')
+			bits |= ZOO_PERM_READ;
+		else if (*p == 'w')
+			bits |= ZOO_PERM_WRITE;
+		else if (*p == 'a')
+			bits |= ZOO_PERM_ADMIN;
+	}
+	return bits;
+}
+
+static void
+acl_add(const char *scheme, const char *id, const char *perms)
+{
+	int			k = acl_vec.count;
+
+	strlcpy(acl_schemes[k], scheme, sizeof(acl_schemes[k]));
+	strlcpy(acl_ids[k], id, sizeof(acl_ids[k]));
+	strlcpy(acl_perms[k], perms, sizeof(acl_perms[k]));
+	acl_entries[k].perms = perm_bits(perms);
+	acl_entries[k].id.scheme = acl_schemes[k];
+	acl_entries[k].id.id = acl_ids[k];
+	acl_vec.count++;
+}
+
+/*
+ * Build the ACL every create uses, from zklock.acl and whether the worker
+ * has credentials.  Worker only, at every session it opens and reload.
+ * Says in the server log what the ACL is when it changes, with a WARNING
+ * when the nodes are open to every client.
+ */
+void
+zk_acl_build(bool have_creds)
+{
+	char		desc[sizeof(acl_logged)];
+	bool		uses_auth = false;
+	int			i;
+
+	acl_vec.count = 0;
+	acl_vec.data = acl_entries;
+	if (acl_setting != NULL && acl_setting->n > 0)
+	{
+		for (i = 0; i < acl_setting->n; i++)
+		{
+			acl_add(acl_setting->e[i].scheme, acl_setting->e[i].id,
+					acl_setting->e[i].perms);
+			if (strcmp(acl_setting->e[i].scheme, "auth") == 0)
+				uses_auth = true;
+		}
+	}
+	else if (have_creds)
+	{
+		acl_add("auth", "", "cdrwa");
+		acl_add("world", "anyone", "r");
+	}
+	else
+		acl_add("world", "anyone", "cdrwa");
+	acl_built = true;
+
+	desc[0] = '\0';
+	for (i = 0; i < acl_vec.count; i++)
+	{
+		char		one[ZKLOCK_ACL_ID_MAX + 32];
+
+		snprintf(one, sizeof(one), "%s%s:%s:%s", i ? "," : "",
+				 acl_schemes[i], acl_ids[i], acl_perms[i]);
+		strlcat(desc, one, sizeof(desc));
+	}
+	if (!have_creds)
+		strlcat(desc, " (no credentials)", sizeof(desc));
+	if (strcmp(desc, acl_logged) == 0)
+		return;
+	strlcpy(acl_logged, desc, sizeof(acl_logged));
+
+	if (!have_creds && (acl_setting == NULL || acl_setting->n == 0))
+		ereport(WARNING,
+				(errmsg("zklock: the nodes zklock creates in zookeeper are open to every zookeeper client"),
+				 errdetail("zklock.auth_file and zklock.acl are empty, so the nodes get the ACL world:anyone:cdrwa: any client that reaches ZooKeeper can delete a lock holder's node or take a queue's items."),
+				 errhint("Set zklock.auth_file to a file holding user:password (and, if needed, zklock.acl); see the README, section \"ZooKeeper authentication and ACLs\".")));
+	else if (!have_creds && uses_auth)
+		ereport(WARNING,
+				(errmsg("zklock: zklock.acl names the scheme auth but the worker has no zookeeper credentials"),
+				 errdetail("ZooKeeper refuses such an ACL from an unauthenticated session (invalid ACL), so every create fails."),
+				 errhint("Set zklock.auth_file, or name the identities in zklock.acl (digest:user:base64digest:perms).")));
+	else
+		ereport(LOG,
+				(errmsg("zklock: nodes are created with the ACL %s", desc)));
+}
+
+struct ACL_vector *
+zk_acl(void)
+{
+	if (!acl_built)
+		zk_acl_build(zk_ctl->auth_state == ZKA_DIGEST);
+	return &acl_vec;
+}
+
+/* ---- zklock.auth_file ---- */
+
+/*
+ * Read the credentials into cred (NUL-terminated, never logged).  Returns
+ * ZKA_NONE when zklock.auth_file is empty, ZKA_DIGEST when cred holds
+ * "user:password", ZKA_REFUSED (after a WARNING, unless the same one was
+ * the last said) when the file may not or cannot be used.  Worker only,
+ * without the lock.
+ */
+int
+zk_auth_load(char *cred, size_t credlen)
+{
+	static char last_why[256] = "";
+	char		path[MAXPGPATH];
+	char		buf[ZKLOCK_AUTH_FILE_MAX + 1];
+	char		why[256];
+	const char *hint = NULL;
+	struct stat st;
+	int			fd;
+	ssize_t		got = 0;
+	size_t		linelen;
+	char	   *nl;
+	char	   *rest;
+	char	   *colon;
+	int			save_errno;
+
+	memset(cred, 0, credlen);
+	if (zklock_auth_file == NULL || zklock_auth_file[0] == '\0')
+	{
+		last_why[0] = '\0';
+		return ZKA_NONE;
+	}
+	if (is_absolute_path(zklock_auth_file))
+		strlcpy(path, zklock_auth_file, sizeof(path));
+	else
+		snprintf(path, sizeof(path), "%s/%s", DataDir, zklock_auth_file);
+
+	why[0] = '\0';
+	fd = open(path, O_RDONLY | PG_BINARY, 0);
+	if (fd < 0)
+	{
+		save_errno = errno;
+		snprintf(why, sizeof(why), "It cannot be opened: %s.", strerror(save_errno));
+		hint = "Create it, readable by the server's user only (chmod 0600), holding one line user:password.";
+	}
+	else if (fstat(fd, &st) != 0)
+	{
+		save_errno = errno;
+		snprintf(why, sizeof(why), "It cannot be examined: %s.", strerror(save_errno));
+	}
+	else if (!S_ISREG(st.st_mode))
+		snprintf(why, sizeof(why), "It is not a regular file.");
+	else if (st.st_uid != geteuid())
+	{
+		snprintf(why, sizeof(why), "It is not owned by the database server's user.");
+		hint = "Make the server's user its owner (chown), and allow nobody else to read it (chmod 0600).";
+	}
+	else if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0)
+	{
+		snprintf(why, sizeof(why), "It has group or world access (mode %04o).",
+				 (unsigned int) (st.st_mode & 07777));
+		hint = "Allow only the server's user to read it: chmod 0600, as for ssl_key_file.";
+	}
+	else if (st.st_size > ZKLOCK_AUTH_FILE_MAX)
+		snprintf(why, sizeof(why), "It is larger than %d bytes.", ZKLOCK_AUTH_FILE_MAX);
+	else
+	{
+		got = read(fd, buf, ZKLOCK_AUTH_FILE_MAX + 1);
+		if (got < 0)
+		{
+			save_errno = errno;
+			snprintf(why, sizeof(why), "It cannot be read: %s.", strerror(save_errno));
+			got = 0;
+		}
+		else if (got > ZKLOCK_AUTH_FILE_MAX)
+			snprintf(why, sizeof(why), "It is larger than %d bytes.", ZKLOCK_AUTH_FILE_MAX);
+	}
+	if (fd >= 0)
+		close(fd);
+
+	if (why[0] == '\0')
+	{
+		buf[got] = '\0';
+		nl = strchr(buf, '\n');
+		rest = nl ? nl + 1 : buf + got;
+		linelen = nl ? (size_t) (nl - buf) : (size_t) got;
+		if (linelen > 0 && buf[linelen - 1] == '\r')
+			linelen--;
+		buf[linelen] = '\0';
+		colon = strchr(buf, ':');
+		if (memchr(buf, '\0', linelen) != NULL)
+			snprintf(why, sizeof(why), "Its first line holds a NUL byte.");
+		else if (linelen >= credlen || linelen >= ZKLOCK_CRED_MAX)
+			snprintf(why, sizeof(why), "Its line is longer than %d bytes.",
+					 (int) Min(credlen, ZKLOCK_CRED_MAX) - 1);
+		else if (colon == NULL || colon == buf)
+			snprintf(why, sizeof(why), "Its first line is not user:password.");
+		else if (strspn(rest, " \t\r\n") != strlen(rest))
+			snprintf(why, sizeof(why), "It holds more than one line.");
+		else
+			memcpy(cred, buf, linelen + 1);
+		if (why[0] != '\0')
+			hint = "Write one line user:password, for ZooKeeper's digest scheme.";
+	}
+	explicit_bzero(buf, sizeof(buf));
+
+	if (why[0] == '\0')
+	{
+		last_why[0] = '\0';
+		return ZKA_DIGEST;
+	}
+	memset(cred, 0, credlen);
+	if (strcmp(why, last_why) != 0)
+	{
+		strlcpy(last_why, why, sizeof(last_why));
+		ereport(WARNING,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("zklock: refusing the zookeeper credentials file \"%s\" (zklock.auth_file)",
+						path),
+				 errdetail("%s The worker opens no ZooKeeper session without the credentials it was told to use.",
+						   why),
+				 hint ? errhint("%s", hint) : 0));
+	}
+	return ZKA_REFUSED;
+}
