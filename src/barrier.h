@@ -42,8 +42,8 @@ typedef enum ZkBarrierOp
 typedef struct ZkArrivalRec
 {
 	int64		ctime_ms;
-	uint16		namelen;		/* the node's name, as stored (encoded) */
-	uint16		datalen;
+	uint32		namelen;		/* the node's name, as stored (encoded) */
+	uint32		datalen;
 	/* followed by name and data */
 } ZkArrivalRec;
 

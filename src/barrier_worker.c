@@ -57,15 +57,23 @@ typedef struct BObj
 	bool		rwatching;		/* an exists watch of ours may be set on
 								 * ready (see barrier_ready_event) */
 	int			rinflight;		/* exists requests on ready not answered */
+	bool		recheck;		/* on idle_checks */
+	TimestampTz idle_since;
 } BObj;
 
 static HTAB *objs = NULL;
 static bool any_retry = false;
 static uint64 swept_connects = 0;
+static List *idle_checks = NIL;	/* BObj *: look again once idle a while */
+
+#define IDLE_RECHECK_MS		2000
+#define IDLE_RECHECKS_PER_TURN	64
 static MemoryContext b_cxt = NULL;
 
 static void obj_probe(BObj *o);
 static int	barrier_watch_ready(BObj *o);
+static void obj_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx);
+static void barrier_ready_event(zhandle_t *h, int type, int state, const char *path, void *ctx);
 
 static MemoryContext
 b_context(void)
@@ -164,6 +172,17 @@ obj_add(BObj *o, ZkEntry *e)
 static void
 obj_unwatch(BObj *o)
 {
+	/* whatever happens below, look again once it has been idle a while */
+	if (!o->recheck)
+	{
+		MemoryContext old = MemoryContextSwitchTo(b_context());
+
+		o->recheck = true;
+		o->idle_since = GetCurrentTimestamp();
+		idle_checks = lappend(idle_checks, o);
+		MemoryContextSwitchTo(old);
+	}
+
 	/*
 	 * Not while an exists on ready is in flight: the removal would reach
 	 * ZooKeeper after it and take off the watch a member's create just
@@ -765,6 +784,59 @@ bwait_session_lost(ZkEntry *e, const char *why)
 		obj_kick(obj_of(e));
 }
 
+/*
+ * An idle object's watches, as the client library lists them: each one
+ * it still holds (whatever our flags say) is taken off, on the server too;
+ * where it holds none, nothing is sent.  Not while an exists on ready is
+ * in flight (its answer decides, see ready_armed).
+ *
+ * Removing one watcher (function and context) only checks the server's
+ * watch (ZooKeeper keeps one per path and session) and forgets the
+ * watcher here; so it serves to ask whether the library holds one, and
+ * the server's watch is removed whole.
+ */
+static void
+drop_if_listed(const char *path, ZooWatcherType type, watcher_fn fn, void *ctx)
+{
+	if (zoo_aremove_watches(zk_zh, path, type, fn, ctx, 1,
+							(void_completion_t *) zk_unwatch_done, NULL) == ZOK)
+		(void) zoo_aremove_all_watches(zk_zh, path, type, 0,
+									   (void_completion_t *) zk_unwatch_done, NULL);
+}
+
+static void
+obj_drop_listed_watches(BObj *o)
+{
+	char		rpath[ZK_PATH_MAX];
+
+	if (zk_zh == NULL || o->nw > 0 || o->probing || o->rinflight > 0)
+		return;
+	snprintf(rpath, sizeof(rpath), "%s/%s", o->path, ZKB_READY);
+	drop_if_listed(rpath, ZWATCHTYPE_DATA, barrier_ready_event, o);
+	drop_if_listed(o->path, ZWATCHTYPE_ANY, obj_watcher, o);
+	o->rwatching = o->watching = false;
+}
+
+/* The idle objects whose time came: their watches looked at again */
+static void
+idle_recheck(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	int			n = 0;
+
+	while (idle_checks != NIL && n++ < IDLE_RECHECKS_PER_TURN)
+	{
+		BObj	   *o = (BObj *) linitial(idle_checks);
+
+		if (!TimestampDifferenceExceeds(o->idle_since, now, IDLE_RECHECK_MS))
+			break;
+		idle_checks = list_delete_first(idle_checks);
+		o->recheck = false;
+		obj_compact(o);
+		obj_drop_listed_watches(o);
+	}
+}
+
 static void
 b_session_reset(void)
 {
@@ -818,6 +890,7 @@ b_session_usable(void)
 	}
 	if (objs == NULL)
 		return;
+	idle_recheck();
 	if (swept_connects != zk_connects)
 	{
 		/*
@@ -832,11 +905,7 @@ b_session_usable(void)
 		while ((o = hash_seq_search(&st)) != NULL)
 		{
 			obj_compact(o);
-			if (o->nw == 0 && !o->probing)
-			{
-				o->watching = o->rwatching = true;
-				obj_unwatch(o);
-			}
+			obj_drop_listed_watches(o);
 		}
 	}
 	if (!any_retry)
@@ -1537,10 +1606,19 @@ binfo_listed(int rc, const struct String_vector *sv, const void *data)
 			for (i = 0; rc == ZOK && sv && i < sv->count; i++)
 			{
 				size_t		nlen = strlen(sv->data[i]);
-				BInfoCall  *c = MemoryContextAllocZero(b_context(),
-													   offsetof(BInfoCall, name) + nlen + 1);
+				BInfoCall  *c;
 				char		path[ZK_PATH_MAX];
 				int			src;
+
+				/*
+				 * Not a participant anyone arrived as through zklock (at
+				 * most ZKLOCK_ENAME_MAX bytes): another client's node,
+				 * whose path would not even fit.  Not ours to show or
+				 * delete.
+				 */
+				if (nlen > ZKLOCK_ENAME_MAX)
+					continue;
+				c = MemoryContextAllocZero(b_context(), offsetof(BInfoCall, name) + nlen + 1);
 
 				c->bi = bi;
 				memcpy(c->name, sv->data[i], nlen + 1);
