@@ -364,7 +364,10 @@ is($r->{sqlstate}, '55006', 'releasing the live cluster B fails with 55006');
 like($r->{err}, qr/DETAIL:\s+Its run $bsys-[0-9a-f]{16} is registered/, '... naming its run');
 like($r->{err}, qr/HINT:\s+Stop that cluster, or wait until its ZooKeeper session expires/,
 	'... with a hint');
-my ($brun) = $r->{err} =~ /Its run ($bsys-[0-9a-f]{16})/;
+my ($brun) = grep { /^\Q$bsys\E-[0-9a-f]{16}$/ } zk_children($zk, "$R/runs");
+ok(defined $brun && exists01("$R/runs/$brun/live"), "B's run is registered in ZooKeeper, live");
+$brun //= "$bsys-0000000000000001";
+like($r->{err}, qr/Its run \Q$brun\E is registered/, '... that run');
 is(one_shot($A, "SELECT zk_queue_release_cluster('$brun')")->{sqlstate}, '55006',
 	'naming the run fails too');
 is(taken('rq'), 1, "B's claim is still there");
