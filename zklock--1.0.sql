@@ -199,7 +199,6 @@ CREATE VIEW zk_queues AS SELECT * FROM zk_queues_internal();
 CREATE FUNCTION zk_queue_release_cluster(cluster text)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'zk_queue_release_cluster' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-REVOKE ALL ON FUNCTION zk_queue_release_cluster(text) FROM PUBLIC;
 
 -- Barriers (src/barrier_*.c): double barriers, gates, durable arrivals
 
@@ -345,3 +344,160 @@ RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'zk_semaphores_internal' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
 
 CREATE VIEW zk_semaphores AS SELECT * FROM zk_semaphores_internal();
+
+-- ---------------------------------------------------------------------------
+-- Privileges (README "Privileges")
+--
+-- Every name is shared by every database of every cluster on the ZooKeeper,
+-- so a function callable by PUBLIC would let any role of any database peek,
+-- take, forge or purge another tenant's queue, block its locks, open its
+-- gates, forge its arrivals, and read who holds what.  Nothing is executable
+-- by PUBLIC but zk_privilege_groups() and zk_path(); a superuser grants a role what it
+-- needs by groups (zk_grant) or with GRANT.  The groups do not overlap.
+
+-- the groups: each object of the extension a role needs for one use
+CREATE FUNCTION zk_privilege_groups(
+    OUT group_name text, OUT object_type text, OUT object text)
+RETURNS SETOF record
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+    SELECT g, 'function', f::regprocedure::text FROM (VALUES
+        ('lock', '@extschema@.zk_lock(text,interval)'),
+        ('lock', '@extschema@.zk_lock(bigint,interval)'),
+        ('lock', '@extschema@.zk_lock_shared(text,interval)'),
+        ('lock', '@extschema@.zk_lock_shared(bigint,interval)'),
+        ('lock', '@extschema@.zk_try_lock(text)'),
+        ('lock', '@extschema@.zk_try_lock(bigint)'),
+        ('lock', '@extschema@.zk_try_lock_shared(text)'),
+        ('lock', '@extschema@.zk_try_lock_shared(bigint)'),
+        ('lock', '@extschema@.zk_session_lock(text,interval)'),
+        ('lock', '@extschema@.zk_session_lock(bigint,interval)'),
+        ('lock', '@extschema@.zk_session_lock_shared(text,interval)'),
+        ('lock', '@extschema@.zk_session_lock_shared(bigint,interval)'),
+        ('lock', '@extschema@.zk_try_session_lock(text)'),
+        ('lock', '@extschema@.zk_try_session_lock(bigint)'),
+        ('lock', '@extschema@.zk_try_session_lock_shared(text)'),
+        ('lock', '@extschema@.zk_try_session_lock_shared(bigint)'),
+        ('lock', '@extschema@.zk_unlock(text)'),
+        ('lock', '@extschema@.zk_unlock(bigint)'),
+        ('lock', '@extschema@.zk_unlock_shared(text)'),
+        ('lock', '@extschema@.zk_unlock_shared(bigint)'),
+        ('lock', '@extschema@.zk_unlock_all()'),
+        ('lock', '@extschema@.zk_lock_token(text)'),
+        ('lock', '@extschema@.zk_lock_token(bigint)'),
+        ('produce', '@extschema@.zk_enqueue(text,bytea,integer)'),
+        ('produce', '@extschema@.zk_enqueue(text,text,integer)'),
+        ('consume', '@extschema@.zk_dequeue(text,interval,integer)'),
+        ('consume', '@extschema@.zk_try_dequeue(text,integer)'),
+        ('consume', '@extschema@.zk_queue_peek(text,integer)'),
+        ('consume', '@extschema@.zk_queue_length(text)'),
+        ('wait', '@extschema@.zk_barrier_enter(text,integer,interval)'),
+        ('wait', '@extschema@.zk_barrier_leave(text,interval)'),
+        ('wait', '@extschema@.zk_gate_wait(text,interval)'),
+        ('wait', '@extschema@.zk_await(text,integer,interval)'),
+        ('wait', '@extschema@.zk_arrivals(text)'),
+        ('arrive', '@extschema@.zk_arrive(text,text)'),
+        ('semaphore', '@extschema@.zk_semaphore(text,integer,interval)'),
+        ('semaphore', '@extschema@.zk_try_semaphore(text,integer)'),
+        ('semaphore', '@extschema@.zk_session_semaphore(text,integer,interval)'),
+        ('semaphore', '@extschema@.zk_try_session_semaphore(text,integer)'),
+        ('semaphore', '@extschema@.zk_semaphore_release(text)'),
+        ('lease', '@extschema@.zk_try_lease(text,interval,text)'),
+        ('lease', '@extschema@.zk_lease_holder(text)'),
+        ('election', '@extschema@.zk_is_leader(text)'),
+        ('election', '@extschema@.zk_leader(text)'),
+        ('election', '@extschema@.zk_election_candidates(text)'),
+        ('admin', '@extschema@.zk_queue_purge(text)'),
+        ('admin', '@extschema@.zk_arrivals_reset(text)'),
+        ('admin', '@extschema@.zk_gate_close(text)'),
+        ('admin', '@extschema@.zk_gate_open(text)'),
+        ('admin', '@extschema@.zk_queue_release_cluster(text)'),
+        ('monitor', '@extschema@.zk_status()'),
+        ('monitor', '@extschema@.zk_lock_holders(text)'),
+        ('monitor', '@extschema@.zk_lock_holders(bigint)'),
+        ('monitor', '@extschema@.zk_semaphore_holders(text)'),
+        ('monitor', '@extschema@.zk_locks_internal()'),
+        ('monitor', '@extschema@.zk_queues_internal()'),
+        ('monitor', '@extschema@.zk_leases_internal()'),
+        ('monitor', '@extschema@.zk_elections_internal()'),
+        ('monitor', '@extschema@.zk_semaphores_internal()')) AS t(g, f)
+    UNION ALL
+    SELECT 'monitor', 'view', v::regclass::text FROM (VALUES
+        ('@extschema@.zk_locks'), ('@extschema@.zk_queues'), ('@extschema@.zk_leases'),
+        ('@extschema@.zk_elections'), ('@extschema@.zk_semaphores')) AS t(v)
+$$;
+
+-- grant (revoke) a whole group to (from) a role; superuser only
+CREATE FUNCTION zk_grant(group_name text, grantee regrole, do_revoke boolean DEFAULT false)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+    n int := 0;
+BEGIN
+    IF NOT coalesce((SELECT rolsuper FROM pg_roles WHERE rolname = current_user), false) THEN
+        RAISE EXCEPTION 'permission denied to % zklock privilege groups',
+            CASE WHEN do_revoke THEN 'revoke' ELSE 'grant' END
+            USING ERRCODE = '42501',
+                  HINT = 'Run it as a superuser.';
+    END IF;
+    IF grantee IS NULL OR do_revoke IS NULL THEN
+        RAISE EXCEPTION 'zklock grantee must not be null'
+            USING ERRCODE = '22004',
+                  HINT = 'Give an existing role, for example ''app_worker''.';
+    END IF;
+    FOR r IN SELECT g.object_type, g.object
+               FROM @extschema@.zk_privilege_groups() g
+              WHERE g.group_name = zk_grant.group_name
+    LOOP
+        EXECUTE format('%s %s ON %s %s %s %s',
+                       CASE WHEN do_revoke THEN 'REVOKE' ELSE 'GRANT' END,
+                       CASE WHEN r.object_type = 'view' THEN 'SELECT' ELSE 'EXECUTE' END,
+                       CASE WHEN r.object_type = 'view' THEN 'TABLE' ELSE 'FUNCTION' END,
+                       r.object,
+                       CASE WHEN do_revoke THEN 'FROM' ELSE 'TO' END,
+                       grantee);
+        n := n + 1;
+    END LOOP;
+    IF n = 0 THEN
+        RAISE EXCEPTION 'unknown zklock privilege group "%"', group_name
+            USING ERRCODE = '22023',
+                  HINT = 'The groups are: ' ||
+                    (SELECT string_agg(DISTINCT g.group_name, ', ')
+                       FROM @extschema@.zk_privilege_groups() g) || '.';
+    END IF;
+END
+$$;
+
+CREATE FUNCTION zk_revoke(group_name text, grantee regrole)
+RETURNS void
+LANGUAGE sql VOLATILE PARALLEL UNSAFE
+AS $$ SELECT @extschema@.zk_grant(group_name, grantee, do_revoke => true) $$;
+
+-- PUBLIC executes nothing of this extension but zk_privilege_groups() and
+-- zk_path(): they are harmless to every tenant (a constant list of this
+-- extension's own objects, read from the catalog like \df; the path of a
+-- name from zklock.root and zklock.namespace, which anyone can SHOW; no
+-- ZooKeeper, no shared memory)
+DO $$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOR f IN SELECT d.objid::regprocedure
+               FROM pg_catalog.pg_depend d
+               JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
+              WHERE e.extname = 'zklock'
+                AND d.classid = 'pg_catalog.pg_proc'::regclass
+                AND d.deptype = 'e'
+                AND d.objid <> '@extschema@.zk_privilege_groups()'::regprocedure
+                AND d.objid <> '@extschema@.zk_path(text,text)'::regprocedure
+    LOOP
+        EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
+    END LOOP;
+END
+$$;
+
+-- the monitor group: pg_monitor (the views and the functions behind them)
+SELECT @extschema@.zk_grant('monitor', 'pg_monitor');

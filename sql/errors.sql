@@ -42,12 +42,14 @@ SELECT zk_lock('..') > 0 AS dotdot, zk_lock('.') > 0 AS dot,
        zk_lock('ünïcødé') > 0 AS unicode, zk_lock('a%2Fb') > 0 AS percent;
 COMMIT;
 
--- every function is volatile and parallel unsafe
+-- every function is volatile and parallel unsafe, but zk_privilege_groups() (a
+-- constant list)
 SELECT provolatile, proparallel, count(*) AS functions
   FROM pg_proc WHERE proname LIKE 'zk\_%' GROUP BY 1, 2;
 -- not strict: those with a timeout (NULL means lock_timeout), zk_unlock_all, and the
 -- queue, barrier, gate and arrivals functions (a NULL argument is an error there,
--- not a NULL result)
+-- not a NULL result), zk_grant and zk_revoke (likewise), zk_privilege_groups (no
+-- argument)
 SELECT DISTINCT proname FROM pg_proc
  WHERE proname LIKE 'zk\_%' AND NOT proisstrict ORDER BY 1;
 

@@ -258,7 +258,10 @@ holders_common(FunctionCallInfo fcinfo, bool key, int family)
 	if (family == ZKF_ELECTIONS)
 		name = zk_arg_text_name(fcinfo, 0, "election name", &len);
 	else if (family == ZKF_SEMPOOL)
+	{
 		name = zk_arg_text_name(fcinfo, 0, "semaphore name", &len);
+		zk_check_semaphore_name(name, len);
+	}
 	else
 		name = zk_arg_name(fcinfo, key, &len);
 	InitMaterializedSRF(fcinfo, 0);

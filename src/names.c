@@ -148,6 +148,35 @@ zk_check_name(const char *name, int len)
 				 errhint("Use a shorter name, for example a hash of the long one.")));
 }
 
+/*
+ * Refuse semaphore names that land on another semaphore's internal node.
+ * kazoo's layout puts the guard lock of semaphore "x" beside its pool, at
+ * semaphores/x-__lock__: the pool of a semaphore named "x-__lock__" would
+ * be that guard, its leases the guard's lock nodes.  The suffix is plain
+ * (never %-encoded), so comparing the UTF-8 name is exact.  ("-__lock__"
+ * alone is the guard of no semaphore: names are never empty.)  No other
+ * recipe shares a directory between a name and internal nodes.
+ */
+void
+zk_check_semaphore_name(const char *name, int len)
+{
+	static const char suffix[] = "-__lock__";
+	int			slen = sizeof(suffix) - 1;
+
+	if (len > slen && memcmp(name + len - slen, suffix, slen) == 0)
+	{
+		char	   *shown = zk_display_name(pnstrdup(name, len));
+		char	   *owner = zk_display_name(pnstrdup(name, len - slen));
+
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock semaphore name \"%s\" ends in \"%s\"", shown, suffix),
+				 errdetail("Its node would be the guard lock of semaphore \"%s\" (kazoo's layout).",
+						   owner),
+				 errhint("Choose a name that does not end in \"%s\".", suffix)));
+	}
+}
+
 /* Append the bytes of s, each plain byte as itself and any other as %XX */
 static char *
 encode_bytes(const char *s, int len, bool dots, char *p)

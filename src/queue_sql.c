@@ -375,13 +375,9 @@ zk_queue_release_cluster(PG_FUNCTION_ARGS)
 	ZkEntry    *e;
 	int64		n;
 
+	/* who may: EXECUTE, revoked from PUBLIC (the "admin" group) */
 	if (PG_ARGISNULL(0))
 		null_arg("cluster");
-	if (!superuser())
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied to release another cluster's queue claims"),
-				 errhint("Run zk_queue_release_cluster() as a superuser.")));
 	s = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	errno = 0;
 	sysid = strtoull(s, &end, 10);
@@ -408,6 +404,20 @@ zk_queue_release_cluster(PG_FUNCTION_ARGS)
 	e = zkq_info(ZKQI_RELEASE_CLUSTER, run, run ? 16 : 0, 0, sysid, &idx, &gen,
 				 "release the cluster's queue claims");
 	n = e->token;
+	if (n < 0)
+	{
+		char		live[ZKLOCK_ERRMSG_MAX];
+
+		/* the worker found a run of that cluster alive: nothing released */
+		strlcpy(live, e->errmsg, sizeof(live));
+		zkq_info_done(idx, gen);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("cluster \"%s\" is alive", s),
+				 errdetail("Its run %s is registered in ZooKeeper with a live session (%s/runs/%s/live exists); releasing its claims would let a second consumer take items it holds.",
+						   live, zklock_root, live),
+				 errhint("Stop that cluster, or wait until its ZooKeeper session expires, then retry.")));
+	}
 	zkq_info_done(idx, gen);
 	PG_RETURN_INT64(n);
 }

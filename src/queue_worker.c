@@ -4119,6 +4119,7 @@ typedef struct Info
 	int			sent;			/* peek: reads sent */
 	char	  **names;			/* queues: the encoded queue names to count */
 	int			nnames;
+	char		live[64];		/* release: a live run of the cluster found */
 } Info;
 
 /*
@@ -4261,7 +4262,8 @@ info_finish(Info *in)
 		e->blob = dp;
 	}
 	e->state = ZKE_HELD;
-	zk_finish(e, ZKO_GRANTED, 0, NULL);
+	/* a refused release: token -1, the live run named in errmsg */
+	zk_finish(e, ZKO_GRANTED, 0, in->live[0] ? in->live : NULL);
 	info_free(in);
 }
 
@@ -5107,6 +5109,153 @@ scan_list(Scan *s)
 	scan_done_one(s, true, 0);
 }
 
+/*
+ * zk_queue_release_cluster refuses a live cluster: before anything is
+ * released, every run of the target registered under <root>/runs
+ * (<sysid>-<run>, or only the named run) is asked whether its ephemeral
+ * "live" exists.  One that does ends the request with count -1 and the
+ * run's name (the backend raises 55006); a failed listing or read fails
+ * it; otherwise the release goes on (scan_start).
+ */
+typedef struct LiveCheck
+{
+	Scan	   *scan;
+	int			outstanding;
+	bool		failed;
+	int			fail_rc;
+	char		want[64];		/* "<sysid>-" (every run) or "<sysid>-<run>" */
+	bool		exact;
+} LiveCheck;
+
+typedef struct LiveCall
+{
+	LiveCheck  *lc;
+	char		run[64];
+} LiveCall;
+
+static void
+release_live_checked(LiveCheck *lc)
+{
+	Scan	   *s = lc->scan;
+	Info	   *in = s->info;
+
+	if (!lc->failed && in->live[0] == '\0')
+	{
+		pfree(lc);
+		(void) scan_start(s);
+		return;
+	}
+	/* refused or failed: nothing released (scan_finish's part, by hand) */
+	if (lc->failed)
+		info_fail(in, lc->fail_rc);
+	else
+		in->count = -1;
+	if (s->own_release)
+		resolve_running = false;
+	pfree(lc);
+	pfree(s);
+	info_call_done(in);
+}
+
+static void
+live_done_one(LiveCheck *lc, int rc)
+{
+	if (rc != ZOK && rc != ZNONODE && !lc->failed)
+	{
+		lc->failed = true;
+		lc->fail_rc = rc;
+	}
+	if (--lc->outstanding == 0)
+		release_live_checked(lc);
+}
+
+static void
+release_live_exists(int rc, const struct Stat *stat, const void *data)
+{
+	LiveCall   *c = (LiveCall *) data;
+	LiveCheck  *volatile lc = c->lc;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		Info	   *in = lc->scan->info;
+
+		if (rc == ZOK && in->live[0] == '\0')
+			strlcpy(in->live, c->run, sizeof(in->live));
+		pfree(c);
+		live_done_one(lc, rc);
+	}
+	COMPLETION_END(none);
+}
+
+static void
+release_runs_listed(int rc, const struct String_vector *sv, const void *data)
+{
+	LiveCheck  *volatile lc = (LiveCheck *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		int			i;
+
+		for (i = 0; rc == ZOK && sv != NULL && i < sv->count && !lc->failed; i++)
+		{
+			const char *run = sv->data[i];
+			LiveCall   *c;
+			char		path[ZK_PATH_MAX];
+			int			src;
+
+			if (lc->exact ? strcmp(run, lc->want) != 0 :
+				strncmp(run, lc->want, strlen(lc->want)) != 0)
+				continue;
+			c = MemoryContextAllocZero(q_context(), sizeof(LiveCall));
+			c->lc = lc;
+			strlcpy(c->run, run, sizeof(c->run));
+			snprintf(path, sizeof(path), "%s/runs/%s/live", zklock_root, run);
+			src = zk_session_usable() ?
+				zoo_aexists(zk_zh, path, 0, release_live_exists, c) : ZCONNECTIONLOSS;
+			if (src != ZOK)
+			{
+				pfree(c);
+				lc->failed = true;
+				lc->fail_rc = src;
+				break;
+			}
+			lc->outstanding++;
+		}
+		live_done_one(lc, rc);
+	}
+	COMPLETION_END(none);
+}
+
+static void
+release_check_live(Scan *s)
+{
+	LiveCheck  *lc = MemoryContextAllocZero(q_context(), sizeof(LiveCheck));
+	char		path[ZK_PATH_MAX];
+	int			rc;
+
+	lc->scan = s;
+	if (s->run != 0)
+	{
+		snprintf(lc->want, sizeof(lc->want), UINT64_FORMAT "-%016llx",
+				 s->sysid, (unsigned long long) s->run);
+		lc->exact = true;
+	}
+	else
+		snprintf(lc->want, sizeof(lc->want), UINT64_FORMAT "-", s->sysid);
+	lc->outstanding = 1;
+	snprintf(path, sizeof(path), "%s/runs", zklock_root);
+	rc = zoo_aget_children(zk_zh, path, 0, release_runs_listed, lc);
+	if (rc != ZOK)
+	{
+		lc->outstanding = 0;
+		lc->failed = true;
+		lc->fail_rc = rc;
+		release_live_checked(lc);
+	}
+}
+
 /* ---- the steps of a one-off read ---- */
 
 /*
@@ -5266,7 +5415,7 @@ info_step(Info *in)
 				if (e->name[0] != '\0' && !parse_u64(e->name, 16, &s->run))
 					s->run = 0;
 				in->outstanding += 2;	/* one answered by scan_finish */
-				(void) scan_start(s);
+				release_check_live(s);
 				info_call_done(in);
 				return;
 			}

@@ -349,6 +349,7 @@ sem_common(FunctionCallInfo fcinfo, ZkScope scope, bool try_only)
 
 	zk_require_shmem();
 	zk_check_name(name, len);
+	zk_check_semaphore_name(name, len);
 	zk_backend_init();
 	ok = acquire(name, len, max, scope, try_only, timeout_ms);
 	if (try_only)

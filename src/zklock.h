@@ -403,6 +403,7 @@ extern dsa_area *zk_dsa(void);
 extern char *zk_name_to_utf8(const char *name, int len, int *outlen);
 extern char *pg_any_to_server_noerror(const char *utf8, int len);
 extern void zk_check_name(const char *name, int len);
+extern void zk_check_semaphore_name(const char *name, int len);
 extern void zk_encode_name(const char *name, int len, char *out);
 extern void zk_lock_parent(const char *name, int family, char *out, size_t outlen);
 extern bool zk_valid_root(const char *root, const char **why);

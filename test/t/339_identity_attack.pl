@@ -9,7 +9,8 @@
 #    asked again whether it was alive, so the release took it for a dead
 #    run and released the original's live claim.  A second consumer took
 #    the item and both COMMITs consumed it.  Now a denied run's liveness is
-#    surveyed like any other's and the release leaves a live run alone.
+#    surveyed like any other's, and the release of a live run fails with
+#    55006 (issue 23) and leaves it alone.
 # 2. A failover while ZooKeeper restarts: the primary's host dies with a
 #    claim; its standby is promoted.  A restarted ZooKeeper gives every
 #    session it restores (the dead primary's too) a fresh timeout, so the
@@ -99,8 +100,9 @@ $B->start;
 ZkLockTest::wait_connected($B, 'the copy B did not connect');
 ok(log_has($B, qr/run $sysid-$arun of this cluster is alive on another server; this server is a copy of it/),
 	"B says it is a copy of A's live run");
-is($B->safe_psql('postgres', "SELECT zk_queue_release_cluster('$sysid-$arun')"), '0',
-	"B's release of A's live run releases nothing");
+my $rel = one_shot($B, "SELECT zk_queue_release_cluster('$sysid-$arun')");
+is($rel->{sqlstate}, '55006', "B's release of A's live run is refused (55006)");
+like($rel->{err}, qr/Its run $sysid-$arun is registered/, '... naming the run');
 is(taken('rq'), 1, "A's claim is still there");
 is(drain($B, 'rq'), 'r2,r3', 'B cannot take the item A holds');
 $h->query_safe('COMMIT');
