@@ -185,7 +185,10 @@ format_end(TimestampTz ts, char *out, size_t outlen)
 
 /* ---- arguments ---- */
 
-/* the duration in microseconds: 1 second to 100 years, and at most zklock.max_lease_duration */
+/*
+ * The duration in microseconds: 1 second to 100 years, and at most
+ * zklock.max_lease_duration (0: no limit)
+ */
 static int64
 arg_duration(FunctionCallInfo fcinfo, int argno)
 {

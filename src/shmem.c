@@ -36,6 +36,11 @@
  *	  uninterruptibly: cancel and statement_timeout work even if the worker
  *	  stopped while holding it.
  *
+ *	  Quotas: after the table, one count per backend slot (PGPROC number)
+ *	  of the entries it allocated, under the lock; zk_entry_alloc_backend
+ *	  adds one and marks the entry (quota_procno), zk_entry_free takes it
+ *	  away.  Entries the worker allocates for itself are never counted.
+ *
  *	  Work reaches the worker through a FIFO of entry numbers linked through
  *	  "next" (an entry is never on the free list and the queue at once, and
  *	  is queued at most once thanks to "queued"), so one wake of the worker

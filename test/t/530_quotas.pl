@@ -14,7 +14,8 @@
 #      election is listed by reload, stands in it and leads it too.
 #   2. The hog's session ends: its count comes back (a new session takes
 #      16 again); a superuser's SET lowers its own quota; a role that is
-#      not superuser cannot SET the setting (42501).
+#      not superuser cannot SET the setting (42501); ALTER ROLE ... SET
+#      gives a role's sessions a lower quota.
 #   3. The reserve: four hogs together stop when only the reserve is left
 #      (53200, "kept for the zklock worker"), entries_used stays
 #      max_locks - reserve, and the worker can still stand in a third
@@ -154,6 +155,11 @@ $r = one_shot($node, 'CREATE ROLE r530; SET ROLE r530; SET zklock.max_locks_per_
 is($r->{sqlstate}, '42501', 'a role that is not superuser cannot raise its quota (42501)') or diag $r->{err};
 $r = one_shot($node, 'SET ROLE r530; SET zklock.max_lease_duration = 0');
 is($r->{sqlstate}, '42501', 'nor the lease maximum (42501)') or diag $r->{err};
+$node->safe_psql('postgres', "ALTER ROLE r530 LOGIN; SELECT zk_grant('lock', 'r530'); "
+	  . 'ALTER ROLE r530 SET zklock.max_locks_per_backend = 2');
+my ($rc, $rout, $rerr) = $node->psql('postgres', "SELECT hog('role-')", extra_params => [ '-U', 'r530' ]);
+like($rout, qr/^2\|53200\|.*zklock\.max_locks_per_backend is 2\./,
+	'ALTER ROLE r530 SET zklock.max_locks_per_backend = 2: its session gets 2') or diag "$rout $rerr";
 ok(wait_until(sub { used() eq $base }, 20, 0.2), "entries_used back to $base");
 
 #
