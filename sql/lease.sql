@@ -48,6 +48,10 @@ SELECT zk_try_lease('regress_lbad', '0.5 seconds');
 \echo :LAST_ERROR_SQLSTATE
 SELECT zk_try_lease('regress_lbad', '101 years');
 \echo :LAST_ERROR_SQLSTATE
+-- zklock.max_lease_duration (default 1 day) bounds the duration
+SHOW zklock.max_lease_duration;
+SELECT zk_try_lease('regress_lbad', '1 day 1 second');
+\echo :LAST_ERROR_SQLSTATE
 SELECT zk_try_lease('regress_lbad', '1 minute', '');
 \echo :LAST_ERROR_SQLSTATE
 SELECT zk_try_lease('regress_lbad', '1 minute', repeat('h', 256));

@@ -566,6 +566,8 @@ zk_new_entry(ZkKind kind, const char *name, int len, ZkMode mode, ZkScope scope,
 {
 	ZkEntry    *e;
 	char		data[ZKLOCK_DATA_MAX];
+	ZkAllocRefusal why = ZKR_NONE;
+	int			held = 0;
 
 	if (kind == ZKK_LOCK)
 		zk_build_node_data(data, sizeof(data));
@@ -576,12 +578,13 @@ zk_new_entry(ZkKind kind, const char *name, int len, ZkMode mode, ZkScope scope,
 	Assert(len <= ZKLOCK_QNAME_MAX);
 
 	zk_backend_lock(LW_EXCLUSIVE);
-	e = zk_entry_alloc();
+	e = zk_entry_alloc_backend(MyProc->pgprocno, zklock_max_locks_per_backend,
+							   zk_worker_reserve(), &why, &held);
 	if (e == NULL)
 	{
 		/*
 		 * Entries let go but not yet taken back by the worker still count:
-		 * give it a moment to free them before calling the table full.
+		 * give it a moment to free them before refusing.
 		 */
 		TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 200);
 
@@ -594,19 +597,32 @@ zk_new_entry(ZkKind kind, const char *name, int len, ZkMode mode, ZkScope scope,
 			ResetLatch(MyLatch);
 			CHECK_FOR_INTERRUPTS();
 			zk_backend_lock(LW_EXCLUSIVE);
-			e = zk_entry_alloc();
+			e = zk_entry_alloc_backend(MyProc->pgprocno, zklock_max_locks_per_backend,
+									   zk_worker_reserve(), &why, &held);
 		}
 	}
 	if (e == NULL)
 	{
 		int			max = zk_ctl->max_entries;
+		int			used = zk_ctl->used;
+		int			reserve = zk_worker_reserve();
 
 		LWLockRelease(zk_ctl->lock);
+		if (why == ZKR_QUOTA)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("this session uses too many zklock entries"),
+					 errdetail("The session holds or awaits %d entries (locks, semaphores, queue and barrier requests, and those it let go of that the worker has not freed yet); zklock.max_locks_per_backend is %d.",
+							   held, zklock_max_locks_per_backend),
+					 errhint("Release locks (zk_unlock, zk_unlock_all, or end the transaction) before taking more, or ask a superuser to raise zklock.max_locks_per_backend.")));
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of zklock lock entries"),
+				 why == ZKR_RESERVE ?
+				 errdetail("%d of the %d entries of zklock.max_locks are in use; the last %d are kept for the zklock worker.",
+						   used, max, reserve) :
 				 errdetail("All %d entries of zklock.max_locks are held or awaited.", max),
-				 errhint("Increase zklock.max_locks and restart the server, or release locks.")));
+				 errhint("Release locks, or increase zklock.max_locks and restart the server.")));
 	}
 	e->kind = kind;
 	e->procno = MyProc->pgprocno;

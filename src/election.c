@@ -116,6 +116,28 @@ zk_check_elections(char **newval, void **extra, GucSource source)
 	return false;
 }
 
+/*
+ * The number of names in this process's zklock.elections (the worker's
+ * reserve of entries counts one per name, zk_worker_reserve()).
+ */
+static int	listed = 0;
+
+void
+zk_assign_elections(const char *newval, void *extra)
+{
+	char		names[ELECTION_MAX][ZKLOCK_NAME_MAX + 1];
+	const char *why = NULL;
+	int			n = newval ? split_names(newval, names, &why) : 0;
+
+	listed = Max(n, 0);
+}
+
+int
+zk_elections_listed(void)
+{
+	return listed;
+}
+
 void
 zk_elections_changed(void)
 {

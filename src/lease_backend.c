@@ -185,7 +185,10 @@ format_end(TimestampTz ts, char *out, size_t outlen)
 
 /* ---- arguments ---- */
 
-/* the duration in microseconds: 1 second to 100 years */
+/*
+ * The duration in microseconds: 1 second to 100 years, and at most
+ * zklock.max_lease_duration (0: no limit)
+ */
 static int64
 arg_duration(FunctionCallInfo fcinfo, int argno)
 {
@@ -211,6 +214,16 @@ arg_duration(FunctionCallInfo fcinfo, int argno)
 						   DatumGetCString(DirectFunctionCall1(interval_out,
 															   IntervalPGetDatum(iv)))),
 				 errhint("The lease's end is stored to the second: give at least '1 second'.")));
+	if (zklock_max_lease_duration > 0 &&
+		usecs > (int64) zklock_max_lease_duration * USECS_PER_SEC)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock lease duration exceeds zklock.max_lease_duration"),
+				 errdetail("The duration was %s; zklock.max_lease_duration is %d seconds.",
+						   DatumGetCString(DirectFunctionCall1(interval_out,
+															   IntervalPGetDatum(iv))),
+						   zklock_max_lease_duration),
+				 errhint("Take a shorter lease and renew it before it ends (zk_try_lease with the same holder), or ask a superuser to raise zklock.max_lease_duration.")));
 	return usecs;
 }
 

@@ -36,6 +36,11 @@
  *	  uninterruptibly: cancel and statement_timeout work even if the worker
  *	  stopped while holding it.
  *
+ *	  Quotas: after the table, one count per backend slot (PGPROC number)
+ *	  of the entries it allocated, under the lock; zk_entry_alloc_backend
+ *	  adds one and marks the entry (quota_procno), zk_entry_free takes it
+ *	  away.  Entries the worker allocates for itself are never counted.
+ *
  *	  Work reaches the worker through a FIFO of entry numbers linked through
  *	  "next" (an entry is never on the free list and the queue at once, and
  *	  is queued at most once thanks to "queued"), so one wake of the worker
@@ -48,6 +53,7 @@
 
 #include <time.h>
 
+#include "access/twophase.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/ipc.h"
@@ -59,13 +65,39 @@
 
 ZkControl  *zk_ctl = NULL;
 
+/*
+ * Backend slots whose entries are counted: every PGPROC a process that can
+ * call zklock's functions may have (regular backends, background workers,
+ * and, to be safe, the auxiliary processes and prepared transactions).
+ */
+static int
+quota_slots(void)
+{
+	return MaxBackends + NUM_AUXILIARY_PROCS + max_prepared_xacts;
+}
+
+/* where the per-slot counts start: after the table of entries */
+static Size
+quota_offset(int max_entries)
+{
+	return MAXALIGN(add_size(offsetof(ZkControl, entries),
+							 mul_size(max_entries, sizeof(ZkEntry))));
+}
+
 Size
 zk_shmem_size(void)
 {
-	Size		size = offsetof(ZkControl, entries);
+	Size		size = quota_offset(zklock_max_locks);
 
-	size = add_size(size, mul_size(zklock_max_locks, sizeof(ZkEntry)));
+	size = add_size(size, mul_size(quota_slots(), sizeof(int)));
 	return size;
+}
+
+/* The entries each backend slot holds (zk_ctl->quota_slots of them) */
+static int *
+zk_quota_counts(void)
+{
+	return (int *) ((char *) zk_ctl + quota_offset(zk_ctl->max_entries));
 }
 
 /*
@@ -96,6 +128,7 @@ zk_shmem_init(void)
 					(uint64) GetCurrentTimestamp();
 		}
 		zk_ctl->max_entries = zklock_max_locks;
+		zk_ctl->quota_slots = quota_slots();
 		zk_ctl->queue_head = ZKLOCK_NO_ENTRY;
 		zk_ctl->queue_tail = ZKLOCK_NO_ENTRY;
 		pg_atomic_init_u32(&zk_ctl->release_head, ZKLOCK_NO_ENTRY);
@@ -180,10 +213,68 @@ zk_entry_alloc(void)
 	e->claims = InvalidDsaPointer;
 	e->pub_refused = false;
 	e->pub_blocked = false;
+	e->quota_procno = -1;
 	e->gen = gen;
 	e->next = ZKLOCK_NO_ENTRY;
 	e->state = ZKE_PENDING;
 	zk_ctl->used++;
+	return e;
+}
+
+/*
+ * Entries kept for the worker's own use (its election candidacies, and
+ * room to settle what backends left): 8 plus the number of names in
+ * zklock.elections, but at most a quarter of zklock.max_locks, so that a
+ * small table still leaves most of its entries to backends.
+ */
+int
+zk_worker_reserve(void)
+{
+	return Min(8 + zk_elections_listed(), zk_ctl->max_entries / 4);
+}
+
+/*
+ * Take an entry for a backend (its PGPROC number procno), counted against
+ * its quota: refused (NULL, *why says why) when the slot already counts
+ * "quota" entries, when only "reserve" free entries are left (they are the
+ * worker's), or when the table is full.  *held is the slot's count.
+ * Caller holds the lock exclusively.  Only zk_entry_free gives the count
+ * back, so entries the backend let go of still count until the worker has
+ * freed them, and a backend that exits leaves its count to its slot's next
+ * user until the worker has freed its entries.
+ */
+ZkEntry *
+zk_entry_alloc_backend(int procno, int quota, int reserve, ZkAllocRefusal *why,
+					   int *held)
+{
+	int		   *counts = zk_quota_counts();
+	bool		counted = procno >= 0 && procno < zk_ctl->quota_slots;
+	ZkEntry    *e;
+
+	*held = counted ? counts[procno] : 0;
+	*why = ZKR_NONE;
+	if (counted && counts[procno] >= quota)
+	{
+		*why = ZKR_QUOTA;
+		return NULL;
+	}
+	if (zk_ctl->used >= zk_ctl->max_entries - reserve)
+	{
+		*why = zk_ctl->used >= zk_ctl->max_entries ? ZKR_FULL : ZKR_RESERVE;
+		return NULL;
+	}
+	e = zk_entry_alloc();
+	if (e == NULL)
+	{
+		*why = ZKR_FULL;
+		return NULL;
+	}
+	if (counted)
+	{
+		counts[procno]++;
+		e->quota_procno = procno;
+	}
+	*held = counted ? counts[procno] : 0;
 	return e;
 }
 
@@ -208,6 +299,15 @@ zk_entry_free(ZkEntry *e)
 		dsa_free(zk_dsa(), e->blob);
 		e->blob = InvalidDsaPointer;
 	}
+	if (e->quota_procno >= 0 && e->quota_procno < zk_ctl->quota_slots)
+	{
+		int		   *counts = zk_quota_counts();
+
+		Assert(counts[e->quota_procno] > 0);
+		if (counts[e->quota_procno] > 0)
+			counts[e->quota_procno]--;
+	}
+	e->quota_procno = -1;
 	e->state = ZKE_FREE;
 	e->gen++;
 	e->next = zk_ctl->free_head;

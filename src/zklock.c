@@ -25,6 +25,8 @@ int			zklock_session_timeout = 10000;
 int			zklock_connect_timeout = 5000;
 int			zklock_commit_timeout = 5000;
 int			zklock_max_locks = 1024;
+int			zklock_max_locks_per_backend = 256;
+int			zklock_max_lease_duration = 86400;
 char	   *zklock_elections = NULL;
 char	   *zklock_namespace = NULL;
 
@@ -168,6 +170,29 @@ _PG_init(void)
 							0,
 							NULL, NULL, NULL);
 
+	/*
+	 * The default is a quarter of zklock.max_locks, whose value (from
+	 * postgresql.conf or the command line) is known by now.
+	 */
+	DefineCustomIntVariable("zklock.max_locks_per_backend",
+							"Entries (locks held or awaited, queue and barrier requests) one backend may use at once.",
+							"The default is a quarter of zklock.max_locks. Entries a backend let go of count "
+							"until the worker has freed them.",
+							&zklock_max_locks_per_backend,
+							Max(zklock_max_locks / 4, 1), 1, 1000000,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("zklock.max_lease_duration",
+							"Longest duration zk_try_lease accepts.",
+							"0 means no limit other than 100 years.",
+							&zklock_max_lease_duration,
+							86400, 0, INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
 	DefineCustomStringVariable("zklock.elections",
 							   "Elections this cluster stands in (names, comma separated).",
 							   "The worker campaigns for each while the server is a primary; "
@@ -176,7 +201,7 @@ _PG_init(void)
 							   "",
 							   PGC_SIGHUP,
 							   0,
-							   zk_check_elections, NULL, NULL);
+							   zk_check_elections, zk_assign_elections, NULL);
 
 	DefineCustomStringVariable("zklock.namespace",
 							   "Namespace of this session's zklock names.",

@@ -250,6 +250,14 @@ typedef struct ZkEntry
 	/* locks guarding other recipes, and the lease recipe; zeroed too */
 	uint8		family;			/* ZKK_LOCK, ZKK_LEASE: ZkLockFamily */
 	int32		lease_version;	/* ZKK_LEASE write: the holder's version, -1: none */
+
+	/*
+	 * The backend slot (PGPROC number) whose quota this entry counts
+	 * against (zklock.max_locks_per_backend), -1 for none (the worker's own
+	 * entries).  Set under the lock at allocation; zk_entry_free gives the
+	 * count back.
+	 */
+	int32		quota_procno;
 } ZkEntry;
 
 /*
@@ -321,6 +329,8 @@ typedef struct ZkControl
 	/* entries */
 	int			max_entries;
 	int			used;
+	int			quota_slots;	/* backend slots counted (entries per slot
+								 * follow the table: zk_quota_counts()) */
 	uint32		free_head;
 	uint32		queue_head;		/* FIFO of entries with pending work */
 	uint32		queue_tail;
@@ -354,6 +364,8 @@ extern int	zklock_session_timeout;
 extern int	zklock_connect_timeout;
 extern int	zklock_commit_timeout;
 extern int	zklock_max_locks;
+extern int	zklock_max_locks_per_backend;
+extern int	zklock_max_lease_duration;
 extern char *zklock_elections;
 extern char *zklock_namespace;
 extern char *zklock_auth_file;
@@ -368,6 +380,8 @@ extern const char *zk_auth_state_name(int state);
 /* election.c: the worker's candidacies */
 extern void zk_elections_turn(void);
 extern void zk_elections_changed(void);
+extern void zk_assign_elections(const char *newval, void *extra);
+extern int	zk_elections_listed(void);
 extern bool zk_check_elections(char **newval, void **extra, GucSource source);
 
 /* shmem.c */
@@ -378,6 +392,18 @@ extern void zk_require_shmem(void);
 extern ZkEntry *zk_entry(uint32 idx);
 extern uint32 zk_entry_index(ZkEntry *e);
 extern ZkEntry *zk_entry_alloc(void);
+
+/* why zk_entry_alloc_backend refused an entry */
+typedef enum ZkAllocRefusal
+{
+	ZKR_NONE = 0,
+	ZKR_QUOTA,					/* the backend's zklock.max_locks_per_backend */
+	ZKR_RESERVE,				/* only the worker's reserve is left */
+	ZKR_FULL					/* no entry at all */
+} ZkAllocRefusal;
+extern ZkEntry *zk_entry_alloc_backend(int procno, int quota, int reserve,
+									   ZkAllocRefusal *why, int *held);
+extern int	zk_worker_reserve(void);
 extern void zk_entry_free(ZkEntry *e);
 extern void zk_enqueue(ZkEntry *e);
 extern uint32 zk_dequeue(void);

@@ -8,7 +8,10 @@
 #   requests of every kind, each failing, far more than 16 during one
 #   outage.  The worker must not crash or restart (same pid), the
 #   postmaster must not restart the cluster, entries_used returns to 0,
-#   and once zklock.hosts names a running ZooKeeper, locks work.
+#   and once zklock.hosts names a running ZooKeeper, locks work: the 12
+#   entries backends may take (16 less the worker's reserve of 4) can be
+#   used at once, the 13th request fails with 53200, and the worker still
+#   stands in an election listed then.
 # - zklock.max_locks at the largest value the setting accepts (read from
 #   pg_settings.max_val): the server starts and the zk_locks view works,
 #   empty and with a few locks held.  If that needs more shared memory than
@@ -79,10 +82,12 @@ END
 $$;
 });
 
-# Seven sessions: each has at most one request in flight, plus one it has
-# just let go of and the worker has not freed yet, so 14 entries at most:
-# failures must come from the outage, not from a full table (53200).
-my $NSESS = 7;
+# Six sessions: each has at most one request in flight, plus one it has
+# just let go of and the worker has not freed yet, so 12 entries at most,
+# as many as backends may take (16 less the worker's reserve of
+# min(8, 16 / 4) = 4), and 2 each of the 4 zklock.max_locks_per_backend
+# allows: failures must come from the outage, not from a full table (53200).
+my $NSESS = 6;
 my $SECS = 15;
 
 # a session open from the start: a crash of any process (the postmaster
@@ -182,8 +187,11 @@ my $r = $h->query("SELECT zk_lock('after')", 30);
 is($r->{sqlstate}, '00000', 'zk_lock works after the outages') or diag $r->{err};
 is(zk_count($zk, '/zklock/locks/after'), 1, 'its node is in ZooKeeper');
 is(try_lock_elsewhere($node, 'after'), 'f', 'and it excludes another session');
-# all 16 entries usable: 15 more sessions hold a lock each
-my @more = map { new_session($node, name => "full$_") } 1 .. 15;
+# all 12 entries backends may take are usable (the worker keeps 4): 11
+# more sessions hold a lock each
+is($node->safe_psql('postgres', 'SHOW zklock.max_locks_per_backend'), '4',
+	'zklock.max_locks_per_backend defaults to 16 / 4');
+my @more = map { new_session($node, name => "full$_") } 1 .. 11;
 my $full_ok = 0;
 foreach my $i (0 .. $#more)
 {
@@ -191,10 +199,18 @@ foreach my $i (0 .. $#more)
 	my $rr = $more[$i]->query("SELECT zk_lock('full$i')", 30);
 	$full_ok++ if $rr->{sqlstate} eq '00000';
 }
-is($full_ok, 15, 'all 16 entries can be used at once');
-is(zk_status_value($node, 'entries_used'), '16', 'entries_used is 16');
+is($full_ok, 11, 'all 12 entries backends may take can be used at once');
+is(zk_status_value($node, 'entries_used'), '12', 'entries_used is 12');
 $r = one_shot($node, "SELECT zk_try_lock('one-too-many')");
-is($r->{sqlstate}, '53200', 'the 17th request fails with 53200') or diag $r->{err};
+is($r->{sqlstate}, '53200', 'the 13th request fails with 53200') or diag $r->{err};
+like($r->{err}, qr/the last 4 are kept for the zklock worker/, 'the last 4 are the worker\'s');
+$node->safe_psql('postgres', "ALTER SYSTEM SET zklock.elections = 'e170'");
+$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
+ok(wait_until(sub { (sql("SELECT zk_is_leader('e170')") // '') eq 't' }, 30, 0.2),
+	'the worker still stands in an election, from its reserve, and leads it');
+is(zk_status_value($node, 'entries_used'), '13', 'entries_used is 13');
+$node->safe_psql('postgres', "ALTER SYSTEM SET zklock.elections = ''");
+$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
 $_->query_safe('COMMIT') foreach @more;
 $_->quit foreach @more;
 $h->query_safe('COMMIT');

@@ -30,9 +30,12 @@ use Time::HiRes qw(time usleep sleep);
 use ZkLockTest;
 
 my $zk = zk_start();
+# one transaction below claims in 300 queues at once (an entry each): more
+# than zklock.max_locks_per_backend's default, a quarter of 1024
 my $node = zk_node('qmany', $zk,
 	session_timeout => '10s',
-	connect_timeout => '5s');
+	connect_timeout => '5s',
+	conf => "zklock.max_locks_per_backend = 512\n");
 
 my $Q = '/zklock/queues';
 

@@ -1,0 +1,219 @@
+
+# 530_quotas.pl - quotas and bounds (issue 23): no session can take the
+# table of entries from the others, the worker keeps a reserve, and a lease
+# cannot outlast zklock.max_lease_duration.
+#
+# zklock.max_locks = 64 (so zklock.max_locks_per_backend defaults to 16)
+# and zklock.elections = 'q530' (so the worker's reserve is
+# min(8 + 1, 64 / 4) = 9 entries).
+#
+#   1. The hog: one session takes session locks until refused: it gets 16,
+#      then 53200 with the hint; ZooKeeper holds exactly 16 of its nodes.
+#      Meanwhile other sessions lock, enqueue and COMMIT, read
+#      zk_lock_holders, the worker leads 'q530' and, once a second
+#      election is listed by reload, stands in it and leads it too.
+#   2. The hog's session ends: its count comes back (a new session takes
+#      16 again); a superuser's SET lowers its own quota; a role that is
+#      not superuser cannot SET the setting (42501); ALTER ROLE ... SET
+#      gives a role's sessions a lower quota.
+#   3. The reserve: four hogs together stop when only the reserve is left
+#      (53200, "kept for the zklock worker"), entries_used stays
+#      max_locks - reserve, and the worker can still stand in a third
+#      election and lead it.
+#   4. Lease maximum: the default is 1 day; '1 day 1 second' fails with
+#      22023 and creates nothing in ZooKeeper; '1 day' works; SET (by a
+#      superuser) to 1 hour refuses '2 hours'; 0 means no limit but the
+#      100 years; a role that is not superuser cannot SET it.
+
+use strict;
+use warnings FATAL => 'all';
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time sleep);
+use ZkLockTest;
+
+my $zk = zk_start();
+my $node = zk_node('quotas', $zk,
+	connect_timeout => '5s',
+	conf => "zklock.max_locks = 64\nzklock.elections = 'q530'\n");
+
+sub q1
+{
+	my ($sql) = @_;
+	my $r = one_shot($node, $sql, 60);
+	return $r->{sqlstate} eq '00000' ? $r->{out} : "error $r->{sqlstate}: $r->{err}";
+}
+
+sub leads
+{
+	my ($name) = @_;
+	return q1("SELECT zk_is_leader('$name')");
+}
+
+# entries_used, read from zk_status()
+sub used { return zk_status_value($node, 'entries_used'); }
+
+# contender nodes in ZooKeeper of the locks whose names start with $prefix
+sub held_nodes
+{
+	my ($prefix) = @_;
+	my $n = 0;
+	$n += zk_count($zk, "/zklock/locks/$_") foreach grep { /^\Q$prefix\E/ } zk_children($zk, '/zklock/locks');
+	return $n;
+}
+
+is(q1('SHOW zklock.max_locks_per_backend'), '16', 'zklock.max_locks_per_backend defaults to a quarter of max_locks (16)');
+is(q1('SHOW zklock.max_lease_duration'), '1d', 'zklock.max_lease_duration defaults to 1 day');
+ok(wait_until(sub { leads('q530') eq 't' }, 30, 0.2), "the worker leads election 'q530'");
+my $base = used();
+is($base, '1', 'entries_used: the worker\'s candidacy only');
+
+# Take session locks $tag0, $tag1, ... until refused (at most $max), each in
+# its own subtransaction, so that the ones taken stay.  Returns
+# "count|sqlstate|message|detail|hint" ("count|none" when never refused).
+$node->safe_psql('postgres', q{
+CREATE FUNCTION hog(tag text, max int DEFAULT 1000) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+	n int := 0;
+	st text; msg text; det text; hnt text;
+BEGIN
+	WHILE n < max LOOP
+		BEGIN
+			IF NOT zk_try_session_lock(tag || n) THEN
+				RETURN n || '|busy';
+			END IF;
+		EXCEPTION WHEN OTHERS THEN
+			GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
+				det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+			RETURN n || '|' || st || '|' || msg || '|' || det || '|' || hnt;
+		END;
+		n := n + 1;
+	END LOOP;
+	RETURN n || '|none';
+END
+$$;
+});
+
+#
+# 1. the hog
+#
+my $hog = new_session($node, name => 'hog');
+my $out = $hog->query_safe("SELECT hog('hogA-')", 120);
+my ($n, $st, $msg, $det, $hint) = split /\|/, $out, 5;
+is($n, 16, 'the hog got its share: 16 session locks') or diag $out;
+is($st, '53200', 'then 53200');
+is($msg, 'this session uses too many zklock entries', 'message');
+like($det // '', qr/holds or awaits 16 entries.*zklock\.max_locks_per_backend is 16\./, 'detail gives the numbers');
+like($hint // '', qr/^Release locks .*raise zklock\.max_locks_per_backend\.$/, 'hint: release locks, or raise the setting');
+is(held_nodes('hogA-'), 16, 'ZooKeeper holds exactly 16 of its nodes');
+is(used(), $base + 16, 'entries_used: 16 more');
+
+my $o = new_session($node, name => 'other');
+$o->query_safe('BEGIN');
+my $r = $o->query("SELECT zk_lock('other530', '5s')", 30);
+is($r->{sqlstate}, '00000', 'meanwhile another session locks') or diag $r->{err};
+$r = $o->query("SELECT count(*) FROM zk_lock_holders('hogA-0')", 30);
+is($r->{sqlstate} . ' ' . $r->{out}, '00000 1', "and reads zk_lock_holders('hogA-0'): the hog") or diag $r->{err};
+$r = $o->query("SELECT zk_enqueue('q530', 'item')", 30);
+is($r->{sqlstate}, '00000', 'and enqueues') or diag $r->{err};
+$r = $o->query('COMMIT', 30);
+is($r->{sqlstate}, '00000', 'and commits') or diag $r->{err};
+is(zk_count($zk, '/zklock/queues/q530/entries'), 1, 'the item is in ZooKeeper');
+is(held_nodes('other530'), 0, 'its lock went at COMMIT');
+is(leads('q530'), 't', "the worker still leads 'q530'");
+$node->safe_psql('postgres', "ALTER SYSTEM SET zklock.elections = 'q530, q530b'");
+$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
+ok(wait_until(sub { leads('q530b') eq 't' }, 30, 0.2), "the worker stands in a second election 'q530b' and leads it");
+is(zk_count($zk, '/zklock/elections/q530b'), 1, 'its candidate node is in ZooKeeper');
+$o->quit;
+
+#
+# 2. the hog's session ends: its count comes back
+#
+$base = $base + 1;				# the second candidacy
+$hog->quit;
+ok(wait_until(sub { used() eq $base }, 20, 0.2), "entries_used back to $base once the hog's session ended")
+  or diag 'entries_used ' . used();
+is(held_nodes('hogA-'), 0, "none of the hog's nodes left in ZooKeeper");
+$hog = new_session($node, name => 'hog2');
+$out = $hog->query_safe("SELECT hog('hogB-')", 120);
+like($out, qr/^16\|53200\|/, 'a new session takes its 16 again') or diag $out;
+$hog->query_safe('SELECT zk_unlock_all()');
+ok(wait_until(sub { used() eq $base }, 20, 0.2), "unlocked: entries_used back to $base");
+$out = $hog->query_safe("SELECT hog('hogC-')", 120);
+like($out, qr/^16\|53200\|/, 'the same session, its locks released, takes 16 again') or diag $out;
+$hog->query_safe('SELECT zk_unlock_all()');
+$hog->query_safe('SET zklock.max_locks_per_backend = 3');
+$out = $hog->query_safe("SELECT hog('hogD-')", 120);
+like($out, qr/^3\|53200\|.*zklock\.max_locks_per_backend is 3\./, 'a superuser session with SET ... = 3 gets 3') or diag $out;
+$hog->query_safe('SELECT zk_unlock_all()');
+$hog->quit;
+$r = one_shot($node, 'CREATE ROLE r530; SET ROLE r530; SET zklock.max_locks_per_backend = 100');
+is($r->{sqlstate}, '42501', 'a role that is not superuser cannot raise its quota (42501)') or diag $r->{err};
+$r = one_shot($node, 'SET ROLE r530; SET zklock.max_lease_duration = 0');
+is($r->{sqlstate}, '42501', 'nor the lease maximum (42501)') or diag $r->{err};
+$node->safe_psql('postgres', "ALTER ROLE r530 LOGIN; SELECT zk_grant('lock', 'r530'); "
+	  . 'ALTER ROLE r530 SET zklock.max_locks_per_backend = 2');
+my ($rc, $rout, $rerr) = $node->psql('postgres', "SELECT hog('role-')", extra_params => [ '-U', 'r530' ]);
+like($rout, qr/^2\|53200\|.*zklock\.max_locks_per_backend is 2\./,
+	'ALTER ROLE r530 SET zklock.max_locks_per_backend = 2: its session gets 2') or diag "$rout $rerr";
+ok(wait_until(sub { used() eq $base }, 20, 0.2), "entries_used back to $base");
+
+#
+# 3. the reserve: four hogs together
+#
+my $reserve = 8 + 2;			# two elections listed; 64 / 4 = 16 is larger
+my @hogs = map { new_session($node, name => "h$_") } 1 .. 4;
+my @got;
+foreach my $i (0 .. $#hogs)
+{
+	my $rr = $hogs[$i]->query_safe("SELECT hog('r$i-')", 120);
+	push @got, $rr;
+}
+my $expect_last = 64 - $reserve - $base - 3 * 16;
+is(join(' ', map { (split /\|/)[0] } @got), "16 16 16 $expect_last",
+	"four sessions: 16, 16, 16, then $expect_last (64 entries - reserve $reserve - $base candidacies - 48)")
+  or diag join("\n", @got);
+my ($n4, $st4, $msg4, $det4, $hint4) = split /\|/, $got[3], 5;
+is($st4, '53200', 'the last is refused with 53200');
+is($msg4, 'out of zklock lock entries', 'message');
+like($det4 // '', qr/^54 of the 64 entries of zklock\.max_locks are in use; the last 10 are kept for the zklock worker\.$/,
+	'detail: the reserve of 10') or diag $det4;
+like($hint4 // '', qr/increase zklock\.max_locks/, 'hint: raise zklock.max_locks');
+is(used(), 64 - $reserve, "entries_used is 64 - $reserve");
+$r = one_shot($node, "SELECT zk_try_lock('one-more')");
+is($r->{sqlstate}, '53200', 'a fifth session is refused too') or diag $r->{err};
+$node->safe_psql('postgres', "ALTER SYSTEM SET zklock.elections = 'q530, q530b, q530c'");
+$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
+ok(wait_until(sub { leads('q530c') eq 't' }, 30, 0.2), "the worker still stands in a third election 'q530c' and leads it");
+is(used(), 64 - $reserve + 1, 'from its reserve');
+is(leads('q530') . leads('q530b'), 'tt', 'and still leads the other two');
+$_->quit foreach @hogs;
+ok(wait_until(sub { used() eq '3' }, 20, 0.2), 'the hogs gone: entries_used is 3 (the candidacies)')
+  or diag 'entries_used ' . used();
+is(held_nodes('r'), 0, "none of the hogs' nodes left in ZooKeeper");
+
+#
+# 4. lease maximum
+#
+$r = one_shot($node, "SELECT zk_try_lease('l530', '1 day 1 second')");
+is($r->{sqlstate}, '22023', 'a lease of 1 day 1 second: 22023') or diag $r->{err};
+like($r->{err}, qr/zklock lease duration exceeds zklock\.max_lease_duration/, 'message');
+like($r->{err}, qr/zklock\.max_lease_duration is 86400 seconds/, 'detail gives the maximum');
+like($r->{err}, qr/HINT:.*renew it before it ends/, 'hint: a shorter lease, renewed');
+is(zk_exists($zk, '/zklock/leases/l530') ? 'exists' : 'none', 'none', 'nothing created in ZooKeeper');
+is(q1("SELECT zk_try_lease('l530', '1 day')"), 't', 'a lease of exactly 1 day is taken');
+is(zk_exists($zk, '/zklock/leases/l530/lease_holder') ? 'exists' : 'none', 'exists', 'its holder node is in ZooKeeper');
+$r = one_shot($node, "SET zklock.max_lease_duration = '1h'; SELECT zk_try_lease('l530h', '2 hours')");
+is($r->{sqlstate}, '22023', "SET zklock.max_lease_duration = '1h': 2 hours refused (22023)") or diag $r->{err};
+is(zk_exists($zk, '/zklock/leases/l530h') ? 'exists' : 'none', 'none', 'nothing created');
+is(q1("SET zklock.max_lease_duration = 0; SELECT zk_try_lease('l530z', '50 years')"), 't',
+	'0: no limit but the 100 years (50 years taken)');
+$r = one_shot($node, "SET zklock.max_lease_duration = 0; SELECT zk_try_lease('l530z', '101 years')");
+is($r->{sqlstate}, '22023', '0: 101 years still refused') or diag $r->{err};
+
+$node->stop;
+done_testing();
