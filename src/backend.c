@@ -107,6 +107,9 @@ zk_display_name(const char *name)
 	return pg_any_to_server_noerror(n, strlen(n));
 }
 
+/* The next zk_new_entry's name is outside namespaces (an election's) */
+bool		zk_next_entry_unqualified = false;
+
 /*
  * Does this backend own an entry (a lock held or awaited, a claim, a
  * membership, a request in flight)?  Its names are in the namespace of
@@ -573,8 +576,14 @@ zk_new_entry(ZkKind kind, const char *name, int len, ZkMode mode, ZkScope scope,
 		zk_build_node_data(data, sizeof(data));
 	else
 		data[0] = '\0';
-	/* every name an entry carries is in this backend's namespace */
-	name = zk_qualify_name(name, len, &len);
+	/*
+	 * Every name an entry carries is in this backend's namespace, but the
+	 * cluster's elections' (zk_next_entry_unqualified, taken once)
+	 */
+	if (zk_next_entry_unqualified)
+		zk_next_entry_unqualified = false;
+	else
+		name = zk_qualify_name(name, len, &len);
 	Assert(len <= ZKLOCK_QNAME_MAX);
 
 	zk_backend_lock(LW_EXCLUSIVE);

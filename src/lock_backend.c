@@ -578,6 +578,8 @@ zk_query_holders(const char *name, int len, int family)
 
 		memset(buf, 0, sizeof(ZkHoldersBuf));
 		buf->size = size;
+		/* elections are the cluster's: their names are outside namespaces */
+		zk_next_entry_unqualified = (family == ZKF_ELECTIONS);
 		e = zk_new_entry(ZKK_HOLDERS, name, len, ZKM_EXCLUSIVE, ZKS_TRANSACTION, false);
 		e->family = family;
 		e->dsm = dsm_segment_handle(seg);

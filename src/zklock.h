@@ -497,6 +497,7 @@ extern int	zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer, const char 
 extern bool zk_release_entry(uint32 idx, uint32 gen);
 extern char *zk_display_name(const char *name);
 extern bool zk_backend_has_entries(void);
+extern bool zk_next_entry_unqualified;
 extern void zk_raise_noauth(const char *path, const char *what) pg_attribute_noreturn();
 extern void zk_build_node_data(char *out, size_t outlen);
 

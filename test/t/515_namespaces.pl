@@ -34,7 +34,7 @@ use ZkLockTest;
 
 my $zk = zk_start();
 # namespace => undef: the default, "$database"
-my $A = zk_node('nsA', $zk, namespace => undef);
+my $A = zk_node('nsA', $zk, namespace => undef, conf => "zklock.elections = 'cron'\n");
 my $B = zk_node('nsB', $zk, namespace => undef);
 foreach my $db (qw(app billing))
 {
@@ -59,6 +59,10 @@ is(q1($A, 'app', "SELECT zk_path('lock', chr(233))"), '/zklock/locks/app:%C3%A9'
 	'the same name from a UTF8 database is the same path');
 is(q1($A, 'app', "SELECT zk_path('election', 'cron')"), '/zklock/elections/cron',
 	"elections are the cluster's, outside namespaces");
+ok(wait_until(sub { q1($A, 'app', "SELECT zk_is_leader('cron')") eq 't' }, 30),
+	'app: zk_is_leader sees the cluster\'s election');
+is(q1($A, 'billing', "SELECT count(*) FROM zk_election_candidates('cron')"), '1',
+	'billing: zk_election_candidates lists the candidate under the root path');
 
 my $sa = new_session($A, name => 'appA', dbname => 'app');
 $sa->query_safe('BEGIN');
