@@ -212,6 +212,9 @@ own_load(void)
 		line[strcspn(line, "\n")] = '\0';
 		if (strcmp(line, place) == 0 && run != 0 && run != zk_ctl->run_id)
 			own_predecessor = run;
+		/* (a restarted worker finds its own run named there by now) */
+		if (own_predecessor != 0)
+			zk_ctl->own_predecessor = own_predecessor;
 	}
 	FreeFile(f);
 }
@@ -1061,6 +1064,19 @@ zk_history_status(uint64 run)
 		return ZKR_UNKNOWN;
 	}
 	return (ZkRunStatus) r->status;
+}
+
+/*
+ * Is run certainly this data directory's own previous run (named by the
+ * temporary file no copy carries)?  Only then does a position past this
+ * server's WAL, or another record there, prove that its transaction never
+ * committed: a copy's WAL (a base backup, a clone, a promoted standby) may
+ * simply end before its original's commit.
+ */
+bool
+zk_history_proven(uint64 run)
+{
+	return run != 0 && run == zk_ctl->own_predecessor;
 }
 
 /* was the run's live node there when surveyed (whatever its status)? */

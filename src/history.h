@@ -73,6 +73,7 @@ extern bool zk_history_lineage(uint64 run, uint64 *fork_lsn);
 extern bool zk_history_survey(zk_history_cb done, void *arg);
 extern ZkRunStatus zk_history_status(uint64 run);
 extern bool zk_history_alive(uint64 run);
+extern bool zk_history_proven(uint64 run);
 extern void zk_history_connected(void);
 extern bool zk_history_postponed(void);
 extern void zk_history_want(uint64 run);

@@ -3737,16 +3737,24 @@ send_end(ZkEntry *e, QState *q)
 	 */
 	if (!zk_history_ready())
 	{
-		if (zk_history_fenced())
+		if (!zk_history_fenced() || !zk_session_usable())
 		{
-			ereport(LOG,
-					(errmsg("zklock: left %d queue claims of queue \"%s\" to the server that took this run over",
-							e->nclaims, zk_log_name(e->name))));
-			q_free_entry(e);
-		}
-		else
 			zk_retry_later(e);
-		return;
+			return;
+		}
+
+		/*
+		 * Fenced: the server that took this run over (a copy) settles only
+		 * the claims its own WAL shows committed and leaves the others, so
+		 * this server, whose WAL is the run's history, ends its claims
+		 * itself: each one read first (once) and deleted only if still
+		 * ours.
+		 */
+		if (!e->fence_checked)
+		{
+			e->fence_checked = true;
+			e->in_doubt = true;
+		}
 	}
 	if (e->in_doubt)
 	{
@@ -4667,6 +4675,13 @@ node_fate(Scan *s, ZkKind kind, uint64 run, uint64 fxid, uint32 tli,
 	st = zk_history_status(run);
 	if (st == ZKR_CURRENT && entry_for_xid(kind, fxid))
 		return FATE_RUNNING;
+	/*
+	 * This data directory's own previous run is ours to settle even when a
+	 * copy took it over (ZKR_OTHER): this WAL is that run's history, and a
+	 * copy settles only what its own WAL shows committed (below).
+	 */
+	if (st == ZKR_OTHER && zk_history_proven(run))
+		st = ZKR_HEIR;
 	if (st == ZKR_CURRENT || st == ZKR_HEIR)
 	{
 		Fate		f = FATE_UNKNOWN;
@@ -4683,6 +4698,19 @@ node_fate(Scan *s, ZkKind kind, uint64 run, uint64 fxid, uint32 tli,
 		}
 		else if (st == ZKR_HEIR)
 			f = FATE_ABORTED;	/* it never happened in this history */
+
+		/*
+		 * A run taken over without proof that it was this data directory's
+		 * own (a copy: a base backup, a clone, a promoted standby) settles
+		 * only what its WAL shows committed.  Its WAL may end before its
+		 * original's commit record, so "not committed here" is no proof
+		 * that the original did not commit: such a claim is left (an
+		 * operator releases it with zk_queue_release_cluster once the
+		 * original is known gone), never released into a second COMMIT.
+		 */
+		if (st == ZKR_HEIR && !zk_history_proven(run) &&
+			f != FATE_COMMITTED && f != FATE_RUNNING)
+			f = FATE_UNKNOWN;
 		if (f == FATE_UNKNOWN || f == FATE_RUNNING)
 			zk_history_left(run);	/* the run is not done with */
 		return f;

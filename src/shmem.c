@@ -203,6 +203,7 @@ zk_entry_alloc(void)
 	e->wal_tli = 0;
 	e->wal_unflushed = false;
 	e->withdrawn = false;
+	e->fence_checked = false;
 	e->writer_ok[0] = '\0';
 	e->checking_writer = false;
 	e->bop = 0;

@@ -236,6 +236,8 @@ typedef struct ZkEntry
 								 * flushed; no claim may name it yet */
 	bool		withdrawn;		/* QCLAIM: its owner timed out with nothing
 								 * out or held: no attempt may be sent */
+	bool		fence_checked;	/* QCLAIM: its claims verified ours once the
+								 * run was fenced (queue_worker.c) */
 	dsa_pointer blob;			/* QPUB: the items; QINFO: the answer */
 	dsa_pointer claims;			/* QCLAIM: ZkClaimRec[max_items] */
 	bool		pub_refused;	/* QPUB, before commit: ZooKeeper would
@@ -348,6 +350,9 @@ typedef struct ZkControl
 	bool		run_fenced;		/* another server took the run over: no
 								 * new claims, publications or commits of
 								 * claims (kept across worker restarts) */
+	uint64		own_predecessor;	/* the run this data directory had
+									 * before this start (history.c), 0 if
+									 * not proven */
 
 	/* dynamic shared memory for variable-size data (zk_dsa()) */
 	LWLock	   *dsa_lock;
