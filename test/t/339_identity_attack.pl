@@ -232,7 +232,42 @@ $P->safe_psql('postgres', "SELECT zk_enqueue('fq', 'f5')");
 is($C->safe_psql('postgres', "SELECT body FROM zk_try_dequeue('fq')"), 'f5',
 	'after a restart P works again');
 
-$P->stop('fast');
+# ---- 4. a copy never releases what its original committed ----
+# P commits a dequeue, but its consume never reaches ZooKeeper (the proxy
+# drops it) and P is cut off; a copy of P from before the commit takes the
+# run over.  Its WAL has the claim's record but not the commit: it must
+# leave the claim (the fault run saw a clone release it, and a second
+# consumer took the item).  P, back and fenced, consumes it itself.
 $C->stop('fast');
+$P->safe_psql('postgres', "SELECT zk_enqueue('cq4', 'g1')");
+my $h4 = new_session($P, name => 'holder4');
+$h4->query_safe('BEGIN');
+is($h4->query_safe("SELECT body FROM zk_dequeue('cq4', '5s')"), 'g1', 'P holds g1');
+my $p4run = claim_run('cq4');
+$P->backup('bkC4');
+proxy_rule($p, 'drop-requests multi');
+$h4->query_safe('COMMIT');
+$h4->quit;
+is(taken('cq4'), 1, "P committed, its consume has not reached ZooKeeper");
+proxy_cmd($p, 'refuse 3600');
+proxy_cmd($p, 'cut-all');
+my $C4 = PostgreSQL::Test::Cluster->new('atkC4');
+$C4->init_from_backup($P, 'bkC4');
+$C4->append_conf('postgresql.conf', "zklock.hosts = '$zk->{hosts}'\n");
+$C4->start;
+ZkLockTest::wait_connected($C4, 'C4 did not connect');
+ok(log_has($C4, qr/took over run $psys-$p4run of this cluster/, 60),
+	"the copy C4 took the cut-off P's run over");
+sleep 3;
+is(taken('cq4'), 1, "C4 leaves the claim P committed (its WAL does not show the commit)");
+is(drain($C4, 'cq4'), '', 'nobody else gets g1');
+proxy_cmd($p, 'reset');
+proxy_cmd($p, 'refuse 0');
+ok(wait_until(sub { taken('cq4') == 0 && scalar(zk_children($zk, "$Q/cq4/entries")) == 0 }, 60),
+	'P, back (and fenced), consumes its committed claim itself');
+is(drain($C4, 'cq4'), '', 'g1 was consumed once, by P');
+
+$P->stop('fast');
+$C4->stop('fast');
 zk_stop($zk);
 done_testing();
