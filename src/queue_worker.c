@@ -4120,6 +4120,10 @@ typedef struct Info
 	char	  **names;			/* queues: the encoded queue names to count */
 	int			nnames;
 	char		live[64];		/* release: a live run of the cluster found */
+	Size		cap;			/* peek, queues: zklock.max_answer_bytes */
+	Size		bytes;			/* the rows' bytes so far */
+	Size		largest;		/* peek: the largest item read so far */
+	bool		over;			/* the answer would exceed cap */
 } Info;
 
 /*
@@ -4130,6 +4134,25 @@ typedef struct Info
  * memory for all of them at once.
  */
 #define ZKQ_INFO_WINDOW		256
+
+/*
+ * The bounds of an answer (issue 23).  A peek reads items one request
+ * each; each answer is copied once, into the request's rows (at most one
+ * item of ZooKeeper's 1 MB per completion), and the rows once more into
+ * the answer when the last read is in (at most zklock.max_answer_bytes,
+ * which the backend sends along).  A peek stops, and fails with 54000, as
+ * soon as its rows would exceed that; and it keeps at most
+ * ZKQ_PEEK_INFLIGHT_BYTES of items in flight, judged by the largest item it
+ * has read (ZKQ_PEEK_FIRST_WINDOW reads until one has answered), so that
+ * eight peeks of big items cannot queue hundreds of megabytes in front of
+ * the session's other answers and its pings.  An answer larger than
+ * ZKQ_ANSWER_DSM_MIN travels in a segment of its own, removed when the
+ * request's entry is freed: dsa keeps the segments of large allocations
+ * mapped for ever once freed.
+ */
+#define ZKQ_PEEK_INFLIGHT_BYTES	(4 * 1024 * 1024)
+#define ZKQ_PEEK_FIRST_WINDOW	4
+#define ZKQ_ANSWER_DSM_MIN		(256 * 1024)
 
 typedef struct InfoCall
 {
@@ -4143,6 +4166,19 @@ typedef struct InfoCall
 } InfoCall;
 
 static void info_step(Info *in);
+static void info_fail(Info *in, int rc);
+
+/* how many reads (peek) or listings may be in flight for in */
+static int
+info_window(Info *in)
+{
+	if (in->op != ZKQI_PEEK)
+		return ZKQ_INFO_WINDOW;
+	if (in->largest == 0)
+		return ZKQ_PEEK_FIRST_WINDOW;
+	return (int) Max(1, Min(ZKQ_INFO_WINDOW,
+							ZKQ_PEEK_INFLIGHT_BYTES / Max(in->largest, 1024)));
+}
 
 /* a palloc'd copy of a listing's names, and its release */
 static char **
@@ -4216,6 +4252,17 @@ info_finish(Info *in)
 		info_free(in);
 		return;
 	}
+	if (in->over)
+	{
+		char		msg[ZKLOCK_ERRMSG_MAX];
+
+		snprintf(msg, sizeof(msg), "The answer would exceed zklock.max_answer_bytes (%zu kB)",
+				 in->cap / 1024);
+		e->state = ZKE_DONE;
+		zk_fail(e, ERRCODE_PROGRAM_LIMIT_EXCEEDED, msg);
+		info_free(in);
+		return;
+	}
 	if (in->failed)
 	{
 		char		msg[ZKLOCK_ERRMSG_MAX];
@@ -4231,7 +4278,8 @@ info_finish(Info *in)
 	{
 		ListCell   *lc;
 		Size		total = MAXALIGN(sizeof(ZkAnswer));
-		dsa_pointer dp;
+		dsa_pointer dp = InvalidDsaPointer;
+		dsm_segment *seg = NULL;
 		char	   *p;
 
 		foreach(lc, in->rows)
@@ -4240,15 +4288,18 @@ info_finish(Info *in)
 
 			total += MAXALIGN(sz);
 		}
-		dp = dsa_allocate_extended(zk_dsa(), total, DSA_ALLOC_NO_OOM);
-		if (!DsaPointerIsValid(dp))
+		if (total >= ZKQ_ANSWER_DSM_MIN)
+			seg = dsm_create(total, DSM_CREATE_NULL_IF_MAXSEGMENTS);
+		if (seg == NULL)
+			dp = dsa_allocate_extended(zk_dsa(), total, DSA_ALLOC_NO_OOM);
+		if (seg == NULL && !DsaPointerIsValid(dp))
 		{
 			e->state = ZKE_DONE;
 			zk_fail(e, ERRCODE_OUT_OF_MEMORY, "out of dynamic shared memory for the answer");
 			info_free(in);
 			return;
 		}
-		p = dsa_get_address(zk_dsa(), dp);
+		p = seg ? dsm_segment_address(seg) : dsa_get_address(zk_dsa(), dp);
 		((ZkAnswer *) p)->count = list_length(in->rows);
 		((ZkAnswer *) p)->size = total;
 		p += MAXALIGN(sizeof(ZkAnswer));
@@ -4259,7 +4310,15 @@ info_finish(Info *in)
 			memcpy(p, (char *) lfirst(lc) + sizeof(Size), sz);
 			p += MAXALIGN(sz);
 		}
-		e->blob = dp;
+		if (seg != NULL)
+		{
+			/* kept until the entry is freed (zk_entry_free unpins it) */
+			dsm_pin_segment(seg);
+			e->dsm = dsm_segment_handle(seg);
+			dsm_detach(seg);
+		}
+		else
+			e->blob = dp;
 	}
 	e->state = ZKE_HELD;
 	/* a refused release: token -1, the live run named in errmsg */
@@ -4267,18 +4326,39 @@ info_finish(Info *in)
 	info_free(in);
 }
 
-/* a row: a Size, then the record */
-static void
-info_add_row(Info *in, const void *rec, Size sz)
+/*
+ * A new row of sz bytes (a Size, then the record): where the caller writes
+ * the record; NULL, the answer marked over, when it would exceed the cap.
+ */
+static char *
+info_new_row(Info *in, Size sz)
 {
-	char	   *r = MemoryContextAlloc(q_context(), sizeof(Size) + sz);
+	char	   *r;
 	MemoryContext old;
 
+	if (in->cap > 0 && in->bytes + MAXALIGN(sz) > in->cap)
+	{
+		in->over = true;
+		in->sending = false;
+		info_fail(in, ZOK);
+		return NULL;
+	}
+	in->bytes += MAXALIGN(sz);
+	r = MemoryContextAlloc(q_context(), sizeof(Size) + sz);
 	memcpy(r, &sz, sizeof(Size));
-	memcpy(r + sizeof(Size), rec, sz);
 	old = MemoryContextSwitchTo(q_context());
 	in->rows = lappend(in->rows, r);
 	MemoryContextSwitchTo(old);
+	return r + sizeof(Size);
+}
+
+static void
+info_add_row(Info *in, const void *rec, Size sz)
+{
+	char	   *r = info_new_row(in, sz);
+
+	if (r != NULL)
+		memcpy(r, rec, sz);
 }
 
 static void info_send_more(Info *in);
@@ -4292,7 +4372,7 @@ info_call_done(Info *in)
 	if (e != NULL)
 		e->answered_at = GetCurrentTimestamp();
 	in->outstanding--;
-	if (in->sending && in->outstanding < ZKQ_INFO_WINDOW / 2)
+	if (in->sending && in->outstanding < info_window(in))
 		info_send_more(in);
 	if (in->outstanding == 0)
 		info_step(in);
@@ -4340,25 +4420,29 @@ info_peek_done(int rc, const char *value, int value_len,
 
 	COMPLETION_BEGIN
 	{
-		if (rc == ZOK)
+		if (rc == ZOK && !in->failed)
 		{
 			Size		len = value_len > 0 ? value_len : 0;
-			char	   *buf = palloc0(sizeof(ZkMsgRec) + len);
-			ZkMsgRec   *m = (ZkMsgRec *) buf;
-			int			prio = 0;
+			char	   *buf = info_new_row(in, sizeof(ZkMsgRec) + len);
 
-			m->czxid = zk_queue_msg_id(stat->czxid, c->node);
-			m->ctime_ms = stat->ctime;
-			(void) zk_queue_node_priority(c->node, &prio);
-			m->priority = prio;
-			m->len = len;
-			strlcpy(m->node, c->node, sizeof(m->node));
-			if (len)
-				memcpy(buf + sizeof(ZkMsgRec), value, len);
-			info_add_row(in, buf, sizeof(ZkMsgRec) + len);
-			pfree(buf);
+			in->largest = Max(in->largest, len);
+			if (buf != NULL)
+			{
+				ZkMsgRec   *m = (ZkMsgRec *) buf;
+				int			prio = 0;
+
+				memset(m, 0, sizeof(ZkMsgRec));
+				m->czxid = zk_queue_msg_id(stat->czxid, c->node);
+				m->ctime_ms = stat->ctime;
+				(void) zk_queue_node_priority(c->node, &prio);
+				m->priority = prio;
+				m->len = len;
+				strlcpy(m->node, c->node, sizeof(m->node));
+				if (len)
+					memcpy(buf + sizeof(ZkMsgRec), value, len);
+			}
 		}
-		else if (rc != ZNONODE)
+		else if (rc != ZOK && rc != ZNONODE)
 			info_fail(in, rc);
 		pfree(c);
 		info_call_done(in);
@@ -5302,7 +5386,7 @@ info_send_more(Info *in)
 		}
 		in->outstanding++;
 	}
-	while (in->op != ZKQI_QUEUES && in->outstanding < ZKQ_INFO_WINDOW)
+	while (in->op != ZKQI_QUEUES && in->outstanding < info_window(in))
 	{
 		InfoCall   *c;
 		const char *node;
@@ -5457,6 +5541,8 @@ qinfo_drive(ZkEntry *e)
 	in->idx = zk_entry_index(e);
 	in->gen = e->gen;
 	in->op = e->qop;
+	if (in->op == ZKQI_PEEK || in->op == ZKQI_QUEUES)
+		in->cap = (Size) e->fxid;	/* the backend's zklock.max_answer_bytes */
 	if (e->name[0])
 		zk_queue_path(e->name, in->qpath, sizeof(in->qpath));
 	e->state = ZKE_CREATING;

@@ -50,6 +50,7 @@
 
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "storage/dsm.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
@@ -207,6 +208,12 @@ zk_entry_free(ZkEntry *e)
 		/* a one-off answer (or request) nobody freed: the worker's to free */
 		dsa_free(zk_dsa(), e->blob);
 		e->blob = InvalidDsaPointer;
+	}
+	if (e->kind == ZKK_QINFO && e->dsm != DSM_HANDLE_INVALID)
+	{
+		/* a large answer's own segment: gone once nobody maps it */
+		dsm_unpin_segment(e->dsm);
+		e->dsm = DSM_HANDLE_INVALID;
 	}
 	e->state = ZKE_FREE;
 	e->gen++;

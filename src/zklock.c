@@ -25,6 +25,7 @@ int			zklock_session_timeout = 10000;
 int			zklock_connect_timeout = 5000;
 int			zklock_commit_timeout = 5000;
 int			zklock_max_locks = 1024;
+int			zklock_max_answer_kb = 16384;
 char	   *zklock_elections = NULL;
 char	   *zklock_namespace = NULL;
 
@@ -166,6 +167,16 @@ _PG_init(void)
 							1024, 16, 1000000,
 							PGC_POSTMASTER,
 							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("zklock.max_answer_bytes",
+							"Largest answer the zklock worker assembles for one request (zk_queue_peek, zk_queues, zk_dequeue).",
+							"A peek or listing that would be larger fails with 54000; a dequeue takes fewer items. "
+							"The worker reads at most this much for one request, whatever it asks for.",
+							&zklock_max_answer_kb,
+							16384, 2048, 1048576,
+							PGC_USERSET,
+							GUC_UNIT_KB,
 							NULL, NULL, NULL);
 
 	DefineCustomStringVariable("zklock.elections",
