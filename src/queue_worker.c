@@ -4234,6 +4234,31 @@ info_free(Info *in)
 	pfree(in);
 }
 
+/*
+ * A segment of its own for a large answer, or NULL (out of segments or of
+ * room in /dev/shm: the answer goes to dsa instead).  Never throws: it runs
+ * in a completion.
+ */
+static dsm_segment *
+answer_segment(Size total)
+{
+	MemoryContext mcx = CurrentMemoryContext;
+	dsm_segment *volatile seg = NULL;
+
+	PG_TRY();
+	{
+		seg = dsm_create(total, DSM_CREATE_NULL_IF_MAXSEGMENTS);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(mcx);
+		FlushErrorState();
+		seg = NULL;
+	}
+	PG_END_TRY();
+	return seg;
+}
+
 /* The answer is complete: hand it over */
 static void
 info_finish(Info *in)
@@ -4289,7 +4314,7 @@ info_finish(Info *in)
 			total += MAXALIGN(sz);
 		}
 		if (total >= ZKQ_ANSWER_DSM_MIN)
-			seg = dsm_create(total, DSM_CREATE_NULL_IF_MAXSEGMENTS);
+			seg = answer_segment(total);
 		if (seg == NULL)
 			dp = dsa_allocate_extended(zk_dsa(), total, DSA_ALLOC_NO_OOM);
 		if (seg == NULL && !DsaPointerIsValid(dp))
@@ -4572,7 +4597,23 @@ typedef struct Scan
 	int			nqueues;
 	int			qnext;
 	int			qlisting;		/* listings of taken out */
+	char	  **txns;			/* transaction nodes still to read */
+	int			ntxns;
+	int			tnext;
+	int			treading;		/* reads (deletes) of them out */
+	int64		tinvalid;		/* nodes holding no valid items */
+	int64		tunknown;		/* nodes of transactions not in history */
 } Scan;
+
+/*
+ * The transaction nodes under <root>/txns are read ZKQ_INFO_WINDOW at a
+ * time, like the listings of taken: 50,000 nodes (another client's, say)
+ * must not make a starting worker send 50,000 reads at once and hold their
+ * state (hundreds of megabytes).  What is left alone is logged for the
+ * first ZKQ_SCAN_LOG_MAX nodes of each kind, then counted in one line at
+ * the end of the pass.
+ */
+#define ZKQ_SCAN_LOG_MAX	5
 
 typedef struct ScanCall
 {
@@ -4583,9 +4624,12 @@ typedef struct ScanCall
 	char		epath[ZK_PATH_MAX]; /* the claim's item */
 	char		qenc[ZKLOCK_ENAME_MAX + 1];
 	int			version;		/* the claim's, when read */
+	bool		txn;			/* a read (delete) of a txns window */
 	zoo_op_t	ops[2];
 	zoo_op_result_t res[2];
 } ScanCall;
+
+static void scan_send_txns(Scan *s);
 
 static void scan_claimed(bool ok, void *arg);
 
@@ -4593,6 +4637,12 @@ static void
 scan_finish(Scan *s)
 {
 	names_free(&s->queues, &s->nqueues);
+	names_free(&s->txns, &s->ntxns);
+	if (s->tinvalid > ZKQ_SCAN_LOG_MAX || s->tunknown > ZKQ_SCAN_LOG_MAX)
+		ereport(LOG,
+				(errmsg("zklock: left alone " INT64_FORMAT " queue transaction nodes holding no valid items and " INT64_FORMAT " whose transaction is not in this server's history",
+						s->tinvalid, s->tunknown),
+				 errdetail("Only the first %d of each were logged by name.", ZKQ_SCAN_LOG_MAX)));
 	q_unsettle_all();			/* claims of this cluster may be released */
 	if (s->release_all)
 	{
@@ -4654,6 +4704,11 @@ scan_void_done(int rc, const void *data)
 
 	COMPLETION_BEGIN
 	{
+		if (c->txn)
+		{
+			s->treading--;
+			scan_send_txns(s);
+		}
 		scan_done_one(s, zk_rc_definite(rc), rc == ZOK ? 1 : 0);
 		pfree(c);
 	}
@@ -4872,17 +4927,24 @@ scan_txn_data(int rc, const char *value, int value_len,
 					s->failed = true;
 				}
 			}
-			else if (f == FATE_UNKNOWN && !quiet)
+			else if (f == FATE_UNKNOWN && !quiet &&
+					 ++s->tunknown <= ZKQ_SCAN_LOG_MAX)
 				ereport(LOG,
 						(errmsg("zklock: left the queue transaction node %s alone: its transaction is not in this server's history",
 								c->path)));
 		}
-		else if (rc == ZOK && value != NULL && blob == NULL)
+		else if (rc == ZOK && blob == NULL &&
+				 ++s->tinvalid <= ZKQ_SCAN_LOG_MAX)
 			ereport(LOG,
 					(errmsg("zklock: the queue transaction node %s holds no valid items; left alone",
 							c->path)));
 		else if (!zk_rc_definite(rc))
 			s->failed = true;
+		if (c->txn)
+		{
+			s->treading--;
+			scan_send_txns(s);
+		}
 		if (!counted)
 			scan_done_one(s, true, 0);
 		if (blob != NULL)
@@ -4890,6 +4952,77 @@ scan_txn_data(int rc, const char *value, int value_len,
 		pfree(c);
 	}
 	COMPLETION_END(none);
+}
+
+/*
+ * Read (release: delete) the next transaction nodes listed, until
+ * ZKQ_INFO_WINDOW are out; each answer sends the next.  Stops for good
+ * after a failure.
+ */
+static void
+scan_send_txns(Scan *s)
+{
+	char		prefix[32];
+
+	snprintf(prefix, sizeof(prefix), UINT64_FORMAT "-", s->sysid);
+	while (s->treading < ZKQ_INFO_WINDOW && s->tnext < s->ntxns && !s->failed)
+	{
+		ScanCall   *d;
+		uint64		fxid;
+		uint64		run = 0;
+		const char *name = s->txns[s->tnext++];
+		const char *rest = name + strlen(prefix);
+		const char *dash;
+		bool		quiet;
+		int			rc;
+
+		if (!zk_session_usable())
+		{
+			s->failed = true;
+			break;
+		}
+		/* <sysid>-<run>-<fxid>, or <sysid>-<fxid> before runs */
+		dash = strchr(rest, '-');
+		if (dash != NULL)
+		{
+			char		runhex[17];
+
+			if (dash - rest != 16)
+				continue;
+			memcpy(runhex, rest, 16);
+			runhex[16] = '\0';
+			if (!parse_u64(runhex, 16, &run) || run == 0)
+				continue;
+			rest = dash + 1;
+		}
+		if (!parse_u64(rest, 10, &fxid))
+			continue;
+		if (s->release_all && s->sysid == GetSystemIdentifier() && run != s->run)
+			continue;
+		if (s->release_all &&
+			node_fate(s, ZKK_QPUB, run, fxid, 0, 0, 0, &quiet) == FATE_UNKNOWN)
+			continue;
+		d = MemoryContextAllocZero(q_context(), sizeof(ScanCall));
+		d->scan = s;
+		d->fxid = fxid;
+		d->run = run;
+		d->txn = true;
+		snprintf(d->path, sizeof(d->path), "%s/txns/%s", zklock_root, name);
+		if (s->release_all)
+			rc = zoo_adelete(zk_zh, d->path, -1, scan_void_done, d);
+		else
+			rc = zoo_aget(zk_zh, d->path, 0, scan_txn_data, d);
+		if (rc != ZOK)
+		{
+			pfree(d);
+			s->failed = true;
+			break;
+		}
+		s->outstanding++;
+		s->treading++;
+	}
+	if (s->failed || s->tnext >= s->ntxns)
+		names_free(&s->txns, &s->ntxns);
 }
 
 static void
@@ -4903,62 +5036,24 @@ scan_txns_listed(int rc, const struct String_vector *sv, const void *data)
 	{
 		int			i;
 		char		prefix[32];
-		bool		quiet;
 
 		snprintf(prefix, sizeof(prefix), UINT64_FORMAT "-", s->sysid);
 		if (rc == ZOK && zk_session_usable())
 		{
-			for (i = 0; sv && i < sv->count; i++)
+			/* this cluster's, read a window at a time (scan_send_txns) */
+			int			n = 0;
+
+			s->txns = names_copy(sv, &s->ntxns);
+			for (i = 0; i < s->ntxns; i++)
 			{
-				ScanCall   *d;
-				uint64		fxid;
-				uint64		run = 0;
-				const char *rest = sv->data[i] + strlen(prefix);
-				const char *dash;
-
-				if (strncmp(sv->data[i], prefix, strlen(prefix)) != 0)
-					continue;
-				/* <sysid>-<run>-<fxid>, or <sysid>-<fxid> before runs */
-				dash = strchr(rest, '-');
-				if (dash != NULL)
-				{
-					char		runhex[17];
-
-					if (dash - rest != 16)
-						continue;
-					memcpy(runhex, rest, 16);
-					runhex[16] = '\0';
-					if (!parse_u64(runhex, 16, &run) || run == 0)
-						continue;
-					rest = dash + 1;
-				}
-				if (!parse_u64(rest, 10, &fxid))
-					continue;
-				if (s->release_all && s->sysid == GetSystemIdentifier() && run != s->run)
-					continue;
-				d = MemoryContextAllocZero(q_context(), sizeof(ScanCall));
-				d->scan = s;
-				d->fxid = fxid;
-				d->run = run;
-				snprintf(d->path, sizeof(d->path), "%s/txns/%s", zklock_root, sv->data[i]);
-				if (s->release_all &&
-					node_fate(s, ZKK_QPUB, run, fxid, 0, 0, 0, &quiet) == FATE_UNKNOWN)
-				{
-					pfree(d);
-					continue;
-				}
-				if (s->release_all)
-					rc = zoo_adelete(zk_zh, d->path, -1, scan_void_done, d);
+				if (strncmp(s->txns[i], prefix, strlen(prefix)) == 0)
+					s->txns[n++] = s->txns[i];
 				else
-					rc = zoo_aget(zk_zh, d->path, 0, scan_txn_data, d);
-				if (rc != ZOK)
-				{
-					pfree(d);
-					s->failed = true;
-					break;
-				}
-				s->outstanding++;
+					pfree(s->txns[i]);
 			}
+			s->ntxns = n;
+			s->tnext = 0;
+			scan_send_txns(s);
 		}
 		else if (rc != ZNONODE)
 			s->failed = true;

@@ -19,6 +19,11 @@
 #    is back near its baseline (46951d7 kept every name for ever: +55 MB
 #    for 20,000, and the assertion fails).  A gate waiter still wakes when
 #    its gate opens, also once its object was forgotten.
+# C. Hostile transaction nodes: 50,000 empty children under <root>/txns
+#    named like this cluster's.  A restarted worker reads them a window at
+#    a time: its peak memory (VmHWM) stays small, it logs at most 5 of them
+#    by name and one summary line, and it serves locks (46951d7: 426 MB and
+#    50,000 lines).
 #
 # zklock-tap: serial (tools/test.sh runs it alone: it loads the machine and
 # times a storm against the session timeout)
@@ -188,5 +193,56 @@ is(zk_status_value($node, 'session_id'), $sid, 'A: still the same session');
 	$s->quit;
 }
 is(zk_status_value($node, 'session_id'), $sid, 'the worker kept its session throughout');
+
+#
+# C. Hostile transaction nodes at start
+#
+{
+	my $sysid = $node->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()');
+	my $n = 50000;
+	my $py = <<'PY';
+import sys
+from kazoo.client import KazooClient
+zk = KazooClient(hosts=sys.argv[1], timeout=20.0)
+zk.start(timeout=20)
+zk.ensure_path(sys.argv[2])
+pending = []
+for i in range(int(sys.argv[4])):
+    pending.append(zk.create_async("%s/%s-%d" % (sys.argv[2], sys.argv[3], 900000000 + i), b""))
+    if len(pending) >= 2000:
+        for r in pending:
+            r.get()
+        pending = []
+for r in pending:
+    r.get()
+print(len(zk.get_children(sys.argv[2])))
+zk.stop()
+PY
+	my ($rc, $out, $err) = ZkLockTest::_run([ $ZkLockTest::PYTHON, '-c', $py, $zk->{hosts}, '/zklock/txns', $sysid, $n ], 300);
+	chomp $out;
+	ok($rc == 0 && $out >= $n, "C: $n empty transaction nodes named like this cluster's") or diag "$rc $out $err";
+	my $logpos = -s $node->logfile;
+	my $old = worker_pid($node);
+	$node->safe_psql('postgres', "SELECT pg_terminate_backend($old)");
+	my $new = wait_for_worker($node, $old, 60);
+	ok(defined $new, 'C: a new worker started');
+	my $hwm;
+	my $summary;
+	ok(wait_until(sub {
+				open(my $fh, '<', "/proc/$new/status") or return 0;
+				while (my $l = <$fh>) { $hwm = $1 if $l =~ /^VmHWM:\s+(\d+) kB/; }
+				close $fh;
+				my $log = slurp_file($node->logfile, $logpos);
+				return $log =~ /left alone (\d+) queue transaction nodes holding no valid items/ ? ($summary = $1) : 0;
+			}, 180, 1),
+		'C: the settling pass ends with one summary line');
+	is($summary, $n, "C: it counts the $n nodes");
+	my $log = slurp_file($node->logfile, $logpos);
+	my $lines = () = $log =~ /holds no valid items; left alone/g;
+	ok($lines <= 5, "C: at most 5 of them logged by name ($lines)");
+	ok($hwm < 100_000, "C: the new worker's peak memory stays small (VmHWM $hwm kB)");
+	ok(wait_for_state($node, 'connected', 30)->{state} eq 'connected', 'C: the new worker is connected');
+	ok(one_shot($node, "SELECT zk_try_lock('after_txns')")->{out} eq 't', 'C: and serves locks');
+}
 
 done_testing();
