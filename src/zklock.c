@@ -170,9 +170,9 @@ _PG_init(void)
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("zklock.max_answer_bytes",
-							"Largest answer the zklock worker assembles for one request (zk_queue_peek, zk_queues, zk_dequeue).",
-							"A peek or listing that would be larger fails with 54000; a dequeue takes fewer items. "
-							"The worker reads at most this much for one request, whatever it asks for.",
+							"Largest answer the zklock worker assembles for one zk_queue_peek or zk_queues call.",
+							"A peek or listing that would be larger fails with 54000; the worker stops reading "
+							"for it once it has read this much.",
 							&zklock_max_answer_kb,
 							16384, 2048, 1048576,
 							PGC_USERSET,
