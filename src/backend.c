@@ -498,6 +498,12 @@ zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer, const char *what)
 			return outcome;
 		if (outcome == ZKO_FAILED && sqlstate == ERRCODE_INSUFFICIENT_PRIVILEGE)
 			zk_raise_noauth(msg, what);
+		if (outcome == ZKO_FAILED && sqlstate == ERRCODE_PROGRAM_LIMIT_EXCEEDED)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("could not %s: the answer is too large", what),
+					 errdetail("%s.", msg),
+					 errhint("Ask for fewer items, or raise zklock.max_answer_bytes for this session.")));
 		if (outcome == ZKO_FAILED || outcome == ZKO_LOST)
 			ereport(ERROR,
 					(errcode(sqlstate ? sqlstate : ERRCODE_CONNECTION_FAILURE),

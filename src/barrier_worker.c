@@ -34,6 +34,10 @@
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 /* ------------------------------------------------------------------------
  * Watched objects
  * ------------------------------------------------------------------------
@@ -59,16 +63,68 @@ typedef struct BObj
 	int			rinflight;		/* exists requests on ready not answered */
 	bool		recheck;		/* on idle_checks */
 	TimestampTz idle_since;
+	uint32		id;				/* names it to ZooKeeper (obj_ctx) */
+	TimestampTz last_used;		/* last looked up for an entry */
 } BObj;
 
+/* byid: an object's id to where it is now */
+typedef struct BObjRef
+{
+	uint32		id;				/* hash key */
+	BObj	   *o;
+} BObjRef;
+
 static HTAB *objs = NULL;
+static HTAB *byid = NULL;
+static uint32 next_id = 0;
+static long objs_peak = 0;		/* objects at once since the last rebuild */
 static bool any_retry = false;
 static uint64 swept_connects = 0;
-static List *idle_checks = NIL;	/* BObj *: look again once idle a while */
+static List *idle_checks = NIL;	/* ids (Oid list): look again once idle */
 
 #define IDLE_RECHECK_MS		2000
 #define IDLE_RECHECKS_PER_TURN	64
+
+/*
+ * Forgetting idle objects (issue 23).  An object is a cache of one gate,
+ * arrivals node or barrier: one that comes back after being forgotten is
+ * probed again.  Without forgetting, a worker that served many names (one
+ * per job, say) kept every one for ever (40,000 gate names: 77 MB).  ZooKeeper
+ * never sees a BObj's address: its watches and completions carry the
+ * object's id (obj_ctx), looked up in byid (obj_by_ctx); an answer or
+ * event for an object forgotten meanwhile finds nothing and is dropped.
+ * Every B_FORGET_SWEEP_MS an object is forgotten that has had no waiter, no
+ * probe, no exists on ready in flight and no idle recheck pending for
+ * B_FORGET_IDLE_MS; its watches were taken off by that recheck.  dynahash
+ * keeps the memory of removed entries, so once the objects are down to a
+ * quarter of their peak both tables move to a new memory context (at most
+ * B_FORGET_PER_SWEEP objects are looked at per sweep) and the old one is
+ * freed.
+ */
+#define B_FORGET_SWEEP_MS	5000
+#define B_FORGET_IDLE_MS	10000
+#define B_FORGET_PER_SWEEP	100000
 static MemoryContext b_cxt = NULL;
+static MemoryContext objs_cxt = NULL;	/* objs, byid and the waiter arrays */
+
+static inline void *
+obj_ctx(BObj *o)
+{
+	return (void *) (uintptr_t) o->id;
+}
+
+/* the object a watch or completion names, or NULL if forgotten */
+static BObj *
+obj_by_ctx(const void *ctx)
+{
+	uint32		id = (uint32) (uintptr_t) ctx;
+	BObjRef    *r;
+
+	if (byid == NULL)
+		return NULL;
+	r = hash_search(byid, &id, HASH_FIND, NULL);
+	return r ? r->o : NULL;
+}
 
 static void obj_probe(BObj *o);
 static int	barrier_watch_ready(BObj *o);
@@ -109,6 +165,28 @@ op_dir(int op)
 	}
 }
 
+static void
+objs_create(void)
+{
+	HASHCTL		ctl;
+
+	objs_cxt = AllocSetContextCreate(b_context(), "zklock barrier objects",
+									 ALLOCSET_DEFAULT_SIZES);
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = ZK_PATH_MAX;
+	ctl.entrysize = sizeof(BObj);
+	ctl.hcxt = objs_cxt;
+	objs = hash_create("zklock barrier objects", 32, &ctl,
+					   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(uint32);
+	ctl.entrysize = sizeof(BObjRef);
+	ctl.hcxt = objs_cxt;
+	byid = hash_create("zklock barrier object ids", 32, &ctl,
+					   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	objs_peak = 0;
+}
+
 static BObj *
 obj_get(int op, const char *name)
 {
@@ -117,22 +195,28 @@ obj_get(int op, const char *name)
 	BObj	   *o;
 
 	if (objs == NULL)
-	{
-		HASHCTL		ctl;
-
-		memset(&ctl, 0, sizeof(ctl));
-		ctl.keysize = ZK_PATH_MAX;
-		ctl.entrysize = sizeof(BObj);
-		ctl.hcxt = b_context();
-		objs = hash_create("zklock barrier objects", 32, &ctl,
-						   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-	}
+		objs_create();
 	memset(key, 0, sizeof(key));
 	zkb_path(op_dir(op), name, key, sizeof(key));
 	o = hash_search(objs, key, HASH_ENTER, &found);
 	if (!found)
 	{
-		/* never freed: a watcher's context may point here */
+		BObjRef    *r;
+		bool		taken;
+
+		/* a fresh id (one still in use after a wrap is skipped) */
+		do
+		{
+			if (++next_id == 0)
+				next_id = 1;
+			r = hash_search(byid, &next_id, HASH_ENTER, &taken);
+		} while (taken);
+		r->o = o;
+		o->id = next_id;
+		o->recheck = false;
+		o->rinflight = 0;
+		o->idle_since = 0;
+		objs_peak = Max(objs_peak, hash_get_num_entries(objs));
 		o->op = op;
 		o->nw = 0;
 		o->cap = 0;
@@ -143,6 +227,7 @@ obj_get(int op, const char *name)
 		o->ready_version = -1;
 		o->rwatching = false;
 	}
+	o->last_used = GetCurrentTimestamp();
 	return o;
 }
 
@@ -157,7 +242,7 @@ obj_add(BObj *o, ZkEntry *e)
 	if (o->nw == o->cap)
 	{
 		int			cap = Max(8, o->cap * 2);
-		MemoryContext old = MemoryContextSwitchTo(b_context());
+		MemoryContext old = MemoryContextSwitchTo(objs_cxt);
 
 		o->widx = o->widx ? repalloc(o->widx, cap * sizeof(uint32)) : palloc(cap * sizeof(uint32));
 		o->wgen = o->wgen ? repalloc(o->wgen, cap * sizeof(uint32)) : palloc(cap * sizeof(uint32));
@@ -179,7 +264,7 @@ obj_unwatch(BObj *o)
 
 		o->recheck = true;
 		o->idle_since = GetCurrentTimestamp();
-		idle_checks = lappend(idle_checks, o);
+		idle_checks = lappend_oid(idle_checks, o->id);
 		MemoryContextSwitchTo(old);
 	}
 
@@ -295,10 +380,12 @@ static void
 obj_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 {
 	ZkEntry    *volatile none = NULL;
-	BObj	   *o = (BObj *) ctx;
+	BObj	   *o = obj_by_ctx(ctx);
 
 	if (type == ZOO_SESSION_EVENT || type == ZOO_NOTWATCHING_EVENT)
 		return;
+	if (o == NULL)
+		return;					/* forgotten meanwhile (obj_by_ctx) */
 	COMPLETION_BEGIN
 	{
 		zk_count(ZKCNT_WATCH_EVENTS, 1);
@@ -364,8 +451,10 @@ static void
 gate_probed(int rc, const struct Stat *stat, const void *data)
 {
 	ZkEntry    *volatile none = NULL;
-	BObj	   *o = (BObj *) data;
+	BObj	   *o = obj_by_ctx(data);
 
+	if (o == NULL)
+		return;					/* forgotten meanwhile (obj_by_ctx) */
 	COMPLETION_BEGIN
 	{
 		if (rc == ZOK || rc == ZNONODE)
@@ -416,8 +505,10 @@ static void
 arrivals_dir_probed(int rc, const struct Stat *stat, const void *data)
 {
 	ZkEntry    *volatile none = NULL;
-	BObj	   *o = (BObj *) data;
+	BObj	   *o = obj_by_ctx(data);
 
+	if (o == NULL)
+		return;					/* forgotten meanwhile (obj_by_ctx) */
 	COMPLETION_BEGIN
 	{
 		if (rc == ZNONODE)
@@ -444,8 +535,10 @@ static void
 arrivals_probed(int rc, const struct String_vector *sv, const void *data)
 {
 	ZkEntry    *volatile none = NULL;
-	BObj	   *o = (BObj *) data;
+	BObj	   *o = obj_by_ctx(data);
 
+	if (o == NULL)
+		return;					/* forgotten meanwhile (obj_by_ctx) */
 	COMPLETION_BEGIN
 	{
 		if (rc == ZOK)
@@ -456,7 +549,7 @@ arrivals_probed(int rc, const struct String_vector *sv, const void *data)
 		}
 		else if (rc == ZNONODE && zk_session_usable())
 		{
-			if (zoo_awexists(zk_zh, o->path, obj_watcher, o, arrivals_dir_probed, o) != ZOK)
+			if (zoo_awexists(zk_zh, o->path, obj_watcher, obj_ctx(o), arrivals_dir_probed, obj_ctx(o)) != ZOK)
 				obj_probe_failed(o, ZCONNECTIONLOSS);
 		}
 		else
@@ -509,10 +602,12 @@ static void
 barrier_ready_event(zhandle_t *h, int type, int state, const char *path, void *ctx)
 {
 	ZkEntry    *volatile none = NULL;
-	BObj	   *o = (BObj *) ctx;
+	BObj	   *o = obj_by_ctx(ctx);
 
 	if (type == ZOO_SESSION_EVENT || type == ZOO_NOTWATCHING_EVENT)
 		return;
+	if (o == NULL)
+		return;					/* forgotten meanwhile (obj_by_ctx) */
 	COMPLETION_BEGIN
 	{
 		zk_count(ZKCNT_WATCH_EVENTS, 1);
@@ -528,8 +623,10 @@ static void
 ready_armed(int rc, const struct Stat *stat, const void *data)
 {
 	ZkEntry    *volatile none = NULL;
-	BObj	   *o = (BObj *) data;
+	BObj	   *o = obj_by_ctx(data);
 
+	if (o == NULL)
+		return;					/* forgotten meanwhile (obj_by_ctx) */
 	COMPLETION_BEGIN
 	{
 		if (o->rinflight > 0)
@@ -560,7 +657,7 @@ barrier_watch_ready(BObj *o)
 	int			rc;
 
 	snprintf(rpath, sizeof(rpath), "%s/%s", o->path, ZKB_READY);
-	rc = zoo_awexists(zk_zh, rpath, barrier_ready_event, o, ready_armed, o);
+	rc = zoo_awexists(zk_zh, rpath, barrier_ready_event, obj_ctx(o), ready_armed, obj_ctx(o));
 	if (rc == ZOK)
 		o->rinflight++;
 	return rc;
@@ -581,8 +678,10 @@ static void
 ready_read(int rc, const struct Stat *stat, const void *data)
 {
 	ZkEntry    *volatile none = NULL;
-	BObj	   *o = (BObj *) data;
+	BObj	   *o = obj_by_ctx(data);
 
+	if (o == NULL)
+		return;					/* forgotten meanwhile (obj_by_ctx) */
 	COMPLETION_BEGIN
 	{
 		if (rc == ZOK || rc == ZNONODE)
@@ -602,8 +701,10 @@ static void
 barrier_probed(int rc, const struct String_vector *sv, const void *data)
 {
 	ZkEntry    *volatile none = NULL;
-	BObj	   *o = (BObj *) data;
+	BObj	   *o = obj_by_ctx(data);
 
+	if (o == NULL)
+		return;					/* forgotten meanwhile (obj_by_ctx) */
 	COMPLETION_BEGIN
 	{
 		if (rc == ZOK || rc == ZNONODE)
@@ -626,7 +727,7 @@ barrier_probed(int rc, const struct String_vector *sv, const void *data)
 				char		rpath[ZK_PATH_MAX];
 
 				snprintf(rpath, sizeof(rpath), "%s/%s", o->path, ZKB_READY);
-				if (zoo_aexists(zk_zh, rpath, 0, ready_read, o) != ZOK)
+				if (zoo_aexists(zk_zh, rpath, 0, ready_read, obj_ctx(o)) != ZOK)
 					obj_probe_failed(o, ZCONNECTIONLOSS);
 			}
 			else if (ready)
@@ -718,15 +819,15 @@ obj_probe(BObj *o)
 	switch (o->op)
 	{
 		case ZKB_GATE:
-			rc = zoo_awexists(zk_zh, o->path, obj_watcher, o, gate_probed, o);
+			rc = zoo_awexists(zk_zh, o->path, obj_watcher, obj_ctx(o), gate_probed, obj_ctx(o));
 			break;
 		case ZKB_ARRIVALS:
-			rc = zoo_awget_children(zk_zh, o->path, obj_watcher, o, arrivals_probed, o);
+			rc = zoo_awget_children(zk_zh, o->path, obj_watcher, obj_ctx(o), arrivals_probed, obj_ctx(o));
 			break;
 		default:
 			rc = barrier_watch_ready(o);
 			if (rc == ZOK)
-				rc = zoo_awget_children(zk_zh, o->path, obj_watcher, o, barrier_probed, o);
+				rc = zoo_awget_children(zk_zh, o->path, obj_watcher, obj_ctx(o), barrier_probed, obj_ctx(o));
 			break;
 	}
 	if (rc != ZOK)
@@ -812,8 +913,8 @@ obj_drop_listed_watches(BObj *o)
 	if (zk_zh == NULL || o->nw > 0 || o->probing || o->rinflight > 0)
 		return;
 	snprintf(rpath, sizeof(rpath), "%s/%s", o->path, ZKB_READY);
-	drop_if_listed(rpath, ZWATCHTYPE_DATA, barrier_ready_event, o);
-	drop_if_listed(o->path, ZWATCHTYPE_ANY, obj_watcher, o);
+	drop_if_listed(rpath, ZWATCHTYPE_DATA, barrier_ready_event, obj_ctx(o));
+	drop_if_listed(o->path, ZWATCHTYPE_ANY, obj_watcher, obj_ctx(o));
 	o->rwatching = o->watching = false;
 }
 
@@ -826,8 +927,14 @@ idle_recheck(void)
 
 	while (idle_checks != NIL && n++ < IDLE_RECHECKS_PER_TURN)
 	{
-		BObj	   *o = (BObj *) linitial(idle_checks);
+		BObj	   *o = obj_by_ctx((void *) (uintptr_t) linitial_oid(idle_checks));
 
+		if (o == NULL)
+		{
+			/* (not forgotten while on the list; kept safe all the same) */
+			idle_checks = list_delete_first(idle_checks);
+			continue;
+		}
 		if (!TimestampDifferenceExceeds(o->idle_since, now, IDLE_RECHECK_MS))
 			break;
 		idle_checks = list_delete_first(idle_checks);
@@ -835,6 +942,84 @@ idle_recheck(void)
 		obj_compact(o);
 		obj_drop_listed_watches(o);
 	}
+}
+
+/* Nothing refers to o: no waiter, nothing in flight, no recheck due */
+static bool
+obj_forgettable(BObj *o, TimestampTz now)
+{
+	return o->nw == 0 && !o->probing && !o->again && !o->retry &&
+		o->rinflight == 0 && !o->recheck && !o->watching && !o->rwatching &&
+		TimestampDifferenceExceeds(o->last_used, now, B_FORGET_IDLE_MS);
+}
+
+/* Move every object to a fresh context and free the old one */
+static void
+objs_rebuild(void)
+{
+	HTAB	   *old_objs = objs;
+	MemoryContext old_cxt = objs_cxt;
+	HASH_SEQ_STATUS st;
+	BObj	   *o;
+
+	objs_create();
+	hash_seq_init(&st, old_objs);
+	while ((o = hash_seq_search(&st)) != NULL)
+	{
+		BObj	   *n = hash_search(objs, o->path, HASH_ENTER, NULL);
+		BObjRef    *r = hash_search(byid, &o->id, HASH_ENTER, NULL);
+
+		memcpy(n, o, sizeof(BObj));
+		if (o->cap > 0)
+		{
+			n->widx = MemoryContextAlloc(objs_cxt, o->cap * sizeof(uint32));
+			n->wgen = MemoryContextAlloc(objs_cxt, o->cap * sizeof(uint32));
+			memcpy(n->widx, o->widx, o->nw * sizeof(uint32));
+			memcpy(n->wgen, o->wgen, o->nw * sizeof(uint32));
+		}
+		r->o = n;
+	}
+	objs_peak = hash_get_num_entries(objs);
+	MemoryContextDelete(old_cxt);
+#ifdef __GLIBC__
+	/* give the freed pages back to the system, not only to malloc */
+	malloc_trim(0);
+#endif
+}
+
+/* Every B_FORGET_SWEEP_MS: forget the objects idle long enough */
+static void
+objs_forget_idle(void)
+{
+	static TimestampTz last_sweep = 0;
+	TimestampTz now = GetCurrentTimestamp();
+	HASH_SEQ_STATUS st;
+	BObj	   *o;
+	long		n = 0;
+
+	if (objs == NULL || !TimestampDifferenceExceeds(last_sweep, now, B_FORGET_SWEEP_MS))
+		return;
+	last_sweep = now;
+	hash_seq_init(&st, objs);
+	while ((o = hash_seq_search(&st)) != NULL)
+	{
+		if (n++ >= B_FORGET_PER_SWEEP)
+		{
+			hash_seq_term(&st);
+			break;
+		}
+		if (!obj_forgettable(o, now))
+			continue;
+		if (o->widx)
+			pfree(o->widx);
+		if (o->wgen)
+			pfree(o->wgen);
+		(void) hash_search(byid, &o->id, HASH_REMOVE, NULL);
+		/* removing the entry just returned is allowed during a scan */
+		(void) hash_search(objs, o->path, HASH_REMOVE, NULL);
+	}
+	if (objs_peak > 256 && hash_get_num_entries(objs) * 4 < objs_peak)
+		objs_rebuild();
 }
 
 static void
@@ -891,6 +1076,7 @@ b_session_usable(void)
 	if (objs == NULL)
 		return;
 	idle_recheck();
+	objs_forget_idle();
 	if (swept_connects != zk_connects)
 	{
 		/*

@@ -242,6 +242,44 @@ zk_queue_purge(PG_FUNCTION_ARGS)
 	PG_RETURN_INT64(count_request(fcinfo, ZKQI_PURGE, "purge the queue"));
 }
 
+/*
+ * The answer to a one-off read: in dsa, or in a segment of its own when
+ * large (queue_worker.c, info_finish).  Maps it (*seg) and returns its
+ * address, or NULL when there is none; answer_unmap before letting go of
+ * the entry.
+ */
+static char *
+answer_map(ZkEntry *e, dsm_segment **seg)
+{
+	*seg = NULL;
+	if (e->dsm != DSM_HANDLE_INVALID)
+	{
+		*seg = dsm_attach(e->dsm);
+		if (*seg == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not map the zklock worker's answer")));
+		return dsm_segment_address(*seg);
+	}
+	if (DsaPointerIsValid(e->blob))
+		return dsa_get_address(zk_dsa(), e->blob);
+	return NULL;
+}
+
+static void
+answer_unmap(dsm_segment *seg)
+{
+	if (seg != NULL)
+		dsm_detach(seg);
+}
+
+/* zklock.max_answer_bytes, in bytes */
+static uint64
+answer_cap(void)
+{
+	return (uint64) zklock_max_answer_kb * 1024;
+}
+
 Datum
 zk_queue_peek(PG_FUNCTION_ARGS)
 {
@@ -252,6 +290,7 @@ zk_queue_peek(PG_FUNCTION_ARGS)
 	uint32		gen;
 	ZkEntry    *e;
 	EmitCtx		ctx;
+	dsm_segment *volatile seg = NULL;
 
 	if (n < 0 || n > 100000)
 		ereport(ERROR,
@@ -266,12 +305,15 @@ zk_queue_peek(PG_FUNCTION_ARGS)
 		zkq_check_name(name, len);
 		return (Datum) 0;
 	}
-	e = zkq_info(ZKQI_PEEK, name, len, n, 0, &idx, &gen, "peek at the queue");
+	e = zkq_info(ZKQI_PEEK, name, len, n, answer_cap(), &idx, &gen, "peek at the queue");
 	PG_TRY();
 	{
-		if (DsaPointerIsValid(e->blob))
+		dsm_segment *s;
+		char	   *p = answer_map(e, &s);
+
+		seg = s;
+		if (p != NULL)
 		{
-			char	   *p = dsa_get_address(zk_dsa(), e->blob);
 			ZkAnswer   *a = (ZkAnswer *) p;
 			ZkMsgRec  **msgs = palloc(sizeof(ZkMsgRec *) * Max(a->count, 1));
 			uint32		i;
@@ -298,6 +340,7 @@ zk_queue_peek(PG_FUNCTION_ARGS)
 	}
 	PG_FINALLY();
 	{
+		answer_unmap(seg);
 		zkq_info_done(idx, gen);
 	}
 	PG_END_TRY();
@@ -311,15 +354,19 @@ zk_queues_internal(PG_FUNCTION_ARGS)
 	uint32		idx;
 	uint32		gen;
 	ZkEntry    *e;
+	dsm_segment *volatile seg = NULL;
 
 	InitMaterializedSRF(fcinfo, 0);
 	rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	e = zkq_info(ZKQI_QUEUES, NULL, 0, 0, 0, &idx, &gen, "list the queues");
+	e = zkq_info(ZKQI_QUEUES, NULL, 0, 0, answer_cap(), &idx, &gen, "list the queues");
 	PG_TRY();
 	{
-		if (DsaPointerIsValid(e->blob))
+		dsm_segment *s;
+		char	   *p = answer_map(e, &s);
+
+		seg = s;
+		if (p != NULL)
 		{
-			char	   *p = dsa_get_address(zk_dsa(), e->blob);
 			ZkAnswer   *a = (ZkAnswer *) p;
 			uint32		i;
 
@@ -357,6 +404,7 @@ zk_queues_internal(PG_FUNCTION_ARGS)
 	}
 	PG_FINALLY();
 	{
+		answer_unmap(seg);
 		zkq_info_done(idx, gen);
 	}
 	PG_END_TRY();

@@ -4128,6 +4128,10 @@ typedef struct Info
 	char	  **names;			/* queues: the encoded queue names to count */
 	int			nnames;
 	char		live[64];		/* release: a live run of the cluster found */
+	Size		cap;			/* peek, queues: zklock.max_answer_bytes */
+	Size		bytes;			/* the rows' bytes so far */
+	Size		largest;		/* peek: the largest item read so far */
+	bool		over;			/* the answer would exceed cap */
 } Info;
 
 /*
@@ -4138,6 +4142,25 @@ typedef struct Info
  * memory for all of them at once.
  */
 #define ZKQ_INFO_WINDOW		256
+
+/*
+ * The bounds of an answer (issue 23).  A peek reads items one request
+ * each; each answer is copied once, into the request's rows (at most one
+ * item of ZooKeeper's 1 MB per completion), and the rows once more into
+ * the answer when the last read is in (at most zklock.max_answer_bytes,
+ * which the backend sends along).  A peek stops, and fails with 54000, as
+ * soon as its rows would exceed that; and it keeps at most
+ * ZKQ_PEEK_INFLIGHT_BYTES of items in flight, judged by the largest item it
+ * has read (ZKQ_PEEK_FIRST_WINDOW reads until one has answered), so that
+ * eight peeks of big items cannot queue hundreds of megabytes in front of
+ * the session's other answers and its pings.  An answer larger than
+ * ZKQ_ANSWER_DSM_MIN travels in a segment of its own, removed when the
+ * request's entry is freed: dsa keeps the segments of large allocations
+ * mapped for ever once freed.
+ */
+#define ZKQ_PEEK_INFLIGHT_BYTES	(4 * 1024 * 1024)
+#define ZKQ_PEEK_FIRST_WINDOW	4
+#define ZKQ_ANSWER_DSM_MIN		(256 * 1024)
 
 typedef struct InfoCall
 {
@@ -4151,6 +4174,19 @@ typedef struct InfoCall
 } InfoCall;
 
 static void info_step(Info *in);
+static void info_fail(Info *in, int rc);
+
+/* how many reads (peek) or listings may be in flight for in */
+static int
+info_window(Info *in)
+{
+	if (in->op != ZKQI_PEEK)
+		return ZKQ_INFO_WINDOW;
+	if (in->largest == 0)
+		return ZKQ_PEEK_FIRST_WINDOW;
+	return (int) Max(1, Min(ZKQ_INFO_WINDOW,
+							ZKQ_PEEK_INFLIGHT_BYTES / Max(in->largest, 1024)));
+}
 
 /* a palloc'd copy of a listing's names, and its release */
 static char **
@@ -4206,6 +4242,31 @@ info_free(Info *in)
 	pfree(in);
 }
 
+/*
+ * A segment of its own for a large answer, or NULL (out of segments or of
+ * room in /dev/shm: the answer goes to dsa instead).  Never throws: it runs
+ * in a completion.
+ */
+static dsm_segment *
+answer_segment(Size total)
+{
+	MemoryContext mcx = CurrentMemoryContext;
+	dsm_segment *volatile seg = NULL;
+
+	PG_TRY();
+	{
+		seg = dsm_create(total, DSM_CREATE_NULL_IF_MAXSEGMENTS);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(mcx);
+		FlushErrorState();
+		seg = NULL;
+	}
+	PG_END_TRY();
+	return seg;
+}
+
 /* The answer is complete: hand it over */
 static void
 info_finish(Info *in)
@@ -4224,6 +4285,17 @@ info_finish(Info *in)
 		info_free(in);
 		return;
 	}
+	if (in->over)
+	{
+		char		msg[ZKLOCK_ERRMSG_MAX];
+
+		snprintf(msg, sizeof(msg), "The answer would exceed zklock.max_answer_bytes (%zu kB)",
+				 in->cap / 1024);
+		e->state = ZKE_DONE;
+		zk_fail(e, ERRCODE_PROGRAM_LIMIT_EXCEEDED, msg);
+		info_free(in);
+		return;
+	}
 	if (in->failed)
 	{
 		char		msg[ZKLOCK_ERRMSG_MAX];
@@ -4239,7 +4311,8 @@ info_finish(Info *in)
 	{
 		ListCell   *lc;
 		Size		total = MAXALIGN(sizeof(ZkAnswer));
-		dsa_pointer dp;
+		dsa_pointer dp = InvalidDsaPointer;
+		dsm_segment *seg = NULL;
 		char	   *p;
 
 		foreach(lc, in->rows)
@@ -4248,15 +4321,18 @@ info_finish(Info *in)
 
 			total += MAXALIGN(sz);
 		}
-		dp = dsa_allocate_extended(zk_dsa(), total, DSA_ALLOC_NO_OOM);
-		if (!DsaPointerIsValid(dp))
+		if (total >= ZKQ_ANSWER_DSM_MIN)
+			seg = answer_segment(total);
+		if (seg == NULL)
+			dp = dsa_allocate_extended(zk_dsa(), total, DSA_ALLOC_NO_OOM);
+		if (seg == NULL && !DsaPointerIsValid(dp))
 		{
 			e->state = ZKE_DONE;
 			zk_fail(e, ERRCODE_OUT_OF_MEMORY, "out of dynamic shared memory for the answer");
 			info_free(in);
 			return;
 		}
-		p = dsa_get_address(zk_dsa(), dp);
+		p = seg ? dsm_segment_address(seg) : dsa_get_address(zk_dsa(), dp);
 		((ZkAnswer *) p)->count = list_length(in->rows);
 		((ZkAnswer *) p)->size = total;
 		p += MAXALIGN(sizeof(ZkAnswer));
@@ -4267,7 +4343,15 @@ info_finish(Info *in)
 			memcpy(p, (char *) lfirst(lc) + sizeof(Size), sz);
 			p += MAXALIGN(sz);
 		}
-		e->blob = dp;
+		if (seg != NULL)
+		{
+			/* kept until the entry is freed (zk_entry_free unpins it) */
+			dsm_pin_segment(seg);
+			e->dsm = dsm_segment_handle(seg);
+			dsm_detach(seg);
+		}
+		else
+			e->blob = dp;
 	}
 	e->state = ZKE_HELD;
 	/* a refused release: token -1, the live run named in errmsg */
@@ -4275,18 +4359,39 @@ info_finish(Info *in)
 	info_free(in);
 }
 
-/* a row: a Size, then the record */
-static void
-info_add_row(Info *in, const void *rec, Size sz)
+/*
+ * A new row of sz bytes (a Size, then the record): where the caller writes
+ * the record; NULL, the answer marked over, when it would exceed the cap.
+ */
+static char *
+info_new_row(Info *in, Size sz)
 {
-	char	   *r = MemoryContextAlloc(q_context(), sizeof(Size) + sz);
+	char	   *r;
 	MemoryContext old;
 
+	if (in->cap > 0 && in->bytes + MAXALIGN(sz) > in->cap)
+	{
+		in->over = true;
+		in->sending = false;
+		info_fail(in, ZOK);
+		return NULL;
+	}
+	in->bytes += MAXALIGN(sz);
+	r = MemoryContextAlloc(q_context(), sizeof(Size) + sz);
 	memcpy(r, &sz, sizeof(Size));
-	memcpy(r + sizeof(Size), rec, sz);
 	old = MemoryContextSwitchTo(q_context());
 	in->rows = lappend(in->rows, r);
 	MemoryContextSwitchTo(old);
+	return r + sizeof(Size);
+}
+
+static void
+info_add_row(Info *in, const void *rec, Size sz)
+{
+	char	   *r = info_new_row(in, sz);
+
+	if (r != NULL)
+		memcpy(r, rec, sz);
 }
 
 static void info_send_more(Info *in);
@@ -4300,7 +4405,7 @@ info_call_done(Info *in)
 	if (e != NULL)
 		e->answered_at = GetCurrentTimestamp();
 	in->outstanding--;
-	if (in->sending && in->outstanding < ZKQ_INFO_WINDOW / 2)
+	if (in->sending && in->outstanding < info_window(in))
 		info_send_more(in);
 	if (in->outstanding == 0)
 		info_step(in);
@@ -4348,25 +4453,29 @@ info_peek_done(int rc, const char *value, int value_len,
 
 	COMPLETION_BEGIN
 	{
-		if (rc == ZOK)
+		if (rc == ZOK && !in->failed)
 		{
 			Size		len = value_len > 0 ? value_len : 0;
-			char	   *buf = palloc0(sizeof(ZkMsgRec) + len);
-			ZkMsgRec   *m = (ZkMsgRec *) buf;
-			int			prio = 0;
+			char	   *buf = info_new_row(in, sizeof(ZkMsgRec) + len);
 
-			m->czxid = zk_queue_msg_id(stat->czxid, c->node);
-			m->ctime_ms = stat->ctime;
-			(void) zk_queue_node_priority(c->node, &prio);
-			m->priority = prio;
-			m->len = len;
-			strlcpy(m->node, c->node, sizeof(m->node));
-			if (len)
-				memcpy(buf + sizeof(ZkMsgRec), value, len);
-			info_add_row(in, buf, sizeof(ZkMsgRec) + len);
-			pfree(buf);
+			in->largest = Max(in->largest, len);
+			if (buf != NULL)
+			{
+				ZkMsgRec   *m = (ZkMsgRec *) buf;
+				int			prio = 0;
+
+				memset(m, 0, sizeof(ZkMsgRec));
+				m->czxid = zk_queue_msg_id(stat->czxid, c->node);
+				m->ctime_ms = stat->ctime;
+				(void) zk_queue_node_priority(c->node, &prio);
+				m->priority = prio;
+				m->len = len;
+				strlcpy(m->node, c->node, sizeof(m->node));
+				if (len)
+					memcpy(buf + sizeof(ZkMsgRec), value, len);
+			}
 		}
-		else if (rc != ZNONODE)
+		else if (rc != ZOK && rc != ZNONODE)
 			info_fail(in, rc);
 		pfree(c);
 		info_call_done(in);
@@ -4496,7 +4605,23 @@ typedef struct Scan
 	int			nqueues;
 	int			qnext;
 	int			qlisting;		/* listings of taken out */
+	char	  **txns;			/* transaction nodes still to read */
+	int			ntxns;
+	int			tnext;
+	int			treading;		/* reads (deletes) of them out */
+	int64		tinvalid;		/* nodes holding no valid items */
+	int64		tunknown;		/* nodes of transactions not in history */
 } Scan;
+
+/*
+ * The transaction nodes under <root>/txns are read ZKQ_INFO_WINDOW at a
+ * time, like the listings of taken: 50,000 nodes (another client's, say)
+ * must not make a starting worker send 50,000 reads at once and hold their
+ * state (hundreds of megabytes).  What is left alone is logged for the
+ * first ZKQ_SCAN_LOG_MAX nodes of each kind, then counted in one line at
+ * the end of the pass.
+ */
+#define ZKQ_SCAN_LOG_MAX	5
 
 typedef struct ScanCall
 {
@@ -4507,9 +4632,12 @@ typedef struct ScanCall
 	char		epath[ZK_PATH_MAX]; /* the claim's item */
 	char		qenc[ZKLOCK_ENAME_MAX + 1];
 	int			version;		/* the claim's, when read */
+	bool		txn;			/* a read (delete) of a txns window */
 	zoo_op_t	ops[2];
 	zoo_op_result_t res[2];
 } ScanCall;
+
+static void scan_send_txns(Scan *s);
 
 static void scan_claimed(bool ok, void *arg);
 
@@ -4517,6 +4645,12 @@ static void
 scan_finish(Scan *s)
 {
 	names_free(&s->queues, &s->nqueues);
+	names_free(&s->txns, &s->ntxns);
+	if (s->tinvalid > ZKQ_SCAN_LOG_MAX || s->tunknown > ZKQ_SCAN_LOG_MAX)
+		ereport(LOG,
+				(errmsg("zklock: left alone " INT64_FORMAT " queue transaction nodes holding no valid items and " INT64_FORMAT " whose transaction is not in this server's history",
+						s->tinvalid, s->tunknown),
+				 errdetail("Only the first %d of each were logged by name.", ZKQ_SCAN_LOG_MAX)));
 	q_unsettle_all();			/* claims of this cluster may be released */
 	if (s->release_all)
 	{
@@ -4578,6 +4712,11 @@ scan_void_done(int rc, const void *data)
 
 	COMPLETION_BEGIN
 	{
+		if (c->txn)
+		{
+			s->treading--;
+			scan_send_txns(s);
+		}
 		scan_done_one(s, zk_rc_definite(rc), rc == ZOK ? 1 : 0);
 		pfree(c);
 	}
@@ -4816,17 +4955,24 @@ scan_txn_data(int rc, const char *value, int value_len,
 					s->failed = true;
 				}
 			}
-			else if (f == FATE_UNKNOWN && !quiet)
+			else if (f == FATE_UNKNOWN && !quiet &&
+					 ++s->tunknown <= ZKQ_SCAN_LOG_MAX)
 				ereport(LOG,
 						(errmsg("zklock: left the queue transaction node %s alone: its transaction is not in this server's history",
 								c->path)));
 		}
-		else if (rc == ZOK && value != NULL && blob == NULL)
+		else if (rc == ZOK && blob == NULL &&
+				 ++s->tinvalid <= ZKQ_SCAN_LOG_MAX)
 			ereport(LOG,
 					(errmsg("zklock: the queue transaction node %s holds no valid items; left alone",
 							c->path)));
 		else if (!zk_rc_definite(rc))
 			s->failed = true;
+		if (c->txn)
+		{
+			s->treading--;
+			scan_send_txns(s);
+		}
 		if (!counted)
 			scan_done_one(s, true, 0);
 		if (blob != NULL)
@@ -4834,6 +4980,77 @@ scan_txn_data(int rc, const char *value, int value_len,
 		pfree(c);
 	}
 	COMPLETION_END(none);
+}
+
+/*
+ * Read (release: delete) the next transaction nodes listed, until
+ * ZKQ_INFO_WINDOW are out; each answer sends the next.  Stops for good
+ * after a failure.
+ */
+static void
+scan_send_txns(Scan *s)
+{
+	char		prefix[32];
+
+	snprintf(prefix, sizeof(prefix), UINT64_FORMAT "-", s->sysid);
+	while (s->treading < ZKQ_INFO_WINDOW && s->tnext < s->ntxns && !s->failed)
+	{
+		ScanCall   *d;
+		uint64		fxid;
+		uint64		run = 0;
+		const char *name = s->txns[s->tnext++];
+		const char *rest = name + strlen(prefix);
+		const char *dash;
+		bool		quiet;
+		int			rc;
+
+		if (!zk_session_usable())
+		{
+			s->failed = true;
+			break;
+		}
+		/* <sysid>-<run>-<fxid>, or <sysid>-<fxid> before runs */
+		dash = strchr(rest, '-');
+		if (dash != NULL)
+		{
+			char		runhex[17];
+
+			if (dash - rest != 16)
+				continue;
+			memcpy(runhex, rest, 16);
+			runhex[16] = '\0';
+			if (!parse_u64(runhex, 16, &run) || run == 0)
+				continue;
+			rest = dash + 1;
+		}
+		if (!parse_u64(rest, 10, &fxid))
+			continue;
+		if (s->release_all && s->sysid == GetSystemIdentifier() && run != s->run)
+			continue;
+		if (s->release_all &&
+			node_fate(s, ZKK_QPUB, run, fxid, 0, 0, 0, &quiet) == FATE_UNKNOWN)
+			continue;
+		d = MemoryContextAllocZero(q_context(), sizeof(ScanCall));
+		d->scan = s;
+		d->fxid = fxid;
+		d->run = run;
+		d->txn = true;
+		snprintf(d->path, sizeof(d->path), "%s/txns/%s", zklock_root, name);
+		if (s->release_all)
+			rc = zoo_adelete(zk_zh, d->path, -1, scan_void_done, d);
+		else
+			rc = zoo_aget(zk_zh, d->path, 0, scan_txn_data, d);
+		if (rc != ZOK)
+		{
+			pfree(d);
+			s->failed = true;
+			break;
+		}
+		s->outstanding++;
+		s->treading++;
+	}
+	if (s->failed || s->tnext >= s->ntxns)
+		names_free(&s->txns, &s->ntxns);
 }
 
 static void
@@ -4847,62 +5064,24 @@ scan_txns_listed(int rc, const struct String_vector *sv, const void *data)
 	{
 		int			i;
 		char		prefix[32];
-		bool		quiet;
 
 		snprintf(prefix, sizeof(prefix), UINT64_FORMAT "-", s->sysid);
 		if (rc == ZOK && zk_session_usable())
 		{
-			for (i = 0; sv && i < sv->count; i++)
+			/* this cluster's, read a window at a time (scan_send_txns) */
+			int			n = 0;
+
+			s->txns = names_copy(sv, &s->ntxns);
+			for (i = 0; i < s->ntxns; i++)
 			{
-				ScanCall   *d;
-				uint64		fxid;
-				uint64		run = 0;
-				const char *rest = sv->data[i] + strlen(prefix);
-				const char *dash;
-
-				if (strncmp(sv->data[i], prefix, strlen(prefix)) != 0)
-					continue;
-				/* <sysid>-<run>-<fxid>, or <sysid>-<fxid> before runs */
-				dash = strchr(rest, '-');
-				if (dash != NULL)
-				{
-					char		runhex[17];
-
-					if (dash - rest != 16)
-						continue;
-					memcpy(runhex, rest, 16);
-					runhex[16] = '\0';
-					if (!parse_u64(runhex, 16, &run) || run == 0)
-						continue;
-					rest = dash + 1;
-				}
-				if (!parse_u64(rest, 10, &fxid))
-					continue;
-				if (s->release_all && s->sysid == GetSystemIdentifier() && run != s->run)
-					continue;
-				d = MemoryContextAllocZero(q_context(), sizeof(ScanCall));
-				d->scan = s;
-				d->fxid = fxid;
-				d->run = run;
-				snprintf(d->path, sizeof(d->path), "%s/txns/%s", zklock_root, sv->data[i]);
-				if (s->release_all &&
-					node_fate(s, ZKK_QPUB, run, fxid, 0, 0, 0, &quiet) == FATE_UNKNOWN)
-				{
-					pfree(d);
-					continue;
-				}
-				if (s->release_all)
-					rc = zoo_adelete(zk_zh, d->path, -1, scan_void_done, d);
+				if (strncmp(s->txns[i], prefix, strlen(prefix)) == 0)
+					s->txns[n++] = s->txns[i];
 				else
-					rc = zoo_aget(zk_zh, d->path, 0, scan_txn_data, d);
-				if (rc != ZOK)
-				{
-					pfree(d);
-					s->failed = true;
-					break;
-				}
-				s->outstanding++;
+					pfree(s->txns[i]);
 			}
+			s->ntxns = n;
+			s->tnext = 0;
+			scan_send_txns(s);
 		}
 		else if (rc != ZNONODE)
 			s->failed = true;
@@ -5330,7 +5509,7 @@ info_send_more(Info *in)
 		}
 		in->outstanding++;
 	}
-	while (in->op != ZKQI_QUEUES && in->outstanding < ZKQ_INFO_WINDOW)
+	while (in->op != ZKQI_QUEUES && in->outstanding < info_window(in))
 	{
 		InfoCall   *c;
 		const char *node;
@@ -5485,6 +5664,8 @@ qinfo_drive(ZkEntry *e)
 	in->idx = zk_entry_index(e);
 	in->gen = e->gen;
 	in->op = e->qop;
+	if (in->op == ZKQI_PEEK || in->op == ZKQI_QUEUES)
+		in->cap = (Size) e->fxid;	/* the backend's zklock.max_answer_bytes */
 	if (e->name[0])
 		zk_queue_path(e->name, in->qpath, sizeof(in->qpath));
 	e->state = ZKE_CREATING;

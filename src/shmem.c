@@ -56,6 +56,7 @@
 #include "access/twophase.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "storage/dsm.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
@@ -309,6 +310,12 @@ zk_entry_free(ZkEntry *e)
 			counts[e->quota_procno]--;
 	}
 	e->quota_procno = -1;
+	if (e->kind == ZKK_QINFO && e->dsm != DSM_HANDLE_INVALID)
+	{
+		/* a large answer's own segment: gone once nobody maps it */
+		dsm_unpin_segment(e->dsm);
+		e->dsm = DSM_HANDLE_INVALID;
+	}
 	e->state = ZKE_FREE;
 	e->gen++;
 	e->next = zk_ctl->free_head;

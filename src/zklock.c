@@ -27,6 +27,7 @@ int			zklock_commit_timeout = 5000;
 int			zklock_max_locks = 1024;
 int			zklock_max_locks_per_backend = 256;
 int			zklock_max_lease_duration = 86400;
+int			zklock_max_answer_kb = 16384;
 char	   *zklock_elections = NULL;
 char	   *zklock_namespace = NULL;
 
@@ -191,6 +192,16 @@ _PG_init(void)
 							86400, 0, INT_MAX,
 							PGC_SUSET,
 							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("zklock.max_answer_bytes",
+							"Largest answer the zklock worker assembles for one zk_queue_peek or zk_queues call.",
+							"A peek or listing that would be larger fails with 54000; the worker stops reading "
+							"for it once it has read this much.",
+							&zklock_max_answer_kb,
+							16384, 2048, 1048576,
+							PGC_SUSET,
+							GUC_UNIT_KB,
 							NULL, NULL, NULL);
 
 	DefineCustomStringVariable("zklock.elections",

@@ -371,6 +371,7 @@ extern int	zklock_commit_timeout;
 extern int	zklock_max_locks;
 extern int	zklock_max_locks_per_backend;
 extern int	zklock_max_lease_duration;
+extern int	zklock_max_answer_kb;
 extern char *zklock_elections;
 extern char *zklock_namespace;
 extern char *zklock_auth_file;
