@@ -905,8 +905,15 @@ drop_if_listed(const char *path, ZooWatcherType type, watcher_fn fn, void *ctx)
 									   (void_completion_t *) zk_unwatch_done, NULL);
 }
 
+/*
+ * blind: also ask ZooKeeper to remove this session's watches on the
+ * object's paths whether the library lists one or not (a removal with no
+ * watcher named is always sent).  The fault run found, rarely, a watch on
+ * ready left on the server that no list here named any more; once per
+ * idle spell of an object, the two requests settle that for good.
+ */
 static void
-obj_drop_listed_watches(BObj *o)
+obj_drop_listed_watches(BObj *o, bool blind)
 {
 	char		rpath[ZK_PATH_MAX];
 
@@ -915,6 +922,14 @@ obj_drop_listed_watches(BObj *o)
 	snprintf(rpath, sizeof(rpath), "%s/%s", o->path, ZKB_READY);
 	drop_if_listed(rpath, ZWATCHTYPE_DATA, barrier_ready_event, obj_ctx(o));
 	drop_if_listed(o->path, ZWATCHTYPE_ANY, obj_watcher, obj_ctx(o));
+	if (blind && zk_session_usable())
+	{
+		if (o->op != ZKB_GATE && o->op != ZKB_ARRIVALS)
+			(void) zoo_aremove_all_watches(zk_zh, rpath, ZWATCHTYPE_ANY, 0,
+										   (void_completion_t *) zk_unwatch_done, NULL);
+		(void) zoo_aremove_all_watches(zk_zh, o->path, ZWATCHTYPE_ANY, 0,
+									   (void_completion_t *) zk_unwatch_done, NULL);
+	}
 	o->rwatching = o->watching = false;
 }
 
@@ -940,7 +955,7 @@ idle_recheck(void)
 		idle_checks = list_delete_first(idle_checks);
 		o->recheck = false;
 		obj_compact(o);
-		obj_drop_listed_watches(o);
+		obj_drop_listed_watches(o, true);
 	}
 }
 
@@ -1091,7 +1106,7 @@ b_session_usable(void)
 		while ((o = hash_seq_search(&st)) != NULL)
 		{
 			obj_compact(o);
-			obj_drop_listed_watches(o);
+			obj_drop_listed_watches(o, false);
 		}
 	}
 	if (!any_retry)

@@ -47,6 +47,9 @@
 #include "history.h"
 
 #include <fcntl.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -853,6 +856,16 @@ serve_queue(void)
 void
 zklock_worker_main(Datum arg)
 {
+#ifdef __GLIBC__
+
+	/*
+	 * Payloads up to ZooKeeper's 1 MB pass through the worker; glibc raises
+	 * its mmap threshold after freeing such a block, so the next ones would
+	 * come from the heap and stay mapped after a storm of large answers.
+	 * A fixed threshold gives every large block back when it is freed.
+	 */
+	(void) mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+#endif
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	pqsignal(SIGINT, SIG_IGN);
