@@ -267,6 +267,12 @@ def queue_diag(args, ens, clusters, qdir):
     for child in (out.split() if rc == 0 else [])[:20]:
         _, data, _ = zkq(args, ens.hosts, "get", QUEUE_PATH + "/taken/" + child)
         lines.append("claim %s: %s" % (child, data.strip()))
+    # each server's own view of the items (a server behind its quorum shows
+    # fewer: then a cluster connected to it sees a queue shorter than it is)
+    for i, port in enumerate(ens.ports, 1):
+        rc, out, _ = zkq(args, "127.0.0.1:%d" % port, "ls", QUEUE_PATH + "/entries")
+        lines.append("s%d (port %d) entries: %s" % (i, port, " ".join(out.split()[:20]) if rc == 0 else "no answer"))
+        lines.append("s%d srvr: %s" % (i, " ".join((ens.cmd(i, "srvr") or "").split()[:40])))
     for c in clusters:
         for sql in ("SELECT * FROM zk_queues",
                     "SELECT * FROM zk_locks",
