@@ -4840,15 +4840,19 @@ node_fate(Scan *s, ZkKind kind, uint64 run, uint64 fxid, uint32 tli,
 
 		/*
 		 * A run taken over without proof that it was this data directory's
-		 * own (a copy: a base backup, a clone, a promoted standby) settles
-		 * only what its WAL shows committed.  Its WAL may end before its
-		 * original's commit record, so "not committed here" is no proof
-		 * that the original did not commit: such a claim is left (an
-		 * operator releases it with zk_queue_release_cluster once the
-		 * original is known gone), never released into a second COMMIT.
+		 * own (a copy: a base backup, a clone) settles only what its WAL
+		 * shows committed.  Its WAL may end before its original's commit
+		 * record, so "not committed here" is no proof that the original
+		 * did not commit: such a claim is left (an operator releases it
+		 * with zk_queue_release_cluster once the original is known gone),
+		 * never released into a second COMMIT.  Unless this server's
+		 * timeline moved on from the run's (a promotion): what the run did
+		 * after the switch is abandoned with its timeline, and what this
+		 * WAL has before it is settled from the commit log.
 		 */
 		if (st == ZKR_HEIR && !zk_history_proven(run) &&
-			f != FATE_COMMITTED && f != FATE_RUNNING)
+			f != FATE_COMMITTED && f != FATE_RUNNING &&
+			!(tli != 0 && tli < GetWALInsertionTimeLine()))
 			f = FATE_UNKNOWN;
 		if (f == FATE_UNKNOWN || f == FATE_RUNNING)
 			zk_history_left(run);	/* the run is not done with */
