@@ -577,6 +577,8 @@ zk_new_entry(ZkKind kind, const char *name, int len, ZkMode mode, ZkScope scope,
 	char		data[ZKLOCK_DATA_MAX];
 	ZkAllocRefusal why = ZKR_NONE;
 	int			held = 0;
+	Oid			role;
+	int			role_quota;
 
 	if (kind == ZKK_LOCK)
 		zk_build_node_data(data, sizeof(data));
@@ -592,9 +594,13 @@ zk_new_entry(ZkKind kind, const char *name, int len, ZkMode mode, ZkScope scope,
 		name = zk_qualify_name(name, len, &len);
 	Assert(len <= ZKLOCK_QNAME_MAX);
 
+	/* a superuser's sessions are not bound by the role's quota */
+	role = GetSessionUserId();
+	role_quota = session_auth_is_superuser ? 0 : zklock_max_locks_per_role;
+
 	zk_backend_lock(LW_EXCLUSIVE);
 	e = zk_entry_alloc_backend(MyProc->pgprocno, zklock_max_locks_per_backend,
-							   zk_worker_reserve(), &why, &held);
+							   role, role_quota, zk_worker_reserve(), &why, &held);
 	if (e == NULL)
 	{
 		/*
@@ -613,7 +619,8 @@ zk_new_entry(ZkKind kind, const char *name, int len, ZkMode mode, ZkScope scope,
 			CHECK_FOR_INTERRUPTS();
 			zk_backend_lock(LW_EXCLUSIVE);
 			e = zk_entry_alloc_backend(MyProc->pgprocno, zklock_max_locks_per_backend,
-									   zk_worker_reserve(), &why, &held);
+									   role, role_quota, zk_worker_reserve(),
+									   &why, &held);
 		}
 	}
 	if (e == NULL)
@@ -623,6 +630,17 @@ zk_new_entry(ZkKind kind, const char *name, int len, ZkMode mode, ZkScope scope,
 		int			reserve = zk_worker_reserve();
 
 		LWLockRelease(zk_ctl->lock);
+		if (why == ZKR_ROLE_QUOTA)
+		{
+			char	   *rname = GetUserNameFromId(role, true);
+
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("role \"%s\" uses too many zklock entries", rname ? rname : "?"),
+					 errdetail("The role's sessions hold or await %d entries together; zklock.max_locks_per_role is %d.",
+							   held, role_quota),
+					 errhint("Release locks in the role's other sessions, or ask a superuser to raise zklock.max_locks_per_role for the role.")));
+		}
 		if (why == ZKR_QUOTA)
 			ereport(ERROR,
 					(errcode(ERRCODE_OUT_OF_MEMORY),

@@ -91,6 +91,8 @@ zk_shmem_size(void)
 	Size		size = quota_offset(zklock_max_locks);
 
 	size = add_size(size, mul_size(quota_slots(), sizeof(int)));
+	size = MAXALIGN(size);
+	size = add_size(size, mul_size(quota_slots(), sizeof(Oid)));
 	return size;
 }
 
@@ -99,6 +101,18 @@ static int *
 zk_quota_counts(void)
 {
 	return (int *) ((char *) zk_ctl + quota_offset(zk_ctl->max_entries));
+}
+
+/*
+ * The role each backend slot's count is charged to (the session user of
+ * the slot's last allocation), for zklock.max_locks_per_role
+ */
+static Oid *
+zk_quota_roles(void)
+{
+	return (Oid *) ((char *) zk_ctl +
+					MAXALIGN(quota_offset(zk_ctl->max_entries) +
+							 zk_ctl->quota_slots * sizeof(int)));
 }
 
 /*
@@ -238,18 +252,22 @@ zk_worker_reserve(void)
 /*
  * Take an entry for a backend (its PGPROC number procno), counted against
  * its quota: refused (NULL, *why says why) when the slot already counts
- * "quota" entries, when only "reserve" free entries are left (they are the
- * worker's), or when the table is full.  *held is the slot's count.
- * Caller holds the lock exclusively.  Only zk_entry_free gives the count
- * back, so entries the backend let go of still count until the worker has
- * freed them, and a backend that exits leaves its count to its slot's next
- * user until the worker has freed its entries.
+ * "quota" entries, when the slots charged to "role" count "role_quota"
+ * together (<= 0: no limit for the role), when only "reserve" free entries
+ * are left (they are the worker's), or when the table is full.  *held is
+ * the slot's count (the role's, when the role's quota refused).  Caller
+ * holds the lock exclusively.  Only zk_entry_free gives the count back, so
+ * entries the backend let go of still count until the worker has freed
+ * them, and a backend that exits leaves its count to its slot's next user
+ * until the worker has freed its entries (charged, from then on, to the
+ * role of whoever allocates on the slot next).
  */
 ZkEntry *
-zk_entry_alloc_backend(int procno, int quota, int reserve, ZkAllocRefusal *why,
-					   int *held)
+zk_entry_alloc_backend(int procno, int quota, Oid role, int role_quota,
+					   int reserve, ZkAllocRefusal *why, int *held)
 {
 	int		   *counts = zk_quota_counts();
+	Oid		   *roles = zk_quota_roles();
 	bool		counted = procno >= 0 && procno < zk_ctl->quota_slots;
 	ZkEntry    *e;
 
@@ -259,6 +277,22 @@ zk_entry_alloc_backend(int procno, int quota, int reserve, ZkAllocRefusal *why,
 	{
 		*why = ZKR_QUOTA;
 		return NULL;
+	}
+	if (counted && role_quota > 0)
+	{
+		int			sum = 0;
+		int			i;
+
+		/* bounded by the number of backend slots */
+		for (i = 0; i < zk_ctl->quota_slots; i++)
+			if (counts[i] > 0 && (roles[i] == role || i == procno))
+				sum += counts[i];
+		if (sum >= role_quota)
+		{
+			*why = ZKR_ROLE_QUOTA;
+			*held = sum;
+			return NULL;
+		}
 	}
 	if (zk_ctl->used >= zk_ctl->max_entries - reserve)
 	{
@@ -274,6 +308,7 @@ zk_entry_alloc_backend(int procno, int quota, int reserve, ZkAllocRefusal *why,
 	if (counted)
 	{
 		counts[procno]++;
+		roles[procno] = role;
 		e->quota_procno = procno;
 	}
 	*held = counted ? counts[procno] : 0;

@@ -26,6 +26,7 @@ int			zklock_connect_timeout = 5000;
 int			zklock_commit_timeout = 5000;
 int			zklock_max_locks = 1024;
 int			zklock_max_locks_per_backend = 256;
+int			zklock_max_locks_per_role = 512;
 int			zklock_max_lease_duration = 86400;
 int			zklock_max_answer_kb = 16384;
 char	   *zklock_elections = NULL;
@@ -181,6 +182,17 @@ _PG_init(void)
 							"until the worker has freed them.",
 							&zklock_max_locks_per_backend,
 							Max(zklock_max_locks / 4, 1), 1, 1000000,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+
+	/* half of zklock.max_locks by default: one role cannot starve the rest */
+	DefineCustomIntVariable("zklock.max_locks_per_role",
+							"Entries the sessions of one role (not a superuser) may use together at once.",
+							"The default is half of zklock.max_locks; 0 means no limit. Counted per session "
+							"user; superusers are not bound by it.",
+							&zklock_max_locks_per_role,
+							Max(zklock_max_locks / 2, 1), 0, 1000000,
 							PGC_SUSET,
 							0,
 							NULL, NULL, NULL);

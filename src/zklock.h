@@ -370,6 +370,7 @@ extern int	zklock_connect_timeout;
 extern int	zklock_commit_timeout;
 extern int	zklock_max_locks;
 extern int	zklock_max_locks_per_backend;
+extern int	zklock_max_locks_per_role;
 extern int	zklock_max_lease_duration;
 extern int	zklock_max_answer_kb;
 extern char *zklock_elections;
@@ -404,10 +405,12 @@ typedef enum ZkAllocRefusal
 {
 	ZKR_NONE = 0,
 	ZKR_QUOTA,					/* the backend's zklock.max_locks_per_backend */
+	ZKR_ROLE_QUOTA,				/* the role's zklock.max_locks_per_role */
 	ZKR_RESERVE,				/* only the worker's reserve is left */
 	ZKR_FULL					/* no entry at all */
 } ZkAllocRefusal;
-extern ZkEntry *zk_entry_alloc_backend(int procno, int quota, int reserve,
+extern ZkEntry *zk_entry_alloc_backend(int procno, int quota, Oid role,
+									   int role_quota, int reserve,
 									   ZkAllocRefusal *why, int *held);
 extern int	zk_worker_reserve(void);
 extern void zk_entry_free(ZkEntry *e);

@@ -16,6 +16,11 @@
 #      16 again); a superuser's SET lowers its own quota; a role that is
 #      not superuser cannot SET the setting (42501); ALTER ROLE ... SET
 #      gives a role's sessions a lower quota.
+#   2b. The role's quota: two sessions of a role with ALTER ROLE ... SET
+#      zklock.max_locks_per_role = 10 get 10 together (6 + 4), then 53200
+#      naming the role; another role and a superuser are not charged; the
+#      role cannot raise it (42501); once one session ends, the other takes
+#      what it gave back.
 #   3. The reserve: four hogs together stop when only the reserve is left
 #      (53200, "kept for the zklock worker"), entries_used stays
 #      max_locks - reserve, and the worker can still stand in a third
@@ -160,6 +165,41 @@ $node->safe_psql('postgres', "ALTER ROLE r530 LOGIN; SELECT zk_grant('lock', 'r5
 my ($rc, $rout, $rerr) = $node->psql('postgres', "SELECT hog('role-')", extra_params => [ '-U', 'r530' ]);
 like($rout, qr/^2\|53200\|.*zklock\.max_locks_per_backend is 2\./,
 	'ALTER ROLE r530 SET zklock.max_locks_per_backend = 2: its session gets 2') or diag "$rout $rerr";
+ok(wait_until(sub { used() eq $base }, 20, 0.2), "entries_used back to $base");
+
+#
+# 2b. the role's quota: sessions of one role together
+#
+is(q1('SHOW zklock.max_locks_per_role'), '32', 'zklock.max_locks_per_role defaults to half of max_locks (32)');
+$node->safe_psql('postgres', "CREATE ROLE r530b LOGIN; SELECT zk_grant('lock', 'r530b'); "
+	  . 'ALTER ROLE r530b SET zklock.max_locks_per_role = 10');
+my $ra = new_session($node, name => 'roleA', user => 'r530b');
+my $rb = new_session($node, name => 'roleB', user => 'r530b');
+$out = $ra->query_safe("SELECT hog('roleA-', 6)", 120);
+is($out, '6|none', "one session of r530b takes 6") or diag $out;
+$out = $rb->query_safe("SELECT hog('roleB-')", 120);
+my ($nb, $stb, $msgb, $detb, $hintb) = split /\|/, $out, 5;
+is($nb, 4, 'its second session gets 4 more: 10 for the role together') or diag $out;
+is($stb, '53200', 'then 53200');
+is($msgb, 'role "r530b" uses too many zklock entries', 'message names the role');
+like($detb // '', qr/^The role's sessions hold or await 10 entries together; zklock\.max_locks_per_role is 10\.$/,
+	'detail gives the numbers') or diag $detb;
+like($hintb // '', qr/raise zklock\.max_locks_per_role/, 'hint: release, or raise the setting');
+is(held_nodes('roleA-') + held_nodes('roleB-'), 10, 'ZooKeeper holds exactly 10 of the role\'s nodes');
+($rc, $rout, $rerr) = $node->psql('postgres', "SELECT hog('role2-', 3)", extra_params => [ '-U', 'r530' ]);
+like($rout, qr/^2\|53200\|this session uses too many zklock entries\|/,
+	'another role is not charged for r530b (only its own per-backend 2 apply)') or diag "$rout $rerr";
+$node->psql('postgres', 'SELECT zk_unlock_all()', extra_params => [ '-U', 'r530' ]);
+$r = one_shot($node, "SELECT zk_try_lock('su-while-r530b-full')");
+is($r->{sqlstate}, '00000', 'nor is a superuser') or diag $r->{err};
+$r = one_shot($node, 'SET ROLE r530b; SET zklock.max_locks_per_role = 100');
+is($r->{sqlstate}, '42501', 'a role that is not superuser cannot raise its role quota (42501)') or diag $r->{err};
+$ra->quit;
+ok(wait_until(sub { held_nodes('roleA-') == 0 }, 20, 0.2), "the first session's nodes went when it ended");
+$out = $rb->query_safe("SELECT hog('roleC-')", 120);
+like($out, qr/^6\|53200\|role "r530b"/, 'then the second session takes the 6 it gave back') or diag $out;
+$rb->query_safe('SELECT zk_unlock_all()');
+$rb->quit;
 ok(wait_until(sub { used() eq $base }, 20, 0.2), "entries_used back to $base");
 
 #

@@ -860,7 +860,8 @@ sub new
 	my @cmd = (
 		$node->installed_command('psql'), '-XAtq',
 		'-v', 'VERBOSITY=verbose',
-		'-d', $node->connstr($opts{dbname} // 'postgres'),
+		'-d', $node->connstr($opts{dbname} // 'postgres')
+		  . (defined $opts{user} ? " user=$opts{user}" : ''),
 		'-f', '-');
 	$self->{h} = IPC::Run::start(\@cmd, '<', \$self->{stdin},
 		'>', \$self->{stdout}, '2>', \$self->{stderr});
