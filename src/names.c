@@ -60,6 +60,18 @@ zk_name_to_utf8(const char *name, int len, int *outlen)
 
 	if (GetDatabaseEncoding() == PG_UTF8 || GetDatabaseEncoding() == PG_SQL_ASCII)
 	{
+		/*
+		 * A SQL_ASCII database takes any byte; 0xFF, which UTF-8 never
+		 * holds, marks a name qualified with its namespace
+		 * (zk_qualify_name), so a name holding it could reach another
+		 * namespace.
+		 */
+		if (memchr(name, ZKLOCK_NS_MARK, len) != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_CHARACTER_NOT_IN_REPERTOIRE),
+					 errmsg("zklock name must not contain the byte 0xff"),
+					 errdetail("The byte 0xff is never part of a name in UTF-8; zklock uses it to mark namespaces."),
+					 errhint("Use another character; in a SQL_ASCII database, names are taken as UTF-8 bytes.")));
 		*outlen = len;
 		return (char *) name;
 	}
@@ -275,6 +287,12 @@ zk_current_namespace(void)
 				 errmsg("zklock namespace \"%s\" is too long", v),
 				 errdetail("It has %d bytes in UTF-8; the limit is %d.", len, ZKLOCK_NS_MAX),
 				 errhint("Set zklock.namespace to a shorter name (ALTER DATABASE ... SET zklock.namespace).")));
+	if (memchr(u, ZKLOCK_NS_MARK, len) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CHARACTER_NOT_IN_REPERTOIRE),
+				 errmsg("zklock namespace must not contain the byte 0xff"),
+				 errdetail("zklock uses the byte 0xff to mark namespaces."),
+				 errhint("Set zklock.namespace to another name (ALTER DATABASE ... SET zklock.namespace).")));
 	memcpy(ns_cache, u, len);
 	ns_cache[len] = '\0';
 	ns_cached = true;

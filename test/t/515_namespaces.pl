@@ -22,6 +22,9 @@
 #   4. A claim in a namespaced queue is settled after a crash like any
 #      other: the item comes back and is dequeued again.
 #   5. zk_path of an unknown kind fails with 22023.
+#   6. A SQL_ASCII database: a name holding the byte 0xFF (which would
+#      make it look qualified, into another namespace) is refused with 22021
+#      by every function; other high bytes still pass.
 
 use strict;
 use warnings FATAL => 'all';
@@ -184,6 +187,30 @@ is(q1($A, 'app', "SELECT body FROM zk_dequeue('crashq', '10s')"), 'c1', 'and c1 
 #
 ($rc, $out, $err) = $A->psql('app', "SELECT zk_path('table', 'x')", extra_params => [ '-v', 'VERBOSITY=verbose' ]);
 like($err, qr/22023/, 'zk_path of an unknown kind: 22023');
+
+
+#
+# 6. A SQL_ASCII database takes any bytes: a name starting with 0xFF must
+#    not pass for one already qualified (0xFF, namespace, 0xFF, name) and
+#    reach another namespace
+#
+$A->safe_psql('postgres',
+	"CREATE DATABASE raw ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0");
+$A->safe_psql('raw', 'CREATE EXTENSION zklock');
+my $forged = "convert_from('\\xff'::bytea || 'app'::bytea || '\\xff'::bytea || 'job'::bytea, 'SQL_ASCII')";
+foreach my $call ("zk_path('lock', $forged)", "zk_try_lock($forged)", "zk_enqueue($forged, 'x')",
+	"zk_gate_open($forged)", "zk_try_lease($forged, '1 minute')")
+{
+	($rc, $out, $err) = $A->psql('raw', "SELECT $call", extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	like($err, qr/22021/, "SQL_ASCII: $call with 0xFF in the name: 22021") or diag "$out $err";
+	like($err, qr/must not contain the byte 0xff/, '... saying why');
+}
+ok(!zk_exists($zk, '/zklock/locks/app:job') || scalar(grep { /__lock__/ } zk_children($zk, '/zklock/locks/app:job')) == 0,
+	"nothing reached app's lock job");
+is(zk_exists($zk, '/zklock/queues/app:job/entries') ? zk_count($zk, '/zklock/queues/app:job/entries') : 0, 0,
+	"nor app's queue job");
+is(q1($A, 'raw', "SELECT zk_path('lock', convert_from('\\xe9'::bytea, 'SQL_ASCII'))"), '/zklock/locks/raw:%E9',
+	'other high bytes still pass as they are');
 
 $_->quit foreach ($sa, $sbill, $sb, $sa2, $ss);
 $k->cmd('quit');
