@@ -1795,6 +1795,30 @@ pub_blocked_tick(void)
 	}
 }
 
+/*
+ * A publication that fails for a missing parent sends the parents' creates
+ * and goes again (three times, then it is blocked, see pub_block).  A drop
+ * of the queue elsewhere (zk_queue_drop, "Dropping a queue") that lands
+ * between those creates and the multi fails it again, however often it
+ * tries; as long as no parent's create was refused in this session (an
+ * ACL), it goes on, up to ZKQ_PARENT_TRIES tries.
+ */
+#define ZKQ_PARENT_TRIES	20
+
+/* Was the create of a parent of one of po's failed creates refused? */
+static bool
+pub_parent_refused(PubOp *po)
+{
+	char		refused[ZK_PATH_MAX];
+	int			i;
+
+	for (i = 1; i < po->nops; i++)
+		if (po->res[i].err == ZNONODE && po->paths[i] != NULL &&
+			zk_parent_refused(po->paths[i], refused, sizeof(refused)))
+			return true;
+	return false;
+}
+
 static void
 publish_done(int rc, const void *data)
 {
@@ -1870,7 +1894,9 @@ publish_done(int rc, const void *data)
 			}
 			else if (!zk_rc_definite(rc))
 				zk_retry_later(e);
-			else if (missing_parent && e->errors < 3)
+			else if (missing_parent &&
+					 (e->errors < 3 ||
+					  (e->errors < ZKQ_PARENT_TRIES && !pub_parent_refused(po))))
 			{
 				e->errors++;
 				e->parents_tried = true;
