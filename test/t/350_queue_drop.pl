@@ -27,7 +27,9 @@
 # - One COMMIT creates 3,000 queues; they are consumed, dropped, and zero
 #   nodes are left.
 # - A race: B enqueues in a loop and consumes, while A drops repeatedly:
-#   every item produced is consumed exactly once.
+#   every item produced is consumed exactly once, and B's COMMITs have no
+#   warning.  Then a consumer waits on B while A keeps dropping the queue
+#   (B creates it again after each drop): it is served afterwards.
 
 use strict;
 use warnings FATAL => 'all';
@@ -313,7 +315,8 @@ END $$});
 my $consumer = new_session($B, name => 'consumer');
 $consumer->send(qq{CALL consume_race($NR)});
 my $producer = new_session($B, name => 'producer');
-$producer->send(join("\n", map { "SELECT zk_enqueue('race', 'r$_');" } 1 .. $NR));
+# one item every 10 ms or so, for about as long as the drops go on
+$producer->send(join("\n", map { "SELECT zk_enqueue('race', 'r$_'), pg_sleep(0.01);" } 1 .. $NR));
 my $dropper = new_session($A, name => 'dropper');
 $dropper->send(q{SELECT drop_race(4)});
 my $rp = $producer->wait(120);
@@ -322,8 +325,6 @@ is($rp->{sqlstate}, '00000', "B's producer committed $NR items");
 is($rd->{sqlstate}, '00000', "A's drops were refused only with 55006") or diag $rd->{err};
 my ($dropped, $absent, $busy) = split / /, $rd->{out} // '0 0 0';
 my $warnings = () = ($rp->{err} // '') =~ /WARNING/g;
-# a last round of drops after the producer: the queue comes and goes
-$dropper->query_safe(q{SELECT drop_race(1)});
 my $rc2 = $consumer->wait(120);
 is($rc2->{sqlstate}, '00000', "B's consumer ended") or diag $rc2->{err};
 my $left = sqlA(q{SELECT count(*) FROM zk_try_dequeue('race', 1000)});
@@ -331,11 +332,28 @@ is(sqlB(q{SELECT count(*) || '/' || count(DISTINCT body) FROM got}) . "+$left", 
 	"every item produced was consumed exactly once ($NR items)");
 is(sqlB(qq{SELECT count(*) FROM generate_series(1, $NR) i WHERE NOT EXISTS (SELECT FROM got WHERE body = 'r' || i)}),
 	'0', 'none lost');
-ok($dropped > 0, "A dropped the queue while B used it ($dropped drops, $absent absent, $busy refused)");
 note "race: $dropped drops, $absent found nothing, $busy refused; producer warnings: $warnings";
 is($warnings, 0, "B's COMMITs had no warning");
 
-$_->quit foreach ($holder, $bholder, $waiter, $bwait, $consumer, $producer, $dropper);
+# then a consumer waits on B while A drops again and again: each drop
+# deletes the nodes under its watch, it lists, finds them gone and creates
+# them again; afterwards it is served all the same
+my $racewait = new_session($B, name => 'racewait');
+$racewait->send(q{SELECT body FROM zk_dequeue('race', '60s')});
+ok(wait_until(sub { sqlB(q{SELECT count(*) FROM zk_queues WHERE queue = 'race' AND local_waiting = 1}) eq '1' }, 10),
+	'a consumer waits on B');
+my ($d2, $a2, $b2) = split / /, $dropper->query_safe(q{SELECT drop_race(2)});
+note "race: while B's consumer waited: $d2 drops, $a2 found nothing, $b2 refused";
+$dropped += $d2;
+ok($dropped > 0, "A dropped the queue while B used it ($dropped drops)");
+ok($d2 > 0, "... also while B's consumer waited ($d2 drops, B created it again each time)");
+sqlA(q{SELECT zk_enqueue('race', 'r-last')});
+$r = $racewait->wait(30);
+is("$r->{sqlstate}:$r->{out}", '00000:r-last', "B's consumer is then served the item A enqueued");
+ok(wait_until(sub { zk_count($zk, "$Q/race/entries") == 0 && zk_count($zk, "$Q/race/taken") == 0 }, 10),
+	'nothing left in the queue');
+
+$_->quit foreach ($holder, $bholder, $waiter, $bwait, $consumer, $producer, $dropper, $racewait);
 $kz->cmd('quit');
 $A->stop;
 $B->stop;
