@@ -185,6 +185,12 @@ CREATE FUNCTION zk_queue_purge(queue text)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'zk_queue_purge' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-- an empty, unused queue's nodes deleted at once (all or none); false when
+-- there was no such queue
+CREATE FUNCTION zk_queue_drop(queue text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_queue_drop' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 CREATE FUNCTION zk_queues_internal(
     OUT queue text,
     OUT items bigint,
@@ -408,6 +414,7 @@ AS $$
         ('election', '@extschema@.zk_leader(text)'),
         ('election', '@extschema@.zk_election_candidates(text)'),
         ('admin', '@extschema@.zk_queue_purge(text)'),
+        ('admin', '@extschema@.zk_queue_drop(text)'),
         ('admin', '@extschema@.zk_arrivals_reset(text)'),
         ('admin', '@extschema@.zk_gate_close(text)'),
         ('admin', '@extschema@.zk_gate_open(text)'),

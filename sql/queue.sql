@@ -1,7 +1,7 @@
 -- The queue's SQL surface, from one session and a dblink connection 'other':
 -- zk_enqueue (text and bytea) published at COMMIT, zk_queue_length,
 -- zk_queue_peek, zk_try_dequeue, zk_dequeue (timeout, max_items), priorities,
--- ROLLBACK and savepoints on both sides, zk_queue_purge, the zk_queues view,
+-- ROLLBACK and savepoints on both sides, zk_queue_purge, zk_queue_drop, the zk_queues view,
 -- zk_queue_release_cluster, PREPARE TRANSACTION, and every bad input with its
 -- SQLSTATE.  msg_id and enqueued_at change from run to run: only comparisons
 -- of them are printed.  Every queue name here starts with 'regress_q'.
@@ -236,6 +236,24 @@ BEGIN;
 SELECT zk_queue_purge('regress_q4') AS purged_in_transaction;
 ROLLBACK;
 SELECT zk_queue_length('regress_q4') AS purged_anyway, zk_queue_purge('regress_q4') AS purge_empty;
+
+--
+-- zk_queue_drop deletes an empty, unused queue's nodes at once: a queue with
+-- an item is refused (55006) and keeps it; emptied, it goes (true), and then
+-- there is nothing to drop (false)
+--
+SELECT zk_enqueue('regress_qd', 'x');
+SELECT zk_queue_drop('regress_qd');
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_queue_length('regress_qd') AS kept;
+SELECT count(*) AS dequeued FROM zk_try_dequeue('regress_qd');
+SELECT zk_queue_drop('regress_qd') AS dropped;
+SELECT zk_queue_drop('regress_qd') AS again;
+SELECT count(*) AS listed FROM zk_queues WHERE queue = 'regress_qd';
+SELECT zk_queue_drop(NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_queue_drop('');
+\echo :LAST_ERROR_SQLSTATE
 
 --
 -- A large payload travels whole, both ways

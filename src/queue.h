@@ -129,8 +129,20 @@ typedef enum ZkQinfoOp
 	ZKQI_PEEK,
 	ZKQI_PURGE,
 	ZKQI_QUEUES,
-	ZKQI_RELEASE_CLUSTER
+	ZKQI_RELEASE_CLUSTER,
+	ZKQI_DROP
 } ZkQinfoOp;
+
+/*
+ * A ZKQI_DROP answer (the entry's token): dropped, not there, or refused
+ * (errmsg says why, in a sentence for the error's detail)
+ */
+#define ZKQ_DROP_DONE		1	/* its nodes deleted in one multi */
+#define ZKQ_DROP_ABSENT		0	/* no such queue: nothing to do */
+#define ZKQ_DROP_ITEMS		(-1)	/* it has items or claims */
+#define ZKQ_DROP_IN_USE		(-2)	/* this cluster uses it right now */
+#define ZKQ_DROP_FOREIGN	(-3)	/* its node has children not zklock's */
+#define ZKQ_DROP_CHANGING	(-4)	/* it changed under every try */
 
 /* A ZKQI_QUEUES answer: one record per queue, each followed by its name */
 typedef struct ZkQueueRow
@@ -167,6 +179,7 @@ extern ZkEntry *zkq_info(ZkQinfoOp op, const char *qname, int qlen, int n, uint6
 						 uint32 *idx, uint32 *gen, const char *what);
 extern void zkq_info_done(uint32 idx, uint32 gen);
 extern void zkq_local_counts(const char *qname, int *claims, int *waiting);
+extern int	zkq_pending_items(const char *qname, int qlen);
 extern void zkq_txn_op(int op, const char *relpath, const char *data, int dlen,
 					   const char *what);
 

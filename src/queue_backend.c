@@ -799,6 +799,28 @@ zkq_local_counts(const char *qname, int *claims, int *waiting)
 	LWLockRelease(zk_ctl->lock);
 }
 
+/*
+ * How many items this transaction enqueued into a queue so far (the name
+ * as the user gave it, in UTF-8): they are published at its COMMIT
+ */
+int
+zkq_pending_items(const char *qname, int qlen)
+{
+	ListCell   *lc;
+	int			n = 0;
+
+	qname = zk_qualify_name(qname, qlen, &qlen);
+	foreach(lc, pending_items)
+	{
+		PendingItem *it = lfirst(lc);
+
+		if (!ZKQ_IS_OP(it->priority) && it->qlen == qlen &&
+			memcmp(it->qname, qname, qlen) == 0)
+			n++;
+	}
+	return n;
+}
+
 /* ---- end of transaction ---- */
 
 static void

@@ -3,7 +3,7 @@
  * queue_sql.c
  *	  SQL functions of the queue recipe: zk_enqueue, zk_dequeue,
  *	  zk_try_dequeue, zk_queue_length, zk_queue_peek, zk_queue_purge,
- *	  zk_queues_internal and zk_queue_release_cluster.  Run in backends;
+ *	  zk_queue_drop, zk_queues_internal and zk_queue_release_cluster.  Run in backends;
  *	  the work is in queue_backend.c and the worker's queue_worker.c.
  *
  *-------------------------------------------------------------------------
@@ -30,6 +30,7 @@ PG_FUNCTION_INFO_V1(zk_try_dequeue_sql);
 PG_FUNCTION_INFO_V1(zk_queue_length);
 PG_FUNCTION_INFO_V1(zk_queue_peek);
 PG_FUNCTION_INFO_V1(zk_queue_purge);
+PG_FUNCTION_INFO_V1(zk_queue_drop);
 PG_FUNCTION_INFO_V1(zk_queues_internal);
 PG_FUNCTION_INFO_V1(zk_queue_release_cluster);
 
@@ -240,6 +241,79 @@ Datum
 zk_queue_purge(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_INT64(count_request(fcinfo, ZKQI_PURGE, "purge the queue"));
+}
+
+/*
+ * Delete an empty, unused queue's nodes (queue_worker.c, "Dropping a
+ * queue"), at once: not undone by ROLLBACK.  true: dropped; false: there
+ * was no such queue.  Refused with 55006 while it has items or claims, or
+ * while this cluster uses it (this transaction's own items for it
+ * included, which its COMMIT would publish).
+ */
+Datum
+zk_queue_drop(PG_FUNCTION_ARGS)
+{
+	int			len;
+	char	   *name = queue_arg(fcinfo, &len);
+	char	   *shown = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	uint32		idx;
+	uint32		gen;
+	ZkEntry    *e;
+	int64		token;
+	char		why[ZKLOCK_ERRMSG_MAX];
+	int			mine;
+
+	/* who may: EXECUTE, revoked from PUBLIC (the "admin" group) */
+	zk_require_shmem();
+	zkq_check_name(name, len);
+	mine = zkq_pending_items(name, len);
+	if (mine > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("cannot drop zklock queue \"%s\" while this transaction enqueues into it", shown),
+				 errdetail("This transaction enqueued %d %s into it, published when it commits.",
+						   mine, mine == 1 ? "item" : "items"),
+				 errhint("Drop the queue after the transaction has ended and its items are consumed.")));
+	e = zkq_info(ZKQI_DROP, name, len, 0, 0, &idx, &gen, "drop the queue");
+	token = e->token;
+	strlcpy(why, e->errmsg, sizeof(why));
+	zkq_info_done(idx, gen);
+	switch (token)
+	{
+		case ZKQ_DROP_DONE:
+			PG_RETURN_BOOL(true);
+		case ZKQ_DROP_ABSENT:
+			PG_RETURN_BOOL(false);
+		case ZKQ_DROP_ITEMS:
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("cannot drop zklock queue \"%s\" because it is not empty", shown),
+					 errdetail("%s; nothing was dropped.", why),
+					 errhint("Consume the items (or delete the unclaimed ones with zk_queue_purge), wait until the transactions that claimed items have ended, then drop it.")));
+			break;
+		case ZKQ_DROP_IN_USE:
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("cannot drop zklock queue \"%s\" because it is in use on this server", shown),
+					 errdetail("%s; nothing was dropped.", why),
+					 errhint("Drop it once its consumers on this server have stopped waiting and the transactions that dequeue from or enqueue into it have ended.")));
+			break;
+		case ZKQ_DROP_FOREIGN:
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("cannot drop zklock queue \"%s\" because its node has children zklock does not create", shown),
+					 errdetail("%s; nothing was dropped.", why),
+					 errhint("Another ZooKeeper client keeps its own nodes there: remove them with that client, or leave the queue.")));
+			break;
+		default:
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("cannot drop zklock queue \"%s\" because it keeps changing", shown),
+					 errdetail("%s; nothing was dropped.", why),
+					 errhint("Another client is using the queue: retry when it is idle.")));
+			break;
+	}
+	PG_RETURN_BOOL(false);		/* not reached */
 }
 
 /*

@@ -20,12 +20,13 @@
  *				claims.  A queue with waiters and nothing to take has one
  *				children watch on entries, and one on taken while every item
  *				is claimed.
- *	  ZKK_QINFO length, peek, purge, the zk_queues rows, and releasing a
- *				dead cluster's claims.
+ *	  ZKK_QINFO length, peek, purge, the zk_queues rows, releasing a
+ *				dead cluster's claims, and dropping an unused queue's nodes
+ *				("Dropping a queue").
  *
  *	  Per queue the worker keeps a QState (consumers) and a QSeq
  *	  (publications), caches that an idle queue loses after 10 to 20 s
- *	  ("Forgetting idle queues").
+ *	  ("Forgetting idle queues"), and a dropped one at once.
  *
  *	  Resolution: when the worker starts and whenever a standby is promoted,
  *	  this cluster's transaction nodes and claims left behind by a crash are
@@ -1794,6 +1795,30 @@ pub_blocked_tick(void)
 	}
 }
 
+/*
+ * A publication that fails for a missing parent sends the parents' creates
+ * and goes again (three times, then it is blocked, see pub_block).  A drop
+ * of the queue elsewhere (zk_queue_drop, "Dropping a queue") that lands
+ * between those creates and the multi fails it again, however often it
+ * tries; as long as no parent's create was refused in this session (an
+ * ACL), it goes on, up to ZKQ_PARENT_TRIES tries.
+ */
+#define ZKQ_PARENT_TRIES	20
+
+/* Was the create of a parent of one of po's failed creates refused? */
+static bool
+pub_parent_refused(PubOp *po)
+{
+	char		refused[ZK_PATH_MAX];
+	int			i;
+
+	for (i = 1; i < po->nops; i++)
+		if (po->res[i].err == ZNONODE && po->paths[i] != NULL &&
+			zk_parent_refused(po->paths[i], refused, sizeof(refused)))
+			return true;
+	return false;
+}
+
 static void
 publish_done(int rc, const void *data)
 {
@@ -1869,7 +1894,9 @@ publish_done(int rc, const void *data)
 			}
 			else if (!zk_rc_definite(rc))
 				zk_retry_later(e);
-			else if (missing_parent && e->errors < 3)
+			else if (missing_parent &&
+					 (e->errors < 3 ||
+					  (e->errors < ZKQ_PARENT_TRIES && !pub_parent_refused(po))))
 			{
 				e->errors++;
 				e->parents_tried = true;
@@ -5467,6 +5494,514 @@ release_check_live(Scan *s)
 	}
 }
 
+/* ------------------------------------------------------------------------
+ * Dropping a queue (ZKQI_DROP, zk_queue_drop)
+ *
+ * A queue's nodes are persistent, as kazoo creates them, so every name ever
+ * used keeps <queue>, entries and taken (and next) in ZooKeeper until it is
+ * dropped.  A drop acts at once, not at COMMIT (like a purge):
+ *
+ *	1. This cluster's own use of the queue refuses it: a session waiting for
+ *	   or claiming an item, a claim held by a transaction that has not
+ *	   ended, the items of a committing transaction on their way into it
+ *	   (drop_local_use).  Claims of ended transactions still being consumed
+ *	   or released, and rounds of the worker still out, are waited for (up
+ *	   to half of zklock.connect_timeout): their fate decides what the
+ *	   queue holds.
+ *	2. Three reads, pipelined: the queue node's children, and the stats of
+ *	   entries and taken.  No queue node: nothing to do (false).  Items or
+ *	   claims (anyone's), or a child zklock does not create (another
+ *	   client's): refused, nothing deleted.
+ *	3. Step 1 again; then what this worker remembers of the queue is
+ *	   forgotten (its QState with its watches, its QSeq: parents known to
+ *	   exist, how it names items), and one multi deletes the children found
+ *	   and the queue node.  ZooKeeper never deletes a node with children, so
+ *	   an item or a claim created since the reads, by anyone, fails the
+ *	   whole multi, and the drop reads again (ZKQ_DROP_TRIES times at most).
+ *	   Whatever lands after the multi finds the queue gone and creates it
+ *	   again: a publication that fails with ZNONODE sends its parents'
+ *	   creates and goes again (publish_done), a consumer's listing that
+ *	   finds them missing creates them (q_listing_done), and this worker,
+ *	   having forgotten the queue, ensures its parents before anything it
+ *	   sends after the multi.  So a producer or consumer elsewhere (another
+ *	   cluster) either came first, and the drop is refused, or comes after,
+ *	   and the queue is simply there again.  A kazoo LockingQueue object
+ *	   that ensured the paths before the drop does not create them again
+ *	   (kazoo's put raises NoNodeError): such clients make a new object.
+ * ------------------------------------------------------------------------
+ */
+#define ZKQ_DROP_TRIES		5
+
+#define DROP_UNUSED		0
+#define DROP_WAIT		1		/* something of the queue is ending here */
+#define DROP_BUSY		2		/* this cluster uses the queue */
+
+typedef struct Drop
+{
+	uint32		idx;
+	uint32		gen;
+	int			pending;		/* reads out */
+	int			tries;			/* multis refused by a change */
+	int			rc_children;
+	int			rc_entries;
+	int			rc_taken;
+	int32		nentries;
+	int32		ntaken;
+	bool		has_entries;
+	bool		has_taken;
+	bool		has_next;
+	int			nforeign;		/* other children of the queue node */
+	char		foreign[ZKQ_NODE_MAX];	/* the first of them */
+	char		qpath[ZK_PATH_MAX];
+	int			nops;
+	char		paths[4][ZK_PATH_MAX];
+	zoo_op_t	ops[4];
+	zoo_op_result_t res[4];
+} Drop;
+
+static void drop_read(Drop *d);
+static void drop_multi_done(int rc, const void *data);
+
+/* Does a transaction's blob hold items for queue qname? */
+static bool
+blob_names_queue(const char *blob, const char *qname)
+{
+	const ZkTxnHeader *h = (const ZkTxnHeader *) blob;
+	const char *p = blob + sizeof(ZkTxnHeader);
+	const char *end = blob + h->total;
+	size_t		qlen = strlen(qname);
+	uint32		i;
+
+	for (i = 0; i < h->nitems && end - p >= (long) sizeof(ZkTxnItem); i++)
+	{
+		ZkTxnItem	it;
+
+		memcpy(&it, p, sizeof(it));
+		p += sizeof(ZkTxnItem);
+		if (end - p < (long) it.qlen + (long) it.plen)
+			break;
+		if (!ZKQ_IS_OP(it.priority) && it.qlen == qlen && memcmp(p, qname, qlen) == 0)
+			return true;
+		p += it.qlen + it.plen;
+	}
+	return false;
+}
+
+/*
+ * This cluster's use of queue qname (drop's step 1): DROP_BUSY, DROP_WAIT
+ * (why says what, as a sentence without its period), or DROP_UNUSED.
+ */
+static int
+drop_local_use(ZkEntry *self, const char *qname, char *why, size_t len)
+{
+	bool		isnew;
+	QState	   *q;
+	QSeq	   *qs;
+	int			use = DROP_UNUSED;
+	int			i;
+
+	for (i = 0; i < zk_ctl->max_entries; i++)
+	{
+		ZkEntry    *e = zk_entry(i);
+
+		if (e == self || e->state == ZKE_FREE)
+			continue;
+		if (e->kind == ZKK_QCLAIM && strcmp(e->name, qname) == 0)
+		{
+			if (!e->released && e->outcome == ZKO_NONE)
+			{
+				snprintf(why, len, "A session on this server (pid %d) is dequeuing from it",
+						 e->pid);
+				return DROP_BUSY;
+			}
+			if (!e->released && e->outcome == ZKO_GRANTED)
+			{
+				snprintf(why, len, "A transaction on this server (pid %d) holds %d %s on it",
+						 e->pid, e->nclaims, e->nclaims == 1 ? "claim" : "claims");
+				return DROP_BUSY;
+			}
+			if (use == DROP_UNUSED)
+				snprintf(why, len, "The claims of a transaction on this server that has ended (pid %d) are still being consumed or released",
+						 e->pid);
+			use = DROP_WAIT;
+		}
+		else if (e->kind == ZKK_QPUB && DsaPointerIsValid(e->blob) &&
+				 !(e->released && e->decision != ZKQD_COMMIT) &&
+				 blob_names_queue(dsa_get_address(zk_dsa(), e->blob), qname))
+		{
+			snprintf(why, len, "The items of a %s transaction on this server (pid %d) are on their way into it",
+					 e->released ? "committed" : "committing", e->pid);
+			return DROP_BUSY;
+		}
+	}
+	q = q_hash_entry(&qstates, "zklock queue states", sizeof(QState), qname,
+					 false, &isnew);
+	if (q != NULL && use == DROP_UNUSED)
+	{
+		ListCell   *lc;
+		bool		live = false;
+
+		foreach(lc, q->waiters)
+			if (waiter_entry((Waiter *) lfirst(lc)) != NULL)
+				live = true;
+		if (live || q->list.pending > 0 || q->inflight > 0 || q->verifying ||
+			q->unflushed_wait ||
+			(q->held != NULL && hash_get_num_entries(q->held) > 0))
+		{
+			snprintf(why, len, "The zklock worker is still serving a dequeue from it");
+			use = DROP_WAIT;
+		}
+	}
+	qs = q_hash_entry(&qseqs, "zklock queues published", sizeof(QSeq), qname,
+					  false, &isnew);
+	if (qs != NULL && use == DROP_UNUSED &&
+		(qs->refs > 0 || qs->seq_fetching || (qs->seq_probed && !qs->seq_answered)))
+	{
+		snprintf(why, len, "The zklock worker is still publishing items into it");
+		use = DROP_WAIT;
+	}
+	return use;
+}
+
+/*
+ * Forget what this worker knows of queue qname (drop's step 3): nothing in
+ * use points to it (drop_local_use said so).  Its watches go, on the
+ * server and in the client library.
+ */
+static void
+drop_forget(const char *qname)
+{
+	bool		isnew;
+	QState	   *q = q_hash_entry(&qstates, "zklock queue states", sizeof(QState),
+								 qname, false, &isnew);
+	QSeq	   *qs = q_hash_entry(&qseqs, "zklock queues published", sizeof(QSeq),
+								  qname, false, &isnew);
+
+	if (q != NULL)
+	{
+		if (q->idle_since != 0)
+			nidle_watched--;
+		q->idle_since = 0;
+		list_free_deep(q->waiters); /* only waiters whose entries are gone */
+		q->waiters = NIL;
+		list_free_deep(q->gone);
+		q->gone = NIL;
+		q_forget(q);
+	}
+	if (qs != NULL)
+		(void) hash_search(qseqs, qs->name, HASH_REMOVE, NULL);
+	q_tracked_update();
+}
+
+/* The drop's entry, while the drop is still its request; or NULL */
+static ZkEntry *
+drop_entry(Drop *d)
+{
+	ZkEntry    *e = zk_entry(d->idx);
+
+	if (e->gen != d->gen || e->state == ZKE_FREE || e->outstanding == 0)
+		return NULL;
+	return e;
+}
+
+/* Answer the drop (token ZKQ_DROP_*, why the detail of a refusal) */
+static void
+drop_answer(Drop *d, ZkEntry *e, int64 token, const char *why)
+{
+	e->outstanding = 0;
+	if (e->released)
+		q_free_entry(e);
+	else
+	{
+		e->token = token;
+		e->state = ZKE_HELD;
+		zk_finish(e, ZKO_GRANTED, 0, why);
+	}
+	if (d != NULL)
+		pfree(d);
+}
+
+static void
+drop_fail(Drop *d, ZkEntry *e, int rc, const char *what)
+{
+	char		msg[ZKLOCK_ERRMSG_MAX];
+
+	e->outstanding = 0;
+	if (e->released)
+		q_free_entry(e);
+	else
+	{
+		snprintf(msg, sizeof(msg), "%s: %s", what, zerror(rc));
+		e->state = ZKE_DONE;
+		zk_fail_rc(e, rc, d->qpath, ERRCODE_CONNECTION_FAILURE, msg);
+	}
+	pfree(d);
+}
+
+/*
+ * Step 1, for a new request or one back from waiting: true when it goes on
+ * (or was answered); false when it waits for the retry list.
+ */
+static bool
+drop_may_go(ZkEntry *e, Drop *d)
+{
+	char		why[ZKLOCK_ERRMSG_MAX];
+	int			use = drop_local_use(e, e->name, why, sizeof(why));
+
+	if (use == DROP_UNUSED)
+		return true;
+	if (use == DROP_WAIT &&
+		GetCurrentTimestamp() < TimestampTzPlusMilliseconds(e->requested_at,
+															 zklock_connect_timeout / 2))
+	{
+		/* back from the retry list once something has happened */
+		e->outstanding = 0;
+		e->state = ZKE_PENDING;
+		if (d != NULL)
+			pfree(d);
+		zk_retry_later(e);
+		return false;
+	}
+	drop_answer(d, e, ZKQ_DROP_IN_USE, why);
+	return false;
+}
+
+/* Step 3: forget the queue here, and send the multi */
+static void
+drop_send(Drop *d, ZkEntry *e)
+{
+	int			n = 0;
+	int			rc;
+
+	if (!drop_may_go(e, d))
+		return;
+	drop_forget(e->name);
+	if (d->has_entries)
+		snprintf(d->paths[n++], ZK_PATH_MAX, "%s/entries", d->qpath);
+	if (d->has_taken)
+		snprintf(d->paths[n++], ZK_PATH_MAX, "%s/taken", d->qpath);
+	if (d->has_next)
+		snprintf(d->paths[n++], ZK_PATH_MAX, "%s/next", d->qpath);
+	strlcpy(d->paths[n++], d->qpath, ZK_PATH_MAX);
+	d->nops = n;
+	for (n = 0; n < d->nops; n++)
+		zoo_delete_op_init(&d->ops[n], d->paths[n], -1);
+	rc = zoo_amulti(zk_zh, d->nops, d->ops, d->res, drop_multi_done, d);
+	if (rc != ZOK)
+		drop_fail(d, e, rc, "could not send the deletes");
+}
+
+static void
+drop_multi_done(int rc, const void *data)
+{
+	Drop	   *d = (Drop *) data;
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = drop_entry(d);
+		if (e == NULL)
+			pfree(d);			/* answered already: the session ended */
+		else if (rc == ZOK)
+			drop_answer(d, e, ZKQ_DROP_DONE, NULL);
+		else if ((rc == ZNOTEMPTY || rc == ZNONODE) && ++d->tries < ZKQ_DROP_TRIES)
+		{
+			/* changed since the reads (an item, a claim, gone): read again */
+			e->answered_at = GetCurrentTimestamp();
+			if (zk_session_usable())
+				drop_read(d);
+			else
+				drop_fail(d, e, ZCONNECTIONLOSS, "could not read the queue again");
+		}
+		else if (rc == ZNOTEMPTY || rc == ZNONODE)
+		{
+			char		why[ZKLOCK_ERRMSG_MAX];
+
+			snprintf(why, sizeof(why),
+					 "Its nodes changed between the reads and the deletes %d times in a row",
+					 d->tries);
+			drop_answer(d, e, ZKQ_DROP_CHANGING, why);
+		}
+		else if (!zk_rc_definite(rc))
+			drop_fail(d, e, rc,
+					  "ZooKeeper's answer to the deletes was lost, so the queue may or may not have been dropped (call zk_queue_drop again to know)");
+		else
+			drop_fail(d, e, rc, "ZooKeeper refused to delete the queue's nodes");
+	}
+	COMPLETION_END(e);
+}
+
+/* Step 2: the reads are in */
+static void
+drop_read_done(Drop *d)
+{
+	ZkEntry    *e;
+	char		why[ZKLOCK_ERRMSG_MAX];
+
+	if (--d->pending > 0)
+		return;
+	e = drop_entry(d);
+	if (e == NULL)
+	{
+		pfree(d);
+		return;
+	}
+	if (e->released)
+	{
+		e->outstanding = 0;
+		q_free_entry(e);
+		pfree(d);
+		return;
+	}
+	if (d->rc_children != ZOK && d->rc_children != ZNONODE)
+	{
+		drop_fail(d, e, d->rc_children, "could not read the queue's node");
+		return;
+	}
+	if (d->rc_entries != ZOK && d->rc_entries != ZNONODE)
+	{
+		drop_fail(d, e, d->rc_entries, "could not read the queue's entries");
+		return;
+	}
+	if (d->rc_taken != ZOK && d->rc_taken != ZNONODE)
+	{
+		drop_fail(d, e, d->rc_taken, "could not read the queue's claims");
+		return;
+	}
+	if (d->rc_children == ZNONODE)
+	{
+		/* nothing there (or gone since our multi was refused: not ours) */
+		drop_forget(e->name);
+		drop_answer(d, e, ZKQ_DROP_ABSENT, NULL);
+		return;
+	}
+	if (d->nforeign > 0)
+	{
+		snprintf(why, sizeof(why),
+				 "The queue's node %s has %d %s that no queue of zklock or kazoo creates (\"%s\"%s)",
+				 d->qpath, d->nforeign, d->nforeign == 1 ? "child" : "children",
+				 d->foreign, d->nforeign > 1 ? " among them" : "");
+		drop_answer(d, e, ZKQ_DROP_FOREIGN, why);
+		return;
+	}
+	if (d->nentries > 0 || d->ntaken > 0)
+	{
+		if (d->nentries > 0)
+			snprintf(why, sizeof(why), "It holds %d %s and %d %s (in ZooKeeper, from every server and client)",
+					 d->nentries, d->nentries == 1 ? "item" : "items",
+					 d->ntaken, d->ntaken == 1 ? "claim" : "claims");
+		else
+			snprintf(why, sizeof(why), "It holds %d %s on items already gone (in ZooKeeper, from a server or client that has not ended them)",
+					 d->ntaken, d->ntaken == 1 ? "claim" : "claims");
+		drop_answer(d, e, ZKQ_DROP_ITEMS, why);
+		return;
+	}
+	drop_send(d, e);
+}
+
+static void
+drop_children_done(int rc, const struct String_vector *sv, const void *data)
+{
+	Drop	   *d = (Drop *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		int			i;
+
+		d->rc_children = rc;
+		for (i = 0; rc == ZOK && sv != NULL && i < sv->count; i++)
+		{
+			const char *c = sv->data[i];
+
+			if (strcmp(c, "entries") == 0)
+				d->has_entries = true;
+			else if (strcmp(c, "taken") == 0)
+				d->has_taken = true;
+			else if (strcmp(c, "next") == 0)
+				d->has_next = true;
+			else if (d->nforeign++ == 0)
+				strlcpy(d->foreign, c, sizeof(d->foreign));
+		}
+		drop_read_done(d);
+	}
+	COMPLETION_END(none);
+}
+
+static void
+drop_entries_done(int rc, const struct Stat *stat, const void *data)
+{
+	Drop	   *d = (Drop *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		d->rc_entries = rc;
+		if (rc == ZOK && stat != NULL)
+			d->nentries = stat->numChildren;
+		drop_read_done(d);
+	}
+	COMPLETION_END(none);
+}
+
+static void
+drop_taken_done(int rc, const struct Stat *stat, const void *data)
+{
+	Drop	   *d = (Drop *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		d->rc_taken = rc;
+		if (rc == ZOK && stat != NULL)
+			d->ntaken = stat->numChildren;
+		drop_read_done(d);
+	}
+	COMPLETION_END(none);
+}
+
+/* Step 2: read the queue node's children and entries' and taken's stats */
+static void
+drop_read(Drop *d)
+{
+	char		buf[ZK_PATH_MAX];
+	int			rc;
+
+	d->pending = 1;				/* until everything is sent */
+	d->rc_children = d->rc_entries = d->rc_taken = ZCONNECTIONLOSS;
+	d->nentries = d->ntaken = 0;
+	d->has_entries = d->has_taken = d->has_next = false;
+	d->nforeign = 0;
+	d->foreign[0] = '\0';
+	rc = zoo_aget_children(zk_zh, d->qpath, 0, drop_children_done, d);
+	if (rc == ZOK)
+		d->pending++;
+	snprintf(buf, sizeof(buf), "%s/entries", d->qpath);
+	if (rc == ZOK && (rc = zoo_aexists(zk_zh, buf, 0, drop_entries_done, d)) == ZOK)
+		d->pending++;
+	snprintf(buf, sizeof(buf), "%s/taken", d->qpath);
+	if (rc == ZOK && (rc = zoo_aexists(zk_zh, buf, 0, drop_taken_done, d)) == ZOK)
+		d->pending++;
+	drop_read_done(d);
+}
+
+/* A drop request (qinfo_drive): step 1, then the reads */
+static void
+drop_start(ZkEntry *e)
+{
+	Drop	   *d;
+
+	if (!drop_may_go(e, NULL))
+		return;
+	d = MemoryContextAllocZero(q_context(), sizeof(Drop));
+	d->idx = zk_entry_index(e);
+	d->gen = e->gen;
+	zk_queue_path(e->name, d->qpath, sizeof(d->qpath));
+	e->state = ZKE_CREATING;
+	e->outstanding = 1;			/* until answered */
+	drop_read(d);
+}
+
 /* ---- the steps of a one-off read ---- */
 
 /*
@@ -5662,6 +6197,11 @@ qinfo_drive(ZkEntry *e)
 	{
 		/* a run of this cluster: not during a settling pass (one survey) */
 		zk_retry_later(e);
+		return;
+	}
+	if (e->qop == ZKQI_DROP)
+	{
+		drop_start(e);
 		return;
 	}
 	in = MemoryContextAllocZero(q_context(), sizeof(Info));
