@@ -30,6 +30,7 @@
  */
 #include "recipe.h"
 #include "history.h"
+#include "trust.h"
 
 #include <unistd.h>
 
@@ -867,11 +868,22 @@ survey_heir_read(int rc, const char *value, int value_len,
 			snprintf(mine, sizeof(mine), "%016llx", (unsigned long long) zk_ctl->run_id);
 			if (rc == ZOK && stat != NULL)
 				r->heir_ctime = stat->ctime;
-			if (rc == ZOK && value != NULL && value_len == (int) strlen(mine) &&
-				memcmp(value, mine, value_len) == 0)
+			/* this run, signed with this cluster's key for this very node */
+			if (rc == ZOK && zk_heir_verify(c->path, mine, value, value_len))
 				r->status = ZKR_HEIR;
 			else if (rc == ZOK)
+			{
+				static ZkLogLimit heir_log;
+
 				r->status = ZKR_OTHER;
+				if (value != NULL && value_len >= (int) strlen(mine) &&
+					memcmp(value, mine, strlen(mine)) == 0 &&
+					zk_log_limited(&heir_log, "a node naming this run heir does not verify"))
+					ereport(LOG,
+							(errmsg("zklock: the node %s names this server's run heir, but its MAC does not verify; left that run alone",
+									c->path),
+							 errhint("Check who may write under zklock.root (zklock.acl).")));
+			}
 			else if (rc == ZNONODE)
 				r->status = ZKR_UNKNOWN;	/* going away: next time */
 			else
@@ -1238,7 +1250,7 @@ zk_history_claim(bool gc, zk_history_cb done, void *arg)
 		else if (r->status == ZKR_DEAD)
 		{
 			c->what = HC_TAKE;
-			strlcpy(c->data, mine, sizeof(c->data));
+			zk_heir_sign(c->path2, mine, c->data, sizeof(c->data));
 			zoo_check_op_init(&c->ops[0], c->path, r->version);
 			zoo_create_op_init(&c->ops[1], c->path2, c->data, (int) strlen(c->data),
 							   zk_acl(), 0, NULL, 0);

@@ -43,6 +43,7 @@
 #include "recipe.h"
 #include "history.h"
 #include "queue.h"
+#include "trust.h"
 
 #include "access/timeline.h"
 #include "access/transam.h"
@@ -193,6 +194,9 @@ typedef struct Attempt
 	char		node[ZKQ_NODE_MAX];
 	char		epath[ZK_PATH_MAX];
 	char		tpath[ZK_PATH_MAX];
+	char		data[ZKLOCK_DATA_MAX + ZK_CLAIM_MAC_TAIL];	/* the claim's,
+															 * signed for
+															 * tpath */
 	zoo_op_t	ops[2];
 	zoo_op_result_t res[2];
 } Attempt;
@@ -2918,8 +2922,9 @@ send_attempt(QState *q, ZkEntry *e, int slot, const char *node)
 	strlcpy(a->node, node, sizeof(a->node));
 	snprintf(a->epath, sizeof(a->epath), "%s/entries/%s", q->path, node);
 	snprintf(a->tpath, sizeof(a->tpath), "%s/taken/%s", q->path, node);
+	zk_claim_sign(a->tpath, e->data, a->data, sizeof(a->data));
 	zoo_check_op_init(&a->ops[0], a->epath, -1);
-	zoo_create_op_init(&a->ops[1], a->tpath, e->data, (int) strlen(e->data),
+	zoo_create_op_init(&a->ops[1], a->tpath, a->data, (int) strlen(a->data),
 					   zk_acl(), ZOO_PERSISTENT, NULL, 0);
 	/* recorded as in doubt until the answer says otherwise */
 	slot_set(e, slot, node, ZKQC_DOUBT);
@@ -3578,10 +3583,12 @@ doubt_claim_done(int rc, const char *value, int value_len,
 			char		tok[64];
 			char		their[64];
 
+			/* our request's token, signed for this very node */
 			claim_token_of(e, tok, sizeof(tok));
 			if (rc == ZOK && value != NULL &&
 				zk_json_field(value, value_len, "claim", their, sizeof(their)) &&
-				tok[0] != '\0' && strcmp(tok, their) == 0)
+				tok[0] != '\0' && strcmp(tok, their) == 0 &&
+				zk_claim_verify(d->tpath, value, value_len) == ZKM_VERIFIED)
 			{
 				d->ours = true;
 				if (d->pending == 1)
@@ -4611,6 +4618,7 @@ typedef struct Scan
 	int			treading;		/* reads (deletes) of them out */
 	int64		tinvalid;		/* nodes holding no valid items */
 	int64		tunknown;		/* nodes of transactions not in history */
+	int64		tforged;		/* nodes whose MAC does not verify */
 } Scan;
 
 /*
@@ -4641,16 +4649,23 @@ static void scan_send_txns(Scan *s);
 
 static void scan_claimed(bool ok, void *arg);
 
+/* a settling pass runs again every second while it waits for a run */
+static ZkLogLimit scan_summary_log;
+static ZkLogLimit scan_left_log;
+
 static void
 scan_finish(Scan *s)
 {
 	names_free(&s->queues, &s->nqueues);
 	names_free(&s->txns, &s->ntxns);
-	if (s->tinvalid > ZKQ_SCAN_LOG_MAX || s->tunknown > ZKQ_SCAN_LOG_MAX)
+	if ((s->tinvalid > ZKQ_SCAN_LOG_MAX || s->tunknown > ZKQ_SCAN_LOG_MAX ||
+		 s->tforged > 0) &&
+		zk_log_limited(&scan_summary_log, "left alone ... queue transaction nodes"))
 		ereport(LOG,
-				(errmsg("zklock: left alone " INT64_FORMAT " queue transaction nodes holding no valid items and " INT64_FORMAT " whose transaction is not in this server's history",
-						s->tinvalid, s->tunknown),
-				 errdetail("Only the first %d of each were logged by name.", ZKQ_SCAN_LOG_MAX)));
+				(errmsg("zklock: left alone " INT64_FORMAT " queue transaction nodes holding no valid items, " INT64_FORMAT " whose transaction is not in this server's history, and " INT64_FORMAT " transaction nodes and claims whose MAC does not verify",
+						s->tinvalid, s->tunknown, s->tforged),
+				 errdetail("Only the first %d of each of the first two were logged by name, and at most %d a minute of the others.",
+						   ZKQ_SCAN_LOG_MAX, ZK_LOG_LIMIT_LINES)));
 	q_unsettle_all();			/* claims of this cluster may be released */
 	if (s->release_all)
 	{
@@ -4867,15 +4882,22 @@ node_fate(Scan *s, ZkKind kind, uint64 run, uint64 fxid, uint32 tli,
 	return FATE_UNKNOWN;
 }
 
-/* a transaction node's data, widened to the current header (palloc'd) */
+/*
+ * A transaction node's data, widened to the current header (palloc'd);
+ * *had_mac: it was written with a MAC (ZKQ_TXN_MAGIC), not by an older
+ * version.
+ */
 static char *
-txn_blob_widen(const char *value, int value_len, int *out_len)
+txn_blob_widen(const char *value, int value_len, int *out_len, bool *had_mac)
 {
 	ZkTxnHeaderV1 v1;
+	ZkTxnHeaderV2 v2;
 	ZkTxnHeader h;
 	char	   *out;
 	int			len;
+	int			hlen;
 
+	*had_mac = false;
 	if (value_len < (int) sizeof(ZkTxnHeaderV1))
 		return NULL;
 	memcpy(&v1, value, sizeof(v1));
@@ -4884,12 +4906,24 @@ txn_blob_widen(const char *value, int value_len, int *out_len)
 		out = palloc(value_len);
 		memcpy(out, value, value_len);
 		*out_len = value_len;
+		*had_mac = true;
 		return blob_valid(out, value_len) ? out : NULL;
 	}
-	if (v1.magic != ZKQ_TXN_MAGIC_V1 || v1.total != (uint32) value_len)
-		return NULL;
-	len = value_len + (int) (sizeof(ZkTxnHeader) - sizeof(ZkTxnHeaderV1));
 	memset(&h, 0, sizeof(h));
+	if (v1.magic == ZKQ_TXN_MAGIC_V2 && value_len >= (int) sizeof(ZkTxnHeaderV2))
+	{
+		memcpy(&v2, value, sizeof(v2));
+		hlen = sizeof(v2);
+		h.run = v2.run;
+		h.rec = v2.rec;
+	}
+	else if (v1.magic == ZKQ_TXN_MAGIC_V1)
+		hlen = sizeof(v1);
+	else
+		return NULL;
+	if (v1.total != (uint32) value_len)
+		return NULL;
+	len = value_len + (int) sizeof(ZkTxnHeader) - hlen;
 	h.magic = ZKQ_TXN_MAGIC;
 	h.nitems = v1.nitems;
 	h.sysid = v1.sysid;
@@ -4899,7 +4933,7 @@ txn_blob_widen(const char *value, int value_len, int *out_len)
 	h.total = (uint32) len;
 	out = palloc(len);
 	memcpy(out, &h, sizeof(h));
-	memcpy(out + sizeof(h), value + sizeof(v1), value_len - sizeof(v1));
+	memcpy(out + sizeof(h), value + hlen, value_len - hlen);
 	*out_len = len;
 	if (!blob_valid(out, len))
 	{
@@ -4907,6 +4941,26 @@ txn_blob_widen(const char *value, int value_len, int *out_len)
 		return NULL;
 	}
 	return out;
+}
+
+/*
+ * A node whose MAC does not verify (or that has none, outside the run that
+ * made the key): not acted on, logged, counted.
+ */
+static ZkLogLimit forged_log;
+
+static void
+scan_refused(Scan *s, const char *what, const char *path, ZkMacCheck mc)
+{
+	s->tforged++;
+	if (zk_log_limited(&forged_log, "left a node alone: its MAC does not verify"))
+		ereport(LOG,
+				(errmsg("zklock: left the queue %s %s alone: %s",
+						what, path,
+						mc == ZKM_UNSIGNED ? "it has no MAC (only nodes of the run that made this cluster's key may lack one)" :
+						"its MAC does not verify: this cluster did not write it there"),
+				 errdetail("A client that may write under zklock.root wrote it, or a server with another key (zklock.key)."),
+				 errhint("Check who may write under zklock.root (zklock.acl); delete the node once you know whose it is.")));
 }
 
 static void
@@ -4922,12 +4976,18 @@ scan_txn_data(int rc, const char *value, int value_len,
 		bool		counted = false;
 		char	   *blob = NULL;
 		int			blen = 0;
+		bool		had_mac = false;
+		ZkMacCheck	mc = ZKM_FORGED;
 
 		if (rc == ZOK && value != NULL)
-			blob = txn_blob_widen(value, value_len, &blen);
-		if (blob != NULL &&
-			((const ZkTxnHeader *) blob)->fxid == c->fxid &&
-			((const ZkTxnHeader *) blob)->run == c->run && zk_session_usable())
+			blob = txn_blob_widen(value, value_len, &blen, &had_mac);
+		if (blob != NULL)
+			mc = zk_txn_verify(c->path, blob, blen, had_mac);
+		if (blob != NULL && mc != ZKM_VERIFIED && mc != ZKM_UNSIGNED_OK)
+			scan_refused(s, "transaction node", c->path, mc);
+		else if (blob != NULL &&
+				 ((const ZkTxnHeader *) blob)->fxid == c->fxid &&
+				 ((const ZkTxnHeader *) blob)->run == c->run && zk_session_usable())
 		{
 			ZkTxnHeader h;
 			Fate		f;
@@ -4960,13 +5020,15 @@ scan_txn_data(int rc, const char *value, int value_len,
 				}
 			}
 			else if (f == FATE_UNKNOWN && !quiet &&
-					 ++s->tunknown <= ZKQ_SCAN_LOG_MAX)
+					 ++s->tunknown <= ZKQ_SCAN_LOG_MAX &&
+					 zk_log_limited(&scan_left_log, "left a queue node alone"))
 				ereport(LOG,
 						(errmsg("zklock: left the queue transaction node %s alone: its transaction is not in this server's history",
 								c->path)));
 		}
 		else if (rc == ZOK && blob == NULL &&
-				 ++s->tinvalid <= ZKQ_SCAN_LOG_MAX)
+				 ++s->tinvalid <= ZKQ_SCAN_LOG_MAX &&
+				 zk_log_limited(&scan_left_log, "left a queue node alone"))
 			ereport(LOG,
 					(errmsg("zklock: the queue transaction node %s holds no valid items; left alone",
 							c->path)));
@@ -5119,6 +5181,7 @@ scan_claim_data(int rc, const char *value, int value_len,
 		uint64		rec = 0;
 		bool		sent = false;
 		bool		quiet = false;
+		bool		refused = false;
 
 		bool		ours = (rc == ZOK && value != NULL && value_len > 0 &&
 							zk_json_field(value, value_len, "cluster", f_cluster, sizeof(f_cluster)) &&
@@ -5140,6 +5203,22 @@ scan_claim_data(int rc, const char *value, int value_len,
 		else if (ours && s->release_all &&
 				 zk_json_field(value, value_len, "run", f_run, sizeof(f_run)))
 			(void) parse_u64(f_run, 16, &run);
+
+		/*
+		 * This cluster's claims are acted on only when signed for this
+		 * very node; another cluster's (a release) cannot be checked.
+		 */
+		if (ours && s->sysid == GetSystemIdentifier())
+		{
+			ZkMacCheck	mc = zk_claim_verify(c->path, value, value_len);
+
+			if (mc != ZKM_VERIFIED && mc != ZKM_UNSIGNED_OK)
+			{
+				scan_refused(s, "claim", c->path, mc);
+				ours = parsed = false;
+				refused = true;
+			}
+		}
 
 		/* a dead cluster's claim goes whatever else it says */
 		if (ours && (parsed || s->release_all))
@@ -5171,16 +5250,17 @@ scan_claim_data(int rc, const char *value, int value_len,
 				else
 					s->failed = true;
 			}
-			else if (f == FATE_UNKNOWN && !quiet)
+			else if (f == FATE_UNKNOWN && !quiet &&
+					 zk_log_limited(&scan_left_log, "left a queue node alone"))
 				ereport(LOG,
 						(errmsg("zklock: left the queue claim %s alone: its transaction is not in this server's history",
 								c->path)));
 		}
-		else if (ours)
+		else if (ours && zk_log_limited(&scan_left_log, "left a queue node alone"))
 			ereport(LOG,
 					(errmsg("zklock: left the queue claim %s alone: its data names this cluster but no transaction",
 							c->path)));
-		else if (!zk_rc_definite(rc))
+		else if (!refused && !zk_rc_definite(rc))
 			s->failed = true;
 		if (!sent)
 			pfree(c);
