@@ -399,6 +399,8 @@ fence(const char *how)
 static TimestampTz reg_retry_at = 0;
 static bool reg_refusal_logged = false;
 
+static ZkLogLimit reregistered_log;
+
 static void
 reg_node_done(int rc, const char *value, const void *data)
 {
@@ -410,7 +412,8 @@ reg_node_done(int rc, const char *value, const void *data)
 		if (c->session == reg_session)
 		{
 			reg_inflight = false;
-			if (rc == ZOK && zk_ctl->run_registered)
+			if (rc == ZOK && zk_ctl->run_registered &&
+				zk_log_limited(&reregistered_log, "registered this server's run again"))
 				ereport(LOG,
 						(errmsg("zklock: registered this server's run again: its node was gone from ZooKeeper"),
 						 errdetail("A server that takes a run over keeps its node for an hour; a node gone sooner means ZooKeeper lost its data or someone deleted it.")));
@@ -1122,6 +1125,8 @@ zk_history_want(uint64 run)
 		r->want = true;
 }
 
+static ZkLogLimit run_left_log;
+
 void
 zk_history_left(uint64 run)
 {
@@ -1138,18 +1143,22 @@ zk_history_left(uint64 run)
 
 			r->logged = true;
 			zk_history_run_name(run, name, sizeof(name));
-			ereport(LOG,
-					(errmsg("zklock: left the queue claims and transaction nodes of run %s alone: %s",
-							name,
-							r->status == ZKR_LIVE ? "it is alive" :
-							r->status == ZKR_OTHER ? "another server took it over" :
-							r->status == ZKR_DENIED ? "this server is a copy of it" :
-							"it is not registered"),
-					 errhint("If that server is gone for good, release them with zk_queue_release_cluster('%s').",
-							 name)));
+			if (zk_log_limited(&run_left_log, "left the queue claims and transaction nodes of a run alone"))
+				ereport(LOG,
+						(errmsg("zklock: left the queue claims and transaction nodes of run %s alone: %s",
+								name,
+								r->status == ZKR_LIVE ? "it is alive" :
+								r->status == ZKR_OTHER ? "another server took it over" :
+								r->status == ZKR_DENIED ? "this server is a copy of it" :
+								"it is not registered"),
+						 errhint("If that server is gone for good, release them with zk_queue_release_cluster('%s').",
+								 name)));
 		}
 	}
 }
+
+/* (another client can make many run nodes that look long dead) */
+static ZkLogLimit forgot_log;
 
 static void
 claim_done(int rc, const void *data)
@@ -1167,7 +1176,7 @@ claim_done(int rc, const void *data)
 			zk_history_run_name(r->run, name, sizeof(name));
 			if (c->what == HC_FORGET_OLD)
 			{
-				if (rc == ZOK)
+				if (rc == ZOK && zk_log_limited(&forgot_log, "forgot a run of this cluster"))
 					ereport(LOG,
 							(errmsg("zklock: forgot run %s of this cluster: dead for over an hour, nothing of it is left",
 									name)));
@@ -1182,7 +1191,7 @@ claim_done(int rc, const void *data)
 			}
 			else if (r->status == ZKR_DEAD)
 				r->status = ZKR_UNKNOWN;	/* it came back, or was taken */
-			else if (rc == ZOK)
+			else if (rc == ZOK && zk_log_limited(&forgot_log, "forgot a run of this cluster"))
 				ereport(LOG,
 						(errmsg("zklock: forgot run %s of this cluster: nothing of it is left", name)));
 		}

@@ -647,6 +647,8 @@ static bool seq_fetch(QSeq *q);
 
 static List *pub_waits = NIL;	/* PubOp waiting for a queue's next */
 
+static ZkLogLimit seq_switch_log;
+
 static void
 seq_switch(QSeq *q, const char *why)
 {
@@ -658,9 +660,10 @@ seq_switch(QSeq *q, const char *why)
 		char		path[ZK_PATH_MAX];
 
 		q_seq_path(q, "next", path, sizeof(path));
-		ereport(LOG,
-				(errmsg("zklock: queue \"%s\": %s; this cluster names its items from %s from now on",
-						zk_log_name(q->name), why, path)));
+		if (zk_log_limited(&seq_switch_log, "this cluster names a queue's items from its next node"))
+			ereport(LOG,
+					(errmsg("zklock: queue \"%s\": %s; this cluster names its items from %s from now on",
+							zk_log_name(q->name), why, path)));
 	}
 }
 
@@ -1697,6 +1700,8 @@ blocked_find(ZkEntry *e)
 	return NULL;
 }
 
+static ZkLogLimit pub_block_log;
+
 /* A committed transaction's publication failed for good: keep it, retry */
 static void
 pub_block(ZkEntry *e, PubOp *po, int rc)
@@ -1710,12 +1715,13 @@ pub_block(ZkEntry *e, PubOp *po, int rc)
 	{
 		e->pub_blocked = true;
 		zk_count(ZKCNT_ZK_ERRORS, 1);
-		ereport(WARNING,
-				(errmsg("zklock: zookeeper refuses to publish the work of committed transaction " UINT64_FORMAT ": %s",
-						e->fxid, why),
-				 errdetail("Its queue items and gate and arrival changes stay in the transaction node %s, none of them visible; the worker tries the whole publication again every %d s until ZooKeeper takes it.",
-						   po->tpath, ZKQ_BLOCKED_MAX_MS / 1000),
-				 errhint("Remove what blocks it (for a gate node: the other client's children under it); zk_status().publications_blocked counts the transactions waiting so.")));
+		if (zk_log_limited(&pub_block_log, "zookeeper refuses to publish the work of a committed transaction"))
+			ereport(WARNING,
+					(errmsg("zklock: zookeeper refuses to publish the work of committed transaction " UINT64_FORMAT ": %s",
+							e->fxid, why),
+					 errdetail("Its queue items and gate and arrival changes stay in the transaction node %s, none of them visible; the worker tries the whole publication again every %d s until ZooKeeper takes it.",
+							   po->tpath, ZKQ_BLOCKED_MAX_MS / 1000),
+					 errhint("Remove what blocks it (for a gate node: the other client's children under it); zk_status().publications_blocked counts the transactions waiting so.")));
 	}
 	if (b == NULL)
 	{
@@ -1733,6 +1739,8 @@ pub_block(ZkEntry *e, PubOp *po, int rc)
 	b->due = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), b->interval_ms);
 }
 
+static ZkLogLimit pub_unblock_log;
+
 /* ... and ZooKeeper has taken it now */
 static void
 pub_unblock(ZkEntry *e)
@@ -1745,10 +1753,13 @@ pub_unblock(ZkEntry *e)
 		pfree(b);
 	}
 	e->pub_blocked = false;
-	ereport(LOG,
-			(errmsg("zklock: published the work of transaction " UINT64_FORMAT " that zookeeper had refused",
-					e->fxid)));
+	if (zk_log_limited(&pub_unblock_log, "published the work of a transaction that zookeeper had refused"))
+		ereport(LOG,
+				(errmsg("zklock: published the work of transaction " UINT64_FORMAT " that zookeeper had refused",
+						e->fxid)));
 }
+
+static ZkLogLimit pub_resolve_log;
 
 /* The settling pass's publication was refused: count it, run it again */
 static void
@@ -1759,12 +1770,13 @@ pub_block_resolve(PubOp *po, int rc)
 	pub_refusal(po, rc, why, sizeof(why));
 	zk_ctl->pubs_blocked_resolve++;
 	zk_count(ZKCNT_ZK_ERRORS, 1);
-	ereport(WARNING,
-			(errmsg("zklock: zookeeper refuses to publish the committed transaction node %s: %s",
-					po->tpath, why),
-			 errdetail("Its queue items and gate and arrival changes stay in that node, none of them visible; the worker settles it again every %d s until ZooKeeper takes it.",
-					   ZKQ_BLOCKED_RESOLVE_MS / 1000),
-			 errhint("Remove what blocks it (for a gate node: the other client's children under it); zk_status().publications_blocked counts the transactions waiting so.")));
+	if (zk_log_limited(&pub_resolve_log, "zookeeper refuses to publish a committed transaction node"))
+		ereport(WARNING,
+				(errmsg("zklock: zookeeper refuses to publish the committed transaction node %s: %s",
+						po->tpath, why),
+				 errdetail("Its queue items and gate and arrival changes stay in that node, none of them visible; the worker settles it again every %d s until ZooKeeper takes it.",
+						   ZKQ_BLOCKED_RESOLVE_MS / 1000),
+				 errhint("Remove what blocks it (for a gate node: the other client's children under it); zk_status().publications_blocked counts the transactions waiting so.")));
 	resolve_again_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 												   ZKQ_BLOCKED_RESOLVE_MS);
 }
@@ -5789,6 +5801,8 @@ qinfo_session_lost(ZkEntry *e, const char *why)
  * ------------------------------------------------------------------------
  */
 
+static ZkLogLimit q_giveup_log;
+
 static void
 qdurable_drive_failed(ZkEntry *e)
 {
@@ -5799,9 +5813,10 @@ qdurable_drive_failed(ZkEntry *e)
 		zk_retry_later(e);
 	else if (e->released)
 	{
-		ereport(WARNING,
-				(errmsg("zklock: gave up a queue request after repeated errors"),
-				 errdetail("The worker settles its claims and transaction nodes from the commit log when it next starts.")));
+		if (zk_log_limited(&q_giveup_log, "gave up a queue request after repeated errors"))
+			ereport(WARNING,
+					(errmsg("zklock: gave up a queue request after repeated errors"),
+					 errdetail("The worker settles its claims and transaction nodes from the commit log when it next starts.")));
 		q_free_entry(e);
 	}
 	else if (e->outcome == ZKO_NONE)
