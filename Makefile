@@ -19,6 +19,7 @@ OBJS = \
 	src/lock_sql.o \
 	src/queue_worker.o \
 	src/history.o \
+	src/trust.o \
 	src/queue_backend.o \
 	src/queue_sql.o \
 	src/barrier_worker.o \
@@ -53,4 +54,4 @@ include $(PGXS)
 PROVE_FLAGS += -I $(srcdir)/test/t
 
 # every object depends on the shared header
-$(OBJS): src/zklock.h src/recipe.h src/queue.h src/barrier.h
+$(OBJS): src/zklock.h src/recipe.h src/queue.h src/barrier.h src/trust.h

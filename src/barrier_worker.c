@@ -27,6 +27,7 @@
  *-------------------------------------------------------------------------
  */
 #include "recipe.h"
+#include "trust.h"
 #include "barrier.h"
 #include "queue.h"
 
@@ -1182,6 +1183,8 @@ member_unwatch(ZkEntry *e)
 									   (void_completion_t *) zk_unwatch_done, NULL);
 }
 
+static ZkLogLimit member_delete_log;
+
 static void
 member_deleted(int rc, const void *ctx)
 {
@@ -1206,9 +1209,10 @@ member_deleted(int rc, const void *ctx)
 				zk_retry_later(e);
 			else
 			{
-				ereport(WARNING,
-						(errmsg("zklock: could not delete the member node of barrier \"%s\": %s",
-								zk_log_name(e->name), zerror(rc))));
+				if (zk_log_limited(&member_delete_log, "could not delete the member node of a barrier"))
+					ereport(WARNING,
+							(errmsg("zklock: could not delete the member node of barrier \"%s\": %s",
+									zk_log_name(e->name), zerror(rc))));
 				e->node[0] = '\0';
 				if (e->released)
 					zk_entry_free(e);

@@ -25,6 +25,7 @@
 #include "postgres.h"
 
 #include "zklock.h"
+#include "trust.h"
 
 #include "access/xlog.h"
 #include "fmgr.h"
@@ -166,6 +167,8 @@ candidate_data(char *out, size_t outlen)
 	pfree(buf.data);
 }
 
+static ZkLogLimit stand_log;
+
 static ZkEntry *
 stand(const char *name)
 {
@@ -173,9 +176,10 @@ stand(const char *name)
 
 	if (e == NULL)
 	{
-		ereport(WARNING,
-				(errmsg("zklock: no free entry to stand in election \"%s\"", name),
-				 errhint("Increase zklock.max_locks.")));
+		if (zk_log_limited(&stand_log, "no free entry to stand in an election"))
+			ereport(WARNING,
+					(errmsg("zklock: no free entry to stand in election \"%s\"", name),
+					 errhint("Increase zklock.max_locks.")));
 		return NULL;
 	}
 	if (worker_tag[0] == '\0')

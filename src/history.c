@@ -30,6 +30,7 @@
  */
 #include "recipe.h"
 #include "history.h"
+#include "trust.h"
 
 #include <unistd.h>
 
@@ -398,6 +399,8 @@ fence(const char *how)
 static TimestampTz reg_retry_at = 0;
 static bool reg_refusal_logged = false;
 
+static ZkLogLimit reregistered_log;
+
 static void
 reg_node_done(int rc, const char *value, const void *data)
 {
@@ -409,7 +412,8 @@ reg_node_done(int rc, const char *value, const void *data)
 		if (c->session == reg_session)
 		{
 			reg_inflight = false;
-			if (rc == ZOK && zk_ctl->run_registered)
+			if (rc == ZOK && zk_ctl->run_registered &&
+				zk_log_limited(&reregistered_log, "registered this server's run again"))
 				ereport(LOG,
 						(errmsg("zklock: registered this server's run again: its node was gone from ZooKeeper"),
 						 errdetail("A server that takes a run over keeps its node for an hour; a node gone sooner means ZooKeeper lost its data or someone deleted it.")));
@@ -867,11 +871,22 @@ survey_heir_read(int rc, const char *value, int value_len,
 			snprintf(mine, sizeof(mine), "%016llx", (unsigned long long) zk_ctl->run_id);
 			if (rc == ZOK && stat != NULL)
 				r->heir_ctime = stat->ctime;
-			if (rc == ZOK && value != NULL && value_len == (int) strlen(mine) &&
-				memcmp(value, mine, value_len) == 0)
+			/* this run, signed with this cluster's key for this very node */
+			if (rc == ZOK && zk_heir_verify(c->path, mine, value, value_len))
 				r->status = ZKR_HEIR;
 			else if (rc == ZOK)
+			{
+				static ZkLogLimit heir_log;
+
 				r->status = ZKR_OTHER;
+				if (value != NULL && value_len >= (int) strlen(mine) &&
+					memcmp(value, mine, strlen(mine)) == 0 &&
+					zk_log_limited(&heir_log, "a node naming this run heir does not verify"))
+					ereport(LOG,
+							(errmsg("zklock: the node %s names this server's run heir, but its MAC does not verify; left that run alone",
+									c->path),
+							 errhint("Check who may write under zklock.root (zklock.acl).")));
+			}
 			else if (rc == ZNONODE)
 				r->status = ZKR_UNKNOWN;	/* going away: next time */
 			else
@@ -1110,6 +1125,8 @@ zk_history_want(uint64 run)
 		r->want = true;
 }
 
+static ZkLogLimit run_left_log;
+
 void
 zk_history_left(uint64 run)
 {
@@ -1126,18 +1143,22 @@ zk_history_left(uint64 run)
 
 			r->logged = true;
 			zk_history_run_name(run, name, sizeof(name));
-			ereport(LOG,
-					(errmsg("zklock: left the queue claims and transaction nodes of run %s alone: %s",
-							name,
-							r->status == ZKR_LIVE ? "it is alive" :
-							r->status == ZKR_OTHER ? "another server took it over" :
-							r->status == ZKR_DENIED ? "this server is a copy of it" :
-							"it is not registered"),
-					 errhint("If that server is gone for good, release them with zk_queue_release_cluster('%s').",
-							 name)));
+			if (zk_log_limited(&run_left_log, "left the queue claims and transaction nodes of a run alone"))
+				ereport(LOG,
+						(errmsg("zklock: left the queue claims and transaction nodes of run %s alone: %s",
+								name,
+								r->status == ZKR_LIVE ? "it is alive" :
+								r->status == ZKR_OTHER ? "another server took it over" :
+								r->status == ZKR_DENIED ? "this server is a copy of it" :
+								"it is not registered"),
+						 errhint("If that server is gone for good, release them with zk_queue_release_cluster('%s').",
+								 name)));
 		}
 	}
 }
+
+/* (another client can make many run nodes that look long dead) */
+static ZkLogLimit forgot_log;
 
 static void
 claim_done(int rc, const void *data)
@@ -1155,7 +1176,7 @@ claim_done(int rc, const void *data)
 			zk_history_run_name(r->run, name, sizeof(name));
 			if (c->what == HC_FORGET_OLD)
 			{
-				if (rc == ZOK)
+				if (rc == ZOK && zk_log_limited(&forgot_log, "forgot a run of this cluster"))
 					ereport(LOG,
 							(errmsg("zklock: forgot run %s of this cluster: dead for over an hour, nothing of it is left",
 									name)));
@@ -1170,7 +1191,7 @@ claim_done(int rc, const void *data)
 			}
 			else if (r->status == ZKR_DEAD)
 				r->status = ZKR_UNKNOWN;	/* it came back, or was taken */
-			else if (rc == ZOK)
+			else if (rc == ZOK && zk_log_limited(&forgot_log, "forgot a run of this cluster"))
 				ereport(LOG,
 						(errmsg("zklock: forgot run %s of this cluster: nothing of it is left", name)));
 		}
@@ -1238,7 +1259,7 @@ zk_history_claim(bool gc, zk_history_cb done, void *arg)
 		else if (r->status == ZKR_DEAD)
 		{
 			c->what = HC_TAKE;
-			strlcpy(c->data, mine, sizeof(c->data));
+			zk_heir_sign(c->path2, mine, c->data, sizeof(c->data));
 			zoo_check_op_init(&c->ops[0], c->path, r->version);
 			zoo_create_op_init(&c->ops[1], c->path2, c->data, (int) strlen(c->data),
 							   zk_acl(), 0, NULL, 0);

@@ -44,6 +44,7 @@
  *-------------------------------------------------------------------------
  */
 #include "recipe.h"
+#include "trust.h"
 
 #include "miscadmin.h"
 #include "port.h"
@@ -146,6 +147,8 @@ unwatch(ZkEntry *e)
 
 /* ---- completions ---- */
 
+static ZkLogLimit lock_delete_log;
+
 static void
 delete_done(int rc, const void *ctx)
 {
@@ -164,9 +167,10 @@ delete_done(int rc, const void *ctx)
 				if (rc != ZOK && rc != ZNONODE)
 				{
 					zk_count(ZKCNT_ZK_ERRORS, 1);
-					ereport(WARNING,
-							(errmsg("zklock: could not delete the node %s of zookeeper lock \"%s\": %s",
-									e->node, zk_log_name(e->name), zerror(rc))));
+					if (zk_log_limited(&lock_delete_log, "could not delete a lock node"))
+						ereport(WARNING,
+								(errmsg("zklock: could not delete the node %s of zookeeper lock \"%s\": %s",
+										e->node, zk_log_name(e->name), zerror(rc))));
 				}
 				if (e->released)
 					zk_count(ZKCNT_RELEASES, 1);
@@ -1163,6 +1167,8 @@ lock_drive(ZkEntry *e)
 	}
 }
 
+static ZkLogLimit lock_giveup_log;
+
 /*
  * An error was caught while driving the entry or inside one of its
  * completions: look at it again from scratch (a create whose fate is
@@ -1181,10 +1187,11 @@ lock_drive_failed(ZkEntry *e)
 		zk_retry_later(e);
 		return;
 	}
-	ereport(WARNING,
-			(errmsg("zklock: giving up on a request for zookeeper lock \"%s\" after repeated errors",
-					zk_log_name(e->name)),
-			 errdetail("Its node, if any, goes when the session ends.")));
+	if (zk_log_limited(&lock_giveup_log, "giving up on a lock request after repeated errors"))
+		ereport(WARNING,
+				(errmsg("zklock: giving up on a request for zookeeper lock \"%s\" after repeated errors",
+						zk_log_name(e->name)),
+				 errdetail("Its node, if any, goes when the session ends.")));
 	zk_fail(e, ERRCODE_INTERNAL_ERROR, "The zklock worker failed on this request repeatedly");
 	if (e->released)
 		zk_entry_free(e);

@@ -43,11 +43,14 @@
 
 /*
  * The transaction node's data: a header, then the items.  Nodes written
- * before runs existed carry ZkTxnHeaderV1 (no run: settled as before); the
- * worker widens them when it reads one (queue_worker.c).
+ * before runs existed carry ZkTxnHeaderV1 (no run: settled as before), and
+ * before MACs ZkTxnHeaderV2 (no mac); the worker widens them when it reads
+ * one (queue_worker.c), and accepts them unsigned only in the run that
+ * made the cluster's key (trust.h).
  */
 #define ZKQ_TXN_MAGIC_V1	0x5A4B5154	/* "ZKQT" */
-#define ZKQ_TXN_MAGIC		0x5A4B5132	/* "ZKQ2" */
+#define ZKQ_TXN_MAGIC_V2	0x5A4B5132	/* "ZKQ2" */
+#define ZKQ_TXN_MAGIC		0x5A4B5133	/* "ZKQ3" */
 typedef struct ZkTxnHeaderV1
 {
 	uint32		magic;
@@ -58,6 +61,19 @@ typedef struct ZkTxnHeaderV1
 	uint32		tli;
 	uint32		total;
 } ZkTxnHeaderV1;
+
+typedef struct ZkTxnHeaderV2
+{
+	uint32		magic;
+	uint32		nitems;
+	uint64		sysid;
+	uint64		fxid;
+	uint64		lsn;
+	uint32		tli;
+	uint32		total;
+	uint64		run;
+	uint64		rec;
+} ZkTxnHeaderV2;
 
 typedef struct ZkTxnHeader
 {
@@ -70,6 +86,9 @@ typedef struct ZkTxnHeader
 	uint32		total;			/* bytes, header included */
 	uint64		run;			/* the run that wrote it (history.h) */
 	uint64		rec;			/* the start of the mark (ZkHistMark) */
+	uint8		mac[32];		/* HMAC-SHA256 of the node's path under the
+								 * root and its data with this zeroed
+								 * (trust.h) */
 } ZkTxnHeader;
 
 typedef struct ZkTxnItem

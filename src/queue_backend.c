@@ -17,6 +17,7 @@
  */
 #include "zklock.h"
 #include "queue.h"
+#include "trust.h"
 #include "history.h"
 
 #include <unistd.h>
@@ -429,6 +430,23 @@ queue_pre_commit(void)
 		p += it->qlen;
 		memcpy(p, it->payload, it->plen);
 		p += it->plen;
+	}
+	/* signed for its path under the root (the worker's txn_path) */
+	{
+		char		rel[128];
+
+		snprintf(rel, sizeof(rel), "txns/" UINT64_FORMAT "-%016llx-" UINT64_FORMAT,
+				 h.sysid, (unsigned long long) h.run, h.fxid);
+		PG_TRY();
+		{
+			zk_txn_sign(rel, dsa_get_address(area, dp), total);
+		}
+		PG_CATCH();
+		{
+			dsa_free(area, dp);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
 	}
 
 	PG_TRY();

@@ -44,6 +44,7 @@
 #include "recipe.h"
 #include "history.h"
 #include "queue.h"
+#include "trust.h"
 
 #include "access/timeline.h"
 #include "access/transam.h"
@@ -194,6 +195,9 @@ typedef struct Attempt
 	char		node[ZKQ_NODE_MAX];
 	char		epath[ZK_PATH_MAX];
 	char		tpath[ZK_PATH_MAX];
+	char		data[ZKLOCK_DATA_MAX + ZK_CLAIM_MAC_TAIL];	/* the claim's,
+															 * signed for
+															 * tpath */
 	zoo_op_t	ops[2];
 	zoo_op_result_t res[2];
 } Attempt;
@@ -644,6 +648,8 @@ static bool seq_fetch(QSeq *q);
 
 static List *pub_waits = NIL;	/* PubOp waiting for a queue's next */
 
+static ZkLogLimit seq_switch_log;
+
 static void
 seq_switch(QSeq *q, const char *why)
 {
@@ -655,9 +661,10 @@ seq_switch(QSeq *q, const char *why)
 		char		path[ZK_PATH_MAX];
 
 		q_seq_path(q, "next", path, sizeof(path));
-		ereport(LOG,
-				(errmsg("zklock: queue \"%s\": %s; this cluster names its items from %s from now on",
-						zk_log_name(q->name), why, path)));
+		if (zk_log_limited(&seq_switch_log, "this cluster names a queue's items from its next node"))
+			ereport(LOG,
+					(errmsg("zklock: queue \"%s\": %s; this cluster names its items from %s from now on",
+							zk_log_name(q->name), why, path)));
 	}
 }
 
@@ -1694,6 +1701,8 @@ blocked_find(ZkEntry *e)
 	return NULL;
 }
 
+static ZkLogLimit pub_block_log;
+
 /* A committed transaction's publication failed for good: keep it, retry */
 static void
 pub_block(ZkEntry *e, PubOp *po, int rc)
@@ -1707,12 +1716,13 @@ pub_block(ZkEntry *e, PubOp *po, int rc)
 	{
 		e->pub_blocked = true;
 		zk_count(ZKCNT_ZK_ERRORS, 1);
-		ereport(WARNING,
-				(errmsg("zklock: zookeeper refuses to publish the work of committed transaction " UINT64_FORMAT ": %s",
-						e->fxid, why),
-				 errdetail("Its queue items and gate and arrival changes stay in the transaction node %s, none of them visible; the worker tries the whole publication again every %d s until ZooKeeper takes it.",
-						   po->tpath, ZKQ_BLOCKED_MAX_MS / 1000),
-				 errhint("Remove what blocks it (for a gate node: the other client's children under it); zk_status().publications_blocked counts the transactions waiting so.")));
+		if (zk_log_limited(&pub_block_log, "zookeeper refuses to publish the work of a committed transaction"))
+			ereport(WARNING,
+					(errmsg("zklock: zookeeper refuses to publish the work of committed transaction " UINT64_FORMAT ": %s",
+							e->fxid, why),
+					 errdetail("Its queue items and gate and arrival changes stay in the transaction node %s, none of them visible; the worker tries the whole publication again every %d s until ZooKeeper takes it.",
+							   po->tpath, ZKQ_BLOCKED_MAX_MS / 1000),
+					 errhint("Remove what blocks it (for a gate node: the other client's children under it); zk_status().publications_blocked counts the transactions waiting so.")));
 	}
 	if (b == NULL)
 	{
@@ -1730,6 +1740,8 @@ pub_block(ZkEntry *e, PubOp *po, int rc)
 	b->due = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), b->interval_ms);
 }
 
+static ZkLogLimit pub_unblock_log;
+
 /* ... and ZooKeeper has taken it now */
 static void
 pub_unblock(ZkEntry *e)
@@ -1742,10 +1754,13 @@ pub_unblock(ZkEntry *e)
 		pfree(b);
 	}
 	e->pub_blocked = false;
-	ereport(LOG,
-			(errmsg("zklock: published the work of transaction " UINT64_FORMAT " that zookeeper had refused",
-					e->fxid)));
+	if (zk_log_limited(&pub_unblock_log, "published the work of a transaction that zookeeper had refused"))
+		ereport(LOG,
+				(errmsg("zklock: published the work of transaction " UINT64_FORMAT " that zookeeper had refused",
+						e->fxid)));
 }
+
+static ZkLogLimit pub_resolve_log;
 
 /* The settling pass's publication was refused: count it, run it again */
 static void
@@ -1756,12 +1771,13 @@ pub_block_resolve(PubOp *po, int rc)
 	pub_refusal(po, rc, why, sizeof(why));
 	zk_ctl->pubs_blocked_resolve++;
 	zk_count(ZKCNT_ZK_ERRORS, 1);
-	ereport(WARNING,
-			(errmsg("zklock: zookeeper refuses to publish the committed transaction node %s: %s",
-					po->tpath, why),
-			 errdetail("Its queue items and gate and arrival changes stay in that node, none of them visible; the worker settles it again every %d s until ZooKeeper takes it.",
-					   ZKQ_BLOCKED_RESOLVE_MS / 1000),
-			 errhint("Remove what blocks it (for a gate node: the other client's children under it); zk_status().publications_blocked counts the transactions waiting so.")));
+	if (zk_log_limited(&pub_resolve_log, "zookeeper refuses to publish a committed transaction node"))
+		ereport(WARNING,
+				(errmsg("zklock: zookeeper refuses to publish the committed transaction node %s: %s",
+						po->tpath, why),
+				 errdetail("Its queue items and gate and arrival changes stay in that node, none of them visible; the worker settles it again every %d s until ZooKeeper takes it.",
+						   ZKQ_BLOCKED_RESOLVE_MS / 1000),
+				 errhint("Remove what blocks it (for a gate node: the other client's children under it); zk_status().publications_blocked counts the transactions waiting so.")));
 	resolve_again_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 												   ZKQ_BLOCKED_RESOLVE_MS);
 }
@@ -2945,8 +2961,9 @@ send_attempt(QState *q, ZkEntry *e, int slot, const char *node)
 	strlcpy(a->node, node, sizeof(a->node));
 	snprintf(a->epath, sizeof(a->epath), "%s/entries/%s", q->path, node);
 	snprintf(a->tpath, sizeof(a->tpath), "%s/taken/%s", q->path, node);
+	zk_claim_sign(a->tpath, e->data, a->data, sizeof(a->data));
 	zoo_check_op_init(&a->ops[0], a->epath, -1);
-	zoo_create_op_init(&a->ops[1], a->tpath, e->data, (int) strlen(e->data),
+	zoo_create_op_init(&a->ops[1], a->tpath, a->data, (int) strlen(a->data),
 					   zk_acl(), ZOO_PERSISTENT, NULL, 0);
 	/* recorded as in doubt until the answer says otherwise */
 	slot_set(e, slot, node, ZKQC_DOUBT);
@@ -3605,10 +3622,12 @@ doubt_claim_done(int rc, const char *value, int value_len,
 			char		tok[64];
 			char		their[64];
 
+			/* our request's token, signed for this very node */
 			claim_token_of(e, tok, sizeof(tok));
 			if (rc == ZOK && value != NULL &&
 				zk_json_field(value, value_len, "claim", their, sizeof(their)) &&
-				tok[0] != '\0' && strcmp(tok, their) == 0)
+				tok[0] != '\0' && strcmp(tok, their) == 0 &&
+				zk_claim_verify(d->tpath, value, value_len) == ZKM_VERIFIED)
 			{
 				d->ours = true;
 				if (d->pending == 1)
@@ -4638,6 +4657,7 @@ typedef struct Scan
 	int			treading;		/* reads (deletes) of them out */
 	int64		tinvalid;		/* nodes holding no valid items */
 	int64		tunknown;		/* nodes of transactions not in history */
+	int64		tforged;		/* nodes whose MAC does not verify */
 } Scan;
 
 /*
@@ -4668,16 +4688,23 @@ static void scan_send_txns(Scan *s);
 
 static void scan_claimed(bool ok, void *arg);
 
+/* a settling pass runs again every second while it waits for a run */
+static ZkLogLimit scan_summary_log;
+static ZkLogLimit scan_left_log;
+
 static void
 scan_finish(Scan *s)
 {
 	names_free(&s->queues, &s->nqueues);
 	names_free(&s->txns, &s->ntxns);
-	if (s->tinvalid > ZKQ_SCAN_LOG_MAX || s->tunknown > ZKQ_SCAN_LOG_MAX)
+	if ((s->tinvalid > ZKQ_SCAN_LOG_MAX || s->tunknown > ZKQ_SCAN_LOG_MAX ||
+		 s->tforged > 0) &&
+		zk_log_limited(&scan_summary_log, "left alone ... queue transaction nodes"))
 		ereport(LOG,
-				(errmsg("zklock: left alone " INT64_FORMAT " queue transaction nodes holding no valid items and " INT64_FORMAT " whose transaction is not in this server's history",
-						s->tinvalid, s->tunknown),
-				 errdetail("Only the first %d of each were logged by name.", ZKQ_SCAN_LOG_MAX)));
+				(errmsg("zklock: left alone " INT64_FORMAT " queue transaction nodes holding no valid items, " INT64_FORMAT " whose transaction is not in this server's history, and " INT64_FORMAT " transaction nodes and claims whose MAC does not verify",
+						s->tinvalid, s->tunknown, s->tforged),
+				 errdetail("Only the first %d of each of the first two were logged by name, and at most %d a minute of the others.",
+						   ZKQ_SCAN_LOG_MAX, ZK_LOG_LIMIT_LINES)));
 	q_unsettle_all();			/* claims of this cluster may be released */
 	if (s->release_all)
 	{
@@ -4894,15 +4921,22 @@ node_fate(Scan *s, ZkKind kind, uint64 run, uint64 fxid, uint32 tli,
 	return FATE_UNKNOWN;
 }
 
-/* a transaction node's data, widened to the current header (palloc'd) */
+/*
+ * A transaction node's data, widened to the current header (palloc'd);
+ * *had_mac: it was written with a MAC (ZKQ_TXN_MAGIC), not by an older
+ * version.
+ */
 static char *
-txn_blob_widen(const char *value, int value_len, int *out_len)
+txn_blob_widen(const char *value, int value_len, int *out_len, bool *had_mac)
 {
 	ZkTxnHeaderV1 v1;
+	ZkTxnHeaderV2 v2;
 	ZkTxnHeader h;
 	char	   *out;
 	int			len;
+	int			hlen;
 
+	*had_mac = false;
 	if (value_len < (int) sizeof(ZkTxnHeaderV1))
 		return NULL;
 	memcpy(&v1, value, sizeof(v1));
@@ -4911,12 +4945,24 @@ txn_blob_widen(const char *value, int value_len, int *out_len)
 		out = palloc(value_len);
 		memcpy(out, value, value_len);
 		*out_len = value_len;
+		*had_mac = true;
 		return blob_valid(out, value_len) ? out : NULL;
 	}
-	if (v1.magic != ZKQ_TXN_MAGIC_V1 || v1.total != (uint32) value_len)
-		return NULL;
-	len = value_len + (int) (sizeof(ZkTxnHeader) - sizeof(ZkTxnHeaderV1));
 	memset(&h, 0, sizeof(h));
+	if (v1.magic == ZKQ_TXN_MAGIC_V2 && value_len >= (int) sizeof(ZkTxnHeaderV2))
+	{
+		memcpy(&v2, value, sizeof(v2));
+		hlen = sizeof(v2);
+		h.run = v2.run;
+		h.rec = v2.rec;
+	}
+	else if (v1.magic == ZKQ_TXN_MAGIC_V1)
+		hlen = sizeof(v1);
+	else
+		return NULL;
+	if (v1.total != (uint32) value_len)
+		return NULL;
+	len = value_len + (int) sizeof(ZkTxnHeader) - hlen;
 	h.magic = ZKQ_TXN_MAGIC;
 	h.nitems = v1.nitems;
 	h.sysid = v1.sysid;
@@ -4926,7 +4972,7 @@ txn_blob_widen(const char *value, int value_len, int *out_len)
 	h.total = (uint32) len;
 	out = palloc(len);
 	memcpy(out, &h, sizeof(h));
-	memcpy(out + sizeof(h), value + sizeof(v1), value_len - sizeof(v1));
+	memcpy(out + sizeof(h), value + hlen, value_len - hlen);
 	*out_len = len;
 	if (!blob_valid(out, len))
 	{
@@ -4934,6 +4980,26 @@ txn_blob_widen(const char *value, int value_len, int *out_len)
 		return NULL;
 	}
 	return out;
+}
+
+/*
+ * A node whose MAC does not verify (or that has none, outside the run that
+ * made the key): not acted on, logged, counted.
+ */
+static ZkLogLimit forged_log;
+
+static void
+scan_refused(Scan *s, const char *what, const char *path, ZkMacCheck mc)
+{
+	s->tforged++;
+	if (zk_log_limited(&forged_log, "left a node alone: its MAC does not verify"))
+		ereport(LOG,
+				(errmsg("zklock: left the queue %s %s alone: %s",
+						what, path,
+						mc == ZKM_UNSIGNED ? "it has no MAC (only nodes of the run that made this cluster's key may lack one)" :
+						"its MAC does not verify: this cluster did not write it there"),
+				 errdetail("A client that may write under zklock.root wrote it, or a server with another key (zklock.key)."),
+				 errhint("Check who may write under zklock.root (zklock.acl); delete the node once you know whose it is.")));
 }
 
 static void
@@ -4949,12 +5015,18 @@ scan_txn_data(int rc, const char *value, int value_len,
 		bool		counted = false;
 		char	   *blob = NULL;
 		int			blen = 0;
+		bool		had_mac = false;
+		ZkMacCheck	mc = ZKM_FORGED;
 
 		if (rc == ZOK && value != NULL)
-			blob = txn_blob_widen(value, value_len, &blen);
-		if (blob != NULL &&
-			((const ZkTxnHeader *) blob)->fxid == c->fxid &&
-			((const ZkTxnHeader *) blob)->run == c->run && zk_session_usable())
+			blob = txn_blob_widen(value, value_len, &blen, &had_mac);
+		if (blob != NULL)
+			mc = zk_txn_verify(c->path, blob, blen, had_mac);
+		if (blob != NULL && mc != ZKM_VERIFIED && mc != ZKM_UNSIGNED_OK)
+			scan_refused(s, "transaction node", c->path, mc);
+		else if (blob != NULL &&
+				 ((const ZkTxnHeader *) blob)->fxid == c->fxid &&
+				 ((const ZkTxnHeader *) blob)->run == c->run && zk_session_usable())
 		{
 			ZkTxnHeader h;
 			Fate		f;
@@ -4987,13 +5059,15 @@ scan_txn_data(int rc, const char *value, int value_len,
 				}
 			}
 			else if (f == FATE_UNKNOWN && !quiet &&
-					 ++s->tunknown <= ZKQ_SCAN_LOG_MAX)
+					 ++s->tunknown <= ZKQ_SCAN_LOG_MAX &&
+					 zk_log_limited(&scan_left_log, "left a queue node alone"))
 				ereport(LOG,
 						(errmsg("zklock: left the queue transaction node %s alone: its transaction is not in this server's history",
 								c->path)));
 		}
 		else if (rc == ZOK && blob == NULL &&
-				 ++s->tinvalid <= ZKQ_SCAN_LOG_MAX)
+				 ++s->tinvalid <= ZKQ_SCAN_LOG_MAX &&
+				 zk_log_limited(&scan_left_log, "left a queue node alone"))
 			ereport(LOG,
 					(errmsg("zklock: the queue transaction node %s holds no valid items; left alone",
 							c->path)));
@@ -5146,6 +5220,7 @@ scan_claim_data(int rc, const char *value, int value_len,
 		uint64		rec = 0;
 		bool		sent = false;
 		bool		quiet = false;
+		bool		refused = false;
 
 		bool		ours = (rc == ZOK && value != NULL && value_len > 0 &&
 							zk_json_field(value, value_len, "cluster", f_cluster, sizeof(f_cluster)) &&
@@ -5167,6 +5242,22 @@ scan_claim_data(int rc, const char *value, int value_len,
 		else if (ours && s->release_all &&
 				 zk_json_field(value, value_len, "run", f_run, sizeof(f_run)))
 			(void) parse_u64(f_run, 16, &run);
+
+		/*
+		 * This cluster's claims are acted on only when signed for this
+		 * very node; another cluster's (a release) cannot be checked.
+		 */
+		if (ours && s->sysid == GetSystemIdentifier())
+		{
+			ZkMacCheck	mc = zk_claim_verify(c->path, value, value_len);
+
+			if (mc != ZKM_VERIFIED && mc != ZKM_UNSIGNED_OK)
+			{
+				scan_refused(s, "claim", c->path, mc);
+				ours = parsed = false;
+				refused = true;
+			}
+		}
 
 		/* a dead cluster's claim goes whatever else it says */
 		if (ours && (parsed || s->release_all))
@@ -5198,16 +5289,17 @@ scan_claim_data(int rc, const char *value, int value_len,
 				else
 					s->failed = true;
 			}
-			else if (f == FATE_UNKNOWN && !quiet)
+			else if (f == FATE_UNKNOWN && !quiet &&
+					 zk_log_limited(&scan_left_log, "left a queue node alone"))
 				ereport(LOG,
 						(errmsg("zklock: left the queue claim %s alone: its transaction is not in this server's history",
 								c->path)));
 		}
-		else if (ours)
+		else if (ours && zk_log_limited(&scan_left_log, "left a queue node alone"))
 			ereport(LOG,
 					(errmsg("zklock: left the queue claim %s alone: its data names this cluster but no transaction",
 							c->path)));
-		else if (!zk_rc_definite(rc))
+		else if (!refused && !zk_rc_definite(rc))
 			s->failed = true;
 		if (!sent)
 			pfree(c);
@@ -6249,6 +6341,8 @@ qinfo_session_lost(ZkEntry *e, const char *why)
  * ------------------------------------------------------------------------
  */
 
+static ZkLogLimit q_giveup_log;
+
 static void
 qdurable_drive_failed(ZkEntry *e)
 {
@@ -6259,9 +6353,10 @@ qdurable_drive_failed(ZkEntry *e)
 		zk_retry_later(e);
 	else if (e->released)
 	{
-		ereport(WARNING,
-				(errmsg("zklock: gave up a queue request after repeated errors"),
-				 errdetail("The worker settles its claims and transaction nodes from the commit log when it next starts.")));
+		if (zk_log_limited(&q_giveup_log, "gave up a queue request after repeated errors"))
+			ereport(WARNING,
+					(errmsg("zklock: gave up a queue request after repeated errors"),
+					 errdetail("The worker settles its claims and transaction nodes from the commit log when it next starts.")));
 		q_free_entry(e);
 	}
 	else if (e->outcome == ZKO_NONE)

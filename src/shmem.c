@@ -50,6 +50,7 @@
  *-------------------------------------------------------------------------
  */
 #include "zklock.h"
+#include "trust.h"
 
 #include <time.h>
 
@@ -158,6 +159,9 @@ zk_shmem_init(void)
 		zk_ctl->free_head = 0;
 	}
 	LWLockRelease(AddinShmemInitLock);
+	/* the cluster's key (may stop the start: not under the lock) */
+	if (!found)
+		zk_key_startup();
 }
 
 /*

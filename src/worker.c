@@ -45,6 +45,7 @@
  */
 #include "recipe.h"
 #include "history.h"
+#include "trust.h"
 
 #include <fcntl.h>
 #ifdef __GLIBC__
@@ -220,6 +221,8 @@ session_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 	zk_worker_leave();
 }
 
+static ZkLogLimit reconnect_log;
+
 /*
  * A session event, lock held.  Also called when the worker notices the
  * client's state change without an event (the client library closes its
@@ -246,9 +249,11 @@ session_event(zhandle_t *h, int state)
 		else
 		{
 			zk_count(ZKCNT_RECONNECTS, 1);
-			ereport(LOG,
-					(errmsg("zklock: reconnected zookeeper session 0x%llx to %s",
-							(unsigned long long) sid, server ? server : "?")));
+			/* (a network that drops the connection can repeat it at will) */
+			if (zk_log_limited(&reconnect_log, "reconnected zookeeper session"))
+				ereport(LOG,
+						(errmsg("zklock: reconnected zookeeper session 0x%llx to %s",
+								(unsigned long long) sid, server ? server : "?")));
 		}
 		/*
 		 * A new session was created by the quorum: proof of life.  A

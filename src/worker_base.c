@@ -10,6 +10,7 @@
  *-------------------------------------------------------------------------
  */
 #include "recipe.h"
+#include "trust.h"
 
 #include "miscadmin.h"
 #include "utils/hsearch.h"
@@ -109,16 +110,19 @@ zk_no_progress(ZkProgress *p)
 	return true;
 }
 
+static ZkLogLimit progress_log;
+
 /* Say so in the server log (the recipe fails the requests concerned) */
 void
 zk_no_progress_report(const char *recipe, const char *name, const char *state)
 {
-	ereport(LOG,
-			(errcode(ERRCODE_INTERNAL_ERROR),
-			 errmsg("zklock worker: the %s \"%s\" came round %d times without progress",
-					recipe, name, ZK_PROGRESS_MAX),
-			 errdetail("State: %s.", state),
-			 errhint("Its waiting requests fail with SQLSTATE XX000; the worker serves the others. Report this as a bug.")));
+	if (zk_log_limited(&progress_log, "came round without progress"))
+		ereport(LOG,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("zklock worker: the %s \"%s\" came round %d times without progress",
+						recipe, name, ZK_PROGRESS_MAX),
+				 errdetail("State: %s.", state),
+				 errhint("Its waiting requests fail with SQLSTATE XX000; the worker serves the others. Report this as a bug.")));
 	zk_count(ZKCNT_ZK_ERRORS, 1);
 }
 

@@ -353,6 +353,9 @@ typedef struct ZkControl
 	uint64		own_predecessor;	/* the run this data directory had
 									 * before this start (history.c), 0 if
 									 * not proven */
+	uint8		mac_key[32];	/* $PGDATA/zklock.key (trust.h) */
+	bool		mac_key_new;	/* this run made it: nodes without a MAC
+								 * are an older version's, accepted */
 
 	/* dynamic shared memory for variable-size data (zk_dsa()) */
 	LWLock	   *dsa_lock;
