@@ -504,6 +504,12 @@ zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer, const char *what)
 					 errmsg("could not %s: the answer is too large", what),
 					 errdetail("%s.", msg),
 					 errhint("Ask for fewer items, or raise zklock.max_answer_bytes for this session.")));
+		if (outcome == ZKO_FAILED && sqlstate == ERRCODE_OUT_OF_MEMORY)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of zklock payload memory"),
+					 errdetail("Could not %s: %s.", what, msg),
+					 errhint("Retry when other sessions' queue work has ended, or move less at once (fewer items, a lower zklock.max_answer_bytes); a superuser can raise zklock.max_payload_memory (reload).")));
 		if (outcome == ZKO_FAILED || outcome == ZKO_LOST)
 			ereport(ERROR,
 					(errcode(sqlstate ? sqlstate : ERRCODE_CONNECTION_FAILURE),

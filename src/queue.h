@@ -130,11 +130,16 @@ typedef struct ZkMsgRec
 #define ZKQC_FREE		0
 #define ZKQC_DOUBT		1		/* claim sent, reply lost: ours or not? */
 #define ZKQC_HELD		2		/* ours, message read */
+#define ZKQC_RETURN		3		/* ours, its payload found no room: the
+								 * claim's delete is out (give it back) */
 typedef struct ZkClaimRec
 {
 	char		node[ZKQ_NODE_MAX];
 	uint8		status;
-	dsa_pointer msg;			/* ZkMsgRec, once read */
+	bool		has_item;		/* HELD: the item was there when read, so a
+								 * commit deletes it with the claim */
+	dsa_pointer msg;			/* ZkMsgRec, once read, until the owner has
+								 * copied it out (then freed, under the lock) */
 } ZkClaimRec;
 
 /* What the owner decided about its queue entry before letting go of it */

@@ -358,6 +358,21 @@ free_items(void)
 	pending_bytes = 0;
 }
 
+/*
+ * The dsa has no room for "need" bytes more (zklock.max_payload_memory):
+ * 53200, "what" saying for what, "todo" what to do.
+ */
+static void
+payload_memory_error(Size need, const char *what, const char *todo)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OUT_OF_MEMORY),
+			 errmsg("out of zklock payload memory"),
+			 errdetail("%s needs %zu bytes of the shared memory zklock keeps payloads in, which is full (zklock.max_payload_memory is %d kB).",
+					   what, need, zklock_max_payload_kb),
+			 errhint("%s A superuser can raise zklock.max_payload_memory (reload).", todo)));
+}
+
 /* Before COMMIT: the items into their transaction node, or fail */
 static void
 queue_pre_commit(void)
@@ -399,10 +414,8 @@ queue_pre_commit(void)
 	area = zk_dsa();
 	dp = dsa_allocate_extended(area, total, DSA_ALLOC_NO_OOM);
 	if (!DsaPointerIsValid(dp))
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of dynamic shared memory for the zklock queue items"),
-				 errhint("Commit in smaller batches.")));
+		payload_memory_error(total, "The queue items of this transaction",
+							 "The transaction is rolled back and publishes nothing; retry it when other sessions' queue work has ended, or commit in smaller batches.");
 	p = dsa_get_address(area, dp);
 	memset(&h, 0, sizeof(h));
 	h.magic = ZKQ_TXN_MAGIC;
@@ -622,6 +635,39 @@ wait_withdrawn(uint32 idx, uint32 gen)
 }
 
 /*
+ * The rows are copied out: the payloads leave the dsa now, not when the
+ * transaction ends (a transaction that dequeues from many queues would keep
+ * them all).  The claims stay, with what the worker needs to end them: the
+ * node names, their status, and whether the item is to be consumed
+ * (has_item).  Under the lock, exclusively: the worker frees a slot's
+ * message only under it too (slot_clear, q_free_entry, a doubt check), so no
+ * pointer is freed twice.  An error here (an interrupt while waiting for the
+ * lock) leaves them to the worker, which frees them with the entry.
+ */
+static void
+free_payloads(uint32 idx, uint32 gen)
+{
+	ZkEntry    *e;
+	dsa_area   *area = zk_dsa();
+
+	zk_backend_lock(LW_EXCLUSIVE);
+	e = zk_entry(idx);
+	if (e->gen == gen && e->state != ZKE_FREE && DsaPointerIsValid(e->claims))
+	{
+		ZkClaimRec *c = dsa_get_address(area, e->claims);
+		int			i;
+
+		for (i = 0; i < e->max_items; i++)
+			if (c[i].status == ZKQC_HELD && DsaPointerIsValid(c[i].msg))
+			{
+				dsa_free(area, c[i].msg);
+				c[i].msg = InvalidDsaPointer;
+			}
+	}
+	LWLockRelease(zk_ctl->lock);
+}
+
+/*
  * Claim up to max_items of a queue for this (sub)transaction, waiting up
  * to timeout_ms (< 0: no limit) unless try_only.  Calls emit for each
  * message, in queue order.
@@ -662,10 +708,8 @@ zkq_dequeue(const char *qname, int qlen, int max_items, bool try_only,
 	claims = dsa_allocate_extended(area, sizeof(ZkClaimRec) * max_items,
 								   DSA_ALLOC_NO_OOM | DSA_ALLOC_ZERO);
 	if (!DsaPointerIsValid(claims))
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of dynamic shared memory for a zklock dequeue"),
-				 errhint("Ask for fewer items at once.")));
+		payload_memory_error(sizeof(ZkClaimRec) * max_items, "This dequeue",
+							 "Retry when other sessions' queue work has ended, or ask for fewer items at once.");
 	PG_TRY();
 	{
 		e = new_queue_entry(ZKK_QCLAIM, qname, qlen);
@@ -678,6 +722,7 @@ zkq_dequeue(const char *qname, int qlen, int max_items, bool try_only,
 	PG_END_TRY();
 	e->try_only = try_only;
 	e->max_items = max_items;
+	e->answer_cap = (uint64) zklock_max_answer_kb * 1024;
 	e->fxid = fxid;
 	e->wal_lsn = lsn;
 	e->wal_tli = tli;
@@ -746,6 +791,7 @@ zkq_dequeue(const char *qname, int qlen, int max_items, bool try_only,
 			emit(msgs[i], (const char *) msgs[i] + sizeof(ZkMsgRec), arg);
 		pfree(msgs);
 	}
+	free_payloads(idx, gen);
 	return n;
 }
 

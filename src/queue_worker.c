@@ -14,7 +14,10 @@
  *	  ZKK_QCLAIM a dequeue.  Local waiters of a queue are served together in
  *				arrival order: one listing of entries and taken, then for
  *				each candidate one multi (check the entry, create the claim)
- *				and one read of the payload.  Claims are persistent and name
+ *				and one read of the payload (at most 4 MB of them in flight
+ *				and zklock.max_answer_bytes per dequeue: "How much one
+ *				dequeue claims"; an item whose payload finds no room in
+ *				the dsa is given back).  Claims are persistent and name
  *				the cluster and the (sub)transaction; at commit one multi
  *				deletes items and claims, at abort one multi deletes the
  *				claims.  A queue with waiters and nothing to take has one
@@ -125,6 +128,14 @@ typedef struct QState
 	char	  **rest;			/* the candidates the last round left, in
 								 * queue order */
 	int			nrest;
+	int			rest_head;		/* ... of which the first rest_head went to
+								 * the open window's top-ups this round
+								 * (freed, NULL; q_rest_compact) */
+	bool		pipe_open;		/* a dequeue's window is open this round: */
+	uint32		pipe_idx;		/* ... it takes more from rest as its reads */
+	uint32		pipe_gen;		/* answer ("How much one dequeue claims") */
+	bool		pipe_round;		/* this round had one: the waiters behind it
+								 * were offered nothing yet */
 	bool		settled;		/* ... and they are all there is: the entries
 								 * watch has not fired since that listing,
 								 * nothing was released or lost here */
@@ -178,6 +189,7 @@ static int	nunflushed_wait = 0;	/* queues with unflushed_wait set */
 
 static int	q_distribute(QState *q, char **cand, int cand_total, bool owned);
 static void q_rest_free(QState *q);
+static void q_rest_compact(QState *q);
 static void count_slots(ZkEntry *e, int *held, int *doubt);
 
 static HTAB *qstates = NULL;
@@ -2836,8 +2848,12 @@ q_kick(QState *q)
 		q->parents_ok && !q->unflushed_wait)
 	{
 		/* nothing changed since the last listing: what it left will do */
-		char	  **cand = q->rest;
-		int			n = q->nrest;
+		char	  **cand;
+		int			n;
+
+		q_rest_compact(q);
+		cand = q->rest;
+		n = q->nrest;
 
 		q->verified = false;
 		q->rest = NULL;
@@ -2912,6 +2928,8 @@ q_kick(QState *q)
 static void claim_multi_done(int rc, const void *data);
 static void claim_get_done(int rc, const char *value, int value_len,
 						   const struct Stat *stat, const void *data);
+static dsa_pointer store_msg(const char *node, const char *value, int value_len,
+							 const struct Stat *stat);
 
 static int
 free_slot(ZkEntry *e)
@@ -2942,6 +2960,7 @@ slot_clear(ZkEntry *e, int slot)
 	if (DsaPointerIsValid(c[slot].msg))
 		dsa_free(zk_dsa(), c[slot].msg);
 	c[slot].msg = InvalidDsaPointer;
+	c[slot].has_item = false;
 	c[slot].node[0] = '\0';
 	c[slot].status = ZKQC_FREE;
 }
@@ -2982,6 +3001,228 @@ send_attempt(QState *q, ZkEntry *e, int slot, const char *node)
 	return true;
 }
 
+/*
+ * How much one dequeue claims.  Each claim's read brings an item of up to
+ * ZooKeeper's 1 MB into the client library's buffers and then into the
+ * dsa, so 1000 items asked for at once could put a gigabyte in front of the
+ * session's pings and in shared memory.  Like a peek, a dequeue keeps at
+ * most ZKQ_CLAIM_INFLIGHT_BYTES of items in flight, judged by the largest
+ * it has read so far (ZKQ_CLAIM_FIRST_WINDOW attempts until its first read
+ * answers), and it stops claiming once the payloads it holds, with those in
+ * flight, would pass its owner's zklock.max_answer_bytes: it is granted
+ * fewer items than it asked for, at least one.  Small items are not slowed
+ * down: after the first answer the window takes every item the listing
+ * offers at once.
+ *
+ * A waiter whose window is full when the round hands out candidates keeps
+ * the round (q->pipe_open): the waiters behind it wait for the next one,
+ * and each read that answers tops its window up from the head of q->rest
+ * (claim_top_up), so its items stay in queue order.
+ */
+#define ZKQ_CLAIM_INFLIGHT_BYTES	(4 * 1024 * 1024)
+#define ZKQ_CLAIM_FIRST_WINDOW		4
+
+typedef enum ClaimWindow
+{
+	CLAIM_SEND,					/* one more attempt may go */
+	CLAIM_FULL,					/* not before reads in flight answer */
+	CLAIM_DONE					/* the cap is reached, or the dsa is full */
+} ClaimWindow;
+
+static ClaimWindow
+claim_window(ZkEntry *e)
+{
+	uint64		cap = e->answer_cap > 0 ? e->answer_cap : (uint64) 16 * 1024 * 1024;
+	uint64		inflight = (uint64) Max(e->outstanding, 0);
+	uint64		next;
+
+	if (e->claim_refused)
+		return CLAIM_DONE;
+	if (inflight == 0 && e->claim_bytes == 0)
+		return CLAIM_SEND;		/* at least one item, whatever its size */
+	if (e->claim_largest == 0)
+		return inflight < ZKQ_CLAIM_FIRST_WINDOW ? CLAIM_SEND : CLAIM_FULL;
+	next = (inflight + 1) * e->claim_largest;
+	if (e->claim_bytes + next > cap)
+		return inflight > 0 ? CLAIM_FULL : CLAIM_DONE;
+	if (inflight > 0 && next > ZKQ_CLAIM_INFLIGHT_BYTES)
+		return CLAIM_FULL;
+	return CLAIM_SEND;
+}
+
+/* Compact q->rest once the open window's top-ups are over */
+static void
+q_rest_compact(QState *q)
+{
+	if (q->rest_head <= 0)
+		return;
+	if (q->nrest > q->rest_head)
+		memmove(q->rest, q->rest + q->rest_head,
+				sizeof(char *) * (q->nrest - q->rest_head));
+	q->nrest -= q->rest_head;
+	q->rest_head = 0;
+}
+
+/* A read of the open window answered: send what its window now allows */
+static void
+claim_top_up(QState *q)
+{
+	ZkEntry    *e;
+	int			slot;
+
+	if (!q->pipe_open)
+		return;
+	e = zk_entry(q->pipe_idx);
+	if (e->gen != q->pipe_gen || e->state == ZKE_FREE || e->released ||
+		e->withdrawn || !zk_session_usable())
+	{
+		q->pipe_open = false;
+		return;
+	}
+	while (q->rest_head < q->nrest && (slot = free_slot(e)) >= 0)
+	{
+		ClaimWindow w = claim_window(e);
+
+		if (w == CLAIM_FULL)
+			return;				/* more once the next read answers */
+		if (w == CLAIM_DONE || !send_attempt(q, e, slot, q->rest[q->rest_head]))
+			break;
+		pfree(q->rest[q->rest_head]);
+		q->rest[q->rest_head++] = NULL;
+	}
+	q->pipe_open = false;
+}
+
+static void give_back_done(int rc, const void *data);
+
+/* A claim whose payload found no room: the delete that gives it back */
+typedef struct GiveBack
+{
+	uint32		idx;
+	uint32		gen;
+	int			slot;
+	char		tpath[ZK_PATH_MAX];
+} GiveBack;
+
+/*
+ * Our claim (tpath) on the item in e's slot was read: keep the payload for
+ * the owner.  When the dsa has no room for it (zklock.max_payload_memory),
+ * give the item back at once: delete the claim, so that it is free again
+ * for everyone, and claim no more for this dequeue, which is granted what
+ * it holds or fails with 53200.  An owner that let go already needs no
+ * payload: its claim is released (or, verified at the end, consumed) as it
+ * is.
+ */
+static void
+claim_read(ZkEntry *e, int slot, const char *tpath, const char *value, int value_len,
+		   const struct Stat *stat)
+{
+	ZkClaimRec *c = claims_of(e);
+	uint32		rec = sizeof(ZkMsgRec) + Max(value_len, 0);
+	GiveBack   *g;
+
+	c[slot].status = ZKQC_HELD;
+	c[slot].has_item = true;
+	if (e->released || e->state == ZKE_HELD || DsaPointerIsValid(c[slot].msg))
+		return;
+	e->claim_largest = Max(e->claim_largest, rec);
+	c[slot].msg = store_msg(c[slot].node, value, value_len, stat);
+	if (DsaPointerIsValid(c[slot].msg))
+	{
+		e->claim_bytes += rec;
+		return;
+	}
+	e->claim_refused = true;
+	c[slot].has_item = false;
+	g = MemoryContextAllocZero(q_context(), sizeof(GiveBack));
+	g->idx = zk_entry_index(e);
+	g->gen = e->gen;
+	g->slot = slot;
+	strlcpy(g->tpath, tpath, sizeof(g->tpath));
+	if (zoo_adelete(zk_zh, g->tpath, -1, give_back_done, g) != ZOK)
+	{
+		/* ours or not once the session is back: read again then */
+		pfree(g);
+		c[slot].status = ZKQC_DOUBT;
+		return;
+	}
+	c[slot].status = ZKQC_RETURN;
+	e->outstanding++;
+}
+
+static bool
+q_is_waiter(QState *q, ZkEntry *e)
+{
+	ListCell   *lc;
+
+	foreach(lc, q->waiters)
+	{
+		Waiter	   *w = (Waiter *) lfirst(lc);
+
+		if (w->idx == zk_entry_index(e) && w->gen == e->gen)
+			return true;
+	}
+	return false;
+}
+
+static void
+give_back_done(int rc, const void *data)
+{
+	GiveBack   *g = (GiveBack *) data;
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		ZkEntry    *pe = zk_entry(g->idx);
+		QState	   *q = NULL;
+
+		if (pe->gen == g->gen && pe->state != ZKE_FREE)
+			e = pe;
+		if (e != NULL)
+			q = q_state(e->name, false);
+		if (e != NULL && DsaPointerIsValid(e->claims) &&
+			claims_of(e)[g->slot].status == ZKQC_RETURN)
+		{
+			if (rc == ZOK || rc == ZNONODE)
+			{
+				/* free again, for this cluster's waiters too */
+				slot_clear(e, g->slot);
+				if (q != NULL)
+				{
+					q->settled = false;
+					q->rest_exact = false;
+					q->again = true;
+				}
+			}
+			else if (zk_rc_definite(rc))
+				claims_of(e)[g->slot].status = ZKQC_HELD;	/* released with
+															 * the claim */
+			else
+				claims_of(e)[g->slot].status = ZKQC_DOUBT;	/* read it again */
+		}
+		if (e != NULL && e->outstanding > 0 && --e->outstanding == 0 &&
+			(q == NULL || !q_is_waiter(q, e)))
+			qclaim_drive(e);	/* a round it is in decides at its end */
+		if (q != NULL && q->waiters != NIL && q->list.pending == 0 && q->inflight == 0)
+			q_kick(q);
+	}
+	COMPLETION_END(e);
+	pfree(g);
+}
+
+/* Why a dequeue that holds nothing fails: 53200 */
+static void
+claim_fail_refused(ZkEntry *e)
+{
+	char		msg[ZKLOCK_ERRMSG_MAX];
+
+	snprintf(msg, sizeof(msg),
+			 "the first item it claimed did not fit in the shared memory zklock keeps payloads in (zklock.max_payload_memory is %d kB) and was given back to the queue",
+			 zklock_max_payload_kb);
+	e->state = ZKE_DONE;
+	zk_fail(e, ERRCODE_OUT_OF_MEMORY, msg);
+}
+
 static void q_round_done(QState *q);
 
 static void
@@ -2994,6 +3235,7 @@ attempt_finish(Attempt *a)
 		e->outstanding--;
 	q->inflight--;
 	pfree(a);
+	claim_top_up(q);
 	if (q->inflight == 0 && q->list.pending == 0)
 		q_round_done(q);
 }
@@ -3075,18 +3317,9 @@ claim_get_done(int rc, const char *value, int value_len,
 
 		if (pe->gen == a->gen && pe->state != ZKE_FREE)
 			e = pe;
-		if (e != NULL && a->multi_ok)
-		{
-			ZkClaimRec *c = claims_of(e);
-
-			if (rc == ZOK)
-			{
-				c[a->slot].msg = store_msg(a->node, value, value_len, stat);
-				c[a->slot].status = DsaPointerIsValid(c[a->slot].msg) ?
-					ZKQC_HELD : ZKQC_DOUBT;
-			}
-			/* else ours, but unread: in doubt, sorted out on the retry */
-		}
+		if (e != NULL && a->multi_ok && rc == ZOK)
+			claim_read(e, a->slot, a->tpath, value, value_len, stat);
+		/* else ours, but unread: in doubt, sorted out on the retry */
 		attempt_finish(a);
 	}
 	COMPLETION_END(e);
@@ -3223,8 +3456,8 @@ count_slots(ZkEntry *e, int *held, int *doubt)
 	{
 		if (c[i].status == ZKQC_HELD)
 			(*held)++;
-		else if (c[i].status == ZKQC_DOUBT)
-			(*doubt)++;
+		else if (c[i].status == ZKQC_DOUBT || c[i].status == ZKQC_RETURN)
+			(*doubt)++;			/* unresolved: not granted meanwhile */
 	}
 }
 
@@ -3351,11 +3584,23 @@ q_distribute(QState *q, char **cand, int cand_total, bool owned)
 		}
 		while (next < cand_total && (slot = free_slot(e)) >= 0)
 		{
-			if (!send_attempt(q, e, slot, cand[next]))
+			ClaimWindow cw = claim_window(e);
+
+			if (cw == CLAIM_FULL)
+			{
+				/* it takes more as its reads answer, before anyone behind */
+				q->pipe_open = q->pipe_round = true;
+				q->pipe_idx = w->idx;
+				q->pipe_gen = w->gen;
+				break;
+			}
+			if (cw == CLAIM_DONE || !send_attempt(q, e, slot, cand[next]))
 				break;
 			next++;
 			sent++;
 		}
+		if (q->pipe_open)
+			break;
 	}
 	/*
 	 * What is left: for the next waiters, or after the one still flushing.
@@ -3396,11 +3641,13 @@ q_rest_free(QState *q)
 	int			i;
 
 	for (i = 0; i < q->nrest; i++)
-		pfree(q->rest[i]);
+		if (q->rest[i] != NULL)
+			pfree(q->rest[i]);
 	if (q->rest)
 		pfree(q->rest);
 	q->rest = NULL;
 	q->nrest = 0;
+	q->rest_head = 0;
 }
 
 /*
@@ -3444,6 +3691,7 @@ q_resume_unflushed(void)
 			q_kick(q);
 			continue;
 		}
+		q_rest_compact(q);
 		{
 			char	  **cand = q->rest;
 			int			n = q->nrest;
@@ -3469,8 +3717,13 @@ q_round_done(QState *q)
 	List	   *doubtful = NIL;
 	ListCell   *lc;
 	bool		blocking = false;
+	bool		pipe_round = q->pipe_round;
+	bool		behind = false;
+	bool		served_later = false;
 	MemoryContext old;
 
+	q->pipe_open = q->pipe_round = false;
+	q_rest_compact(q);
 	q_prune(q);
 	old = MemoryContextSwitchTo(q_context());
 	foreach(lc, q->waiters)
@@ -3485,6 +3738,15 @@ q_round_done(QState *q)
 			pfree(w);
 			continue;
 		}
+		if (behind)
+		{
+			/* behind an open window: offered nothing yet, served next */
+			keep = lappend(keep, w);
+			served_later = true;
+			continue;
+		}
+		if (pipe_round && w->idx == q->pipe_idx && w->gen == q->pipe_gen)
+			behind = true;
 		count_slots(e, &held, &doubt);
 		if (doubt > 0)
 		{
@@ -3495,6 +3757,11 @@ q_round_done(QState *q)
 		else if (held > 0)
 		{
 			grant(e);
+			pfree(w);
+		}
+		else if (e->claim_refused && !e->released)
+		{
+			claim_fail_refused(e);
 			pfree(w);
 		}
 		else if (e->try_only && w->joined != q->rounds &&
@@ -3542,7 +3809,7 @@ q_round_done(QState *q)
 	}
 	if (q->unflushed_wait)
 		return;					/* q_resume_unflushed goes on */
-	if (q->again || q->lost_race || (q->settled && q->nrest > 0))
+	if (served_later || q->again || q->lost_race || (q->settled && q->nrest > 0))
 	{
 		q_kick(q);
 		return;
@@ -3663,21 +3930,17 @@ doubt_entry_done(int rc, const char *value, int value_len,
 			ZkClaimRec *c = claims_of(e);
 
 			if (rc == ZOK)
-			{
-				if (!DsaPointerIsValid(c[d->slot].msg))
-					c[d->slot].msg = store_msg(c[d->slot].node, value, value_len, stat);
-				/* unread for want of memory: held, the item is consumed as read */
-				c[d->slot].status = ZKQC_HELD;
-			}
+				claim_read(e, d->slot, d->tpath, value, value_len, stat);
 			else if (rc == ZNONODE)
 			{
 				/*
-				 * Our claim on an item that is gone: held without a message,
+				 * Our claim on an item that is gone: held without an item,
 				 * so that letting go deletes the claim alone.
 				 */
 				if (DsaPointerIsValid(c[d->slot].msg))
 					dsa_free(zk_dsa(), c[d->slot].msg);
 				c[d->slot].msg = InvalidDsaPointer;
+				c[d->slot].has_item = false;
 				c[d->slot].status = ZKQC_HELD;
 			}
 			/* else: still in doubt */
@@ -3770,7 +4033,7 @@ send_end(ZkEntry *e, QState *q)
 
 	for (i = 0; i < e->max_items; i++)
 		if (c[i].status == ZKQC_HELD)
-			n += (consume && DsaPointerIsValid(c[i].msg)) ? 2 : 1;
+			n += (consume && c[i].has_item) ? 2 : 1;
 	if (n == 0)
 	{
 		q_free_entry(e);
@@ -3837,7 +4100,7 @@ send_end(ZkEntry *e, QState *q)
 			if (nops > 0 && bytes + one > ZKQ_MULTI_BUDGET)
 				break;
 			bytes += one;
-			nops += (consume && DsaPointerIsValid(c[i].msg)) ? 2 : 1;
+			nops += (consume && c[i].has_item) ? 2 : 1;
 		}
 		if (nops == 0)
 			break;
@@ -3854,7 +4117,7 @@ send_end(ZkEntry *e, QState *q)
 		{
 			if (c[k].status != ZKQC_HELD)
 				continue;
-			if (consume && DsaPointerIsValid(c[k].msg))
+			if (consume && c[k].has_item)
 			{
 				eo->paths[n] = psprintf("%s/entries/%s", q->path, c[k].node);
 				zoo_delete_op_init(&eo->ops[n], eo->paths[n], -1);
@@ -4060,6 +4323,11 @@ qclaim_drive(ZkEntry *e)
 	if (held > 0)
 	{
 		grant(e);
+		return;
+	}
+	if (e->claim_refused)
+	{
+		claim_fail_refused(e);
 		return;
 	}
 	if (!history_gate(e))
@@ -4371,6 +4639,8 @@ info_finish(Info *in)
 			seg = answer_segment(total);
 		if (seg == NULL)
 			dp = dsa_allocate_extended(zk_dsa(), total, DSA_ALLOC_NO_OOM);
+		if (seg == NULL && !DsaPointerIsValid(dp) && total < ZKQ_ANSWER_DSM_MIN)
+			seg = answer_segment(total);	/* the dsa is full: not its business */
 		if (seg == NULL && !DsaPointerIsValid(dp))
 		{
 			e->state = ZKE_DONE;
@@ -6381,6 +6651,16 @@ qdurable_session_lost(ZkEntry *e, const char *why)
 	e->outstanding = 0;
 	if (e->kind == ZKK_QCLAIM && e->state == ZKE_WAITING)
 		e->state = ZKE_CREATING;
+	if (e->kind == ZKK_QCLAIM && DsaPointerIsValid(e->claims))
+	{
+		/* a give-back's fate is unknown: ours or not, read it again */
+		ZkClaimRec *c = claims_of(e);
+		int			i;
+
+		for (i = 0; i < e->max_items; i++)
+			if (c[i].status == ZKQC_RETURN)
+				c[i].status = ZKQC_DOUBT;
+	}
 	zk_retry_later(e);
 }
 
@@ -6412,6 +6692,7 @@ q_session_reset(void)
 			q->ncand = 0;
 			q->idle_since = 0;
 			q->unflushed_wait = false;
+			q->pipe_open = false;
 			q_rest_free(q);
 			listing_free(&q->list);
 			q->list.rc_taken = ZCONNECTIONLOSS;	/* list taken first */

@@ -661,6 +661,7 @@ zk_dsa(void)
 			LWLockRegisterTranche(zk_ctl->dsa_tranche, "zklock_dsa");
 			zk_area = dsa_create(zk_ctl->dsa_tranche);
 			dsa_pin(zk_area);
+			dsa_set_size_limit(zk_area, (size_t) zklock_max_payload_kb * 1024);
 			zk_ctl->dsa = dsa_get_handle(zk_area);
 		}
 		else
@@ -677,4 +678,16 @@ zk_dsa(void)
 	}
 	PG_END_TRY();
 	return zk_area;
+}
+
+/*
+ * zklock.max_payload_memory: the most the dsa may grow to.  Its creator
+ * applies the setting; the worker applies it again at its start and at
+ * each reload.  Segments the area has already exceed a lowered limit until
+ * they are freed; no new one is made meanwhile.
+ */
+void
+zk_dsa_apply_limit(void)
+{
+	dsa_set_size_limit(zk_dsa(), (size_t) zklock_max_payload_kb * 1024);
 }

@@ -890,6 +890,7 @@ zklock_worker_main(Datum arg)
 	set_conn_state(zklock_hosts[0] == '\0' ? ZKC_NOT_CONFIGURED : ZKC_CONNECTING);
 	zk_worker_leave();
 
+	zk_dsa_apply_limit();
 	close_old_session();
 	session_open();
 
@@ -927,6 +928,7 @@ zklock_worker_main(Datum arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 			apply_settings();
+			zk_dsa_apply_limit();
 			zk_elections_changed();
 		}
 		if (reopen_needed)

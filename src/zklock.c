@@ -29,6 +29,7 @@ int			zklock_max_locks_per_backend = 256;
 int			zklock_max_locks_per_role = 512;
 int			zklock_max_lease_duration = 86400;
 int			zklock_max_answer_kb = 16384;
+int			zklock_max_payload_kb = 262144;
 char	   *zklock_elections = NULL;
 char	   *zklock_namespace = NULL;
 
@@ -207,12 +208,29 @@ _PG_init(void)
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("zklock.max_answer_bytes",
-							"Largest answer the zklock worker assembles for one zk_queue_peek or zk_queues call.",
+							"Largest answer the zklock worker assembles for one zk_queue_peek or zk_queues call, "
+							"and the most payload one zk_dequeue takes.",
 							"A peek or listing that would be larger fails with 54000; the worker stops reading "
-							"for it once it has read this much.",
+							"for it once it has read this much. A dequeue stops claiming there and returns "
+							"fewer items (at least one).",
 							&zklock_max_answer_kb,
 							16384, 2048, 1048576,
 							PGC_SUSET,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
+	/*
+	 * The dsa's size limit: any process may set it (dsa_set_size_limit), so
+	 * the worker applies a new value at reload, and the process that creates
+	 * the area applies it at creation (shmem.c).
+	 */
+	DefineCustomIntVariable("zklock.max_payload_memory",
+							"Largest size of the shared memory zklock keeps queue payloads and answers in.",
+							"An enqueue's COMMIT, a dequeue or an answer that finds no room fails with 53200 "
+							"(a dequeue that already holds items returns them and gives the rest back).",
+							&zklock_max_payload_kb,
+							262144, 4096, INT_MAX,
+							PGC_SIGHUP,
 							GUC_UNIT_KB,
 							NULL, NULL, NULL);
 

@@ -207,6 +207,17 @@ typedef struct ZkEntry
 	uint32		retry_next;
 	uint8		errors;			/* errors while driving it (gives up at 3) */
 
+	/*
+	 * QCLAIM: the owner's zklock.max_answer_bytes (set before it submits),
+	 * and, worker-private, the payload bytes stored for it, the largest item
+	 * read for it, and whether a payload found no room in the dsa
+	 * (queue_worker.c, "How much one dequeue claims").
+	 */
+	uint64		answer_cap;
+	uint64		claim_bytes;
+	uint32		claim_largest;
+	bool		claim_refused;
+
 	uint32		next;			/* free list / queue link */
 
 	char		name[ZKLOCK_QNAME_MAX + 1];	/* UTF-8, as the user wrote it,
@@ -376,6 +387,7 @@ extern int	zklock_max_locks_per_backend;
 extern int	zklock_max_locks_per_role;
 extern int	zklock_max_lease_duration;
 extern int	zklock_max_answer_kb;
+extern int	zklock_max_payload_kb;
 extern char *zklock_elections;
 extern char *zklock_namespace;
 extern char *zklock_auth_file;
@@ -436,6 +448,7 @@ extern const char *zk_conn_state_name(int state);
 extern int	zk_fresh_conn_state(void);
 extern void zk_commit_wait_session(TimestampTz *deadline, int conn, const char *what);
 extern dsa_area *zk_dsa(void);
+extern void zk_dsa_apply_limit(void);
 
 /* names.c */
 extern char *zk_name_to_utf8(const char *name, int len, int *outlen);
