@@ -271,7 +271,10 @@ lease_op(const char *name, int len, int bop, const char *lock_node,
 	{
 		ZkAnswer   *a;
 
-		req = dsa_allocate(zk_dsa(), sizeof(ZkAnswer) + dlen);
+		req = dsa_allocate_extended(zk_dsa(), sizeof(ZkAnswer) + dlen, DSA_ALLOC_NO_OOM);
+		if (!DsaPointerIsValid(req))
+			zk_payload_memory_error(sizeof(ZkAnswer) + dlen, "The lease's data",
+									"Retry once other sessions' queue transactions have ended.");
 		a = dsa_get_address(zk_dsa(), req);
 		a->count = 1;
 		a->size = sizeof(ZkAnswer) + dlen;

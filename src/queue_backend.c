@@ -362,8 +362,8 @@ free_items(void)
  * The dsa has no room for "need" bytes more (zklock.max_payload_memory):
  * 53200, "what" saying for what, "todo" what to do.
  */
-static void
-payload_memory_error(Size need, const char *what, const char *todo)
+void
+zk_payload_memory_error(Size need, const char *what, const char *todo)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_OUT_OF_MEMORY),
@@ -414,7 +414,7 @@ queue_pre_commit(void)
 	area = zk_dsa();
 	dp = dsa_allocate_extended(area, total, DSA_ALLOC_NO_OOM);
 	if (!DsaPointerIsValid(dp))
-		payload_memory_error(total, "The queue items of this transaction",
+		zk_payload_memory_error(total, "The queue items of this transaction",
 							 "The transaction is rolled back and publishes nothing; retry it when other sessions' queue work has ended, or commit in smaller batches.");
 	p = dsa_get_address(area, dp);
 	memset(&h, 0, sizeof(h));
@@ -708,7 +708,7 @@ zkq_dequeue(const char *qname, int qlen, int max_items, bool try_only,
 	claims = dsa_allocate_extended(area, sizeof(ZkClaimRec) * max_items,
 								   DSA_ALLOC_NO_OOM | DSA_ALLOC_ZERO);
 	if (!DsaPointerIsValid(claims))
-		payload_memory_error(sizeof(ZkClaimRec) * max_items, "This dequeue",
+		zk_payload_memory_error(sizeof(ZkClaimRec) * max_items, "This dequeue",
 							 "Retry when other sessions' queue work has ended, or ask for fewer items at once.");
 	PG_TRY();
 	{

@@ -449,6 +449,7 @@ extern int	zk_fresh_conn_state(void);
 extern void zk_commit_wait_session(TimestampTz *deadline, int conn, const char *what);
 extern dsa_area *zk_dsa(void);
 extern void zk_dsa_apply_limit(void);
+extern void zk_payload_memory_error(Size need, const char *what, const char *todo) pg_attribute_noreturn();
 
 /* names.c */
 extern char *zk_name_to_utf8(const char *name, int len, int *outlen);
