@@ -108,6 +108,26 @@ AS 'MODULE_PATHNAME', 'zk_locks_internal' LANGUAGE C STRICT VOLATILE PARALLEL UN
 
 CREATE VIEW zk_locks AS SELECT * FROM zk_locks_internal();
 
+-- every entry of the worker's table, whatever its kind (what entries_used counts)
+CREATE FUNCTION zk_entries_internal(
+    OUT entry integer,
+    OUT pid integer,
+    OUT database text,
+    OUT kind text,
+    OUT name text,
+    OUT state text,
+    OUT outcome text,
+    OUT released boolean,
+    OUT queued boolean,
+    OUT retrying boolean,
+    OUT in_doubt boolean,
+    OUT outstanding integer,
+    OUT requested_at timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'zk_entries_internal' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
+CREATE VIEW zk_entries AS SELECT * FROM zk_entries_internal();
+
 CREATE FUNCTION zk_status(
     OUT state text,
     OUT servers text,
@@ -424,13 +444,14 @@ AS $$
         ('monitor', '@extschema@.zk_lock_holders(bigint)'),
         ('monitor', '@extschema@.zk_semaphore_holders(text)'),
         ('monitor', '@extschema@.zk_locks_internal()'),
+        ('monitor', '@extschema@.zk_entries_internal()'),
         ('monitor', '@extschema@.zk_queues_internal()'),
         ('monitor', '@extschema@.zk_leases_internal()'),
         ('monitor', '@extschema@.zk_elections_internal()'),
         ('monitor', '@extschema@.zk_semaphores_internal()')) AS t(g, f)
     UNION ALL
     SELECT 'monitor', 'view', v::regclass::text FROM (VALUES
-        ('@extschema@.zk_locks'), ('@extschema@.zk_queues'), ('@extschema@.zk_leases'),
+        ('@extschema@.zk_locks'), ('@extschema@.zk_entries'), ('@extschema@.zk_queues'), ('@extschema@.zk_leases'),
         ('@extschema@.zk_elections'), ('@extschema@.zk_semaphores')) AS t(v)
 $$;
 

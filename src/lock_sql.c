@@ -441,3 +441,158 @@ zk_locks_internal(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
+
+/* ---- zk_entries: every entry of the table, whatever its kind ---- */
+
+typedef struct EntryRow
+{
+	int			idx;
+	int			pid;
+	Oid			dbid;
+	uint8		kind;
+	uint8		state;
+	uint8		outcome;
+	bool		released;
+	bool		release_req;
+	bool		queued;
+	bool		on_retry;
+	bool		in_doubt;
+	int			outstanding;
+	TimestampTz requested_at;
+	char		name[ZKLOCK_QNAME_MAX + 1];
+} EntryRow;
+
+static const char *
+kind_name(int kind)
+{
+	static const char *const names[ZKK_NUM] = {
+		"lock", "holders", "publication", "claim", "queue read",
+		"barrier wait", "barrier member", "arrivals read", "lease",
+		"semaphore lease"
+	};
+
+	return kind >= 0 && kind < ZKK_NUM ? names[kind] : "?";
+}
+
+static const char *
+state_name(int state)
+{
+	static const char *const names[] = {
+		"free", "pending", "creating", "waiting", "held", "deleting", "done"
+	};
+
+	return state >= 0 && state <= ZKE_DONE ? names[state] : "?";
+}
+
+static const char *
+outcome_name(int outcome)
+{
+	static const char *const names[] = {
+		"none", "granted", "busy", "failed", "lost"
+	};
+
+	return outcome >= 0 && outcome <= ZKO_LOST ? names[outcome] : "?";
+}
+
+/*
+ * Every entry in use, copied under the shared lock (at most as many as were
+ * in use when it started, plus some: a busy table is read again with room
+ * for more), for operators who want to know what occupies the table
+ * (entries_used of zk_status()) and what the worker still has to do.
+ */
+PG_FUNCTION_INFO_V1(zk_entries_internal);
+Datum
+zk_entries_internal(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	EntryRow   *rows = NULL;
+	int			cap;
+	int			n = 0;
+	int			i;
+
+	zk_require_shmem();
+	InitMaterializedSRF(fcinfo, 0);
+	zk_backend_lock(LW_SHARED);
+	cap = zk_ctl->used + 16;
+	LWLockRelease(zk_ctl->lock);
+	for (;;)
+	{
+		bool		full = false;
+
+		rows = rows ? repalloc_huge(rows, sizeof(EntryRow) * cap) :
+			MemoryContextAllocHuge(CurrentMemoryContext, sizeof(EntryRow) * cap);
+		n = 0;
+		zk_backend_lock(LW_SHARED);
+		for (i = 0; i < zk_ctl->max_entries; i++)
+		{
+			ZkEntry    *e = zk_entry(i);
+			EntryRow   *r;
+
+			if (e->state == ZKE_FREE)
+				continue;
+			if (n >= cap)
+			{
+				full = true;
+				break;
+			}
+			r = &rows[n++];
+			r->idx = i;
+			r->pid = e->pid;
+			r->dbid = e->dbid;
+			r->kind = e->kind;
+			r->state = e->state;
+			r->outcome = e->outcome;
+			r->released = e->released;
+			r->release_req = pg_atomic_read_u32(&e->release_req) != 0;
+			r->queued = e->queued;
+			r->on_retry = e->on_retry;
+			r->in_doubt = e->in_doubt;
+			r->outstanding = e->outstanding;
+			r->requested_at = e->requested_at;
+			strlcpy(r->name, e->name, sizeof(r->name));
+		}
+		if (full)
+			cap = zk_ctl->used + 16 + cap;
+		LWLockRelease(zk_ctl->lock);
+		if (!full)
+			break;
+		CHECK_FOR_INTERRUPTS();
+	}
+	for (i = 0; i < n; i++)
+	{
+		EntryRow   *r = &rows[i];
+		Datum		values[13];
+		bool		nulls[13];
+		char	   *db;
+
+		memset(nulls, false, sizeof(nulls));
+		values[0] = Int32GetDatum(r->idx);
+		if (r->pid != 0)
+			values[1] = Int32GetDatum(r->pid);
+		else
+			nulls[1] = true;	/* the worker's own */
+		db = OidIsValid(r->dbid) ? get_database_name(r->dbid) : NULL;
+		if (db)
+			values[2] = CStringGetTextDatum(db);
+		else
+			nulls[2] = true;
+		values[3] = CStringGetTextDatum(kind_name(r->kind));
+		if (r->name[0])
+			values[4] = CStringGetTextDatum(zk_display_name(r->name));
+		else
+			nulls[4] = true;
+		values[5] = CStringGetTextDatum(state_name(r->state));
+		values[6] = CStringGetTextDatum(outcome_name(r->outcome));
+		values[7] = BoolGetDatum(r->release_req || r->released);
+		values[8] = BoolGetDatum(r->queued);
+		values[9] = BoolGetDatum(r->on_retry);
+		values[10] = BoolGetDatum(r->in_doubt);
+		values[11] = Int32GetDatum(r->outstanding);
+		if (r->requested_at != 0)
+			values[12] = TimestampTzGetDatum(r->requested_at);
+		else
+			nulls[12] = true;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}

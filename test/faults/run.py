@@ -367,8 +367,17 @@ def observe_entries(clusters, wait_s):
                                " - (SELECT count(*) FROM zk_elections)")
             res[c.name] = rows[0][0] if rows else None
         if all(v == 0 for v in res.values()) or time.monotonic() >= deadline:
-            return res
+            break
         time.sleep(0.3)
+    # what is left, for the diagnosis: every entry but the candidacies
+    for c in clusters:
+        if res.get(c.name):
+            rows = c.try_query("SELECT row_to_json(e)::text FROM zk_entries e"
+                               " WHERE kind <> 'lock' OR name NOT IN"
+                               " (SELECT name FROM zk_elections)")
+            for r in rows or []:
+                log("cluster %s: entry left: %s" % (c.name, r[0]))
+    return res
 
 
 def dump_rows(c, cols, table, path):

@@ -123,6 +123,8 @@ my @attacks = (
 	[ 'lock holders (key)', "SELECT * FROM zk_lock_holders(42)" ],
 	[ 'zk_locks', "SELECT * FROM zk_locks" ],
 	[ 'zk_locks_internal', "SELECT * FROM zk_locks_internal()" ],
+	[ 'zk_entries', "SELECT * FROM zk_entries" ],
+	[ 'zk_entries_internal', "SELECT * FROM zk_entries_internal()" ],
 	[ 'zk_queues', "SELECT * FROM zk_queues" ],
 	[ 'zk_queues_internal', "SELECT * FROM zk_queues_internal()" ],
 	[ 'zk_leases', "SELECT * FROM zk_leases" ],
@@ -215,7 +217,7 @@ for my $t ([ $A, 'postgres', 'A' ], [ $A, 'db2', 'A/db2' ], [ $B, 'postgres', 'B
 		  FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'zklock'
 		  JOIN pg_class c ON c.oid = d.objid
 		 WHERE d.classid = 'pg_class'::regclass AND c.relkind = 'v'}),
-		'zk_elections:pg_monitor/SELECT,zk_leases:pg_monitor/SELECT,zk_locks:pg_monitor/SELECT,'
+		'zk_elections:pg_monitor/SELECT,zk_entries:pg_monitor/SELECT,zk_leases:pg_monitor/SELECT,zk_locks:pg_monitor/SELECT,'
 		  . 'zk_queues:pg_monitor/SELECT,zk_semaphores:pg_monitor/SELECT',
 		"$where: the views are readable by pg_monitor (and their owner) only");
 }
@@ -264,9 +266,9 @@ for my $g (@groups)
 	is($got, $want, "zkg_$g may execute exactly its group's functions");
 	is($A->safe_psql('postgres', qq{
 		SELECT string_agg(relname, ',' ORDER BY relname) FROM pg_class
-		 WHERE relname IN ('zk_locks', 'zk_queues', 'zk_leases', 'zk_elections', 'zk_semaphores')
+		 WHERE relname IN ('zk_locks', 'zk_entries', 'zk_queues', 'zk_leases', 'zk_elections', 'zk_semaphores')
 		   AND has_table_privilege('zkg_$g', oid, 'SELECT')}),
-		$g eq 'monitor' ? 'zk_elections,zk_leases,zk_locks,zk_queues,zk_semaphores' : '',
+		$g eq 'monitor' ? 'zk_elections,zk_entries,zk_leases,zk_locks,zk_queues,zk_semaphores' : '',
 		"zkg_$g reads the views only if it is monitor");
 	for my $h (@groups)
 	{

@@ -115,6 +115,9 @@ like($det // '', qr/holds or awaits 16 entries.*zklock\.max_locks_per_backend is
 like($hint // '', qr/^Release locks .*raise zklock\.max_locks_per_backend\.$/, 'hint: release locks, or raise the setting');
 is(held_nodes('hogA-'), 16, 'ZooKeeper holds exactly 16 of its nodes');
 is(used(), $base + 16, 'entries_used: 16 more');
+is(q1("SELECT kind || ' ' || state || ' ' || count(*) FROM zk_entries WHERE pid = " . $hog->pid . ' GROUP BY kind, state'),
+	'lock held 16', 'zk_entries shows them: 16 locks held by the hog\'s pid');
+is(q1('SELECT count(*) FROM zk_entries'), $base + 16, 'zk_entries has a row for every entry used');
 
 my $o = new_session($node, name => 'other');
 $o->query_safe('BEGIN');
