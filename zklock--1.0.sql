@@ -372,7 +372,7 @@ AS 'MODULE_PATHNAME', 'zk_semaphores_internal' LANGUAGE C STRICT VOLATILE PARALL
 CREATE VIEW zk_semaphores AS SELECT * FROM zk_semaphores_internal();
 
 -- ---------------------------------------------------------------------------
--- Privileges (README "Privileges")
+-- Privileges (doc/security.md, "Privileges")
 --
 -- Every name is shared by every database of every cluster on the ZooKeeper,
 -- so a function callable by PUBLIC would let any role of any database peek,

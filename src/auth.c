@@ -315,7 +315,7 @@ zk_acl_build(bool have_creds)
 		ereport(WARNING,
 				(errmsg("zklock: the nodes zklock creates in zookeeper are open to every zookeeper client"),
 				 errdetail("zklock.auth_file and zklock.acl are empty, so the nodes get the ACL world:anyone:cdrwa: any client that reaches ZooKeeper can delete a lock holder's node or take a queue's items."),
-				 errhint("Set zklock.auth_file to a file holding user:password (and, if needed, zklock.acl); see the README, section \"ZooKeeper authentication and ACLs\".")));
+				 errhint("Set zklock.auth_file to a file holding user:password (and, if needed, zklock.acl); see doc/security.md, section \"ZooKeeper authentication and ACLs\".")));
 	else if (!have_creds && uses_auth)
 		ereport(WARNING,
 				(errmsg("zklock: zklock.acl names the scheme auth but the worker has no zookeeper credentials"),

@@ -402,7 +402,7 @@ class Conc:
         try:
             zk.start(timeout=15)
             while not self.stop.is_set():
-                # a new Semaphore object per acquisition (README, Semaphores)
+                # a new Semaphore object per acquisition (doc/semaphores.md)
                 sem = zk.Semaphore("/zklock/semaphores/" + self.sname, identifier="k%d" % idx,
                                    max_leases=self.smax)
                 self.count("semaphore")

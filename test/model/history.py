@@ -205,7 +205,7 @@ class History:
     def _kfail(self, k, op, e):
         from kazoo.exceptions import NoNodeError
         if isinstance(e, NoNodeError) and op.get("r") == "lock" and op["k"] == "kacquire":
-            # the lock's node is a container (README "How it works"): once its
+            # the lock's node is a container (doc/how-it-works.md): once its
             # last contender is gone ZooKeeper removes it, and a kazoo lock
             # object that created or found it before creates its contender
             # under a path that is no more
@@ -510,7 +510,7 @@ class History:
         if r.ok:
             self.prepared[op["gid"]] = s.cluster.label
             if expect == "strong":
-                self.anomaly("prepare", "PREPARE TRANSACTION by %s succeeded after zklock work (README: 0A000)" % s.name)
+                self.anomaly("prepare", "PREPARE TRANSACTION by %s succeeded after zklock work (doc/errors.md: 0A000)" % s.name)
                 self.sql(s, {"r": None}, "ROLLBACK PREPARED %s", (op["gid"],), FAST)
                 del self.prepared[op["gid"]]
                 for m in self.models:

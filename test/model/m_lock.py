@@ -5,7 +5,7 @@ zk_unlock[_shared], zk_unlock_all, and kazoo's Lock/ReadLock on the same path).
 The model keeps, per lock name, the contender nodes in creation order: each
 has an owner (a session or a kazoo client), a mode, whether it is an upgrade
 (an exclusive node of an owner that holds the shared lock) and its holds
-(mode, scope, savepoint level).  The README's rules decide who is granted:
+(mode, scope, savepoint level).  The rules of doc/locks.md decide who is granted:
 a shared node when no other owner's exclusive node is before it, an
 exclusive one when no other owner's node is before it, an upgrade when no
 other owner holds the lock; an owner that holds the lock stacks a hold
@@ -347,7 +347,7 @@ class LockModel:
 
     # ---- kazoo
     def klock(self, k, name, mode, new=False):
-        """kazoo's lock object; a new one for every acquisition, as README
+        """kazoo's lock object; a new one for every acquisition, as doc/locks.md
         says to do (kazoo creates the lock's node once per object, and
         ZooKeeper removes the empty container)."""
         key = (k.idx, name, mode)

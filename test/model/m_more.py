@@ -1,6 +1,6 @@
 """m_more.py - reference models of the other recipes, for the exact mode of
 the model-based tester: semaphores, leases, gates, arrivals, double barriers
-and elections.  Each keeps what the README says the recipe's state is and
+and elections.  Each keeps what doc/ says the recipe's state is and
 checks every answer against it (see each class).
 """
 
@@ -258,7 +258,7 @@ class SemModel(Base):
         h = self.h
         name = op["nm"] = self.names[op["n"]]
         sem = self.ksem.get((k.idx, op["n"]))
-        # a new Semaphore object per acquisition (README, Semaphores): the
+        # a new Semaphore object per acquisition (doc/semaphores.md): the
         # guard's lock node is a container that ZooKeeper removes when empty,
         # and kazoo's inner Lock creates its path once per object
         if sem is None or (op["k"] == "kacquire" and not sem.is_acquired):
@@ -691,7 +691,7 @@ class BarrierModel(Base):
         if op.get("bad"):
             def done(s_, op_, r, ctx):
                 if r.ok or r.code != "55000":
-                    h.anomaly("barrier-misuse", "%s by %s (%s): %r, README: 55000"
+                    h.anomaly("barrier-misuse", "%s by %s (%s): %r, doc/barriers.md: 55000"
                               % (op_.get("sql"), s_.name, self.members.get(s_), r))
             if op["k"] == "enter":
                 h.fast_call(s, op, "SELECT zk_barrier_enter(%s, %s, '0')", (self.bname, self.parties), done)

@@ -363,7 +363,7 @@ class QueueModel:
         return op["k"] == "deq" and bool(self.free(op["qn"]))
 
     def after_settle(self):
-        """Local waiters of one queue are served in arrival order (README)."""
+        """Local waiters of one queue are served in arrival order (doc/queues.md)."""
         for (s, t0, q) in self.served:
             for x in self.h.sessions:
                 if x.pending is not None and x.pending.get("r") == self.name and x.pending["k"] == "deq" \

@@ -310,7 +310,7 @@ sub first_node_path
 # 3. Upgrade while a kazoo WriteLock and a SQL writer queue behind the
 #    reader: the first writer behind the reader is another client's, which
 #    might be a kazoo plain Lock holding the lock, so the upgrade waits for
-#    it (README); a WriteLock waits for the reader in turn, and the upgrade
+#    it (doc/locks.md); a WriteLock waits for the reader in turn, and the upgrade
 #    ends with its timeout, granting nobody anything meanwhile.
 #
 {
@@ -366,7 +366,7 @@ sub first_node_path
 	$A->query_safe('COMMIT');
 	$r = $B->wait(10);
 	is($r->{sqlstate}, '00000', '4: the writer gets the lock after the COMMIT') or diag $r->{err};
-	# README: "successive grants of one name, by anyone, anywhere, get
+	# doc/locks.md: "successive grants of one name, by anyone, anywhere, get
 	# strictly increasing tokens" -- a store fencing with them would refuse
 	# the writer for good if its token were below the upgrade's
 	cmp_ok($r->{out}, '>', $token_a,

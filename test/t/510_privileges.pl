@@ -13,13 +13,13 @@
 #    (counted through kazoo) is unchanged.  Before issue 23 every one but
 #    zk_queue_release_cluster and the views succeeded.
 # 2. Catalog: the functions of the extension that PUBLIC may execute are
-#    exactly the one README names (a function added without being covered
+#    exactly the two doc/security.md names (a function added without being covered
 #    fails here); every other function is in exactly one group of
-#    zk_privilege_groups() or is zk_grant/zk_revoke; README's group table
+#    zk_privilege_groups() or is zk_grant/zk_revoke; doc/security.md's group table
 #    matches zk_privilege_groups(); the views are readable by pg_monitor only.
 # 3. Groups: zk_grant(group, role) lets a role do its group's operations
 #    and refuses the others (each group's representative call, plus
-#    has_function_privilege over every function); README's GRANT line for
+#    has_function_privilege over every function); doc/security.md's GRANT line for
 #    produce grants the same as zk_grant('produce'); a pg_monitor member
 #    reads the views and holders in both databases; zk_grant's errors;
 #    zk_revoke.  CREATE EXTENSION in a second database of A works.
@@ -166,14 +166,14 @@ is($A->safe_psql('postgres', "SELECT string_agg(participant, ',') FROM zk_arriva
 	'p1', 'the arrivals are exactly the tenant\'s');
 
 # ---- 2. the catalog ----
-open(my $fh, '<', "$ZkLockTest::SRC/README.md") or die "README.md: $!";
-my $readme = do { local $/; <$fh> };
+open(my $fh, '<', "$ZkLockTest::SRC/doc/security.md") or die "doc/security.md: $!";
+my $secdoc = do { local $/; <$fh> };
 close $fh;
-my ($privsec) = $readme =~ /^### Privileges\n(.*?)^### /ms;
-ok(defined $privsec, 'README has a Privileges section');
+my ($privsec) = $secdoc =~ /^## Privileges\n(.*?)^## /ms;
+ok(defined $privsec, 'doc/security.md has a Privileges section');
 my ($harmless_text) = $privsec =~ /revokes `EXECUTE` from\s+`PUBLIC` on every function of the extension but (?:one|two), (.*?)\. A role without/s;
 my $harmless = join(',', sort { $a cmp $b } (($harmless_text // '') =~ /`(zk_\w+\([^`]*\))`/g));
-is($harmless, 'zk_path(text,text),zk_privilege_groups()', 'README names the two functions PUBLIC keeps');
+is($harmless, 'zk_path(text,text),zk_privilege_groups()', 'doc/security.md names the two functions PUBLIC keeps');
 my %readme_groups;
 for my $line (split /\n/, $privsec)
 {
@@ -229,12 +229,12 @@ for my $row (split /\n/, $A->safe_psql('postgres', q{
 	my ($g, $objs) = split /\|/, $row;
 	$sql_groups{$g} = join(',', sort { $a cmp $b } split /,/, $objs);
 }
-is_deeply(\%readme_groups, \%sql_groups, "README's group table is zk_privilege_groups()");
+is_deeply(\%readme_groups, \%sql_groups, "doc/security.md's group table is zk_privilege_groups()");
 my @groups = sort keys %sql_groups;
 is(join(',', @groups), 'admin,arrive,consume,election,lease,lock,monitor,produce,semaphore,wait',
 	'ten groups');
 
-# ---- 3. each group, granted with zk_grant as README says ----
+# ---- 3. each group, granted with zk_grant as doc/security.md says ----
 # one representative call per group, harmless names of its own
 my %op = (
 	lock => "SELECT zk_try_lock('g_lock')",
@@ -281,9 +281,9 @@ for my $g (@groups)
 is(sqlstate_as($A, 'db2', 'zkg_consume', "SELECT count(*) FROM zk_try_dequeue('g_q')"), '42501',
 	'a grant in one database gives nothing in another');
 
-# README's GRANT line for produce grants what zk_grant('produce') grants
+# doc/security.md's GRANT line for produce grants what zk_grant('produce') grants
 my ($grant_line) = $privsec =~ /^\s*(GRANT EXECUTE ON FUNCTION zk_enqueue\(.*?;)\s*$/m;
-ok(defined $grant_line, "README shows produce's GRANT line");
+ok(defined $grant_line, "doc/security.md shows produce's GRANT line");
 $A->safe_psql('postgres', 'CREATE ROLE app_producer LOGIN');
 $A->safe_psql('postgres', $grant_line);
 is($A->safe_psql('postgres', qq{
@@ -292,7 +292,7 @@ is($A->safe_psql('postgres', qq{
 	$A->safe_psql('postgres', qq{
 	SELECT string_agg(p.oid::regprocedure::text, ',' ORDER BY p.oid::regprocedure::text) $EXT_FUNCS
 	AND has_function_privilege('zkg_produce', p.oid, 'EXECUTE')}),
-	"README's GRANT line grants what zk_grant('produce', ...) grants");
+	"doc/security.md's GRANT line grants what zk_grant('produce', ...) grants");
 is(sqlstate_as($A, 'postgres', 'app_producer', "SELECT zk_enqueue('g_q', 'y')"), '00000',
 	'app_producer enqueues');
 
