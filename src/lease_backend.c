@@ -262,7 +262,7 @@ static void
 lease_op(const char *name, int len, int bop, const char *lock_node,
 		 int32 version, const char *data, int dlen, LeaseAnswer *ans, const char *what)
 {
-	dsa_pointer req = InvalidDsaPointer;
+	volatile dsa_pointer req = InvalidDsaPointer;	/* read in PG_CATCH */
 	ZkEntry    *e;
 	int			outcome;
 

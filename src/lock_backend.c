@@ -562,7 +562,7 @@ zk_held_token(const char *name, int len, bool *held)
 dsm_segment *
 zk_query_holders(const char *name, int len, int family)
 {
-	Size		size = 64 * 1024;
+	volatile Size size = 64 * 1024;	/* lives across PG_TRY */
 	int			attempt;
 
 	begin_call(name, len);

@@ -378,7 +378,7 @@ static void
 queue_pre_commit(void)
 {
 	ListCell   *lc;
-	Size		total = sizeof(ZkTxnHeader);
+	volatile Size total = sizeof(ZkTxnHeader);	/* lives across PG_TRY */
 	dsa_area   *area;
 	dsa_pointer dp;
 	char	   *p;

@@ -1853,8 +1853,8 @@ publish_done(int rc, const void *data)
 	PubOp	   *po = (PubOp *) data;
 	ZkEntry    *volatile e = NULL;
 	bool		applied;
-	bool		missing_parent = false;
-	bool		keep = false;
+	volatile bool missing_parent = false;	/* set inside COMPLETION_BEGIN */
+	volatile bool keep = false;	/* read after COMPLETION_END */
 	int			at = 0;
 	int			i;
 

@@ -162,7 +162,7 @@ wrong_max(const char *uname, int32 max, const char *msg)
  */
 static bool
 acquire(const char *name, int len, int32 max, ZkScope scope, bool try_only,
-		int64 timeout_ms)
+		volatile int64 timeout_ms)	/* lives across PG_TRY */
 {
 	LocalSem   *ls = find_sem(name, len);
 	char	   *uname = zk_display_name(pnstrdup(name, len));

@@ -154,7 +154,7 @@ zk_shmem_init(void)
 		{
 			zk_ctl->entries[i].state = ZKE_FREE;
 			pg_atomic_init_u32(&zk_ctl->entries[i].release_req, 0);
-			zk_ctl->entries[i].next = (i + 1 < zklock_max_locks) ? i + 1 : ZKLOCK_NO_ENTRY;
+			zk_ctl->entries[i].next = (i + 1 < zklock_max_locks) ? (uint32) (i + 1) : ZKLOCK_NO_ENTRY;
 		}
 		zk_ctl->free_head = 0;
 	}

@@ -142,7 +142,7 @@ void
 zk_recipes_reconnected(void)
 {
 	int			n = zk_retry_length();
-	int			k;
+	volatile int k;			/* lives across PG_TRY */
 
 	/*
 	 * Entries are taken off the live list one at a time: a drive may retry
