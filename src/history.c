@@ -7,22 +7,8 @@
  *	  survey of runs that the settling pass consults before it acts on a
  *	  node of another run.
  *
- *	  Rules the settling pass follows (queue_worker.c):
- *	  - a node of this run, or of a dead run this server took over (heir),
- *		is settled from the commit log if its WAL record is in this
- *		server's WAL, and dropped or released if another record stands
- *		there or its position is past this server's WAL (the transaction
- *		never happened here);
- *	  - a dead run nobody took over is taken over (a create that fails if
- *		the run came back meanwhile) only by a server that descends from it:
- *		a record of one of its nodes is in this server's WAL, or this data
- *		directory's lineage file lists it;
- *	  - a run alive when this server's own run registered is waited for
- *		for a session timeout (a crashed predecessor's session ends); alive
- *		after that, this server is a copy of a running server and never
- *		takes it over (the lineage file remembers);
- *	  - nodes of other runs are left alone and logged; an operator releases
- *		them with zk_queue_release_cluster().
+ *	  The rules the settling pass follows (queue_worker.c) with what this
+ *	  file answers are in src/README, section 5.
  *
  *	  Runs in the worker, lock held (completions take it themselves).
  *

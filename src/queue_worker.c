@@ -31,14 +31,11 @@
  *	  (publications), caches that an idle queue loses after 10 to 20 s
  *	  ("Forgetting idle queues"), and a dropped one at once.
  *
- *	  Resolution: when the worker starts and whenever a standby is promoted,
- *	  this cluster's transaction nodes and claims left behind by a crash are
- *	  settled from PostgreSQL's commit log (xact_fate): committed ones are
- *	  published or consumed, aborted ones dropped or released, running ones
- *	  left to their backend.  Every claim and transaction node names a WAL
- *	  record of its transaction that was flushed before the node was sent,
- *	  so its transaction id cannot be handed out again after a crash, and a
- *	  promoted standby knows whether that record reached it.
+ *	  Resolution: the settling of this cluster's transaction nodes and
+ *	  claims left behind by a crash, from PostgreSQL's commit log
+ *	  (xact_fate).  Why that is safe (the WAL mark, runs, heirs, MACs): see
+ *	  src/README, section 5; when each step runs relative to COMMIT:
+ *	  section 4.
  *
  *	  Runs in the worker, lock held (completions take it themselves).
  *
