@@ -165,6 +165,7 @@ wait_entry(uint32 idx, uint32 gen, int64 timeout_ms, const char *what)
 
 /* ---- double barrier ---- */
 
+/* SQL: zk_barrier_enter() */
 Datum
 zk_barrier_enter(PG_FUNCTION_ARGS)
 {
@@ -216,6 +217,7 @@ zk_barrier_enter(PG_FUNCTION_ARGS)
 	PG_RETURN_BOOL(true);
 }
 
+/* SQL: zk_barrier_leave() */
 Datum
 zk_barrier_leave(PG_FUNCTION_ARGS)
 {
@@ -281,6 +283,7 @@ gate_change(FunctionCallInfo fcinfo, int op, const char *what)
 	zkq_txn_op(op, rel, data, strlen(data), what);
 }
 
+/* SQL: zk_gate_close() */
 Datum
 zk_gate_close(PG_FUNCTION_ARGS)
 {
@@ -288,6 +291,7 @@ zk_gate_close(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+/* SQL: zk_gate_open() */
 Datum
 zk_gate_open(PG_FUNCTION_ARGS)
 {
@@ -313,6 +317,7 @@ wait_for(FunctionCallInfo fcinfo, int bop, const char *name, int len, int32 part
 	return ok;
 }
 
+/* SQL: zk_gate_wait() */
 Datum
 zk_gate_wait(PG_FUNCTION_ARGS)
 {
@@ -326,6 +331,7 @@ zk_gate_wait(PG_FUNCTION_ARGS)
 
 /* ---- arrivals ---- */
 
+/* SQL: zk_arrive() */
 Datum
 zk_arrive(PG_FUNCTION_ARGS)
 {
@@ -347,6 +353,7 @@ zk_arrive(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+/* SQL: zk_await() */
 Datum
 zk_await(PG_FUNCTION_ARGS)
 {
@@ -384,6 +391,7 @@ decode_node_name(const char *enc, int len)
 	return pg_any_to_server_noerror(out, n);
 }
 
+/* SQL: zk_arrivals() */
 Datum
 zk_arrivals(PG_FUNCTION_ARGS)
 {
@@ -464,6 +472,7 @@ zk_arrivals(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
+/* SQL: zk_arrivals_reset() */
 Datum
 zk_arrivals_reset(PG_FUNCTION_ARGS)
 {

@@ -354,6 +354,8 @@ zk_is_leader(PG_FUNCTION_ARGS)
  * zk_elections view: (name, is_leader, token, standing_since, leading_since)
  */
 PG_FUNCTION_INFO_V1(zk_elections_internal);
+
+/* SQL: zk_leader() */
 Datum
 zk_elections_internal(PG_FUNCTION_ARGS)
 {

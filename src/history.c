@@ -110,11 +110,13 @@ typedef struct HistCall
 	char		data[512];
 } HistCall;
 
+/* Completion of the zoo_async sent by zk_history_survey() */
 static void
 ignore_string(int rc, const char *value, const void *data)
 {
 }
 
+/* Completion of the zoo_adelete sent by reg_live_done() */
 static void
 ignore_void(int rc, const void *data)
 {
@@ -387,6 +389,7 @@ static bool reg_refusal_logged = false;
 
 static ZkLogLimit reregistered_log;
 
+/* Completion of the zoo_acreate sent by zk_history_turn() */
 static void
 reg_node_done(int rc, const char *value, const void *data)
 {
@@ -434,6 +437,7 @@ reg_node_done(int rc, const char *value, const void *data)
 	COMPLETION_END(none);
 }
 
+/* Completion of the zoo_aexists sent by zk_history_turn() */
 static void
 reg_heir_checked(int rc, const struct Stat *stat, const void *data)
 {
@@ -459,6 +463,7 @@ reg_heir_checked(int rc, const struct Stat *stat, const void *data)
 	COMPLETION_END(none);
 }
 
+/* Completion of the zoo_amulti sent by zk_history_turn() */
 static void
 reg_live_done(int rc, const void *data)
 {
@@ -840,6 +845,7 @@ run_live(RunRec *r)
 	}
 }
 
+/* Completion of the zoo_aget sent by survey_run_listed() */
 static void
 survey_heir_read(int rc, const char *value, int value_len,
 				 const struct Stat *stat, const void *data)
@@ -884,6 +890,7 @@ survey_heir_read(int rc, const char *value, int value_len,
 	COMPLETION_END(none);
 }
 
+/* Completion of the zoo_aget_children2 sent by survey_listed() */
 static void
 survey_run_listed(int rc, const struct String_vector *sv,
 				  const struct Stat *stat, const void *data)
@@ -943,6 +950,7 @@ survey_run_listed(int rc, const struct String_vector *sv,
 	COMPLETION_END(none);
 }
 
+/* Completion of the zoo_aget_children sent by zk_history_survey() */
 static void
 survey_listed(int rc, const struct String_vector *sv, const void *data)
 {
@@ -1146,6 +1154,7 @@ zk_history_left(uint64 run)
 /* (another client can make many run nodes that look long dead) */
 static ZkLogLimit forgot_log;
 
+/* Completion of the zoo_amulti sent by zk_history_claim() */
 static void
 claim_done(int rc, const void *data)
 {

@@ -125,6 +125,7 @@ read_done(int rc, const char *value, int value_len, const struct Stat *stat,
 	COMPLETION_END(e);
 }
 
+/* Completion of the zoo_amulti sent by lease_drive() */
 static void
 write_done(int rc, const void *data)
 {

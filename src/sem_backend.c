@@ -357,24 +357,28 @@ sem_common(FunctionCallInfo fcinfo, ZkScope scope, bool try_only)
 	PG_RETURN_VOID();
 }
 
+/* SQL: zk_semaphore() */
 Datum
 zk_semaphore(PG_FUNCTION_ARGS)
 {
 	return sem_common(fcinfo, ZKS_TRANSACTION, false);
 }
 
+/* SQL: zk_try_semaphore() */
 Datum
 zk_try_semaphore(PG_FUNCTION_ARGS)
 {
 	return sem_common(fcinfo, ZKS_TRANSACTION, true);
 }
 
+/* SQL: zk_session_semaphore() */
 Datum
 zk_session_semaphore(PG_FUNCTION_ARGS)
 {
 	return sem_common(fcinfo, ZKS_SESSION, false);
 }
 
+/* SQL: zk_try_session_semaphore() */
 Datum
 zk_try_session_semaphore(PG_FUNCTION_ARGS)
 {
@@ -559,6 +563,7 @@ want_sem(ZkEntry *e)
 	return e->kind == ZKK_LOCK && e->family == ZKF_SEMAPHORES && e->outcome == ZKO_NONE;
 }
 
+/* SQL: zk_semaphores_internal() */
 Datum
 zk_semaphores_internal(PG_FUNCTION_ARGS)
 {

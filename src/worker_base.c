@@ -388,6 +388,7 @@ static uint64 parent_seq = 0;
 static char parent_refused[ZKLOCK_PARENT_MAX + 1];
 static uint64 parent_refused_session = 0;
 
+/* Completion of the zoo_acreate sent by zk_create_parent() */
 static void
 parent_create_done(int rc, const char *name, const void *ctx)
 {
