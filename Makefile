@@ -37,6 +37,15 @@ PGFILEDESC = "zklock - ZooKeeper coordination recipes for PostgreSQL"
 SHLIB_LINK = -lzookeeper_st
 PG_CPPFLAGS = -I$(srcdir)/src -I/usr/include/zookeeper
 
+# Warnings, on top of PostgreSQL's own (pg_config --cflags).  Unused
+# parameters are not warned about: ZooKeeper completions and PostgreSQL hooks
+# have fixed signatures.  -Wextra's -Wclobbered stays on: a local changed
+# inside PG_TRY (or COMPLETION_BEGIN) and read after the catch is volatile.
+# gcc's own ones and -Werror are added after PGXS, below.
+PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter \
+	-Wmissing-prototypes -Wmissing-declarations -Wstrict-prototypes \
+	-Wold-style-definition -Wpointer-arith -Wvla -Wshadow -Wformat=2
+
 REGRESS = setup lock savepoint families errors status queue barrier lease election semaphore
 REGRESS_OPTS = --temp-config=$(srcdir)/test/regress.conf --temp-instance=tmp_regress \
 	--load-extension=zklock --load-extension=dblink
@@ -52,6 +61,16 @@ include $(PGXS)
 
 # after PGXS, which resets it: the TAP tests' shared module
 PROVE_FLAGS += -I $(srcdir)/test/t
+
+# after PGXS, which sets CC: warnings only gcc knows; then -Werror when the
+# environment says CI (CI=true, as CI services set it) or ZKLOCK_WERROR=1
+# (tools/test.sh sets it): the build must print no warning
+ifneq (,$(findstring gcc,$(CC)))
+override CFLAGS += -Wduplicated-cond -Wlogical-op
+endif
+ifneq (,$(filter true 1,$(CI) $(ZKLOCK_WERROR)))
+override CFLAGS += -Werror
+endif
 
 # every object depends on the shared header
 $(OBJS): src/zklock.h src/recipe.h src/queue.h src/barrier.h src/trust.h

@@ -54,6 +54,7 @@ static struct ACL_vector acl_vec = {0, NULL};
 static bool acl_built = false;
 static char acl_logged[ZKLOCK_ACL_MAX * (ZKLOCK_ACL_ID_MAX + 16) + 8];
 
+/* The name zk_status().auth shows for a ZkAuthState */
 const char *
 zk_auth_state_name(int state)
 {
@@ -73,6 +74,7 @@ zk_auth_state_name(int state)
 
 /* ---- zklock.acl ---- */
 
+/* Are these ACL permission letters (one or more of cdrwa)? */
 static bool
 valid_perms(const char *p)
 {
@@ -157,6 +159,10 @@ parse_acl_entry(char *entry, AclSetting *set, const char **why)
 	return true;
 }
 
+/*
+ * GUC check hook of zklock.acl: parse and validate the entries into an
+ * AclSetting
+ */
 bool
 zk_check_acl(char **newval, void **extra, GucSource source)
 {
@@ -210,12 +216,17 @@ zk_check_acl(char **newval, void **extra, GucSource source)
 	return true;
 }
 
+/* GUC assign hook of zklock.acl: keep the parsed setting */
 void
 zk_assign_acl(const char *newval, void *extra)
 {
 	acl_setting = (AclSetting *) extra;
 }
 
+/*
+ * GUC check hook of zklock.auth_file: the path's length only (the worker
+ * reads the file)
+ */
 bool
 zk_check_auth_file(char **newval, void **extra, GucSource source)
 {
@@ -227,6 +238,7 @@ zk_check_auth_file(char **newval, void **extra, GucSource source)
 	return true;
 }
 
+/* ZooKeeper's permission bits for ACL letters (cdrwa) */
 static int
 perm_bits(const char *p)
 {
@@ -248,6 +260,7 @@ perm_bits(const char *p)
 	return bits;
 }
 
+/* Append one entry to the ACL of the nodes the worker creates */
 static void
 acl_add(const char *scheme, const char *id, const char *perms)
 {
@@ -326,6 +339,7 @@ zk_acl_build(bool have_creds)
 				(errmsg("zklock: nodes are created with the ACL %s", desc)));
 }
 
+/* The ACL of every node the worker creates (built on first use) */
 struct ACL_vector *
 zk_acl(void)
 {

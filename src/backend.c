@@ -56,6 +56,10 @@ static void subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 							 SubTransactionId parentSubid, void *arg);
 static void backend_exit(int code, Datum arg);
 
+/*
+ * First zklock call in this backend: the guid half and the transaction and
+ * exit callbacks
+ */
 void
 zk_backend_init(void)
 {
@@ -136,6 +140,10 @@ zk_backend_has_entries(void)
 
 /* ---- identity stored in the node ---- */
 
+/*
+ * The identity written into a node: cluster, host, port, database, pid,
+ * user, application, since when (JSON)
+ */
 void
 zk_build_node_data(char *out, size_t outlen)
 {
@@ -226,6 +234,10 @@ conn_hint(int conn)
 	return errhint("Check that ZooKeeper is running and that zklock.hosts is right (see zk_status()), then retry.");
 }
 
+/*
+ * Raise the error the worker reported for a request (its SQLSTATE and
+ * message)
+ */
 static void
 raise_failure(int sqlstate, const char *msg, const char *uname)
 {
@@ -680,6 +692,10 @@ zk_new_entry(ZkKind kind, const char *name, int len, ZkMode mode, ZkScope scope,
 
 /* ---- end of transaction, savepoints, exit: each recipe's backend half ---- */
 
+/*
+ * Call every recipe's backend half at pre-commit, pre-prepare, commit and
+ * abort
+ */
 static void
 xact_callback(XactEvent event, void *arg)
 {
@@ -717,6 +733,7 @@ xact_callback(XactEvent event, void *arg)
 	}
 }
 
+/* Call every recipe's backend half at the end of a subtransaction */
 static void
 subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 				 SubTransactionId parentSubid, void *arg)

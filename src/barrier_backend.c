@@ -48,6 +48,7 @@ static List *memberships = NIL;
 
 /* ---- helpers ---- */
 
+/* Let go of a barrier entry and wake the worker */
 static void
 release_entry(uint32 idx, uint32 gen)
 {
@@ -57,6 +58,7 @@ release_entry(uint32 idx, uint32 gen)
 	zk_wake_worker();
 }
 
+/* This session's membership of a double barrier, or NULL */
 static Membership *
 membership_of(const char *name)
 {
@@ -72,6 +74,7 @@ membership_of(const char *name)
 	return NULL;
 }
 
+/* Forget a membership (its entry is let go separately) */
 static void
 membership_forget(Membership *m)
 {
@@ -82,6 +85,7 @@ membership_forget(Membership *m)
 /* A name or participant argument in UTF-8, checked */
 #define arg_name zk_arg_text_name
 
+/* The parties argument: not null, at least 1 */
 static int32
 arg_parties(FunctionCallInfo fcinfo, int argno)
 {
@@ -109,6 +113,10 @@ arg_timeout(FunctionCallInfo fcinfo, int argno)
 	return zk_arg_wait_ms(fcinfo, argno);
 }
 
+/*
+ * A barrier entry (member: session scope; waits and reads: transaction
+ * scope)
+ */
 static ZkEntry *
 new_entry(ZkKind kind, int bop, const char *name, int len, bool try_only)
 {
@@ -140,6 +148,10 @@ submit(ZkEntry *e, uint32 *idx, uint32 *gen)
 static uint32 waiting_idx = ZKLOCK_NO_ENTRY;	/* let go at exit (FATAL) */
 static uint32 waiting_gen = 0;
 
+/*
+ * Wait for a barrier request's answer: true if granted; on error the entry
+ * is let go
+ */
 static bool
 wait_entry(uint32 idx, uint32 gen, int64 timeout_ms, const char *what)
 {
@@ -165,6 +177,7 @@ wait_entry(uint32 idx, uint32 gen, int64 timeout_ms, const char *what)
 
 /* ---- double barrier ---- */
 
+/* SQL: zk_barrier_enter() */
 Datum
 zk_barrier_enter(PG_FUNCTION_ARGS)
 {
@@ -216,6 +229,7 @@ zk_barrier_enter(PG_FUNCTION_ARGS)
 	PG_RETURN_BOOL(true);
 }
 
+/* SQL: zk_barrier_leave() */
 Datum
 zk_barrier_leave(PG_FUNCTION_ARGS)
 {
@@ -262,6 +276,10 @@ zk_barrier_leave(PG_FUNCTION_ARGS)
 
 /* ---- gates ---- */
 
+/*
+ * zk_gate_open/close: record the gate's change in this transaction's node
+ * (published at COMMIT)
+ */
 static void
 gate_change(FunctionCallInfo fcinfo, int op, const char *what)
 {
@@ -281,6 +299,7 @@ gate_change(FunctionCallInfo fcinfo, int op, const char *what)
 	zkq_txn_op(op, rel, data, strlen(data), what);
 }
 
+/* SQL: zk_gate_close() */
 Datum
 zk_gate_close(PG_FUNCTION_ARGS)
 {
@@ -288,6 +307,7 @@ zk_gate_close(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+/* SQL: zk_gate_open() */
 Datum
 zk_gate_open(PG_FUNCTION_ARGS)
 {
@@ -295,6 +315,7 @@ zk_gate_open(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+/* Submit a wait (gate or arrivals) and wait for it; false on timeout */
 static bool
 wait_for(FunctionCallInfo fcinfo, int bop, const char *name, int len, int32 parties,
 		 int64 timeout_ms, const char *what)
@@ -313,6 +334,7 @@ wait_for(FunctionCallInfo fcinfo, int bop, const char *name, int len, int32 part
 	return ok;
 }
 
+/* SQL: zk_gate_wait() */
 Datum
 zk_gate_wait(PG_FUNCTION_ARGS)
 {
@@ -326,6 +348,7 @@ zk_gate_wait(PG_FUNCTION_ARGS)
 
 /* ---- arrivals ---- */
 
+/* SQL: zk_arrive() */
 Datum
 zk_arrive(PG_FUNCTION_ARGS)
 {
@@ -347,6 +370,7 @@ zk_arrive(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+/* SQL: zk_await() */
 Datum
 zk_await(PG_FUNCTION_ARGS)
 {
@@ -384,6 +408,7 @@ decode_node_name(const char *enc, int len)
 	return pg_any_to_server_noerror(out, n);
 }
 
+/* SQL: zk_arrivals() */
 Datum
 zk_arrivals(PG_FUNCTION_ARGS)
 {
@@ -464,6 +489,7 @@ zk_arrivals(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
+/* SQL: zk_arrivals_reset() */
 Datum
 zk_arrivals_reset(PG_FUNCTION_ARGS)
 {
@@ -482,6 +508,7 @@ zk_arrivals_reset(PG_FUNCTION_ARGS)
 
 /* ---- the backend's recipe table ---- */
 
+/* At exit: let go of the wait in progress and every membership */
 static void
 barrier_at_exit(void)
 {

@@ -377,6 +377,10 @@ obj_kick(BObj *o)
 	obj_probe(o);
 }
 
+/*
+ * Watcher of the zoo_awexists sent by arrivals_probed() and obj_probe(); the
+ * zoo_awget_children sent by obj_probe()
+ */
 static void
 obj_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 {
@@ -448,6 +452,7 @@ obj_probe_end(BObj *o)
 
 /* ---- gates ---- */
 
+/* Completion of the zoo_awexists sent by obj_probe() */
 static void
 gate_probed(int rc, const struct Stat *stat, const void *data)
 {
@@ -502,6 +507,7 @@ arrivals_answer(BObj *o, int count)
 	}
 }
 
+/* Completion of the zoo_awexists sent by arrivals_probed() */
 static void
 arrivals_dir_probed(int rc, const struct Stat *stat, const void *data)
 {
@@ -532,6 +538,7 @@ arrivals_dir_probed(int rc, const struct Stat *stat, const void *data)
 	COMPLETION_END(none);
 }
 
+/* Completion of the zoo_awget_children sent by obj_probe() */
 static void
 arrivals_probed(int rc, const struct String_vector *sv, const void *data)
 {
@@ -599,6 +606,7 @@ open_older_than(BObj *o, int64 czxid)
 	}
 }
 
+/* Watcher of the zoo_awexists sent by barrier_watch_ready() */
 static void
 barrier_ready_event(zhandle_t *h, int type, int state, const char *path, void *ctx)
 {
@@ -620,6 +628,7 @@ barrier_ready_event(zhandle_t *h, int type, int state, const char *path, void *c
 	COMPLETION_END(none);
 }
 
+/* Completion of the zoo_awexists sent by barrier_watch_ready() */
 static void
 ready_armed(int rc, const struct Stat *stat, const void *data)
 {
@@ -664,17 +673,23 @@ barrier_watch_ready(BObj *o)
 	return rc;
 }
 
+/*
+ * Completion of the zoo_amulti sent by barrier_evaluate(); the zoo_adelete
+ * sent by member_step()
+ */
 static void
 ready_done(int rc, const void *data)
 {
 	/* another member may have made it first: either way it is there */
 }
 
+/* Completion of the zoo_acreate sent by barrier_evaluate() */
 static void
 ignore_created(int rc, const char *value, const void *data)
 {
 }
 
+/* Completion of the zoo_aexists sent by barrier_probed() */
 static void
 ready_read(int rc, const struct Stat *stat, const void *data)
 {
@@ -698,6 +713,7 @@ ready_read(int rc, const struct Stat *stat, const void *data)
 	COMPLETION_END(none);
 }
 
+/* Completion of the zoo_awget_children sent by obj_probe() */
 static void
 barrier_probed(int rc, const struct String_vector *sv, const void *data)
 {
@@ -1138,6 +1154,7 @@ member_path(ZkEntry *e, const char *child, char *out, size_t outlen)
 	snprintf(out, outlen, "%s/%s", dir, child);
 }
 
+/* Watcher of the zoo_awexists sent by leave_watch() */
 static void
 member_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 {
@@ -1185,6 +1202,7 @@ member_unwatch(ZkEntry *e)
 
 static ZkLogLimit member_delete_log;
 
+/* Completion of the zoo_adelete sent by member_send_delete() */
 static void
 member_deleted(int rc, const void *ctx)
 {
@@ -1238,6 +1256,7 @@ member_send_delete(ZkEntry *e)
 		zk_retry_later(e);
 }
 
+/* Completion of the zoo_acreate2 sent by member_send_create() */
 static void
 member_created(int rc, const char *value, const struct Stat *stat, const void *ctx)
 {
@@ -1376,6 +1395,7 @@ cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *) a, *(char *const *) b);
 }
 
+/* Completion of the zoo_awexists sent by leave_watch() */
 static void
 leave_exists(int rc, const struct Stat *stat, const void *ctx)
 {
@@ -1438,6 +1458,7 @@ leave_watch(ZkEntry *e, const char *child)
 		zk_retry_later(e);
 }
 
+/* Completion of the zoo_aget_children sent by leave_list() */
 static void
 leave_listed(int rc, const struct String_vector *sv, const void *ctx)
 {
@@ -1736,6 +1757,7 @@ typedef struct BInfoCall
 	char		name[FLEXIBLE_ARRAY_MEMBER];	/* the child, as listed */
 } BInfoCall;
 
+/* Completion of the zoo_aget sent by binfo_listed() */
 static void
 binfo_got(int rc, const char *value, int value_len, const struct Stat *stat,
 		  const void *data)
@@ -1772,6 +1794,7 @@ binfo_got(int rc, const char *value, int value_len, const struct Stat *stat,
 	COMPLETION_END(none);
 }
 
+/* Completion of the zoo_adelete sent by binfo_listed() */
 static void
 binfo_deleted(int rc, const void *data)
 {
@@ -1792,6 +1815,7 @@ binfo_deleted(int rc, const void *data)
 	COMPLETION_END(none);
 }
 
+/* Completion of the zoo_aget_children sent by binfo_drive() */
 static void
 binfo_listed(int rc, const struct String_vector *sv, const void *data)
 {

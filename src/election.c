@@ -104,6 +104,7 @@ split_names(const char *value, char names[][ZKLOCK_NAME_MAX + 1], const char **w
 	return n;
 }
 
+/* GUC check hook of zklock.elections: at most ELECTION_MAX valid names */
 bool
 zk_check_elections(char **newval, void **extra, GucSource source)
 {
@@ -123,6 +124,7 @@ zk_check_elections(char **newval, void **extra, GucSource source)
  */
 static int	listed = 0;
 
+/* GUC assign hook of zklock.elections: remember how many are listed */
 void
 zk_assign_elections(const char *newval, void *extra)
 {
@@ -133,12 +135,14 @@ zk_assign_elections(const char *newval, void *extra)
 	listed = Max(n, 0);
 }
 
+/* How many elections zklock.elections lists (for the worker's reserve) */
 int
 zk_elections_listed(void)
 {
 	return listed;
 }
 
+/* A reload may have changed zklock.elections: the elections turn runs at once */
 void
 zk_elections_changed(void)
 {
@@ -169,6 +173,10 @@ candidate_data(char *out, size_t outlen)
 
 static ZkLogLimit stand_log;
 
+/*
+ * Stand in an election: a lock entry of the worker's own (ZKF_ELECTIONS),
+ * unless none is free
+ */
 static ZkEntry *
 stand(const char *name)
 {
@@ -225,6 +233,7 @@ typedef struct Candidacy
 static Candidacy mine[ELECTION_MAX];
 static int	nmine = 0;
 
+/* Stop standing: let go of the candidacy (the worker deletes its node) */
 static void
 let_go(ZkEntry *e)
 {
@@ -354,6 +363,8 @@ zk_is_leader(PG_FUNCTION_ARGS)
  * zk_elections view: (name, is_leader, token, standing_since, leading_since)
  */
 PG_FUNCTION_INFO_V1(zk_elections_internal);
+
+/* SQL: zk_leader() */
 Datum
 zk_elections_internal(PG_FUNCTION_ARGS)
 {

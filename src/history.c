@@ -7,22 +7,8 @@
  *	  survey of runs that the settling pass consults before it acts on a
  *	  node of another run.
  *
- *	  Rules the settling pass follows (queue_worker.c):
- *	  - a node of this run, or of a dead run this server took over (heir),
- *		is settled from the commit log if its WAL record is in this
- *		server's WAL, and dropped or released if another record stands
- *		there or its position is past this server's WAL (the transaction
- *		never happened here);
- *	  - a dead run nobody took over is taken over (a create that fails if
- *		the run came back meanwhile) only by a server that descends from it:
- *		a record of one of its nodes is in this server's WAL, or this data
- *		directory's lineage file lists it;
- *	  - a run alive when this server's own run registered is waited for
- *		for a session timeout (a crashed predecessor's session ends); alive
- *		after that, this server is a copy of a running server and never
- *		takes it over (the lineage file remembers);
- *	  - nodes of other runs are left alone and logged; an operator releases
- *		them with zk_queue_release_cluster().
+ *	  The rules the settling pass follows (queue_worker.c) with what this
+ *	  file answers are in src/README, section 5.
  *
  *	  Runs in the worker, lock held (completions take it themselves).
  *
@@ -124,11 +110,13 @@ typedef struct HistCall
 	char		data[512];
 } HistCall;
 
+/* Completion of the zoo_async sent by zk_history_survey() */
 static void
 ignore_string(int rc, const char *value, const void *data)
 {
 }
 
+/* Completion of the zoo_adelete sent by reg_live_done() */
 static void
 ignore_void(int rc, const void *data)
 {
@@ -401,6 +389,7 @@ static bool reg_refusal_logged = false;
 
 static ZkLogLimit reregistered_log;
 
+/* Completion of the zoo_acreate sent by zk_history_turn() */
 static void
 reg_node_done(int rc, const char *value, const void *data)
 {
@@ -448,6 +437,7 @@ reg_node_done(int rc, const char *value, const void *data)
 	COMPLETION_END(none);
 }
 
+/* Completion of the zoo_aexists sent by zk_history_turn() */
 static void
 reg_heir_checked(int rc, const struct Stat *stat, const void *data)
 {
@@ -473,6 +463,7 @@ reg_heir_checked(int rc, const struct Stat *stat, const void *data)
 	COMPLETION_END(none);
 }
 
+/* Completion of the zoo_amulti sent by zk_history_turn() */
 static void
 reg_live_done(int rc, const void *data)
 {
@@ -854,6 +845,7 @@ run_live(RunRec *r)
 	}
 }
 
+/* Completion of the zoo_aget sent by survey_run_listed() */
 static void
 survey_heir_read(int rc, const char *value, int value_len,
 				 const struct Stat *stat, const void *data)
@@ -898,6 +890,7 @@ survey_heir_read(int rc, const char *value, int value_len,
 	COMPLETION_END(none);
 }
 
+/* Completion of the zoo_aget_children2 sent by survey_listed() */
 static void
 survey_run_listed(int rc, const struct String_vector *sv,
 				  const struct Stat *stat, const void *data)
@@ -957,6 +950,7 @@ survey_run_listed(int rc, const struct String_vector *sv,
 	COMPLETION_END(none);
 }
 
+/* Completion of the zoo_aget_children sent by zk_history_survey() */
 static void
 survey_listed(int rc, const struct String_vector *sv, const void *data)
 {
@@ -1160,6 +1154,7 @@ zk_history_left(uint64 run)
 /* (another client can make many run nodes that look long dead) */
 static ZkLogLimit forgot_log;
 
+/* Completion of the zoo_amulti sent by zk_history_claim() */
 static void
 claim_done(int rc, const void *data)
 {

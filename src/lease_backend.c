@@ -58,6 +58,7 @@ static uint32 lock_gen = 0;
 static uint32 op_idx = ZKLOCK_NO_ENTRY;
 static uint32 op_gen = 0;
 
+/* Let go of a lease entry (request or lock) and wake the worker */
 static void
 let_go(uint32 *idx, uint32 gen)
 {
@@ -68,6 +69,7 @@ let_go(uint32 *idx, uint32 gen)
 	zk_wake_worker();
 }
 
+/* At exit: let go of the lease request and lock in progress */
 static void
 lease_at_exit(void)
 {
@@ -90,18 +92,21 @@ typedef struct LeaseData
 	char	   *end;
 } LeaseData;
 
+/* JSON parser callback: one object or array deeper */
 static void
 ld_nest(void *state)
 {
 	((LeaseData *) state)->depth++;
 }
 
+/* JSON parser callback: one object or array up */
 static void
 ld_unnest(void *state)
 {
 	((LeaseData *) state)->depth--;
 }
 
+/* JSON parser callback: remember a top-level field's name */
 static void
 ld_field(void *state, char *fname, bool isnull)
 {
@@ -110,6 +115,7 @@ ld_field(void *state, char *fname, bool isnull)
 	ld->field = (ld->depth == 1) ? pstrdup(fname) : NULL;
 }
 
+/* JSON parser callback: keep the top-level fields of kazoo's lease data */
 static void
 ld_scalar(void *state, char *token, JsonTokenType type)
 {
@@ -168,6 +174,7 @@ parse_end(const char *s, TimestampTz *out)
 	return tm2timestamp(&tm, 0, NULL, out) == 0;
 }
 
+/* A lease's end as kazoo writes it */
 static void
 format_end(TimestampTz ts, char *out, size_t outlen)
 {
@@ -258,11 +265,15 @@ typedef struct LeaseAnswer
 	int			len;
 } LeaseAnswer;
 
+/*
+ * Read (ZKL_READ) or write (ZKL_WRITE) a lease's holder node through the
+ * worker
+ */
 static void
 lease_op(const char *name, int len, int bop, const char *lock_node,
 		 int32 version, const char *data, int dlen, LeaseAnswer *ans, const char *what)
 {
-	dsa_pointer req = InvalidDsaPointer;
+	volatile dsa_pointer req = InvalidDsaPointer;	/* read in PG_CATCH */
 	ZkEntry    *e;
 	int			outcome;
 
@@ -353,6 +364,7 @@ take_lock(const char *name, int len, const char *uname)
 	return node;
 }
 
+/* Raise the error for a lease_holder node zklock cannot read */
 static void
 unreadable(const char *uname, const char *why)
 {

@@ -47,6 +47,7 @@ typedef struct LeaseCall
 
 static MemoryContext lease_cxt = NULL;
 
+/* The memory context of the lease requests in flight */
 static MemoryContext
 lease_context(void)
 {
@@ -56,6 +57,10 @@ lease_context(void)
 	return lease_cxt;
 }
 
+/*
+ * The entry a lease request in flight is for, or NULL if it was freed
+ * meanwhile
+ */
 static ZkEntry *
 call_entry(LeaseCall *c)
 {
@@ -64,6 +69,7 @@ call_entry(LeaseCall *c)
 	return (e->gen == c->gen && e->state != ZKE_FREE) ? e : NULL;
 }
 
+/* Free a lease request's context */
 static void
 free_call(LeaseCall *c)
 {
@@ -125,6 +131,7 @@ read_done(int rc, const char *value, int value_len, const struct Stat *stat,
 	COMPLETION_END(e);
 }
 
+/* Completion of the zoo_amulti sent by lease_drive() */
 static void
 write_done(int rc, const void *data)
 {
@@ -168,6 +175,7 @@ write_done(int rc, const void *data)
 	COMPLETION_END(e);
 }
 
+/* Drive a lease entry: send its read or write, or free it once let go */
 static void
 lease_drive(ZkEntry *e)
 {
@@ -240,6 +248,10 @@ lease_drive(ZkEntry *e)
 	}
 }
 
+/*
+ * An error while driving a lease entry: fail the request, or free it once
+ * let go
+ */
 static void
 lease_drive_failed(ZkEntry *e)
 {
@@ -257,6 +269,10 @@ lease_drive_failed(ZkEntry *e)
 	}
 }
 
+/*
+ * The session ended: a read in flight is sent again; a write in flight is
+ * in doubt and answered BUSY
+ */
 static void
 lease_session_lost(ZkEntry *e, const char *why)
 {

@@ -75,18 +75,21 @@ typedef struct LocalLock
 #define HOLDS_OWN	0
 #define HOLDS_RIDER	1
 
+/* Does this lock have transaction-scope holds? */
 static bool
 ll_has_xact(LocalLock *ll)
 {
 	return ll->h[0].subxids != NIL || ll->h[1].subxids != NIL;
 }
 
+/* Does this lock have session-scope holds? */
 static bool
 ll_has_session(LocalLock *ll)
 {
 	return ll->h[0].session > 0 || ll->h[1].session > 0;
 }
 
+/* No hold of either scope left? */
 static bool
 ll_empty(LocalLock *ll)
 {
@@ -101,6 +104,7 @@ static uint32 query_gen = 0;
 
 /* ---- local bookkeeping ---- */
 
+/* This backend's granted lock of this name and mode, or NULL */
 static LocalLock *
 find_local(const char *name, int len, ZkMode mode)
 {
@@ -117,6 +121,7 @@ find_local(const char *name, int len, ZkMode mode)
 	return NULL;
 }
 
+/* This backend's exclusive hold on the same name as a shared one, or NULL */
 static LocalLock *
 find_exclusive_holder(LocalLock *shared)
 {
@@ -163,6 +168,7 @@ free_local(LocalLock *ll)
 	return wake;
 }
 
+/* Drop a lock from this backend's list and free it */
 static bool
 forget_local(LocalLock *ll)
 {
@@ -271,6 +277,7 @@ drop_holds(bool xact, bool session)
 		zk_wake_worker();
 }
 
+/* Does this backend hold any transaction-scope lock? */
 static bool
 holds_transaction_locks(void)
 {
@@ -527,6 +534,7 @@ zk_release(const char *name, int len, ZkMode mode)
 	return true;
 }
 
+/* zk_unlock_all(): let go of every session-scope lock */
 void
 zk_release_all_session(void)
 {
@@ -562,7 +570,7 @@ zk_held_token(const char *name, int len, bool *held)
 dsm_segment *
 zk_query_holders(const char *name, int len, int family)
 {
-	Size		size = 64 * 1024;
+	volatile Size size = 64 * 1024;	/* lives across PG_TRY */
 	int			attempt;
 
 	begin_call(name, len);
@@ -748,6 +756,7 @@ check_before_commit(void)
 	}
 }
 
+/* Before COMMIT: check the locks are still held (check_before_commit) */
 static void
 lock_pre_commit(void)
 {
@@ -755,6 +764,7 @@ lock_pre_commit(void)
 		check_before_commit();
 }
 
+/* PREPARE TRANSACTION is refused while transaction-scope locks are held */
 static void
 lock_pre_prepare(void)
 {
@@ -766,6 +776,7 @@ lock_pre_prepare(void)
 				 errhint("Commit or roll back the transaction instead.")));
 }
 
+/* End of transaction: let go of transaction-scope holds */
 static void
 lock_xact_end(bool commit)
 {

@@ -91,6 +91,8 @@ ZK_SQL_FUNC(zk_unlock_shared, unlock_common(fcinfo, false, ZKM_SHARED))
 ZK_SQL_FUNC(zk_unlock_shared_key, unlock_common(fcinfo, true, ZKM_SHARED))
 
 PG_FUNCTION_INFO_V1(zk_unlock_all);
+
+/* SQL: zk_unlock_all() */
 Datum
 zk_unlock_all(PG_FUNCTION_ARGS)
 {
@@ -417,6 +419,8 @@ zk_entry_row(ZkLockRow *r, bool held, int family, Datum *values, bool *nulls)
 }
 
 PG_FUNCTION_INFO_V1(zk_locks_internal);
+
+/* SQL: zk_locks_internal() */
 Datum
 zk_locks_internal(PG_FUNCTION_ARGS)
 {

@@ -149,6 +149,7 @@ unwatch(ZkEntry *e)
 
 static ZkLogLimit lock_delete_log;
 
+/* Completion of the zoo_adelete sent by send_delete() */
 static void
 delete_done(int rc, const void *ctx)
 {
@@ -183,6 +184,7 @@ delete_done(int rc, const void *ctx)
 
 static void writer_checked(ZkEntry *e, int rc, const char *value, int value_len);
 
+/* Completion of the zoo_awget sent by send_watched_get() */
 static void
 pred_get_done(int rc, const char *value, int value_len,
 			  const struct Stat *stat, const void *ctx)
@@ -428,6 +430,7 @@ typedef struct CzxidGet
 	int			slot;
 } CzxidGet;
 
+/* Completion of the zoo_aexists sent by order_by_czxid() */
 static void
 czxid_done(int rc, const struct Stat *stat, const void *ctx)
 {
@@ -646,6 +649,7 @@ evaluate(ZkEntry *e, const struct String_vector *kids)
 	pfree(c);
 }
 
+/* Completion of the zoo_aexists sent by list_done() */
 static void
 exists_done(int rc, const struct Stat *stat, const void *ctx)
 {
@@ -660,6 +664,7 @@ exists_done(int rc, const struct Stat *stat, const void *ctx)
 	COMPLETION_END(e);
 }
 
+/* Completion of the zoo_aget_children sent by send_create() and send_list() */
 static void
 list_done(int rc, const struct String_vector *kids, const void *ctx)
 {
@@ -774,6 +779,7 @@ send_parents_and_create(ZkEntry *e)
 	send_create(e);
 }
 
+/* Completion of the zoo_acreate2 sent by send_create() */
 static void
 create_done(int rc, const char *name, const struct Stat *stat, const void *ctx)
 {
@@ -953,6 +959,7 @@ holders_finish(ZkEntry *e)
 		e->state = ZKE_DONE;
 }
 
+/* Completion of the zoo_aget sent by holders_list_done() */
 static void
 holder_get_done(int rc, const char *value, int value_len,
 				const struct Stat *stat, const void *ctx)
@@ -1000,6 +1007,7 @@ holder_get_done(int rc, const char *value, int value_len,
 	free(g);
 }
 
+/* Completion of the zoo_aget_children sent by holders_drive() */
 static void
 holders_list_done(int rc, const struct String_vector *kids, const void *ctx)
 {

@@ -5,13 +5,9 @@
  *	  (kept here until COMMIT), the claims its dequeues hold, and what
  *	  becomes of both at COMMIT, ROLLBACK, ROLLBACK TO SAVEPOINT and exit.
  *
- *	  Before COMMIT: the items go to ZooKeeper in one transaction node,
- *	  after a WAL record of the transaction has been flushed (so that the
- *	  node's transaction id is never reused after a crash, see
- *	  queue_worker.c); a failure fails the COMMIT.  After COMMIT the worker
- *	  publishes them and the COMMIT waits for that up to
- *	  zklock.commit_timeout.  Claims are consumed after COMMIT and released
- *	  after ROLLBACK without waiting: both are durable in ZooKeeper.
+ *	  What happens before and after the commit record: src/README,
+ *	  section 4; why a crash at any instant loses or doubles nothing (the
+ *	  WAL mark written here, mark_xid): section 5.
  *
  *-------------------------------------------------------------------------
  */
@@ -378,7 +374,7 @@ static void
 queue_pre_commit(void)
 {
 	ListCell   *lc;
-	Size		total = sizeof(ZkTxnHeader);
+	volatile Size total = sizeof(ZkTxnHeader);	/* lives across PG_TRY */
 	dsa_area   *area;
 	dsa_pointer dp;
 	char	   *p;

@@ -69,6 +69,7 @@ int_arg(FunctionCallInfo fcinfo, int argno, int dflt, const char *what)
 	return PG_GETARG_INT32(argno);
 }
 
+/* SQL: zk_enqueue() */
 Datum
 zk_enqueue_bytea(PG_FUNCTION_ARGS)
 {
@@ -85,6 +86,7 @@ zk_enqueue_bytea(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+/* SQL: zk_enqueue() */
 Datum
 zk_enqueue_text(PG_FUNCTION_ARGS)
 {
@@ -186,6 +188,7 @@ dequeue_timeout(FunctionCallInfo fcinfo, int argno)
 	return zk_arg_wait_ms(fcinfo, argno);
 }
 
+/* SQL: zk_dequeue() */
 Datum
 zk_dequeue_sql(PG_FUNCTION_ARGS)
 {
@@ -201,6 +204,7 @@ zk_dequeue_sql(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
+/* SQL: zk_try_dequeue() */
 Datum
 zk_try_dequeue_sql(PG_FUNCTION_ARGS)
 {
@@ -231,12 +235,14 @@ count_request(FunctionCallInfo fcinfo, ZkQinfoOp op, const char *what)
 	return n;
 }
 
+/* SQL: zk_queue_length() */
 Datum
 zk_queue_length(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_INT64(count_request(fcinfo, ZKQI_LENGTH, "read the queue's length"));
 }
 
+/* SQL: zk_queue_purge() */
 Datum
 zk_queue_purge(PG_FUNCTION_ARGS)
 {
@@ -354,6 +360,7 @@ answer_cap(void)
 	return (uint64) zklock_max_answer_kb * 1024;
 }
 
+/* SQL: zk_queue_peek() */
 Datum
 zk_queue_peek(PG_FUNCTION_ARGS)
 {
@@ -421,6 +428,7 @@ zk_queue_peek(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
+/* SQL: zk_queues_internal() */
 Datum
 zk_queues_internal(PG_FUNCTION_ARGS)
 {
@@ -485,6 +493,7 @@ zk_queues_internal(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
+/* SQL: zk_queue_release_cluster() */
 Datum
 zk_queue_release_cluster(PG_FUNCTION_ARGS)
 {

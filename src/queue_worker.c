@@ -31,14 +31,11 @@
  *	  (publications), caches that an idle queue loses after 10 to 20 s
  *	  ("Forgetting idle queues"), and a dropped one at once.
  *
- *	  Resolution: when the worker starts and whenever a standby is promoted,
- *	  this cluster's transaction nodes and claims left behind by a crash are
- *	  settled from PostgreSQL's commit log (xact_fate): committed ones are
- *	  published or consumed, aborted ones dropped or released, running ones
- *	  left to their backend.  Every claim and transaction node names a WAL
- *	  record of its transaction that was flushed before the node was sent,
- *	  so its transaction id cannot be handed out again after a crash, and a
- *	  promoted standby knows whether that record reached it.
+ *	  Resolution: the settling of this cluster's transaction nodes and
+ *	  claims left behind by a crash, from PostgreSQL's commit log
+ *	  (xact_fate).  Why that is safe (the WAL mark, runs, heirs, MACs): see
+ *	  src/README, section 5; when each step runs relative to COMMIT:
+ *	  section 4.
  *
  *	  Runs in the worker, lock held (completions take it themselves).
  *
@@ -778,6 +775,7 @@ seq_fetch_one_done(SeqFetch *f)
 	pfree(f);
 }
 
+/* Completion of the zoo_aget sent by seq_fetch() */
 static void
 seq_get_done(int rc, const char *value, int value_len,
 			 const struct Stat *stat, const void *data)
@@ -816,6 +814,7 @@ seq_get_done(int rc, const char *value, int value_len,
 	COMPLETION_END(none);
 }
 
+/* Completion of the zoo_aget_children sent by seq_fetch() */
 static void
 seq_children_done(int rc, const struct String_vector *sv, const void *data)
 {
@@ -885,6 +884,7 @@ seq_fetch(QSeq *q)
 	return true;
 }
 
+/* Completion of the zoo_aexists sent by seq_probe() */
 static void
 seq_probe_done(int rc, const struct Stat *stat, const void *data)
 {
@@ -1479,6 +1479,7 @@ pub_op_probeable(PubOp *po, const char *blob, int i)
 	return ZKQ_IS_OP(it.priority) && (it.priority & ZKQ_OP_SKIP) == 0;
 }
 
+/* Completion of the zoo_aexists sent by pub_probe_send() */
 static void
 pub_probe_done(int rc, const struct Stat *stat, const void *data)
 {
@@ -1847,14 +1848,15 @@ pub_parent_refused(PubOp *po)
 	return false;
 }
 
+/* Completion of the zoo_amulti sent by pub_send() */
 static void
 publish_done(int rc, const void *data)
 {
 	PubOp	   *po = (PubOp *) data;
 	ZkEntry    *volatile e = NULL;
 	bool		applied;
-	bool		missing_parent = false;
-	bool		keep = false;
+	volatile bool missing_parent = false;	/* set inside COMPLETION_BEGIN */
+	volatile bool keep = false;	/* read after COMPLETION_END */
 	int			at = 0;
 	int			i;
 
@@ -1950,6 +1952,7 @@ publish_done(int rc, const void *data)
 static void
 pub_create_done(int rc, const char *value, const void *data);
 
+/* Completion of the zoo_aset sent by pub_create_done() */
 static void
 pub_set_done(int rc, const struct Stat *stat, const void *data)
 {
@@ -2082,6 +2085,7 @@ send_txn_create(ZkEntry *e)
 		(void) zk_send_failed(e, rc, "create");
 }
 
+/* Completion of the zoo_acreate sent by send_txn_create() */
 static void
 pub_create_done(int rc, const char *value, const void *data)
 {
@@ -2141,6 +2145,7 @@ pub_create_done(int rc, const char *value, const void *data)
 	COMPLETION_END(e);
 }
 
+/* Completion of the zoo_adelete sent by qpub_drive() */
 static void
 pub_delete_done(int rc, const void *data)
 {
@@ -2300,6 +2305,10 @@ listing_reply(Listing *l, bool taken, int rc, const struct String_vector *sv)
 		l->done(l);
 }
 
+/*
+ * Completion of the zoo_aget_children2 sent by listing_send(); the
+ * zoo_awget_children2 sent by listing_send()
+ */
 static void
 listing_entries_done(int rc, const struct String_vector *sv,
 					 const struct Stat *stat, const void *data)
@@ -2325,6 +2334,10 @@ listing_entries_done(int rc, const struct String_vector *sv,
 	COMPLETION_END(none);
 }
 
+/*
+ * Completion of the zoo_aget_children sent by listing_send(); the
+ * zoo_awget_children sent by listing_send()
+ */
 static void
 listing_taken_done(int rc, const struct String_vector *sv, const void *data)
 {
@@ -2720,6 +2733,7 @@ q_verify_due(QState *q)
 	return true;
 }
 
+/* Completion of the zoo_aexists sent by q_kick() */
 static void
 q_verified(int rc, const struct Stat *stat, const void *data)
 {
@@ -3165,6 +3179,7 @@ q_is_waiter(QState *q, ZkEntry *e)
 	return false;
 }
 
+/* Completion of the zoo_adelete sent by claim_read() */
 static void
 give_back_done(int rc, const void *data)
 {
@@ -3240,6 +3255,7 @@ attempt_finish(Attempt *a)
 		q_round_done(q);
 }
 
+/* Completion of the zoo_amulti sent by send_attempt() */
 static void
 claim_multi_done(int rc, const void *data)
 {
@@ -3304,6 +3320,7 @@ store_msg(const char *node, const char *value, int value_len, const struct Stat 
 	return dp;
 }
 
+/* Completion of the zoo_aget sent by send_attempt() */
 static void
 claim_get_done(int rc, const char *value, int value_len,
 			   const struct Stat *stat, const void *data)
@@ -3871,6 +3888,7 @@ doubt_check_finish(DoubtCheck *d, ZkEntry *e)
 		qclaim_drive(e);
 }
 
+/* Completion of the zoo_aget sent by send_doubt_checks() */
 static void
 doubt_claim_done(int rc, const char *value, int value_len,
 				 const struct Stat *stat, const void *data)
@@ -3912,6 +3930,7 @@ doubt_claim_done(int rc, const char *value, int value_len,
 	COMPLETION_END(e);
 }
 
+/* Completion of the zoo_aget sent by send_doubt_checks() */
 static void
 doubt_entry_done(int rc, const char *value, int value_len,
 				 const struct Stat *stat, const void *data)
@@ -4145,6 +4164,7 @@ send_end(ZkEntry *e, QState *q)
 	}
 }
 
+/* Completion of the zoo_amulti sent by send_end() */
 static void
 end_done(int rc, const void *data)
 {
@@ -4759,6 +4779,7 @@ info_listed(Listing *l)
 	info_call_done(in);
 }
 
+/* Completion of the zoo_aget sent by info_send_more() */
 static void
 info_peek_done(int rc, const char *value, int value_len,
 			   const struct Stat *stat, const void *data)
@@ -4799,6 +4820,7 @@ info_peek_done(int rc, const char *value, int value_len,
 	COMPLETION_END(none);
 }
 
+/* Completion of the zoo_amulti sent by info_send_more() */
 static void
 info_purge_done(int rc, const void *data)
 {
@@ -4880,6 +4902,7 @@ queue_count_finish(Listing *l)
 	info_call_done(in);
 }
 
+/* Completion of the zoo_aget_children sent by info_step() */
 static void
 info_queues_listed(int rc, const struct String_vector *sv, const void *data)
 {
@@ -5027,6 +5050,7 @@ scan_done_one(Scan *s, bool ok, int64 removed)
 		scan_finish(s);
 }
 
+/* Completion of the zoo_adelete of 4 callers */
 static void
 scan_void_done(int rc, const void *data)
 {
@@ -5272,6 +5296,7 @@ scan_refused(Scan *s, const char *what, const char *path, ZkMacCheck mc)
 				 errhint("Check who may write under zklock.root (zklock.acl); delete the node once you know whose it is.")));
 }
 
+/* Completion of the zoo_aget sent by scan_send_txns() */
 static void
 scan_txn_data(int rc, const char *value, int value_len,
 			  const struct Stat *stat, const void *data)
@@ -5428,6 +5453,7 @@ scan_send_txns(Scan *s)
 		names_free(&s->txns, &s->ntxns);
 }
 
+/* Completion of the zoo_aget_children sent by scan_list() */
 static void
 scan_txns_listed(int rc, const struct String_vector *sv, const void *data)
 {
@@ -5466,6 +5492,7 @@ scan_txns_listed(int rc, const struct String_vector *sv, const void *data)
 	COMPLETION_END(none);
 }
 
+/* Completion of the zoo_aget sent by scan_taken_listed() */
 static void
 scan_claim_data(int rc, const char *value, int value_len,
 				const struct Stat *stat, const void *data)
@@ -5578,6 +5605,7 @@ scan_claim_data(int rc, const char *value, int value_len,
 	COMPLETION_END(none);
 }
 
+/* Completion of the zoo_aget_children sent by scan_send_queues() */
 static void
 scan_taken_listed(int rc, const struct String_vector *sv, const void *data)
 {
@@ -5619,6 +5647,7 @@ scan_taken_listed(int rc, const struct String_vector *sv, const void *data)
 	COMPLETION_END(none);
 }
 
+/* Completion of the zoo_aget_children sent by scan_list() */
 static void
 scan_queues_listed(int rc, const struct String_vector *sv, const void *data)
 {
@@ -5769,6 +5798,7 @@ live_done_one(LiveCheck *lc, int rc)
 		release_live_checked(lc);
 }
 
+/* Completion of the zoo_aexists sent by release_runs_listed() */
 static void
 release_live_exists(int rc, const struct Stat *stat, const void *data)
 {
@@ -5788,6 +5818,7 @@ release_live_exists(int rc, const struct Stat *stat, const void *data)
 	COMPLETION_END(none);
 }
 
+/* Completion of the zoo_aget_children sent by release_check_live() */
 static void
 release_runs_listed(int rc, const struct String_vector *sv, const void *data)
 {
@@ -6153,6 +6184,7 @@ drop_send(Drop *d, ZkEntry *e)
 		drop_fail(d, e, rc, "could not send the deletes");
 }
 
+/* Completion of the zoo_amulti sent by drop_send() */
 static void
 drop_multi_done(int rc, const void *data)
 {
@@ -6261,6 +6293,7 @@ drop_read_done(Drop *d)
 	drop_send(d, e);
 }
 
+/* Completion of the zoo_aget_children sent by drop_read() */
 static void
 drop_children_done(int rc, const struct String_vector *sv, const void *data)
 {
@@ -6290,6 +6323,7 @@ drop_children_done(int rc, const struct String_vector *sv, const void *data)
 	COMPLETION_END(none);
 }
 
+/* Completion of the zoo_aexists sent by drop_read() */
 static void
 drop_entries_done(int rc, const struct Stat *stat, const void *data)
 {
@@ -6306,6 +6340,7 @@ drop_entries_done(int rc, const struct Stat *stat, const void *data)
 	COMPLETION_END(none);
 }
 
+/* Completion of the zoo_aexists sent by drop_read() */
 static void
 drop_taken_done(int rc, const struct Stat *stat, const void *data)
 {

@@ -100,8 +100,8 @@ extern void zk_completion_error(ZkEntry *e);
  * has come round more than ZK_PROGRESS_MAX times within one dispatch (one
  * request served, one completion, one timer), which no legitimate round
  * does.  The recipe then fails the requests concerned with XX000 and
- * stops, so the worker goes back to its wait set (see "The worker never
- * wedges" in src/worker.c).
+ * stops, so the worker goes back to its wait set (see src/README,
+ * section 6).
  */
 #define ZK_PROGRESS_MAX		1000
 

@@ -162,7 +162,7 @@ wrong_max(const char *uname, int32 max, const char *msg)
  */
 static bool
 acquire(const char *name, int len, int32 max, ZkScope scope, bool try_only,
-		int64 timeout_ms)
+		volatile int64 timeout_ms)	/* lives across PG_TRY */
 {
 	LocalSem   *ls = find_sem(name, len);
 	char	   *uname = zk_display_name(pnstrdup(name, len));
@@ -357,24 +357,28 @@ sem_common(FunctionCallInfo fcinfo, ZkScope scope, bool try_only)
 	PG_RETURN_VOID();
 }
 
+/* SQL: zk_semaphore() */
 Datum
 zk_semaphore(PG_FUNCTION_ARGS)
 {
 	return sem_common(fcinfo, ZKS_TRANSACTION, false);
 }
 
+/* SQL: zk_try_semaphore() */
 Datum
 zk_try_semaphore(PG_FUNCTION_ARGS)
 {
 	return sem_common(fcinfo, ZKS_TRANSACTION, true);
 }
 
+/* SQL: zk_session_semaphore() */
 Datum
 zk_session_semaphore(PG_FUNCTION_ARGS)
 {
 	return sem_common(fcinfo, ZKS_SESSION, false);
 }
 
+/* SQL: zk_try_session_semaphore() */
 Datum
 zk_try_session_semaphore(PG_FUNCTION_ARGS)
 {
@@ -559,6 +563,7 @@ want_sem(ZkEntry *e)
 	return e->kind == ZKK_LOCK && e->family == ZKF_SEMAPHORES && e->outcome == ZKO_NONE;
 }
 
+/* SQL: zk_semaphores_internal() */
 Datum
 zk_semaphores_internal(PG_FUNCTION_ARGS)
 {

@@ -87,6 +87,7 @@ unwatch(ZkEntry *e)
 								   (void_completion_t *) zk_unwatch_done, NULL);
 }
 
+/* Watcher of the zoo_awget_children sent by sem_step() */
 static void
 pool_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 {
@@ -117,6 +118,7 @@ pool_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 
 static void pool_counted(int rc, const struct String_vector *kids, const void *ctx);
 
+/* Completion of the zoo_aget sent by pool_created() and sem_step() */
 static void
 pool_read(int rc, const char *value, int value_len, const struct Stat *stat,
 		  const void *ctx)
@@ -189,6 +191,7 @@ pool_read(int rc, const char *value, int value_len, const struct Stat *stat,
 	COMPLETION_END(e);
 }
 
+/* Completion of the zoo_acreate sent by send_ensure() */
 static void
 pool_created(int rc, const char *name, const void *ctx)
 {
@@ -254,6 +257,7 @@ send_ensure(ZkEntry *e)
 
 /* ---- ZKS_LIST, ZKS_CREATE ---- */
 
+/* Completion of the zoo_acreate2 sent by sem_step() */
 static void
 lease_created(int rc, const char *name, const struct Stat *stat, const void *ctx)
 {
@@ -295,6 +299,10 @@ lease_created(int rc, const char *name, const struct Stat *stat, const void *ctx
 	COMPLETION_END(e);
 }
 
+/*
+ * Completion of the zoo_aget_children sent by sem_step(); the
+ * zoo_awget_children sent by sem_step()
+ */
 static void
 pool_listed(int rc, const struct String_vector *kids, const void *ctx)
 {
@@ -364,6 +372,7 @@ pool_listed(int rc, const struct String_vector *kids, const void *ctx)
 	COMPLETION_END(e);
 }
 
+/* Completion of the zoo_aget_children sent by pool_read() */
 static void
 pool_counted(int rc, const struct String_vector *kids, const void *ctx)
 {
@@ -394,6 +403,7 @@ pool_counted(int rc, const struct String_vector *kids, const void *ctx)
 	COMPLETION_END(e);
 }
 
+/* Completion of the zoo_adelete sent by sem_step() */
 static void
 lease_deleted(int rc, const void *ctx)
 {

@@ -4,48 +4,10 @@
  *	  zklock's shared state: the control struct, the table of entries, its
  *	  free list and the request queue.
  *
- *	  Locking and ownership rules
- *	  ---------------------------
- *	  One LWLock (zk_ctl->lock) protects the free list, the queue, the
- *	  connection fields of the control struct and the shared fields of every
- *	  entry.  Counters are atomics and need no lock.
- *
- *	  An entry belongs to the backend that allocated it until that backend
- *	  sets "released"; from then on it belongs to the worker, which deletes
- *	  the node (if any) and puts the entry back on the free list.  Only the
- *	  worker ever frees an entry, so an entry is never reused while a
- *	  ZooKeeper request about it is still in flight.
- *
- *	  A backend writes an entry's request fields once, when it allocates it,
- *	  and afterwards only "scope" (a single byte, without the lock) and its
- *	  release.  The worker writes state, outcome, token and error.  Fields
- *	  marked worker-private in zklock.h are read and written by the worker
- *	  alone, without the lock.
- *
- *	  Letting go never takes the lock: the owner sets release_req atomically
- *	  and pushes the entry on a lock-free stack (release_head, linked through
- *	  rel_next), then sets the worker's latch.  Only the owner pushes, once
- *	  per allocation; only the worker pops, all at once, so the stack has no
- *	  ABA problem.  A backend that is cancelled, terminated or rolls back
- *	  therefore never waits for a worker that is frozen or slow.
- *
- *	  Nothing that can block runs under the lock: the worker takes it only
- *	  around its own bookkeeping and non-blocking sends, never around a call
- *	  into the ZooKeeper client that may resolve names, connect or wait.
- *	  Backends take it through zk_backend_lock(), which never sleeps
- *	  uninterruptibly: cancel and statement_timeout work even if the worker
- *	  stopped while holding it.
- *
- *	  Quotas: after the table, one count per backend slot (PGPROC number)
- *	  of the entries it allocated, under the lock; zk_entry_alloc_backend
- *	  adds one and marks the entry (quota_procno), zk_entry_free takes it
- *	  away.  Entries the worker allocates for itself are never counted.
- *
- *	  Work reaches the worker through a FIFO of entry numbers linked through
- *	  "next" (an entry is never on the free list and the queue at once, and
- *	  is queued at most once thanks to "queued"), so one wake of the worker
- *	  costs in proportion to the work pending, never to the number of
- *	  entries in use.
+ *	  The locking and ownership rules (who may write which field, with
+ *	  or without the lock; only the worker frees an entry; letting go
+ *	  through the lock-free release stack; nothing blocking under the
+ *	  lock; quotas; the request FIFO) are in src/README, section 2.
  *
  *-------------------------------------------------------------------------
  */
@@ -154,7 +116,7 @@ zk_shmem_init(void)
 		{
 			zk_ctl->entries[i].state = ZKE_FREE;
 			pg_atomic_init_u32(&zk_ctl->entries[i].release_req, 0);
-			zk_ctl->entries[i].next = (i + 1 < zklock_max_locks) ? i + 1 : ZKLOCK_NO_ENTRY;
+			zk_ctl->entries[i].next = (i + 1 < zklock_max_locks) ? (uint32) (i + 1) : ZKLOCK_NO_ENTRY;
 		}
 		zk_ctl->free_head = 0;
 	}

@@ -223,6 +223,8 @@ zk_status(PG_FUNCTION_ARGS)
  * the cluster's (zklock.elections), so theirs is outside any namespace.
  */
 PG_FUNCTION_INFO_V1(zk_path);
+
+/* SQL: zk_path() */
 Datum
 zk_path(PG_FUNCTION_ARGS)
 {

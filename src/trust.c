@@ -5,16 +5,7 @@
  *	  the cluster's key, the MACs of its durable nodes, and rate-limited
  *	  log lines about what it refused.
  *
- *	  Why a MAC.  The settling pass acts on a transaction node or a claim
- *	  when the WAL proves that the transaction it names committed; every
- *	  value that takes is readable in any claim of this cluster.  A client
- *	  that may write under the root (ACLs off, or a cluster sharing the
- *	  identity) could then write a transaction node of its own for a real
- *	  committed transaction (items nobody enqueued, a gate opened), or copy
- *	  a genuine claim onto another item's taken node (which the pass would
- *	  consume).  The MAC binds a node's content to its path and to a secret
- *	  that only this data directory and its copies hold.  It does not stop
- *	  a client from deleting nodes: only ACLs do.
+ *	  Why a MAC, and what it does not protect: src/README, section 5.
  *
  *	  The key is read (or made) by the postmaster when it first creates
  *	  shared memory, and kept for its life: a crash and restart reuses it.

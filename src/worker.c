@@ -790,6 +790,7 @@ sync_conn_state(void)
 	}
 }
 
+/* Completion of the zoo_async sent by maybe_probe() */
 static void
 probe_done(int rc, const char *value, const void *ctx)
 {

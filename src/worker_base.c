@@ -142,7 +142,7 @@ void
 zk_recipes_reconnected(void)
 {
 	int			n = zk_retry_length();
-	int			k;
+	volatile int k;			/* lives across PG_TRY */
 
 	/*
 	 * Entries are taken off the live list one at a time: a drive may retry
@@ -388,6 +388,7 @@ static uint64 parent_seq = 0;
 static char parent_refused[ZKLOCK_PARENT_MAX + 1];
 static uint64 parent_refused_session = 0;
 
+/* Completion of the zoo_acreate sent by zk_create_parent() */
 static void
 parent_create_done(int rc, const char *name, const void *ctx)
 {

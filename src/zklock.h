@@ -7,7 +7,8 @@
  *	  worker (worker.c, worker_base.c and the recipes behind recipe.h:
  *	  lock_worker.c) and the shared state (shmem.c).
  *
- *	  Who may touch what is written at the top of shmem.c.
+ *	  Who may touch what: src/README, section 2; an entry's life cycle per
+ *	  kind: section 3.
  *
  *-------------------------------------------------------------------------
  */
@@ -153,7 +154,8 @@ typedef enum ZkScope
 } ZkScope;
 
 /*
- * One lock held or awaited by one backend.  See shmem.c for the rules.
+ * One lock held or awaited by one backend.  See src/README, sections 2
+ * and 3, for the rules and the life cycle.
  */
 typedef struct ZkEntry
 {

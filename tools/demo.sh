@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # tools/demo.sh - see zklock work: one ZooKeeper, one PostgreSQL 15 with
-# zklock, and two sessions contending for the same lock.
+# zklock; two sessions contend for the same lock, a queue item goes from one
+# session to another (committed, then consumed once), and an ETL load step
+# waits (zk_await) until the extract steps of two databases have arrived.
 #
 #   tools/demo.sh          install what is needed (as root: packages, build,
 #                          make install), start ZooKeeper and PostgreSQL (or
@@ -12,7 +14,9 @@
 #
 # Everything lives in /var/tmp/zklock-demo: ZooKeeper on 127.0.0.1:2181
 # (state in zk/), PostgreSQL on port 5499 with its socket in
-# /var/tmp/zklock-demo (data in pg/, log pg.log), no TCP listener.
+# /var/tmp/zklock-demo (data in pg/, log pg.log), no TCP listener.  The ETL
+# part uses the databases demo_sales, demo_billing and demo_warehouse (made
+# at the first run, in zklock.namespace 'etl').
 # As root the servers run as the `postgres` user.  As another user the
 # packages and the extension must already be installed, and the servers run
 # as that user.
@@ -30,7 +34,8 @@ PGLOG=$DEMO/pg.log
 ZKPORT=2181
 PGPORT_DEMO=5499
 PGBIN=$(pg_config --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)
-PSQL=(psql -X -q -h "$DEMO" -p "$PGPORT_DEMO" -U postgres -d postgres)
+PSQL_NODB=(psql -X -q -h "$DEMO" -p "$PGPORT_DEMO" -U postgres)
+PSQL=("${PSQL_NODB[@]}" -d postgres)
 
 die() { echo "demo.sh: $*" >&2; exit 1; }
 step() { printf '%s  %s\n' "$(date +%T.%3N)" "$*"; }
@@ -214,9 +219,96 @@ demo() {
         echo "demo.sh: unexpected: B's token ($tb) is not greater than A's ($ta)" >&2
         rc=1
     fi
+    queue_demo || rc=1
+    etl_demo || rc=1
     echo
     echo "--- SELECT * FROM zk_status(); ---"
     "${PSQL[@]}" -x -c "SELECT * FROM zk_status()" </dev/null
+    return $rc
+}
+
+# A queue item from one session to another: P enqueues it and commits 2 s
+# later; C1 finds nothing before that, then waits for it and consumes it; C2
+# finds nothing after.  The queue's name is new at every run (dropped after).
+queue_demo() {
+    local q tmp pp rc=0
+    q="demo-jobs-$(date +%s)"
+    tmp=$(mktemp -d /tmp/zklock-demo-run.XXXXXX)
+    echo
+    echo "--- demo: a queue item handed over at COMMIT and consumed once (zk_enqueue, zk_dequeue) ---"
+    echo
+    "${PSQL[@]}" -At -v ON_ERROR_STOP=1 <<EOF 2>&1 | tee "$tmp/p" &
+SELECT $TS || '  [P]  BEGIN; SELECT zk_enqueue(''$q'', ''invoice 42'');   -- commits in 2 s';
+BEGIN;
+SELECT zk_enqueue('$q', 'invoice 42') \gset
+DO \$\$ BEGIN PERFORM pg_sleep(2); END \$\$;
+COMMIT;
+SELECT $TS || '  [P]  COMMIT: the item is visible now';
+EOF
+    pp=$!
+    sleep 1
+    "${PSQL[@]}" -At -v ON_ERROR_STOP=1 <<EOF 2>&1 | tee "$tmp/c" || rc=1
+SELECT $TS || '  [C1] zk_try_dequeue(''$q''): ' || count(*) || ' items (P has not committed)'
+  FROM zk_try_dequeue('$q');
+SELECT $TS || '  [C1] BEGIN; SELECT body FROM zk_dequeue(''$q'', ''10 s'');   -- waits';
+BEGIN;
+SELECT body FROM zk_dequeue('$q', '10 s') \gset
+SELECT $TS || '  [C1] got ''' || :'body' || '''; COMMIT consumes it';
+COMMIT;
+SELECT $TS || '  [C2] zk_try_dequeue(''$q''): ' || count(*) || ' items (consumed once)'
+  FROM zk_try_dequeue('$q');
+EOF
+    wait "$pp" || rc=1
+    "${PSQL[@]}" -c "SELECT zk_queue_drop('$q')" >/dev/null 2>&1 </dev/null
+    grep -q "\[C1\] got 'invoice 42'" "$tmp/c" && grep -q '\[C2\].*: 0 items' "$tmp/c" &&
+        grep -q '\[C1\].*: 0 items (P has not' "$tmp/c" || rc=1
+    rm -rf "$tmp"
+    [ "$rc" -eq 0 ] || echo "demo.sh: the queue demo failed (see above; log: $PGLOG)" >&2
+    return $rc
+}
+
+# The ETL walkthrough in short: two extract steps in their own databases
+# record their arrival in the transaction that does their work; the load
+# step, in a third database, waits with zk_await until both arrived.  The
+# three databases share zklock.namespace 'etl' (set by a superuser).
+etl_demo() {
+    local name db tmp pl rc=0
+    name="etl-demo-$(date +%s)"
+    tmp=$(mktemp -d /tmp/zklock-demo-run.XXXXXX)
+    for db in demo_sales demo_billing demo_warehouse; do
+        "${PSQL[@]}" -v ON_ERROR_STOP=1 >/dev/null 2>&1 <<EOF || die "could not create database $db"
+SELECT 'CREATE DATABASE $db' WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = '$db') \gexec
+ALTER DATABASE $db SET zklock.namespace = 'etl';
+EOF
+        "${PSQL_NODB[@]}" -d "$db" -c "CREATE EXTENSION IF NOT EXISTS zklock" </dev/null >/dev/null 2>&1 ||
+            die "CREATE EXTENSION zklock failed in database $db"
+    done
+    echo
+    echo "--- demo: the load step waits for the extract steps of two databases (zk_arrive, zk_await) ---"
+    echo
+    "${PSQL_NODB[@]}" -d demo_warehouse -At -v ON_ERROR_STOP=1 <<EOF 2>&1 | tee "$tmp/load" &
+SELECT $TS || '  [warehouse] SELECT zk_await(''$name'', 2, ''30 s'');   -- waits for 2 arrivals';
+SELECT clock_timestamp() AS t0 \gset
+SELECT zk_await('$name', 2, '30 s') AS ok \gset
+SELECT $TS || '  [warehouse] zk_await returned ' || :'ok' || ' after '
+       || round(extract(epoch FROM clock_timestamp() - :'t0'::timestamptz)::numeric, 2) || ' s: load';
+EOF
+    pl=$!
+    for db in sales billing; do
+        sleep 1
+        "${PSQL_NODB[@]}" -d "demo_$db" -At -v ON_ERROR_STOP=1 <<EOF 2>&1 || rc=1
+BEGIN;
+SELECT zk_arrive('$name', '$db') \gset
+COMMIT;
+SELECT $TS || '  [$db] BEGIN; ...; SELECT zk_arrive(''$name'', ''$db''); COMMIT;   -- arrivals: '
+       || count(*) FROM zk_arrivals('$name');
+EOF
+    done
+    wait "$pl" || rc=1
+    grep -q 'zk_await returned t after' "$tmp/load" || rc=1
+    "${PSQL_NODB[@]}" -d demo_warehouse -c "SELECT zk_arrivals_reset('$name')" >/dev/null 2>&1 </dev/null
+    rm -rf "$tmp"
+    [ "$rc" -eq 0 ] || echo "demo.sh: the ETL demo failed (see above; log: $PGLOG)" >&2
     return $rc
 }
 
@@ -295,6 +387,6 @@ case ${1:-run} in
         ;;
     stop) stop_all ;;
     status) status_all ;;
-    -h|--help|help) sed -n '2,21s/^# \{0,1\}//p' "$0" ;;
+    -h|--help|help) sed -n '2,25s/^# \{0,1\}//p' "$0" ;;
     *) echo "usage: tools/demo.sh [start|stop|status]" >&2; exit 2 ;;
 esac
