@@ -629,11 +629,24 @@ zk_query_holders(const char *name, int len, int family)
 }
 
 /*
- * Copy this cluster's entries that "want" accepts (zk_locks,
- * zk_semaphores), under the lock; the caller builds rows after it is
- * released.  "want" runs under the lock: it only looks at the entry.  Only entries in use are
- * copied, into a buffer sized from the count in use (so any
- * zklock.max_locks works), growing it if more appeared meanwhile.
+ * Is e an entry a backend holds or awaits: in use, not let go of, and not
+ * answered with a failure?  (zk_locks and zk_semaphores show only those.)
+ * Lock held.
+ */
+bool
+zk_entry_live(ZkEntry *e)
+{
+	if (e->released || pg_atomic_read_u32(&e->release_req) != 0)
+		return false;
+	return e->outcome == ZKO_NONE || e->outcome == ZKO_GRANTED || e->outcome == ZKO_LOST;
+}
+
+/*
+ * Copy this cluster's entries in use that "want" accepts (zk_locks,
+ * zk_semaphores, zk_entries), under the lock; the caller builds rows after
+ * it is released.  "want" runs under the lock: it only looks at the entry.
+ * Only entries in use are copied, into a buffer sized from the count in use
+ * (so any zklock.max_locks works), growing it if more appeared meanwhile.
  */
 ZkLockRow *
 zk_snapshot_entries(bool (*want) (ZkEntry *e), int *n)
@@ -660,13 +673,7 @@ zk_snapshot_entries(bool (*want) (ZkEntry *e), int *n)
 			ZkEntry    *e = zk_entry(i);
 			ZkLockRow  *r;
 
-			if (e->state == ZKE_FREE || e->released ||
-				pg_atomic_read_u32(&e->release_req) != 0)
-				continue;
-			if (e->outcome != ZKO_NONE && e->outcome != ZKO_GRANTED &&
-				e->outcome != ZKO_LOST)
-				continue;
-			if (!want(e))
+			if (e->state == ZKE_FREE || !want(e))
 				continue;
 			if (k >= cap)
 			{
@@ -674,6 +681,13 @@ zk_snapshot_entries(bool (*want) (ZkEntry *e), int *n)
 				break;
 			}
 			r = &rows[k++];
+			r->idx = i;
+			r->state = e->state;
+			r->released = e->released || pg_atomic_read_u32(&e->release_req) != 0;
+			r->queued = e->queued;
+			r->on_retry = e->on_retry;
+			r->in_doubt = e->in_doubt;
+			r->outstanding = e->outstanding;
 			r->pid = e->pid;
 			r->dbid = e->dbid;
 			r->kind = e->kind;

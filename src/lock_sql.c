@@ -374,7 +374,7 @@ ZK_SQL_FUNC(zk_semaphore_holders, holders_common(fcinfo, false, ZKF_SEMPOOL))
 static bool
 want_lock(ZkEntry *e)
 {
-	return e->kind == ZKK_LOCK && e->family == ZKF_LOCKS;
+	return zk_entry_live(e) && e->kind == ZKK_LOCK && e->family == ZKF_LOCKS;
 }
 
 /*
@@ -448,24 +448,6 @@ zk_locks_internal(PG_FUNCTION_ARGS)
 
 /* ---- zk_entries: every entry of the table, whatever its kind ---- */
 
-typedef struct EntryRow
-{
-	int			idx;
-	int			pid;
-	Oid			dbid;
-	uint8		kind;
-	uint8		state;
-	uint8		outcome;
-	bool		released;
-	bool		release_req;
-	bool		queued;
-	bool		on_retry;
-	bool		in_doubt;
-	int			outstanding;
-	TimestampTz requested_at;
-	char		name[ZKLOCK_QNAME_MAX + 1];
-} EntryRow;
-
 static const char *
 kind_name(int kind)
 {
@@ -504,67 +486,26 @@ outcome_name(int outcome)
  * for more), for operators who want to know what occupies the table
  * (entries_used of zk_status()) and what the worker still has to do.
  */
+static bool
+want_any(ZkEntry *e)
+{
+	return true;
+}
+
 PG_FUNCTION_INFO_V1(zk_entries_internal);
 Datum
 zk_entries_internal(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	EntryRow   *rows = NULL;
-	int			cap;
-	int			n = 0;
+	ZkLockRow  *rows;
+	int			n;
 	int			i;
 
-	zk_require_shmem();
 	InitMaterializedSRF(fcinfo, 0);
-	zk_backend_lock(LW_SHARED);
-	cap = zk_ctl->used + 16;
-	LWLockRelease(zk_ctl->lock);
-	for (;;)
-	{
-		bool		full = false;
-
-		rows = rows ? repalloc_huge(rows, sizeof(EntryRow) * cap) :
-			MemoryContextAllocHuge(CurrentMemoryContext, sizeof(EntryRow) * cap);
-		n = 0;
-		zk_backend_lock(LW_SHARED);
-		for (i = 0; i < zk_ctl->max_entries; i++)
-		{
-			ZkEntry    *e = zk_entry(i);
-			EntryRow   *r;
-
-			if (e->state == ZKE_FREE)
-				continue;
-			if (n >= cap)
-			{
-				full = true;
-				break;
-			}
-			r = &rows[n++];
-			r->idx = i;
-			r->pid = e->pid;
-			r->dbid = e->dbid;
-			r->kind = e->kind;
-			r->state = e->state;
-			r->outcome = e->outcome;
-			r->released = e->released;
-			r->release_req = pg_atomic_read_u32(&e->release_req) != 0;
-			r->queued = e->queued;
-			r->on_retry = e->on_retry;
-			r->in_doubt = e->in_doubt;
-			r->outstanding = e->outstanding;
-			r->requested_at = e->requested_at;
-			strlcpy(r->name, e->name, sizeof(r->name));
-		}
-		if (full)
-			cap = zk_ctl->used + 16 + cap;
-		LWLockRelease(zk_ctl->lock);
-		if (!full)
-			break;
-		CHECK_FOR_INTERRUPTS();
-	}
+	rows = zk_snapshot_entries(want_any, &n);	/* copied under the lock */
 	for (i = 0; i < n; i++)
 	{
-		EntryRow   *r = &rows[i];
+		ZkLockRow  *r = &rows[i];
 		Datum		values[13];
 		bool		nulls[13];
 		char	   *db;
@@ -587,7 +528,7 @@ zk_entries_internal(PG_FUNCTION_ARGS)
 			nulls[4] = true;
 		values[5] = CStringGetTextDatum(state_name(r->state));
 		values[6] = CStringGetTextDatum(outcome_name(r->outcome));
-		values[7] = BoolGetDatum(r->release_req || r->released);
+		values[7] = BoolGetDatum(r->released);
 		values[8] = BoolGetDatum(r->queued);
 		values[9] = BoolGetDatum(r->on_retry);
 		values[10] = BoolGetDatum(r->in_doubt);

@@ -557,6 +557,8 @@ sem_at_exit(void)
 static bool
 want_sem(ZkEntry *e)
 {
+	if (!zk_entry_live(e))
+		return false;
 	if (e->kind == ZKK_SEMLEASE)
 		return true;
 	/* in line for the guard: waiting for a lease (a granted guard is followed by its lease entry) */

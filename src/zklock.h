@@ -555,6 +555,13 @@ extern dsm_segment *zk_query_holders(const char *name, int len, int family);
 /* One row of zk_locks, copied from an entry under the lock */
 typedef struct ZkLockRow
 {
+	int			idx;			/* the entry's number */
+	uint8		state;
+	bool		released;		/* let go of (release asked or seen) */
+	bool		queued;
+	bool		on_retry;
+	bool		in_doubt;
+	int			outstanding;
 	int			pid;
 	Oid			dbid;
 	uint8		kind;
@@ -569,6 +576,7 @@ typedef struct ZkLockRow
 	char		name[ZKLOCK_QNAME_MAX + 1];
 	char		node[ZKLOCK_NODE_MAX + 1];
 } ZkLockRow;
+extern bool zk_entry_live(ZkEntry *e);
 extern ZkLockRow *zk_snapshot_entries(bool (*want) (ZkEntry *e), int *n);
 extern void zk_entry_row(ZkLockRow *r, bool held, int family, Datum *values, bool *nulls);
 
