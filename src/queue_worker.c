@@ -3007,9 +3007,11 @@ send_attempt(QState *q, ZkEntry *e, int slot, const char *node)
  * dsa, so 1000 items asked for at once could put a gigabyte in front of the
  * session's pings and in shared memory.  Like a peek, a dequeue keeps at
  * most ZKQ_CLAIM_INFLIGHT_BYTES of items in flight, judged by the largest
- * it has read so far (ZKQ_CLAIM_FIRST_WINDOW attempts until its first read
- * answers), and it stops claiming once the payloads it holds, with those in
- * flight, would pass its owner's zklock.max_answer_bytes: it is granted
+ * it has read so far (until its first read answers, as many attempts as
+ * its cap holds of items of ZooKeeper's default limit of 1 MB, at most
+ * ZKQ_CLAIM_FIRST_WINDOW), and it stops claiming once the payloads it
+ * holds, with those in flight, would pass its owner's
+ * zklock.max_answer_bytes: it is granted
  * fewer items than it asked for, at least one.  Small items are not slowed
  * down: after the first answer the window takes every item the listing
  * offers at once.
@@ -3021,6 +3023,10 @@ send_attempt(QState *q, ZkEntry *e, int slot, const char *node)
  */
 #define ZKQ_CLAIM_INFLIGHT_BYTES	(4 * 1024 * 1024)
 #define ZKQ_CLAIM_FIRST_WINDOW		4
+#define ZKQ_ITEM_ASSUMED_BYTES		(1024 * 1024)	/* ZooKeeper's default
+													 * jute.maxbuffer: the
+													 * largest item, until
+													 * one is read */
 
 typedef enum ClaimWindow
 {
@@ -3041,7 +3047,17 @@ claim_window(ZkEntry *e)
 	if (inflight == 0 && e->claim_bytes == 0)
 		return CLAIM_SEND;		/* at least one item, whatever its size */
 	if (e->claim_largest == 0)
-		return inflight < ZKQ_CLAIM_FIRST_WINDOW ? CLAIM_SEND : CLAIM_FULL;
+	{
+		/*
+		 * No size known yet: as many as the cap holds of the largest items
+		 * ZooKeeper stores by default (2 under a cap of 2 MB), at most
+		 * ZKQ_CLAIM_FIRST_WINDOW; the first always goes (above).
+		 */
+		uint64		first = Min((uint64) ZKQ_CLAIM_FIRST_WINDOW,
+								Max(cap / ZKQ_ITEM_ASSUMED_BYTES, 1));
+
+		return inflight < first ? CLAIM_SEND : CLAIM_FULL;
+	}
 	next = (inflight + 1) * e->claim_largest;
 	if (e->claim_bytes + next > cap)
 		return inflight > 0 ? CLAIM_FULL : CLAIM_DONE;
