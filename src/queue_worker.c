@@ -486,6 +486,62 @@ entry_for_xid(ZkKind kind, uint64 fxid)
 	return false;
 }
 
+/*
+ * Replayed transaction nodes.  A node's MAC binds its path and content, not
+ * its creation: a client that read a genuine node (it exists between the
+ * backend's write and the publication) could create it again, same bytes,
+ * once it was published, and a settling pass would find a node that
+ * verifies and names a committed transaction, and publish it a second time.
+ * The same holds for a claim written again on an item whose name a drop
+ * let the queue use again.  This run's own nodes are published (claims
+ * ended) by their entries (node_fate: running), which live until their
+ * nodes are gone, except when one gives up after repeated errors
+ * (qdurable_drive_failed) and leaves its nodes to the settling pass.  So a
+ * settling pass acts on a committed node of this run only if an entry gave
+ * it up: their fxids are kept here (a transaction node's until its
+ * publication is applied).  A worker that restarts forgets them; their
+ * nodes are then settled when the server next starts (as an earlier run's).
+ * Left alone is the safe side: items wait, none is delivered twice.
+ */
+#define ZKQ_GIVEN_UP_MAX	1024
+
+static uint64 given_up[ZKQ_GIVEN_UP_MAX];
+static int	ngiven_up = 0;
+
+static void
+given_up_add(uint64 fxid)
+{
+	if (ngiven_up == ZKQ_GIVEN_UP_MAX)
+	{
+		/* the oldest waits for the next start */
+		memmove(given_up, given_up + 1, sizeof(uint64) * (ZKQ_GIVEN_UP_MAX - 1));
+		ngiven_up--;
+	}
+	given_up[ngiven_up++] = fxid;
+}
+
+static int
+given_up_find(uint64 fxid)
+{
+	int			i;
+
+	for (i = 0; i < ngiven_up; i++)
+		if (given_up[i] == fxid)
+			return i;
+	return -1;
+}
+
+static void
+given_up_remove(uint64 fxid)
+{
+	int			i = given_up_find(fxid);
+
+	if (i < 0)
+		return;
+	memmove(given_up + i, given_up + i + 1, sizeof(uint64) * (ngiven_up - i - 1));
+	ngiven_up--;
+}
+
 /* ------------------------------------------------------------------------
  * Publication (ZKK_QPUB)
  * ------------------------------------------------------------------------
@@ -1937,6 +1993,8 @@ publish_done(int rc, const void *data)
 		}
 		else if (po->scan != NULL)
 		{
+			if (applied && po->blob != NULL)
+				given_up_remove(((const ZkTxnHeader *) po->blob)->fxid);
 			if (!applied && zk_rc_definite(rc) && zk_session_usable())
 				pub_block_resolve(po, rc);
 			scan_done_one(po->scan, applied || zk_rc_definite(rc), applied && rc == ZOK ? 1 : 0);
@@ -4944,6 +5002,7 @@ typedef struct Scan
 	int64		tinvalid;		/* nodes holding no valid items */
 	int64		tunknown;		/* nodes of transactions not in history */
 	int64		tforged;		/* nodes whose MAC does not verify */
+	int64		treplayed;		/* this run's, created again ("Replayed") */
 } Scan;
 
 /*
@@ -4984,11 +5043,11 @@ scan_finish(Scan *s)
 	names_free(&s->queues, &s->nqueues);
 	names_free(&s->txns, &s->ntxns);
 	if ((s->tinvalid > ZKQ_SCAN_LOG_MAX || s->tunknown > ZKQ_SCAN_LOG_MAX ||
-		 s->tforged > 0) &&
+		 s->tforged > 0 || s->treplayed > 0) &&
 		zk_log_limited(&scan_summary_log, "left alone ... queue transaction nodes"))
 		ereport(LOG,
-				(errmsg("zklock: left alone " INT64_FORMAT " queue transaction nodes holding no valid items, " INT64_FORMAT " whose transaction is not in this server's history, and " INT64_FORMAT " transaction nodes and claims whose MAC does not verify",
-						s->tinvalid, s->tunknown, s->tforged),
+				(errmsg("zklock: left alone " INT64_FORMAT " queue transaction nodes holding no valid items, " INT64_FORMAT " whose transaction is not in this server's history, and " INT64_FORMAT " transaction nodes and claims whose MAC does not verify; " INT64_FORMAT " transaction nodes this run had published already",
+						s->tinvalid, s->tunknown, s->tforged, s->treplayed),
 				 errdetail("Only the first %d of each of the first two were logged by name, and at most %d a minute of the others.",
 						   ZKQ_SCAN_LOG_MAX, ZK_LOG_LIMIT_LINES)));
 	q_unsettle_all();			/* claims of this cluster may be released */
@@ -5273,6 +5332,7 @@ txn_blob_widen(const char *value, int value_len, int *out_len, bool *had_mac)
  * made the key): not acted on, logged, counted.
  */
 static ZkLogLimit forged_log;
+static ZkLogLimit replay_log;
 
 static void
 scan_refused(Scan *s, const char *what, const char *path, ZkMacCheck mc)
@@ -5320,6 +5380,21 @@ scan_txn_data(int rc, const char *value, int value_len,
 
 			memcpy(&h, blob, sizeof(h));
 			f = node_fate(s, ZKK_QPUB, h.run, c->fxid, h.tli, h.lsn, h.rec, &quiet);
+			if (f == FATE_COMMITTED && h.run != 0 &&
+				zk_history_status(h.run) == ZKR_CURRENT &&
+				given_up_find(c->fxid) < 0)
+			{
+				/* this run published it: a copy created again ("Replayed") */
+				f = FATE_UNKNOWN;
+				quiet = true;
+				s->treplayed++;
+				if (zk_log_limited(&replay_log, "left a replayed transaction node alone"))
+					ereport(LOG,
+							(errmsg("zklock: left the queue transaction node %s alone: this run published its transaction already",
+									c->path),
+							 errdetail("A client that may write under zklock.root created the node again from a copy of its data; publishing it would deliver its items and gate and arrival changes twice."),
+							 errhint("Check who may write under zklock.root (zklock.acl), then delete the node.")));
+			}
 			if (f == FATE_COMMITTED)
 			{
 				/* ensures the parents itself; its reply counts for us */
@@ -5551,6 +5626,24 @@ scan_claim_data(int rc, const char *value, int value_len,
 			Fate		f;
 
 			f = node_fate(s, ZKK_QCLAIM, run, fxid, (uint32) tli, lsn, rec, &quiet);
+			if (f == FATE_COMMITTED && !s->release_all && run != 0 &&
+				zk_history_status(run) == ZKR_CURRENT && given_up_find(fxid) < 0)
+			{
+				/*
+				 * This run's claims are ended by their entries: a claim
+				 * written again after a drop reused its item's name would
+				 * consume another item ("Replayed transaction nodes").
+				 */
+				f = FATE_UNKNOWN;
+				quiet = true;
+				s->treplayed++;
+				if (zk_log_limited(&replay_log, "left a replayed transaction node alone"))
+					ereport(LOG,
+							(errmsg("zklock: left the queue claim %s alone: this run ended its transaction's claims already",
+									c->path),
+							 errdetail("A client that may write under zklock.root created the claim again from a copy of its data; consuming it would take another item of that name."),
+							 errhint("Check who may write under zklock.root (zklock.acl), then delete the claim.")));
+			}
 			if (f == FATE_COMMITTED)
 			{
 				/* consume: the item and the claim */
@@ -6639,6 +6732,7 @@ qdurable_drive_failed(ZkEntry *e)
 		zk_retry_later(e);
 	else if (e->released)
 	{
+		given_up_add(e->fxid);	/* its nodes are the settling pass's */
 		if (zk_log_limited(&q_giveup_log, "gave up a queue request after repeated errors"))
 			ereport(WARNING,
 					(errmsg("zklock: gave up a queue request after repeated errors"),
