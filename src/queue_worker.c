@@ -5082,6 +5082,8 @@ scan_claimed(bool ok, void *arg)
 	Scan	   *s = (Scan *) arg;
 
 	resolve_running = false;
+	if (!s->failed && !zk_history_took() && !zk_history_postponed())
+		zk_mac_unsigned_done();
 	if (s->failed || zk_history_took())
 		resolve_needed = true;	/* again on the next turn */
 	else if (zk_history_postponed())
