@@ -483,6 +483,62 @@ entry_for_xid(ZkKind kind, uint64 fxid)
 	return false;
 }
 
+/*
+ * Replayed transaction nodes.  A node's MAC binds its path and content, not
+ * its creation: a client that read a genuine node (it exists between the
+ * backend's write and the publication) could create it again, same bytes,
+ * once it was published, and a settling pass would find a node that
+ * verifies and names a committed transaction, and publish it a second time.
+ * The same holds for a claim written again on an item whose name a drop
+ * let the queue use again.  This run's own nodes are published (claims
+ * ended) by their entries (node_fate: running), which live until their
+ * nodes are gone, except when one gives up after repeated errors
+ * (qdurable_drive_failed) and leaves its nodes to the settling pass.  So a
+ * settling pass acts on a committed node of this run only if an entry gave
+ * it up: their fxids are kept here (a transaction node's until its
+ * publication is applied).  A worker that restarts forgets them; their
+ * nodes are then settled when the server next starts (as an earlier run's).
+ * Left alone is the safe side: items wait, none is delivered twice.
+ */
+#define ZKQ_GIVEN_UP_MAX	1024
+
+static uint64 given_up[ZKQ_GIVEN_UP_MAX];
+static int	ngiven_up = 0;
+
+static void
+given_up_add(uint64 fxid)
+{
+	if (ngiven_up == ZKQ_GIVEN_UP_MAX)
+	{
+		/* the oldest waits for the next start */
+		memmove(given_up, given_up + 1, sizeof(uint64) * (ZKQ_GIVEN_UP_MAX - 1));
+		ngiven_up--;
+	}
+	given_up[ngiven_up++] = fxid;
+}
+
+static int
+given_up_find(uint64 fxid)
+{
+	int			i;
+
+	for (i = 0; i < ngiven_up; i++)
+		if (given_up[i] == fxid)
+			return i;
+	return -1;
+}
+
+static void
+given_up_remove(uint64 fxid)
+{
+	int			i = given_up_find(fxid);
+
+	if (i < 0)
+		return;
+	memmove(given_up + i, given_up + i + 1, sizeof(uint64) * (ngiven_up - i - 1));
+	ngiven_up--;
+}
+
 /* ------------------------------------------------------------------------
  * Publication (ZKK_QPUB)
  * ------------------------------------------------------------------------
@@ -1939,6 +1995,8 @@ publish_done(int rc, const void *data)
 		}
 		else if (po->scan != NULL)
 		{
+			if (applied && po->blob != NULL)
+				given_up_remove(((const ZkTxnHeader *) po->blob)->fxid);
 			if (!applied && zk_rc_definite(rc) && zk_session_usable())
 				pub_block_resolve(po, rc);
 			scan_done_one(po->scan, applied || zk_rc_definite(rc), applied && rc == ZOK ? 1 : 0);
@@ -3021,9 +3079,11 @@ send_attempt(QState *q, ZkEntry *e, int slot, const char *node)
  * dsa, so 1000 items asked for at once could put a gigabyte in front of the
  * session's pings and in shared memory.  Like a peek, a dequeue keeps at
  * most ZKQ_CLAIM_INFLIGHT_BYTES of items in flight, judged by the largest
- * it has read so far (ZKQ_CLAIM_FIRST_WINDOW attempts until its first read
- * answers), and it stops claiming once the payloads it holds, with those in
- * flight, would pass its owner's zklock.max_answer_bytes: it is granted
+ * it has read so far (until its first read answers, as many attempts as
+ * its cap holds of items of ZooKeeper's default limit of 1 MB, at most
+ * ZKQ_CLAIM_FIRST_WINDOW), and it stops claiming once the payloads it
+ * holds, with those in flight, would pass its owner's
+ * zklock.max_answer_bytes: it is granted
  * fewer items than it asked for, at least one.  Small items are not slowed
  * down: after the first answer the window takes every item the listing
  * offers at once.
@@ -3035,6 +3095,10 @@ send_attempt(QState *q, ZkEntry *e, int slot, const char *node)
  */
 #define ZKQ_CLAIM_INFLIGHT_BYTES	(4 * 1024 * 1024)
 #define ZKQ_CLAIM_FIRST_WINDOW		4
+#define ZKQ_ITEM_ASSUMED_BYTES		(1024 * 1024)	/* ZooKeeper's default
+													 * jute.maxbuffer: the
+													 * largest item, until
+													 * one is read */
 
 typedef enum ClaimWindow
 {
@@ -3055,7 +3119,17 @@ claim_window(ZkEntry *e)
 	if (inflight == 0 && e->claim_bytes == 0)
 		return CLAIM_SEND;		/* at least one item, whatever its size */
 	if (e->claim_largest == 0)
-		return inflight < ZKQ_CLAIM_FIRST_WINDOW ? CLAIM_SEND : CLAIM_FULL;
+	{
+		/*
+		 * No size known yet: as many as the cap holds of the largest items
+		 * ZooKeeper stores by default (2 under a cap of 2 MB), at most
+		 * ZKQ_CLAIM_FIRST_WINDOW; the first always goes (above).
+		 */
+		uint64		first = Min((uint64) ZKQ_CLAIM_FIRST_WINDOW,
+								Max(cap / ZKQ_ITEM_ASSUMED_BYTES, 1));
+
+		return inflight < first ? CLAIM_SEND : CLAIM_FULL;
+	}
 	next = (inflight + 1) * e->claim_largest;
 	if (e->claim_bytes + next > cap)
 		return inflight > 0 ? CLAIM_FULL : CLAIM_DONE;
@@ -4951,6 +5025,7 @@ typedef struct Scan
 	int64		tinvalid;		/* nodes holding no valid items */
 	int64		tunknown;		/* nodes of transactions not in history */
 	int64		tforged;		/* nodes whose MAC does not verify */
+	int64		treplayed;		/* this run's, created again ("Replayed") */
 } Scan;
 
 /*
@@ -4991,11 +5066,11 @@ scan_finish(Scan *s)
 	names_free(&s->queues, &s->nqueues);
 	names_free(&s->txns, &s->ntxns);
 	if ((s->tinvalid > ZKQ_SCAN_LOG_MAX || s->tunknown > ZKQ_SCAN_LOG_MAX ||
-		 s->tforged > 0) &&
+		 s->tforged > 0 || s->treplayed > 0) &&
 		zk_log_limited(&scan_summary_log, "left alone ... queue transaction nodes"))
 		ereport(LOG,
-				(errmsg("zklock: left alone " INT64_FORMAT " queue transaction nodes holding no valid items, " INT64_FORMAT " whose transaction is not in this server's history, and " INT64_FORMAT " transaction nodes and claims whose MAC does not verify",
-						s->tinvalid, s->tunknown, s->tforged),
+				(errmsg("zklock: left alone " INT64_FORMAT " queue transaction nodes holding no valid items, " INT64_FORMAT " whose transaction is not in this server's history, and " INT64_FORMAT " transaction nodes and claims whose MAC does not verify; " INT64_FORMAT " transaction nodes this run had published already",
+						s->tinvalid, s->tunknown, s->tforged, s->treplayed),
 				 errdetail("Only the first %d of each of the first two were logged by name, and at most %d a minute of the others.",
 						   ZKQ_SCAN_LOG_MAX, ZK_LOG_LIMIT_LINES)));
 	q_unsettle_all();			/* claims of this cluster may be released */
@@ -5030,6 +5105,8 @@ scan_claimed(bool ok, void *arg)
 	Scan	   *s = (Scan *) arg;
 
 	resolve_running = false;
+	if (!s->failed && !zk_history_took() && !zk_history_postponed())
+		zk_mac_unsigned_done();
 	if (s->failed || zk_history_took())
 		resolve_needed = true;	/* again on the next turn */
 	else if (zk_history_postponed())
@@ -5281,6 +5358,7 @@ txn_blob_widen(const char *value, int value_len, int *out_len, bool *had_mac)
  * made the key): not acted on, logged, counted.
  */
 static ZkLogLimit forged_log;
+static ZkLogLimit replay_log;
 
 static void
 scan_refused(Scan *s, const char *what, const char *path, ZkMacCheck mc)
@@ -5329,6 +5407,21 @@ scan_txn_data(int rc, const char *value, int value_len,
 
 			memcpy(&h, blob, sizeof(h));
 			f = node_fate(s, ZKK_QPUB, h.run, c->fxid, h.tli, h.lsn, h.rec, &quiet);
+			if (f == FATE_COMMITTED && h.run != 0 &&
+				zk_history_status(h.run) == ZKR_CURRENT &&
+				given_up_find(c->fxid) < 0)
+			{
+				/* this run published it: a copy created again ("Replayed") */
+				f = FATE_UNKNOWN;
+				quiet = true;
+				s->treplayed++;
+				if (zk_log_limited(&replay_log, "left a replayed transaction node alone"))
+					ereport(LOG,
+							(errmsg("zklock: left the queue transaction node %s alone: this run published its transaction already",
+									c->path),
+							 errdetail("A client that may write under zklock.root created the node again from a copy of its data; publishing it would deliver its items and gate and arrival changes twice."),
+							 errhint("Check who may write under zklock.root (zklock.acl), then delete the node.")));
+			}
 			if (f == FATE_COMMITTED)
 			{
 				/* ensures the parents itself; its reply counts for us */
@@ -5562,6 +5655,24 @@ scan_claim_data(int rc, const char *value, int value_len,
 			Fate		f;
 
 			f = node_fate(s, ZKK_QCLAIM, run, fxid, (uint32) tli, lsn, rec, &quiet);
+			if (f == FATE_COMMITTED && !s->release_all && run != 0 &&
+				zk_history_status(run) == ZKR_CURRENT && given_up_find(fxid) < 0)
+			{
+				/*
+				 * This run's claims are ended by their entries: a claim
+				 * written again after a drop reused its item's name would
+				 * consume another item ("Replayed transaction nodes").
+				 */
+				f = FATE_UNKNOWN;
+				quiet = true;
+				s->treplayed++;
+				if (zk_log_limited(&replay_log, "left a replayed transaction node alone"))
+					ereport(LOG,
+							(errmsg("zklock: left the queue claim %s alone: this run ended its transaction's claims already",
+									c->path),
+							 errdetail("A client that may write under zklock.root created the claim again from a copy of its data; consuming it would take another item of that name."),
+							 errhint("Check who may write under zklock.root (zklock.acl), then delete the claim.")));
+			}
 			if (f == FATE_COMMITTED)
 			{
 				/* consume: the item and the claim */
@@ -6658,6 +6769,7 @@ qdurable_drive_failed(ZkEntry *e)
 		zk_retry_later(e);
 	else if (e->released)
 	{
+		given_up_add(e->fxid);	/* its nodes are the settling pass's */
 		if (zk_log_limited(&q_giveup_log, "gave up a queue request after repeated errors"))
 			ereport(WARNING,
 					(errmsg("zklock: gave up a queue request after repeated errors"),

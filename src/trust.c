@@ -15,8 +15,9 @@
  *	  does; in a data directory of 0700 nobody else could reach it, and a
  *	  group or world bit (a copy by a tool that does not keep modes) is
  *	  taken away.  Nodes an older zklock wrote carry no MAC; they
- *	  are accepted only in the run that made the key (the data directory
- *	  had none, so they can only be that older version's).
+ *	  are accepted only by the settling passes of the run that made the key,
+ *	  until one completes (the data directory had none, so those there
+ *	  before can only be that older version's; any written later are not).
  *
  *-------------------------------------------------------------------------
  */
@@ -185,6 +186,22 @@ bool
 zk_mac_unsigned_ok(void)
 {
 	return zk_ctl->mac_key_new;
+}
+
+/*
+ * The run that made the key has settled what it found (a settling pass
+ * that neither failed, nor waited for a run, nor took one over): nodes
+ * without a MAC are refused from now on.  Any written later are not an
+ * older version's: this one signs all it writes.  Worker only.
+ */
+void
+zk_mac_unsigned_done(void)
+{
+	if (!zk_ctl->mac_key_new)
+		return;
+	zk_ctl->mac_key_new = false;
+	ereport(LOG,
+			(errmsg("zklock: the nodes an older zklock left without a MAC are settled; nodes without a MAC are refused from now on")));
 }
 
 /* a node's path under the root (what its MAC binds) */

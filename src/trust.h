@@ -47,6 +47,7 @@ extern void zk_mac(const char *path, const void *data, size_t len, uint8 *out);
 extern void zk_mac_hex(const uint8 *mac, char *out);
 extern bool zk_mac_equal(const uint8 *a, const uint8 *b);
 extern bool zk_mac_unsigned_ok(void);
+extern void zk_mac_unsigned_done(void);
 extern const char *zk_mac_relpath(const char *path);
 
 /* claims: the data to create at path; what a claim's data says */

@@ -368,7 +368,8 @@ typedef struct ZkControl
 									 * not proven */
 	uint8		mac_key[32];	/* $PGDATA/zklock.key (trust.h) */
 	bool		mac_key_new;	/* this run made it: nodes without a MAC
-								 * are an older version's, accepted */
+								 * are an older version's, accepted until
+								 * a settling pass completes */
 
 	/* dynamic shared memory for variable-size data (zk_dsa()) */
 	LWLock	   *dsa_lock;

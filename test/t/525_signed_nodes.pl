@@ -134,6 +134,11 @@ for op in json.loads(sys.argv[2]):
                           len(op["items"]), int(op["sysid"]), int(op["fxid"]),
                           int(op["lsn"], 16), int(op["tli"]), total,
                           int(op["run"], 16), int(op["rec"], 16))
+        if op.get("v1", False):
+            # the first header: no run, no mark, no MAC
+            hdr = struct.pack("<IIQQQII", 0x5A4B5154, len(op["items"]),
+                              int(op["sysid"]), int(op["fxid"]), int(op["lsn"], 16),
+                              int(op["tli"]), 40 + len(items))
         if v3:
             hdr += os.urandom(32)
         zk.create(op["path"], hdr + items, makepath=True)
@@ -237,6 +242,52 @@ like(slurp_file($B->logfile), qr/made the key file ".*zklock\.key" readable by t
 	'the log says so');
 unlike(slurp_file($B->logfile), qr/made a new key/, 'B kept the copied key');
 $B->stop('fast');
+
+# ---- the window for nodes without a MAC closes after the first settling ----
+# Nodes without a MAC are accepted only by the run that made the key: the
+# nodes an older zklock left.  That window stayed open for the whole life of
+# the run, so a client that may write could, at any later time, write a
+# transaction node in the first header (no run, no MAC) naming any committed
+# transaction of this cluster, and the next settling pass (a new session, a
+# worker restart) published its items.  Now the window closes once a settling
+# pass of that run completes.
+my $D = PostgreSQL::Test::Cluster->new('signD');
+$D->init;
+$D->append_conf('postgresql.conf', zk_conf($zk, conf => "zklock.root = '/zkd'\n"));
+$D->start;
+$D->safe_psql('postgres', 'CREATE EXTENSION zklock');
+ZkLockTest::wait_connected($D, 'D did not connect');
+like(slurp_file($D->logfile), qr/made a new key/, 'D: its first start made a key');
+my $DQ = '/zkd/queues';
+$D->safe_psql('postgres', "SELECT zk_enqueue('dq', 'd1')");
+my $ds = new_session($D, name => 'ds');
+$ds->query_safe('BEGIN');
+is($ds->query_safe("SELECT body FROM zk_dequeue('dq', '5s')"), 'd1', 'D: d1 dequeued');
+my ($dnode) = zk_children($zk, "$DQ/dq/taken");
+my $dclaim = decode_json(zk_get($zk, "$DQ/dq/taken/$dnode"));
+$ds->query_safe('COMMIT');
+$ds->quit;
+ok(wait_until(sub { !zk_exists($zk, "$DQ/dq/taken/$dnode") }, 10), 'D: d1 consumed at COMMIT');
+ok(wait_until(sub { slurp_file($D->logfile) =~ /nodes without a MAC are refused from now on/ }, 15),
+	"D: the first settling pass closed the window for nodes without a MAC");
+# later: an unsigned node in the first header for d1's committed transaction
+my $dspec = [ {
+	kind => 'txn', v1 => JSON::PP::true,
+	path => "/zkd/txns/$dclaim->{cluster}-$dclaim->{xid}",
+	sysid => $dclaim->{cluster}, fxid => $dclaim->{xid}, lsn => $dclaim->{lsn}, tli => $dclaim->{tli},
+	run => '0', rec => '0',
+	items => [ { prio => 100, name => 'uq', payload => 'unsigned-later' } ] } ];
+($rc, $out, $err) = ZkLockTest::_run([ $ZkLockTest::PYTHON, $forger_py, $zk->{hosts}, encode_json($dspec) ], 60);
+is($rc, 0, 'D: a client wrote an unsigned transaction node for a committed transaction') or diag "$out $err";
+my $dpos = -s $D->logfile;
+my $dw = worker_pid($D);
+$D->safe_psql('postgres', "SELECT pg_terminate_backend($dw)");
+ok(defined wait_for_worker($D, $dw), 'D: a new worker (a settling pass in the same run)');
+ZkLockTest::wait_connected($D, 'D did not connect after the worker restart');
+ok(wait_until(sub { substr(slurp_file($D->logfile), $dpos) =~ /left the queue transaction node \S+ alone: it has no MAC/ }, 30),
+	'D: the unsigned node written after the first settling is left alone');
+is(zk_count($zk, "$DQ/uq/entries"), 0, 'D: its item was not published');
+$D->stop('fast');
 
 proxy_stop($p);
 zk_stop($zk);
