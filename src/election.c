@@ -244,6 +244,17 @@ let_go(ZkEntry *e)
 }
 
 /*
+ * The lock recipe is granting a candidacy (lock_worker.c): count it, say
+ * so.  Worker, lock held.
+ */
+void
+zk_election_won(ZkEntry *e)
+{
+	zk_count(ZKCNT_LEADERSHIPS, 1);
+	ereport(LOG, (errmsg("zklock: leading election \"%s\"", e->name)));
+}
+
+/*
  * Called every turn of the worker while the session is usable, lock held.
  * The first time, the candidacies a previous worker left in shared memory
  * are let go (one scan of the entries); after that only this worker's own

@@ -585,6 +585,8 @@ decide(ZkEntry *e, ZkContender *c, int n)
 		if (e->base[0] && e->base_token != 0)
 			e->token = e->base_token;
 		e->state = ZKE_HELD;
+		if (e->family == ZKF_ELECTIONS && e->outcome == ZKO_NONE)
+			zk_election_won(e);
 		zk_finish(e, ZKO_GRANTED, 0, NULL);
 		return;
 	}
@@ -1310,6 +1312,7 @@ const ZkRecipe zk_lock_recipe = {
 	.drive_failed = lock_drive_failed,
 	.session_lost = lock_session_lost,
 	.session_reset = lock_session_reset,
+	.session_usable = zk_elections_turn,	/* the worker's candidacies */
 };
 
 const ZkRecipe zk_holders_recipe = {

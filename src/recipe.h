@@ -60,7 +60,16 @@ extern const ZkRecipe zk_semlease_recipe;
  */
 #define ZK_PATH_MAX		(ZKLOCK_PARENT_MAX + ZKLOCK_ENAME_MAX + ZKLOCK_NODE_MAX + 2)
 
-/* worker_base.c: the session recipes use */
+/*
+ * worker_base.c: the worker's hold on zk_ctl->lock, re-entrant (worker.c,
+ * completions and watchers take it through these)
+ */
+extern void zk_worker_enter(void);
+extern void zk_worker_leave(void);
+extern void zk_worker_reset(void);
+extern int	zk_worker_lock_depth(void);
+
+/* worker_base.c: the session recipes use (worker.c sets it, zk_session_set) */
 extern zhandle_t *zk_zh;
 extern uint64 zk_cur_session;
 extern uint64 zk_connects;		/* connections made (new or same session) */
@@ -149,7 +158,7 @@ extern void zk_unwatch_done(int rc, const void *ctx);
 
 /* worker_base.c: the common code's calls into the recipes */
 extern void zk_recipe_drive(ZkEntry *e);
-extern void zk_recipes_set_handle(zhandle_t *h, uint64 session_id);
+extern void zk_session_set(zhandle_t *h, uint64 session_id);
 extern void zk_recipes_reconnected(void);
 extern void zk_recipes_session_lost(const char *why);
 

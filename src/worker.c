@@ -68,7 +68,6 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 
-static zhandle_t *zh = NULL;
 static char open_hosts[ZKLOCK_HOSTS_MAX];	/* hosts the handle was opened on */
 static bool reopen_needed = false;	/* session expired: close, open anew */
 static uint64 last_session_id = 0;
@@ -100,9 +99,6 @@ static bool probe_inflight = false;
 static bool session_to_save = false;
 static TimestampTz probe_sent_at = 0;
 
-/* Depth of zk_worker_enter(): the lock is held while it is above zero */
-static int	lock_depth = 0;
-
 #define SESSION_FILE	"pgsql_tmp_zklock.session"
 
 /* The wait set and what it was built for */
@@ -111,29 +107,6 @@ static int	wes_fd = -1;
 static bool wes_connected = false;
 static int	wes_sock_pos = -1;
 static uint32 wes_sock_events = 0;
-
-/* Take zk_ctl->lock for the worker's bookkeeping (re-entrant). */
-void
-zk_worker_enter(void)
-{
-	if (lock_depth++ == 0)
-		LWLockAcquire(zk_ctl->lock, LW_EXCLUSIVE);
-}
-
-void
-zk_worker_leave(void)
-{
-	Assert(lock_depth > 0);
-	if (--lock_depth == 0)
-		LWLockRelease(zk_ctl->lock);
-}
-
-/* After LWLockReleaseAll() in error recovery */
-void
-zk_worker_reset(void)
-{
-	lock_depth = 0;
-}
 
 void
 zk_register_worker(void)
@@ -201,7 +174,7 @@ static void session_event(zhandle_t *h, int state);
 static void
 session_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 {
-	if (type != ZOO_SESSION_EVENT || h != zh)
+	if (type != ZOO_SESSION_EVENT || h != zk_zh)
 		return;
 	zk_worker_enter();
 	PG_TRY();
@@ -214,8 +187,8 @@ session_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 		EmitErrorReport();
 		FlushErrorState();
 		LWLockReleaseAll();
-		lock_depth = 1;
-		LWLockAcquire(zk_ctl->lock, LW_EXCLUSIVE);
+		zk_worker_reset();
+		zk_worker_enter();
 	}
 	PG_END_TRY();
 	zk_worker_leave();
@@ -271,7 +244,7 @@ session_event(zhandle_t *h, int state)
 				sizeof(zk_ctl->current_server));
 		set_conn_state(ZKC_CONNECTED);
 		zk_history_connected();
-		zk_recipes_set_handle(h, sid);
+		zk_session_set(h, sid);
 		zk_recipes_reconnected();
 	}
 	else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE)
@@ -594,14 +567,13 @@ session_open(void)
 	else
 		conn = ZKC_CONNECTING;
 	zk_worker_enter();
-	zh = h;
+	zk_session_set(h, 0);
 	zk_ctl->session_id = 0;
 	zk_ctl->session_timeout = 0;
 	zk_ctl->current_server[0] = '\0';
 	zk_ctl->auth_state = cred_state;
 	strlcpy(zk_ctl->servers, zklock_hosts, sizeof(zk_ctl->servers));
 	set_conn_state(conn);
-	zk_recipes_set_handle(zh, 0);
 	zk_worker_leave();
 }
 
@@ -613,7 +585,7 @@ session_open(void)
 static void
 session_close(const char *why)
 {
-	zhandle_t  *h = zh;
+	zhandle_t  *h = zk_zh;
 
 	/*
 	 * Every entry of the session is lost before the close reaches
@@ -622,8 +594,7 @@ session_close(const char *why)
 	 * already see the loss.
 	 */
 	zk_worker_enter();
-	zk_recipes_set_handle(NULL, 0);
-	zh = NULL;
+	zk_session_set(NULL, 0);
 	probe_inflight = false;
 	zk_recipes_session_lost(why);
 	zk_ctl->session_id = 0;
@@ -647,7 +618,7 @@ static void
 worker_exit(int code, Datum arg)
 {
 	LWLockReleaseAll();
-	lock_depth = 0;
+	zk_worker_reset();
 	session_close("The zklock worker exited");
 	zk_worker_enter();
 	zk_ctl->worker_latch = NULL;
@@ -701,7 +672,7 @@ static void
 apply_settings(void)
 {
 	if (strcmp(open_hosts, zklock_hosts) != 0 ||
-		(zh == NULL && zk_ctl->conn_state == ZKC_NOT_CONFIGURED && zklock_hosts[0] != '\0'))
+		(zk_zh == NULL && zk_ctl->conn_state == ZKC_NOT_CONFIGURED && zklock_hosts[0] != '\0'))
 	{
 		ereport(LOG,
 				(errmsg("zklock: zklock.hosts changed to \"%s\", opening a new session",
@@ -726,7 +697,7 @@ apply_settings(void)
 							   strcmp(newcred, cred) != 0);
 
 		explicit_bzero(newcred, sizeof(newcred));
-		if (changed && zh != NULL)
+		if (changed && zk_zh != NULL)
 		{
 			ereport(LOG,
 					(errmsg("zklock: the zookeeper credentials (zklock.auth_file) changed, opening a new session")));
@@ -734,7 +705,7 @@ apply_settings(void)
 			next_open_at = 0;
 			auth_backoff = false;
 		}
-		else if (changed || (zh == NULL && cred_state == ZKA_REFUSED))
+		else if (changed || (zk_zh == NULL && cred_state == ZKA_REFUSED))
 		{
 			next_open_at = 0;	/* no session yet: try now */
 			auth_backoff = false;
@@ -755,17 +726,17 @@ sync_conn_state(void)
 {
 	int			st;
 
-	if (zh == NULL)
+	if (zk_zh == NULL)
 		return;
-	st = zoo_state(zh);
+	st = zoo_state(zk_zh);
 	if (st == ZOO_EXPIRED_SESSION_STATE || st == ZOO_AUTH_FAILED_STATE)
 	{
 		if (zk_ctl->conn_state != ZKC_EXPIRED &&
 			zk_ctl->conn_state != ZKC_AUTH_FAILED)
-			session_event(zh, st);
+			session_event(zk_zh, st);
 	}
 	else if (st != ZOO_CONNECTED_STATE && zk_ctl->conn_state == ZKC_CONNECTED)
-		session_event(zh, st);
+		session_event(zk_zh, st);
 	else if (st != ZOO_CONNECTED_STATE && zk_ctl->conn_state == ZKC_SUSPENDED &&
 			 !reopen_needed && zk_ctl->session_timeout > 0 &&
 			 GetCurrentTimestamp() >
@@ -810,14 +781,14 @@ maybe_probe(void)
 	TimestampTz now;
 	int			every;
 
-	if (zh == NULL || probe_inflight || zoo_state(zh) != ZOO_CONNECTED_STATE ||
+	if (zk_zh == NULL || probe_inflight || zoo_state(zk_zh) != ZOO_CONNECTED_STATE ||
 		zk_ctl->conn_state != ZKC_CONNECTED)
 		return;
 	every = Max(zk_ctl->session_timeout / 4, 100);
 	now = GetCurrentTimestamp();
 	if (now < TimestampTzPlusMilliseconds(probe_sent_at, every))
 		return;
-	if (zoo_async(zh, "/", probe_done, (const void *) (uintptr_t) now) == ZOK)
+	if (zoo_async(zk_zh, "/", probe_done, (const void *) (uintptr_t) now) == ZOK)
 	{
 		probe_inflight = true;
 		probe_sent_at = now;
@@ -854,7 +825,7 @@ serve_queue(void)
 	while ((idx = zk_dequeue()) != ZKLOCK_NO_ENTRY)
 		zk_recipe_drive(zk_entry(idx));
 
-	if (zh != NULL && zoo_state(zh) == ZOO_CONNECTED_STATE &&
+	if (zk_zh != NULL && zoo_state(zk_zh) == ZOO_CONNECTED_STATE &&
 		zk_ctl->conn_state == ZKC_CONNECTED)
 		zk_recipes_reconnected();
 }
@@ -912,14 +883,14 @@ zklock_worker_main(Datum arg)
 		 * the worker would go on serving but never see SIGTERM, and
 		 * PostgreSQL could not shut down.  Say so and let go.
 		 */
-		if (lock_depth != 0 || InterruptHoldoffCount != 0)
+		if (zk_worker_lock_depth() != 0 || InterruptHoldoffCount != 0)
 		{
 			ereport(WARNING,
 					(errmsg("zklock: the worker still held its lock at the top of its loop (depth %d, interrupts held off %u)",
-							lock_depth, InterruptHoldoffCount),
+							zk_worker_lock_depth(), InterruptHoldoffCount),
 					 errdetail("This is a bug in zklock; the worker releases it and goes on.")));
 			LWLockReleaseAll();
-			lock_depth = 0;
+			zk_worker_reset();
 			InterruptHoldoffCount = 0;
 		}
 		CHECK_FOR_INTERRUPTS();
@@ -947,23 +918,23 @@ zklock_worker_main(Datum arg)
 			}
 			auth_backoff = false;
 		}
-		if (zh == NULL && zklock_hosts[0] != '\0' &&
+		if (zk_zh == NULL && zklock_hosts[0] != '\0' &&
 			GetCurrentTimestamp() >= next_open_at)
 			session_open();
 
-		if (session_to_save && zh != NULL)
+		if (session_to_save && zk_zh != NULL)
 		{
 			session_to_save = false;
-			save_session(zh);
+			save_session(zk_zh);
 		}
 
 		zk_worker_enter();
 		serve_queue();
 		zk_worker_leave();
 
-		if (zh != NULL)
+		if (zk_zh != NULL)
 		{
-			int			rc = zookeeper_interest(zh, &fd, &interest, &tv);
+			int			rc = zookeeper_interest(zk_zh, &fd, &interest, &tv);
 
 			if (rc != ZOK && rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT)
 			{
@@ -973,7 +944,7 @@ zklock_worker_main(Datum arg)
 			}
 			zk_worker_enter();
 			sync_conn_state();
-			connected = (zoo_state(zh) == ZOO_CONNECTED_STATE);
+			connected = (zoo_state(zk_zh) == ZOO_CONNECTED_STATE);
 			serve_queue();		/* completions may have queued retries */
 			maybe_probe();
 			if (zk_ctl->session_timeout > 0)
@@ -992,7 +963,7 @@ zklock_worker_main(Datum arg)
 		if (nev > 0 && (ev.events & WL_LATCH_SET))
 			ResetLatch(MyLatch);
 
-		if (nev > 0 && ev.pos == wes_sock_pos && zh != NULL &&
+		if (nev > 0 && ev.pos == wes_sock_pos && zk_zh != NULL &&
 			(ev.events & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE)))
 		{
 			int			zevents = 0;
@@ -1001,12 +972,12 @@ zklock_worker_main(Datum arg)
 				zevents |= ZOOKEEPER_READ;
 			if (ev.events & WL_SOCKET_WRITEABLE)
 				zevents |= ZOOKEEPER_WRITE;
-			zookeeper_process(zh, zevents);
+			zookeeper_process(zk_zh, zevents);
 			zk_worker_enter();
 			sync_conn_state();
 			zk_worker_leave();
 		}
-		else if (nev > 0 && zh != NULL && fd >= 0 && (interest & ZOOKEEPER_READ))
+		else if (nev > 0 && zk_zh != NULL && fd >= 0 && (interest & ZOOKEEPER_READ))
 		{
 			/*
 			 * Woken by a request: what ZooKeeper has already sent (a watch
@@ -1020,7 +991,7 @@ zklock_worker_main(Datum arg)
 			pfd.revents = 0;
 			if (poll(&pfd, 1, 0) > 0 && pfd.revents != 0)
 			{
-				zookeeper_process(zh, ZOOKEEPER_READ);
+				zookeeper_process(zk_zh, ZOOKEEPER_READ);
 				zk_worker_enter();
 				sync_conn_state();
 				zk_worker_leave();

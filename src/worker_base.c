@@ -3,9 +3,11 @@
  * worker_base.c
  *	  The worker's machinery that every recipe shares: the table of recipes
  *	  by entry kind and the calls into it, completion contexts and error
- *	  recovery, answering an entry's owner, the retry list, the judgement of
- *	  the client library's return codes, and the count of local watchers
- *	  per node.  Knows no recipe.  Runs in the worker, lock held.
+ *	  recovery, the worker's hold on zk_ctl->lock (zk_worker_enter/leave),
+ *	  the session's handle, answering an entry's owner, the retry list, the
+ *	  judgement of the client library's return codes, and the count of
+ *	  local watchers per node.  Knows no recipe, and nothing of worker.c,
+ *	  which calls it.  Runs in the worker, lock held.
  *
  *-------------------------------------------------------------------------
  */
@@ -16,10 +18,14 @@
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 
+/* The session's handle (the only one: worker.c opens and closes it) */
 zhandle_t  *zk_zh = NULL;
 uint64		zk_cur_session = 0;
 uint64		zk_connects = 0;
 uint64		zk_dispatch = 0;
+
+/* Depth of zk_worker_enter(): the lock is held while it is above zero */
+static int	lock_depth = 0;
 
 /* zk_recipe_drive's nesting: only the outermost call is a dispatch */
 static int	drive_depth = 0;
@@ -39,6 +45,36 @@ static const ZkRecipe *const recipes[] = {
 };
 
 StaticAssertDecl(lengthof(recipes) == ZKK_NUM, "every entry kind needs a recipe");
+
+/* Take zk_ctl->lock for the worker's bookkeeping (re-entrant). */
+void
+zk_worker_enter(void)
+{
+	if (lock_depth++ == 0)
+		LWLockAcquire(zk_ctl->lock, LW_EXCLUSIVE);
+}
+
+void
+zk_worker_leave(void)
+{
+	Assert(lock_depth > 0);
+	if (--lock_depth == 0)
+		LWLockRelease(zk_ctl->lock);
+}
+
+/* After LWLockReleaseAll() in error recovery */
+void
+zk_worker_reset(void)
+{
+	lock_depth = 0;
+}
+
+/* How deep zk_worker_enter() is nested (0: the lock is not held) */
+int
+zk_worker_lock_depth(void)
+{
+	return lock_depth;
+}
 
 /*
  * An error inside a completion: report it, recover the lock, and let the
@@ -126,8 +162,12 @@ zk_no_progress_report(const char *recipe, const char *name, const char *state)
 	zk_count(ZKCNT_ZK_ERRORS, 1);
 }
 
+/*
+ * worker.c opened, connected or closed the session (h NULL): the handle
+ * and session id every recipe sends with.
+ */
 void
-zk_recipes_set_handle(zhandle_t *h, uint64 session_id)
+zk_session_set(zhandle_t *h, uint64 session_id)
 {
 	zk_zh = h;
 	zk_cur_session = session_id;
@@ -162,18 +202,6 @@ zk_recipes_reconnected(void)
 		e = zk_entry(idx);
 		if (e->state != ZKE_FREE)
 			zk_recipe_drive(e);
-	}
-	if (zk_session_usable())
-	{
-		PG_TRY();
-		{
-			zk_elections_turn();
-		}
-		PG_CATCH();
-		{
-			zk_completion_error(NULL);
-		}
-		PG_END_TRY();
 	}
 	for (k = 0; k < ZKK_NUM; k++)
 		if (recipes[k]->session_usable && zk_session_usable())
@@ -268,11 +296,6 @@ zk_finish(ZkEntry *e, ZkOutcome outcome, int sqlstate, const char *msg)
 		{
 			e->granted_at = GetCurrentTimestamp();
 			zk_count(ZKCNT_GRANTS, 1);
-			if (e->kind == ZKK_LOCK && e->family == ZKF_ELECTIONS)
-			{
-				zk_count(ZKCNT_LEADERSHIPS, 1);
-				ereport(LOG, (errmsg("zklock: leading election \"%s\"", e->name)));
-			}
 		}
 		pg_write_barrier();
 		e->outcome = outcome;

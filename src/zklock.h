@@ -403,6 +403,7 @@ extern const char *zk_auth_state_name(int state);
 
 /* election.c: the worker's candidacies */
 extern void zk_elections_turn(void);
+extern void zk_election_won(ZkEntry *e);
 extern void zk_elections_changed(void);
 extern void zk_assign_elections(const char *newval, void *extra);
 extern int	zk_elections_listed(void);
@@ -496,9 +497,6 @@ extern void zk_sort_contenders(ZkContender *c, int n);
 /* worker.c */
 extern PGDLLEXPORT void zklock_worker_main(Datum arg);
 extern void zk_register_worker(void);
-extern void zk_worker_enter(void);
-extern void zk_worker_leave(void);
-extern void zk_worker_reset(void);
 
 /*
  * A recipe's backend half: called by backend.c at the end of every
