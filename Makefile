@@ -73,4 +73,4 @@ override CFLAGS += -Werror
 endif
 
 # every object depends on the shared header
-$(OBJS): src/zklock.h src/recipe.h src/queue.h src/barrier.h src/trust.h
+$(OBJS): src/zklock.h src/recipelist.h src/recipe.h src/queue.h src/barrier.h src/trust.h

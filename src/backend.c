@@ -39,14 +39,14 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-/* The recipes' backend halves */
+/* The recipes' backend halves (recipelist.h) */
+#define ZK_RECIPE(id) &zk_##id##_backend,
+#define ZK_KIND(kind, ops, label)
 static const ZkRecipeBackend *const recipe_backends[] = {
-	&zk_lock_backend,
-	&zk_queue_backend,
-	&zk_barrier_backend,
-	&zk_lease_backend,
-	&zk_sem_backend,
+#include "recipelist.h"
 };
+#undef ZK_RECIPE
+#undef ZK_KIND
 
 static bool initialized = false;
 static char owner_tag[17];		/* first half of our nodes' guids */

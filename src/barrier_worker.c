@@ -1970,27 +1970,25 @@ binfo_session_lost(ZkEntry *e, const char *why)
  * The tables
  * ------------------------------------------------------------------------
  */
-const ZkRecipe zk_bwait_recipe = {
-	.name = "barrier wait",
-	.drive = bwait_drive,
-	.drive_failed = bwait_drive_failed,
-	.session_lost = bwait_session_lost,
+const ZkRecipe zk_barrier_recipe = {
 	.session_reset = b_session_reset,
 	.session_usable = b_session_usable,
 };
 
-const ZkRecipe zk_bmember_recipe = {
-	.name = "barrier member",
+const ZkKindOps zk_bwait_ops = {
+	.drive = bwait_drive,
+	.drive_failed = bwait_drive_failed,
+	.session_lost = bwait_session_lost,
+};
+
+const ZkKindOps zk_bmember_ops = {
 	.drive = member_step,
 	.drive_failed = member_drive_failed,
 	.session_lost = member_session_lost,
-	.session_reset = NULL,
 };
 
-const ZkRecipe zk_binfo_recipe = {
-	.name = "arrivals",
+const ZkKindOps zk_binfo_ops = {
 	.drive = binfo_drive,
 	.drive_failed = binfo_drive_failed,
 	.session_lost = binfo_session_lost,
-	.session_reset = NULL,
 };

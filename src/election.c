@@ -9,7 +9,7 @@
  *	  predecessor, a create whose reply was lost, the session's end.
  *
  *	  Once a turn (at most every ELECTION_TURN_MS) while the session is
- *	  usable, zk_elections_turn() reconciles the entries with the setting:
+ *	  usable, elections_turn() reconciles the entries with the setting:
  *	  a candidacy lost with the session, one for a name no longer listed,
  *	  one a previous worker left, and every one while the server is in
  *	  recovery is let go; a listed name without one gets a new one (never
@@ -25,6 +25,7 @@
 #include "postgres.h"
 
 #include "zklock.h"
+#include "recipe.h"
 #include "trust.h"
 
 #include "access/xlog.h"
@@ -143,8 +144,8 @@ zk_elections_listed(void)
 }
 
 /* A reload may have changed zklock.elections: the elections turn runs at once */
-void
-zk_elections_changed(void)
+static void
+elections_changed(void)
 {
 	changed = true;
 }
@@ -260,8 +261,8 @@ zk_election_won(ZkEntry *e)
  * are let go (one scan of the entries); after that only this worker's own
  * entries are looked at.
  */
-void
-zk_elections_turn(void)
+static void
+elections_turn(void)
 {
 	static TimestampTz next_turn = 0;
 	static bool swept = false;
@@ -437,3 +438,15 @@ zk_elections_internal(PG_FUNCTION_ARGS)
 	}
 	PG_RETURN_VOID();
 }
+
+/*
+ * The recipe's hooks into the worker (recipelist.h); it has no kind of
+ * entry of its own (candidacies are ZKK_LOCK entries) and no backend half
+ * (zk_is_leader only reads the entries).
+ */
+const ZkRecipe zk_election_recipe = {
+	.reload = elections_changed,
+	.session_usable = elections_turn,
+};
+
+const ZkRecipeBackend zk_election_backend = {0};

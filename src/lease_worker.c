@@ -296,10 +296,11 @@ lease_session_lost(ZkEntry *e, const char *why)
 	}
 }
 
-const ZkRecipe zk_lease_recipe = {
-	.name = "lease",
+/* the recipe has no hook into the worker; its one kind (recipelist.h) */
+const ZkRecipe zk_lease_recipe = {0};
+
+const ZkKindOps zk_lease_ops = {
 	.drive = lease_drive,
 	.drive_failed = lease_drive_failed,
 	.session_lost = lease_session_lost,
-	.session_reset = NULL,
 };

@@ -469,11 +469,13 @@ typedef struct EntryRow
 static const char *
 kind_name(int kind)
 {
+#define ZK_RECIPE(id)
+#define ZK_KIND(kind, ops, label) [kind] = label,
 	static const char *const names[ZKK_NUM] = {
-		"lock", "holders", "publication", "claim", "queue read",
-		"barrier wait", "barrier member", "arrivals read", "lease",
-		"semaphore lease"
+#include "recipelist.h"
 	};
+#undef ZK_RECIPE
+#undef ZK_KIND
 
 	return kind >= 0 && kind < ZKK_NUM ? names[kind] : "?";
 }

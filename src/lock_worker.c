@@ -1306,19 +1306,19 @@ holders_session_lost(ZkEntry *e, const char *why)
 	}
 }
 
+/* the recipe's hooks, and its kinds (recipelist.h) */
 const ZkRecipe zk_lock_recipe = {
-	.name = "lock",
+	.session_reset = lock_session_reset,
+};
+
+const ZkKindOps zk_lock_ops = {
 	.drive = lock_drive,
 	.drive_failed = lock_drive_failed,
 	.session_lost = lock_session_lost,
-	.session_reset = lock_session_reset,
-	.session_usable = zk_elections_turn,	/* the worker's candidacies */
 };
 
-const ZkRecipe zk_holders_recipe = {
-	.name = "lock holders",
+const ZkKindOps zk_holders_ops = {
 	.drive = holders_drive,
 	.drive_failed = holders_drive_failed,
 	.session_lost = holders_session_lost,
-	.session_reset = NULL,
 };

@@ -2004,7 +2004,7 @@ pub_txn_written(ZkEntry *e)
 {
 	e->state = ZKE_HELD;
 	if (e->released)
-		qclaim_drive(e);		/* dispatches on kind */
+		qpub_drive(e);
 	else if (e->pub_refused)
 		zk_finish(e, ZKO_BUSY, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, NULL);
 	else
@@ -4309,11 +4309,7 @@ qclaim_drive(ZkEntry *e)
 	int			held;
 	int			doubt;
 
-	if (e->kind == ZKK_QPUB)
-	{
-		qpub_drive(e);
-		return;
-	}
+	Assert(e->kind == ZKK_QCLAIM);
 	if (e->released)
 	{
 		qclaim_let_go(e);
@@ -6863,24 +6859,34 @@ q_session_usable(void)
 	}
 }
 
-const ZkRecipe zk_qpub_recipe = {
-	.name = "queue publication",
-	.drive = qclaim_drive,
-	.drive_failed = qdurable_drive_failed,
-	.session_lost = qdurable_session_lost,
+/* A worker starts: it knows no queue yet, its settling pass counts anew */
+static void
+q_worker_start(void)
+{
+	zk_ctl->queues_tracked = 0;
+	zk_ctl->pubs_blocked_resolve = 0;
+}
+
+/* the recipe's hooks, and its kinds (recipelist.h) */
+const ZkRecipe zk_queue_recipe = {
+	.worker_start = q_worker_start,
 	.session_reset = q_session_reset,
 	.session_usable = q_session_usable,
 };
 
-const ZkRecipe zk_qclaim_recipe = {
-	.name = "queue claim",
+const ZkKindOps zk_qpub_ops = {
+	.drive = qpub_drive,
+	.drive_failed = qdurable_drive_failed,
+	.session_lost = qdurable_session_lost,
+};
+
+const ZkKindOps zk_qclaim_ops = {
 	.drive = qclaim_drive,
 	.drive_failed = qdurable_drive_failed,
 	.session_lost = qdurable_session_lost,
 };
 
-const ZkRecipe zk_qinfo_recipe = {
-	.name = "queue read",
+const ZkKindOps zk_qinfo_ops = {
 	.drive = qinfo_drive,
 	.drive_failed = qinfo_drive_failed,
 	.session_lost = qinfo_session_lost,

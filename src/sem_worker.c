@@ -573,10 +573,11 @@ sem_session_lost(ZkEntry *e, const char *why)
 	}
 }
 
-const ZkRecipe zk_semlease_recipe = {
-	.name = "semaphore lease",
+/* the recipe has no hook into the worker; its one kind (recipelist.h) */
+const ZkRecipe zk_sem_recipe = {0};
+
+const ZkKindOps zk_semlease_ops = {
 	.drive = sem_step,
 	.drive_failed = sem_drive_failed,
 	.session_lost = sem_session_lost,
-	.session_reset = NULL,
 };

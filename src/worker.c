@@ -856,8 +856,7 @@ zklock_worker_main(Datum arg)
 	zk_ctl->worker_latch = MyLatch;
 	zk_ctl->worker_pid = MyProcPid;
 	zk_ctl->worker_generation++;
-	zk_ctl->queues_tracked = 0; /* a new worker knows no queue yet */
-	zk_ctl->pubs_blocked_resolve = 0;	/* its settling pass counts anew */
+	zk_recipes_worker_start();
 	zk_retry_forget_marks();
 	set_conn_state(zklock_hosts[0] == '\0' ? ZKC_NOT_CONFIGURED : ZKC_CONNECTING);
 	zk_worker_leave();
@@ -901,7 +900,7 @@ zklock_worker_main(Datum arg)
 			ProcessConfigFile(PGC_SIGHUP);
 			apply_settings();
 			zk_dsa_apply_limit();
-			zk_elections_changed();
+			zk_recipes_reload();
 		}
 		if (reopen_needed)
 		{

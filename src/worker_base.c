@@ -30,21 +30,24 @@ static int	lock_depth = 0;
 /* zk_recipe_drive's nesting: only the outermost call is a dispatch */
 static int	drive_depth = 0;
 
-/* The recipes, by ZkKind */
-static const ZkRecipe *const recipes[] = {
-	[ZKK_LOCK] = &zk_lock_recipe,
-	[ZKK_HOLDERS] = &zk_holders_recipe,
-	[ZKK_QPUB] = &zk_qpub_recipe,
-	[ZKK_QCLAIM] = &zk_qclaim_recipe,
-	[ZKK_QINFO] = &zk_qinfo_recipe,
-	[ZKK_BWAIT] = &zk_bwait_recipe,
-	[ZKK_BMEMBER] = &zk_bmember_recipe,
-	[ZKK_BINFO] = &zk_binfo_recipe,
-	[ZKK_LEASE] = &zk_lease_recipe,
-	[ZKK_SEMLEASE] = &zk_semlease_recipe,
+/* The kinds' operations, by ZkKind, and the recipes' hooks (recipelist.h) */
+#define ZK_RECIPE(id)
+#define ZK_KIND(kind, ops, label) [kind] = &ops,
+static const ZkKindOps *const kinds[] = {
+#include "recipelist.h"
 };
+#undef ZK_RECIPE
+#undef ZK_KIND
 
-StaticAssertDecl(lengthof(recipes) == ZKK_NUM, "every entry kind needs a recipe");
+StaticAssertDecl(lengthof(kinds) == ZKK_NUM, "every entry kind needs its operations");
+
+#define ZK_RECIPE(id) &zk_##id##_recipe,
+#define ZK_KIND(kind, ops, label)
+static const ZkRecipe *const recipes[] = {
+#include "recipelist.h"
+};
+#undef ZK_RECIPE
+#undef ZK_KIND
 
 /* Take zk_ctl->lock for the worker's bookkeeping (re-entrant). */
 void
@@ -91,7 +94,7 @@ zk_completion_error(ZkEntry *e)
 	zk_worker_enter();
 	zk_count(ZKCNT_ZK_ERRORS, 1);
 	if (e != NULL && e->state != ZKE_FREE)
-		recipes[e->kind]->drive_failed(e);
+		kinds[e->kind]->drive_failed(e);
 }
 
 /*
@@ -108,7 +111,7 @@ zk_recipe_drive(ZkEntry *e)
 	drive_depth++;
 	PG_TRY();
 	{
-		recipes[e->kind]->drive(e);
+		kinds[e->kind]->drive(e);
 	}
 	PG_CATCH();
 	{
@@ -203,7 +206,7 @@ zk_recipes_reconnected(void)
 		if (e->state != ZKE_FREE)
 			zk_recipe_drive(e);
 	}
-	for (k = 0; k < ZKK_NUM; k++)
+	for (k = 0; k < (int) lengthof(recipes); k++)
 		if (recipes[k]->session_usable && zk_session_usable())
 		{
 			PG_TRY();
@@ -231,7 +234,7 @@ zk_recipes_session_lost(const char *why)
 
 	(void) zk_retry_take_all();
 	zk_watch_forget_all();
-	for (k = 0; k < ZKK_NUM; k++)
+	for (k = 0; k < (int) lengthof(recipes); k++)
 		if (recipes[k]->session_reset)
 			recipes[k]->session_reset();
 	for (i = 0; i < zk_ctl->max_entries; i++)
@@ -241,8 +244,30 @@ zk_recipes_session_lost(const char *why)
 		if (e->state == ZKE_FREE)
 			continue;
 		e->retry_prev = e->retry_next = ZKLOCK_NO_ENTRY;
-		recipes[e->kind]->session_lost(e, why);
+		kinds[e->kind]->session_lost(e, why);
 	}
+}
+
+/* A worker starts: every recipe forgets what a previous one counted */
+void
+zk_recipes_worker_start(void)
+{
+	int			k;
+
+	for (k = 0; k < (int) lengthof(recipes); k++)
+		if (recipes[k]->worker_start)
+			recipes[k]->worker_start();
+}
+
+/* The configuration was reloaded (lock not held) */
+void
+zk_recipes_reload(void)
+{
+	int			k;
+
+	for (k = 0; k < (int) lengthof(recipes); k++)
+		if (recipes[k]->reload)
+			recipes[k]->reload();
 }
 
 /* ---- helpers ---- */

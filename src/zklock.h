@@ -103,20 +103,16 @@ typedef enum ZkMode
 	ZKM_SHARED
 } ZkMode;
 
+/* The kinds of entry, one per ZK_KIND of recipelist.h, in its order */
+#define ZK_RECIPE(id)
+#define ZK_KIND(kind, ops, label) kind,
 typedef enum ZkKind
 {
-	ZKK_LOCK = 0,				/* a lock held or awaited */
-	ZKK_HOLDERS,				/* a one-off read of a lock's contenders */
-	ZKK_QPUB,					/* a transaction's items, published at commit */
-	ZKK_QCLAIM,					/* a dequeue: waiting, then its claims */
-	ZKK_QINFO,					/* a one-off queue read (length, peek...) */
-	ZKK_BWAIT,					/* a wait for a gate or for arrivals */
-	ZKK_BMEMBER,				/* a double barrier's member */
-	ZKK_BINFO,					/* a one-off arrivals read or reset */
-	ZKK_LEASE,					/* a lease's read or write (lease_worker.c) */
-	ZKK_SEMLEASE,				/* a semaphore's lease (sem_worker.c) */
+#include "recipelist.h"
 	ZKK_NUM
 } ZkKind;
+#undef ZK_RECIPE
+#undef ZK_KIND
 
 /* what a ZKK_LEASE entry asks (bop) */
 typedef enum ZkLeaseOp
@@ -402,9 +398,7 @@ extern bool zk_check_auth_file(char **newval, void **extra, GucSource source);
 extern const char *zk_auth_state_name(int state);
 
 /* election.c: the worker's candidacies */
-extern void zk_elections_turn(void);
 extern void zk_election_won(ZkEntry *e);
-extern void zk_elections_changed(void);
 extern void zk_assign_elections(const char *newval, void *extra);
 extern int	zk_elections_listed(void);
 extern bool zk_check_elections(char **newval, void **extra, GucSource source);
@@ -535,14 +529,14 @@ extern char *zk_arg_name(struct FunctionCallInfoBaseData *fcinfo, bool key, int 
 extern char *zk_arg_text_name(struct FunctionCallInfoBaseData *fcinfo, int argno,
 							  const char *what, int *len);
 
-/* queue_backend.c: the queue recipe's backend half */
-extern const ZkRecipeBackend zk_queue_backend;
-extern const ZkRecipeBackend zk_barrier_backend;
-extern const ZkRecipeBackend zk_lease_backend;
-extern const ZkRecipeBackend zk_sem_backend;
+/* every recipe's backend half (recipelist.h), zk_<id>_backend */
+#define ZK_RECIPE(id) extern const ZkRecipeBackend zk_##id##_backend;
+#define ZK_KIND(kind, ops, label)
+#include "recipelist.h"
+#undef ZK_RECIPE
+#undef ZK_KIND
 
 /* lock_backend.c: the lock recipe's backend half */
-extern const ZkRecipeBackend zk_lock_backend;
 extern int64 zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
 						bool try_only, int64 timeout_ms, bool *acquired);
 extern bool zk_release(const char *name, int len, ZkMode mode);
