@@ -125,7 +125,7 @@ new_entry(ZkKind kind, int bop, const char *name, int len, bool try_only)
 	zk_backend_init();
 	e = zk_new_entry(kind, name, len, ZKM_EXCLUSIVE,
 					 kind == ZKK_BMEMBER ? ZKS_SESSION : ZKS_TRANSACTION, try_only);
-	e->bop = bop;
+	e->step.barrier = bop;
 	return e;
 }
 
@@ -261,7 +261,7 @@ zk_barrier_leave(PG_FUNCTION_ARGS)
 		LWLockRelease(zk_ctl->lock);
 		PG_RETURN_BOOL(true);	/* cannot happen: nothing left to leave */
 	}
-	e->bop = ZKB_LEAVE;
+	e->step.barrier = ZKB_LEAVE;
 	e->try_only = (timeout_ms == 0);
 	e->outcome = ZKO_NONE;
 	e->state = ZKE_HELD;

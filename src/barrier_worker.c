@@ -318,7 +318,7 @@ obj_remove_entry(BObj *o, ZkEntry *e)
 static BObj *
 obj_of(ZkEntry *e)
 {
-	int			op = e->kind == ZKK_BMEMBER ? ZKB_ENTER : e->bop;
+	int			op = e->kind == ZKK_BMEMBER ? ZKB_ENTER : e->step.barrier;
 
 	return obj_get(op, e->name);
 }
@@ -597,10 +597,10 @@ open_older_than(BObj *o, int64 czxid)
 	{
 		ZkEntry    *e = obj_waiter(o, i);
 
-		if (e == NULL || e->bop != ZKB_ENTER || e->node[0] == '\0' ||
+		if (e == NULL || e->step.barrier != ZKB_ENTER || e->node[0] == '\0' ||
 			e->token == 0 || (czxid != 0 && e->token >= czxid))
 			continue;
-		e->bop = ZKB_MEMBER;
+		e->step.barrier = ZKB_MEMBER;
 		e->state = ZKE_HELD;
 		zk_finish(e, ZKO_GRANTED, 0, NULL);
 	}
@@ -781,20 +781,20 @@ barrier_evaluate(BObj *o)
 	{
 		ZkEntry    *e = obj_waiter(o, i);
 
-		if (e == NULL || e->bop != ZKB_ENTER || e->node[0] == '\0')
+		if (e == NULL || e->step.barrier != ZKB_ENTER || e->node[0] == '\0')
 			continue;
 		if (o->members >= e->parties)
 		{
 			by_count = true;
 			if (oldest == 0 || e->token < oldest)
 				oldest = e->token;
-			e->bop = ZKB_MEMBER;
+			e->step.barrier = ZKB_MEMBER;
 			e->state = ZKE_HELD;
 			zk_finish(e, ZKO_GRANTED, 0, NULL);
 		}
 		else if (o->ready_czxid != 0 && o->ready_czxid > e->token)
 		{
-			e->bop = ZKB_MEMBER;
+			e->step.barrier = ZKB_MEMBER;
 			e->state = ZKE_HELD;
 			zk_finish(e, ZKO_GRANTED, 0, NULL);
 		}
@@ -1172,7 +1172,7 @@ member_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 				(void) zk_watch_drop(path);
 			e->watching = false;
 			e->watched[0] = '\0';
-			if (e->bop == ZKB_LEAVE && !e->released)
+			if (e->step.barrier == ZKB_LEAVE && !e->released)
 				leave_list(e);
 		}
 	}
@@ -1220,7 +1220,7 @@ member_deleted(int rc, const void *ctx)
 				e->in_doubt = false;
 				if (e->released)
 					zk_entry_free(e);
-				else if (e->bop == ZKB_LEFT)
+				else if (e->step.barrier == ZKB_LEFT)
 					zk_finish(e, ZKO_GRANTED, 0, NULL);
 			}
 			else if (!zk_rc_definite(rc))
@@ -1234,7 +1234,7 @@ member_deleted(int rc, const void *ctx)
 				e->node[0] = '\0';
 				if (e->released)
 					zk_entry_free(e);
-				else if (e->bop == ZKB_LEFT)
+				else if (e->step.barrier == ZKB_LEFT)
 					zk_finish(e, ZKO_GRANTED, 0, NULL);
 			}
 		}
@@ -1301,7 +1301,7 @@ member_created(int rc, const char *value, const struct Stat *stat, const void *c
 					char		mpath[ZK_PATH_MAX];
 
 					member_path(e, e->guid, mpath, sizeof(mpath));
-					e->bop = ZKB_LEFT;
+					e->step.barrier = ZKB_LEFT;
 					e->state = ZKE_DONE;
 					zk_fail_rc(e, rc, mpath, ERRCODE_CONNECTION_FAILURE, msg);
 				}
@@ -1380,7 +1380,7 @@ member_send_create(ZkEntry *e)
 		 * (barrier_ready_event).  ready_armed takes it off again if nobody
 		 * waits by then.
 		 */
-		if (e->bop == ZKB_ENTER)
+		if (e->step.barrier == ZKB_ENTER)
 			(void) barrier_watch_ready(obj_of(e));
 	}
 	else
@@ -1413,7 +1413,7 @@ leave_exists(int rc, const struct Stat *stat, const void *ctx)
 			if (rc == ZOK)
 			{
 				e->watching = true;
-				if (e->released || e->bop != ZKB_LEAVE)
+				if (e->released || e->step.barrier != ZKB_LEAVE)
 					member_unwatch(e);
 			}
 			else if (rc == ZNONODE)
@@ -1424,14 +1424,14 @@ leave_exists(int rc, const struct Stat *stat, const void *ctx)
 				 */
 				e->watching = true;
 				member_unwatch(e);
-				if (!e->released && e->bop == ZKB_LEAVE)
+				if (!e->released && e->step.barrier == ZKB_LEAVE)
 					leave_list(e);
 			}
 			else
 			{
 				(void) zk_watch_drop(path);
 				e->watched[0] = '\0';
-				if (!e->released && e->bop == ZKB_LEAVE)
+				if (!e->released && e->step.barrier == ZKB_LEAVE)
 					zk_retry_later(e);
 			}
 		}
@@ -1470,7 +1470,7 @@ leave_listed(int rc, const struct String_vector *sv, const void *ctx)
 		if (e != NULL && e->list_inflight)
 		{
 			e->list_inflight = false;
-			if (e->released || e->bop != ZKB_LEAVE)
+			if (e->released || e->step.barrier != ZKB_LEAVE)
 				member_step(e);
 			else if (rc == ZOK || rc == ZNONODE)
 			{
@@ -1496,7 +1496,7 @@ leave_listed(int rc, const struct String_vector *sv, const void *ctx)
 				if (n == 0 || (n == 1 && mine))
 				{
 					/* everyone else has left */
-					e->bop = ZKB_LEFT;
+					e->step.barrier = ZKB_LEFT;
 					if (mine)
 						member_send_delete(e);
 					else
@@ -1525,7 +1525,7 @@ leave_listed(int rc, const struct String_vector *sv, const void *ctx)
 				zk_retry_later(e);
 			else
 			{
-				e->bop = ZKB_LEFT;
+				e->step.barrier = ZKB_LEFT;
 				zk_fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
 			}
 		}
@@ -1581,7 +1581,7 @@ member_step(ZkEntry *e)
 		zk_retry_later(e);
 		return;
 	}
-	switch (e->bop)
+	switch (e->step.barrier)
 	{
 		case ZKB_ENTER:
 		case ZKB_MEMBER:
@@ -1601,7 +1601,7 @@ member_step(ZkEntry *e)
 					zk_retry_later(e);
 				return;
 			}
-			if (e->bop == ZKB_ENTER)
+			if (e->step.barrier == ZKB_ENTER)
 			{
 				BObj	   *o = obj_of(e);
 
@@ -1829,7 +1829,7 @@ binfo_listed(int rc, const struct String_vector *sv, const void *data)
 		if ((rc == ZOK || rc == ZNONODE) && e != NULL && zk_session_usable())
 		{
 			int			i;
-			bool		reset = (e->bop == ZKB_RESET);
+			bool		reset = (e->step.barrier == ZKB_RESET);
 
 			bi->pending = 1;
 			for (i = 0; rc == ZOK && sv && i < sv->count; i++)

@@ -270,7 +270,7 @@ typedef struct LeaseAnswer
  * worker
  */
 static void
-lease_op(const char *name, int len, int bop, const char *lock_node,
+lease_op(const char *name, int len, int op, const char *lock_node,
 		 int32 version, const char *data, int dlen, LeaseAnswer *ans, const char *what)
 {
 	volatile dsa_pointer req = InvalidDsaPointer;	/* read in PG_CATCH */
@@ -278,7 +278,7 @@ lease_op(const char *name, int len, int bop, const char *lock_node,
 	int			outcome;
 
 	memset(ans, 0, sizeof(LeaseAnswer));
-	if (bop == ZKL_WRITE)
+	if (op == ZKL_WRITE)
 	{
 		ZkAnswer   *a;
 
@@ -302,7 +302,7 @@ lease_op(const char *name, int len, int bop, const char *lock_node,
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
-	e->bop = bop;
+	e->step.lease = op;
 	e->family = ZKF_LEASES;
 	e->blob = req;
 	e->lease_version = version;
@@ -317,7 +317,7 @@ lease_op(const char *name, int len, int bop, const char *lock_node,
 	outcome = zk_wait_outcome(op_idx, -1, zklock_connect_timeout, what);
 
 	e = zk_entry(op_idx);
-	if (bop == ZKL_READ && DsaPointerIsValid(e->blob))
+	if (op == ZKL_READ && DsaPointerIsValid(e->blob))
 	{
 		ZkAnswer   *a = dsa_get_address(zk_dsa(), e->blob);
 

@@ -202,7 +202,7 @@ lease_drive(ZkEntry *e)
 	c->gen = e->gen;
 	zk_lock_parent(e->name, ZKF_LEASES, parent, sizeof(parent));
 	snprintf(c->holder, sizeof(c->holder), "%s/%s", parent, LEASE_HOLDER);
-	if (e->bop == ZKL_READ)
+	if (e->step.lease == ZKL_READ)
 	{
 		rc = zoo_aget(zk_zh, c->holder, 0, read_done, c);
 		if (rc == ZOK)

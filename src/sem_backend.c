@@ -212,7 +212,7 @@ acquire(const char *name, int len, int32 max, ZkScope scope, bool try_only,
 	if (try_only)
 	{
 		e = zk_new_entry(ZKK_SEMLEASE, name, len, ZKM_EXCLUSIVE, scope, true);
-		e->bop = ZKS_COUNT;
+		e->step.sem = ZKSEM_COUNT;
 		e->parties = max;
 		taking_idx = zk_entry_index(e);
 		taking_gen = e->gen;

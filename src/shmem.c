@@ -187,7 +187,7 @@ zk_entry_alloc(void)
 	e->fence_checked = false;
 	e->writer_ok[0] = '\0';
 	e->checking_writer = false;
-	e->bop = 0;
+	memset(&e->step, 0, sizeof(e->step));
 	e->parties = 0;
 	e->family = ZKF_LOCKS;
 	e->lease_version = 0;

@@ -114,20 +114,20 @@ typedef enum ZkKind
 #undef ZK_RECIPE
 #undef ZK_KIND
 
-/* what a ZKK_LEASE entry asks (bop) */
+/* what a ZKK_LEASE entry asks (step.lease) */
 typedef enum ZkLeaseOp
 {
 	ZKL_READ = 1,				/* read the holder node */
 	ZKL_WRITE					/* replace it, while holding the lease's lock */
 } ZkLeaseOp;
 
-/* the steps of a ZKK_SEMLEASE entry (bop) */
+/* the steps of a ZKK_SEMLEASE entry (step.sem); sem_worker.c */
 typedef enum ZkSemStep
 {
-	ZKS_ENSURE = 1,				/* the pool, with max_leases as its data */
-	ZKS_LIST,					/* count the leases (and look for ours) */
-	ZKS_CREATE,					/* create our lease */
-	ZKS_COUNT					/* (a try's first look) any lease free?  GRANTED
+	ZKSEM_ENSURE = 1,			/* the pool, with max_leases as its data */
+	ZKSEM_LIST,					/* count the leases (and look for ours) */
+	ZKSEM_CREATE,				/* create our lease */
+	ZKSEM_COUNT					/* (a try's first look) any lease free?  GRANTED
 								 * when so, BUSY when not; takes nothing */
 } ZkSemStep;
 
@@ -254,8 +254,19 @@ typedef struct ZkEntry
 	bool		pub_blocked;	/* QPUB, committed: ZooKeeper refuses the
 								 * publication; retried (errmsg says why) */
 
+	/*
+	 * Where the entry's kind is in its own steps, one enum per recipe; zeroed
+	 * at allocation
+	 */
+	union
+	{
+		uint8		barrier;	/* ZKK_BWAIT, ZKK_BMEMBER, ZKK_BINFO:
+								 * ZkBarrierOp (barrier.h) */
+		uint8		lease;		/* ZKK_LEASE: ZkLeaseOp */
+		uint8		sem;		/* ZKK_SEMLEASE: ZkSemStep */
+	}			step;
+
 	/* the barrier recipes (barrier.h); zeroed at allocation */
-	uint8		bop;			/* ZkBarrierOp */
 	int32		parties;		/* BWAIT arrivals, BMEMBER: members wanted */
 
 	/* locks guarding other recipes, and the lease recipe; zeroed too */
