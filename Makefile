@@ -73,4 +73,5 @@ override CFLAGS += -Werror
 endif
 
 # every object depends on the shared header
-$(OBJS): src/zklock.h src/recipelist.h src/recipe.h src/queue.h src/barrier.h src/trust.h
+$(OBJS): src/zklock.h src/recipelist.h src/recipe.h src/lock.h src/queue.h src/barrier.h \
+	src/lease.h src/semaphore.h src/election.h src/trust.h

@@ -27,6 +27,8 @@
 #include "zklock.h"
 #include "recipe.h"
 #include "trust.h"
+#include "lock.h"
+#include "election.h"
 
 #include "access/xlog.h"
 #include "fmgr.h"

@@ -29,6 +29,8 @@
 
 #include "zklock.h"
 #include "queue.h"
+#include "lock.h"
+#include "lease.h"
 
 #include "access/xlog.h"
 #include "common/jsonapi.h"

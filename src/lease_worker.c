@@ -27,6 +27,8 @@
 #include "zklock.h"
 #include "recipe.h"
 #include "queue.h"
+#include "lock.h"
+#include "lease.h"
 
 #include "utils/memutils.h"
 

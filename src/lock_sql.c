@@ -8,6 +8,8 @@
  *-------------------------------------------------------------------------
  */
 #include "zklock.h"
+#include "lock.h"
+#include "semaphore.h"
 
 #include <errno.h>
 

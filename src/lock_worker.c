@@ -45,6 +45,8 @@
  */
 #include "recipe.h"
 #include "trust.h"
+#include "lock.h"
+#include "election.h"
 
 #include "miscadmin.h"
 #include "port.h"

@@ -32,6 +32,8 @@
  */
 #include "zklock.h"
 #include "queue.h"
+#include "lock.h"
+#include "semaphore.h"
 
 #include <ctype.h>
 

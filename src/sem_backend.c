@@ -19,6 +19,8 @@
 #include "postgres.h"
 
 #include "zklock.h"
+#include "lock.h"
+#include "semaphore.h"
 
 #include "access/xact.h"
 #include "commands/dbcommands.h"

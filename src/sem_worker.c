@@ -34,6 +34,7 @@
 
 #include "zklock.h"
 #include "recipe.h"
+#include "semaphore.h"
 
 #include <errno.h>
 

@@ -12,6 +12,7 @@
  *-------------------------------------------------------------------------
  */
 #include "zklock.h"
+#include "election.h"
 #include "trust.h"
 
 #include <time.h>
@@ -189,7 +190,7 @@ zk_entry_alloc(void)
 	e->checking_writer = false;
 	memset(&e->step, 0, sizeof(e->step));
 	e->parties = 0;
-	e->family = ZKF_LOCKS;
+	e->family = 0;				/* ZKF_LOCKS (lock.h) */
 	e->lease_version = 0;
 	e->blob = InvalidDsaPointer;
 	e->claims = InvalidDsaPointer;

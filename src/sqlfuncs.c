@@ -8,6 +8,7 @@
  */
 #include "zklock.h"
 #include "queue.h"
+#include "lock.h"
 
 #include <errno.h>
 

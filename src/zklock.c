@@ -8,6 +8,7 @@
  *-------------------------------------------------------------------------
  */
 #include "zklock.h"
+#include "election.h"
 
 #include "fmgr.h"
 #include "miscadmin.h"

@@ -1,11 +1,13 @@
 /*-------------------------------------------------------------------------
  *
  * zklock.h
- *	  Definitions shared by every part of zklock: the shared-memory control
- *	  struct, the table of entries, settings, and the seams between the
- *	  backend side (backend.c, lock_backend.c, lock_sql.c, sqlfuncs.c), the
- *	  worker (worker.c, worker_base.c and the recipes behind recipe.h:
- *	  lock_worker.c) and the shared state (shmem.c).
+ *	  The base every part of zklock shares, and no recipe's own: the
+ *	  shared-memory control struct and the table of entries (shmem.c), the
+ *	  settings (zklock.c), names (names.c), requests and waits (backend.c),
+ *	  argument helpers (sqlfuncs.c) and a recipe's backend half
+ *	  (ZkRecipeBackend).  The worker's side of the seam is recipe.h; the
+ *	  list of recipes recipelist.h; each recipe's own definitions are in its
+ *	  header (lock.h, queue.h, barrier.h, lease.h, semaphore.h, election.h).
  *
  *	  Who may touch what: src/README, section 2; an entry's life cycle per
  *	  kind: section 3.
@@ -113,35 +115,6 @@ typedef enum ZkKind
 } ZkKind;
 #undef ZK_RECIPE
 #undef ZK_KIND
-
-/* what a ZKK_LEASE entry asks (step.lease) */
-typedef enum ZkLeaseOp
-{
-	ZKL_READ = 1,				/* read the holder node */
-	ZKL_WRITE					/* replace it, while holding the lease's lock */
-} ZkLeaseOp;
-
-/* the steps of a ZKK_SEMLEASE entry (step.sem); sem_worker.c */
-typedef enum ZkSemStep
-{
-	ZKSEM_ENSURE = 1,			/* the pool, with max_leases as its data */
-	ZKSEM_LIST,					/* count the leases (and look for ours) */
-	ZKSEM_CREATE,				/* create our lease */
-	ZKSEM_COUNT					/* (a try's first look) any lease free?  GRANTED
-								 * when so, BUSY when not; takes nothing */
-} ZkSemStep;
-
-/* where a ZKK_LOCK entry's lock lives: <root>/<dir>/<encoded name> */
-typedef enum ZkLockFamily
-{
-	ZKF_LOCKS = 0,				/* zk_lock and friends */
-	ZKF_LEASES,					/* the lock that guards a lease (kazoo's layout) */
-	ZKF_ELECTIONS,				/* the worker's candidacy (kazoo's Election) */
-	ZKF_SEMAPHORES,				/* a semaphore's guard: <root>/semaphores/<name>-__lock__ */
-	ZKF_SEMPOOL,				/* (listing only) a semaphore's leases: <root>/semaphores/<name> */
-	ZKF_LEASEDIR				/* (listing only) every lease: <root>/leases, each
-								 * child's lease_holder read */
-} ZkLockFamily;
 
 typedef enum ZkScope
 {
@@ -282,30 +255,6 @@ typedef struct ZkEntry
 	int32		quota_procno;
 } ZkEntry;
 
-/*
- * The answer to a ZKK_HOLDERS query, in a segment the backend creates: a
- * header, then one ZkHolderRec per contender, each followed by its node
- * name and data.  When the segment is too small, the worker stops writing
- * and sets "needed".
- */
-#define ZKLOCK_HOLDER_DATA_MAX	1024
-typedef struct ZkHoldersBuf
-{
-	Size		size;			/* of the segment */
-	Size		used;			/* bytes written after the header */
-	Size		needed;			/* bytes the full answer needs */
-	int			count;			/* records written */
-} ZkHoldersBuf;
-
-typedef struct ZkHolderRec
-{
-	int64		czxid;
-	uint8		shared;
-	uint16		namelen;
-	uint16		datalen;
-	/* followed by name and data, no terminators */
-} ZkHolderRec;
-
 /* Counters shown by zk_status() */
 typedef enum ZkCounter
 {
@@ -408,12 +357,6 @@ extern void zk_assign_acl(const char *newval, void *extra);
 extern bool zk_check_auth_file(char **newval, void **extra, GucSource source);
 extern const char *zk_auth_state_name(int state);
 
-/* election.c: the worker's candidacies */
-extern void zk_election_won(ZkEntry *e);
-extern void zk_assign_elections(const char *newval, void *extra);
-extern int	zk_elections_listed(void);
-extern bool zk_check_elections(char **newval, void **extra, GucSource source);
-
 /* shmem.c */
 extern ZkControl *zk_ctl;
 extern Size zk_shmem_size(void);
@@ -463,12 +406,9 @@ extern void zk_payload_memory_error(Size need, const char *what, const char *tod
 extern char *zk_name_to_utf8(const char *name, int len, int *outlen);
 extern char *pg_any_to_server_noerror(const char *utf8, int len);
 extern void zk_check_name(const char *name, int len);
-extern void zk_check_semaphore_name(const char *name, int len);
 extern void zk_encode_name(const char *name, int len, char *out);
-extern void zk_lock_parent(const char *name, int family, char *out, size_t outlen);
 extern bool zk_valid_root(const char *root, const char **why);
 extern bool zk_node_seq(const char *child, int64 *seq);
-extern bool zk_node_is_contender(const char *child, bool *shared);
 extern int	zk_decode_name(const char *enc, char *out, int outlen);
 extern int	zk_decode_qname(const char *enc, char *out, int outlen);
 extern const char *zk_name_part(const char *qname);
@@ -479,25 +419,6 @@ extern char *zk_qualify_name(const char *name, int len, int *qlen);
 extern void zk_namespace_changed(void);
 extern bool zk_json_field(const char *data, int len, const char *key, char *out,
 						  size_t outlen);
-
-/*
- * One contender of a lock, as the recipe orders them (lock_order in
- * names.c): key is the creation order (sequence number, or czxid once the
- * sequence has wrapped).
- */
-typedef struct ZkContender
-{
-	const char *name;
-	int64		key;
-	bool		shared;
-} ZkContender;
-
-#define ZKLOCK_HELD			(-1)
-#define ZKLOCK_DEADLOCK		(-2)
-extern bool zk_same_owner(const ZkContender *a, const ZkContender *b);
-extern int	zk_lock_blocker(ZkContender *c, int n, int me, const char *base,
-							bool guess_base);
-extern void zk_sort_contenders(ZkContender *c, int n);
 
 /* worker.c */
 extern PGDLLEXPORT void zklock_worker_main(Datum arg);
@@ -546,33 +467,5 @@ extern char *zk_arg_text_name(struct FunctionCallInfoBaseData *fcinfo, int argno
 #include "recipelist.h"
 #undef ZK_RECIPE
 #undef ZK_KIND
-
-/* lock_backend.c: the lock recipe's backend half */
-extern int64 zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
-						bool try_only, int64 timeout_ms, bool *acquired);
-extern bool zk_release(const char *name, int len, ZkMode mode);
-extern void zk_release_all_session(void);
-extern int64 zk_held_token(const char *name, int len, bool *held);
-extern dsm_segment *zk_query_holders(const char *name, int len, int family);
-
-/* One row of zk_locks, copied from an entry under the lock */
-typedef struct ZkLockRow
-{
-	int			pid;
-	Oid			dbid;
-	uint8		kind;
-	uint8		family;
-	uint8		mode;
-	uint8		scope;
-	uint8		outcome;
-	int32		parties;		/* a semaphore's max_leases */
-	int64		token;
-	TimestampTz requested_at;
-	TimestampTz granted_at;
-	char		name[ZKLOCK_QNAME_MAX + 1];
-	char		node[ZKLOCK_NODE_MAX + 1];
-} ZkLockRow;
-extern ZkLockRow *zk_snapshot_entries(bool (*want) (ZkEntry *e), int *n);
-extern void zk_entry_row(ZkLockRow *r, bool held, int family, Datum *values, bool *nulls);
 
 #endif							/* ZKLOCK_H */
