@@ -108,7 +108,7 @@ zk_display_name(const char *name)
 {
 	const char *n = zk_name_part(name);
 
-	return pg_any_to_server_noerror(n, strlen(n));
+	return zk_utf8_to_server_noerror(n, strlen(n));
 }
 
 /* The next zk_new_entry's name is outside namespaces (an election's) */
@@ -279,7 +279,7 @@ bool
 zk_wait_for_answer(uint32 idx, const char *uname, int64 timeout_ms, int64 *token)
 {
 	TimestampTz start = GetCurrentTimestamp();
-	TimestampTz answer_deadline = TimestampTzPlusMilliseconds(start, zklock_connect_timeout);
+	TimestampTz answer_deadline = TimestampTzPlusMilliseconds(start, zk_connect_timeout);
 	TimestampTz lock_deadline = (timeout_ms >= 0) ?
 		TimestampTzPlusMilliseconds(start, timeout_ms) : 0;
 	TimestampTz disconnected_since = 0;
@@ -347,15 +347,15 @@ zk_wait_for_answer(uint32 idx, const char *uname, int64 timeout_ms, int64 *token
 			{
 				if (disconnected_since == 0)
 					disconnected_since = now;
-				if (now >= TimestampTzPlusMilliseconds(disconnected_since, zklock_connect_timeout))
+				if (now >= TimestampTzPlusMilliseconds(disconnected_since, zk_connect_timeout))
 					ereport(ERROR,
 							(errcode(ERRCODE_CONNECTION_FAILURE),
 							 errmsg("lost the zookeeper connection while waiting for lock \"%s\"",
 									name),
 							 errdetail("The connection has been down for longer than zklock.connect_timeout (%d ms).",
-									   zklock_connect_timeout),
+									   zk_connect_timeout),
 							 errhint("Check that ZooKeeper is running and reachable from this server, then retry.")));
-				wake_at = TimestampTzPlusMilliseconds(disconnected_since, zklock_connect_timeout);
+				wake_at = TimestampTzPlusMilliseconds(disconnected_since, zk_connect_timeout);
 			}
 			else
 			{
@@ -391,9 +391,9 @@ zk_wait_for_answer(uint32 idx, const char *uname, int64 timeout_ms, int64 *token
 						 errmsg("zookeeper did not answer the request for lock \"%s\"", name),
 						 conn == ZKC_CONNECTED ?
 						 errdetail("ZooKeeper did not reply within zklock.connect_timeout (%d ms).",
-								   zklock_connect_timeout) :
+								   zk_connect_timeout) :
 						 errdetail("No usable ZooKeeper session within zklock.connect_timeout (%d ms); the connection is \"%s\".",
-								   zklock_connect_timeout, zk_conn_state_name(conn)),
+								   zk_connect_timeout, zk_conn_state_name(conn)),
 						 conn_hint(conn)));
 			wake_at = answer_deadline;
 		}
@@ -420,13 +420,13 @@ zk_commit_wait_session(TimestampTz *deadline, int conn, const char *what)
 {
 	if (*deadline == 0)
 		*deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-												zklock_commit_timeout);
+												zk_commit_timeout);
 	if (GetCurrentTimestamp() >= *deadline)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 				 errmsg("could not confirm %s before commit", what),
 				 errdetail("The ZooKeeper connection is \"%s\" and did not come back within zklock.commit_timeout (%d ms).",
-						   zk_conn_state_name(conn), zklock_commit_timeout),
+						   zk_conn_state_name(conn), zk_commit_timeout),
 				 errhint("Retry the transaction when ZooKeeper is reachable.")));
 	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 					 50, PG_WAIT_EXTENSION);
@@ -463,7 +463,7 @@ int
 zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer, const char *what)
 {
 	/* ZK_ANSWER_AT_COMMIT: zklock.commit_timeout bounds the wait for an answer */
-	int			answer_ms = answer == ZK_ANSWER_AT_COMMIT ? zklock_commit_timeout : answer;
+	int			answer_ms = answer == ZK_ANSWER_AT_COMMIT ? zk_commit_timeout : answer;
 	const char *setting = answer == ZK_ANSWER_AT_COMMIT ?
 		"zklock.commit_timeout" : "zklock.connect_timeout";
 	TimestampTz start = GetCurrentTimestamp();
@@ -538,14 +538,14 @@ zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer, const char *what)
 			{
 				if (down_since == 0)
 					down_since = now;
-				if (now >= TimestampTzPlusMilliseconds(down_since, zklock_connect_timeout))
+				if (now >= TimestampTzPlusMilliseconds(down_since, zk_connect_timeout))
 					ereport(ERROR,
 							(errcode(ERRCODE_CONNECTION_FAILURE),
 							 errmsg("lost the zookeeper connection while waiting to %s", what),
 							 errdetail("The connection has been down for longer than zklock.connect_timeout (%d ms).",
-									   zklock_connect_timeout),
+									   zk_connect_timeout),
 							 errhint("Check that ZooKeeper is running and reachable from this server, then retry.")));
-				wake_at = TimestampTzPlusMilliseconds(down_since, zklock_connect_timeout);
+				wake_at = TimestampTzPlusMilliseconds(down_since, zk_connect_timeout);
 			}
 			else
 			{
@@ -614,10 +614,10 @@ zk_new_entry(ZkKind kind, const char *name, int len, ZkMode mode, ZkScope scope,
 
 	/* a superuser's sessions are not bound by the role's quota */
 	role = GetSessionUserId();
-	role_quota = session_auth_is_superuser ? 0 : zklock_max_locks_per_role;
+	role_quota = session_auth_is_superuser ? 0 : zk_max_locks_per_role;
 
 	zk_backend_lock(LW_EXCLUSIVE);
-	e = zk_entry_alloc_backend(MyProc->pgprocno, zklock_max_locks_per_backend,
+	e = zk_entry_alloc_backend(MyProc->pgprocno, zk_max_locks_per_backend,
 							   role, role_quota, zk_worker_reserve(), &why, &held);
 	if (e == NULL)
 	{
@@ -636,7 +636,7 @@ zk_new_entry(ZkKind kind, const char *name, int len, ZkMode mode, ZkScope scope,
 			ResetLatch(MyLatch);
 			CHECK_FOR_INTERRUPTS();
 			zk_backend_lock(LW_EXCLUSIVE);
-			e = zk_entry_alloc_backend(MyProc->pgprocno, zklock_max_locks_per_backend,
+			e = zk_entry_alloc_backend(MyProc->pgprocno, zk_max_locks_per_backend,
 									   role, role_quota, zk_worker_reserve(),
 									   &why, &held);
 		}
@@ -664,7 +664,7 @@ zk_new_entry(ZkKind kind, const char *name, int len, ZkMode mode, ZkScope scope,
 					(errcode(ERRCODE_OUT_OF_MEMORY),
 					 errmsg("this session uses too many zklock entries"),
 					 errdetail("The session holds or awaits %d entries (locks, semaphores, queue and barrier requests, and those it let go of that the worker has not freed yet); zklock.max_locks_per_backend is %d.",
-							   held, zklock_max_locks_per_backend),
+							   held, zk_max_locks_per_backend),
 					 errhint("Release locks (zk_unlock, zk_unlock_all, or end the transaction) before taking more, or ask a superuser to raise zklock.max_locks_per_backend.")));
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),

@@ -50,6 +50,6 @@ typedef struct ZkArrivalRec
 #define ZKB_READY			"ready"
 
 /* paths: <root>/barriers/<enc>, <root>/gates/<enc>, <root>/arrivals/<enc> */
-extern void zkb_path(const char *what, const char *name, char *out, size_t outlen);
+extern void zk_barrier_path(const char *what, const char *name, char *out, size_t outlen);
 
 #endif							/* ZKLOCK_BARRIER_H */

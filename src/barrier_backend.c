@@ -7,7 +7,7 @@
  *	  (zk_arrive, zk_await, zk_arrivals, zk_arrivals_reset).
  *
  *	  Gate changes and arrivals are written with the transaction at COMMIT
- *	  (zkq_txn_op: the queue's transaction node makes them exact across
+ *	  (zk_queue_txn_op: the queue's transaction node makes them exact across
  *	  crashes).  Membership belongs to the backend, not the transaction: it
  *	  lasts until zk_barrier_leave or the backend's exit.
  *
@@ -162,7 +162,7 @@ wait_entry(uint32 idx, uint32 gen, int64 timeout_ms, const char *what)
 	PG_TRY();
 	{
 		outcome = zk_wait_outcome(idx, timeout_ms == 0 ? -1 : timeout_ms,
-								  zklock_connect_timeout, what);
+								  zk_connect_timeout, what);
 	}
 	PG_CATCH();
 	{
@@ -296,7 +296,7 @@ gate_change(FunctionCallInfo fcinfo, int op, const char *what)
 		zk_build_node_data(data, sizeof(data));
 	else
 		data[0] = '\0';
-	zkq_txn_op(op, rel, data, strlen(data), what);
+	zk_queue_txn_op(op, rel, data, strlen(data), what);
 }
 
 /* SQL: zk_gate_close() */
@@ -366,7 +366,7 @@ zk_arrive(PG_FUNCTION_ARGS)
 	zk_encode_name(part, plen, epart);
 	snprintf(rel, sizeof(rel), "arrivals/%s/%s", ename, epart);
 	zk_build_node_data(data, sizeof(data));
-	zkq_txn_op(ZKQ_OP_CREATE, rel, data, strlen(data), "arrive");
+	zk_queue_txn_op(ZKQ_OP_CREATE, rel, data, strlen(data), "arrive");
 	PG_RETURN_VOID();
 }
 
@@ -405,7 +405,7 @@ decode_node_name(const char *enc, int len)
 	int			n;
 
 	n = zk_decode_name(raw, out, len + 1);
-	return pg_any_to_server_noerror(out, n);
+	return zk_utf8_to_server_noerror(out, n);
 }
 
 /* SQL: zk_arrivals() */
@@ -463,7 +463,7 @@ zk_arrivals(PG_FUNCTION_ARGS)
 			else
 				nulls[2] = true;
 			if (zk_json_field(dt, r.datalen, "host", f, sizeof(f)) &&
-				(part = pg_any_to_server_noerror(f, strlen(f))) != NULL)
+				(part = zk_utf8_to_server_noerror(f, strlen(f))) != NULL)
 				values[3] = CStringGetTextDatum(part);
 			else
 				nulls[3] = true;
@@ -473,7 +473,7 @@ zk_arrivals(PG_FUNCTION_ARGS)
 			else
 				nulls[4] = true;
 			if (zk_json_field(dt, r.datalen, "database", f, sizeof(f)) &&
-				(part = pg_any_to_server_noerror(f, strlen(f))) != NULL)
+				(part = zk_utf8_to_server_noerror(f, strlen(f))) != NULL)
 				values[5] = CStringGetTextDatum(part);
 			else
 				nulls[5] = true;

@@ -142,12 +142,12 @@ b_context(void)
 }
 
 void
-zkb_path(const char *what, const char *name, char *out, size_t outlen)
+zk_barrier_path(const char *what, const char *name, char *out, size_t outlen)
 {
 	char		ename[ZKLOCK_ENAME_MAX + 1];
 
 	zk_encode_name(name, strlen(name), ename);
-	snprintf(out, outlen, "%s/%s/%s", zklock_root, what, ename);
+	snprintf(out, outlen, "%s/%s/%s", zk_root, what, ename);
 }
 
 static const char *
@@ -198,7 +198,7 @@ obj_get(int op, const char *name)
 	if (objs == NULL)
 		objs_create();
 	memset(key, 0, sizeof(key));
-	zkb_path(op_dir(op), name, key, sizeof(key));
+	zk_barrier_path(op_dir(op), name, key, sizeof(key));
 	o = hash_search(objs, key, HASH_ENTER, &found);
 	if (!found)
 	{
@@ -1150,7 +1150,7 @@ member_path(ZkEntry *e, const char *child, char *out, size_t outlen)
 {
 	char		dir[ZK_PATH_MAX];
 
-	zkb_path("barriers", e->name, dir, sizeof(dir));
+	zk_barrier_path("barriers", e->name, dir, sizeof(dir));
 	snprintf(out, outlen, "%s/%s", dir, child);
 }
 
@@ -1350,15 +1350,15 @@ member_send_create(ZkEntry *e)
 	{
 		char		dir[ZK_PATH_MAX];
 
-		snprintf(dir, sizeof(dir), "%s/barriers", zklock_root);
-		zk_create_parent(zklock_root, 0);
+		snprintf(dir, sizeof(dir), "%s/barriers", zk_root);
+		zk_create_parent(zk_root, 0);
 		zk_create_parent(dir, 0);
 	}
 	/* the barrier's own node is a container: gone when its last member is */
 	{
 		char		dir[ZK_PATH_MAX];
 
-		zkb_path("barriers", e->name, dir, sizeof(dir));
+		zk_barrier_path("barriers", e->name, dir, sizeof(dir));
 		zk_create_parent(dir, ZOO_CONTAINER);
 	}
 	member_path(e, e->guid, path, sizeof(path));
@@ -1544,7 +1544,7 @@ leave_list(ZkEntry *e)
 		zk_retry_later(e);
 		return;
 	}
-	zkb_path("barriers", e->name, dir, sizeof(dir));
+	zk_barrier_path("barriers", e->name, dir, sizeof(dir));
 	rc = zoo_aget_children(zk_zh, dir, 0, leave_listed, zk_ctx_of(e));
 	if (rc == ZOK)
 		e->list_inflight = true;
@@ -1933,7 +1933,7 @@ binfo_drive(ZkEntry *e)
 		initStringInfo(&bi->rows);
 		MemoryContextSwitchTo(old);
 	}
-	zkb_path("arrivals", e->name, bi->dir, sizeof(bi->dir));
+	zk_barrier_path("arrivals", e->name, bi->dir, sizeof(bi->dir));
 	rc = zoo_aget_children(zk_zh, bi->dir, 0, binfo_listed, bi);
 	if (rc == ZOK)
 		e->list_inflight = true;

@@ -292,11 +292,11 @@ elections_turn(void)
 	}
 	if (!changed && now < next_turn)
 		return;
-	if (nmine == 0 && (zklock_elections == NULL || zklock_elections[0] == '\0'))
+	if (nmine == 0 && (zk_elections == NULL || zk_elections[0] == '\0'))
 		return;					/* nothing configured, nothing to let go */
 	changed = false;
 	next_turn = TimestampTzPlusMilliseconds(now, ELECTION_TURN_MS);
-	n = zklock_elections ? split_names(zklock_elections, names, &why) : 0;
+	n = zk_elections ? split_names(zk_elections, names, &why) : 0;
 	if (n < 0)
 		n = 0;					/* the check hook refuses such values */
 	memset(standing, 0, sizeof(standing));
@@ -424,7 +424,7 @@ zk_elections_internal(PG_FUNCTION_ARGS)
 	{
 		Datum		values[5];
 		bool		nulls[5] = {false, false, false, false, false};
-		char	   *nm = pg_any_to_server_noerror(rows[i].name, strlen(rows[i].name));
+		char	   *nm = zk_utf8_to_server_noerror(rows[i].name, strlen(rows[i].name));
 
 		if (nm == NULL)
 			nulls[0] = true;

@@ -223,15 +223,15 @@ arg_duration(FunctionCallInfo fcinfo, int argno)
 						   DatumGetCString(DirectFunctionCall1(interval_out,
 															   IntervalPGetDatum(iv)))),
 				 errhint("The lease's end is stored to the second: give at least '1 second'.")));
-	if (zklock_max_lease_duration > 0 &&
-		usecs > (int64) zklock_max_lease_duration * USECS_PER_SEC)
+	if (zk_max_lease_duration > 0 &&
+		usecs > (int64) zk_max_lease_duration * USECS_PER_SEC)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("zklock lease duration exceeds zklock.max_lease_duration"),
 				 errdetail("The duration was %s; zklock.max_lease_duration is %d seconds.",
 						   DatumGetCString(DirectFunctionCall1(interval_out,
 															   IntervalPGetDatum(iv))),
-						   zklock_max_lease_duration),
+						   zk_max_lease_duration),
 				 errhint("Take a shorter lease and renew it before it ends (zk_try_lease with the same holder), or ask a superuser to raise zklock.max_lease_duration.")));
 	return usecs;
 }
@@ -316,7 +316,7 @@ lease_op(const char *name, int len, int op, const char *lock_node,
 	LWLockRelease(zk_ctl->lock);
 	zk_wake_worker();
 
-	outcome = zk_wait_outcome(op_idx, -1, zklock_connect_timeout, what);
+	outcome = zk_wait_outcome(op_idx, -1, zk_connect_timeout, what);
 
 	e = zk_entry(op_idx);
 	if (op == ZKL_READ && DsaPointerIsValid(e->blob))
@@ -352,7 +352,7 @@ take_lock(const char *name, int len, const char *uname)
 	LWLockRelease(zk_ctl->lock);
 	zk_wake_worker();
 
-	outcome = zk_wait_outcome(lock_idx, wait_ms, zklock_connect_timeout, what);
+	outcome = zk_wait_outcome(lock_idx, wait_ms, zk_connect_timeout, what);
 	if (outcome != ZKO_GRANTED)
 		ereport(ERROR,
 				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
@@ -515,7 +515,7 @@ zk_lease_holder(PG_FUNCTION_ARGS)
 		PG_RETURN_VOID();
 	if (!parse_lease(cur.data, cur.len, &ld))
 		unreadable(zk_display_name(name), "It is not a JSON object with a version, a holder and an end.");
-	h = pg_any_to_server_noerror(ld.holder, strlen(ld.holder));
+	h = zk_utf8_to_server_noerror(ld.holder, strlen(ld.holder));
 	if (h != NULL)
 		values[0] = CStringGetTextDatum(h);
 	else
@@ -579,7 +579,7 @@ zk_leases_internal(PG_FUNCTION_ARGS)
 		values[3] = BoolGetDatum(false);
 		if (parse_lease(data, rec->datalen, &ld))
 		{
-			char	   *h = pg_any_to_server_noerror(ld.holder, strlen(ld.holder));
+			char	   *h = zk_utf8_to_server_noerror(ld.holder, strlen(ld.holder));
 
 			if (h != NULL)
 			{

@@ -339,7 +339,7 @@ holders_common(FunctionCallInfo fcinfo, bool key, int family)
 					values[col[j]] = Int32GetDatum(iv);
 				}
 				else
-					values[col[j]] = CStringGetTextDatum(pg_any_to_server_noerror(nd.v[j], strlen(nd.v[j])));
+					values[col[j]] = CStringGetTextDatum(zk_utf8_to_server_noerror(nd.v[j], strlen(nd.v[j])));
 				nulls[col[j]] = false;
 			}
 		}
@@ -347,7 +347,7 @@ holders_common(FunctionCallInfo fcinfo, bool key, int family)
 		{
 			if (memchr(rows[i].data, '\0', dlen) == NULL &&
 				pg_verify_mbstr(PG_UTF8, rows[i].data, dlen, true))
-				values[13] = CStringGetTextDatum(pg_any_to_server_noerror(rows[i].data, dlen));
+				values[13] = CStringGetTextDatum(zk_utf8_to_server_noerror(rows[i].data, dlen));
 			else
 			{
 				/* not text in this database's encoding: show it as hex */

@@ -494,10 +494,10 @@ txn_path(const ZkTxnHeader *h, char *out, size_t outlen)
 {
 	if (h->run == 0)
 		snprintf(out, outlen, "%s/txns/" UINT64_FORMAT "-" UINT64_FORMAT,
-				 zklock_root, h->sysid, h->fxid);
+				 zk_root, h->sysid, h->fxid);
 	else
 		snprintf(out, outlen, "%s/txns/" UINT64_FORMAT "-%016llx-" UINT64_FORMAT,
-				 zklock_root, h->sysid, (unsigned long long) h->run, h->fxid);
+				 zk_root, h->sysid, (unsigned long long) h->run, h->fxid);
 }
 
 /*
@@ -1232,7 +1232,7 @@ pub_send(PubOp *po)
 			if ((it.priority & ZKQ_OP_SKIP) == 0)
 			{
 				po->item_off[n] = off;
-				po->paths[n] = psprintf("%s/%s", zklock_root, qname);
+				po->paths[n] = psprintf("%s/%s", zk_root, qname);
 				if ((it.priority & ZKQ_OP_MASK) == ZKQ_OP_CREATE)
 				{
 					/* its parents: ensured below, once per parent */
@@ -2025,7 +2025,7 @@ send_txn_create(ZkEntry *e)
 	{
 		char		parent[ZK_PATH_MAX];
 
-		snprintf(parent, sizeof(parent), "%s/txns", zklock_root);
+		snprintf(parent, sizeof(parent), "%s/txns", zk_root);
 		send_ensure_path(parent);
 		txns_parent_ok = true;
 	}
@@ -2055,7 +2055,7 @@ send_txn_create(ZkEntry *e)
 				{
 					char		opath[ZK_PATH_MAX];
 
-					snprintf(opath, sizeof(opath), "%s/%.*s", zklock_root, (int) it.qlen, p);
+					snprintf(opath, sizeof(opath), "%s/%.*s", zk_root, (int) it.qlen, p);
 					(void) zoo_aexists(zk_zh, opath, 0, pub_check_done, zk_ctx_of(e));
 				}
 				p += it.qlen + it.plen;
@@ -3233,7 +3233,7 @@ claim_fail_refused(ZkEntry *e)
 
 	snprintf(msg, sizeof(msg),
 			 "the first item it claimed did not fit in the shared memory zklock keeps payloads in (zklock.max_payload_memory is %d kB) and was given back to the queue",
-			 zklock_max_payload_kb);
+			 zk_max_payload_kb);
 	e->state = ZKE_DONE;
 	zk_fail(e, ERRCODE_OUT_OF_MEMORY, msg);
 }
@@ -5090,7 +5090,7 @@ scan_send_queues(Scan *s)
 		d = MemoryContextAllocZero(q_context(), sizeof(ScanCall));
 		d->scan = s;
 		strlcpy(d->qenc, s->queues[s->qnext++], sizeof(d->qenc));
-		snprintf(buf, sizeof(buf), "%s/queues/%s/taken", zklock_root, d->qenc);
+		snprintf(buf, sizeof(buf), "%s/queues/%s/taken", zk_root, d->qenc);
 		if (zoo_aget_children(zk_zh, buf, 0, scan_taken_listed, d) != ZOK)
 		{
 			pfree(d);
@@ -5431,7 +5431,7 @@ scan_send_txns(Scan *s)
 		d->fxid = fxid;
 		d->run = run;
 		d->txn = true;
-		snprintf(d->path, sizeof(d->path), "%s/txns/%s", zklock_root, name);
+		snprintf(d->path, sizeof(d->path), "%s/txns/%s", zk_root, name);
 		if (s->release_all)
 			rc = zoo_adelete(zk_zh, d->path, -1, scan_void_done, d);
 		else
@@ -5621,9 +5621,9 @@ scan_taken_listed(int rc, const struct String_vector *sv, const void *data)
 
 				d->scan = s;
 				snprintf(d->path, sizeof(d->path), "%s/queues/%s/taken/%s",
-						 zklock_root, c->qenc, sv->data[i]);
+						 zk_root, c->qenc, sv->data[i]);
 				snprintf(d->epath, sizeof(d->epath), "%s/queues/%s/entries/%s",
-						 zklock_root, c->qenc, sv->data[i]);
+						 zk_root, c->qenc, sv->data[i]);
 				if (zoo_aget(zk_zh, d->path, 0, scan_claim_data, d) != ZOK)
 				{
 					pfree(d);
@@ -5715,7 +5715,7 @@ scan_list(Scan *s)
 	c2->scan = s;
 	/* one count for the start itself, so nothing finishes it early */
 	s->outstanding = 1;
-	snprintf(buf, sizeof(buf), "%s/txns", zklock_root);
+	snprintf(buf, sizeof(buf), "%s/txns", zk_root);
 	if (zoo_aget_children(zk_zh, buf, 0, scan_txns_listed, c1) == ZOK)
 		s->outstanding++;
 	else
@@ -5723,7 +5723,7 @@ scan_list(Scan *s)
 		pfree(c1);
 		s->failed = true;
 	}
-	snprintf(buf, sizeof(buf), "%s/queues", zklock_root);
+	snprintf(buf, sizeof(buf), "%s/queues", zk_root);
 	if (zoo_aget_children(zk_zh, buf, 0, scan_queues_listed, c2) == ZOK)
 		s->outstanding++;
 	else
@@ -5838,7 +5838,7 @@ release_runs_listed(int rc, const struct String_vector *sv, const void *data)
 			c = MemoryContextAllocZero(q_context(), sizeof(LiveCall));
 			c->lc = lc;
 			strlcpy(c->run, run, sizeof(c->run));
-			snprintf(path, sizeof(path), "%s/runs/%s/live", zklock_root, run);
+			snprintf(path, sizeof(path), "%s/runs/%s/live", zk_root, run);
 			src = zk_session_usable() ?
 				zoo_aexists(zk_zh, path, 0, release_live_exists, c) : ZCONNECTIONLOSS;
 			if (src != ZOK)
@@ -5872,7 +5872,7 @@ release_check_live(Scan *s)
 	else
 		snprintf(lc->want, sizeof(lc->want), UINT64_FORMAT "-", s->sysid);
 	lc->outstanding = 1;
-	snprintf(path, sizeof(path), "%s/runs", zklock_root);
+	snprintf(path, sizeof(path), "%s/runs", zk_root);
 	rc = zoo_aget_children(zk_zh, path, 0, release_runs_listed, lc);
 	if (rc != ZOK)
 	{
@@ -6141,7 +6141,7 @@ drop_may_go(ZkEntry *e, Drop *d)
 		return true;
 	if (use == DROP_WAIT &&
 		GetCurrentTimestamp() < TimestampTzPlusMilliseconds(e->requested_at,
-															 zklock_connect_timeout / 2))
+															 zk_connect_timeout / 2))
 	{
 		/* back from the retry list once something has happened */
 		e->outstanding = 0;
@@ -6431,7 +6431,7 @@ info_send_more(Info *in)
 		strlcpy(qc->enc, in->names[in->next++], sizeof(qc->enc));
 		qc->list.done = queue_count_finish;
 		qc->list.owner = qc;
-		snprintf(qpath, sizeof(qpath), "%s/queues/%s", zklock_root, qc->enc);
+		snprintf(qpath, sizeof(qpath), "%s/queues/%s", zk_root, qc->enc);
 		if (listing_send(&qc->list, qpath, NULL, NULL, false, false, true) == 0)
 		{
 			pfree(qc);
@@ -6526,7 +6526,7 @@ info_step(Info *in)
 				char		buf[ZK_PATH_MAX];
 				InfoCall   *c = info_call(in, NULL);
 
-				snprintf(buf, sizeof(buf), "%s/queues", zklock_root);
+				snprintf(buf, sizeof(buf), "%s/queues", zk_root);
 				if (zoo_aget_children(zk_zh, buf, 0, info_queues_listed, c) == ZOK)
 					in->outstanding++;
 				else

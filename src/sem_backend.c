@@ -223,7 +223,7 @@ acquire(const char *name, int len, int32 max, ZkScope scope, bool try_only,
 		zk_wake_worker();
 		PG_TRY();
 		{
-			outcome = zk_wait_outcome(taking_idx, -1, zklock_connect_timeout,
+			outcome = zk_wait_outcome(taking_idx, -1, zk_connect_timeout,
 									  "count the leases of a semaphore");
 		}
 		PG_CATCH();
@@ -266,7 +266,7 @@ acquire(const char *name, int len, int32 max, ZkScope scope, bool try_only,
 	PG_TRY();
 	{
 		outcome = zk_wait_outcome(guard_idx, timeout_ms,
-								  zklock_connect_timeout, "take the guard of a semaphore");
+								  zk_connect_timeout, "take the guard of a semaphore");
 		if (outcome == ZKO_GRANTED)
 		{
 			int64		left = timeout_ms;
@@ -285,7 +285,7 @@ acquire(const char *name, int len, int32 max, ZkScope scope, bool try_only,
 			zk_enqueue(e);
 			LWLockRelease(zk_ctl->lock);
 			zk_wake_worker();
-			outcome = zk_wait_outcome(taking_idx, left, zklock_connect_timeout,
+			outcome = zk_wait_outcome(taking_idx, left, zk_connect_timeout,
 									  "take a lease of a semaphore");
 			if (outcome == ZKO_BUSY)
 			{

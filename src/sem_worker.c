@@ -48,7 +48,7 @@ pool_path(ZkEntry *e, char *buf, size_t len)
 	char		ename[ZKLOCK_ENAME_MAX + 1];
 
 	zk_encode_name(e->name, strlen(e->name), ename);
-	snprintf(buf, len, "%s/semaphores/%s", zklock_root, ename);
+	snprintf(buf, len, "%s/semaphores/%s", zk_root, ename);
 }
 
 static void

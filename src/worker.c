@@ -123,7 +123,7 @@ zk_register_worker(void)
 	worker.bgw_start_time = BgWorkerStart_ConsistentState;
 	worker.bgw_restart_time = 1;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "zklock");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "zklock_worker_main");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "zk_worker_main");
 	snprintf(worker.bgw_name, BGW_MAXLEN, "zklock worker");
 	snprintf(worker.bgw_type, BGW_MAXLEN, "zklock worker");
 	worker.bgw_main_arg = (Datum) 0;
@@ -406,7 +406,7 @@ close_old_session(void)
 		strcmp(fhost, myhost) != 0 || strcmp(fdir, DataDir) != 0 ||
 		sysid != (unsigned long long) GetSystemIdentifier() ||
 		port != PostPortNumber || strlen(pw) != 2 * sizeof(cid.passwd) ||
-		sid == 0 || zklock_hosts[0] == '\0')
+		sid == 0 || zk_hosts[0] == '\0')
 	{
 		fclose(f);
 		forget_session();
@@ -435,7 +435,7 @@ close_old_session(void)
 		forget_session();
 		return;
 	}
-	oh = zookeeper_init2(zklock_hosts, old_session_watcher, zklock_session_timeout,
+	oh = zookeeper_init2(zk_hosts, old_session_watcher, zk_session_timeout,
 						 &cid, NULL, 0, zk_log_line);
 	if (oh == NULL)
 	{
@@ -451,7 +451,7 @@ close_old_session(void)
 	}
 	zoo_set_servers_resolution_delay(oh, 60000);
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-										   Min(zklock_session_timeout, 5000));
+										   Min(zk_session_timeout, 5000));
 	while (GetCurrentTimestamp() < deadline)
 	{
 		int			fd = -1;
@@ -508,23 +508,23 @@ session_open(void)
 
 	int			conn;
 
-	strlcpy(open_hosts, zklock_hosts, sizeof(open_hosts));
+	strlcpy(open_hosts, zk_hosts, sizeof(open_hosts));
 	last_session_id = 0;
 	cred_state = ZKA_NONE;
-	if (zklock_hosts[0] != '\0')
+	if (zk_hosts[0] != '\0')
 		cred_state = zk_auth_load(cred, sizeof(cred));
-	if (zklock_hosts[0] != '\0')
+	if (zk_hosts[0] != '\0')
 		zk_acl_build(cred_state == ZKA_DIGEST);
-	if (zklock_hosts[0] != '\0' && cred_state == ZKA_REFUSED)
+	if (zk_hosts[0] != '\0' && cred_state == ZKA_REFUSED)
 	{
 		/* never without the credentials it was told to use */
 		next_open_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 												   AUTH_RETRY_MS);
 	}
-	else if (zklock_hosts[0] != '\0')
+	else if (zk_hosts[0] != '\0')
 	{
 		zoo_set_debug_level(ZOO_LOG_LEVEL_WARN);
-		h = zookeeper_init2(zklock_hosts, session_watcher, zklock_session_timeout,
+		h = zookeeper_init2(zk_hosts, session_watcher, zk_session_timeout,
 							NULL, NULL, 0, zk_log_line);
 
 		/*
@@ -544,7 +544,7 @@ session_open(void)
 		{
 			ereport(WARNING,
 					(errmsg("zklock: could not open a zookeeper session on \"%s\": %m",
-							zklock_hosts),
+							zk_hosts),
 					 errhint("Check zklock.hosts; it must be a list of host:port pairs.")));
 			next_open_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
 		}
@@ -560,7 +560,7 @@ session_open(void)
 		}
 	}
 
-	if (zklock_hosts[0] == '\0')
+	if (zk_hosts[0] == '\0')
 		conn = ZKC_NOT_CONFIGURED;
 	else if (cred_state == ZKA_REFUSED)
 		conn = ZKC_AUTH_FAILED;
@@ -572,7 +572,7 @@ session_open(void)
 	zk_ctl->session_timeout = 0;
 	zk_ctl->current_server[0] = '\0';
 	zk_ctl->auth_state = cred_state;
-	strlcpy(zk_ctl->servers, zklock_hosts, sizeof(zk_ctl->servers));
+	strlcpy(zk_ctl->servers, zk_hosts, sizeof(zk_ctl->servers));
 	set_conn_state(conn);
 	zk_worker_leave();
 }
@@ -671,15 +671,15 @@ prepare_wait_set(int fd, int interest, bool connected)
 static void
 apply_settings(void)
 {
-	if (strcmp(open_hosts, zklock_hosts) != 0 ||
-		(zk_zh == NULL && zk_ctl->conn_state == ZKC_NOT_CONFIGURED && zklock_hosts[0] != '\0'))
+	if (strcmp(open_hosts, zk_hosts) != 0 ||
+		(zk_zh == NULL && zk_ctl->conn_state == ZKC_NOT_CONFIGURED && zk_hosts[0] != '\0'))
 	{
 		ereport(LOG,
 				(errmsg("zklock: zklock.hosts changed to \"%s\", opening a new session",
-						zklock_hosts)));
+						zk_hosts)));
 		session_close("The zklock.hosts setting changed");
 		next_open_at = 0;
-		if (zklock_hosts[0] == '\0')
+		if (zk_hosts[0] == '\0')
 		{
 			strlcpy(open_hosts, "", sizeof(open_hosts));
 			zk_worker_enter();
@@ -689,7 +689,7 @@ apply_settings(void)
 		}
 		return;
 	}
-	if (zklock_hosts[0] != '\0')
+	if (zk_hosts[0] != '\0')
 	{
 		char		newcred[ZKLOCK_CRED_MAX];
 		int			newstate = zk_auth_load(newcred, sizeof(newcred));
@@ -712,7 +712,7 @@ apply_settings(void)
 		}
 	}
 	/* a new zklock.acl applies to the nodes created from now on */
-	if (zklock_hosts[0] != '\0')
+	if (zk_hosts[0] != '\0')
 		zk_acl_build(cred_state == ZKA_DIGEST);
 }
 
@@ -831,7 +831,7 @@ serve_queue(void)
 }
 
 void
-zklock_worker_main(Datum arg)
+zk_worker_main(Datum arg)
 {
 #ifdef __GLIBC__
 
@@ -858,7 +858,7 @@ zklock_worker_main(Datum arg)
 	zk_ctl->worker_generation++;
 	zk_recipes_worker_start();
 	zk_retry_forget_marks();
-	set_conn_state(zklock_hosts[0] == '\0' ? ZKC_NOT_CONFIGURED : ZKC_CONNECTING);
+	set_conn_state(zk_hosts[0] == '\0' ? ZKC_NOT_CONFIGURED : ZKC_CONNECTING);
 	zk_worker_leave();
 
 	zk_dsa_apply_limit();
@@ -917,7 +917,7 @@ zklock_worker_main(Datum arg)
 			}
 			auth_backoff = false;
 		}
-		if (zk_zh == NULL && zklock_hosts[0] != '\0' &&
+		if (zk_zh == NULL && zk_hosts[0] != '\0' &&
 			GetCurrentTimestamp() >= next_open_at)
 			session_open();
 

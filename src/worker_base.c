@@ -409,7 +409,7 @@ zk_fail_rc(ZkEntry *e, int rc, const char *path, int sqlstate, const char *msg)
 	char		refused[ZKLOCK_PARENT_MAX + 1];
 
 	if (rc == ZNOAUTH)
-		zk_fail_noauth(e, path ? path : zklock_root);
+		zk_fail_noauth(e, path ? path : zk_root);
 	else if (rc == ZNONODE && path && zk_parent_refused(path, refused, sizeof(refused)))
 		zk_fail_noauth(e, refused);
 	else

@@ -335,21 +335,21 @@ typedef struct ZkControl
 } ZkControl;
 
 /* zklock.c: settings */
-extern char *zklock_hosts;
-extern char *zklock_root;
-extern int	zklock_session_timeout;
-extern int	zklock_connect_timeout;
-extern int	zklock_commit_timeout;
-extern int	zklock_max_locks;
-extern int	zklock_max_locks_per_backend;
-extern int	zklock_max_locks_per_role;
-extern int	zklock_max_lease_duration;
-extern int	zklock_max_answer_kb;
-extern int	zklock_max_payload_kb;
-extern char *zklock_elections;
-extern char *zklock_namespace;
-extern char *zklock_auth_file;
-extern char *zklock_acl;
+extern char *zk_hosts;
+extern char *zk_root;
+extern int	zk_session_timeout;
+extern int	zk_connect_timeout;
+extern int	zk_commit_timeout;
+extern int	zk_max_locks;
+extern int	zk_max_locks_per_backend;
+extern int	zk_max_locks_per_role;
+extern int	zk_max_lease_duration;
+extern int	zk_max_answer_kb;
+extern int	zk_max_payload_kb;
+extern char *zk_elections;
+extern char *zk_namespace;
+extern char *zk_auth_file;
+extern char *zk_acl_setting;
 
 /* auth.c: the settings' hooks (the worker's half is in recipe.h) */
 extern bool zk_check_acl(char **newval, void **extra, GucSource source);
@@ -404,7 +404,7 @@ extern void zk_payload_memory_error(Size need, const char *what, const char *tod
 
 /* names.c */
 extern char *zk_name_to_utf8(const char *name, int len, int *outlen);
-extern char *pg_any_to_server_noerror(const char *utf8, int len);
+extern char *zk_utf8_to_server_noerror(const char *utf8, int len);
 extern void zk_check_name(const char *name, int len);
 extern void zk_encode_name(const char *name, int len, char *out);
 extern bool zk_valid_root(const char *root, const char **why);
@@ -421,7 +421,7 @@ extern bool zk_json_field(const char *data, int len, const char *key, char *out,
 						  size_t outlen);
 
 /* worker.c */
-extern PGDLLEXPORT void zklock_worker_main(Datum arg);
+extern PGDLLEXPORT void zk_worker_main(Datum arg);
 extern void zk_register_worker(void);
 
 /*
