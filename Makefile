@@ -27,8 +27,10 @@ OBJS = \
 	src/lease_worker.o \
 	src/lease_backend.o \
 	src/election.o \
+	src/election_sql.o \
 	src/sem_worker.o \
-	src/sem_backend.o
+	src/sem_backend.o \
+	src/sem_sql.o
 
 EXTENSION = zklock
 DATA = zklock--1.0.sql

@@ -3,7 +3,8 @@
  * election.h
  *	  The election recipe's calls from elsewhere: its setting's hooks
  *	  (zklock.c), the worker's reserve (shmem.c), a candidacy granted
- *	  (lock_worker.c).
+ *	  (lock_worker.c); the most names zklock.elections lists
+ *	  (election_sql.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -11,6 +12,8 @@
 #define ZKLOCK_ELECTION_H
 
 #include "zklock.h"
+
+#define ELECTION_MAX		32	/* names in zklock.elections */
 
 /* election.c: the worker's candidacies */
 extern void zk_election_won(ZkEntry *e);

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * semaphore.h
- *	  The semaphore recipe's definitions shared by its backend and worker
- *	  halves (sem_backend.c, sem_worker.c).
+ *	  The semaphore recipe's definitions shared by its files (sem_worker.c,
+ *	  sem_backend.c, sem_sql.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -23,5 +23,10 @@ typedef enum ZkSemStep
 
 /* names.c */
 extern void zk_check_semaphore_name(const char *name, int len);
+
+/* sem_backend.c: what the SQL functions (sem_sql.c) call */
+extern bool zk_sem_acquire(const char *name, int len, int32 max, ZkScope scope,
+						   bool try_only, volatile int64 timeout_ms);
+extern bool zk_sem_release_session(const char *name, int len);
 
 #endif							/* ZKLOCK_SEMAPHORE_H */
