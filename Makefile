@@ -26,6 +26,7 @@ OBJS = \
 	src/barrier_backend.o \
 	src/lease_worker.o \
 	src/lease_backend.o \
+	src/lease_sql.o \
 	src/election.o \
 	src/election_sql.o \
 	src/sem_worker.o \
