@@ -24,6 +24,7 @@ OBJS = \
 	src/queue_sql.o \
 	src/barrier_worker.o \
 	src/barrier_backend.o \
+	src/barrier_sql.o \
 	src/lease_worker.o \
 	src/lease_backend.o \
 	src/lease_sql.o \
