@@ -81,6 +81,7 @@ extern void zk_worker_enter(void);
 extern void zk_worker_leave(void);
 extern void zk_worker_reset(void);
 extern int	zk_worker_lock_depth(void);
+extern void zk_worker_recover(void);
 
 /* worker_base.c: the session recipes use (worker.c sets it, zk_session_set) */
 extern zhandle_t *zk_zh;

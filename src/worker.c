@@ -183,12 +183,7 @@ session_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 	}
 	PG_CATCH();
 	{
-		MemoryContextSwitchTo(TopMemoryContext);
-		EmitErrorReport();
-		FlushErrorState();
-		LWLockReleaseAll();
-		zk_worker_reset();
-		zk_worker_enter();
+		zk_worker_recover();
 	}
 	PG_END_TRY();
 	zk_worker_leave();

@@ -49,6 +49,25 @@ static const ZkRecipe *const recipes[] = {
 #undef ZK_RECIPE
 #undef ZK_KIND
 
+/*
+ * Call one of the recipes' hooks that take nothing (a member of ZkRecipe,
+ * given by its offset) of every recipe that has it, in the list's order
+ */
+static void
+recipes_call(size_t hook)
+{
+	int			k;
+
+	for (k = 0; k < (int) lengthof(recipes); k++)
+	{
+		void		(*fn) (void) = *(void (*const *) (void))
+			((const char *) recipes[k] + hook);
+
+		if (fn != NULL)
+			fn();
+	}
+}
+
 /* Take zk_ctl->lock for the worker's bookkeeping (re-entrant). */
 void
 zk_worker_enter(void)
@@ -72,6 +91,21 @@ zk_worker_reset(void)
 	lock_depth = 0;
 }
 
+/*
+ * Error recovery in the worker, inside PG_CATCH: report the error, let go
+ * of every LWLock and take the worker's lock again
+ */
+void
+zk_worker_recover(void)
+{
+	MemoryContextSwitchTo(TopMemoryContext);
+	EmitErrorReport();
+	FlushErrorState();
+	LWLockReleaseAll();
+	zk_worker_reset();
+	zk_worker_enter();
+}
+
 /* How deep zk_worker_enter() is nested (0: the lock is not held) */
 int
 zk_worker_lock_depth(void)
@@ -86,12 +120,7 @@ zk_worker_lock_depth(void)
 void
 zk_completion_error(ZkEntry *e)
 {
-	MemoryContextSwitchTo(TopMemoryContext);
-	EmitErrorReport();
-	FlushErrorState();
-	LWLockReleaseAll();
-	zk_worker_reset();
-	zk_worker_enter();
+	zk_worker_recover();
 	zk_count(ZKCNT_ZK_ERRORS, 1);
 	if (e != NULL && e->state != ZKE_FREE)
 		kinds[e->kind]->drive_failed(e);
@@ -230,13 +259,10 @@ void
 zk_recipes_session_lost(const char *why)
 {
 	int			i;
-	int			k;
 
 	(void) zk_retry_take_all();
 	zk_watch_forget_all();
-	for (k = 0; k < (int) lengthof(recipes); k++)
-		if (recipes[k]->session_reset)
-			recipes[k]->session_reset();
+	recipes_call(offsetof(ZkRecipe, session_reset));
 	for (i = 0; i < zk_ctl->max_entries; i++)
 	{
 		ZkEntry    *e = zk_entry(i);
@@ -252,22 +278,14 @@ zk_recipes_session_lost(const char *why)
 void
 zk_recipes_worker_start(void)
 {
-	int			k;
-
-	for (k = 0; k < (int) lengthof(recipes); k++)
-		if (recipes[k]->worker_start)
-			recipes[k]->worker_start();
+	recipes_call(offsetof(ZkRecipe, worker_start));
 }
 
 /* The configuration was reloaded (lock not held) */
 void
 zk_recipes_reload(void)
 {
-	int			k;
-
-	for (k = 0; k < (int) lengthof(recipes); k++)
-		if (recipes[k]->reload)
-			recipes[k]->reload();
+	recipes_call(offsetof(ZkRecipe, reload));
 }
 
 /* ---- helpers ---- */
