@@ -48,6 +48,24 @@ static const ZkRecipeBackend *const recipe_backends[] = {
 #undef ZK_RECIPE
 #undef ZK_KIND
 
+/*
+ * Entries kept for the worker's own use (what the recipes' worker_entries
+ * say: the election candidacies; and room to settle what backends left):
+ * 8 plus those, but at most a quarter of zklock.max_locks, so that a small
+ * table still leaves most of its entries to backends.
+ */
+static int
+worker_reserve(void)
+{
+	int			n = 8;
+	int			i;
+
+	for (i = 0; i < (int) lengthof(recipe_backends); i++)
+		if (recipe_backends[i]->worker_entries)
+			n += recipe_backends[i]->worker_entries();
+	return Min(n, zk_ctl->max_entries / 4);
+}
+
 static bool initialized = false;
 static char owner_tag[17];		/* first half of our nodes' guids */
 
@@ -618,7 +636,7 @@ zk_new_entry(ZkKind kind, const char *name, int len, ZkMode mode, ZkScope scope,
 
 	zk_backend_lock(LW_EXCLUSIVE);
 	e = zk_entry_alloc_backend(MyProc->pgprocno, zk_max_locks_per_backend,
-							   role, role_quota, zk_worker_reserve(), &why, &held);
+							   role, role_quota, worker_reserve(), &why, &held);
 	if (e == NULL)
 	{
 		/*
@@ -637,7 +655,7 @@ zk_new_entry(ZkKind kind, const char *name, int len, ZkMode mode, ZkScope scope,
 			CHECK_FOR_INTERRUPTS();
 			zk_backend_lock(LW_EXCLUSIVE);
 			e = zk_entry_alloc_backend(MyProc->pgprocno, zk_max_locks_per_backend,
-									   role, role_quota, zk_worker_reserve(),
+									   role, role_quota, worker_reserve(),
 									   &why, &held);
 		}
 	}
@@ -645,7 +663,7 @@ zk_new_entry(ZkKind kind, const char *name, int len, ZkMode mode, ZkScope scope,
 	{
 		int			max = zk_ctl->max_entries;
 		int			used = zk_ctl->used;
-		int			reserve = zk_worker_reserve();
+		int			reserve = worker_reserve();
 
 		LWLockRelease(zk_ctl->lock);
 		if (why == ZKR_ROLE_QUOTA)

@@ -119,7 +119,7 @@ zk_check_elections(char **newval, void **extra, GucSource source)
 
 /*
  * The number of names in this process's zklock.elections (the worker's
- * reserve of entries counts one per name, zk_worker_reserve()).
+ * reserve of entries counts one per name, zk_election_backend).
  */
 static int	listed = 0;
 
@@ -135,8 +135,8 @@ zk_assign_elections(const char *newval, void *extra)
 }
 
 /* How many elections zklock.elections lists (for the worker's reserve) */
-int
-zk_elections_listed(void)
+static int
+elections_listed(void)
 {
 	return listed;
 }
@@ -338,12 +338,18 @@ elections_turn(void)
 
 /*
  * The recipe's hooks into the worker (recipelist.h); it has no kind of
- * entry of its own (candidacies are ZKK_LOCK entries) and no backend half
- * (its SQL functions, election_sql.c, only read the entries).
+ * entry of its own (candidacies are ZKK_LOCK entries), and its SQL
+ * functions (election_sql.c) only read the entries.
  */
 const ZkRecipe zk_election_recipe = {
 	.reload = elections_changed,
 	.session_usable = elections_turn,
 };
 
-const ZkRecipeBackend zk_election_backend = {0};
+/*
+ * Its backend half does nothing at the ends of transactions; it keeps one
+ * entry per name listed in the worker's reserve (backend.c)
+ */
+const ZkRecipeBackend zk_election_backend = {
+	.worker_entries = elections_listed,
+};

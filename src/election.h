@@ -2,9 +2,8 @@
  *
  * election.h
  *	  The election recipe's calls from elsewhere: its setting's hooks
- *	  (zklock.c), the worker's reserve (shmem.c), a candidacy granted
- *	  (lock_worker.c); the most names zklock.elections lists
- *	  (election_sql.c).
+ *	  (zklock.c), a candidacy granted (lock_worker.c); the most names
+ *	  zklock.elections lists (election_sql.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -18,7 +17,6 @@
 /* election.c: the worker's candidacies */
 extern void zk_election_won(ZkEntry *e);
 extern void zk_assign_elections(const char *newval, void *extra);
-extern int	zk_elections_listed(void);
 extern bool zk_check_elections(char **newval, void **extra, GucSource source);
 
 #endif							/* ZKLOCK_ELECTION_H */

@@ -6870,6 +6870,7 @@ q_worker_start(void)
 /* the recipe's hooks, and its kinds (recipelist.h) */
 const ZkRecipe zk_queue_recipe = {
 	.worker_start = q_worker_start,
+	.session_connected = zk_history_connected,	/* history.c */
 	.session_reset = q_session_reset,
 	.session_usable = q_session_usable,
 };

@@ -22,6 +22,7 @@
  *
  *	  worker_start	a worker starts (forget what a previous worker counted)
  *	  reload		the configuration was reloaded (runs without the lock)
+ *	  session_connected	the session is connected (new, or taken up again)
  *	  session_reset	forget recipe-private state kept per session
  *	  session_usable	called every turn of the worker while the session is
  *					usable
@@ -56,6 +57,7 @@ typedef struct ZkRecipe
 {
 	void		(*worker_start) (void);
 	void		(*reload) (void);
+	void		(*session_connected) (void);
 	void		(*session_reset) (void);
 	void		(*session_usable) (void);
 } ZkRecipe;
@@ -177,6 +179,7 @@ extern void zk_recipes_reconnected(void);
 extern void zk_recipes_session_lost(const char *why);
 extern void zk_recipes_worker_start(void);
 extern void zk_recipes_reload(void);
+extern void zk_recipes_connected(void);
 
 extern void zk_make_guid(ZkEntry *e, bool owner_half);
 

@@ -12,7 +12,6 @@
  *-------------------------------------------------------------------------
  */
 #include "zklock.h"
-#include "election.h"
 #include "trust.h"
 
 #include <time.h>
@@ -202,18 +201,6 @@ zk_entry_alloc(void)
 	e->state = ZKE_PENDING;
 	zk_ctl->used++;
 	return e;
-}
-
-/*
- * Entries kept for the worker's own use (its election candidacies, and
- * room to settle what backends left): 8 plus the number of names in
- * zklock.elections, but at most a quarter of zklock.max_locks, so that a
- * small table still leaves most of its entries to backends.
- */
-int
-zk_worker_reserve(void)
-{
-	return Min(8 + zk_elections_listed(), zk_ctl->max_entries / 4);
 }
 
 /*

@@ -44,7 +44,6 @@
  *-------------------------------------------------------------------------
  */
 #include "recipe.h"
-#include "history.h"
 #include "trust.h"
 
 #include <fcntl.h>
@@ -238,7 +237,7 @@ session_event(zhandle_t *h, int state)
 		strlcpy(zk_ctl->current_server, server ? server : "",
 				sizeof(zk_ctl->current_server));
 		set_conn_state(ZKC_CONNECTED);
-		zk_history_connected();
+		zk_recipes_connected();
 		zk_session_set(h, sid);
 		zk_recipes_reconnected();
 	}

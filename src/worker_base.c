@@ -288,6 +288,13 @@ zk_recipes_reload(void)
 	recipes_call(offsetof(ZkRecipe, reload));
 }
 
+/* The session is connected, new or taken up again */
+void
+zk_recipes_connected(void)
+{
+	recipes_call(offsetof(ZkRecipe, session_connected));
+}
+
 /* ---- helpers ---- */
 
 /* A completion's context names an entry and its generation. */

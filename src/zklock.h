@@ -378,7 +378,6 @@ typedef enum ZkAllocRefusal
 extern ZkEntry *zk_entry_alloc_backend(int procno, int quota, Oid role,
 									   int role_quota, int reserve,
 									   ZkAllocRefusal *why, int *held);
-extern int	zk_worker_reserve(void);
 extern void zk_entry_free(ZkEntry *e);
 extern void zk_enqueue(ZkEntry *e);
 extern uint32 zk_dequeue(void);
@@ -436,6 +435,9 @@ typedef struct ZkRecipeBackend
 	void		(*subxact_end) (bool commit, SubTransactionId mySubid,
 								SubTransactionId parentSubid);
 	void		(*at_exit) (void);
+	int			(*worker_entries) (void);	/* entries the worker keeps for
+											 * its own use on the recipe's
+											 * behalf (backend.c's reserve) */
 } ZkRecipeBackend;
 
 /* backend.c: requests and waits, for every recipe */
