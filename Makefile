@@ -24,11 +24,15 @@ OBJS = \
 	src/queue_sql.o \
 	src/barrier_worker.o \
 	src/barrier_backend.o \
+	src/barrier_sql.o \
 	src/lease_worker.o \
 	src/lease_backend.o \
+	src/lease_sql.o \
 	src/election.o \
+	src/election_sql.o \
 	src/sem_worker.o \
-	src/sem_backend.o
+	src/sem_backend.o \
+	src/sem_sql.o
 
 EXTENSION = zklock
 DATA = zklock--1.0.sql
@@ -73,4 +77,5 @@ override CFLAGS += -Werror
 endif
 
 # every object depends on the shared header
-$(OBJS): src/zklock.h src/recipe.h src/queue.h src/barrier.h src/trust.h
+$(OBJS): src/zklock.h src/recipelist.h src/recipe.h src/lock.h src/queue.h src/barrier.h \
+	src/lease.h src/semaphore.h src/election.h src/trust.h

@@ -28,8 +28,8 @@
 
 #include "miscadmin.h"
 
-char	   *zklock_auth_file = NULL;
-char	   *zklock_acl = NULL;
+char	   *zk_auth_file = NULL;
+char	   *zk_acl_setting = NULL;
 
 /* zklock.acl, parsed by its check hook (malloc'd, owned by guc.c) */
 typedef struct AclSetting
@@ -375,15 +375,15 @@ zk_auth_load(char *cred, size_t credlen)
 	int			save_errno;
 
 	memset(cred, 0, credlen);
-	if (zklock_auth_file == NULL || zklock_auth_file[0] == '\0')
+	if (zk_auth_file == NULL || zk_auth_file[0] == '\0')
 	{
 		last_why[0] = '\0';
 		return ZKA_NONE;
 	}
-	if (is_absolute_path(zklock_auth_file))
-		strlcpy(path, zklock_auth_file, sizeof(path));
+	if (is_absolute_path(zk_auth_file))
+		strlcpy(path, zk_auth_file, sizeof(path));
 	else
-		snprintf(path, sizeof(path), "%s/%s", DataDir, zklock_auth_file);
+		snprintf(path, sizeof(path), "%s/%s", DataDir, zk_auth_file);
 
 	why[0] = '\0';
 	fd = open(path, O_RDONLY | PG_BINARY, 0);

@@ -39,14 +39,32 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-/* The recipes' backend halves */
+/* The recipes' backend halves (recipelist.h) */
+#define ZK_RECIPE(id) &zk_##id##_backend,
+#define ZK_KIND(kind, ops, label)
 static const ZkRecipeBackend *const recipe_backends[] = {
-	&zk_lock_backend,
-	&zk_queue_backend,
-	&zk_barrier_backend,
-	&zk_lease_backend,
-	&zk_sem_backend,
+#include "recipelist.h"
 };
+#undef ZK_RECIPE
+#undef ZK_KIND
+
+/*
+ * Entries kept for the worker's own use (what the recipes' worker_entries
+ * say: the election candidacies; and room to settle what backends left):
+ * 8 plus those, but at most a quarter of zklock.max_locks, so that a small
+ * table still leaves most of its entries to backends.
+ */
+static int
+worker_reserve(void)
+{
+	int			n = 8;
+	int			i;
+
+	for (i = 0; i < (int) lengthof(recipe_backends); i++)
+		if (recipe_backends[i]->worker_entries)
+			n += recipe_backends[i]->worker_entries();
+	return Min(n, zk_ctl->max_entries / 4);
+}
 
 static bool initialized = false;
 static char owner_tag[17];		/* first half of our nodes' guids */
@@ -108,7 +126,7 @@ zk_display_name(const char *name)
 {
 	const char *n = zk_name_part(name);
 
-	return pg_any_to_server_noerror(n, strlen(n));
+	return zk_utf8_to_server_noerror(n, strlen(n));
 }
 
 /* The next zk_new_entry's name is outside namespaces (an election's) */
@@ -279,7 +297,7 @@ bool
 zk_wait_for_answer(uint32 idx, const char *uname, int64 timeout_ms, int64 *token)
 {
 	TimestampTz start = GetCurrentTimestamp();
-	TimestampTz answer_deadline = TimestampTzPlusMilliseconds(start, zklock_connect_timeout);
+	TimestampTz answer_deadline = TimestampTzPlusMilliseconds(start, zk_connect_timeout);
 	TimestampTz lock_deadline = (timeout_ms >= 0) ?
 		TimestampTzPlusMilliseconds(start, timeout_ms) : 0;
 	TimestampTz disconnected_since = 0;
@@ -347,15 +365,15 @@ zk_wait_for_answer(uint32 idx, const char *uname, int64 timeout_ms, int64 *token
 			{
 				if (disconnected_since == 0)
 					disconnected_since = now;
-				if (now >= TimestampTzPlusMilliseconds(disconnected_since, zklock_connect_timeout))
+				if (now >= TimestampTzPlusMilliseconds(disconnected_since, zk_connect_timeout))
 					ereport(ERROR,
 							(errcode(ERRCODE_CONNECTION_FAILURE),
 							 errmsg("lost the zookeeper connection while waiting for lock \"%s\"",
 									name),
 							 errdetail("The connection has been down for longer than zklock.connect_timeout (%d ms).",
-									   zklock_connect_timeout),
+									   zk_connect_timeout),
 							 errhint("Check that ZooKeeper is running and reachable from this server, then retry.")));
-				wake_at = TimestampTzPlusMilliseconds(disconnected_since, zklock_connect_timeout);
+				wake_at = TimestampTzPlusMilliseconds(disconnected_since, zk_connect_timeout);
 			}
 			else
 			{
@@ -391,9 +409,9 @@ zk_wait_for_answer(uint32 idx, const char *uname, int64 timeout_ms, int64 *token
 						 errmsg("zookeeper did not answer the request for lock \"%s\"", name),
 						 conn == ZKC_CONNECTED ?
 						 errdetail("ZooKeeper did not reply within zklock.connect_timeout (%d ms).",
-								   zklock_connect_timeout) :
+								   zk_connect_timeout) :
 						 errdetail("No usable ZooKeeper session within zklock.connect_timeout (%d ms); the connection is \"%s\".",
-								   zklock_connect_timeout, zk_conn_state_name(conn)),
+								   zk_connect_timeout, zk_conn_state_name(conn)),
 						 conn_hint(conn)));
 			wake_at = answer_deadline;
 		}
@@ -420,13 +438,13 @@ zk_commit_wait_session(TimestampTz *deadline, int conn, const char *what)
 {
 	if (*deadline == 0)
 		*deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-												zklock_commit_timeout);
+												zk_commit_timeout);
 	if (GetCurrentTimestamp() >= *deadline)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 				 errmsg("could not confirm %s before commit", what),
 				 errdetail("The ZooKeeper connection is \"%s\" and did not come back within zklock.commit_timeout (%d ms).",
-						   zk_conn_state_name(conn), zklock_commit_timeout),
+						   zk_conn_state_name(conn), zk_commit_timeout),
 				 errhint("Retry the transaction when ZooKeeper is reachable.")));
 	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 					 50, PG_WAIT_EXTENSION);
@@ -463,7 +481,7 @@ int
 zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer, const char *what)
 {
 	/* ZK_ANSWER_AT_COMMIT: zklock.commit_timeout bounds the wait for an answer */
-	int			answer_ms = answer == ZK_ANSWER_AT_COMMIT ? zklock_commit_timeout : answer;
+	int			answer_ms = answer == ZK_ANSWER_AT_COMMIT ? zk_commit_timeout : answer;
 	const char *setting = answer == ZK_ANSWER_AT_COMMIT ?
 		"zklock.commit_timeout" : "zklock.connect_timeout";
 	TimestampTz start = GetCurrentTimestamp();
@@ -538,14 +556,14 @@ zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer, const char *what)
 			{
 				if (down_since == 0)
 					down_since = now;
-				if (now >= TimestampTzPlusMilliseconds(down_since, zklock_connect_timeout))
+				if (now >= TimestampTzPlusMilliseconds(down_since, zk_connect_timeout))
 					ereport(ERROR,
 							(errcode(ERRCODE_CONNECTION_FAILURE),
 							 errmsg("lost the zookeeper connection while waiting to %s", what),
 							 errdetail("The connection has been down for longer than zklock.connect_timeout (%d ms).",
-									   zklock_connect_timeout),
+									   zk_connect_timeout),
 							 errhint("Check that ZooKeeper is running and reachable from this server, then retry.")));
-				wake_at = TimestampTzPlusMilliseconds(down_since, zklock_connect_timeout);
+				wake_at = TimestampTzPlusMilliseconds(down_since, zk_connect_timeout);
 			}
 			else
 			{
@@ -614,11 +632,11 @@ zk_new_entry(ZkKind kind, const char *name, int len, ZkMode mode, ZkScope scope,
 
 	/* a superuser's sessions are not bound by the role's quota */
 	role = GetSessionUserId();
-	role_quota = session_auth_is_superuser ? 0 : zklock_max_locks_per_role;
+	role_quota = session_auth_is_superuser ? 0 : zk_max_locks_per_role;
 
 	zk_backend_lock(LW_EXCLUSIVE);
-	e = zk_entry_alloc_backend(MyProc->pgprocno, zklock_max_locks_per_backend,
-							   role, role_quota, zk_worker_reserve(), &why, &held);
+	e = zk_entry_alloc_backend(MyProc->pgprocno, zk_max_locks_per_backend,
+							   role, role_quota, worker_reserve(), &why, &held);
 	if (e == NULL)
 	{
 		/*
@@ -636,8 +654,8 @@ zk_new_entry(ZkKind kind, const char *name, int len, ZkMode mode, ZkScope scope,
 			ResetLatch(MyLatch);
 			CHECK_FOR_INTERRUPTS();
 			zk_backend_lock(LW_EXCLUSIVE);
-			e = zk_entry_alloc_backend(MyProc->pgprocno, zklock_max_locks_per_backend,
-									   role, role_quota, zk_worker_reserve(),
+			e = zk_entry_alloc_backend(MyProc->pgprocno, zk_max_locks_per_backend,
+									   role, role_quota, worker_reserve(),
 									   &why, &held);
 		}
 	}
@@ -645,7 +663,7 @@ zk_new_entry(ZkKind kind, const char *name, int len, ZkMode mode, ZkScope scope,
 	{
 		int			max = zk_ctl->max_entries;
 		int			used = zk_ctl->used;
-		int			reserve = zk_worker_reserve();
+		int			reserve = worker_reserve();
 
 		LWLockRelease(zk_ctl->lock);
 		if (why == ZKR_ROLE_QUOTA)
@@ -664,7 +682,7 @@ zk_new_entry(ZkKind kind, const char *name, int len, ZkMode mode, ZkScope scope,
 					(errcode(ERRCODE_OUT_OF_MEMORY),
 					 errmsg("this session uses too many zklock entries"),
 					 errdetail("The session holds or awaits %d entries (locks, semaphores, queue and barrier requests, and those it let go of that the worker has not freed yet); zklock.max_locks_per_backend is %d.",
-							   held, zklock_max_locks_per_backend),
+							   held, zk_max_locks_per_backend),
 					 errhint("Release locks (zk_unlock, zk_unlock_all, or end the transaction) before taking more, or ask a superuser to raise zklock.max_locks_per_backend.")));
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),

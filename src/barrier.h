@@ -49,7 +49,17 @@ typedef struct ZkArrivalRec
 
 #define ZKB_READY			"ready"
 
+/* barrier_backend.c: what the SQL functions (barrier_sql.c) call */
+extern bool zk_barrier_enter_member(const char *name, int len, int32 parties,
+									int64 timeout_ms);
+extern bool zk_barrier_leave_member(const char *name, int len, int64 timeout_ms);
+extern bool zk_barrier_wait(int bop, const char *name, int len, int32 parties,
+							int64 timeout_ms, const char *what);
+struct ZkAnswer;
+extern struct ZkAnswer *zk_barrier_read_arrivals(const char *name, int len);
+extern int64 zk_barrier_reset_arrivals(const char *name, int len);
+
 /* paths: <root>/barriers/<enc>, <root>/gates/<enc>, <root>/arrivals/<enc> */
-extern void zkb_path(const char *what, const char *name, char *out, size_t outlen);
+extern void zk_barrier_path(const char *what, const char *name, char *out, size_t outlen);
 
 #endif							/* ZKLOCK_BARRIER_H */

@@ -142,12 +142,12 @@ b_context(void)
 }
 
 void
-zkb_path(const char *what, const char *name, char *out, size_t outlen)
+zk_barrier_path(const char *what, const char *name, char *out, size_t outlen)
 {
 	char		ename[ZKLOCK_ENAME_MAX + 1];
 
 	zk_encode_name(name, strlen(name), ename);
-	snprintf(out, outlen, "%s/%s/%s", zklock_root, what, ename);
+	snprintf(out, outlen, "%s/%s/%s", zk_root, what, ename);
 }
 
 static const char *
@@ -198,7 +198,7 @@ obj_get(int op, const char *name)
 	if (objs == NULL)
 		objs_create();
 	memset(key, 0, sizeof(key));
-	zkb_path(op_dir(op), name, key, sizeof(key));
+	zk_barrier_path(op_dir(op), name, key, sizeof(key));
 	o = hash_search(objs, key, HASH_ENTER, &found);
 	if (!found)
 	{
@@ -318,7 +318,7 @@ obj_remove_entry(BObj *o, ZkEntry *e)
 static BObj *
 obj_of(ZkEntry *e)
 {
-	int			op = e->kind == ZKK_BMEMBER ? ZKB_ENTER : e->bop;
+	int			op = e->kind == ZKK_BMEMBER ? ZKB_ENTER : e->step.barrier;
 
 	return obj_get(op, e->name);
 }
@@ -597,10 +597,10 @@ open_older_than(BObj *o, int64 czxid)
 	{
 		ZkEntry    *e = obj_waiter(o, i);
 
-		if (e == NULL || e->bop != ZKB_ENTER || e->node[0] == '\0' ||
+		if (e == NULL || e->step.barrier != ZKB_ENTER || e->node[0] == '\0' ||
 			e->token == 0 || (czxid != 0 && e->token >= czxid))
 			continue;
-		e->bop = ZKB_MEMBER;
+		e->step.barrier = ZKB_MEMBER;
 		e->state = ZKE_HELD;
 		zk_finish(e, ZKO_GRANTED, 0, NULL);
 	}
@@ -781,20 +781,20 @@ barrier_evaluate(BObj *o)
 	{
 		ZkEntry    *e = obj_waiter(o, i);
 
-		if (e == NULL || e->bop != ZKB_ENTER || e->node[0] == '\0')
+		if (e == NULL || e->step.barrier != ZKB_ENTER || e->node[0] == '\0')
 			continue;
 		if (o->members >= e->parties)
 		{
 			by_count = true;
 			if (oldest == 0 || e->token < oldest)
 				oldest = e->token;
-			e->bop = ZKB_MEMBER;
+			e->step.barrier = ZKB_MEMBER;
 			e->state = ZKE_HELD;
 			zk_finish(e, ZKO_GRANTED, 0, NULL);
 		}
 		else if (o->ready_czxid != 0 && o->ready_czxid > e->token)
 		{
-			e->bop = ZKB_MEMBER;
+			e->step.barrier = ZKB_MEMBER;
 			e->state = ZKE_HELD;
 			zk_finish(e, ZKO_GRANTED, 0, NULL);
 		}
@@ -1150,7 +1150,7 @@ member_path(ZkEntry *e, const char *child, char *out, size_t outlen)
 {
 	char		dir[ZK_PATH_MAX];
 
-	zkb_path("barriers", e->name, dir, sizeof(dir));
+	zk_barrier_path("barriers", e->name, dir, sizeof(dir));
 	snprintf(out, outlen, "%s/%s", dir, child);
 }
 
@@ -1172,7 +1172,7 @@ member_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 				(void) zk_watch_drop(path);
 			e->watching = false;
 			e->watched[0] = '\0';
-			if (e->bop == ZKB_LEAVE && !e->released)
+			if (e->step.barrier == ZKB_LEAVE && !e->released)
 				leave_list(e);
 		}
 	}
@@ -1220,7 +1220,7 @@ member_deleted(int rc, const void *ctx)
 				e->in_doubt = false;
 				if (e->released)
 					zk_entry_free(e);
-				else if (e->bop == ZKB_LEFT)
+				else if (e->step.barrier == ZKB_LEFT)
 					zk_finish(e, ZKO_GRANTED, 0, NULL);
 			}
 			else if (!zk_rc_definite(rc))
@@ -1234,7 +1234,7 @@ member_deleted(int rc, const void *ctx)
 				e->node[0] = '\0';
 				if (e->released)
 					zk_entry_free(e);
-				else if (e->bop == ZKB_LEFT)
+				else if (e->step.barrier == ZKB_LEFT)
 					zk_finish(e, ZKO_GRANTED, 0, NULL);
 			}
 		}
@@ -1301,7 +1301,7 @@ member_created(int rc, const char *value, const struct Stat *stat, const void *c
 					char		mpath[ZK_PATH_MAX];
 
 					member_path(e, e->guid, mpath, sizeof(mpath));
-					e->bop = ZKB_LEFT;
+					e->step.barrier = ZKB_LEFT;
 					e->state = ZKE_DONE;
 					zk_fail_rc(e, rc, mpath, ERRCODE_CONNECTION_FAILURE, msg);
 				}
@@ -1350,15 +1350,15 @@ member_send_create(ZkEntry *e)
 	{
 		char		dir[ZK_PATH_MAX];
 
-		snprintf(dir, sizeof(dir), "%s/barriers", zklock_root);
-		zk_create_parent(zklock_root, 0);
+		snprintf(dir, sizeof(dir), "%s/barriers", zk_root);
+		zk_create_parent(zk_root, 0);
 		zk_create_parent(dir, 0);
 	}
 	/* the barrier's own node is a container: gone when its last member is */
 	{
 		char		dir[ZK_PATH_MAX];
 
-		zkb_path("barriers", e->name, dir, sizeof(dir));
+		zk_barrier_path("barriers", e->name, dir, sizeof(dir));
 		zk_create_parent(dir, ZOO_CONTAINER);
 	}
 	member_path(e, e->guid, path, sizeof(path));
@@ -1380,7 +1380,7 @@ member_send_create(ZkEntry *e)
 		 * (barrier_ready_event).  ready_armed takes it off again if nobody
 		 * waits by then.
 		 */
-		if (e->bop == ZKB_ENTER)
+		if (e->step.barrier == ZKB_ENTER)
 			(void) barrier_watch_ready(obj_of(e));
 	}
 	else
@@ -1413,7 +1413,7 @@ leave_exists(int rc, const struct Stat *stat, const void *ctx)
 			if (rc == ZOK)
 			{
 				e->watching = true;
-				if (e->released || e->bop != ZKB_LEAVE)
+				if (e->released || e->step.barrier != ZKB_LEAVE)
 					member_unwatch(e);
 			}
 			else if (rc == ZNONODE)
@@ -1424,14 +1424,14 @@ leave_exists(int rc, const struct Stat *stat, const void *ctx)
 				 */
 				e->watching = true;
 				member_unwatch(e);
-				if (!e->released && e->bop == ZKB_LEAVE)
+				if (!e->released && e->step.barrier == ZKB_LEAVE)
 					leave_list(e);
 			}
 			else
 			{
 				(void) zk_watch_drop(path);
 				e->watched[0] = '\0';
-				if (!e->released && e->bop == ZKB_LEAVE)
+				if (!e->released && e->step.barrier == ZKB_LEAVE)
 					zk_retry_later(e);
 			}
 		}
@@ -1470,7 +1470,7 @@ leave_listed(int rc, const struct String_vector *sv, const void *ctx)
 		if (e != NULL && e->list_inflight)
 		{
 			e->list_inflight = false;
-			if (e->released || e->bop != ZKB_LEAVE)
+			if (e->released || e->step.barrier != ZKB_LEAVE)
 				member_step(e);
 			else if (rc == ZOK || rc == ZNONODE)
 			{
@@ -1496,7 +1496,7 @@ leave_listed(int rc, const struct String_vector *sv, const void *ctx)
 				if (n == 0 || (n == 1 && mine))
 				{
 					/* everyone else has left */
-					e->bop = ZKB_LEFT;
+					e->step.barrier = ZKB_LEFT;
 					if (mine)
 						member_send_delete(e);
 					else
@@ -1525,7 +1525,7 @@ leave_listed(int rc, const struct String_vector *sv, const void *ctx)
 				zk_retry_later(e);
 			else
 			{
-				e->bop = ZKB_LEFT;
+				e->step.barrier = ZKB_LEFT;
 				zk_fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
 			}
 		}
@@ -1544,7 +1544,7 @@ leave_list(ZkEntry *e)
 		zk_retry_later(e);
 		return;
 	}
-	zkb_path("barriers", e->name, dir, sizeof(dir));
+	zk_barrier_path("barriers", e->name, dir, sizeof(dir));
 	rc = zoo_aget_children(zk_zh, dir, 0, leave_listed, zk_ctx_of(e));
 	if (rc == ZOK)
 		e->list_inflight = true;
@@ -1581,7 +1581,7 @@ member_step(ZkEntry *e)
 		zk_retry_later(e);
 		return;
 	}
-	switch (e->bop)
+	switch (e->step.barrier)
 	{
 		case ZKB_ENTER:
 		case ZKB_MEMBER:
@@ -1601,7 +1601,7 @@ member_step(ZkEntry *e)
 					zk_retry_later(e);
 				return;
 			}
-			if (e->bop == ZKB_ENTER)
+			if (e->step.barrier == ZKB_ENTER)
 			{
 				BObj	   *o = obj_of(e);
 
@@ -1829,7 +1829,7 @@ binfo_listed(int rc, const struct String_vector *sv, const void *data)
 		if ((rc == ZOK || rc == ZNONODE) && e != NULL && zk_session_usable())
 		{
 			int			i;
-			bool		reset = (e->bop == ZKB_RESET);
+			bool		reset = (e->step.barrier == ZKB_RESET);
 
 			bi->pending = 1;
 			for (i = 0; rc == ZOK && sv && i < sv->count; i++)
@@ -1933,7 +1933,7 @@ binfo_drive(ZkEntry *e)
 		initStringInfo(&bi->rows);
 		MemoryContextSwitchTo(old);
 	}
-	zkb_path("arrivals", e->name, bi->dir, sizeof(bi->dir));
+	zk_barrier_path("arrivals", e->name, bi->dir, sizeof(bi->dir));
 	rc = zoo_aget_children(zk_zh, bi->dir, 0, binfo_listed, bi);
 	if (rc == ZOK)
 		e->list_inflight = true;
@@ -1970,27 +1970,25 @@ binfo_session_lost(ZkEntry *e, const char *why)
  * The tables
  * ------------------------------------------------------------------------
  */
-const ZkRecipe zk_bwait_recipe = {
-	.name = "barrier wait",
-	.drive = bwait_drive,
-	.drive_failed = bwait_drive_failed,
-	.session_lost = bwait_session_lost,
+const ZkRecipe zk_barrier_recipe = {
 	.session_reset = b_session_reset,
 	.session_usable = b_session_usable,
 };
 
-const ZkRecipe zk_bmember_recipe = {
-	.name = "barrier member",
+const ZkKindOps zk_bwait_ops = {
+	.drive = bwait_drive,
+	.drive_failed = bwait_drive_failed,
+	.session_lost = bwait_session_lost,
+};
+
+const ZkKindOps zk_bmember_ops = {
 	.drive = member_step,
 	.drive_failed = member_drive_failed,
 	.session_lost = member_session_lost,
-	.session_reset = NULL,
 };
 
-const ZkRecipe zk_binfo_recipe = {
-	.name = "arrivals",
+const ZkKindOps zk_binfo_ops = {
 	.drive = binfo_drive,
 	.drive_failed = binfo_drive_failed,
 	.session_lost = binfo_session_lost,
-	.session_reset = NULL,
 };

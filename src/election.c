@@ -9,7 +9,7 @@
  *	  predecessor, a create whose reply was lost, the session's end.
  *
  *	  Once a turn (at most every ELECTION_TURN_MS) while the session is
- *	  usable, zk_elections_turn() reconciles the entries with the setting:
+ *	  usable, elections_turn() reconciles the entries with the setting:
  *	  a candidacy lost with the session, one for a name no longer listed,
  *	  one a previous worker left, and every one while the server is in
  *	  recovery is let go; a listed name without one gets a new one (never
@@ -25,11 +25,13 @@
 #include "postgres.h"
 
 #include "zklock.h"
+#include "recipe.h"
 #include "trust.h"
+#include "lock.h"
+#include "election.h"
 
 #include "access/xlog.h"
 #include "fmgr.h"
-#include "funcapi.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "postmaster/postmaster.h"
@@ -40,9 +42,6 @@
 #include "utils/json.h"
 #include "utils/timestamp.h"
 
-PG_FUNCTION_INFO_V1(zk_is_leader);
-
-#define ELECTION_MAX		32	/* names in zklock.elections */
 #define ELECTION_TURN_MS	200
 
 static bool changed = true;
@@ -120,7 +119,7 @@ zk_check_elections(char **newval, void **extra, GucSource source)
 
 /*
  * The number of names in this process's zklock.elections (the worker's
- * reserve of entries counts one per name, zk_worker_reserve()).
+ * reserve of entries counts one per name, zk_election_backend).
  */
 static int	listed = 0;
 
@@ -136,15 +135,15 @@ zk_assign_elections(const char *newval, void *extra)
 }
 
 /* How many elections zklock.elections lists (for the worker's reserve) */
-int
-zk_elections_listed(void)
+static int
+elections_listed(void)
 {
 	return listed;
 }
 
 /* A reload may have changed zklock.elections: the elections turn runs at once */
-void
-zk_elections_changed(void)
+static void
+elections_changed(void)
 {
 	changed = true;
 }
@@ -244,13 +243,24 @@ let_go(ZkEntry *e)
 }
 
 /*
+ * The lock recipe is granting a candidacy (lock_worker.c): count it, say
+ * so.  Worker, lock held.
+ */
+void
+zk_election_won(ZkEntry *e)
+{
+	zk_count(ZKCNT_LEADERSHIPS, 1);
+	ereport(LOG, (errmsg("zklock: leading election \"%s\"", e->name)));
+}
+
+/*
  * Called every turn of the worker while the session is usable, lock held.
  * The first time, the candidacies a previous worker left in shared memory
  * are let go (one scan of the entries); after that only this worker's own
  * entries are looked at.
  */
-void
-zk_elections_turn(void)
+static void
+elections_turn(void)
 {
 	static TimestampTz next_turn = 0;
 	static bool swept = false;
@@ -278,11 +288,11 @@ zk_elections_turn(void)
 	}
 	if (!changed && now < next_turn)
 		return;
-	if (nmine == 0 && (zklock_elections == NULL || zklock_elections[0] == '\0'))
+	if (nmine == 0 && (zk_elections == NULL || zk_elections[0] == '\0'))
 		return;					/* nothing configured, nothing to let go */
 	changed = false;
 	next_turn = TimestampTzPlusMilliseconds(now, ELECTION_TURN_MS);
-	n = zklock_elections ? split_names(zklock_elections, names, &why) : 0;
+	n = zk_elections ? split_names(zk_elections, names, &why) : 0;
 	if (n < 0)
 		n = 0;					/* the check hook refuses such values */
 	memset(standing, 0, sizeof(standing));
@@ -327,102 +337,19 @@ zk_elections_turn(void)
 }
 
 /*
- * zk_is_leader(name text) RETURNS boolean
+ * The recipe's hooks into the worker (recipelist.h); it has no kind of
+ * entry of its own (candidacies are ZKK_LOCK entries), and its SQL
+ * functions (election_sql.c) only read the entries.
  */
-Datum
-zk_is_leader(PG_FUNCTION_ARGS)
-{
-	int			len;
-	char	   *name = zk_arg_text_name(fcinfo, 0, "election name", &len);
-	bool		leads = false;
-	int			i;
-
-	zk_require_shmem();
-	zk_backend_lock(LW_SHARED);
-	if (zk_ctl->conn_state == ZKC_CONNECTED && zk_ctl->session_timeout > 0 &&
-		GetCurrentTimestamp() <=
-		TimestampTzPlusMilliseconds(zk_ctl->last_contact, zk_ctl->session_timeout * 2 / 3))
-	{
-		for (i = 0; i < zk_ctl->max_entries && !leads; i++)
-		{
-			ZkEntry    *e = zk_entry(i);
-
-			leads = (e->state == ZKE_HELD && e->kind == ZKK_LOCK &&
-					 e->family == ZKF_ELECTIONS && e->outcome == ZKO_GRANTED &&
-					 !e->released && pg_atomic_read_u32(&e->release_req) == 0 &&
-					 e->pid == zk_ctl->worker_pid && e->session == zk_ctl->session_id &&
-					 strcmp(e->name, name) == 0);
-		}
-	}
-	LWLockRelease(zk_ctl->lock);
-	PG_RETURN_BOOL(leads);
-}
+const ZkRecipe zk_election_recipe = {
+	.reload = elections_changed,
+	.session_usable = elections_turn,
+};
 
 /*
- * zk_elections_internal() -> this cluster's candidacies, for the
- * zk_elections view: (name, is_leader, token, standing_since, leading_since)
+ * Its backend half does nothing at the ends of transactions; it keeps one
+ * entry per name listed in the worker's reserve (backend.c)
  */
-PG_FUNCTION_INFO_V1(zk_elections_internal);
-
-/* SQL: zk_leader() */
-Datum
-zk_elections_internal(PG_FUNCTION_ARGS)
-{
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	typedef struct Row
-	{
-		char		name[ZKLOCK_NAME_MAX + 1];
-		bool		leading;
-		int64		token;
-		TimestampTz requested_at;
-		TimestampTz granted_at;
-	} Row;
-	Row		   *rows;
-	int			n = 0;
-	int			i;
-	bool		fresh;
-
-	InitMaterializedSRF(fcinfo, 0);
-	zk_require_shmem();
-	rows = palloc(sizeof(Row) * ELECTION_MAX);
-	zk_backend_lock(LW_SHARED);
-	fresh = zk_ctl->conn_state == ZKC_CONNECTED && zk_ctl->session_timeout > 0 &&
-		GetCurrentTimestamp() <=
-		TimestampTzPlusMilliseconds(zk_ctl->last_contact, zk_ctl->session_timeout * 2 / 3);
-	for (i = 0; i < zk_ctl->max_entries && n < ELECTION_MAX; i++)
-	{
-		ZkEntry    *e = zk_entry(i);
-
-		if (e->state == ZKE_FREE || e->kind != ZKK_LOCK || e->family != ZKF_ELECTIONS ||
-			e->released || pg_atomic_read_u32(&e->release_req) != 0 ||
-			e->pid != zk_ctl->worker_pid)
-			continue;
-		strlcpy(rows[n].name, e->name, sizeof(rows[n].name));
-		rows[n].leading = fresh && e->state == ZKE_HELD && e->outcome == ZKO_GRANTED &&
-			e->session == zk_ctl->session_id;
-		rows[n].token = rows[n].leading ? e->token : 0;
-		rows[n].requested_at = e->requested_at;
-		rows[n].granted_at = rows[n].leading ? e->granted_at : 0;
-		n++;
-	}
-	LWLockRelease(zk_ctl->lock);
-	for (i = 0; i < n; i++)
-	{
-		Datum		values[5];
-		bool		nulls[5] = {false, false, false, false, false};
-		char	   *nm = pg_any_to_server_noerror(rows[i].name, strlen(rows[i].name));
-
-		if (nm == NULL)
-			nulls[0] = true;
-		else
-			values[0] = CStringGetTextDatum(nm);
-		values[1] = BoolGetDatum(rows[i].leading);
-		values[2] = Int64GetDatum(rows[i].token);
-		nulls[2] = !rows[i].leading;
-		values[3] = TimestampTzGetDatum(rows[i].requested_at);
-		values[4] = TimestampTzGetDatum(rows[i].granted_at);
-		nulls[4] = !rows[i].leading || rows[i].granted_at == 0;
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
-	PG_RETURN_VOID();
-}
+const ZkRecipeBackend zk_election_backend = {
+	.worker_entries = elections_listed,
+};

@@ -152,7 +152,7 @@ run_path(uint64 run, const char *child, char *out, size_t outlen)
 	char		name[64];
 
 	zk_history_run_name(run, name, sizeof(name));
-	snprintf(out, outlen, "%s/runs/%s%s%s", zklock_root, name,
+	snprintf(out, outlen, "%s/runs/%s%s%s", zk_root, name,
 			 child ? "/" : "", child ? child : "");
 }
 
@@ -564,8 +564,8 @@ zk_history_turn(void)
 	{
 		char		parent[ZK_PATH_MAX];
 
-		zk_create_parent(zklock_root, 0);
-		snprintf(parent, sizeof(parent), "%s/runs", zklock_root);
+		zk_create_parent(zk_root, 0);
+		snprintf(parent, sizeof(parent), "%s/runs", zk_root);
 		zk_create_parent(parent, 0);
 		run_path(zk_ctl->run_id, NULL, c->path, sizeof(c->path));
 		reg_data(data, sizeof(data));
@@ -736,7 +736,7 @@ zk_history_verify(uint32 tli, uint64 rec, uint64 run, uint64 fxid)
 static int
 hist_window_ms(void)
 {
-	return Max(zklock_session_timeout, zk_ctl->session_timeout) * 3 / 2 + 5000;
+	return Max(zk_session_timeout, zk_ctl->session_timeout) * 3 / 2 + 5000;
 }
 
 static void
@@ -782,7 +782,7 @@ static bool
 dead_long_enough(uint64 run)
 {
 	TimestampTz now = GetCurrentTimestamp();
-	int			grace = Max(zklock_session_timeout, zk_ctl->session_timeout) + 3000;
+	int			grace = Max(zk_session_timeout, zk_ctl->session_timeout) + 3000;
 	bool		fresh = zk_fresh_conn_state() == ZKC_CONNECTED;
 	int			i;
 
@@ -1034,7 +1034,7 @@ zk_history_survey(zk_history_cb done, void *arg)
 	survey_arg = arg;
 	c = MemoryContextAllocZero(hist_context(), sizeof(HistCall));
 	c->idx = -1;
-	snprintf(path, sizeof(path), "%s/runs", zklock_root);
+	snprintf(path, sizeof(path), "%s/runs", zk_root);
 	/* a sync first: the listing then shows what the quorum has */
 	(void) zoo_async(zk_zh, path, ignore_string, NULL);
 	if (zoo_aget_children(zk_zh, path, 0, survey_listed, c) != ZOK)

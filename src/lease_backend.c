@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * lease_backend.c
- *	  The lease recipe's backend half: zk_try_lease and zk_lease_holder.
+ *	  The lease recipe's backend half: taking and reading leases for
+ *	  zk_try_lease and zk_lease_holder (their SQL functions: lease_sql.c).
  *
  *	  The layout and the data are kazoo's NonBlockingLease, so that a SQL
  *	  step and a Python one can share a lease:
@@ -29,11 +30,11 @@
 
 #include "zklock.h"
 #include "queue.h"
+#include "lock.h"
+#include "lease.h"
 
 #include "access/xlog.h"
 #include "common/jsonapi.h"
-#include "fmgr.h"
-#include "funcapi.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
@@ -43,10 +44,6 @@
 #include "utils/datetime.h"
 #include "utils/json.h"
 #include "utils/timestamp.h"
-
-PG_FUNCTION_INFO_V1(zk_try_lease);
-PG_FUNCTION_INFO_V1(zk_lease_holder);
-PG_FUNCTION_INFO_V1(zk_leases_internal);
 
 #define LEASE_FORMAT_VERSION	"1"
 #define LEASE_ROUNDS			5
@@ -83,34 +80,25 @@ const ZkRecipeBackend zk_lease_backend = {
 
 /* ---- the holder's data ---- */
 
-typedef struct LeaseData
-{
-	int			depth;
-	char	   *field;
-	char	   *version;		/* the JSON token, numbers only */
-	char	   *holder;
-	char	   *end;
-} LeaseData;
-
 /* JSON parser callback: one object or array deeper */
 static void
 ld_nest(void *state)
 {
-	((LeaseData *) state)->depth++;
+	((ZkLeaseData *) state)->depth++;
 }
 
 /* JSON parser callback: one object or array up */
 static void
 ld_unnest(void *state)
 {
-	((LeaseData *) state)->depth--;
+	((ZkLeaseData *) state)->depth--;
 }
 
 /* JSON parser callback: remember a top-level field's name */
 static void
 ld_field(void *state, char *fname, bool isnull)
 {
-	LeaseData  *ld = state;
+	ZkLeaseData *ld = state;
 
 	ld->field = (ld->depth == 1) ? pstrdup(fname) : NULL;
 }
@@ -119,7 +107,7 @@ ld_field(void *state, char *fname, bool isnull)
 static void
 ld_scalar(void *state, char *token, JsonTokenType type)
 {
-	LeaseData  *ld = state;
+	ZkLeaseData *ld = state;
 
 	if (ld->field == NULL || ld->depth != 1)
 		return;
@@ -133,13 +121,13 @@ ld_scalar(void *state, char *token, JsonTokenType type)
 }
 
 /* kazoo's data, parsed; false when it is not (never raises on bad data) */
-static bool
-parse_lease(const char *data, int len, LeaseData *ld)
+bool
+zk_lease_parse(const char *data, int len, ZkLeaseData *ld)
 {
 	JsonLexContext *lex;
 	JsonSemAction sem;
 
-	memset(ld, 0, sizeof(LeaseData));
+	memset(ld, 0, sizeof(ZkLeaseData));
 	if (len < 2 || data[0] != '{' || memchr(data, '\0', len) != NULL ||
 		!pg_verify_mbstr(PG_UTF8, data, len, true))
 		return false;
@@ -158,8 +146,8 @@ parse_lease(const char *data, int len, LeaseData *ld)
 }
 
 /* "YYYY-MM-DDTHH:MM:SS" (UTC) to a timestamp; false when it is not one */
-static bool
-parse_end(const char *s, TimestampTz *out)
+bool
+zk_lease_parse_end(const char *s, TimestampTz *out)
 {
 	struct pg_tm tm;
 	int			n = -1;
@@ -190,53 +178,9 @@ format_end(TimestampTz ts, char *out, size_t outlen)
 			 tm.tm_year, tm.tm_mon, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
 }
 
-/* ---- arguments ---- */
-
-/*
- * The duration in microseconds: 1 second to 100 years, and at most
- * zklock.max_lease_duration (0: no limit)
- */
-static int64
-arg_duration(FunctionCallInfo fcinfo, int argno)
-{
-	Interval   *iv;
-	int64		usecs;
-
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("zklock lease duration must not be null"),
-				 errhint("Give how long the lease lasts, for example '50 seconds'.")));
-	iv = PG_GETARG_INTERVAL_P(argno);
-	usecs = iv->time + (int64) iv->day * USECS_PER_DAY;
-	if (iv->month > 1200 || iv->month < -1200)
-		usecs = iv->month < 0 ? -1 : PG_INT64_MAX;
-	else
-		usecs += (int64) iv->month * DAYS_PER_MONTH * USECS_PER_DAY;
-	if (usecs < USECS_PER_SEC || usecs > (int64) 36500 * USECS_PER_DAY)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("zklock lease duration must be between 1 second and 100 years"),
-				 errdetail("The duration was %s.",
-						   DatumGetCString(DirectFunctionCall1(interval_out,
-															   IntervalPGetDatum(iv)))),
-				 errhint("The lease's end is stored to the second: give at least '1 second'.")));
-	if (zklock_max_lease_duration > 0 &&
-		usecs > (int64) zklock_max_lease_duration * USECS_PER_SEC)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("zklock lease duration exceeds zklock.max_lease_duration"),
-				 errdetail("The duration was %s; zklock.max_lease_duration is %d seconds.",
-						   DatumGetCString(DirectFunctionCall1(interval_out,
-															   IntervalPGetDatum(iv))),
-						   zklock_max_lease_duration),
-				 errhint("Take a shorter lease and renew it before it ends (zk_try_lease with the same holder), or ask a superuser to raise zklock.max_lease_duration.")));
-	return usecs;
-}
-
 /* this cluster, as the default holder: host:port and system identifier */
-static char *
-default_holder(int *len)
+char *
+zk_lease_default_holder(int *len)
 {
 	char		host[256];
 	char	   *h;
@@ -270,7 +214,7 @@ typedef struct LeaseAnswer
  * worker
  */
 static void
-lease_op(const char *name, int len, int bop, const char *lock_node,
+lease_op(const char *name, int len, int op, const char *lock_node,
 		 int32 version, const char *data, int dlen, LeaseAnswer *ans, const char *what)
 {
 	volatile dsa_pointer req = InvalidDsaPointer;	/* read in PG_CATCH */
@@ -278,7 +222,7 @@ lease_op(const char *name, int len, int bop, const char *lock_node,
 	int			outcome;
 
 	memset(ans, 0, sizeof(LeaseAnswer));
-	if (bop == ZKL_WRITE)
+	if (op == ZKL_WRITE)
 	{
 		ZkAnswer   *a;
 
@@ -302,7 +246,7 @@ lease_op(const char *name, int len, int bop, const char *lock_node,
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
-	e->bop = bop;
+	e->step.lease = op;
 	e->family = ZKF_LEASES;
 	e->blob = req;
 	e->lease_version = version;
@@ -314,10 +258,10 @@ lease_op(const char *name, int len, int bop, const char *lock_node,
 	LWLockRelease(zk_ctl->lock);
 	zk_wake_worker();
 
-	outcome = zk_wait_outcome(op_idx, -1, zklock_connect_timeout, what);
+	outcome = zk_wait_outcome(op_idx, -1, zk_connect_timeout, what);
 
 	e = zk_entry(op_idx);
-	if (bop == ZKL_READ && DsaPointerIsValid(e->blob))
+	if (op == ZKL_READ && DsaPointerIsValid(e->blob))
 	{
 		ZkAnswer   *a = dsa_get_address(zk_dsa(), e->blob);
 
@@ -350,7 +294,7 @@ take_lock(const char *name, int len, const char *uname)
 	LWLockRelease(zk_ctl->lock);
 	zk_wake_worker();
 
-	outcome = zk_wait_outcome(lock_idx, wait_ms, zklock_connect_timeout, what);
+	outcome = zk_wait_outcome(lock_idx, wait_ms, zk_connect_timeout, what);
 	if (outcome != ZKO_GRANTED)
 		ereport(ERROR,
 				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
@@ -365,8 +309,8 @@ take_lock(const char *name, int len, const char *uname)
 }
 
 /* Raise the error for a lease_holder node zklock cannot read */
-static void
-unreadable(const char *uname, const char *why)
+void
+zk_lease_unreadable(const char *uname, const char *why)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_DATA_CORRUPTED),
@@ -399,15 +343,15 @@ decide(const char *name, int len, const char *uname, const char *holder,
 		now = GetCurrentTimestamp();
 		if (cur.exists)
 		{
-			LeaseData	ld;
+			ZkLeaseData	ld;
 			TimestampTz cur_end;
 
-			if (!parse_lease(cur.data, cur.len, &ld))
-				unreadable(uname, "It is not a JSON object with a version, a holder and an end.");
+			if (!zk_lease_parse(cur.data, cur.len, &ld))
+				zk_lease_unreadable(uname, "It is not a JSON object with a version, a holder and an end.");
 			if (strcmp(ld.version, LEASE_FORMAT_VERSION) != 0)
 				return false;	/* another format: kazoo leaves it alone too */
-			if (!parse_end(ld.end, &cur_end))
-				unreadable(uname, psprintf("Its end \"%s\" is not a time like 2026-01-31T23:59:59.", ld.end));
+			if (!zk_lease_parse_end(ld.end, &cur_end))
+				zk_lease_unreadable(uname, psprintf("Its end \"%s\" is not a time like 2026-01-31T23:59:59.", ld.end));
 			if (strcmp(ld.holder, holder) != 0 && now < cur_end)
 				return false;
 		}
@@ -433,29 +377,19 @@ decide(const char *name, int len, const char *uname, const char *holder,
 	return false;
 }
 
+/* ---- what the SQL functions (lease_sql.c) call ---- */
+
 /*
- * zk_try_lease(name text, duration interval, holder text DEFAULT NULL)
+ * zk_try_lease's work, once its arguments are checked: take the lease's
+ * lock, decide, let go of the lock.  True when the lease is ours.
  */
-Datum
-zk_try_lease(PG_FUNCTION_ARGS)
+bool
+zk_lease_try(const char *name, int len, const char *holder, int64 duration_us)
 {
-	int			len;
-	char	   *name = zk_arg_text_name(fcinfo, 0, "lease name", &len);
-	int64		duration_us = arg_duration(fcinfo, 1);
-	int			hlen;
-	char	   *holder;
-	char	   *uname;
+	char	   *uname = zk_display_name(name);
 	char	   *node;
 	bool		ours = false;
 
-	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
-		holder = zk_arg_text_name(fcinfo, 2, "lease holder", &hlen);
-	else
-		holder = default_holder(&hlen);
-	zk_require_shmem();
-	zk_check_name(name, len);
-	zk_backend_init();
-	uname = zk_display_name(name);
 	if (lock_idx != ZKLOCK_NO_ENTRY || op_idx != ZKLOCK_NO_ENTRY)
 		lease_at_exit();		/* left by an error we did not see (cannot happen) */
 
@@ -472,33 +406,18 @@ zk_try_lease(PG_FUNCTION_ARGS)
 	PG_END_TRY();
 	lease_at_exit();
 	zk_count(ours ? ZKCNT_LEASES_TAKEN : ZKCNT_LEASES_REFUSED, 1);
-	PG_RETURN_BOOL(ours);
+	return ours;
 }
 
 /*
- * zk_lease_holder(name text) -> (holder text, ends_at timestamptz,
- * this_cluster boolean, expired boolean): the lease as ZooKeeper has it;
- * no row when nobody ever took it.
+ * Read a lease's holder node: false when there is none, else its data
+ * (*data, *datalen; not parsed)
  */
-Datum
-zk_lease_holder(PG_FUNCTION_ARGS)
+bool
+zk_lease_read(const char *name, int len, char **data, int *datalen)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	int			len;
-	char	   *name = zk_arg_text_name(fcinfo, 0, "lease name", &len);
 	LeaseAnswer cur;
-	LeaseData	ld;
-	TimestampTz end;
-	Datum		values[4];
-	bool		nulls[4] = {false, false, false, false};
-	int			dlen;
-	char	   *mine = default_holder(&dlen);
-	char	   *h;
 
-	InitMaterializedSRF(fcinfo, 0);
-	zk_require_shmem();
-	zk_check_name(name, len);
-	zk_backend_init();
 	PG_TRY();
 	{
 		lease_op(name, len, ZKL_READ, NULL, 0, NULL, 0, &cur, "read the lease");
@@ -509,91 +428,7 @@ zk_lease_holder(PG_FUNCTION_ARGS)
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
-	if (!cur.exists)
-		PG_RETURN_VOID();
-	if (!parse_lease(cur.data, cur.len, &ld))
-		unreadable(zk_display_name(name), "It is not a JSON object with a version, a holder and an end.");
-	h = pg_any_to_server_noerror(ld.holder, strlen(ld.holder));
-	if (h != NULL)
-		values[0] = CStringGetTextDatum(h);
-	else
-		nulls[0] = true;
-	if (parse_end(ld.end, &end))
-	{
-		values[1] = TimestampTzGetDatum(end);
-		values[3] = BoolGetDatum(GetCurrentTimestamp() >= end);
-	}
-	else
-		nulls[1] = nulls[3] = true;
-	values[2] = BoolGetDatum(strcmp(ld.holder, mine) == 0);
-	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	PG_RETURN_VOID();
-}
-
-/*
- * zk_leases_internal() -> (name, holder, ends_at, this_server, expired):
- * every lease under <zklock.root>/leases, read in one pipelined batch (a
- * ZKK_HOLDERS listing of the leases' directory that reads each name's
- * lease_holder).  Names without a lease_holder node have no row; data
- * that is not a lease shows NULL holder and end.
- */
-Datum
-zk_leases_internal(PG_FUNCTION_ARGS)
-{
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	dsm_segment *seg;
-	ZkHoldersBuf *buf;
-	char	   *p;
-	int			n;
-	int			i;
-	int			dlen;
-	char	   *mine = default_holder(&dlen);
-	TimestampTz now = GetCurrentTimestamp();
-
-	InitMaterializedSRF(fcinfo, 0);
-	seg = zk_query_holders("leases", 6, ZKF_LEASEDIR);
-	buf = dsm_segment_address(seg);
-	n = buf->count;
-	p = (char *) buf + MAXALIGN(sizeof(ZkHoldersBuf));
-	for (i = 0; i < n; i++)
-	{
-		ZkHolderRec *rec = (ZkHolderRec *) p;
-		char	   *enc = pnstrdup(p + sizeof(ZkHolderRec), rec->namelen);
-		char	   *data = pnstrdup(p + sizeof(ZkHolderRec) + rec->namelen, rec->datalen);
-		char	   *name = palloc(rec->namelen + 2);
-		char	   *conv;
-		LeaseData	ld;
-		TimestampTz end;
-		Datum		values[5];
-		bool		nulls[5] = {false, true, true, false, true};
-
-		p += MAXALIGN(sizeof(ZkHolderRec) + rec->namelen + rec->datalen);
-		zk_decode_qname(enc, name, rec->namelen + 2);
-		/* the leases of this session's namespace only */
-		if (!zk_name_in_namespace(name, zk_current_namespace()))
-			continue;
-		conv = zk_display_name(name);
-		values[0] = CStringGetTextDatum(conv ? conv : enc);
-		values[3] = BoolGetDatum(false);
-		if (parse_lease(data, rec->datalen, &ld))
-		{
-			char	   *h = pg_any_to_server_noerror(ld.holder, strlen(ld.holder));
-
-			if (h != NULL)
-			{
-				values[1] = CStringGetTextDatum(h);
-				nulls[1] = false;
-			}
-			if (parse_end(ld.end, &end))
-			{
-				values[2] = TimestampTzGetDatum(end);
-				values[4] = BoolGetDatum(now >= end);
-				nulls[2] = nulls[4] = false;
-			}
-			values[3] = BoolGetDatum(strcmp(ld.holder, mine) == 0);
-		}
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
-	dsm_detach(seg);
-	PG_RETURN_VOID();
+	*data = cur.data;
+	*datalen = cur.len;
+	return cur.exists;
 }

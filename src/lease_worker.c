@@ -27,6 +27,8 @@
 #include "zklock.h"
 #include "recipe.h"
 #include "queue.h"
+#include "lock.h"
+#include "lease.h"
 
 #include "utils/memutils.h"
 
@@ -202,7 +204,7 @@ lease_drive(ZkEntry *e)
 	c->gen = e->gen;
 	zk_lock_parent(e->name, ZKF_LEASES, parent, sizeof(parent));
 	snprintf(c->holder, sizeof(c->holder), "%s/%s", parent, LEASE_HOLDER);
-	if (e->bop == ZKL_READ)
+	if (e->step.lease == ZKL_READ)
 	{
 		rc = zoo_aget(zk_zh, c->holder, 0, read_done, c);
 		if (rc == ZOK)
@@ -296,10 +298,11 @@ lease_session_lost(ZkEntry *e, const char *why)
 	}
 }
 
-const ZkRecipe zk_lease_recipe = {
-	.name = "lease",
+/* the recipe has no hook into the worker; its one kind (recipelist.h) */
+const ZkRecipe zk_lease_recipe = {0};
+
+const ZkKindOps zk_lease_ops = {
 	.drive = lease_drive,
 	.drive_failed = lease_drive_failed,
 	.session_lost = lease_session_lost,
-	.session_reset = NULL,
 };

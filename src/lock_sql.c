@@ -8,6 +8,8 @@
  *-------------------------------------------------------------------------
  */
 #include "zklock.h"
+#include "lock.h"
+#include "semaphore.h"
 
 #include <errno.h>
 
@@ -337,7 +339,7 @@ holders_common(FunctionCallInfo fcinfo, bool key, int family)
 					values[col[j]] = Int32GetDatum(iv);
 				}
 				else
-					values[col[j]] = CStringGetTextDatum(pg_any_to_server_noerror(nd.v[j], strlen(nd.v[j])));
+					values[col[j]] = CStringGetTextDatum(zk_utf8_to_server_noerror(nd.v[j], strlen(nd.v[j])));
 				nulls[col[j]] = false;
 			}
 		}
@@ -345,7 +347,7 @@ holders_common(FunctionCallInfo fcinfo, bool key, int family)
 		{
 			if (memchr(rows[i].data, '\0', dlen) == NULL &&
 				pg_verify_mbstr(PG_UTF8, rows[i].data, dlen, true))
-				values[13] = CStringGetTextDatum(pg_any_to_server_noerror(rows[i].data, dlen));
+				values[13] = CStringGetTextDatum(zk_utf8_to_server_noerror(rows[i].data, dlen));
 			else
 			{
 				/* not text in this database's encoding: show it as hex */
@@ -451,11 +453,13 @@ zk_locks_internal(PG_FUNCTION_ARGS)
 static const char *
 kind_name(int kind)
 {
+#define ZK_RECIPE(id)
+#define ZK_KIND(kind, ops, label) [kind] = label,
 	static const char *const names[ZKK_NUM] = {
-		"lock", "holders", "publication", "claim", "queue read",
-		"barrier wait", "barrier member", "arrivals read", "lease",
-		"semaphore lease"
+#include "recipelist.h"
 	};
+#undef ZK_RECIPE
+#undef ZK_KIND
 
 	return kind >= 0 && kind < ZKK_NUM ? names[kind] : "?";
 }

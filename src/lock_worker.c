@@ -45,6 +45,8 @@
  */
 #include "recipe.h"
 #include "trust.h"
+#include "lock.h"
+#include "election.h"
 
 #include "miscadmin.h"
 #include "port.h"
@@ -585,6 +587,8 @@ decide(ZkEntry *e, ZkContender *c, int n)
 		if (e->base[0] && e->base_token != 0)
 			e->token = e->base_token;
 		e->state = ZKE_HELD;
+		if (e->family == ZKF_ELECTIONS && e->outcome == ZKO_NONE)
+			zk_election_won(e);
 		zk_finish(e, ZKO_GRANTED, 0, NULL);
 		return;
 	}
@@ -1304,18 +1308,19 @@ holders_session_lost(ZkEntry *e, const char *why)
 	}
 }
 
+/* the recipe's hooks, and its kinds (recipelist.h) */
 const ZkRecipe zk_lock_recipe = {
-	.name = "lock",
-	.drive = lock_drive,
-	.drive_failed = lock_drive_failed,
-	.session_lost = lock_session_lost,
 	.session_reset = lock_session_reset,
 };
 
-const ZkRecipe zk_holders_recipe = {
-	.name = "lock holders",
+const ZkKindOps zk_lock_ops = {
+	.drive = lock_drive,
+	.drive_failed = lock_drive_failed,
+	.session_lost = lock_session_lost,
+};
+
+const ZkKindOps zk_holders_ops = {
 	.drive = holders_drive,
 	.drive_failed = holders_drive_failed,
 	.session_lost = holders_session_lost,
-	.session_reset = NULL,
 };

@@ -32,6 +32,8 @@
  */
 #include "zklock.h"
 #include "queue.h"
+#include "lock.h"
+#include "semaphore.h"
 
 #include <ctype.h>
 
@@ -87,7 +89,7 @@ zk_name_to_utf8(const char *name, int len, int *outlen)
  * \xNN bytes.  Never raises for bad input.
  */
 char *
-pg_any_to_server_noerror(const char *utf8, int len)
+zk_utf8_to_server_noerror(const char *utf8, int len)
 {
 	int			enc = GetDatabaseEncoding();
 	StringInfoData buf;
@@ -261,7 +263,7 @@ zk_namespace_changed(void)
 const char *
 zk_current_namespace(void)
 {
-	const char *v = zklock_namespace ? zklock_namespace : "";
+	const char *v = zk_namespace ? zk_namespace : "";
 	char	   *dbname = NULL;
 	char	   *u;
 	int			len;
@@ -385,13 +387,13 @@ zk_lock_parent(const char *name, int family, char *out, size_t outlen)
 
 	zk_encode_name(name, strlen(name), ename);
 	if (family == ZKF_SEMAPHORES)
-		snprintf(out, outlen, "%s/semaphores/%s-__lock__", zklock_root, ename);
+		snprintf(out, outlen, "%s/semaphores/%s-__lock__", zk_root, ename);
 	else if (family == ZKF_SEMPOOL)
-		snprintf(out, outlen, "%s/semaphores/%s", zklock_root, ename);
+		snprintf(out, outlen, "%s/semaphores/%s", zk_root, ename);
 	else if (family == ZKF_LEASEDIR)
-		snprintf(out, outlen, "%s/leases", zklock_root);	/* the name is not used */
+		snprintf(out, outlen, "%s/leases", zk_root);	/* the name is not used */
 	else
-		snprintf(out, outlen, "%s/%s/%s", zklock_root,
+		snprintf(out, outlen, "%s/%s/%s", zk_root,
 				 family == ZKF_LEASES ? "leases" :
 				 family == ZKF_ELECTIONS ? "elections" : "locks", ename);
 }
@@ -661,7 +663,7 @@ zk_queue_path(const char *name, char *out, size_t outlen)
 	char		ename[ZKLOCK_ENAME_MAX + 1];
 
 	zk_encode_name(name, strlen(name), ename);
-	snprintf(out, outlen, "%s/queues/%s", zklock_root, ename);
+	snprintf(out, outlen, "%s/queues/%s", zk_root, ename);
 }
 
 /*

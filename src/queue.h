@@ -194,17 +194,17 @@ extern void zk_queue_path(const char *name, char *out, size_t outlen);
 
 /* queue_backend.c */
 typedef void (*zkq_emit_fn) (const ZkMsgRec *m, const char *payload, void *arg);
-extern void zkq_check_name(const char *name, int len);
-extern void zkq_enqueue(const char *qname, int qlen, const char *payload, Size plen,
-						int priority);
-extern int	zkq_dequeue(const char *qname, int qlen, int max_items, bool try_only,
-						int64 timeout_ms, zkq_emit_fn emit, void *arg);
-extern ZkEntry *zkq_info(ZkQinfoOp op, const char *qname, int qlen, int n, uint64 arg,
-						 uint32 *idx, uint32 *gen, const char *what);
-extern void zkq_info_done(uint32 idx, uint32 gen);
-extern void zkq_local_counts(const char *qname, int *claims, int *waiting);
-extern int	zkq_pending_items(const char *qname, int qlen);
-extern void zkq_txn_op(int op, const char *relpath, const char *data, int dlen,
-					   const char *what);
+extern void zk_queue_check_name(const char *name, int len);
+extern void zk_queue_enqueue(const char *qname, int qlen, const char *payload, Size plen,
+							 int priority);
+extern int	zk_queue_dequeue(const char *qname, int qlen, int max_items, bool try_only,
+							 int64 timeout_ms, zkq_emit_fn emit, void *arg);
+extern ZkEntry *zk_queue_info(ZkQinfoOp op, const char *qname, int qlen, int n, uint64 arg,
+							  uint32 *idx, uint32 *gen, const char *what);
+extern void zk_queue_info_done(uint32 idx, uint32 gen);
+extern void zk_queue_local_counts(const char *qname, int *claims, int *waiting);
+extern int	zk_queue_pending_items(const char *qname, int qlen);
+extern void zk_queue_txn_op(int op, const char *relpath, const char *data, int dlen,
+							const char *what);
 
 #endif							/* ZKLOCK_QUEUE_H */

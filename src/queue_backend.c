@@ -79,7 +79,7 @@ static uint32 claim_counter = 0;
 /* ---- helpers ---- */
 
 void
-zkq_check_name(const char *name, int len)
+zk_queue_check_name(const char *name, int len)
 {
 	if (len == 0)
 		ereport(ERROR,
@@ -200,7 +200,7 @@ submit(ZkEntry *e, uint32 *idx, uint32 *gen)
 /* ---- enqueue ---- */
 
 void
-zkq_enqueue(const char *qname, int qlen, const char *payload, Size plen, int priority)
+zk_queue_enqueue(const char *qname, int qlen, const char *payload, Size plen, int priority)
 {
 	MemoryContext old;
 	PendingItem *it;
@@ -213,7 +213,7 @@ zkq_enqueue(const char *qname, int qlen, const char *payload, Size plen, int pri
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 				 errmsg("zklock queue priority %d is out of range", priority),
 				 errhint("Give a priority from 0 (first) to 999 (last); the default is 100.")));
-	zkq_check_name(qname, qlen);
+	zk_queue_check_name(qname, qlen);
 	qname = zk_qualify_name(qname, qlen, &qlen);
 
 	/*
@@ -222,7 +222,7 @@ zkq_enqueue(const char *qname, int qlen, const char *payload, Size plen, int pri
 	 * the name as encoded, and the create's own fields (ACL, flags, headers).
 	 */
 	zk_encode_name(qname, qlen, ename);
-	cost = plen + strlen(zklock_root) + strlen(ename) + ZKQ_ITEM_OVERHEAD;
+	cost = plen + strlen(zk_root) + strlen(ename) + ZKQ_ITEM_OVERHEAD;
 	if (cost + ZKQ_TXN_BASE > ZKQ_TXN_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -282,7 +282,7 @@ zkq_enqueue(const char *qname, int qlen, const char *payload, Size plen, int pri
  * the action for the errors ("arrive", "open a gate").
  */
 void
-zkq_txn_op(int op, const char *relpath, const char *data, int dlen, const char *what)
+zk_queue_txn_op(int op, const char *relpath, const char *data, int dlen, const char *what)
 {
 	MemoryContext old;
 	PendingItem *it;
@@ -290,7 +290,7 @@ zkq_txn_op(int op, const char *relpath, const char *data, int dlen, const char *
 	int			plen = strlen(relpath);
 
 	zk_require_shmem();
-	cost = dlen + strlen(zklock_root) + plen + ZKQ_ITEM_OVERHEAD;
+	cost = dlen + strlen(zk_root) + plen + ZKQ_ITEM_OVERHEAD;
 	if (pending_bytes + cost + ZKQ_TXN_BASE > ZKQ_TXN_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -365,7 +365,7 @@ zk_payload_memory_error(Size need, const char *what, const char *todo)
 			(errcode(ERRCODE_OUT_OF_MEMORY),
 			 errmsg("out of zklock payload memory"),
 			 errdetail("%s needs %zu bytes of the shared memory zklock keeps payloads in, which is full (zklock.max_payload_memory is %d kB).",
-					   what, need, zklock_max_payload_kb),
+					   what, need, zk_max_payload_kb),
 			 errhint("%s A superuser can raise zklock.max_payload_memory (reload).", todo)));
 }
 
@@ -567,7 +567,7 @@ try_withdraw(uint32 idx, uint32 gen)
 	ZkEntry    *e;
 	bool		done = false;
 
-	if (!zk_backend_lock_timed(LW_EXCLUSIVE, zklock_connect_timeout))
+	if (!zk_backend_lock_timed(LW_EXCLUSIVE, zk_connect_timeout))
 		return false;
 	e = zk_entry(idx);
 	if (e->gen == gen && e->state != ZKE_FREE && e->outstanding == 0 &&
@@ -601,7 +601,7 @@ static void
 wait_withdrawn(uint32 idx, uint32 gen)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													   zklock_connect_timeout);
+													   zk_connect_timeout);
 
 	for (;;)
 	{
@@ -621,7 +621,7 @@ wait_withdrawn(uint32 idx, uint32 gen)
 					(errcode(ERRCODE_CONNECTION_FAILURE),
 					 errmsg("could not withdraw a dequeue whose timeout passed"),
 					 errdetail("A claim of this dequeue may have reached ZooKeeper, and the zklock worker could not release it within zklock.connect_timeout (%d ms).",
-							   zklock_connect_timeout),
+							   zk_connect_timeout),
 					 errhint("Roll back and retry when ZooKeeper is reachable: an item this transaction may have claimed is released when it ends.")));
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 10, PG_WAIT_EXTENSION);
@@ -669,8 +669,8 @@ free_payloads(uint32 idx, uint32 gen)
  * message, in queue order.
  */
 int
-zkq_dequeue(const char *qname, int qlen, int max_items, bool try_only,
-			int64 timeout_ms, zkq_emit_fn emit, void *arg)
+zk_queue_dequeue(const char *qname, int qlen, int max_items, bool try_only,
+				 int64 timeout_ms, zkq_emit_fn emit, void *arg)
 {
 	ZkEntry    *e;
 	uint32		idx;
@@ -688,7 +688,7 @@ zkq_dequeue(const char *qname, int qlen, int max_items, bool try_only,
 	bool		unflushed;
 
 	zk_require_shmem();
-	zkq_check_name(qname, qlen);
+	zk_queue_check_name(qname, qlen);
 	if (max_items < 1 || max_items > ZKQ_MAX_ITEMS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -718,7 +718,7 @@ zkq_dequeue(const char *qname, int qlen, int max_items, bool try_only,
 	PG_END_TRY();
 	e->try_only = try_only;
 	e->max_items = max_items;
-	e->answer_cap = (uint64) zklock_max_answer_kb * 1024;
+	e->answer_cap = (uint64) zk_max_answer_kb * 1024;
 	e->fxid = fxid;
 	e->wal_lsn = lsn;
 	e->wal_tli = tli;
@@ -741,7 +741,7 @@ zkq_dequeue(const char *qname, int qlen, int max_items, bool try_only,
 			LWLockRelease(zk_ctl->lock);
 			zk_wake_worker();
 		}
-		outcome = zk_wait_outcome(idx, try_only ? -1 : timeout_ms, zklock_connect_timeout, "dequeue");
+		outcome = zk_wait_outcome(idx, try_only ? -1 : timeout_ms, zk_connect_timeout, "dequeue");
 	}
 	PG_CATCH();
 	{
@@ -795,17 +795,17 @@ zkq_dequeue(const char *qname, int qlen, int max_items, bool try_only,
 
 /*
  * Ask the worker; returns the entry (granted) for the caller to read, and
- * its index and generation for zkq_info_done.
+ * its index and generation for zk_queue_info_done.
  */
 ZkEntry *
-zkq_info(ZkQinfoOp op, const char *qname, int qlen, int n, uint64 arg,
-		 uint32 *idx, uint32 *gen, const char *what)
+zk_queue_info(ZkQinfoOp op, const char *qname, int qlen, int n, uint64 arg,
+			  uint32 *idx, uint32 *gen, const char *what)
 {
 	ZkEntry    *e;
 
 	zk_require_shmem();
 	if (qname != NULL)
-		zkq_check_name(qname, qlen);
+		zk_queue_check_name(qname, qlen);
 	e = new_queue_entry(ZKK_QINFO, qname, qlen);
 	e->qop = (uint8) op;
 	e->max_items = n;
@@ -815,7 +815,7 @@ zkq_info(ZkQinfoOp op, const char *qname, int qlen, int n, uint64 arg,
 	wait_gen = *gen;
 	PG_TRY();
 	{
-		(void) zk_wait_outcome(*idx, -1, zklock_connect_timeout, what);
+		(void) zk_wait_outcome(*idx, -1, zk_connect_timeout, what);
 	}
 	PG_CATCH();
 	{
@@ -829,7 +829,7 @@ zkq_info(ZkQinfoOp op, const char *qname, int qlen, int n, uint64 arg,
 }
 
 void
-zkq_info_done(uint32 idx, uint32 gen)
+zk_queue_info_done(uint32 idx, uint32 gen)
 {
 	wait_idx = ZKLOCK_NO_ENTRY;
 	release_idx(idx, gen, ZKQD_NONE);
@@ -838,7 +838,7 @@ zkq_info_done(uint32 idx, uint32 gen)
 
 /* this cluster's claims held and consumers waiting, for zk_queues */
 void
-zkq_local_counts(const char *qname, int *claims, int *waiting)
+zk_queue_local_counts(const char *qname, int *claims, int *waiting)
 {
 	int			i;
 
@@ -864,7 +864,7 @@ zkq_local_counts(const char *qname, int *claims, int *waiting)
  * as the user gave it, in UTF-8): they are published at its COMMIT
  */
 int
-zkq_pending_items(const char *qname, int qlen)
+zk_queue_pending_items(const char *qname, int qlen)
 {
 	ListCell   *lc;
 	int			n = 0;
@@ -934,7 +934,7 @@ queue_xact_end(bool commit)
 		{
 			/* the items are safe; wait a moment for them to be visible */
 			TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-															zklock_commit_timeout);
+															zk_commit_timeout);
 
 			bool		blocked = false;
 			char		msg[ZKLOCK_ERRMSG_MAX];
@@ -970,7 +970,7 @@ queue_xact_end(bool commit)
 				ereport(WARNING,
 						(errmsg("the queue items of this transaction are committed but not yet visible in zookeeper"),
 						 errdetail("ZooKeeper did not take them within zklock.commit_timeout (%d ms).",
-								   zklock_commit_timeout),
+								   zk_commit_timeout),
 						 errhint("The zklock worker publishes them as soon as ZooKeeper is reachable.")));
 		}
 	}

@@ -55,7 +55,7 @@ queue_arg(FunctionCallInfo fcinfo, int *len)
 	t = PG_GETARG_TEXT_PP(0);
 	rawlen = VARSIZE_ANY_EXHDR(t);
 	if (rawlen > ZKLOCK_NAME_MAX * 4)
-		zkq_check_name(VARDATA_ANY(t), rawlen);
+		zk_queue_check_name(VARDATA_ANY(t), rawlen);
 	return zk_name_to_utf8(VARDATA_ANY(t), rawlen, len);
 }
 
@@ -82,7 +82,7 @@ zk_enqueue_bytea(PG_FUNCTION_ARGS)
 		null_arg("payload");
 	priority = int_arg(fcinfo, 2, 100, "priority");
 	payload = PG_GETARG_BYTEA_PP(1);
-	zkq_enqueue(name, len, VARDATA_ANY(payload), VARSIZE_ANY_EXHDR(payload), priority);
+	zk_queue_enqueue(name, len, VARDATA_ANY(payload), VARSIZE_ANY_EXHDR(payload), priority);
 	PG_RETURN_VOID();
 }
 
@@ -105,7 +105,7 @@ zk_enqueue_text(PG_FUNCTION_ARGS)
 	u = pg_server_to_any(VARDATA_ANY(payload), plen, PG_UTF8);
 	if (u != VARDATA_ANY(payload))
 		plen = strlen(u);
-	zkq_enqueue(name, len, u, plen, priority);
+	zk_queue_enqueue(name, len, u, plen, priority);
 	PG_RETURN_VOID();
 }
 
@@ -200,7 +200,7 @@ zk_dequeue_sql(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 	ctx.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	(void) zkq_dequeue(name, len, max_items, false, timeout, emit_message, &ctx);
+	(void) zk_queue_dequeue(name, len, max_items, false, timeout, emit_message, &ctx);
 	return (Datum) 0;
 }
 
@@ -215,7 +215,7 @@ zk_try_dequeue_sql(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 	ctx.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	(void) zkq_dequeue(name, len, max_items, true, -1, emit_message, &ctx);
+	(void) zk_queue_dequeue(name, len, max_items, true, -1, emit_message, &ctx);
 	return (Datum) 0;
 }
 
@@ -228,10 +228,10 @@ count_request(FunctionCallInfo fcinfo, ZkQinfoOp op, const char *what)
 	char	   *name = queue_arg(fcinfo, &len);
 	uint32		idx;
 	uint32		gen;
-	ZkEntry    *e = zkq_info(op, name, len, 0, 0, &idx, &gen, what);
+	ZkEntry    *e = zk_queue_info(op, name, len, 0, 0, &idx, &gen, what);
 	int64		n = e->token;
 
-	zkq_info_done(idx, gen);
+	zk_queue_info_done(idx, gen);
 	return n;
 }
 
@@ -271,8 +271,8 @@ zk_queue_drop(PG_FUNCTION_ARGS)
 
 	/* who may: EXECUTE, revoked from PUBLIC (the "admin" group) */
 	zk_require_shmem();
-	zkq_check_name(name, len);
-	mine = zkq_pending_items(name, len);
+	zk_queue_check_name(name, len);
+	mine = zk_queue_pending_items(name, len);
 	if (mine > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_IN_USE),
@@ -280,10 +280,10 @@ zk_queue_drop(PG_FUNCTION_ARGS)
 				 errdetail("This transaction enqueued %d %s into it, published when it commits.",
 						   mine, mine == 1 ? "item" : "items"),
 				 errhint("Drop the queue after the transaction has ended and its items are consumed.")));
-	e = zkq_info(ZKQI_DROP, name, len, 0, 0, &idx, &gen, "drop the queue");
+	e = zk_queue_info(ZKQI_DROP, name, len, 0, 0, &idx, &gen, "drop the queue");
 	token = e->token;
 	strlcpy(why, e->errmsg, sizeof(why));
-	zkq_info_done(idx, gen);
+	zk_queue_info_done(idx, gen);
 	switch (token)
 	{
 		case ZKQ_DROP_DONE:
@@ -357,7 +357,7 @@ answer_unmap(dsm_segment *seg)
 static uint64
 answer_cap(void)
 {
-	return (uint64) zklock_max_answer_kb * 1024;
+	return (uint64) zk_max_answer_kb * 1024;
 }
 
 /* SQL: zk_queue_peek() */
@@ -383,10 +383,10 @@ zk_queue_peek(PG_FUNCTION_ARGS)
 	ctx.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	if (n == 0)
 	{
-		zkq_check_name(name, len);
+		zk_queue_check_name(name, len);
 		return (Datum) 0;
 	}
-	e = zkq_info(ZKQI_PEEK, name, len, n, answer_cap(), &idx, &gen, "peek at the queue");
+	e = zk_queue_info(ZKQI_PEEK, name, len, n, answer_cap(), &idx, &gen, "peek at the queue");
 	PG_TRY();
 	{
 		dsm_segment *s;
@@ -422,7 +422,7 @@ zk_queue_peek(PG_FUNCTION_ARGS)
 	PG_FINALLY();
 	{
 		answer_unmap(seg);
-		zkq_info_done(idx, gen);
+		zk_queue_info_done(idx, gen);
 	}
 	PG_END_TRY();
 	return (Datum) 0;
@@ -440,7 +440,7 @@ zk_queues_internal(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 	rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	e = zkq_info(ZKQI_QUEUES, NULL, 0, 0, answer_cap(), &idx, &gen, "list the queues");
+	e = zk_queue_info(ZKQI_QUEUES, NULL, 0, 0, answer_cap(), &idx, &gen, "list the queues");
 	PG_TRY();
 	{
 		dsm_segment *s;
@@ -470,7 +470,7 @@ zk_queues_internal(PG_FUNCTION_ARGS)
 				/* the queues of this session's namespace only */
 				if (!zk_name_in_namespace(name, zk_current_namespace()))
 					continue;
-				zkq_local_counts(name, &claims, &waiting);
+				zk_queue_local_counts(name, &claims, &waiting);
 				shown = zk_display_name(name);
 				if (shown == NULL)
 					nulls[0] = true;
@@ -487,7 +487,7 @@ zk_queues_internal(PG_FUNCTION_ARGS)
 	PG_FINALLY();
 	{
 		answer_unmap(seg);
-		zkq_info_done(idx, gen);
+		zk_queue_info_done(idx, gen);
 	}
 	PG_END_TRY();
 	return (Datum) 0;
@@ -532,8 +532,8 @@ zk_queue_release_cluster(PG_FUNCTION_ARGS)
 				 errhint("Give the identifier of a cluster that will never come back, or one run of this cluster that the server log says was left alone.")));
 	if (run != NULL && sysid != GetSystemIdentifier())
 		run = NULL;				/* another cluster: all of it */
-	e = zkq_info(ZKQI_RELEASE_CLUSTER, run, run ? 16 : 0, 0, sysid, &idx, &gen,
-				 "release the cluster's queue claims");
+	e = zk_queue_info(ZKQI_RELEASE_CLUSTER, run, run ? 16 : 0, 0, sysid, &idx, &gen,
+					  "release the cluster's queue claims");
 	n = e->token;
 	if (n < 0)
 	{
@@ -541,14 +541,14 @@ zk_queue_release_cluster(PG_FUNCTION_ARGS)
 
 		/* the worker found a run of that cluster alive: nothing released */
 		strlcpy(live, e->errmsg, sizeof(live));
-		zkq_info_done(idx, gen);
+		zk_queue_info_done(idx, gen);
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_IN_USE),
 				 errmsg("cluster \"%s\" is alive", s),
 				 errdetail("Its run %s is registered in ZooKeeper with a live session (%s/runs/%s/live exists); releasing its claims would let a second consumer take items it holds.",
-						   live, zklock_root, live),
+						   live, zk_root, live),
 				 errhint("Stop that cluster, or wait until its ZooKeeper session expires, then retry.")));
 	}
-	zkq_info_done(idx, gen);
+	zk_queue_info_done(idx, gen);
 	PG_RETURN_INT64(n);
 }

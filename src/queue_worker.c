@@ -550,10 +550,10 @@ txn_path(const ZkTxnHeader *h, char *out, size_t outlen)
 {
 	if (h->run == 0)
 		snprintf(out, outlen, "%s/txns/" UINT64_FORMAT "-" UINT64_FORMAT,
-				 zklock_root, h->sysid, h->fxid);
+				 zk_root, h->sysid, h->fxid);
 	else
 		snprintf(out, outlen, "%s/txns/" UINT64_FORMAT "-%016llx-" UINT64_FORMAT,
-				 zklock_root, h->sysid, (unsigned long long) h->run, h->fxid);
+				 zk_root, h->sysid, (unsigned long long) h->run, h->fxid);
 }
 
 /*
@@ -1288,7 +1288,7 @@ pub_send(PubOp *po)
 			if ((it.priority & ZKQ_OP_SKIP) == 0)
 			{
 				po->item_off[n] = off;
-				po->paths[n] = psprintf("%s/%s", zklock_root, qname);
+				po->paths[n] = psprintf("%s/%s", zk_root, qname);
 				if ((it.priority & ZKQ_OP_MASK) == ZKQ_OP_CREATE)
 				{
 					/* its parents: ensured below, once per parent */
@@ -2062,7 +2062,7 @@ pub_txn_written(ZkEntry *e)
 {
 	e->state = ZKE_HELD;
 	if (e->released)
-		qclaim_drive(e);		/* dispatches on kind */
+		qpub_drive(e);
 	else if (e->pub_refused)
 		zk_finish(e, ZKO_BUSY, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, NULL);
 	else
@@ -2083,7 +2083,7 @@ send_txn_create(ZkEntry *e)
 	{
 		char		parent[ZK_PATH_MAX];
 
-		snprintf(parent, sizeof(parent), "%s/txns", zklock_root);
+		snprintf(parent, sizeof(parent), "%s/txns", zk_root);
 		send_ensure_path(parent);
 		txns_parent_ok = true;
 	}
@@ -2113,7 +2113,7 @@ send_txn_create(ZkEntry *e)
 				{
 					char		opath[ZK_PATH_MAX];
 
-					snprintf(opath, sizeof(opath), "%s/%.*s", zklock_root, (int) it.qlen, p);
+					snprintf(opath, sizeof(opath), "%s/%.*s", zk_root, (int) it.qlen, p);
 					(void) zoo_aexists(zk_zh, opath, 0, pub_check_done, zk_ctx_of(e));
 				}
 				p += it.qlen + it.plen;
@@ -3307,7 +3307,7 @@ claim_fail_refused(ZkEntry *e)
 
 	snprintf(msg, sizeof(msg),
 			 "the first item it claimed did not fit in the shared memory zklock keeps payloads in (zklock.max_payload_memory is %d kB) and was given back to the queue",
-			 zklock_max_payload_kb);
+			 zk_max_payload_kb);
 	e->state = ZKE_DONE;
 	zk_fail(e, ERRCODE_OUT_OF_MEMORY, msg);
 }
@@ -4383,11 +4383,7 @@ qclaim_drive(ZkEntry *e)
 	int			held;
 	int			doubt;
 
-	if (e->kind == ZKK_QPUB)
-	{
-		qpub_drive(e);
-		return;
-	}
+	Assert(e->kind == ZKK_QCLAIM);
 	if (e->released)
 	{
 		qclaim_let_go(e);
@@ -5171,7 +5167,7 @@ scan_send_queues(Scan *s)
 		d = MemoryContextAllocZero(q_context(), sizeof(ScanCall));
 		d->scan = s;
 		strlcpy(d->qenc, s->queues[s->qnext++], sizeof(d->qenc));
-		snprintf(buf, sizeof(buf), "%s/queues/%s/taken", zklock_root, d->qenc);
+		snprintf(buf, sizeof(buf), "%s/queues/%s/taken", zk_root, d->qenc);
 		if (zoo_aget_children(zk_zh, buf, 0, scan_taken_listed, d) != ZOK)
 		{
 			pfree(d);
@@ -5528,7 +5524,7 @@ scan_send_txns(Scan *s)
 		d->fxid = fxid;
 		d->run = run;
 		d->txn = true;
-		snprintf(d->path, sizeof(d->path), "%s/txns/%s", zklock_root, name);
+		snprintf(d->path, sizeof(d->path), "%s/txns/%s", zk_root, name);
 		if (s->release_all)
 			rc = zoo_adelete(zk_zh, d->path, -1, scan_void_done, d);
 		else
@@ -5736,9 +5732,9 @@ scan_taken_listed(int rc, const struct String_vector *sv, const void *data)
 
 				d->scan = s;
 				snprintf(d->path, sizeof(d->path), "%s/queues/%s/taken/%s",
-						 zklock_root, c->qenc, sv->data[i]);
+						 zk_root, c->qenc, sv->data[i]);
 				snprintf(d->epath, sizeof(d->epath), "%s/queues/%s/entries/%s",
-						 zklock_root, c->qenc, sv->data[i]);
+						 zk_root, c->qenc, sv->data[i]);
 				if (zoo_aget(zk_zh, d->path, 0, scan_claim_data, d) != ZOK)
 				{
 					pfree(d);
@@ -5830,7 +5826,7 @@ scan_list(Scan *s)
 	c2->scan = s;
 	/* one count for the start itself, so nothing finishes it early */
 	s->outstanding = 1;
-	snprintf(buf, sizeof(buf), "%s/txns", zklock_root);
+	snprintf(buf, sizeof(buf), "%s/txns", zk_root);
 	if (zoo_aget_children(zk_zh, buf, 0, scan_txns_listed, c1) == ZOK)
 		s->outstanding++;
 	else
@@ -5838,7 +5834,7 @@ scan_list(Scan *s)
 		pfree(c1);
 		s->failed = true;
 	}
-	snprintf(buf, sizeof(buf), "%s/queues", zklock_root);
+	snprintf(buf, sizeof(buf), "%s/queues", zk_root);
 	if (zoo_aget_children(zk_zh, buf, 0, scan_queues_listed, c2) == ZOK)
 		s->outstanding++;
 	else
@@ -5953,7 +5949,7 @@ release_runs_listed(int rc, const struct String_vector *sv, const void *data)
 			c = MemoryContextAllocZero(q_context(), sizeof(LiveCall));
 			c->lc = lc;
 			strlcpy(c->run, run, sizeof(c->run));
-			snprintf(path, sizeof(path), "%s/runs/%s/live", zklock_root, run);
+			snprintf(path, sizeof(path), "%s/runs/%s/live", zk_root, run);
 			src = zk_session_usable() ?
 				zoo_aexists(zk_zh, path, 0, release_live_exists, c) : ZCONNECTIONLOSS;
 			if (src != ZOK)
@@ -5987,7 +5983,7 @@ release_check_live(Scan *s)
 	else
 		snprintf(lc->want, sizeof(lc->want), UINT64_FORMAT "-", s->sysid);
 	lc->outstanding = 1;
-	snprintf(path, sizeof(path), "%s/runs", zklock_root);
+	snprintf(path, sizeof(path), "%s/runs", zk_root);
 	rc = zoo_aget_children(zk_zh, path, 0, release_runs_listed, lc);
 	if (rc != ZOK)
 	{
@@ -6256,7 +6252,7 @@ drop_may_go(ZkEntry *e, Drop *d)
 		return true;
 	if (use == DROP_WAIT &&
 		GetCurrentTimestamp() < TimestampTzPlusMilliseconds(e->requested_at,
-															 zklock_connect_timeout / 2))
+															 zk_connect_timeout / 2))
 	{
 		/* back from the retry list once something has happened */
 		e->outstanding = 0;
@@ -6546,7 +6542,7 @@ info_send_more(Info *in)
 		strlcpy(qc->enc, in->names[in->next++], sizeof(qc->enc));
 		qc->list.done = queue_count_finish;
 		qc->list.owner = qc;
-		snprintf(qpath, sizeof(qpath), "%s/queues/%s", zklock_root, qc->enc);
+		snprintf(qpath, sizeof(qpath), "%s/queues/%s", zk_root, qc->enc);
 		if (listing_send(&qc->list, qpath, NULL, NULL, false, false, true) == 0)
 		{
 			pfree(qc);
@@ -6641,7 +6637,7 @@ info_step(Info *in)
 				char		buf[ZK_PATH_MAX];
 				InfoCall   *c = info_call(in, NULL);
 
-				snprintf(buf, sizeof(buf), "%s/queues", zklock_root);
+				snprintf(buf, sizeof(buf), "%s/queues", zk_root);
 				if (zoo_aget_children(zk_zh, buf, 0, info_queues_listed, c) == ZOK)
 					in->outstanding++;
 				else
@@ -6975,24 +6971,35 @@ q_session_usable(void)
 	}
 }
 
-const ZkRecipe zk_qpub_recipe = {
-	.name = "queue publication",
-	.drive = qclaim_drive,
-	.drive_failed = qdurable_drive_failed,
-	.session_lost = qdurable_session_lost,
+/* A worker starts: it knows no queue yet, its settling pass counts anew */
+static void
+q_worker_start(void)
+{
+	zk_ctl->queues_tracked = 0;
+	zk_ctl->pubs_blocked_resolve = 0;
+}
+
+/* the recipe's hooks, and its kinds (recipelist.h) */
+const ZkRecipe zk_queue_recipe = {
+	.worker_start = q_worker_start,
+	.session_connected = zk_history_connected,	/* history.c */
 	.session_reset = q_session_reset,
 	.session_usable = q_session_usable,
 };
 
-const ZkRecipe zk_qclaim_recipe = {
-	.name = "queue claim",
+const ZkKindOps zk_qpub_ops = {
+	.drive = qpub_drive,
+	.drive_failed = qdurable_drive_failed,
+	.session_lost = qdurable_session_lost,
+};
+
+const ZkKindOps zk_qclaim_ops = {
 	.drive = qclaim_drive,
 	.drive_failed = qdurable_drive_failed,
 	.session_lost = qdurable_session_lost,
 };
 
-const ZkRecipe zk_qinfo_recipe = {
-	.name = "queue read",
+const ZkKindOps zk_qinfo_ops = {
 	.drive = qinfo_drive,
 	.drive_failed = qinfo_drive_failed,
 	.session_lost = qinfo_session_lost,

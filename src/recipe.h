@@ -4,7 +4,7 @@
  *	  The seam between the worker's common machinery (worker.c,
  *	  worker_base.c) and the recipes that run on it (lock_worker.c, ...).
  *
- *	  Every entry has a kind; every kind has one ZkRecipe, a small table of
+ *	  Every entry has a kind; every kind has one ZkKindOps, a small table of
  *	  operations the common code calls without knowing the recipe, the way
  *	  PostgreSQL's executor calls an index access method through its
  *	  IndexAmRoutine:
@@ -16,12 +16,21 @@
  *					its completions; the recipe decides (retry, fail, give up)
  *	  session_lost	the session ended: its ephemeral nodes are gone and
  *					every request in flight is void
+ *
+ *	  Every recipe has one ZkRecipe, its hooks into the worker, each
+ *	  optional:
+ *
+ *	  worker_start	a worker starts (forget what a previous worker counted)
+ *	  reload		the configuration was reloaded (runs without the lock)
+ *	  session_connected	the session is connected (new, or taken up again)
  *	  session_reset	forget recipe-private state kept per session
- *	  session_usable	(optional) called every turn of the worker while the
- *					session is usable
+ *	  session_usable	called every turn of the worker while the session is
+ *					usable
+ *
+ *	  Both are listed once, in recipelist.h.
  *
  *	  Everything here runs in the worker with zk_ctl->lock held (the
- *	  completions take it through COMPLETION_BEGIN/END).
+ *	  completions take it through COMPLETION_BEGIN/END), but reload.
  *
  *-------------------------------------------------------------------------
  */
@@ -32,27 +41,33 @@
 
 #include <zookeeper.h>
 
-typedef struct ZkRecipe
+/* How the worker drives one kind of entry (ZK_KIND in recipelist.h) */
+typedef struct ZkKindOps
 {
-	const char *name;
 	void		(*drive) (ZkEntry *e);
 	void		(*drive_failed) (ZkEntry *e);
 	void		(*session_lost) (ZkEntry *e, const char *why);
+} ZkKindOps;
+
+/*
+ * A recipe's hooks into the worker (ZK_RECIPE in recipelist.h), each
+ * optional, called in the list's order
+ */
+typedef struct ZkRecipe
+{
+	void		(*worker_start) (void);
+	void		(*reload) (void);
+	void		(*session_connected) (void);
 	void		(*session_reset) (void);
 	void		(*session_usable) (void);
 } ZkRecipe;
 
-/* the recipes, by entry kind (worker_base.c holds the table) */
-extern const ZkRecipe zk_lock_recipe;
-extern const ZkRecipe zk_holders_recipe;
-extern const ZkRecipe zk_qpub_recipe;
-extern const ZkRecipe zk_qclaim_recipe;
-extern const ZkRecipe zk_qinfo_recipe;
-extern const ZkRecipe zk_bwait_recipe;
-extern const ZkRecipe zk_bmember_recipe;
-extern const ZkRecipe zk_binfo_recipe;
-extern const ZkRecipe zk_lease_recipe;
-extern const ZkRecipe zk_semlease_recipe;
+/* the tables, by recipe and by kind (worker_base.c calls them) */
+#define ZK_RECIPE(id) extern const ZkRecipe zk_##id##_recipe;
+#define ZK_KIND(kind, ops, label) extern const ZkKindOps ops;
+#include "recipelist.h"
+#undef ZK_RECIPE
+#undef ZK_KIND
 
 /*
  * The longest path the worker builds: a lock's <root>/locks/<name>/<node>, or
@@ -60,7 +75,17 @@ extern const ZkRecipe zk_semlease_recipe;
  */
 #define ZK_PATH_MAX		(ZKLOCK_PARENT_MAX + ZKLOCK_ENAME_MAX + ZKLOCK_NODE_MAX + 2)
 
-/* worker_base.c: the session recipes use */
+/*
+ * worker_base.c: the worker's hold on zk_ctl->lock, re-entrant (worker.c,
+ * completions and watchers take it through these)
+ */
+extern void zk_worker_enter(void);
+extern void zk_worker_leave(void);
+extern void zk_worker_reset(void);
+extern int	zk_worker_lock_depth(void);
+extern void zk_worker_recover(void);
+
+/* worker_base.c: the session recipes use (worker.c sets it, zk_session_set) */
 extern zhandle_t *zk_zh;
 extern uint64 zk_cur_session;
 extern uint64 zk_connects;		/* connections made (new or same session) */
@@ -149,9 +174,12 @@ extern void zk_unwatch_done(int rc, const void *ctx);
 
 /* worker_base.c: the common code's calls into the recipes */
 extern void zk_recipe_drive(ZkEntry *e);
-extern void zk_recipes_set_handle(zhandle_t *h, uint64 session_id);
+extern void zk_session_set(zhandle_t *h, uint64 session_id);
 extern void zk_recipes_reconnected(void);
 extern void zk_recipes_session_lost(const char *why);
+extern void zk_recipes_worker_start(void);
+extern void zk_recipes_reload(void);
+extern void zk_recipes_connected(void);
 
 extern void zk_make_guid(ZkEntry *e, bool owner_half);
 

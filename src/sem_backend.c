@@ -1,7 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * sem_backend.c
- *	  The semaphore recipe's backend half: the zk_semaphore families.
+ *	  The semaphore recipe's backend half: taking and letting go of leases
+ *	  for the zk_semaphore families (their SQL functions: sem_sql.c) and
+ *	  the ends of transactions.
  *
  *	  Taking a lease follows kazoo's Semaphore: hold the guard (kazoo's lock
  *	  on <name>-__lock__, a ZKK_LOCK entry of family ZKF_SEMAPHORES), then
@@ -19,11 +21,12 @@
 #include "postgres.h"
 
 #include "zklock.h"
+#include "lock.h"
+#include "semaphore.h"
 
 #include "access/xact.h"
 #include "commands/dbcommands.h"
 #include "fmgr.h"
-#include "funcapi.h"
 #include "miscadmin.h"
 #include "nodes/pg_list.h"
 #include "storage/latch.h"
@@ -32,14 +35,6 @@
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
-#include "utils/tuplestore.h"
-
-PG_FUNCTION_INFO_V1(zk_semaphore);
-PG_FUNCTION_INFO_V1(zk_try_semaphore);
-PG_FUNCTION_INFO_V1(zk_session_semaphore);
-PG_FUNCTION_INFO_V1(zk_try_session_semaphore);
-PG_FUNCTION_INFO_V1(zk_semaphore_release);
-PG_FUNCTION_INFO_V1(zk_semaphores_internal);
 
 typedef struct LocalSem
 {
@@ -125,26 +120,6 @@ note_scope(LocalSem *ls)
 		e->scope = ls->session > 0 ? ZKS_SESSION : ZKS_TRANSACTION;
 }
 
-static int32
-arg_max(FunctionCallInfo fcinfo, int argno)
-{
-	int32		max;
-
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("zklock max_leases must not be null"),
-				 errhint("Give how many may hold the semaphore at once, 1 or more.")));
-	max = PG_GETARG_INT32(argno);
-	if (max < 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("zklock max_leases must be at least 1"),
-				 errdetail("max_leases was %d.", max),
-				 errhint("Give how many may hold the semaphore at once, 1 or more.")));
-	return max;
-}
-
 /* The pool in ZooKeeper has another max_leases than the caller's */
 static void
 wrong_max(const char *uname, int32 max, const char *msg)
@@ -160,9 +135,9 @@ wrong_max(const char *uname, int32 max, const char *msg)
  * Take a lease (or stack a hold on ours).  Returns false when a try found
  * no lease free, or (timeout) raises 55P03.
  */
-static bool
-acquire(const char *name, int len, int32 max, ZkScope scope, bool try_only,
-		volatile int64 timeout_ms)	/* lives across PG_TRY */
+bool
+zk_sem_acquire(const char *name, int len, int32 max, ZkScope scope, bool try_only,
+			   volatile int64 timeout_ms)	/* lives across PG_TRY */
 {
 	LocalSem   *ls = find_sem(name, len);
 	char	   *uname = zk_display_name(pnstrdup(name, len));
@@ -212,7 +187,7 @@ acquire(const char *name, int len, int32 max, ZkScope scope, bool try_only,
 	if (try_only)
 	{
 		e = zk_new_entry(ZKK_SEMLEASE, name, len, ZKM_EXCLUSIVE, scope, true);
-		e->bop = ZKS_COUNT;
+		e->step.sem = ZKSEM_COUNT;
 		e->parties = max;
 		taking_idx = zk_entry_index(e);
 		taking_gen = e->gen;
@@ -221,7 +196,7 @@ acquire(const char *name, int len, int32 max, ZkScope scope, bool try_only,
 		zk_wake_worker();
 		PG_TRY();
 		{
-			outcome = zk_wait_outcome(taking_idx, -1, zklock_connect_timeout,
+			outcome = zk_wait_outcome(taking_idx, -1, zk_connect_timeout,
 									  "count the leases of a semaphore");
 		}
 		PG_CATCH();
@@ -264,7 +239,7 @@ acquire(const char *name, int len, int32 max, ZkScope scope, bool try_only,
 	PG_TRY();
 	{
 		outcome = zk_wait_outcome(guard_idx, timeout_ms,
-								  zklock_connect_timeout, "take the guard of a semaphore");
+								  zk_connect_timeout, "take the guard of a semaphore");
 		if (outcome == ZKO_GRANTED)
 		{
 			int64		left = timeout_ms;
@@ -283,7 +258,7 @@ acquire(const char *name, int len, int32 max, ZkScope scope, bool try_only,
 			zk_enqueue(e);
 			LWLockRelease(zk_ctl->lock);
 			zk_wake_worker();
-			outcome = zk_wait_outcome(taking_idx, left, zklock_connect_timeout,
+			outcome = zk_wait_outcome(taking_idx, left, zk_connect_timeout,
 									  "take a lease of a semaphore");
 			if (outcome == ZKO_BUSY)
 			{
@@ -338,59 +313,13 @@ acquire(const char *name, int len, int32 max, ZkScope scope, bool try_only,
 	return false;
 }
 
-static Datum
-sem_common(FunctionCallInfo fcinfo, ZkScope scope, bool try_only)
+/*
+ * zk_semaphore_release(name): let go of one session hold; false and a
+ * WARNING when there is none, or the lease had been lost
+ */
+bool
+zk_sem_release_session(const char *name, int len)
 {
-	int			len;
-	char	   *name = zk_arg_text_name(fcinfo, 0, "semaphore name", &len);
-	int32		max = arg_max(fcinfo, 1);
-	int64		timeout_ms = try_only ? 0 : zk_arg_timeout_ms(fcinfo, 2);
-	bool		ok;
-
-	zk_require_shmem();
-	zk_check_name(name, len);
-	zk_check_semaphore_name(name, len);
-	zk_backend_init();
-	ok = acquire(name, len, max, scope, try_only, timeout_ms);
-	if (try_only)
-		PG_RETURN_BOOL(ok);
-	PG_RETURN_VOID();
-}
-
-/* SQL: zk_semaphore() */
-Datum
-zk_semaphore(PG_FUNCTION_ARGS)
-{
-	return sem_common(fcinfo, ZKS_TRANSACTION, false);
-}
-
-/* SQL: zk_try_semaphore() */
-Datum
-zk_try_semaphore(PG_FUNCTION_ARGS)
-{
-	return sem_common(fcinfo, ZKS_TRANSACTION, true);
-}
-
-/* SQL: zk_session_semaphore() */
-Datum
-zk_session_semaphore(PG_FUNCTION_ARGS)
-{
-	return sem_common(fcinfo, ZKS_SESSION, false);
-}
-
-/* SQL: zk_try_session_semaphore() */
-Datum
-zk_try_session_semaphore(PG_FUNCTION_ARGS)
-{
-	return sem_common(fcinfo, ZKS_SESSION, true);
-}
-
-/* zk_semaphore_release(name): one session hold; false + WARNING when none */
-Datum
-zk_semaphore_release(PG_FUNCTION_ARGS)
-{
-	int			len;
-	char	   *name = zk_arg_text_name(fcinfo, 0, "semaphore name", &len);
 	LocalSem   *ls = find_sem(name, len);
 	bool		lost;
 
@@ -400,7 +329,7 @@ zk_semaphore_release(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_WARNING),
 				 errmsg("this session holds no session lease of zookeeper semaphore \"%s\"",
 						zk_display_name(name))));
-		PG_RETURN_BOOL(false);
+		return false;
 	}
 	lost = (lease_outcome(ls) == ZKO_LOST);
 	ls->session--;
@@ -414,9 +343,9 @@ zk_semaphore_release(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 				 errmsg("the lease of zookeeper semaphore \"%s\" had been lost", zk_display_name(name)),
 				 errdetail("Its ZooKeeper session ended while it was held.")));
-		PG_RETURN_BOOL(false);
+		return false;
 	}
-	PG_RETURN_BOOL(true);
+	return true;
 }
 
 /* ---- transactions ---- */
@@ -550,48 +479,6 @@ sem_at_exit(void)
 	let_go(&taking_idx, taking_gen);
 	let_go(&guard_idx, guard_gen);
 	drop_holds(true, true);
-}
-
-/* ---- zk_semaphores: this cluster's leases and waiters ---- */
-
-static bool
-want_sem(ZkEntry *e)
-{
-	if (!zk_entry_live(e))
-		return false;
-	if (e->kind == ZKK_SEMLEASE)
-		return true;
-	/* in line for the guard: waiting for a lease (a granted guard is followed by its lease entry) */
-	return e->kind == ZKK_LOCK && e->family == ZKF_SEMAPHORES && e->outcome == ZKO_NONE;
-}
-
-/* SQL: zk_semaphores_internal() */
-Datum
-zk_semaphores_internal(PG_FUNCTION_ARGS)
-{
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	ZkLockRow  *copy;
-	int			n;
-	int			i;
-
-	InitMaterializedSRF(fcinfo, 0);
-	copy = zk_snapshot_entries(want_sem, &n);	/* copied under the lock */
-	for (i = 0; i < n; i++)
-	{
-		ZkLockRow  *r = &copy[i];
-		Datum		values[10];
-		bool		nulls[10];
-		bool		lease = (r->kind == ZKK_SEMLEASE);
-
-		zk_entry_row(r, lease && (r->outcome == ZKO_GRANTED || r->outcome == ZKO_LOST),
-					 ZKF_SEMPOOL, values, nulls);
-		values[3] = Int32GetDatum(r->parties);
-		/* in line for the guard: no scope yet, and its node is the guard's */
-		if (!lease)
-			nulls[4] = nulls[7] = true;
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
-	return (Datum) 0;
 }
 
 const ZkRecipeBackend zk_sem_backend = {

@@ -9,18 +9,18 @@
  *	  <root>/semaphores/<name>/<guid>	a lease: ephemeral, 32 hex digits
  *										(as kazoo's uuid4().hex), data: who
  *
- *	  Steps (bop):
- *	  ZKS_ENSURE	create the pool with max_leases as data; when it exists,
+ *	  Steps (step.sem, ZkSemStep):
+ *	  ZKSEM_ENSURE	create the pool with max_leases as data; when it exists,
  *					read its data: a different number is an error (kazoo
  *					raises "Inconsistent max leases"), no number is ignored
- *	  ZKS_LIST		list the pool with a watch: our lease there (a create
+ *	  ZKSEM_LIST	list the pool with a watch: our lease there (a create
  *					whose reply was lost) is granted; fewer children than
- *					max_leases: ZKS_CREATE; else wait for the watch
- *	  ZKS_CREATE	create our lease node
+ *					max_leases: ZKSEM_CREATE; else wait for the watch
+ *	  ZKSEM_CREATE	create our lease node
  *	  held			(ZKE_HELD) until released: then delete it
- *	  ZKS_COUNT		alone, before a try takes the guard: read the pool's
+ *	  ZKSEM_COUNT	alone, before a try takes the guard: read the pool's
  *					max_leases (a different number: 22023 at once, as for
- *					ZKS_ENSURE), list it once and answer whether a lease is
+ *					ZKSEM_ENSURE), list it once and answer whether a lease is
  *					free (takes nothing), so that a full pool, or a wrong
  *					max_leases, answers without waiting for the guard
  *
@@ -34,6 +34,7 @@
 
 #include "zklock.h"
 #include "recipe.h"
+#include "semaphore.h"
 
 #include <errno.h>
 
@@ -47,7 +48,7 @@ pool_path(ZkEntry *e, char *buf, size_t len)
 	char		ename[ZKLOCK_ENAME_MAX + 1];
 
 	zk_encode_name(e->name, strlen(e->name), ename);
-	snprintf(buf, len, "%s/semaphores/%s", zklock_root, ename);
+	snprintf(buf, len, "%s/semaphores/%s", zk_root, ename);
 }
 
 static void
@@ -106,7 +107,7 @@ pool_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 			e->watching = false;
 			if (e->state == ZKE_WAITING && !e->released)
 			{
-				e->bop = ZKS_LIST;
+				e->step.sem = ZKSEM_LIST;
 				sem_step(e);
 			}
 		}
@@ -114,7 +115,7 @@ pool_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 	COMPLETION_END(e);
 }
 
-/* ---- ZKS_ENSURE (and the read of ZKS_COUNT) ---- */
+/* ---- ZKSEM_ENSURE (and the read of ZKSEM_COUNT) ---- */
 
 static void pool_counted(int rc, const struct String_vector *kids, const void *ctx);
 
@@ -129,12 +130,12 @@ pool_read(int rc, const char *value, int value_len, const struct Stat *stat,
 	{
 		e = zk_entry_of(ctx);
 		if (e != NULL && e->list_inflight &&
-			(e->bop == ZKS_ENSURE || e->bop == ZKS_COUNT))
+			(e->step.sem == ZKSEM_ENSURE || e->step.sem == ZKSEM_COUNT))
 		{
 			e->list_inflight = false;
 			if (e->released)
 				sem_step(e);
-			else if (rc == ZNONODE && e->bop == ZKS_COUNT)
+			else if (rc == ZNONODE && e->step.sem == ZKSEM_COUNT)
 			{
 				/* no pool yet: every lease is free */
 				e->state = ZKE_DONE;
@@ -161,7 +162,7 @@ pool_read(int rc, const char *value, int value_len, const struct Stat *stat,
 					e->state = ZKE_DONE;
 					zk_finish(e, ZKO_BUSY, ERRCODE_INVALID_PARAMETER_VALUE, msg);
 				}
-				else if (e->bop == ZKS_COUNT)
+				else if (e->step.sem == ZKSEM_COUNT)
 				{
 					/* the right pool: count its leases */
 					char		path[ZK_PATH_MAX];
@@ -176,7 +177,7 @@ pool_read(int rc, const char *value, int value_len, const struct Stat *stat,
 				}
 				else
 				{
-					e->bop = ZKS_LIST;
+					e->step.sem = ZKSEM_LIST;
 					sem_step(e);
 				}
 			}
@@ -200,14 +201,14 @@ pool_created(int rc, const char *name, const void *ctx)
 	COMPLETION_BEGIN
 	{
 		e = zk_entry_of(ctx);
-		if (e != NULL && e->create_inflight && e->bop == ZKS_ENSURE)
+		if (e != NULL && e->create_inflight && e->step.sem == ZKSEM_ENSURE)
 		{
 			e->create_inflight = false;
 			if (e->released)
 				sem_step(e);
 			else if (rc == ZOK)
 			{
-				e->bop = ZKS_LIST;
+				e->step.sem = ZKSEM_LIST;
 				sem_step(e);
 			}
 			else if (rc == ZNODEEXISTS)
@@ -255,7 +256,7 @@ send_ensure(ZkEntry *e)
 		(void) zk_send_failed(e, rc, "semaphore create");
 }
 
-/* ---- ZKS_LIST, ZKS_CREATE ---- */
+/* ---- ZKSEM_LIST, ZKSEM_CREATE ---- */
 
 /* Completion of the zoo_acreate2 sent by sem_step() */
 static void
@@ -266,7 +267,7 @@ lease_created(int rc, const char *name, const struct Stat *stat, const void *ctx
 	COMPLETION_BEGIN
 	{
 		e = zk_entry_of(ctx);
-		if (e != NULL && e->create_inflight && e->bop == ZKS_CREATE)
+		if (e != NULL && e->create_inflight && e->step.sem == ZKSEM_CREATE)
 		{
 			e->create_inflight = false;
 			if (rc == ZOK || rc == ZNODEEXISTS)
@@ -283,13 +284,13 @@ lease_created(int rc, const char *name, const struct Stat *stat, const void *ctx
 			}
 			else if (rc == ZNONODE)
 			{
-				e->bop = ZKS_ENSURE;	/* the pool went: again from the top */
+				e->step.sem = ZKSEM_ENSURE;	/* the pool went: again from the top */
 				sem_step(e);
 			}
 			else if (!zk_rc_definite(rc))
 			{
 				e->in_doubt = true;		/* look for it when usable again */
-				e->bop = ZKS_LIST;
+				e->step.sem = ZKSEM_LIST;
 				zk_retry_later(e);
 			}
 			else
@@ -311,7 +312,7 @@ pool_listed(int rc, const struct String_vector *kids, const void *ctx)
 	COMPLETION_BEGIN
 	{
 		e = zk_entry_of(ctx);
-		if (e != NULL && e->list_inflight && e->bop == ZKS_LIST)
+		if (e != NULL && e->list_inflight && e->step.sem == ZKSEM_LIST)
 		{
 			char		pool[ZK_PATH_MAX];
 
@@ -348,7 +349,7 @@ pool_listed(int rc, const struct String_vector *kids, const void *ctx)
 				else if (!kids || kids->count < e->parties)
 				{
 					unwatch(e);
-					e->bop = ZKS_CREATE;
+					e->step.sem = ZKSEM_CREATE;
 					sem_step(e);
 				}
 				else
@@ -360,7 +361,7 @@ pool_listed(int rc, const struct String_vector *kids, const void *ctx)
 			}
 			else if (rc == ZNONODE)
 			{
-				e->bop = ZKS_ENSURE;
+				e->step.sem = ZKSEM_ENSURE;
 				sem_step(e);
 			}
 			else if (!zk_rc_definite(rc))
@@ -381,7 +382,7 @@ pool_counted(int rc, const struct String_vector *kids, const void *ctx)
 	COMPLETION_BEGIN
 	{
 		e = zk_entry_of(ctx);
-		if (e != NULL && e->list_inflight && e->bop == ZKS_COUNT)
+		if (e != NULL && e->list_inflight && e->step.sem == ZKSEM_COUNT)
 		{
 			e->list_inflight = false;
 			if (e->released)
@@ -469,15 +470,15 @@ sem_step(ZkEntry *e)
 	}
 	if (e->guid[0] == '\0')
 		zk_make_guid(e, false);
-	if (e->bop == 0)
-		e->bop = ZKS_ENSURE;
-	switch (e->bop)
+	if (e->step.sem == 0)
+		e->step.sem = ZKSEM_ENSURE;
+	switch (e->step.sem)
 	{
-		case ZKS_ENSURE:
+		case ZKSEM_ENSURE:
 			e->state = ZKE_CREATING;
 			send_ensure(e);
 			break;
-		case ZKS_LIST:
+		case ZKSEM_LIST:
 			pool_path(e, path, sizeof(path));
 			if (!e->watching)
 			{
@@ -496,7 +497,7 @@ sem_step(ZkEntry *e)
 			else
 				(void) zk_send_failed(e, rc, "semaphore list");
 			break;
-		case ZKS_COUNT:
+		case ZKSEM_COUNT:
 			/* the pool's max_leases first (a wrong one is 22023 at once) */
 			pool_path(e, path, sizeof(path));
 			e->state = ZKE_CREATING;
@@ -506,7 +507,7 @@ sem_step(ZkEntry *e)
 			else
 				(void) zk_send_failed(e, rc, "semaphore count");
 			break;
-		case ZKS_CREATE:
+		case ZKSEM_CREATE:
 			lease_path(e, path, sizeof(path));
 			e->state = ZKE_CREATING;
 			rc = zoo_acreate2(zk_zh, path, e->data, (int) strlen(e->data),
@@ -533,7 +534,7 @@ sem_drive_failed(ZkEntry *e)
 static void
 sem_session_lost(ZkEntry *e, const char *why)
 {
-	bool		creating = e->create_inflight && e->bop == ZKS_CREATE;
+	bool		creating = e->create_inflight && e->step.sem == ZKSEM_CREATE;
 
 	e->create_inflight = e->list_inflight = e->delete_inflight = false;
 	e->watching = e->watch_pending = false;
@@ -573,10 +574,11 @@ sem_session_lost(ZkEntry *e, const char *why)
 	}
 }
 
-const ZkRecipe zk_semlease_recipe = {
-	.name = "semaphore lease",
+/* the recipe has no hook into the worker; its one kind (recipelist.h) */
+const ZkRecipe zk_sem_recipe = {0};
+
+const ZkKindOps zk_semlease_ops = {
 	.drive = sem_step,
 	.drive_failed = sem_drive_failed,
 	.session_lost = sem_session_lost,
-	.session_reset = NULL,
 };

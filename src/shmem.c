@@ -51,7 +51,7 @@ quota_offset(int max_entries)
 Size
 zk_shmem_size(void)
 {
-	Size		size = quota_offset(zklock_max_locks);
+	Size		size = quota_offset(zk_max_locks);
 
 	size = add_size(size, mul_size(quota_slots(), sizeof(int)));
 	size = MAXALIGN(size);
@@ -105,18 +105,18 @@ zk_shmem_init(void)
 				zk_ctl->run_id = ((uint64) time(NULL) << 20) ^ (uint64) MyProcPid ^
 					(uint64) GetCurrentTimestamp();
 		}
-		zk_ctl->max_entries = zklock_max_locks;
+		zk_ctl->max_entries = zk_max_locks;
 		zk_ctl->quota_slots = quota_slots();
 		zk_ctl->queue_head = ZKLOCK_NO_ENTRY;
 		zk_ctl->queue_tail = ZKLOCK_NO_ENTRY;
 		pg_atomic_init_u32(&zk_ctl->release_head, ZKLOCK_NO_ENTRY);
 		for (i = 0; i < ZKCNT_NUM; i++)
 			pg_atomic_init_u64(&zk_ctl->counters[i], 0);
-		for (i = 0; i < zklock_max_locks; i++)
+		for (i = 0; i < zk_max_locks; i++)
 		{
 			zk_ctl->entries[i].state = ZKE_FREE;
 			pg_atomic_init_u32(&zk_ctl->entries[i].release_req, 0);
-			zk_ctl->entries[i].next = (i + 1 < zklock_max_locks) ? (uint32) (i + 1) : ZKLOCK_NO_ENTRY;
+			zk_ctl->entries[i].next = (i + 1 < zk_max_locks) ? (uint32) (i + 1) : ZKLOCK_NO_ENTRY;
 		}
 		zk_ctl->free_head = 0;
 	}
@@ -187,9 +187,9 @@ zk_entry_alloc(void)
 	e->fence_checked = false;
 	e->writer_ok[0] = '\0';
 	e->checking_writer = false;
-	e->bop = 0;
+	memset(&e->step, 0, sizeof(e->step));
 	e->parties = 0;
-	e->family = ZKF_LOCKS;
+	e->family = 0;				/* ZKF_LOCKS (lock.h) */
 	e->lease_version = 0;
 	e->blob = InvalidDsaPointer;
 	e->claims = InvalidDsaPointer;
@@ -201,18 +201,6 @@ zk_entry_alloc(void)
 	e->state = ZKE_PENDING;
 	zk_ctl->used++;
 	return e;
-}
-
-/*
- * Entries kept for the worker's own use (its election candidacies, and
- * room to settle what backends left): 8 plus the number of names in
- * zklock.elections, but at most a quarter of zklock.max_locks, so that a
- * small table still leaves most of its entries to backends.
- */
-int
-zk_worker_reserve(void)
-{
-	return Min(8 + zk_elections_listed(), zk_ctl->max_entries / 4);
 }
 
 /*
@@ -544,12 +532,12 @@ zk_backend_lock_timed(LWLockMode mode, long timeout_ms)
 void
 zk_backend_lock(LWLockMode mode)
 {
-	if (!zk_backend_lock_timed(mode, zklock_connect_timeout))
+	if (!zk_backend_lock_timed(mode, zk_connect_timeout))
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("the zklock worker did not respond"),
 				 errdetail("zklock's shared state stayed locked for longer than zklock.connect_timeout (%d ms).",
-						   zklock_connect_timeout),
+						   zk_connect_timeout),
 				 errhint("Check that the zklock worker is running and not stopped (zk_status(), pg_stat_activity), then retry.")));
 }
 
@@ -623,7 +611,7 @@ zk_dsa(void)
 			LWLockRegisterTranche(zk_ctl->dsa_tranche, "zklock_dsa");
 			zk_area = dsa_create(zk_ctl->dsa_tranche);
 			dsa_pin(zk_area);
-			dsa_set_size_limit(zk_area, (size_t) zklock_max_payload_kb * 1024);
+			dsa_set_size_limit(zk_area, (size_t) zk_max_payload_kb * 1024);
 			zk_ctl->dsa = dsa_get_handle(zk_area);
 		}
 		else
@@ -651,5 +639,5 @@ zk_dsa(void)
 void
 zk_dsa_apply_limit(void)
 {
-	dsa_set_size_limit(zk_dsa(), (size_t) zklock_max_payload_kb * 1024);
+	dsa_set_size_limit(zk_dsa(), (size_t) zk_max_payload_kb * 1024);
 }

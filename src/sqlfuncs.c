@@ -8,6 +8,7 @@
  */
 #include "zklock.h"
 #include "queue.h"
+#include "lock.h"
 
 #include <errno.h>
 
@@ -253,7 +254,7 @@ zk_path(PG_FUNCTION_ARGS)
 		zk_queue_path(qname, out, sizeof(out));
 	else if (strcmp(kind, "barrier") == 0 || strcmp(kind, "gate") == 0 ||
 			 strcmp(kind, "arrivals") == 0)
-		snprintf(out, sizeof(out), "%s/%s%s/%s", zklock_root, kind,
+		snprintf(out, sizeof(out), "%s/%s%s/%s", zk_root, kind,
 				 strcmp(kind, "gate") == 0 ? "s" : strcmp(kind, "barrier") == 0 ? "s" : "",
 				 ename);
 	else

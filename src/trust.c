@@ -208,9 +208,9 @@ zk_mac_unsigned_done(void)
 const char *
 zk_mac_relpath(const char *path)
 {
-	size_t		rl = strlen(zklock_root);
+	size_t		rl = strlen(zk_root);
 
-	if (strncmp(path, zklock_root, rl) == 0 && path[rl] == '/')
+	if (strncmp(path, zk_root, rl) == 0 && path[rl] == '/')
 		return path + rl + 1;
 	return path;
 }

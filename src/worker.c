@@ -44,7 +44,6 @@
  *-------------------------------------------------------------------------
  */
 #include "recipe.h"
-#include "history.h"
 #include "trust.h"
 
 #include <fcntl.h>
@@ -68,7 +67,6 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 
-static zhandle_t *zh = NULL;
 static char open_hosts[ZKLOCK_HOSTS_MAX];	/* hosts the handle was opened on */
 static bool reopen_needed = false;	/* session expired: close, open anew */
 static uint64 last_session_id = 0;
@@ -100,9 +98,6 @@ static bool probe_inflight = false;
 static bool session_to_save = false;
 static TimestampTz probe_sent_at = 0;
 
-/* Depth of zk_worker_enter(): the lock is held while it is above zero */
-static int	lock_depth = 0;
-
 #define SESSION_FILE	"pgsql_tmp_zklock.session"
 
 /* The wait set and what it was built for */
@@ -111,29 +106,6 @@ static int	wes_fd = -1;
 static bool wes_connected = false;
 static int	wes_sock_pos = -1;
 static uint32 wes_sock_events = 0;
-
-/* Take zk_ctl->lock for the worker's bookkeeping (re-entrant). */
-void
-zk_worker_enter(void)
-{
-	if (lock_depth++ == 0)
-		LWLockAcquire(zk_ctl->lock, LW_EXCLUSIVE);
-}
-
-void
-zk_worker_leave(void)
-{
-	Assert(lock_depth > 0);
-	if (--lock_depth == 0)
-		LWLockRelease(zk_ctl->lock);
-}
-
-/* After LWLockReleaseAll() in error recovery */
-void
-zk_worker_reset(void)
-{
-	lock_depth = 0;
-}
 
 void
 zk_register_worker(void)
@@ -150,7 +122,7 @@ zk_register_worker(void)
 	worker.bgw_start_time = BgWorkerStart_ConsistentState;
 	worker.bgw_restart_time = 1;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "zklock");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "zklock_worker_main");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "zk_worker_main");
 	snprintf(worker.bgw_name, BGW_MAXLEN, "zklock worker");
 	snprintf(worker.bgw_type, BGW_MAXLEN, "zklock worker");
 	worker.bgw_main_arg = (Datum) 0;
@@ -201,7 +173,7 @@ static void session_event(zhandle_t *h, int state);
 static void
 session_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 {
-	if (type != ZOO_SESSION_EVENT || h != zh)
+	if (type != ZOO_SESSION_EVENT || h != zk_zh)
 		return;
 	zk_worker_enter();
 	PG_TRY();
@@ -210,12 +182,7 @@ session_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 	}
 	PG_CATCH();
 	{
-		MemoryContextSwitchTo(TopMemoryContext);
-		EmitErrorReport();
-		FlushErrorState();
-		LWLockReleaseAll();
-		lock_depth = 1;
-		LWLockAcquire(zk_ctl->lock, LW_EXCLUSIVE);
+		zk_worker_recover();
 	}
 	PG_END_TRY();
 	zk_worker_leave();
@@ -270,8 +237,8 @@ session_event(zhandle_t *h, int state)
 		strlcpy(zk_ctl->current_server, server ? server : "",
 				sizeof(zk_ctl->current_server));
 		set_conn_state(ZKC_CONNECTED);
-		zk_history_connected();
-		zk_recipes_set_handle(h, sid);
+		zk_recipes_connected();
+		zk_session_set(h, sid);
 		zk_recipes_reconnected();
 	}
 	else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE)
@@ -433,7 +400,7 @@ close_old_session(void)
 		strcmp(fhost, myhost) != 0 || strcmp(fdir, DataDir) != 0 ||
 		sysid != (unsigned long long) GetSystemIdentifier() ||
 		port != PostPortNumber || strlen(pw) != 2 * sizeof(cid.passwd) ||
-		sid == 0 || zklock_hosts[0] == '\0')
+		sid == 0 || zk_hosts[0] == '\0')
 	{
 		fclose(f);
 		forget_session();
@@ -462,7 +429,7 @@ close_old_session(void)
 		forget_session();
 		return;
 	}
-	oh = zookeeper_init2(zklock_hosts, old_session_watcher, zklock_session_timeout,
+	oh = zookeeper_init2(zk_hosts, old_session_watcher, zk_session_timeout,
 						 &cid, NULL, 0, zk_log_line);
 	if (oh == NULL)
 	{
@@ -478,7 +445,7 @@ close_old_session(void)
 	}
 	zoo_set_servers_resolution_delay(oh, 60000);
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-										   Min(zklock_session_timeout, 5000));
+										   Min(zk_session_timeout, 5000));
 	while (GetCurrentTimestamp() < deadline)
 	{
 		int			fd = -1;
@@ -535,23 +502,23 @@ session_open(void)
 
 	int			conn;
 
-	strlcpy(open_hosts, zklock_hosts, sizeof(open_hosts));
+	strlcpy(open_hosts, zk_hosts, sizeof(open_hosts));
 	last_session_id = 0;
 	cred_state = ZKA_NONE;
-	if (zklock_hosts[0] != '\0')
+	if (zk_hosts[0] != '\0')
 		cred_state = zk_auth_load(cred, sizeof(cred));
-	if (zklock_hosts[0] != '\0')
+	if (zk_hosts[0] != '\0')
 		zk_acl_build(cred_state == ZKA_DIGEST);
-	if (zklock_hosts[0] != '\0' && cred_state == ZKA_REFUSED)
+	if (zk_hosts[0] != '\0' && cred_state == ZKA_REFUSED)
 	{
 		/* never without the credentials it was told to use */
 		next_open_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 												   AUTH_RETRY_MS);
 	}
-	else if (zklock_hosts[0] != '\0')
+	else if (zk_hosts[0] != '\0')
 	{
 		zoo_set_debug_level(ZOO_LOG_LEVEL_WARN);
-		h = zookeeper_init2(zklock_hosts, session_watcher, zklock_session_timeout,
+		h = zookeeper_init2(zk_hosts, session_watcher, zk_session_timeout,
 							NULL, NULL, 0, zk_log_line);
 
 		/*
@@ -571,7 +538,7 @@ session_open(void)
 		{
 			ereport(WARNING,
 					(errmsg("zklock: could not open a zookeeper session on \"%s\": %m",
-							zklock_hosts),
+							zk_hosts),
 					 errhint("Check zklock.hosts; it must be a list of host:port pairs.")));
 			next_open_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
 		}
@@ -587,21 +554,20 @@ session_open(void)
 		}
 	}
 
-	if (zklock_hosts[0] == '\0')
+	if (zk_hosts[0] == '\0')
 		conn = ZKC_NOT_CONFIGURED;
 	else if (cred_state == ZKA_REFUSED)
 		conn = ZKC_AUTH_FAILED;
 	else
 		conn = ZKC_CONNECTING;
 	zk_worker_enter();
-	zh = h;
+	zk_session_set(h, 0);
 	zk_ctl->session_id = 0;
 	zk_ctl->session_timeout = 0;
 	zk_ctl->current_server[0] = '\0';
 	zk_ctl->auth_state = cred_state;
-	strlcpy(zk_ctl->servers, zklock_hosts, sizeof(zk_ctl->servers));
+	strlcpy(zk_ctl->servers, zk_hosts, sizeof(zk_ctl->servers));
 	set_conn_state(conn);
-	zk_recipes_set_handle(zh, 0);
 	zk_worker_leave();
 }
 
@@ -613,7 +579,7 @@ session_open(void)
 static void
 session_close(const char *why)
 {
-	zhandle_t  *h = zh;
+	zhandle_t  *h = zk_zh;
 
 	/*
 	 * Every entry of the session is lost before the close reaches
@@ -622,8 +588,7 @@ session_close(const char *why)
 	 * already see the loss.
 	 */
 	zk_worker_enter();
-	zk_recipes_set_handle(NULL, 0);
-	zh = NULL;
+	zk_session_set(NULL, 0);
 	probe_inflight = false;
 	zk_recipes_session_lost(why);
 	zk_ctl->session_id = 0;
@@ -647,7 +612,7 @@ static void
 worker_exit(int code, Datum arg)
 {
 	LWLockReleaseAll();
-	lock_depth = 0;
+	zk_worker_reset();
 	session_close("The zklock worker exited");
 	zk_worker_enter();
 	zk_ctl->worker_latch = NULL;
@@ -700,15 +665,15 @@ prepare_wait_set(int fd, int interest, bool connected)
 static void
 apply_settings(void)
 {
-	if (strcmp(open_hosts, zklock_hosts) != 0 ||
-		(zh == NULL && zk_ctl->conn_state == ZKC_NOT_CONFIGURED && zklock_hosts[0] != '\0'))
+	if (strcmp(open_hosts, zk_hosts) != 0 ||
+		(zk_zh == NULL && zk_ctl->conn_state == ZKC_NOT_CONFIGURED && zk_hosts[0] != '\0'))
 	{
 		ereport(LOG,
 				(errmsg("zklock: zklock.hosts changed to \"%s\", opening a new session",
-						zklock_hosts)));
+						zk_hosts)));
 		session_close("The zklock.hosts setting changed");
 		next_open_at = 0;
-		if (zklock_hosts[0] == '\0')
+		if (zk_hosts[0] == '\0')
 		{
 			strlcpy(open_hosts, "", sizeof(open_hosts));
 			zk_worker_enter();
@@ -718,7 +683,7 @@ apply_settings(void)
 		}
 		return;
 	}
-	if (zklock_hosts[0] != '\0')
+	if (zk_hosts[0] != '\0')
 	{
 		char		newcred[ZKLOCK_CRED_MAX];
 		int			newstate = zk_auth_load(newcred, sizeof(newcred));
@@ -726,7 +691,7 @@ apply_settings(void)
 							   strcmp(newcred, cred) != 0);
 
 		explicit_bzero(newcred, sizeof(newcred));
-		if (changed && zh != NULL)
+		if (changed && zk_zh != NULL)
 		{
 			ereport(LOG,
 					(errmsg("zklock: the zookeeper credentials (zklock.auth_file) changed, opening a new session")));
@@ -734,14 +699,14 @@ apply_settings(void)
 			next_open_at = 0;
 			auth_backoff = false;
 		}
-		else if (changed || (zh == NULL && cred_state == ZKA_REFUSED))
+		else if (changed || (zk_zh == NULL && cred_state == ZKA_REFUSED))
 		{
 			next_open_at = 0;	/* no session yet: try now */
 			auth_backoff = false;
 		}
 	}
 	/* a new zklock.acl applies to the nodes created from now on */
-	if (zklock_hosts[0] != '\0')
+	if (zk_hosts[0] != '\0')
 		zk_acl_build(cred_state == ZKA_DIGEST);
 }
 
@@ -755,17 +720,17 @@ sync_conn_state(void)
 {
 	int			st;
 
-	if (zh == NULL)
+	if (zk_zh == NULL)
 		return;
-	st = zoo_state(zh);
+	st = zoo_state(zk_zh);
 	if (st == ZOO_EXPIRED_SESSION_STATE || st == ZOO_AUTH_FAILED_STATE)
 	{
 		if (zk_ctl->conn_state != ZKC_EXPIRED &&
 			zk_ctl->conn_state != ZKC_AUTH_FAILED)
-			session_event(zh, st);
+			session_event(zk_zh, st);
 	}
 	else if (st != ZOO_CONNECTED_STATE && zk_ctl->conn_state == ZKC_CONNECTED)
-		session_event(zh, st);
+		session_event(zk_zh, st);
 	else if (st != ZOO_CONNECTED_STATE && zk_ctl->conn_state == ZKC_SUSPENDED &&
 			 !reopen_needed && zk_ctl->session_timeout > 0 &&
 			 GetCurrentTimestamp() >
@@ -810,14 +775,14 @@ maybe_probe(void)
 	TimestampTz now;
 	int			every;
 
-	if (zh == NULL || probe_inflight || zoo_state(zh) != ZOO_CONNECTED_STATE ||
+	if (zk_zh == NULL || probe_inflight || zoo_state(zk_zh) != ZOO_CONNECTED_STATE ||
 		zk_ctl->conn_state != ZKC_CONNECTED)
 		return;
 	every = Max(zk_ctl->session_timeout / 4, 100);
 	now = GetCurrentTimestamp();
 	if (now < TimestampTzPlusMilliseconds(probe_sent_at, every))
 		return;
-	if (zoo_async(zh, "/", probe_done, (const void *) (uintptr_t) now) == ZOK)
+	if (zoo_async(zk_zh, "/", probe_done, (const void *) (uintptr_t) now) == ZOK)
 	{
 		probe_inflight = true;
 		probe_sent_at = now;
@@ -854,13 +819,13 @@ serve_queue(void)
 	while ((idx = zk_dequeue()) != ZKLOCK_NO_ENTRY)
 		zk_recipe_drive(zk_entry(idx));
 
-	if (zh != NULL && zoo_state(zh) == ZOO_CONNECTED_STATE &&
+	if (zk_zh != NULL && zoo_state(zk_zh) == ZOO_CONNECTED_STATE &&
 		zk_ctl->conn_state == ZKC_CONNECTED)
 		zk_recipes_reconnected();
 }
 
 void
-zklock_worker_main(Datum arg)
+zk_worker_main(Datum arg)
 {
 #ifdef __GLIBC__
 
@@ -885,10 +850,9 @@ zklock_worker_main(Datum arg)
 	zk_ctl->worker_latch = MyLatch;
 	zk_ctl->worker_pid = MyProcPid;
 	zk_ctl->worker_generation++;
-	zk_ctl->queues_tracked = 0; /* a new worker knows no queue yet */
-	zk_ctl->pubs_blocked_resolve = 0;	/* its settling pass counts anew */
+	zk_recipes_worker_start();
 	zk_retry_forget_marks();
-	set_conn_state(zklock_hosts[0] == '\0' ? ZKC_NOT_CONFIGURED : ZKC_CONNECTING);
+	set_conn_state(zk_hosts[0] == '\0' ? ZKC_NOT_CONFIGURED : ZKC_CONNECTING);
 	zk_worker_leave();
 
 	zk_dsa_apply_limit();
@@ -912,14 +876,14 @@ zklock_worker_main(Datum arg)
 		 * the worker would go on serving but never see SIGTERM, and
 		 * PostgreSQL could not shut down.  Say so and let go.
 		 */
-		if (lock_depth != 0 || InterruptHoldoffCount != 0)
+		if (zk_worker_lock_depth() != 0 || InterruptHoldoffCount != 0)
 		{
 			ereport(WARNING,
 					(errmsg("zklock: the worker still held its lock at the top of its loop (depth %d, interrupts held off %u)",
-							lock_depth, InterruptHoldoffCount),
+							zk_worker_lock_depth(), InterruptHoldoffCount),
 					 errdetail("This is a bug in zklock; the worker releases it and goes on.")));
 			LWLockReleaseAll();
-			lock_depth = 0;
+			zk_worker_reset();
 			InterruptHoldoffCount = 0;
 		}
 		CHECK_FOR_INTERRUPTS();
@@ -930,7 +894,7 @@ zklock_worker_main(Datum arg)
 			ProcessConfigFile(PGC_SIGHUP);
 			apply_settings();
 			zk_dsa_apply_limit();
-			zk_elections_changed();
+			zk_recipes_reload();
 		}
 		if (reopen_needed)
 		{
@@ -947,23 +911,23 @@ zklock_worker_main(Datum arg)
 			}
 			auth_backoff = false;
 		}
-		if (zh == NULL && zklock_hosts[0] != '\0' &&
+		if (zk_zh == NULL && zk_hosts[0] != '\0' &&
 			GetCurrentTimestamp() >= next_open_at)
 			session_open();
 
-		if (session_to_save && zh != NULL)
+		if (session_to_save && zk_zh != NULL)
 		{
 			session_to_save = false;
-			save_session(zh);
+			save_session(zk_zh);
 		}
 
 		zk_worker_enter();
 		serve_queue();
 		zk_worker_leave();
 
-		if (zh != NULL)
+		if (zk_zh != NULL)
 		{
-			int			rc = zookeeper_interest(zh, &fd, &interest, &tv);
+			int			rc = zookeeper_interest(zk_zh, &fd, &interest, &tv);
 
 			if (rc != ZOK && rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT)
 			{
@@ -973,7 +937,7 @@ zklock_worker_main(Datum arg)
 			}
 			zk_worker_enter();
 			sync_conn_state();
-			connected = (zoo_state(zh) == ZOO_CONNECTED_STATE);
+			connected = (zoo_state(zk_zh) == ZOO_CONNECTED_STATE);
 			serve_queue();		/* completions may have queued retries */
 			maybe_probe();
 			if (zk_ctl->session_timeout > 0)
@@ -992,7 +956,7 @@ zklock_worker_main(Datum arg)
 		if (nev > 0 && (ev.events & WL_LATCH_SET))
 			ResetLatch(MyLatch);
 
-		if (nev > 0 && ev.pos == wes_sock_pos && zh != NULL &&
+		if (nev > 0 && ev.pos == wes_sock_pos && zk_zh != NULL &&
 			(ev.events & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE)))
 		{
 			int			zevents = 0;
@@ -1001,12 +965,12 @@ zklock_worker_main(Datum arg)
 				zevents |= ZOOKEEPER_READ;
 			if (ev.events & WL_SOCKET_WRITEABLE)
 				zevents |= ZOOKEEPER_WRITE;
-			zookeeper_process(zh, zevents);
+			zookeeper_process(zk_zh, zevents);
 			zk_worker_enter();
 			sync_conn_state();
 			zk_worker_leave();
 		}
-		else if (nev > 0 && zh != NULL && fd >= 0 && (interest & ZOOKEEPER_READ))
+		else if (nev > 0 && zk_zh != NULL && fd >= 0 && (interest & ZOOKEEPER_READ))
 		{
 			/*
 			 * Woken by a request: what ZooKeeper has already sent (a watch
@@ -1020,7 +984,7 @@ zklock_worker_main(Datum arg)
 			pfd.revents = 0;
 			if (poll(&pfd, 1, 0) > 0 && pfd.revents != 0)
 			{
-				zookeeper_process(zh, ZOOKEEPER_READ);
+				zookeeper_process(zk_zh, ZOOKEEPER_READ);
 				zk_worker_enter();
 				sync_conn_state();
 				zk_worker_leave();

@@ -3,9 +3,11 @@
  * worker_base.c
  *	  The worker's machinery that every recipe shares: the table of recipes
  *	  by entry kind and the calls into it, completion contexts and error
- *	  recovery, answering an entry's owner, the retry list, the judgement of
- *	  the client library's return codes, and the count of local watchers
- *	  per node.  Knows no recipe.  Runs in the worker, lock held.
+ *	  recovery, the worker's hold on zk_ctl->lock (zk_worker_enter/leave),
+ *	  the session's handle, answering an entry's owner, the retry list, the
+ *	  judgement of the client library's return codes, and the count of
+ *	  local watchers per node.  Knows no recipe, and nothing of worker.c,
+ *	  which calls it.  Runs in the worker, lock held.
  *
  *-------------------------------------------------------------------------
  */
@@ -16,29 +18,100 @@
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 
+/* The session's handle (the only one: worker.c opens and closes it) */
 zhandle_t  *zk_zh = NULL;
 uint64		zk_cur_session = 0;
 uint64		zk_connects = 0;
 uint64		zk_dispatch = 0;
 
+/* Depth of zk_worker_enter(): the lock is held while it is above zero */
+static int	lock_depth = 0;
+
 /* zk_recipe_drive's nesting: only the outermost call is a dispatch */
 static int	drive_depth = 0;
 
-/* The recipes, by ZkKind */
-static const ZkRecipe *const recipes[] = {
-	[ZKK_LOCK] = &zk_lock_recipe,
-	[ZKK_HOLDERS] = &zk_holders_recipe,
-	[ZKK_QPUB] = &zk_qpub_recipe,
-	[ZKK_QCLAIM] = &zk_qclaim_recipe,
-	[ZKK_QINFO] = &zk_qinfo_recipe,
-	[ZKK_BWAIT] = &zk_bwait_recipe,
-	[ZKK_BMEMBER] = &zk_bmember_recipe,
-	[ZKK_BINFO] = &zk_binfo_recipe,
-	[ZKK_LEASE] = &zk_lease_recipe,
-	[ZKK_SEMLEASE] = &zk_semlease_recipe,
+/* The kinds' operations, by ZkKind, and the recipes' hooks (recipelist.h) */
+#define ZK_RECIPE(id)
+#define ZK_KIND(kind, ops, label) [kind] = &ops,
+static const ZkKindOps *const kinds[] = {
+#include "recipelist.h"
 };
+#undef ZK_RECIPE
+#undef ZK_KIND
 
-StaticAssertDecl(lengthof(recipes) == ZKK_NUM, "every entry kind needs a recipe");
+StaticAssertDecl(lengthof(kinds) == ZKK_NUM, "every entry kind needs its operations");
+
+#define ZK_RECIPE(id) &zk_##id##_recipe,
+#define ZK_KIND(kind, ops, label)
+static const ZkRecipe *const recipes[] = {
+#include "recipelist.h"
+};
+#undef ZK_RECIPE
+#undef ZK_KIND
+
+/*
+ * Call one of the recipes' hooks that take nothing (a member of ZkRecipe,
+ * given by its offset) of every recipe that has it, in the list's order
+ */
+static void
+recipes_call(size_t hook)
+{
+	int			k;
+
+	for (k = 0; k < (int) lengthof(recipes); k++)
+	{
+		void		(*fn) (void) = *(void (*const *) (void))
+			((const char *) recipes[k] + hook);
+
+		if (fn != NULL)
+			fn();
+	}
+}
+
+/* Take zk_ctl->lock for the worker's bookkeeping (re-entrant). */
+void
+zk_worker_enter(void)
+{
+	if (lock_depth++ == 0)
+		LWLockAcquire(zk_ctl->lock, LW_EXCLUSIVE);
+}
+
+void
+zk_worker_leave(void)
+{
+	Assert(lock_depth > 0);
+	if (--lock_depth == 0)
+		LWLockRelease(zk_ctl->lock);
+}
+
+/* After LWLockReleaseAll() in error recovery */
+void
+zk_worker_reset(void)
+{
+	lock_depth = 0;
+}
+
+/*
+ * Error recovery in the worker, inside PG_CATCH: report the error, let go
+ * of every LWLock and take the worker's lock again
+ */
+void
+zk_worker_recover(void)
+{
+	MemoryContextSwitchTo(TopMemoryContext);
+	EmitErrorReport();
+	FlushErrorState();
+	LWLockReleaseAll();
+	zk_worker_reset();
+	zk_worker_enter();
+}
+
+/* How deep zk_worker_enter() is nested (0: the lock is not held) */
+int
+zk_worker_lock_depth(void)
+{
+	return lock_depth;
+}
 
 /*
  * An error inside a completion: report it, recover the lock, and let the
@@ -47,15 +120,10 @@ StaticAssertDecl(lengthof(recipes) == ZKK_NUM, "every entry kind needs a recipe"
 void
 zk_completion_error(ZkEntry *e)
 {
-	MemoryContextSwitchTo(TopMemoryContext);
-	EmitErrorReport();
-	FlushErrorState();
-	LWLockReleaseAll();
-	zk_worker_reset();
-	zk_worker_enter();
+	zk_worker_recover();
 	zk_count(ZKCNT_ZK_ERRORS, 1);
 	if (e != NULL && e->state != ZKE_FREE)
-		recipes[e->kind]->drive_failed(e);
+		kinds[e->kind]->drive_failed(e);
 }
 
 /*
@@ -72,7 +140,7 @@ zk_recipe_drive(ZkEntry *e)
 	drive_depth++;
 	PG_TRY();
 	{
-		recipes[e->kind]->drive(e);
+		kinds[e->kind]->drive(e);
 	}
 	PG_CATCH();
 	{
@@ -126,8 +194,12 @@ zk_no_progress_report(const char *recipe, const char *name, const char *state)
 	zk_count(ZKCNT_ZK_ERRORS, 1);
 }
 
+/*
+ * worker.c opened, connected or closed the session (h NULL): the handle
+ * and session id every recipe sends with.
+ */
 void
-zk_recipes_set_handle(zhandle_t *h, uint64 session_id)
+zk_session_set(zhandle_t *h, uint64 session_id)
 {
 	zk_zh = h;
 	zk_cur_session = session_id;
@@ -163,19 +235,7 @@ zk_recipes_reconnected(void)
 		if (e->state != ZKE_FREE)
 			zk_recipe_drive(e);
 	}
-	if (zk_session_usable())
-	{
-		PG_TRY();
-		{
-			zk_elections_turn();
-		}
-		PG_CATCH();
-		{
-			zk_completion_error(NULL);
-		}
-		PG_END_TRY();
-	}
-	for (k = 0; k < ZKK_NUM; k++)
+	for (k = 0; k < (int) lengthof(recipes); k++)
 		if (recipes[k]->session_usable && zk_session_usable())
 		{
 			PG_TRY();
@@ -199,13 +259,10 @@ void
 zk_recipes_session_lost(const char *why)
 {
 	int			i;
-	int			k;
 
 	(void) zk_retry_take_all();
 	zk_watch_forget_all();
-	for (k = 0; k < ZKK_NUM; k++)
-		if (recipes[k]->session_reset)
-			recipes[k]->session_reset();
+	recipes_call(offsetof(ZkRecipe, session_reset));
 	for (i = 0; i < zk_ctl->max_entries; i++)
 	{
 		ZkEntry    *e = zk_entry(i);
@@ -213,8 +270,29 @@ zk_recipes_session_lost(const char *why)
 		if (e->state == ZKE_FREE)
 			continue;
 		e->retry_prev = e->retry_next = ZKLOCK_NO_ENTRY;
-		recipes[e->kind]->session_lost(e, why);
+		kinds[e->kind]->session_lost(e, why);
 	}
+}
+
+/* A worker starts: every recipe forgets what a previous one counted */
+void
+zk_recipes_worker_start(void)
+{
+	recipes_call(offsetof(ZkRecipe, worker_start));
+}
+
+/* The configuration was reloaded (lock not held) */
+void
+zk_recipes_reload(void)
+{
+	recipes_call(offsetof(ZkRecipe, reload));
+}
+
+/* The session is connected, new or taken up again */
+void
+zk_recipes_connected(void)
+{
+	recipes_call(offsetof(ZkRecipe, session_connected));
 }
 
 /* ---- helpers ---- */
@@ -268,11 +346,6 @@ zk_finish(ZkEntry *e, ZkOutcome outcome, int sqlstate, const char *msg)
 		{
 			e->granted_at = GetCurrentTimestamp();
 			zk_count(ZKCNT_GRANTS, 1);
-			if (e->kind == ZKK_LOCK && e->family == ZKF_ELECTIONS)
-			{
-				zk_count(ZKCNT_LEADERSHIPS, 1);
-				ereport(LOG, (errmsg("zklock: leading election \"%s\"", e->name)));
-			}
 		}
 		pg_write_barrier();
 		e->outcome = outcome;
@@ -361,7 +434,7 @@ zk_fail_rc(ZkEntry *e, int rc, const char *path, int sqlstate, const char *msg)
 	char		refused[ZKLOCK_PARENT_MAX + 1];
 
 	if (rc == ZNOAUTH)
-		zk_fail_noauth(e, path ? path : zklock_root);
+		zk_fail_noauth(e, path ? path : zk_root);
 	else if (rc == ZNONODE && path && zk_parent_refused(path, refused, sizeof(refused)))
 		zk_fail_noauth(e, refused);
 	else

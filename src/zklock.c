@@ -8,6 +8,7 @@
  *-------------------------------------------------------------------------
  */
 #include "zklock.h"
+#include "election.h"
 
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -19,19 +20,19 @@ PG_MODULE_MAGIC;
 
 void		_PG_init(void);
 
-char	   *zklock_hosts = NULL;
-char	   *zklock_root = NULL;
-int			zklock_session_timeout = 10000;
-int			zklock_connect_timeout = 5000;
-int			zklock_commit_timeout = 5000;
-int			zklock_max_locks = 1024;
-int			zklock_max_locks_per_backend = 256;
-int			zklock_max_locks_per_role = 512;
-int			zklock_max_lease_duration = 86400;
-int			zklock_max_answer_kb = 16384;
-int			zklock_max_payload_kb = 262144;
-char	   *zklock_elections = NULL;
-char	   *zklock_namespace = NULL;
+char	   *zk_hosts = NULL;
+char	   *zk_root = NULL;
+int			zk_session_timeout = 10000;
+int			zk_connect_timeout = 5000;
+int			zk_commit_timeout = 5000;
+int			zk_max_locks = 1024;
+int			zk_max_locks_per_backend = 256;
+int			zk_max_locks_per_role = 512;
+int			zk_max_lease_duration = 86400;
+int			zk_max_answer_kb = 16384;
+int			zk_max_payload_kb = 262144;
+char	   *zk_elections = NULL;
+char	   *zk_namespace = NULL;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -122,7 +123,7 @@ _PG_init(void)
 	DefineCustomStringVariable("zklock.hosts",
 							   "ZooKeeper connect string (host:port pairs, comma separated).",
 							   "Empty means zklock does not connect. A new value reconnects.",
-							   &zklock_hosts,
+							   &zk_hosts,
 							   "",
 							   PGC_SIGHUP,
 							   0,
@@ -131,7 +132,7 @@ _PG_init(void)
 	DefineCustomStringVariable("zklock.root",
 							   "ZooKeeper path under which zklock keeps its nodes.",
 							   NULL,
-							   &zklock_root,
+							   &zk_root,
 							   "/zklock",
 							   PGC_POSTMASTER,
 							   0,
@@ -140,7 +141,7 @@ _PG_init(void)
 	DefineCustomIntVariable("zklock.session_timeout",
 							"ZooKeeper session timeout asked for by the worker.",
 							"The server may negotiate it into its own bounds. Used for new sessions.",
-							&zklock_session_timeout,
+							&zk_session_timeout,
 							10000, 1000, 600000,
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
@@ -149,7 +150,7 @@ _PG_init(void)
 	DefineCustomIntVariable("zklock.connect_timeout",
 							"How long a request waits for a usable ZooKeeper session before it fails.",
 							NULL,
-							&zklock_connect_timeout,
+							&zk_connect_timeout,
 							5000, 100, 3600000,
 							PGC_USERSET,
 							GUC_UNIT_MS,
@@ -158,7 +159,7 @@ _PG_init(void)
 	DefineCustomIntVariable("zklock.commit_timeout",
 							"How long COMMIT waits for a suspended ZooKeeper connection to come back.",
 							"A transaction that holds zookeeper locks cannot commit while they are in doubt.",
-							&zklock_commit_timeout,
+							&zk_commit_timeout,
 							5000, 0, 3600000,
 							PGC_USERSET,
 							GUC_UNIT_MS,
@@ -167,7 +168,7 @@ _PG_init(void)
 	DefineCustomIntVariable("zklock.max_locks",
 							"Number of lock entries (held or awaited) in shared memory.",
 							NULL,
-							&zklock_max_locks,
+							&zk_max_locks,
 							1024, 16, 1000000,
 							PGC_POSTMASTER,
 							0,
@@ -181,8 +182,8 @@ _PG_init(void)
 							"Entries (locks held or awaited, queue and barrier requests) one backend may use at once.",
 							"The default is a quarter of zklock.max_locks. Entries a backend let go of count "
 							"until the worker has freed them.",
-							&zklock_max_locks_per_backend,
-							Max(zklock_max_locks / 4, 1), 1, 1000000,
+							&zk_max_locks_per_backend,
+							Max(zk_max_locks / 4, 1), 1, 1000000,
 							PGC_SUSET,
 							0,
 							NULL, NULL, NULL);
@@ -192,8 +193,8 @@ _PG_init(void)
 							"Entries the sessions of one role (not a superuser) may use together at once.",
 							"The default is half of zklock.max_locks; 0 means no limit. Counted per session "
 							"user; superusers are not bound by it.",
-							&zklock_max_locks_per_role,
-							Max(zklock_max_locks / 2, 1), 0, 1000000,
+							&zk_max_locks_per_role,
+							Max(zk_max_locks / 2, 1), 0, 1000000,
 							PGC_SUSET,
 							0,
 							NULL, NULL, NULL);
@@ -201,7 +202,7 @@ _PG_init(void)
 	DefineCustomIntVariable("zklock.max_lease_duration",
 							"Longest duration zk_try_lease accepts.",
 							"0 means no limit other than 100 years.",
-							&zklock_max_lease_duration,
+							&zk_max_lease_duration,
 							86400, 0, INT_MAX,
 							PGC_SUSET,
 							GUC_UNIT_S,
@@ -213,7 +214,7 @@ _PG_init(void)
 							"A peek or listing that would be larger fails with 54000; the worker stops reading "
 							"for it once it has read this much. A dequeue stops claiming there and returns "
 							"fewer items (at least one).",
-							&zklock_max_answer_kb,
+							&zk_max_answer_kb,
 							16384, 2048, 1048576,
 							PGC_SUSET,
 							GUC_UNIT_KB,
@@ -228,7 +229,7 @@ _PG_init(void)
 							"Largest size of the shared memory zklock keeps queue payloads and answers in.",
 							"An enqueue's COMMIT, a dequeue or an answer that finds no room fails with 53200 "
 							"(a dequeue that already holds items returns them and gives the rest back).",
-							&zklock_max_payload_kb,
+							&zk_max_payload_kb,
 							262144, 4096, INT_MAX,
 							PGC_SIGHUP,
 							GUC_UNIT_KB,
@@ -238,7 +239,7 @@ _PG_init(void)
 							   "Elections this cluster stands in (names, comma separated).",
 							   "The worker campaigns for each while the server is a primary; "
 							   "zk_is_leader(name) tells whether this cluster leads.",
-							   &zklock_elections,
+							   &zk_elections,
 							   "",
 							   PGC_SIGHUP,
 							   0,
@@ -248,7 +249,7 @@ _PG_init(void)
 							   "Namespace of this session's zklock names.",
 							   "Sessions meet on a name only within one namespace. \"$database\" is the "
 							   "current database's name; empty is the namespace shared by everyone.",
-							   &zklock_namespace,
+							   &zk_namespace,
 							   "$database",
 							   PGC_SUSET,
 							   0,
@@ -259,7 +260,7 @@ _PG_init(void)
 							   "Absolute or relative to the data directory; it must be owned by the server's user "
 							   "and not readable by group or others. Empty means no authentication. "
 							   "A reload that changes the credentials opens a new session.",
-							   &zklock_auth_file,
+							   &zk_auth_file,
 							   "",
 							   PGC_SIGHUP,
 							   GUC_SUPERUSER_ONLY,
@@ -269,7 +270,7 @@ _PG_init(void)
 							   "ZooKeeper ACL of the nodes zklock creates (scheme:id:perms, comma separated).",
 							   "Schemes world, auth, digest, ip; perms letters of cdrwa. Empty means "
 							   "auth::cdrwa,world:anyone:r with zklock.auth_file, world:anyone:cdrwa without.",
-							   &zklock_acl,
+							   &zk_acl_setting,
 							   "",
 							   PGC_SIGHUP,
 							   GUC_SUPERUSER_ONLY,

@@ -1,11 +1,13 @@
 /*-------------------------------------------------------------------------
  *
  * zklock.h
- *	  Definitions shared by every part of zklock: the shared-memory control
- *	  struct, the table of entries, settings, and the seams between the
- *	  backend side (backend.c, lock_backend.c, lock_sql.c, sqlfuncs.c), the
- *	  worker (worker.c, worker_base.c and the recipes behind recipe.h:
- *	  lock_worker.c) and the shared state (shmem.c).
+ *	  The base every part of zklock shares, and no recipe's own: the
+ *	  shared-memory control struct and the table of entries (shmem.c), the
+ *	  settings (zklock.c), names (names.c), requests and waits (backend.c),
+ *	  argument helpers (sqlfuncs.c) and a recipe's backend half
+ *	  (ZkRecipeBackend).  The worker's side of the seam is recipe.h; the
+ *	  list of recipes recipelist.h; each recipe's own definitions are in its
+ *	  header (lock.h, queue.h, barrier.h, lease.h, semaphore.h, election.h).
  *
  *	  Who may touch what: src/README, section 2; an entry's life cycle per
  *	  kind: section 3.
@@ -103,49 +105,16 @@ typedef enum ZkMode
 	ZKM_SHARED
 } ZkMode;
 
+/* The kinds of entry, one per ZK_KIND of recipelist.h, in its order */
+#define ZK_RECIPE(id)
+#define ZK_KIND(kind, ops, label) kind,
 typedef enum ZkKind
 {
-	ZKK_LOCK = 0,				/* a lock held or awaited */
-	ZKK_HOLDERS,				/* a one-off read of a lock's contenders */
-	ZKK_QPUB,					/* a transaction's items, published at commit */
-	ZKK_QCLAIM,					/* a dequeue: waiting, then its claims */
-	ZKK_QINFO,					/* a one-off queue read (length, peek...) */
-	ZKK_BWAIT,					/* a wait for a gate or for arrivals */
-	ZKK_BMEMBER,				/* a double barrier's member */
-	ZKK_BINFO,					/* a one-off arrivals read or reset */
-	ZKK_LEASE,					/* a lease's read or write (lease_worker.c) */
-	ZKK_SEMLEASE,				/* a semaphore's lease (sem_worker.c) */
+#include "recipelist.h"
 	ZKK_NUM
 } ZkKind;
-
-/* what a ZKK_LEASE entry asks (bop) */
-typedef enum ZkLeaseOp
-{
-	ZKL_READ = 1,				/* read the holder node */
-	ZKL_WRITE					/* replace it, while holding the lease's lock */
-} ZkLeaseOp;
-
-/* the steps of a ZKK_SEMLEASE entry (bop) */
-typedef enum ZkSemStep
-{
-	ZKS_ENSURE = 1,				/* the pool, with max_leases as its data */
-	ZKS_LIST,					/* count the leases (and look for ours) */
-	ZKS_CREATE,					/* create our lease */
-	ZKS_COUNT					/* (a try's first look) any lease free?  GRANTED
-								 * when so, BUSY when not; takes nothing */
-} ZkSemStep;
-
-/* where a ZKK_LOCK entry's lock lives: <root>/<dir>/<encoded name> */
-typedef enum ZkLockFamily
-{
-	ZKF_LOCKS = 0,				/* zk_lock and friends */
-	ZKF_LEASES,					/* the lock that guards a lease (kazoo's layout) */
-	ZKF_ELECTIONS,				/* the worker's candidacy (kazoo's Election) */
-	ZKF_SEMAPHORES,				/* a semaphore's guard: <root>/semaphores/<name>-__lock__ */
-	ZKF_SEMPOOL,				/* (listing only) a semaphore's leases: <root>/semaphores/<name> */
-	ZKF_LEASEDIR				/* (listing only) every lease: <root>/leases, each
-								 * child's lease_holder read */
-} ZkLockFamily;
+#undef ZK_RECIPE
+#undef ZK_KIND
 
 typedef enum ZkScope
 {
@@ -258,8 +227,19 @@ typedef struct ZkEntry
 	bool		pub_blocked;	/* QPUB, committed: ZooKeeper refuses the
 								 * publication; retried (errmsg says why) */
 
+	/*
+	 * Where the entry's kind is in its own steps, one enum per recipe; zeroed
+	 * at allocation
+	 */
+	union
+	{
+		uint8		barrier;	/* ZKK_BWAIT, ZKK_BMEMBER, ZKK_BINFO:
+								 * ZkBarrierOp (barrier.h) */
+		uint8		lease;		/* ZKK_LEASE: ZkLeaseOp */
+		uint8		sem;		/* ZKK_SEMLEASE: ZkSemStep */
+	}			step;
+
 	/* the barrier recipes (barrier.h); zeroed at allocation */
-	uint8		bop;			/* ZkBarrierOp */
 	int32		parties;		/* BWAIT arrivals, BMEMBER: members wanted */
 
 	/* locks guarding other recipes, and the lease recipe; zeroed too */
@@ -274,30 +254,6 @@ typedef struct ZkEntry
 	 */
 	int32		quota_procno;
 } ZkEntry;
-
-/*
- * The answer to a ZKK_HOLDERS query, in a segment the backend creates: a
- * header, then one ZkHolderRec per contender, each followed by its node
- * name and data.  When the segment is too small, the worker stops writing
- * and sets "needed".
- */
-#define ZKLOCK_HOLDER_DATA_MAX	1024
-typedef struct ZkHoldersBuf
-{
-	Size		size;			/* of the segment */
-	Size		used;			/* bytes written after the header */
-	Size		needed;			/* bytes the full answer needs */
-	int			count;			/* records written */
-} ZkHoldersBuf;
-
-typedef struct ZkHolderRec
-{
-	int64		czxid;
-	uint8		shared;
-	uint16		namelen;
-	uint16		datalen;
-	/* followed by name and data, no terminators */
-} ZkHolderRec;
 
 /* Counters shown by zk_status() */
 typedef enum ZkCounter
@@ -380,34 +336,27 @@ typedef struct ZkControl
 } ZkControl;
 
 /* zklock.c: settings */
-extern char *zklock_hosts;
-extern char *zklock_root;
-extern int	zklock_session_timeout;
-extern int	zklock_connect_timeout;
-extern int	zklock_commit_timeout;
-extern int	zklock_max_locks;
-extern int	zklock_max_locks_per_backend;
-extern int	zklock_max_locks_per_role;
-extern int	zklock_max_lease_duration;
-extern int	zklock_max_answer_kb;
-extern int	zklock_max_payload_kb;
-extern char *zklock_elections;
-extern char *zklock_namespace;
-extern char *zklock_auth_file;
-extern char *zklock_acl;
+extern char *zk_hosts;
+extern char *zk_root;
+extern int	zk_session_timeout;
+extern int	zk_connect_timeout;
+extern int	zk_commit_timeout;
+extern int	zk_max_locks;
+extern int	zk_max_locks_per_backend;
+extern int	zk_max_locks_per_role;
+extern int	zk_max_lease_duration;
+extern int	zk_max_answer_kb;
+extern int	zk_max_payload_kb;
+extern char *zk_elections;
+extern char *zk_namespace;
+extern char *zk_auth_file;
+extern char *zk_acl_setting;
 
 /* auth.c: the settings' hooks (the worker's half is in recipe.h) */
 extern bool zk_check_acl(char **newval, void **extra, GucSource source);
 extern void zk_assign_acl(const char *newval, void *extra);
 extern bool zk_check_auth_file(char **newval, void **extra, GucSource source);
 extern const char *zk_auth_state_name(int state);
-
-/* election.c: the worker's candidacies */
-extern void zk_elections_turn(void);
-extern void zk_elections_changed(void);
-extern void zk_assign_elections(const char *newval, void *extra);
-extern int	zk_elections_listed(void);
-extern bool zk_check_elections(char **newval, void **extra, GucSource source);
 
 /* shmem.c */
 extern ZkControl *zk_ctl;
@@ -430,7 +379,6 @@ typedef enum ZkAllocRefusal
 extern ZkEntry *zk_entry_alloc_backend(int procno, int quota, Oid role,
 									   int role_quota, int reserve,
 									   ZkAllocRefusal *why, int *held);
-extern int	zk_worker_reserve(void);
 extern void zk_entry_free(ZkEntry *e);
 extern void zk_enqueue(ZkEntry *e);
 extern uint32 zk_dequeue(void);
@@ -456,14 +404,11 @@ extern void zk_payload_memory_error(Size need, const char *what, const char *tod
 
 /* names.c */
 extern char *zk_name_to_utf8(const char *name, int len, int *outlen);
-extern char *pg_any_to_server_noerror(const char *utf8, int len);
+extern char *zk_utf8_to_server_noerror(const char *utf8, int len);
 extern void zk_check_name(const char *name, int len);
-extern void zk_check_semaphore_name(const char *name, int len);
 extern void zk_encode_name(const char *name, int len, char *out);
-extern void zk_lock_parent(const char *name, int family, char *out, size_t outlen);
 extern bool zk_valid_root(const char *root, const char **why);
 extern bool zk_node_seq(const char *child, int64 *seq);
-extern bool zk_node_is_contender(const char *child, bool *shared);
 extern int	zk_decode_name(const char *enc, char *out, int outlen);
 extern int	zk_decode_qname(const char *enc, char *out, int outlen);
 extern const char *zk_name_part(const char *qname);
@@ -475,31 +420,9 @@ extern void zk_namespace_changed(void);
 extern bool zk_json_field(const char *data, int len, const char *key, char *out,
 						  size_t outlen);
 
-/*
- * One contender of a lock, as the recipe orders them (lock_order in
- * names.c): key is the creation order (sequence number, or czxid once the
- * sequence has wrapped).
- */
-typedef struct ZkContender
-{
-	const char *name;
-	int64		key;
-	bool		shared;
-} ZkContender;
-
-#define ZKLOCK_HELD			(-1)
-#define ZKLOCK_DEADLOCK		(-2)
-extern bool zk_same_owner(const ZkContender *a, const ZkContender *b);
-extern int	zk_lock_blocker(ZkContender *c, int n, int me, const char *base,
-							bool guess_base);
-extern void zk_sort_contenders(ZkContender *c, int n);
-
 /* worker.c */
-extern PGDLLEXPORT void zklock_worker_main(Datum arg);
+extern PGDLLEXPORT void zk_worker_main(Datum arg);
 extern void zk_register_worker(void);
-extern void zk_worker_enter(void);
-extern void zk_worker_leave(void);
-extern void zk_worker_reset(void);
 
 /*
  * A recipe's backend half: called by backend.c at the end of every
@@ -513,6 +436,9 @@ typedef struct ZkRecipeBackend
 	void		(*subxact_end) (bool commit, SubTransactionId mySubid,
 								SubTransactionId parentSubid);
 	void		(*at_exit) (void);
+	int			(*worker_entries) (void);	/* entries the worker keeps for
+											 * its own use on the recipe's
+											 * behalf (backend.c's reserve) */
 } ZkRecipeBackend;
 
 /* backend.c: requests and waits, for every recipe */
@@ -538,47 +464,11 @@ extern char *zk_arg_name(struct FunctionCallInfoBaseData *fcinfo, bool key, int 
 extern char *zk_arg_text_name(struct FunctionCallInfoBaseData *fcinfo, int argno,
 							  const char *what, int *len);
 
-/* queue_backend.c: the queue recipe's backend half */
-extern const ZkRecipeBackend zk_queue_backend;
-extern const ZkRecipeBackend zk_barrier_backend;
-extern const ZkRecipeBackend zk_lease_backend;
-extern const ZkRecipeBackend zk_sem_backend;
-
-/* lock_backend.c: the lock recipe's backend half */
-extern const ZkRecipeBackend zk_lock_backend;
-extern int64 zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
-						bool try_only, int64 timeout_ms, bool *acquired);
-extern bool zk_release(const char *name, int len, ZkMode mode);
-extern void zk_release_all_session(void);
-extern int64 zk_held_token(const char *name, int len, bool *held);
-extern dsm_segment *zk_query_holders(const char *name, int len, int family);
-
-/* One row of zk_locks, copied from an entry under the lock */
-typedef struct ZkLockRow
-{
-	int			idx;			/* the entry's number */
-	uint8		state;
-	bool		released;		/* let go of (release asked or seen) */
-	bool		queued;
-	bool		on_retry;
-	bool		in_doubt;
-	int			outstanding;
-	int			pid;
-	Oid			dbid;
-	uint8		kind;
-	uint8		family;
-	uint8		mode;
-	uint8		scope;
-	uint8		outcome;
-	int32		parties;		/* a semaphore's max_leases */
-	int64		token;
-	TimestampTz requested_at;
-	TimestampTz granted_at;
-	char		name[ZKLOCK_QNAME_MAX + 1];
-	char		node[ZKLOCK_NODE_MAX + 1];
-} ZkLockRow;
-extern bool zk_entry_live(ZkEntry *e);
-extern ZkLockRow *zk_snapshot_entries(bool (*want) (ZkEntry *e), int *n);
-extern void zk_entry_row(ZkLockRow *r, bool held, int family, Datum *values, bool *nulls);
+/* every recipe's backend half (recipelist.h), zk_<id>_backend */
+#define ZK_RECIPE(id) extern const ZkRecipeBackend zk_##id##_backend;
+#define ZK_KIND(kind, ops, label)
+#include "recipelist.h"
+#undef ZK_RECIPE
+#undef ZK_KIND
 
 #endif							/* ZKLOCK_H */

@@ -148,7 +148,7 @@ sweep() {
 }
 
 # make, failing on any compiler warning: ZKLOCK_WERROR=1 makes the Makefile's
-# warning flags errors (-Werror)
+# warning flags errors (-Werror); then the exported symbols (tools/symbols.sh)
 build() {
     local dir=$1
     say "build (make ZKLOCK_WERROR=1 in $dir)"
@@ -157,6 +157,11 @@ build() {
         return 1
     fi
     echo "build: no warnings"
+    # every symbol the library exports is zk_ or PostgreSQL's
+    if ! bash "$dir/tools/symbols.sh" "$dir/zklock.so"; then
+        echo "test.sh: the build exports a symbol that is not zk_ (tools/symbols.sh)" >&2
+        return 1
+    fi
 }
 
 install_ext() {

@@ -1,0 +1,40 @@
+/*-------------------------------------------------------------------------
+ *
+ * lease.h
+ *	  The lease recipe's definitions shared by its files (lease_worker.c,
+ *	  lease_backend.c, lease_sql.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ZKLOCK_LEASE_H
+#define ZKLOCK_LEASE_H
+
+#include "zklock.h"
+
+/* what a ZKK_LEASE entry asks (step.lease) */
+typedef enum ZkLeaseOp
+{
+	ZKL_READ = 1,				/* read the holder node */
+	ZKL_WRITE					/* replace it, while holding the lease's lock */
+} ZkLeaseOp;
+
+/* A holder node's data, as kazoo writes it */
+typedef struct ZkLeaseData
+{
+	int			depth;
+	char	   *field;
+	char	   *version;		/* the JSON token, numbers only */
+	char	   *holder;
+	char	   *end;
+} ZkLeaseData;
+
+/* lease_backend.c: what the SQL functions (lease_sql.c) call */
+extern bool zk_lease_try(const char *name, int len, const char *holder,
+						 int64 duration_us);
+extern bool zk_lease_read(const char *name, int len, char **data, int *datalen);
+extern bool zk_lease_parse(const char *data, int len, ZkLeaseData *ld);
+extern bool zk_lease_parse_end(const char *s, TimestampTz *out);
+extern char *zk_lease_default_holder(int *len);
+extern void zk_lease_unreadable(const char *uname, const char *why) pg_attribute_noreturn();
+
+#endif							/* ZKLOCK_LEASE_H */
