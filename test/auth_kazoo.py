@@ -85,7 +85,8 @@ def main():
                 ans = "ok"
             elif verb == "lock":
                 lk = locks.get(parts[1])
-                if lk is None:
+                # a new Lock per acquisition: the empty container may be gone
+                if lk is None or not lk.is_acquired:
                     lk = locks[parts[1]] = zk.Lock(parts[1], "kazoo-auth")
                 try:
                     got = lk.acquire(blocking=True, timeout=float(parts[2]))

@@ -409,6 +409,14 @@ tap_phase() {
             echo "----- tmp_check/log -----"
             ls -l "$SRC/tmp_check/log" 2>/dev/null
         }
+        # the next prove run starts by removing tmp_check: keep this one's
+        # logs (every server's, ZooKeeper's) for whoever reads the failure
+        TAP_PHASE_LOGS=$((${TAP_PHASE_LOGS:-0} + 1))
+        if [ -d "$SRC/tmp_check/log" ]; then
+            rm -rf "$SRC/failed-logs.$TAP_PHASE_LOGS"
+            cp -a "$SRC/tmp_check/log" "$SRC/failed-logs.$TAP_PHASE_LOGS"
+            echo "test.sh: the logs of this prove run are kept in $SRC/failed-logs.$TAP_PHASE_LOGS"
+        fi
     fi
     rm -f "$log"
 }
@@ -545,7 +553,7 @@ WORK=$(mktemp -d /tmp/zklock-test.XXXXXX)
 # a clean copy: no VCS data, no build products or results of earlier runs
 tar -C "$SRC" -cf - \
     --exclude=./.git --exclude='*.o' --exclude='*.so' --exclude='*.bc' \
-    --exclude=./tmp_check --exclude=./tmp_regress --exclude=./results \
+    --exclude=./tmp_check --exclude='./failed-logs.*' --exclude=./tmp_regress --exclude=./results \
     --exclude=./regression.diffs --exclude=./regression.out --exclude=__pycache__ \
     . | tar -C "$WORK" -xf - || { echo "test.sh: cannot copy the tree to $WORK" >&2; FAILED=$((FAILED + 1)); exit 1; }
 

@@ -724,7 +724,10 @@ for line in sys.stdin:
         if parts[0] in recipes:
             table, make = recipes[parts[0]]
             lk = table.get(parts[1])
-            if lk is None:
+            # a new Lock object per acquisition, as doc/how-it-works.md
+            # advises: a kazoo Lock creates the lock's node only once, and
+            # ZooKeeper may have removed the empty container since
+            if lk is None or not lk.is_acquired:
                 lk = table[parts[1]] = make(parts[1], "kazoo-tap")
             last[parts[1]] = lk
             timeout = float(parts[2]) if len(parts) > 2 else None
