@@ -18,6 +18,12 @@ OBJS = \
 	src/sqlfuncs.o \
 	src/lock_sql.o \
 	src/queue_worker.o \
+	src/queue_publish.o \
+	src/queue_naming.o \
+	src/queue_consume.o \
+	src/queue_claim.o \
+	src/queue_read.o \
+	src/queue_settle.o \
 	src/history.o \
 	src/trust.o \
 	src/queue_backend.o \
@@ -78,4 +84,4 @@ endif
 
 # every object depends on the shared header
 $(OBJS): src/zklock.h src/recipelist.h src/recipe.h src/lock.h src/queue.h src/barrier.h \
-	src/lease.h src/semaphore.h src/election.h src/trust.h
+	src/lease.h src/semaphore.h src/election.h src/trust.h src/queue_int.h

@@ -7,7 +7,7 @@
  *	  survey of runs that the settling pass consults before it acts on a
  *	  node of another run.
  *
- *	  The rules the settling pass follows (queue_worker.c) with what this
+ *	  The rules the settling pass follows (queue_settle.c) with what this
  *	  file answers are in src/README, section 5.
  *
  *	  Runs in the worker, lock held (completions take it themselves).

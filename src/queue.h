@@ -45,7 +45,7 @@
  * The transaction node's data: a header, then the items.  Nodes written
  * before runs existed carry ZkTxnHeaderV1 (no run: settled as before), and
  * before MACs ZkTxnHeaderV2 (no mac); the worker widens them when it reads
- * one (queue_worker.c), and accepts them unsigned only in the run that
+ * one (queue_settle.c), and accepts them unsigned only in the run that
  * made the cluster's key (trust.h).
  */
 #define ZKQ_TXN_MAGIC_V1	0x5A4B5154	/* "ZKQT" */

@@ -4,7 +4,7 @@
  *	  SQL functions of the queue recipe: zk_enqueue, zk_dequeue,
  *	  zk_try_dequeue, zk_queue_length, zk_queue_peek, zk_queue_purge,
  *	  zk_queue_drop, zk_queues_internal and zk_queue_release_cluster.  Run in backends;
- *	  the work is in queue_backend.c and the worker's queue_worker.c.
+ *	  the work is in queue_backend.c and the worker's queue_*.c (queue_worker.c lists them).
  *
  *-------------------------------------------------------------------------
  */
@@ -250,7 +250,7 @@ zk_queue_purge(PG_FUNCTION_ARGS)
 }
 
 /*
- * Delete an empty, unused queue's nodes (queue_worker.c, "Dropping a
+ * Delete an empty, unused queue's nodes (queue_read.c, "Dropping a
  * queue"), at once: not undone by ROLLBACK.  true: dropped; false: there
  * was no such queue.  Refused with 55006 while it has items or claims, or
  * while this cluster uses it (this transaction's own items for it
@@ -324,7 +324,7 @@ zk_queue_drop(PG_FUNCTION_ARGS)
 
 /*
  * The answer to a one-off read: in dsa, or in a segment of its own when
- * large (queue_worker.c, info_finish).  Maps it (*seg) and returns its
+ * large (queue_read.c, info_finish).  Maps it (*seg) and returns its
  * address, or NULL when there is none; answer_unmap before letting go of
  * the entry.
  */

@@ -34,7 +34,7 @@ ZK_KIND(ZKK_HOLDERS, zk_holders_ops, "holders")	/* a one-off read of a
 /* the worker's candidacies: lock entries (election.c) */
 ZK_RECIPE(election)
 
-/* the queue (queue_worker.c, queue_backend.c) */
+/* the queue (queue_worker.c and its parts, queue_backend.c) */
 ZK_RECIPE(queue)
 ZK_KIND(ZKK_QPUB, zk_qpub_ops, "publication")	/* a transaction's items,
 												 * published at commit */

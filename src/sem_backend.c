@@ -131,6 +131,103 @@ wrong_max(const char *uname, int32 max, const char *msg)
 			 errhint("Use the same max_leases everywhere, or delete the semaphore's node once nobody holds a lease.")));
 }
 
+/* Stack one more hold on the lease this backend has (ls) */
+static void
+stack_hold(LocalSem *ls, int32 max, ZkScope scope, const char *uname)
+{
+	MemoryContext old;
+
+	if (ls->max != max)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zookeeper semaphore \"%s\" has %d leases, not %d", uname, ls->max, max),
+				 errhint("Use the same max_leases everywhere.")));
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	if (scope == ZKS_TRANSACTION)
+		ls->subxids = lappend_int(ls->subxids, GetCurrentSubTransactionId());
+	else
+		ls->session++;
+	MemoryContextSwitchTo(old);
+	note_scope(ls);
+}
+
+/*
+ * A try's count of the pool (ZKSEM_COUNT): false when every lease is
+ * held; raises 22023 when the semaphore has another max_leases.
+ */
+static bool
+pool_has_room(const char *name, int len, int32 max, ZkScope scope,
+			  const char *uname)
+{
+	ZkEntry    *e;
+	int			outcome;
+	int			sqlstate;
+	char		msg[ZKLOCK_ERRMSG_MAX];
+
+	e = zk_new_entry(ZKK_SEMLEASE, name, len, ZKM_EXCLUSIVE, scope, true);
+	e->step.sem = ZKSEM_COUNT;
+	e->parties = max;
+	taking_idx = zk_entry_index(e);
+	taking_gen = e->gen;
+	zk_enqueue(e);
+	LWLockRelease(zk_ctl->lock);
+	zk_wake_worker();
+	PG_TRY();
+	{
+		outcome = zk_wait_outcome(taking_idx, -1, zk_connect_timeout,
+								  "count the leases of a semaphore");
+	}
+	PG_CATCH();
+	{
+		let_go(&taking_idx, taking_gen);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	sqlstate = 0;
+	if (outcome == ZKO_BUSY)
+	{
+		zk_backend_lock(LW_SHARED);
+		e = zk_entry(taking_idx);
+		if (e->gen == taking_gen)
+		{
+			sqlstate = e->sqlstate;
+			strlcpy(msg, e->errmsg, sizeof(msg));
+		}
+		LWLockRelease(zk_ctl->lock);
+	}
+	let_go(&taking_idx, taking_gen);
+	if (sqlstate == ERRCODE_INVALID_PARAMETER_VALUE)
+		wrong_max(uname, max, msg);
+	if (outcome != ZKO_GRANTED)
+	{
+		zk_count(ZKCNT_SEM_REFUSED, 1);
+		return false;
+	}
+	return true;
+}
+
+/* The lease taken (taking_idx): this backend's from now on */
+static void
+remember_lease(const char *name, int len, int32 max, ZkScope scope)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+	LocalSem   *ls = palloc0(sizeof(LocalSem));
+
+	ls->name = pnstrdup(name, len);
+	ls->len = len;
+	ls->max = max;
+	ls->idx = taking_idx;
+	ls->gen = taking_gen;
+	if (scope == ZKS_TRANSACTION)
+		ls->subxids = list_make1_int(GetCurrentSubTransactionId());
+	else
+		ls->session = 1;
+	sems = lappend(sems, ls);
+	MemoryContextSwitchTo(old);
+	taking_idx = ZKLOCK_NO_ENTRY;
+	zk_count(ZKCNT_SEM_TAKEN, 1);
+}
+
 /*
  * Take a lease (or stack a hold on ours).  Returns false when a try found
  * no lease free, or (timeout) raises 55P03.
@@ -147,7 +244,6 @@ zk_sem_acquire(const char *name, int len, int32 max, ZkScope scope, bool try_onl
 	int			outcome;
 	int			sqlstate = 0;
 	char		msg[ZKLOCK_ERRMSG_MAX];
-	MemoryContext old;
 
 	if (ls != NULL && lease_outcome(ls) == ZKO_LOST)
 	{
@@ -160,18 +256,7 @@ zk_sem_acquire(const char *name, int len, int32 max, ZkScope scope, bool try_onl
 	}
 	if (ls != NULL)
 	{
-		if (ls->max != max)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("zookeeper semaphore \"%s\" has %d leases, not %d", uname, ls->max, max),
-					 errhint("Use the same max_leases everywhere.")));
-		old = MemoryContextSwitchTo(TopMemoryContext);
-		if (scope == ZKS_TRANSACTION)
-			ls->subxids = lappend_int(ls->subxids, GetCurrentSubTransactionId());
-		else
-			ls->session++;
-		MemoryContextSwitchTo(old);
-		note_scope(ls);
+		stack_hold(ls, max, scope, uname);
 		return true;
 	}
 
@@ -186,44 +271,8 @@ zk_sem_acquire(const char *name, int len, int32 max, ZkScope scope, bool try_onl
 	 */
 	if (try_only)
 	{
-		e = zk_new_entry(ZKK_SEMLEASE, name, len, ZKM_EXCLUSIVE, scope, true);
-		e->step.sem = ZKSEM_COUNT;
-		e->parties = max;
-		taking_idx = zk_entry_index(e);
-		taking_gen = e->gen;
-		zk_enqueue(e);
-		LWLockRelease(zk_ctl->lock);
-		zk_wake_worker();
-		PG_TRY();
-		{
-			outcome = zk_wait_outcome(taking_idx, -1, zk_connect_timeout,
-									  "count the leases of a semaphore");
-		}
-		PG_CATCH();
-		{
-			let_go(&taking_idx, taking_gen);
-			PG_RE_THROW();
-		}
-		PG_END_TRY();
-		if (outcome == ZKO_BUSY)
-		{
-			zk_backend_lock(LW_SHARED);
-			e = zk_entry(taking_idx);
-			if (e->gen == taking_gen)
-			{
-				sqlstate = e->sqlstate;
-				strlcpy(msg, e->errmsg, sizeof(msg));
-			}
-			LWLockRelease(zk_ctl->lock);
-		}
-		let_go(&taking_idx, taking_gen);
-		if (sqlstate == ERRCODE_INVALID_PARAMETER_VALUE)
-			wrong_max(uname, max, msg);
-		if (outcome != ZKO_GRANTED)
-		{
-			zk_count(ZKCNT_SEM_REFUSED, 1);
+		if (!pool_has_room(name, len, max, scope, uname))
 			return false;
-		}
 		timeout_ms = LockTimeout > 0 ? LockTimeout : SEM_TRY_GUARD_MS;
 	}
 
@@ -281,21 +330,7 @@ zk_sem_acquire(const char *name, int len, int32 max, ZkScope scope, bool try_onl
 
 	if (outcome == ZKO_GRANTED)
 	{
-		old = MemoryContextSwitchTo(TopMemoryContext);
-		ls = palloc0(sizeof(LocalSem));
-		ls->name = pnstrdup(name, len);
-		ls->len = len;
-		ls->max = max;
-		ls->idx = taking_idx;
-		ls->gen = taking_gen;
-		if (scope == ZKS_TRANSACTION)
-			ls->subxids = list_make1_int(GetCurrentSubTransactionId());
-		else
-			ls->session = 1;
-		sems = lappend(sems, ls);
-		MemoryContextSwitchTo(old);
-		taking_idx = ZKLOCK_NO_ENTRY;
-		zk_count(ZKCNT_SEM_TAKEN, 1);
+		remember_lease(name, len, max, scope);
 		return true;
 	}
 	let_go(&taking_idx, taking_gen);

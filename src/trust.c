@@ -384,7 +384,7 @@ zk_txn_sign(const char *path, char *blob, size_t len)
 }
 
 /*
- * blob: the node's data widened to the current header (queue_worker.c);
+ * blob: the node's data widened to the current header (queue_settle.c);
  * had_mac: it was written with one.
  */
 ZkMacCheck

@@ -824,6 +824,108 @@ serve_queue(void)
 		zk_recipes_reconnected();
 }
 
+/*
+ * The start of a turn of the worker's loop: nothing held, a reload, a
+ * session to close or open, the session's id to save.
+ */
+static void
+worker_turn_start(void)
+{
+	/*
+	 * Nothing is held at the top of the loop.  Were the lock (or any
+	 * other) still held here, interrupts would stay held off with it:
+	 * the worker would go on serving but never see SIGTERM, and
+	 * PostgreSQL could not shut down.  Say so and let go.
+	 */
+	if (zk_worker_lock_depth() != 0 || InterruptHoldoffCount != 0)
+	{
+		ereport(WARNING,
+				(errmsg("zklock: the worker still held its lock at the top of its loop (depth %d, interrupts held off %u)",
+						zk_worker_lock_depth(), InterruptHoldoffCount),
+				 errdetail("This is a bug in zklock; the worker releases it and goes on.")));
+		LWLockReleaseAll();
+		zk_worker_reset();
+		InterruptHoldoffCount = 0;
+	}
+	CHECK_FOR_INTERRUPTS();
+
+	if (ConfigReloadPending)
+	{
+		ConfigReloadPending = false;
+		ProcessConfigFile(PGC_SIGHUP);
+		apply_settings();
+		zk_dsa_apply_limit();
+		zk_recipes_reload();
+	}
+	if (reopen_needed)
+	{
+		reopen_needed = false;
+		session_close(auth_backoff ? "ZooKeeper refused the credentials" :
+					  "The ZooKeeper session expired");
+		next_open_at = auth_backoff ?
+			TimestampTzPlusMilliseconds(GetCurrentTimestamp(), AUTH_RETRY_MS) : 0;
+		if (auth_backoff)
+		{
+			zk_worker_enter();
+			set_conn_state(ZKC_AUTH_FAILED);
+			zk_worker_leave();
+		}
+		auth_backoff = false;
+	}
+	if (zk_zh == NULL && zk_hosts[0] != '\0' &&
+		GetCurrentTimestamp() >= next_open_at)
+		session_open();
+
+	if (session_to_save && zk_zh != NULL)
+	{
+		session_to_save = false;
+		save_session(zk_zh);
+	}
+}
+
+/* What the wait reported: the latch, ZooKeeper's socket */
+static void
+worker_handle_wait(int nev, WaitEvent *ev, int fd, int interest)
+{
+	if (nev > 0 && (ev->events & WL_LATCH_SET))
+		ResetLatch(MyLatch);
+
+	if (nev > 0 && ev->pos == wes_sock_pos && zk_zh != NULL &&
+		(ev->events & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE)))
+	{
+		int			zevents = 0;
+
+		if (ev->events & WL_SOCKET_READABLE)
+			zevents |= ZOOKEEPER_READ;
+		if (ev->events & WL_SOCKET_WRITEABLE)
+			zevents |= ZOOKEEPER_WRITE;
+		zookeeper_process(zk_zh, zevents);
+		zk_worker_enter();
+		sync_conn_state();
+		zk_worker_leave();
+	}
+	else if (nev > 0 && zk_zh != NULL && fd >= 0 && (interest & ZOOKEEPER_READ))
+	{
+		/*
+		 * Woken by a request: what ZooKeeper has already sent (a watch
+		 * that fired, say) is read first, so that the request is served
+		 * on what the worker could know.
+		 */
+		struct pollfd pfd;
+
+		pfd.fd = fd;
+		pfd.events = POLLIN;
+		pfd.revents = 0;
+		if (poll(&pfd, 1, 0) > 0 && pfd.revents != 0)
+		{
+			zookeeper_process(zk_zh, ZOOKEEPER_READ);
+			zk_worker_enter();
+			sync_conn_state();
+			zk_worker_leave();
+		}
+	}
+}
+
 void
 zk_worker_main(Datum arg)
 {
@@ -870,56 +972,7 @@ zk_worker_main(Datum arg)
 		int			nev;
 		bool		connected = false;
 
-		/*
-		 * Nothing is held at the top of the loop.  Were the lock (or any
-		 * other) still held here, interrupts would stay held off with it:
-		 * the worker would go on serving but never see SIGTERM, and
-		 * PostgreSQL could not shut down.  Say so and let go.
-		 */
-		if (zk_worker_lock_depth() != 0 || InterruptHoldoffCount != 0)
-		{
-			ereport(WARNING,
-					(errmsg("zklock: the worker still held its lock at the top of its loop (depth %d, interrupts held off %u)",
-							zk_worker_lock_depth(), InterruptHoldoffCount),
-					 errdetail("This is a bug in zklock; the worker releases it and goes on.")));
-			LWLockReleaseAll();
-			zk_worker_reset();
-			InterruptHoldoffCount = 0;
-		}
-		CHECK_FOR_INTERRUPTS();
-
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-			apply_settings();
-			zk_dsa_apply_limit();
-			zk_recipes_reload();
-		}
-		if (reopen_needed)
-		{
-			reopen_needed = false;
-			session_close(auth_backoff ? "ZooKeeper refused the credentials" :
-						  "The ZooKeeper session expired");
-			next_open_at = auth_backoff ?
-				TimestampTzPlusMilliseconds(GetCurrentTimestamp(), AUTH_RETRY_MS) : 0;
-			if (auth_backoff)
-			{
-				zk_worker_enter();
-				set_conn_state(ZKC_AUTH_FAILED);
-				zk_worker_leave();
-			}
-			auth_backoff = false;
-		}
-		if (zk_zh == NULL && zk_hosts[0] != '\0' &&
-			GetCurrentTimestamp() >= next_open_at)
-			session_open();
-
-		if (session_to_save && zk_zh != NULL)
-		{
-			session_to_save = false;
-			save_session(zk_zh);
-		}
+		worker_turn_start();
 
 		zk_worker_enter();
 		serve_queue();
@@ -953,42 +1006,6 @@ zk_worker_main(Datum arg)
 		prepare_wait_set(fd, interest, connected);
 		nev = WaitEventSetWait(wes, timeout_ms, &ev, 1, PG_WAIT_EXTENSION);
 
-		if (nev > 0 && (ev.events & WL_LATCH_SET))
-			ResetLatch(MyLatch);
-
-		if (nev > 0 && ev.pos == wes_sock_pos && zk_zh != NULL &&
-			(ev.events & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE)))
-		{
-			int			zevents = 0;
-
-			if (ev.events & WL_SOCKET_READABLE)
-				zevents |= ZOOKEEPER_READ;
-			if (ev.events & WL_SOCKET_WRITEABLE)
-				zevents |= ZOOKEEPER_WRITE;
-			zookeeper_process(zk_zh, zevents);
-			zk_worker_enter();
-			sync_conn_state();
-			zk_worker_leave();
-		}
-		else if (nev > 0 && zk_zh != NULL && fd >= 0 && (interest & ZOOKEEPER_READ))
-		{
-			/*
-			 * Woken by a request: what ZooKeeper has already sent (a watch
-			 * that fired, say) is read first, so that the request is served
-			 * on what the worker could know.
-			 */
-			struct pollfd pfd;
-
-			pfd.fd = fd;
-			pfd.events = POLLIN;
-			pfd.revents = 0;
-			if (poll(&pfd, 1, 0) > 0 && pfd.revents != 0)
-			{
-				zookeeper_process(zk_zh, ZOOKEEPER_READ);
-				zk_worker_enter();
-				sync_conn_state();
-				zk_worker_leave();
-			}
-		}
+		worker_handle_wait(nev, &ev, fd, interest);
 	}
 }

@@ -110,16 +110,10 @@ assign_namespace(const char *newval, void *extra)
 	zk_namespace_changed();
 }
 
-void
-_PG_init(void)
+/* zklock.hosts, root and the timeouts */
+static void
+define_connection_settings(void)
 {
-	if (!process_shared_preload_libraries_in_progress)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("zklock must be loaded via shared_preload_libraries"),
-				 errdetail("zklock runs a background worker and needs shared memory reserved at server start."),
-				 errhint("Add zklock to shared_preload_libraries in postgresql.conf and restart the server.")));
-
 	DefineCustomStringVariable("zklock.hosts",
 							   "ZooKeeper connect string (host:port pairs, comma separated).",
 							   "Empty means zklock does not connect. A new value reconnects.",
@@ -164,7 +158,12 @@ _PG_init(void)
 							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+}
 
+/* zklock.max_*: the bounds of what one cluster, backend or role uses */
+static void
+define_limit_settings(void)
+{
 	DefineCustomIntVariable("zklock.max_locks",
 							"Number of lock entries (held or awaited) in shared memory.",
 							NULL,
@@ -234,7 +233,12 @@ _PG_init(void)
 							PGC_SIGHUP,
 							GUC_UNIT_KB,
 							NULL, NULL, NULL);
+}
 
+/* zklock.elections, namespace, auth_file, acl */
+static void
+define_access_settings(void)
+{
 	DefineCustomStringVariable("zklock.elections",
 							   "Elections this cluster stands in (names, comma separated).",
 							   "The worker campaigns for each while the server is a primary; "
@@ -275,6 +279,21 @@ _PG_init(void)
 							   PGC_SIGHUP,
 							   GUC_SUPERUSER_ONLY,
 							   zk_check_acl, zk_assign_acl, NULL);
+}
+
+void
+_PG_init(void)
+{
+	if (!process_shared_preload_libraries_in_progress)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("zklock must be loaded via shared_preload_libraries"),
+				 errdetail("zklock runs a background worker and needs shared memory reserved at server start."),
+				 errhint("Add zklock to shared_preload_libraries in postgresql.conf and restart the server.")));
+
+	define_connection_settings();
+	define_limit_settings();
+	define_access_settings();
 
 	MarkGUCPrefixReserved("zklock");
 

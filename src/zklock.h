@@ -172,7 +172,7 @@ typedef struct ZkEntry
 	bool		watch_pending;	/* the get that sets it is in flight */
 	bool		query_failed;	/* ZKK_HOLDERS: a read failed */
 	bool		qcounted;		/* QCLAIM: its claims are in its queue's
-								 * set of held claims (queue_worker.c) */
+								 * set of held claims (queue_consume.c) */
 	int			outstanding;	/* ZKK_HOLDERS / czxid reads in flight */
 	uint32		retry_prev;		/* retry list links */
 	uint32		retry_next;
@@ -182,7 +182,7 @@ typedef struct ZkEntry
 	 * QCLAIM: the owner's zklock.max_answer_bytes (set before it submits),
 	 * and, worker-private, the payload bytes stored for it, the largest item
 	 * read for it, and whether a payload found no room in the dsa
-	 * (queue_worker.c, "How much one dequeue claims").
+	 * (queue_claim.c, "How much one dequeue claims").
 	 */
 	uint64		answer_cap;
 	uint64		claim_bytes;
@@ -219,7 +219,7 @@ typedef struct ZkEntry
 	bool		withdrawn;		/* QCLAIM: its owner timed out with nothing
 								 * out or held: no attempt may be sent */
 	bool		fence_checked;	/* QCLAIM: its claims verified ours once the
-								 * run was fenced (queue_worker.c) */
+								 * run was fenced (queue_claim.c) */
 	dsa_pointer blob;			/* QPUB: the items; QINFO: the answer */
 	dsa_pointer claims;			/* QCLAIM: ZkClaimRec[max_items] */
 	bool		pub_refused;	/* QPUB, before commit: ZooKeeper would

@@ -1,0 +1,965 @@
+/*-------------------------------------------------------------------------
+ *
+ * queue_claim.c
+ *	  ZKK_QCLAIM's claims.  For each candidate one multi (check the entry,
+ *	  create the claim) and one read of the payload, at most 4 MB of them
+ *	  in flight and zklock.max_answer_bytes per dequeue ("How much one
+ *	  dequeue claims"); an item whose payload finds no room in the dsa is
+ *	  given back.  Claims are persistent and name the cluster and the
+ *	  (sub)transaction; at commit one multi deletes items and claims, at
+ *	  abort one multi deletes the claims (send_end).  A claim whose reply
+ *	  was lost is in doubt until a read of it says whose it is.
+ *
+ *	  The crash-safety argument: src/README, section 5.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "queue_int.h"
+
+#include "access/transam.h"
+#include "access/xlog.h"
+#include "access/xlogrecovery.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "storage/proc.h"
+#include "storage/procarray.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/xid8.h"
+
+
+static void claim_multi_done(int rc, const void *data);
+static void claim_get_done(int rc, const char *value, int value_len,
+						   const struct Stat *stat, const void *data);
+static dsa_pointer store_msg(const char *node, const char *value, int value_len,
+							 const struct Stat *stat);
+static void give_back_done(int rc, const void *data);
+static void
+doubt_entry_done(int rc, const char *value, int value_len,
+				 const struct Stat *stat, const void *data);
+static void end_done(int rc, const void *data);
+
+/* one claim attempt: a multi (check entry, create claim), then a get */
+typedef struct Attempt
+{
+	QState	   *q;
+	uint32		idx;
+	uint32		gen;
+	int			slot;
+	bool		multi_ok;
+	bool		multi_doubt;
+	char		node[ZKQ_NODE_MAX];
+	char		epath[ZK_PATH_MAX];
+	char		tpath[ZK_PATH_MAX];
+	char		data[ZKLOCK_DATA_MAX + ZK_CLAIM_MAC_TAIL];	/* the claim's,
+															 * signed for
+															 * tpath */
+	zoo_op_t	ops[2];
+	zoo_op_result_t res[2];
+} Attempt;
+
+int
+zk_q_free_slot(ZkEntry *e)
+{
+	ZkClaimRec *c = zk_q_claims_of(e);
+	int			i;
+
+	for (i = 0; i < e->max_items; i++)
+		if (c[i].status == ZKQC_FREE && c[i].node[0] == '\0')
+			return i;
+	return -1;
+}
+
+static void
+slot_set(ZkEntry *e, int slot, const char *node, uint8 status)
+{
+	ZkClaimRec *c = zk_q_claims_of(e);
+
+	strlcpy(c[slot].node, node, sizeof(c[slot].node));
+	c[slot].status = status;
+}
+
+static void
+slot_clear(ZkEntry *e, int slot)
+{
+	ZkClaimRec *c = zk_q_claims_of(e);
+
+	if (DsaPointerIsValid(c[slot].msg))
+		dsa_free(zk_dsa(), c[slot].msg);
+	c[slot].msg = InvalidDsaPointer;
+	c[slot].has_item = false;
+	c[slot].node[0] = '\0';
+	c[slot].status = ZKQC_FREE;
+}
+
+bool
+zk_q_send_attempt(QState *q, ZkEntry *e, int slot, const char *node)
+{
+	MemoryContext old = MemoryContextSwitchTo(zk_q_context());
+	Attempt    *a = palloc0(sizeof(Attempt));
+	int			rc;
+
+	MemoryContextSwitchTo(old);
+	a->q = q;
+	a->idx = zk_entry_index(e);
+	a->gen = e->gen;
+	a->slot = slot;
+	strlcpy(a->node, node, sizeof(a->node));
+	snprintf(a->epath, sizeof(a->epath), "%s/entries/%s", q->path, node);
+	snprintf(a->tpath, sizeof(a->tpath), "%s/taken/%s", q->path, node);
+	zk_claim_sign(a->tpath, e->data, a->data, sizeof(a->data));
+	zoo_check_op_init(&a->ops[0], a->epath, -1);
+	zoo_create_op_init(&a->ops[1], a->tpath, a->data, (int) strlen(a->data),
+					   zk_acl(), ZOO_PERSISTENT, NULL, 0);
+	/* recorded as in doubt until the answer says otherwise */
+	slot_set(e, slot, node, ZKQC_DOUBT);
+	rc = zoo_amulti(zk_zh, 2, a->ops, a->res, claim_multi_done, a);
+	if (rc != ZOK)
+	{
+		slot_clear(e, slot);
+		pfree(a);
+		return false;
+	}
+	e->outstanding++;
+	q->inflight++;
+	rc = zoo_aget(zk_zh, a->epath, 0, claim_get_done, a);
+	if (rc != ZOK)
+		a->multi_doubt = true;	/* no get follows: the multi's reply frees a */
+	return true;
+}
+
+/*
+ * How much one dequeue claims.  Each claim's read brings an item of up to
+ * ZooKeeper's 1 MB into the client library's buffers and then into the
+ * dsa, so 1000 items asked for at once could put a gigabyte in front of the
+ * session's pings and in shared memory.  Like a peek, a dequeue keeps at
+ * most ZKQ_CLAIM_INFLIGHT_BYTES of items in flight, judged by the largest
+ * it has read so far (until its first read answers, as many attempts as
+ * its cap holds of items of ZooKeeper's default limit of 1 MB, at most
+ * ZKQ_CLAIM_FIRST_WINDOW), and it stops claiming once the payloads it
+ * holds, with those in flight, would pass its owner's
+ * zklock.max_answer_bytes: it is granted
+ * fewer items than it asked for, at least one.  Small items are not slowed
+ * down: after the first answer the window takes every item the listing
+ * offers at once.
+ *
+ * A waiter whose window is full when the round hands out candidates keeps
+ * the round (q->pipe_open): the waiters behind it wait for the next one,
+ * and each read that answers tops its window up from the head of q->rest
+ * (claim_top_up), so its items stay in queue order.
+ */
+#define ZKQ_CLAIM_INFLIGHT_BYTES	(4 * 1024 * 1024)
+#define ZKQ_CLAIM_FIRST_WINDOW		4
+#define ZKQ_ITEM_ASSUMED_BYTES		(1024 * 1024)	/* ZooKeeper's default
+													 * jute.maxbuffer: the
+													 * largest item, until
+													 * one is read */
+
+ClaimWindow
+zk_q_claim_window(ZkEntry *e)
+{
+	uint64		cap = e->answer_cap > 0 ? e->answer_cap : (uint64) 16 * 1024 * 1024;
+	uint64		inflight = (uint64) Max(e->outstanding, 0);
+	uint64		next;
+
+	if (e->claim_refused)
+		return CLAIM_DONE;
+	if (inflight == 0 && e->claim_bytes == 0)
+		return CLAIM_SEND;		/* at least one item, whatever its size */
+	if (e->claim_largest == 0)
+	{
+		/*
+		 * No size known yet: as many as the cap holds of the largest items
+		 * ZooKeeper stores by default (2 under a cap of 2 MB), at most
+		 * ZKQ_CLAIM_FIRST_WINDOW; the first always goes (above).
+		 */
+		uint64		first = Min((uint64) ZKQ_CLAIM_FIRST_WINDOW,
+								Max(cap / ZKQ_ITEM_ASSUMED_BYTES, 1));
+
+		return inflight < first ? CLAIM_SEND : CLAIM_FULL;
+	}
+	next = (inflight + 1) * e->claim_largest;
+	if (e->claim_bytes + next > cap)
+		return inflight > 0 ? CLAIM_FULL : CLAIM_DONE;
+	if (inflight > 0 && next > ZKQ_CLAIM_INFLIGHT_BYTES)
+		return CLAIM_FULL;
+	return CLAIM_SEND;
+}
+
+/* Compact q->rest once the open window's top-ups are over */
+void
+zk_q_rest_compact(QState *q)
+{
+	if (q->rest_head <= 0)
+		return;
+	if (q->nrest > q->rest_head)
+		memmove(q->rest, q->rest + q->rest_head,
+				sizeof(char *) * (q->nrest - q->rest_head));
+	q->nrest -= q->rest_head;
+	q->rest_head = 0;
+}
+
+/* A read of the open window answered: send what its window now allows */
+static void
+claim_top_up(QState *q)
+{
+	ZkEntry    *e;
+	int			slot;
+
+	if (q->pipe != QPIPE_OPEN)
+		return;
+	e = zk_entry(q->pipe_idx);
+	if (e->gen != q->pipe_gen || e->state == ZKE_FREE || e->released ||
+		e->withdrawn || !zk_session_usable())
+	{
+		q->pipe = QPIPE_CLOSED;
+		return;
+	}
+	while (q->rest_head < q->nrest && (slot = zk_q_free_slot(e)) >= 0)
+	{
+		ClaimWindow w = zk_q_claim_window(e);
+
+		if (w == CLAIM_FULL)
+			return;				/* more once the next read answers */
+		if (w == CLAIM_DONE || !zk_q_send_attempt(q, e, slot, q->rest[q->rest_head]))
+			break;
+		pfree(q->rest[q->rest_head]);
+		q->rest[q->rest_head++] = NULL;
+	}
+	q->pipe = QPIPE_CLOSED;
+}
+
+/* A claim whose payload found no room: the delete that gives it back */
+typedef struct GiveBack
+{
+	uint32		idx;
+	uint32		gen;
+	int			slot;
+	char		tpath[ZK_PATH_MAX];
+} GiveBack;
+
+/*
+ * Our claim (tpath) on the item in e's slot was read: keep the payload for
+ * the owner.  When the dsa has no room for it (zklock.max_payload_memory),
+ * give the item back at once: delete the claim, so that it is free again
+ * for everyone, and claim no more for this dequeue, which is granted what
+ * it holds or fails with 53200.  An owner that let go already needs no
+ * payload: its claim is released (or, verified at the end, consumed) as it
+ * is.
+ */
+static void
+claim_read(ZkEntry *e, int slot, const char *tpath, const char *value, int value_len,
+		   const struct Stat *stat)
+{
+	ZkClaimRec *c = zk_q_claims_of(e);
+	uint32		rec = sizeof(ZkMsgRec) + Max(value_len, 0);
+	GiveBack   *g;
+
+	c[slot].status = ZKQC_HELD;
+	c[slot].has_item = true;
+	if (e->released || e->state == ZKE_HELD || DsaPointerIsValid(c[slot].msg))
+		return;
+	e->claim_largest = Max(e->claim_largest, rec);
+	c[slot].msg = store_msg(c[slot].node, value, value_len, stat);
+	if (DsaPointerIsValid(c[slot].msg))
+	{
+		e->claim_bytes += rec;
+		return;
+	}
+	e->claim_refused = true;
+	c[slot].has_item = false;
+	g = MemoryContextAllocZero(zk_q_context(), sizeof(GiveBack));
+	g->idx = zk_entry_index(e);
+	g->gen = e->gen;
+	g->slot = slot;
+	strlcpy(g->tpath, tpath, sizeof(g->tpath));
+	if (zoo_adelete(zk_zh, g->tpath, -1, give_back_done, g) != ZOK)
+	{
+		/* ours or not once the session is back: read again then */
+		pfree(g);
+		c[slot].status = ZKQC_DOUBT;
+		return;
+	}
+	c[slot].status = ZKQC_RETURN;
+	e->outstanding++;
+}
+
+static bool
+q_is_waiter(QState *q, ZkEntry *e)
+{
+	ListCell   *lc;
+
+	foreach(lc, q->waiters)
+	{
+		Waiter	   *w = (Waiter *) lfirst(lc);
+
+		if (w->idx == zk_entry_index(e) && w->gen == e->gen)
+			return true;
+	}
+	return false;
+}
+
+/* Completion of the zoo_adelete sent by claim_read() */
+static void
+give_back_done(int rc, const void *data)
+{
+	GiveBack   *g = (GiveBack *) data;
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		QState	   *q = NULL;
+
+		e = zk_q_entry_of(g->idx, g->gen);
+		if (e != NULL)
+			q = zk_q_state(e->name, false);
+		if (e != NULL && DsaPointerIsValid(e->claims) &&
+			zk_q_claims_of(e)[g->slot].status == ZKQC_RETURN)
+		{
+			if (rc == ZOK || rc == ZNONODE)
+			{
+				/* free again, for this cluster's waiters too */
+				slot_clear(e, g->slot);
+				if (q != NULL)
+				{
+					q->settled = false;
+					q->rest_exact = false;
+					q->again = true;
+				}
+			}
+			else if (zk_rc_definite(rc))
+				zk_q_claims_of(e)[g->slot].status = ZKQC_HELD;	/* released with
+															 * the claim */
+			else
+				zk_q_claims_of(e)[g->slot].status = ZKQC_DOUBT;	/* read it again */
+		}
+		if (e != NULL && e->outstanding > 0 && --e->outstanding == 0 &&
+			(q == NULL || !q_is_waiter(q, e)))
+			zk_qclaim_drive(e);	/* a round it is in decides at its end */
+		if (q != NULL && q->waiters != NIL && q->list.pending == 0 && q->inflight == 0)
+			zk_q_kick(q);
+	}
+	COMPLETION_END(e);
+	pfree(g);
+}
+
+/* Why a dequeue that holds nothing fails: 53200 */
+void
+zk_q_claim_fail_refused(ZkEntry *e)
+{
+	char		msg[ZKLOCK_ERRMSG_MAX];
+
+	snprintf(msg, sizeof(msg),
+			 "the first item it claimed did not fit in the shared memory zklock keeps payloads in (zklock.max_payload_memory is %d kB) and was given back to the queue",
+			 zk_max_payload_kb);
+	e->state = ZKE_DONE;
+	zk_fail(e, ERRCODE_OUT_OF_MEMORY, msg);
+}
+
+static void
+attempt_finish(Attempt *a)
+{
+	QState	   *q = a->q;
+	ZkEntry    *e = zk_entry(a->idx);
+
+	if (e->gen == a->gen && e->state != ZKE_FREE)
+		e->outstanding--;
+	q->inflight--;
+	pfree(a);
+	claim_top_up(q);
+	if (q->inflight == 0 && q->list.pending == 0)
+		zk_q_round_done(q);
+}
+
+/* Completion of the zoo_amulti sent by zk_q_send_attempt() */
+static void
+claim_multi_done(int rc, const void *data)
+{
+	Attempt    *a = (Attempt *) data;
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = zk_q_entry_of(a->idx, a->gen);
+		if (rc == ZOK)
+			a->multi_ok = true;
+		else if (zk_rc_definite(rc))
+		{
+			/* taken by someone else, or gone: not ours */
+			a->q->lost_race = true;
+			a->q->settled = false;
+			a->q->rest_exact = false;
+			if (e != NULL)
+				slot_clear(e, a->slot);
+			/* not a race: refused for want of permission, at every try */
+			if (e != NULL && rc == ZNOAUTH)
+				zk_fail_noauth(e, a->tpath);
+		}
+		else
+		{
+			a->q->settled = false;	/* in doubt: the slot says so */
+			a->q->rest_exact = false;
+		}
+		if (a->multi_doubt)
+		{
+			/* no get was sent */
+			a->multi_doubt = false;
+			attempt_finish(a);
+		}
+	}
+	COMPLETION_END(e);
+}
+
+static dsa_pointer
+store_msg(const char *node, const char *value, int value_len, const struct Stat *stat)
+{
+	dsa_area   *area = zk_dsa();
+	Size		len = value_len > 0 ? value_len : 0;
+	dsa_pointer dp = dsa_allocate_extended(area, sizeof(ZkMsgRec) + len, DSA_ALLOC_NO_OOM);
+	ZkMsgRec   *m;
+	int			prio = 0;
+
+	if (!DsaPointerIsValid(dp))
+		return dp;
+	m = dsa_get_address(area, dp);
+	m->czxid = zk_queue_msg_id(stat->czxid, node);
+	m->ctime_ms = stat->ctime;
+	(void) zk_queue_node_priority(node, &prio);
+	m->priority = prio;
+	m->len = (uint32) len;
+	strlcpy(m->node, node, sizeof(m->node));
+	if (len > 0)
+		memcpy((char *) m + sizeof(ZkMsgRec), value, len);
+	return dp;
+}
+
+/* Completion of the zoo_aget sent by zk_q_send_attempt() */
+static void
+claim_get_done(int rc, const char *value, int value_len,
+			   const struct Stat *stat, const void *data)
+{
+	Attempt    *a = (Attempt *) data;
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = zk_q_entry_of(a->idx, a->gen);
+		if (e != NULL && a->multi_ok && rc == ZOK)
+			claim_read(e, a->slot, a->tpath, value, value_len, stat);
+		/* else ours, but unread: in doubt, sorted out on the retry */
+		attempt_finish(a);
+	}
+	COMPLETION_END(e);
+}
+
+/* ---- sorting out claims in doubt ---- */
+
+typedef struct DoubtCheck
+{
+	uint32		idx;
+	uint32		gen;
+	int			slot;
+	int			pending;		/* replies still to come (1 or 2) */
+	bool		ours;
+	char		epath[ZK_PATH_MAX];
+	char		tpath[ZK_PATH_MAX];
+} DoubtCheck;
+
+static void
+doubt_check_finish(DoubtCheck *d, ZkEntry *e)
+{
+	if (--d->pending > 0)
+		return;
+	pfree(d);
+	if (e != NULL && --e->outstanding == 0)
+		zk_qclaim_drive(e);
+}
+
+/* Completion of the zoo_aget sent by send_doubt_checks() */
+static void
+doubt_claim_done(int rc, const char *value, int value_len,
+				 const struct Stat *stat, const void *data)
+{
+	DoubtCheck *d = (DoubtCheck *) data;
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = zk_q_entry_of(d->idx, d->gen);
+		if (e != NULL)
+		{
+			char		tok[64];
+			char		their[64];
+
+			/* our request's token, signed for this very node */
+			zk_q_claim_token_of(e, tok, sizeof(tok));
+			if (rc == ZOK && value != NULL &&
+				zk_json_field(value, value_len, "claim", their, sizeof(their)) &&
+				tok[0] != '\0' && strcmp(tok, their) == 0 &&
+				zk_claim_verify(d->tpath, value, value_len) == ZKM_VERIFIED)
+			{
+				d->ours = true;
+				if (d->pending == 1)
+				{
+					/* no read of the item went with it: held, unread */
+					zk_q_claims_of(e)[d->slot].status = ZKQC_HELD;
+				}
+			}
+			else if (rc == ZOK || rc == ZNONODE)
+				slot_clear(e, d->slot); /* not ours */
+			/* else: still in doubt */
+		}
+		doubt_check_finish(d, e);
+	}
+	COMPLETION_END(e);
+}
+
+/* Completion of the zoo_aget sent by send_doubt_checks() */
+static void
+doubt_entry_done(int rc, const char *value, int value_len,
+				 const struct Stat *stat, const void *data)
+{
+	DoubtCheck *d = (DoubtCheck *) data;
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = zk_q_entry_of(d->idx, d->gen);
+		if (e != NULL && d->ours)
+		{
+			ZkClaimRec *c = zk_q_claims_of(e);
+
+			if (rc == ZOK)
+				claim_read(e, d->slot, d->tpath, value, value_len, stat);
+			else if (rc == ZNONODE)
+			{
+				/*
+				 * Our claim on an item that is gone: held without an item,
+				 * so that letting go deletes the claim alone.
+				 */
+				if (DsaPointerIsValid(c[d->slot].msg))
+					dsa_free(zk_dsa(), c[d->slot].msg);
+				c[d->slot].msg = InvalidDsaPointer;
+				c[d->slot].has_item = false;
+				c[d->slot].status = ZKQC_HELD;
+			}
+			/* else: still in doubt */
+		}
+		doubt_check_finish(d, e);
+	}
+	COMPLETION_END(e);
+}
+
+/* Send the reads that decide every claim in doubt; true when some went */
+static bool
+send_doubt_checks(ZkEntry *e, QState *q)
+{
+	ZkClaimRec *c = zk_q_claims_of(e);
+	int			i;
+	bool		sent = false;
+
+	for (i = 0; i < e->max_items; i++)
+	{
+		DoubtCheck *d;
+
+		if (c[i].status != ZKQC_DOUBT)
+			continue;
+		d = MemoryContextAllocZero(zk_q_context(), sizeof(DoubtCheck));
+		d->idx = zk_entry_index(e);
+		d->gen = e->gen;
+		d->slot = i;
+		snprintf(d->tpath, sizeof(d->tpath), "%s/taken/%s", q->path, c[i].node);
+		snprintf(d->epath, sizeof(d->epath), "%s/entries/%s", q->path, c[i].node);
+		if (zoo_aget(zk_zh, d->tpath, 0, doubt_claim_done, d) != ZOK)
+		{
+			pfree(d);
+			break;
+		}
+		d->pending = 1;
+		e->outstanding++;
+		/* the item's read goes with it; used only if the claim is ours */
+		if (zoo_aget(zk_zh, d->epath, 0, doubt_entry_done, d) == ZOK)
+			d->pending = 2;
+		sent = true;
+	}
+	return sent;
+}
+
+/* ---- letting go: consume at commit, release otherwise ---- */
+
+typedef struct EndOp
+{
+	uint32		idx;
+	uint32		gen;
+	int			nops;
+	int			nentries;		/* of which deletes of entries */
+	bool		verify;
+	zoo_op_t   *ops;
+	zoo_op_result_t *res;
+	char	  **paths;
+} EndOp;
+
+static void
+endop_free(EndOp *eo)
+{
+	int			i;
+
+	for (i = 0; i < eo->nops; i++)
+		pfree(eo->paths[i]);
+	pfree(eo->paths);
+	pfree(eo->ops);
+	pfree(eo->res);
+	pfree(eo);
+}
+
+/*
+ * One multi: delete the claims (and, at commit, their items).  After a
+ * first try whose fate is unknown, each claim is read first and deleted
+ * only while it is still ours (verify): the first try may have landed and
+ * the item been claimed again by someone else.
+ */
+static void
+send_end(ZkEntry *e, QState *q)
+{
+	ZkClaimRec *c = zk_q_claims_of(e);
+	bool		consume = (e->decision == ZKQD_COMMIT);
+	MemoryContext old;
+	EndOp	   *eo;
+	int			i;
+	int			n = 0;
+	int			rc;
+
+	for (i = 0; i < e->max_items; i++)
+		if (c[i].status == ZKQC_HELD)
+			n += (consume && c[i].has_item) ? 2 : 1;
+	if (n == 0)
+	{
+		zk_q_free_entry(e);
+		return;
+	}
+	/*
+	 * After a session expired, only once this run is registered again: a
+	 * server that took the run over meanwhile released these claims, and
+	 * the nodes may be another consumer's claims of the same items by now.
+	 */
+	if (!zk_history_ready())
+	{
+		if (!zk_history_fenced() || !zk_session_usable())
+		{
+			zk_retry_later(e);
+			return;
+		}
+
+		/*
+		 * Fenced: the server that took this run over (a copy) settles only
+		 * the claims its own WAL shows committed and leaves the others, so
+		 * this server, whose WAL is the run's history, ends its claims
+		 * itself: each one read first (once) and deleted only if still
+		 * ours.
+		 */
+		if (!e->fence_checked)
+		{
+			e->fence_checked = true;
+			e->in_doubt = true;
+		}
+	}
+	if (e->in_doubt)
+	{
+		/* verify each claim: read it, delete only if still ours */
+		for (i = 0; i < e->max_items; i++)
+			if (c[i].status == ZKQC_HELD)
+				c[i].status = ZKQC_DOUBT;
+		e->in_doubt = false;
+		(void) send_doubt_checks(e, q);
+		return;
+	}
+	/*
+	 * One multi per chunk of claims, each well under ZooKeeper's packet
+	 * limit (jute.maxbuffer): every claim stands alone, so the chunks need
+	 * not be atomic together.
+	 */
+	e->delete_inflight = true;
+	e->state = ZKE_DELETING;
+	i = 0;
+	while (i < e->max_items)
+	{
+		int			first = i;
+		int			nops = 0;
+		Size		bytes = 0;
+		int			k;
+
+		for (; i < e->max_items; i++)
+		{
+			Size		one;
+
+			if (c[i].status != ZKQC_HELD)
+				continue;
+			one = 2 * (strlen(q->path) + ZKQ_NODE_MAX + 32);
+			if (nops > 0 && bytes + one > ZKQ_MULTI_BUDGET)
+				break;
+			bytes += one;
+			nops += (consume && c[i].has_item) ? 2 : 1;
+		}
+		if (nops == 0)
+			break;
+		old = MemoryContextSwitchTo(zk_q_context());
+		eo = palloc0(sizeof(EndOp));
+		eo->idx = zk_entry_index(e);
+		eo->gen = e->gen;
+		eo->nops = nops;
+		eo->ops = palloc0(sizeof(zoo_op_t) * nops);
+		eo->res = palloc0(sizeof(zoo_op_result_t) * nops);
+		eo->paths = palloc0(sizeof(char *) * nops);
+		n = 0;
+		for (k = first; k < i; k++)
+		{
+			if (c[k].status != ZKQC_HELD)
+				continue;
+			if (consume && c[k].has_item)
+			{
+				eo->paths[n] = psprintf("%s/entries/%s", q->path, c[k].node);
+				zoo_delete_op_init(&eo->ops[n], eo->paths[n], -1);
+				n++;
+				eo->nentries++;
+			}
+			eo->paths[n] = psprintf("%s/taken/%s", q->path, c[k].node);
+			zoo_delete_op_init(&eo->ops[n], eo->paths[n], -1);
+			n++;
+		}
+		MemoryContextSwitchTo(old);
+		rc = zoo_amulti(zk_zh, eo->nops, eo->ops, eo->res, end_done, eo);
+		if (rc != ZOK)
+		{
+			endop_free(eo);
+			e->in_doubt = true; /* what was sent may land: verify */
+			break;
+		}
+		e->outstanding++;
+	}
+	if (e->outstanding == 0)
+	{
+		e->delete_inflight = false;
+		zk_retry_later(e);
+	}
+}
+
+/* Completion of the zoo_amulti sent by send_end() */
+static void
+end_done(int rc, const void *data)
+{
+	EndOp	   *eo = (EndOp *) data;
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = zk_q_entry_of(eo->idx, eo->gen);
+		if (e != NULL && rc == ZOK && eo->nentries > 0)
+		{
+			/* entries deleted for sure: a long queue's rest stays exact */
+			QState	   *q = zk_q_state(e->name, false);
+
+			if (q != NULL)
+				q->own_edeletes += eo->nentries;
+		}
+		if (e != NULL)
+		{
+			/* fate unknown, or some node was not there: verify each */
+			if (rc != ZOK)
+				e->in_doubt = true;
+			if (--e->outstanding <= 0)
+			{
+				e->outstanding = 0;
+				e->delete_inflight = false;
+				if (e->in_doubt)
+					zk_retry_later(e);
+				else
+				{
+					bool		consumed = (e->decision == ZKQD_COMMIT);
+					QState	   *q = zk_q_state(e->name, false);
+
+					if (consumed)
+						zk_count(ZKCNT_RELEASES, e->nclaims);
+					zk_q_free_entry(e);
+					/* items released here: this cluster's waiters may take them */
+					if (!consumed && q != NULL)
+					{
+						q->settled = false;
+						q->rest_exact = false;
+					}
+					if (!consumed && q != NULL && q->waiters != NIL)
+						zk_q_kick(q);
+				}
+			}
+		}
+	}
+	COMPLETION_END(e);
+	endop_free(eo);
+}
+
+/* delete a verified claim (and its item at commit) one by one */
+typedef struct OneDel
+{
+	uint32		idx;
+	uint32		gen;
+} OneDel;
+
+static void
+qclaim_let_go(ZkEntry *e)
+{
+	QState	   *q = zk_q_state(e->name, true);
+	int			held;
+	int			doubt;
+
+	zk_q_count_held(e, false);		/* its end is sent before any new listing */
+	if (e->decision != ZKQD_COMMIT)
+	{
+		/*
+		 * Its items come back once the release lands: this cluster's waiters
+		 * list again on the next turn, after the release is sent.
+		 */
+		ListCell   *lc;
+
+		q->settled = false;
+		q->rest_exact = false;
+		q->again = true;
+		foreach(lc, q->waiters)
+		{
+			ZkEntry    *we = zk_q_waiter_entry((Waiter *) lfirst(lc));
+
+			if (we != NULL && we != e && !we->released)
+			{
+				zk_retry_later(we);
+				break;
+			}
+		}
+	}
+	if (e->outstanding > 0 || e->delete_inflight)
+		return;					/* its answers drive it on */
+	if (!DsaPointerIsValid(e->claims))
+	{
+		zk_q_free_entry(e);
+		return;
+	}
+	/* still among the waiters? */
+	if (list_length(q->waiters) > 0)
+	{
+		ListCell   *lc;
+
+		foreach(lc, q->waiters)
+		{
+			Waiter	   *w = (Waiter *) lfirst(lc);
+
+			if (w->idx == zk_entry_index(e) && w->gen == e->gen)
+			{
+				q->waiters = foreach_delete_current(q->waiters, lc);
+				pfree(w);
+				break;
+			}
+		}
+	}
+	zk_q_count_slots(e, &held, &doubt);
+	if (held == 0 && doubt == 0)
+	{
+		zk_q_free_entry(e);
+		if (q->waiters == NIL && q->list.pending == 0 && q->inflight == 0)
+			zk_q_idle(q);
+		return;
+	}
+	if (!zk_session_usable())
+	{
+		zk_retry_later(e);
+		return;
+	}
+	if (doubt > 0)
+	{
+		(void) send_doubt_checks(e, q);
+		return;
+	}
+	send_end(e, q);
+}
+
+void
+zk_qclaim_drive(ZkEntry *e)
+{
+	QState	   *q;
+	int			held;
+	int			doubt;
+
+	Assert(e->kind == ZKK_QCLAIM);
+	if (e->released)
+	{
+		qclaim_let_go(e);
+		return;
+	}
+	if (e->outstanding > 0 || e->delete_inflight)
+		return;
+	q = zk_q_state(e->name, true);
+	if (e->state == ZKE_HELD)
+		return;					/* granted: waits for its owner */
+	if (!DsaPointerIsValid(e->claims))
+	{
+		zk_fail(e, ERRCODE_OUT_OF_MEMORY, "the request carries no claim array");
+		return;
+	}
+	if (!zk_session_usable())
+	{
+		zk_retry_later(e);
+		return;
+	}
+	zk_q_count_slots(e, &held, &doubt);
+	if (doubt > 0)
+	{
+		(void) send_doubt_checks(e, q);
+		return;
+	}
+	if (held > 0)
+	{
+		zk_q_grant(e);
+		return;
+	}
+	if (e->claim_refused)
+	{
+		zk_q_claim_fail_refused(e);
+		return;
+	}
+	if (!zk_q_history_gate(e))
+		return;
+	/* a new request, or back from a retry: wait in the queue */
+	{
+		ListCell   *lc;
+		bool		found = false;
+
+		foreach(lc, q->waiters)
+		{
+			Waiter	   *w = (Waiter *) lfirst(lc);
+
+			if (w->idx == zk_entry_index(e) && w->gen == e->gen)
+				found = true;
+		}
+		if (!found)
+		{
+			MemoryContext old = MemoryContextSwitchTo(zk_q_context());
+			Waiter	   *w = palloc0(sizeof(Waiter));
+
+			w->idx = zk_entry_index(e);
+			w->gen = e->gen;
+			w->joined = q->rounds;
+			q->waiters = lappend(q->waiters, w);
+			MemoryContextSwitchTo(old);
+		}
+	}
+	if (e->state == ZKE_PENDING)
+		e->state = ZKE_CREATING;
+	/*
+	 * A round under way may offer it what its listing left, but only the
+	 * next round, started once this one ends (zk_q_round_done), answers it.
+	 */
+	if (q->list.pending > 0 || q->inflight > 0 || q->verify == QVERIFY_ASKING)
+	{
+		q->again = true;
+		return;
+	}
+	zk_q_kick(q);
+}

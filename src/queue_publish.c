@@ -1,0 +1,1266 @@
+/*-------------------------------------------------------------------------
+ *
+ * queue_publish.c
+ *	  ZKK_QPUB: a committing transaction's items.  Before its commit record
+ *	  the items go into one persistent node <root>/txns/<sysid>-<run>-
+ *	  <fullxid>, invisible to consumers (send_txn_create); once PostgreSQL
+ *	  has committed, one multi deletes that node and creates the items, all
+ *	  or none (zk_q_pub_send); a second try finds the node gone and creates
+ *	  nothing; on abort the node is deleted.  The same multi carries the
+ *	  gates' and arrivals' writes of the transaction ("ops"); one found
+ *	  already done is left out and the multi sent again ("Ops found done").
+ *	  A publication refused by ZooKeeper (ACLs, quotas) waits, blocked, and
+ *	  is retried ("Publications ZooKeeper refuses").
+ *
+ *	  Item names near the end of entries' counter: queue_naming.c.  The
+ *	  settling pass (queue_settle.c) publishes through zk_q_send_publish
+ *	  too.  src/README, sections 4 and 5.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "queue_int.h"
+
+#include "access/transam.h"
+#include "access/xlog.h"
+#include "access/xlogrecovery.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "storage/proc.h"
+#include "storage/procarray.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/xid8.h"
+
+
+static void publish_done(int rc, const void *data);
+static void pub_block(ZkEntry *e, PubOp *po, int rc);
+static void pub_unblock(ZkEntry *e);
+static void pub_block_resolve(PubOp *po, int rc);
+static void pub_txn_written(ZkEntry *e);
+static void pub_probe_send(PubOp *po);
+static void pub_resend(PubOp *po, ZkEntry *e);
+static void
+pub_create_done(int rc, const char *value, const void *data);
+
+bool zk_q_txns_parent_ok = false;
+
+/* ------------------------------------------------------------------------
+ * Publication (ZKK_QPUB)
+ * ------------------------------------------------------------------------
+ */
+
+/* <root>/txns/<sysid>-<run>-<fxid>; <sysid>-<fxid> before runs existed */
+static void
+txn_path(const ZkTxnHeader *h, char *out, size_t outlen)
+{
+	if (h->run == 0)
+		snprintf(out, outlen, "%s/txns/" UINT64_FORMAT "-" UINT64_FORMAT,
+				 zk_root, h->sysid, h->fxid);
+	else
+		snprintf(out, outlen, "%s/txns/" UINT64_FORMAT "-%016llx-" UINT64_FORMAT,
+				 zk_root, h->sysid, (unsigned long long) h->run, h->fxid);
+}
+
+/*
+ * New durable nodes wait until this run is registered and live on this
+ * session (history.h): a server that finds the run dead may take it over.
+ */
+bool
+zk_q_history_gate(ZkEntry *e)
+{
+	if (zk_history_ready())
+		return true;
+	if (zk_history_fenced())
+		zk_fail(e, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+				"another server took over this server's zklock run (see the server log); restart PostgreSQL");
+	else
+		zk_retry_later(e);
+	return false;
+}
+
+
+/* the previous try's ops and buffers */
+static void
+pub_clear(PubOp *po)
+{
+	int			i;
+
+	for (i = 0; i < po->nops; i++)
+	{
+		if (po->paths && po->paths[i])
+			pfree(po->paths[i]);
+		if (po->bufs && po->bufs[i])
+			pfree(po->bufs[i]);
+		if (po->opq && po->opq[i])
+			po->opq[i]->refs--;
+	}
+	if (po->paths)
+		pfree(po->paths);
+	if (po->bufs)
+		pfree(po->bufs);
+	if (po->ops)
+		pfree(po->ops);
+	if (po->res)
+		pfree(po->res);
+	if (po->item_off)
+		pfree(po->item_off);
+	if (po->opkind)
+		pfree(po->opkind);
+	if (po->opq)
+		pfree(po->opq);
+	if (po->opnum)
+		pfree(po->opnum);
+	po->paths = po->bufs = NULL;
+	po->ops = NULL;
+	po->res = NULL;
+	po->item_off = NULL;
+	po->opkind = NULL;
+	po->opq = NULL;
+	po->opnum = NULL;
+	po->nops = 0;
+}
+
+static int
+cmp_cstrings(const void *a, const void *b)
+{
+	return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+/*
+ * Before the multi: creates for the parents of its ops' creates, pipelined
+ * (they cost no wait, so always), once per distinct parent: the arrivals
+ * of one transaction share theirs, and creates per op would make a
+ * publication of n arrivals cost 3n requests more.
+ */
+static void
+pub_ensure_parents(PubOp *po, int nparents)
+{
+	char	  **parents = palloc(sizeof(char *) * nparents);
+	int			k = 0;
+	int			i;
+
+	for (i = 1; i < po->nops && k < nparents; i++)
+	{
+		char	   *slash;
+
+		if (po->opkind[i] != PUB_OTHER || po->ops[i].type != ZOO_CREATE_OP ||
+			po->paths[i] == NULL)
+			continue;
+		slash = strrchr(po->paths[i], '/');
+		if (slash == NULL || slash == po->paths[i])
+			continue;
+		parents[k++] = pnstrdup(po->paths[i], slash - po->paths[i]);
+	}
+	qsort(parents, k, sizeof(char *), cmp_cstrings);
+	for (i = 0; i < k; i++)
+	{
+		if (i == 0 || strcmp(parents[i], parents[i - 1]) != 0)
+			zk_q_send_ensure_path(parents[i]);
+	}
+	for (i = 0; i < k; i++)
+		pfree(parents[i]);
+	pfree(parents);
+}
+
+/* The queues of a publication that name their items themselves */
+typedef struct PubNaming
+{
+	QSeq	  **qs;				/* each such queue once (NULL: out of names) */
+	int		   *qcount;			/* ... its items in this publication */
+	int		   *qused;			/* ... of which named so far */
+	int			nq;
+} PubNaming;
+
+typedef enum PubNamingVerdict
+{
+	PUBN_READY,					/* every counter needed is known */
+	PUBN_WAIT,					/* asked: the PubOp waits on zk_q_pub_waits */
+	PUBN_FAILED					/* could not ask */
+} PubNamingVerdict;
+
+static void
+pub_naming_free(PubNaming *pn)
+{
+	pfree(pn->qs);
+	pfree(pn->qcount);
+	pfree(pn->qused);
+}
+
+/*
+ * Find the queues of blob's items that name their items from their next
+ * node, and make sure each one's next is known; asks (a probe of next, or a
+ * read of it) what is not.  In zk_q_context().
+ */
+static PubNamingVerdict
+pub_naming(const char *blob, PubNaming *pn)
+{
+	const ZkTxnHeader *h = (const ZkTxnHeader *) blob;
+	const char *p = blob + sizeof(ZkTxnHeader);
+	bool		wait = false;
+	bool		failed = false;
+	uint32		i;
+	int			j;
+
+	pn->qs = palloc0(sizeof(QSeq *) * (h->nitems + 1));
+	pn->qcount = palloc0(sizeof(int) * (h->nitems + 1));
+	pn->qused = palloc0(sizeof(int) * (h->nitems + 1));
+	pn->nq = 0;
+	for (i = 0; i < h->nitems; i++)
+	{
+		ZkTxnItem	it;
+		char		qname[ZKLOCK_QNAME_MAX + 1];
+		QSeq	   *q;
+
+		memcpy(&it, p, sizeof(it));
+		p += sizeof(ZkTxnItem);
+		if (ZKQ_IS_OP(it.priority))
+		{
+			p += it.qlen + it.plen;
+			continue;
+		}
+		memcpy(qname, p, it.qlen);
+		qname[it.qlen] = '\0';
+		p += it.qlen + it.plen;
+		q = zk_q_seq(qname);
+		if (q->naming == QSEQ_UNASKED || q->naming == QSEQ_ASKING)
+		{
+			/* does it name its items itself?  (asked before commit, as a rule) */
+			zk_q_seq_probe(q);
+			if (q->naming == QSEQ_UNASKED)
+				failed = true;	/* could not ask (the others are asked) */
+			wait = true;
+			continue;
+		}
+		if (q->naming != QSEQ_EXPLICIT)
+			continue;
+		for (j = 0; j < pn->nq && pn->qs[j] != q; j++)
+			;
+		if (j == pn->nq)
+			pn->qs[pn->nq++] = q;
+		pn->qcount[j]++;
+	}
+	if (failed)
+		return PUBN_FAILED;
+	for (j = 0; j < pn->nq; j++)
+	{
+		QSeq	   *q = pn->qs[j];
+
+		if (q->next != QNEXT_UNKNOWN && q->seq_next + pn->qcount[j] - 1 > ZKQ_SEQ_LAST)
+		{
+			if (q->next == QNEXT_READ)
+			{
+				/*
+				 * out of ten-digit names too: this time the counter's way,
+				 * which fails, until ZKQ_NAMING_TRIES end in the warning
+				 */
+				pn->qs[j] = NULL;
+				continue;
+			}
+			/* read again: past LAST - SLACK, next yields to the listing */
+			q->next = QNEXT_UNKNOWN;
+		}
+		if (q->next == QNEXT_UNKNOWN)
+		{
+			if (!zk_q_seq_fetch(q))
+				return PUBN_FAILED;
+			wait = true;
+		}
+	}
+	return wait ? PUBN_WAIT : PUBN_READY;
+}
+
+/*
+ * Ops n... of po: each self-naming queue's next, set with the version
+ * read, or created; near the end of its (32-bit) version, deleted with it
+ * and created again.  Returns the next op's index.
+ */
+static int
+pub_add_counters(PubOp *po, PubNaming *pn, int n)
+{
+	int			j;
+
+	for (j = 0; j < pn->nq; j++)
+	{
+		QSeq	   *q = pn->qs[j];
+		char		npath[ZK_PATH_MAX];
+		bool		recreate;
+
+		if (q == NULL)
+			continue;
+		zk_q_seq_path(q, "next", npath, sizeof(npath));
+		recreate = q->seq_exists &&
+			(q->seq_version < 0 || q->seq_version >= PG_INT32_MAX - 1);
+		if (recreate)
+		{
+			po->opkind[n] = PUB_COUNTER;
+			po->opq[n] = q;
+			q->refs++;
+			po->paths[n] = pstrdup(npath);
+			zoo_delete_op_init(&po->ops[n], po->paths[n], q->seq_version);
+			n++;
+		}
+		po->opkind[n] = PUB_COUNTER;
+		po->opq[n] = q;
+		q->refs++;
+		po->opnum[n] = q->seq_next + pn->qcount[j];
+		po->paths[n] = pstrdup(npath);
+		po->bufs[n] = psprintf(INT64_FORMAT, po->opnum[n]);
+		if (!q->seq_exists || recreate)
+			zoo_create_op_init(&po->ops[n], po->paths[n], po->bufs[n],
+							   (int) strlen(po->bufs[n]), zk_acl(), 0,
+							   NULL, 0);
+		else
+			zoo_set_op_init(&po->ops[n], po->paths[n], po->bufs[n],
+							(int) strlen(po->bufs[n]), q->seq_version, NULL);
+		n++;
+	}
+	return n;
+}
+
+/*
+ * Ops n... of po: blob's items (created under entries, named by the
+ * counter or from next) and recipe ops (not those found done).  Ensures
+ * the queues' parents first where not known; *nparents counts the ops'
+ * parents to ensure.  Returns the number of ops.
+ */
+static int
+pub_add_items(PubOp *po, const char *blob, PubNaming *pn, int n, int *nparents)
+{
+	const ZkTxnHeader *h = (const ZkTxnHeader *) blob;
+	const char *p = blob + sizeof(ZkTxnHeader);
+	uint32		i;
+	int			j;
+
+	for (i = 0; i < h->nitems; i++)
+	{
+		ZkTxnItem	it;
+		uint32		off = (uint32) (p - blob);
+		char		qname[ZK_PATH_MAX];
+		char		qpath[ZK_PATH_MAX];
+		QSeq	   *q;
+
+		memcpy(&it, p, sizeof(it));
+		p += sizeof(ZkTxnItem);
+		memcpy(qname, p, it.qlen);
+		qname[it.qlen] = '\0';
+		p += it.qlen;
+		if (ZKQ_IS_OP(it.priority))
+		{
+			if ((it.priority & ZKQ_OP_SKIP) == 0)
+			{
+				po->item_off[n] = off;
+				po->paths[n] = psprintf("%s/%s", zk_root, qname);
+				if ((it.priority & ZKQ_OP_MASK) == ZKQ_OP_CREATE)
+				{
+					/* its parents: ensured by the caller, once per parent */
+					(*nparents)++;
+					zoo_create_op_init(&po->ops[n], po->paths[n], p, (int) it.plen,
+									   zk_acl(), 0, NULL, 0);
+				}
+				else
+					zoo_delete_op_init(&po->ops[n], po->paths[n], -1);
+				n++;
+			}
+			p += it.plen;
+			continue;
+		}
+		zk_queue_path(qname, qpath, sizeof(qpath));
+		if (po->ensure || !zk_q_parents_known(qname))
+		{
+			zk_q_send_ensure_queue(qpath);
+			zk_q_parents_remember(qname, true);
+		}
+		q = zk_q_seq(qname);
+		for (j = 0; j < pn->nq && pn->qs[j] != q; j++)
+			;
+		po->item_off[n] = off;
+		po->opq[n] = q;
+		q->refs++;
+		if (j < pn->nq)
+		{
+			po->opkind[n] = PUB_NAMED_ITEM;
+			po->paths[n] = psprintf("%s/entries/entry-%03d-%010" INT64_MODIFIER "d",
+									qpath, (int) it.priority, q->seq_next + pn->qused[j]);
+			pn->qused[j]++;
+			zoo_create_op_init(&po->ops[n], po->paths[n], p, (int) it.plen,
+							   zk_acl(), 0, NULL, 0);
+		}
+		else
+		{
+			int			blen;
+
+			po->opkind[n] = PUB_SEQ_ITEM;
+			po->paths[n] = psprintf("%s/entries/entry-%03d-", qpath, (int) it.priority);
+			blen = (int) strlen(po->paths[n]) + 16;
+			po->bufs[n] = palloc0(blen);
+			zoo_create_op_init(&po->ops[n], po->paths[n], p, (int) it.plen,
+							   zk_acl(), ZOO_PERSISTENT_SEQUENTIAL,
+							   po->bufs[n], blen);
+		}
+		n++;
+		p += it.plen;
+	}
+	return n;
+}
+
+/*
+ * Send the publishing multi of po: delete the transaction node, set the
+ * self-naming queues' next nodes, create the items, apply the recipe ops.
+ * A queue whose naming is not known yet makes po wait on zk_q_pub_waits
+ * (true).  false: nothing could be sent.
+ */
+bool
+zk_q_pub_send(PubOp *po)
+{
+	const char *blob;
+	const ZkTxnHeader *h;
+	MemoryContext old;
+	PubNaming	pn;
+	PubNamingVerdict v;
+	int			j;
+	int			rc;
+	int			nparents = 0;
+
+	if (po->blob != NULL)
+		blob = po->blob;
+	else
+		blob = dsa_get_address(zk_dsa(), zk_entry(po->idx)->blob);
+	h = (const ZkTxnHeader *) blob;
+	pub_clear(po);
+	old = MemoryContextSwitchTo(zk_q_context());
+	v = pub_naming(blob, &pn);
+	if (v != PUBN_READY)
+	{
+		pub_naming_free(&pn);
+		if (v == PUBN_WAIT && !po->waiting)
+		{
+			zk_q_pub_waits = lappend(zk_q_pub_waits, po);
+			po->waiting = true;
+		}
+		MemoryContextSwitchTo(old);
+		return v == PUBN_WAIT;
+	}
+
+	j = h->nitems + 2 * pn.nq + 1;
+	po->ops = palloc0(sizeof(zoo_op_t) * j);
+	po->res = palloc0(sizeof(zoo_op_result_t) * j);
+	po->paths = palloc0(sizeof(char *) * j);
+	po->bufs = palloc0(sizeof(char *) * j);
+	po->item_off = palloc0(sizeof(uint32) * j);
+	po->opkind = palloc0(sizeof(uint8) * j);
+	po->opq = palloc0(sizeof(QSeq *) * j);
+	po->opnum = palloc0(sizeof(int64) * j);
+	zoo_delete_op_init(&po->ops[0], po->tpath, -1);
+	po->nops = pub_add_items(po, blob, &pn, pub_add_counters(po, &pn, 1),
+							 &nparents);
+	pub_naming_free(&pn);
+	MemoryContextSwitchTo(old);
+	if (nparents > 0)
+		pub_ensure_parents(po, nparents);
+	rc = zoo_amulti(zk_zh, po->nops, po->ops, po->res, publish_done, po);
+	return rc == ZOK;
+}
+
+void
+zk_q_pubop_free(PubOp *po)
+{
+	if (po->waiting)
+		zk_q_pub_waits = list_delete_ptr(zk_q_pub_waits, po);
+	pub_clear(po);
+	if (po->blob)
+		pfree(po->blob);
+	pfree(po);
+}
+
+/*
+ * A definite failure of the publishing multi: is it an op that found its
+ * work already done (the node it creates exists, the node it deletes is
+ * gone)?  Then mark it skipped in blob and say so (*at: its index): the
+ * multi goes again.
+ */
+static bool
+skip_done_op(PubOp *po, char *blob, int *at)
+{
+	int			i;
+
+	for (i = 1; i < po->nops; i++)
+	{
+		int			err = po->res[i].err;
+		ZkTxnItem	it;
+
+		if (err == ZOK || err == ZRUNTIMEINCONSISTENCY)
+			continue;
+		if (po->opkind[i] != PUB_OTHER)
+			return false;
+		memcpy(&it, blob + po->item_off[i], sizeof(it));
+		if (!ZKQ_IS_OP(it.priority))
+			return false;
+		if (((it.priority & ZKQ_OP_MASK) == ZKQ_OP_CREATE && err == ZNODEEXISTS) ||
+			((it.priority & ZKQ_OP_MASK) == ZKQ_OP_DELETE && err == ZNONODE))
+		{
+			it.priority |= ZKQ_OP_SKIP;
+			memcpy(blob + po->item_off[i], &it, sizeof(it));
+			*at = i;
+			return true;
+		}
+		return false;
+	}
+	return false;
+}
+
+/* ------------------------------------------------------------------------
+ * Ops found done
+ *
+ * ZooKeeper stops a multi at its first failing op and reports nothing about
+ * the ops after it.  A transaction that arrives n participants who have all
+ * arrived already (a rerun of a step) would cost n multis of n, n-1, ...
+ * ops, one op skipped each time: quadratic.  So from the second such
+ * failure of one publication on, the ops after the failing one are probed
+ * first, one exists each, at most ZKQ_PROBE_WINDOW in flight (each answer
+ * sends the next, so a turn of the worker does bounded work), every op
+ * found done is marked skipped, and then the multi goes again: about n + 3
+ * requests.  An op done meanwhile by someone else fails that multi again
+ * and is skipped then; every round skips at least one op, so it ends.
+ * ------------------------------------------------------------------------
+ */
+#define ZKQ_PROBE_WINDOW	256
+
+typedef struct ProbeCall
+{
+	PubOp	   *po;
+	int			op;				/* index in po->ops */
+} ProbeCall;
+
+/* the blob a PubOp marks skipped ops in, or NULL when its entry is gone */
+static char *
+pub_blob(PubOp *po, ZkEntry **ep)
+{
+	*ep = NULL;
+	if (po->gen != ZKLOCK_NO_ENTRY)
+	{
+		ZkEntry    *pe = zk_entry(po->idx);
+
+		if (pe->gen != po->gen || pe->state == ZKE_FREE || !DsaPointerIsValid(pe->blob))
+			return NULL;
+		*ep = pe;
+		return dsa_get_address(zk_dsa(), pe->blob);
+	}
+	return po->blob;
+}
+
+/* is op i of po an op (not a queue item) that could be found done? */
+static bool
+pub_op_probeable(PubOp *po, const char *blob, int i)
+{
+	ZkTxnItem	it;
+
+	if (po->opkind[i] != PUB_OTHER || po->item_off[i] == 0)
+		return false;
+	memcpy(&it, blob + po->item_off[i], sizeof(it));
+	return ZKQ_IS_OP(it.priority) && (it.priority & ZKQ_OP_SKIP) == 0;
+}
+
+/* Completion of the zoo_aexists sent by pub_probe_send() */
+static void
+pub_probe_done(int rc, const struct Stat *stat, const void *data)
+{
+	ProbeCall  *c = (ProbeCall *) data;
+	PubOp	   *po = c->po;
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		ZkEntry    *pe;
+		char	   *blob = pub_blob(po, &pe);
+
+		e = pe;
+		po->probe_out--;
+		if (!zk_rc_definite(rc))
+			po->probe_failed = true;
+		else if (blob != NULL)
+		{
+			ZkTxnItem	it;
+			int			op;
+
+			memcpy(&it, blob + po->item_off[c->op], sizeof(it));
+			op = it.priority & ZKQ_OP_MASK;
+			if ((op == ZKQ_OP_CREATE && rc == ZOK) ||
+				(op == ZKQ_OP_DELETE && rc == ZNONODE))
+			{
+				it.priority |= ZKQ_OP_SKIP;
+				memcpy(blob + po->item_off[c->op], &it, sizeof(it));
+			}
+		}
+		pfree(c);
+		pub_probe_send(po);
+	}
+	COMPLETION_END(e);
+}
+
+/*
+ * Send the next probes of po, up to the window; once every answer is in,
+ * send the multi again (or hand the publication back to be retried).
+ */
+static void
+pub_probe_send(PubOp *po)
+{
+	ZkEntry    *e;
+	char	   *blob = pub_blob(po, &e);
+
+	if (blob == NULL || po->probe_session != zk_cur_session)
+	{
+		/* its entry or session moved on without it */
+		if (po->probe_out > 0)
+			return;
+		if (po->scan != NULL)
+			zk_q_scan_done_one(po->scan, false, 0);
+		zk_q_pubop_free(po);
+		return;
+	}
+	while (!po->probe_failed && po->probe_out < ZKQ_PROBE_WINDOW &&
+		   po->probe_next < po->nops)
+	{
+		int			i = po->probe_next++;
+		ProbeCall  *c;
+
+		if (!pub_op_probeable(po, blob, i))
+			continue;
+		if (!zk_session_usable())
+		{
+			po->probe_failed = true;
+			break;
+		}
+		c = MemoryContextAlloc(zk_q_context(), sizeof(ProbeCall));
+		c->po = po;
+		c->op = i;
+		if (zoo_aexists(zk_zh, po->paths[i], 0, pub_probe_done, c) != ZOK)
+		{
+			pfree(c);
+			po->probe_failed = true;
+			break;
+		}
+		po->probe_out++;
+	}
+	if (po->probe_out > 0 || (!po->probe_failed && po->probe_next < po->nops))
+		return;
+	if (po->probe_failed || !zk_session_usable())
+	{
+		/* as after a lost reply: the whole publication again, later */
+		if (e != NULL)
+		{
+			e->delete_inflight = false;
+			zk_retry_later(e);
+		}
+		else if (po->scan != NULL)
+			zk_q_scan_done_one(po->scan, false, 0);
+		zk_q_pubop_free(po);
+		return;
+	}
+	pub_resend(po, e);
+}
+
+/* Start the probe pass after op "at" of po failed as done; true: started */
+static bool
+pub_probe_start(PubOp *po, int at)
+{
+	po->probe_failed = false;
+	po->probe_next = at + 1;
+	po->probe_out = 0;
+	po->probe_session = zk_cur_session;
+	pub_probe_send(po);
+	return true;
+}
+
+/* The multi again, built anew from the blob without the skipped ops */
+static void
+pub_resend(PubOp *po, ZkEntry *e)
+{
+	bool		sent = zk_q_pub_send(po);
+
+	if (sent)
+		return;
+	if (e != NULL)
+	{
+		e->delete_inflight = false;
+		zk_retry_later(e);
+	}
+	else if (po->scan != NULL)
+		zk_q_scan_done_one(po->scan, false, 0);
+	zk_q_pubop_free(po);
+}
+
+/* ------------------------------------------------------------------------
+ * Publications ZooKeeper refuses
+ *
+ * A committed transaction's publication can fail for good: a gate node that
+ * another client gave children cannot be deleted (zk_gate_open), a parent
+ * another client made ephemeral takes no children, an ACL refuses us, a
+ * queue's names ran out.  What can be seen before the commit record is
+ * checked then (send_txn_create: a gate node's children), and fails the
+ * COMMIT.  What happens after it cannot fail the COMMIT any more: the entry
+ * is kept (pub_blocked, zk_status().publications_blocked counts it), the
+ * COMMIT that waits for it returns with a WARNING saying why, the server
+ * log says it once with what to do, and the whole multi is tried again
+ * every 1, 2, 4 ... ZKQ_BLOCKED_MAX_MS until ZooKeeper takes it: nothing of
+ * the transaction is visible meanwhile, and nothing is dropped.  The
+ * settling pass's publications (after a crash) are counted the same way
+ * and the pass runs again after ZKQ_BLOCKED_RESOLVE_MS.
+ * ------------------------------------------------------------------------
+ */
+#define ZKQ_BLOCKED_FIRST_MS	1000
+#define ZKQ_BLOCKED_MAX_MS		10000
+#define ZKQ_BLOCKED_RESOLVE_MS	30000
+
+typedef struct Blocked
+{
+	uint32		idx;
+	uint32		gen;
+	TimestampTz due;
+	int			interval_ms;
+} Blocked;
+
+static List *pub_blocked_list = NIL;	/* Blocked * */
+TimestampTz zk_q_resolve_again_at = 0;
+
+/* Why ZooKeeper refused po's multi (rc), in words, into buf */
+static void
+pub_refusal(PubOp *po, int rc, char *buf, size_t len)
+{
+	const char *full = zk_q_seq_exhausted(po);
+	int			i;
+
+	if (full != NULL)
+	{
+		snprintf(buf, len, "zookeeper's sequence counter of %s has run out, and naming the items from the queue's next node failed too",
+				 full);
+		return;
+	}
+	for (i = 0; i < po->nops; i++)
+	{
+		int			err = po->res[i].err;
+		const char *path = i == 0 ? po->tpath : po->paths[i];
+		bool		del = po->ops[i].type == ZOO_DELETE_OP;
+
+		if (err == ZOK || err == ZRUNTIMEINCONSISTENCY)
+			continue;
+		if (del && err == ZNOTEMPTY)
+			snprintf(buf, len, "zookeeper cannot delete %s: another client created children under it",
+					 path ? path : "?");
+		else
+			snprintf(buf, len, "zookeeper refused to %s %s: %s", del ? "delete" : "create",
+					 path ? path : "?", zerror(err));
+		return;
+	}
+	snprintf(buf, len, "zookeeper refused the publishing request: %s", zerror(rc));
+}
+
+static Blocked *
+blocked_find(ZkEntry *e)
+{
+	ListCell   *lc;
+
+	foreach(lc, pub_blocked_list)
+	{
+		Blocked    *b = lfirst(lc);
+
+		if (b->idx == zk_entry_index(e) && b->gen == e->gen)
+			return b;
+	}
+	return NULL;
+}
+
+static ZkLogLimit pub_block_log;
+
+/* A committed transaction's publication failed for good: keep it, retry */
+static void
+pub_block(ZkEntry *e, PubOp *po, int rc)
+{
+	char		why[ZKLOCK_ERRMSG_MAX];
+	Blocked    *b = blocked_find(e);
+
+	pub_refusal(po, rc, why, sizeof(why));
+	strlcpy(e->errmsg, why, sizeof(e->errmsg));
+	if (!e->pub_blocked)
+	{
+		e->pub_blocked = true;
+		zk_count(ZKCNT_ZK_ERRORS, 1);
+		if (zk_log_limited(&pub_block_log, "zookeeper refuses to publish the work of a committed transaction"))
+			ereport(WARNING,
+					(errmsg("zklock: zookeeper refuses to publish the work of committed transaction " UINT64_FORMAT ": %s",
+							e->fxid, why),
+					 errdetail("Its queue items and gate and arrival changes stay in the transaction node %s, none of them visible; the worker tries the whole publication again every %d s until ZooKeeper takes it.",
+							   po->tpath, ZKQ_BLOCKED_MAX_MS / 1000),
+					 errhint("Remove what blocks it (for a gate node: the other client's children under it); zk_status().publications_blocked counts the transactions waiting so.")));
+	}
+	if (b == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(zk_q_context());
+
+		b = palloc0(sizeof(Blocked));
+		b->idx = zk_entry_index(e);
+		b->gen = e->gen;
+		b->interval_ms = ZKQ_BLOCKED_FIRST_MS;
+		pub_blocked_list = lappend(pub_blocked_list, b);
+		MemoryContextSwitchTo(old);
+	}
+	else
+		b->interval_ms = Min(b->interval_ms * 2, ZKQ_BLOCKED_MAX_MS);
+	b->due = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), b->interval_ms);
+}
+
+static ZkLogLimit pub_unblock_log;
+
+/* ... and ZooKeeper has taken it now */
+static void
+pub_unblock(ZkEntry *e)
+{
+	Blocked    *b = blocked_find(e);
+
+	if (b != NULL)
+	{
+		pub_blocked_list = list_delete_ptr(pub_blocked_list, b);
+		pfree(b);
+	}
+	e->pub_blocked = false;
+	if (zk_log_limited(&pub_unblock_log, "published the work of a transaction that zookeeper had refused"))
+		ereport(LOG,
+				(errmsg("zklock: published the work of transaction " UINT64_FORMAT " that zookeeper had refused",
+						e->fxid)));
+}
+
+static ZkLogLimit pub_resolve_log;
+
+/* The settling pass's publication was refused: count it, run it again */
+static void
+pub_block_resolve(PubOp *po, int rc)
+{
+	char		why[ZKLOCK_ERRMSG_MAX];
+
+	pub_refusal(po, rc, why, sizeof(why));
+	zk_ctl->pubs_blocked_resolve++;
+	zk_count(ZKCNT_ZK_ERRORS, 1);
+	if (zk_log_limited(&pub_resolve_log, "zookeeper refuses to publish a committed transaction node"))
+		ereport(WARNING,
+				(errmsg("zklock: zookeeper refuses to publish the committed transaction node %s: %s",
+						po->tpath, why),
+				 errdetail("Its queue items and gate and arrival changes stay in that node, none of them visible; the worker settles it again every %d s until ZooKeeper takes it.",
+						   ZKQ_BLOCKED_RESOLVE_MS / 1000),
+				 errhint("Remove what blocks it (for a gate node: the other client's children under it); zk_status().publications_blocked counts the transactions waiting so.")));
+	zk_q_resolve_again_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												   ZKQ_BLOCKED_RESOLVE_MS);
+}
+
+/* Every turn with a usable session: send the refused ones that are due */
+void
+zk_q_pub_blocked_tick(void)
+{
+	TimestampTz now;
+	ListCell   *lc;
+
+	if (pub_blocked_list == NIL)
+		return;
+	now = GetCurrentTimestamp();
+	foreach(lc, pub_blocked_list)
+	{
+		Blocked    *b = lfirst(lc);
+		ZkEntry    *e = zk_entry(b->idx);
+
+		if (e->gen != b->gen || e->state == ZKE_FREE || e->kind != ZKK_QPUB ||
+			!e->pub_blocked)
+		{
+			pub_blocked_list = foreach_delete_current(pub_blocked_list, lc);
+			pfree(b);
+			continue;
+		}
+		if (now < b->due || e->delete_inflight || e->create_inflight || e->on_retry)
+			continue;
+		b->due = TimestampTzPlusMilliseconds(now, b->interval_ms);
+		zk_qpub_drive(e);
+	}
+}
+
+/*
+ * A publication that fails for a missing parent sends the parents' creates
+ * and goes again (three times, then it is blocked, see pub_block).  A drop
+ * of the queue elsewhere (zk_queue_drop, "Dropping a queue") that lands
+ * between those creates and the multi fails it again, however often it
+ * tries; as long as no parent's create was refused in this session (an
+ * ACL), it goes on, up to ZKQ_PARENT_TRIES tries.
+ */
+#define ZKQ_PARENT_TRIES	20
+
+/* Was the create of a parent of one of po's failed creates refused? */
+static bool
+pub_parent_refused(PubOp *po)
+{
+	char		refused[ZK_PATH_MAX];
+	int			i;
+
+	for (i = 1; i < po->nops; i++)
+		if (po->res[i].err == ZNONODE && po->paths[i] != NULL &&
+			zk_parent_refused(po->paths[i], refused, sizeof(refused)))
+			return true;
+	return false;
+}
+
+/* Completion of the zoo_amulti sent by zk_q_pub_send() */
+static void
+publish_done(int rc, const void *data)
+{
+	PubOp	   *po = (PubOp *) data;
+	ZkEntry    *volatile e = NULL;
+	bool		applied;
+	volatile bool missing_parent = false;	/* set inside COMPLETION_BEGIN */
+	volatile bool keep = false;	/* read after COMPLETION_END */
+	int			at = 0;
+	int			i;
+
+	COMPLETION_BEGIN
+	{
+		/* the transaction node gone: published now, or before */
+		applied = (rc == ZOK);
+		if (applied)
+			zk_q_pub_note_names(po);
+		if (!applied && zk_rc_definite(rc))
+		{
+			if (po->res[0].err == ZNONODE)
+				applied = true;
+			for (i = 1; i < po->nops; i++)
+				if (po->res[i].err == ZNONODE && po->opkind[i] != PUB_COUNTER)
+					missing_parent = true;
+		}
+		if (po->gen != ZKLOCK_NO_ENTRY)
+		{
+			e = zk_q_entry_of(po->idx, po->gen);
+		}
+		if (!applied && zk_rc_definite(rc) && zk_session_usable() &&
+			(e != NULL || po->scan != NULL) && zk_q_pub_naming_conflict(po))
+		{
+			/* a queue's next read again, then the same multi renamed */
+			po->tries++;
+			keep = zk_q_pub_send(po);
+			if (!keep)
+			{
+				if (e != NULL)
+				{
+					e->delete_inflight = false;
+					zk_retry_later(e);
+				}
+				else
+					zk_q_scan_done_one(po->scan, false, 0);
+			}
+		}
+		else if (!applied && zk_rc_definite(rc) && zk_session_usable() &&
+				 (e != NULL || po->scan != NULL) &&
+				 skip_done_op(po, e != NULL ? dsa_get_address(zk_dsa(), e->blob) : po->blob,
+							  &at))
+		{
+			/*
+			 * an op found its work done: again without it; from the second
+			 * time on, after probing the ops behind it ("Ops found done")
+			 */
+			keep = true;
+			if (po->skips++ >= 1 && at + 1 < po->nops)
+				(void) pub_probe_start(po, at);
+			else
+				pub_resend(po, e);
+		}
+		else if (e != NULL)
+		{
+			e->delete_inflight = false;
+			if (applied)
+			{
+				if (e->pub_blocked)
+					pub_unblock(e);
+				zk_q_free_entry(e);
+			}
+			else if (!zk_rc_definite(rc))
+				zk_retry_later(e);
+			else if (missing_parent &&
+					 (e->errors < 3 ||
+					  (e->errors < ZKQ_PARENT_TRIES && !pub_parent_refused(po))))
+			{
+				e->errors++;
+				e->parents_tried = true;
+				zk_retry_later(e);
+			}
+			else if (!zk_session_usable())
+				zk_retry_later(e);	/* judged once it is usable again */
+			else
+				pub_block(e, po, rc);	/* kept, and tried again later */
+		}
+		else if (po->scan != NULL)
+		{
+			if (applied && po->blob != NULL)
+				zk_q_given_up_remove(((const ZkTxnHeader *) po->blob)->fxid);
+			if (!applied && zk_rc_definite(rc) && zk_session_usable())
+				pub_block_resolve(po, rc);
+			zk_q_scan_done_one(po->scan, applied || zk_rc_definite(rc), applied && rc == ZOK ? 1 : 0);
+		}
+	}
+	COMPLETION_END(e);
+	if (!keep)
+		zk_q_pubop_free(po);
+}
+
+/* Completion of the zoo_aset sent by pub_create_done() */
+static void
+pub_set_done(int rc, const struct Stat *stat, const void *data)
+{
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = zk_entry_of(data);
+		if (e != NULL)
+		{
+			e->create_inflight = false;
+			if (rc == ZOK)
+				pub_txn_written(e);
+			else
+				pub_create_done(rc, NULL, data);
+		}
+	}
+	COMPLETION_END(e);
+}
+
+/*
+ * A gate node's state before the commit record: its reply comes before the
+ * transaction node's (one session answers in order), which then refuses the
+ * COMMIT when the node has children (ZooKeeper could never delete it).
+ */
+static void
+pub_check_done(int rc, const struct Stat *stat, const void *data)
+{
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = zk_entry_of(data);
+		if (e != NULL && rc == ZOK && stat != NULL && stat->numChildren > 0 &&
+			!e->pub_refused)
+		{
+			e->pub_refused = true;
+			snprintf(e->errmsg, sizeof(e->errmsg),
+					 "The gate node that zk_gate_open would delete has %d %s that zklock did not create (another client's), and ZooKeeper does not delete a node with children",
+					 stat->numChildren, stat->numChildren == 1 ? "child" : "children");
+		}
+	}
+	COMPLETION_END(e);
+}
+
+/* The transaction node is there: answer the COMMIT that waits for it */
+static void
+pub_txn_written(ZkEntry *e)
+{
+	e->state = ZKE_HELD;
+	if (e->released)
+		zk_qpub_drive(e);
+	else if (e->pub_refused)
+		zk_finish(e, ZKO_BUSY, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, NULL);
+	else
+		zk_finish(e, ZKO_GRANTED, 0, NULL);
+}
+
+static void
+send_txn_create(ZkEntry *e)
+{
+	char		tpath[ZK_PATH_MAX];
+	char	   *blob = dsa_get_address(zk_dsa(), e->blob);
+	const ZkTxnHeader *h = (const ZkTxnHeader *) blob;
+	int			rc;
+
+	e->pub_refused = false;
+	txn_path(h, tpath, sizeof(tpath));
+	if (!zk_q_txns_parent_ok || e->parents_tried)
+	{
+		char		parent[ZK_PATH_MAX];
+
+		snprintf(parent, sizeof(parent), "%s/txns", zk_root);
+		zk_q_send_ensure_path(parent);
+		zk_q_txns_parent_ok = true;
+	}
+	/* the queues' parents now, so that the publication finds them */
+	{
+		const char *p = blob + sizeof(ZkTxnHeader);
+		uint32		i;
+
+		for (i = 0; i < h->nitems; i++)
+		{
+			ZkTxnItem	it;
+			char		qname[ZKLOCK_QNAME_MAX + 1];
+
+			memcpy(&it, p, sizeof(it));
+			p += sizeof(ZkTxnItem);
+			if (ZKQ_IS_OP(it.priority))
+			{
+				/*
+				 * an op's parents are ensured when it is published; a delete
+				 * (a gate's opening) is looked at now: a node with children
+				 * cannot be deleted, and the COMMIT must fail before its
+				 * commit record, not after ("Publications ZooKeeper
+				 * refuses")
+				 */
+				if ((it.priority & ZKQ_OP_MASK) == ZKQ_OP_DELETE &&
+					(it.priority & ZKQ_OP_SKIP) == 0)
+				{
+					char		opath[ZK_PATH_MAX];
+
+					snprintf(opath, sizeof(opath), "%s/%.*s", zk_root, (int) it.qlen, p);
+					(void) zoo_aexists(zk_zh, opath, 0, pub_check_done, zk_ctx_of(e));
+				}
+				p += it.qlen + it.plen;
+				continue;
+			}
+			memcpy(qname, p, it.qlen);
+			qname[it.qlen] = '\0';
+			p += it.qlen + it.plen;
+			if (e->parents_tried || !zk_q_parents_known(qname))
+			{
+				char		qpath[ZK_PATH_MAX];
+
+				zk_queue_path(qname, qpath, sizeof(qpath));
+				zk_q_send_ensure_queue(qpath);
+				zk_q_parents_remember(qname, true);
+			}
+			/* before it is published: does it name its items itself? */
+			zk_q_seq_probe(zk_q_seq(qname));
+		}
+	}
+	e->state = ZKE_CREATING;
+	rc = zoo_acreate(zk_zh, tpath, blob, (int) h->total, zk_acl(),
+					 ZOO_PERSISTENT, pub_create_done, zk_ctx_of(e));
+	if (rc == ZOK)
+		e->create_inflight = true;
+	else
+		(void) zk_send_failed(e, rc, "create");
+}
+
+/* Completion of the zoo_acreate sent by send_txn_create() */
+static void
+pub_create_done(int rc, const char *value, const void *data)
+{
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = zk_entry_of(data);
+		if (e != NULL)
+		{
+			e->create_inflight = false;
+			if (rc == ZOK)
+				pub_txn_written(e);
+			else if (rc == ZNODEEXISTS)
+			{
+				/* ours by name: our first try, or a crashed incarnation's */
+				char		tpath[ZK_PATH_MAX];
+				char	   *blob = dsa_get_address(zk_dsa(), e->blob);
+				const ZkTxnHeader *h = (const ZkTxnHeader *) blob;
+
+				txn_path(h, tpath, sizeof(tpath));
+				if (zoo_aset(zk_zh, tpath, blob, (int) h->total, -1,
+							 pub_set_done, zk_ctx_of(e)) == ZOK)
+					e->create_inflight = true;
+				else
+					zk_retry_later(e);
+			}
+			else if (rc == ZNONODE && !e->parents_tried)
+			{
+				e->parents_tried = true;
+				zk_q_txns_parent_ok = false;
+				zk_retry_later(e);
+			}
+			else if (!zk_rc_definite(rc))
+			{
+				e->in_doubt = true;
+				zk_retry_later(e);
+			}
+			else
+			{
+				char		msg[ZKLOCK_ERRMSG_MAX];
+
+				char		tpath[ZK_PATH_MAX];
+
+				snprintf(msg, sizeof(msg), "ZooKeeper refused the transaction's items: %s",
+						 zerror(rc));
+				txn_path((const ZkTxnHeader *) dsa_get_address(zk_dsa(), e->blob),
+						 tpath, sizeof(tpath));
+				e->state = ZKE_DONE;
+				if (e->released)
+					zk_q_free_entry(e);
+				else
+					zk_fail_rc(e, rc, tpath, ERRCODE_CONNECTION_FAILURE, msg);
+			}
+		}
+	}
+	COMPLETION_END(e);
+}
+
+/* Completion of the zoo_adelete sent by zk_qpub_drive() */
+static void
+pub_delete_done(int rc, const void *data)
+{
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = zk_entry_of(data);
+		if (e != NULL)
+		{
+			e->delete_inflight = false;
+			if (rc == ZOK || rc == ZNONODE)
+				zk_q_free_entry(e);
+			else
+				zk_retry_later(e);
+		}
+	}
+	COMPLETION_END(e);
+}
+
+void
+zk_qpub_drive(ZkEntry *e)
+{
+	if (e->create_inflight || e->delete_inflight)
+		return;					/* its completion drives it on */
+	if (!zk_session_usable())
+	{
+		zk_retry_later(e);
+		return;
+	}
+	if (e->released)
+	{
+		char		tpath[ZK_PATH_MAX];
+		char	   *blob;
+		int			rc;
+
+		if (e->state == ZKE_PENDING && !e->in_doubt)
+		{
+			zk_q_free_entry(e);	/* nothing was sent */
+			return;
+		}
+		blob = dsa_get_address(zk_dsa(), e->blob);
+		txn_path((ZkTxnHeader *) blob, tpath, sizeof(tpath));
+		if (e->decision == ZKQD_COMMIT && e->state == ZKE_HELD)
+		{
+			if (zk_q_send_publish(blob, tpath, zk_entry_index(e), e->gen, NULL,
+							 e->parents_tried))
+				e->delete_inflight = true;
+			else
+				zk_retry_later(e);
+			return;
+		}
+		rc = zoo_adelete(zk_zh, tpath, -1, pub_delete_done, zk_ctx_of(e));
+		if (rc == ZOK)
+			e->delete_inflight = true;
+		else
+			zk_retry_later(e);
+		return;
+	}
+	if (e->state == ZKE_HELD)
+		return;					/* waits for its owner's decision */
+	if (!zk_q_history_gate(e))
+		return;
+	send_txn_create(e);
+}

@@ -1,0 +1,1240 @@
+/*-------------------------------------------------------------------------
+ *
+ * queue_read.c
+ *	  ZKK_QINFO: the one-off operations on a queue: zk_queue_length,
+ *	  zk_queue_peek, zk_queue_purge, the rows of zk_queues,
+ *	  zk_queue_release_cluster (with queue_settle.c's scan) and
+ *	  zk_queue_drop ("Dropping a queue").  Each sends a bounded window of
+ *	  requests at a time (ZKQ_INFO_WINDOW) and bounds its answer
+ *	  (zklock.max_answer_bytes; "The bounds of an answer").
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "queue_int.h"
+
+#include "access/transam.h"
+#include "access/xlog.h"
+#include "access/xlogrecovery.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "storage/proc.h"
+#include "storage/procarray.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/xid8.h"
+
+
+static void info_step(Info *in);
+static void info_send_more(Info *in);
+
+/* ------------------------------------------------------------------------
+ * One-off reads (ZKK_QINFO) and the resolution scan
+ * ------------------------------------------------------------------------
+ */
+
+/*
+ * The bounds of an answer (issue 23).  A peek reads items one request
+ * each; each answer is copied once, into the request's rows (at most one
+ * item of ZooKeeper's 1 MB per completion), and the rows once more into
+ * the answer when the last read is in (at most zklock.max_answer_bytes,
+ * which the backend sends along).  A peek stops, and fails with 54000, as
+ * soon as its rows would exceed that; and it keeps at most
+ * ZKQ_PEEK_INFLIGHT_BYTES of items in flight, judged by the largest item it
+ * has read (ZKQ_PEEK_FIRST_WINDOW reads until one has answered), so that
+ * eight peeks of big items cannot queue hundreds of megabytes in front of
+ * the session's other answers and its pings.  An answer larger than
+ * ZKQ_ANSWER_DSM_MIN travels in a segment of its own, removed when the
+ * request's entry is freed: dsa keeps the segments of large allocations
+ * mapped for ever once freed.
+ */
+#define ZKQ_PEEK_INFLIGHT_BYTES	(4 * 1024 * 1024)
+#define ZKQ_PEEK_FIRST_WINDOW	4
+#define ZKQ_ANSWER_DSM_MIN		(256 * 1024)
+
+typedef struct InfoCall
+{
+	Info	   *info;
+	char		node[ZKQ_NODE_MAX];
+	int			which;
+	zoo_op_t	ops[3];
+	zoo_op_result_t res[3];
+	char		p1[ZK_PATH_MAX];
+	char		p2[ZK_PATH_MAX];
+} InfoCall;
+
+/* how many reads (peek) or listings may be in flight for in */
+static int
+info_window(Info *in)
+{
+	if (in->op != ZKQI_PEEK)
+		return ZKQ_INFO_WINDOW;
+	if (in->largest == 0)
+		return ZKQ_PEEK_FIRST_WINDOW;
+	return (int) Max(1, Min(ZKQ_INFO_WINDOW,
+							ZKQ_PEEK_INFLIGHT_BYTES / Max(in->largest, 1024)));
+}
+
+/* a palloc'd copy of a listing's names, and its release */
+char **
+zk_q_names_copy(const struct String_vector *sv, int *n)
+{
+	char	  **names;
+	int			i;
+
+	*n = sv ? sv->count : 0;
+	if (*n == 0)
+		return NULL;
+	names = MemoryContextAlloc(zk_q_context(), sizeof(char *) * *n);
+	for (i = 0; i < *n; i++)
+		names[i] = MemoryContextStrdup(zk_q_context(), sv->data[i]);
+	return names;
+}
+
+void
+zk_q_names_free(char ***names, int *n)
+{
+	int			i;
+
+	if (*names == NULL)
+		return;
+	for (i = 0; i < *n; i++)
+		if ((*names)[i] != NULL)
+			pfree((*names)[i]);
+	pfree(*names);
+	*names = NULL;
+	*n = 0;
+}
+
+static ZkEntry *
+info_entry(Info *in)
+{
+	ZkEntry    *e = zk_entry(in->idx);
+
+	if (e->gen != in->gen || e->state == ZKE_FREE)
+		return NULL;
+	return e;
+}
+
+static void
+info_free(Info *in)
+{
+	ListCell   *lc;
+
+	foreach(lc, in->rows)
+		pfree(lfirst(lc));
+	list_free(in->rows);
+	zk_q_listing_free(&in->list);
+	zk_q_names_free(&in->names, &in->nnames);
+	pfree(in);
+}
+
+/*
+ * A segment of its own for a large answer, or NULL (out of segments or of
+ * room in /dev/shm: the answer goes to dsa instead).  Never throws: it runs
+ * in a completion.
+ */
+static dsm_segment *
+answer_segment(Size total)
+{
+	MemoryContext mcx = CurrentMemoryContext;
+	dsm_segment *volatile seg = NULL;
+
+	PG_TRY();
+	{
+		seg = dsm_create(total, DSM_CREATE_NULL_IF_MAXSEGMENTS);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(mcx);
+		FlushErrorState();
+		seg = NULL;
+	}
+	PG_END_TRY();
+	return seg;
+}
+
+/* The answer is complete: hand it over */
+static void
+info_finish(Info *in)
+{
+	ZkEntry    *e = info_entry(in);
+
+	if (e == NULL)
+	{
+		info_free(in);
+		return;
+	}
+	e->outstanding = 0;
+	if (e->released)
+	{
+		zk_q_free_entry(e);
+		info_free(in);
+		return;
+	}
+	if (in->over)
+	{
+		char		msg[ZKLOCK_ERRMSG_MAX];
+
+		snprintf(msg, sizeof(msg), "The answer would exceed zklock.max_answer_bytes (%zu kB)",
+				 in->cap / 1024);
+		e->state = ZKE_DONE;
+		zk_fail(e, ERRCODE_PROGRAM_LIMIT_EXCEEDED, msg);
+		info_free(in);
+		return;
+	}
+	if (in->failed)
+	{
+		char		msg[ZKLOCK_ERRMSG_MAX];
+
+		snprintf(msg, sizeof(msg), "a ZooKeeper read failed: %s", zerror(in->fail_rc));
+		e->state = ZKE_DONE;
+		zk_fail(e, ERRCODE_CONNECTION_FAILURE, msg);
+		info_free(in);
+		return;
+	}
+	e->token = in->count;
+	if (in->rows != NIL)
+	{
+		ListCell   *lc;
+		Size		total = MAXALIGN(sizeof(ZkAnswer));
+		dsa_pointer dp = InvalidDsaPointer;
+		dsm_segment *seg = NULL;
+		char	   *p;
+
+		foreach(lc, in->rows)
+		{
+			Size		sz = *(Size *) lfirst(lc);
+
+			total += MAXALIGN(sz);
+		}
+		if (total >= ZKQ_ANSWER_DSM_MIN)
+			seg = answer_segment(total);
+		if (seg == NULL)
+			dp = dsa_allocate_extended(zk_dsa(), total, DSA_ALLOC_NO_OOM);
+		if (seg == NULL && !DsaPointerIsValid(dp) && total < ZKQ_ANSWER_DSM_MIN)
+			seg = answer_segment(total);	/* the dsa is full: not its business */
+		if (seg == NULL && !DsaPointerIsValid(dp))
+		{
+			e->state = ZKE_DONE;
+			zk_fail(e, ERRCODE_OUT_OF_MEMORY, "out of dynamic shared memory for the answer");
+			info_free(in);
+			return;
+		}
+		p = seg ? dsm_segment_address(seg) : dsa_get_address(zk_dsa(), dp);
+		((ZkAnswer *) p)->count = list_length(in->rows);
+		((ZkAnswer *) p)->size = total;
+		p += MAXALIGN(sizeof(ZkAnswer));
+		foreach(lc, in->rows)
+		{
+			Size		sz = *(Size *) lfirst(lc);
+
+			memcpy(p, (char *) lfirst(lc) + sizeof(Size), sz);
+			p += MAXALIGN(sz);
+		}
+		if (seg != NULL)
+		{
+			/* kept until the entry is freed (zk_entry_free unpins it) */
+			dsm_pin_segment(seg);
+			e->dsm = dsm_segment_handle(seg);
+			dsm_detach(seg);
+		}
+		else
+			e->blob = dp;
+	}
+	e->state = ZKE_HELD;
+	/* a refused release: token -1, the live run named in errmsg */
+	zk_finish(e, ZKO_GRANTED, 0, in->live[0] ? in->live : NULL);
+	info_free(in);
+}
+
+/*
+ * A new row of sz bytes (a Size, then the record): where the caller writes
+ * the record; NULL, the answer marked over, when it would exceed the cap.
+ */
+static char *
+info_new_row(Info *in, Size sz)
+{
+	char	   *r;
+	MemoryContext old;
+
+	if (in->cap > 0 && in->bytes + MAXALIGN(sz) > in->cap)
+	{
+		in->over = true;
+		in->sending = false;
+		zk_q_info_fail(in, ZOK);
+		return NULL;
+	}
+	in->bytes += MAXALIGN(sz);
+	r = MemoryContextAlloc(zk_q_context(), sizeof(Size) + sz);
+	memcpy(r, &sz, sizeof(Size));
+	old = MemoryContextSwitchTo(zk_q_context());
+	in->rows = lappend(in->rows, r);
+	MemoryContextSwitchTo(old);
+	return r + sizeof(Size);
+}
+
+static void
+info_add_row(Info *in, const void *rec, Size sz)
+{
+	char	   *r = info_new_row(in, sz);
+
+	if (r != NULL)
+		memcpy(r, rec, sz);
+}
+
+void
+zk_q_info_call_done(Info *in)
+{
+	ZkEntry    *e = info_entry(in);
+
+	/* a long request: each answer tells the waiting backend it goes on */
+	if (e != NULL)
+		e->answered_at = GetCurrentTimestamp();
+	in->outstanding--;
+	if (in->sending && in->outstanding < info_window(in))
+		info_send_more(in);
+	if (in->outstanding == 0)
+		info_step(in);
+}
+
+void
+zk_q_info_fail(Info *in, int rc)
+{
+	if (!in->failed)
+	{
+		in->failed = true;
+		in->fail_rc = rc;
+	}
+}
+
+/* a listing that failed for another reason than a missing queue */
+static int
+listing_error(Listing *l)
+{
+	if (l->rc_entries != ZOK && l->rc_entries != ZNONODE)
+		return l->rc_entries;
+	if (l->rc_taken != ZOK && l->rc_taken != ZNONODE)
+		return l->rc_taken;
+	return ZOK;
+}
+
+static void
+info_listed(Listing *l)
+{
+	Info	   *in = (Info *) l->owner;
+	int			rc = listing_error(l);
+
+	if (rc != ZOK)
+		zk_q_info_fail(in, rc);
+	zk_q_info_call_done(in);
+}
+
+/* Completion of the zoo_aget sent by info_send_more() */
+static void
+info_peek_done(int rc, const char *value, int value_len,
+			   const struct Stat *stat, const void *data)
+{
+	InfoCall   *c = (InfoCall *) data;
+	Info	   *volatile in = c->info;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		if (rc == ZOK && !in->failed)
+		{
+			Size		len = value_len > 0 ? value_len : 0;
+			char	   *buf = info_new_row(in, sizeof(ZkMsgRec) + len);
+
+			in->largest = Max(in->largest, len);
+			if (buf != NULL)
+			{
+				ZkMsgRec   *m = (ZkMsgRec *) buf;
+				int			prio = 0;
+
+				memset(m, 0, sizeof(ZkMsgRec));
+				m->czxid = zk_queue_msg_id(stat->czxid, c->node);
+				m->ctime_ms = stat->ctime;
+				(void) zk_queue_node_priority(c->node, &prio);
+				m->priority = prio;
+				m->len = len;
+				strlcpy(m->node, c->node, sizeof(m->node));
+				if (len)
+					memcpy(buf + sizeof(ZkMsgRec), value, len);
+			}
+		}
+		else if (rc != ZOK && rc != ZNONODE)
+			zk_q_info_fail(in, rc);
+		pfree(c);
+		zk_q_info_call_done(in);
+	}
+	COMPLETION_END(none);
+}
+
+/* Completion of the zoo_amulti sent by info_send_more() */
+static void
+info_purge_done(int rc, const void *data)
+{
+	InfoCall   *c = (InfoCall *) data;
+	Info	   *volatile in = c->info;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		if (rc == ZOK)
+			in->count++;
+		else if (!zk_rc_definite(rc))
+			zk_q_info_fail(in, rc);
+		pfree(c);
+		zk_q_info_call_done(in);
+	}
+	COMPLETION_END(none);
+}
+
+static InfoCall *
+info_call(Info *in, const char *node)
+{
+	InfoCall   *c = MemoryContextAllocZero(zk_q_context(), sizeof(InfoCall));
+
+	c->info = in;
+	if (node)
+		strlcpy(c->node, node, sizeof(c->node));
+	return c;
+}
+
+static void
+info_send_listing(Info *in, const char *qpath)
+{
+	in->list.done = info_listed;
+	in->list.owner = in;
+	if (zk_q_listing_send(&in->list, qpath, NULL, NULL, false, false, true) != 0)
+		in->outstanding++;
+	else
+		zk_q_info_fail(in, ZCONNECTIONLOSS);
+}
+
+/* ---- zk_queues: every queue under <root>/queues ---- */
+
+/* one queue being counted */
+typedef struct QueueCount
+{
+	Info	   *info;
+	char		enc[ZKLOCK_ENAME_MAX + 1];
+	Listing		list;
+} QueueCount;
+
+static void
+queue_count_finish(Listing *l)
+{
+	QueueCount *qc = (QueueCount *) l->owner;
+	Info	   *in = qc->info;
+	char		name[ZKLOCK_QNAME_MAX + 1];
+	int			nlen;
+	char	   *rec;
+	ZkQueueRow	row;
+
+	/* a failed read fails the answer; a queue that went meanwhile counts 0 */
+	if (listing_error(l) != ZOK)
+		zk_q_info_fail(in, listing_error(l));
+	else
+	{
+		nlen = zk_decode_qname(qc->enc, name, sizeof(name));
+		row.items = zk_q_listing_unclaimed(l, NULL);
+		row.claimed = l->ntaken;
+		row.namelen = nlen;
+		rec = palloc(sizeof(row) + nlen);
+		memcpy(rec, &row, sizeof(row));
+		memcpy(rec + sizeof(row), name, nlen);
+		info_add_row(in, rec, sizeof(row) + nlen);
+		pfree(rec);
+	}
+	zk_q_listing_free(l);
+	pfree(qc);
+	zk_q_info_call_done(in);
+}
+
+/* Completion of the zoo_aget_children sent by info_step() */
+static void
+info_queues_listed(int rc, const struct String_vector *sv, const void *data)
+{
+	InfoCall   *c = (InfoCall *) data;
+	Info	   *volatile in = c->info;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		if (rc == ZOK && zk_session_usable())
+		{
+			/* counted ZKQ_INFO_WINDOW at a time (info_send_more) */
+			in->names = zk_q_names_copy(sv, &in->nnames);
+			in->next = 0;
+			in->sending = true;
+			info_send_more(in);
+		}
+		else if (rc != ZNONODE && rc != ZOK)
+			zk_q_info_fail(in, rc);
+		pfree(c);
+		zk_q_info_call_done(in);
+	}
+	COMPLETION_END(none);
+}
+
+/* ------------------------------------------------------------------------
+ * Dropping a queue (ZKQI_DROP, zk_queue_drop)
+ *
+ * A queue's nodes are persistent, as kazoo creates them, so every name ever
+ * used keeps <queue>, entries and taken (and next) in ZooKeeper until it is
+ * dropped.  A drop acts at once, not at COMMIT (like a purge):
+ *
+ *	1. This cluster's own use of the queue refuses it: a session waiting for
+ *	   or claiming an item, a claim held by a transaction that has not
+ *	   ended, the items of a committing transaction on their way into it
+ *	   (drop_local_use).  Claims of ended transactions still being consumed
+ *	   or released, and rounds of the worker still out, are waited for (up
+ *	   to half of zklock.connect_timeout): their fate decides what the
+ *	   queue holds.
+ *	2. Three reads, pipelined: the queue node's children, and the stats of
+ *	   entries and taken.  No queue node: nothing to do (false).  Items or
+ *	   claims (anyone's), or a child zklock does not create (another
+ *	   client's): refused, nothing deleted.
+ *	3. Step 1 again; then what this worker remembers of the queue is
+ *	   forgotten (its QState with its watches, its QSeq: parents known to
+ *	   exist, how it names items), and one multi deletes the children found
+ *	   and the queue node.  ZooKeeper never deletes a node with children, so
+ *	   an item or a claim created since the reads, by anyone, fails the
+ *	   whole multi, and the drop reads again (ZKQ_DROP_TRIES times at most).
+ *	   Whatever lands after the multi finds the queue gone and creates it
+ *	   again: a publication that fails with ZNONODE sends its parents'
+ *	   creates and goes again (publish_done), a consumer's listing that
+ *	   finds them missing creates them (q_listing_done), and this worker,
+ *	   having forgotten the queue, ensures its parents before anything it
+ *	   sends after the multi.  So a producer or consumer elsewhere (another
+ *	   cluster) either came first, and the drop is refused, or comes after,
+ *	   and the queue is simply there again.  A kazoo LockingQueue object
+ *	   that ensured the paths before the drop does not create them again
+ *	   (kazoo's put raises NoNodeError): such clients make a new object.
+ * ------------------------------------------------------------------------
+ */
+#define ZKQ_DROP_TRIES		5
+
+/* what this cluster does with a queue that is to be dropped (drop_local_use) */
+typedef enum DropUse
+{
+	DROP_UNUSED = 0,			/* nothing: the drop may go on */
+	DROP_WAIT,					/* something of the queue is ending here:
+								 * the drop waits for it */
+	DROP_BUSY					/* this cluster uses the queue: refused */
+} DropUse;
+
+typedef struct Drop
+{
+	uint32		idx;
+	uint32		gen;
+	int			pending;		/* reads out */
+	int			tries;			/* multis refused by a change */
+	int			rc_children;
+	int			rc_entries;
+	int			rc_taken;
+	int32		nentries;
+	int32		ntaken;
+	bool		has_entries;
+	bool		has_taken;
+	bool		has_next;
+	int			nforeign;		/* other children of the queue node */
+	char		foreign[ZKQ_NODE_MAX];	/* the first of them */
+	char		qpath[ZK_PATH_MAX];
+	int			nops;
+	char		paths[4][ZK_PATH_MAX];
+	zoo_op_t	ops[4];
+	zoo_op_result_t res[4];
+} Drop;
+
+static void drop_read(Drop *d);
+static void drop_multi_done(int rc, const void *data);
+
+/* Does a transaction's blob hold items for queue qname? */
+static bool
+blob_names_queue(const char *blob, const char *qname)
+{
+	const ZkTxnHeader *h = (const ZkTxnHeader *) blob;
+	const char *p = blob + sizeof(ZkTxnHeader);
+	const char *end = blob + h->total;
+	size_t		qlen = strlen(qname);
+	uint32		i;
+
+	for (i = 0; i < h->nitems && end - p >= (long) sizeof(ZkTxnItem); i++)
+	{
+		ZkTxnItem	it;
+
+		memcpy(&it, p, sizeof(it));
+		p += sizeof(ZkTxnItem);
+		if (end - p < (long) it.qlen + (long) it.plen)
+			break;
+		if (!ZKQ_IS_OP(it.priority) && it.qlen == qlen && memcmp(p, qname, qlen) == 0)
+			return true;
+		p += it.qlen + it.plen;
+	}
+	return false;
+}
+
+/*
+ * This cluster's use of queue qname (drop's step 1): DROP_BUSY, DROP_WAIT
+ * (why says what, as a sentence without its period), or DROP_UNUSED.
+ */
+static DropUse
+drop_local_use(ZkEntry *self, const char *qname, char *why, size_t len)
+{
+	bool		isnew;
+	QState	   *q;
+	QSeq	   *qs;
+	DropUse		use = DROP_UNUSED;
+	int			i;
+
+	for (i = 0; i < zk_ctl->max_entries; i++)
+	{
+		ZkEntry    *e = zk_entry(i);
+
+		if (e == self || e->state == ZKE_FREE)
+			continue;
+		if (e->kind == ZKK_QCLAIM && strcmp(e->name, qname) == 0)
+		{
+			if (!e->released && e->outcome == ZKO_NONE)
+			{
+				snprintf(why, len, "A session on this server (pid %d) is dequeuing from it",
+						 e->pid);
+				return DROP_BUSY;
+			}
+			if (!e->released && e->outcome == ZKO_GRANTED)
+			{
+				snprintf(why, len, "A transaction on this server (pid %d) holds %d %s on it",
+						 e->pid, e->nclaims, e->nclaims == 1 ? "claim" : "claims");
+				return DROP_BUSY;
+			}
+			if (use == DROP_UNUSED)
+				snprintf(why, len, "The claims of a transaction on this server that has ended (pid %d) are still being consumed or released",
+						 e->pid);
+			use = DROP_WAIT;
+		}
+		else if (e->kind == ZKK_QPUB && DsaPointerIsValid(e->blob) &&
+				 !(e->released && e->decision != ZKQD_COMMIT) &&
+				 blob_names_queue(dsa_get_address(zk_dsa(), e->blob), qname))
+		{
+			snprintf(why, len, "The items of a %s transaction on this server (pid %d) are on their way into it",
+					 e->released ? "committed" : "committing", e->pid);
+			return DROP_BUSY;
+		}
+	}
+	q = zk_q_hash_entry(&zk_qstates, "zklock queue states", sizeof(QState), qname,
+					 false, &isnew);
+	if (q != NULL && use == DROP_UNUSED)
+	{
+		ListCell   *lc;
+		bool		live = false;
+
+		foreach(lc, q->waiters)
+			if (zk_q_waiter_entry((Waiter *) lfirst(lc)) != NULL)
+				live = true;
+		if (live || q->list.pending > 0 || q->inflight > 0 || q->verify == QVERIFY_ASKING ||
+			q->unflushed_wait ||
+			(q->held != NULL && hash_get_num_entries(q->held) > 0))
+		{
+			snprintf(why, len, "The zklock worker is still serving a dequeue from it");
+			use = DROP_WAIT;
+		}
+	}
+	qs = zk_q_hash_entry(&zk_qseqs, "zklock queues published", sizeof(QSeq), qname,
+					  false, &isnew);
+	if (qs != NULL && use == DROP_UNUSED &&
+		(qs->refs > 0 || qs->fetching || qs->naming == QSEQ_ASKING))
+	{
+		snprintf(why, len, "The zklock worker is still publishing items into it");
+		use = DROP_WAIT;
+	}
+	return use;
+}
+
+/*
+ * Forget what this worker knows of queue qname (drop's step 3): nothing in
+ * use points to it (drop_local_use said so).  Its watches go, on the
+ * server and in the client library.
+ */
+static void
+drop_forget(const char *qname)
+{
+	bool		isnew;
+	QState	   *q = zk_q_hash_entry(&zk_qstates, "zklock queue states", sizeof(QState),
+								 qname, false, &isnew);
+	QSeq	   *qs = zk_q_hash_entry(&zk_qseqs, "zklock queues published", sizeof(QSeq),
+								  qname, false, &isnew);
+
+	if (q != NULL)
+	{
+		if (q->idle_since != 0)
+			zk_q_nidle_watched--;
+		q->idle_since = 0;
+		list_free_deep(q->waiters); /* only waiters whose entries are gone */
+		q->waiters = NIL;
+		list_free_deep(q->gone);
+		q->gone = NIL;
+		zk_q_forget(q);
+	}
+	if (qs != NULL)
+		(void) hash_search(zk_qseqs, qs->name, HASH_REMOVE, NULL);
+	zk_q_tracked_update();
+}
+
+/* The drop's entry, while the drop is still its request; or NULL */
+static ZkEntry *
+drop_entry(Drop *d)
+{
+	ZkEntry    *e = zk_entry(d->idx);
+
+	if (e->gen != d->gen || e->state == ZKE_FREE || e->outstanding == 0)
+		return NULL;
+	return e;
+}
+
+/* Answer the drop (token ZKQ_DROP_*, why the detail of a refusal) */
+static void
+drop_answer(Drop *d, ZkEntry *e, int64 token, const char *why)
+{
+	e->outstanding = 0;
+	if (e->released)
+		zk_q_free_entry(e);
+	else
+	{
+		e->token = token;
+		e->state = ZKE_HELD;
+		zk_finish(e, ZKO_GRANTED, 0, why);
+	}
+	if (d != NULL)
+		pfree(d);
+}
+
+static void
+drop_fail(Drop *d, ZkEntry *e, int rc, const char *what)
+{
+	char		msg[ZKLOCK_ERRMSG_MAX];
+
+	e->outstanding = 0;
+	if (e->released)
+		zk_q_free_entry(e);
+	else
+	{
+		snprintf(msg, sizeof(msg), "%s: %s", what, zerror(rc));
+		e->state = ZKE_DONE;
+		zk_fail_rc(e, rc, d->qpath, ERRCODE_CONNECTION_FAILURE, msg);
+	}
+	pfree(d);
+}
+
+/*
+ * Step 1, for a new request or one back from waiting: true when it goes on
+ * (or was answered); false when it waits for the retry list.
+ */
+static bool
+drop_may_go(ZkEntry *e, Drop *d)
+{
+	char		why[ZKLOCK_ERRMSG_MAX];
+	DropUse		use = drop_local_use(e, e->name, why, sizeof(why));
+
+	if (use == DROP_UNUSED)
+		return true;
+	if (use == DROP_WAIT &&
+		GetCurrentTimestamp() < TimestampTzPlusMilliseconds(e->requested_at,
+															 zk_connect_timeout / 2))
+	{
+		/* back from the retry list once something has happened */
+		e->outstanding = 0;
+		e->state = ZKE_PENDING;
+		if (d != NULL)
+			pfree(d);
+		zk_retry_later(e);
+		return false;
+	}
+	drop_answer(d, e, ZKQ_DROP_IN_USE, why);
+	return false;
+}
+
+/* Step 3: forget the queue here, and send the multi */
+static void
+drop_send(Drop *d, ZkEntry *e)
+{
+	int			n = 0;
+	int			rc;
+
+	if (!drop_may_go(e, d))
+		return;
+	drop_forget(e->name);
+	if (d->has_entries)
+		snprintf(d->paths[n++], ZK_PATH_MAX, "%s/entries", d->qpath);
+	if (d->has_taken)
+		snprintf(d->paths[n++], ZK_PATH_MAX, "%s/taken", d->qpath);
+	if (d->has_next)
+		snprintf(d->paths[n++], ZK_PATH_MAX, "%s/next", d->qpath);
+	strlcpy(d->paths[n++], d->qpath, ZK_PATH_MAX);
+	d->nops = n;
+	for (n = 0; n < d->nops; n++)
+		zoo_delete_op_init(&d->ops[n], d->paths[n], -1);
+	rc = zoo_amulti(zk_zh, d->nops, d->ops, d->res, drop_multi_done, d);
+	if (rc != ZOK)
+		drop_fail(d, e, rc, "could not send the deletes");
+}
+
+/* Completion of the zoo_amulti sent by drop_send() */
+static void
+drop_multi_done(int rc, const void *data)
+{
+	Drop	   *d = (Drop *) data;
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = drop_entry(d);
+		if (e == NULL)
+			pfree(d);			/* answered already: the session ended */
+		else if (rc == ZOK)
+			drop_answer(d, e, ZKQ_DROP_DONE, NULL);
+		else if ((rc == ZNOTEMPTY || rc == ZNONODE) && ++d->tries < ZKQ_DROP_TRIES)
+		{
+			/* changed since the reads (an item, a claim, gone): read again */
+			e->answered_at = GetCurrentTimestamp();
+			if (zk_session_usable())
+				drop_read(d);
+			else
+				drop_fail(d, e, ZCONNECTIONLOSS, "could not read the queue again");
+		}
+		else if (rc == ZNOTEMPTY || rc == ZNONODE)
+		{
+			char		why[ZKLOCK_ERRMSG_MAX];
+
+			snprintf(why, sizeof(why),
+					 "Its nodes changed between the reads and the deletes %d times in a row",
+					 d->tries);
+			drop_answer(d, e, ZKQ_DROP_CHANGING, why);
+		}
+		else if (!zk_rc_definite(rc))
+			drop_fail(d, e, rc,
+					  "ZooKeeper's answer to the deletes was lost, so the queue may or may not have been dropped (call zk_queue_drop again to know)");
+		else
+			drop_fail(d, e, rc, "ZooKeeper refused to delete the queue's nodes");
+	}
+	COMPLETION_END(e);
+}
+
+/* Step 2: the reads are in */
+static void
+drop_read_done(Drop *d)
+{
+	ZkEntry    *e;
+	char		why[ZKLOCK_ERRMSG_MAX];
+
+	if (--d->pending > 0)
+		return;
+	e = drop_entry(d);
+	if (e == NULL)
+	{
+		pfree(d);
+		return;
+	}
+	if (e->released)
+	{
+		e->outstanding = 0;
+		zk_q_free_entry(e);
+		pfree(d);
+		return;
+	}
+	if (d->rc_children != ZOK && d->rc_children != ZNONODE)
+	{
+		drop_fail(d, e, d->rc_children, "could not read the queue's node");
+		return;
+	}
+	if (d->rc_entries != ZOK && d->rc_entries != ZNONODE)
+	{
+		drop_fail(d, e, d->rc_entries, "could not read the queue's entries");
+		return;
+	}
+	if (d->rc_taken != ZOK && d->rc_taken != ZNONODE)
+	{
+		drop_fail(d, e, d->rc_taken, "could not read the queue's claims");
+		return;
+	}
+	if (d->rc_children == ZNONODE)
+	{
+		/* nothing there (or gone since our multi was refused: not ours) */
+		drop_forget(e->name);
+		drop_answer(d, e, ZKQ_DROP_ABSENT, NULL);
+		return;
+	}
+	if (d->nforeign > 0)
+	{
+		snprintf(why, sizeof(why),
+				 "The queue's node %s has %d %s that no queue of zklock or kazoo creates (\"%s\"%s)",
+				 d->qpath, d->nforeign, d->nforeign == 1 ? "child" : "children",
+				 d->foreign, d->nforeign > 1 ? " among them" : "");
+		drop_answer(d, e, ZKQ_DROP_FOREIGN, why);
+		return;
+	}
+	if (d->nentries > 0 || d->ntaken > 0)
+	{
+		if (d->nentries > 0)
+			snprintf(why, sizeof(why), "It holds %d %s and %d %s (in ZooKeeper, from every server and client)",
+					 d->nentries, d->nentries == 1 ? "item" : "items",
+					 d->ntaken, d->ntaken == 1 ? "claim" : "claims");
+		else
+			snprintf(why, sizeof(why), "It holds %d %s on items already gone (in ZooKeeper, from a server or client that has not ended them)",
+					 d->ntaken, d->ntaken == 1 ? "claim" : "claims");
+		drop_answer(d, e, ZKQ_DROP_ITEMS, why);
+		return;
+	}
+	drop_send(d, e);
+}
+
+/* Completion of the zoo_aget_children sent by drop_read() */
+static void
+drop_children_done(int rc, const struct String_vector *sv, const void *data)
+{
+	Drop	   *d = (Drop *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		int			i;
+
+		d->rc_children = rc;
+		for (i = 0; rc == ZOK && sv != NULL && i < sv->count; i++)
+		{
+			const char *c = sv->data[i];
+
+			if (strcmp(c, "entries") == 0)
+				d->has_entries = true;
+			else if (strcmp(c, "taken") == 0)
+				d->has_taken = true;
+			else if (strcmp(c, "next") == 0)
+				d->has_next = true;
+			else if (d->nforeign++ == 0)
+				strlcpy(d->foreign, c, sizeof(d->foreign));
+		}
+		drop_read_done(d);
+	}
+	COMPLETION_END(none);
+}
+
+/* Completion of the zoo_aexists sent by drop_read() */
+static void
+drop_entries_done(int rc, const struct Stat *stat, const void *data)
+{
+	Drop	   *d = (Drop *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		d->rc_entries = rc;
+		if (rc == ZOK && stat != NULL)
+			d->nentries = stat->numChildren;
+		drop_read_done(d);
+	}
+	COMPLETION_END(none);
+}
+
+/* Completion of the zoo_aexists sent by drop_read() */
+static void
+drop_taken_done(int rc, const struct Stat *stat, const void *data)
+{
+	Drop	   *d = (Drop *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		d->rc_taken = rc;
+		if (rc == ZOK && stat != NULL)
+			d->ntaken = stat->numChildren;
+		drop_read_done(d);
+	}
+	COMPLETION_END(none);
+}
+
+/* Step 2: read the queue node's children and entries' and taken's stats */
+static void
+drop_read(Drop *d)
+{
+	char		buf[ZK_PATH_MAX];
+	int			rc;
+
+	d->pending = 1;				/* until everything is sent */
+	d->rc_children = d->rc_entries = d->rc_taken = ZCONNECTIONLOSS;
+	d->nentries = d->ntaken = 0;
+	d->has_entries = d->has_taken = d->has_next = false;
+	d->nforeign = 0;
+	d->foreign[0] = '\0';
+	rc = zoo_aget_children(zk_zh, d->qpath, 0, drop_children_done, d);
+	if (rc == ZOK)
+		d->pending++;
+	snprintf(buf, sizeof(buf), "%s/entries", d->qpath);
+	if (rc == ZOK && (rc = zoo_aexists(zk_zh, buf, 0, drop_entries_done, d)) == ZOK)
+		d->pending++;
+	snprintf(buf, sizeof(buf), "%s/taken", d->qpath);
+	if (rc == ZOK && (rc = zoo_aexists(zk_zh, buf, 0, drop_taken_done, d)) == ZOK)
+		d->pending++;
+	drop_read_done(d);
+}
+
+/* A drop request (zk_qinfo_drive): step 1, then the reads */
+static void
+drop_start(ZkEntry *e)
+{
+	Drop	   *d;
+
+	if (!drop_may_go(e, NULL))
+		return;
+	d = MemoryContextAllocZero(zk_q_context(), sizeof(Drop));
+	d->idx = zk_entry_index(e);
+	d->gen = e->gen;
+	zk_queue_path(e->name, d->qpath, sizeof(d->qpath));
+	e->state = ZKE_CREATING;
+	e->outstanding = 1;			/* until answered */
+	drop_read(d);
+}
+
+/* ---- the steps of a one-off read ---- */
+
+/*
+ * Peek, purge: send the next reads or deletes of the listed entries, until
+ * ZKQ_INFO_WINDOW are in flight; zk_queues: the next listings of queues.  Stops for good once everything is sent,
+ * a send failed, the backend gave up (a cancelled purge deletes no more)
+ * or the session is not usable.
+ */
+static void
+info_send_more(Info *in)
+{
+	ZkEntry    *e = info_entry(in);
+
+	if (e == NULL || e->released || in->failed || !zk_session_usable())
+	{
+		in->sending = false;
+		if (!in->failed && e != NULL && !e->released)
+			zk_q_info_fail(in, ZCONNECTIONLOSS);
+		return;
+	}
+	while (in->op == ZKQI_QUEUES && in->outstanding < ZKQ_INFO_WINDOW)
+	{
+		QueueCount *qc;
+		char		qpath[ZK_PATH_MAX];
+
+		if (in->next >= in->nnames)
+		{
+			in->sending = false;
+			zk_q_names_free(&in->names, &in->nnames);
+			return;
+		}
+		qc = MemoryContextAllocZero(zk_q_context(), sizeof(QueueCount));
+		qc->info = in;
+		strlcpy(qc->enc, in->names[in->next++], sizeof(qc->enc));
+		qc->list.done = queue_count_finish;
+		qc->list.owner = qc;
+		snprintf(qpath, sizeof(qpath), "%s/queues/%s", zk_root, qc->enc);
+		if (zk_q_listing_send(&qc->list, qpath, NULL, NULL, false, false, true) == 0)
+		{
+			pfree(qc);
+			zk_q_info_fail(in, ZCONNECTIONLOSS);
+			in->sending = false;
+			return;
+		}
+		in->outstanding++;
+	}
+	while (in->op != ZKQI_QUEUES && in->outstanding < info_window(in))
+	{
+		InfoCall   *c;
+		const char *node;
+		int			rc;
+
+		if (in->next >= in->list.nentries ||
+			(in->op == ZKQI_PEEK && in->sent >= e->max_items))
+		{
+			in->sending = false;
+			return;
+		}
+		node = in->list.entries[in->next++];
+		if (zk_q_listing_taken(&in->list, node))
+			continue;
+		c = info_call(in, node);
+		snprintf(c->p1, sizeof(c->p1), "%s/entries/%s", in->qpath, c->node);
+		if (in->op == ZKQI_PEEK)
+			rc = zoo_aget(zk_zh, c->p1, 0, info_peek_done, c);
+		else
+		{
+			/* claim, unclaim and delete at once: only if unclaimed */
+			snprintf(c->p2, sizeof(c->p2), "%s/taken/%s", in->qpath, c->node);
+			zoo_create_op_init(&c->ops[0], c->p2, NULL, -1, zk_acl(),
+							   ZOO_EPHEMERAL, NULL, 0);
+			zoo_delete_op_init(&c->ops[1], c->p2, -1);
+			zoo_delete_op_init(&c->ops[2], c->p1, -1);
+			rc = zoo_amulti(zk_zh, 3, c->ops, c->res, info_purge_done, c);
+		}
+		if (rc != ZOK)
+		{
+			pfree(c);
+			zk_q_info_fail(in, rc);
+			in->sending = false;
+			return;
+		}
+		in->outstanding++;
+		in->sent++;
+	}
+}
+
+/*
+ * Called when everything sent for the current step has answered: decide
+ * the next step or finish.  Steps: 0 start, 1 listed, 2 done.
+ */
+static void
+info_step(Info *in)
+{
+	ZkEntry    *e = info_entry(in);
+	int			step;
+
+	if (e == NULL || in->failed || e->released || !zk_session_usable())
+	{
+		if (!in->failed && (e == NULL || !e->released))
+			zk_q_info_fail(in, ZCONNECTIONLOSS);
+		info_finish(in);
+		return;
+	}
+	step = e->errors;			/* reused as the step counter */
+	e->errors++;
+	switch (in->op)
+	{
+		case ZKQI_LENGTH:
+			if (step == 0)
+				info_send_listing(in, in->qpath);
+			else
+				in->count = zk_q_listing_unclaimed(&in->list, NULL);
+			break;
+		case ZKQI_PEEK:
+		case ZKQI_PURGE:
+			if (step == 0)
+				info_send_listing(in, in->qpath);
+			else if (step == 1)
+			{
+				in->sending = true;
+				in->next = 0;
+				info_send_more(in);
+			}
+			break;
+		case ZKQI_QUEUES:
+			if (step == 0)
+			{
+				char		buf[ZK_PATH_MAX];
+				InfoCall   *c = info_call(in, NULL);
+
+				snprintf(buf, sizeof(buf), "%s/queues", zk_root);
+				if (zoo_aget_children(zk_zh, buf, 0, info_queues_listed, c) == ZOK)
+					in->outstanding++;
+				else
+				{
+					pfree(c);
+					zk_q_info_fail(in, ZCONNECTIONLOSS);
+				}
+			}
+			break;
+		case ZKQI_RELEASE_CLUSTER:
+			if (step == 0)
+			{
+				Scan	   *s;
+
+				s = MemoryContextAllocZero(zk_q_context(), sizeof(Scan));
+				if (e->fxid == GetSystemIdentifier())
+				{
+					s->own_release = true;
+					zk_q_resolve_running = true;
+				}
+				s->sysid = e->fxid;
+				s->release_all = true;
+				s->info = in;
+				/* a run of this cluster: its 16 hex digits as the name */
+				if (e->name[0] != '\0' && !zk_q_parse_u64(e->name, 16, &s->run))
+					s->run = 0;
+				in->outstanding += 2;	/* one answered by scan_finish */
+				zk_q_release_check_live(s);
+				zk_q_info_call_done(in);
+				return;
+			}
+			break;
+	}
+	if (in->outstanding == 0)
+	{
+		if (in->failed || step >= 1 || in->op == ZKQI_QUEUES ||
+			in->op == ZKQI_RELEASE_CLUSTER)
+			info_finish(in);
+		else
+			info_step(in);
+	}
+}
+
+void
+zk_qinfo_drive(ZkEntry *e)
+{
+	Info	   *in;
+
+	if (e->outstanding > 0)
+		return;					/* in flight: the last answer finishes it */
+	if (e->released)
+	{
+		zk_q_free_entry(e);
+		return;
+	}
+	if (e->state != ZKE_PENDING)
+		return;
+	if (!zk_session_usable() ||
+		(e->qop == ZKQI_RELEASE_CLUSTER && e->fxid == GetSystemIdentifier() &&
+		 (zk_q_resolve_running || !zk_history_ready())))
+	{
+		/* a run of this cluster: not during a settling pass (one survey) */
+		zk_retry_later(e);
+		return;
+	}
+	if (e->qop == ZKQI_DROP)
+	{
+		drop_start(e);
+		return;
+	}
+	in = MemoryContextAllocZero(zk_q_context(), sizeof(Info));
+	in->idx = zk_entry_index(e);
+	in->gen = e->gen;
+	in->op = e->qop;
+	if (in->op == ZKQI_PEEK || in->op == ZKQI_QUEUES)
+		in->cap = (Size) e->fxid;	/* the backend's zklock.max_answer_bytes */
+	if (e->name[0])
+		zk_queue_path(e->name, in->qpath, sizeof(in->qpath));
+	e->state = ZKE_CREATING;
+	e->errors = 0;
+	e->outstanding = 1;			/* until info_finish */
+	info_step(in);
+}
+
+void
+zk_qinfo_drive_failed(ZkEntry *e)
+{
+	if (e->released && e->outstanding == 0)
+		zk_q_free_entry(e);
+	else if (e->outstanding == 0)
+	{
+		e->state = ZKE_DONE;
+		zk_fail(e, ERRCODE_INTERNAL_ERROR, "the queue request failed in the zklock worker");
+	}
+}
+
+void
+zk_qinfo_session_lost(ZkEntry *e, const char *why)
+{
+	/* the completions were called with the session's end: nothing waits */
+	e->outstanding = 0;
+	if (e->released)
+		zk_q_free_entry(e);
+	else if (e->state != ZKE_HELD && e->outcome == ZKO_NONE)
+	{
+		e->state = ZKE_DONE;
+		zk_fail(e, ERRCODE_CONNECTION_FAILURE, why);
+	}
+}

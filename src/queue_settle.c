@@ -1,0 +1,1192 @@
+/*-------------------------------------------------------------------------
+ *
+ * queue_settle.c
+ *	  The settling pass: this cluster's transaction nodes and claims left
+ *	  behind by a crash (or by an entry that gave up) are published,
+ *	  deleted or ended from PostgreSQL's commit log (xact_fate), once the
+ *	  run that wrote them is known dead (history.h); and the scan behind
+ *	  zk_queue_release_cluster.  Nodes whose MAC does not verify, and this
+ *	  run's nodes written again by someone else ("Replayed transaction
+ *	  nodes"), are left alone.  Why that is safe: src/README, section 5.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "queue_int.h"
+
+#include "access/timeline.h"
+#include "access/transam.h"
+#include "access/xlog.h"
+#include "access/xlogrecovery.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "storage/proc.h"
+#include "storage/procarray.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/xid8.h"
+
+
+static void scan_send_txns(Scan *s);
+static void scan_claimed(bool ok, void *arg);
+static void scan_taken_listed(int rc, const struct String_vector *sv,
+							  const void *data);
+static void scan_list(Scan *s);
+
+/* ------------------------------------------------------------------------
+ * The fate of a transaction, from PostgreSQL's commit log
+ * ------------------------------------------------------------------------
+ */
+typedef enum Fate
+{
+	FATE_RUNNING,
+	FATE_COMMITTED,
+	FATE_ABORTED,
+	FATE_UNKNOWN
+} Fate;
+
+static Fate
+xact_fate(uint64 fxid, uint32 tli, uint64 lsn)
+{
+	FullTransactionId f = FullTransactionIdFromU64(fxid);
+	TimeLineID	cur;
+	LOCAL_FCINFO(fcinfo, 1);
+	Datum		d;
+	char	   *status;
+
+	if (RecoveryInProgress() || !FullTransactionIdIsNormal(f))
+		return FATE_UNKNOWN;
+	cur = GetWALInsertionTimeLine();
+	if (tli > cur || tli == 0)
+		return FATE_UNKNOWN;	/* not our history: a diverged server */
+	if (tli < cur)
+	{
+		List	   *hist = readTimeLineHistory(cur);
+
+		if (!tliInHistory(tli, hist))
+			return FATE_UNKNOWN;
+		/* its WAL record never reached this server before the switch */
+		if (lsn >= tliSwitchPoint(tli, hist, NULL))
+			return FATE_ABORTED;
+	}
+	else if (lsn > GetFlushRecPtr(NULL))
+		return FATE_UNKNOWN;
+	if (!FullTransactionIdPrecedes(f, ReadNextFullTransactionId()))
+		return FATE_UNKNOWN;
+
+	InitFunctionCallInfoData(*fcinfo, NULL, 1, InvalidOid, NULL, NULL);
+	fcinfo->args[0].value = FullTransactionIdGetDatum(f);
+	fcinfo->args[0].isnull = false;
+	d = pg_xact_status(fcinfo);
+	if (fcinfo->isnull)
+		return FATE_UNKNOWN;	/* older than the commit log keeps */
+	status = text_to_cstring(DatumGetTextPP(d));
+	if (strcmp(status, "committed") == 0)
+		return FATE_COMMITTED;
+	if (strcmp(status, "in progress") == 0)
+		return FATE_RUNNING;
+	return FATE_ABORTED;
+}
+
+/* Does a live entry of this kind handle this (sub)transaction? */
+static bool
+entry_for_xid(ZkKind kind, uint64 fxid)
+{
+	int			i;
+
+	for (i = 0; i < zk_ctl->max_entries; i++)
+	{
+		ZkEntry    *e = zk_entry(i);
+
+		if (e->state != ZKE_FREE && e->kind == kind && e->fxid == fxid)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Replayed transaction nodes.  A node's MAC binds its path and content, not
+ * its creation: a client that read a genuine node (it exists between the
+ * backend's write and the publication) could create it again, same bytes,
+ * once it was published, and a settling pass would find a node that
+ * verifies and names a committed transaction, and publish it a second time.
+ * The same holds for a claim written again on an item whose name a drop
+ * let the queue use again.  This run's own nodes are published (claims
+ * ended) by their entries (node_fate: running), which live until their
+ * nodes are gone, except when one gives up after repeated errors
+ * (qdurable_drive_failed) and leaves its nodes to the settling pass.  So a
+ * settling pass acts on a committed node of this run only if an entry gave
+ * it up: their fxids are kept here (a transaction node's until its
+ * publication is applied).  A worker that restarts forgets them; their
+ * nodes are then settled when the server next starts (as an earlier run's).
+ * Left alone is the safe side: items wait, none is delivered twice.
+ */
+#define ZKQ_GIVEN_UP_MAX	1024
+
+static uint64 given_up[ZKQ_GIVEN_UP_MAX];
+static int	ngiven_up = 0;
+
+void
+zk_q_given_up_add(uint64 fxid)
+{
+	if (ngiven_up == ZKQ_GIVEN_UP_MAX)
+	{
+		/* the oldest waits for the next start */
+		memmove(given_up, given_up + 1, sizeof(uint64) * (ZKQ_GIVEN_UP_MAX - 1));
+		ngiven_up--;
+	}
+	given_up[ngiven_up++] = fxid;
+}
+
+static int
+given_up_find(uint64 fxid)
+{
+	int			i;
+
+	for (i = 0; i < ngiven_up; i++)
+		if (given_up[i] == fxid)
+			return i;
+	return -1;
+}
+
+void
+zk_q_given_up_remove(uint64 fxid)
+{
+	int			i = given_up_find(fxid);
+
+	if (i < 0)
+		return;
+	memmove(given_up + i, given_up + i + 1, sizeof(uint64) * (ngiven_up - i - 1));
+	ngiven_up--;
+}
+
+/* an op's path: under gates/ or arrivals/, plain components only */
+static bool
+op_path_valid(const char *path, int len)
+{
+	int			i;
+	int			start = 0;
+
+	if (!((len > 6 && strncmp(path, "gates/", 6) == 0) ||
+		  (len > 9 && strncmp(path, "arrivals/", 9) == 0)))
+		return false;
+	for (i = 0; i <= len; i++)
+	{
+		if (i == len || path[i] == '/')
+		{
+			if (i == start || (i - start == 1 && path[start] == '.') ||
+				(i - start == 2 && path[start] == '.' && path[start + 1] == '.'))
+				return false;
+			start = i + 1;
+		}
+		else if (path[i] == '\0')
+			return false;
+	}
+	return true;
+}
+
+static bool
+blob_valid(const char *blob, int len)
+{
+	const ZkTxnHeader *h = (const ZkTxnHeader *) blob;
+	const char *p;
+	const char *end = blob + len;
+	uint32		i;
+
+	if (len < (int) sizeof(ZkTxnHeader))
+		return false;
+	if (h->magic != ZKQ_TXN_MAGIC || h->total != (uint32) len)
+		return false;
+	p = blob + sizeof(ZkTxnHeader);
+	for (i = 0; i < h->nitems; i++)
+	{
+		ZkTxnItem	it;
+
+		if (end - p < (long) sizeof(ZkTxnItem))
+			return false;
+		memcpy(&it, p, sizeof(it));
+		p += sizeof(ZkTxnItem);
+		if (end - p < (long) it.qlen + (long) it.plen)
+			return false;
+		if (ZKQ_IS_OP(it.priority))
+		{
+			int			op = it.priority & ZKQ_OP_MASK;
+
+			/* only the recipes' own subtrees, never ".." or an empty step */
+			if ((op != ZKQ_OP_CREATE && op != ZKQ_OP_DELETE) ||
+				(it.priority & ~(ZKQ_OP_ITEM | ZKQ_OP_SKIP | ZKQ_OP_MASK)) != 0 ||
+				it.qlen == 0 || it.qlen > ZK_PATH_MAX - ZKLOCK_ROOT_MAX - 2 ||
+				!op_path_valid(p, it.qlen))
+				return false;
+		}
+		else if (it.qlen == 0 || it.qlen > ZKLOCK_QNAME_MAX || it.priority > 999)
+			return false;
+		p += it.qlen + it.plen;
+	}
+	return p == end;
+}
+
+/* ---- the scan of this (or a dead) cluster's claims and transactions ---- */
+
+/*
+ * The transaction nodes under <root>/txns are read ZKQ_INFO_WINDOW at a
+ * time, like the listings of taken: 50,000 nodes (another client's, say)
+ * must not make a starting worker send 50,000 reads at once and hold their
+ * state (hundreds of megabytes).  What is left alone is logged for the
+ * first ZKQ_SCAN_LOG_MAX nodes of each kind, then counted in one line at
+ * the end of the pass.
+ */
+#define ZKQ_SCAN_LOG_MAX	5
+
+typedef struct ScanCall
+{
+	Scan	   *scan;
+	uint64		fxid;
+	uint64		run;
+	char		path[ZK_PATH_MAX];	/* txn node, or claim */
+	char		epath[ZK_PATH_MAX]; /* the claim's item */
+	char		qenc[ZKLOCK_ENAME_MAX + 1];
+	int			version;		/* the claim's, when read */
+	bool		txn;			/* a read (delete) of a txns window */
+	zoo_op_t	ops[2];
+	zoo_op_result_t res[2];
+} ScanCall;
+
+/* a settling pass runs again every second while it waits for a run */
+static ZkLogLimit scan_summary_log;
+static ZkLogLimit scan_left_log;
+
+static void
+scan_finish(Scan *s)
+{
+	zk_q_names_free(&s->queues, &s->nqueues);
+	zk_q_names_free(&s->txns, &s->ntxns);
+	if ((s->tinvalid > ZKQ_SCAN_LOG_MAX || s->tunknown > ZKQ_SCAN_LOG_MAX ||
+		 s->tforged > 0 || s->treplayed > 0) &&
+		zk_log_limited(&scan_summary_log, "left alone ... queue transaction nodes"))
+		ereport(LOG,
+				(errmsg("zklock: left alone " INT64_FORMAT " queue transaction nodes holding no valid items, " INT64_FORMAT " whose transaction is not in this server's history, and " INT64_FORMAT " transaction nodes and claims whose MAC does not verify; " INT64_FORMAT " transaction nodes this run had published already",
+						s->tinvalid, s->tunknown, s->tforged, s->treplayed),
+				 errdetail("Only the first %d of each of the first two were logged by name, and at most %d a minute of the others.",
+						   ZKQ_SCAN_LOG_MAX, ZK_LOG_LIMIT_LINES)));
+	zk_q_unsettle_all();			/* claims of this cluster may be released */
+	if (s->release_all)
+	{
+		Info	   *in = s->info;
+
+		if (s->own_release)
+			zk_q_resolve_running = false;
+		in->count = s->removed;
+		if (s->failed)
+			zk_q_info_fail(in, ZCONNECTIONLOSS);
+		pfree(s);
+		zk_q_info_call_done(in);
+		return;
+	}
+	if (s->removed > 0)
+		ereport(LOG,
+				(errmsg("zklock: settled " INT64_FORMAT " queue claims and transactions left by an earlier run",
+						s->removed)));
+	/* take over the dead runs found to be ancestors; forget empty ones */
+	if (zk_session_usable() &&
+		zk_history_claim(!s->failed && !zk_history_postponed(), scan_claimed, s))
+		return;
+	scan_claimed(true, s);
+}
+
+/* the end of a settling pass: again soon if it waited or took a run over */
+static void
+scan_claimed(bool ok, void *arg)
+{
+	Scan	   *s = (Scan *) arg;
+
+	zk_q_resolve_running = false;
+	if (!s->failed && !zk_history_took() && !zk_history_postponed())
+		zk_mac_unsigned_done();
+	if (s->failed || zk_history_took())
+		zk_q_resolve_needed = true;	/* again on the next turn */
+	else if (zk_history_postponed())
+	{
+		zk_q_resolve_needed = true;	/* a run that may yet die: in a second */
+		zk_q_resolve_not_before = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
+	}
+	pfree(s);
+}
+
+void
+zk_q_scan_done_one(Scan *s, bool ok, int64 removed)
+{
+	if (!ok)
+		s->failed = true;
+	s->removed += removed;
+	if (--s->outstanding == 0)
+		scan_finish(s);
+}
+
+/* Completion of the zoo_adelete of 4 callers */
+static void
+scan_void_done(int rc, const void *data)
+{
+	ScanCall   *c = (ScanCall *) data;
+	Scan	   *volatile s = c->scan;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		if (c->txn)
+		{
+			s->treading--;
+			scan_send_txns(s);
+		}
+		zk_q_scan_done_one(s, zk_rc_definite(rc), rc == ZOK ? 1 : 0);
+		pfree(c);
+	}
+	COMPLETION_END(none);
+}
+
+/*
+ * List the taken of the next queues, at most ZKQ_INFO_WINDOW at a time (each
+ * answer sends the next); stops for good after a failure.
+ */
+
+static void
+scan_send_queues(Scan *s)
+{
+	while (s->qlisting < ZKQ_INFO_WINDOW && s->qnext < s->nqueues && !s->failed)
+	{
+		ScanCall   *d;
+		char		buf[ZK_PATH_MAX];
+
+		if (!zk_session_usable())
+		{
+			s->failed = true;
+			break;
+		}
+		d = MemoryContextAllocZero(zk_q_context(), sizeof(ScanCall));
+		d->scan = s;
+		strlcpy(d->qenc, s->queues[s->qnext++], sizeof(d->qenc));
+		snprintf(buf, sizeof(buf), "%s/queues/%s/taken", zk_root, d->qenc);
+		if (zoo_aget_children(zk_zh, buf, 0, scan_taken_listed, d) != ZOK)
+		{
+			pfree(d);
+			s->failed = true;
+			break;
+		}
+		s->outstanding++;
+		s->qlisting++;
+	}
+	if (s->failed || s->qnext >= s->nqueues)
+		zk_q_names_free(&s->queues, &s->nqueues);
+}
+
+/* a committed claim consumed; if its item was already gone, the claim alone */
+static void
+scan_consume_done(int rc, const void *data)
+{
+	ScanCall   *c = (ScanCall *) data;
+	Scan	   *volatile s = c->scan;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		if (rc != ZOK && zk_rc_definite(rc) && c->res[0].err == ZNONODE &&
+			zk_session_usable() &&
+			zoo_adelete(zk_zh, c->path, c->version, scan_void_done, c) == ZOK)
+			c = NULL;			/* scan_void_done counts it */
+		else
+			zk_q_scan_done_one(s, zk_rc_definite(rc), rc == ZOK ? 1 : 0);
+		if (c != NULL)
+			pfree(c);
+	}
+	COMPLETION_END(none);
+}
+
+/*
+ * What the settling pass does with a node of this cluster (history.h):
+ * its transaction's fate, or FATE_UNKNOWN to leave it alone (*quiet: the
+ * run's status was logged instead).  release_all: every node of the
+ * target goes, but never one of this run or of a live run.
+ */
+static Fate
+node_fate(Scan *s, ZkKind kind, uint64 run, uint64 fxid, uint32 tli,
+		  uint64 lsn, uint64 rec, bool *quiet)
+{
+	ZkRunStatus st;
+	ZkHistCheck v;
+	uint64		fork;
+
+	*quiet = false;
+	if (s->release_all)
+	{
+		*quiet = true;
+		if (s->sysid != GetSystemIdentifier())
+			return FATE_ABORTED;
+		if (run != s->run)
+			return FATE_UNKNOWN;
+		st = zk_history_status(run);
+		/* a copy's original (denied) may be alive too */
+		return (st == ZKR_CURRENT || st == ZKR_LIVE || zk_history_alive(run)) ?
+			FATE_UNKNOWN : FATE_ABORTED;
+	}
+	if (run == 0)				/* written before runs existed */
+		return entry_for_xid(kind, fxid) ? FATE_RUNNING : xact_fate(fxid, tli, lsn);
+	st = zk_history_status(run);
+	if (st == ZKR_CURRENT && entry_for_xid(kind, fxid))
+		return FATE_RUNNING;
+	/*
+	 * This data directory's own previous run is ours to settle even when a
+	 * copy took it over (ZKR_OTHER): this WAL is that run's history, and a
+	 * copy settles only what its own WAL shows committed (below).
+	 */
+	if (st == ZKR_OTHER && zk_history_proven(run))
+		st = ZKR_HEIR;
+	if (st == ZKR_CURRENT || st == ZKR_HEIR)
+	{
+		Fate		f = FATE_UNKNOWN;
+
+		v = zk_history_verify(tli, rec, run, fxid);
+		if (v == ZKH_VERIFIED)
+			f = xact_fate(fxid, tli, lsn);
+		else if (v == ZKH_UNREADABLE)
+		{
+			/* recycled WAL: this data directory's own earlier run? */
+			if (st == ZKR_CURRENT ||
+				(zk_history_lineage(run, &fork) && rec < fork))
+				f = xact_fate(fxid, tli, lsn);
+		}
+		else if (st == ZKR_HEIR)
+			f = FATE_ABORTED;	/* it never happened in this history */
+
+		/*
+		 * A run taken over without proof that it was this data directory's
+		 * own (a copy: a base backup, a clone) settles only what its WAL
+		 * shows committed.  Its WAL may end before its original's commit
+		 * record, so "not committed here" is no proof that the original
+		 * did not commit: such a claim is left (an operator releases it
+		 * with zk_queue_release_cluster once the original is known gone),
+		 * never released into a second COMMIT.  Unless this server's
+		 * timeline moved on from the run's (a promotion): what the run did
+		 * after the switch is abandoned with its timeline, and what this
+		 * WAL has before it is settled from the commit log.
+		 */
+		if (st == ZKR_HEIR && !zk_history_proven(run) &&
+			f != FATE_COMMITTED && f != FATE_RUNNING &&
+			!(tli != 0 && tli < GetWALInsertionTimeLine()))
+			f = FATE_UNKNOWN;
+		if (f == FATE_UNKNOWN || f == FATE_RUNNING)
+			zk_history_left(run);	/* the run is not done with */
+		return f;
+	}
+	if (st == ZKR_DEAD &&
+		(zk_history_lineage(run, &fork) ||
+		 zk_history_verify(tli, rec, run, fxid) == ZKH_VERIFIED))
+		zk_history_want(run);	/* an ancestor: take it over, then settle */
+	zk_history_left(run);
+	*quiet = true;
+	return FATE_UNKNOWN;
+}
+
+/*
+ * A transaction node's data, widened to the current header (palloc'd);
+ * *had_mac: it was written with a MAC (ZKQ_TXN_MAGIC), not by an older
+ * version.
+ */
+static char *
+txn_blob_widen(const char *value, int value_len, int *out_len, bool *had_mac)
+{
+	ZkTxnHeaderV1 v1;
+	ZkTxnHeaderV2 v2;
+	ZkTxnHeader h;
+	char	   *out;
+	int			len;
+	int			hlen;
+
+	*had_mac = false;
+	if (value_len < (int) sizeof(ZkTxnHeaderV1))
+		return NULL;
+	memcpy(&v1, value, sizeof(v1));
+	if (v1.magic == ZKQ_TXN_MAGIC)
+	{
+		out = palloc(value_len);
+		memcpy(out, value, value_len);
+		*out_len = value_len;
+		*had_mac = true;
+		return blob_valid(out, value_len) ? out : NULL;
+	}
+	memset(&h, 0, sizeof(h));
+	if (v1.magic == ZKQ_TXN_MAGIC_V2 && value_len >= (int) sizeof(ZkTxnHeaderV2))
+	{
+		memcpy(&v2, value, sizeof(v2));
+		hlen = sizeof(v2);
+		h.run = v2.run;
+		h.rec = v2.rec;
+	}
+	else if (v1.magic == ZKQ_TXN_MAGIC_V1)
+		hlen = sizeof(v1);
+	else
+		return NULL;
+	if (v1.total != (uint32) value_len)
+		return NULL;
+	len = value_len + (int) sizeof(ZkTxnHeader) - hlen;
+	h.magic = ZKQ_TXN_MAGIC;
+	h.nitems = v1.nitems;
+	h.sysid = v1.sysid;
+	h.fxid = v1.fxid;
+	h.lsn = v1.lsn;
+	h.tli = v1.tli;
+	h.total = (uint32) len;
+	out = palloc(len);
+	memcpy(out, &h, sizeof(h));
+	memcpy(out + sizeof(h), value + hlen, value_len - hlen);
+	*out_len = len;
+	if (!blob_valid(out, len))
+	{
+		pfree(out);
+		return NULL;
+	}
+	return out;
+}
+
+/*
+ * A node whose MAC does not verify (or that has none, outside the run that
+ * made the key): not acted on, logged, counted.
+ */
+static ZkLogLimit forged_log;
+static ZkLogLimit replay_log;
+
+static void
+scan_refused(Scan *s, const char *what, const char *path, ZkMacCheck mc)
+{
+	s->tforged++;
+	if (zk_log_limited(&forged_log, "left a node alone: its MAC does not verify"))
+		ereport(LOG,
+				(errmsg("zklock: left the queue %s %s alone: %s",
+						what, path,
+						mc == ZKM_UNSIGNED ? "it has no MAC (only nodes of the run that made this cluster's key may lack one)" :
+						"its MAC does not verify: this cluster did not write it there"),
+				 errdetail("A client that may write under zklock.root wrote it, or a server with another key (zklock.key)."),
+				 errhint("Check who may write under zklock.root (zklock.acl); delete the node once you know whose it is.")));
+}
+
+/* Completion of the zoo_aget sent by scan_send_txns() */
+static void
+scan_txn_data(int rc, const char *value, int value_len,
+			  const struct Stat *stat, const void *data)
+{
+	ScanCall   *c = (ScanCall *) data;
+	Scan	   *volatile s = c->scan;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		bool		counted = false;
+		char	   *blob = NULL;
+		int			blen = 0;
+		bool		had_mac = false;
+		ZkMacCheck	mc = ZKM_FORGED;
+
+		if (rc == ZOK && value != NULL)
+			blob = txn_blob_widen(value, value_len, &blen, &had_mac);
+		if (blob != NULL)
+			mc = zk_txn_verify(c->path, blob, blen, had_mac);
+		if (blob != NULL && mc != ZKM_VERIFIED && mc != ZKM_UNSIGNED_OK)
+			scan_refused(s, "transaction node", c->path, mc);
+		else if (blob != NULL &&
+				 ((const ZkTxnHeader *) blob)->fxid == c->fxid &&
+				 ((const ZkTxnHeader *) blob)->run == c->run && zk_session_usable())
+		{
+			ZkTxnHeader h;
+			Fate		f;
+			bool		quiet;
+
+			memcpy(&h, blob, sizeof(h));
+			f = node_fate(s, ZKK_QPUB, h.run, c->fxid, h.tli, h.lsn, h.rec, &quiet);
+			if (f == FATE_COMMITTED && h.run != 0 &&
+				zk_history_status(h.run) == ZKR_CURRENT &&
+				given_up_find(c->fxid) < 0)
+			{
+				/* this run published it: a copy created again ("Replayed") */
+				f = FATE_UNKNOWN;
+				quiet = true;
+				s->treplayed++;
+				if (zk_log_limited(&replay_log, "left a replayed transaction node alone"))
+					ereport(LOG,
+							(errmsg("zklock: left the queue transaction node %s alone: this run published its transaction already",
+									c->path),
+							 errdetail("A client that may write under zklock.root created the node again from a copy of its data; publishing it would deliver its items and gate and arrival changes twice."),
+							 errhint("Check who may write under zklock.root (zklock.acl), then delete the node.")));
+			}
+			if (f == FATE_COMMITTED)
+			{
+				/* ensures the parents itself; its reply counts for us */
+				if (zk_q_send_publish(blob, c->path, ZKLOCK_NO_ENTRY, ZKLOCK_NO_ENTRY, s, true))
+					counted = true;
+				else
+					s->failed = true;
+			}
+			else if (f == FATE_ABORTED)
+			{
+				ScanCall   *d = MemoryContextAllocZero(zk_q_context(), sizeof(ScanCall));
+
+				d->scan = s;
+				strlcpy(d->path, c->path, sizeof(d->path));
+				if (zoo_adelete(zk_zh, d->path, -1, scan_void_done, d) == ZOK)
+				{
+					s->outstanding++;
+				}
+				else
+				{
+					pfree(d);
+					s->failed = true;
+				}
+			}
+			else if (f == FATE_UNKNOWN && !quiet &&
+					 ++s->tunknown <= ZKQ_SCAN_LOG_MAX &&
+					 zk_log_limited(&scan_left_log, "left a queue node alone"))
+				ereport(LOG,
+						(errmsg("zklock: left the queue transaction node %s alone: its transaction is not in this server's history",
+								c->path)));
+		}
+		else if (rc == ZOK && blob == NULL &&
+				 ++s->tinvalid <= ZKQ_SCAN_LOG_MAX &&
+				 zk_log_limited(&scan_left_log, "left a queue node alone"))
+			ereport(LOG,
+					(errmsg("zklock: the queue transaction node %s holds no valid items; left alone",
+							c->path)));
+		else if (!zk_rc_definite(rc))
+			s->failed = true;
+		if (c->txn)
+		{
+			s->treading--;
+			scan_send_txns(s);
+		}
+		if (!counted)
+			zk_q_scan_done_one(s, true, 0);
+		if (blob != NULL)
+			pfree(blob);
+		pfree(c);
+	}
+	COMPLETION_END(none);
+}
+
+/*
+ * Read (release: delete) the next transaction nodes listed, until
+ * ZKQ_INFO_WINDOW are out; each answer sends the next.  Stops for good
+ * after a failure.
+ */
+static void
+scan_send_txns(Scan *s)
+{
+	char		prefix[32];
+
+	snprintf(prefix, sizeof(prefix), UINT64_FORMAT "-", s->sysid);
+	while (s->treading < ZKQ_INFO_WINDOW && s->tnext < s->ntxns && !s->failed)
+	{
+		ScanCall   *d;
+		uint64		fxid;
+		uint64		run = 0;
+		const char *name = s->txns[s->tnext++];
+		const char *rest = name + strlen(prefix);
+		const char *dash;
+		bool		quiet;
+		int			rc;
+
+		if (!zk_session_usable())
+		{
+			s->failed = true;
+			break;
+		}
+		/* <sysid>-<run>-<fxid>, or <sysid>-<fxid> before runs */
+		dash = strchr(rest, '-');
+		if (dash != NULL)
+		{
+			char		runhex[17];
+
+			if (dash - rest != 16)
+				continue;
+			memcpy(runhex, rest, 16);
+			runhex[16] = '\0';
+			if (!zk_q_parse_u64(runhex, 16, &run) || run == 0)
+				continue;
+			rest = dash + 1;
+		}
+		if (!zk_q_parse_u64(rest, 10, &fxid))
+			continue;
+		if (s->release_all && s->sysid == GetSystemIdentifier() && run != s->run)
+			continue;
+		if (s->release_all &&
+			node_fate(s, ZKK_QPUB, run, fxid, 0, 0, 0, &quiet) == FATE_UNKNOWN)
+			continue;
+		d = MemoryContextAllocZero(zk_q_context(), sizeof(ScanCall));
+		d->scan = s;
+		d->fxid = fxid;
+		d->run = run;
+		d->txn = true;
+		snprintf(d->path, sizeof(d->path), "%s/txns/%s", zk_root, name);
+		if (s->release_all)
+			rc = zoo_adelete(zk_zh, d->path, -1, scan_void_done, d);
+		else
+			rc = zoo_aget(zk_zh, d->path, 0, scan_txn_data, d);
+		if (rc != ZOK)
+		{
+			pfree(d);
+			s->failed = true;
+			break;
+		}
+		s->outstanding++;
+		s->treading++;
+	}
+	if (s->failed || s->tnext >= s->ntxns)
+		zk_q_names_free(&s->txns, &s->ntxns);
+}
+
+/* Completion of the zoo_aget_children sent by scan_list() */
+static void
+scan_txns_listed(int rc, const struct String_vector *sv, const void *data)
+{
+	ScanCall   *c = (ScanCall *) data;
+	Scan	   *volatile s = c->scan;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		int			i;
+		char		prefix[32];
+
+		snprintf(prefix, sizeof(prefix), UINT64_FORMAT "-", s->sysid);
+		if (rc == ZOK && zk_session_usable())
+		{
+			/* this cluster's, read a window at a time (scan_send_txns) */
+			int			n = 0;
+
+			s->txns = zk_q_names_copy(sv, &s->ntxns);
+			for (i = 0; i < s->ntxns; i++)
+			{
+				if (strncmp(s->txns[i], prefix, strlen(prefix)) == 0)
+					s->txns[n++] = s->txns[i];
+				else
+					pfree(s->txns[i]);
+			}
+			s->ntxns = n;
+			s->tnext = 0;
+			scan_send_txns(s);
+		}
+		else if (rc != ZNONODE)
+			s->failed = true;
+		pfree(c);
+		zk_q_scan_done_one(s, true, 0);
+	}
+	COMPLETION_END(none);
+}
+
+/* Completion of the zoo_aget sent by scan_taken_listed() */
+static void
+scan_claim_data(int rc, const char *value, int value_len,
+				const struct Stat *stat, const void *data)
+{
+	ScanCall   *c = (ScanCall *) data;
+	Scan	   *volatile s = c->scan;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		char		f_cluster[32];
+		char		f_xid[32];
+		char		f_tli[16];
+		char		f_lsn[32];
+		char		f_run[32];
+		char		f_rec[32];
+		uint64		cluster;
+		uint64		fxid;
+		uint64		tli;
+		uint64		lsn;
+		uint64		run = 0;
+		uint64		rec = 0;
+		bool		sent = false;
+		bool		quiet = false;
+		bool		refused = false;
+
+		bool		ours = (rc == ZOK && value != NULL && value_len > 0 &&
+							zk_json_field(value, value_len, "cluster", f_cluster, sizeof(f_cluster)) &&
+							zk_q_parse_u64(f_cluster, 10, &cluster) && cluster == s->sysid &&
+							zk_session_usable());
+		bool		parsed = ours &&
+			zk_json_field(value, value_len, "xid", f_xid, sizeof(f_xid)) &&
+			zk_q_parse_u64(f_xid, 10, &fxid) &&
+			zk_json_field(value, value_len, "tli", f_tli, sizeof(f_tli)) &&
+			zk_q_parse_u64(f_tli, 10, &tli) &&
+			zk_json_field(value, value_len, "lsn", f_lsn, sizeof(f_lsn)) &&
+			zk_q_parse_u64(f_lsn, 16, &lsn);
+
+		/* its run and mark (none: written before runs existed) */
+		if (parsed && zk_json_field(value, value_len, "run", f_run, sizeof(f_run)))
+			parsed = zk_q_parse_u64(f_run, 16, &run) && run != 0 &&
+				zk_json_field(value, value_len, "rec", f_rec, sizeof(f_rec)) &&
+				zk_q_parse_u64(f_rec, 16, &rec);
+		else if (ours && s->release_all &&
+				 zk_json_field(value, value_len, "run", f_run, sizeof(f_run)))
+			(void) zk_q_parse_u64(f_run, 16, &run);
+
+		/*
+		 * This cluster's claims are acted on only when signed for this
+		 * very node; another cluster's (a release) cannot be checked.
+		 */
+		if (ours && s->sysid == GetSystemIdentifier())
+		{
+			ZkMacCheck	mc = zk_claim_verify(c->path, value, value_len);
+
+			if (mc != ZKM_VERIFIED && mc != ZKM_UNSIGNED_OK)
+			{
+				scan_refused(s, "claim", c->path, mc);
+				ours = parsed = false;
+				refused = true;
+			}
+		}
+
+		/* a dead cluster's claim goes whatever else it says */
+		if (ours && (parsed || s->release_all))
+		{
+			Fate		f;
+
+			f = node_fate(s, ZKK_QCLAIM, run, fxid, (uint32) tli, lsn, rec, &quiet);
+			if (f == FATE_COMMITTED && !s->release_all && run != 0 &&
+				zk_history_status(run) == ZKR_CURRENT && given_up_find(fxid) < 0)
+			{
+				/*
+				 * This run's claims are ended by their entries: a claim
+				 * written again after a drop reused its item's name would
+				 * consume another item ("Replayed transaction nodes").
+				 */
+				f = FATE_UNKNOWN;
+				quiet = true;
+				s->treplayed++;
+				if (zk_log_limited(&replay_log, "left a replayed transaction node alone"))
+					ereport(LOG,
+							(errmsg("zklock: left the queue claim %s alone: this run ended its transaction's claims already",
+									c->path),
+							 errdetail("A client that may write under zklock.root created the claim again from a copy of its data; consuming it would take another item of that name."),
+							 errhint("Check who may write under zklock.root (zklock.acl), then delete the claim.")));
+			}
+			if (f == FATE_COMMITTED)
+			{
+				/* consume: the item and the claim */
+				c->version = stat->version;
+				zoo_delete_op_init(&c->ops[0], c->epath, -1);
+				zoo_delete_op_init(&c->ops[1], c->path, stat->version);
+				if (zoo_amulti(zk_zh, 2, c->ops, c->res, scan_consume_done, c) == ZOK)
+				{
+					s->outstanding++;
+					sent = true;
+				}
+				else
+					s->failed = true;
+			}
+			else if (f == FATE_ABORTED)
+			{
+				if (zoo_adelete(zk_zh, c->path, stat->version, scan_void_done, c) == ZOK)
+				{
+					s->outstanding++;
+					sent = true;
+				}
+				else
+					s->failed = true;
+			}
+			else if (f == FATE_UNKNOWN && !quiet &&
+					 zk_log_limited(&scan_left_log, "left a queue node alone"))
+				ereport(LOG,
+						(errmsg("zklock: left the queue claim %s alone: its transaction is not in this server's history",
+								c->path)));
+		}
+		else if (ours && zk_log_limited(&scan_left_log, "left a queue node alone"))
+			ereport(LOG,
+					(errmsg("zklock: left the queue claim %s alone: its data names this cluster but no transaction",
+							c->path)));
+		else if (!refused && !zk_rc_definite(rc))
+			s->failed = true;
+		if (!sent)
+			pfree(c);
+		zk_q_scan_done_one(s, true, 0);
+	}
+	COMPLETION_END(none);
+}
+
+/* Completion of the zoo_aget_children sent by scan_send_queues() */
+static void
+scan_taken_listed(int rc, const struct String_vector *sv, const void *data)
+{
+	ScanCall   *c = (ScanCall *) data;
+	Scan	   *volatile s = c->scan;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		int			i;
+
+		if (rc == ZOK && zk_session_usable())
+		{
+			for (i = 0; sv && i < sv->count; i++)
+			{
+				ScanCall   *d = MemoryContextAllocZero(zk_q_context(), sizeof(ScanCall));
+
+				d->scan = s;
+				snprintf(d->path, sizeof(d->path), "%s/queues/%s/taken/%s",
+						 zk_root, c->qenc, sv->data[i]);
+				snprintf(d->epath, sizeof(d->epath), "%s/queues/%s/entries/%s",
+						 zk_root, c->qenc, sv->data[i]);
+				if (zoo_aget(zk_zh, d->path, 0, scan_claim_data, d) != ZOK)
+				{
+					pfree(d);
+					s->failed = true;
+					break;
+				}
+				s->outstanding++;
+			}
+		}
+		else if (rc != ZNONODE)
+			s->failed = true;
+		pfree(c);
+		s->qlisting--;
+		scan_send_queues(s);
+		zk_q_scan_done_one(s, true, 0);
+	}
+	COMPLETION_END(none);
+}
+
+/* Completion of the zoo_aget_children sent by scan_list() */
+static void
+scan_queues_listed(int rc, const struct String_vector *sv, const void *data)
+{
+	ScanCall   *c = (ScanCall *) data;
+	Scan	   *volatile s = c->scan;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		if (rc == ZOK && zk_session_usable())
+		{
+			s->queues = zk_q_names_copy(sv, &s->nqueues);
+			s->qnext = 0;
+			scan_send_queues(s);
+		}
+		else if (rc != ZNONODE)
+			s->failed = true;
+		pfree(c);
+		zk_q_scan_done_one(s, true, 0);
+	}
+	COMPLETION_END(none);
+}
+
+/* the survey of runs answered: list the nodes */
+static void
+scan_surveyed(bool ok, void *arg)
+{
+	Scan	   *s = (Scan *) arg;
+
+	if (!ok || !zk_session_usable())
+	{
+		s->failed = true;
+		s->outstanding = 1;
+		zk_q_scan_done_one(s, true, 0);
+		return;
+	}
+	scan_list(s);
+}
+
+/*
+ * A settling pass (or a release): first what the runs of this cluster are
+ * (history.c), then the nodes.  A dead cluster's release needs no survey.
+ */
+bool
+zk_q_scan_start(Scan *s)
+{
+	if ((!s->release_all || s->sysid == GetSystemIdentifier()) &&
+		zk_history_survey(scan_surveyed, s))
+		return true;
+	if (!s->release_all || s->sysid == GetSystemIdentifier())
+	{
+		scan_surveyed(false, s);
+		return true;
+	}
+	scan_list(s);
+	return true;
+}
+
+static void
+scan_list(Scan *s)
+{
+	char		buf[ZK_PATH_MAX];
+	ScanCall   *c1 = MemoryContextAllocZero(zk_q_context(), sizeof(ScanCall));
+	ScanCall   *c2 = MemoryContextAllocZero(zk_q_context(), sizeof(ScanCall));
+
+	c1->scan = s;
+	c2->scan = s;
+	/* one count for the start itself, so nothing finishes it early */
+	s->outstanding = 1;
+	snprintf(buf, sizeof(buf), "%s/txns", zk_root);
+	if (zoo_aget_children(zk_zh, buf, 0, scan_txns_listed, c1) == ZOK)
+		s->outstanding++;
+	else
+	{
+		pfree(c1);
+		s->failed = true;
+	}
+	snprintf(buf, sizeof(buf), "%s/queues", zk_root);
+	if (zoo_aget_children(zk_zh, buf, 0, scan_queues_listed, c2) == ZOK)
+		s->outstanding++;
+	else
+	{
+		pfree(c2);
+		s->failed = true;
+	}
+	zk_q_scan_done_one(s, true, 0);
+}
+
+/*
+ * zk_queue_release_cluster refuses a live cluster: before anything is
+ * released, every run of the target registered under <root>/runs
+ * (<sysid>-<run>, or only the named run) is asked whether its ephemeral
+ * "live" exists.  One that does ends the request with count -1 and the
+ * run's name (the backend raises 55006); a failed listing or read fails
+ * it; otherwise the release goes on (zk_q_scan_start).
+ */
+typedef struct LiveCheck
+{
+	Scan	   *scan;
+	int			outstanding;
+	bool		failed;
+	int			fail_rc;
+	char		want[64];		/* "<sysid>-" (every run) or "<sysid>-<run>" */
+	bool		exact;
+} LiveCheck;
+
+typedef struct LiveCall
+{
+	LiveCheck  *lc;
+	char		run[64];
+} LiveCall;
+
+static void
+release_live_checked(LiveCheck *lc)
+{
+	Scan	   *s = lc->scan;
+	Info	   *in = s->info;
+
+	if (!lc->failed && in->live[0] == '\0')
+	{
+		pfree(lc);
+		(void) zk_q_scan_start(s);
+		return;
+	}
+	/* refused or failed: nothing released (scan_finish's part, by hand) */
+	if (lc->failed)
+		zk_q_info_fail(in, lc->fail_rc);
+	else
+		in->count = -1;
+	if (s->own_release)
+		zk_q_resolve_running = false;
+	pfree(lc);
+	pfree(s);
+	zk_q_info_call_done(in);
+}
+
+static void
+live_done_one(LiveCheck *lc, int rc)
+{
+	if (rc != ZOK && rc != ZNONODE && !lc->failed)
+	{
+		lc->failed = true;
+		lc->fail_rc = rc;
+	}
+	if (--lc->outstanding == 0)
+		release_live_checked(lc);
+}
+
+/* Completion of the zoo_aexists sent by release_runs_listed() */
+static void
+release_live_exists(int rc, const struct Stat *stat, const void *data)
+{
+	LiveCall   *c = (LiveCall *) data;
+	LiveCheck  *volatile lc = c->lc;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		Info	   *in = lc->scan->info;
+
+		if (rc == ZOK && in->live[0] == '\0')
+			strlcpy(in->live, c->run, sizeof(in->live));
+		pfree(c);
+		live_done_one(lc, rc);
+	}
+	COMPLETION_END(none);
+}
+
+/* Completion of the zoo_aget_children sent by zk_q_release_check_live() */
+static void
+release_runs_listed(int rc, const struct String_vector *sv, const void *data)
+{
+	LiveCheck  *volatile lc = (LiveCheck *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		int			i;
+
+		for (i = 0; rc == ZOK && sv != NULL && i < sv->count && !lc->failed; i++)
+		{
+			const char *run = sv->data[i];
+			LiveCall   *c;
+			char		path[ZK_PATH_MAX];
+			int			src;
+
+			if (lc->exact ? strcmp(run, lc->want) != 0 :
+				strncmp(run, lc->want, strlen(lc->want)) != 0)
+				continue;
+			c = MemoryContextAllocZero(zk_q_context(), sizeof(LiveCall));
+			c->lc = lc;
+			strlcpy(c->run, run, sizeof(c->run));
+			snprintf(path, sizeof(path), "%s/runs/%s/live", zk_root, run);
+			src = zk_session_usable() ?
+				zoo_aexists(zk_zh, path, 0, release_live_exists, c) : ZCONNECTIONLOSS;
+			if (src != ZOK)
+			{
+				pfree(c);
+				lc->failed = true;
+				lc->fail_rc = src;
+				break;
+			}
+			lc->outstanding++;
+		}
+		live_done_one(lc, rc);
+	}
+	COMPLETION_END(none);
+}
+
+void
+zk_q_release_check_live(Scan *s)
+{
+	LiveCheck  *lc = MemoryContextAllocZero(zk_q_context(), sizeof(LiveCheck));
+	char		path[ZK_PATH_MAX];
+	int			rc;
+
+	lc->scan = s;
+	if (s->run != 0)
+	{
+		snprintf(lc->want, sizeof(lc->want), UINT64_FORMAT "-%016llx",
+				 s->sysid, (unsigned long long) s->run);
+		lc->exact = true;
+	}
+	else
+		snprintf(lc->want, sizeof(lc->want), UINT64_FORMAT "-", s->sysid);
+	lc->outstanding = 1;
+	snprintf(path, sizeof(path), "%s/runs", zk_root);
+	rc = zoo_aget_children(zk_zh, path, 0, release_runs_listed, lc);
+	if (rc != ZOK)
+	{
+		lc->outstanding = 0;
+		lc->failed = true;
+		lc->fail_rc = rc;
+		release_live_checked(lc);
+	}
+}
