@@ -60,6 +60,7 @@ typedef struct Attempt
 	zoo_op_result_t res[2];
 } Attempt;
 
+/* The first free claim slot of dequeue e, or -1 */
 int
 zk_q_free_slot(ZkEntry *e)
 {
@@ -72,6 +73,7 @@ zk_q_free_slot(ZkEntry *e)
 	return -1;
 }
 
+/* Claim slot of e: node, in the given status (ZKQC_*) */
 static void
 slot_set(ZkEntry *e, int slot, const char *node, uint8 status)
 {
@@ -81,6 +83,7 @@ slot_set(ZkEntry *e, int slot, const char *node, uint8 status)
 	c[slot].status = status;
 }
 
+/* Empty a claim slot of e, freeing the item it read */
 static void
 slot_clear(ZkEntry *e, int slot)
 {
@@ -94,6 +97,10 @@ slot_clear(ZkEntry *e, int slot)
 	c[slot].status = ZKQC_FREE;
 }
 
+/*
+ * Claim node of queue q for dequeue e in slot: one multi (check the entry,
+ * create the claim, signed), then a read of the item.  false: not sent
+ */
 bool
 zk_q_send_attempt(QState *q, ZkEntry *e, int slot, const char *node)
 {
@@ -156,7 +163,6 @@ zk_q_send_attempt(QState *q, ZkEntry *e, int slot, const char *node)
 													 * jute.maxbuffer: the
 													 * largest item, until
 													 * one is read */
-
 ClaimWindow
 zk_q_claim_window(ZkEntry *e)
 {
@@ -286,6 +292,7 @@ claim_read(ZkEntry *e, int slot, const char *tpath, const char *value, int value
 	e->outstanding++;
 }
 
+/* Is e one of queue q's waiters? */
 static bool
 q_is_waiter(QState *q, ZkEntry *e)
 {
@@ -358,6 +365,7 @@ zk_q_claim_fail_refused(ZkEntry *e)
 	zk_fail(e, ERRCODE_OUT_OF_MEMORY, msg);
 }
 
+/* An attempt is over: top up the open window; the last one ends the round */
 static void
 attempt_finish(Attempt *a)
 {
@@ -412,6 +420,10 @@ claim_multi_done(int rc, const void *data)
 	COMPLETION_END(e);
 }
 
+/*
+ * Copy an item read into the dsa as a ZkMsgRec; InvalidDsaPointer when
+ * zklock.max_payload_memory leaves no room
+ */
 static dsa_pointer
 store_msg(const char *node, const char *value, int value_len, const struct Stat *stat)
 {
@@ -467,6 +479,7 @@ typedef struct DoubtCheck
 	char		tpath[ZK_PATH_MAX];
 } DoubtCheck;
 
+/* One reply of a doubt check is in; after the last the dequeue goes on */
 static void
 doubt_check_finish(DoubtCheck *d, ZkEntry *e)
 {
@@ -601,6 +614,7 @@ typedef struct EndOp
 	char	  **paths;
 } EndOp;
 
+/* Free an end multi and its paths */
 static void
 endop_free(EndOp *eo)
 {
@@ -805,6 +819,10 @@ typedef struct OneDel
 	uint32		gen;
 } OneDel;
 
+/*
+ * The owner let go of dequeue e: at commit its end deletes items and claims,
+ * otherwise the claims only; claims in doubt are read first
+ */
 static void
 qclaim_let_go(ZkEntry *e)
 {
@@ -880,6 +898,10 @@ qclaim_let_go(ZkEntry *e)
 	send_end(e, q);
 }
 
+/*
+ * Drive a dequeue (ZKK_QCLAIM's drive): let go, sort out doubt, or join its
+ * queue's waiters and kick a round
+ */
 void
 zk_qclaim_drive(ZkEntry *e)
 {

@@ -40,7 +40,6 @@ static void q_listing_done(QState *q);
  * Dequeue (ZKK_QCLAIM)
  * ------------------------------------------------------------------------
  */
-
 static void
 q_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 {
@@ -118,6 +117,7 @@ zk_q_idle(QState *q)
 	}
 }
 
+/* A queue has waiters again: it is not idle */
 static void
 q_busy(QState *q)
 {
@@ -168,6 +168,7 @@ zk_q_unwatch_idle(void)
  */
 #define Q_FORGET_SWEEP_MS	10000
 
+/* Can q be forgotten: nothing waits, is in flight, watched or held? */
 static bool
 q_forgettable(QState *q)
 {
@@ -177,6 +178,7 @@ q_forgettable(QState *q)
 		(q->held == NULL || hash_get_num_entries(q->held) == 0);
 }
 
+/* Forget q: remove its watches (blind) and its state */
 void
 zk_q_forget(QState *q)
 {
@@ -198,6 +200,7 @@ zk_q_forget(QState *q)
 	(void) hash_search(zk_qstates, q->name, HASH_REMOVE, NULL);
 }
 
+/* Every Q_FORGET_SWEEP_MS: forget the queues unused since the last sweep */
 void
 zk_q_forget_idle(void)
 {
@@ -241,16 +244,14 @@ zk_q_forget_idle(void)
 	zk_q_tracked_update();
 }
 
+/* The entry of waiter w, or NULL once it was freed */
 ZkEntry *
 zk_q_waiter_entry(Waiter *w)
 {
-	ZkEntry    *e = zk_entry(w->idx);
-
-	if (e->gen != w->gen || e->state == ZKE_FREE)
-		return NULL;
-	return e;
+	return zk_q_entry_of(w->idx, w->gen);
 }
 
+/* Does a waiter of q wait for an item (not a try)?  Then watches are set */
 static bool
 has_blocking_waiter(QState *q)
 {
@@ -266,6 +267,7 @@ has_blocking_waiter(QState *q)
 	return false;
 }
 
+/* Both listings of q answered (Listing.done): a failed one lost its watch */
 static void
 q_listed(Listing *l)
 {
@@ -462,6 +464,10 @@ q_no_progress(QState *q)
 	zk_q_rest_free(q);
 }
 
+/*
+ * Start a round of q unless one is under way: use what the last listing
+ * left when nothing changed since, else verify or list entries and taken
+ */
 void
 zk_q_kick(QState *q)
 {
@@ -576,6 +582,7 @@ zk_q_kick(QState *q)
 		q->twatch = true;
 }
 
+/* Add e's claims to its queue's held set (held) or take them out */
 void
 zk_q_count_held(ZkEntry *e, bool held)
 {
@@ -642,6 +649,7 @@ zk_q_count_held(ZkEntry *e, bool held)
 	}
 }
 
+/* Is str in l (a List of C strings)? */
 static bool
 str_in_list(List *l, const char *str)
 {
@@ -653,6 +661,7 @@ str_in_list(List *l, const char *str)
 	return false;
 }
 
+/* Is node one of this cluster's held claims on q? */
 static bool
 q_is_held(QState *q, const char *node)
 {
@@ -682,6 +691,7 @@ zk_q_grant(ZkEntry *e)
 	zk_finish(e, ZKO_GRANTED, 0, NULL);
 }
 
+/* e's claim slots held, and in doubt or being given back */
 void
 zk_q_count_slots(ZkEntry *e, int *held, int *doubt)
 {
@@ -698,6 +708,10 @@ zk_q_count_slots(ZkEntry *e, int *held, int *doubt)
 	}
 }
 
+/*
+ * A listing of q answered: hand its unclaimed items to the waiters in
+ * arrival order; keep what is left for the next round
+ */
 static void
 q_listing_done(QState *q)
 {
@@ -872,6 +886,7 @@ q_distribute(QState *q, char **cand, int cand_total, bool owned)
 	return sent;
 }
 
+/* Free the candidates the last round left */
 void
 zk_q_rest_free(QState *q)
 {

@@ -359,6 +359,7 @@ extern void zk_q_send_ensure_queue(const char *qpath);
 extern ZkClaimRec * zk_q_claims_of(ZkEntry *e);
 extern void zk_q_claim_token_of(ZkEntry *e, char *out, size_t outlen);
 extern bool zk_q_parse_u64(const char *s, int base, uint64 *v);
+extern int zk_q_cmp_names(const void *a, const void *b);
 extern void zk_q_listing_free(Listing *l);
 extern bool zk_q_listing_taken(Listing *l, const char *node);
 extern int zk_q_listing_unclaimed(Listing *l, char **cand);

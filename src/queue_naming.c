@@ -49,6 +49,7 @@ List *zk_q_pub_waits = NIL;	/* PubOp waiting for a queue's next */
 
 static ZkLogLimit seq_switch_log;
 
+/* From now on, this cluster names q's items from its next node (logged) */
 static void
 seq_switch(QSeq *q, const char *why)
 {
@@ -138,6 +139,10 @@ typedef struct SeqFetch
 	int64		max_listed;
 } SeqFetch;
 
+/*
+ * One reply of a seq_fetch is in; after the last, next is known (the larger
+ * of next and the listings) and the waiting publications go on
+ */
 static void
 seq_fetch_one_done(SeqFetch *f)
 {

@@ -122,12 +122,6 @@ pub_clear(PubOp *po)
 	po->nops = 0;
 }
 
-static int
-cmp_cstrings(const void *a, const void *b)
-{
-	return strcmp(*(char *const *) a, *(char *const *) b);
-}
-
 /*
  * Before the multi: creates for the parents of its ops' creates, pipelined
  * (they cost no wait, so always), once per distinct parent: the arrivals
@@ -153,7 +147,7 @@ pub_ensure_parents(PubOp *po, int nparents)
 			continue;
 		parents[k++] = pnstrdup(po->paths[i], slash - po->paths[i]);
 	}
-	qsort(parents, k, sizeof(char *), cmp_cstrings);
+	qsort(parents, k, sizeof(char *), zk_q_cmp_names);
 	for (i = 0; i < k; i++)
 	{
 		if (i == 0 || strcmp(parents[i], parents[i - 1]) != 0)
@@ -180,6 +174,7 @@ typedef enum PubNamingVerdict
 	PUBN_FAILED					/* could not ask */
 } PubNamingVerdict;
 
+/* Free what pub_naming() allocated */
 static void
 pub_naming_free(PubNaming *pn)
 {
@@ -463,6 +458,7 @@ zk_q_pub_send(PubOp *po)
 	return rc == ZOK;
 }
 
+/* Free a publication in flight (and take it off zk_q_pub_waits) */
 void
 zk_q_pubop_free(PubOp *po)
 {
@@ -756,6 +752,7 @@ pub_refusal(PubOp *po, int rc, char *buf, size_t len)
 	snprintf(buf, len, "zookeeper refused the publishing request: %s", zerror(rc));
 }
 
+/* The Blocked record of e, or NULL */
 static Blocked *
 blocked_find(ZkEntry *e)
 {
@@ -1064,6 +1061,10 @@ pub_txn_written(ZkEntry *e)
 		zk_finish(e, ZKO_GRANTED, 0, NULL);
 }
 
+/*
+ * Before the commit record: create the transaction node with the items
+ * (its parents first after a NONODE), and check each gate it opens
+ */
 static void
 send_txn_create(ZkEntry *e)
 {
@@ -1219,6 +1220,10 @@ pub_delete_done(int rc, const void *data)
 	COMPLETION_END(e);
 }
 
+/*
+ * Drive a publication (ZKK_QPUB's drive): write the transaction node, or
+ * once let go publish it (COMMIT) or delete it
+ */
 void
 zk_qpub_drive(ZkEntry *e)
 {

@@ -92,6 +92,7 @@ zk_q_names_copy(const struct String_vector *sv, int *n)
 	return names;
 }
 
+/* Free an array of names and empty it */
 void
 zk_q_names_free(char ***names, int *n)
 {
@@ -107,16 +108,14 @@ zk_q_names_free(char ***names, int *n)
 	*n = 0;
 }
 
+/* The entry of a one-off read, or NULL once it was freed */
 static ZkEntry *
 info_entry(Info *in)
 {
-	ZkEntry    *e = zk_entry(in->idx);
-
-	if (e->gen != in->gen || e->state == ZKE_FREE)
-		return NULL;
-	return e;
+	return zk_q_entry_of(in->idx, in->gen);
 }
 
+/* Free a one-off read's state, rows and listings */
 static void
 info_free(Info *in)
 {
@@ -275,6 +274,7 @@ info_new_row(Info *in, Size sz)
 	return r + sizeof(Size);
 }
 
+/* Add a copy of rec (sz bytes) to in's rows, within its cap */
 static void
 info_add_row(Info *in, const void *rec, Size sz)
 {
@@ -284,6 +284,10 @@ info_add_row(Info *in, const void *rec, Size sz)
 		memcpy(r, rec, sz);
 }
 
+/*
+ * One request of a one-off read answered: send more within the window;
+ * the last answer finishes the step
+ */
 void
 zk_q_info_call_done(Info *in)
 {
@@ -299,6 +303,7 @@ zk_q_info_call_done(Info *in)
 		info_step(in);
 }
 
+/* A one-off read failed with rc (the first failure is kept) */
 void
 zk_q_info_fail(Info *in, int rc)
 {
@@ -320,6 +325,7 @@ listing_error(Listing *l)
 	return ZOK;
 }
 
+/* A one-off read's listing answered (Listing.done) */
 static void
 info_listed(Listing *l)
 {
@@ -392,6 +398,7 @@ info_purge_done(int rc, const void *data)
 	COMPLETION_END(none);
 }
 
+/* A new request of a one-off read about node, in zk_q_context() */
 static InfoCall *
 info_call(Info *in, const char *node)
 {
@@ -403,6 +410,7 @@ info_call(Info *in, const char *node)
 	return c;
 }
 
+/* List entries and taken of qpath for a one-off read */
 static void
 info_send_listing(Info *in, const char *qpath)
 {
@@ -424,6 +432,7 @@ typedef struct QueueCount
 	Listing		list;
 } QueueCount;
 
+/* A zk_queues row: one queue's listings answered; add its counts */
 static void
 queue_count_finish(Listing *l)
 {
@@ -712,6 +721,7 @@ drop_answer(Drop *d, ZkEntry *e, int64 token, const char *why)
 		pfree(d);
 }
 
+/* A drop failed: free it if let go, else answer the error */
 static void
 drop_fail(Drop *d, ZkEntry *e, int rc, const char *what)
 {
@@ -1172,6 +1182,7 @@ info_step(Info *in)
 	}
 }
 
+/* Drive a one-off read (ZKK_QINFO's drive): start it, or free it when let go */
 void
 zk_qinfo_drive(ZkEntry *e)
 {
@@ -1213,6 +1224,7 @@ zk_qinfo_drive(ZkEntry *e)
 	info_step(in);
 }
 
+/* A one-off read could not be sent: fail it (or free it when let go) */
 void
 zk_qinfo_drive_failed(ZkEntry *e)
 {
@@ -1225,6 +1237,7 @@ zk_qinfo_drive_failed(ZkEntry *e)
 	}
 }
 
+/* The session ended under a one-off read: fail it with why */
 void
 zk_qinfo_session_lost(ZkEntry *e, const char *why)
 {

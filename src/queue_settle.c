@@ -46,6 +46,11 @@ typedef enum Fate
 	FATE_UNKNOWN
 } Fate;
 
+/*
+ * The fate of transaction fxid, whose mark ended at lsn on timeline tli, from
+ * this server's commit log and timeline history; FATE_UNKNOWN when this
+ * server cannot tell (recovery, another history, too old, not flushed)
+ */
 static Fate
 xact_fate(uint64 fxid, uint32 tli, uint64 lsn)
 {
@@ -127,6 +132,7 @@ entry_for_xid(ZkKind kind, uint64 fxid)
 static uint64 given_up[ZKQ_GIVEN_UP_MAX];
 static int	ngiven_up = 0;
 
+/* An entry gave up its nodes: the settling pass may act on them */
 void
 zk_q_given_up_add(uint64 fxid)
 {
@@ -139,6 +145,7 @@ zk_q_given_up_add(uint64 fxid)
 	given_up[ngiven_up++] = fxid;
 }
 
+/* fxid's place among the given-up transactions, or -1 */
 static int
 given_up_find(uint64 fxid)
 {
@@ -150,6 +157,7 @@ given_up_find(uint64 fxid)
 	return -1;
 }
 
+/* fxid's publication was applied: no longer given up */
 void
 zk_q_given_up_remove(uint64 fxid)
 {
@@ -186,6 +194,10 @@ op_path_valid(const char *path, int len)
 	return true;
 }
 
+/*
+ * Is a transaction node's data (current header) well formed: lengths,
+ * queue names, priorities, ops only under gates/ and arrivals/?
+ */
 static bool
 blob_valid(const char *blob, int len)
 {
@@ -257,6 +269,10 @@ typedef struct ScanCall
 static ZkLogLimit scan_summary_log;
 static ZkLogLimit scan_left_log;
 
+/*
+ * The scan is over: log what it left alone, answer its request or end the
+ * settling pass (again later when a run may still die)
+ */
 static void
 scan_finish(Scan *s)
 {
@@ -314,6 +330,7 @@ scan_claimed(bool ok, void *arg)
 	pfree(s);
 }
 
+/* One request of scan s is over (ok, removed nodes); the last finishes it */
 void
 zk_q_scan_done_one(Scan *s, bool ok, int64 removed)
 {
@@ -349,7 +366,6 @@ scan_void_done(int rc, const void *data)
  * List the taken of the next queues, at most ZKQ_INFO_WINDOW at a time (each
  * answer sends the next); stops for good after a failure.
  */
-
 static void
 scan_send_queues(Scan *s)
 {
@@ -555,6 +571,7 @@ txn_blob_widen(const char *value, int value_len, int *out_len, bool *had_mac)
 static ZkLogLimit forged_log;
 static ZkLogLimit replay_log;
 
+/* A node of the scan is left alone: its MAC does not verify (logged) */
 static void
 scan_refused(Scan *s, const char *what, const char *path, ZkMacCheck mc)
 {
@@ -1012,6 +1029,7 @@ zk_q_scan_start(Scan *s)
 	return true;
 }
 
+/* Start the scan: list the queues and the transaction nodes */
 static void
 scan_list(Scan *s)
 {
@@ -1066,6 +1084,10 @@ typedef struct LiveCall
 	char		run[64];
 } LiveCall;
 
+/*
+ * zk_queue_release_cluster: the check for a live run is over; release when
+ * none is live, else refuse
+ */
 static void
 release_live_checked(LiveCheck *lc)
 {
@@ -1090,6 +1112,7 @@ release_live_checked(LiveCheck *lc)
 	zk_q_info_call_done(in);
 }
 
+/* One reply of the live-run check is in; the last decides */
 static void
 live_done_one(LiveCheck *lc, int rc)
 {
@@ -1163,6 +1186,10 @@ release_runs_listed(int rc, const struct String_vector *sv, const void *data)
 	COMPLETION_END(none);
 }
 
+/*
+ * zk_queue_release_cluster: before releasing, make sure no run of that
+ * cluster (or that run) is live in ZooKeeper
+ */
 void
 zk_q_release_check_live(Scan *s)
 {

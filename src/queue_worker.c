@@ -60,6 +60,7 @@ TimestampTz zk_q_resolve_not_before = 0;	/* a settling pass waits for a
 static bool was_in_recovery = true;
 static bool entries_adopted = false;
 
+/* The memory of the queue recipe's worker state, made on first use */
 MemoryContext
 zk_q_context(void)
 {
@@ -127,6 +128,7 @@ zk_q_tracked_update(void)
 		(zk_qseqs ? (int) hash_get_num_entries(zk_qseqs) : 0);
 }
 
+/* The consumer state of queue name (created when asked); marks it used */
 QState *
 zk_q_state(const char *name, bool create)
 {
@@ -144,6 +146,7 @@ zk_q_state(const char *name, bool create)
 	return q;
 }
 
+/* The publication state of queue name, created on first use; marks it used */
 QSeq *
 zk_q_seq(const char *name)
 {
@@ -167,12 +170,14 @@ zk_q_seq_path(const QSeq *q, const char *child, char *out, size_t outlen)
 	snprintf(out, outlen, "%s/%s", qpath, child);
 }
 
+/* Do entries and taken of qname exist, as far as this worker knows? */
 bool
 zk_q_parents_known(const char *qname)
 {
 	return zk_q_seq(qname)->parents_ok;
 }
 
+/* Remember whether entries and taken of qname exist (false after a NONODE) */
 void
 zk_q_parents_remember(const char *qname, bool ok)
 {
@@ -206,6 +211,7 @@ zk_q_send_ensure_path(const char *path)
 	}
 }
 
+/* Send the creates of a queue's parents, entries and taken (pipelined) */
 void
 zk_q_send_ensure_queue(const char *qpath)
 {
@@ -217,6 +223,7 @@ zk_q_send_ensure_queue(const char *qpath)
 	zk_create_parent(buf, 0);
 }
 
+/* A dequeue entry's claim slots (ZkClaimRec[max_items] in the dsa), or NULL */
 ZkClaimRec *
 zk_q_claims_of(ZkEntry *e)
 {
@@ -256,12 +263,17 @@ zk_q_parse_u64(const char *s, int base, uint64 *v)
 	return errno == 0 && *end == '\0';
 }
 
-static int
-cmp_names(const void *a, const void *b)
+/* qsort/bsearch comparator of C strings (char *): node names in queue order */
+int
+zk_q_cmp_names(const void *a, const void *b)
 {
 	return strcmp(*(char *const *) a, *(char *const *) b);
 }
 
+/*
+ * The item names of a listing (others' nodes skipped), sorted, in zk_q_context();
+ * n their count
+ */
 static char **
 copy_children(const struct String_vector *sv, int *n)
 {
@@ -278,12 +290,13 @@ copy_children(const struct String_vector *sv, int *n)
 		if (zk_queue_node_priority(sv->data[i], &prio))
 			out[k++] = pstrdup(sv->data[i]);
 	}
-	qsort(out, k, sizeof(char *), cmp_names);
+	qsort(out, k, sizeof(char *), zk_q_cmp_names);
 	MemoryContextSwitchTo(old);
 	*n = k;
 	return out;
 }
 
+/* Free the names of listing l and empty it */
 void
 zk_q_listing_free(Listing *l)
 {
@@ -301,11 +314,12 @@ zk_q_listing_free(Listing *l)
 	l->nentries = l->ntaken = 0;
 }
 
+/* Is node claimed, according to listing l's taken? */
 bool
 zk_q_listing_taken(Listing *l, const char *node)
 {
 	return l->ntaken > 0 &&
-		bsearch(&node, l->taken, l->ntaken, sizeof(char *), cmp_names) != NULL;
+		bsearch(&node, l->taken, l->ntaken, sizeof(char *), zk_q_cmp_names) != NULL;
 }
 
 /* The unclaimed items, in queue order, into cand (if given); their count */
@@ -325,6 +339,7 @@ zk_q_listing_unclaimed(Listing *l, char **cand)
 	return n;
 }
 
+/* One of listing l's two replies is in; "done" runs after the last */
 static void
 listing_reply(Listing *l, bool taken, int rc, const struct String_vector *sv)
 {
@@ -438,6 +453,10 @@ zk_q_listing_send(Listing *l, const char *qpath, watcher_fn watcher, void *wctx,
 	return sent;
 }
 
+/*
+ * Free a queue entry of any kind: its claims' and answer's dsa memory, its
+ * answer segment, its place in the held claims; then the entry itself
+ */
 void
 zk_q_free_entry(ZkEntry *e)
 {
@@ -493,6 +512,10 @@ zk_q_free_entry(ZkEntry *e)
 
 static ZkLogLimit q_giveup_log;
 
+/*
+ * A publication's or a dequeue's step could not be sent: retried up to five
+ * times; then a let-go entry gives its nodes to the settling pass
+ */
 static void
 qdurable_drive_failed(ZkEntry *e)
 {
@@ -545,6 +568,10 @@ qdurable_session_lost(ZkEntry *e, const char *why)
 	zk_retry_later(e);
 }
 
+/*
+ * The session ended (session_reset hook): every queue lists again and every
+ * naming is asked again; claims in flight are in doubt
+ */
 static void
 q_session_reset(void)
 {
