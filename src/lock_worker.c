@@ -1243,7 +1243,10 @@ lock_drive_failed(ZkEntry *e)
 		e->state = ZKE_DONE;
 }
 
-/* A drive or completion threw: the read fails unless answered, freed if let go */
+/*
+ * A drive or completion threw: the read fails unless answered, and is freed
+ * if it was let go.
+ */
 static void
 holders_drive_failed(ZkEntry *e)
 {

@@ -1070,7 +1070,10 @@ queue_subxact_end(bool commit, SubTransactionId mySubid,
 	}
 }
 
-/* The recipe's at_exit: let go of everything (claims back, nothing published) */
+/*
+ * The recipe's at_exit: let go of everything; the claims go back, nothing
+ * is published.
+ */
 static void
 queue_at_exit(void)
 {
