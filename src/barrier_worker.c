@@ -108,6 +108,7 @@ static List *idle_checks = NIL;	/* ids (Oid list): look again once idle */
 static MemoryContext b_cxt = NULL;
 static MemoryContext objs_cxt = NULL;	/* objs, byid and the waiter arrays */
 
+/* The context that names o to ZooKeeper: its id, never its address */
 static inline void *
 obj_ctx(BObj *o)
 {
@@ -132,6 +133,7 @@ static int	barrier_watch_ready(BObj *o);
 static void obj_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx);
 static void barrier_ready_event(zhandle_t *h, int type, int state, const char *path, void *ctx);
 
+/* The barriers' memory context, made on first use (objs_cxt is its child) */
 static MemoryContext
 b_context(void)
 {
@@ -141,6 +143,10 @@ b_context(void)
 	return b_cxt;
 }
 
+/*
+ * The path of the gate, arrivals node or barrier "name" (encoded) under
+ * <root>/<what>; what is "gates", "arrivals" or "barriers".
+ */
 void
 zk_barrier_path(const char *what, const char *name, char *out, size_t outlen)
 {
@@ -150,6 +156,7 @@ zk_barrier_path(const char *what, const char *name, char *out, size_t outlen)
 	snprintf(out, outlen, "%s/%s/%s", zk_root, what, ename);
 }
 
+/* The directory under the root that holds the objects of operation op */
 static const char *
 op_dir(int op)
 {
@@ -166,6 +173,7 @@ op_dir(int op)
 	}
 }
 
+/* Make both tables, objs (by path) and byid (by id), in a new objs_cxt */
 static void
 objs_create(void)
 {
@@ -188,6 +196,11 @@ objs_create(void)
 	objs_peak = 0;
 }
 
+/*
+ * The object of (op, name), made with a fresh id and nothing known about it
+ * if it is new (a forgotten one comes back so and is probed again).  Marks
+ * it used now.
+ */
 static BObj *
 obj_get(int op, const char *name)
 {
@@ -232,6 +245,7 @@ obj_get(int op, const char *name)
 	return o;
 }
 
+/* Add e to o's waiters, unless it is one already */
 static void
 obj_add(BObj *o, ZkEntry *e)
 {
@@ -255,6 +269,11 @@ obj_add(BObj *o, ZkEntry *e)
 	o->nw++;
 }
 
+/*
+ * Nobody waits on o any more: take off its watches (the one on ready only
+ * when no exists on ready is in flight), and put it on idle_checks, whose
+ * recheck catches any watch this misses.
+ */
 static void
 obj_unwatch(BObj *o)
 {
@@ -315,6 +334,7 @@ obj_remove_entry(BObj *o, ZkEntry *e)
 		obj_unwatch(o);
 }
 
+/* The object e waits on: its barrier for a member, else by its step */
 static BObj *
 obj_of(ZkEntry *e)
 {
@@ -335,6 +355,7 @@ obj_waiter(BObj *o, int i)
 	return e;
 }
 
+/* Drop the waiters that are gone, answered or let go */
 static void
 obj_compact(BObj *o)
 {
@@ -353,6 +374,11 @@ obj_compact(BObj *o)
 	}
 }
 
+/*
+ * Something may have changed about o: probe it now, or when the probe in
+ * flight returns (again), or once the session is usable (retry).  With no
+ * waiter left it drops its watches instead.
+ */
 static void
 obj_kick(BObj *o)
 {
@@ -489,6 +515,10 @@ gate_probed(int rc, const struct Stat *stat, const void *data)
 
 /* ---- arrivals ---- */
 
+/*
+ * Answer o's waiters from a count of arrivals: granted once the count
+ * reaches a waiter's parties, busy for a try that it does not.
+ */
 static void
 arrivals_answer(BObj *o, int count)
 {
@@ -826,6 +856,12 @@ barrier_evaluate(BObj *o)
 	}
 }
 
+/*
+ * Send o's probe, with a watch: an exists for a gate, a listing for
+ * arrivals, and for a barrier the exists watch on ready then the listing.
+ * A request that cannot be sent counts as a connection loss (probed again
+ * once the session is usable).
+ */
 static void
 obj_probe(BObj *o)
 {
@@ -877,6 +913,7 @@ bwait_drive(ZkEntry *e)
 	obj_kick(o);
 }
 
+/* A drive of the wait threw: fail it, or free it if it was let go */
 static void
 bwait_drive_failed(ZkEntry *e)
 {
@@ -889,6 +926,10 @@ bwait_drive_failed(ZkEntry *e)
 		zk_fail(e, ERRCODE_INTERNAL_ERROR, "the zklock worker failed while serving the wait");
 }
 
+/*
+ * The session ended: the wait stays on its object, which probes again once
+ * a session is usable; a wait let go is freed.
+ */
 static void
 bwait_session_lost(ZkEntry *e, const char *why)
 {
@@ -1054,6 +1095,11 @@ objs_forget_idle(void)
 		objs_rebuild();
 }
 
+/*
+ * The recipe's session_reset: the old session's probes and watches are
+ * void, so every object with waiters probes again once the new session is
+ * usable.  rinflight stays: the exists on ready are still answered.
+ */
 static void
 b_session_reset(void)
 {
@@ -1078,6 +1124,12 @@ b_session_reset(void)
 static void binfo_session_lost(ZkEntry *e, const char *why);
 static void member_session_lost(ZkEntry *e, const char *why);
 
+/*
+ * The recipe's session_usable, every turn the session is usable.  The first
+ * time it adopts the barrier entries a previous worker left in shared
+ * memory; then idle rechecks and forgetting, after a reconnect the watches
+ * nobody waits on, and the probes that waited for a usable session.
+ */
 static void
 b_session_usable(void)
 {
@@ -1145,6 +1197,7 @@ b_session_usable(void)
 static void member_step(ZkEntry *e);
 static void leave_list(ZkEntry *e);
 
+/* The path of child (a member's guid, or ready) in e's barrier */
 static void
 member_path(ZkEntry *e, const char *child, char *out, size_t outlen)
 {
@@ -1179,6 +1232,11 @@ member_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 	COMPLETION_END(e);
 }
 
+/*
+ * Take off the exists watch a leaving member set (leave_watch): only ours,
+ * locally, while other watchers here share the path or the session is not
+ * usable; else the session's watch on the server too.
+ */
 static void
 member_unwatch(ZkEntry *e)
 {
@@ -1242,6 +1300,7 @@ member_deleted(int rc, const void *ctx)
 	COMPLETION_END(e);
 }
 
+/* Send the delete of e's member node; retried later if it cannot be sent */
 static void
 member_send_delete(ZkEntry *e)
 {
@@ -1340,6 +1399,11 @@ member_stat(int rc, const struct Stat *stat, const void *ctx)
 	COMPLETION_END(e);
 }
 
+/*
+ * Create e's ephemeral member node, named by its guid, in the barrier's
+ * container node (after a ZNONODE the root and the barriers directory
+ * first).  An entering member's exists watch on ready goes right behind.
+ */
 static void
 member_send_create(ZkEntry *e)
 {
@@ -1389,6 +1453,7 @@ member_send_create(ZkEntry *e)
 
 /* ---- leaving ---- */
 
+/* qsort comparator of C strings */
 static int
 cmp_str(const void *a, const void *b)
 {
@@ -1439,6 +1504,7 @@ leave_exists(int rc, const struct Stat *stat, const void *ctx)
 	COMPLETION_END(e);
 }
 
+/* Watch the member child of e's barrier (an exists) until it leaves */
 static void
 leave_watch(ZkEntry *e, const char *child)
 {
@@ -1533,6 +1599,7 @@ leave_listed(int rc, const struct String_vector *sv, const void *ctx)
 	COMPLETION_END(e);
 }
 
+/* List e's barrier to decide how the leaving member waits (leave_listed) */
 static void
 leave_list(ZkEntry *e)
 {
@@ -1638,6 +1705,11 @@ member_step(ZkEntry *e)
 	}
 }
 
+/*
+ * A drive of the member threw: forget what was in flight.  A member let go
+ * still deletes its node (retried); any other is retried three times, then
+ * fails.
+ */
 static void
 member_drive_failed(ZkEntry *e)
 {
@@ -1698,6 +1770,7 @@ typedef struct BInfo
 	char		dir[ZK_PATH_MAX];
 } BInfo;
 
+/* The entry bi answers, or NULL if it was freed (and maybe reused) since */
 static ZkEntry *
 binfo_entry(BInfo *bi)
 {
@@ -1706,6 +1779,11 @@ binfo_entry(BInfo *bi)
 	return (e->gen == bi->gen && e->state != ZKE_FREE) ? e : NULL;
 }
 
+/*
+ * All of bi's requests are answered: hand the rows to the owner in a dsa
+ * answer, or start over if a read failed, or free the entry if it was let
+ * go.  Frees bi.
+ */
 static void
 binfo_finish(BInfo *bi)
 {
@@ -1744,6 +1822,7 @@ binfo_finish(BInfo *bi)
 	pfree(bi);
 }
 
+/* One of bi's requests is answered; the last one finishes it */
 static void
 binfo_step_done(BInfo *bi)
 {
@@ -1945,6 +2024,7 @@ binfo_drive(ZkEntry *e)
 	}
 }
 
+/* A drive of the read threw: fail it, or free it if it was let go */
 static void
 binfo_drive_failed(ZkEntry *e)
 {
@@ -1955,6 +2035,7 @@ binfo_drive_failed(ZkEntry *e)
 		zk_fail(e, ERRCODE_INTERNAL_ERROR, "the zklock worker failed while reading the arrivals");
 }
 
+/* The session ended: the read starts over when usable, unless answered */
 static void
 binfo_session_lost(ZkEntry *e, const char *why)
 {

@@ -122,6 +122,7 @@ ignore_void(int rc, const void *data)
 {
 }
 
+/* The memory context of calls and the survey, made on first use */
 static MemoryContext
 hist_context(void)
 {
@@ -133,12 +134,14 @@ hist_context(void)
 	return cxt;
 }
 
+/* This run's id, made at the start of shared memory */
 uint64
 zk_history_run(void)
 {
 	return zk_ctl->run_id;
 }
 
+/* A run's name, as in its node: <system identifier>-<run in hex> */
 void
 zk_history_run_name(uint64 run, char *out, size_t outlen)
 {
@@ -146,6 +149,7 @@ zk_history_run_name(uint64 run, char *out, size_t outlen)
 			 (unsigned long long) run);
 }
 
+/* The path of run's node, or of its child (live, heir) when child is set */
 static void
 run_path(uint64 run, const char *child, char *out, size_t outlen)
 {
@@ -208,6 +212,10 @@ own_load(void)
 	FreeFile(f);
 }
 
+/*
+ * Name this run in HIST_OWN_FILE, with where it runs, for the next start to
+ * find (own_load).  A file that cannot be written only costs that proof.
+ */
 static void
 own_save(void)
 {
@@ -221,6 +229,10 @@ own_save(void)
 	(void) FreeFile(f);
 }
 
+/*
+ * Read the lineage file into chain and forks (the oldest dropped beyond
+ * their bounds), after HIST_OWN_FILE.  A missing file is an empty lineage.
+ */
 static void
 chain_load(void)
 {
@@ -271,6 +283,10 @@ chain_load(void)
 	FreeFile(f);
 }
 
+/*
+ * Write chain and forks to the lineage file durably (a temporary file,
+ * fsync, durable_rename).  False, logged, if it could not.
+ */
 static bool
 chain_save(void)
 {
@@ -305,6 +321,11 @@ chain_save(void)
 	return ok;
 }
 
+/*
+ * Is run an earlier run of this data directory?  Then *fork_lsn is the
+ * insert position where the run after it began: its marks lie before it.
+ * False for this run and for runs the lineage file does not list.
+ */
 bool
 zk_history_lineage(uint64 run, uint64 *fork_lsn)
 {
@@ -324,6 +345,7 @@ zk_history_lineage(uint64 run, uint64 *fork_lsn)
 	return false;
 }
 
+/* Is run one this server found alive after it started (a copy's original)? */
 static bool
 denied(uint64 run)
 {
@@ -335,6 +357,10 @@ denied(uint64 run)
 	return false;
 }
 
+/*
+ * Remember run as a copy's original in the lineage file, never to be taken
+ * over, and say so once with a WARNING.
+ */
 static void
 deny(uint64 run)
 {
@@ -498,6 +524,7 @@ reg_live_done(int rc, const void *data)
 	COMPLETION_END(none);
 }
 
+/* The run node's content: cluster, run, timeline, start, port, pid, time */
 static void
 reg_data(char *out, size_t outlen)
 {
@@ -597,6 +624,10 @@ zk_history_turn(void)
 		pfree(c);
 }
 
+/*
+ * The session ended (the queue's session_reset): "live" and the heir check
+ * must be done again on the next one; answers to the old one are ignored.
+ */
 void
 zk_history_session_reset(void)
 {
@@ -606,12 +637,17 @@ zk_history_session_reset(void)
 	reg_session = 0;
 }
 
+/*
+ * May new claims and publications go ahead?  Only once this run is live
+ * and found not taken over, on a primary that is not fenced.
+ */
 bool
 zk_history_ready(void)
 {
 	return reg_live && reg_checked && !zk_ctl->run_fenced && !RecoveryInProgress();
 }
 
+/* Did another server take this run over (until the next restart)? */
 bool
 zk_history_fenced(void)
 {
@@ -623,6 +659,10 @@ zk_history_fenced(void)
  * ------------------------------------------------------------------------
  */
 
+/*
+ * Is the record xr just read the "zklock" logical message of transaction
+ * fxid with run's ZkHistMark (transactional, nothing else in it)?
+ */
 static bool
 mark_matches(XLogReaderState *xr, uint64 run, uint64 fxid)
 {
@@ -733,12 +773,14 @@ zk_history_verify(uint32 tli, uint64 rec, uint64 run, uint64 fxid)
  * ------------------------------------------------------------------------
  */
 
+/* How long a run must stay alive, seen from here, to be a copy's original */
 static int
 hist_window_ms(void)
 {
 	return Max(zk_session_timeout, zk_ctl->session_timeout) * 3 / 2 + 5000;
 }
 
+/* One request of a survey or claim is answered; the last calls back */
 static void
 survey_one_done(void)
 {
@@ -763,6 +805,7 @@ static uint64 dead_run[DEAD_SEEN_MAX];
 static TimestampTz dead_since[DEAD_SEEN_MAX];
 static int	ndead = 0;
 
+/* run was found alive: its dead spell, if any, ends */
 static void
 forget_dead(uint64 run)
 {
@@ -778,6 +821,11 @@ forget_dead(uint64 run)
 		}
 }
 
+/*
+ * Has run been without "live" for the grace, counted while this server was
+ * in touch with the quorum?  Starts its spell if new (and postpones the
+ * pass).  This data directory's own previous run needs no grace.
+ */
 static bool
 dead_long_enough(uint64 run)
 {
@@ -1047,6 +1095,7 @@ zk_history_survey(zk_history_cb done, void *arg)
 	return true;
 }
 
+/* The survey's record of run, or NULL */
 static RunRec *
 find_run(uint64 run)
 {
@@ -1058,6 +1107,10 @@ find_run(uint64 run)
 	return NULL;
 }
 
+/*
+ * What the last survey found run to be; a run it did not list is denied if
+ * the lineage file says so, else unknown.
+ */
 ZkRunStatus
 zk_history_status(uint64 run)
 {
@@ -1104,12 +1157,17 @@ zk_history_connected(void)
 	connected_at = GetCurrentTimestamp();
 }
 
+/*
+ * Must the settling pass come back later?  A run was alive or not yet dead
+ * long enough, or there were more runs than one survey reads.
+ */
 bool
 zk_history_postponed(void)
 {
 	return survey_postponed;
 }
 
+/* The settling pass found run is an ancestor: take it over, if it is dead */
 void
 zk_history_want(uint64 run)
 {
@@ -1121,6 +1179,10 @@ zk_history_want(uint64 run)
 
 static ZkLogLimit run_left_log;
 
+/*
+ * The settling pass left a node of run alone: counted (a run with nodes
+ * left is not forgotten), and logged once why, unless it is only waited for.
+ */
 void
 zk_history_left(uint64 run)
 {

@@ -57,6 +57,7 @@ try_common(FunctionCallInfo fcinfo, bool key, ZkMode mode, ZkScope scope)
 	PG_RETURN_BOOL(acquired);
 }
 
+/* zk_unlock(_shared)(_key): let go of one session-scope hold; false if none */
 static Datum
 unlock_common(FunctionCallInfo fcinfo, bool key, ZkMode mode)
 {
@@ -71,6 +72,7 @@ unlock_common(FunctionCallInfo fcinfo, bool key, ZkMode mode)
 	PG_FUNCTION_INFO_V1(fn); \
 	Datum fn(PG_FUNCTION_ARGS) { return body; }
 
+/* SQL: zk_lock, zk_lock_shared, zk_session_lock(_shared), by name or _key */
 ZK_SQL_FUNC(zk_lock, lock_common(fcinfo, false, ZKM_EXCLUSIVE, ZKS_TRANSACTION))
 ZK_SQL_FUNC(zk_lock_key, lock_common(fcinfo, true, ZKM_EXCLUSIVE, ZKS_TRANSACTION))
 ZK_SQL_FUNC(zk_lock_shared, lock_common(fcinfo, false, ZKM_SHARED, ZKS_TRANSACTION))
@@ -79,6 +81,7 @@ ZK_SQL_FUNC(zk_session_lock, lock_common(fcinfo, false, ZKM_EXCLUSIVE, ZKS_SESSI
 ZK_SQL_FUNC(zk_session_lock_key, lock_common(fcinfo, true, ZKM_EXCLUSIVE, ZKS_SESSION))
 ZK_SQL_FUNC(zk_session_lock_shared, lock_common(fcinfo, false, ZKM_SHARED, ZKS_SESSION))
 ZK_SQL_FUNC(zk_session_lock_shared_key, lock_common(fcinfo, true, ZKM_SHARED, ZKS_SESSION))
+/* SQL: the zk_try_* family: a boolean instead of a wait */
 ZK_SQL_FUNC(zk_try_lock, try_common(fcinfo, false, ZKM_EXCLUSIVE, ZKS_TRANSACTION))
 ZK_SQL_FUNC(zk_try_lock_key, try_common(fcinfo, true, ZKM_EXCLUSIVE, ZKS_TRANSACTION))
 ZK_SQL_FUNC(zk_try_lock_shared, try_common(fcinfo, false, ZKM_SHARED, ZKS_TRANSACTION))
@@ -87,6 +90,7 @@ ZK_SQL_FUNC(zk_try_session_lock, try_common(fcinfo, false, ZKM_EXCLUSIVE, ZKS_SE
 ZK_SQL_FUNC(zk_try_session_lock_key, try_common(fcinfo, true, ZKM_EXCLUSIVE, ZKS_SESSION))
 ZK_SQL_FUNC(zk_try_session_lock_shared, try_common(fcinfo, false, ZKM_SHARED, ZKS_SESSION))
 ZK_SQL_FUNC(zk_try_session_lock_shared_key, try_common(fcinfo, true, ZKM_SHARED, ZKS_SESSION))
+/* SQL: zk_unlock and zk_unlock_shared, by name or _key */
 ZK_SQL_FUNC(zk_unlock, unlock_common(fcinfo, false, ZKM_EXCLUSIVE))
 ZK_SQL_FUNC(zk_unlock_key, unlock_common(fcinfo, true, ZKM_EXCLUSIVE))
 ZK_SQL_FUNC(zk_unlock_shared, unlock_common(fcinfo, false, ZKM_SHARED))
@@ -102,6 +106,7 @@ zk_unlock_all(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+/* The token of the lock this backend holds on the name, or NULL */
 static Datum
 token_common(FunctionCallInfo fcinfo, bool key)
 {
@@ -117,6 +122,7 @@ token_common(FunctionCallInfo fcinfo, bool key)
 	PG_RETURN_INT64(token);
 }
 
+/* SQL: zk_lock_token(name), zk_lock_token_key(key): NULL unless held */
 ZK_SQL_FUNC(zk_lock_token, token_common(fcinfo, false))
 ZK_SQL_FUNC(zk_lock_token_key, token_common(fcinfo, true))
 
@@ -135,30 +141,35 @@ typedef struct NodeData
 static const char *const node_fields[8] =
 {"cluster", "host", "port", "database", "pid", "user", "application", "since"};
 
+/* JSON callbacks of parse_node_data: depth counts the objects we are in */
 static void
 nd_object_start(void *state)
 {
 	((NodeData *) state)->depth++;
 }
 
+/* (parse_node_data) the end of an object */
 static void
 nd_object_end(void *state)
 {
 	((NodeData *) state)->depth--;
 }
 
+/* (parse_node_data) inside an array no field is ours */
 static void
 nd_array_start(void *state)
 {
 	((NodeData *) state)->adepth++;
 }
 
+/* (parse_node_data) the end of an array */
 static void
 nd_array_end(void *state)
 {
 	((NodeData *) state)->adepth--;
 }
 
+/* (parse_node_data) remember the name of a top-level field */
 static void
 nd_field_start(void *state, char *fname, bool isnull)
 {
@@ -167,6 +178,7 @@ nd_field_start(void *state, char *fname, bool isnull)
 	nd->field = (nd->depth == 1) ? pstrdup(fname) : NULL;
 }
 
+/* (parse_node_data) keep a top-level scalar if it is one of node_fields */
 static void
 nd_scalar(void *state, char *token, JsonTokenType tokentype)
 {
@@ -235,6 +247,7 @@ typedef struct HolderRow
 	char	   *data;
 } HolderRow;
 
+/* qsort comparator of HolderRows: creation order */
 static int
 holder_cmp(const void *a, const void *b)
 {
@@ -245,6 +258,12 @@ holder_cmp(const void *a, const void *b)
 	return (x->rec->czxid > y->rec->czxid) - (x->rec->czxid < y->rec->czxid);
 }
 
+/*
+ * zk_lock_holders, zk_election_candidates and zk_semaphore_holders: every
+ * contender of the name, read by the worker into a DSM segment, in
+ * creation order, with its state as the worker would decide it and the
+ * identity zklock writes into its nodes (NULLs for another client's).
+ */
 static Datum
 holders_common(FunctionCallInfo fcinfo, bool key, int family)
 {
@@ -366,13 +385,17 @@ holders_common(FunctionCallInfo fcinfo, bool key, int family)
 	return (Datum) 0;
 }
 
+/* SQL: zk_lock_holders(name), zk_lock_holders_key(key) */
 ZK_SQL_FUNC(zk_lock_holders, holders_common(fcinfo, false, ZKF_LOCKS))
 ZK_SQL_FUNC(zk_lock_holders_key, holders_common(fcinfo, true, ZKF_LOCKS))
+/* SQL: zk_election_candidates(name): the candidates are lock contenders */
 ZK_SQL_FUNC(zk_election_candidates, holders_common(fcinfo, false, ZKF_ELECTIONS))
+/* SQL: zk_semaphore_holders(name): the pool's leases, all shown held */
 ZK_SQL_FUNC(zk_semaphore_holders, holders_common(fcinfo, false, ZKF_SEMPOOL))
 
 /* ---- zk_locks ---- */
 
+/* zk_snapshot_entries filter of zk_locks: the live entries of SQL locks */
 static bool
 want_lock(ZkEntry *e)
 {
@@ -450,6 +473,7 @@ zk_locks_internal(PG_FUNCTION_ARGS)
 
 /* ---- zk_entries: every entry of the table, whatever its kind ---- */
 
+/* The name of a kind in zk_entries (from recipelist.h), or "?" */
 static const char *
 kind_name(int kind)
 {
@@ -464,6 +488,7 @@ kind_name(int kind)
 	return kind >= 0 && kind < ZKK_NUM ? names[kind] : "?";
 }
 
+/* The name of a ZkEntryState in zk_entries, or "?" */
 static const char *
 state_name(int state)
 {
@@ -474,6 +499,7 @@ state_name(int state)
 	return state >= 0 && state <= ZKE_DONE ? names[state] : "?";
 }
 
+/* The name of a ZkOutcome in zk_entries, or "?" */
 static const char *
 outcome_name(int outcome)
 {
@@ -497,6 +523,8 @@ want_any(ZkEntry *e)
 }
 
 PG_FUNCTION_INFO_V1(zk_entries_internal);
+
+/* SQL: zk_entries_internal(), behind the view zk_entries */
 Datum
 zk_entries_internal(PG_FUNCTION_ARGS)
 {

@@ -32,9 +32,9 @@
  *	  its parent gone recreates the chain and tries once more.
  *
  *	  The lock is a recipe on the common base (recipe.h): the worker's
- *	  common code calls zk_lock_recipe's operations and knows nothing of
+ *	  common code calls zk_lock_ops' operations and knows nothing of
  *	  what follows.  zk_lock_holders' one-off read of every contender is a
- *	  second kind of entry with its own table, zk_holders_recipe.
+ *	  second kind of entry with its own table, zk_holders_ops.
  *
  *	  Everything here runs in the worker with zk_ctl->lock held: the
  *	  completions and watchers take it themselves (COMPLETION_BEGIN), and
@@ -63,12 +63,14 @@ static void lock_drive(ZkEntry *e);
 
 /* ---- helpers ---- */
 
+/* The lock's parent node, under its family's directory (names.c) */
 static void
 parent_path(ZkEntry *e, char *buf, size_t len)
 {
 	zk_lock_parent(e->name, e->family, buf, len);
 }
 
+/* The path of child (a contender's name) under e's lock parent */
 static void
 node_path(ZkEntry *e, const char *child, char *buf, size_t len)
 {
@@ -280,6 +282,10 @@ unverified_writer(ZkEntry *e, ZkContender *c, int n, int me)
 	return -1;
 }
 
+/*
+ * Does a contender's data look like zklock's own node data (a JSON object
+ * that begins with "cluster")?  Only the upgrade check asks (writer_checked).
+ */
 static bool
 zklock_node_data(const char *value, int value_len)
 {
@@ -409,6 +415,7 @@ static CzxidList **czxid_lists = NULL;
 
 static void decide(ZkEntry *e, ZkContender *c, int n);
 
+/* Free entry idx's czxid listing, if it has one */
 static void
 czxid_list_free(uint32 idx)
 {
@@ -844,6 +851,11 @@ create_done(int rc, const char *name, const struct Stat *stat, const void *ctx)
 
 /* ---- requests ---- */
 
+/*
+ * List the lock's parent (list_done decides).  Retried once the session is
+ * usable; a listing the client refuses for good fails the request and
+ * deletes the node, if any.
+ */
 static void
 send_list(ZkEntry *e)
 {
@@ -863,6 +875,11 @@ send_list(ZkEntry *e)
 		send_delete(e);
 }
 
+/*
+ * Delete e's node, nobody waiting (DELETING; delete_done frees or settles
+ * the entry).  Takes its watch off first; with no node known the entry is
+ * settled at once (zk_node_gone).
+ */
 static void
 send_delete(ZkEntry *e)
 {
@@ -890,6 +907,11 @@ send_delete(ZkEntry *e)
 		zk_node_gone(e);
 }
 
+/*
+ * Create e's ephemeral sequential node (a fresh guid, __lock__ or
+ * __rlock__) and pipeline the listing behind it.  Back to PENDING and the
+ * retry list if the session is not usable.
+ */
 static void
 send_create(ZkEntry *e)
 {
@@ -942,6 +964,11 @@ typedef struct HolderGet
 	char		name[FLEXIBLE_ARRAY_MEMBER];
 } HolderGet;
 
+/*
+ * Every contender of a zk_lock_holders read is answered (or the read
+ * failed): detach the backend's segment, answer the owner, and free the
+ * entry if it was let go meanwhile, else DONE.
+ */
 static void
 holders_finish(ZkEntry *e)
 {
@@ -1072,6 +1099,11 @@ holders_list_done(int rc, const struct String_vector *kids, const void *ctx)
 	COMPLETION_END(e);
 }
 
+/*
+ * Drive a zk_lock_holders read: attach the segment the backend made and
+ * list the lock (holders_list_done reads every contender into it); once
+ * DONE and let go, free it.
+ */
 static void
 holders_drive(ZkEntry *e)
 {
@@ -1211,6 +1243,10 @@ lock_drive_failed(ZkEntry *e)
 		e->state = ZKE_DONE;
 }
 
+/*
+ * A drive or completion threw: the read fails unless answered, and is freed
+ * if it was let go.
+ */
 static void
 holders_drive_failed(ZkEntry *e)
 {
@@ -1290,6 +1326,10 @@ lock_session_lost(ZkEntry *e, const char *why)
 	}
 }
 
+/*
+ * The session ended: a read not yet sent waits for the next session, one
+ * in flight fails (its late answers find the segment detached).
+ */
 static void
 holders_session_lost(ZkEntry *e, const char *why)
 {

@@ -43,6 +43,7 @@
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
 
+/* May byte c stand for itself in a path component (letters, digits, _ . -)? */
 static bool
 plain_byte(unsigned char c)
 {
@@ -254,12 +255,18 @@ zk_encode_name(const char *name, int len, char *out)
 static char ns_cache[ZKLOCK_NS_MAX + 1];
 static bool ns_cached = false;
 
+/* zklock.namespace was set (its assign hook): expand it again when used */
 void
 zk_namespace_changed(void)
 {
 	ns_cached = false;
 }
 
+/*
+ * This backend's namespace in UTF-8 ("" for the root one), "$database"
+ * expanded; cached until the setting changes.  Raises 22023 or 22021 for a
+ * namespace that cannot be one.
+ */
 const char *
 zk_current_namespace(void)
 {
@@ -539,6 +546,7 @@ zk_node_is_contender(const char *child, bool *shared)
 	return zk_node_seq(child, &seq);
 }
 
+/* qsort comparator of contenders: by key (creation order), then by name */
 static int
 contender_cmp(const void *a, const void *b)
 {
@@ -550,6 +558,7 @@ contender_cmp(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
+/* Sort contenders into creation order, as zk_lock_blocker wants them */
 void
 zk_sort_contenders(ZkContender *c, int n)
 {
@@ -714,6 +723,7 @@ zk_queue_node_priority(const char *child, int *priority)
  */
 #define ZKQ_MSG_ID_BASE		(UINT64CONST(1) << 62)
 
+/* The id of the item node named node, created at czxid (the rule above) */
 int64
 zk_queue_msg_id(int64 czxid, const char *node)
 {

@@ -78,6 +78,7 @@ static uint32 claim_counter = 0;
 
 /* ---- helpers ---- */
 
+/* Refuse an empty queue name or one over ZKLOCK_NAME_MAX bytes (22023) */
 void
 zk_queue_check_name(const char *name, int len)
 {
@@ -95,6 +96,7 @@ zk_queue_check_name(const char *name, int len)
 				 errhint("Use a shorter name.")));
 }
 
+/* Refuse "what" on a hot standby (25006): no transaction id to tie it to */
 static void
 require_primary(const char *what)
 {
@@ -153,6 +155,10 @@ mark_xid_insert(uint64 *fxid, uint64 *lsn, uint32 *tli, uint64 *rec)
 	return false;
 }
 
+/*
+ * The second half of mark_xid: flush the record mark_xid_insert wrote and
+ * remember it as this transaction's mark.
+ */
 static void
 mark_xid_flush(void)
 {
@@ -163,6 +169,11 @@ mark_xid_flush(void)
 	marked_rec = unflushing_rec;
 }
 
+/*
+ * Let go of the entry (idx, gen) with the decision the worker is to carry
+ * out (ZKQD_COMMIT or ZKQD_NONE), written before the release is seen;
+ * nothing if it is no longer ours.  The caller wakes the worker.
+ */
 static void
 release_idx(uint32 idx, uint32 gen, uint8 decision)
 {
@@ -178,7 +189,10 @@ release_idx(uint32 idx, uint32 gen, uint8 decision)
 	(void) zk_release_entry(idx, gen);
 }
 
-/* A new queue entry, queued for the worker; returns its index and gen */
+/*
+ * A new queue entry of this backend, filled in and returned with
+ * zk_ctl->lock held; submit() queues it and says its index and gen.
+ */
 static ZkEntry *
 new_queue_entry(ZkKind kind, const char *qname, int qlen)
 {
@@ -187,6 +201,10 @@ new_queue_entry(ZkKind kind, const char *qname, int qlen)
 						ZKM_EXCLUSIVE, ZKS_TRANSACTION, false);
 }
 
+/*
+ * Queue the entry new_queue_entry returned and release zk_ctl->lock;
+ * *idx and *gen name it from now on.  Wakes the worker.
+ */
 static void
 submit(ZkEntry *e, uint32 *idx, uint32 *gen)
 {
@@ -199,6 +217,11 @@ submit(ZkEntry *e, uint32 *idx, uint32 *gen)
 
 /* ---- enqueue ---- */
 
+/*
+ * Keep an item for this (sub)transaction, to be published at its COMMIT
+ * (queue_pre_commit); checks the priority, name and sizes first, so that
+ * what is kept fits in one publishing request.
+ */
 void
 zk_queue_enqueue(const char *qname, int qlen, const char *payload, Size plen, int priority)
 {
@@ -336,6 +359,7 @@ zk_queue_txn_op(int op, const char *relpath, const char *data, int dlen, const c
 	pending_bytes += cost;
 }
 
+/* Forget every item and write kept for this transaction */
 static void
 free_items(void)
 {
@@ -498,6 +522,7 @@ queue_pre_commit(void)
 				 errhint("Retry the transaction.")));
 }
 
+/* PREPARE TRANSACTION of a transaction with queue work is refused (0A000) */
 static void
 queue_pre_prepare(void)
 {
@@ -511,6 +536,11 @@ queue_pre_prepare(void)
 
 /* ---- dequeue ---- */
 
+/*
+ * The data of e's claim nodes (JSON): cluster, transaction, run, timeline,
+ * its mark's LSN and record, a claim id unique to this backend, pid, port
+ * and host -- what the settling pass needs to end it after a crash.
+ */
 static void
 build_claim_data(ZkEntry *e, uint64 fxid, uint64 lsn, uint32 tli, uint64 rec)
 {
@@ -544,6 +574,7 @@ build_claim_data(ZkEntry *e, uint64 fxid, uint64 lsn, uint32 tli, uint64 rec)
 	pfree(buf.data);
 }
 
+/* qsort comparator of claimed messages: queue order (their node names) */
 static int
 cmp_msgs(const void *a, const void *b)
 {
@@ -828,6 +859,7 @@ zk_queue_info(ZkQinfoOp op, const char *qname, int qlen, int n, uint64 arg,
 	return zk_entry(*idx);
 }
 
+/* The caller has read zk_queue_info's answer: let go of the entry */
 void
 zk_queue_info_done(uint32 idx, uint32 gen)
 {
@@ -883,6 +915,10 @@ zk_queue_pending_items(const char *qname, int qlen)
 
 /* ---- end of transaction ---- */
 
+/*
+ * Let go of the claims of this transaction (all) or of subtransaction
+ * subid, to be consumed (commit) or put back; wakes the worker.
+ */
 static void
 release_claims(bool commit, bool all, SubTransactionId subid)
 {
@@ -904,6 +940,12 @@ release_claims(bool commit, bool all, SubTransactionId subid)
 		zk_wake_worker();
 }
 
+/*
+ * The recipe's xact_end: once the commit record is flushed, let go of the
+ * claims and of the publication with the transaction's decision; after a
+ * COMMIT wait up to zklock.commit_timeout for the items to be visible,
+ * and warn if they are not (the worker publishes them later).
+ */
 static void
 queue_xact_end(bool commit)
 {
@@ -978,6 +1020,11 @@ queue_xact_end(bool commit)
 	marked_fxid = 0;
 }
 
+/*
+ * The recipe's subxact_end: a committed subtransaction hands its items and
+ * claims to its parent; an aborted one drops its items and lets go of its
+ * claims and of a dequeue still waiting.
+ */
 static void
 queue_subxact_end(bool commit, SubTransactionId mySubid,
 				  SubTransactionId parentSubid)
@@ -1023,6 +1070,10 @@ queue_subxact_end(bool commit, SubTransactionId mySubid,
 	}
 }
 
+/*
+ * The recipe's at_exit: let go of everything; the claims go back, nothing
+ * is published.
+ */
 static void
 queue_at_exit(void)
 {

@@ -34,6 +34,7 @@ PG_FUNCTION_INFO_V1(zk_queue_drop);
 PG_FUNCTION_INFO_V1(zk_queues_internal);
 PG_FUNCTION_INFO_V1(zk_queue_release_cluster);
 
+/* Raise 22004 for an argument that must not be NULL, named by what */
 static void
 null_arg(const char *what)
 {
@@ -59,6 +60,7 @@ queue_arg(FunctionCallInfo fcinfo, int *len)
 	return zk_name_to_utf8(VARDATA_ANY(t), rawlen, len);
 }
 
+/* Integer argument argno, dflt when the call leaves it out; NULL is refused */
 static int
 int_arg(FunctionCallInfo fcinfo, int argno, int dflt, const char *what)
 {
@@ -116,6 +118,7 @@ typedef struct EmitCtx
 	ReturnSetInfo *rsinfo;
 } EmitCtx;
 
+/* A ZooKeeper time (Unix milliseconds) as a TimestampTz */
 static TimestampTz
 zk_time(int64 ms)
 {
@@ -155,6 +158,10 @@ utf8_to_server_strict(const char *s, int len)
 	return (char *) out;
 }
 
+/*
+ * zkq_emit_fn of the dequeues: one zk_message row (id, priority, enqueued
+ * at, payload, and body: the payload as text when this database can hold it)
+ */
 static void
 emit_message(const ZkMsgRec *m, const char *payload, void *arg)
 {
@@ -221,6 +228,7 @@ zk_try_dequeue_sql(PG_FUNCTION_ARGS)
 
 /* ---- reads ---- */
 
+/* A queue read that answers with one number (length, purge) */
 static int64
 count_request(FunctionCallInfo fcinfo, ZkQinfoOp op, const char *what)
 {
@@ -346,6 +354,7 @@ answer_map(ZkEntry *e, dsm_segment **seg)
 	return NULL;
 }
 
+/* Detach the segment answer_map attached, if it did */
 static void
 answer_unmap(dsm_segment *seg)
 {

@@ -58,6 +58,7 @@ static uint32 guard_gen = 0;
 static uint32 taking_idx = ZKLOCK_NO_ENTRY;
 static uint32 taking_gen = 0;
 
+/* Let go of entry *idx (if any and still ours), forget it, wake the worker */
 static void
 let_go(uint32 *idx, uint32 gen)
 {
@@ -68,6 +69,7 @@ let_go(uint32 *idx, uint32 gen)
 	zk_wake_worker();
 }
 
+/* This backend's lease of the semaphore name (UTF-8, qualified), or NULL */
 static LocalSem *
 find_sem(const char *name, int len)
 {
@@ -83,6 +85,7 @@ find_sem(const char *name, int len)
 	return NULL;
 }
 
+/* Drop ls and let go of its lease: its last hold ended, or it was lost */
 static void
 forget(LocalSem *ls)
 {
@@ -431,6 +434,10 @@ sem_pre_commit(void)
 	}
 }
 
+/*
+ * End this backend's transaction holds (xact) and/or session holds
+ * (session) on every semaphore; a lease left without a hold is let go.
+ */
 static void
 drop_holds(bool xact, bool session)
 {
@@ -459,12 +466,17 @@ drop_holds(bool xact, bool session)
 	}
 }
 
+/* The recipe's xact_end: transaction holds end, committed or not */
 static void
 sem_xact_end(bool commit)
 {
 	drop_holds(true, false);
 }
 
+/*
+ * The recipe's subxact_end: a committed subtransaction's holds pass to its
+ * parent, an aborted one's end (and a lease left without a hold goes).
+ */
 static void
 sem_subxact_end(bool commit, SubTransactionId mySubid, SubTransactionId parentSubid)
 {
@@ -494,6 +506,7 @@ sem_subxact_end(bool commit, SubTransactionId mySubid, SubTransactionId parentSu
 	}
 }
 
+/* PREPARE TRANSACTION with a transaction hold on a lease is refused (0A000) */
 static void
 sem_pre_prepare(void)
 {
@@ -508,6 +521,7 @@ sem_pre_prepare(void)
 					 errhint("Commit or roll back the transaction instead.")));
 }
 
+/* The recipe's at_exit: a guard or lease being taken, and every lease, go */
 static void
 sem_at_exit(void)
 {

@@ -25,6 +25,7 @@ PG_FUNCTION_INFO_V1(zk_try_session_semaphore);
 PG_FUNCTION_INFO_V1(zk_semaphore_release);
 PG_FUNCTION_INFO_V1(zk_semaphores_internal);
 
+/* The max_leases argument argno: not NULL, at least 1 (22004, 22023) */
 static int32
 arg_max(FunctionCallInfo fcinfo, int argno)
 {
@@ -45,6 +46,11 @@ arg_max(FunctionCallInfo fcinfo, int argno)
 	return max;
 }
 
+/*
+ * The zk_semaphore families: take a lease on the named semaphore of
+ * max_leases for the transaction or the session; a try answers whether
+ * it got one, without waiting for the pool.
+ */
 static Datum
 sem_common(FunctionCallInfo fcinfo, ZkScope scope, bool try_only)
 {
@@ -104,6 +110,7 @@ zk_semaphore_release(PG_FUNCTION_ARGS)
 
 /* ---- zk_semaphores: this cluster's leases and waiters ---- */
 
+/* zk_snapshot_entries filter of zk_semaphores: leases, and waiters for one */
 static bool
 want_sem(ZkEntry *e)
 {

@@ -42,6 +42,7 @@
 
 static void sem_step(ZkEntry *e);
 
+/* The pool's path: <root>/semaphores/<encoded name> */
 static void
 pool_path(ZkEntry *e, char *buf, size_t len)
 {
@@ -51,6 +52,7 @@ pool_path(ZkEntry *e, char *buf, size_t len)
 	snprintf(buf, len, "%s/semaphores/%s", zk_root, ename);
 }
 
+/* The path of e's lease node: the pool and e's guid */
 static void
 lease_path(ZkEntry *e, char *buf, size_t len)
 {
@@ -230,6 +232,10 @@ pool_created(int rc, const char *name, const void *ctx)
 	COMPLETION_END(e);
 }
 
+/*
+ * ZKSEM_ENSURE: create the pool with max_leases as its data (its parents
+ * first, without waiting); pool_created reads an existing pool's number.
+ */
 static void
 send_ensure(ZkEntry *e)
 {
@@ -428,6 +434,11 @@ lease_deleted(int rc, const void *ctx)
 	COMPLETION_END(e);
 }
 
+/*
+ * Drive a lease one step (also the kind's drive): a lease let go is
+ * deleted if it is or may be there, else freed; otherwise the step in
+ * step.sem is sent, once the session is usable.
+ */
 static void
 sem_step(ZkEntry *e)
 {
@@ -521,6 +532,10 @@ sem_step(ZkEntry *e)
 	}
 }
 
+/*
+ * A drive or completion threw: a lease let go is looked at again when the
+ * session is usable (deleted if there), one not yet answered fails.
+ */
 static void
 sem_drive_failed(ZkEntry *e)
 {
@@ -531,6 +546,11 @@ sem_drive_failed(ZkEntry *e)
 		zk_fail(e, ERRCODE_INTERNAL_ERROR, "the zklock worker failed while taking a semaphore lease");
 }
 
+/*
+ * The session ended and its ephemeral leases with it: a granted lease is
+ * LOST (40001), one let go is freed, and a request not yet answered fails
+ * (the guard went too: the backend starts over from it).
+ */
 static void
 sem_session_lost(ZkEntry *e, const char *why)
 {

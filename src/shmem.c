@@ -48,6 +48,10 @@ quota_offset(int max_entries)
 							 mul_size(max_entries, sizeof(ZkEntry))));
 }
 
+/*
+ * The segment's size (shmem_request_hook): the control struct and
+ * zklock.max_locks entries, then a count and a role per backend slot.
+ */
 Size
 zk_shmem_size(void)
 {
@@ -139,6 +143,7 @@ zk_require_shmem(void)
 				 errhint("Add zklock to shared_preload_libraries in postgresql.conf and restart the server.")));
 }
 
+/* Entry number idx of the table */
 ZkEntry *
 zk_entry(uint32 idx)
 {
@@ -146,6 +151,7 @@ zk_entry(uint32 idx)
 	return &zk_ctl->entries[idx];
 }
 
+/* e's number in the table (what the queue, the stacks and contexts carry) */
 uint32
 zk_entry_index(ZkEntry *e)
 {
@@ -410,6 +416,7 @@ zk_retry_add(ZkEntry *e)
 	retry_tail = idx;
 }
 
+/* Take e off the retry list, if it is on it (zk_entry_free does too) */
 void
 zk_retry_remove(ZkEntry *e)
 {
@@ -541,6 +548,7 @@ zk_backend_lock(LWLockMode mode)
 				 errhint("Check that the zklock worker is running and not stopped (zk_status(), pg_stat_activity), then retry.")));
 }
 
+/* Set the worker's latch, if a worker is running */
 void
 zk_wake_worker(void)
 {
@@ -550,6 +558,7 @@ zk_wake_worker(void)
 		SetLatch(latch);
 }
 
+/* Set the latch of e's owner, unless it has let go of e */
 void
 zk_wake_owner(ZkEntry *e)
 {
@@ -557,12 +566,14 @@ zk_wake_owner(ZkEntry *e)
 		SetLatch(&GetPGProcByNumber(e->procno)->procLatch);
 }
 
+/* Add n to one of zk_status()'s counters (atomic: no lock needed) */
 void
 zk_count(ZkCounter c, uint64 n)
 {
 	pg_atomic_fetch_add_u64(&zk_ctl->counters[c], n);
 }
 
+/* A ZkConnState as zk_status() shows it */
 const char *
 zk_conn_state_name(int state)
 {
@@ -593,6 +604,10 @@ zk_conn_state_name(int state)
  */
 static dsa_area *zk_area = NULL;
 
+/*
+ * This process's handle on the area, created (pinned, bounded by
+ * zklock.max_payload_memory) or attached on first use, under dsa_lock.
+ */
 dsa_area *
 zk_dsa(void)
 {

@@ -39,6 +39,7 @@
 static uint8 pm_key[ZK_KEY_LEN];
 static bool pm_key_loaded = false;
 
+/* Refuse the key file (FATAL: the server does not start): why, and a hint */
 static void
 key_refuse(const char *why, const char *hint)
 {
@@ -258,12 +259,14 @@ mac_parts(const char *path, const void *p1, size_t l1, const void *p2, size_t l2
 	PG_END_TRY();
 }
 
+/* The MAC of the data a node at path holds (path taken under the root) */
 void
 zk_mac(const char *path, const void *data, size_t len, uint8 *out)
 {
 	mac_parts(path, data, len, NULL, 0, out);
 }
 
+/* A MAC as ZK_MAC_HEX lowercase hex digits and a NUL */
 void
 zk_mac_hex(const uint8 *mac, char *out)
 {
@@ -285,6 +288,7 @@ zk_mac_equal(const uint8 *a, const uint8 *b)
 	return d == 0;
 }
 
+/* Does hex spell mac (in constant time)?  hex needs ZK_MAC_HEX characters */
 static bool
 mac_hex_equal(const uint8 *mac, const char *hex)
 {
@@ -300,6 +304,10 @@ mac_hex_equal(const uint8 *mac, const char *hex)
 
 /* ---- claims: {...,"mac":"<hex>"}, the MAC over the data without it ---- */
 
+/*
+ * Sign a claim's JSON body for its node at path: the same object with a
+ * last field "mac", the MAC of the body as it was.
+ */
 void
 zk_claim_sign(const char *path, const char *body, char *out, size_t outlen)
 {
@@ -313,6 +321,11 @@ zk_claim_sign(const char *path, const char *body, char *out, size_t outlen)
 	snprintf(out, outlen, "%.*s%s%s\"}", (int) bl - 1, body, ZK_CLAIM_MAC_KEY, hex);
 }
 
+/*
+ * Check a claim node's data read at path: verified, forged (a wrong MAC, or
+ * a "mac" field anywhere but last), or unsigned (accepted or not, as
+ * zk_mac_unsigned_ok says).
+ */
 ZkMacCheck
 zk_claim_verify(const char *path, const char *value, int value_len)
 {
@@ -348,6 +361,7 @@ zk_claim_verify(const char *path, const char *value, int value_len)
 
 /* ---- heirs: "<run>:<hex>" ---- */
 
+/* The data of an heir node at path naming run: "<run>:<MAC>" */
 void
 zk_heir_sign(const char *path, const char *run, char *out, size_t outlen)
 {
@@ -359,6 +373,7 @@ zk_heir_sign(const char *path, const char *run, char *out, size_t outlen)
 	snprintf(out, outlen, "%s:%s", run, hex);
 }
 
+/* Does an heir node's data name run, signed with this cluster's key? */
 bool
 zk_heir_verify(const char *path, const char *run, const char *value, int value_len)
 {
@@ -374,6 +389,7 @@ zk_heir_verify(const char *path, const char *run, const char *value, int value_l
 
 /* ---- transaction nodes: the header's mac, over the blob with it zeroed ---- */
 
+/* Sign a transaction node's blob for path: its header's mac, over it zeroed */
 void
 zk_txn_sign(const char *path, char *blob, size_t len)
 {

@@ -107,6 +107,11 @@ static bool wes_connected = false;
 static int	wes_sock_pos = -1;
 static uint32 wes_sock_events = 0;
 
+/*
+ * Register the worker (from _PG_init): connected to no database, started
+ * at a consistent state (hot standbys too), restarted a second after it
+ * exits.
+ */
 void
 zk_register_worker(void)
 {
@@ -157,6 +162,7 @@ zk_log_line(const char *message)
 		dropped++;
 }
 
+/* Publish the connection state zk_status() shows (ZkConnState); lock held */
 static void
 set_conn_state(int state)
 {
@@ -165,11 +171,12 @@ set_conn_state(int state)
 
 /*
  * Session events: the global watcher.  Runs inside zookeeper_process()
- * or zookeeper_interest(), so the lock is held.
+ * or zookeeper_interest(), which run without the lock: it takes it itself.
  */
 static void save_session(zhandle_t *h);
 static void session_event(zhandle_t *h, int state);
 
+/* The handle's global watcher: session events of the current handle only */
 static void
 session_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 {
@@ -350,12 +357,14 @@ read_line(FILE *f, char *buf, int len)
 	return true;
 }
 
+/* Remove the session file: its session is closed, gone, or not ours */
 static void
 forget_session(void)
 {
 	(void) unlink(SESSION_FILE);
 }
 
+/* The watcher of the handle close_old_session opens: no event matters */
 static void
 old_session_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 {
@@ -926,6 +935,12 @@ worker_handle_wait(int nev, WaitEvent *ev, int fd, int interest)
 	}
 }
 
+/*
+ * The worker's entry point (bgw_function_name): signals, its place in the
+ * control struct, a predecessor's session closed and a new one opened, then
+ * the loop whose turn src/README, section 6 bounds.  Never returns (SIGTERM
+ * exits through die(), worker_exit closes the session).
+ */
 void
 zk_worker_main(Datum arg)
 {

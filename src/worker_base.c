@@ -76,6 +76,7 @@ zk_worker_enter(void)
 		LWLockAcquire(zk_ctl->lock, LW_EXCLUSIVE);
 }
 
+/* Undo one zk_worker_enter(); the outermost releases zk_ctl->lock */
 void
 zk_worker_leave(void)
 {
@@ -164,6 +165,11 @@ zk_dispatch_begin(void)
 	zk_dispatch++;
 }
 
+/*
+ * Count one round of p's object in the current dispatch.  True (and the
+ * count starts again) beyond ZK_PROGRESS_MAX rounds: the caller then fails
+ * the object's requests and calls zk_no_progress_report.
+ */
 bool
 zk_no_progress(ZkProgress *p)
 {
@@ -304,6 +310,7 @@ zk_ctx_of(ZkEntry *e)
 	return (const void *) (uintptr_t) (((uint64) e->gen << 32) | zk_entry_index(e));
 }
 
+/* The entry a context names, or NULL if it was freed (or reused) since */
 ZkEntry *
 zk_entry_of(const void *ctx)
 {
@@ -319,6 +326,10 @@ zk_entry_of(const void *ctx)
 	return e;
 }
 
+/*
+ * May requests be sent?  Only with a handle whose client is connected and
+ * a session the worker counts as connected (not suspended, not expired).
+ */
 bool
 zk_session_usable(void)
 {
@@ -326,6 +337,10 @@ zk_session_usable(void)
 		zk_ctl->conn_state == ZKC_CONNECTED;
 }
 
+/*
+ * Drive e again once the session is usable: it goes on the retry list,
+ * which zk_recipes_reconnected walks.
+ */
 void
 zk_retry_later(ZkEntry *e)
 {
@@ -365,6 +380,7 @@ zk_node_gone(ZkEntry *e)
 		e->state = ZKE_DONE;
 }
 
+/* Answer e's owner with an error (sqlstate, msg), counted in zk_status() */
 void
 zk_fail(ZkEntry *e, int sqlstate, const char *msg)
 {
@@ -484,6 +500,11 @@ parent_create_done(int rc, const char *name, const void *ctx)
 	}
 }
 
+/*
+ * Send the create of a parent node (no data; flags 0 or ZOO_CONTAINER)
+ * ahead of a create under it, without waiting: one that exists is fine,
+ * and a refusal is remembered for zk_parent_refused.
+ */
 void
 zk_create_parent(const char *path, int flags)
 {
@@ -529,6 +550,7 @@ typedef struct WatchRef
 
 static HTAB *watch_refs = NULL;
 
+/* path's count of watchers (a new one at zero if create), or NULL */
 static WatchRef *
 watch_ref(const char *path, bool create)
 {
@@ -555,6 +577,7 @@ watch_ref(const char *path, bool create)
 	return w;
 }
 
+/* One more of our entries watches path, or has a get setting that watch */
 void
 zk_watch_set(const char *path)
 {
@@ -583,6 +606,7 @@ zk_watch_drop(const char *path)
 	return Max(left, 0);
 }
 
+/* The session ended and took its watches with it: forget every count */
 void
 zk_watch_forget_all(void)
 {
@@ -594,6 +618,7 @@ zk_watch_forget_all(void)
 }
 
 
+/* Completion of every zoo_aremove_watches and zoo_aremove_all_watches */
 void
 zk_unwatch_done(int rc, const void *ctx)
 {

@@ -37,6 +37,7 @@ char	   *zk_namespace = NULL;
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
+/* shmem_request_hook: the segment's size, two LWLocks (lock and dsa_lock) */
 static void
 zk_shmem_request(void)
 {
@@ -46,6 +47,7 @@ zk_shmem_request(void)
 	RequestNamedLWLockTranche("zklock", 2);
 }
 
+/* shmem_startup_hook: lay out or attach the segment (shmem.c) */
 static void
 zk_shmem_startup(void)
 {
@@ -54,6 +56,7 @@ zk_shmem_startup(void)
 	zk_shmem_init();
 }
 
+/* GUC check hook of zklock.root: an absolute ZooKeeper path (zk_valid_root) */
 static bool
 check_root(char **newval, void **extra, GucSource source)
 {
@@ -68,6 +71,7 @@ check_root(char **newval, void **extra, GucSource source)
 	return true;
 }
 
+/* GUC check hook of zklock.hosts: it must fit in ZKLOCK_HOSTS_MAX */
 static bool
 check_hosts(char **newval, void **extra, GucSource source)
 {
@@ -104,6 +108,7 @@ check_namespace(char **newval, void **extra, GucSource source)
 	return true;
 }
 
+/* GUC assign hook of zklock.namespace: names are qualified anew */
 static void
 assign_namespace(const char *newval, void *extra)
 {
@@ -281,6 +286,10 @@ define_access_settings(void)
 							   zk_check_acl, zk_assign_acl, NULL);
 }
 
+/*
+ * Module load, in the postmaster only (shared_preload_libraries): define
+ * the settings, chain the shared memory hooks, register the worker.
+ */
 void
 _PG_init(void)
 {
