@@ -603,7 +603,9 @@ zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer, const char *what)
 }
 
 /*
- * Fill in and queue a new entry for this backend.  Lock not held on entry.
+ * Take a free entry and fill it in for this backend.  Lock not held on
+ * entry; returns with it held exclusively: the caller queues the entry
+ * (zk_enqueue) and releases the lock.
  */
 ZkEntry *
 zk_new_entry(ZkKind kind, const char *name, int len, ZkMode mode, ZkScope scope,

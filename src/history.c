@@ -1203,7 +1203,6 @@ zk_history_left(uint64 run)
 				ereport(LOG,
 						(errmsg("zklock: left the queue claims and transaction nodes of run %s alone: %s",
 								name,
-								r->status == ZKR_LIVE ? "it is alive" :
 								r->status == ZKR_OTHER ? "another server took it over" :
 								r->status == ZKR_DENIED ? "this server is a copy of it" :
 								"it is not registered"),
@@ -1335,6 +1334,9 @@ zk_history_claim(bool gc, zk_history_cb done, void *arg)
 		}
 		survey_out++;
 	}
+	/* stopped early (a send failed, the session went): not every run done */
+	if (i < nruns)
+		survey_failed = true;
 	if (survey_out == 1)
 	{
 		survey_out = 0;

@@ -510,12 +510,7 @@ outcome_name(int outcome)
 	return outcome >= 0 && outcome <= ZKO_LOST ? names[outcome] : "?";
 }
 
-/*
- * Every entry in use, copied under the shared lock (at most as many as were
- * in use when it started, plus some: a busy table is read again with room
- * for more), for operators who want to know what occupies the table
- * (entries_used of zk_status()) and what the worker still has to do.
- */
+/* zk_snapshot_entries' filter of zk_entries: every entry in use */
 static bool
 want_any(ZkEntry *e)
 {
@@ -524,7 +519,13 @@ want_any(ZkEntry *e)
 
 PG_FUNCTION_INFO_V1(zk_entries_internal);
 
-/* SQL: zk_entries_internal(), behind the view zk_entries */
+/*
+ * SQL: zk_entries_internal(), behind the view zk_entries.  Every entry in
+ * use, copied under the shared lock (at most as many as were in use when it
+ * started, plus some: a busy table is read again with room for more), for
+ * operators who want to know what occupies the table (entries_used of
+ * zk_status()) and what the worker still has to do.
+ */
 Datum
 zk_entries_internal(PG_FUNCTION_ARGS)
 {

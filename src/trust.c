@@ -247,9 +247,16 @@ mac_parts(const char *path, const void *p1, size_t l1, const void *p2, size_t l2
 			(l2 == 0 || pg_hmac_update(ctx, p2, l2) == 0) &&
 			pg_hmac_final(ctx, out, ZK_MAC_LEN) == 0;
 		if (!ok)
+		{
+			char		why[128];
+
+			strlcpy(why, ctx != NULL ? pg_hmac_error(ctx) : "out of memory",
+					sizeof(why));
+			pg_hmac_free(ctx);	/* before the error: it owns no memory of ours */
 			ereport(ERROR,
 					(errcode(ERRCODE_INTERNAL_ERROR),
-					 errmsg("zklock: could not compute a MAC: %s", pg_hmac_error(ctx))));
+					 errmsg("zklock: could not compute a MAC: %s", why)));
+		}
 		pg_hmac_free(ctx);
 	}
 	PG_FINALLY();

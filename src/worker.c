@@ -394,6 +394,7 @@ close_old_session(void)
 	TimestampTz deadline;
 	int			i;
 	bool		attached = false;
+	const char *outcome = "could not reach, so did not close,";
 
 	f = fopen(SESSION_FILE, "r");
 	if (f == NULL)
@@ -471,7 +472,11 @@ close_old_session(void)
 			break;
 		}
 		if (st == ZOO_EXPIRED_SESSION_STATE || st == ZOO_AUTH_FAILED_STATE)
+		{
+			outcome = (st == ZOO_EXPIRED_SESSION_STATE) ?
+				"found already expired" : "was refused (credentials) and did not close";
 			break;
+		}
 		rc = zookeeper_interest(oh, &fd, &interest, &tv);
 		if (rc != ZOK && rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT)
 			break;
@@ -497,7 +502,7 @@ close_old_session(void)
 	forget_session();
 	ereport(LOG,
 			(errmsg("zklock: %s the zookeeper session 0x%llx left by a previous worker",
-					attached ? "closed" : "could not reach, so did not close,", sid)));
+					attached ? "closed" : outcome, sid)));
 }
 
 /*
