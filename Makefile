@@ -29,6 +29,8 @@ OBJS = \
 	src/queue_backend.o \
 	src/queue_sql.o \
 	src/barrier_worker.o \
+	src/barrier_member.o \
+	src/barrier_arrivals.o \
 	src/barrier_backend.o \
 	src/barrier_sql.o \
 	src/lease_worker.o \
@@ -84,4 +86,4 @@ endif
 
 # every object depends on the shared header
 $(OBJS): src/zklock.h src/recipelist.h src/recipe.h src/lock.h src/queue.h src/barrier.h \
-	src/lease.h src/semaphore.h src/election.h src/trust.h src/queue_int.h
+	src/lease.h src/semaphore.h src/election.h src/trust.h src/queue_int.h src/barrier_int.h

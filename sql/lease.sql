@@ -13,13 +13,13 @@ SELECT this_server, expired,
 -- another holder is refused while it lasts
 SELECT zk_try_lease('regress_lease', '50 seconds', 'someone else');
 SELECT this_server FROM zk_lease_holder('regress_lease');
--- a named holder, for one second; after it, another takes it
-SELECT zk_try_lease('regress_lease_short', '1 second', 'holder one');
+-- a named holder, for five seconds; after it, another takes it
+SELECT zk_try_lease('regress_lease_short', '5 seconds', 'holder one');
 SELECT zk_try_lease('regress_lease_short', '1 second', 'holder two');
 SELECT holder, this_server FROM zk_lease_holder('regress_lease_short');
-SELECT pg_sleep(2.1);
+SELECT pg_sleep(5.1);
 SELECT expired FROM zk_lease_holder('regress_lease_short');
-SELECT zk_try_lease('regress_lease_short', '1 second', 'holder two');
+SELECT zk_try_lease('regress_lease_short', '1 minute', 'holder two');
 SELECT holder, expired FROM zk_lease_holder('regress_lease_short');
 -- a lease outlives the transaction that took it, even a rolled-back one
 BEGIN;

@@ -22,13 +22,17 @@
  *	  the lowest name watches the highest, the others delete their node
  *	  and watch the lowest.
  *
+ *	  This file: the watched objects, ZKK_BWAIT and the recipe's hooks;
+ *	  barrier_member.c has the members, barrier_arrivals.c the one-off
+ *	  reads (barrier_int.h their shared types).
+ *
  *	  Everything here runs in the worker with zk_ctl->lock held.
  *
  *-------------------------------------------------------------------------
  */
-#include "recipe.h"
+#include "barrier_int.h"
+
 #include "trust.h"
-#include "barrier.h"
 #include "queue.h"
 
 #include "lib/stringinfo.h"
@@ -39,34 +43,15 @@
 #include <malloc.h>
 #endif
 
+static void obj_probe(BObj *o);
+static void obj_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx);
+static void barrier_ready_event(zhandle_t *h, int type, int state, const char *path, void *ctx);
+static void barrier_evaluate(BObj *o);
+
 /* ------------------------------------------------------------------------
  * Watched objects
  * ------------------------------------------------------------------------
  */
-typedef struct BObj
-{
-	char		path[ZK_PATH_MAX];	/* hash key */
-	uint8		op;				/* ZKB_GATE, ZKB_ARRIVALS or ZKB_ENTER */
-	int			nw;				/* waiters */
-	int			cap;
-	uint32	   *widx;
-	uint32	   *wgen;
-	bool		probing;		/* a probe is in flight */
-	bool		again;			/* probe again when it returns */
-	bool		watching;		/* a watch of ours may be set on path */
-	bool		retry;			/* probe once the session is usable */
-	/* the last probe of a barrier */
-	int			members;
-	int64		ready_czxid;	/* 0: no ready */
-	int32		ready_version;
-	bool		rwatching;		/* an exists watch of ours may be set on
-								 * ready (see barrier_ready_event) */
-	int			rinflight;		/* exists requests on ready not answered */
-	bool		recheck;		/* on idle_checks */
-	TimestampTz idle_since;
-	uint32		id;				/* names it to ZooKeeper (obj_ctx) */
-	TimestampTz last_used;		/* last looked up for an entry */
-} BObj;
 
 /* byid: an object's id to where it is now */
 typedef struct BObjRef
@@ -128,14 +113,9 @@ obj_by_ctx(const void *ctx)
 	return r ? r->o : NULL;
 }
 
-static void obj_probe(BObj *o);
-static int	barrier_watch_ready(BObj *o);
-static void obj_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx);
-static void barrier_ready_event(zhandle_t *h, int type, int state, const char *path, void *ctx);
-
 /* The barriers' memory context, made on first use (objs_cxt is its child) */
-static MemoryContext
-b_context(void)
+MemoryContext
+zk_b_context(void)
 {
 	if (b_cxt == NULL)
 		b_cxt = AllocSetContextCreate(TopMemoryContext, "zklock barriers",
@@ -179,7 +159,7 @@ objs_create(void)
 {
 	HASHCTL		ctl;
 
-	objs_cxt = AllocSetContextCreate(b_context(), "zklock barrier objects",
+	objs_cxt = AllocSetContextCreate(zk_b_context(), "zklock barrier objects",
 									 ALLOCSET_DEFAULT_SIZES);
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = ZK_PATH_MAX;
@@ -246,8 +226,8 @@ obj_get(int op, const char *name)
 }
 
 /* Add e to o's waiters, unless it is one already */
-static void
-obj_add(BObj *o, ZkEntry *e)
+void
+zk_b_obj_add(BObj *o, ZkEntry *e)
 {
 	int			i;
 
@@ -280,7 +260,7 @@ obj_unwatch(BObj *o)
 	/* whatever happens below, look again once it has been idle a while */
 	if (!o->recheck)
 	{
-		MemoryContext old = MemoryContextSwitchTo(b_context());
+		MemoryContext old = MemoryContextSwitchTo(zk_b_context());
 
 		o->recheck = true;
 		o->idle_since = GetCurrentTimestamp();
@@ -317,8 +297,8 @@ obj_unwatch(BObj *o)
 }
 
 /* Drop e from its object's waiters (and the watch with the last of them) */
-static void
-obj_remove_entry(BObj *o, ZkEntry *e)
+void
+zk_b_obj_remove_entry(BObj *o, ZkEntry *e)
 {
 	int			i;
 
@@ -335,8 +315,8 @@ obj_remove_entry(BObj *o, ZkEntry *e)
 }
 
 /* The object e waits on: its barrier for a member, else by its step */
-static BObj *
-obj_of(ZkEntry *e)
+BObj *
+zk_b_obj_of(ZkEntry *e)
 {
 	int			op = e->kind == ZKK_BMEMBER ? ZKB_ENTER : e->step.barrier;
 
@@ -379,8 +359,8 @@ obj_compact(BObj *o)
  * flight returns (again), or once the session is usable (retry).  With no
  * waiter left it drops its watches instead.
  */
-static void
-obj_kick(BObj *o)
+void
+zk_b_obj_kick(BObj *o)
 {
 	obj_compact(o);
 	if (o->nw == 0)
@@ -421,7 +401,7 @@ obj_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 	{
 		zk_count(ZKCNT_WATCH_EVENTS, 1);
 		o->watching = false;
-		obj_kick(o);
+		zk_b_obj_kick(o);
 	}
 	COMPLETION_END(none);
 }
@@ -472,7 +452,7 @@ obj_probe_end(BObj *o)
 	if (o->again)
 	{
 		o->again = false;
-		obj_kick(o);
+		zk_b_obj_kick(o);
 	}
 }
 
@@ -598,8 +578,6 @@ arrivals_probed(int rc, const struct String_vector *sv, const void *data)
 
 /* ---- barriers: entering ---- */
 
-static void barrier_evaluate(BObj *o);
-
 /*
  * The opening of a barrier, seen by every member counted in it.  The
  * member that counts enough creates "ready"; a member that enters and
@@ -636,7 +614,7 @@ open_older_than(BObj *o, int64 czxid)
 	}
 }
 
-/* Watcher of the zoo_awexists sent by barrier_watch_ready() */
+/* Watcher of the zoo_awexists sent by zk_b_barrier_watch_ready() */
 static void
 barrier_ready_event(zhandle_t *h, int type, int state, const char *path, void *ctx)
 {
@@ -653,12 +631,12 @@ barrier_ready_event(zhandle_t *h, int type, int state, const char *path, void *c
 		o->rwatching = false;
 		if (type == ZOO_CREATED_EVENT)
 			open_older_than(o, 0);
-		obj_kick(o);
+		zk_b_obj_kick(o);
 	}
 	COMPLETION_END(none);
 }
 
-/* Completion of the zoo_awexists sent by barrier_watch_ready() */
+/* Completion of the zoo_awexists sent by zk_b_barrier_watch_ready() */
 static void
 ready_armed(int rc, const struct Stat *stat, const void *data)
 {
@@ -690,8 +668,8 @@ ready_armed(int rc, const struct Stat *stat, const void *data)
 }
 
 /* Send the exists watch on ready (before the listing of a probe) */
-static int
-barrier_watch_ready(BObj *o)
+int
+zk_b_barrier_watch_ready(BObj *o)
 {
 	char		rpath[ZK_PATH_MAX];
 	int			rc;
@@ -707,8 +685,8 @@ barrier_watch_ready(BObj *o)
  * Completion of the zoo_amulti sent by barrier_evaluate(); the zoo_adelete
  * sent by member_step()
  */
-static void
-ready_done(int rc, const void *data)
+void
+zk_b_ready_done(int rc, const void *data)
 {
 	/* another member may have made it first: either way it is there */
 }
@@ -840,14 +818,14 @@ barrier_evaluate(BObj *o)
 		if (o->ready_czxid != 0)
 		{
 			/* a leftover: replace it, unless someone else just did */
-			zoo_op_t   *ops = MemoryContextAllocZero(b_context(), 2 * sizeof(zoo_op_t));
-			zoo_op_result_t *res = MemoryContextAllocZero(b_context(), 2 * sizeof(zoo_op_result_t));
-			char	   *p = MemoryContextStrdup(b_context(), rpath);
+			zoo_op_t   *ops = MemoryContextAllocZero(zk_b_context(), 2 * sizeof(zoo_op_t));
+			zoo_op_result_t *res = MemoryContextAllocZero(zk_b_context(), 2 * sizeof(zoo_op_result_t));
+			char	   *p = MemoryContextStrdup(zk_b_context(), rpath);
 
 			zoo_delete_op_init(&ops[0], p, o->ready_version);
 			zoo_create_op_init(&ops[1], p, NULL, -1, zk_acl(), 0, NULL, 0);
 			/* the buffers leak once per replaced leftover: rare and small */
-			(void) zoo_amulti(zk_zh, 2, ops, res, ready_done, NULL);
+			(void) zoo_amulti(zk_zh, 2, ops, res, zk_b_ready_done, NULL);
 		}
 		else
 			(void) zoo_acreate(zk_zh, rpath, NULL, -1, zk_acl(), 0,
@@ -878,7 +856,7 @@ obj_probe(BObj *o)
 			rc = zoo_awget_children(zk_zh, o->path, obj_watcher, obj_ctx(o), arrivals_probed, obj_ctx(o));
 			break;
 		default:
-			rc = barrier_watch_ready(o);
+			rc = zk_b_barrier_watch_ready(o);
 			if (rc == ZOK)
 				rc = zoo_awget_children(zk_zh, o->path, obj_watcher, obj_ctx(o), barrier_probed, obj_ctx(o));
 			break;
@@ -894,11 +872,11 @@ obj_probe(BObj *o)
 static void
 bwait_drive(ZkEntry *e)
 {
-	BObj	   *o = obj_of(e);
+	BObj	   *o = zk_b_obj_of(e);
 
 	if (e->released)
 	{
-		obj_remove_entry(o, e);
+		zk_b_obj_remove_entry(o, e);
 		zk_entry_free(e);
 		return;
 	}
@@ -909,8 +887,8 @@ bwait_drive(ZkEntry *e)
 		e->state = ZKE_WAITING;
 		zk_wake_owner(e);		/* its timeout counts from now */
 	}
-	obj_add(o, e);
-	obj_kick(o);
+	zk_b_obj_add(o, e);
+	zk_b_obj_kick(o);
 }
 
 /* A drive of the wait threw: fail it, or free it if it was let go */
@@ -919,7 +897,7 @@ bwait_drive_failed(ZkEntry *e)
 {
 	if (e->released)
 	{
-		obj_remove_entry(obj_of(e), e);
+		zk_b_obj_remove_entry(zk_b_obj_of(e), e);
 		zk_entry_free(e);
 	}
 	else
@@ -936,11 +914,11 @@ bwait_session_lost(ZkEntry *e, const char *why)
 	/* the object probes again once a session is usable */
 	if (e->released)
 	{
-		obj_remove_entry(obj_of(e), e);
+		zk_b_obj_remove_entry(zk_b_obj_of(e), e);
 		zk_entry_free(e);
 	}
 	else
-		obj_kick(obj_of(e));
+		zk_b_obj_kick(zk_b_obj_of(e));
 }
 
 /*
@@ -1121,9 +1099,6 @@ b_session_reset(void)
 	}
 }
 
-static void binfo_session_lost(ZkEntry *e, const char *why);
-static void member_session_lost(ZkEntry *e, const char *why);
-
 /*
  * The recipe's session_usable, every turn the session is usable.  The first
  * time it adopts the barrier entries a previous worker left in shared
@@ -1152,9 +1127,9 @@ b_session_usable(void)
 			if (e->kind == ZKK_BWAIT)
 				bwait_drive(e);
 			else if (e->kind == ZKK_BMEMBER)
-				member_session_lost(e, NULL);
+				zk_b_member_session_lost(e, NULL);
 			else if (e->kind == ZKK_BINFO)
-				binfo_session_lost(e, NULL);
+				zk_b_binfo_session_lost(e, NULL);
 		}
 	}
 	if (objs == NULL)
@@ -1186,865 +1161,8 @@ b_session_usable(void)
 		if (o->retry)
 		{
 			o->retry = false;
-			obj_kick(o);
+			zk_b_obj_kick(o);
 		}
-}
-
-/* ------------------------------------------------------------------------
- * ZKK_BMEMBER: a double barrier's member
- * ------------------------------------------------------------------------
- */
-static void member_step(ZkEntry *e);
-static void leave_list(ZkEntry *e);
-
-/* The path of child (a member's guid, or ready) in e's barrier */
-static void
-member_path(ZkEntry *e, const char *child, char *out, size_t outlen)
-{
-	char		dir[ZK_PATH_MAX];
-
-	zk_barrier_path("barriers", e->name, dir, sizeof(dir));
-	snprintf(out, outlen, "%s/%s", dir, child);
-}
-
-/* Watcher of the zoo_awexists sent by leave_watch() */
-static void
-member_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
-{
-	ZkEntry    *volatile e = NULL;
-
-	if (type == ZOO_SESSION_EVENT || type == ZOO_NOTWATCHING_EVENT)
-		return;
-	COMPLETION_BEGIN
-	{
-		zk_count(ZKCNT_WATCH_EVENTS, 1);
-		e = zk_entry_of(ctx);
-		if (e != NULL && e->watching)
-		{
-			if (path)
-				(void) zk_watch_drop(path);
-			e->watching = false;
-			e->watched[0] = '\0';
-			if (e->step.barrier == ZKB_LEAVE && !e->released)
-				leave_list(e);
-		}
-	}
-	COMPLETION_END(e);
-}
-
-/*
- * Take off the exists watch a leaving member set (leave_watch): only ours,
- * locally, while other watchers here share the path or the session is not
- * usable; else the session's watch on the server too.
- */
-static void
-member_unwatch(ZkEntry *e)
-{
-	char		path[ZK_PATH_MAX];
-
-	if (!e->watching)
-		return;
-	e->watching = false;
-	member_path(e, e->watched, path, sizeof(path));
-	e->watched[0] = '\0';
-	if (zk_zh == NULL)
-		return;
-	if (zk_watch_drop(path) > 0 || !zk_session_usable())
-		(void) zoo_aremove_watches(zk_zh, path, ZWATCHTYPE_DATA, member_watcher,
-								   (void *) zk_ctx_of(e), 1,
-								   (void_completion_t *) zk_unwatch_done, NULL);
-	else
-		(void) zoo_aremove_all_watches(zk_zh, path, ZWATCHTYPE_DATA, 0,
-									   (void_completion_t *) zk_unwatch_done, NULL);
-}
-
-static ZkLogLimit member_delete_log;
-
-/* Completion of the zoo_adelete sent by member_send_delete() */
-static void
-member_deleted(int rc, const void *ctx)
-{
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
-	{
-		e = zk_entry_of(ctx);
-		if (e != NULL && e->delete_inflight)
-		{
-			e->delete_inflight = false;
-			if (rc == ZOK || rc == ZNONODE)
-			{
-				e->node[0] = '\0';
-				e->in_doubt = false;
-				if (e->released)
-					zk_entry_free(e);
-				else if (e->step.barrier == ZKB_LEFT)
-					zk_finish(e, ZKO_GRANTED, 0, NULL);
-			}
-			else if (!zk_rc_definite(rc))
-				zk_retry_later(e);
-			else
-			{
-				if (zk_log_limited(&member_delete_log, "could not delete the member node of a barrier"))
-					ereport(WARNING,
-							(errmsg("zklock: could not delete the member node of barrier \"%s\": %s",
-									zk_log_name(e->name), zerror(rc))));
-				e->node[0] = '\0';
-				if (e->released)
-					zk_entry_free(e);
-				else if (e->step.barrier == ZKB_LEFT)
-					zk_finish(e, ZKO_GRANTED, 0, NULL);
-			}
-		}
-	}
-	COMPLETION_END(e);
-}
-
-/* Send the delete of e's member node; retried later if it cannot be sent */
-static void
-member_send_delete(ZkEntry *e)
-{
-	char		path[ZK_PATH_MAX];
-	int			rc;
-
-	member_path(e, e->guid, path, sizeof(path));
-	rc = zoo_adelete(zk_zh, path, -1, member_deleted, zk_ctx_of(e));
-	if (rc == ZOK)
-		e->delete_inflight = true;
-	else
-		zk_retry_later(e);
-}
-
-/* Completion of the zoo_acreate2 sent by member_send_create() */
-static void
-member_created(int rc, const char *value, const struct Stat *stat, const void *ctx)
-{
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
-	{
-		e = zk_entry_of(ctx);
-		if (e != NULL && e->create_inflight)
-		{
-			e->create_inflight = false;
-			if (rc == ZOK || rc == ZNODEEXISTS)
-			{
-				/* ZNODEEXISTS: ours, by name, from a try whose reply was lost */
-				e->in_doubt = false;
-				strlcpy(e->node, e->guid, sizeof(e->node));
-				if (rc == ZOK && stat && e->token == 0)
-					e->token = stat->czxid;
-				member_step(e);
-			}
-			else if (rc == ZNONODE && e->errors < 5)
-			{
-				/* the barrier's node (a container) or its parents are gone */
-				e->errors++;
-				e->parents_tried = true;
-				member_step(e);
-			}
-			else if (!zk_rc_definite(rc))
-			{
-				e->in_doubt = true;
-				zk_retry_later(e);
-			}
-			else
-			{
-				char		msg[ZKLOCK_ERRMSG_MAX];
-
-				snprintf(msg, sizeof(msg), "ZooKeeper refused the member node: %s", zerror(rc));
-				if (e->released)
-					zk_entry_free(e);
-				else
-				{
-					char		mpath[ZK_PATH_MAX];
-
-					member_path(e, e->guid, mpath, sizeof(mpath));
-					e->step.barrier = ZKB_LEFT;
-					e->state = ZKE_DONE;
-					zk_fail_rc(e, rc, mpath, ERRCODE_CONNECTION_FAILURE, msg);
-				}
-			}
-		}
-	}
-	COMPLETION_END(e);
-}
-
-/* our member's czxid, when the create's reply did not tell it */
-static void
-member_stat(int rc, const struct Stat *stat, const void *ctx)
-{
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
-	{
-		e = zk_entry_of(ctx);
-		if (e != NULL && e->list_inflight)
-		{
-			e->list_inflight = false;
-			if (rc == ZOK && stat)
-			{
-				e->token = stat->czxid;
-				member_step(e);
-			}
-			else if (rc == ZNONODE)
-			{
-				e->node[0] = '\0';
-				member_step(e);
-			}
-			else
-				zk_retry_later(e);
-		}
-	}
-	COMPLETION_END(e);
-}
-
-/*
- * Create e's ephemeral member node, named by its guid, in the barrier's
- * container node (after a ZNONODE the root and the barriers directory
- * first).  An entering member's exists watch on ready goes right behind.
- */
-static void
-member_send_create(ZkEntry *e)
-{
-	char		path[ZK_PATH_MAX];
-	int			rc;
-
-	if (e->parents_tried)
-	{
-		char		dir[ZK_PATH_MAX];
-
-		snprintf(dir, sizeof(dir), "%s/barriers", zk_root);
-		zk_create_parent(zk_root, 0);
-		zk_create_parent(dir, 0);
-	}
-	/* the barrier's own node is a container: gone when its last member is */
-	{
-		char		dir[ZK_PATH_MAX];
-
-		zk_barrier_path("barriers", e->name, dir, sizeof(dir));
-		zk_create_parent(dir, ZOO_CONTAINER);
-	}
-	member_path(e, e->guid, path, sizeof(path));
-	e->state = ZKE_CREATING;
-	rc = zoo_acreate2(zk_zh, path, e->data, strlen(e->data), zk_acl(),
-					  ZOO_EPHEMERAL, member_created, zk_ctx_of(e));
-	if (rc == ZOK)
-	{
-		e->create_inflight = true;
-		e->session = zk_cur_session;
-
-		/*
-		 * The watch on "ready" goes right behind the create, not after its
-		 * answer: ZooKeeper sets it next to the create, before another
-		 * member can count this one and open the barrier.  Set after the
-		 * answer, a worker that stalls meanwhile (or an answer held up)
-		 * would find "ready" created and deleted again by members that
-		 * entered and left at once, and miss the opening
-		 * (barrier_ready_event).  ready_armed takes it off again if nobody
-		 * waits by then.
-		 */
-		if (e->step.barrier == ZKB_ENTER)
-			(void) barrier_watch_ready(obj_of(e));
-	}
-	else
-		(void) zk_send_failed(e, rc, "create");
-}
-
-/* ---- leaving ---- */
-
-/* qsort comparator of C strings */
-static int
-cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *) a, *(char *const *) b);
-}
-
-/* Completion of the zoo_awexists sent by leave_watch() */
-static void
-leave_exists(int rc, const struct Stat *stat, const void *ctx)
-{
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
-	{
-		e = zk_entry_of(ctx);
-		if (e != NULL && e->watch_pending)
-		{
-			char		path[ZK_PATH_MAX];
-
-			e->watch_pending = false;
-			member_path(e, e->watched, path, sizeof(path));
-			if (rc == ZOK)
-			{
-				e->watching = true;
-				if (e->released || e->step.barrier != ZKB_LEAVE)
-					member_unwatch(e);
-			}
-			else if (rc == ZNONODE)
-			{
-				/*
-				 * Gone already.  ZooKeeper keeps an exists watch on the absent
-				 * node (for its creation): take it off, then look again.
-				 */
-				e->watching = true;
-				member_unwatch(e);
-				if (!e->released && e->step.barrier == ZKB_LEAVE)
-					leave_list(e);
-			}
-			else
-			{
-				(void) zk_watch_drop(path);
-				e->watched[0] = '\0';
-				if (!e->released && e->step.barrier == ZKB_LEAVE)
-					zk_retry_later(e);
-			}
-		}
-	}
-	COMPLETION_END(e);
-}
-
-/* Watch the member child of e's barrier (an exists) until it leaves */
-static void
-leave_watch(ZkEntry *e, const char *child)
-{
-	char		path[ZK_PATH_MAX];
-	int			rc;
-
-	strlcpy(e->watched, child, sizeof(e->watched));
-	member_path(e, child, path, sizeof(path));
-	rc = zoo_awexists(zk_zh, path, member_watcher, (void *) zk_ctx_of(e),
-					  leave_exists, zk_ctx_of(e));
-	if (rc == ZOK)
-	{
-		zk_watch_set(path);
-		e->watch_pending = true;
-	}
-	else
-		zk_retry_later(e);
-}
-
-/* Completion of the zoo_aget_children sent by leave_list() */
-static void
-leave_listed(int rc, const struct String_vector *sv, const void *ctx)
-{
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
-	{
-		e = zk_entry_of(ctx);
-		if (e != NULL && e->list_inflight)
-		{
-			e->list_inflight = false;
-			if (e->released || e->step.barrier != ZKB_LEAVE)
-				member_step(e);
-			else if (rc == ZOK || rc == ZNONODE)
-			{
-				char	  **m = NULL;
-				int			n = 0;
-				int			i;
-				bool		mine = false;
-
-				if (rc == ZOK && sv && sv->count > 0)
-				{
-					m = palloc(sizeof(char *) * sv->count);
-					for (i = 0; i < sv->count; i++)
-						if (strcmp(sv->data[i], ZKB_READY) != 0)
-						{
-							m[n++] = sv->data[i];
-							if (e->node[0] && strcmp(sv->data[i], e->node) == 0)
-								mine = true;
-						}
-					qsort(m, n, sizeof(char *), cmp_str);
-				}
-				if (!mine)
-					e->node[0] = '\0';
-				if (n == 0 || (n == 1 && mine))
-				{
-					/* everyone else has left */
-					e->step.barrier = ZKB_LEFT;
-					if (mine)
-						member_send_delete(e);
-					else
-						zk_finish(e, ZKO_GRANTED, 0, NULL);
-				}
-				else if (e->try_only)
-				{
-					/*
-					 * '0': others are still in, and that is the answer; the
-					 * owner lets the entry go, which deletes our node
-					 */
-					zk_finish(e, ZKO_BUSY, 0, NULL);
-				}
-				else if (mine && strcmp(m[0], e->node) == 0)
-					leave_watch(e, m[n - 1]);	/* lowest: wait for the highest */
-				else
-				{
-					if (mine && !e->delete_inflight)
-						member_send_delete(e);
-					leave_watch(e, m[0]);	/* the others: wait for the lowest */
-				}
-				if (m)
-					pfree(m);
-			}
-			else if (!zk_rc_definite(rc))
-				zk_retry_later(e);
-			else
-			{
-				e->step.barrier = ZKB_LEFT;
-				zk_fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
-			}
-		}
-	}
-	COMPLETION_END(e);
-}
-
-/* List e's barrier to decide how the leaving member waits (leave_listed) */
-static void
-leave_list(ZkEntry *e)
-{
-	char		dir[ZK_PATH_MAX];
-	int			rc;
-
-	if (!zk_session_usable())
-	{
-		zk_retry_later(e);
-		return;
-	}
-	zk_barrier_path("barriers", e->name, dir, sizeof(dir));
-	rc = zoo_aget_children(zk_zh, dir, 0, leave_listed, zk_ctx_of(e));
-	if (rc == ZOK)
-		e->list_inflight = true;
-	else
-		zk_retry_later(e);
-}
-
-/* One step of a member, whatever it waits for */
-static void
-member_step(ZkEntry *e)
-{
-	if (e->create_inflight || e->delete_inflight || e->list_inflight ||
-		e->watch_pending)
-		return;					/* its completion steps it on */
-	if (e->released)
-	{
-		obj_remove_entry(obj_of(e), e);
-		member_unwatch(e);
-		if ((e->node[0] || e->in_doubt) && zk_zh != NULL)
-		{
-			if (!zk_session_usable())
-			{
-				zk_retry_later(e);
-				return;
-			}
-			member_send_delete(e);
-		}
-		else
-			zk_entry_free(e);
-		return;
-	}
-	if (!zk_session_usable())
-	{
-		zk_retry_later(e);
-		return;
-	}
-	switch (e->step.barrier)
-	{
-		case ZKB_ENTER:
-		case ZKB_MEMBER:
-			if (e->node[0] == '\0')
-			{
-				member_send_create(e);
-				return;
-			}
-			if (e->token == 0)
-			{
-				char		path[ZK_PATH_MAX];
-
-				member_path(e, e->node, path, sizeof(path));
-				if (zoo_aexists(zk_zh, path, 0, member_stat, zk_ctx_of(e)) == ZOK)
-					e->list_inflight = true;
-				else
-					zk_retry_later(e);
-				return;
-			}
-			if (e->step.barrier == ZKB_ENTER)
-			{
-				BObj	   *o = obj_of(e);
-
-				if (e->state != ZKE_WAITING)
-				{
-					e->state = ZKE_WAITING;
-					zk_wake_owner(e);
-				}
-				obj_add(o, e);
-				obj_kick(o);
-			}
-			else
-				e->state = ZKE_HELD;
-			return;
-		case ZKB_LEAVE:
-			{
-				char		path[ZK_PATH_MAX];
-
-				obj_remove_entry(obj_of(e), e);
-				if (e->state != ZKE_WAITING)
-				{
-					/* first step: the barrier closes behind us */
-					member_path(e, ZKB_READY, path, sizeof(path));
-					(void) zoo_adelete(zk_zh, path, -1, ready_done, NULL);
-					e->state = ZKE_WAITING;
-					zk_wake_owner(e);
-				}
-				if (!e->watching)
-					leave_list(e);
-				return;
-			}
-		default:
-			return;
-	}
-}
-
-/*
- * A drive of the member threw: forget what was in flight.  A member let go
- * still deletes its node (retried); any other is retried three times, then
- * fails.
- */
-static void
-member_drive_failed(ZkEntry *e)
-{
-	e->create_inflight = e->delete_inflight = e->list_inflight = false;
-	e->watch_pending = false;
-	if (e->released)
-	{
-		if (e->node[0] || e->in_doubt)
-			zk_retry_later(e);
-		else
-		{
-			obj_remove_entry(obj_of(e), e);
-			zk_entry_free(e);
-		}
-		return;
-	}
-	if (e->errors++ < 3)
-		zk_retry_later(e);
-	else
-		zk_fail(e, ERRCODE_INTERNAL_ERROR, "the zklock worker failed while serving the barrier");
-}
-
-/*
- * The session ended and took our member node with it: a member that has
- * not left gets a new node in the next session (same name), so that it
- * still counts and is still waited for.
- */
-static void
-member_session_lost(ZkEntry *e, const char *why)
-{
-	e->create_inflight = e->delete_inflight = e->list_inflight = false;
-	e->watch_pending = false;
-	e->watching = false;
-	e->watched[0] = '\0';
-	e->in_doubt = false;
-	e->node[0] = '\0';
-	if (e->released)
-	{
-		obj_remove_entry(obj_of(e), e);
-		zk_entry_free(e);
-		return;
-	}
-	zk_retry_later(e);
-}
-
-/* ------------------------------------------------------------------------
- * ZKK_BINFO: list or reset arrivals
- * ------------------------------------------------------------------------
- */
-typedef struct BInfo
-{
-	uint32		idx;
-	uint32		gen;
-	int			pending;
-	int			count;
-	bool		failed;
-	StringInfoData rows;
-	char		dir[ZK_PATH_MAX];
-} BInfo;
-
-/* The entry bi answers, or NULL if it was freed (and maybe reused) since */
-static ZkEntry *
-binfo_entry(BInfo *bi)
-{
-	ZkEntry    *e = zk_entry(bi->idx);
-
-	return (e->gen == bi->gen && e->state != ZKE_FREE) ? e : NULL;
-}
-
-/*
- * All of bi's requests are answered: hand the rows to the owner in a dsa
- * answer, or start over if a read failed, or free the entry if it was let
- * go.  Frees bi.
- */
-static void
-binfo_finish(BInfo *bi)
-{
-	ZkEntry    *e = binfo_entry(bi);
-
-	if (e != NULL)
-	{
-		e->list_inflight = false;
-		if (e->released)
-			zk_entry_free(e);
-		else if (bi->failed)
-			zk_retry_later(e);	/* all over again, when usable */
-		else
-		{
-			dsa_area   *area = zk_dsa();
-			Size		sz = sizeof(ZkAnswer) + bi->rows.len;
-			dsa_pointer dp = dsa_allocate_extended(area, sz, DSA_ALLOC_NO_OOM);
-
-			if (!DsaPointerIsValid(dp))
-				zk_fail(e, ERRCODE_OUT_OF_MEMORY, "out of dynamic shared memory for the answer");
-			else
-			{
-				ZkAnswer   *a = dsa_get_address(area, dp);
-
-				a->count = bi->count;
-				a->size = sz;
-				memcpy((char *) a + sizeof(ZkAnswer), bi->rows.data, bi->rows.len);
-				e->blob = dp;
-				e->token = bi->count;
-				e->state = ZKE_DONE;
-				zk_finish(e, ZKO_GRANTED, 0, NULL);
-			}
-		}
-	}
-	pfree(bi->rows.data);
-	pfree(bi);
-}
-
-/* One of bi's requests is answered; the last one finishes it */
-static void
-binfo_step_done(BInfo *bi)
-{
-	if (--bi->pending == 0)
-		binfo_finish(bi);
-}
-
-typedef struct BInfoCall
-{
-	BInfo	   *bi;
-	char		name[FLEXIBLE_ARRAY_MEMBER];	/* the child, as listed */
-} BInfoCall;
-
-/* Completion of the zoo_aget sent by binfo_listed() */
-static void
-binfo_got(int rc, const char *value, int value_len, const struct Stat *stat,
-		  const void *data)
-{
-	ZkEntry    *volatile none = NULL;
-	BInfoCall  *c = (BInfoCall *) data;
-
-	COMPLETION_BEGIN
-	{
-		BInfo	   *bi = c->bi;
-
-		if (rc == ZOK && stat)
-		{
-			ZkArrivalRec r;
-			int			nl = strlen(c->name);
-			int			dl = value ? Min(value_len, ZKLOCK_DATA_MAX * 2) : 0;
-
-			r.ctime_ms = stat->ctime;
-			r.namelen = nl;
-			r.datalen = Max(dl, 0);
-			appendBinaryStringInfo(&bi->rows, (char *) &r, sizeof(r));
-			appendBinaryStringInfo(&bi->rows, c->name, nl);
-			if (r.datalen > 0)
-				appendBinaryStringInfo(&bi->rows, value, r.datalen);
-			while (bi->rows.len % MAXIMUM_ALIGNOF)
-				appendStringInfoChar(&bi->rows, '\0');
-			bi->count++;
-		}
-		else if (rc != ZNONODE)
-			bi->failed = true;
-		pfree(c);
-		binfo_step_done(bi);
-	}
-	COMPLETION_END(none);
-}
-
-/* Completion of the zoo_adelete sent by binfo_listed() */
-static void
-binfo_deleted(int rc, const void *data)
-{
-	ZkEntry    *volatile none = NULL;
-	BInfoCall  *c = (BInfoCall *) data;
-
-	COMPLETION_BEGIN
-	{
-		BInfo	   *bi = c->bi;
-
-		if (rc == ZOK && c->name[0] != '\0')
-			bi->count++;
-		else if (rc != ZOK && rc != ZNONODE && c->name[0] != '\0')
-			bi->failed = true;
-		pfree(c);
-		binfo_step_done(bi);
-	}
-	COMPLETION_END(none);
-}
-
-/* Completion of the zoo_aget_children sent by binfo_drive() */
-static void
-binfo_listed(int rc, const struct String_vector *sv, const void *data)
-{
-	ZkEntry    *volatile none = NULL;
-	BInfo	   *bi = (BInfo *) data;
-
-	COMPLETION_BEGIN
-	{
-		ZkEntry    *e = binfo_entry(bi);
-
-		if ((rc == ZOK || rc == ZNONODE) && e != NULL && zk_session_usable())
-		{
-			int			i;
-			bool		reset = (e->step.barrier == ZKB_RESET);
-
-			bi->pending = 1;
-			for (i = 0; rc == ZOK && sv && i < sv->count; i++)
-			{
-				size_t		nlen = strlen(sv->data[i]);
-				BInfoCall  *c;
-				char		path[ZK_PATH_MAX];
-				int			src;
-
-				/*
-				 * Not a participant anyone arrived as through zklock (at
-				 * most ZKLOCK_ENAME_MAX bytes): another client's node,
-				 * whose path would not even fit.  Not ours to show or
-				 * delete.
-				 */
-				if (nlen > ZKLOCK_ENAME_MAX)
-					continue;
-				c = MemoryContextAllocZero(b_context(), offsetof(BInfoCall, name) + nlen + 1);
-
-				c->bi = bi;
-				memcpy(c->name, sv->data[i], nlen + 1);
-				snprintf(path, sizeof(path), "%s/%s", bi->dir, sv->data[i]);
-				if (reset)
-					src = zoo_adelete(zk_zh, path, -1, binfo_deleted, c);
-				else
-					src = zoo_aget(zk_zh, path, 0, binfo_got, c);
-				if (src == ZOK)
-					bi->pending++;
-				else
-				{
-					bi->failed = true;
-					pfree(c);
-				}
-			}
-			if (reset && rc == ZOK)
-			{
-				/* the node itself, once empty (not counted) */
-				BInfoCall  *c = MemoryContextAllocZero(b_context(), offsetof(BInfoCall, name) + 1);
-
-				c->bi = bi;
-				c->name[0] = '\0';
-				if (zoo_adelete(zk_zh, bi->dir, -1, binfo_deleted, c) == ZOK)
-					bi->pending++;
-				else
-					pfree(c);
-			}
-			binfo_step_done(bi);
-		}
-		else
-		{
-			bi->failed = !(e == NULL || zk_rc_definite(rc));
-			if (e != NULL && !bi->failed)
-			{
-				/* a verdict: fail the request */
-				e->list_inflight = false;
-				if (e->released)
-					zk_entry_free(e);
-				else
-					zk_fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
-				e = NULL;
-				pfree(bi->rows.data);
-				pfree(bi);
-			}
-			else
-				binfo_finish(bi);
-		}
-	}
-	COMPLETION_END(none);
-}
-
-/*
- * A list reads every arrival; a reset deletes them one by one and then the
- * node itself (not counted; it fails harmlessly if one arrived meanwhile).
- */
-static void
-binfo_drive(ZkEntry *e)
-{
-	BInfo	   *bi;
-	int			rc;
-
-	if (e->list_inflight)
-		return;
-	if (e->released)
-	{
-		zk_entry_free(e);
-		return;
-	}
-	if (e->outcome != ZKO_NONE)
-		return;
-	if (!zk_session_usable())
-	{
-		zk_retry_later(e);
-		return;
-	}
-	bi = MemoryContextAllocZero(b_context(), sizeof(BInfo));
-	bi->idx = zk_entry_index(e);
-	bi->gen = e->gen;
-	{
-		MemoryContext old = MemoryContextSwitchTo(b_context());
-
-		initStringInfo(&bi->rows);
-		MemoryContextSwitchTo(old);
-	}
-	zk_barrier_path("arrivals", e->name, bi->dir, sizeof(bi->dir));
-	rc = zoo_aget_children(zk_zh, bi->dir, 0, binfo_listed, bi);
-	if (rc == ZOK)
-		e->list_inflight = true;
-	else
-	{
-		pfree(bi->rows.data);
-		pfree(bi);
-		zk_retry_later(e);
-	}
-}
-
-/* A drive of the read threw: fail it, or free it if it was let go */
-static void
-binfo_drive_failed(ZkEntry *e)
-{
-	e->list_inflight = false;
-	if (e->released)
-		zk_entry_free(e);
-	else
-		zk_fail(e, ERRCODE_INTERNAL_ERROR, "the zklock worker failed while reading the arrivals");
-}
-
-/* The session ended: the read starts over when usable, unless answered */
-static void
-binfo_session_lost(ZkEntry *e, const char *why)
-{
-	/* its reads are void: their completions find list_inflight cleared */
-	e->list_inflight = false;
-	if (e->released)
-		zk_entry_free(e);
-	else if (e->outcome == ZKO_NONE)
-		zk_retry_later(e);
 }
 
 /* ------------------------------------------------------------------------
@@ -2060,16 +1178,4 @@ const ZkKindOps zk_bwait_ops = {
 	.drive = bwait_drive,
 	.drive_failed = bwait_drive_failed,
 	.session_lost = bwait_session_lost,
-};
-
-const ZkKindOps zk_bmember_ops = {
-	.drive = member_step,
-	.drive_failed = member_drive_failed,
-	.session_lost = member_session_lost,
-};
-
-const ZkKindOps zk_binfo_ops = {
-	.drive = binfo_drive,
-	.drive_failed = binfo_drive_failed,
-	.session_lost = binfo_session_lost,
 };

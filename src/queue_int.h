@@ -19,6 +19,7 @@
 #include "utils/hsearch.h"
 #include "utils/timestamp.h"
 
+/* A dequeue waiting in its queue's QState (arrival order) */
 typedef struct Waiter
 {
 	uint32		idx;
@@ -96,6 +97,11 @@ typedef enum QVerify
 	QVERIFY_CONFIRMED
 } QVerify;
 
+/*
+ * What this worker knows of a queue it serves dequeues from: its waiters,
+ * its last listing and what that left, its watches.  Made by zk_q_state,
+ * forgotten when idle ("Forgetting idle queues" in queue_consume.c).
+ */
 typedef struct QState
 {
 	char		name[ZKLOCK_QNAME_MAX + 1];	/* key: UTF-8 queue name */
@@ -252,6 +258,7 @@ typedef enum PubOpKind
 	PUB_NAMED_ITEM				/* an item, named from <queue>/next */
 } PubOpKind;
 
+/* May a dequeue claim one more item now?  (zk_q_claim_window) */
 typedef enum ClaimWindow
 {
 	CLAIM_SEND,					/* one more attempt may go */
@@ -273,6 +280,7 @@ typedef struct HeldNode
 	int			count;
 } HeldNode;
 
+/* A one-off read in flight (ZKK_QINFO, queue_read.c) */
 typedef struct Info
 {
 	uint32		idx;
@@ -307,6 +315,10 @@ typedef struct Info
  */
 #define ZKQ_INFO_WINDOW		256
 
+/*
+ * The scan of a cluster's claims and transaction nodes: the settling pass
+ * of this cluster's, or zk_queue_release_cluster's of another (queue_settle.c)
+ */
 typedef struct Scan
 {
 	uint64		sysid;
@@ -347,23 +359,28 @@ extern bool zk_q_resolve_running;
 extern TimestampTz zk_q_resolve_not_before;
 extern MemoryContext zk_q_context(void);
 extern ZkEntry *zk_q_entry_of(uint32 idx, uint32 gen);
-extern void * zk_q_hash_entry(HTAB **h, const char *what, Size entrysize, const char *name, bool create, bool *isnew);
+extern void *zk_q_hash_entry(HTAB **h, const char *what, Size entrysize,
+							 const char *name, bool create, bool *isnew);
 extern void zk_q_tracked_update(void);
-extern QState * zk_q_state(const char *name, bool create);
-extern QSeq * zk_q_seq(const char *name);
-extern void zk_q_seq_path(const QSeq *q, const char *child, char *out, size_t outlen);
+extern QState *zk_q_state(const char *name, bool create);
+extern QSeq *zk_q_seq(const char *name);
+extern void zk_q_seq_path(const QSeq *q, const char *child, char *out,
+						  size_t outlen);
 extern bool zk_q_parents_known(const char *qname);
 extern void zk_q_parents_remember(const char *qname, bool ok);
 extern void zk_q_send_ensure_path(const char *path);
 extern void zk_q_send_ensure_queue(const char *qpath);
-extern ZkClaimRec * zk_q_claims_of(ZkEntry *e);
+extern ZkClaimRec *zk_q_claims_of(ZkEntry *e);
 extern void zk_q_claim_token_of(ZkEntry *e, char *out, size_t outlen);
 extern bool zk_q_parse_u64(const char *s, int base, uint64 *v);
 extern int zk_q_cmp_names(const void *a, const void *b);
 extern void zk_q_listing_free(Listing *l);
 extern bool zk_q_listing_taken(Listing *l, const char *node);
 extern int zk_q_listing_unclaimed(Listing *l, char **cand);
-extern int zk_q_listing_send(Listing *l, const char *qpath, watcher_fn watcher, void *wctx, bool watch_entries, bool watch_taken, bool list_taken);
+extern int	zk_q_listing_send(Listing *l, const char *qpath,
+							  watcher_fn watcher, void *wctx,
+							  bool watch_entries, bool watch_taken,
+							  bool list_taken);
 extern void zk_q_free_entry(ZkEntry *e);
 extern void zk_q_unsettle_all(void);
 
@@ -380,17 +397,18 @@ extern void zk_qpub_drive(ZkEntry *e);
 extern List *zk_q_pub_waits;
 extern bool zk_q_seq_fetch(QSeq *q);
 extern void zk_q_seq_probe(QSeq *q);
-extern bool zk_q_send_publish(const char *blob, const char *tpath, uint32 idx, uint32 gen, struct Scan *scan, bool ensure);
+extern bool zk_q_send_publish(const char *blob, const char *tpath, uint32 idx,
+							  uint32 gen, struct Scan *scan, bool ensure);
 extern void zk_q_pub_note_names(PubOp *po);
 extern bool zk_q_pub_naming_conflict(PubOp *po);
-extern const char * zk_q_seq_exhausted(PubOp *po);
+extern const char *zk_q_seq_exhausted(PubOp *po);
 
 /* queue_consume.c */
 extern void zk_q_idle(QState *q);
 extern void zk_q_unwatch_idle(void);
 extern void zk_q_forget(QState *q);
 extern void zk_q_forget_idle(void);
-extern ZkEntry * zk_q_waiter_entry(Waiter *w);
+extern ZkEntry *zk_q_waiter_entry(Waiter *w);
 extern void zk_q_kick(QState *q);
 extern void zk_q_count_held(ZkEntry *e, bool held);
 extern void zk_q_grant(ZkEntry *e);
@@ -401,7 +419,8 @@ extern void zk_q_round_done(QState *q);
 
 /* queue_claim.c */
 extern int zk_q_free_slot(ZkEntry *e);
-extern bool zk_q_send_attempt(QState *q, ZkEntry *e, int slot, const char *node);
+extern bool zk_q_send_attempt(QState *q, ZkEntry *e, int slot,
+							  const char *node);
 extern ClaimWindow zk_q_claim_window(ZkEntry *e);
 extern void zk_q_rest_compact(QState *q);
 extern void zk_q_claim_fail_refused(ZkEntry *e);

@@ -43,7 +43,7 @@ ZK_KIND(ZKK_QCLAIM, zk_qclaim_ops, "claim")	/* a dequeue: waiting, then its
 ZK_KIND(ZKK_QINFO, zk_qinfo_ops, "queue read")	/* a one-off queue read
 												 * (length, peek...) */
 
-/* barriers: gates, arrivals, double barriers (barrier_worker.c, barrier_backend.c) */
+/* barriers: gates, arrivals, double barriers (barrier_worker.c and its parts, barrier_backend.c) */
 ZK_RECIPE(barrier)
 ZK_KIND(ZKK_BWAIT, zk_bwait_ops, "barrier wait")	/* a wait for a gate or
 													 * for arrivals */

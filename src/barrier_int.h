@@ -1,0 +1,61 @@
+/*-------------------------------------------------------------------------
+ *
+ * barrier_int.h
+ *	  The barrier recipes' worker half: what barrier_worker.c (watched
+ *	  objects, ZKK_BWAIT), barrier_member.c (ZKK_BMEMBER) and
+ *	  barrier_arrivals.c (ZKK_BINFO) share.  Worker only.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ZKLOCK_BARRIER_INT_H
+#define ZKLOCK_BARRIER_INT_H
+
+#include "recipe.h"
+#include "barrier.h"
+
+#include "utils/hsearch.h"
+
+/* A watched object: a gate, an arrivals node or a barrier (barrier_worker.c) */
+typedef struct BObj
+{
+	char		path[ZK_PATH_MAX];	/* hash key */
+	uint8		op;				/* ZKB_GATE, ZKB_ARRIVALS or ZKB_ENTER */
+	int			nw;				/* waiters */
+	int			cap;
+	uint32	   *widx;
+	uint32	   *wgen;
+	bool		probing;		/* a probe is in flight */
+	bool		again;			/* probe again when it returns */
+	bool		watching;		/* a watch of ours may be set on path */
+	bool		retry;			/* probe once the session is usable */
+	/* the last probe of a barrier */
+	int			members;
+	int64		ready_czxid;	/* 0: no ready */
+	int32		ready_version;
+	bool		rwatching;		/* an exists watch of ours may be set on
+								 * ready (see barrier_ready_event) */
+	int			rinflight;		/* exists requests on ready not answered */
+	bool		recheck;		/* on idle_checks */
+	TimestampTz idle_since;
+	uint32		id;				/* names it to ZooKeeper (obj_ctx) */
+	TimestampTz last_used;		/* last looked up for an entry */
+} BObj;
+
+/* barrier_worker.c */
+extern MemoryContext zk_b_context(void);
+extern void zk_barrier_path(const char *what, const char *name, char *out,
+							size_t outlen);
+extern void zk_b_obj_add(BObj *o, ZkEntry *e);
+extern void zk_b_obj_remove_entry(BObj *o, ZkEntry *e);
+extern BObj *zk_b_obj_of(ZkEntry *e);
+extern void zk_b_obj_kick(BObj *o);
+extern int zk_b_barrier_watch_ready(BObj *o);
+extern void zk_b_ready_done(int rc, const void *data);
+
+/* barrier_member.c */
+extern void zk_b_member_session_lost(ZkEntry *e, const char *why);
+
+/* barrier_arrivals.c */
+extern void zk_b_binfo_session_lost(ZkEntry *e, const char *why);
+
+#endif							/* ZKLOCK_BARRIER_INT_H */

@@ -1,0 +1,598 @@
+/*-------------------------------------------------------------------------
+ *
+ * barrier_member.c
+ *	  ZKK_BMEMBER: a double barrier's member.  Entering creates its
+ *	  ephemeral node, named by its guid, and waits on the barrier's watched
+ *	  object (barrier_worker.c) until the members present reach its parties
+ *	  or "ready" appears after it joined.  Leaving is herd-free (kazoo's
+ *	  DoubleBarrier order): the member with the lowest name watches the
+ *	  highest, the others delete their node and watch the lowest.
+ *
+ *	  Runs in the worker with zk_ctl->lock held.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "barrier_int.h"
+
+#include "trust.h"
+#include "queue.h"
+
+#include "lib/stringinfo.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
+static void member_step(ZkEntry *e);
+static void leave_list(ZkEntry *e);
+
+/* ------------------------------------------------------------------------
+ * ZKK_BMEMBER: a double barrier's member
+ * ------------------------------------------------------------------------
+ */
+
+/* The path of child (a member's guid, or ready) in e's barrier */
+static void
+member_path(ZkEntry *e, const char *child, char *out, size_t outlen)
+{
+	char		dir[ZK_PATH_MAX];
+
+	zk_barrier_path("barriers", e->name, dir, sizeof(dir));
+	snprintf(out, outlen, "%s/%s", dir, child);
+}
+
+/* Watcher of the zoo_awexists sent by leave_watch() */
+static void
+member_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
+{
+	ZkEntry    *volatile e = NULL;
+
+	if (type == ZOO_SESSION_EVENT || type == ZOO_NOTWATCHING_EVENT)
+		return;
+	COMPLETION_BEGIN
+	{
+		zk_count(ZKCNT_WATCH_EVENTS, 1);
+		e = zk_entry_of(ctx);
+		if (e != NULL && e->watching)
+		{
+			if (path)
+				(void) zk_watch_drop(path);
+			e->watching = false;
+			e->watched[0] = '\0';
+			if (e->step.barrier == ZKB_LEAVE && !e->released)
+				leave_list(e);
+		}
+	}
+	COMPLETION_END(e);
+}
+
+/*
+ * Take off the exists watch a leaving member set (leave_watch): only ours,
+ * locally, while other watchers here share the path or the session is not
+ * usable; else the session's watch on the server too.
+ */
+static void
+member_unwatch(ZkEntry *e)
+{
+	char		path[ZK_PATH_MAX];
+
+	if (!e->watching)
+		return;
+	e->watching = false;
+	member_path(e, e->watched, path, sizeof(path));
+	e->watched[0] = '\0';
+	if (zk_zh == NULL)
+		return;
+	if (zk_watch_drop(path) > 0 || !zk_session_usable())
+		(void) zoo_aremove_watches(zk_zh, path, ZWATCHTYPE_DATA, member_watcher,
+								   (void *) zk_ctx_of(e), 1,
+								   (void_completion_t *) zk_unwatch_done, NULL);
+	else
+		(void) zoo_aremove_all_watches(zk_zh, path, ZWATCHTYPE_DATA, 0,
+									   (void_completion_t *) zk_unwatch_done, NULL);
+}
+
+static ZkLogLimit member_delete_log;
+
+/* Completion of the zoo_adelete sent by member_send_delete() */
+static void
+member_deleted(int rc, const void *ctx)
+{
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = zk_entry_of(ctx);
+		if (e != NULL && e->delete_inflight)
+		{
+			e->delete_inflight = false;
+			if (rc == ZOK || rc == ZNONODE)
+			{
+				e->node[0] = '\0';
+				e->in_doubt = false;
+				if (e->released)
+					zk_entry_free(e);
+				else if (e->step.barrier == ZKB_LEFT)
+					zk_finish(e, ZKO_GRANTED, 0, NULL);
+			}
+			else if (!zk_rc_definite(rc))
+				zk_retry_later(e);
+			else
+			{
+				if (zk_log_limited(&member_delete_log, "could not delete the member node of a barrier"))
+					ereport(WARNING,
+							(errmsg("zklock: could not delete the member node of barrier \"%s\": %s",
+									zk_log_name(e->name), zerror(rc))));
+				e->node[0] = '\0';
+				if (e->released)
+					zk_entry_free(e);
+				else if (e->step.barrier == ZKB_LEFT)
+					zk_finish(e, ZKO_GRANTED, 0, NULL);
+			}
+		}
+	}
+	COMPLETION_END(e);
+}
+
+/* Send the delete of e's member node; retried later if it cannot be sent */
+static void
+member_send_delete(ZkEntry *e)
+{
+	char		path[ZK_PATH_MAX];
+	int			rc;
+
+	member_path(e, e->guid, path, sizeof(path));
+	rc = zoo_adelete(zk_zh, path, -1, member_deleted, zk_ctx_of(e));
+	if (rc == ZOK)
+		e->delete_inflight = true;
+	else
+		zk_retry_later(e);
+}
+
+/* Completion of the zoo_acreate2 sent by member_send_create() */
+static void
+member_created(int rc, const char *value, const struct Stat *stat, const void *ctx)
+{
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = zk_entry_of(ctx);
+		if (e != NULL && e->create_inflight)
+		{
+			e->create_inflight = false;
+			if (rc == ZOK || rc == ZNODEEXISTS)
+			{
+				/* ZNODEEXISTS: ours, by name, from a try whose reply was lost */
+				e->in_doubt = false;
+				strlcpy(e->node, e->guid, sizeof(e->node));
+				if (rc == ZOK && stat && e->token == 0)
+					e->token = stat->czxid;
+				member_step(e);
+			}
+			else if (rc == ZNONODE && e->errors < 5)
+			{
+				/* the barrier's node (a container) or its parents are gone */
+				e->errors++;
+				e->parents_tried = true;
+				member_step(e);
+			}
+			else if (!zk_rc_definite(rc))
+			{
+				e->in_doubt = true;
+				zk_retry_later(e);
+			}
+			else
+			{
+				char		msg[ZKLOCK_ERRMSG_MAX];
+
+				snprintf(msg, sizeof(msg), "ZooKeeper refused the member node: %s", zerror(rc));
+				if (e->released)
+					zk_entry_free(e);
+				else
+				{
+					char		mpath[ZK_PATH_MAX];
+
+					member_path(e, e->guid, mpath, sizeof(mpath));
+					e->step.barrier = ZKB_LEFT;
+					e->state = ZKE_DONE;
+					zk_fail_rc(e, rc, mpath, ERRCODE_CONNECTION_FAILURE, msg);
+				}
+			}
+		}
+	}
+	COMPLETION_END(e);
+}
+
+/* our member's czxid, when the create's reply did not tell it */
+static void
+member_stat(int rc, const struct Stat *stat, const void *ctx)
+{
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = zk_entry_of(ctx);
+		if (e != NULL && e->list_inflight)
+		{
+			e->list_inflight = false;
+			if (rc == ZOK && stat)
+			{
+				e->token = stat->czxid;
+				member_step(e);
+			}
+			else if (rc == ZNONODE)
+			{
+				e->node[0] = '\0';
+				member_step(e);
+			}
+			else
+				zk_retry_later(e);
+		}
+	}
+	COMPLETION_END(e);
+}
+
+/*
+ * Create e's ephemeral member node, named by its guid, in the barrier's
+ * container node (after a ZNONODE the root and the barriers directory
+ * first).  An entering member's exists watch on ready goes right behind.
+ */
+static void
+member_send_create(ZkEntry *e)
+{
+	char		path[ZK_PATH_MAX];
+	int			rc;
+
+	if (e->parents_tried)
+	{
+		char		dir[ZK_PATH_MAX];
+
+		snprintf(dir, sizeof(dir), "%s/barriers", zk_root);
+		zk_create_parent(zk_root, 0);
+		zk_create_parent(dir, 0);
+	}
+	/* the barrier's own node is a container: gone when its last member is */
+	{
+		char		dir[ZK_PATH_MAX];
+
+		zk_barrier_path("barriers", e->name, dir, sizeof(dir));
+		zk_create_parent(dir, ZOO_CONTAINER);
+	}
+	member_path(e, e->guid, path, sizeof(path));
+	e->state = ZKE_CREATING;
+	rc = zoo_acreate2(zk_zh, path, e->data, strlen(e->data), zk_acl(),
+					  ZOO_EPHEMERAL, member_created, zk_ctx_of(e));
+	if (rc == ZOK)
+	{
+		e->create_inflight = true;
+		e->session = zk_cur_session;
+
+		/*
+		 * The watch on "ready" goes right behind the create, not after its
+		 * answer: ZooKeeper sets it next to the create, before another
+		 * member can count this one and open the barrier.  Set after the
+		 * answer, a worker that stalls meanwhile (or an answer held up)
+		 * would find "ready" created and deleted again by members that
+		 * entered and left at once, and miss the opening
+		 * (barrier_ready_event).  ready_armed takes it off again if nobody
+		 * waits by then.
+		 */
+		if (e->step.barrier == ZKB_ENTER)
+			(void) zk_b_barrier_watch_ready(zk_b_obj_of(e));
+	}
+	else
+		(void) zk_send_failed(e, rc, "create");
+}
+
+/* ---- leaving ---- */
+
+/* qsort comparator of C strings */
+static int
+cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+/* Completion of the zoo_awexists sent by leave_watch() */
+static void
+leave_exists(int rc, const struct Stat *stat, const void *ctx)
+{
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = zk_entry_of(ctx);
+		if (e != NULL && e->watch_pending)
+		{
+			char		path[ZK_PATH_MAX];
+
+			e->watch_pending = false;
+			member_path(e, e->watched, path, sizeof(path));
+			if (rc == ZOK)
+			{
+				e->watching = true;
+				if (e->released || e->step.barrier != ZKB_LEAVE)
+					member_unwatch(e);
+			}
+			else if (rc == ZNONODE)
+			{
+				/*
+				 * Gone already.  ZooKeeper keeps an exists watch on the absent
+				 * node (for its creation): take it off, then look again.
+				 */
+				e->watching = true;
+				member_unwatch(e);
+				if (!e->released && e->step.barrier == ZKB_LEAVE)
+					leave_list(e);
+			}
+			else
+			{
+				(void) zk_watch_drop(path);
+				e->watched[0] = '\0';
+				if (!e->released && e->step.barrier == ZKB_LEAVE)
+					zk_retry_later(e);
+			}
+		}
+	}
+	COMPLETION_END(e);
+}
+
+/* Watch the member child of e's barrier (an exists) until it leaves */
+static void
+leave_watch(ZkEntry *e, const char *child)
+{
+	char		path[ZK_PATH_MAX];
+	int			rc;
+
+	strlcpy(e->watched, child, sizeof(e->watched));
+	member_path(e, child, path, sizeof(path));
+	rc = zoo_awexists(zk_zh, path, member_watcher, (void *) zk_ctx_of(e),
+					  leave_exists, zk_ctx_of(e));
+	if (rc == ZOK)
+	{
+		zk_watch_set(path);
+		e->watch_pending = true;
+	}
+	else
+		zk_retry_later(e);
+}
+
+/* Completion of the zoo_aget_children sent by leave_list() */
+static void
+leave_listed(int rc, const struct String_vector *sv, const void *ctx)
+{
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = zk_entry_of(ctx);
+		if (e != NULL && e->list_inflight)
+		{
+			e->list_inflight = false;
+			if (e->released || e->step.barrier != ZKB_LEAVE)
+				member_step(e);
+			else if (rc == ZOK || rc == ZNONODE)
+			{
+				char	  **m = NULL;
+				int			n = 0;
+				int			i;
+				bool		mine = false;
+
+				if (rc == ZOK && sv && sv->count > 0)
+				{
+					m = palloc(sizeof(char *) * sv->count);
+					for (i = 0; i < sv->count; i++)
+						if (strcmp(sv->data[i], ZKB_READY) != 0)
+						{
+							m[n++] = sv->data[i];
+							if (e->node[0] && strcmp(sv->data[i], e->node) == 0)
+								mine = true;
+						}
+					qsort(m, n, sizeof(char *), cmp_str);
+				}
+				if (!mine)
+					e->node[0] = '\0';
+				if (n == 0 || (n == 1 && mine))
+				{
+					/* everyone else has left */
+					e->step.barrier = ZKB_LEFT;
+					if (mine)
+						member_send_delete(e);
+					else
+						zk_finish(e, ZKO_GRANTED, 0, NULL);
+				}
+				else if (e->try_only)
+				{
+					/*
+					 * '0': others are still in, and that is the answer; the
+					 * owner lets the entry go, which deletes our node
+					 */
+					zk_finish(e, ZKO_BUSY, 0, NULL);
+				}
+				else if (mine && strcmp(m[0], e->node) == 0)
+					leave_watch(e, m[n - 1]);	/* lowest: wait for the highest */
+				else
+				{
+					if (mine && !e->delete_inflight)
+						member_send_delete(e);
+					leave_watch(e, m[0]);	/* the others: wait for the lowest */
+				}
+				if (m)
+					pfree(m);
+			}
+			else if (!zk_rc_definite(rc))
+				zk_retry_later(e);
+			else
+			{
+				e->step.barrier = ZKB_LEFT;
+				zk_fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
+			}
+		}
+	}
+	COMPLETION_END(e);
+}
+
+/* List e's barrier to decide how the leaving member waits (leave_listed) */
+static void
+leave_list(ZkEntry *e)
+{
+	char		dir[ZK_PATH_MAX];
+	int			rc;
+
+	if (!zk_session_usable())
+	{
+		zk_retry_later(e);
+		return;
+	}
+	zk_barrier_path("barriers", e->name, dir, sizeof(dir));
+	rc = zoo_aget_children(zk_zh, dir, 0, leave_listed, zk_ctx_of(e));
+	if (rc == ZOK)
+		e->list_inflight = true;
+	else
+		zk_retry_later(e);
+}
+
+/* One step of a member, whatever it waits for */
+static void
+member_step(ZkEntry *e)
+{
+	if (e->create_inflight || e->delete_inflight || e->list_inflight ||
+		e->watch_pending)
+		return;					/* its completion steps it on */
+	if (e->released)
+	{
+		zk_b_obj_remove_entry(zk_b_obj_of(e), e);
+		member_unwatch(e);
+		if ((e->node[0] || e->in_doubt) && zk_zh != NULL)
+		{
+			if (!zk_session_usable())
+			{
+				zk_retry_later(e);
+				return;
+			}
+			member_send_delete(e);
+		}
+		else
+			zk_entry_free(e);
+		return;
+	}
+	if (!zk_session_usable())
+	{
+		zk_retry_later(e);
+		return;
+	}
+	switch (e->step.barrier)
+	{
+		case ZKB_ENTER:
+		case ZKB_MEMBER:
+			if (e->node[0] == '\0')
+			{
+				member_send_create(e);
+				return;
+			}
+			if (e->token == 0)
+			{
+				char		path[ZK_PATH_MAX];
+
+				member_path(e, e->node, path, sizeof(path));
+				if (zoo_aexists(zk_zh, path, 0, member_stat, zk_ctx_of(e)) == ZOK)
+					e->list_inflight = true;
+				else
+					zk_retry_later(e);
+				return;
+			}
+			if (e->step.barrier == ZKB_ENTER)
+			{
+				BObj	   *o = zk_b_obj_of(e);
+
+				if (e->state != ZKE_WAITING)
+				{
+					e->state = ZKE_WAITING;
+					zk_wake_owner(e);
+				}
+				zk_b_obj_add(o, e);
+				zk_b_obj_kick(o);
+			}
+			else
+				e->state = ZKE_HELD;
+			return;
+		case ZKB_LEAVE:
+			{
+				char		path[ZK_PATH_MAX];
+
+				zk_b_obj_remove_entry(zk_b_obj_of(e), e);
+				if (e->state != ZKE_WAITING)
+				{
+					/* first step: the barrier closes behind us */
+					member_path(e, ZKB_READY, path, sizeof(path));
+					(void) zoo_adelete(zk_zh, path, -1, zk_b_ready_done, NULL);
+					e->state = ZKE_WAITING;
+					zk_wake_owner(e);
+				}
+				if (!e->watching)
+					leave_list(e);
+				return;
+			}
+		default:
+			return;
+	}
+}
+
+/*
+ * A drive of the member threw: forget what was in flight.  A member let go
+ * still deletes its node (retried); any other is retried three times, then
+ * fails.
+ */
+static void
+member_drive_failed(ZkEntry *e)
+{
+	e->create_inflight = e->delete_inflight = e->list_inflight = false;
+	e->watch_pending = false;
+	if (e->released)
+	{
+		if (e->node[0] || e->in_doubt)
+			zk_retry_later(e);
+		else
+		{
+			zk_b_obj_remove_entry(zk_b_obj_of(e), e);
+			zk_entry_free(e);
+		}
+		return;
+	}
+	if (e->errors++ < 3)
+		zk_retry_later(e);
+	else
+		zk_fail(e, ERRCODE_INTERNAL_ERROR, "the zklock worker failed while serving the barrier");
+}
+
+/*
+ * The session ended and took our member node with it: a member that has
+ * not left gets a new node in the next session (same name), so that it
+ * still counts and is still waited for.
+ */
+void
+zk_b_member_session_lost(ZkEntry *e, const char *why)
+{
+	e->create_inflight = e->delete_inflight = e->list_inflight = false;
+	e->watch_pending = false;
+	e->watching = false;
+	e->watched[0] = '\0';
+	e->in_doubt = false;
+	e->node[0] = '\0';
+	if (e->released)
+	{
+		zk_b_obj_remove_entry(zk_b_obj_of(e), e);
+		zk_entry_free(e);
+		return;
+	}
+	zk_retry_later(e);
+}
+
+const ZkKindOps zk_bmember_ops = {
+	.drive = member_step,
+	.drive_failed = member_drive_failed,
+	.session_lost = zk_b_member_session_lost,
+};
