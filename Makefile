@@ -43,7 +43,10 @@ OBJS = \
 	src/sem_sql.o
 
 EXTENSION = zklock
-DATA = zklock--1.0.sql
+# every released version's install script ships, frozen (tools/frozen.sh
+# checks them against their release tags), with the update scripts between
+# them; zklock--1.0.control keeps 1.0 in schema public, where it was released
+DATA = zklock--1.0.sql zklock--1.0.control zklock--1.1.sql zklock--1.0--1.1.sql
 PGFILEDESC = "zklock - ZooKeeper coordination recipes for PostgreSQL"
 
 SHLIB_LINK = -lzookeeper_st

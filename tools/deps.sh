@@ -12,6 +12,7 @@
 #   TAP tests                                       libipc-run-perl perl
 #   test/zkq.py                                     python3-kazoo
 #   fault run clients (test/faults)                 python3-psycopg2
+#   META.json check (test/pgxn_meta.py)             python3-jsonschema
 #   sequence-wrap snapshot (test/java)              default-jdk-headless, when there is no javac
 #   build and scripts                               make gcc libc6-dev procps
 #
@@ -23,7 +24,7 @@ set -u
 
 pkgs=(postgresql-15 postgresql-client-15 postgresql-server-dev-15
       libzookeeper-st-dev zookeeper libzookeeper-java
-      libipc-run-perl perl python3-kazoo python3-psycopg2 postgresql-15-cron
+      libipc-run-perl perl python3-kazoo python3-psycopg2 python3-jsonschema postgresql-15-cron
       make gcc libc6-dev procps)
 command -v java >/dev/null 2>&1 || pkgs+=(default-jre-headless)
 # javac compiles test/java/MakeWrapSnapshot.java (the sequence-wrap test)

@@ -149,6 +149,7 @@ sweep() {
 
 # make, failing on any compiler warning: ZKLOCK_WERROR=1 makes the Makefile's
 # warning flags errors (-Werror); then the exported symbols (tools/symbols.sh)
+# and the released SQL scripts (tools/frozen.sh)
 build() {
     local dir=$1
     say "build (make ZKLOCK_WERROR=1 in $dir)"
@@ -162,6 +163,8 @@ build() {
         echo "test.sh: the build exports a symbol that is not zk_ (tools/symbols.sh)" >&2
         return 1
     fi
+    # released SQL scripts are byte-identical to their tags (in the checkout)
+    bash "$dir/tools/frozen.sh" "$ORIG_SRC" || return 1
 }
 
 install_ext() {

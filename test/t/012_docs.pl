@@ -148,6 +148,7 @@ CREATE PROCEDURE make_report() LANGUAGE sql AS $$ SELECT 1 $$;
 	'doc/leases.md' => q{
 CREATE PROCEDURE make_hourly_report() LANGUAGE sql AS $$ SELECT 1 $$;
 },
+	'doc/install.md' => $ROLES,
 	'doc/security.md' => $ROLES . q{
 SELECT 'CREATE DATABASE ' || d FROM unnest(ARRAY['sales', 'billing']) d
  WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = d) \gexec
