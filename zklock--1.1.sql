@@ -170,7 +170,7 @@ AS 'MODULE_PATHNAME', 'zk_path' LANGUAGE C STRICT STABLE PARALLEL SAFE;
 -- The queue (kazoo LockingQueue layout under <zklock.root>/queues/<name>)
 
 CREATE TYPE zk_message AS (
-    msg_id      bigint,         -- czxid of the item's node: unique, increasing
+    msg_id      bigint,         -- the item's id (from its node's czxid and name): unique, increasing
     priority    int,
     enqueued_at timestamptz,
     payload     bytea,

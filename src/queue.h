@@ -118,7 +118,7 @@ typedef struct ZkTxnItem
 /* One message, as a dequeue or a peek returns it */
 typedef struct ZkMsgRec
 {
-	int64		czxid;
+	int64		msg_id;		/* zk_queue_msg_id: the msg_id column */
 	int64		ctime_ms;
 	int32		priority;
 	uint32		len;

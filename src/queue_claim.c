@@ -436,7 +436,7 @@ store_msg(const char *node, const char *value, int value_len, const struct Stat 
 	if (!DsaPointerIsValid(dp))
 		return dp;
 	m = dsa_get_address(area, dp);
-	m->czxid = zk_queue_msg_id(stat->czxid, node);
+	m->msg_id = zk_queue_msg_id(stat->czxid, node);
 	m->ctime_ms = stat->ctime;
 	(void) zk_queue_node_priority(node, &prio);
 	m->priority = prio;

@@ -360,7 +360,7 @@ info_peek_done(int rc, const char *value, int value_len,
 				int			prio = 0;
 
 				memset(m, 0, sizeof(ZkMsgRec));
-				m->czxid = zk_queue_msg_id(stat->czxid, c->node);
+				m->msg_id = zk_queue_msg_id(stat->czxid, c->node);
 				m->ctime_ms = stat->ctime;
 				(void) zk_queue_node_priority(c->node, &prio);
 				m->priority = prio;

@@ -172,7 +172,7 @@ emit_message(const ZkMsgRec *m, const char *payload, void *arg)
 
 	SET_VARSIZE(b, VARHDRSZ + m->len);
 	memcpy(VARDATA(b), payload, m->len);
-	values[0] = Int64GetDatum(m->czxid);
+	values[0] = Int64GetDatum(m->msg_id);
 	values[1] = Int32GetDatum(m->priority);
 	values[2] = TimestampTzGetDatum(zk_time(m->ctime_ms));
 	values[3] = PointerGetDatum(b);

@@ -539,6 +539,9 @@ sem_step(ZkEntry *e)
 static void
 sem_drive_failed(ZkEntry *e)
 {
+	/* a create out may have landed: its node (named by the guid) is deleted */
+	if (e->create_inflight && e->step.sem == ZKSEM_CREATE)
+		e->in_doubt = true;
 	e->create_inflight = e->list_inflight = e->delete_inflight = false;
 	if (e->released)
 		zk_retry_later(e);		/* delete what may be there, when usable */
