@@ -79,14 +79,16 @@ my $ctl = new_session($node, name => 'ctl');
 #
 # A waiter right behind the holder gives up, in every way a wait can end
 #
+# The timeouts leave the checks of the live waiter room on a loaded machine
+# (its watch is looked for while it still waits: up to 2 + 5 s)
 my @ways = (
-	[ 'timeout argument', 'wt', 'BEGIN', "SELECT zk_lock('wt', '1s')", '55P03' ],
-	[ 'lock_timeout', 'wl', "BEGIN; SET LOCAL lock_timeout = '1s'", "SELECT zk_lock('wl')", '55P03' ],
-	[ 'statement_timeout', 'ws', "BEGIN; SET LOCAL statement_timeout = '1s'", "SELECT zk_lock('ws')", '57014' ],
+	[ 'timeout argument', 'wt', 'BEGIN', "SELECT zk_lock('wt', '8s')", '55P03' ],
+	[ 'lock_timeout', 'wl', "BEGIN; SET LOCAL lock_timeout = '8s'", "SELECT zk_lock('wl')", '55P03' ],
+	[ 'statement_timeout', 'ws', "BEGIN; SET LOCAL statement_timeout = '8s'", "SELECT zk_lock('ws')", '57014' ],
 	[ 'pg_cancel_backend', 'wc', 'BEGIN', "SELECT zk_lock('wc')", '57014' ],
 	[ 'pg_terminate_backend', 'wx', 'BEGIN', "SELECT zk_lock('wx')", 'EXIT' ],
-	[ 'shared wait, timeout argument', 'wr', 'BEGIN', "SELECT zk_lock_shared('wr', '1s')", '55P03' ],
-	[ 'session-level wait, timeout argument', 'wz', 'SELECT 1', "SELECT zk_session_lock('wz', '1s')", '55P03' ],
+	[ 'shared wait, timeout argument', 'wr', 'BEGIN', "SELECT zk_lock_shared('wr', '8s')", '55P03' ],
+	[ 'session-level wait, timeout argument', 'wz', 'SELECT 1', "SELECT zk_session_lock('wz', '8s')", '55P03' ],
 );
 
 $holder->query_safe('BEGIN');
@@ -123,7 +125,7 @@ foreach my $way (@ways)
 	}
 	ok(scalar(zk_wait_count($zk, "$LOCKS/$lock", 1, 5)), "$what: the waiter's node is gone");
 	is(try_lock_elsewhere($node, $lock), 'f', "$what: the holder still holds");
-	$seen = wait_watches($lock, '', 3);
+	$seen = wait_watches($lock, '', 15);
 	is($seen, '', "$what: no watch left on the holder's node (wchp and wchc)");
 	$x->quit;
 }
@@ -141,7 +143,7 @@ $live->send("SELECT zk_lock('wq')");
 ok(scalar(zk_wait_count($zk, "$LOCKS/wq", 2, 10)), 'queue: the live waiter queued');
 my (undef, $lnode) = nodes_of('wq');
 $gone->query_safe('BEGIN');
-$gone->send("SELECT zk_lock('wq', '2s')");
+$gone->send("SELECT zk_lock('wq', '8s')");
 ok(scalar(zk_wait_count($zk, "$LOCKS/wq", 3, 10)), 'queue: the second waiter queued behind it');
 my $want = join(' ', sort("$hnode:1/1", "$lnode:1/1"));
 my $seen = wait_watches('wq', $want);
@@ -151,7 +153,7 @@ my $r = $gone->wait(20);
 is($r->{sqlstate}, '55P03', 'queue: the second waiter timed out') or diag $r->{err};
 $gone->query('ROLLBACK');
 ok(scalar(zk_wait_count($zk, "$LOCKS/wq", 2, 5)), "queue: its node is gone");
-$seen = wait_watches('wq', "$hnode:1/1", 3);
+$seen = wait_watches('wq', "$hnode:1/1", 15);
 is($seen, "$hnode:1/1", "queue: the live waiter's watch remains, none on its own node");
 ok($live->running, 'queue: the live waiter still waits');
 
@@ -161,7 +163,7 @@ ok($live->running, 'queue: the live waiter still waits');
 $holder->query_safe("SELECT zk_lock('wy')");
 is(try_lock_elsewhere($node, 'wy'), 'f', 'zk_try_lock finds wy taken');
 is(try_lock_shared_elsewhere($node, 'wy'), 'f', 'zk_try_lock_shared finds wy taken');
-is(wait_watches('wy', '', 2), '', 'the failed try-locks left no watch');
+is(wait_watches('wy', '', 10), '', 'the failed try-locks left no watch');
 
 #
 # Everything ends: no watch at all

@@ -80,7 +80,7 @@ sub wait_back
 		"$lock: A's holder session was ended by the crash");
 	my $back = wait_until(
 		sub {
-			my ($rc) = $A->psql('postgres', 'SELECT 1', on_error_die => 0);
+			my ($rc) = psql_noerr($A, 'postgres', 'SELECT 1');
 			return $rc == 0;
 		},
 		60, 0.05);

@@ -218,7 +218,7 @@ sub wpid
 sub up
 {
 	my ($node) = @_;
-	my ($rc) = $node->psql('postgres', 'SELECT 1', on_error_die => 0);
+	my ($rc) = psql_noerr($node, 'postgres', 'SELECT 1');
 	return $rc == 0;
 }
 

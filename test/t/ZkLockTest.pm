@@ -38,7 +38,7 @@ our @EXPORT = qw(
   wait_for_backend_active try_lock_elsewhere
   kazoo_client queue_kazoo
   zk_conf zk_streaming_node zk_standby_node
-  sql_elsewhere try_lock_shared_elsewhere
+  sql_elsewhere psql_noerr try_lock_shared_elsewhere
   zk_exists zk_get zk_czxid zk_lock_nodes zk_lock_modes
 );
 
@@ -460,13 +460,27 @@ sub zk_standby_node
 	return $node;
 }
 
+# $node->psql($db, $sql) that never dies: a psql that exits before IPC::Run
+# wrote its input (a server that refused it, as while a cluster restarts
+# after a crash) makes IPC::Run die with EPIPE; that is an error result
+# (rc 1, the message as stderr), not the test's end
+sub psql_noerr
+{
+	my ($node, $db, $sql) = @_;
+	my ($rc, $out, $err);
+	eval {
+		($rc, $out, $err) = $node->psql($db, $sql, on_error_die => 0);
+		1;
+	} or return (1, '', "psql: $@");
+	return ($rc, $out // '', $err // '');
+}
+
 # Run $sql in a new connection to database $db (default postgres); returns
 # its output, or "error: <stderr>" if it failed
 sub sql_elsewhere
 {
 	my ($node, $sql, $db) = @_;
-	my ($rc, $out, $err) = $node->psql($db // 'postgres', $sql,
-		on_error_die => 0);
+	my ($rc, $out, $err) = psql_noerr($node, $db // 'postgres', $sql);
 	return $rc == 0 ? $out : "error: $err";
 }
 
@@ -538,9 +552,8 @@ sub zk_lock_modes
 sub zk_status
 {
 	my ($node) = @_;
-	my ($rc, $out, $err) = $node->psql('postgres',
-		'SELECT row_to_json(s) FROM zk_status() s',
-		on_error_die => 0);
+	my ($rc, $out, $err) = psql_noerr($node, 'postgres',
+		'SELECT row_to_json(s) FROM zk_status() s');
 	if ($rc != 0 || $out eq '')
 	{
 		note "zk_status() failed: $err";
@@ -629,9 +642,7 @@ sub try_lock_elsewhere
 {
 	my ($node, $name) = @_;
 	$name =~ s/'/''/g;
-	my ($rc, $out, $err) = $node->psql('postgres',
-		"SELECT zk_try_lock('$name')",
-		on_error_die => 0);
+	my ($rc, $out, $err) = psql_noerr($node, 'postgres', "SELECT zk_try_lock('$name')");
 	return $rc == 0 ? $out : "error: $err";
 }
 
