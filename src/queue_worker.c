@@ -570,15 +570,28 @@ qdurable_session_lost(ZkEntry *e, const char *why)
 
 /*
  * The session ended (session_reset hook): every queue lists again and every
- * naming is asked again; claims in flight are in doubt
+ * naming is asked again; claims in flight are in doubt.  Called again once
+ * the old handle is closed: the answers it gave meanwhile (ZCLOSING) counted
+ * down what this had set to zero, so the counts start from zero once more.
  */
 static void
 q_session_reset(void)
 {
 	HASH_SEQ_STATUS st;
 	QState	   *q;
+	int			i;
 
 	zk_history_session_reset();
+
+	/* nothing of the old session is in flight any more */
+	for (i = 0; i < zk_ctl->max_entries; i++)
+	{
+		ZkEntry    *e = zk_entry(i);
+
+		if (e->state != ZKE_FREE &&
+			(e->kind == ZKK_QPUB || e->kind == ZKK_QCLAIM || e->kind == ZKK_QINFO))
+			e->outstanding = 0;
+	}
 
 	if (zk_qstates != NULL)
 	{

@@ -23,7 +23,10 @@
  *	  worker_start	a worker starts (forget what a previous worker counted)
  *	  reload		the configuration was reloaded (runs without the lock)
  *	  session_connected	the session is connected (new, or taken up again)
- *	  session_reset	forget recipe-private state kept per session
+ *	  session_reset	forget recipe-private state kept per session; called
+ *					when the session ends, and again once its handle is
+ *					closed (its last answers, ZCLOSING, come in between):
+ *					it must be idempotent
  *	  session_usable	called every turn of the worker while the session is
  *					usable
  *
@@ -177,6 +180,7 @@ extern void zk_recipe_drive(ZkEntry *e);
 extern void zk_session_set(zhandle_t *h, uint64 session_id);
 extern void zk_recipes_reconnected(void);
 extern void zk_recipes_session_lost(const char *why);
+extern void zk_recipes_session_closed(void);
 extern void zk_recipes_worker_start(void);
 extern void zk_recipes_reload(void);
 extern void zk_recipes_connected(void);

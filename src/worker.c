@@ -615,6 +615,9 @@ session_close(const char *why)
 	{
 		zookeeper_close(h);
 		forget_session();
+		zk_worker_enter();
+		zk_recipes_session_closed();
+		zk_worker_leave();
 	}
 }
 

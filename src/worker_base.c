@@ -280,6 +280,19 @@ zk_recipes_session_lost(const char *why)
 	}
 }
 
+/*
+ * The old handle is closed.  zookeeper_close() answered what it still had
+ * in flight (ZCLOSING) after zk_recipes_session_lost: those late answers
+ * ran on state the recipes had already reset, and counted down what they
+ * had set to zero.  The recipes forget their per-session state once more,
+ * now that no answer of the old session can come.
+ */
+void
+zk_recipes_session_closed(void)
+{
+	recipes_call(offsetof(ZkRecipe, session_reset));
+}
+
 /* A worker starts: every recipe forgets what a previous one counted */
 void
 zk_recipes_worker_start(void)
