@@ -78,4 +78,4 @@ endif
 
 # every object depends on the shared header
 $(OBJS): src/zklock.h src/recipelist.h src/recipe.h src/lock.h src/queue.h src/barrier.h \
-	src/lease.h src/semaphore.h src/election.h src/trust.h
+	src/lease.h src/semaphore.h src/election.h src/trust.h src/compat.h

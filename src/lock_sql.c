@@ -135,52 +135,58 @@ typedef struct NodeData
 static const char *const node_fields[8] =
 {"cluster", "host", "port", "database", "pid", "user", "application", "since"};
 
-static void
+static ZK_JSON_CB
 nd_object_start(void *state)
 {
 	((NodeData *) state)->depth++;
+	ZK_JSON_RETURN;
 }
 
-static void
+static ZK_JSON_CB
 nd_object_end(void *state)
 {
 	((NodeData *) state)->depth--;
+	ZK_JSON_RETURN;
 }
 
-static void
+static ZK_JSON_CB
 nd_array_start(void *state)
 {
 	((NodeData *) state)->adepth++;
+	ZK_JSON_RETURN;
 }
 
-static void
+static ZK_JSON_CB
 nd_array_end(void *state)
 {
 	((NodeData *) state)->adepth--;
+	ZK_JSON_RETURN;
 }
 
-static void
+static ZK_JSON_CB
 nd_field_start(void *state, char *fname, bool isnull)
 {
 	NodeData   *nd = state;
 
 	nd->field = (nd->depth == 1) ? pstrdup(fname) : NULL;
+	ZK_JSON_RETURN;
 }
 
-static void
+static ZK_JSON_CB
 nd_scalar(void *state, char *token, JsonTokenType tokentype)
 {
 	NodeData   *nd = state;
 	int			i;
 
 	if (nd->field == NULL || nd->adepth > 0 || tokentype == JSON_TOKEN_NULL)
-		return;
+		ZK_JSON_RETURN;
 	for (i = 0; i < 8; i++)
 		if (strcmp(nd->field, node_fields[i]) == 0)
 		{
 			nd->v[i] = pstrdup(token);
 			nd->t[i] = tokentype;
 		}
+	ZK_JSON_RETURN;
 }
 
 /* A JSON scalar as an int4, or false when it is not one (never raises) */
@@ -214,7 +220,7 @@ parse_node_data(const char *data, int len, NodeData *nd)
 	if (len < 2 || data[0] != '{' || memchr(data, '\0', len) != NULL ||
 		!pg_verify_mbstr(PG_UTF8, data, len, true))
 		return false;
-	lex = makeJsonLexContextCstringLen(pnstrdup(data, len), len, PG_UTF8, true);
+	lex = zk_json_lexer(data, len);
 	memset(&sem, 0, sizeof(sem));
 	sem.semstate = nd;
 	sem.object_start = nd_object_start;

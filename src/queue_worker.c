@@ -1318,7 +1318,7 @@ pub_send(PubOp *po)
 		if (j < nq)
 		{
 			po->opkind[n] = PUB_NAMED_ITEM;
-			po->paths[n] = psprintf("%s/entries/entry-%03d-%010" INT64_MODIFIER "d",
+			po->paths[n] = psprintf("%s/entries/entry-%03d-%010" PRId64,
 									qpath, (int) it.priority, q->seq_next + qused[j]);
 			qused[j]++;
 			zoo_create_op_init(&po->ops[n], po->paths[n], p, (int) it.plen,

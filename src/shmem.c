@@ -517,7 +517,7 @@ zk_backend_lock_timed(LWLockMode mode, long timeout_ms)
 				return false;
 		}
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 1, PG_WAIT_EXTENSION);
+						 1, zk_wait_event(ZKW_SHMEM));
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}

@@ -27,6 +27,8 @@
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
+
 /* Limits */
 #define ZKLOCK_NAME_MAX			255 /* bytes of a lock name */
 #define ZKLOCK_NS_MAX			127 /* bytes of a namespace, in UTF-8 */
@@ -440,6 +442,29 @@ typedef struct ZkRecipeBackend
 											 * its own use on the recipe's
 											 * behalf (backend.c's reserve) */
 } ZkRecipeBackend;
+
+/*
+ * What a process of zklock waits for, as pg_stat_activity.wait_event names
+ * it on PostgreSQL 17 and later (on 15: "Extension" for all).  The names
+ * are in zklock.c (zk_wait_names); doc/monitoring.md documents them.
+ */
+typedef enum ZkWait
+{
+	ZKW_LOCK = 0,				/* a backend: a zookeeper lock (zk_lock...) */
+	ZKW_DEQUEUE,				/* a backend: an item to dequeue */
+	ZKW_BARRIER,				/* a backend: a gate, arrivals, a barrier */
+	ZKW_SEMAPHORE,				/* a backend: a semaphore's permit */
+	ZKW_ANSWER,					/* a backend: the worker's answer (any other
+								 * request, the session before commit) */
+	ZKW_SHMEM,					/* a backend: zklock's shared-memory lock */
+	ZKW_WORKER_MAIN,			/* the worker: ZooKeeper or a request */
+	ZKW_WORKER_CLOSE,			/* the worker: closing a previous worker's
+								 * session at start */
+	ZKW_NUM
+} ZkWait;
+extern void zk_wait_events_init(void);
+extern uint32 zk_wait_event(ZkWait w);
+extern const char *const zk_wait_names[ZKW_NUM];
 
 /* backend.c: requests and waits, for every recipe */
 extern void zk_backend_init(void);
