@@ -659,7 +659,7 @@ zk_new_entry(ZkKind kind, const char *name, int len, ZkMode mode, ZkScope scope,
 
 	/* a superuser's sessions are not bound by the role's quota */
 	role = GetSessionUserId();
-	role_quota = session_auth_is_superuser ? 0 : zk_max_locks_per_role;
+	role_quota = zk_session_user_is_superuser() ? 0 : zk_max_locks_per_role;
 
 	zk_backend_lock(LW_EXCLUSIVE);
 	e = zk_entry_alloc_backend(zk_my_procno(), zk_max_locks_per_backend,

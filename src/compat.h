@@ -17,9 +17,11 @@
 
 #include "common/jsonapi.h"
 #include "mb/pg_wchar.h"
+#include "miscadmin.h"
 #include "replication/message.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
+#include "utils/guc.h"
 #include "utils/wait_event.h"
 
 #if PG_VERSION_NUM < 150000
@@ -34,6 +36,16 @@
 #define zk_my_procno()	((int) MyProcNumber)
 #else
 #define zk_my_procno()	(MyProc->pgprocno)
+#endif
+
+/*
+ * Whether the session user (not the current one) is a superuser.  17
+ * replaced the variable session_auth_is_superuser by a function.
+ */
+#if PG_VERSION_NUM >= 170000
+#define zk_session_user_is_superuser()	GetSessionUserIsSuperuser()
+#else
+#define zk_session_user_is_superuser()	(session_auth_is_superuser)
 #endif
 
 /*
@@ -89,16 +101,14 @@ zk_json_lexer(const char *data, int len)
 
 /*
  * What pg_stat_activity.wait_event shows while zklock sleeps (the names are
- * in zklock.c, the documentation in doc/monitoring.md).  17 added custom
+ * in zklock.c, the documentation in doc/troubleshooting.md).  17 added custom
  * wait events of type Extension, registered by name in shared memory:
- * zk_wait_event() registers each on first use in a process.  Before 17
+ * zk_wait_events_init() registers them once per process.  Before 17
  * every wait is PG_WAIT_EXTENSION (wait_event "Extension").
  */
 #if PG_VERSION_NUM >= 170000
-#define ZK_CUSTOM_WAIT_EVENTS	1
 #define zk_register_wait_event(name)	WaitEventExtensionNew(name)
 #else
-#define ZK_CUSTOM_WAIT_EVENTS	0
 #define zk_register_wait_event(name)	PG_WAIT_EXTENSION
 #endif
 

@@ -137,6 +137,8 @@ zk_require_shmem(void)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("zklock must be loaded via shared_preload_libraries"),
 				 errhint("Add zklock to shared_preload_libraries in postgresql.conf and restart the server.")));
+	/* the SQL functions start here: an ordinary context to register in */
+	zk_wait_events_init();
 }
 
 ZkEntry *

@@ -446,7 +446,7 @@ typedef struct ZkRecipeBackend
 /*
  * What a process of zklock waits for, as pg_stat_activity.wait_event names
  * it on PostgreSQL 17 and later (on 15: "Extension" for all).  The names
- * are in zklock.c (zk_wait_names); doc/monitoring.md documents them.
+ * are in zklock.c (zk_wait_names); doc/troubleshooting.md documents them.
  */
 typedef enum ZkWait
 {
