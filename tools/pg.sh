@@ -104,7 +104,7 @@ do_umount() {
 
 TRIXIE_PKGS=(postgresql-17 postgresql-client-17 postgresql-server-dev-17 postgresql-17-cron
     libzookeeper-st-dev zookeeper libzookeeper-java default-jre-headless
-    libipc-run-perl perl python3 python3-kazoo python3-psycopg2
+    default-jdk-headless libipc-run-perl perl python3 python3-kazoo python3-psycopg2
     make gcc libc6-dev procps util-linux ca-certificates)
 
 pg17() {
@@ -170,18 +170,24 @@ sid_apt() {
         -o Dir::Etc::PreferencesParts="$d/preferences.d" "$@"
 }
 
-# fetch and unpack source package $1 into $2 (fresh), print the unpacked directory
+# fetch source package $1 (of release $4 if given: by default the newest,
+# sid's) into $2 (fresh) and unpack it there without Debian's patches (they
+# move the install directories out of the prefix); print the unpacked
+# directory
 sid_source() {
-    local pkg=$1 dir=$2 log=$3 d=$CACHE/sid-apt
+    local pkg=$1 dir=$2 log=$3 rel=${4:-} d=$CACHE/sid-apt
     mkdir -p "$d/sources.list.d" "$d/preferences.d" "$d/state/lists/partial" "$d/cache/archives/partial"
-    printf 'deb-src %s sid main\n' "$MIRROR" >"$d/sources.list"
-    if [ ! -f "$d/.updated" ]; then
+    printf 'deb-src %s sid main\ndeb-src %s trixie main\n' "$MIRROR" "$MIRROR" >"$d/sources.list.new"
+    if [ ! -f "$d/.updated" ] || ! cmp -s "$d/sources.list" "$d/sources.list.new"; then
+        mv "$d/sources.list.new" "$d/sources.list"
         logged "$log" sid_apt -q update
         : >"$d/.updated"
     fi
+    rm -f "$d/sources.list.new"
     rm -rf "$dir"
     mkdir -p "$dir"
-    (cd "$dir" && logged "$log" sid_apt -q source "$pkg") || exit 1
+    (cd "$dir" && logged "$log" sid_apt -q source --download-only "$pkg${rel:+/$rel}") || return 1
+    (cd "$dir" && logged "$log" dpkg-source -x --skip-patches ./*.dsc) || return 1
     find "$dir" -mindepth 1 -maxdepth 1 -type d | head -n 1
 }
 
@@ -201,15 +207,18 @@ pg18() {
     apt_host_install "${PG18_BUILD_DEPS[@]}"
     rm -rf "$prefix"
     say "apt-get source postgresql-18 (Debian sid) (log: $log)"
-    src=$(sid_source postgresql-18 "$top/src" "$log") || exit 1
+    src=$(sid_source postgresql-18 "$top/src" "$log") || { tail -n 20 "$log" >&2; exit 1; }
     [ -n "$src" ] && [ -x "$src/configure" ] || die "no PostgreSQL source unpacked in $top/src"
     say "configure and build $(basename "$src") into $prefix (make -j$JOBS; about 10 minutes)"
     (cd "$src" && logged "$log" ./configure --prefix="$prefix" "${PG18_CONFIGURE[@]}") || exit 1
     (cd "$src" && logged "$log" make -j"$JOBS") || exit 1
     (cd "$src" && logged "$log" make install) || exit 1
     (cd "$src/contrib/dblink" && logged "$log" make -j"$JOBS" && logged "$log" make install) || exit 1
-    say "apt-get source pg-cron (Debian sid), built against it"
-    cronsrc=$(sid_source pg-cron "$top/cron" "$log") || exit 1
+    # sid's pg-cron, or trixie's when sid's cannot be had (the archive may
+    # list a version whose files are gone from the pool)
+    say "apt-get source pg-cron (Debian sid, else trixie), built against it"
+    cronsrc=$(sid_source pg-cron "$top/cron" "$log") ||
+        cronsrc=$(sid_source pg-cron "$top/cron" "$log" trixie) || exit 1
     [ -n "$cronsrc" ] && [ -f "$cronsrc/Makefile" ] || die "no pg_cron source unpacked in $top/cron"
     (cd "$cronsrc" && logged "$log" make -j"$JOBS" PG_CONFIG="$prefix/bin/pg_config" &&
         logged "$log" make install PG_CONFIG="$prefix/bin/pg_config") || exit 1
@@ -223,9 +232,17 @@ pg18() {
     echo "$prefix/bin"
 }
 
+# one provisioning of a version at a time (a second caller waits, then finds it cached)
+locked() {
+    need_root
+    mkdir -p "$CACHE" || exit 1
+    exec 8>"$CACHE/.pg$1.lock"
+    flock 8
+}
+
 case ${1:-} in
-    17) pg17 ;;
-    18) pg18 ;;
+    17) [ -f "$CACHE/trixie-root/.zklock-ready" ] || locked 17; pg17 ;;
+    18) [ -f "$CACHE/pg18/install/.zklock-ready" ] || locked 18; pg18 ;;
     mount) [ $# -eq 2 ] || die "usage: tools/pg.sh mount ROOT"; need_root; do_mount "$2" ;;
     umount) [ $# -eq 2 ] || die "usage: tools/pg.sh umount ROOT"; need_root; do_umount "$2" ;;
     *) sed -n '2,34s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
