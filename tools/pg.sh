@@ -69,8 +69,14 @@ apt_host_install() {  # install missing host packages (Debian 12's archive)
     log=$CACHE/host-apt.log
     say "installing on the host: ${missing[*]} (log: $log)"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get -q update </dev/null >>"$log" 2>&1 || true
-    logged "$log" apt-get install -y -q --no-install-recommends "${missing[@]}"
+    # one apt at a time (17 and 18 may be provisioned at once; another apt
+    # may hold dpkg's lock: wait for it)
+    (
+        flock 7
+        apt-get -q update </dev/null >>"$log" 2>&1 || true
+        logged "$log" apt-get install -y -q --no-install-recommends \
+            -o DPkg::Lock::Timeout=600 "${missing[@]}"
+    ) 7>"$CACHE/.host-apt.lock" || exit 1
 }
 
 #

@@ -284,9 +284,10 @@ run_regress() {
     rc=$?
     stop_regress_zk
     [ "$rc" -eq 124 ] && echo "test.sh: pg_regress suite timed out after ${REGRESS_TIMEOUT}s" >&2
-    # PostgreSQL 15 pg_regress: "test NAME ... ok  12 ms" (or "     NAME ..." in a group)
-    ok=$(grep -cE '^(test| ) *[^ ]+ +\.\.\. +(ok|failed \(ignored\))' "$log")
-    bad=$(grep -cE '^(test| ) *[^ ]+ +\.\.\. +FAILED' "$log")
+    # PostgreSQL 15 pg_regress: "test NAME ... ok  12 ms" (or "     NAME ..." in a group);
+    # 16 and later print TAP: "ok 1  - NAME  12 ms" ("+ NAME" in a group), "not ok 2 - ..."
+    ok=$(grep -cE '^(test| ) *[^ ]+ +\.\.\. +(ok|failed \(ignored\))|^ok [0-9]+ +[-+] ' "$log")
+    bad=$(grep -cE '^(test| ) *[^ ]+ +\.\.\. +FAILED|^not ok [0-9]+ +[-+] ' "$log")
     if [ "$rc" -ne 0 ] && [ "$bad" -eq 0 ]; then
         bad=1  # the suite itself failed (temp instance, timeout...)
     fi
