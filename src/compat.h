@@ -29,6 +29,17 @@
 #endif
 
 /*
+ * A function that never returns: "ZK_NORETURN extern void f(...);".  18
+ * replaced the attribute after the declarator, pg_attribute_noreturn(), by
+ * pg_noreturn before it.
+ */
+#if PG_VERSION_NUM >= 180000
+#define ZK_NORETURN pg_noreturn
+#else
+#define ZK_NORETURN pg_attribute_noreturn()
+#endif
+
+/*
  * This backend's PGPROC number.  17 removed PGPROC.pgprocno for
  * MyProcNumber.
  */

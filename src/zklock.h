@@ -402,7 +402,7 @@ extern int	zk_fresh_conn_state(void);
 extern void zk_commit_wait_session(TimestampTz *deadline, int conn, const char *what);
 extern dsa_area *zk_dsa(void);
 extern void zk_dsa_apply_limit(void);
-extern void zk_payload_memory_error(Size need, const char *what, const char *todo) pg_attribute_noreturn();
+ZK_NORETURN extern void zk_payload_memory_error(Size need, const char *what, const char *todo);
 
 /* names.c */
 extern char *zk_name_to_utf8(const char *name, int len, int *outlen);
@@ -478,7 +478,7 @@ extern bool zk_release_entry(uint32 idx, uint32 gen);
 extern char *zk_display_name(const char *name);
 extern bool zk_backend_has_entries(void);
 extern bool zk_next_entry_unqualified;
-extern void zk_raise_noauth(const char *path, const char *what) pg_attribute_noreturn();
+ZK_NORETURN extern void zk_raise_noauth(const char *path, const char *what);
 extern void zk_build_node_data(char *out, size_t outlen);
 
 /* sqlfuncs.c: argument helpers */
