@@ -14,19 +14,22 @@
 #                           source list and private apt state: the machine's apt
 #                           configuration is not touched), configured with
 #                           --enable-tap-tests --without-icu --without-readline,
-#                           installed into a prefix with contrib's dblink; pg_cron
-#                           from sid's source package (pg-cron) is built into it
-#                           too.  Build dependencies come from the host's own
-#                           archive (apt-get install).  Prints the prefix's bin
-#                           directory (last line of stdout).
+#                           installed into a prefix with contrib's dblink, and
+#                           pg_cron's files from sid's binary postgresql-18-cron
+#                           (the archive serves no pg-cron source here).  Debian's
+#                           patches are not applied (they move the install
+#                           directories out of the prefix).  Build dependencies
+#                           come from the host's own archive (apt-get install).
+#                           Prints the prefix's bin directory (last line of stdout).
 #   tools/pg.sh mount ROOT  bind-mount /proc, /dev and /dev/pts into ROOT (idempotent)
 #   tools/pg.sh umount ROOT undo that (idempotent; lazily if busy)
 #
 # Cached: a finished root or prefix carries a stamp file (.zklock-ready) and
 # a second run prints the path and does nothing else.  An interrupted run is
 # resumed or redone by the next one (the stamp is written last; a half-made
-# root is removed and made again, a half-made build directory is built again
-# from a fresh unpack).  The chroot's mounts are always undone on exit.
+# root is removed and made again, a half-made build is unpacked and built
+# again, an installed PostgreSQL 18 (.zklock-built) is kept).  The chroot's
+# mounts are always undone on exit.
 #
 # Environment: ZKLOCK_PG_CACHE (default /var/cache/zklock): the cache
 # directory; trixie-root/ and pg18/ live in it.  ZKLOCK_DEBIAN_MIRROR
@@ -181,15 +184,8 @@ sid_apt() {
 # move the install directories out of the prefix); print the unpacked
 # directory
 sid_source() {
-    local pkg=$1 dir=$2 log=$3 rel=${4:-} d=$CACHE/sid-apt
-    mkdir -p "$d/sources.list.d" "$d/preferences.d" "$d/state/lists/partial" "$d/cache/archives/partial"
-    printf 'deb-src %s sid main\ndeb-src %s trixie main\n' "$MIRROR" "$MIRROR" >"$d/sources.list.new"
-    if [ ! -f "$d/.updated" ] || ! cmp -s "$d/sources.list" "$d/sources.list.new"; then
-        mv "$d/sources.list.new" "$d/sources.list"
-        logged "$log" sid_apt -q update
-        : >"$d/.updated"
-    fi
-    rm -f "$d/sources.list.new"
+    local pkg=$1 dir=$2 log=$3 rel=${4:-}
+    sid_update "$log" || return 1
     rm -rf "$dir"
     mkdir -p "$dir"
     (cd "$dir" && logged "$log" sid_apt -q source --download-only "$pkg${rel:+/$rel}") || return 1
@@ -197,8 +193,21 @@ sid_source() {
     find "$dir" -mindepth 1 -maxdepth 1 -type d | head -n 1
 }
 
+# the private lists of sid (binary and source), fetched once
+sid_update() {
+    local log=$1 d=$CACHE/sid-apt
+    mkdir -p "$d/sources.list.d" "$d/preferences.d" "$d/state/lists/partial" "$d/cache/archives/partial"
+    printf 'deb %s sid main\ndeb-src %s sid main\n' "$MIRROR" "$MIRROR" >"$d/sources.list.new"
+    if [ ! -f "$d/.updated" ] || ! cmp -s "$d/sources.list" "$d/sources.list.new"; then
+        mv "$d/sources.list.new" "$d/sources.list"
+        logged "$log" sid_apt -q update
+        : >"$d/.updated"
+    fi
+    rm -f "$d/sources.list.new"
+}
+
 pg18() {
-    local top=$CACHE/pg18 prefix log stamp src want cronsrc
+    local top=$CACHE/pg18 prefix log stamp src want deb pkglib share
     prefix=$top/install
     log=$CACHE/pg18.log
     stamp=$prefix/.zklock-ready
@@ -209,28 +218,42 @@ pg18() {
     fi
     need_root
     mkdir -p "$top"
-    : >"$log"
+    : >>"$log"
     apt_host_install "${PG18_BUILD_DEPS[@]}"
-    rm -rf "$prefix"
-    say "apt-get source postgresql-18 (Debian sid) (log: $log)"
-    src=$(sid_source postgresql-18 "$top/src" "$log") || { tail -n 20 "$log" >&2; exit 1; }
-    [ -n "$src" ] && [ -x "$src/configure" ] || die "no PostgreSQL source unpacked in $top/src"
-    say "configure and build $(basename "$src") into $prefix (make -j$JOBS; about 10 minutes)"
-    (cd "$src" && logged "$log" ./configure --prefix="$prefix" "${PG18_CONFIGURE[@]}") || exit 1
-    (cd "$src" && logged "$log" make -j"$JOBS") || exit 1
-    (cd "$src" && logged "$log" make install) || exit 1
-    (cd "$src/contrib/dblink" && logged "$log" make -j"$JOBS" && logged "$log" make install) || exit 1
-    # sid's pg-cron, or trixie's when sid's cannot be had (the archive may
-    # list a version whose files are gone from the pool)
-    say "apt-get source pg-cron (Debian sid, else trixie), built against it"
-    cronsrc=$(sid_source pg-cron "$top/cron" "$log") ||
-        cronsrc=$(sid_source pg-cron "$top/cron" "$log" trixie) || exit 1
-    [ -n "$cronsrc" ] && [ -f "$cronsrc/Makefile" ] || die "no pg_cron source unpacked in $top/cron"
-    (cd "$cronsrc" && logged "$log" make -j"$JOBS" PG_CONFIG="$prefix/bin/pg_config" &&
-        logged "$log" make install PG_CONFIG="$prefix/bin/pg_config") || exit 1
-    # the sources are not needed any more (the TAP modules are installed
-    # under lib/pgxs by --enable-tap-tests)
-    rm -rf "$top/src" "$top/cron"
+    # PostgreSQL itself, unless an earlier run built and installed it
+    # (.zklock-built: the step after which only pg_cron was missing)
+    if [ "$(cat "$prefix/.zklock-built" 2>/dev/null)" != "${PG18_CONFIGURE[*]} +dblink" ]; then
+        rm -rf "$prefix"
+        say "apt-get source postgresql-18 (Debian sid) (log: $log)"
+        src=$(sid_source postgresql-18 "$top/src" "$log") || exit 1
+        [ -n "$src" ] && [ -x "$src/configure" ] || die "no PostgreSQL source unpacked in $top/src"
+        say "configure and build $(basename "$src") into $prefix (make -j$JOBS; about 10 minutes)"
+        (cd "$src" && logged "$log" ./configure --prefix="$prefix" "${PG18_CONFIGURE[@]}") || exit 1
+        (cd "$src" && logged "$log" make -j"$JOBS") || exit 1
+        (cd "$src" && logged "$log" make install) || exit 1
+        (cd "$src/contrib/dblink" && logged "$log" make -j"$JOBS" && logged "$log" make install) || exit 1
+        printf '%s' "${PG18_CONFIGURE[*]} +dblink" >"$prefix/.zklock-built"
+        # the sources are not needed any more (--enable-tap-tests installed
+        # the TAP modules under lib/postgresql/pgxs)
+        rm -rf "$top/src"
+    fi
+    # pg_cron: Debian's archive here serves sid's binary postgresql-18-cron
+    # but not the pg-cron source package; its library and extension files go
+    # into the prefix (same major version, same ABI)
+    say "pg_cron: sid's postgresql-18-cron package, into the prefix"
+    sid_update "$log" || exit 1
+    rm -rf "$top/cron"
+    mkdir -p "$top/cron"
+    (cd "$top/cron" && logged "$log" sid_apt -q download postgresql-18-cron) || exit 1
+    deb=$(find "$top/cron" -maxdepth 1 -name 'postgresql-18-cron_*.deb' | head -n 1)
+    [ -n "$deb" ] || die "no postgresql-18-cron package downloaded"
+    logged "$log" dpkg-deb -x "$deb" "$top/cron/x"
+    pkglib=$("$prefix/bin/pg_config" --pkglibdir)
+    share=$("$prefix/bin/pg_config" --sharedir)
+    cp "$top/cron/x/usr/lib/postgresql/18/lib/pg_cron.so" "$pkglib/" || die "no pg_cron.so in $deb"
+    cp "$top/cron/x/usr/share/postgresql/18/extension/"pg_cron* "$share/extension/" ||
+        die "no pg_cron extension files in $deb"
+    rm -rf "$top/cron"
     # the suites run as postgres: it must be able to read and run everything
     chmod -R a+rX "$top"
     printf '%s' "$want" >"$stamp"
@@ -251,5 +274,5 @@ case ${1:-} in
     18) [ -f "$CACHE/pg18/install/.zklock-ready" ] || locked 18; pg18 ;;
     mount) [ $# -eq 2 ] || die "usage: tools/pg.sh mount ROOT"; need_root; do_mount "$2" ;;
     umount) [ $# -eq 2 ] || die "usage: tools/pg.sh umount ROOT"; need_root; do_umount "$2" ;;
-    *) sed -n '2,34s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,38s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
 esac
