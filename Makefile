@@ -89,4 +89,5 @@ endif
 
 # every object depends on the shared header
 $(OBJS): src/zklock.h src/recipelist.h src/recipe.h src/lock.h src/queue.h src/barrier.h \
-	src/lease.h src/semaphore.h src/election.h src/trust.h src/queue_int.h src/barrier_int.h
+	src/lease.h src/semaphore.h src/election.h src/trust.h src/compat.h \
+	src/queue_int.h src/barrier_int.h

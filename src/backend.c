@@ -86,6 +86,7 @@ zk_backend_init(void)
 
 	if (initialized)
 		return;
+	zk_wait_events_init();
 	if (!pg_strong_random(buf, sizeof(buf)))
 	{
 		uint64		v = ((uint64) MyProcPid << 32) ^ (uint64) GetCurrentTimestamp();
@@ -288,6 +289,32 @@ raise_failure(int sqlstate, const char *msg, const char *uname)
 }
 
 /*
+ * The wait event of a backend waiting on its entry of kind "kind" in state
+ * "state": what ZooKeeper has it wait for (ZKE_WAITING) by recipe, else the
+ * worker's answer.
+ */
+static uint32
+entry_wait_event(int kind, int state)
+{
+	if (state != ZKE_WAITING)
+		return zk_wait_event(ZKW_ANSWER);
+	switch (kind)
+	{
+		case ZKK_LOCK:
+			return zk_wait_event(ZKW_LOCK);
+		case ZKK_QCLAIM:
+			return zk_wait_event(ZKW_DEQUEUE);
+		case ZKK_BWAIT:
+		case ZKK_BMEMBER:
+			return zk_wait_event(ZKW_BARRIER);
+		case ZKK_SEMLEASE:
+			return zk_wait_event(ZKW_SEMAPHORE);
+		default:
+			return zk_wait_event(ZKW_ANSWER);
+	}
+}
+
+/*
  * Wait for the worker's answer about entry idx.  Returns true when granted
  * (or, for a query, answered), false when a try-lock found the lock taken.
  * Raises errors on timeout, cancel and failures; the caller then hands the
@@ -420,7 +447,7 @@ zk_wait_for_answer(uint32 idx, const char *uname, int64 timeout_ms, int64 *token
 		wait_ms = (long) TimestampDifferenceMilliseconds(now, wake_at) + 1;
 		wait_ms = Min(Max(wait_ms, 1), 1000);
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 wait_ms, PG_WAIT_EXTENSION);
+						 wait_ms, entry_wait_event(zk_entry(idx)->kind, state));
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
@@ -447,7 +474,7 @@ zk_commit_wait_session(TimestampTz *deadline, int conn, const char *what)
 						   zk_conn_state_name(conn), zk_commit_timeout),
 				 errhint("Retry the transaction when ZooKeeper is reachable.")));
 	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-					 50, PG_WAIT_EXTENSION);
+					 50, zk_wait_event(ZKW_ANSWER));
 	ResetLatch(MyLatch);
 	CHECK_FOR_INTERRUPTS();
 }
@@ -596,7 +623,7 @@ zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer, const char *what)
 		wait_ms = (long) TimestampDifferenceMilliseconds(now, wake_at) + 1;
 		wait_ms = Min(Max(wait_ms, 1), 1000);
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 wait_ms, PG_WAIT_EXTENSION);
+						 wait_ms, entry_wait_event(zk_entry(idx)->kind, state));
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
@@ -634,10 +661,10 @@ zk_new_entry(ZkKind kind, const char *name, int len, ZkMode mode, ZkScope scope,
 
 	/* a superuser's sessions are not bound by the role's quota */
 	role = GetSessionUserId();
-	role_quota = session_auth_is_superuser ? 0 : zk_max_locks_per_role;
+	role_quota = zk_session_user_is_superuser() ? 0 : zk_max_locks_per_role;
 
 	zk_backend_lock(LW_EXCLUSIVE);
-	e = zk_entry_alloc_backend(MyProc->pgprocno, zk_max_locks_per_backend,
+	e = zk_entry_alloc_backend(zk_my_procno(), zk_max_locks_per_backend,
 							   role, role_quota, worker_reserve(), &why, &held);
 	if (e == NULL)
 	{
@@ -652,11 +679,11 @@ zk_new_entry(ZkKind kind, const char *name, int len, ZkMode mode, ZkScope scope,
 			LWLockRelease(zk_ctl->lock);
 			zk_wake_worker();
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 2, PG_WAIT_EXTENSION);
+							 2, zk_wait_event(ZKW_ANSWER));
 			ResetLatch(MyLatch);
 			CHECK_FOR_INTERRUPTS();
 			zk_backend_lock(LW_EXCLUSIVE);
-			e = zk_entry_alloc_backend(MyProc->pgprocno, zk_max_locks_per_backend,
+			e = zk_entry_alloc_backend(zk_my_procno(), zk_max_locks_per_backend,
 									   role, role_quota, worker_reserve(),
 									   &why, &held);
 		}
@@ -696,7 +723,7 @@ zk_new_entry(ZkKind kind, const char *name, int len, ZkMode mode, ZkScope scope,
 				 errhint("Release locks, or increase zklock.max_locks and restart the server.")));
 	}
 	e->kind = kind;
-	e->procno = MyProc->pgprocno;
+	e->procno = zk_my_procno();
 	e->pid = MyProcPid;
 	e->dbid = MyDatabaseId;
 	e->mode = mode;

@@ -205,7 +205,7 @@ stand(const char *name)
 	}
 	e->kind = ZKK_LOCK;
 	e->family = ZKF_ELECTIONS;
-	e->procno = MyProc->pgprocno;
+	e->procno = zk_my_procno();
 	e->pid = MyProcPid;
 	e->dbid = InvalidOid;
 	e->mode = ZKM_EXCLUSIVE;

@@ -35,6 +35,6 @@ extern bool zk_lease_read(const char *name, int len, char **data, int *datalen);
 extern bool zk_lease_parse(const char *data, int len, ZkLeaseData *ld);
 extern bool zk_lease_parse_end(const char *s, TimestampTz *out);
 extern char *zk_lease_default_holder(int *len);
-extern void zk_lease_unreadable(const char *uname, const char *why) pg_attribute_noreturn();
+ZK_NORETURN extern void zk_lease_unreadable(const char *uname, const char *why);
 
 #endif							/* ZKLOCK_LEASE_H */

@@ -81,36 +81,39 @@ const ZkRecipeBackend zk_lease_backend = {
 /* ---- the holder's data ---- */
 
 /* JSON parser callback: one object or array deeper */
-static void
+static ZK_JSON_CB
 ld_nest(void *state)
 {
 	((ZkLeaseData *) state)->depth++;
+	ZK_JSON_RETURN;
 }
 
 /* JSON parser callback: one object or array up */
-static void
+static ZK_JSON_CB
 ld_unnest(void *state)
 {
 	((ZkLeaseData *) state)->depth--;
+	ZK_JSON_RETURN;
 }
 
 /* JSON parser callback: remember a top-level field's name */
-static void
+static ZK_JSON_CB
 ld_field(void *state, char *fname, bool isnull)
 {
 	ZkLeaseData *ld = state;
 
 	ld->field = (ld->depth == 1) ? pstrdup(fname) : NULL;
+	ZK_JSON_RETURN;
 }
 
 /* JSON parser callback: keep the top-level fields of kazoo's lease data */
-static void
+static ZK_JSON_CB
 ld_scalar(void *state, char *token, JsonTokenType type)
 {
 	ZkLeaseData *ld = state;
 
 	if (ld->field == NULL || ld->depth != 1)
-		return;
+		ZK_JSON_RETURN;
 	if (strcmp(ld->field, "version") == 0)
 		ld->version = (type == JSON_TOKEN_NUMBER) ? pstrdup(token) : pstrdup("?");
 	else if (strcmp(ld->field, "holder") == 0 && type == JSON_TOKEN_STRING)
@@ -118,6 +121,7 @@ ld_scalar(void *state, char *token, JsonTokenType type)
 	else if (strcmp(ld->field, "end") == 0 && type == JSON_TOKEN_STRING)
 		ld->end = pstrdup(token);
 	ld->field = NULL;
+	ZK_JSON_RETURN;
 }
 
 /* kazoo's data, parsed; false when it is not (never raises on bad data) */
@@ -131,7 +135,7 @@ zk_lease_parse(const char *data, int len, ZkLeaseData *ld)
 	if (len < 2 || data[0] != '{' || memchr(data, '\0', len) != NULL ||
 		!pg_verify_mbstr(PG_UTF8, data, len, true))
 		return false;
-	lex = makeJsonLexContextCstringLen(pnstrdup(data, len), len, PG_UTF8, true);
+	lex = zk_json_lexer(data, len);
 	memset(&sem, 0, sizeof(sem));
 	sem.semstate = ld;
 	sem.object_start = ld_nest;

@@ -142,57 +142,63 @@ static const char *const node_fields[8] =
 {"cluster", "host", "port", "database", "pid", "user", "application", "since"};
 
 /* JSON callbacks of parse_node_data: depth counts the objects we are in */
-static void
+static ZK_JSON_CB
 nd_object_start(void *state)
 {
 	((NodeData *) state)->depth++;
+	ZK_JSON_RETURN;
 }
 
 /* (parse_node_data) the end of an object */
-static void
+static ZK_JSON_CB
 nd_object_end(void *state)
 {
 	((NodeData *) state)->depth--;
+	ZK_JSON_RETURN;
 }
 
 /* (parse_node_data) inside an array no field is ours */
-static void
+static ZK_JSON_CB
 nd_array_start(void *state)
 {
 	((NodeData *) state)->adepth++;
+	ZK_JSON_RETURN;
 }
 
 /* (parse_node_data) the end of an array */
-static void
+static ZK_JSON_CB
 nd_array_end(void *state)
 {
 	((NodeData *) state)->adepth--;
+	ZK_JSON_RETURN;
 }
 
 /* (parse_node_data) remember the name of a top-level field */
-static void
+static ZK_JSON_CB
 nd_field_start(void *state, char *fname, bool isnull)
 {
 	NodeData   *nd = state;
 
 	nd->field = (nd->depth == 1) ? pstrdup(fname) : NULL;
+	ZK_JSON_RETURN;
 }
 
 /* (parse_node_data) keep a top-level scalar if it is one of node_fields */
-static void
+static ZK_JSON_CB
 nd_scalar(void *state, char *token, JsonTokenType tokentype)
 {
 	NodeData   *nd = state;
 	int			i;
 
 	if (nd->field == NULL || nd->adepth > 0 || tokentype == JSON_TOKEN_NULL)
-		return;
+		ZK_JSON_RETURN;
 	for (i = 0; i < 8; i++)
 		if (strcmp(nd->field, node_fields[i]) == 0)
 		{
 			nd->v[i] = pstrdup(token);
 			nd->t[i] = tokentype;
 		}
+	ZK_JSON_RETURN;
 }
 
 /* A JSON scalar as an int4, or false when it is not one (never raises) */
@@ -226,7 +232,7 @@ parse_node_data(const char *data, int len, NodeData *nd)
 	if (len < 2 || data[0] != '{' || memchr(data, '\0', len) != NULL ||
 		!pg_verify_mbstr(PG_UTF8, data, len, true))
 		return false;
-	lex = makeJsonLexContextCstringLen(pnstrdup(data, len), len, PG_UTF8, true);
+	lex = zk_json_lexer(data, len);
 	memset(&sem, 0, sizeof(sem));
 	sem.semstate = nd;
 	sem.object_start = nd_object_start;

@@ -137,8 +137,8 @@ mark_xid_insert(uint64 *fxid, uint64 *lsn, uint32 *tli, uint64 *rec)
 		/* the mark names this run and transaction (history.h) */
 		mark.run = zk_ctl->run_id;
 		mark.fxid = U64FromFullTransactionId(f);
-		unflushing_lsn = LogLogicalMessage(ZK_HIST_PREFIX, (const char *) &mark,
-										   sizeof(mark), true);
+		unflushing_lsn = zk_log_logical_message(ZK_HIST_PREFIX, (const char *) &mark,
+												sizeof(mark));
 		unflushing_rec = ProcLastRecPtr;
 		unflushing_fxid = U64FromFullTransactionId(f);
 		unflushing_tli = GetWALInsertionTimeLine();
@@ -655,7 +655,7 @@ wait_withdrawn(uint32 idx, uint32 gen)
 							   zk_connect_timeout),
 					 errhint("Roll back and retry when ZooKeeper is reachable: an item this transaction may have claimed is released when it ends.")));
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 10, PG_WAIT_EXTENSION);
+						 10, zk_wait_event(ZKW_ANSWER));
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
@@ -998,7 +998,7 @@ queue_xact_end(bool commit)
 						break;
 				}
 				(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-								 5, PG_WAIT_EXTENSION);
+								 5, zk_wait_event(ZKW_ANSWER));
 				ResetLatch(MyLatch);
 			}
 			if (blocked)

@@ -376,7 +376,7 @@ pub_add_items(PubOp *po, const char *blob, PubNaming *pn, int n, int *nparents)
 		if (j < pn->nq)
 		{
 			po->opkind[n] = PUB_NAMED_ITEM;
-			po->paths[n] = psprintf("%s/entries/entry-%03d-%010" INT64_MODIFIER "d",
+			po->paths[n] = psprintf("%s/entries/entry-%03d-%010" PRId64,
 									qpath, (int) it.priority, q->seq_next + pn->qused[j]);
 			pn->qused[j]++;
 			zoo_create_op_init(&po->ops[n], po->paths[n], p, (int) it.plen,

@@ -141,6 +141,8 @@ zk_require_shmem(void)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("zklock must be loaded via shared_preload_libraries"),
 				 errhint("Add zklock to shared_preload_libraries in postgresql.conf and restart the server.")));
+	/* the SQL functions start here: an ordinary context to register in */
+	zk_wait_events_init();
 }
 
 /* Entry number idx of the table */
@@ -524,7 +526,7 @@ zk_backend_lock_timed(LWLockMode mode, long timeout_ms)
 				return false;
 		}
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 1, PG_WAIT_EXTENSION);
+						 1, zk_wait_event(ZKW_SHMEM));
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}

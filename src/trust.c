@@ -222,12 +222,11 @@ zk_mac_relpath(const char *path)
  * one of its own for the call.
  */
 static void
-mac_parts(const char *path, const void *p1, size_t l1, const void *p2, size_t l2,
-		  uint8 *out)
+mac_rel_parts(const char *rel, const void *p1, size_t l1, const void *p2, size_t l2,
+			  uint8 *out)
 {
 	static ResourceOwner mac_owner = NULL;
 	ResourceOwner save = CurrentResourceOwner;
-	const char *rel = zk_mac_relpath(path);
 	pg_hmac_ctx *ctx;
 	bool		ok;
 
@@ -264,6 +263,18 @@ mac_parts(const char *path, const void *p1, size_t l1, const void *p2, size_t l2
 		CurrentResourceOwner = save;
 	}
 	PG_END_TRY();
+}
+
+/*
+ * The same for a node's path (a function of its own: gcc 14 takes "path"
+ * for clobbered by PG_TRY's longjmp when it is an argument of the function
+ * with the PG_TRY)
+ */
+static void
+mac_parts(const char *path, const void *p1, size_t l1, const void *p2, size_t l2,
+		  uint8 *out)
+{
+	mac_rel_parts(zk_mac_relpath(path), p1, l1, p2, l2, out);
 }
 
 /* The MAC of the data a node at path holds (path taken under the root) */

@@ -480,7 +480,7 @@ close_old_session(void)
 		rc = zookeeper_interest(oh, &fd, &interest, &tv);
 		if (rc != ZOK && rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT)
 			break;
-		set = CreateWaitEventSet(CurrentMemoryContext, 3);
+		set = zk_create_wait_event_set(CurrentMemoryContext, 3);
 		AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 		AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 		if (fd >= 0 && interest != 0)
@@ -489,7 +489,7 @@ close_old_session(void)
 							  ((interest & ZOOKEEPER_WRITE) ? WL_SOCKET_WRITEABLE : 0),
 							  fd, NULL, NULL);
 		rc = WaitEventSetWait(set, Min(100L, tv.tv_sec * 1000L + tv.tv_usec / 1000 + 1),
-							  &ev, 1, PG_WAIT_EXTENSION);
+							  &ev, 1, zk_wait_event(ZKW_WORKER_CLOSE));
 		FreeWaitEventSet(set);
 		if (rc > 0 && (ev.events & WL_LATCH_SET))
 			ResetLatch(MyLatch);
@@ -657,7 +657,7 @@ prepare_wait_set(int fd, int interest, bool connected)
 	{
 		if (wes)
 			FreeWaitEventSet(wes);
-		wes = CreateWaitEventSet(TopMemoryContext, 3);
+		wes = zk_create_wait_event_set(TopMemoryContext, 3);
 		AddWaitEventToSet(wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 		AddWaitEventToSet(wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 		wes_sock_pos = -1;
@@ -968,6 +968,7 @@ zk_worker_main(Datum arg)
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 	pgstat_report_appname("zklock worker");
+	zk_wait_events_init();
 
 	before_shmem_exit(worker_exit, (Datum) 0);
 
@@ -1027,7 +1028,7 @@ zk_worker_main(Datum arg)
 		}
 
 		prepare_wait_set(fd, interest, connected);
-		nev = WaitEventSetWait(wes, timeout_ms, &ev, 1, PG_WAIT_EXTENSION);
+		nev = WaitEventSetWait(wes, timeout_ms, &ev, 1, zk_wait_event(ZKW_WORKER_MAIN));
 
 		worker_handle_wait(nev, &ev, fd, interest);
 	}

@@ -34,6 +34,48 @@ int			zk_max_payload_kb = 262144;
 char	   *zk_elections = NULL;
 char	   *zk_namespace = NULL;
 
+/* pg_stat_activity.wait_event of each ZkWait, on PostgreSQL 17 and later */
+const char *const zk_wait_names[ZKW_NUM] = {
+	[ZKW_LOCK] = "ZkLock",
+	[ZKW_DEQUEUE] = "ZkDequeue",
+	[ZKW_BARRIER] = "ZkBarrier",
+	[ZKW_SEMAPHORE] = "ZkSemaphore",
+	[ZKW_ANSWER] = "ZkWorkerAnswer",
+	[ZKW_SHMEM] = "ZkSharedMemory",
+	[ZKW_WORKER_MAIN] = "ZkWorkerMain",
+	[ZKW_WORKER_CLOSE] = "ZkWorkerCloseSession",
+};
+
+static uint32 zk_wait_ids[ZKW_NUM];
+
+/*
+ * Register every wait event name (compat.h), once per process: backends
+ * do it in zk_backend_init, the worker when it starts, in an ordinary
+ * context (it takes PostgreSQL's lock on the names, and raises if their
+ * table is full), never with zk_ctl->lock held.
+ */
+void
+zk_wait_events_init(void)
+{
+	int			w;
+
+	for (w = 0; w < ZKW_NUM; w++)
+		if (zk_wait_ids[w] == 0)
+			zk_wait_ids[w] = zk_register_wait_event(zk_wait_names[w]);
+}
+
+/*
+ * The wait event to pass to WaitLatch for w; "Extension" until this
+ * process registered the names (never registers here: a wait may come in
+ * an abort or exit path).
+ */
+uint32
+zk_wait_event(ZkWait w)
+{
+	Assert(w >= 0 && w < ZKW_NUM);
+	return zk_wait_ids[w] != 0 ? zk_wait_ids[w] : PG_WAIT_EXTENSION;
+}
+
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 

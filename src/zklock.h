@@ -27,6 +27,8 @@
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
+
 /* Limits */
 #define ZKLOCK_NAME_MAX			255 /* bytes of a lock name */
 #define ZKLOCK_NS_MAX			127 /* bytes of a namespace, in UTF-8 */
@@ -400,7 +402,7 @@ extern int	zk_fresh_conn_state(void);
 extern void zk_commit_wait_session(TimestampTz *deadline, int conn, const char *what);
 extern dsa_area *zk_dsa(void);
 extern void zk_dsa_apply_limit(void);
-extern void zk_payload_memory_error(Size need, const char *what, const char *todo) pg_attribute_noreturn();
+ZK_NORETURN extern void zk_payload_memory_error(Size need, const char *what, const char *todo);
 
 /* names.c */
 extern char *zk_name_to_utf8(const char *name, int len, int *outlen);
@@ -441,6 +443,29 @@ typedef struct ZkRecipeBackend
 											 * behalf (backend.c's reserve) */
 } ZkRecipeBackend;
 
+/*
+ * What a process of zklock waits for, as pg_stat_activity.wait_event names
+ * it on PostgreSQL 17 and later (on 15: "Extension" for all).  The names
+ * are in zklock.c (zk_wait_names); doc/troubleshooting.md documents them.
+ */
+typedef enum ZkWait
+{
+	ZKW_LOCK = 0,				/* a backend: a zookeeper lock (zk_lock...) */
+	ZKW_DEQUEUE,				/* a backend: an item to dequeue */
+	ZKW_BARRIER,				/* a backend: a gate, arrivals, a barrier */
+	ZKW_SEMAPHORE,				/* a backend: a semaphore's permit */
+	ZKW_ANSWER,					/* a backend: the worker's answer (any other
+								 * request, the session before commit) */
+	ZKW_SHMEM,					/* a backend: zklock's shared-memory lock */
+	ZKW_WORKER_MAIN,			/* the worker: ZooKeeper or a request */
+	ZKW_WORKER_CLOSE,			/* the worker: closing a previous worker's
+								 * session at start */
+	ZKW_NUM
+} ZkWait;
+extern void zk_wait_events_init(void);
+extern uint32 zk_wait_event(ZkWait w);
+extern const char *const zk_wait_names[ZKW_NUM];
+
 /* backend.c: requests and waits, for every recipe */
 extern void zk_backend_init(void);
 extern ZkEntry *zk_new_entry(ZkKind kind, const char *name, int len, ZkMode mode,
@@ -453,7 +478,7 @@ extern bool zk_release_entry(uint32 idx, uint32 gen);
 extern char *zk_display_name(const char *name);
 extern bool zk_backend_has_entries(void);
 extern bool zk_next_entry_unqualified;
-extern void zk_raise_noauth(const char *path, const char *what) pg_attribute_noreturn();
+ZK_NORETURN extern void zk_raise_noauth(const char *path, const char *what);
 extern void zk_build_node_data(char *out, size_t outlen);
 
 /* sqlfuncs.c: argument helpers */

@@ -3,6 +3,25 @@
 #
 #   tools/test.sh            everything: pg_regress suite, the TAP suite, then the
 #                            model-based tester (about 60 s, see below)
+#   tools/test.sh --pg N [--subset] [MODE ...]
+#                            the same (any mode below) against PostgreSQL N:
+#                            15 (default) is the one on PATH (Debian 12's);
+#                            17 runs the suites inside a Debian 13 root with its
+#                            own postgresql-17 and ZooKeeper 3.9, 18 runs them on
+#                            this machine with PostgreSQL 18 built from Debian
+#                            sid's source; tools/pg.sh makes both once and caches
+#                            them (/var/cache/zklock, ZKLOCK_PG_CACHE); root only
+#   --subset                 the cross-version selection CI runs on 17 and 18: the
+#                            pg_regress suite and the TAP files of SUBSET_TAP below
+#                            (locks under faults, the queue's exactly-once run,
+#                            barriers, crash restart, kazoo interoperability, wait
+#                            events); no model run.  PROVE_TESTS still wins.
+#   --load N                 N busy loops (0 to 16) keep the cores busy while the
+#                            suites run; without PROVE_TESTS (or --subset) the TAP
+#                            files are those of LOAD_TAP below, whose waits a slow
+#                            machine stretches most: the tests must wait for
+#                            conditions, never assume how long something takes.
+#                            CI runs `tools/test.sh --load 2 tap`.
 #   tools/test.sh regress    only the pg_regress suite (make installcheck)
 #   tools/test.sh tap        only the TAP suite (test/t/*.pl)
 #   PROVE_TESTS=test/t/010_contention.pl tools/test.sh tap     one TAP file
@@ -61,13 +80,61 @@ set -u
 set -o pipefail
 
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# --pg N and --subset, before the mode
+PG_MAJOR=15
+SUBSET=""
+LOAD=0
+LOAD_PIDS=""
+# the TAP files of --load: those whose waits a slow machine stretches most
+LOAD_TAP="020_cancel_timeout.pl 210_short_timeouts.pl 230_watches.pl 250_frozen_worker.pl
+    255_liveness.pl 260_crash_restart.pl 320_queue_exactly_once.pl"
+# the TAP files of --subset
+SUBSET_TAP="040_zookeeper_faults.pl 130_kazoo.pl 155_wait_events.pl 260_crash_restart.pl
+    310_queue_kazoo.pl 320_queue_exactly_once.pl 400_barrier.pl 420_barrier_faults.pl"
+while [ $# -gt 0 ]; do
+    case $1 in
+        --pg)
+            [ $# -ge 2 ] || { echo "tools/test.sh: --pg needs a version (15, 17 or 18)" >&2; exit 2; }
+            PG_MAJOR=$2
+            shift 2 ;;
+        --pg=*) PG_MAJOR=${1#--pg=}; shift ;;
+        --subset) SUBSET=1; shift ;;
+        --load)
+            [ $# -ge 2 ] || { echo "tools/test.sh: --load needs a number of busy loops" >&2; exit 2; }
+            LOAD=$2
+            shift 2 ;;
+        --load=*) LOAD=${1#--load=}; shift ;;
+        *) break ;;
+    esac
+done
+case $PG_MAJOR in
+    15|17|18) ;;
+    *) echo "tools/test.sh: --pg $PG_MAJOR: PostgreSQL 15, 17 and 18 are supported" >&2; exit 2 ;;
+esac
+case $LOAD in
+    ''|*[!0-9]*) echo "tools/test.sh: --load $LOAD: a number of busy loops (0 to 16)" >&2; exit 2 ;;
+esac
+[ "$LOAD" -le 16 ] || { echo "tools/test.sh: --load $LOAD: at most 16 busy loops" >&2; exit 2; }
+PASS_OPTS=(--pg "$PG_MAJOR")
+[ -n "$SUBSET" ] && PASS_OPTS+=(--subset)
+[ "$LOAD" -gt 0 ] && PASS_OPTS+=(--load "$LOAD")
+if [ "$LOAD" -gt 0 ] && [ -z "$SUBSET" ] && [ -z "${PROVE_TESTS:-}" ]; then
+    PROVE_TESTS=$(echo $LOAD_TAP)
+    export PROVE_TESTS
+fi
+if [ -n "$SUBSET" ] && [ -z "${PROVE_TESTS:-}" ]; then
+    PROVE_TESTS=$(echo $SUBSET_TAP)
+    export PROVE_TESTS
+fi
+ARGS=("$@")
 MODE=${1:-all}
 case $MODE in
     all|regress|tap) ;;
     faults) ;;
     model) ;;
-    -h|--help|help) sed -n '2,58s/^# \{0,1\}//p' "$0"; exit 0 ;;
-    *) echo "usage: tools/test.sh [regress|tap|faults [SECONDS]|model [SECONDS] [--seed N] [--steps K]]" >&2; exit 2 ;;
+    -h|--help|help) sed -n '2,77s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    *) echo "usage: tools/test.sh [--pg 15|17|18] [--subset] [--load N] [regress|tap|faults [SECONDS]|model [SECONDS] [--seed N] [--steps K]]" >&2; exit 2 ;;
 esac
 FAULT_SECONDS=""
 MODEL_ARGS=()
@@ -245,9 +312,10 @@ run_regress() {
     rc=$?
     stop_regress_zk
     [ "$rc" -eq 124 ] && echo "test.sh: pg_regress suite timed out after ${REGRESS_TIMEOUT}s" >&2
-    # PostgreSQL 15 pg_regress: "test NAME ... ok  12 ms" (or "     NAME ..." in a group)
-    ok=$(grep -cE '^(test| ) *[^ ]+ +\.\.\. +(ok|failed \(ignored\))' "$log")
-    bad=$(grep -cE '^(test| ) *[^ ]+ +\.\.\. +FAILED' "$log")
+    # PostgreSQL 15 pg_regress: "test NAME ... ok  12 ms" (or "     NAME ..." in a group);
+    # 16 and later print TAP: "ok 1  - NAME  12 ms" ("+ NAME" in a group), "not ok 2 - ..."
+    ok=$(grep -cE '^(test| ) *[^ ]+ +\.\.\. +(ok|failed \(ignored\))|^ok [0-9]+ +[-+] ' "$log")
+    bad=$(grep -cE '^(test| ) *[^ ]+ +\.\.\. +FAILED|^not ok [0-9]+ +[-+] ' "$log")
     if [ "$rc" -ne 0 ] && [ "$bad" -eq 0 ]; then
         bad=1  # the suite itself failed (temp instance, timeout...)
     fi
@@ -473,14 +541,34 @@ run_model() {
     rm -f "$log"
 }
 
+# --load N: N busy loops (their own processes) for as long as the suites run
+load_start() {
+    local i
+    [ "$LOAD" -gt 0 ] || return 0
+    say "load: $LOAD busy loops while the suites run"
+    for ((i = 0; i < LOAD; i++)); do
+        bash -c 'while :; do :; done' &
+        LOAD_PIDS="$LOAD_PIDS $!"
+    done
+}
+
+load_stop() {
+    [ -n "$LOAD_PIDS" ] || return 0
+    kill $LOAD_PIDS 2>/dev/null
+    wait $LOAD_PIDS 2>/dev/null
+    LOAD_PIDS=""
+}
+
 run_suites() {
+    load_start
     case $MODE in
-        all) run_regress; run_tap; run_model ;;
+        all) run_regress; run_tap; [ -n "$SUBSET" ] || run_model ;;
         regress) run_regress ;;
         tap) run_tap ;;
         faults) run_faults ;;
         model) run_model ;;
     esac
+    load_stop
 }
 
 #
@@ -491,21 +579,101 @@ ORIG_SRC=${ZKLOCK_ORIG_SRC:-$SRC}
 
 if [ -n "${ZKLOCK_TEST_INNER:-}" ]; then
     # re-invoked by the root part below, as postgres, in the copy
-    trap 'stop_regress_zk; sweep "$SRC"' EXIT
+    trap 'load_stop; stop_regress_zk; sweep "$SRC"' EXIT
     trap on_signal INT TERM
     run_suites
     echo "$PASSED $FAILED" >"$ZKLOCK_TEST_RESULT"
     exit 0
 fi
 
+# --pg 17 on the host: the whole run (build, install, suites) happens inside
+# the Debian 13 root of tools/pg.sh, with that system's PostgreSQL 17 and
+# ZooKeeper, from a copy of this tree in the root's /tmp
+CHILD_PID=""
+run_in_root() {
+    local root copy rc v envs=()
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "test.sh: --pg 17 runs in a Debian 13 root (chroot): run it as root" >&2
+        FAILED=1; summary; exit 1
+    fi
+    say "PostgreSQL 17: the Debian 13 root (tools/pg.sh 17)"
+    if ! root=$(bash "$SRC/tools/pg.sh" 17); then
+        FAILED=1; summary; exit 1
+    fi
+    root=$(tail -n 1 <<<"$root")
+    # one run in the root at a time (they share its mounts)
+    exec 9>"$root/.zklock-run.lock"
+    flock 9
+    copy=$(mktemp -d "$root/tmp/zklock-src.XXXXXX") || { FAILED=1; summary; exit 1; }
+    trap 'rm -rf "$copy"; bash "$SRC/tools/pg.sh" umount "$root"' EXIT
+    trap '[ -n "$CHILD_PID" ] && kill -TERM "$CHILD_PID" 2>/dev/null; wait; exit 130' INT TERM
+    tar -C "$SRC" -cf - \
+        --exclude=./.git --exclude='*.o' --exclude='*.so' --exclude='*.bc' \
+        --exclude=./tmp_check --exclude='./failed-logs.*' --exclude=./tmp_regress --exclude=./results \
+        --exclude=./regression.diffs --exclude=./regression.out --exclude=__pycache__ \
+        . | tar -C "$copy" -xf - || { echo "test.sh: cannot copy the tree to $copy" >&2; FAILED=1; summary; exit 1; }
+    bash "$SRC/tools/pg.sh" mount "$root" || { FAILED=1; summary; exit 1; }
+    # the settings of this run go in with it
+    for v in $(compgen -e); do
+        case $v in ZKLOCK_*|PROVE_*|ZK_*|CI) envs+=("$v=${!v}") ;; esac
+    done
+    echo "test.sh: running tools/test.sh ${PASS_OPTS[*]} ${ARGS[*]} in $root (chroot)"
+    chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
+        PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+        ${envs[@]+"${envs[@]}"} ZKLOCK_IN_PG_ROOT=17 ZKLOCK_ORIG_SRC="$SRC" \
+        bash "/tmp/${copy##*/}/tools/test.sh" "${PASS_OPTS[@]}" ${ARGS[@]+"${ARGS[@]}"} </dev/null &
+    CHILD_PID=$!
+    wait "$CHILD_PID"
+    rc=$?
+    CHILD_PID=""
+    [ "$rc" -eq 0 ] || echo "test.sh: (paths above are inside the root $root)"
+    exit "$rc"
+}
+
+if [ "$PG_MAJOR" = 17 ] && [ -z "${ZKLOCK_IN_PG_ROOT:-}" ]; then
+    run_in_root
+fi
+
+# The PostgreSQL of this run: 15 is the one on PATH; 17 (inside its root)
+# is Debian 13's; 18 is tools/pg.sh's build
+select_pg() {
+    PG_BIN=""
+    case $PG_MAJOR in
+        17) PG_BIN=/usr/lib/postgresql/17/bin ;;
+        18)
+            if [ "$(id -u)" -eq 0 ]; then
+                say "PostgreSQL 18 (tools/pg.sh 18)"
+                PG_BIN=$(bash "$SRC/tools/pg.sh" 18) || { FAILED=$((FAILED + 1)); exit 1; }
+                PG_BIN=$(tail -n 1 <<<"$PG_BIN")
+            else
+                PG_BIN=${ZKLOCK_PG_CACHE:-/var/cache/zklock}/pg18/install/bin
+            fi ;;
+    esac
+    if [ -n "$PG_BIN" ]; then
+        if [ ! -x "$PG_BIN/pg_config" ]; then
+            echo "test.sh: no PostgreSQL $PG_MAJOR in $PG_BIN (run tools/test.sh --pg $PG_MAJOR as root once)" >&2
+            FAILED=$((FAILED + 1)); exit 1
+        fi
+        PATH=$PG_BIN:$PATH
+        export PATH
+    fi
+    local v
+    v=$(pg_config --version 2>/dev/null | sed -n 's/^PostgreSQL \([0-9]*\).*/\1/p')
+    if [ "$v" != "$PG_MAJOR" ]; then
+        echo "test.sh: pg_config on PATH is PostgreSQL ${v:-(none)}, not $PG_MAJOR (--pg $PG_MAJOR)" >&2
+        FAILED=$((FAILED + 1)); exit 1
+    fi
+}
+
 if [ "$(id -u)" -ne 0 ]; then
     # unprivileged: run in place, with what is installed
-    trap 'rc=$?; stop_regress_zk; sweep "$SRC"; [ $rc -ne 0 ] && [ "$FAILED" -eq 0 ] && FAILED=1; summary' EXIT
+    trap 'rc=$?; load_stop; stop_regress_zk; sweep "$SRC"; [ $rc -ne 0 ] && [ "$FAILED" -eq 0 ] && FAILED=1; summary' EXIT
     trap on_signal INT TERM
-    if ! bash "$SRC/tools/deps.sh"; then
+    if [ -z "${ZKLOCK_IN_PG_ROOT:-}" ] && ! bash "$SRC/tools/deps.sh"; then
         FAILED=$((FAILED + 1))
         exit 1
     fi
+    select_pg
     if ! build "$SRC"; then
         FAILED=$((FAILED + 1))
         exit 1
@@ -545,11 +713,16 @@ cleanup_root() {
 trap cleanup_root EXIT
 trap on_signal INT TERM
 
-say "dependencies (tools/deps.sh)"
-if ! bash "$SRC/tools/deps.sh"; then
-    FAILED=$((FAILED + 1))
-    exit 1
+if [ -n "${ZKLOCK_IN_PG_ROOT:-}" ]; then
+    : # inside the Debian 13 root: tools/pg.sh installed its packages
+else
+    say "dependencies (tools/deps.sh)"
+    if ! bash "$SRC/tools/deps.sh"; then
+        FAILED=$((FAILED + 1))
+        exit 1
+    fi
 fi
+select_pg
 id postgres >/dev/null 2>&1 || { echo "test.sh: no postgres user" >&2; FAILED=$((FAILED + 1)); exit 1; }
 
 WORK=$(mktemp -d /tmp/zklock-test.XXXXXX)
@@ -583,7 +756,7 @@ inner_path=$(dirname "$(command -v pg_config)"):/usr/local/bin:/usr/bin:/bin:/us
     ${ZKLOCK_CRON_MINUTES:+ZKLOCK_CRON_MINUTES="$ZKLOCK_CRON_MINUTES"} \
     ${ZKLOCK_FAULT_SECONDS:+ZKLOCK_FAULT_SECONDS="$ZKLOCK_FAULT_SECONDS"} \
     ${ZKLOCK_MODEL_SECONDS:+ZKLOCK_MODEL_SECONDS="$ZKLOCK_MODEL_SECONDS"} \
-    bash "$WORK/tools/test.sh" "$MODE" ${FAULT_SECONDS:+"$FAULT_SECONDS"} \
+    bash "$WORK/tools/test.sh" "${PASS_OPTS[@]}" "$MODE" ${FAULT_SECONDS:+"$FAULT_SECONDS"} \
         $( [ "$MODE" = model ] && echo "$MODEL_SECONDS" ) ${MODEL_ARGS[@]+"${MODEL_ARGS[@]}"} </dev/null)
 inner_rc=$?
 if [ -s "$result" ]; then

@@ -60,7 +60,8 @@ for my $i (1 .. 12)
 		note "dequeue $i: $r->{sqlstate} $r->{err}";
 		$c->query('ROLLBACK', 10);
 	}
-	wait_connected($node, "flip $i: the worker did not connect again");
+	my $st = wait_for_state($node, 'connected', 60);
+	die "flip $i: the worker did not connect again" unless $st && $st->{state} eq 'connected';
 }
 note "$flips flips, $errors dequeues failed while the session changed";
 

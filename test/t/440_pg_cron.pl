@@ -31,6 +31,15 @@ use Test::More;
 use Time::HiRes qw(time sleep);
 use ZkLockTest;
 
+# pg_cron for this PostgreSQL: Debian's postgresql-15-cron and
+# postgresql-17-cron (tools/deps.sh, tools/pg.sh); none for tools/pg.sh's
+# PostgreSQL 18 on Debian 12 (Debian's archive here serves no pg-cron source
+# package, and sid's postgresql-18-cron needs a newer C library)
+my $sharedir = `pg_config --sharedir`;
+chomp $sharedir;
+plan skip_all => "pg_cron is not installed for this PostgreSQL ($sharedir/extension/pg_cron.control)"
+  unless -f "$sharedir/extension/pg_cron.control";
+
 my $T0 = time();
 my $MINUTES = $ENV{ZKLOCK_CRON_MINUTES} // 2;
 my $zk = zk_start();
