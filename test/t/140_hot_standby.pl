@@ -33,7 +33,8 @@ is(zk_status_value($standby, 'state'), 'connected', "the standby's worker is con
 isnt(zk_status_value($standby, 'session_id'), zk_status_value($primary, 'session_id'),
 	'with its own ZooKeeper session');
 is($standby->safe_psql('postgres', "SELECT extversion FROM pg_extension WHERE extname = 'zklock'"),
-	'1.0', 'the extension was replicated to the standby');
+	$primary->safe_psql('postgres', "SELECT default_version FROM pg_available_extensions WHERE name = 'zklock'"),
+	'the extension was replicated to the standby');
 
 my $ss = new_session($standby, name => 'standby');
 my $ps = new_session($primary, name => 'primary');
