@@ -6,7 +6,7 @@
 #   tools/pg.sh 17          a Debian 13 "trixie" root (debootstrap --variant=minbase)
 #                           with Debian's own postgresql-17, postgresql-server-dev-17,
 #                           libzookeeper-st-dev, zookeeper (3.9), python3-kazoo,
-#                           postgresql-17-cron and the rest of what the suites need,
+#                           python3-jsonschema, postgresql-17-cron and the rest of what the suites need,
 #                           installed with apt inside the root.  Prints the root's
 #                           path (last line of stdout).
 #   tools/pg.sh 18          PostgreSQL 18 built from Debian unstable "sid"'s source
@@ -114,7 +114,7 @@ do_umount() {
 TRIXIE_PKGS=(postgresql-17 postgresql-client-17 postgresql-server-dev-17 postgresql-17-cron
     libzookeeper-st-dev zookeeper libzookeeper-java default-jre-headless
     default-jdk-headless libipc-run-perl perl python3 python3-kazoo python3-psycopg2
-    make gcc libc6-dev procps util-linux ca-certificates)
+    python3-jsonschema make gcc libc6-dev procps util-linux ca-certificates)
 
 pg17() {
     local root=$CACHE/trixie-root log=$CACHE/trixie.log stamp want
