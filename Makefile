@@ -11,6 +11,7 @@ OBJS = \
 	src/names.o \
 	src/worker.o \
 	src/worker_base.o \
+	src/batch.o \
 	src/auth.o \
 	src/lock_worker.o \
 	src/backend.o \
@@ -90,4 +91,4 @@ endif
 # every object depends on the shared header
 $(OBJS): src/zklock.h src/recipelist.h src/recipe.h src/lock.h src/queue.h src/barrier.h \
 	src/lease.h src/semaphore.h src/election.h src/trust.h src/compat.h \
-	src/queue_int.h src/barrier_int.h
+	src/queue_int.h src/barrier_int.h src/batch.h

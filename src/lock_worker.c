@@ -44,6 +44,7 @@
  *-------------------------------------------------------------------------
  */
 #include "recipe.h"
+#include "batch.h"
 #include "trust.h"
 #include "lock.h"
 #include "election.h"
@@ -827,9 +828,14 @@ create_done(int rc, const char *name, const struct Stat *stat, const void *ctx)
 			}
 			else if (!zk_rc_definite(rc))
 			{
-				/* the create may have happened: find it by its guid */
+				/*
+				 * The create may have happened: find it by its guid.  The
+				 * parents sent before it may not have: if it must be made
+				 * again and finds no parent, they are sent again too.
+				 */
 				e->in_doubt = true;
 				e->list_inflight = false;
+				e->parents_tried = false;
 				zk_retry_later(e);
 			}
 			else
@@ -868,7 +874,7 @@ send_list(ZkEntry *e)
 		return;
 	}
 	parent_path(e, parent, sizeof(parent));
-	rc = zoo_aget_children(zk_zh, parent, 0, list_done, zk_ctx_of(e));
+	rc = zk_batch_get_children(parent, list_done, zk_ctx_of(e));
 	if (rc == ZOK)
 		e->list_inflight = true;
 	else if (!zk_send_failed(e, rc, "list") && e->node[0])
@@ -884,7 +890,6 @@ static void
 send_delete(ZkEntry *e)
 {
 	char		path[ZK_PATH_MAX];
-	int			rc;
 
 	unwatch(e);
 	e->state = ZKE_DELETING;
@@ -900,11 +905,8 @@ send_delete(ZkEntry *e)
 		return;
 	}
 	node_path(e, e->node, path, sizeof(path));
-	rc = zoo_adelete(zk_zh, path, -1, delete_done, zk_ctx_of(e));
-	if (rc == ZOK)
-		e->delete_inflight = true;
-	else if (!zk_send_failed(e, rc, "delete"))
-		zk_node_gone(e);
+	zk_batch_delete(path, -1, delete_done, zk_ctx_of(e));
+	e->delete_inflight = true;
 }
 
 /*
@@ -917,7 +919,6 @@ send_create(ZkEntry *e)
 {
 	char		parent[ZKLOCK_PARENT_MAX + 1];
 	char		path[ZK_PATH_MAX];
-	int			rc;
 
 	parent_path(e, parent, sizeof(parent));
 	zk_make_guid(e, true);
@@ -934,19 +935,12 @@ send_create(ZkEntry *e)
 		zk_retry_later(e);
 		return;
 	}
-	rc = zoo_acreate2(zk_zh, path, e->data, (int) strlen(e->data),
-					  zk_acl(), ZOO_EPHEMERAL_SEQUENTIAL,
-					  create_done, zk_ctx_of(e));
-	if (rc != ZOK)
-	{
-		e->state = ZKE_PENDING;
-		if (!zk_send_failed(e, rc, "create"))
-			zk_node_gone(e);
-		return;
-	}
+	/* gathered with other backends' writes (batch.c) */
+	zk_batch_create(path, e->data, (int) strlen(e->data),
+					ZOO_EPHEMERAL_SEQUENTIAL, create_done, zk_ctx_of(e));
 	e->create_inflight = true;
 	/* pipelined: the listing already shows the new node */
-	if (zoo_aget_children(zk_zh, parent, 0, list_done, zk_ctx_of(e)) == ZOK)
+	if (zk_batch_get_children(parent, list_done, zk_ctx_of(e)) == ZOK)
 		e->list_inflight = true;
 	/* else create_done sends it */
 }
@@ -1137,7 +1131,7 @@ holders_drive(ZkEntry *e)
 			}
 			parent_path(e, parent, sizeof(parent));
 			e->state = ZKE_CREATING;
-			if (zoo_aget_children(zk_zh, parent, 0, holders_list_done, zk_ctx_of(e)) != ZOK)
+			if (zk_batch_get_children(parent, holders_list_done, zk_ctx_of(e)) != ZOK)
 			{
 				e->query_failed = true;
 				holders_finish(e);
@@ -1357,10 +1351,12 @@ const ZkKindOps zk_lock_ops = {
 	.drive = lock_drive,
 	.drive_failed = lock_drive_failed,
 	.session_lost = lock_session_lost,
+	.batched = true,
 };
 
 const ZkKindOps zk_holders_ops = {
 	.drive = holders_drive,
 	.drive_failed = holders_drive_failed,
 	.session_lost = holders_session_lost,
+	.batched = true,			/* its listing is an ordered read */
 };

@@ -15,6 +15,7 @@
  *-------------------------------------------------------------------------
  */
 #include "queue_int.h"
+#include "batch.h"
 
 #include "access/transam.h"
 #include "access/xlog.h"
@@ -643,7 +644,6 @@ send_end(ZkEntry *e, QState *q)
 	EndOp	   *eo;
 	int			i;
 	int			n = 0;
-	int			rc;
 
 	for (i = 0; i < e->max_items; i++)
 		if (c[i].status == ZKQC_HELD)
@@ -743,13 +743,8 @@ send_end(ZkEntry *e, QState *q)
 			n++;
 		}
 		MemoryContextSwitchTo(old);
-		rc = zoo_amulti(zk_zh, eo->nops, eo->ops, eo->res, end_done, eo);
-		if (rc != ZOK)
-		{
-			endop_free(eo);
-			e->in_doubt = true; /* what was sent may land: verify */
-			break;
-		}
+		/* gathered with other transactions' writes (batch.c) */
+		zk_batch_multi(eo->nops, eo->ops, eo->res, end_done, eo);
 		e->outstanding++;
 	}
 	if (e->outstanding == 0)

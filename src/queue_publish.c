@@ -19,6 +19,7 @@
  *-------------------------------------------------------------------------
  */
 #include "queue_int.h"
+#include "batch.h"
 
 #include "access/transam.h"
 #include "access/xlog.h"
@@ -415,7 +416,6 @@ zk_q_pub_send(PubOp *po)
 	PubNaming	pn;
 	PubNamingVerdict v;
 	int			j;
-	int			rc;
 	int			nparents = 0;
 
 	if (po->blob != NULL)
@@ -454,8 +454,9 @@ zk_q_pub_send(PubOp *po)
 	MemoryContextSwitchTo(old);
 	if (nparents > 0)
 		pub_ensure_parents(po, nparents);
-	rc = zoo_amulti(zk_zh, po->nops, po->ops, po->res, publish_done, po);
-	return rc == ZOK;
+	/* gathered with other transactions' writes (batch.c) */
+	zk_batch_multi(po->nops, po->ops, po->res, publish_done, po);
+	return true;
 }
 
 /* Free a publication in flight (and take it off zk_q_pub_waits) */

@@ -770,12 +770,14 @@ const ZkKindOps zk_qpub_ops = {
 	.drive = zk_qpub_drive,
 	.drive_failed = qdurable_drive_failed,
 	.session_lost = qdurable_session_lost,
+	.batched = true,			/* publications: zk_batch_multi */
 };
 
 const ZkKindOps zk_qclaim_ops = {
 	.drive = zk_qclaim_drive,
 	.drive_failed = qdurable_drive_failed,
 	.session_lost = qdurable_session_lost,
+	.batched = true,			/* consumes: zk_batch_multi; claims need no order */
 };
 
 const ZkKindOps zk_qinfo_ops = {

@@ -50,6 +50,14 @@ typedef struct ZkKindOps
 	void		(*drive) (ZkEntry *e);
 	void		(*drive_failed) (ZkEntry *e);
 	void		(*session_lost) (ZkEntry *e, const char *why);
+
+	/*
+	 * Its writes go through batch.c, and its reads that must see them
+	 * through batch.c's ordered reads.  For the other kinds, the writes
+	 * batch.c holds are sent before the entry is driven, so that whatever
+	 * it sends sees every write asked for before it.
+	 */
+	bool		batched;
 } ZkKindOps;
 
 /*

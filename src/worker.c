@@ -44,6 +44,7 @@
  *-------------------------------------------------------------------------
  */
 #include "recipe.h"
+#include "batch.h"
 #include "trust.h"
 
 #include <fcntl.h>
@@ -839,6 +840,10 @@ serve_queue(void)
 	if (zk_zh != NULL && zoo_state(zk_zh) == ZOO_CONNECTED_STATE &&
 		zk_ctl->conn_state == ZKC_CONNECTED)
 		zk_recipes_reconnected();
+
+	/* what the turn gathered goes now, in as few multis as it takes */
+	if (zk_zh != NULL)
+		zk_batch_pump();
 }
 
 /*

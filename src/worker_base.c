@@ -12,6 +12,7 @@
  *-------------------------------------------------------------------------
  */
 #include "recipe.h"
+#include "batch.h"
 #include "trust.h"
 
 #include "miscadmin.h"
@@ -44,6 +45,7 @@ StaticAssertDecl(lengthof(kinds) == ZKK_NUM, "every entry kind needs its operati
 #define ZK_RECIPE(id) &zk_##id##_recipe,
 #define ZK_KIND(kind, ops, label)
 static const ZkRecipe *const recipes[] = {
+	&zk_batch_recipe,			/* not a recipe: group commit (batch.c) */
 #include "recipelist.h"
 };
 #undef ZK_RECIPE
@@ -141,6 +143,8 @@ zk_recipe_drive(ZkEntry *e)
 	drive_depth++;
 	PG_TRY();
 	{
+		if (!kinds[e->kind]->batched)
+			zk_batch_flush();
 		kinds[e->kind]->drive(e);
 	}
 	PG_CATCH();

@@ -8,6 +8,7 @@
  *-------------------------------------------------------------------------
  */
 #include "zklock.h"
+#include "batch.h"
 #include "election.h"
 
 #include "fmgr.h"
@@ -195,6 +196,17 @@ define_connection_settings(void)
 							5000, 100, 3600000,
 							PGC_USERSET,
 							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("zklock.batch_max",
+							"Writes the worker gathers into one ZooKeeper multi-op.",
+							"Creates and deletes that arrive while the worker's last writes are on their way "
+							"go together in one multi; a lone write goes at once, on its own. 1 sends every "
+							"write on its own.",
+							&zk_batch_max,
+							64, 1, 1000,
+							PGC_SIGHUP,
+							0,
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("zklock.commit_timeout",

@@ -1,0 +1,320 @@
+
+# 016_batching.pl - group commit: the worker gathers many backends' lock
+# creates and deletes into ZooKeeper multi-ops (src/batch.c).
+#
+# Through the fault proxy, which counts every request by operation and can
+# hold replies, so that what arrives while two sends are on their way is
+# gathered into one multi:
+#   1. gathered creates go in one multi; each holder's fencing token is its
+#      node's czxid (the multi's zxid, read from the stamp node's setData);
+#   2. two creates of one lock never share a multi (tokens must grow);
+#   3. a create ZooKeeper refuses (a parent whose ACL forbids creates) fails
+#      its own request only: the rest of the multi is sent again and granted;
+#   4. the multi lands but its answer is lost: every request finds its node
+#      by its guid, no orphan, no second node;
+#   5. requests per lock cycle, counted by ZooKeeper (mntr), for 16 clients
+#      on distinct names: under 2 with batching, about 3 with
+#      zklock.batch_max = 1;
+#   6. the stamp node deleted: made again, creates still batched;
+#      the stamp node read-only: creates go one by one, tokens still right.
+
+use strict;
+use warnings FATAL => 'all';
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use ZkLockTest;
+use ZkProxy;
+use Time::HiRes qw(usleep);
+
+my $zk = zk_start();
+my $proxy = proxy_start($zk);
+my $node = zk_node('batch', $proxy->{hosts}, session_timeout => '20s',
+	conf => "max_connections = 50\n");
+my $sysid = $node->safe_psql('postgres',
+	'SELECT system_identifier FROM pg_control_system()');
+my $STAMP = "/zklock/stamps/$sysid";
+
+# a kazoo one-liner against the real ZooKeeper: python code, with zk connected
+sub kazoo_do
+{
+	my ($code) = @_;
+	my $py = "import sys\nfrom kazoo.client import KazooClient\n"
+	  . "from kazoo.security import make_acl, OPEN_ACL_UNSAFE\n"
+	  . "zk = KazooClient(hosts=sys.argv[1]); zk.start(timeout=10)\n"
+	  . "$code\nzk.stop()\n";
+	my ($stdout, $stderr);
+	my $ok = IPC::Run::run([ '/usr/bin/python3', '-c', $py, $zk->{hosts} ],
+		'>', \$stdout, '2>', \$stderr);
+	die "kazoo: $stderr" unless $ok;
+	chomp $stdout;
+	return $stdout;
+}
+
+sub requests
+{
+	my ($op) = @_;
+	return proxy_stats($proxy)->{requests}{$op} // 0;
+}
+
+# Open $n sessions, each in a transaction
+sub sessions
+{
+	my ($n, $tag) = @_;
+	my @s;
+	for my $i (1 .. $n)
+	{
+		my $s = new_session($node, name => "$tag$i");
+		$s->query_safe('BEGIN');
+		push @s, $s;
+	}
+	return @s;
+}
+
+# The czxid of the one contender node of lock $name, from ZooKeeper
+sub node_czxid
+{
+	my ($name) = @_;
+	my @kids = zk_children($zk, "/zklock/locks/$name");
+	return "(" . scalar(@kids) . " nodes)" unless @kids == 1;
+	return zk_czxid($zk, "/zklock/locks/$name/$kids[0]");
+}
+
+# Two sessions take a lock each while creates' replies are held: two sends
+# in flight.  Then the sessions of @names ask at once: gathered behind them.
+sub gather
+{
+	my ($tag, $timeout, @names) = @_;
+	my @first = sessions(2, "${tag}first");
+	my $rule = proxy_rule($proxy, 'delay-replies create2 1500');
+	$first[$_]->send("SELECT zk_lock('$tag-first-$_')") for 0 .. 1;
+	usleep(300_000);
+	my @s = sessions(scalar(@names), $tag);
+	$s[$_]->send("SELECT zk_lock('$names[$_]')") for 0 .. $#names;
+	# they are held in the worker until a first reply comes; theirs must
+	# not be delayed (replies delayed keep their time when the rule goes)
+	usleep(300_000);
+	proxy_cmd($proxy, "clear $rule");
+	my @r;
+	push @r, $_->wait($timeout) for @s;
+	for (@first)
+	{
+		my $r = $_->wait(30);
+		is($r->{sqlstate}, '00000', "$tag: a first lock granted") or diag $r->{err};
+	}
+	return (\@first, \@s, \@r);
+}
+
+sub finish
+{
+	my (@s) = @_;
+	for (@s)
+	{
+		$_->query('COMMIT');
+		$_->quit;
+	}
+}
+
+# ---- 1. gathered into one multi, tokens are czxids ----
+{
+	my @names = map { "b1-$_" } 1 .. 8;
+	my $m0 = requests('multi');
+	my ($first, $s, $r) = gather('b1', 30, @names);
+	for my $i (0 .. $#names)
+	{
+		is($r->[$i]{sqlstate}, '00000', "b1: $names[$i] granted") or diag $r->[$i]{err};
+	}
+	my $m = requests('multi') - $m0;
+	ok($m >= 1 && $m <= 4, "b1: the 8 creates went in $m multi-op(s), not one by one");
+	my %tok = map { $r->[$_]{out} => 1 } 0 .. $#names;
+	ok(scalar(keys %tok) <= $m, 'b1: gathered creates share their multi\'s zxid as token ('
+		  . join(',', sort keys %tok) . ')');
+	my $bad = 0;
+	for my $i (0 .. $#names)
+	{
+		my $cz = node_czxid($names[$i]);
+		$bad++ unless $r->[$i]{out} eq $cz;
+		diag "$names[$i]: token $r->[$i]{out}, node czxid $cz" unless $r->[$i]{out} eq $cz;
+	}
+	is($bad, 0, 'b1: every token is its node\'s czxid');
+	ok(zk_exists($zk, $STAMP), "b1: the stamp node $STAMP exists");
+	finish(@$first, @$s);
+	ok(scalar(zk_wait_count($zk, "/zklock/locks/$_", 0, 10)), "b1: $_ released") for @names;
+}
+
+# ---- 2. one lock's creates never share a multi ----
+{
+	my @names = ('b2-same') x 4;
+	my ($first, $s, $r) = gather('b2', 3, @names);
+	my @held = grep { $r->[$_]{sqlstate} eq '00000' } 0 .. 3;
+	my @wait = grep { $r->[$_]{sqlstate} eq 'TIMEOUT' } 0 .. 3;
+	is(scalar(@held), 1, 'b2: one of four sessions holds b2-same');
+	is(scalar(@wait), 3, 'b2: three wait');
+	my @kids = zk_children($zk, '/zklock/locks/b2-same');
+	is(scalar(@kids), 4, 'b2: four contender nodes');
+	my %cz = map { zk_czxid($zk, "/zklock/locks/b2-same/$_") => 1 } @kids;
+	is(scalar(keys %cz), 4, 'b2: four different czxids (no two in one multi)');
+	# hand it down: tokens strictly increase
+	my $cur = $held[0];
+	my @tok = ($r->[$cur]{out});
+	for my $k (1 .. 3)
+	{
+		$s->[$cur]->query_safe('COMMIT');
+		my $next;
+		ok(wait_until(sub {
+			for my $i (@wait)
+			{
+				my $x = $s->[$i]->poll;
+				next unless $x;
+				($next, $r->[$i]) = ($i, $x);
+				return 1;
+			}
+			return 0;
+		}, 20), "b2: waiter $k got it");
+		last unless defined $next;
+		is($r->[$next]{sqlstate}, '00000', "b2: waiter $k granted") or diag $r->[$next]{err};
+		push @tok, $r->[$next]{out};
+		@wait = grep { $_ != $next } @wait;
+		$cur = $next;
+	}
+	my $inc = 1;
+	$inc &&= $tok[$_] > $tok[ $_ - 1 ] for 1 .. $#tok;
+	ok($inc && @tok == 4, 'b2: fencing tokens strictly increase in grant order (' . join(' ', @tok) . ')');
+	finish(@$first, @$s);
+}
+
+# ---- 3. a refused create fails alone ----
+{
+	kazoo_do(q{zk.ensure_path('/zklock/locks')
+zk.create('/zklock/locks/b3-forbidden', b'', acl=[make_acl('world', 'anyone', read=True)])});
+	my @names = ((map { "b3-$_" } 1 .. 6), 'b3-forbidden', 'b3-7');
+	my $m0 = requests('multi');
+	my $c0 = requests('create2');
+	my ($first, $s, $r) = gather('b3', 30, @names);
+	for my $i (0 .. $#names)
+	{
+		if ($names[$i] eq 'b3-forbidden')
+		{
+			is($r->[$i]{sqlstate}, '42501', 'b3: the refused create fails with 42501')
+			  or diag "$r->[$i]{sqlstate} $r->[$i]{err}";
+		}
+		else
+		{
+			is($r->[$i]{sqlstate}, '00000', "b3: $names[$i] granted beside it")
+			  or diag $r->[$i]{err};
+		}
+	}
+	ok(requests('multi') > $m0, 'b3: a multi was sent');
+	ok(requests('create2') - $c0 >= 7,
+		'b3: the rolled-back creates were sent again on their own');
+	my $bad = 0;
+	for my $i (0 .. $#names)
+	{
+		next if $names[$i] eq 'b3-forbidden';
+		$bad++ unless $r->[$i]{out} eq node_czxid($names[$i]);
+	}
+	is($bad, 0, 'b3: every token is its node\'s czxid');
+	finish(@$first, @$s);
+	ok(scalar(zk_wait_count($zk, "/zklock/locks/$_", 0, 10)), "b3: $_ left nothing")
+	  for grep { $_ ne 'b3-forbidden' } @names;
+	kazoo_do(q{zk.delete('/zklock/locks/b3-forbidden')});
+}
+
+# ---- 4. the multi lands, its answer is lost ----
+{
+	my @names = map { "b4-$_" } 1 .. 6;
+	my $cut = proxy_rule($proxy, 'cut-after-request multi');
+	my ($first, $s, $r) = gather('b4', 30, @names);
+	ok(proxy_wait_fired($proxy, $cut, 1), 'b4: the connection was cut after a multi landed');
+	for my $i (0 .. $#names)
+	{
+		is($r->[$i]{sqlstate}, '00000', "b4: $names[$i] granted after the lost answer")
+		  or diag $r->[$i]{err};
+		is(scalar(zk_children($zk, "/zklock/locks/$names[$i]")), 1,
+			"b4: $names[$i] has exactly one node");
+	}
+	finish(@$first, @$s);
+	ok(scalar(zk_wait_count($zk, "/zklock/locks/$_", 0, 10)), "b4: $_ left no orphan")
+	  for @names;
+}
+
+# ---- 5. requests per lock cycle, counted by ZooKeeper ----
+sub packets
+{
+	my ($mntr) = zk_cmd($zk, 'mntr');
+	return $mntr =~ /zk_packets_received\s+(\d+)/ ? $1 : die "no mntr: $mntr";
+}
+
+sub per_cycle
+{
+	my ($tag) = @_;
+	my $script = "$PostgreSQL::Test::Utils::tmp_check/batch_$tag.sql";
+	PostgreSQL::Test::Utils::append_to_file($script,
+		"BEGIN;\nSELECT zk_lock('b8-$tag-' || :client_id);\nCOMMIT;\n");
+	my $p0 = packets();
+	my $q0 = proxy_stats($proxy)->{requests};
+	my ($stdout, $stderr);
+	IPC::Run::run([ 'pgbench', '-n', '-c', 16, '-j', 2, '-T', 4, '-f', $script,
+			'-h', $node->host, '-p', $node->port, 'postgres' ],
+		'>', \$stdout, '2>', \$stderr)
+	  or die "pgbench failed: $stderr";
+	my $p1 = packets();
+	my ($tx) = $stdout =~ /number of transactions actually processed: (\d+)/;
+	die "pgbench: $stdout" unless $tx;
+	my $pc = ($p1 - $p0 - 2) / $tx;
+	my $q1 = proxy_stats($proxy)->{requests};
+	note "$tag: requests by operation: "
+	  . join(', ', map { "$_ " . (($q1->{$_} // 0) - ($q0->{$_} // 0)) } sort keys %$q1);
+	note sprintf("%s: %d cycles, %.3f ZooKeeper requests per cycle", $tag, $tx, $pc);
+	return $pc;
+}
+
+{
+	my $batched = per_cycle('batched');
+	ok($batched < 2.0, sprintf('b8: 16 clients, batching: %.2f requests per lock cycle (< 2)', $batched));
+	$node->append_conf('postgresql.conf', "zklock.batch_max = 1\n");
+	$node->reload;
+	usleep(500_000);
+	my $alone = per_cycle('alone');
+	ok($alone > 2.8, sprintf('b8: zklock.batch_max = 1: %.2f requests per lock cycle (about 3)', $alone));
+	$node->append_conf('postgresql.conf', "zklock.batch_max = 64\n");
+	$node->reload;
+	usleep(500_000);
+}
+
+# ---- 6. the stamp node deleted, then read-only ----
+{
+	kazoo_do("zk.delete('$STAMP')");
+	ok(!zk_exists($zk, $STAMP), 'b5: stamp deleted');
+	my @names = map { "b5-$_" } 1 .. 6;
+	my ($first, $s, $r) = gather('b5', 30, @names);
+	is(scalar(grep { $_->{sqlstate} eq '00000' } @$r), 6, 'b5: all granted without the stamp');
+	my $bad = grep { $r->[$_]{out} ne node_czxid($names[$_]) } 0 .. $#names;
+	is($bad, 0, 'b5: tokens are czxids');
+	finish(@$first, @$s);
+	ok(wait_until(sub { zk_exists($zk, $STAMP) }, 10), 'b5: the stamp node was made again');
+
+	# read-only for everyone: creates go one by one
+	kazoo_do("zk.set_acls('$STAMP', [make_acl('world', 'anyone', read=True, admin=True)])");
+	my $log0 = -s $node->logfile;
+	# a failing multi first tells the worker
+	my ($f2, $s2, $r2) = gather('b6', 30, map { "b6-$_" } 1 .. 6);
+	my $m0 = requests('multi');
+	my ($f3, $s3, $r3) = gather('b7', 30, map { "b7-$_" } 1 .. 6);
+	is(scalar(grep { $_->{sqlstate} eq '00000' } (@$r2, @$r3)), 12,
+		'b6/b7: all granted with a read-only stamp');
+	my $bad2 = grep { $r3->[$_]{out} ne node_czxid("b7-" . ($_ + 1)) } 0 .. 5;
+	is($bad2, 0, 'b7: tokens are czxids (creates went alone)');
+	is(requests('multi') - $m0, 0, 'b7: no multi carried creates');
+	like(slurp_file($node->logfile, $log0), qr/could not write the node \Q$STAMP\E/,
+		'b6: the refused stamp is logged');
+	finish(@$f2, @$s2, @$f3, @$s3);
+	kazoo_do("zk.set_acls('$STAMP', OPEN_ACL_UNSAFE)");
+	# a new session asks for the stamp again
+}
+
+is(zk_count($zk, '/zklock/locks'), scalar(zk_children($zk, '/zklock/locks')),
+	'no contender node left under any lock');
+
+done_testing();
