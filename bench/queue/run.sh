@@ -78,7 +78,7 @@ if [ -n "$BENCH_QUEUE_PGHOST$BENCH_QUEUE_PGPORT" ]; then
     [ -n "$BENCH_QUEUE_ZKPORT" ] || die "BENCH_QUEUE_PGHOST needs BENCH_QUEUE_ZKPORT (the ZooKeeper that cluster uses)"
 fi
 
-PGBIN=/usr/lib/postgresql/15/bin
+PGBIN=${BENCH_PGBIN:-/usr/lib/postgresql/15/bin}
 PG_CONFIG=$PGBIN/pg_config
 PY=/usr/bin/python3
 ZKSH=$REPO/tools/zk.sh
