@@ -295,6 +295,7 @@ done
     echo
     echo "zklock lock benchmark  $(date '+%F %T')  $(git -C "$REPO" log -1 --format='commit %h' 2>/dev/null)  $(nproc) CPUs"
     echo "$DURABLE"
+    [ -n "${BENCH_PG_CONF:-}" ] && echo "PostgreSQL settings added (BENCH_PG_CONF): $BENCH_PG_CONF"
     echo "ZooKeeper 127.0.0.1:$ZKPORT standalone (full JIT); ${BENCH_SECONDS}s per case, $BENCH_ROUNDS round(s), rounds interleaved"
     "$PY" "$BENCH_DIR/report.py" lock "$RES" "$BENCH_CLIENTS"
     echo "  Idle ZooKeeper traffic before the cases: $IDLE_RATE packets/s (pings; part of every req/cycle)."
