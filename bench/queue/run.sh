@@ -339,7 +339,7 @@ else
     fi
 fi
 
-FMT='%-30s %5s %9s %8s  %-22s %21s  %s\n'
+FMT='%-30s%s %9s %8s  %-22s %23s  %s\n'
 {
     echo
     echo "zklock queue benchmark  $(date '+%F %T')  ${BENCH_SECONDS}s per case after ${BENCH_QUEUE_WARMUP}s warm-up, $BENCH_QUEUE_ROUNDS round(s), rounds interleaved  $(nproc) CPUs"
@@ -388,13 +388,13 @@ FMT='%-30s %5s %9s %8s  %-22s %21s  %s\n'
     done
     echo
     echo "ratios of the median items/s:"
-    printf '  %-26s %14s %14s %14s\n' "shape" "zklock/kazoo" "zklock/Curator" "Curator/kazoo"
+    printf '  %-30s %14s %14s %14s\n' "shape" "zklock/kazoo" "zklock/Curator" "Curator/kazoo"
     for sh in "${SHAPES[@]}"; do
         k=${sh/:/x}
         zk=$(get "$(median_key zklock "$k")" items_per_sec)
         ka=$(get "$(median_key kazoo "$k")" items_per_sec)
         cu=$(get "$(median_key curator "$k")" items_per_sec)
-        printf '  %-26s %14s %14s %14s\n' "${sh%:*} producer(s) + ${sh#*:} consumer(s)" \
+        printf '  %-30s %14s %14s %14s\n' "${sh%:*} producer(s) + ${sh#*:} consumer(s)" \
             "$(ratio "$zk" "$ka")" "$(ratio "$zk" "$cu")" "$(ratio "$cu" "$ka")"
     done
     echo
