@@ -5,8 +5,8 @@
 # interleaved rounds; then the queue benchmark (bench/queue/run.sh) on the
 # same ZooKeeper and PostgreSQL.  See bench/README.md.
 #
-#   bash bench/run.sh                                  (as root; ~15 minutes)
-#   BENCH_SECONDS=2 BENCH_ROUNDS=1 bash bench/run.sh   (smoke check, ~3 minutes)
+#   bash bench/run.sh                                  (as root; ~11 minutes)
+#   BENCH_SECONDS=2 BENCH_ROUNDS=1 bash bench/run.sh   (smoke check, ~2 minutes)
 #
 # Environment:
 #   BENCH_SECONDS   measured seconds of every case (default 5)
