@@ -1,31 +1,41 @@
 #!/usr/bin/env bash
-# bench/run.sh - zklock benchmark: zk_lock vs. pg_advisory_xact_lock vs. the
-# same ZooKeeper lock recipe driven directly from C (bench/zkbench), all in one
-# run against one throwaway ZooKeeper and one throwaway PostgreSQL 15 cluster.
+# bench/run.sh - zklock benchmark, durable on both sides, side by side in one
+# run: the lock cycle of zklock (pgbench), Apache Curator's InterProcessMutex,
+# kazoo's Lock, the raw C client bench/zkbench and pg_advisory_xact_lock, in
+# interleaved rounds; then the queue benchmark (bench/queue/run.sh) on the
+# same ZooKeeper and PostgreSQL.  See bench/README.md.
 #
-#   bash bench/run.sh            (as root, from anywhere; see bench/README.md)
+#   bash bench/run.sh                                  (as root; ~11 minutes)
+#   BENCH_SECONDS=2 BENCH_ROUNDS=1 bash bench/run.sh   (smoke check, ~2 minutes)
 #
 # Environment:
-#   BENCH_SECONDS   duration of every measured case in seconds (default 10)
-#   BENCH_CLIENTS   client count of the "many clients" cases (default 32)
-#   BENCH_THREADS   pgbench -j for the many-clients cases (default 2)
+#   BENCH_SECONDS   measured seconds of every case (default 5)
+#   BENCH_ROUNDS    rounds of every case, each round in another order; the
+#                   tables show medians (default 3); also the queue's rounds
+#   BENCH_WARMUP    uncounted seconds before the window of the Curator and
+#                   kazoo drivers (the JVM's JIT; default 2)
+#   BENCH_CLIENTS   clients of the "distinct" and "shared" shapes (default 32)
+#   BENCH_SHAPES    lock shapes to run (default "one distinct shared"):
+#                   one = 1 client; distinct = BENCH_CLIENTS clients, a name
+#                   each; shared = BENCH_CLIENTS clients on ONE name
+#   BENCH_CONTENDERS lock contenders (default "zklock curator kazoo zkbench advisory")
+#   BENCH_THREADS   pgbench -j for the many-clients shapes (default 2)
 #   BENCH_PGPORT    port number of the throwaway cluster (default 5498; it
 #                   listens on a unix socket in its temp dir only, no TCP)
-#   BENCH_SHARED=1  also run the contended cases: all clients on ONE name
-#   BENCH_ZKBENCH_FLAGS    extra zkbench flags for every direct-C case,
-#                   e.g. "-R -1" (no host re-resolution at every poll)
+#   BENCH_PGBIN     PostgreSQL 15's bin directory (default /usr/lib/postgresql/15/bin);
+#                   zklock is built with its pg_config and installed there
+#   BENCH_ZK_FORCESYNC     yes (default): ZooKeeper fsyncs its log before it
+#                   replies; no: it does not (not durable; tests' setting)
+#   BENCH_ZKBENCH_FLAGS    extra zkbench flags, e.g. "-R -1"
 #   BENCH_SKIP_DEPS=1      do not run tools/deps.sh
-#   BENCH_QUEUE=0   skip the queue benchmark (bench/queue/run.sh) at the end
-#   BENCH_WITHOUT_ZKLOCK=1 do not build/load zklock; only the advisory and
-#                          direct-C cases (to check the harness or ZooKeeper)
+#   BENCH_QUEUE=0   skip the queue benchmark at the end
+#   BENCH_WITHOUT_ZKLOCK=1 do not build/load zklock; run the other contenders
 #   BENCH_OUT       where the results and logs are kept
 #                   (default bench/out/<timestamp>)
 #
-# Steps: tools/deps.sh; make && make install (zklock) and make -C bench;
-# ZooKeeper via tools/zk.sh on a free loopback port in a temp dir; initdb +
-# pg_ctl start as user postgres; CREATE EXTENSION zklock and wait for
-# zk_status().state = 'connected'; the cases; a table; everything started is
-# stopped and the temp dir removed on exit (also on failure or Ctrl-C).
+# Exit status 0 when every case of every contender ran; 1 (with the failed
+# cases named on stderr) when one failed.  Everything started is stopped and
+# the temp dir removed on exit, also on failure or Ctrl-C.
 
 set -u
 set -o pipefail
@@ -40,32 +50,54 @@ REPO=$(cd "$BENCH_DIR/.." && pwd) || exit 1
 # shellcheck source=bench/lib.sh
 . "$BENCH_DIR/lib.sh"
 
-BENCH_SECONDS=${BENCH_SECONDS:-10}
+BENCH_SECONDS=${BENCH_SECONDS:-5}
+BENCH_ROUNDS=${BENCH_ROUNDS:-3}
+BENCH_WARMUP=${BENCH_WARMUP:-2}
 BENCH_CLIENTS=${BENCH_CLIENTS:-32}
+BENCH_SHAPES=${BENCH_SHAPES:-one distinct shared}
+BENCH_CONTENDERS=${BENCH_CONTENDERS:-zklock curator kazoo zkbench advisory}
 BENCH_THREADS=${BENCH_THREADS:-2}
 BENCH_PGPORT=${BENCH_PGPORT:-5498}
-BENCH_SHARED=${BENCH_SHARED:-0}
 BENCH_SKIP_DEPS=${BENCH_SKIP_DEPS:-0}
 BENCH_ZKBENCH_FLAGS=${BENCH_ZKBENCH_FLAGS:-}
 BENCH_WITHOUT_ZKLOCK=${BENCH_WITHOUT_ZKLOCK:-0}
+BENCH_ZK_FORCESYNC=${BENCH_ZK_FORCESYNC:-yes}
 BENCH_OUT=${BENCH_OUT:-$BENCH_DIR/out/$(date +%Y%m%d-%H%M%S)}
+export BENCH_ZK_FORCESYNC
 
-for v in BENCH_SECONDS BENCH_CLIENTS BENCH_THREADS BENCH_PGPORT; do
+for v in BENCH_SECONDS BENCH_ROUNDS BENCH_CLIENTS BENCH_THREADS BENCH_PGPORT; do
     case ${!v} in ''|*[!0-9]*|0) die "$v must be a positive integer (got '${!v}')" ;; esac
 done
+case $BENCH_WARMUP in ''|*[!0-9]*) die "BENCH_WARMUP must be an integer (got '$BENCH_WARMUP')" ;; esac
+for s in $BENCH_SHAPES; do
+    case $s in one|distinct|shared) ;; *) die "BENCH_SHAPES: unknown shape '$s' (one, distinct, shared)" ;; esac
+done
+CONTENDERS=()
+for c in $BENCH_CONTENDERS; do
+    case $c in
+        zklock) [ "$BENCH_WITHOUT_ZKLOCK" = 1 ] || CONTENDERS+=("$c") ;;
+        curator|kazoo|zkbench|advisory) CONTENDERS+=("$c") ;;
+        *) die "BENCH_CONTENDERS: unknown contender '$c' (zklock curator kazoo zkbench advisory)" ;;
+    esac
+done
+[ ${#CONTENDERS[@]} -gt 0 ] || die "no contender to run"
 
-PGBIN=/usr/lib/postgresql/15/bin
+PGBIN=${BENCH_PGBIN:-/usr/lib/postgresql/15/bin}
 PG_CONFIG=$PGBIN/pg_config
+PY=/usr/bin/python3
 ZKSH=$REPO/tools/zk.sh
 ZKBENCH=$BENCH_DIR/zkbench
 PGUSER_OS=postgres
+J=/usr/share/java
+CURATOR_CP=$J/curator-recipes.jar:$J/curator-framework.jar:$J/curator-client.jar:$J/zookeeper.jar:$J/zookeeper-jute.jar:$J/guava.jar:$J/slf4j-api.jar:$J/slf4j-simple.jar
 
 [ "$(id -u)" -eq 0 ] || die "run me as root (tools/deps.sh, make install and initdb as '$PGUSER_OS' need it)"
 
 bench_init_out
+say "results and logs: $BENCH_OUT"
 
 # ---------------------------------------------------------------------------
-# (a) dependencies and build
+# (a) dependencies and builds
 
 cd "$REPO" || die "cannot cd to $REPO"
 if [ "$BENCH_SKIP_DEPS" != 1 ]; then
@@ -73,16 +105,21 @@ if [ "$BENCH_SKIP_DEPS" != 1 ]; then
     say "installing dependencies (tools/deps.sh)"
     bash tools/deps.sh || die "tools/deps.sh failed"
 fi
-[ -x "$PGBIN/pgbench" ] || die "$PGBIN/pgbench not found (postgresql-15 / postgresql-client-15)"
+[ -x "$PGBIN/pgbench" ] || die "$PGBIN/pgbench not found (postgresql-15 / postgresql-client-15, or set BENCH_PGBIN)"
 [ -f "$ZKSH" ] || die "tools/zk.sh not found in $REPO"
+for f in ${CURATOR_CP//:/ }; do
+    [ -r "$f" ] || die "$f not found (Debian packages libcurator-recipes-java, libzookeeper-java, libguava-java, libslf4j-java; tools/deps.sh)"
+done
+command -v javac >/dev/null 2>&1 || die "javac not found (default-jdk-headless; tools/deps.sh)"
+"$PY" -c 'import kazoo' 2>/dev/null || die "$PY cannot import kazoo (python3-kazoo; tools/deps.sh)"
 
 if [ "$BENCH_WITHOUT_ZKLOCK" != 1 ]; then
-    say "building zklock (make && make install; log $BENCH_OUT/build.log)"
+    say "building zklock (make && make install with $PG_CONFIG; log $BENCH_OUT/build.log)"
     if ! { make PG_CONFIG="$PG_CONFIG" && make PG_CONFIG="$PG_CONFIG" install; } >"$BENCH_OUT/build.log" 2>&1; then
         tail -n 40 "$BENCH_OUT/build.log" >&2
-        echo "$me: zklock build failed (make && make install in $REPO); full log: $BENCH_OUT/build.log" >&2
-        exit 1
+        die "zklock build failed (make && make install in $REPO); full log: $BENCH_OUT/build.log"
     fi
+    git -C "$REPO" log -1 --format='zklock commit %h %cd %s' --date=short >>"$LOG" 2>/dev/null
 fi
 say "building bench/zkbench"
 if ! make -C "$BENCH_DIR" >>"$BENCH_OUT/build.log" 2>&1; then
@@ -90,269 +127,201 @@ if ! make -C "$BENCH_DIR" >>"$BENCH_OUT/build.log" 2>&1; then
     die "building bench/zkbench failed"
 fi
 
-# ---------------------------------------------------------------------------
-# (b) ZooKeeper
-
 bench_tmpdir
+say "compiling bench/CuratorLockBench.java"
+mkdir -p "$TMPD/classes"
+javac -nowarn -d "$TMPD/classes" -cp "$CURATOR_CP" "$BENCH_DIR/CuratorLockBench.java" >>"$LOG" 2>&1 ||
+    { tail -n 20 "$LOG" >&2; die "javac CuratorLockBench.java failed"; }
+
+# ---------------------------------------------------------------------------
+# (b) ZooKeeper and PostgreSQL, both durable
+
 bench_start_zk
+MAXCONN=$((BENCH_CLIENTS + 20 > 50 ? BENCH_CLIENTS + 20 : 50))
+bench_start_pg "$BENCH_PGPORT" "$MAXCONN" "$([ "$BENCH_WITHOUT_ZKLOCK" = 1 ] && echo 0 || echo 1)"
 
-# value of one mntr field (empty if the server did not answer)
-mntr_field() {  # mntr_field FIELD
-    bash "$ZKSH" cmd "$ZKPORT" mntr 2>/dev/null | awk -v f="$1" '$1 == f { print $2; exit }'
-}
+ZK_SYNC=$(sed -n 's/^forceSync=//p' "$ZK_DIR/zoo.cfg" | tail -n 1)
+PG_FSYNC=$(sql "SHOW fsync") || die "SHOW fsync failed"
+PG_SYNC=$(sql "SHOW synchronous_commit") || die "SHOW synchronous_commit failed"
+if [ "$ZK_SYNC" = yes ] && [ "$PG_FSYNC" = on ] && [ "$PG_SYNC" = on ]; then
+    DURABLE="durable: ZooKeeper forceSync=yes, PostgreSQL fsync=on synchronous_commit=on"
+else
+    DURABLE="NOT durable: ZooKeeper forceSync=$ZK_SYNC, PostgreSQL fsync=$PG_FSYNC synchronous_commit=$PG_SYNC"
+fi
+say "$DURABLE"
 
 # ---------------------------------------------------------------------------
-# (c) PostgreSQL
+# (c) the cases
 
-bench_start_pg "$BENCH_PGPORT" "$((BENCH_CLIENTS + 20 > 50 ? BENCH_CLIENTS + 20 : 50))" \
-    "$([ "$BENCH_WITHOUT_ZKLOCK" = 1 ] && echo 0 || echo 1)"
-
-# ---------------------------------------------------------------------------
-# measurement helpers
-
-# Results: one line per case in $RES:
-#   key|label|clients|tx_per_sec|transactions|zk_packets|pkts_per_cycle|outstanding_max|note
-RES=$BENCH_OUT/results.psv
+# One line per case and round in $RES (every round is kept):
+#   round|shape|contender|clients|cycles|seconds|cycles_per_sec|zk_packets|p50_us|p99_us|max_us|status|note
+RES=$BENCH_OUT/lock.psv
 : >"$RES"
-FAILED_CASES=0
+FAILED=()
+CASE_LIMIT=$((BENCH_SECONDS + BENCH_WARMUP + 120))
 
-# Background sampler of zk_outstanding_requests (every 0.5 s).  Every sample is
-# itself one packet at the server; the samples are counted and subtracted.
-start_sampler() {  # start_sampler FILE STOPFILE
-    local file=$1 stop=$2
-    : >"$file"
-    rm -f "$stop"
-    (
-        trap '' INT
-        while [ ! -e "$stop" ]; do
-            v=$(bash "$ZKSH" cmd "$ZKPORT" mntr 2>/dev/null | awk '$1 == "zk_outstanding_requests" { print $2; exit }')
-            # an answer counts as a packet even if the field were missing
-            [ -n "$v" ] && echo "$v" >>"$file"
-            sleep 0.5
-        done
-    ) &
-    SAMPLER_PID=$!
+mntr_packets() {  # zk_packets_received (empty when the server did not answer)
+    bash "$ZKSH" cmd "$ZKPORT" mntr 2>/dev/null | awk '$1 == "zk_packets_received" { print $2; exit }'
 }
-stop_sampler() {  # stop_sampler STOPFILE
-    touch "$1"
-    [ -n "$SAMPLER_PID" ] && wait "$SAMPLER_PID" 2>/dev/null
-    SAMPLER_PID=""
+kv() {  # kv LINE KEY: the value of KEY=... in a driver's line
+    tr ' ' '\n' <<<"$1" | sed -n "s/^$2=//p" | head -n 1
 }
 
-# zk_status() counters (empty when zklock is not loaded or the query fails)
-zkstatus_counters() {
-    [ "$BENCH_WITHOUT_ZKLOCK" = 1 ] && return 0
-    sql "SELECT grants, releases, zk_errors, reconnects, lost FROM zk_status()" 2>/dev/null | tr '|' ' '
+# pgbench's per-transaction log (--log): p50, p99 and max of its third field,
+# the transaction's latency in microseconds
+txlog_stats() {  # txlog_stats PREFIX: prints "p50 p99 max"
+    cat "$1".* 2>/dev/null | awk '{ print $3 }' | sort -n |
+        awk '{ v[NR] = $1 } END {
+            if (NR == 0) { print "- - -"; exit }
+            i50 = int(NR * 0.50); if (i50 < NR * 0.50) i50++; if (i50 < 1) i50 = 1
+            i99 = int(NR * 0.99); if (i99 < NR * 0.99) i99++; if (i99 < 1) i99 = 1
+            print v[i50], v[i99], v[NR] }'
 }
 
-# Measure ZooKeeper packets around a command: before, the command, a short
-# pause (zklock's deletes at COMMIT are asynchronous), after.
-# Sets PKT_DELTA (packets received minus our own mntr requests) and OUT_MAX.
-measure_zk() {  # measure_zk TAG CMD...
-    local tag=$1
-    shift
-    local samples=$BENCH_OUT/$tag.outstanding stop=$TMPD/$tag.stop before after n rc
-    # the full mntr answers are kept as $tag.mntr.before / $tag.mntr.after
-    bash "$ZKSH" cmd "$ZKPORT" mntr >"$BENCH_OUT/$tag.mntr.before" 2>/dev/null
-    before=$(awk '$1 == "zk_packets_received" { print $2; exit }' "$BENCH_OUT/$tag.mntr.before")
-    start_sampler "$samples" "$stop"
-    run_child "$@"
-    rc=$?
-    sleep 0.3
-    stop_sampler "$stop"
-    bash "$ZKSH" cmd "$ZKPORT" mntr >"$BENCH_OUT/$tag.mntr.after" 2>/dev/null
-    after=$(awk '$1 == "zk_packets_received" { print $2; exit }' "$BENCH_OUT/$tag.mntr.after")
-    n=$(wc -l <"$samples")
-    OUT_MAX=$(sort -n "$samples" | tail -n 1)
-    OUT_MAX=${OUT_MAX:-?}
-    if [ -n "$before" ] && [ -n "$after" ]; then
-        # "after" counts itself; every sample counted one
-        PKT_DELTA=$((after - before - 1 - n))
-    else
-        PKT_DELTA=""
-    fi
-    echo "  mntr: zk_packets_received $before -> $after, $n samples, zk_outstanding_requests max $OUT_MAX" >>"$LOG"
-    return $rc
-}
-
-ratio3() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "-"; else printf "%.3f", a / b }'; }
-
-# pgbench case
-run_pgbench_case() {  # key label clients threads script
-    local key=$1 label=$2 c=$3 j=$4 script=$5 out=$BENCH_OUT/$1.pgbench.txt
-    local tx tps failed pkts note="" st_before st_after
-    say "case $key: $label, $c client(s), ${BENCH_SECONDS}s"
-    echo "== $key: $label, clients=$c" >>"$LOG"
-    st_before=$(zkstatus_counters)
-    measure_zk "$key" "$PGBIN/pgbench" -n -T "$BENCH_SECONDS" -M prepared -c "$c" -j "$j" \
-        -f "$script" -h "$SOCKDIR" -p "$BENCH_PGPORT" -U postgres postgres >"$out" 2>&1
-    local rc=$?
-    st_after=$(zkstatus_counters)
-    tx=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$out")
-    tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time).*/\1/p' "$out")
-    failed=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$out")
-    if [ $rc -ne 0 ] || [ -z "$tx" ] || [ -z "$tps" ] || [ "${failed:-0}" != 0 ]; then
-        note="FAILED (pgbench exit $rc, failed tx ${failed:-?}; see $out)"
-        FAILED_CASES=$((FAILED_CASES + 1))
-        grep -E 'ERROR|FATAL|aborted' "$out" | head -n 3 >&2
-    fi
-    if [ -n "$st_before" ] && [ -n "$st_after" ]; then
-        # grants releases zk_errors reconnects lost
-        local d
-        read -r -a d < <(paste -d' ' <(echo "$st_before" | tr ' ' '\n') <(echo "$st_after" | tr ' ' '\n') |
-            awk '{ printf "%s%d", (NR > 1 ? " " : ""), $2 - $1 } END { print "" }')
-        echo "  zk_status delta: grants ${d[0]:-?} releases ${d[1]:-?} zk_errors ${d[2]:-?} reconnects ${d[3]:-?} lost ${d[4]:-?}" >>"$LOG"
-        if [ "${d[2]:-0}" != 0 ] || [ "${d[3]:-0}" != 0 ] || [ "${d[4]:-0}" != 0 ]; then
-            note="${note:+$note; }zk_status: zk_errors +${d[2]} reconnects +${d[3]} lost +${d[4]}"
+run_case() {  # run_case ROUND SHAPE CONTENDER
+    local r=$1 shape=$2 who=$3
+    local c=1 key="$3_$2_r$1" out err rc line="" cycles="" secs="" cps="" pk="" p50="" p99="" mx=""
+    local before after status=ok note="" tx tps failed script
+    [ "$shape" = one ] || c=$BENCH_CLIENTS
+    out=$BENCH_OUT/$key.out
+    err=$BENCH_OUT/$key.err
+    say "round $r, $shape ($c client(s)): $who"
+    echo "== $key" >>"$LOG"
+    before=$(mntr_packets)
+    case $who in
+        zklock|advisory)
+            local j=1 lp=$TMPD/$key.txlog
+            [ "$c" -gt 1 ] && j=$BENCH_THREADS
+            [ "$c" -lt "$j" ] && j=$c
+            if [ "$shape" = shared ]; then script=$BENCH_DIR/pgbench_${who/zklock/zk_lock}_shared.sql
+            else script=$BENCH_DIR/pgbench_${who/zklock/zk_lock}.sql; fi
+            run_child timeout -k 10 "$CASE_LIMIT" "$PGBIN/pgbench" -n -T "$BENCH_SECONDS" -M prepared \
+                -c "$c" -j "$j" --log --log-prefix="$lp" -f "$script" \
+                -h "$SOCKDIR" -p "$BENCH_PGPORT" -U postgres postgres >"$out" 2>"$err"
+            rc=$?
+            tx=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$out")
+            tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time).*/\1/p' "$out")
+            failed=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$out")
+            if [ $rc -ne 0 ] || [ -z "$tx" ] || [ -z "$tps" ] || [ "${failed:-0}" != 0 ] || [ "$tx" = 0 ]; then
+                status=FAILED
+                note="pgbench exit $rc, failed transactions ${failed:-?}"
+            else
+                cycles=$tx
+                cps=$tps
+                secs=$(awk -v t="$tx" -v s="$tps" 'BEGIN { printf "%.3f", t / s }')
+                read -r p50 p99 mx < <(txlog_stats "$lp")
+            fi
+            rm -f "$lp".*
+            ;;
+        zkbench)
+            local flags=(-p -a)
+            [ "$shape" = shared ] && flags+=(-s)
+            # shellcheck disable=SC2086  # BENCH_ZKBENCH_FLAGS is split on purpose
+            run_child timeout -k 10 "$CASE_LIMIT" "$ZKBENCH" -h "127.0.0.1:$ZKPORT" -r /bench-zkbench \
+                -c "$c" -T "$BENCH_SECONDS" "${flags[@]}" $BENCH_ZKBENCH_FLAGS >"$out" 2>"$err"
+            rc=$?
+            line=$(grep '^mode=' "$out" | tail -n 1)
+            ;;
+        curator)
+            run_child timeout -k 10 "$CASE_LIMIT" java -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
+                -Dorg.slf4j.simpleLogger.log.org.apache.zookeeper.ClientCnxn=error \
+                -cp "$TMPD/classes:$CURATOR_CP" CuratorLockBench "$ZKPORT" /bench-curator "$c" \
+                "$([ "$shape" = shared ] && echo 1 || echo 0)" "$BENCH_SECONDS" "$BENCH_WARMUP" >"$out" 2>"$err"
+            rc=$?
+            line=$(grep '^driver=' "$out" | tail -n 1)
+            ;;
+        kazoo)
+            local sh=()
+            [ "$shape" = shared ] && sh=(--shared)
+            run_child timeout -k 10 "$CASE_LIMIT" "$PY" "$BENCH_DIR/kazoo_lock_bench.py" --zk-port "$ZKPORT" \
+                --root /bench-kazoo --clients "$c" "${sh[@]}" --seconds "$BENCH_SECONDS" \
+                --warmup "$BENCH_WARMUP" >"$out" 2>"$err"
+            rc=$?
+            line=$(grep '^driver=' "$out" | tail -n 1)
+            ;;
+    esac
+    after=$(mntr_packets)
+    if [ "$who" = zkbench ] || [ "$who" = curator ] || [ "$who" = kazoo ]; then
+        if [ $rc -ne 0 ] || [ -z "$line" ]; then
+            status=FAILED
+            note="exit $rc"
+        else
+            cycles=$(kv "$line" cycles)
+            cps=$(kv "$line" cycles_per_sec)
+            secs=$(kv "$line" seconds)
+            p50=$(kv "$line" lat_p50_us)
+            p99=$(kv "$line" lat_p99_us)
+            mx=$(kv "$line" lat_max_us)
+            pk=$(kv "$line" zk_packets)
+            [ "$who" = zkbench ] && note="zkbench's own count: $(kv "$line" requests_per_cycle) req/cycle"
         fi
     fi
-    if [ -n "$tx" ] && [ "$tx" -gt 0 ] && [ -n "$PKT_DELTA" ]; then
-        pkts=$(awk -v p="$PKT_DELTA" -v t="$tx" 'BEGIN { printf "%.3f", p / t }')
-    else
-        pkts="-"
+    # pgbench and zkbench: mntr around the whole case (the "after" request
+    # counts itself); the Curator and kazoo drivers frame their window
+    # themselves, after their warm-up
+    if [ -z "$pk" ] && [ -n "$before" ] && [ -n "$after" ]; then
+        pk=$((after - before - 1))
     fi
-    echo "$key|$label|$c|${tps:-}|${tx:-}|${PKT_DELTA:-}|$pkts|$OUT_MAX|$note" >>"$RES"
-    cat "$out" >>"$LOG"
+    if [ "$status" != ok ]; then
+        FAILED+=("$key")
+        echo "$me: case $key FAILED ($note); $out, $err:" >&2
+        tail -n 5 "$err" >&2
+        grep -E 'ERROR|FATAL|aborted' "$out" 2>/dev/null | head -n 3 >&2
+    fi
+    echo "$r|$shape|$who|$c|$cycles|$secs|$cps|$pk|$p50|$p99|$mx|$status|$note" >>"$RES"
+    { cat "$out"; sed 's/^/  stderr: /' "$err" | tail -n 20; echo "  exit $rc"; } >>"$LOG"
 }
 
-# zkbench case
-run_zkbench_case() {  # key label clients flags...
-    local key=$1 label=$2 c=$3
-    shift 3
-    local out=$BENCH_OUT/$key.zkbench.txt line cycles cps rpc pkts note=""
-    say "case $key: $label, $c client(s), ${BENCH_SECONDS}s"
-    echo "== $key: $label, clients=$c, zkbench $*" >>"$LOG"
-    # shellcheck disable=SC2086  # BENCH_ZKBENCH_FLAGS is split on purpose
-    measure_zk "$key" "$ZKBENCH" -h "127.0.0.1:$ZKPORT" -c "$c" -T "$BENCH_SECONDS" $BENCH_ZKBENCH_FLAGS "$@" >"$out" 2>&1
-    local rc=$?
-    line=$(grep '^mode=' "$out" | tail -n 1)
-    cycles=$(sed -n 's/.* cycles=\([0-9]*\) .*/\1/p' <<<"$line")
-    cps=$(sed -n 's/.* cycles_per_sec=\([0-9.]*\) .*/\1/p' <<<"$line")
-    rpc=$(sed -n 's/.* requests_per_cycle=\([0-9.]*\) .*/\1/p' <<<"$line")
-    if [ $rc -ne 0 ] || [ -z "$cycles" ] || [ -z "$cps" ]; then
-        note="FAILED (zkbench exit $rc; see $out)"
-        FAILED_CASES=$((FAILED_CASES + 1))
-        tail -n 3 "$out" >&2
-    else
-        note="client counts ${rpc} req/cycle"
-    fi
-    if [ -n "$cycles" ] && [ "$cycles" -gt 0 ] && [ -n "$PKT_DELTA" ]; then
-        pkts=$(awk -v p="$PKT_DELTA" -v t="$cycles" 'BEGIN { printf "%.3f", p / t }')
-    else
-        pkts="-"
-    fi
-    echo "$key|$label|$c|${cps:-}|${cycles:-}|${PKT_DELTA:-}|$pkts|$OUT_MAX|$note" >>"$RES"
-    { echo "  zkbench $BENCH_ZKBENCH_FLAGS $*"; cat "$out"; } >>"$LOG"
-}
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+say "idle ZooKeeper traffic (3 s)"
+b=$(mntr_packets); sleep 3; a=$(mntr_packets)
+IDLE_RATE=$(awk -v a="$a" -v b="$b" 'BEGIN { if (a == "" || b == "") print "?"; else printf "%.1f", (a - b - 1) / 3 }')
 
-# ---------------------------------------------------------------------------
-# idle traffic (pings) as the noise floor of the packet counts
-
-say "measuring idle ZooKeeper traffic (5 s)"
-b=$(mntr_field zk_packets_received)
-sleep 5
-a=$(mntr_field zk_packets_received)
-IDLE_RATE=$(awk -v a="$a" -v b="$b" 'BEGIN { if (a == "" || b == "") print "?"; else printf "%.2f", (a - b - 1) / 5 }')
-echo "idle: zk_packets_received $b -> $a in 5 s" >>"$LOG"
-
-# ---------------------------------------------------------------------------
-# (d) the cases
-
-N=$BENCH_CLIENTS
-S=$BENCH_DIR
-
-CLIENT_COUNTS=1
-[ "$N" -gt 1 ] && CLIENT_COUNTS="1 $N"
-for clients in $CLIENT_COUNTS; do
-    if [ "$clients" = 1 ]; then j=1; sfx=1; else j=$BENCH_THREADS; sfx=N; fi
-    if [ "$BENCH_WITHOUT_ZKLOCK" != 1 ]; then
-        run_pgbench_case "zklock_$sfx" "zk_lock (pgbench)" "$clients" "$j" "$S/pgbench_zk_lock.sql"
-    fi
-    run_pgbench_case "advisory_$sfx" "pg_advisory_xact_lock (pgbench)" "$clients" "$j" "$S/pgbench_advisory.sql"
-    run_zkbench_case "direct_sync_$sfx" "direct C, synchronous" "$clients"
-    run_zkbench_case "direct_pipe_$sfx" "direct C, pipelined (-p)" "$clients" -p
-    run_zkbench_case "direct_pipe_async_$sfx" "direct C, -p + async release (-a)" "$clients" -p -a
+# every round runs every shape and contender; each round starts with another
+# contender, so that none always runs first or right after the same neighbour
+nc=${#CONTENDERS[@]}
+for r in $(seq 1 "$BENCH_ROUNDS"); do
+    for shape in $BENCH_SHAPES; do
+        for i in $(seq 0 $((nc - 1))); do
+            run_case "$r" "$shape" "${CONTENDERS[$(( (i + r - 1) % nc ))]}"
+        done
+    done
 done
 
-if [ "$BENCH_SHARED" = 1 ]; then
-    if [ "$BENCH_WITHOUT_ZKLOCK" != 1 ]; then
-        run_pgbench_case "zklock_shared" "zk_lock, one shared name" "$N" "$BENCH_THREADS" "$S/pgbench_zk_lock_shared.sql"
-    fi
-    run_pgbench_case "advisory_shared" "advisory, one shared name" "$N" "$BENCH_THREADS" "$S/pgbench_advisory_shared.sql"
-    run_zkbench_case "direct_sync_shared" "direct C sync, one shared name" "$N" -s
-    run_zkbench_case "direct_pipe_shared" "direct C -p, one shared name" "$N" -s -p
-fi
-
 # ---------------------------------------------------------------------------
-# (f) report
-
-field() {  # field KEY COLUMN(1-based)
-    awk -F'|' -v k="$1" -v c="$2" '$1 == k { print $c; exit }' "$RES"
-}
+# (d) report
 
 {
     echo
-    echo "zklock benchmark  $(date '+%F %T')  ${BENCH_SECONDS}s per case  $(nproc) CPUs  ZooKeeper 127.0.0.1:$ZKPORT (standalone, forceSync=no)"
-    echo
-    printf '%-36s %7s %11s %13s %8s  %s\n' "case" "clients" "tx/s" "ZK pkts/cycle" "ZK outst" "notes"
-    printf '%-36s %7s %11s %13s %8s  %s\n' "----" "-------" "----" "-------------" "--------" "-----"
-    while IFS='|' read -r key label c tps _tx _pk ppc om note; do
-        [ -n "$key" ] || continue
-        case $key in advisory*) ppc="($ppc)" ;; esac
-        [ -n "$tps" ] && tps=$(awk -v t="$tps" 'BEGIN { printf "%.1f", t }')
-        printf '%-36s %7s %11s %13s %8s  %s\n' "$label" "$c" "${tps:--}" "$ppc" "$om" "$note"
-    done <"$RES"
-    echo
-    if [ "$BENCH_WITHOUT_ZKLOCK" != 1 ]; then
-        echo "ratios (tx/s of zk_lock divided by tx/s of the other case):"
-        printf '  %-40s %10s %10s\n' "" "1 client" "$N clients"
-        printf '  %-40s %10s %10s\n' "zklock / pg_advisory_xact_lock" \
-            "$(ratio3 "$(field zklock_1 4)" "$(field advisory_1 4)")" "$(ratio3 "$(field zklock_N 4)" "$(field advisory_N 4)")"
-        printf '  %-40s %10s %10s\n' "zklock / direct C synchronous" \
-            "$(ratio3 "$(field zklock_1 4)" "$(field direct_sync_1 4)")" "$(ratio3 "$(field zklock_N 4)" "$(field direct_sync_N 4)")"
-        printf '  %-40s %10s %10s\n' "zklock / direct C pipelined (-p)" \
-            "$(ratio3 "$(field zklock_1 4)" "$(field direct_pipe_1 4)")" "$(ratio3 "$(field zklock_N 4)" "$(field direct_pipe_N 4)")"
-        printf '  %-40s %10s %10s\n' "zklock / direct C -p + async release" \
-            "$(ratio3 "$(field zklock_1 4)" "$(field direct_pipe_async_1 4)")" "$(ratio3 "$(field zklock_N 4)" "$(field direct_pipe_async_N 4)")"
-        if [ "$BENCH_SHARED" = 1 ]; then
-            printf '  %-40s %10s %10s\n' "shared name: zklock / advisory" "" \
-                "$(ratio3 "$(field zklock_shared 4)" "$(field advisory_shared 4)")"
-            printf '  %-40s %10s %10s\n' "shared name: zklock / direct C -p" "" \
-                "$(ratio3 "$(field zklock_shared 4)" "$(field direct_pipe_shared 4)")"
-        fi
-        echo
-    fi
-    echo "notes:"
-    echo "  tx/s: pgbench 'tps (without initial connection time)'; for direct C: lock cycles per second"
-    echo "    of bench/zkbench, all clients together.  One cycle = acquire + release of one lock."
-    echo "  ZK pkts/cycle: delta of mntr zk_packets_received over the case (minus the benchmark's own"
-    echo "    mntr requests) divided by the transactions / cycles.  The uncontended recipe is 3"
-    echo "    requests (create, get_children, delete).  The count also includes pings and, for"
-    echo "    direct C, each client's connect, parent-node setup and close; idle traffic measured"
-    echo "    before the cases: $IDLE_RATE packets/s.  Advisory-lock rows show only that noise (in"
-    echo "    parentheses): they send nothing to ZooKeeper."
-    echo "  ZK outst: highest zk_outstanding_requests seen by sampling mntr every 0.5 s."
-    echo "  direct C 'client counts': requests per cycle as counted by zkbench itself (timed loop only)."
-    [ -n "$BENCH_ZKBENCH_FLAGS" ] && echo "  direct C cases ran with extra zkbench flags: $BENCH_ZKBENCH_FLAGS"
-    echo "  All processes (ZooKeeper, PostgreSQL, pgbench, zkbench) share this machine's CPUs;"
-    echo "    load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine skews the figures)."
-    echo
-    echo "raw outputs and logs: $BENCH_OUT"
+    echo "zklock lock benchmark  $(date '+%F %T')  $(git -C "$REPO" log -1 --format='commit %h' 2>/dev/null)  $(nproc) CPUs"
+    echo "$DURABLE"
+    [ -n "${BENCH_PG_CONF:-}" ] && echo "PostgreSQL settings added (BENCH_PG_CONF): $BENCH_PG_CONF"
+    echo "ZooKeeper 127.0.0.1:$ZKPORT standalone (full JIT); ${BENCH_SECONDS}s per case, $BENCH_ROUNDS round(s), rounds interleaved"
+    "$PY" "$BENCH_DIR/report.py" lock "$RES" "$BENCH_CLIENTS"
+    echo "  Idle ZooKeeper traffic before the cases: $IDLE_RATE packets/s (pings; part of every req/cycle)."
+    echo "  load average at the start: $LOAD_START; at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "    (everything shares this machine's CPUs; other work skews the figures, ratios within one run count)."
+    echo "  every round's figures: $RES; raw outputs and logs: $BENCH_OUT"
 } | tee "$BENCH_OUT/results.txt"
 
 # ---------------------------------------------------------------------------
-# (g) the queue benchmark on the same ZooKeeper and cluster (bench/queue/run.sh):
-# kazoo's LockingQueue, Curator's DistributedQueue and zklock's queue
+# (e) the queue benchmark on the same ZooKeeper and cluster (bench/queue/run.sh)
 if [ "${BENCH_QUEUE:-1}" = 1 ]; then
     say "queue benchmark (bench/queue/run.sh; results in $BENCH_OUT/queue)"
-    qenv=(BENCH_SECONDS="$BENCH_SECONDS" BENCH_SKIP_DEPS="$BENCH_SKIP_DEPS" BENCH_QUEUE_ZKPORT="$ZKPORT"
-          BENCH_WITHOUT_ZKLOCK="$BENCH_WITHOUT_ZKLOCK" BENCH_OUT="$BENCH_OUT/queue")
+    qenv=(BENCH_SECONDS="$BENCH_SECONDS" BENCH_SKIP_DEPS=1 BENCH_QUEUE_ZKPORT="$ZKPORT"
+          BENCH_QUEUE_ROUNDS="${BENCH_QUEUE_ROUNDS:-$BENCH_ROUNDS}" BENCH_PGBIN="$PGBIN"
+          BENCH_WITHOUT_ZKLOCK="$BENCH_WITHOUT_ZKLOCK" BENCH_OUT="$BENCH_OUT/queue"
+          BENCH_QUEUE_DURABLE="$DURABLE")
     [ "$BENCH_WITHOUT_ZKLOCK" = 1 ] || qenv+=(BENCH_QUEUE_PGHOST="$SOCKDIR" BENCH_QUEUE_PGPORT="$BENCH_PGPORT")
-    run_child env "${qenv[@]}" bash "$BENCH_DIR/queue/run.sh" || FAILED_CASES=$((FAILED_CASES + 1))
+    if ! run_child env "${qenv[@]}" bash "$BENCH_DIR/queue/run.sh"; then
+        FAILED+=("queue benchmark (see $BENCH_OUT/queue)")
+    fi
 fi
 
-if [ "$FAILED_CASES" -gt 0 ]; then
-    echo "$me: $FAILED_CASES case(s) failed" >&2
+if [ ${#FAILED[@]} -gt 0 ]; then
+    echo "$me: FAILED: ${#FAILED[@]} case(s) did not run to the end: ${FAILED[*]}" >&2
+    echo "$me: their outputs are in $BENCH_OUT (<case>.out, <case>.err, run.log)" >&2
     exit 1
 fi
+say "done; results in $BENCH_OUT/results.txt${BENCH_QUEUE:+}"
 exit 0

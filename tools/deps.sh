@@ -13,6 +13,7 @@
 #   test/zkq.py                                     python3-kazoo
 #   fault run clients (test/faults)                 python3-psycopg2
 #   META.json check (test/pgxn_meta.py)             python3-jsonschema
+#   benchmarks (bench/): Curator's recipes           libcurator-recipes-java
 #   sequence-wrap snapshot (test/java)              default-jdk-headless, when there is no javac
 #   build and scripts                               make gcc libc6-dev procps
 #
@@ -25,7 +26,7 @@ set -u
 pkgs=(postgresql-15 postgresql-client-15 postgresql-server-dev-15
       libzookeeper-st-dev zookeeper libzookeeper-java
       libipc-run-perl perl python3-kazoo python3-psycopg2 python3-jsonschema postgresql-15-cron
-      make gcc libc6-dev procps)
+      libcurator-recipes-java make gcc libc6-dev procps)
 command -v java >/dev/null 2>&1 || pkgs+=(default-jre-headless)
 # javac compiles test/java/MakeWrapSnapshot.java (the sequence-wrap test)
 command -v javac >/dev/null 2>&1 || pkgs+=(default-jdk-headless)

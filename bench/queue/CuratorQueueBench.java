@@ -1,18 +1,21 @@
 /*
  * CuratorQueueBench.java - one queue benchmark case for bench/queue/run.sh:
- * one producer and N consumers on Apache Curator's DistributedQueue in its
+ * P producers and N consumers on Apache Curator's DistributedQueue in its
  * lock-safe mode (QueueBuilder.lockPath), each with its own CuratorFramework
  * client (own ZooKeeper session), all threads of this one JVM.
  *
  *   java -cp <build dir>:<curator, zookeeper, guava, slf4j jars> CuratorQueueBench \
- *        PORT PATH CONSUMERS SECONDS WARMUP_SECONDS BACKLOG DRAIN_SECONDS
+ *        PORT PATH CONSUMERS SECONDS WARMUP_SECONDS BACKLOG DRAIN_SECONDS [PRODUCERS]
  *
  * Queue items live in PATH/items, the consumers' locks in PATH/locks.
- * The producer puts 100-byte payloads starting with "seq=<12 digits>;",
- * numbered 0, 1, 2, ..., synchronously (putInBackground(false)), and waits
- * while BACKLOG items are put and not yet consumed.  A consumer
- * counts an item in consumeMessage(); in lock-safe mode Curator deletes the
- * item node right after consumeMessage returns, in the same thread.
+ * The producers put 100-byte payloads starting with
+ * "seq=<12 digits>;t=<16 digits>;" (a number 0, 1, 2, ... from one counter
+ * shared by the producers, and the wall-clock time of the put in
+ * microseconds), synchronously (putInBackground(false)), and wait while
+ * BACKLOG items are put and not yet consumed.  A consumer counts an item in
+ * consumeMessage(), where it also takes the enqueue-to-dequeue latency of
+ * the items that count in the timed window; in lock-safe mode Curator deletes
+ * the item node right after consumeMessage returns, in the same thread.
  *
  * Timeline as in queue_bench.py: connect; WARMUP_SECONDS of work that is not
  * counted (the JIT compiles meanwhile); the timed window framed by two mntr
@@ -57,6 +60,8 @@ public class CuratorQueueBench
 
 	static final AtomicInteger phase = new AtomicInteger(WAIT);
 	static final AtomicLong produced = new AtomicLong();
+	static final AtomicLong nextSeq = new AtomicLong();
+	static volatile boolean window = false;
 	static final AtomicLong consumed = new AtomicLong();
 	static final ConcurrentLinkedQueue<String> errors = new ConcurrentLinkedQueue<>();
 	/* one permit per item put and not yet consumed; set in run() */
@@ -66,9 +71,30 @@ public class CuratorQueueBench
 	{
 		byte[] b = new byte[PAYLOAD_LEN];
 		java.util.Arrays.fill(b, (byte) '.');
-		byte[] head = String.format("seq=%012d;", seq).getBytes(StandardCharsets.US_ASCII);
+		byte[] head = String.format("seq=%012d;t=%016d;", seq, nowMicros()).getBytes(StandardCharsets.US_ASCII);
 		System.arraycopy(head, 0, b, 0, head.length);
 		return b;
+	}
+
+	/* wall-clock time in microseconds since the epoch */
+	static long nowMicros()
+	{
+		java.time.Instant i = java.time.Instant.now();
+		return i.getEpochSecond() * 1000000L + i.getNano() / 1000;
+	}
+
+	/* the put's time in a payload, -1 if none */
+	static long parseT(byte[] data)
+	{
+		String s = new String(data, StandardCharsets.ISO_8859_1);
+		int i = s.indexOf(";t=");
+		if (i < 0 || s.length() < i + 19)
+			return -1;
+		String d = s.substring(i + 3, i + 19);
+		for (int k = 0; k < d.length(); k++)
+			if (!Character.isDigit(d.charAt(k)))
+				return -1;
+		return Long.parseLong(d);
 	}
 
 	/* sequence number in a payload (or in Curator's serialized node data), -1 if none */
@@ -138,13 +164,20 @@ public class CuratorQueueBench
 	static class Consumer implements QueueConsumer<byte[]>
 	{
 		final List<Long> seqs = new ArrayList<>();
+		final List<Long> lats = new ArrayList<>();
 
 		@Override
 		public void consumeMessage(byte[] item)
 		{
+			long now = nowMicros();
 			synchronized (seqs)
 			{
 				seqs.add(parseSeq(item));
+				if (window)
+				{
+					long t = parseT(item);
+					lats.add(t < 0 ? -1 : now - t);
+				}
 			}
 			consumed.incrementAndGet();
 			slots.release();
@@ -156,6 +189,14 @@ public class CuratorQueueBench
 			if (newState != ConnectionState.CONNECTED && newState != ConnectionState.RECONNECTED)
 				errors.add("consumer session state " + newState);
 		}
+	}
+
+	static long pct(long[] sorted, double q)
+	{
+		if (sorted.length == 0)
+			return 0;
+		int i = (int) Math.ceil(q * sorted.length) - 1;
+		return sorted[Math.max(0, Math.min(sorted.length - 1, i))];
 	}
 
 	static int childCount(CuratorFramework c, String path) throws Exception
@@ -181,9 +222,9 @@ public class CuratorQueueBench
 
 	static int run(String[] argv) throws Exception
 	{
-		if (argv.length != 7)
+		if (argv.length != 7 && argv.length != 8)
 		{
-			System.err.println("usage: CuratorQueueBench PORT PATH CONSUMERS SECONDS WARMUP_SECONDS BACKLOG DRAIN_SECONDS");
+			System.err.println("usage: CuratorQueueBench PORT PATH CONSUMERS SECONDS WARMUP_SECONDS BACKLOG DRAIN_SECONDS [PRODUCERS]");
 			return 2;
 		}
 		final int port = Integer.parseInt(argv[0]);
@@ -193,6 +234,7 @@ public class CuratorQueueBench
 		final double warmup = Double.parseDouble(argv[4]);
 		final long backlog = Long.parseLong(argv[5]);
 		final double drainSeconds = Double.parseDouble(argv[6]);
+		final int nProducers = argv.length > 7 ? Integer.parseInt(argv[7]) : 1;
 		slots = new Semaphore((int) backlog);
 		final String items = base + "/items";
 		final String locks = base + "/locks";
@@ -203,13 +245,18 @@ public class CuratorQueueBench
 		CuratorFramework checker = client(port);
 		clients.add(checker);
 
-		/* producer: a queue without a consumer only puts */
-		CuratorFramework pc = client(port);
-		clients.add(pc);
-		final DistributedQueue<byte[]> producerQueue =
-			QueueBuilder.builder(pc, null, BYTES, items).lockPath(locks).putInBackground(false).buildQueue();
-		producerQueue.start();
-		queues.add(producerQueue);
+		/* producers: a queue without a consumer only puts */
+		List<DistributedQueue<byte[]>> producerQueues = new ArrayList<>();
+		for (int i = 0; i < nProducers; i++)
+		{
+			CuratorFramework pc = client(port);
+			clients.add(pc);
+			DistributedQueue<byte[]> pq =
+				QueueBuilder.builder(pc, null, BYTES, items).lockPath(locks).putInBackground(false).buildQueue();
+			pq.start();
+			queues.add(pq);
+			producerQueues.add(pq);
+		}
 
 		for (int i = 0; i < nConsumers; i++)
 		{
@@ -226,42 +273,53 @@ public class CuratorQueueBench
 									checker.checkExists().forPath(locks) == null); i++)
 			Thread.sleep(10);
 
-		Thread producer = new Thread(() ->
+		List<Thread> producers = new ArrayList<>();
+		for (int i = 0; i < nProducers; i++)
 		{
-			try
+			final DistributedQueue<byte[]> producerQueue = producerQueues.get(i);
+			final int idx = i;
+			Thread producer = new Thread(() ->
 			{
-				while (phase.get() == WAIT)
-					LockSupport.parkNanos(200_000);
-				long seq = 0;
-				while (phase.get() == RUN)
+				try
 				{
-					if (!slots.tryAcquire(100, TimeUnit.MILLISECONDS))
-						continue;
-					producerQueue.put(payload(seq++));
-					produced.incrementAndGet();
+					while (phase.get() == WAIT)
+						LockSupport.parkNanos(200_000);
+					while (phase.get() == RUN)
+					{
+						if (!slots.tryAcquire(100, TimeUnit.MILLISECONDS))
+							continue;
+						producerQueue.put(payload(nextSeq.getAndIncrement()));
+						produced.incrementAndGet();
+					}
 				}
-			}
-			catch (Exception e)
-			{
-				errors.add("producer: " + e);
-			}
-		}, "producer");
-		producer.setDaemon(true);
-		producer.start();
+				catch (Exception e)
+				{
+					errors.add("producer " + idx + ": " + e);
+				}
+			}, "producer-" + i);
+			producer.setDaemon(true);
+			producer.start();
+			producers.add(producer);
+		}
 
 		phase.set(RUN);
 		Thread.sleep((long) (warmup * 1000));
 		long pk0 = mntrPackets(port);
 		long c0 = consumed.get();
 		long t0 = System.nanoTime();
+		window = true;
 		Thread.sleep((long) (seconds * 1000));
+		window = false;
 		long cWin = consumed.get() - c0;
 		long t1 = System.nanoTime();
 		long pk1 = mntrPackets(port);
 		phase.set(DRAIN);
-		producer.join(30000);
-		if (producer.isAlive())
-			errors.add("producer did not stop");
+		for (Thread producer : producers)
+		{
+			producer.join(30000);
+			if (producer.isAlive())
+				errors.add(producer.getName() + " did not stop");
+		}
 
 		/* drain: every produced item consumed and its node (and lock) gone */
 		long deadline = System.nanoTime() + (long) (drainSeconds * 1e9);
@@ -302,13 +360,21 @@ public class CuratorQueueBench
 			claims = childCount(v, locks);
 		}
 
-		long nProd = produced.get();
+		long nProd = nextSeq.get();
 		List<Long> cons = new ArrayList<>();
+		List<Long> latList = new ArrayList<>();
 		for (Consumer c : consumers)
 			synchronized (c.seqs)
 			{
 				cons.addAll(c.seqs);
+				latList.addAll(c.lats);
 			}
+		long[] lats = new long[latList.size()];
+		for (int i = 0; i < lats.length; i++)
+			lats[i] = latList.get(i);
+		java.util.Arrays.sort(lats);
+		if (lats.length > 0 && lats[0] < 0)
+			errors.add("consumed payload(s) without a time");
 		Set<Long> cset = new HashSet<>(cons);
 		Set<Long> lset = new HashSet<>(left);
 		long duplicated = (cons.size() - cset.size()) + (left.size() - lset.size());
@@ -328,13 +394,15 @@ public class CuratorQueueBench
 			!errors.isEmpty() || (drained && !left.isEmpty());
 		double elapsed = (t1 - t0) / 1e9;
 		long pk = pk1 - pk0 - 1;
-		System.out.printf("driver=curator consumers=%d seconds=%.3f consumed=%d items_per_sec=%.1f zk_packets=%d " +
+		System.out.printf("driver=curator producers=%d consumers=%d seconds=%.3f consumed=%d items_per_sec=%.1f zk_packets=%d " +
 						  "packets_per_item=%s produced_total=%d consumed_total=%d drained=%d remaining=%d " +
-						  "claims_left=%d lost=%d duplicated=%d consumed_not_gone=%d unknown=%d errors=%d verify=%s path=%s%n",
-						  nConsumers, elapsed, cWin, cWin / elapsed, pk,
+						  "claims_left=%d lost=%d duplicated=%d consumed_not_gone=%d unknown=%d errors=%d verify=%s path=%s " +
+						  "lat_p50_us=%d lat_p99_us=%d lat_max_us=%d%n",
+						  nProducers, nConsumers, elapsed, cWin, cWin / elapsed, pk,
 						  cWin > 0 ? String.format("%.2f", (double) pk / cWin) : "-", nProd, cons.size(),
 						  drained ? 1 : 0, left.size(), claims, lost, duplicated, consumedNotGone, unknown,
-						  errors.size(), bad ? "FAILED" : "ok", base);
+						  errors.size(), bad ? "FAILED" : "ok", base,
+						  pct(lats, 0.50), pct(lats, 0.99), lats.length > 0 ? lats[lats.length - 1] : 0);
 		int k = 0;
 		for (String e : errors)
 			if (k++ < 10)

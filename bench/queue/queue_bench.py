@@ -1,17 +1,21 @@
 #!/usr/bin/python3
-"""queue_bench.py - one queue benchmark case for bench/queue/run.sh: one
-producer and N consumers on one queue, driven through kazoo's LockingQueue
+"""queue_bench.py - one queue benchmark case for bench/queue/run.sh: P
+producers and N consumers on one queue, driven through kazoo's LockingQueue
 (--driver kazoo) or through zklock's SQL functions (--driver zklock).
 
-  queue_bench.py --driver kazoo  --zk-port P --path /bench-queue/kazoo-1 --consumers 1 --seconds 10 \
-                 [--warmup 2] [--backlog 100] [--drain 30]
+  queue_bench.py --driver kazoo  --zk-port P --path /bench-queue/kazoo-1 [--producers 1] --consumers 1 \
+                 --seconds 10 [--warmup 2] [--backlog 100] [--drain 30]
   queue_bench.py --driver zklock --zk-port P --queue bench-1 --pg-host DIR --pg-port N --consumers 8 ...
 
 Every worker is a process of its own with its own ZooKeeper session (kazoo) or
-its own PostgreSQL connection (zklock), like separate services.  The producer
-puts 100-byte payloads that start with "seq=<12 digits>;" and numbers them
-0, 1, 2, ...; it waits while --backlog items are put and not yet consumed,
-so that the queue stays short and the same length for every driver.
+its own PostgreSQL connection (zklock), like separate services.  The
+producers put 100-byte payloads that start with "seq=<12 digits>;t=<16
+digits>;": a number 0, 1, 2, ... drawn from one counter shared by the
+producers, and the wall-clock time of the put in microseconds.  A producer
+waits while --backlog items are put and not yet consumed, so that the queue
+stays short and the same length for every driver.  A consumer takes the time
+again when the item counts: enqueue-to-dequeue latency, of the items that
+count in the timed window.
 
   kazoo:  producer LockingQueue.put(payload); consumer get() then consume(),
           counted once consume() returned True (entry and claim deleted).
@@ -28,14 +32,15 @@ parent checks through ZooKeeper itself (kazoo) that no item was lost or
 consumed twice and nothing is left behind.
 
 Prints one line:
-  driver=kazoo consumers=1 seconds=10.002 consumed=... items_per_sec=...
+  driver=kazoo producers=1 consumers=1 seconds=10.002 consumed=... items_per_sec=...
   zk_packets=... packets_per_item=... produced_total=... consumed_total=...
   drained=1 remaining=0 claims_left=0 lost=0 duplicated=0 consumed_not_gone=0
-  unknown=0 errors=0 verify=ok
+  unknown=0 errors=0 verify=ok lat_p50_us=... lat_p99_us=... lat_max_us=...
 Exit status 0 when verify=ok, 1 otherwise.
 """
 
 import argparse
+import math
 import multiprocessing as mp
 import queue as pyqueue
 import signal
@@ -49,8 +54,25 @@ WAIT, RUN, DRAIN, STOP = 0, 1, 2, 3
 
 
 def payload(seq):
-    head = b"seq=%012d;" % seq
+    head = b"seq=%012d;t=%016d;" % (seq, time.time_ns() // 1000)
     return head + b"." * (PAYLOAD_LEN - len(head))
+
+
+def parse_t(data):
+    """the put's time in a payload (microseconds since the epoch), None when there is none"""
+    if isinstance(data, str):
+        data = data.encode()
+    i = data.find(b";t=")
+    if i < 0 or len(data) < i + 19 or not data[i + 3:i + 19].isdigit():
+        return None
+    return int(data[i + 3:i + 19])
+
+
+def pct(sorted_v, q):
+    if not sorted_v:
+        return 0
+    i = max(0, min(len(sorted_v) - 1, int(math.ceil(q * len(sorted_v))) - 1))
+    return sorted_v[i]
 
 
 def parse_seq(data):
@@ -186,9 +208,10 @@ DRIVERS = {"kazoo": KazooDriver, "zklock": ZklockDriver}
 def worker(role, idx, args, shared, results):
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    phase, produced, consumed, ready, slots = shared
+    phase, produced, consumed, ready, slots, next_seq, window = shared
     drv = DRIVERS[args.driver](args)
     seqs = []
+    lats = []
     err = None
     try:
         if role == "producer":
@@ -200,13 +223,14 @@ def worker(role, idx, args, shared, results):
         while phase.value == WAIT:
             time.sleep(0.001)
         if role == "producer":
-            seq = 0
             while phase.value == RUN:
                 # one slot per item put and not yet consumed
                 if not slots.acquire(timeout=0.1):
                     continue
+                with next_seq.get_lock():
+                    seq = next_seq.value
+                    next_seq.value += 1
                 drv.put(payload(seq))
-                seq += 1
                 with produced.get_lock():
                     produced.value += 1
         else:
@@ -214,8 +238,12 @@ def worker(role, idx, args, shared, results):
                 got = drv.take()
                 if not got:
                     continue
+                now = time.time_ns() // 1000
                 for body in got:
                     seqs.append(parse_seq(body))
+                    if window.value:
+                        t = parse_t(body)
+                        lats.append(now - t if t is not None else -1)
                     slots.release()
                 with consumed.get_lock():
                     consumed.value += len(got)
@@ -226,7 +254,7 @@ def worker(role, idx, args, shared, results):
             drv.close()
         except Exception as e:
             err = err or "%s %d: close: %s" % (role, idx, e)
-    results.put((role, idx, seqs, err))
+    results.put((role, idx, seqs, lats, err))
 
 
 # ---------------------------------------------------------------------------
@@ -284,6 +312,7 @@ def main():
     ap.add_argument("--pg-port", type=int, default=5432)
     ap.add_argument("--pg-user", default="postgres")
     ap.add_argument("--pg-db", default="postgres")
+    ap.add_argument("--producers", type=int, default=1)
     ap.add_argument("--consumers", type=int, default=1)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--warmup", type=float, default=2.0)
@@ -313,9 +342,13 @@ def main():
     consumed = ctx.Value("q", 0)
     ready = ctx.Value("i", 0)
     slots = ctx.Semaphore(args.backlog)
-    shared = (phase, produced, consumed, ready, slots)
+    next_seq = ctx.Value("q", 0)
+    window = ctx.Value("i", 0)
+    shared = (phase, produced, consumed, ready, slots, next_seq, window)
     results = ctx.Queue()
-    procs = [ctx.Process(target=worker, args=("producer", 0, args, shared, results))]
+    procs = [ctx.Process(target=worker, args=("producer", i, args, shared, results))
+             for i in range(args.producers)]
+    producers = procs[:]
     procs += [ctx.Process(target=worker, args=("consumer", i, args, shared, results))
               for i in range(args.consumers)]
 
@@ -325,6 +358,7 @@ def main():
 
     errors = []
     got = {}
+    lat_all = []
     try:
         for p in procs:
             p.start()
@@ -340,7 +374,9 @@ def main():
         pk0 = mntr_packets(args.zk_port)
         c0 = consumed.value
         t0 = time.monotonic()
+        window.value = 1
         time.sleep(args.seconds)
+        window.value = 0
         c_win = consumed.value - c0
         t1 = time.monotonic()
         pk1 = mntr_packets(args.zk_port)
@@ -353,7 +389,7 @@ def main():
         zkc = None
         try:
             while time.monotonic() < deadline:
-                if not procs[0].is_alive() and consumed.value >= produced.value:
+                if not any(p.is_alive() for p in producers) and consumed.value >= produced.value:
                     zkc = zkc or kazoo_client(args.zk_port)
                     if zk_queue_empty(zkc, args):
                         drained = 1
@@ -369,10 +405,11 @@ def main():
         deadline = time.monotonic() + 30
         while len(got) < len(procs) and time.monotonic() < deadline:
             try:
-                role, idx, seqs, err = results.get(timeout=0.5)
+                role, idx, seqs, lats, err = results.get(timeout=0.5)
             except pyqueue.Empty:
                 continue
             got[(role, idx)] = seqs
+            lat_all.extend(lats)
             if err:
                 errors.append(err)
         for p in procs:
@@ -389,7 +426,10 @@ def main():
 
     # what ZooKeeper holds, once every worker's session is closed
     left, claims, base = zk_remaining(args)
-    n_prod = produced.value
+    n_prod = next_seq.value
+    if any(v < 0 for v in lat_all):
+        errors.append("%d consumed payload(s) without a time" % sum(v < 0 for v in lat_all))
+    lat_all.sort()
     cons = [s for (role, _), seqs in got.items() if role == "consumer" for s in seqs]
     cset = set(cons)
     lset = set(left)
@@ -402,13 +442,15 @@ def main():
            or (drained and left))
     elapsed = t1 - t0
     pk = pk1 - pk0 - 1
-    print("driver=%s consumers=%d seconds=%.3f consumed=%d items_per_sec=%.1f zk_packets=%d "
+    print("driver=%s producers=%d consumers=%d seconds=%.3f consumed=%d items_per_sec=%.1f zk_packets=%d "
           "packets_per_item=%s produced_total=%d consumed_total=%d drained=%d remaining=%d "
-          "claims_left=%d lost=%d duplicated=%d consumed_not_gone=%d unknown=%d errors=%d verify=%s path=%s"
-          % (args.driver, args.consumers, elapsed, c_win, c_win / elapsed, pk,
+          "claims_left=%d lost=%d duplicated=%d consumed_not_gone=%d unknown=%d errors=%d verify=%s path=%s "
+          "lat_p50_us=%d lat_p99_us=%d lat_max_us=%d"
+          % (args.driver, args.producers, args.consumers, elapsed, c_win, c_win / elapsed, pk,
              ("%.2f" % (pk / c_win)) if c_win else "-", n_prod, len(cons), drained, len(left),
              claims, lost, duplicated, consumed_not_gone, unknown, len(errors),
-             "FAILED" if bad else "ok", base))
+             "FAILED" if bad else "ok", base,
+             pct(lat_all, 0.50), pct(lat_all, 0.99), lat_all[-1] if lat_all else 0))
     for e in errors[:10]:
         print("error: " + e, file=sys.stderr)
     sys.stdout.flush()

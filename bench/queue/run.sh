@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # bench/queue/run.sh - queue benchmark: kazoo's LockingQueue, Apache Curator's
 # DistributedQueue (lock-safe mode) and zklock's zk_enqueue/zk_dequeue, side
-# by side on one throwaway ZooKeeper, with one producer and 1 consumer, then
-# one producer and 8 consumers.  See bench/queue/README.md.
+# by side on one throwaway ZooKeeper, durable on both sides, in three shapes:
+# 1 producer + 1 consumer, 1 + 8, 8 + 8.  See bench/queue/README.md.
 #
 #   bash bench/queue/run.sh      (as root on Debian 12, from anywhere)
 #
 # Environment:
 #   BENCH_SECONDS          measured seconds of every case (default 10)
-#   BENCH_QUEUE_CONSUMERS  consumers of the "many consumers" cases (default 8)
+#   BENCH_QUEUE_CONSUMERS  consumers of the "many consumers" shapes (default 8)
+#   BENCH_QUEUE_PRODUCERS  producers of the "many producers" shape (default 8)
+#   BENCH_QUEUE_SHAPES     shapes as PRODUCERS:CONSUMERS (default
+#                          "1:1 1:<consumers> <producers>:<consumers>")
 #   BENCH_QUEUE_WARMUP     seconds of uncounted work before each window (default 2)
 #   BENCH_QUEUE_BACKLOG    the producer pauses while this many items wait (default 100)
 #   BENCH_QUEUE_DRAIN      at most this many seconds to drain the queue after
@@ -27,10 +30,12 @@
 #   BENCH_PG_CONF          settings added to the throwaway cluster's
 #                          postgresql.conf, e.g. 'fsync = off' to see what the
 #                          WAL flushes cost (default none)
-#   BENCH_ZK_FORCESYNC     yes: the throwaway ZooKeeper fsyncs its transaction
-#                          log before it replies (ZooKeeper's own default, and
-#                          the durability PostgreSQL's defaults give zklock);
-#                          default no (no fsync, as in the tests)
+#   BENCH_ZK_FORCESYNC     yes (default): the throwaway ZooKeeper fsyncs its
+#                          transaction log before it replies (ZooKeeper's own
+#                          default, and the durability PostgreSQL's defaults
+#                          give zklock); no: it does not (as in the tests)
+#   BENCH_PGBIN            PostgreSQL 15's bin directory (default
+#                          /usr/lib/postgresql/15/bin)
 #   BENCH_SKIP_DEPS=1      do not check or install Debian packages
 #   BENCH_WITHOUT_ZKLOCK=1 only the kazoo and Curator cases
 #   BENCH_OUT              results and logs (default bench/out/queue-<timestamp>)
@@ -55,6 +60,7 @@ REPO=$(cd "$QDIR/../.." && pwd) || exit 1
 
 BENCH_SECONDS=${BENCH_SECONDS:-10}
 BENCH_QUEUE_CONSUMERS=${BENCH_QUEUE_CONSUMERS:-8}
+BENCH_QUEUE_PRODUCERS=${BENCH_QUEUE_PRODUCERS:-8}
 BENCH_QUEUE_WARMUP=${BENCH_QUEUE_WARMUP:-2}
 BENCH_QUEUE_BACKLOG=${BENCH_QUEUE_BACKLOG:-100}
 BENCH_QUEUE_DRAIN=${BENCH_QUEUE_DRAIN:-30}
@@ -67,9 +73,23 @@ BENCH_SKIP_DEPS=${BENCH_SKIP_DEPS:-0}
 BENCH_WITHOUT_ZKLOCK=${BENCH_WITHOUT_ZKLOCK:-0}
 BENCH_OUT=${BENCH_OUT:-$REPO/bench/out/queue-$(date +%Y%m%d-%H%M%S)}
 
-for v in BENCH_SECONDS BENCH_QUEUE_CONSUMERS BENCH_QUEUE_BACKLOG BENCH_QUEUE_DRAIN BENCH_QUEUE_ROUNDS BENCH_PGPORT; do
+BENCH_QUEUE_SHAPES=${BENCH_QUEUE_SHAPES:-1:1 1:$BENCH_QUEUE_CONSUMERS $BENCH_QUEUE_PRODUCERS:$BENCH_QUEUE_CONSUMERS}
+for v in BENCH_SECONDS BENCH_QUEUE_CONSUMERS BENCH_QUEUE_PRODUCERS BENCH_QUEUE_BACKLOG BENCH_QUEUE_DRAIN BENCH_QUEUE_ROUNDS BENCH_PGPORT; do
     case ${!v} in ''|*[!0-9]*|0) die "$v must be a positive integer (got '${!v}')" ;; esac
 done
+SHAPES=()
+MAXCLIENTS=1
+for sh in $BENCH_QUEUE_SHAPES; do
+    case $sh in
+        [1-9]*:[1-9]*) case ${sh//:/} in *[!0-9]*) die "BENCH_QUEUE_SHAPES: '$sh' is not PRODUCERS:CONSUMERS" ;; esac ;;
+        *) die "BENCH_QUEUE_SHAPES: '$sh' is not PRODUCERS:CONSUMERS" ;;
+    esac
+    # the same shape twice would run twice under one key
+    case " ${SHAPES[*]} " in *" $sh "*) continue ;; esac
+    SHAPES+=("$sh")
+    [ $(( ${sh%:*} + ${sh#*:} )) -gt $MAXCLIENTS ] && MAXCLIENTS=$(( ${sh%:*} + ${sh#*:} ))
+done
+[ ${#SHAPES[@]} -gt 0 ] || die "BENCH_QUEUE_SHAPES is empty"
 case $BENCH_QUEUE_WARMUP in ''|*[!0-9]*) die "BENCH_QUEUE_WARMUP must be an integer (got '$BENCH_QUEUE_WARMUP')" ;; esac
 if [ -n "$BENCH_QUEUE_PGHOST$BENCH_QUEUE_PGPORT" ]; then
     if [ -z "$BENCH_QUEUE_PGHOST" ] || [ -z "$BENCH_QUEUE_PGPORT" ]; then
@@ -78,7 +98,7 @@ if [ -n "$BENCH_QUEUE_PGHOST$BENCH_QUEUE_PGPORT" ]; then
     [ -n "$BENCH_QUEUE_ZKPORT" ] || die "BENCH_QUEUE_PGHOST needs BENCH_QUEUE_ZKPORT (the ZooKeeper that cluster uses)"
 fi
 
-PGBIN=/usr/lib/postgresql/15/bin
+PGBIN=${BENCH_PGBIN:-/usr/lib/postgresql/15/bin}
 PG_CONFIG=$PGBIN/pg_config
 PY=/usr/bin/python3
 ZKSH=$REPO/tools/zk.sh
@@ -163,7 +183,7 @@ if [ -n "$BENCH_QUEUE_ZKPORT" ]; then
     ZK_WHAT="127.0.0.1:$ZKPORT (given)"
 else
     bench_start_zk
-    ZK_WHAT="127.0.0.1:$ZKPORT (standalone, forceSync=${BENCH_ZK_FORCESYNC:-no})"
+    ZK_WHAT="127.0.0.1:$ZKPORT (standalone, forceSync=$(sed -n 's/^forceSync=//p' "$ZK_DIR/zoo.cfg" | tail -n 1))"
 fi
 
 # ---------------------------------------------------------------------------
@@ -182,7 +202,7 @@ elif [ "$ZKLOCK_QUEUE" = 1 ]; then
         tail -n 40 "$BENCH_OUT/build.log" >&2
         die "zklock build failed (make && make install in $REPO)"
     fi
-    bench_start_pg "$BENCH_PGPORT" "$((BENCH_QUEUE_CONSUMERS + 20 > 50 ? BENCH_QUEUE_CONSUMERS + 20 : 50))" 1
+    bench_start_pg "$BENCH_PGPORT" "$((MAXCLIENTS + 20 > 50 ? MAXCLIENTS + 20 : 50))" 1
     PGHOST_Q=$SOCKDIR
     PGPORT_Q=$BENCH_PGPORT
 fi
@@ -206,21 +226,21 @@ FAILED_CASES=0
 RUNID=$(date +%H%M%S)-$$
 CASE_LIMIT=$((BENCH_SECONDS + BENCH_QUEUE_WARMUP + BENCH_QUEUE_DRAIN + 120))
 
-run_case() {  # run_case KEY LABEL CONSUMERS CMD...
-    local key=$1 label=$2 c=$3
+run_case() {  # run_case KEY LABEL SHAPE(PxC) CMD...
+    local key=$1 label=$2 shape=$3
     shift 3
     local out=$BENCH_OUT/$key.out err=$BENCH_OUT/$key.err rc line
-    say "case $key: $label, 1 producer + $c consumer(s), ${BENCH_SECONDS}s (+${BENCH_QUEUE_WARMUP}s warm-up)"
+    say "case $key: $label, ${shape%x*} producer(s) + ${shape#*x} consumer(s), ${BENCH_SECONDS}s (+${BENCH_QUEUE_WARMUP}s warm-up)"
     { echo "== $key: $*"; } >>"$LOG"
     run_child timeout -k 10 "$CASE_LIMIT" "$@" >"$out" 2>"$err"
     rc=$?
     line=$(grep '^driver=' "$out" | tail -n 1)
     if [ $rc -ne 0 ] || [ -z "$line" ]; then
         FAILED_CASES=$((FAILED_CASES + 1))
-        echo "$me: case $key failed (exit $rc); $out, $err:" >&2
+        echo "$me: case $key FAILED (exit $rc); $out, $err:" >&2
         tail -n 5 "$err" >&2
     fi
-    echo "$key|$label|$c|$line|$rc" >>"$RES"
+    echo "$key|$label|$shape|$line|$rc" >>"$RES"
     { cat "$out"; echo "  exit $rc"; } >>"$LOG"
 }
 
@@ -235,37 +255,37 @@ label_of() {
         zklock) echo "zklock zk_enqueue/zk_dequeue" ;;
     esac
 }
-run_driver() {  # run_driver DRIVER CONSUMERS ROUND
-    local d=$1 c=$2 r=$3
-    local key="${d}_${c}_r$r"
+run_driver() {  # run_driver DRIVER PRODUCERS CONSUMERS ROUND
+    local d=$1 p=$2 c=$3 r=$4
+    local sh="${p}x${c}"
+    local key="${d}_${sh}_r$r"
     case $d in
         kazoo)
-            run_case "$key" "$(label_of "$d")" "$c" \
-                "$PY" "$QDIR/queue_bench.py" --driver kazoo --path "/bench-queue/$RUNID/kazoo-$c-$r" \
-                --consumers "$c" "${PYARGS[@]}" ;;
+            run_case "$key" "$(label_of "$d")" "$sh" \
+                "$PY" "$QDIR/queue_bench.py" --driver kazoo --path "/bench-queue/$RUNID/kazoo-$sh-$r" \
+                --producers "$p" --consumers "$c" "${PYARGS[@]}" ;;
         curator)
-            run_case "$key" "$(label_of "$d")" "$c" \
+            run_case "$key" "$(label_of "$d")" "$sh" \
                 java -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
                 -Dorg.slf4j.simpleLogger.log.org.apache.zookeeper.ClientCnxn=error \
                 -cp "$TMPD/classes:$CURATOR_CP" CuratorQueueBench \
-                "$ZKPORT" "/bench-queue/$RUNID/curator-$c-$r" "$c" "$BENCH_SECONDS" "$BENCH_QUEUE_WARMUP" \
-                "$BENCH_QUEUE_BACKLOG" "$BENCH_QUEUE_DRAIN" ;;
+                "$ZKPORT" "/bench-queue/$RUNID/curator-$sh-$r" "$c" "$BENCH_SECONDS" "$BENCH_QUEUE_WARMUP" \
+                "$BENCH_QUEUE_BACKLOG" "$BENCH_QUEUE_DRAIN" "$p" ;;
         zklock)
-            run_case "$key" "$(label_of "$d")" "$c" \
-                "$PY" "$QDIR/queue_bench.py" --driver zklock --queue "bench-$RUNID-$c-$r" \
-                --pg-host "$PGHOST_Q" --pg-port "$PGPORT_Q" --consumers "$c" "${PYARGS[@]}" ;;
+            run_case "$key" "$(label_of "$d")" "$sh" \
+                "$PY" "$QDIR/queue_bench.py" --driver zklock --queue "bench-$RUNID-$sh-$r" \
+                --pg-host "$PGHOST_Q" --pg-port "$PGPORT_Q" --producers "$p" --consumers "$c" "${PYARGS[@]}" ;;
     esac
 }
 # Every round runs every case; each round starts with another contender, so
 # that none always runs first (cold) or right after the same neighbour.
-SHAPES=(1)
-[ "$BENCH_QUEUE_CONSUMERS" != 1 ] && SHAPES+=("$BENCH_QUEUE_CONSUMERS")
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 for r in $(seq 1 "$BENCH_QUEUE_ROUNDS"); do
     say "round $r of $BENCH_QUEUE_ROUNDS"
-    for c in "${SHAPES[@]}"; do
+    for sh in "${SHAPES[@]}"; do
         nd=${#DRIVERS[@]}
         for i in $(seq 0 $((nd - 1))); do
-            run_driver "${DRIVERS[$(( (i + r - 1) % nd ))]}" "$c" "$r"
+            run_driver "${DRIVERS[$(( (i + r - 1) % nd ))]}" "${sh%:*}" "${sh#*:}" "$r"
         done
     done
 done
@@ -276,21 +296,21 @@ done
 get() {  # get KEY FIELD: a field of the driver's line of case KEY
     awk -F'|' -v k="$1" '$1 == k { print $4; exit }' "$RES" | tr ' ' '\n' | sed -n "s/^$2=//p"
 }
-rounds_of() {  # rounds_of DRIVER CONSUMERS: "items/s key" of each round that ran, by items/s
+rounds_of() {  # rounds_of DRIVER SHAPE: "items/s key" of each round that ran, by items/s
     local r v
     for r in $(seq 1 "$BENCH_QUEUE_ROUNDS"); do
         v=$(get "${1}_${2}_r$r" items_per_sec)
         [ -n "$v" ] && echo "$v ${1}_${2}_r$r"
     done | sort -n
 }
-median_key() {  # median_key DRIVER CONSUMERS: the key of the median round
+median_key() {  # median_key DRIVER SHAPE: the key of the median round
     local all n
     all=$(rounds_of "$1" "$2")
     n=$(printf '%s\n' "$all" | grep -c .)
     [ "$n" -gt 0 ] || return 0
     printf '%s\n' "$all" | sed -n "$(( (n + 1) / 2 ))p" | cut -d' ' -f2
 }
-sum_of() {  # sum_of DRIVER CONSUMERS FIELD: over the rounds
+sum_of() {  # sum_of DRIVER SHAPE FIELD: over the rounds
     local r t=0 v
     for r in $(seq 1 "$BENCH_QUEUE_ROUNDS"); do
         v=$(get "${1}_${2}_r$r" "$3")
@@ -299,71 +319,106 @@ sum_of() {  # sum_of DRIVER CONSUMERS FIELD: over the rounds
     echo "$t"
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "-"; else printf "%.2f", a / b }'; }
+msf() { awk -v v="$1" 'BEGIN { if (v == "") print "-"; else printf "%.1f", v / 1000 }'; }
 
+# durability of both sides, as they run
+if [ -n "${BENCH_QUEUE_DURABLE:-}" ]; then
+    DURABLE=$BENCH_QUEUE_DURABLE
+else
+    zs="?"
+    [ -n "$ZK_DIR" ] && zs=$(sed -n 's/^forceSync=//p' "$ZK_DIR/zoo.cfg" | tail -n 1)
+    pf=- ps=-
+    if [ "$ZKLOCK_QUEUE" = 1 ]; then
+        pf=$(sql "SHOW fsync" 2>>"$LOG")
+        ps=$(sql "SHOW synchronous_commit" 2>>"$LOG")
+    fi
+    if [ "$zs" = yes ] && { [ "$ZKLOCK_QUEUE" != 1 ] || { [ "$pf" = on ] && [ "$ps" = on ]; }; }; then
+        DURABLE="durable: ZooKeeper forceSync=yes, PostgreSQL fsync=$pf synchronous_commit=$ps"
+    else
+        DURABLE="NOT durable: ZooKeeper forceSync=$zs, PostgreSQL fsync=$pf synchronous_commit=$ps"
+    fi
+fi
+
+FMT='%-30s%s %9s %8s  %-22s %23s  %s\n'
 {
     echo
-    echo "zklock queue benchmark  $(date '+%F %T')  ${BENCH_SECONDS}s per case after ${BENCH_QUEUE_WARMUP}s warm-up, $BENCH_QUEUE_ROUNDS round(s)  $(nproc) CPUs"
+    echo "zklock queue benchmark  $(date '+%F %T')  ${BENCH_SECONDS}s per case after ${BENCH_QUEUE_WARMUP}s warm-up, $BENCH_QUEUE_ROUNDS round(s), rounds interleaved  $(nproc) CPUs"
+    echo "$DURABLE"
     echo "ZooKeeper $ZK_WHAT; payload 100 bytes; backlog at most $BENCH_QUEUE_BACKLOG items"
     [ -n "${BENCH_PG_CONF:-}" ] && [ -z "$BENCH_QUEUE_PGHOST" ] && echo "PostgreSQL settings added (BENCH_PG_CONF): $BENCH_PG_CONF"
-    echo
-    printf '%-30s %9s %10s %12s  %-22s %s\n' "case (1 producer)" consumers "items/s" "ZK req/item" "items/s of each round" "check through ZooKeeper (all rounds)"
-    printf '%-30s %9s %10s %12s  %-22s %s\n' "-----------------" --------- "-------" "-----------" "---------------------" "------------------------------------"
-    for c in "${SHAPES[@]}"; do
+    for sh in "${SHAPES[@]}"; do
+        k=${sh/:/x}
+        echo
+        echo "queue, ${sh%:*} producer(s) + ${sh#*:} consumer(s)"
+        # shellcheck disable=SC2059
+        printf "  $FMT" "contender" "" "items/s" "req/item" "items/s of each round" "latency ms p50/p99/max" "check through ZooKeeper (all rounds)"
+        # shellcheck disable=SC2059
+        printf "  $FMT" "---------" "" "-------" "--------" "---------------------" "----------------------" "------------------------------------"
         for d in "${DRIVERS[@]}"; do
-            mk=$(median_key "$d" "$c")
-            each=$(for r in $(seq 1 "$BENCH_QUEUE_ROUNDS"); do v=$(get "${d}_${c}_r$r" items_per_sec); printf '%s ' "${v:--}"; done)
+            mk=$(median_key "$d" "$k")
+            each=$(for r in $(seq 1 "$BENCH_QUEUE_ROUNDS"); do v=$(get "${d}_${k}_r$r" items_per_sec); printf '%s ' "${v:-FAILED}"; done)
             bad=""
             for r in $(seq 1 "$BENCH_QUEUE_ROUNDS"); do
-                k="${d}_${c}_r$r"
-                rc=$(awk -F'|' -v k="$k" '$1 == k { print $5; exit }' "$RES")
-                if [ -z "$(get "$k" verify)" ]; then
-                    bad="$bad round $r FAILED (exit ${rc:-?}; see $BENCH_OUT/$k.err);"
+                kk="${d}_${k}_r$r"
+                rc=$(awk -F'|' -v k="$kk" '$1 == k { print $5; exit }' "$RES")
+                if [ -z "$(get "$kk" verify)" ]; then
+                    bad="$bad round $r FAILED (exit ${rc:-?}; see $BENCH_OUT/$kk.err);"
                     continue
                 fi
-                [ "$(get "$k" verify)" = ok ] || bad="$bad round $r: $(get "$k" verify);"
-                [ "$(get "$k" drained)" = 1 ] || bad="$bad round $r not drained;"
+                [ "$(get "$kk" verify)" = ok ] || bad="$bad round $r: $(get "$kk" verify);"
+                [ "$(get "$kk" drained)" = 1 ] || bad="$bad round $r not drained;"
                 [ "${rc:-1}" = 0 ] || bad="$bad round $r exit $rc;"
             done
-            chk="$(sum_of "$d" "$c" produced_total) put, $(sum_of "$d" "$c" consumed_total) consumed, lost $(sum_of "$d" "$c" lost), duplicated $(sum_of "$d" "$c" duplicated), left $(sum_of "$d" "$c" remaining) items $(sum_of "$d" "$c" claims_left) claims"
+            chk="$(sum_of "$d" "$k" produced_total) put, $(sum_of "$d" "$k" consumed_total) consumed, lost $(sum_of "$d" "$k" lost), duplicated $(sum_of "$d" "$k" duplicated), left $(sum_of "$d" "$k" remaining) items $(sum_of "$d" "$k" claims_left) claims"
             if [ -n "$bad" ]; then chk="NOT OK:$bad $chk"; else chk="ok: $chk"; fi
             if [ -z "$mk" ]; then
-                printf '%-30s %9s %10s %12s  %-22s %s\n' "$(label_of "$d")" "$c" - - "$each" "$chk"
+                # shellcheck disable=SC2059
+                printf "  $FMT" "$(label_of "$d")" "" FAILED - "$each" - "$chk"
             else
-                printf '%-30s %9s %10s %12s  %-22s %s\n' "$(label_of "$d")" "$c" "$(get "$mk" items_per_sec)" \
-                    "$(get "$mk" packets_per_item)" "$each" "$chk"
+                # shellcheck disable=SC2059
+                printf "  $FMT" "$(label_of "$d")" "" "$(get "$mk" items_per_sec)" \
+                    "$(get "$mk" packets_per_item)" "$each" \
+                    "$(msf "$(get "$mk" lat_p50_us)") / $(msf "$(get "$mk" lat_p99_us)") / $(msf "$(get "$mk" lat_max_us)")" "$chk"
             fi
         done
+        if [ "$ZKLOCK_QUEUE" != 1 ]; then
+            # shellcheck disable=SC2059
+            printf "  $FMT" "zklock zk_enqueue/zk_dequeue" "" - - - - "not run: $ZKLOCK_NOTE"
+        fi
     done
-    if [ "$ZKLOCK_QUEUE" != 1 ]; then
-        printf '%-30s %9s %10s %12s %9s  %s\n' "zklock zk_enqueue/zk_dequeue" - - - - "not run: $ZKLOCK_NOTE"
-    fi
     echo
-    N=$BENCH_QUEUE_CONSUMERS
-    echo "ratios of items/s:"
-    printf '  %-22s %12s %12s\n' "" "1 consumer" "$N consumers"
-    for pair in zklock/kazoo zklock/curator curator/kazoo; do
-        a=${pair%/*} b=${pair#*/}
-        printf '  %-22s %12s %12s\n' "$a / $b" \
-            "$(ratio "$(get "$(median_key "$a" 1)" items_per_sec)" "$(get "$(median_key "$b" 1)" items_per_sec)")" \
-            "$(ratio "$(get "$(median_key "$a" "$N")" items_per_sec)" "$(get "$(median_key "$b" "$N")" items_per_sec)")"
+    echo "ratios of the median items/s:"
+    printf '  %-30s %14s %14s %14s\n' "shape" "zklock/kazoo" "zklock/Curator" "Curator/kazoo"
+    for sh in "${SHAPES[@]}"; do
+        k=${sh/:/x}
+        zk=$(get "$(median_key zklock "$k")" items_per_sec)
+        ka=$(get "$(median_key kazoo "$k")" items_per_sec)
+        cu=$(get "$(median_key curator "$k")" items_per_sec)
+        printf '  %-30s %14s %14s %14s\n' "${sh%:*} producer(s) + ${sh#*:} consumer(s)" \
+            "$(ratio "$zk" "$ka")" "$(ratio "$zk" "$cu")" "$(ratio "$cu" "$ka")"
     done
     echo
     echo "notes:"
-    echo "  items/s and ZK req/item: of the round with the median items/s; ratios compare medians."
+    echo "  items/s: median over the rounds; req/item and latency: of the round with the median items/s."
     echo "  items/s: items consumed in the timed window (entry and claim deleted from ZooKeeper;"
     echo "    Curator: counted in consumeMessage, after which Curator deletes the node) / window length."
-    echo "  ZK req/item: mntr zk_packets_received delta over the window (minus one for the closing"
+    echo "  req/item: mntr zk_packets_received delta over the window (minus one for the closing"
     echo "    mntr) / items of the window: the put, the take and the consume of an item, together."
-    echo "  check: after the window the producer stops, the consumers drain the queue, every session"
+    echo "  latency: enqueue to dequeue, of the items counted in the window: from the producer's clock"
+    echo "    before the put (written into the payload) to the consumer's when the item counts.  It"
+    echo "    includes the wait behind the items ahead: while the consumers are the bottleneck the"
+    echo "    queue holds the backlog ($BENCH_QUEUE_BACKLOG items) and the latency is about backlog / items/s."
+    echo "  check: after the window the producers stop, the consumers drain the queue, every session"
     echo "    closes; then the payloads' sequence numbers consumed and those still in ZooKeeper are"
     echo "    compared with those put (lost = put but neither consumed nor in ZooKeeper)."
-    echo "  Everything shares this machine's CPUs; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
+    echo "  load average at the start: $LOAD_START; at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "    (everything shares this machine's CPUs; ratios within one run count)."
     echo
-    echo "raw outputs and logs: $BENCH_OUT"
+    echo "every round's line: $RES; raw outputs and logs: $BENCH_OUT"
 } | tee "$BENCH_OUT/results.txt"
 
 if [ "$FAILED_CASES" -gt 0 ]; then
-    echo "$me: $FAILED_CASES case(s) failed" >&2
+    echo "$me: FAILED: $FAILED_CASES case(s) failed (their .out/.err in $BENCH_OUT)" >&2
     exit 1
 fi
 exit 0
