@@ -129,7 +129,7 @@ wait_entries() {  # wait_entries N: until the worker has freed all but N entries
 }
 
 out "zklock scale benchmark, $(date -u +%FT%TZ), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-out "commit $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?'), PostgreSQL $("$PGBIN/postgres" -V | awk '{print $3}'), zklock.max_locks $MAXLOCKS"
+out "commit $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?')$([ "$BENCH_SKIP_BUILD" = 1 ] && echo ' (BENCH_SKIP_BUILD=1: the zklock installed before, maybe not this commit)'), PostgreSQL $("$PGBIN/postgres" -V | awk '{print $3}'), zklock.max_locks $MAXLOCKS"
 
 # ---------------------------------------------------------------------------
 # hold: one session, N locks
@@ -151,7 +151,11 @@ proc_cpu() { awk '{ print $1 }' "/proc/$1/schedstat" 2>/dev/null || echo 0; }
 hold_case() {
     local scope=$1 n=$2 f=$TMPD/hold.sql p0 p1 w0 w1 wpid r
     {
-        echo 'SELECT 1;'
+        # the statements with no lock once first: their plans and the
+        # functions' lookups are then cached for both
+        echo "SELECT count(zk_session_lock('h-' || i)) FROM generate_series(1, 0) i;"
+        echo "SELECT count(*) FILTER (WHERE zk_unlock('h-' || i)) FROM generate_series(1, 0) i;"
+        echo "SELECT count(zk_lock('h-' || i)) FROM generate_series(1, 0) i;"
         mark 0
         if [ "$scope" = xact ]; then
             echo "BEGIN; SELECT count(zk_lock('h-' || i)) FROM generate_series(1, 0) i;"
@@ -214,6 +218,17 @@ zk.stop()
 PYEOF
 }
 
+# awk helpers, put before a program: add(key, value) and median(key)
+MEDIAN='function add(key, v) { vals[key, ++nv[key]] = v }
+function median(key,    i, j, t, n, a) {
+    n = nv[key]
+    if (n == 0) return 0
+    for (i = 1; i <= n; i++) a[i] = vals[key, i]
+    for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+'
+
 if has_part hold; then
     say "hold: one session takes N locks, sizes $SCALE_SIZES, $SCALE_ROUNDS rounds"
     H=$BENCH_OUT/hold.txt
@@ -227,23 +242,23 @@ if has_part hold; then
         done
     done
     out ""
-    out "== hold: one session, N locks (distinct names); per lock, best of $SCALE_ROUNDS rounds"
+    out "== hold: one session, N locks (distinct names); per lock, median of $SCALE_ROUNDS rounds"
     out "scope    locks  acquire_us  release_us  drain_us  acquire_cpu_us  release_cpu_us  worker_cpu_us  zk_pkts   (per lock)"
     for scope in xact session; do
         for n in $SCALE_SIZES; do
-            awk -v s="$scope" -v n="$n" '$1 == s && $2 == n {
-                for (k = 3; k <= 8; k++) { v = $k * 1000 / n; if (k > 5) v = $k / n; if (!seen || v < b[k]) b[k] = v }
-                p = $9 / n; seen = 1 }
+            awk -v s="$scope" -v n="$n" "$MEDIAN"'$1 == s && $2 == n {
+                for (k = 3; k <= 8; k++) add(k, k > 5 ? $k / n : $k * 1000 / n)
+                p = $9 / n }
                 END { printf "%-8s %6d %11.1f %11.1f %9.1f %15.1f %15.1f %14.1f %8.2f\n", s, n,
-                      b[3], b[4], b[5], b[6], b[7], b[8], p }' "$H" | tee -a "$RESULTS"
+                      median(3), median(4), median(5), median(6), median(7), median(8), p }' "$H" | tee -a "$RESULTS"
         done
     done
     small=$(printf '%s\n' $SCALE_SIZES | sort -n | head -n 1)
     large=$(max_of $SCALE_SIZES)
     for scope in xact session; do
-        awk -v s="$scope" -v lo="$small" -v hi="$large" '$1 == s && ($2 == lo || $2 == hi) {
-            for (k = 3; k <= 8; k++) { v = $k / $2; if (!(($2, k) in m) || v < m[$2, k]) m[$2, k] = v } }
-            function r(k) { return m[lo, k] > 0 ? m[hi, k] / m[lo, k] : 0 }
+        awk -v s="$scope" -v lo="$small" -v hi="$large" "$MEDIAN"'$1 == s && ($2 == lo || $2 == hi) {
+            for (k = 3; k <= 8; k++) add($2 "," k, $k / $2) }
+            function r(k) { return median(lo "," k) > 0 ? median(hi "," k) / median(lo "," k) : 0 }
             END { printf "ratio %s %d/%d locks, per lock: acquire %.2f, release %.2f, backend CPU acquire %.2f, release %.2f, worker CPU %.2f (1.00 = flat)\n",
                   s, hi, lo, r(3), r(4), r(6), r(7), r(8) }' "$H" | tee -a "$RESULTS"
     done
