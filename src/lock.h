@@ -106,7 +106,18 @@ typedef struct ZkLockRow
 	char		node[ZKLOCK_NODE_MAX + 1];
 } ZkLockRow;
 extern bool zk_entry_live(ZkEntry *e);
-extern ZkLockRow *zk_snapshot_entries(bool (*want) (ZkEntry *e), int *n);
+
+/* Copies of the table's entries, a chunk at a time (zk_snapshot_next) */
+#define ZK_SNAPSHOT_CHUNK	256
+typedef struct ZkSnapshot
+{
+	bool		(*want) (ZkEntry *e);
+	int			next;			/* the next slot of the table to read */
+	ZkLockRow	rows[ZK_SNAPSHOT_CHUNK];
+} ZkSnapshot;
+extern ZkSnapshot *zk_snapshot_begin(bool (*want) (ZkEntry *e));
+extern ZkLockRow *zk_snapshot_next(ZkSnapshot *s, int *n);
+extern MemoryContext zk_row_context(void);
 extern void zk_entry_row(ZkLockRow *r, bool held, int family, Datum *values, bool *nulls);
 
 #endif							/* ZKLOCK_LOCK_H */

@@ -17,6 +17,7 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "commands/dbcommands.h"
+#include "lib/ilist.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
@@ -27,6 +28,7 @@
 #include "storage/proc.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/hsearch.h"
 #include "utils/json.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -53,6 +55,7 @@ typedef struct Holds
  */
 typedef struct LocalLock
 {
+	dlist_node	node;			/* in local_locks, in order of acquisition */
 	char	   *name;			/* UTF-8 */
 	int			len;
 	ZkMode		mode;
@@ -97,7 +100,38 @@ ll_empty(LocalLock *ll)
 	return !ll_has_xact(ll) && !ll_has_session(ll);
 }
 
-static List *local_locks = NIL;
+/*
+ * This backend's locks, held or awaited: a list in the order they were
+ * taken (end of transaction, savepoints and exit walk it) and a hash table
+ * by name and mode, so that finding one (every zk_lock, zk_unlock and
+ * zk_lock_token) costs the same however many this backend holds.  A name
+ * and mode is in local_locks at most once: a request is added only when
+ * find_local found none, and an upgrade's downgrade (downgrade_riders)
+ * puts a shared lock where no shared one of the name is left.
+ */
+static dlist_head local_locks = DLIST_STATIC_INIT(local_locks);
+static HTAB *local_hash = NULL;
+
+typedef struct LocalLockKey
+{
+	int32		mode;			/* ZkMode */
+	int32		len;
+	char		name[ZKLOCK_NAME_MAX];	/* zero-padded */
+} LocalLockKey;
+
+typedef struct LocalLockEnt
+{
+	LocalLockKey key;
+	LocalLock  *ll;
+} LocalLockEnt;
+
+/*
+ * ZKCNT_LOST when check_lost last found none of this backend's locks lost
+ * (lost_seen_valid): the worker counts every lock it marks lost, under the
+ * lock, before it marks it, so while the count stays put no scan is needed.
+ */
+static uint64 lost_seen = 0;
+static bool lost_seen_valid = false;
 
 /* A zk_lock_holders query in flight, given back at exit if need be */
 static uint32 query_idx = ZKLOCK_NO_ENTRY;
@@ -105,44 +139,114 @@ static uint32 query_gen = 0;
 
 /* ---- local bookkeeping ---- */
 
+/* The hash key of a name and mode */
+static void
+local_key(LocalLockKey *key, const char *name, int len, ZkMode mode)
+{
+	Assert(len <= ZKLOCK_NAME_MAX);
+	memset(key, 0, sizeof(LocalLockKey));
+	key->mode = (int32) mode;
+	key->len = len;
+	memcpy(key->name, name, len);
+}
+
+/* The hash table, made on first use (it lives as long as the backend) */
+static HTAB *
+local_table(void)
+{
+	if (local_hash == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(LocalLockKey);
+		ctl.entrysize = sizeof(LocalLockEnt);
+		ctl.hcxt = TopMemoryContext;
+		local_hash = hash_create("zklock local locks", 64, &ctl,
+								 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	return local_hash;
+}
+
+/* Does this backend hold or await any lock? */
+static bool
+have_locals(void)
+{
+	return !dlist_is_empty(&local_locks);
+}
+
+/*
+ * Add ll at the end of local_locks (or after the node "after") and to the
+ * hash table.  The hash table may need memory: zk_acquire adds before it
+ * allocates a shared entry, and downgrade_riders (which runs at the end of
+ * transactions) after the lock it replaces has left the table, so that the
+ * element that lock gave back is reused.
+ */
+static void
+local_add(LocalLock *ll, dlist_node *after)
+{
+	LocalLockKey key;
+	LocalLockEnt *ent;
+	bool		found;
+
+	local_key(&key, ll->name, ll->len, ll->mode);
+	ent = hash_search(local_table(), &key, HASH_ENTER, &found);
+	Assert(!found);
+	ent->ll = ll;
+	if (after != NULL)
+		dlist_insert_after(after, &ll->node);
+	else
+		dlist_push_tail(&local_locks, &ll->node);
+}
+
+/* Take ll out of local_locks and the hash table (it is not freed) */
+static void
+local_remove(LocalLock *ll)
+{
+	LocalLockKey key;
+	LocalLockEnt *ent;
+
+	dlist_delete(&ll->node);
+	local_key(&key, ll->name, ll->len, ll->mode);
+	ent = hash_search(local_table(), &key, HASH_FIND, NULL);
+	if (ent != NULL && ent->ll == ll)
+		(void) hash_search(local_table(), &key, HASH_REMOVE, NULL);
+}
+
+/* This backend's lock of this name and mode, granted or not, or NULL */
+static LocalLock *
+find_any_local(const char *name, int len, ZkMode mode)
+{
+	LocalLockKey key;
+	LocalLockEnt *ent;
+
+	if (local_hash == NULL || len > ZKLOCK_NAME_MAX)
+		return NULL;
+	local_key(&key, name, len, mode);
+	ent = hash_search(local_hash, &key, HASH_FIND, NULL);
+	return ent ? ent->ll : NULL;
+}
+
 /* This backend's granted lock of this name and mode, or NULL */
 static LocalLock *
 find_local(const char *name, int len, ZkMode mode)
 {
-	ListCell   *lc;
+	LocalLock  *ll = find_any_local(name, len, mode);
 
-	foreach(lc, local_locks)
-	{
-		LocalLock  *ll = lfirst(lc);
-
-		if (ll->granted && ll->len == len && ll->mode == mode &&
-			memcmp(ll->name, name, len) == 0)
-			return ll;
-	}
-	return NULL;
+	return (ll != NULL && ll->granted) ? ll : NULL;
 }
 
 /* This backend's exclusive hold on the same name as a shared one, or NULL */
 static LocalLock *
 find_exclusive_holder(LocalLock *shared)
 {
-	ListCell   *lc;
+	LocalLock  *ll = find_local(shared->name, shared->len, ZKM_EXCLUSIVE);
 
-	foreach(lc, local_locks)
-	{
-		LocalLock  *ll = lfirst(lc);
-
-		if (ll != shared && ll->granted && ll->mode == ZKM_EXCLUSIVE &&
-			ll->len == shared->len && memcmp(ll->name, shared->name, ll->len) == 0)
-			return ll;
-	}
-	return NULL;
+	return ll != shared ? ll : NULL;
 }
 
 /*
- * Forget a local lock and release its entry; returns true when the worker
- * must be woken.  Safe inside foreach over local_locks only through
- * forget_current().
+ * Free a local lock (already out of local_locks) and release its entry;
+ * returns true when the worker must be woken.
  */
 static bool
 free_local(LocalLock *ll)
@@ -173,7 +277,7 @@ free_local(LocalLock *ll)
 static bool
 forget_local(LocalLock *ll)
 {
-	local_locks = list_delete_ptr(local_locks, ll);
+	local_remove(ll);
 	return free_local(ll);
 }
 
@@ -198,12 +302,14 @@ set_entry_scope(LocalLock *ll)
  * holds what it asked for, not an exclusive lock.  Returns the shared lock
  * that replaces ll (ll is freed; *wake when the worker must run), or NULL
  * when there is nothing to do.  (Without a pinned node the shared holds
- * keep riding on the exclusive node until they end.)
+ * keep riding on the exclusive node until they end.)  The shared lock
+ * takes ll's place in local_locks.
  */
 static LocalLock *
 downgrade_riders(LocalLock *ll, bool *wake)
 {
 	LocalLock  *sh;
+	dlist_node *prev;
 
 	if (ll->mode != ZKM_EXCLUSIVE || ll->pin_idx == ZKLOCK_NO_ENTRY ||
 		ll->h[HOLDS_OWN].session > 0 || ll->h[HOLDS_OWN].subxids != NIL ||
@@ -219,6 +325,9 @@ downgrade_riders(LocalLock *ll, bool *wake)
 	sh->granted = true;
 	sh->h[HOLDS_OWN] = ll->h[HOLDS_RIDER];
 	sh->pin_idx = ZKLOCK_NO_ENTRY;
+	prev = ll->node.prev;
+	local_remove(ll);
+	local_add(sh, prev);		/* in ll's place */
 	*wake |= zk_release_entry(ll->idx, ll->gen);
 	list_free(ll->h[HOLDS_OWN].subxids);
 	pfree(ll);
@@ -235,13 +344,13 @@ static void
 drop_holds(bool xact, bool session)
 {
 	bool		wake = false;
-	ListCell   *lc;
+	dlist_mutable_iter it;
 
-	if (local_locks == NIL || zk_ctl == NULL)
+	if (!have_locals() || zk_ctl == NULL)
 		return;
-	foreach(lc, local_locks)
+	dlist_foreach_modify(it, &local_locks)
 	{
-		LocalLock  *ll = lfirst(lc);
+		LocalLock  *ll = dlist_container(LocalLock, node, it.cur);
 		bool		changed = false;
 		int			k;
 
@@ -260,19 +369,9 @@ drop_holds(bool xact, bool session)
 			}
 		}
 		if (ll_empty(ll))
-		{
-			local_locks = foreach_delete_current(local_locks, lc);
-			wake |= free_local(ll);
-		}
-		else
-		{
-			LocalLock  *sh = downgrade_riders(ll, &wake);
-
-			if (sh != NULL)
-				lfirst(lc) = sh;
-			else if (changed)
-				set_entry_scope(ll);
-		}
+			wake |= forget_local(ll);
+		else if (downgrade_riders(ll, &wake) == NULL && changed)
+			set_entry_scope(ll);
 	}
 	if (wake)
 		zk_wake_worker();
@@ -282,11 +381,11 @@ drop_holds(bool xact, bool session)
 static bool
 holds_transaction_locks(void)
 {
-	ListCell   *lc;
+	dlist_iter	it;
 
-	foreach(lc, local_locks)
+	dlist_foreach(it, &local_locks)
 	{
-		if (ll_has_xact((LocalLock *) lfirst(lc)))
+		if (ll_has_xact(dlist_container(LocalLock, node, it.cur)))
 			return true;
 	}
 	return false;
@@ -296,22 +395,31 @@ holds_transaction_locks(void)
  * Every zklock call starts here: a lock lost with its ZooKeeper session is
  * reported (40001) on the holder's next call.  A lost session-scoped hold
  * is reported once and forgotten; a lost transaction-scoped hold stays, so
- * that the transaction cannot commit.
+ * that the transaction cannot commit.  Looks at the entries only when the
+ * worker has counted a lost lock (anyone's) since the last look that found
+ * none of ours: a call costs the same however many locks are held.
  */
 static void
 check_lost(void)
 {
-	ListCell   *lc;
+	dlist_iter	it;
 	LocalLock  *lost = NULL;
 	char		msg[ZKLOCK_ERRMSG_MAX];
 	char	   *name;
+	uint64		nlost;
 
-	if (local_locks == NIL)
+	if (!have_locals())
+		return;
+	pg_memory_barrier();
+	nlost = pg_atomic_read_u64(&zk_ctl->counters[ZKCNT_LOST]);
+	if (lost_seen_valid && nlost == lost_seen)
 		return;
 	zk_backend_lock(LW_SHARED);
-	foreach(lc, local_locks)
+	/* the worker counts and marks under the lock: this count is consistent */
+	nlost = pg_atomic_read_u64(&zk_ctl->counters[ZKCNT_LOST]);
+	dlist_foreach(it, &local_locks)
 	{
-		LocalLock  *ll = lfirst(lc);
+		LocalLock  *ll = dlist_container(LocalLock, node, it.cur);
 		ZkEntry    *e = zk_entry(ll->idx);
 
 		if (ll->granted && e->gen == ll->gen && e->outcome == ZKO_LOST)
@@ -323,7 +431,11 @@ check_lost(void)
 	}
 	LWLockRelease(zk_ctl->lock);
 	if (lost == NULL)
+	{
+		lost_seen = nlost;
+		lost_seen_valid = true;
 		return;
+	}
 
 	name = zk_display_name(lost->name);
 	if (ll_has_session(lost))
@@ -413,8 +525,8 @@ zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
 		ll->h[0].subxids = list_make1_int(GetCurrentSubTransactionId());
 	else
 		ll->h[0].session = 1;
-	local_locks = lappend(local_locks, ll);
 	MemoryContextSwitchTo(oldcxt);
+	local_add(ll, NULL);
 
 	PG_TRY();
 	{
@@ -515,18 +627,10 @@ zk_release(const char *name, int len, ZkMode mode)
 	else
 	{
 		bool		wake = false;
-		ListCell   *lc;
+		LocalLock  *sh = downgrade_riders(ll, &wake);
 
-		foreach(lc, local_locks)
-		{
-			if (lfirst(lc) != ll)
-				continue;
-			if ((ll = downgrade_riders(ll, &wake)) != NULL)
-				lfirst(lc) = ll;
-			else
-				ll = lfirst(lc);
-			break;
-		}
+		if (sh != NULL)
+			ll = sh;
 		if (!ll_has_session(ll))
 			set_entry_scope(ll);
 		if (wake)
@@ -643,75 +747,79 @@ zk_entry_live(ZkEntry *e)
 }
 
 /*
- * Copy this cluster's entries in use that "want" accepts (zk_locks,
- * zk_semaphores, zk_entries), under the lock; the caller builds rows after
- * it is released.  "want" runs under the lock: it only looks at the entry.
- * Only entries in use are copied, into a buffer sized from the count in use
- * (so any zklock.max_locks works), growing it if more appeared meanwhile.
+ * Walk this cluster's entries in use that "want" accepts (zk_locks,
+ * zk_semaphores, zk_entries) a chunk at a time: zk_snapshot_next copies the
+ * rows of the next ZK_SNAPSHOT_CHUNK slots of the table under the shared
+ * lock and returns them once the lock is released; the caller builds its
+ * rows from them.  "want" runs under the lock: it only looks at the entry.
+ * So a reader of a table of any size holds the lock for one chunk at a
+ * time (the worker and the backends never wait longer than that for it)
+ * and keeps one chunk of copies in memory, plus what it puts into its
+ * tuplestore (work_mem, then disk).  Each row is one entry's state at one
+ * moment; rows of different chunks may be of different moments, as the
+ * rows of pg_stat_activity are.
  */
-ZkLockRow *
-zk_snapshot_entries(bool (*want) (ZkEntry *e), int *n)
+ZkSnapshot *
+zk_snapshot_begin(bool (*want) (ZkEntry *e))
 {
-	ZkLockRow  *rows = NULL;
-	int			cap;
+	ZkSnapshot *s;
 
 	zk_require_shmem();
+	s = palloc0(sizeof(ZkSnapshot));
+	s->want = want;
+	s->next = 0;
+	return s;
+}
+
+/*
+ * The next chunk's rows (*n of them, possibly 0), or NULL when the table
+ * has been read to its end.  The rows stay valid until the next call.
+ */
+ZkLockRow *
+zk_snapshot_next(ZkSnapshot *s, int *n)
+{
+	int			end;
+	int			i;
+	int			k = 0;
+
+	*n = 0;
+	if (s->next >= zk_ctl->max_entries)
+		return NULL;
+	end = Min(s->next + ZK_SNAPSHOT_CHUNK, zk_ctl->max_entries);
 	zk_backend_lock(LW_SHARED);
-	cap = zk_ctl->used + 16;
-	LWLockRelease(zk_ctl->lock);
-
-	for (;;)
+	for (i = s->next; i < end; i++)
 	{
-		int			i;
-		int			k = 0;
-		bool		full = false;
+		ZkEntry    *e = zk_entry(i);
+		ZkLockRow  *r;
 
-		rows = rows ? repalloc_huge(rows, sizeof(ZkLockRow) * cap) :
-			MemoryContextAllocHuge(CurrentMemoryContext, sizeof(ZkLockRow) * cap);
-		zk_backend_lock(LW_SHARED);
-		for (i = 0; i < zk_ctl->max_entries; i++)
-		{
-			ZkEntry    *e = zk_entry(i);
-			ZkLockRow  *r;
-
-			if (e->state == ZKE_FREE || !want(e))
-				continue;
-			if (k >= cap)
-			{
-				full = true;
-				break;
-			}
-			r = &rows[k++];
-			r->idx = i;
-			r->state = e->state;
-			r->released = e->released || pg_atomic_read_u32(&e->release_req) != 0;
-			r->queued = e->queued;
-			r->on_retry = e->on_retry;
-			r->in_doubt = e->in_doubt;
-			r->outstanding = e->outstanding;
-			r->pid = e->pid;
-			r->dbid = e->dbid;
-			r->kind = e->kind;
-			r->family = e->family;
-			r->mode = e->mode;
-			r->scope = e->scope;
-			r->parties = e->parties;
-			r->outcome = e->outcome;
-			r->token = e->token;
-			r->requested_at = e->requested_at;
-			r->granted_at = e->granted_at;
-			strlcpy(r->name, e->name, sizeof(r->name));
-			strlcpy(r->node, e->node, sizeof(r->node));
-		}
-		if (full)
-			cap = zk_ctl->used + 16 + cap;
-		LWLockRelease(zk_ctl->lock);
-		if (!full)
-		{
-			*n = k;
-			return rows;
-		}
+		if (e->state == ZKE_FREE || !s->want(e))
+			continue;
+		r = &s->rows[k++];
+		r->idx = i;
+		r->state = e->state;
+		r->released = e->released || pg_atomic_read_u32(&e->release_req) != 0;
+		r->queued = e->queued;
+		r->on_retry = e->on_retry;
+		r->in_doubt = e->in_doubt;
+		r->outstanding = e->outstanding;
+		r->pid = e->pid;
+		r->dbid = e->dbid;
+		r->kind = e->kind;
+		r->family = e->family;
+		r->mode = e->mode;
+		r->scope = e->scope;
+		r->parties = e->parties;
+		r->outcome = e->outcome;
+		r->token = e->token;
+		r->requested_at = e->requested_at;
+		r->granted_at = e->granted_at;
+		strlcpy(r->name, e->name, sizeof(r->name));
+		strlcpy(r->node, e->node, sizeof(r->node));
 	}
+	LWLockRelease(zk_ctl->lock);
+	s->next = end;
+	*n = k;
+	return s->rows;
 }
 
 /* ---- end of transaction, savepoints, exit ---- */
@@ -729,7 +837,7 @@ check_before_commit(void)
 
 	for (;;)
 	{
-		ListCell   *lc;
+		dlist_iter	it;
 		bool		any = false;
 		int			conn;
 		char	   *lost = NULL;
@@ -737,9 +845,9 @@ check_before_commit(void)
 
 		zk_backend_lock(LW_SHARED);
 		conn = zk_fresh_conn_state();
-		foreach(lc, local_locks)
+		dlist_foreach(it, &local_locks)
 		{
-			LocalLock  *ll = lfirst(lc);
+			LocalLock  *ll = dlist_container(LocalLock, node, it.cur);
 			ZkEntry    *e = zk_entry(ll->idx);
 
 			if (!ll_has_xact(ll) || !ll->granted)
@@ -775,7 +883,7 @@ check_before_commit(void)
 static void
 lock_pre_commit(void)
 {
-	if (local_locks != NIL)
+	if (have_locals())
 		check_before_commit();
 }
 
@@ -806,15 +914,15 @@ static void
 lock_subxact_end(bool commit, SubTransactionId mySubid,
 				 SubTransactionId parentSubid)
 {
-	ListCell   *lc;
+	dlist_mutable_iter it;
 	bool		wake = false;
 
-	if (local_locks == NIL)
+	if (!have_locals())
 		return;
 
-	foreach(lc, local_locks)
+	dlist_foreach_modify(it, &local_locks)
 	{
-		LocalLock  *ll = lfirst(lc);
+		LocalLock  *ll = dlist_container(LocalLock, node, it.cur);
 		int			k;
 
 		if (!ll_has_xact(ll))
@@ -834,17 +942,9 @@ lock_subxact_end(bool commit, SubTransactionId mySubid,
 			}
 		}
 		if (ll_empty(ll))
-		{
-			local_locks = foreach_delete_current(local_locks, lc);
-			wake |= free_local(ll);
-		}
+			wake |= forget_local(ll);
 		else
-		{
-			LocalLock  *sh = downgrade_riders(ll, &wake);
-
-			if (sh != NULL)
-				lfirst(lc) = sh;
-		}
+			(void) downgrade_riders(ll, &wake);
 	}
 	if (wake)
 		zk_wake_worker();

@@ -401,11 +401,22 @@ ZK_SQL_FUNC(zk_semaphore_holders, holders_common(fcinfo, false, ZKF_SEMPOOL))
 
 /* ---- zk_locks ---- */
 
-/* zk_snapshot_entries filter of zk_locks: the live entries of SQL locks */
+/* zk_snapshot_begin's filter of zk_locks: the live entries of SQL locks */
 static bool
 want_lock(ZkEntry *e)
 {
 	return zk_entry_live(e) && e->kind == ZKK_LOCK && e->family == ZKF_LOCKS;
+}
+
+/*
+ * A memory context for the values of one chunk of rows (reset after each
+ * chunk), so that a view of any size keeps one chunk's worth
+ */
+MemoryContext
+zk_row_context(void)
+{
+	return AllocSetContextCreate(CurrentMemoryContext, "zklock view rows",
+								 ALLOCSET_DEFAULT_SIZES);
 }
 
 /*
@@ -456,22 +467,32 @@ Datum
 zk_locks_internal(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ZkSnapshot *snap;
 	ZkLockRow  *copy;
+	MemoryContext rowcxt;
 	int			n;
 	int			i;
 
 	InitMaterializedSRF(fcinfo, 0);
-	copy = zk_snapshot_entries(want_lock, &n);	/* copied under the lock */
-	for (i = 0; i < n; i++)
+	rowcxt = zk_row_context();
+	snap = zk_snapshot_begin(want_lock);
+	while ((copy = zk_snapshot_next(snap, &n)) != NULL)	/* copied under the lock */
 	{
-		ZkLockRow  *e = &copy[i];
-		Datum		values[10];
-		bool		nulls[10];
+		MemoryContext old = MemoryContextSwitchTo(rowcxt);
 
-		zk_entry_row(e, e->outcome == ZKO_GRANTED || e->outcome == ZKO_LOST, ZKF_LOCKS,
-					 values, nulls);
-		values[3] = CStringGetTextDatum(e->mode == ZKM_SHARED ? "shared" : "exclusive");
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		for (i = 0; i < n; i++)
+		{
+			ZkLockRow  *e = &copy[i];
+			Datum		values[10];
+			bool		nulls[10];
+
+			zk_entry_row(e, e->outcome == ZKO_GRANTED || e->outcome == ZKO_LOST, ZKF_LOCKS,
+						 values, nulls);
+			values[3] = CStringGetTextDatum(e->mode == ZKM_SHARED ? "shared" : "exclusive");
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(rowcxt);
 	}
 	return (Datum) 0;
 }
@@ -516,7 +537,7 @@ outcome_name(int outcome)
 	return outcome >= 0 && outcome <= ZKO_LOST ? names[outcome] : "?";
 }
 
-/* zk_snapshot_entries' filter of zk_entries: every entry in use */
+/* zk_snapshot_begin's filter of zk_entries: every entry in use */
 static bool
 want_any(ZkEntry *e)
 {
@@ -527,8 +548,7 @@ PG_FUNCTION_INFO_V1(zk_entries_internal);
 
 /*
  * SQL: zk_entries_internal(), behind the view zk_entries.  Every entry in
- * use, copied under the shared lock (at most as many as were in use when it
- * started, plus some: a busy table is read again with room for more), for
+ * use, copied under the shared lock a chunk at a time (zk_snapshot_next), for
  * operators who want to know what occupies the table (entries_used of
  * zk_status()) and what the worker still has to do.
  */
@@ -536,47 +556,57 @@ Datum
 zk_entries_internal(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ZkSnapshot *snap;
 	ZkLockRow  *rows;
+	MemoryContext rowcxt;
 	int			n;
 	int			i;
 
 	InitMaterializedSRF(fcinfo, 0);
-	rows = zk_snapshot_entries(want_any, &n);	/* copied under the lock */
-	for (i = 0; i < n; i++)
+	rowcxt = zk_row_context();
+	snap = zk_snapshot_begin(want_any);
+	while ((rows = zk_snapshot_next(snap, &n)) != NULL)	/* copied under the lock */
 	{
-		ZkLockRow  *r = &rows[i];
-		Datum		values[13];
-		bool		nulls[13];
-		char	   *db;
+		MemoryContext old = MemoryContextSwitchTo(rowcxt);
 
-		memset(nulls, false, sizeof(nulls));
-		values[0] = Int32GetDatum(r->idx);
-		if (r->pid != 0)
-			values[1] = Int32GetDatum(r->pid);
-		else
-			nulls[1] = true;	/* the worker's own */
-		db = OidIsValid(r->dbid) ? get_database_name(r->dbid) : NULL;
-		if (db)
-			values[2] = CStringGetTextDatum(db);
-		else
-			nulls[2] = true;
-		values[3] = CStringGetTextDatum(kind_name(r->kind));
-		if (r->name[0])
-			values[4] = CStringGetTextDatum(zk_display_name(r->name));
-		else
-			nulls[4] = true;
-		values[5] = CStringGetTextDatum(state_name(r->state));
-		values[6] = CStringGetTextDatum(outcome_name(r->outcome));
-		values[7] = BoolGetDatum(r->released);
-		values[8] = BoolGetDatum(r->queued);
-		values[9] = BoolGetDatum(r->on_retry);
-		values[10] = BoolGetDatum(r->in_doubt);
-		values[11] = Int32GetDatum(r->outstanding);
-		if (r->requested_at != 0)
-			values[12] = TimestampTzGetDatum(r->requested_at);
-		else
-			nulls[12] = true;
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		for (i = 0; i < n; i++)
+		{
+			ZkLockRow  *r = &rows[i];
+			Datum		values[13];
+			bool		nulls[13];
+			char	   *db;
+
+			memset(nulls, false, sizeof(nulls));
+			values[0] = Int32GetDatum(r->idx);
+			if (r->pid != 0)
+				values[1] = Int32GetDatum(r->pid);
+			else
+				nulls[1] = true;	/* the worker's own */
+			db = OidIsValid(r->dbid) ? get_database_name(r->dbid) : NULL;
+			if (db)
+				values[2] = CStringGetTextDatum(db);
+			else
+				nulls[2] = true;
+			values[3] = CStringGetTextDatum(kind_name(r->kind));
+			if (r->name[0])
+				values[4] = CStringGetTextDatum(zk_display_name(r->name));
+			else
+				nulls[4] = true;
+			values[5] = CStringGetTextDatum(state_name(r->state));
+			values[6] = CStringGetTextDatum(outcome_name(r->outcome));
+			values[7] = BoolGetDatum(r->released);
+			values[8] = BoolGetDatum(r->queued);
+			values[9] = BoolGetDatum(r->on_retry);
+			values[10] = BoolGetDatum(r->in_doubt);
+			values[11] = Int32GetDatum(r->outstanding);
+			if (r->requested_at != 0)
+				values[12] = TimestampTzGetDatum(r->requested_at);
+			else
+				nulls[12] = true;
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(rowcxt);
 	}
 	return (Datum) 0;
 }

@@ -202,7 +202,14 @@ extern int	zk_queue_dequeue(const char *qname, int qlen, int max_items, bool try
 extern ZkEntry *zk_queue_info(ZkQinfoOp op, const char *qname, int qlen, int n, uint64 arg,
 							  uint32 *idx, uint32 *gen, const char *what);
 extern void zk_queue_info_done(uint32 idx, uint32 gen);
-extern void zk_queue_local_counts(const char *qname, int *claims, int *waiting);
+/* zk_queue_local_counts: one queue's claims held and consumers waiting here */
+typedef struct ZkQueueLocal
+{
+	char		name[ZKLOCK_QNAME_MAX + 1]; /* the hash key */
+	int			claims;
+	int			waiting;
+} ZkQueueLocal;
+extern struct HTAB *zk_queue_local_counts(void);
 extern int	zk_queue_pending_items(const char *qname, int qlen);
 extern void zk_queue_txn_op(int op, const char *relpath, const char *data, int dlen,
 							const char *what);

@@ -28,6 +28,7 @@
 #include "replication/message.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
 #include "utils/json.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -868,27 +869,67 @@ zk_queue_info_done(uint32 idx, uint32 gen)
 	zk_wake_worker();
 }
 
-/* this cluster's claims held and consumers waiting, for zk_queues */
-void
-zk_queue_local_counts(const char *qname, int *claims, int *waiting)
+/*
+ * This cluster's claims held and consumers waiting, per queue, for
+ * zk_queues: one pass over the table, ZKQ_COUNT_CHUNK slots at a time
+ * under the shared lock (so the lock is never held for long), into a hash
+ * table by queue name (ZkQueueLocal, in CurrentMemoryContext) that the
+ * caller looks each queue up in.  One pass whatever the number of queues:
+ * a zk_queues of Q queues costs Q lookups, not Q passes over the table.
+ */
+#define ZKQ_COUNT_CHUNK 256
+HTAB *
+zk_queue_local_counts(void)
 {
-	int			i;
-
-	*claims = *waiting = 0;
-	zk_backend_lock(LW_SHARED);
-	for (i = 0; i < zk_ctl->max_entries; i++)
+	HASHCTL		ctl;
+	HTAB	   *counts;
+	int			from;
+	struct
 	{
-		ZkEntry    *e = zk_entry(i);
+		char		name[ZKLOCK_QNAME_MAX + 1];
+		int			claims;
+		int			waiting;
+	}		   *chunk;
 
-		if (e->state == ZKE_FREE || e->kind != ZKK_QCLAIM || e->released ||
-			strcmp(e->name, qname) != 0)
-			continue;
-		if (e->outcome == ZKO_GRANTED)
-			*claims += e->nclaims;
-		else if (e->outcome == ZKO_NONE)
-			(*waiting)++;
+	ctl.keysize = ZKLOCK_QNAME_MAX + 1;
+	ctl.entrysize = sizeof(ZkQueueLocal);
+	ctl.hcxt = CurrentMemoryContext;
+	counts = hash_create("zklock queue counts", 64, &ctl,
+						 HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	chunk = palloc(sizeof(*chunk) * ZKQ_COUNT_CHUNK);
+	for (from = 0; from < zk_ctl->max_entries; from += ZKQ_COUNT_CHUNK)
+	{
+		int			end = Min(from + ZKQ_COUNT_CHUNK, zk_ctl->max_entries);
+		int			n = 0;
+		int			i;
+
+		zk_backend_lock(LW_SHARED);
+		for (i = from; i < end; i++)
+		{
+			ZkEntry    *e = zk_entry(i);
+
+			if (e->state == ZKE_FREE || e->kind != ZKK_QCLAIM || e->released ||
+				(e->outcome != ZKO_GRANTED && e->outcome != ZKO_NONE))
+				continue;
+			strlcpy(chunk[n].name, e->name, sizeof(chunk[n].name));
+			chunk[n].claims = e->outcome == ZKO_GRANTED ? e->nclaims : 0;
+			chunk[n].waiting = e->outcome == ZKO_NONE ? 1 : 0;
+			n++;
+		}
+		LWLockRelease(zk_ctl->lock);
+		for (i = 0; i < n; i++)
+		{
+			bool		found;
+			ZkQueueLocal *q = hash_search(counts, chunk[i].name, HASH_ENTER, &found);
+
+			if (!found)
+				q->claims = q->waiting = 0;
+			q->claims += chunk[i].claims;
+			q->waiting += chunk[i].waiting;
+		}
 	}
-	LWLockRelease(zk_ctl->lock);
+	pfree(chunk);
+	return counts;
 }
 
 /*

@@ -20,6 +20,8 @@
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
@@ -460,6 +462,11 @@ zk_queues_internal(PG_FUNCTION_ARGS)
 		{
 			ZkAnswer   *a = (ZkAnswer *) p;
 			uint32		i;
+			MemoryContext rowcxt = AllocSetContextCreate(CurrentMemoryContext,
+														 "zk_queues rows",
+														 ALLOCSET_DEFAULT_SIZES);
+			HTAB	   *counts = zk_queue_local_counts();	/* one pass over the
+															 * table */
 
 			p += MAXALIGN(sizeof(ZkAnswer));
 			for (i = 0; i < a->count; i++)
@@ -468,9 +475,9 @@ zk_queues_internal(PG_FUNCTION_ARGS)
 				char		name[ZKLOCK_NAME_MAX * 4 + 1];
 				Datum		values[5];
 				bool		nulls[5] = {false, false, false, false, false};
-				int			claims;
-				int			waiting;
 				char	   *shown;
+				ZkQueueLocal *local;
+				MemoryContext old;
 
 				memcpy(&row, p, sizeof(row));
 				memcpy(name, p + sizeof(row), Min(row.namelen, sizeof(name) - 1));
@@ -479,7 +486,8 @@ zk_queues_internal(PG_FUNCTION_ARGS)
 				/* the queues of this session's namespace only */
 				if (!zk_name_in_namespace(name, zk_current_namespace()))
 					continue;
-				zk_queue_local_counts(name, &claims, &waiting);
+				local = hash_search(counts, name, HASH_FIND, NULL);
+				old = MemoryContextSwitchTo(rowcxt);
 				shown = zk_display_name(name);
 				if (shown == NULL)
 					nulls[0] = true;
@@ -487,9 +495,11 @@ zk_queues_internal(PG_FUNCTION_ARGS)
 					values[0] = CStringGetTextDatum(shown);
 				values[1] = Int64GetDatum(row.items);
 				values[2] = Int64GetDatum(row.claimed);
-				values[3] = Int32GetDatum(claims);
-				values[4] = Int32GetDatum(waiting);
+				values[3] = Int32GetDatum(local ? local->claims : 0);
+				values[4] = Int32GetDatum(local ? local->waiting : 0);
 				tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+				MemoryContextSwitchTo(old);
+				MemoryContextReset(rowcxt);
 			}
 		}
 	}

@@ -110,7 +110,7 @@ zk_semaphore_release(PG_FUNCTION_ARGS)
 
 /* ---- zk_semaphores: this cluster's leases and waiters ---- */
 
-/* zk_snapshot_entries filter of zk_semaphores: leases, and waiters for one */
+/* zk_snapshot_begin's filter of zk_semaphores: leases, and waiters for one */
 static bool
 want_sem(ZkEntry *e)
 {
@@ -127,26 +127,36 @@ Datum
 zk_semaphores_internal(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ZkSnapshot *snap;
 	ZkLockRow  *copy;
+	MemoryContext rowcxt;
 	int			n;
 	int			i;
 
 	InitMaterializedSRF(fcinfo, 0);
-	copy = zk_snapshot_entries(want_sem, &n);	/* copied under the lock */
-	for (i = 0; i < n; i++)
+	rowcxt = zk_row_context();
+	snap = zk_snapshot_begin(want_sem);
+	while ((copy = zk_snapshot_next(snap, &n)) != NULL)	/* copied under the lock */
 	{
-		ZkLockRow  *r = &copy[i];
-		Datum		values[10];
-		bool		nulls[10];
-		bool		lease = (r->kind == ZKK_SEMLEASE);
+		MemoryContext old = MemoryContextSwitchTo(rowcxt);
 
-		zk_entry_row(r, lease && (r->outcome == ZKO_GRANTED || r->outcome == ZKO_LOST),
-					 ZKF_SEMPOOL, values, nulls);
-		values[3] = Int32GetDatum(r->parties);
-		/* in line for the guard: no scope yet, and its node is the guard's */
-		if (!lease)
-			nulls[4] = nulls[7] = true;
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		for (i = 0; i < n; i++)
+		{
+			ZkLockRow  *r = &copy[i];
+			Datum		values[10];
+			bool		nulls[10];
+			bool		lease = (r->kind == ZKK_SEMLEASE);
+
+			zk_entry_row(r, lease && (r->outcome == ZKO_GRANTED || r->outcome == ZKO_LOST),
+						 ZKF_SEMPOOL, values, nulls);
+			values[3] = Int32GetDatum(r->parties);
+			/* in line for the guard: no scope yet, and its node is the guard's */
+			if (!lease)
+				nulls[4] = nulls[7] = true;
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(rowcxt);
 	}
 	return (Datum) 0;
 }
