@@ -22,11 +22,6 @@
  * Exit status 0 when no cycle failed.
  */
 
-import java.io.ByteArrayOutputStream;
-import java.io.InputStream;
-import java.io.OutputStream;
-import java.net.Socket;
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -58,31 +53,6 @@ public class CuratorLockBench
 				v = Arrays.copyOf(v, n * 2);
 			v[n++] = x;
 		}
-	}
-
-	/* zk_packets_received of 127.0.0.1:port (the mntr request counts as one packet) */
-	static long mntrPackets(int port) throws Exception
-	{
-		try (Socket s = new Socket("127.0.0.1", port))
-		{
-			s.setSoTimeout(5000);
-			OutputStream out = s.getOutputStream();
-			out.write("mntr".getBytes(StandardCharsets.US_ASCII));
-			out.flush();
-			InputStream in = s.getInputStream();
-			ByteArrayOutputStream buf = new ByteArrayOutputStream();
-			byte[] chunk = new byte[65536];
-			int n;
-			while ((n = in.read(chunk)) > 0)
-				buf.write(chunk, 0, n);
-			for (String line : buf.toString(StandardCharsets.US_ASCII).split("\n"))
-			{
-				String[] f = line.trim().split("\\s+");
-				if (f.length == 2 && f[0].equals("zk_packets_received"))
-					return Long.parseLong(f[1]);
-			}
-		}
-		throw new RuntimeException("no zk_packets_received in mntr answer of 127.0.0.1:" + port);
 	}
 
 	public static void main(String[] argv)
@@ -167,13 +137,13 @@ public class CuratorLockBench
 			t.start();
 
 		Thread.sleep((long) (warmup * 1000));
-		long pk0 = mntrPackets(port);
+		long pk0 = BenchUtil.mntrPackets(port);
 		long t0 = System.nanoTime();
 		phase.set(WINDOW);
 		Thread.sleep((long) (seconds * 1000));
 		phase.set(STOP);
 		long t1 = System.nanoTime();
-		long pk1 = mntrPackets(port);
+		long pk1 = BenchUtil.mntrPackets(port);
 		for (Thread t : threads)
 			t.join(60000);
 		for (Thread t : threads)

@@ -130,7 +130,7 @@ fi
 bench_tmpdir
 say "compiling bench/CuratorLockBench.java"
 mkdir -p "$TMPD/classes"
-javac -nowarn -d "$TMPD/classes" -cp "$CURATOR_CP" "$BENCH_DIR/CuratorLockBench.java" >>"$LOG" 2>&1 ||
+javac -nowarn -d "$TMPD/classes" -cp "$CURATOR_CP" "$BENCH_DIR/CuratorLockBench.java" "$BENCH_DIR/BenchUtil.java" >>"$LOG" 2>&1 ||
     { tail -n 20 "$LOG" >&2; die "javac CuratorLockBench.java failed"; }
 
 # ---------------------------------------------------------------------------

@@ -26,22 +26,9 @@ import uuid
 import queue as pyqueue
 
 from kazoo.client import KazooClient
-
-
-def four_letter(host, port, cmd):
-    import socket
-    s = socket.create_connection((host, port), timeout=10)
-    try:
-        s.sendall(cmd.encode())
-        out = b""
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            out += b
-    finally:
-        s.close()
-    return out.decode(errors="replace")
+import os
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import four_letter  # noqa: E402
 
 
 def mntr(host, port):

@@ -85,11 +85,10 @@ typedef enum BatchKind
 	BI_CREATE,
 	BI_DELETE,
 	BI_MULTI,					/* a recipe's own multi, kept atomic */
-	BI_LIST,					/* reads: sent behind the writes before them */
-	BI_GET
+	BI_LIST						/* a read: sent behind the writes before it */
 } BatchKind;
 
-#define BI_IS_READ(k)	((k) == BI_LIST || (k) == BI_GET)
+#define BI_IS_READ(k)	((k) == BI_LIST)
 
 /* A request handed to the batch, until it is sent */
 typedef struct BatchItem
@@ -100,7 +99,6 @@ typedef struct BatchItem
 	string_stat_completion_t create_done;
 	void_completion_t delete_done;
 	strings_completion_t list_done;
-	data_completion_t get_done;
 	void_completion_t multi_done;
 	int			nops;			/* a multi's operations and results (the */
 	zoo_op_t   *ops;			/* recipe's: they live until its answer) */
@@ -286,23 +284,6 @@ zk_batch_multi(int nops, zoo_op_t *ops, zoo_op_result_t *res,
 }
 
 /*
- * Read path's data, after every write handed to the batch before; as
- * zk_batch_get_children.
- */
-int
-zk_batch_get(const char *path, data_completion_t done, const void *ctx)
-{
-	BatchItem  *it;
-
-	if (pending_head == NULL)
-		return zoo_aget(zk_zh, path, 0, done, ctx);
-	it = item_new(BI_GET, path, ctx);
-	it->get_done = done;
-	item_append(it);
-	return ZOK;
-}
-
-/*
  * List path's children, after every write handed to the batch before.
  * With nothing pending it is sent at once; returns the client library's
  * code then, else ZOK.
@@ -340,9 +321,6 @@ answer_item(BatchItem *it, int rc, const char *created, const struct Stat *stat)
 			break;
 		case BI_LIST:
 			it->list_done(rc, NULL, it->ctx);
-			break;
-		case BI_GET:
-			it->get_done(rc, NULL, 0, NULL, it->ctx);
 			break;
 	}
 }
@@ -579,10 +557,7 @@ send_read(BatchItem *it)
 {
 	int			rc;
 
-	if (it->kind == BI_GET)
-		rc = zoo_aget(zk_zh, it->path, 0, it->get_done, it->ctx);
-	else
-		rc = zoo_aget_children(zk_zh, it->path, 0, it->list_done, it->ctx);
+	rc = zoo_aget_children(zk_zh, it->path, 0, it->list_done, it->ctx);
 	if (rc != ZOK)
 		answer_item(it, rc, NULL, NULL);
 	item_free(it);

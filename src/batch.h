@@ -10,9 +10,8 @@
  *	  the library.  The completion is called exactly as the library would
  *	  call it: once, with the create's path and a Stat whose czxid is the
  *	  node's (the other fields are zero when the create went in a multi), or
- *	  with the multi's own results.  A read that must see those writes goes
- *	  through zk_batch_get_children() or zk_batch_get(): it is sent right
- *	  behind them.
+ *	  with the multi's own results.  A listing that must see those writes
+ *	  goes through zk_batch_get_children(): it is sent right behind them.
  *
  *	  Everything runs in the worker with zk_ctl->lock held.
  *
@@ -35,7 +34,6 @@ extern void zk_batch_multi(int nops, zoo_op_t *ops, zoo_op_result_t *res,
 						   void_completion_t done, const void *ctx);
 extern int	zk_batch_get_children(const char *path, strings_completion_t done,
 								  const void *ctx);
-extern int	zk_batch_get(const char *path, data_completion_t done, const void *ctx);
 extern void zk_batch_pump(void);
 extern void zk_batch_flush(void);
 

@@ -27,10 +27,6 @@
  * format; exit status 0 when verify=ok.
  */
 
-import java.io.ByteArrayOutputStream;
-import java.io.InputStream;
-import java.io.OutputStream;
-import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.HashSet;
@@ -109,31 +105,6 @@ public class CuratorQueueBench
 			if (!Character.isDigit(d.charAt(k)))
 				return -1;
 		return Long.parseLong(d);
-	}
-
-	/* zk_packets_received of 127.0.0.1:port (the mntr request counts as one packet) */
-	static long mntrPackets(int port) throws Exception
-	{
-		try (Socket s = new Socket("127.0.0.1", port))
-		{
-			s.setSoTimeout(5000);
-			OutputStream out = s.getOutputStream();
-			out.write("mntr".getBytes(StandardCharsets.US_ASCII));
-			out.flush();
-			InputStream in = s.getInputStream();
-			ByteArrayOutputStream buf = new ByteArrayOutputStream();
-			byte[] chunk = new byte[65536];
-			int n;
-			while ((n = in.read(chunk)) > 0)
-				buf.write(chunk, 0, n);
-			for (String line : buf.toString(StandardCharsets.US_ASCII).split("\n"))
-			{
-				String[] f = line.trim().split("\\s+");
-				if (f.length == 2 && f[0].equals("zk_packets_received"))
-					return Long.parseLong(f[1]);
-			}
-		}
-		throw new RuntimeException("no zk_packets_received in mntr answer of 127.0.0.1:" + port);
 	}
 
 	static CuratorFramework client(int port) throws Exception
@@ -304,7 +275,7 @@ public class CuratorQueueBench
 
 		phase.set(RUN);
 		Thread.sleep((long) (warmup * 1000));
-		long pk0 = mntrPackets(port);
+		long pk0 = BenchUtil.mntrPackets(port);
 		long c0 = consumed.get();
 		long t0 = System.nanoTime();
 		window = true;
@@ -312,7 +283,7 @@ public class CuratorQueueBench
 		window = false;
 		long cWin = consumed.get() - c0;
 		long t1 = System.nanoTime();
-		long pk1 = mntrPackets(port);
+		long pk1 = BenchUtil.mntrPackets(port);
 		phase.set(DRAIN);
 		for (Thread producer : producers)
 		{

@@ -47,6 +47,9 @@ import signal
 import socket
 import sys
 import time
+import os
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchlib import mntr_packets  # noqa: E402
 
 PAYLOAD_LEN = 100
 
@@ -83,23 +86,6 @@ def parse_seq(data):
     if i < 0 or len(data) < i + 16 or not data[i + 4:i + 16].isdigit():
         return None
     return int(data[i + 4:i + 16])
-
-
-def mntr_packets(port):
-    """zk_packets_received of the server on 127.0.0.1:port (one packet itself)"""
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-        s.sendall(b"mntr")
-        buf = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            buf += chunk
-    for line in buf.decode(errors="replace").splitlines():
-        f = line.split()
-        if len(f) == 2 and f[0] == "zk_packets_received":
-            return int(f[1])
-    raise RuntimeError("no zk_packets_received in mntr answer of 127.0.0.1:%d" % port)
 
 
 def kazoo_client(port):

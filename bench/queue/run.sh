@@ -171,7 +171,7 @@ command -v javac >/dev/null 2>&1 || die "javac not found (default-jdk-headless)"
 bench_tmpdir
 say "compiling bench/queue/CuratorQueueBench.java"
 mkdir -p "$TMPD/classes"
-javac -nowarn -d "$TMPD/classes" -cp "$CURATOR_CP" "$QDIR/CuratorQueueBench.java" >>"$LOG" 2>&1 ||
+javac -nowarn -d "$TMPD/classes" -cp "$CURATOR_CP" "$QDIR/CuratorQueueBench.java" "$QDIR/../BenchUtil.java" >>"$LOG" 2>&1 ||
     { tail -n 20 "$LOG" >&2; die "javac CuratorQueueBench.java failed"; }
 
 # ---------------------------------------------------------------------------
