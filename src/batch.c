@@ -56,8 +56,9 @@
  *
  *	  The session: writes held while the connection is down are sent once
  *	  it is usable again (the recipes think them in flight, and the library
- *	  would have queued them too); when the session ends, the recipes'
- *	  session_lost settles their entries and what is held is dropped.
+ *	  would have queued them too); when the session ends, what is held is
+ *	  answered ZCLOSING once the handle is closed, just after the library
+ *	  answered what was in flight the same way (zk_batch_session_closed).
  *
  *	  Everything here runs in the worker with zk_ctl->lock held; the
  *	  completions take it themselves, and the requests' own completions are
@@ -791,12 +792,35 @@ batch_session_connected(void)
 }
 
 /*
- * The session ended: what is held was never sent and its requests are
- * settled by the recipes' session_lost.  The sends in flight are answered
- * by the client library (ZCLOSING) when the handle closes.
+ * The session's handle is closed (zk_recipes_session_closed, before the
+ * recipes forget their per-session state once more).  What is held was
+ * never sent: each request hears ZCLOSING, as those in flight just heard
+ * from zookeeper_close(), so that every recipe frees what it keeps for
+ * its answer and counts it down the same way.
  */
+void
+zk_batch_session_closed(void)
+{
+	BatchItem  *it;
+
+	while ((it = pending_head) != NULL)
+	{
+		pending_head = it->next;
+		if (pending_head == NULL)
+			pending_tail = NULL;
+		if (!BI_IS_READ(it->kind))
+			pending_writes--;
+		it->next = NULL;
+		answer_item(it, ZCLOSING, NULL, NULL);
+		item_free(it);
+	}
+	pending_writes = 0;
+	stamp_state = STAMP_UNKNOWN;
+}
+
+/* A new worker: nothing held, nothing in flight */
 static void
-batch_session_reset(void)
+batch_worker_start(void)
 {
 	BatchItem  *it;
 	BatchItem  *next;
@@ -809,20 +833,12 @@ batch_session_reset(void)
 	pending_head = pending_tail = NULL;
 	pending_writes = 0;
 	stamp_state = STAMP_UNKNOWN;
-}
-
-/* A new worker: nothing in flight */
-static void
-batch_worker_start(void)
-{
-	batch_session_reset();
 	inflight = 0;
 	inflight_waited = 0;
 }
 
-/* the batch's hooks into the worker (recipelist.h) */
+/* the batch's hooks into the worker (worker_base.c) */
 const ZkRecipe zk_batch_recipe = {
 	.worker_start = batch_worker_start,
 	.session_connected = batch_session_connected,
-	.session_reset = batch_session_reset,
 };

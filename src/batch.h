@@ -36,6 +36,7 @@ extern int	zk_batch_get_children(const char *path, strings_completion_t done,
 								  const void *ctx);
 extern void zk_batch_pump(void);
 extern void zk_batch_flush(void);
+extern void zk_batch_session_closed(void);
 
 /* its hooks into the worker, called before the recipes' (worker_base.c) */
 struct ZkRecipe;

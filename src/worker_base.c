@@ -294,6 +294,7 @@ zk_recipes_session_lost(const char *why)
 void
 zk_recipes_session_closed(void)
 {
+	zk_batch_session_closed();	/* what it held hears ZCLOSING too */
 	recipes_call(offsetof(ZkRecipe, session_reset));
 }
 
