@@ -869,6 +869,9 @@ zk_queue_info_done(uint32 idx, uint32 gen)
 	zk_wake_worker();
 }
 
+/* slots of the entry table read under one hold of the shared lock */
+#define ZKQ_COUNT_CHUNK 256
+
 /*
  * This cluster's claims held and consumers waiting, per queue, for
  * zk_queues: one pass over the table, ZKQ_COUNT_CHUNK slots at a time
@@ -877,7 +880,6 @@ zk_queue_info_done(uint32 idx, uint32 gen)
  * caller looks each queue up in.  One pass whatever the number of queues:
  * a zk_queues of Q queues costs Q lookups, not Q passes over the table.
  */
-#define ZKQ_COUNT_CHUNK 256
 HTAB *
 zk_queue_local_counts(void)
 {
