@@ -1064,7 +1064,15 @@ pub_txn_written(ZkEntry *e)
 
 /*
  * Before the commit record: create the transaction node with the items
- * (its parents first after a NONODE), and check each gate it opens
+ * (its parents first after a NONODE), and check each gate it opens.
+ *
+ * Known hazard, not handled yet: a create sent through a follower that is
+ * then cut off from the quorum can be applied seconds later, after the
+ * worker reconnected elsewhere, made the node again and published it (the
+ * publishing multi deleted it).  The late create brings the node back, and
+ * a settling pass after a worker restart in that run then publishes the
+ * transaction a second time (seen once in a 600 s fault run: the same
+ * create's xid applied after two later requests of the session).
  */
 static void
 send_txn_create(ZkEntry *e)
