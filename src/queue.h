@@ -91,6 +91,27 @@ typedef struct ZkTxnHeader
 								 * (trust.h) */
 } ZkTxnHeader;
 
+/*
+ * A published transaction node kept against a late create of it
+ * (queue_publish.c, "Late creates"): this data, and one child
+ * ZKQ_TXN_KEPT_CHILD, so that the publishing multi sent again fails on its
+ * delete.  The settling pass deletes it once the session that published it
+ * is dead (queue_settle.c).
+ */
+#define ZKQ_TXN_KEPT_MAGIC	0x5A4B514B	/* "ZKQK" */
+#define ZKQ_TXN_KEPT_CHILD	"kept"
+typedef struct ZkTxnKept
+{
+	uint32		magic;
+	uint32		zero;
+	uint64		sysid;
+	uint64		fxid;
+	uint64		run;
+	uint64		session;		/* the session that published it */
+	uint8		mac[32];		/* HMAC-SHA256 of the node's path under the
+								 * root and this with mac zeroed (trust.h) */
+} ZkTxnKept;
+
 typedef struct ZkTxnItem
 {
 	uint16		priority;		/* 0..999, or ZKQ_OP_* | ZKQ_OP_ITEM */

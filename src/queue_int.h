@@ -239,6 +239,10 @@ typedef struct PubOp
 	char		tpath[ZK_PATH_MAX];
 	struct Scan *scan;
 	bool		ensure;			/* send the parents' creates first */
+	bool		keep;			/* keep the node against a late create
+								 * (queue_publish.c, "Late creates") */
+	ZkTxnKept	kept;			/* ... its data then */
+	char		kept_child[ZK_PATH_MAX];
 	bool		waiting;		/* on zk_q_pub_waits, for a queue's counter */
 	int			tries;			/* sent again after a naming conflict */
 	int			skips;			/* sent again after an op found done */
@@ -255,7 +259,8 @@ typedef enum PubOpKind
 	PUB_OTHER = 0,				/* the transaction node, a recipe's op */
 	PUB_SEQ_ITEM,				/* an item, named by entries' counter */
 	PUB_COUNTER,				/* <queue>/next: set (or create) */
-	PUB_NAMED_ITEM				/* an item, named from <queue>/next */
+	PUB_NAMED_ITEM,				/* an item, named from <queue>/next */
+	PUB_KEPT					/* the node kept, and its child */
 } PubOpKind;
 
 /* May a dequeue claim one more item now?  (zk_q_claim_window) */
@@ -398,7 +403,8 @@ extern List *zk_q_pub_waits;
 extern bool zk_q_seq_fetch(QSeq *q);
 extern void zk_q_seq_probe(QSeq *q);
 extern bool zk_q_send_publish(const char *blob, const char *tpath, uint32 idx,
-							  uint32 gen, struct Scan *scan, bool ensure);
+							  uint32 gen, struct Scan *scan, bool ensure,
+							  bool keep);
 extern void zk_q_pub_note_names(PubOp *po);
 extern bool zk_q_pub_naming_conflict(PubOp *po);
 extern const char *zk_q_seq_exhausted(PubOp *po);

@@ -321,11 +321,12 @@ zk_q_seq_probe(QSeq *q)
 /*
  * Send the publishing multi for a transaction's items: delete the
  * transaction node, create every item.  ensure: send the parents' creates
- * first (after a NONODE, and always from the resolution).
+ * first (after a NONODE, and always from the resolution).  keep: a create
+ * of the node may still be on its way (queue_publish.c, "Late creates").
  */
 bool
 zk_q_send_publish(const char *blob, const char *tpath, uint32 idx, uint32 gen,
-			 struct Scan *scan, bool ensure)
+			 struct Scan *scan, bool ensure, bool keep)
 {
 	PubOp	   *po = MemoryContextAllocZero(zk_q_context(), sizeof(PubOp));
 
@@ -333,6 +334,7 @@ zk_q_send_publish(const char *blob, const char *tpath, uint32 idx, uint32 gen,
 	po->gen = gen;
 	po->scan = scan;
 	po->ensure = ensure;
+	po->keep = keep;
 	if (scan != NULL)
 	{
 		/* the resolution's copy: ours to mark skipped ops in */

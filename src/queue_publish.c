@@ -402,6 +402,53 @@ pub_add_items(PubOp *po, const char *blob, PubNaming *pn, int n, int *nparents)
 }
 
 /*
+ * Late creates
+ *
+ * A create that was sent but never answered (the connection was lost) may
+ * still be applied later: a follower cut off from the quorum with the
+ * request in hand can pass it on once the partition heals, after the
+ * worker reconnected elsewhere, made the node again and published it.  The
+ * late create would bring a published node back, and the next settling
+ * pass (a restart, or another server taking the run over) would publish
+ * its transaction a second time (seen in a 600 s fault run).  So the
+ * publication of a transaction whose node had a create go unanswered does
+ * not leave the path free: the same multi that deletes the node creates it
+ * again as a small signed ZkTxnKept with one child.  A late create then
+ * fails (the node exists); the multi sent again fails on its delete (the
+ * node has a child), which says it was applied.  ZooKeeper applies no
+ * request of a session that has ended, so the settling pass deletes a kept
+ * node once the session that published it is gone for certain
+ * (queue_settle.c).  Publications whose creates were all answered, the
+ * common case, cost nothing more.
+ */
+
+/* Ops nops, nops + 1 of po: the node again, kept, and its child */
+static void
+pub_add_kept(PubOp *po, const ZkTxnHeader *h)
+{
+	int			n = po->nops;
+
+	memset(&po->kept, 0, sizeof(po->kept));
+	po->kept.magic = ZKQ_TXN_KEPT_MAGIC;
+	po->kept.sysid = h->sysid;
+	po->kept.fxid = h->fxid;
+	po->kept.run = h->run;
+	po->kept.session = zk_cur_session;
+	zk_kept_sign(po->tpath, &po->kept);
+	snprintf(po->kept_child, sizeof(po->kept_child), "%s/%s", po->tpath,
+			 ZKQ_TXN_KEPT_CHILD);
+	po->opkind[n] = PUB_KEPT;
+	zoo_create_op_init(&po->ops[n], po->tpath, (const char *) &po->kept,
+					   (int) sizeof(po->kept), zk_acl(), ZOO_PERSISTENT, NULL, 0);
+	n++;
+	po->opkind[n] = PUB_KEPT;
+	zoo_create_op_init(&po->ops[n], po->kept_child, NULL, -1, zk_acl(),
+					   ZOO_PERSISTENT, NULL, 0);
+	n++;
+	po->nops = n;
+}
+
+/*
  * Send the publishing multi of po: delete the transaction node, set the
  * self-naming queues' next nodes, create the items, apply the recipe ops.
  * A queue whose naming is not known yet makes po wait on zk_q_pub_waits
@@ -438,7 +485,7 @@ zk_q_pub_send(PubOp *po)
 		return v == PUBN_WAIT;
 	}
 
-	j = h->nitems + 2 * pn.nq + 1;
+	j = h->nitems + 2 * pn.nq + 1 + (po->keep ? 2 : 0);
 	po->ops = palloc0(sizeof(zoo_op_t) * j);
 	po->res = palloc0(sizeof(zoo_op_result_t) * j);
 	po->paths = palloc0(sizeof(char *) * j);
@@ -450,6 +497,8 @@ zk_q_pub_send(PubOp *po)
 	zoo_delete_op_init(&po->ops[0], po->tpath, -1);
 	po->nops = pub_add_items(po, blob, &pn, pub_add_counters(po, &pn, 1),
 							 &nparents);
+	if (po->keep)
+		pub_add_kept(po, h);
 	pub_naming_free(&pn);
 	MemoryContextSwitchTo(old);
 	if (nparents > 0)
@@ -923,7 +972,9 @@ publish_done(int rc, const void *data)
 			zk_q_pub_note_names(po);
 		if (!applied && zk_rc_definite(rc))
 		{
-			if (po->res[0].err == ZNONODE)
+			/* kept: this multi was applied before ("Late creates") */
+			if (po->res[0].err == ZNONODE ||
+				(po->keep && po->res[0].err == ZNOTEMPTY))
 				applied = true;
 			for (i = 1; i < po->nops; i++)
 				if (po->res[i].err == ZNONODE && po->opkind[i] != PUB_COUNTER)
@@ -1065,14 +1116,8 @@ pub_txn_written(ZkEntry *e)
 /*
  * Before the commit record: create the transaction node with the items
  * (its parents first after a NONODE), and check each gate it opens.
- *
- * Known hazard, not handled yet: a create sent through a follower that is
- * then cut off from the quorum can be applied seconds later, after the
- * worker reconnected elsewhere, made the node again and published it (the
- * publishing multi deleted it).  The late create brings the node back, and
- * a settling pass after a worker restart in that run then publishes the
- * transaction a second time (seen once in a 600 s fault run: the same
- * create's xid applied after two later requests of the session).
+ * A create left unanswered makes its publication keep the node ("Late
+ * creates").
  */
 static void
 send_txn_create(ZkEntry *e)
@@ -1185,6 +1230,7 @@ pub_create_done(int rc, const char *value, const void *data)
 			else if (!zk_rc_definite(rc))
 			{
 				e->in_doubt = true;
+				e->create_unanswered = true;	/* "Late creates" */
 				zk_retry_later(e);
 			}
 			else
@@ -1259,7 +1305,7 @@ zk_qpub_drive(ZkEntry *e)
 		if (e->decision == ZKQD_COMMIT && e->state == ZKE_HELD)
 		{
 			if (zk_q_send_publish(blob, tpath, zk_entry_index(e), e->gen, NULL,
-							 e->parents_tried))
+							 e->parents_tried, e->create_unanswered))
 				e->delete_inflight = true;
 			else
 				zk_retry_later(e);

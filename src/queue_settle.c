@@ -586,6 +586,92 @@ scan_refused(Scan *s, const char *what, const char *path, ZkMacCheck mc)
 				 errhint("Check who may write under zklock.root (zklock.acl); delete the node once you know whose it is.")));
 }
 
+/*
+ * Kept published nodes (queue_publish.c, "Late creates"): one goes once no
+ * create of it can come any more.  ZooKeeper applies no request of a
+ * session that ended, and a session left behind ends a session timeout
+ * after its last word at the latest; so a kept node of this run goes once
+ * the worker has been on another session than the one that kept it for
+ * twice the session timeout and 10 s, and one of a dead run (its every
+ * session ended: history.h) goes with the run's other nodes.
+ */
+static uint64 kept_session = 0;	/* the session seen by the last pass */
+static TimestampTz kept_session_since = 0;	/* ... first seen then */
+
+/* Completion of the zoo_adelete of a kept node's child (release) */
+static void
+kept_child_gone(int rc, const void *data)
+{
+	/* the delete of the node behind it says how the release went */
+}
+
+/* Completion of the zoo_amulti sent by scan_kept() */
+static void
+scan_kept_done(int rc, const void *data)
+{
+	ScanCall   *c = (ScanCall *) data;
+	Scan	   *volatile s = c->scan;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		s->treading--;
+		scan_send_txns(s);
+		/* a kept node changed meanwhile (BADVERSION) is judged next time */
+		zk_q_scan_done_one(s, zk_rc_definite(rc), 0);
+		pfree(c);
+	}
+	COMPLETION_END(none);
+}
+
+/* The kept node c->path: delete it with its child now, or leave it; true:
+ * c was sent (its completion counts it) */
+static bool
+scan_kept(Scan *s, ScanCall *c, const ZkTxnKept *k, const struct Stat *stat)
+{
+	ZkRunStatus st = zk_history_status(k->run);
+	TimestampTz now = GetCurrentTimestamp();
+	bool		go = false;
+	uint64		fork;
+
+	if (kept_session != zk_cur_session)
+	{
+		kept_session = zk_cur_session;
+		kept_session_since = now;
+	}
+	if (st == ZKR_CURRENT)
+	{
+		int			grace = 2 * Max(zk_session_timeout, zoo_recv_timeout(zk_zh)) + 10000;
+		TimestampTz at = TimestampTzPlusMilliseconds(kept_session_since, grace);
+
+		if (k->session != zk_cur_session && now >= at)
+			go = true;
+		else if (k->session != zk_cur_session &&
+				 (zk_q_resolve_again_at == 0 || zk_q_resolve_again_at > at))
+			zk_q_resolve_again_at = at;	/* the pass comes back for it */
+	}
+	else if (st == ZKR_HEIR || (st == ZKR_OTHER && zk_history_proven(k->run)))
+		go = true;
+	else
+	{
+		/* as node_fate: a dead ancestor is taken over, then settled */
+		if (st == ZKR_DEAD && zk_history_lineage(k->run, &fork))
+			zk_history_want(k->run);
+		zk_history_left(k->run);
+	}
+	if (!go || !zk_session_usable())
+		return false;
+	snprintf(c->epath, sizeof(c->epath), "%s/%s", c->path, ZKQ_TXN_KEPT_CHILD);
+	zoo_delete_op_init(&c->ops[0], c->epath, -1);
+	zoo_delete_op_init(&c->ops[1], c->path, stat->version);
+	if (zoo_amulti(zk_zh, 2, c->ops, c->res, scan_kept_done, c) != ZOK)
+	{
+		s->failed = true;
+		return false;
+	}
+	return true;
+}
+
 /* Completion of the zoo_aget sent by scan_send_txns() */
 static void
 scan_txn_data(int rc, const char *value, int value_len,
@@ -598,12 +684,27 @@ scan_txn_data(int rc, const char *value, int value_len,
 	COMPLETION_BEGIN
 	{
 		bool		counted = false;
+		bool		kept = false;
+		bool		kept_sent = false;
 		char	   *blob = NULL;
 		int			blen = 0;
 		bool		had_mac = false;
 		ZkMacCheck	mc = ZKM_FORGED;
 
-		if (rc == ZOK && value != NULL)
+		if (rc == ZOK && value != NULL && value_len == (int) sizeof(ZkTxnKept) &&
+			((const ZkTxnKept *) value)->magic == ZKQ_TXN_KEPT_MAGIC)
+		{
+			ZkTxnKept	k;
+
+			kept = true;
+			memcpy(&k, value, sizeof(k));
+			if (!zk_kept_verify(c->path, &k) || k.sysid != s->sysid ||
+				k.fxid != c->fxid || k.run != c->run)
+				scan_refused(s, "transaction node", c->path, ZKM_FORGED);
+			else if (stat != NULL && scan_kept(s, c, &k, stat))
+				kept_sent = true;	/* scan_kept_done goes on */
+		}
+		else if (rc == ZOK && value != NULL)
 			blob = txn_blob_widen(value, value_len, &blen, &had_mac);
 		if (blob != NULL)
 			mc = zk_txn_verify(c->path, blob, blen, had_mac);
@@ -637,7 +738,9 @@ scan_txn_data(int rc, const char *value, int value_len,
 			if (f == FATE_COMMITTED)
 			{
 				/* ensures the parents itself; its reply counts for us */
-				if (zk_q_send_publish(blob, c->path, ZKLOCK_NO_ENTRY, ZKLOCK_NO_ENTRY, s, true))
+				/* an entry gave it up: a create of it may be on its way */
+				if (zk_q_send_publish(blob, c->path, ZKLOCK_NO_ENTRY, ZKLOCK_NO_ENTRY, s, true,
+									  zk_history_status(h.run) == ZKR_CURRENT))
 					counted = true;
 				else
 					s->failed = true;
@@ -665,7 +768,7 @@ scan_txn_data(int rc, const char *value, int value_len,
 						(errmsg("zklock: left the queue transaction node %s alone: its transaction is not in this server's history",
 								c->path)));
 		}
-		else if (rc == ZOK && blob == NULL &&
+		else if (rc == ZOK && blob == NULL && !kept &&
 				 ++s->tinvalid <= ZKQ_SCAN_LOG_MAX &&
 				 zk_log_limited(&scan_left_log, "left a queue node alone"))
 			ereport(LOG,
@@ -673,16 +776,19 @@ scan_txn_data(int rc, const char *value, int value_len,
 							c->path)));
 		else if (!zk_rc_definite(rc))
 			s->failed = true;
-		if (c->txn)
+		if (!kept_sent)
 		{
-			s->treading--;
-			scan_send_txns(s);
+			if (c->txn)
+			{
+				s->treading--;
+				scan_send_txns(s);
+			}
+			if (!counted)
+				zk_q_scan_done_one(s, true, 0);
+			pfree(c);
 		}
-		if (!counted)
-			zk_q_scan_done_one(s, true, 0);
 		if (blob != NULL)
 			pfree(blob);
-		pfree(c);
 	}
 	COMPLETION_END(none);
 }
@@ -742,7 +848,13 @@ scan_send_txns(Scan *s)
 		d->txn = true;
 		snprintf(d->path, sizeof(d->path), "%s/txns/%s", zk_root, name);
 		if (s->release_all)
-			rc = zoo_adelete(zk_zh, d->path, -1, scan_void_done, d);
+		{
+			/* a kept node's child first ("Late creates"); most have none */
+			snprintf(d->epath, sizeof(d->epath), "%s/%s", d->path, ZKQ_TXN_KEPT_CHILD);
+			rc = zoo_adelete(zk_zh, d->epath, -1, kept_child_gone, NULL);
+			if (rc == ZOK)
+				rc = zoo_adelete(zk_zh, d->path, -1, scan_void_done, d);
+		}
 		else
 			rc = zoo_aget(zk_zh, d->path, 0, scan_txn_data, d);
 		if (rc != ZOK)

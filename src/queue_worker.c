@@ -549,6 +549,8 @@ qdurable_session_lost(ZkEntry *e, const char *why)
 {
 	if (e->create_inflight || (e->kind == ZKK_QPUB && e->state == ZKE_CREATING))
 		e->in_doubt = true;
+	if (e->kind == ZKK_QPUB && e->state == ZKE_CREATING && e->create_inflight)
+		e->create_unanswered = true;	/* queue_publish.c, "Late creates" */
 	if (e->delete_inflight)
 		e->in_doubt = true;
 	e->create_inflight = e->delete_inflight = false;

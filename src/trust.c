@@ -435,6 +435,25 @@ zk_txn_verify(const char *path, const char *blob, size_t len, bool had_mac)
 	return zk_mac_equal(mac, ((const ZkTxnHeader *) blob)->mac) ? ZKM_VERIFIED : ZKM_FORGED;
 }
 
+/* a kept published node (queue.h): sign it in place; check one */
+void
+zk_kept_sign(const char *path, ZkTxnKept *k)
+{
+	memset(k->mac, 0, ZK_MAC_LEN);
+	zk_mac(path, k, sizeof(*k), k->mac);
+}
+
+bool
+zk_kept_verify(const char *path, const ZkTxnKept *k)
+{
+	ZkTxnKept	c = *k;
+	uint8		mac[ZK_MAC_LEN];
+
+	memset(c.mac, 0, ZK_MAC_LEN);
+	zk_mac(path, &c, sizeof(c), mac);
+	return zk_mac_equal(mac, k->mac);
+}
+
 /* ------------------------------------------------------------------------
  * Rate-limited log lines
  * ------------------------------------------------------------------------

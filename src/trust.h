@@ -63,6 +63,9 @@ extern bool zk_heir_verify(const char *path, const char *run, const char *value,
 extern void zk_txn_sign(const char *path, char *blob, size_t len);
 extern ZkMacCheck zk_txn_verify(const char *path, const char *blob, size_t len,
 								bool had_mac);
+struct ZkTxnKept;
+extern void zk_kept_sign(const char *path, struct ZkTxnKept *k);
+extern bool zk_kept_verify(const char *path, const struct ZkTxnKept *k);
 
 /* rate-limited log lines: one static ZkLogLimit per call site */
 typedef struct ZkLogLimit

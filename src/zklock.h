@@ -168,6 +168,9 @@ typedef struct ZkEntry
 	bool		list_inflight;	/* a listing awaits its reply */
 	bool		delete_inflight;	/* a delete awaits its reply */
 	bool		in_doubt;		/* create's fate unknown after conn loss */
+	bool		create_unanswered;	/* QPUB: a create of its node went
+								 * unanswered: its publication keeps
+								 * the node (queue_publish.c) */
 	bool		on_retry;		/* on the worker's retry list */
 	bool		parents_tried;	/* already recreated the parents once */
 	bool		watching;		/* a watch is set on "watched" */
