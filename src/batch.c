@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * batch.c
- *	  Group commit for ZooKeeper: the worker gathers the creates and
- *	  deletes of every backend into multi-ops.
+ *	  Group commit for ZooKeeper: the worker gathers the creates, deletes
+ *	  and multis (queue publications, claims, consumes) of every backend
+ *	  into multi-ops.
  *
  *	  PostgreSQL's group commit turns many commits into one WAL flush; the
  *	  worker, which sees every backend's requests, turns many backends'
@@ -31,7 +32,7 @@
  *	  Order: ZooKeeper answers one session's requests in the order sent.
  *	  Writes keep their order (a multi's operations are applied in order).
  *	  A read that must see the writes before it (the lock's listing behind
- *	  its create) is put in the same list and sent right behind the send
+ *	  its create, a claim's read of its item) is put in the same list and sent right behind the send
  *	  that carries them; it then sees them, and possibly writes queued after
  *	  it, which is what it would have seen had it been sent a moment later.
  *
@@ -86,10 +87,11 @@ typedef enum BatchKind
 	BI_CREATE,
 	BI_DELETE,
 	BI_MULTI,					/* a recipe's own multi, kept atomic */
-	BI_LIST						/* a read: sent behind the writes before it */
+	BI_LIST,					/* a read: sent behind the writes before it */
+	BI_GET						/* ... of a node's data */
 } BatchKind;
 
-#define BI_IS_READ(k)	((k) == BI_LIST)
+#define BI_IS_READ(k)	((k) == BI_LIST || (k) == BI_GET)
 
 /* A request handed to the batch, until it is sent */
 typedef struct BatchItem
@@ -100,6 +102,7 @@ typedef struct BatchItem
 	string_stat_completion_t create_done;
 	void_completion_t delete_done;
 	strings_completion_t list_done;
+	data_completion_t get_done;
 	void_completion_t multi_done;
 	int			nops;			/* a multi's operations and results (the */
 	zoo_op_t   *ops;			/* recipe's: they live until its answer) */
@@ -303,6 +306,24 @@ zk_batch_get_children(const char *path, strings_completion_t done,
 	return ZOK;
 }
 
+/*
+ * A read of path's data behind the writes handed to the batch before it
+ * (a claim's item behind the claim: queue_claim.c).  Its answer may come
+ * before theirs when a multi they went in failed and they are sent again.
+ */
+int
+zk_batch_get(const char *path, data_completion_t done, const void *ctx)
+{
+	BatchItem  *it;
+
+	if (pending_head == NULL)
+		return zoo_aget(zk_zh, path, 0, done, ctx);
+	it = item_new(BI_GET, path, ctx);
+	it->get_done = done;
+	item_append(it);
+	return ZOK;
+}
+
 /* ---- answers ---- */
 
 /* Give an item's own completion the answer rc (no path, no stat) */
@@ -322,6 +343,9 @@ answer_item(BatchItem *it, int rc, const char *created, const struct Stat *stat)
 			break;
 		case BI_LIST:
 			it->list_done(rc, NULL, it->ctx);
+			break;
+		case BI_GET:
+			it->get_done(rc, NULL, -1, NULL, it->ctx);
 			break;
 	}
 }
@@ -558,7 +582,10 @@ send_read(BatchItem *it)
 {
 	int			rc;
 
-	rc = zoo_aget_children(zk_zh, it->path, 0, it->list_done, it->ctx);
+	if (it->kind == BI_GET)
+		rc = zoo_aget(zk_zh, it->path, 0, it->get_done, it->ctx);
+	else
+		rc = zoo_aget_children(zk_zh, it->path, 0, it->list_done, it->ctx);
 	if (rc != ZOK)
 		answer_item(it, rc, NULL, NULL);
 	item_free(it);

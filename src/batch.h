@@ -34,6 +34,8 @@ extern void zk_batch_multi(int nops, zoo_op_t *ops, zoo_op_result_t *res,
 						   void_completion_t done, const void *ctx);
 extern int	zk_batch_get_children(const char *path, strings_completion_t done,
 								  const void *ctx);
+extern int	zk_batch_get(const char *path, data_completion_t done,
+						 const void *ctx);
 extern void zk_batch_pump(void);
 extern void zk_batch_flush(void);
 extern void zk_batch_session_closed(void);

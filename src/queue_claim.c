@@ -51,6 +51,11 @@ typedef struct Attempt
 	int			slot;
 	bool		multi_ok;
 	bool		multi_doubt;
+	bool		multi_answered;
+	bool		get_answered;	/* before the multi: kept below until it is */
+	char	   *early;			/* the item read then (palloc'd), or NULL */
+	int			early_len;
+	struct Stat early_stat;
 	char		node[ZKQ_NODE_MAX];
 	char		epath[ZK_PATH_MAX];
 	char		tpath[ZK_PATH_MAX];
@@ -100,7 +105,15 @@ slot_clear(ZkEntry *e, int slot)
 
 /*
  * Claim node of queue q for dequeue e in slot: one multi (check the entry,
- * create the claim, signed), then a read of the item.  false: not sent
+ * create the claim, signed), then a read of the item.  false: not sent.
+ *
+ * Both go through the batch (batch.c): the multis of every dequeue that
+ * claims meanwhile, on any queue, go to ZooKeeper as one, and the read
+ * right behind.  When a multi of claims fails because one of them lost its
+ * item to another cluster, the others are sent again on their own, and
+ * their reads, already on their way, answer first: such a read's item is
+ * kept until its claim's answer says whether it is ours (the item's data
+ * does not change once it is published).
  */
 bool
 zk_q_send_attempt(QState *q, ZkEntry *e, int slot, const char *node)
@@ -123,16 +136,10 @@ zk_q_send_attempt(QState *q, ZkEntry *e, int slot, const char *node)
 					   zk_acl(), ZOO_PERSISTENT, NULL, 0);
 	/* recorded as in doubt until the answer says otherwise */
 	slot_set(e, slot, node, ZKQC_DOUBT);
-	rc = zoo_amulti(zk_zh, 2, a->ops, a->res, claim_multi_done, a);
-	if (rc != ZOK)
-	{
-		slot_clear(e, slot);
-		pfree(a);
-		return false;
-	}
+	zk_batch_multi(2, a->ops, a->res, claim_multi_done, a);
 	e->outstanding++;
 	q->inflight++;
-	rc = zoo_aget(zk_zh, a->epath, 0, claim_get_done, a);
+	rc = zk_batch_get(a->epath, claim_get_done, a);
 	if (rc != ZOK)
 		a->multi_doubt = true;	/* no get follows: the multi's reply frees a */
 	return true;
@@ -376,6 +383,8 @@ attempt_finish(Attempt *a)
 	if (e->gen == a->gen && e->state != ZKE_FREE)
 		e->outstanding--;
 	q->inflight--;
+	if (a->early)
+		pfree(a->early);
 	pfree(a);
 	claim_top_up(q);
 	if (q->inflight == 0 && q->list.pending == 0)
@@ -411,7 +420,16 @@ claim_multi_done(int rc, const void *data)
 			a->q->settled = false;	/* in doubt: the slot says so */
 			a->q->rest_exact = false;
 		}
-		if (a->multi_doubt)
+		a->multi_answered = true;
+		if (a->get_answered)
+		{
+			/* its read answered first (sent again alone: see above) */
+			if (e != NULL && a->multi_ok && a->early != NULL)
+				claim_read(e, a->slot, a->tpath, a->early, a->early_len,
+						   &a->early_stat);
+			attempt_finish(a);
+		}
+		else if (a->multi_doubt)
 		{
 			/* no get was sent */
 			a->multi_doubt = false;
@@ -459,10 +477,26 @@ claim_get_done(int rc, const char *value, int value_len,
 	COMPLETION_BEGIN
 	{
 		e = zk_q_entry_of(a->idx, a->gen);
-		if (e != NULL && a->multi_ok && rc == ZOK)
-			claim_read(e, a->slot, a->tpath, value, value_len, stat);
-		/* else ours, but unread: in doubt, sorted out on the retry */
-		attempt_finish(a);
+		if (!a->multi_answered)
+		{
+			/* the claim's answer decides: keep the item until then */
+			a->get_answered = true;
+			if (rc == ZOK && stat != NULL)
+			{
+				a->early = MemoryContextAlloc(zk_q_context(), Max(value_len, 1));
+				if (value_len > 0)
+					memcpy(a->early, value, value_len);
+				a->early_len = Max(value_len, 0);
+				a->early_stat = *stat;
+			}
+		}
+		else
+		{
+			if (e != NULL && a->multi_ok && rc == ZOK)
+				claim_read(e, a->slot, a->tpath, value, value_len, stat);
+			/* else ours, but unread: in doubt, sorted out on the retry */
+			attempt_finish(a);
+		}
 	}
 	COMPLETION_END(e);
 }

@@ -779,7 +779,7 @@ const ZkKindOps zk_qclaim_ops = {
 	.drive = zk_qclaim_drive,
 	.drive_failed = qdurable_drive_failed,
 	.session_lost = qdurable_session_lost,
-	.batched = true,			/* consumes: zk_batch_multi; claims need no order */
+	.batched = true,			/* claims and consumes: zk_batch_multi, and a claim's read behind it */
 };
 
 const ZkKindOps zk_qinfo_ops = {

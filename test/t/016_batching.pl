@@ -15,6 +15,8 @@
 #   5. requests per lock cycle, counted by ZooKeeper (mntr), for 16 clients
 #      on distinct names: under 2 with batching, about 3 with
 #      zklock.batch_max = 1;
+#   5b. 8 consumers dequeue 400 items: every item once, and their claims
+#      and consumes share multis (fewer than 2 multis per item);
 #   6. the stamp node deleted: made again, creates still batched;
 #      the stamp node read-only: creates go one by one, tokens still right.
 
@@ -281,6 +283,48 @@ sub per_cycle
 	$node->append_conf('postgresql.conf', "zklock.batch_max = 64\n");
 	$node->reload;
 	usleep(500_000);
+}
+
+# ---- 5b. claims and consumes of 8 consumers, gathered; every item once ----
+sub per_item
+{
+	my ($tag) = @_;
+	my $n = 400;
+	$node->safe_psql('postgres', "CREATE TABLE got_$tag (body text)");
+	$node->safe_psql('postgres',
+		"SELECT count(zk_enqueue('bq-$tag', 'i' || g)) FROM generate_series(1, $n) g");
+	my $script = "$PostgreSQL::Test::Utils::tmp_check/batch_q_$tag.sql";
+	PostgreSQL::Test::Utils::append_to_file($script,
+		"BEGIN;\nINSERT INTO got_$tag SELECT body FROM zk_dequeue('bq-$tag', '10s');\nCOMMIT;\n");
+	my $q0 = proxy_stats($proxy)->{requests};
+	my ($stdout, $stderr);
+	IPC::Run::run([ 'pgbench', '-n', '-c', 8, '-j', 2, '-t', $n / 8, '-f', $script,
+			'-h', $node->host, '-p', $node->port, 'postgres' ],
+		'>', \$stdout, '2>', \$stderr)
+	  or die "pgbench failed: $stderr";
+	my $q1 = proxy_stats($proxy)->{requests};
+	my %d = map { $_ => (($q1->{$_} // 0) - ($q0->{$_} // 0)) } keys %$q1;
+	note "$tag: requests by operation: " . join(', ', map { "$_ $d{$_}" } sort keys %d);
+	is($node->safe_psql('postgres', "SELECT count(*), count(DISTINCT body) FROM got_$tag"),
+		"$n|$n", "b9: $tag: $n items, each dequeued once");
+	is(zk_count($zk, "/zklock/queues/bq-$tag/entries"), 0, "b9: $tag: none left");
+	my $multi = ($d{multi} // 0) / $n;
+	note sprintf('%s: %.3f multis per item (claims and consumes)', $tag, $multi);
+	return $multi;
+}
+
+{
+	my $batched = per_item('batched');
+	$node->append_conf('postgresql.conf', "zklock.batch_max = 1\n");
+	$node->reload;
+	usleep(500_000);
+	my $alone = per_item('alone');
+	$node->append_conf('postgresql.conf', "zklock.batch_max = 64\n");
+	$node->reload;
+	usleep(500_000);
+	ok($alone >= 1.9, sprintf('b9: zklock.batch_max = 1: %.2f multis per item (a claim and a consume each)', $alone));
+	ok($batched < 0.75 * $alone,
+		sprintf('b9: 8 consumers, batching: %.2f multis per item', $batched));
 }
 
 # ---- 6. the stamp node deleted, then read-only ----
