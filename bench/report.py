@@ -124,6 +124,15 @@ def main():
               % (d_tp, d_p50))
         print("  (zklock's cycle is pgbench's transaction BEGIN; SELECT zk_lock(...); COMMIT: three")
         print("  statements over a unix socket, the backend, the worker and the same ZooKeeper requests)")
+        a1 = med.get(("one", "advisory"))
+        if a1:
+            floor = 1e6 / fnum(a1["cps"])
+            print("  of which PostgreSQL's own statement path (the advisory cycle, same three statements")
+            print("  through pgbench): %.0f us; the rest, %+.0f us, is the backend's hop to the worker and back"
+                  % (floor, d_tp - floor))
+            print("  plus what the worker does beyond the raw C client.  Even with nothing but that floor added,")
+            print("  zklock could reach %.2f x raw C at 1 client." % ((1e6 / fnum(c1["cps"])) /
+                                                                   (1e6 / fnum(c1["cps"]) + floor)))
 
     print()
     print("notes:")
