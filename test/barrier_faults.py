@@ -17,6 +17,8 @@ Commands on stdin, one per line; each answers one line of JSON on stdout,
                             "czxid", "data"}, ...]
                 or "kids": null when PATH does not exist
   count PATH    "count": number of descendants of PATH (0 if missing)
+  pending PATH  "count": children of PATH without a child "kept" (transaction
+                nodes not published yet)
   exists PATH   "exists": true | false
   quit          "bye", then exit
 
@@ -82,6 +84,16 @@ def main(argv):
                 res = {"ok": True, "kids": kids(zk, path)}
             elif verb == "count":
                 res = {"ok": True, "count": count(zk, path)}
+            elif verb == "pending":
+                # transaction nodes not yet published: those without the
+                # child "kept" (a published node kept against a late create)
+                try:
+                    names = zk.get_children_async(path).get(timeout=WAIT)
+                except NoNodeError:
+                    names = []
+                n = sum(1 for c in names
+                        if zk.exists_async(join(join(path, c), "kept")).get(timeout=WAIT) is None)
+                res = {"ok": True, "count": n}
             elif verb == "exists":
                 res = {"ok": True, "exists": zk.exists_async(path).get(timeout=WAIT) is not None}
             elif verb == "quit":

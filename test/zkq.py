@@ -94,6 +94,7 @@ def main(argv):
     nargs = {
         "ls": (1, 1), "count": (1, 1), "tree": (1, 1), "get": (1, 1),
         "exists": (1, 1), "create": (1, 2), "delete": (1, 1), "wait-count": (3, 3),
+        "count-kept": (1, 1),
     }
     if verb not in nargs:
         usage("unknown verb %r" % verb)
@@ -118,6 +119,15 @@ def main(argv):
                 print(c)
         elif verb == "count":
             print(count(zk, path))
+        elif verb == "count-kept":
+            # children of a txns node: "<not kept> <kept>" (a kept published
+            # transaction node has the child "kept": src/queue_publish.c)
+            kept = 0
+            kids = children(zk, path)
+            for c in kids:
+                if zk.exists(path + "/" + c + "/kept") is not None:
+                    kept += 1
+            print("%d %d" % (len(kids) - kept, kept))
         elif verb == "tree":
             st = zk.exists(path)
             if st is not None:

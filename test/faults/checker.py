@@ -223,6 +223,7 @@ def queue_verdict(q, run):
     fig["queue_drained"] = drain.get("drained")
     fig["queue_left_after_load"] = q.get("left_after_load")
     fig["queue_left"] = q.get("left")
+    fig["queue_kept_seen"] = q.get("kept_seen")
     if load is None:
         anom.append("queue: the load did not report")
     else:

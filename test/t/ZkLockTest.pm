@@ -32,7 +32,7 @@ use Test::More;
 
 our @EXPORT = qw(
   zk_start zk_stop zk_kill zk_freeze zk_thaw zk_restart zk_cmd zk_fourlw zk_watch_count
-  zkq zk_count zk_wait_count zk_tree zk_children
+  zkq zk_count zk_txns_pending zk_wait_count zk_tree zk_children
   zk_node zk_status zk_status_value wait_for_state worker_pid wait_for_worker
   new_session one_shot wait_until elapsed_since
   wait_for_backend_active try_lock_elsewhere
@@ -336,6 +336,18 @@ sub zk_count
 	chomp $out;
 	die "zkq count $path: unexpected output '$out'" unless $out =~ /^\d+$/;
 	return $out + 0;
+}
+
+# Transaction nodes under $path (<root>/txns) not published yet: those
+# without the child "kept" (a published node kept against a late create of
+# it, src/queue_publish.c "Late creates").  Returns (pending, kept).
+sub zk_txns_pending
+{
+	my ($zk, $path) = @_;
+	my ($rc, $out, $err) = zkq($zk, 'count-kept', $path);
+	die "zkq count-kept $path failed (rc $rc): $out $err" if $rc != 0;
+	die "zkq count-kept $path: unexpected output '$out'" unless $out =~ /^(\d+) (\d+)$/;
+	return wantarray ? ($1 + 0, $2 + 0) : $1 + 0;
 }
 
 sub zk_tree
