@@ -1,9 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * batch.c
- *	  Group commit for ZooKeeper: the worker gathers the creates, deletes
- *	  and multis (queue publications, claims, consumes) of every backend
- *	  into multi-ops.
+ *	  Group commit for ZooKeeper: the worker gathers the creates and
+ *	  deletes (lock nodes, semaphore leases) and multis (queue
+ *	  publications, claims, consumes) of every backend into multi-ops.
  *
  *	  PostgreSQL's group commit turns many commits into one WAL flush; the
  *	  worker, which sees every backend's requests, turns many backends'

@@ -35,6 +35,7 @@
 #include "zklock.h"
 #include "recipe.h"
 #include "semaphore.h"
+#include "batch.h"
 
 #include <errno.h>
 
@@ -194,6 +195,9 @@ pool_read(int rc, const char *value, int value_len, const struct Stat *stat,
 	COMPLETION_END(e);
 }
 
+/* the session in which the pools' parents were last sent (send_ensure) */
+static uint64 parents_session = 0;
+
 /* Completion of the zoo_acreate sent by send_ensure() */
 static void
 pool_created(int rc, const char *name, const void *ctx)
@@ -223,6 +227,12 @@ pool_created(int rc, const char *name, const void *ctx)
 				else
 					zk_retry_later(e);
 			}
+			else if (rc == ZNONODE && !e->parents_tried)
+			{
+				/* a parent went since this session sent them: again */
+				e->parents_tried = true;
+				sem_step(e);
+			}
 			else if (!zk_rc_definite(rc))
 				zk_retry_later(e);
 			else
@@ -245,14 +255,19 @@ send_ensure(ZkEntry *e)
 	int			rc;
 
 	pool_path(e, pool, sizeof(pool));
-	for (p = pool + 1; *p; p++)
-		if (*p == '/')
-		{
-			*p = '\0';
-			/* the parents exist, or the pool's create says why not */
-			zk_create_parent(pool, ZOO_PERSISTENT);
-			*p = '/';
-		}
+	/* once per session; again after a NONODE (pool_created) */
+	if (parents_session != zk_cur_session || e->parents_tried)
+	{
+		for (p = pool + 1; *p; p++)
+			if (*p == '/')
+			{
+				*p = '\0';
+				/* the parents exist, or the pool's create says why not */
+				zk_create_parent(pool, ZOO_PERSISTENT);
+				*p = '/';
+			}
+		parents_session = zk_cur_session;
+	}
 	snprintf(max, sizeof(max), "%d", e->parties);
 	rc = zoo_acreate(zk_zh, pool, max, strlen(max), zk_acl(),
 					 ZOO_PERSISTENT, pool_created, zk_ctx_of(e));
@@ -459,14 +474,10 @@ sem_step(ZkEntry *e)
 				return;
 			}
 			lease_path(e, path, sizeof(path));
-			rc = zoo_adelete(zk_zh, path, -1, lease_deleted, zk_ctx_of(e));
-			if (rc == ZOK)
-			{
-				e->delete_inflight = true;
-				e->state = ZKE_DELETING;
-			}
-			else
-				zk_retry_later(e);
+			/* gathered with other writes (batch.c): nobody waits for it */
+			zk_batch_delete(path, -1, lease_deleted, zk_ctx_of(e));
+			e->delete_inflight = true;
+			e->state = ZKE_DELETING;
 			return;
 		}
 		zk_entry_free(e);
@@ -521,13 +532,15 @@ sem_step(ZkEntry *e)
 		case ZKSEM_CREATE:
 			lease_path(e, path, sizeof(path));
 			e->state = ZKE_CREATING;
-			rc = zoo_acreate2(zk_zh, path, e->data, (int) strlen(e->data),
-							  zk_acl(), ZOO_EPHEMERAL, lease_created,
-							  zk_ctx_of(e));
-			if (rc == ZOK)
-				e->create_inflight = true;
-			else
-				(void) zk_send_failed(e, rc, "semaphore lease create");
+			/*
+			 * gathered with other writes (batch.c); its token is still its
+			 * czxid, and two leases of one pool never share a multi.  Only
+			 * the guard's holder lists the pool, and the guard's delete
+			 * follows this create in the batch, so no listing misses it.
+			 */
+			zk_batch_create(path, e->data, (int) strlen(e->data),
+							ZOO_EPHEMERAL, lease_created, zk_ctx_of(e));
+			e->create_inflight = true;
 			break;
 	}
 }

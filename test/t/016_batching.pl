@@ -15,6 +15,8 @@
 #   5. requests per lock cycle, counted by ZooKeeper (mntr), for 16 clients
 #      on distinct names: under 2 with batching, about 3 with
 #      zklock.batch_max = 1;
+#   5a. semaphores of 16 clients: their leases' creates and deletes (and
+#      their guards' locks) gathered: fewer requests per cycle;
 #   5b. 8 consumers dequeue 400 items: every item once, and their claims
 #      and consumes share multis (fewer than 2 multis per item);
 #   6. the stamp node deleted: made again, creates still batched;
@@ -250,10 +252,11 @@ sub packets
 
 sub per_cycle
 {
-	my ($tag) = @_;
+	my ($tag, $call) = @_;
+	$call //= "zk_lock('b8-$tag-' || :client_id)";
 	my $script = "$PostgreSQL::Test::Utils::tmp_check/batch_$tag.sql";
 	PostgreSQL::Test::Utils::append_to_file($script,
-		"BEGIN;\nSELECT zk_lock('b8-$tag-' || :client_id);\nCOMMIT;\n");
+		"BEGIN;\nSELECT $call;\nCOMMIT;\n");
 	my $p0 = packets();
 	my $q0 = proxy_stats($proxy)->{requests};
 	my ($stdout, $stderr);
@@ -283,6 +286,29 @@ sub per_cycle
 	$node->append_conf('postgresql.conf', "zklock.batch_max = 64\n");
 	$node->reload;
 	usleep(500_000);
+}
+
+# ---- 5a. semaphores: the leases' creates and deletes are gathered too ----
+{
+	my $batched = per_cycle('sem_batched', "zk_semaphore('b10-' || :client_id, 2)");
+	$node->append_conf('postgresql.conf', "zklock.batch_max = 1\n");
+	$node->reload;
+	usleep(500_000);
+	my $alone = per_cycle('sem_alone', "zk_semaphore('b10-' || :client_id, 2)");
+	$node->append_conf('postgresql.conf', "zklock.batch_max = 64\n");
+	$node->reload;
+	usleep(500_000);
+	ok($batched < 0.85 * $alone,
+		sprintf('b10: 16 clients on their own semaphores: %.2f requests per cycle, %.2f with zklock.batch_max = 1',
+			$batched, $alone));
+	is(zk_count($zk, '/zklock/semaphores'), 0 + scalar(zk_children($zk, '/zklock/semaphores')),
+		'b10: no lease left (only the pools)');
+	# the pools' parents are sent once per session: gone, they are made again
+	zkq($zk, 'delete', '/zklock/semaphores');
+	ok(!zk_exists($zk, '/zklock/semaphores'), 'b10: /zklock/semaphores deleted');
+	my ($rc, $out, $err) = $node->psql('postgres',
+		"BEGIN; SELECT zk_semaphore('b10-again', 1, '10s'); SELECT 'ok'; COMMIT;", timeout => 30);
+	is($rc, 0, 'b10: a semaphore is taken again, its parents made again') or diag $err;
 }
 
 # ---- 5b. claims and consumes of 8 consumers, gathered; every item once ----
