@@ -287,6 +287,19 @@ zk_batch_multi(int nops, zoo_op_t *ops, zoo_op_result_t *res,
 	item_append(it);
 }
 
+/* A read queued behind the writes pending; NULL when none is (send it now) */
+static BatchItem *
+read_behind(BatchKind kind, const char *path, const void *ctx)
+{
+	BatchItem  *it;
+
+	if (pending_head == NULL)
+		return NULL;
+	it = item_new(kind, path, ctx);
+	item_append(it);
+	return it;
+}
+
 /*
  * List path's children, after every write handed to the batch before.
  * With nothing pending it is sent at once; returns the client library's
@@ -296,13 +309,11 @@ int
 zk_batch_get_children(const char *path, strings_completion_t done,
 					  const void *ctx)
 {
-	BatchItem  *it;
+	BatchItem  *it = read_behind(BI_LIST, path, ctx);
 
-	if (pending_head == NULL)
+	if (it == NULL)
 		return zoo_aget_children(zk_zh, path, 0, done, ctx);
-	it = item_new(BI_LIST, path, ctx);
 	it->list_done = done;
-	item_append(it);
 	return ZOK;
 }
 
@@ -314,13 +325,11 @@ zk_batch_get_children(const char *path, strings_completion_t done,
 int
 zk_batch_get(const char *path, data_completion_t done, const void *ctx)
 {
-	BatchItem  *it;
+	BatchItem  *it = read_behind(BI_GET, path, ctx);
 
-	if (pending_head == NULL)
+	if (it == NULL)
 		return zoo_aget(zk_zh, path, 0, done, ctx);
-	it = item_new(BI_GET, path, ctx);
 	it->get_done = done;
-	item_append(it);
 	return ZOK;
 }
 

@@ -261,6 +261,8 @@ typedef struct ScanCall
 	char		qenc[ZKLOCK_ENAME_MAX + 1];
 	int			version;		/* the claim's, when read */
 	bool		txn;			/* a read (delete) of a txns window */
+	bool		kept;			/* the delete of a kept node: not counted
+								 * as settled */
 	zoo_op_t	ops[2];
 	zoo_op_result_t res[2];
 } ScanCall;
@@ -341,7 +343,7 @@ zk_q_scan_done_one(Scan *s, bool ok, int64 removed)
 		scan_finish(s);
 }
 
-/* Completion of the zoo_adelete of 4 callers */
+/* Completion of the zoo_adelete of 4 callers, and of scan_kept's multi */
 static void
 scan_void_done(int rc, const void *data)
 {
@@ -356,7 +358,7 @@ scan_void_done(int rc, const void *data)
 			s->treading--;
 			scan_send_txns(s);
 		}
-		zk_q_scan_done_one(s, zk_rc_definite(rc), rc == ZOK ? 1 : 0);
+		zk_q_scan_done_one(s, zk_rc_definite(rc), rc == ZOK && !c->kept ? 1 : 0);
 		pfree(c);
 	}
 	COMPLETION_END(none);
@@ -605,25 +607,6 @@ kept_child_gone(int rc, const void *data)
 	/* the delete of the node behind it says how the release went */
 }
 
-/* Completion of the zoo_amulti sent by scan_kept() */
-static void
-scan_kept_done(int rc, const void *data)
-{
-	ScanCall   *c = (ScanCall *) data;
-	Scan	   *volatile s = c->scan;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
-	{
-		s->treading--;
-		scan_send_txns(s);
-		/* a kept node changed meanwhile (BADVERSION) is judged next time */
-		zk_q_scan_done_one(s, zk_rc_definite(rc), 0);
-		pfree(c);
-	}
-	COMPLETION_END(none);
-}
-
 /* The kept node c->path: delete it with its child now, or leave it; true:
  * c was sent (its completion counts it) */
 static bool
@@ -664,7 +647,9 @@ scan_kept(Scan *s, ScanCall *c, const ZkTxnKept *k, const struct Stat *stat)
 	snprintf(c->epath, sizeof(c->epath), "%s/%s", c->path, ZKQ_TXN_KEPT_CHILD);
 	zoo_delete_op_init(&c->ops[0], c->epath, -1);
 	zoo_delete_op_init(&c->ops[1], c->path, stat->version);
-	if (zoo_amulti(zk_zh, 2, c->ops, c->res, scan_kept_done, c) != ZOK)
+	/* a kept node changed meanwhile (BADVERSION) is judged next time */
+	c->kept = true;
+	if (zoo_amulti(zk_zh, 2, c->ops, c->res, scan_void_done, c) != ZOK)
 	{
 		s->failed = true;
 		return false;
@@ -702,7 +687,7 @@ scan_txn_data(int rc, const char *value, int value_len,
 				k.fxid != c->fxid || k.run != c->run)
 				scan_refused(s, "transaction node", c->path, ZKM_FORGED);
 			else if (stat != NULL && scan_kept(s, c, &k, stat))
-				kept_sent = true;	/* scan_kept_done goes on */
+				kept_sent = true;	/* scan_void_done goes on */
 		}
 		else if (rc == ZOK && value != NULL)
 			blob = txn_blob_widen(value, value_len, &blen, &had_mac);

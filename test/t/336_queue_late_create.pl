@@ -24,7 +24,6 @@
 use strict;
 use warnings FATAL => 'all';
 
-use MIME::Base64;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -38,49 +37,14 @@ my $ROOT = '/zklock';
 my $Q = "$ROOT/queues";
 my $TXNS = "$ROOT/txns";
 
-my $A = PostgreSQL::Test::Cluster->new('lateA');
-$A->init;
-$A->append_conf('postgresql.conf',
-	zk_conf($p->{hosts}, session_timeout => '6s', connect_timeout => '3s',
-		conf => "zklock.commit_timeout = '2s'\n"));
-$A->start;
-$A->safe_psql('postgres', 'CREATE EXTENSION zklock');
-ZkLockTest::wait_connected($A, 'A did not connect');
+my $A = zk_node('lateA', $p->{hosts}, session_timeout => '6s', connect_timeout => '3s',
+	conf => "zklock.commit_timeout = '2s'\n");
 
 sub sql { return $A->safe_psql('postgres', $_[0]); }
 sub entries { my @l = zk_children($zk, "$Q/$_[0]/entries"); return scalar @l; }
 
-# a ZooKeeper client: save a node's bytes, create a node with bytes
-my $tool = "$PostgreSQL::Test::Utils::tmp_check/late_336.py";
-open(my $fh, '>', $tool) or die $!;
-print $fh <<'PY';
-import base64, sys
-from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError
-zk = KazooClient(hosts=sys.argv[1])
-zk.start(timeout=15)
-if sys.argv[2] == "save":
-    data, _ = zk.get(sys.argv[3])
-    print(base64.b64encode(data).decode())
-elif sys.argv[2] == "magic":
-    data, _ = zk.get(sys.argv[3])
-    print(data[:4][::-1].decode("latin-1"))
-else:
-    try:
-        zk.create(sys.argv[3], base64.b64decode(sys.argv[4]))
-        print("created")
-    except NodeExistsError:
-        print("exists")
-zk.stop()
-PY
-close $fh;
-sub tool
-{
-	my ($rc, $out, $err) = ZkLockTest::_run([ $ZkLockTest::PYTHON, $tool, $zk->{hosts}, @_ ], 60);
-	die "late create tool: $err" if $rc != 0;
-	chomp $out;
-	return $out;
-}
+# a client copying nodes (test/node_copy.py)
+sub tool { return node_copy($zk, @_); }
 
 # The round: the transaction node's create lands and its reply is lost; the
 # publication is held back while its bytes are read; then it goes.

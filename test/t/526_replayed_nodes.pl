@@ -20,7 +20,6 @@
 use strict;
 use warnings FATAL => 'all';
 
-use MIME::Base64;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -46,30 +45,8 @@ ZkLockTest::wait_connected($A, 'A did not connect');
 
 sub sql { return $A->safe_psql('postgres', $_[0]); }
 
-# a ZooKeeper client that saves a node's bytes, and creates it again
-my $tool = "$PostgreSQL::Test::Utils::tmp_check/replay_526.py";
-open(my $fh, '>', $tool) or die $!;
-print $fh <<'PY';
-import base64, sys
-from kazoo.client import KazooClient
-zk = KazooClient(hosts=sys.argv[1])
-zk.start(timeout=15)
-if sys.argv[2] == "save":
-    data, _ = zk.get(sys.argv[3])
-    print(base64.b64encode(data).decode())
-else:
-    zk.create(sys.argv[3], base64.b64decode(sys.argv[4]), makepath=True)
-    print("created")
-zk.stop()
-PY
-close $fh;
-sub tool
-{
-	my ($rc, $out, $err) = ZkLockTest::_run([ $ZkLockTest::PYTHON, $tool, $zk->{hosts}, @_ ], 60);
-	die "replay tool: $err" if $rc != 0;
-	chomp $out;
-	return $out;
-}
+# a client copying nodes (test/node_copy.py)
+sub tool { return node_copy($zk, @_); }
 
 sub restart_worker
 {

@@ -32,7 +32,7 @@ use Test::More;
 
 our @EXPORT = qw(
   zk_start zk_stop zk_kill zk_freeze zk_thaw zk_restart zk_cmd zk_fourlw zk_watch_count
-  zkq zk_count zk_txns_pending zk_wait_count zk_tree zk_children
+  zkq zk_count zk_txns_pending node_copy zk_wait_count zk_tree zk_children
   zk_node zk_status zk_status_value wait_for_state worker_pid wait_for_worker
   new_session one_shot wait_until elapsed_since
   wait_for_backend_active try_lock_elsewhere
@@ -336,6 +336,18 @@ sub zk_count
 	chomp $out;
 	die "zkq count $path: unexpected output '$out'" unless $out =~ /^\d+$/;
 	return $out + 0;
+}
+
+# test/node_copy.py: save a node's bytes (base64), its 4-byte tag, or create
+# a node with saved bytes ("created", or "exists"), as a client copying
+# zklock's nodes would
+sub node_copy
+{
+	my ($zk, @args) = @_;
+	my ($rc, $out, $err) = _run([ $PYTHON, "$SRC/test/node_copy.py", $zk->{hosts}, @args ], 60);
+	die "node_copy.py @args[0,1]: $err" if $rc != 0;
+	chomp $out;
+	return $out;
 }
 
 # Transaction nodes under $path (<root>/txns) not published yet: those
