@@ -297,7 +297,12 @@ foreach my $case ([ 'D', 'qa_d', 'create' ], [ 'E', 'qa_e', 'multi' ])
 	sleep 1.5;
 	is(join(',', payloads($q)), join(',', map { "$tag-$_" } 1 .. $want) =~ s/^,$//r,
 		"$tag: each item exactly once, nothing duplicated by the retry");
-	is(zk_count($zk, $TXNS), 0, "$tag: no transaction node left");
+	# one whose create's reply was lost is published but kept against a
+	# late create (src/queue_publish.c, "Late creates"): not left behind
+	my ($pending, $kept) = zk_txns_pending($zk, $TXNS);
+	is($pending, 0, "$tag: no transaction node left");
+	ok($kept >= 1, "$tag: the published node is kept (its create's reply was lost)")
+	  if $op eq 'create';
 	sql("SELECT zk_queue_purge('$q')");
 	$s->quit;
 }
@@ -633,7 +638,7 @@ END \$\$});
 	is(wait_queue('qa_n1', 0, 0, 15), '0/0', "N: the committed consumer's item is consumed in the new session");
 	is(sql("SELECT count(*) FROM consumed WHERE q = 'qa_n1'"), '1', 'N: recorded once');
 	sleep 2;
-	is(n_entries('qa_n2') . '/' . zk_count($zk, $TXNS), '0/0', 'N: the failed COMMIT published nothing, left no txn node');
+	is(n_entries('qa_n2') . '/' . scalar(zk_txns_pending($zk, $TXNS)), '0/0', 'N: the failed COMMIT published nothing, left no txn node');
 	qa('put', "$Q/qa_n3", 'n3-item');
 	$r = $w->wait(20);
 	is($r->{out}, 'n3-item', 'N: the waiter from before the expiry gets the item put afterwards');
@@ -716,7 +721,7 @@ sub wait_back
 	sleep 1.5;
 	is(join(',', payloads($q)), join(',', sort map { my $i = $_; map { "p$i-$_" } 1 .. 5 } @committed),
 		'O: exactly their items, once each; none of the failed COMMITs');
-	is(zk_count($zk, $TXNS), 0, 'O: no transaction node left');
+	is(scalar(zk_txns_pending($zk, $TXNS)), 0, 'O: no transaction node left');
 	$_->kill_client foreach @pr;
 	sql("SELECT zk_queue_purge('$q')");
 }
