@@ -35,6 +35,9 @@ typedef struct BObj
 	bool		rwatching;		/* an exists watch of ours may be set on
 								 * ready (see barrier_ready_event) */
 	int			rinflight;		/* exists requests on ready not answered */
+	uint64		node_session;	/* a member was created in the barrier's
+								 * node in this session (zk_cur_session):
+								 * the node is there, no need to make it */
 	bool		recheck;		/* on idle_checks */
 	TimestampTz idle_since;
 	uint32		id;				/* names it to ZooKeeper (obj_ctx) */
@@ -49,7 +52,7 @@ extern void zk_b_obj_add(BObj *o, ZkEntry *e);
 extern void zk_b_obj_remove_entry(BObj *o, ZkEntry *e);
 extern BObj *zk_b_obj_of(ZkEntry *e);
 extern void zk_b_obj_kick(BObj *o);
-extern int zk_b_barrier_watch_ready(BObj *o);
+extern int zk_b_barrier_watch_ready(BObj *o, bool behind);
 extern void zk_b_ready_done(int rc, const void *data);
 
 /* barrier_member.c */

@@ -13,6 +13,7 @@
  *-------------------------------------------------------------------------
  */
 #include "barrier_int.h"
+#include "batch.h"
 
 #include "trust.h"
 #include "queue.h"
@@ -96,7 +97,7 @@ member_unwatch(ZkEntry *e)
 
 static ZkLogLimit member_delete_log;
 
-/* Completion of the zoo_adelete sent by member_send_delete() */
+/* Completion of the delete member_send_delete() handed to the batch */
 static void
 member_deleted(int rc, const void *ctx)
 {
@@ -136,22 +137,22 @@ member_deleted(int rc, const void *ctx)
 	COMPLETION_END(e);
 }
 
-/* Send the delete of e's member node; retried later if it cannot be sent */
+/*
+ * Send the delete of e's member node, gathered with other writes (batch.c):
+ * the members of a barrier leave together, and their deletes go as one
+ * multi.  A delete that cannot be sent is answered so, and retried.
+ */
 static void
 member_send_delete(ZkEntry *e)
 {
 	char		path[ZK_PATH_MAX];
-	int			rc;
 
 	member_path(e, e->guid, path, sizeof(path));
-	rc = zoo_adelete(zk_zh, path, -1, member_deleted, zk_ctx_of(e));
-	if (rc == ZOK)
-		e->delete_inflight = true;
-	else
-		zk_retry_later(e);
+	zk_batch_delete(path, -1, member_deleted, zk_ctx_of(e));
+	e->delete_inflight = true;
 }
 
-/* Completion of the zoo_acreate2 sent by member_send_create() */
+/* Completion of the create member_send_create() handed to the batch */
 static void
 member_created(int rc, const char *value, const struct Stat *stat, const void *ctx)
 {
@@ -168,6 +169,7 @@ member_created(int rc, const char *value, const struct Stat *stat, const void *c
 				/* ZNODEEXISTS: ours, by name, from a try whose reply was lost */
 				e->in_doubt = false;
 				strlcpy(e->node, e->guid, sizeof(e->node));
+				zk_b_obj_of(e)->node_session = zk_cur_session;
 				if (rc == ZOK && stat && e->token == 0)
 					e->token = stat->czxid;
 				member_step(e);
@@ -177,6 +179,7 @@ member_created(int rc, const char *value, const struct Stat *stat, const void *c
 				/* the barrier's node (a container) or its parents are gone */
 				e->errors++;
 				e->parents_tried = true;
+				zk_b_obj_of(e)->node_session = 0;
 				member_step(e);
 			}
 			else if (!zk_rc_definite(rc))
@@ -244,7 +247,6 @@ static void
 member_send_create(ZkEntry *e)
 {
 	char		path[ZK_PATH_MAX];
-	int			rc;
 
 	if (e->parents_tried)
 	{
@@ -254,7 +256,14 @@ member_send_create(ZkEntry *e)
 		zk_create_parent(zk_root, 0);
 		zk_create_parent(dir, 0);
 	}
-	/* the barrier's own node is a container: gone when its last member is */
+
+	/*
+	 * The barrier's own node is a container, gone when its last member is
+	 * (once ZooKeeper's container check comes by).  It is made unless a
+	 * member was created in it in this session: a barrier used round
+	 * after round keeps it, and a ZNONODE makes it again.
+	 */
+	if (e->parents_tried || zk_b_obj_of(e)->node_session != zk_cur_session)
 	{
 		char		dir[ZK_PATH_MAX];
 
@@ -263,28 +272,30 @@ member_send_create(ZkEntry *e)
 	}
 	member_path(e, e->guid, path, sizeof(path));
 	e->state = ZKE_CREATING;
-	rc = zoo_acreate2(zk_zh, path, e->data, strlen(e->data), zk_acl(),
-					  ZOO_EPHEMERAL, member_created, zk_ctx_of(e));
-	if (rc == ZOK)
-	{
-		e->create_inflight = true;
-		e->session = zk_cur_session;
 
-		/*
-		 * The watch on "ready" goes right behind the create, not after its
-		 * answer: ZooKeeper sets it next to the create, before another
-		 * member can count this one and open the barrier.  Set after the
-		 * answer, a worker that stalls meanwhile (or an answer held up)
-		 * would find "ready" created and deleted again by members that
-		 * entered and left at once, and miss the opening
-		 * (barrier_ready_event).  ready_armed takes it off again if nobody
-		 * waits by then.
-		 */
-		if (e->step.barrier == ZKB_ENTER)
-			(void) zk_b_barrier_watch_ready(zk_b_obj_of(e));
-	}
-	else
-		(void) zk_send_failed(e, rc, "create");
+	/*
+	 * Gathered with other writes (batch.c): members entering together are
+	 * created by one multi, and share its zxid as their czxid (the token;
+	 * "ready" is never created in a batch, so it never ties with one).
+	 */
+	zk_batch_create_sibling(path, e->data, (int) strlen(e->data),
+							ZOO_EPHEMERAL, member_created, zk_ctx_of(e));
+	e->create_inflight = true;
+	e->session = zk_cur_session;
+
+	/*
+	 * The watch on "ready" goes right behind the create, not after its
+	 * answer: ZooKeeper sets it next to the create, before another member
+	 * can count this one and open the barrier.  Set after the answer, a
+	 * worker that stalls meanwhile (or an answer held up) would find
+	 * "ready" created and deleted again by members that entered and left
+	 * at once, and miss the opening (barrier_ready_event).  If the multi
+	 * the create went in fails for another write, the create is sent again
+	 * behind this watch, which is then merely early.  ready_armed takes it
+	 * off again if nobody waits by then.
+	 */
+	if (e->step.barrier == ZKB_ENTER)
+		(void) zk_b_barrier_watch_ready(zk_b_obj_of(e), true);
 }
 
 /* ---- leaving ---- */
@@ -595,4 +606,9 @@ const ZkKindOps zk_bmember_ops = {
 	.drive = member_step,
 	.drive_failed = member_drive_failed,
 	.session_lost = zk_b_member_session_lost,
+	/*
+	 * its creates and deletes go through batch.c, the watch on ready right
+	 * behind the create; its other reads need to see no write held there
+	 */
+	.batched = true,
 };

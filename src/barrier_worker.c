@@ -31,6 +31,7 @@
  *-------------------------------------------------------------------------
  */
 #include "barrier_int.h"
+#include "batch.h"
 
 #include "trust.h"
 #include "queue.h"
@@ -220,6 +221,7 @@ obj_get(int op, const char *name)
 		o->ready_czxid = 0;
 		o->ready_version = -1;
 		o->rwatching = false;
+		o->node_session = 0;
 	}
 	o->last_used = GetCurrentTimestamp();
 	return o;
@@ -667,15 +669,21 @@ ready_armed(int rc, const struct Stat *stat, const void *data)
 	COMPLETION_END(none);
 }
 
-/* Send the exists watch on ready (before the listing of a probe) */
+/*
+ * Send the exists watch on ready: before the listing of a probe, or (behind)
+ * right behind the member's create handed to the batch before it.
+ */
 int
-zk_b_barrier_watch_ready(BObj *o)
+zk_b_barrier_watch_ready(BObj *o, bool behind)
 {
 	char		rpath[ZK_PATH_MAX];
 	int			rc;
 
 	snprintf(rpath, sizeof(rpath), "%s/%s", o->path, ZKB_READY);
-	rc = zoo_awexists(zk_zh, rpath, barrier_ready_event, obj_ctx(o), ready_armed, obj_ctx(o));
+	if (behind)
+		rc = zk_batch_wexists(rpath, barrier_ready_event, obj_ctx(o), ready_armed, obj_ctx(o));
+	else
+		rc = zoo_awexists(zk_zh, rpath, barrier_ready_event, obj_ctx(o), ready_armed, obj_ctx(o));
 	if (rc == ZOK)
 		o->rinflight++;
 	return rc;
@@ -856,7 +864,7 @@ obj_probe(BObj *o)
 			rc = zoo_awget_children(zk_zh, o->path, obj_watcher, obj_ctx(o), arrivals_probed, obj_ctx(o));
 			break;
 		default:
-			rc = zk_b_barrier_watch_ready(o);
+			rc = zk_b_barrier_watch_ready(o, false);
 			if (rc == ZOK)
 				rc = zoo_awget_children(zk_zh, o->path, obj_watcher, obj_ctx(o), barrier_probed, obj_ctx(o));
 			break;

@@ -2,8 +2,9 @@
  *
  * batch.c
  *	  Group commit for ZooKeeper: the worker gathers the creates and
- *	  deletes (lock nodes, semaphore leases) and multis (queue
- *	  publications, claims, consumes) of every backend into multi-ops.
+ *	  deletes (lock nodes, semaphore leases, barrier members) and multis
+ *	  (queue publications, claims, consumes) of every backend into
+ *	  multi-ops.
  *
  *	  PostgreSQL's group commit turns many commits into one WAL flush; the
  *	  worker, which sees every backend's requests, turns many backends'
@@ -32,9 +33,11 @@
  *	  Order: ZooKeeper answers one session's requests in the order sent.
  *	  Writes keep their order (a multi's operations are applied in order).
  *	  A read that must see the writes before it (the lock's listing behind
- *	  its create, a claim's read of its item) is put in the same list and sent right behind the send
- *	  that carries them; it then sees them, and possibly writes queued after
- *	  it, which is what it would have seen had it been sent a moment later.
+ *	  its create, a claim's read of its item, a barrier member's watch on
+ *	  "ready" behind its create) is put in the same list and sent right
+ *	  behind the send that carries them; it then sees them, and possibly
+ *	  writes queued after it, which is what it would have seen had it been
+ *	  sent a moment later.
  *
  *	  The fencing token: a multi's creates answer with their path only
  *	  (the C client has no create2 in a multi), but every operation of a
@@ -88,10 +91,11 @@ typedef enum BatchKind
 	BI_DELETE,
 	BI_MULTI,					/* a recipe's own multi, kept atomic */
 	BI_LIST,					/* a read: sent behind the writes before it */
-	BI_GET						/* ... of a node's data */
+	BI_GET,						/* ... of a node's data */
+	BI_WEXISTS					/* ... an exists that sets a watch */
 } BatchKind;
 
-#define BI_IS_READ(k)	((k) == BI_LIST || (k) == BI_GET)
+#define BI_IS_READ(k)	((k) == BI_LIST || (k) == BI_GET || (k) == BI_WEXISTS)
 
 /* A request handed to the batch, until it is sent */
 typedef struct BatchItem
@@ -103,12 +107,17 @@ typedef struct BatchItem
 	void_completion_t delete_done;
 	strings_completion_t list_done;
 	data_completion_t get_done;
+	stat_completion_t exists_done;
+	watcher_fn	watcher;		/* an exists' watch and its context */
+	void	   *watcher_ctx;
 	void_completion_t multi_done;
 	int			nops;			/* a multi's operations and results (the */
 	zoo_op_t   *ops;			/* recipe's: they live until its answer) */
 	zoo_op_result_t *res;
 	int			first_op;		/* where its operations sit in a send */
 	int			flags;			/* a create's mode */
+	bool		sibling;		/* a create that may share a multi with
+								 * creates under its parent */
 	int			version;		/* a delete's expected version */
 	int			datalen;		/* a create's data, -1 for none */
 	char	   *data;
@@ -256,6 +265,20 @@ zk_batch_create(const char *path, const char *data, int datalen, int flags,
 	item_append(it);
 }
 
+/*
+ * zk_batch_create for a node whose czxid may tie with its siblings': it may
+ * share a multi with other creates under its parent (a barrier's members,
+ * whose czxid orders them only against "ready", which is never batched).
+ */
+void
+zk_batch_create_sibling(const char *path, const char *data, int datalen,
+						int flags, string_stat_completion_t done,
+						const void *ctx)
+{
+	zk_batch_create(path, data, datalen, flags, done, ctx);
+	pending_tail->sibling = true;
+}
+
 /* Queue a delete of path (expected version, -1 for any) */
 void
 zk_batch_delete(const char *path, int version, void_completion_t done,
@@ -333,6 +356,25 @@ zk_batch_get(const char *path, data_completion_t done, const void *ctx)
 	return ZOK;
 }
 
+/*
+ * An exists of path that sets a watch (watcher, wctx), behind the writes
+ * handed to the batch before it: a barrier member's watch on "ready" right
+ * behind its create (barrier_member.c), as had the create been sent alone.
+ */
+int
+zk_batch_wexists(const char *path, watcher_fn watcher, void *wctx,
+				 stat_completion_t done, const void *ctx)
+{
+	BatchItem  *it = read_behind(BI_WEXISTS, path, ctx);
+
+	if (it == NULL)
+		return zoo_awexists(zk_zh, path, watcher, wctx, done, ctx);
+	it->watcher = watcher;
+	it->watcher_ctx = wctx;
+	it->exists_done = done;
+	return ZOK;
+}
+
 /* ---- answers ---- */
 
 /* Give an item's own completion the answer rc (no path, no stat) */
@@ -355,6 +397,9 @@ answer_item(BatchItem *it, int rc, const char *created, const struct Stat *stat)
 			break;
 		case BI_GET:
 			it->get_done(rc, NULL, -1, NULL, it->ctx);
+			break;
+		case BI_WEXISTS:
+			it->exists_done(rc, NULL, it->ctx);
 			break;
 	}
 }
@@ -593,6 +638,9 @@ send_read(BatchItem *it)
 
 	if (it->kind == BI_GET)
 		rc = zoo_aget(zk_zh, it->path, 0, it->get_done, it->ctx);
+	else if (it->kind == BI_WEXISTS)
+		rc = zoo_awexists(zk_zh, it->path, it->watcher, it->watcher_ctx,
+						  it->exists_done, it->ctx);
 	else
 		rc = zoo_aget_children(zk_zh, it->path, 0, it->list_done, it->ctx);
 	if (rc != ZOK)
@@ -709,7 +757,7 @@ send_items(BatchItem *first, int nwrites)
  * Does a create under the same parent as it come before it in the list
  * from first?  Two such creates must not share a multi: both nodes would
  * have the one zxid as czxid, and the lock's fencing token must grow with
- * every grant of the lock.
+ * every grant of the lock.  Siblings (zk_batch_create_sibling) may.
  */
 static bool
 same_parent_before(BatchItem *first, BatchItem *it)
@@ -718,8 +766,11 @@ same_parent_before(BatchItem *first, BatchItem *it)
 	size_t		plen = slash ? (size_t) (slash - it->path) : 0;
 	BatchItem  *o;
 
+	if (it->sibling)
+		return false;
 	for (o = first; o != it; o = o->next)
-		if (o->kind == BI_CREATE && strncmp(o->path, it->path, plen) == 0 &&
+		if (o->kind == BI_CREATE && !o->sibling &&
+			strncmp(o->path, it->path, plen) == 0 &&
 			o->path[plen] == '/' && strchr(o->path + plen + 1, '/') == NULL)
 			return true;
 	return false;

@@ -28,6 +28,10 @@ extern int	zk_batch_max;
 extern void zk_batch_create(const char *path, const char *data, int datalen,
 							int flags, string_stat_completion_t done,
 							const void *ctx);
+extern void zk_batch_create_sibling(const char *path, const char *data,
+									int datalen, int flags,
+									string_stat_completion_t done,
+									const void *ctx);
 extern void zk_batch_delete(const char *path, int version,
 							void_completion_t done, const void *ctx);
 extern void zk_batch_multi(int nops, zoo_op_t *ops, zoo_op_result_t *res,
@@ -36,6 +40,8 @@ extern int	zk_batch_get_children(const char *path, strings_completion_t done,
 								  const void *ctx);
 extern int	zk_batch_get(const char *path, data_completion_t done,
 						 const void *ctx);
+extern int	zk_batch_wexists(const char *path, watcher_fn watcher, void *wctx,
+							 stat_completion_t done, const void *ctx);
 extern void zk_batch_pump(void);
 extern void zk_batch_flush(void);
 extern void zk_batch_session_closed(void);

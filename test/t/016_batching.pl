@@ -272,7 +272,7 @@ sub per_cycle
 	note "$tag: requests by operation: "
 	  . join(', ', map { "$_ " . (($q1->{$_} // 0) - ($q0->{$_} // 0)) } sort keys %$q1);
 	note sprintf("%s: %d cycles, %.3f ZooKeeper requests per cycle", $tag, $tx, $pc);
-	return $pc;
+	return wantarray ? ($pc, $tx) : $pc;
 }
 
 {
@@ -311,7 +311,53 @@ sub per_cycle
 	is($rc, 0, 'b10: a semaphore is taken again, its parents made again') or diag $err;
 }
 
-# ---- 5b. claims and consumes of 8 consumers, gathered; every item once ----
+# ---- 5b. barrier members: their creates (one barrier's too) are gathered ----
+{
+	# two lock creates' replies held: sends in flight; then 8 members enter
+	my @first = sessions(2, 'b11first');
+	my $rule = proxy_rule($proxy, 'delay-replies create2 1500');
+	$first[$_]->send("SELECT zk_lock('b11-first-$_')") for 0 .. 1;
+	usleep(300_000);
+	my $m0 = requests('multi');
+	my @s = sessions(8, 'b11');
+	$_->send("SELECT zk_barrier_enter('b11', 8, '30s')") for @s;
+	usleep(300_000);
+	proxy_cmd($proxy, "clear $rule");
+	for (@s)
+	{
+		my $r = $_->wait(40);
+		like($r->{out} // '', qr/^t$/m, 'b11: a member entered the barrier of 8') or diag $r->{err};
+	}
+	$_->wait(30) for @first;
+	my @kids = grep { $_ ne 'ready' } zk_children($zk, '/zklock/barriers/b11');
+	is(scalar(@kids), 8, 'b11: 8 member nodes');
+	my %cz = map { (zk_czxid($zk, "/zklock/barriers/b11/$_") => 1) } @kids;
+	is(scalar(keys %cz), 1, 'b11: the 8 members were created by one multi (one czxid)');
+	ok(requests('multi') > $m0, 'b11: a multi was sent');
+	$_->send("SELECT zk_barrier_leave('b11', '30s')") for @s;
+	for (@s)
+	{
+		my $r = $_->wait(40);
+		like($r->{out} // '', qr/^t$/m, 'b11: a member left') or diag $r->{err};
+	}
+	is(scalar(grep { $_ ne 'ready' } zk_children($zk, '/zklock/barriers/b11')), 0,
+		'b11: no member node left');
+	finish(@first, @s);
+
+	# 16 sessions, round after round on one barrier of 16: its node is not
+	# made again by every member (it was, before the first ZNONODE)
+	my $c0 = requests('createContainer');
+	my ($pc, $members) = per_cycle('bar',
+		"zk_barrier_enter('b11r', 16, '20s');\nSELECT zk_barrier_leave('b11r', '20s')");
+	my $made = requests('createContainer') - $c0;
+	ok($members >= 32 && $made < 0.2 * $members,
+		sprintf('b11: %d members in rounds of 16: the barrier node made %d times, %.2f requests per member and round',
+			$members, $made, $pc));
+	is(scalar(grep { $_ ne 'ready' } zk_children($zk, '/zklock/barriers/b11r')), 0,
+		'b11: no member node left after the rounds');
+}
+
+# ---- 5c. claims and consumes of 8 consumers, gathered; every item once ----
 sub per_item
 {
 	my ($tag) = @_;
