@@ -35,6 +35,8 @@ typedef struct BObj
 	bool		rwatching;		/* an exists watch of ours may be set on
 								 * ready (see barrier_ready_event) */
 	int			rinflight;		/* exists requests on ready not answered */
+	bool		rclosing;		/* a leaving member's delete of ready is
+								 * unanswered (zk_b_close_ready) */
 	uint64		node_session;	/* a member was created in the barrier's
 								 * node in this session (zk_cur_session):
 								 * the node is there, no need to make it */
@@ -53,7 +55,7 @@ extern void zk_b_obj_remove_entry(BObj *o, ZkEntry *e);
 extern BObj *zk_b_obj_of(ZkEntry *e);
 extern void zk_b_obj_kick(BObj *o);
 extern int zk_b_barrier_watch_ready(BObj *o, bool behind);
-extern void zk_b_ready_done(int rc, const void *data);
+extern void zk_b_close_ready(BObj *o);
 
 /* barrier_member.c */
 extern void zk_b_member_session_lost(ZkEntry *e, const char *why);

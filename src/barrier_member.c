@@ -532,14 +532,11 @@ member_step(ZkEntry *e)
 			return;
 		case ZKB_LEAVE:
 			{
-				char		path[ZK_PATH_MAX];
-
 				zk_b_obj_remove_entry(zk_b_obj_of(e), e);
 				if (e->state != ZKE_WAITING)
 				{
 					/* first step: the barrier closes behind us */
-					member_path(e, ZKB_READY, path, sizeof(path));
-					(void) zoo_adelete(zk_zh, path, -1, zk_b_ready_done, NULL);
+					zk_b_close_ready(zk_b_obj_of(e));
 					e->state = ZKE_WAITING;
 					zk_wake_owner(e);
 				}

@@ -222,6 +222,7 @@ obj_get(int op, const char *name)
 		o->ready_version = -1;
 		o->rwatching = false;
 		o->node_session = 0;
+		o->rclosing = false;
 	}
 	o->last_used = GetCurrentTimestamp();
 	return o;
@@ -689,14 +690,45 @@ zk_b_barrier_watch_ready(BObj *o, bool behind)
 	return rc;
 }
 
-/*
- * Completion of the zoo_amulti sent by barrier_evaluate(); the zoo_adelete
- * sent by member_step()
- */
-void
-zk_b_ready_done(int rc, const void *data)
+/* Completion of the zoo_amulti sent by barrier_evaluate() */
+static void
+ready_replaced(int rc, const void *data)
 {
 	/* another member may have made it first: either way it is there */
+}
+
+/* Completion of the delete of ready sent by zk_b_close_ready() */
+static void
+ready_closed(int rc, const void *data)
+{
+	ZkEntry    *volatile none = NULL;
+	BObj	   *o = obj_by_ctx(data);
+
+	if (o == NULL)
+		return;					/* forgotten meanwhile (obj_by_ctx) */
+	COMPLETION_BEGIN
+	{
+		o->rclosing = false;
+	}
+	COMPLETION_END(none);
+}
+
+/*
+ * A member starts to leave: delete ready, so that the barrier closes behind
+ * it.  The members of this server that leave together send one delete:
+ * while it is unanswered it closes the barrier for all of them (a second
+ * one, landing later, could only delete the ready of a next round).
+ */
+void
+zk_b_close_ready(BObj *o)
+{
+	char		rpath[ZK_PATH_MAX];
+
+	if (o->rclosing)
+		return;
+	snprintf(rpath, sizeof(rpath), "%s/%s", o->path, ZKB_READY);
+	if (zoo_adelete(zk_zh, rpath, -1, ready_closed, obj_ctx(o)) == ZOK)
+		o->rclosing = true;
 }
 
 /* Completion of the zoo_acreate sent by barrier_evaluate() */
@@ -833,7 +865,7 @@ barrier_evaluate(BObj *o)
 			zoo_delete_op_init(&ops[0], p, o->ready_version);
 			zoo_create_op_init(&ops[1], p, NULL, -1, zk_acl(), 0, NULL, 0);
 			/* the buffers leak once per replaced leftover: rare and small */
-			(void) zoo_amulti(zk_zh, 2, ops, res, zk_b_ready_done, NULL);
+			(void) zoo_amulti(zk_zh, 2, ops, res, ready_replaced, NULL);
 		}
 		else
 			(void) zoo_acreate(zk_zh, rpath, NULL, -1, zk_acl(), 0,

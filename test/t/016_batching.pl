@@ -347,12 +347,19 @@ sub per_cycle
 	# 16 sessions, round after round on one barrier of 16: its node is not
 	# made again by every member (it was, before the first ZNONODE)
 	my $c0 = requests('createContainer');
+	my $d0 = requests('delete') + requests('multi');
 	my ($pc, $members) = per_cycle('bar',
 		"zk_barrier_enter('b11r', 16, '20s');\nSELECT zk_barrier_leave('b11r', '20s')");
 	my $made = requests('createContainer') - $c0;
+	my $dels = requests('delete') + requests('multi') - $d0;
 	ok($members >= 32 && $made < 0.2 * $members,
 		sprintf('b11: %d members in rounds of 16: the barrier node made %d times, %.2f requests per member and round',
 			$members, $made, $pc));
+	# a member's own delete, and the leaving members' delete of ready once
+	# per server and round, not once per member
+	ok($dels < 1.5 * $members,
+		sprintf('b11: %.2f deletes and multis per member and round (a member and ready: 2 if every member deleted ready)',
+			$dels / $members));
 	is(scalar(grep { $_ ne 'ready' } zk_children($zk, '/zklock/barriers/b11r')), 0,
 		'b11: no member node left after the rounds');
 }
