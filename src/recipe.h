@@ -94,7 +94,7 @@ extern void zk_worker_enter(void);
 extern void zk_worker_leave(void);
 extern void zk_worker_reset(void);
 extern int	zk_worker_lock_depth(void);
-extern void zk_worker_recover(void);
+extern void zk_worker_recover(int depth, MemoryContext cxt);
 
 /* worker_base.c: the session recipes use (worker.c sets it, zk_session_set) */
 extern zhandle_t *zk_zh;
@@ -105,28 +105,39 @@ extern bool zk_session_usable(void);
 /* worker_base.c: completions */
 extern const void *zk_ctx_of(ZkEntry *e);
 extern ZkEntry *zk_entry_of(const void *ctx);
-extern void zk_completion_error(ZkEntry *e);
+extern void zk_completion_error(ZkEntry *e, int depth, MemoryContext cxt);
 
 /*
  * Completions and watchers run inside the client library: they take the
  * lock, and catch every error themselves -- a longjmp through the client
  * library would corrupt it.  The entry variable must be declared
  * "ZkEntry *volatile".
+ *
+ * They may also run inside one another (batch.c answers each request of a
+ * multi from the multi's completion), so an error caught here gives the
+ * lock back at the depth it had when this one began, and the memory
+ * context too: the caller goes on as if its callee had returned.
  */
 #define COMPLETION_BEGIN \
-	zk_dispatch_begin(); \
-	zk_worker_enter(); \
-	PG_TRY(); \
-	{
+	{ \
+		volatile int zk_cb_depth_; \
+		MemoryContext volatile zk_cb_cxt_; \
+		zk_dispatch_begin(); \
+		zk_worker_enter(); \
+		zk_cb_depth_ = zk_worker_lock_depth(); \
+		zk_cb_cxt_ = CurrentMemoryContext; \
+		PG_TRY(); \
+		{
 
 #define COMPLETION_END(entry) \
-	} \
-	PG_CATCH(); \
-	{ \
-		zk_completion_error(entry); \
-	} \
-	PG_END_TRY(); \
-	zk_worker_leave();
+		} \
+		PG_CATCH(); \
+		{ \
+			zk_completion_error(entry, zk_cb_depth_, zk_cb_cxt_); \
+		} \
+		PG_END_TRY(); \
+		zk_worker_leave(); \
+	}
 
 /*
  * worker_base.c: the no-progress guard.  A recipe that can drive itself

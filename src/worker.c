@@ -181,16 +181,20 @@ static void session_event(zhandle_t *h, int state);
 static void
 session_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 {
+	volatile int depth;
+	MemoryContext volatile cxt = CurrentMemoryContext;
+
 	if (type != ZOO_SESSION_EVENT || h != zk_zh)
 		return;
 	zk_worker_enter();
+	depth = zk_worker_lock_depth();
 	PG_TRY();
 	{
 		session_event(h, state);
 	}
 	PG_CATCH();
 	{
-		zk_worker_recover();
+		zk_worker_recover(depth, cxt);
 	}
 	PG_END_TRY();
 	zk_worker_leave();

@@ -96,10 +96,14 @@ zk_worker_reset(void)
 
 /*
  * Error recovery in the worker, inside PG_CATCH: report the error, let go
- * of every LWLock and take the worker's lock again
+ * of every LWLock and take the worker's lock again, at the depth (at
+ * least 1) and in the memory context (NULL: TopMemoryContext) the PG_TRY
+ * began with.  Errors are caught at several depths (a request's
+ * completion called from a multi's): recovering to depth 1 would let the
+ * inner zk_worker_leave() release the lock the outer code still uses.
  */
 void
-zk_worker_recover(void)
+zk_worker_recover(int depth, MemoryContext cxt)
 {
 	MemoryContextSwitchTo(TopMemoryContext);
 	EmitErrorReport();
@@ -107,6 +111,9 @@ zk_worker_recover(void)
 	LWLockReleaseAll();
 	zk_worker_reset();
 	zk_worker_enter();
+	lock_depth = Max(depth, 1);
+	if (cxt != NULL)
+		MemoryContextSwitchTo(cxt);
 }
 
 /* How deep zk_worker_enter() is nested (0: the lock is not held) */
@@ -121,9 +128,9 @@ zk_worker_lock_depth(void)
  * entry's recipe decide what becomes of the one request.
  */
 void
-zk_completion_error(ZkEntry *e)
+zk_completion_error(ZkEntry *e, int depth, MemoryContext cxt)
 {
-	zk_worker_recover();
+	zk_worker_recover(depth, cxt);
 	zk_count(ZKCNT_ZK_ERRORS, 1);
 	if (e != NULL && e->state != ZKE_FREE)
 		kinds[e->kind]->drive_failed(e);
@@ -138,6 +145,10 @@ zk_completion_error(ZkEntry *e)
 void
 zk_recipe_drive(ZkEntry *e)
 {
+	volatile int outer = drive_depth;
+	volatile int depth = zk_worker_lock_depth();
+	MemoryContext volatile cxt = CurrentMemoryContext;
+
 	if (drive_depth == 0)
 		zk_dispatch_begin();
 	drive_depth++;
@@ -149,12 +160,10 @@ zk_recipe_drive(ZkEntry *e)
 	}
 	PG_CATCH();
 	{
-		drive_depth = 0;
-		zk_completion_error(e);
+		zk_completion_error(e, depth, cxt);
 	}
 	PG_END_TRY();
-	if (drive_depth > 0)
-		drive_depth--;
+	drive_depth = outer;
 }
 
 /*
@@ -248,13 +257,16 @@ zk_recipes_reconnected(void)
 	for (k = 0; k < (int) lengthof(recipes); k++)
 		if (recipes[k]->session_usable && zk_session_usable())
 		{
+			int			depth = zk_worker_lock_depth();
+			MemoryContext cxt = CurrentMemoryContext;
+
 			PG_TRY();
 			{
 				recipes[k]->session_usable();
 			}
 			PG_CATCH();
 			{
-				zk_completion_error(NULL);
+				zk_completion_error(NULL, depth, cxt);
 			}
 			PG_END_TRY();
 		}
