@@ -37,6 +37,9 @@ typedef struct BObj
 	int			rinflight;		/* exists requests on ready not answered */
 	bool		rclosing;		/* a leaving member's delete of ready is
 								 * unanswered (zk_b_close_ready) */
+	int			creating;		/* members' creates unanswered: the watch
+								 * on ready sent behind each stays until
+								 * they are (zk_b_obj_create_sent) */
 	uint64		node_session;	/* a member was created in the barrier's
 								 * node in this session (zk_cur_session):
 								 * the node is there, no need to make it */
@@ -56,6 +59,8 @@ extern BObj *zk_b_obj_of(ZkEntry *e);
 extern void zk_b_obj_kick(BObj *o);
 extern int zk_b_barrier_watch_ready(BObj *o, bool behind);
 extern void zk_b_close_ready(BObj *o);
+extern void zk_b_obj_create_sent(BObj *o);
+extern void zk_b_obj_create_done(BObj *o);
 
 /* barrier_member.c */
 extern void zk_b_member_session_lost(ZkEntry *e, const char *why);

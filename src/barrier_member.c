@@ -152,6 +152,8 @@ member_send_delete(ZkEntry *e)
 	e->delete_inflight = true;
 }
 
+static void member_create_answered(ZkEntry *e, int rc, const struct Stat *stat);
+
 /* Completion of the create member_send_create() handed to the batch */
 static void
 member_created(int rc, const char *value, const struct Stat *stat, const void *ctx)
@@ -163,50 +165,62 @@ member_created(int rc, const char *value, const struct Stat *stat, const void *c
 		e = zk_entry_of(ctx);
 		if (e != NULL && e->create_inflight)
 		{
+			BObj	   *o = zk_b_obj_of(e);
+
 			e->create_inflight = false;
-			if (rc == ZOK || rc == ZNODEEXISTS)
-			{
-				/* ZNODEEXISTS: ours, by name, from a try whose reply was lost */
-				e->in_doubt = false;
-				strlcpy(e->node, e->guid, sizeof(e->node));
-				zk_b_obj_of(e)->node_session = zk_cur_session;
-				if (rc == ZOK && stat && e->token == 0)
-					e->token = stat->czxid;
-				member_step(e);
-			}
-			else if (rc == ZNONODE && e->errors < 5)
-			{
-				/* the barrier's node (a container) or its parents are gone */
-				e->errors++;
-				e->parents_tried = true;
-				zk_b_obj_of(e)->node_session = 0;
-				member_step(e);
-			}
-			else if (!zk_rc_definite(rc))
-			{
-				e->in_doubt = true;
-				zk_retry_later(e);
-			}
-			else
-			{
-				char		msg[ZKLOCK_ERRMSG_MAX];
-
-				snprintf(msg, sizeof(msg), "ZooKeeper refused the member node: %s", zerror(rc));
-				if (e->released)
-					zk_entry_free(e);
-				else
-				{
-					char		mpath[ZK_PATH_MAX];
-
-					member_path(e, e->guid, mpath, sizeof(mpath));
-					e->step.barrier = ZKB_LEFT;
-					e->state = ZKE_DONE;
-					zk_fail_rc(e, rc, mpath, ERRCODE_CONNECTION_FAILURE, msg);
-				}
-			}
+			member_create_answered(e, rc, stat);
+			zk_b_obj_create_done(o);
 		}
 	}
 	COMPLETION_END(e);
+}
+
+/*
+ * The answer to e's create (member_created), the create no longer in
+ * flight.  A ZNONODE: the barrier's node (a container) or its parents are
+ * gone.  ZNODEEXISTS: ours, by name, from a try whose reply was lost.
+ */
+static void
+member_create_answered(ZkEntry *e, int rc, const struct Stat *stat)
+{
+	if (rc == ZOK || rc == ZNODEEXISTS)
+	{
+		e->in_doubt = false;
+		strlcpy(e->node, e->guid, sizeof(e->node));
+		zk_b_obj_of(e)->node_session = zk_cur_session;
+		if (rc == ZOK && stat && e->token == 0)
+			e->token = stat->czxid;
+		member_step(e);
+	}
+	else if (rc == ZNONODE && e->errors < 5)
+	{
+		e->errors++;
+		e->parents_tried = true;
+		zk_b_obj_of(e)->node_session = 0;
+		member_step(e);
+	}
+	else if (!zk_rc_definite(rc))
+	{
+		e->in_doubt = true;
+		zk_retry_later(e);
+	}
+	else
+	{
+		char		msg[ZKLOCK_ERRMSG_MAX];
+
+		snprintf(msg, sizeof(msg), "ZooKeeper refused the member node: %s", zerror(rc));
+		if (e->released)
+			zk_entry_free(e);
+		else
+		{
+			char		mpath[ZK_PATH_MAX];
+
+			member_path(e, e->guid, mpath, sizeof(mpath));
+			e->step.barrier = ZKB_LEFT;
+			e->state = ZKE_DONE;
+			zk_fail_rc(e, rc, mpath, ERRCODE_CONNECTION_FAILURE, msg);
+		}
+	}
 }
 
 /* our member's czxid, when the create's reply did not tell it */
@@ -282,6 +296,7 @@ member_send_create(ZkEntry *e)
 							ZOO_EPHEMERAL, member_created, zk_ctx_of(e));
 	e->create_inflight = true;
 	e->session = zk_cur_session;
+	zk_b_obj_create_sent(zk_b_obj_of(e));
 
 	/*
 	 * The watch on "ready" goes right behind the create, not after its
@@ -291,8 +306,9 @@ member_send_create(ZkEntry *e)
 	 * "ready" created and deleted again by members that entered and left
 	 * at once, and miss the opening (barrier_ready_event).  If the multi
 	 * the create went in fails for another write, the create is sent again
-	 * behind this watch, which is then merely early.  ready_armed takes it
-	 * off again if nobody waits by then.
+	 * behind this watch, whose answer then comes before the create's: the
+	 * watch stays until the create is answered (zk_b_obj_create_sent), and
+	 * is taken off then if nobody waits.
 	 */
 	if (e->step.barrier == ZKB_ENTER)
 		(void) zk_b_barrier_watch_ready(zk_b_obj_of(e), true);
@@ -408,9 +424,17 @@ leave_listed(int rc, const struct String_vector *sv, const void *ctx)
 					e->node[0] = '\0';
 				if (n == 0 || (n == 1 && mine))
 				{
-					/* everyone else has left */
+					/*
+					 * everyone else has left.  A delete of ours still on
+					 * its way (sent before the watch that brought us here,
+					 * maybe held in the batch, which this listing passed)
+					 * finishes us when it is answered (member_deleted): a
+					 * second one would fail the multi it went in.
+					 */
 					e->step.barrier = ZKB_LEFT;
-					if (mine)
+					if (e->delete_inflight)
+						;
+					else if (mine)
 						member_send_delete(e);
 					else
 						zk_finish(e, ZKO_GRANTED, 0, NULL);
@@ -557,6 +581,8 @@ member_step(ZkEntry *e)
 static void
 member_drive_failed(ZkEntry *e)
 {
+	if (e->create_inflight)
+		zk_b_obj_create_done(zk_b_obj_of(e));
 	e->create_inflight = e->delete_inflight = e->list_inflight = false;
 	e->watch_pending = false;
 	if (e->released)
@@ -584,6 +610,8 @@ member_drive_failed(ZkEntry *e)
 void
 zk_b_member_session_lost(ZkEntry *e, const char *why)
 {
+	if (e->create_inflight)
+		zk_b_obj_create_done(zk_b_obj_of(e));
 	e->create_inflight = e->delete_inflight = e->list_inflight = false;
 	e->watch_pending = false;
 	e->watching = false;

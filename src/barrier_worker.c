@@ -276,7 +276,7 @@ obj_unwatch(BObj *o)
 	 * ZooKeeper after it and take off the watch a member's create just
 	 * set; the last answer (ready_armed) takes it off if still unwanted.
 	 */
-	if (o->rwatching && o->rinflight == 0)
+	if (o->rwatching && o->rinflight == 0 && o->creating == 0)
 	{
 		if (zk_zh != NULL)
 		{
@@ -297,6 +297,33 @@ obj_unwatch(BObj *o)
 	/* the library takes the completion pointer itself as the function */
 	(void) zoo_aremove_all_watches(zk_zh, o->path, ZWATCHTYPE_ANY, 0,
 								   (void_completion_t *) zk_unwatch_done, NULL);
+}
+
+/*
+ * A member's create is sent, its watch on ready behind it (barrier_member.c).
+ * That watch is what tells the member of an opening that comes right after
+ * its node lands, before it is a waiter here.  Should the create's multi
+ * fail for another write, the create is sent again alone after the watch,
+ * whose answer then comes first, with nobody waiting yet: the watch stays
+ * (obj_unwatch) until every create is answered (zk_b_obj_create_done).
+ */
+void
+zk_b_obj_create_sent(BObj *o)
+{
+	o->creating++;
+}
+
+/*
+ * A member's create is answered (or void): after the member became a
+ * waiter, if it did; the watch goes if nobody waits any more
+ */
+void
+zk_b_obj_create_done(BObj *o)
+{
+	if (o->creating > 0)
+		o->creating--;
+	if (o->creating == 0 && o->nw == 0 && !o->probing)
+		obj_unwatch(o);
 }
 
 /* Drop e from its object's waiters (and the watch with the last of them) */
@@ -993,7 +1020,8 @@ obj_drop_listed_watches(BObj *o, bool blind)
 {
 	char		rpath[ZK_PATH_MAX];
 
-	if (zk_zh == NULL || o->nw > 0 || o->probing || o->rinflight > 0)
+	if (zk_zh == NULL || o->nw > 0 || o->probing || o->rinflight > 0 ||
+		o->creating > 0)
 		return;
 	snprintf(rpath, sizeof(rpath), "%s/%s", o->path, ZKB_READY);
 	drop_if_listed(rpath, ZWATCHTYPE_DATA, barrier_ready_event, obj_ctx(o));
@@ -1040,7 +1068,8 @@ static bool
 obj_forgettable(BObj *o, TimestampTz now)
 {
 	return o->nw == 0 && !o->probing && !o->again && !o->retry &&
-		o->rinflight == 0 && !o->recheck && !o->watching && !o->rwatching &&
+		o->rinflight == 0 && o->creating == 0 && !o->recheck &&
+		!o->watching && !o->rwatching &&
 		TimestampDifferenceExceeds(o->last_used, now, B_FORGET_IDLE_MS);
 }
 

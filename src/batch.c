@@ -214,12 +214,31 @@ item_free(BatchItem *it)
 	pfree(it);
 }
 
-/* The bytes an item adds to a multi: its path and data, and some framing */
+/* The bytes the ACL adds to every create of a multi (zklock.acl) */
+static size_t
+acl_bytes(void)
+{
+	struct ACL_vector *acl = zk_acl();
+	size_t		n = 4;
+	int			i;
+
+	for (i = 0; acl != NULL && i < acl->count; i++)
+		n += 12 + strlen(acl->data[i].id.scheme) + strlen(acl->data[i].id.id);
+	return n;
+}
+
+/*
+ * The bytes an item adds to a multi: its path and data, a create's ACL,
+ * and some framing
+ */
 static size_t
 item_bytes(BatchItem *it)
 {
 	size_t		n = strlen(it->path) + (it->datalen > 0 ? it->datalen : 0) + 64;
 	int			i;
+
+	if (it->kind == BI_CREATE)
+		n += acl_bytes();
 
 	for (i = 0; it->kind == BI_MULTI && i < it->nops; i++)
 	{
@@ -228,7 +247,8 @@ item_bytes(BatchItem *it)
 		switch (op->type)
 		{
 			case ZOO_CREATE_OP:
-				n += strlen(op->create_op.path) + Max(op->create_op.datalen, 0) + 64;
+				n += strlen(op->create_op.path) + Max(op->create_op.datalen, 0) + 64 +
+					acl_bytes();
 				break;
 			case ZOO_DELETE_OP:
 				n += strlen(op->delete_op.path) + 64;
@@ -506,15 +526,37 @@ multi_answered(BatchSend *s, int rc)
 	if (rc != ZOK && zk_rc_definite(rc))
 	{
 		int			nops = s->stamped ? 1 : 0;
+		int			same = 0;
 
 		for (i = 0; i < s->n; i++)
 			nops += item_nops(s->items[i]);
+		for (i = 0; i < nops; i++)
+			if (s->res[i].err == rc)
+				same++;
 		for (i = 0; i < nops; i++)
 			if (s->res[i].err != ZOK && s->res[i].err != ZRUNTIMEINCONSISTENCY)
 			{
 				culprit = i;
 				break;
 			}
+
+		/*
+		 * Every operation answered with the multi's own error: the request
+		 * as a whole was refused (ZooKeeper throttling it, say), and the
+		 * library gave each operation that error.  Nobody's write is at
+		 * fault; each request hears it as it would have alone.
+		 */
+		if (nops > 1 && same == nops)
+		{
+			for (i = 0; i < s->n; i++)
+			{
+				if (s->items[i]->kind == BI_MULTI)
+					memcpy(s->items[i]->res, &s->res[s->items[i]->first_op],
+						   sizeof(zoo_op_result_t) * s->items[i]->nops);
+				answer_item(s->items[i], rc, NULL, NULL);
+			}
+			return;
+		}
 		if (culprit < 0)
 			rc = ZRUNTIMEINCONSISTENCY;	/* no verdict to give: in doubt */
 	}
@@ -854,9 +896,17 @@ zk_batch_pump(void)
 void
 zk_batch_flush(void)
 {
-	int			guard = 0;
+	BatchItem  *it;
+	int			n = 0;
 
-	while (pending_head != NULL && zk_session_usable() && guard++ < 1000)
+	/*
+	 * All of it, however long the list: each send takes at least the
+	 * first item, and what completions of sends that fail at once add
+	 * comes after the last counted (bounded by the entries anyway)
+	 */
+	for (it = pending_head; it != NULL; it = it->next)
+		n++;
+	while (pending_head != NULL && zk_session_usable() && n-- > 0)
 		send_next();
 }
 

@@ -301,8 +301,12 @@ sub per_cycle
 	ok($batched < 0.85 * $alone,
 		sprintf('b10: 16 clients on their own semaphores: %.2f requests per cycle, %.2f with zklock.batch_max = 1',
 			$batched, $alone));
-	is(zk_count($zk, '/zklock/semaphores'), 0 + scalar(zk_children($zk, '/zklock/semaphores')),
-		'b10: no lease left (only the pools)');
+	# the last leases' deletes go at COMMIT, unwaited: give them time
+	my $left;
+	wait_until(sub {
+		$left = zk_count($zk, '/zklock/semaphores') - scalar(zk_children($zk, '/zklock/semaphores'));
+		$left == 0 }, 30, 0.2);
+	is($left, 0, 'b10: no lease left (only the pools)');
 	# the pools' parents are sent once per session: gone, they are made again
 	zkq($zk, 'delete', '/zklock/semaphores');
 	ok(!zk_exists($zk, '/zklock/semaphores'), 'b10: /zklock/semaphores deleted');
@@ -362,6 +366,84 @@ sub per_cycle
 			$dels / $members));
 	is(scalar(grep { $_ ne 'ready' } zk_children($zk, '/zklock/barriers/b11r')), 0,
 		'b11: no member node left after the rounds');
+}
+
+# ---- 5b'. a member whose multi failed still hears the opening ----
+# A member's create goes in a multi with a create ZooKeeper refuses: the
+# multi fails and the member's create goes again alone, behind the watch on
+# ready that was sent behind the multi, so the watch's answer comes first,
+# before the member waits.  The watch must stay until the create is
+# answered: here a kazoo member counts ours while our create's answer is
+# held, opens the barrier and starts leaving (deleting ready, then its
+# node, which sorts after ours).  Had the watch been taken off, our member
+# would find neither ready nor enough members, and both would wait.
+{
+	kazoo_do(q{zk.ensure_path('/zklock/locks')
+zk.ensure_path('/zklock/barriers')
+zk.create('/zklock/locks/b12-forbidden', b'', acl=[make_acl('world', 'anyone', read=True)])});
+	my $BAR = '/zklock/barriers/b12';
+	# enters as soon as it sees our member node, leaves at once
+	my $kpy = <<'PY';
+import sys, time, uuid
+from kazoo.client import KazooClient
+zk = KazooClient(hosts=sys.argv[1]); zk.start(timeout=10)
+b = zk.DoubleBarrier(sys.argv[2], 2)
+b.node_name = 'zzzz' + uuid.uuid4().hex
+b.create_path = b.path + '/' + b.node_name
+print('ready', flush=True)
+sys.stdin.readline()
+deadline = time.time() + 30
+while time.time() < deadline:
+    kids = zk.get_children(sys.argv[2]) if zk.exists(sys.argv[2]) else []
+    if [k for k in kids if k != 'ready' and not k.startswith('zzzz')]:
+        break
+    time.sleep(0.005)
+b.enter()
+print('entered', flush=True)
+b.leave()
+print('left', flush=True)
+zk.stop()
+PY
+	my $k = bless { stdin => '', stdout => '', stderr => '', zk => $zk }, 'ZkLockTest::Kazoo';
+	$k->{h} = IPC::Run::start([ $ZkLockTest::PYTHON, '-c', $kpy, $zk->{hosts}, $BAR ],
+		'<', \$k->{stdin}, '>', \$k->{stdout}, '2>', \$k->{stderr});
+	is($k->read_line(30) // $k->{stderr}, 'ready', 'b12: the kazoo member is connected');
+
+	# the answers held here for 5 s twice in a row: requests wait longer
+	my @first = sessions(2, 'b12first');
+	my ($x, $m) = (sessions(1, 'b12x'), sessions(1, 'b12m'));
+	$_->query_safe("SET zklock.connect_timeout = '60s'") for @first, $x, $m;
+	$first[$_]->query_safe("SELECT zk_lock('b12-first-$_')") for 0 .. 1;
+	$_->query_safe('COMMIT; BEGIN') for @first;
+	my $rule = proxy_rule($proxy, 'delay-replies create2 5000');
+	$first[$_]->send("SELECT zk_lock('b12-first-$_')") for 0 .. 1;
+	usleep(300_000);
+	my $m0 = requests('multi');
+	my $a0 = requests('create2');
+	$k->{stdin} .= "go\n";
+	$x->send("SELECT zk_lock('b12-forbidden')");
+	$m->send("SELECT zk_barrier_enter('b12', 2, '30s')");
+	is($k->read_line(20) // $k->{stderr}, 'entered',
+		'b12: the kazoo member counted ours and entered');
+	ok($m->running, 'b12: meanwhile our member still waits for its create\'s answer');
+	ok(wait_until(sub { !zk_exists($zk, "$BAR/ready") }, 20, 0.05),
+		'b12: the kazoo member started to leave: ready is gone');
+	proxy_cmd($proxy, "clear $rule");
+	my $r = $m->wait(40);
+	like($r->{out} // '', qr/^t$/m, 'b12: our member entered: the opening was not missed')
+	  or diag $r->{err};
+	my $rx = $x->wait(30);
+	is($rx->{sqlstate}, '42501', 'b12: the refused create failed alone') or diag $rx->{err};
+	ok(requests('multi') > $m0 && requests('create2') - $a0 >= 2,
+		'b12: the creates went in a multi, then again on their own');
+	$r = $m->query("SELECT zk_barrier_leave('b12', '30s')", 40);
+	like($r->{out} // '', qr/^t$/m, 'b12: our member left') or diag $r->{err};
+	is($k->read_line(30) // $k->{stderr}, 'left', 'b12: the kazoo member left');
+	$k->{h}->kill_kill;
+	$_->wait(30) for @first;
+	finish(@first, $x, $m);
+	is(scalar(zk_children($zk, $BAR)), 0, 'b12: nothing left in the barrier');
+	kazoo_do(q{zk.delete('/zklock/locks/b12-forbidden')});
 }
 
 # ---- 5c. claims and consumes of 8 consumers, gathered; every item once ----
