@@ -165,7 +165,6 @@ run_path(uint64 run, const char *child, char *out, size_t outlen)
  * ------------------------------------------------------------------------
  */
 
-static uint64 own_predecessor = 0;
 
 /* where this run is: a copy elsewhere (other host, other directory) differs */
 static void
@@ -187,6 +186,12 @@ own_place(char *out, size_t outlen)
  * directory.  That run is certainly this server's own and dead: it is
  * taken over as soon as its session is gone, with no grace, and never
  * counted as a copy's original.
+ *
+ * The file also names the runs before that one that the run it names
+ * found there (its third line, latest first): a run that crashed before
+ * it settled its predecessor's nodes passes the proof on, so that two
+ * crashes in a row leave nothing to an unproven takeover (the fault run
+ * saw a claim left for good so).
  */
 static void
 own_load(void)
@@ -204,29 +209,74 @@ own_load(void)
 	{
 		line[strcspn(line, "\n")] = '\0';
 		if (strcmp(line, place) == 0 && run != 0 && run != zk_ctl->run_id)
-			own_predecessor = run;
-		/* (a restarted worker finds its own run named there by now) */
-		if (own_predecessor != 0)
-			zk_ctl->own_predecessor = own_predecessor;
+		{
+			int			n = 0;
+
+			zk_ctl->own_predecessor = run;
+			memset(zk_ctl->own_earlier, 0, sizeof(zk_ctl->own_earlier));
+			if (fgets(line, sizeof(line), f) != NULL &&
+				strncmp(line, "earlier", 7) == 0)
+			{
+				char	   *p = line + 7;
+				char	   *end;
+
+				while (n < ZK_OWN_EARLIER)
+				{
+					unsigned long long r = strtoull(p, &end, 16);
+
+					if (end == p || r == 0)
+						break;
+					if (r != run && r != zk_ctl->run_id)
+						zk_ctl->own_earlier[n++] = r;
+					p = end;
+				}
+			}
+		}
 	}
+	/* (a restarted worker finds its own run named there by now: zk_ctl keeps them) */
 	FreeFile(f);
 }
 
 /*
- * Name this run in HIST_OWN_FILE, with where it runs, for the next start to
- * find (own_load).  A file that cannot be written only costs that proof.
+ * Name this run in HIST_OWN_FILE, with where it runs and the runs before
+ * it, for the next start to find (own_load).  A file that cannot be
+ * written only costs that proof.
  */
 static void
 own_save(void)
 {
 	FILE	   *f = AllocateFile(HIST_OWN_FILE, PG_BINARY_W);
 	char		place[MAXPGPATH + 512];
+	int			i;
 
 	if (f == NULL)
 		return;
 	own_place(place, sizeof(place));
-	fprintf(f, "%016llx\n%s\n", (unsigned long long) zk_ctl->run_id, place);
+	fprintf(f, "%016llx\n%s\nearlier", (unsigned long long) zk_ctl->run_id, place);
+	if (zk_ctl->own_predecessor != 0)
+	{
+		fprintf(f, " %016llx", (unsigned long long) zk_ctl->own_predecessor);
+		for (i = 0; i < ZK_OWN_EARLIER - 1 && zk_ctl->own_earlier[i] != 0; i++)
+			fprintf(f, " %016llx", (unsigned long long) zk_ctl->own_earlier[i]);
+	}
+	fprintf(f, "\n");
 	(void) FreeFile(f);
+}
+
+/* Is run one of this data directory's own earlier runs (own_load)? */
+static bool
+own_run(uint64 run)
+{
+	int			i;
+
+	if (run == 0)
+		return false;
+	if (run == zk_ctl->own_predecessor)
+		return true;
+	for (i = 0; i < ZK_OWN_EARLIER && zk_ctl->own_earlier[i] != 0; i++)
+		if (zk_ctl->own_earlier[i] == run)
+			return true;
+	return false;
 }
 
 /*
@@ -795,10 +845,15 @@ survey_one_done(void)
 
 /*
  * A run found without "live" counts as dead only once it has stayed so for
- * a session timeout and 3 s: a live server whose session expired registers
- * again on its new session within that, and must not be taken over
- * meanwhile.  (A crashed predecessor's session was closed at its restart:
- * this is the delay before its claims are settled.)
+ * twice the session timeout and 10 s: a live server whose session expired
+ * registers again on its new session within that, and must not be taken
+ * over meanwhile, even when its worker stalls or its reconnection is slow
+ * (the fault run saw a copy take over its original after 10 s without
+ * "live", the original's session expired and then its worker frozen, when
+ * this was a session timeout and 3 s).  This data directory's own earlier
+ * runs are certainly dead and need no grace; the runs that wait for it
+ * are those of a promoted standby's old primary and of a restored
+ * backup's original.
  */
 #define DEAD_SEEN_MAX 64
 static uint64 dead_run[DEAD_SEEN_MAX];
@@ -830,11 +885,11 @@ static bool
 dead_long_enough(uint64 run)
 {
 	TimestampTz now = GetCurrentTimestamp();
-	int			grace = Max(zk_session_timeout, zk_ctl->session_timeout) + 3000;
+	int			grace = 2 * Max(zk_session_timeout, zk_ctl->session_timeout) + 10000;
 	bool		fresh = zk_fresh_conn_state() == ZKC_CONNECTED;
 	int			i;
 
-	if (run == own_predecessor)
+	if (own_run(run))
 		return true;
 
 	/*
@@ -880,7 +935,7 @@ run_live(RunRec *r)
 	TimestampTz since = Max(ready_at, connected_at);
 
 	forget_dead(r->run);
-	if (ready_at != 0 && r->run != own_predecessor &&
+	if (ready_at != 0 && !own_run(r->run) &&
 		TimestampDifferenceExceeds(since, GetCurrentTimestamp(), hist_window_ms()))
 	{
 		r->status = ZKR_DENIED;
@@ -1138,7 +1193,7 @@ zk_history_status(uint64 run)
 bool
 zk_history_proven(uint64 run)
 {
-	return run != 0 && run == zk_ctl->own_predecessor;
+	return own_run(run);
 }
 
 /* was the run's live node there when surveyed (whatever its status)? */
@@ -1285,7 +1340,7 @@ zk_history_claim(bool gc, zk_history_cb done, void *arg)
 
 		/* this data directory's own earlier runs are taken over even empty */
 		if (r->status == ZKR_DEAD &&
-			(r->run == own_predecessor || zk_history_lineage(r->run, &fork)))
+			(own_run(r->run) || zk_history_lineage(r->run, &fork)))
 			r->want = true;
 		/* ZooKeeper's times are Unix ms; a TimestampTz counts us from 2000 */
 		now_ms = GetCurrentTimestamp() / 1000 + INT64CONST(946684800000);

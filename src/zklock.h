@@ -55,6 +55,7 @@
 #define ZKLOCK_AUTH_FILE_MAX	4096	/* bytes of the auth file */
 
 #define ZKLOCK_NO_ENTRY			((uint32) 0xFFFFFFFF)
+#define ZK_OWN_EARLIER			15	/* earlier own runs remembered (history.c) */
 
 /* Connection state of the worker's ZooKeeper session, as shown by zk_status */
 typedef enum ZkConnState
@@ -327,6 +328,9 @@ typedef struct ZkControl
 	uint64		own_predecessor;	/* the run this data directory had
 									 * before this start (history.c), 0 if
 									 * not proven */
+	uint64		own_earlier[ZK_OWN_EARLIER];	/* ... and the ones before
+												 * it, latest first, 0 after
+												 * the last */
 	uint8		mac_key[32];	/* $PGDATA/zklock.key (trust.h) */
 	bool		mac_key_new;	/* this run made it: nodes without a MAC
 								 * are an older version's, accepted until

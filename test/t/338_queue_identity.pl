@@ -135,7 +135,7 @@ my $C = PostgreSQL::Test::Cluster->new('idC');
 $C->init_from_backup($A, 'bkC');
 $C->start;
 ZkLockTest::wait_connected($C, 'the restored C did not connect');
-ok(log_has($C, qr/took over run \d+-[0-9a-f]{16} of this cluster/),
+ok(log_has($C, qr/took over run \d+-[0-9a-f]{16} of this cluster/, 90),
 	"C took the dead A's run over");
 my ($arun) = slurp_file($C->logfile) =~ /took over run (\d+-[0-9a-f]{16}) of this cluster/;
 # C cannot prove the run was its own (its WAL may end before a commit of

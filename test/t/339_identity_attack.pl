@@ -187,7 +187,7 @@ proxy_cmd($p, 'refuse 3600');
 proxy_cmd($p, 'cut-all');
 $C->start;
 ZkLockTest::wait_connected($C, 'C did not connect');
-ok(log_has($C, qr/took over run $psys-$prun of this cluster/, 60),
+ok(log_has($C, qr/took over run $psys-$prun of this cluster/, 90),
 	"C took P's dead run over and settled it");
 ok(zk_exists($zk, "/zklock/runs/$psys-$prun/heir"),
 	"C keeps P's run and its heir (forgotten only an hour later)");
@@ -249,7 +249,7 @@ $C4->init_from_backup($P, 'bkC4');
 $C4->append_conf('postgresql.conf', "zklock.hosts = '$zk->{hosts}'\n");
 $C4->start;
 ZkLockTest::wait_connected($C4, 'C4 did not connect');
-ok(log_has($C4, qr/took over run $psys-$p4run of this cluster/, 60),
+ok(log_has($C4, qr/took over run $psys-$p4run of this cluster/, 90),
 	"the copy C4 took the cut-off P's run over");
 sleep 3;
 is(taken('cq4'), 1, "C4 leaves the claim P committed (its WAL does not show the commit)");
