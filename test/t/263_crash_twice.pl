@@ -1,4 +1,3 @@
-
 # 263_crash_twice.pl - PostgreSQL crashes twice in a row, and the run
 # between the crashes never settled what the first left.
 #
