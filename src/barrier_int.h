@@ -61,6 +61,7 @@ extern int zk_b_barrier_watch_ready(BObj *o, bool behind);
 extern void zk_b_close_ready(BObj *o);
 extern void zk_b_obj_create_sent(BObj *o);
 extern void zk_b_obj_create_done(BObj *o);
+extern void zk_b_obj_unwatch_unused(BObj *o);
 
 /* barrier_member.c */
 extern void zk_b_member_session_lost(ZkEntry *e, const char *why);

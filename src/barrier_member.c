@@ -167,9 +167,14 @@ member_created(int rc, const char *value, const struct Stat *stat, const void *c
 		{
 			BObj	   *o = zk_b_obj_of(e);
 
+			/*
+			 * counted off first (an error below leaves no count behind),
+			 * the watch looked at only after the member stepped on
+			 */
 			e->create_inflight = false;
-			member_create_answered(e, rc, stat);
 			zk_b_obj_create_done(o);
+			member_create_answered(e, rc, stat);
+			zk_b_obj_unwatch_unused(o);
 		}
 	}
 	COMPLETION_END(e);
@@ -387,6 +392,94 @@ leave_watch(ZkEntry *e, const char *child)
 		zk_retry_later(e);
 }
 
+/*
+ * The round a leaving member leaves: the members its first listing of the
+ * leave showed (its own node still there, so none of them had finished
+ * leaving, and nobody had come back for the next round).  Later listings
+ * count only those: a member of this round that finished leaving may enter
+ * the next round at once, and its new node, seen by a member still on its
+ * way out (its listing sent late, after an exists that found the lowest
+ * gone), would make that member wait for the next round, which waits for
+ * it (TAP 016 b11's rounds timed out so, now and then, under load).
+ *
+ * Kept here, in the worker, for the members that are leaving; a set whose
+ * entry has moved on is dropped at the next lookup.
+ */
+typedef struct LeaveRound
+{
+	uint32		idx;
+	uint32		gen;
+	int			n;
+	char	  **names;			/* sorted */
+} LeaveRound;
+
+static List *leave_rounds = NIL;
+static MemoryContext leave_cxt = NULL;
+
+static void
+leave_round_free(LeaveRound *r)
+{
+	int			i;
+
+	for (i = 0; i < r->n; i++)
+		pfree(r->names[i]);
+	if (r->names)
+		pfree(r->names);
+	pfree(r);
+}
+
+/*
+ * e's round, made from the listing m[0..n-1] (sorted, ready left out) if
+ * e has none yet; the sets of members that moved on are dropped
+ */
+static LeaveRound *
+leave_round(ZkEntry *e, char **m, int n)
+{
+	LeaveRound *found = NULL;
+	ListCell   *lc;
+	MemoryContext old;
+	int			i;
+
+	if (leave_cxt == NULL)
+		leave_cxt = AllocSetContextCreate(TopMemoryContext, "zklock barrier rounds",
+										  ALLOCSET_SMALL_SIZES);
+	foreach(lc, leave_rounds)
+	{
+		LeaveRound *r = (LeaveRound *) lfirst(lc);
+		ZkEntry    *o = zk_entry(r->idx);
+
+		if (o->gen != r->gen || o->state == ZKE_FREE || o->kind != ZKK_BMEMBER ||
+			o->step.barrier != ZKB_LEAVE)
+		{
+			leave_rounds = foreach_delete_current(leave_rounds, lc);
+			leave_round_free(r);
+		}
+		else if (o == e)
+			found = r;
+	}
+	if (found != NULL)
+		return found;
+	old = MemoryContextSwitchTo(leave_cxt);
+	found = palloc0(sizeof(LeaveRound));
+	found->idx = zk_entry_index(e);
+	found->gen = e->gen;
+	found->n = n;
+	found->names = n > 0 ? palloc(sizeof(char *) * n) : NULL;
+	for (i = 0; i < n; i++)
+		found->names[i] = pstrdup(m[i]);
+	leave_rounds = lappend(leave_rounds, found);
+	MemoryContextSwitchTo(old);
+	return found;
+}
+
+/* Is name one of the round's members? */
+static bool
+leave_round_has(LeaveRound *r, const char *name)
+{
+	return r->n > 0 &&
+		bsearch(&name, r->names, r->n, sizeof(char *), cmp_str) != NULL;
+}
+
 /* Completion of the zoo_aget_children sent by leave_list() */
 static void
 leave_listed(int rc, const struct String_vector *sv, const void *ctx)
@@ -410,15 +503,24 @@ leave_listed(int rc, const struct String_vector *sv, const void *ctx)
 
 				if (rc == ZOK && sv && sv->count > 0)
 				{
+					LeaveRound *r;
+					int			k = 0;
+
 					m = palloc(sizeof(char *) * sv->count);
 					for (i = 0; i < sv->count; i++)
 						if (strcmp(sv->data[i], ZKB_READY) != 0)
-						{
 							m[n++] = sv->data[i];
-							if (e->node[0] && strcmp(sv->data[i], e->node) == 0)
+					qsort(m, n, sizeof(char *), cmp_str);
+					/* only this round's members (LeaveRound) */
+					r = leave_round(e, m, n);
+					for (i = 0; i < n; i++)
+						if (leave_round_has(r, m[i]))
+						{
+							m[k++] = m[i];
+							if (e->node[0] && strcmp(m[i], e->node) == 0)
 								mine = true;
 						}
-					qsort(m, n, sizeof(char *), cmp_str);
+					n = k;
 				}
 				if (!mine)
 					e->node[0] = '\0';
@@ -582,7 +684,10 @@ static void
 member_drive_failed(ZkEntry *e)
 {
 	if (e->create_inflight)
+	{
 		zk_b_obj_create_done(zk_b_obj_of(e));
+		zk_b_obj_unwatch_unused(zk_b_obj_of(e));
+	}
 	e->create_inflight = e->delete_inflight = e->list_inflight = false;
 	e->watch_pending = false;
 	if (e->released)
@@ -611,7 +716,10 @@ void
 zk_b_member_session_lost(ZkEntry *e, const char *why)
 {
 	if (e->create_inflight)
+	{
 		zk_b_obj_create_done(zk_b_obj_of(e));
+		zk_b_obj_unwatch_unused(zk_b_obj_of(e));
+	}
 	e->create_inflight = e->delete_inflight = e->list_inflight = false;
 	e->watch_pending = false;
 	e->watching = false;

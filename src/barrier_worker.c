@@ -313,15 +313,21 @@ zk_b_obj_create_sent(BObj *o)
 	o->creating++;
 }
 
-/*
- * A member's create is answered (or void): after the member became a
- * waiter, if it did; the watch goes if nobody waits any more
- */
+/* A member's create is answered, or will never be (zk_b_obj_create_sent) */
 void
 zk_b_obj_create_done(BObj *o)
 {
 	if (o->creating > 0)
 		o->creating--;
+}
+
+/*
+ * After a member's create was answered and the member stepped on (a
+ * waiter now, if it waits): the watch goes if nobody waits any more
+ */
+void
+zk_b_obj_unwatch_unused(BObj *o)
+{
 	if (o->creating == 0 && o->nw == 0 && !o->probing)
 		obj_unwatch(o);
 }
