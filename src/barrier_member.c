@@ -18,6 +18,7 @@
 #include "trust.h"
 #include "queue.h"
 
+#include "common/hashfn.h"
 #include "lib/stringinfo.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
@@ -409,28 +410,46 @@ typedef struct LeaveRound
 {
 	uint32		idx;
 	uint32		gen;
-	int			n;
-	char	  **names;			/* sorted */
+	int			n;				/* -1: too many to keep, all count */
+	uint64	   *names;			/* hashes of the names, sorted */
 } LeaveRound;
+
+/*
+ * Members kept per leaving member: past that, every listed member counts
+ * (a round that large on one barrier is left as before).  With the hashes
+ * this bounds the memory to 8 kB per leaving member.
+ */
+#define LEAVE_ROUND_MAX		1024
 
 static List *leave_rounds = NIL;
 static MemoryContext leave_cxt = NULL;
 
+static uint64
+leave_name_hash(const char *name)
+{
+	return hash_bytes_extended((const unsigned char *) name, (int) strlen(name), 0);
+}
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+	uint64		x = *(const uint64 *) a;
+	uint64		y = *(const uint64 *) b;
+
+	return x < y ? -1 : (x > y ? 1 : 0);
+}
+
 static void
 leave_round_free(LeaveRound *r)
 {
-	int			i;
-
-	for (i = 0; i < r->n; i++)
-		pfree(r->names[i]);
 	if (r->names)
 		pfree(r->names);
 	pfree(r);
 }
 
 /*
- * e's round, made from the listing m[0..n-1] (sorted, ready left out) if
- * e has none yet; the sets of members that moved on are dropped
+ * e's round, made from the listing m[0..n-1] (ready left out) if e has
+ * none yet; the sets of members that moved on are dropped
  */
 static LeaveRound *
 leave_round(ZkEntry *e, char **m, int n)
@@ -463,10 +482,17 @@ leave_round(ZkEntry *e, char **m, int n)
 	found = palloc0(sizeof(LeaveRound));
 	found->idx = zk_entry_index(e);
 	found->gen = e->gen;
-	found->n = n;
-	found->names = n > 0 ? palloc(sizeof(char *) * n) : NULL;
-	for (i = 0; i < n; i++)
-		found->names[i] = pstrdup(m[i]);
+	if (n > LEAVE_ROUND_MAX)
+		found->n = -1;
+	else
+	{
+		found->n = n;
+		found->names = n > 0 ? palloc(sizeof(uint64) * n) : NULL;
+		for (i = 0; i < n; i++)
+			found->names[i] = leave_name_hash(m[i]);
+		if (n > 1)
+			qsort(found->names, n, sizeof(uint64), cmp_u64);
+	}
 	leave_rounds = lappend(leave_rounds, found);
 	MemoryContextSwitchTo(old);
 	return found;
@@ -476,8 +502,14 @@ leave_round(ZkEntry *e, char **m, int n)
 static bool
 leave_round_has(LeaveRound *r, const char *name)
 {
-	return r->n > 0 &&
-		bsearch(&name, r->names, r->n, sizeof(char *), cmp_str) != NULL;
+	uint64		h;
+
+	if (r->n < 0)
+		return true;
+	if (r->n == 0)
+		return false;
+	h = leave_name_hash(name);
+	return bsearch(&h, r->names, r->n, sizeof(uint64), cmp_u64) != NULL;
 }
 
 /* Completion of the zoo_aget_children sent by leave_list() */
