@@ -1043,6 +1043,30 @@ obj_drop_listed_watches(BObj *o, bool blind)
 	o->rwatching = o->watching = false;
 }
 
+/*
+ * An idle object's count of members' creates in flight, checked against
+ * the entries: a count that no member's create stands for any more (an
+ * answer that never came back to it) would keep the watch on ready for
+ * good, and the object too.  Only at an idle recheck, a few per turn.
+ */
+static void
+obj_check_creating(BObj *o)
+{
+	int			i;
+
+	if (o->creating == 0)
+		return;
+	for (i = 0; i < zk_ctl->max_entries; i++)
+	{
+		ZkEntry    *e = zk_entry(i);
+
+		if (e->state != ZKE_FREE && e->kind == ZKK_BMEMBER && e->create_inflight &&
+			zk_b_obj_of(e) == o)
+			return;
+	}
+	o->creating = 0;
+}
+
 /* The idle objects whose time came: their watches looked at again */
 static void
 idle_recheck(void)
@@ -1065,6 +1089,7 @@ idle_recheck(void)
 		idle_checks = list_delete_first(idle_checks);
 		o->recheck = false;
 		obj_compact(o);
+		obj_check_creating(o);
 		obj_drop_listed_watches(o, true);
 	}
 }
