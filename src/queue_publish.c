@@ -765,6 +765,7 @@ typedef struct Blocked
 	uint32		gen;
 	TimestampTz due;
 	int			interval_ms;
+	bool		quiet;			/* paced, not refused: a drop races it */
 } Blocked;
 
 static List *pub_blocked_list = NIL;	/* Blocked * */
@@ -854,6 +855,40 @@ pub_block(ZkEntry *e, PubOp *po, int rc)
 	}
 	else
 		b->interval_ms = Min(b->interval_ms * 2, ZKQ_BLOCKED_MAX_MS);
+	b->quiet = false;
+	b->due = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), b->interval_ms);
+}
+
+/*
+ * A publication that a drop elsewhere keeps failing ("Dropping a queue"):
+ * ZooKeeper takes the parents' creates, so nothing refuses it, and it goes
+ * again, paced (ZKQ_PACED_FIRST_MS, doubling up to ZKQ_PACED_MAX_MS) so
+ * that the worker does not spin while the drops go on.  It is not blocked:
+ * the COMMIT waiting for it says nothing unless zklock.commit_timeout
+ * passes first.
+ */
+#define ZKQ_PACED_FIRST_MS		10
+#define ZKQ_PACED_MAX_MS		1000
+
+static void
+pub_pace(ZkEntry *e)
+{
+	Blocked    *b = blocked_find(e);
+
+	if (b == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(zk_q_context());
+
+		b = palloc0(sizeof(Blocked));
+		b->idx = zk_entry_index(e);
+		b->gen = e->gen;
+		b->quiet = true;
+		b->interval_ms = ZKQ_PACED_FIRST_MS;
+		pub_blocked_list = lappend(pub_blocked_list, b);
+		MemoryContextSwitchTo(old);
+	}
+	else if (b->quiet)
+		b->interval_ms = Min(b->interval_ms * 2, ZKQ_PACED_MAX_MS);
 	b->due = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), b->interval_ms);
 }
 
@@ -915,7 +950,7 @@ zk_q_pub_blocked_tick(void)
 		ZkEntry    *e = zk_entry(b->idx);
 
 		if (e->gen != b->gen || e->state == ZKE_FREE || e->kind != ZKK_QPUB ||
-			!e->pub_blocked)
+			(!e->pub_blocked && !b->quiet))
 		{
 			pub_blocked_list = foreach_delete_current(pub_blocked_list, lc);
 			pfree(b);
@@ -934,7 +969,8 @@ zk_q_pub_blocked_tick(void)
  * of the queue elsewhere (zk_queue_drop, "Dropping a queue") that lands
  * between those creates and the multi fails it again, however often it
  * tries; as long as no parent's create was refused in this session (an
- * ACL), it goes on, up to ZKQ_PARENT_TRIES tries.
+ * ACL), it goes on: at once up to ZKQ_PARENT_TRIES tries, then paced
+ * (pub_pace) for as long as the drops go on.
  */
 #define ZKQ_PARENT_TRIES	20
 
@@ -1028,12 +1064,15 @@ publish_done(int rc, const void *data)
 			else if (!zk_rc_definite(rc))
 				zk_retry_later(e);
 			else if (missing_parent &&
-					 (e->errors < 3 ||
-					  (e->errors < ZKQ_PARENT_TRIES && !pub_parent_refused(po))))
+					 (e->errors < 3 || !pub_parent_refused(po)))
 			{
-				e->errors++;
+				if (e->errors < PG_UINT8_MAX)
+					e->errors++;
 				e->parents_tried = true;
-				zk_retry_later(e);
+				if (e->errors < ZKQ_PARENT_TRIES)
+					zk_retry_later(e);
+				else
+					pub_pace(e);
 			}
 			else if (!zk_session_usable())
 				zk_retry_later(e);	/* judged once it is usable again */

@@ -25,9 +25,11 @@
 #   tools/test.sh regress    only the pg_regress suite (make installcheck)
 #   tools/test.sh tap        only the TAP suite (test/t/*.pl)
 #   PROVE_TESTS=test/t/010_contention.pl tools/test.sh tap     one TAP file
-#   tools/test.sh faults [SECONDS]   only the randomized fault run (test/faults/run.py):
-#                            SECONDS of faults (default 300), then 30 s without;
-#                            prints its figures and the checker's verdict
+#   tools/test.sh faults [SECONDS] [--seed N]
+#                            only the randomized fault run (test/faults/run.py):
+#                            SECONDS of faults (default 300), then 30 s without,
+#                            with a fresh seed (printed) unless --seed; prints
+#                            its figures and the checker's verdict
 #   tools/test.sh model [SECONDS] [--seed N] [--steps K] [--recipes R,...]
 #                            only the model-based random API tester
 #                            (test/model/model.py): random histories of calls on
@@ -134,9 +136,10 @@ case $MODE in
     faults) ;;
     model) ;;
     -h|--help|help) sed -n '2,77s/^# \{0,1\}//p' "$0"; exit 0 ;;
-    *) echo "usage: tools/test.sh [--pg 15|17|18] [--subset] [--load N] [regress|tap|faults [SECONDS]|model [SECONDS] [--seed N] [--steps K]]" >&2; exit 2 ;;
+    *) echo "usage: tools/test.sh [--pg 15|17|18] [--subset] [--load N] [regress|tap|faults [SECONDS] [--seed N]|model [SECONDS] [--seed N] [--steps K]]" >&2; exit 2 ;;
 esac
 FAULT_SECONDS=""
+FAULT_ARGS=()
 MODEL_ARGS=()
 MODEL_SECONDS=${ZKLOCK_MODEL_SECONDS:-60}
 if [ "$MODE" = model ]; then
@@ -159,11 +162,20 @@ if [ "$MODE" = model ]; then
         esac
     done
 elif [ "$MODE" = faults ]; then
-    FAULT_SECONDS=${2:-300}
+    shift
+    FAULT_SECONDS=300
+    if [ $# -gt 0 ] && [[ $1 != -* ]]; then
+        FAULT_SECONDS=$1
+        shift
+    fi
     case $FAULT_SECONDS in
-        ''|*[!0-9]*|0) echo "usage: tools/test.sh faults [SECONDS]  (SECONDS: a positive integer)" >&2; exit 2 ;;
+        ''|*[!0-9]*|0) echo "usage: tools/test.sh faults [SECONDS] [--seed N]  (SECONDS: a positive integer)" >&2; exit 2 ;;
     esac
-    [ $# -le 2 ] || { echo "usage: tools/test.sh faults [SECONDS]" >&2; exit 2; }
+    if [ $# -eq 2 ] && [ "$1" = --seed ] && [[ $2 =~ ^[0-9]+$ ]]; then
+        FAULT_ARGS=(--seed "$2")
+    elif [ $# -ne 0 ]; then
+        echo "usage: tools/test.sh faults [SECONDS] [--seed N]" >&2; exit 2
+    fi
 else
     [ $# -le 1 ] || { echo "usage: tools/test.sh [regress|tap]" >&2; exit 2; }
 fi
@@ -505,7 +517,7 @@ run_faults() {
     export ZKLOCK_PYTHON=$PYTHON
     log=$(mktemp /tmp/zklock-faults.XXXXXX.log)
     run_timed "$log" $((FAULT_SECONDS + 900)) "$PYTHON" "$SRC/test/faults/run.py" \
-        --dir "$dir" --seconds "$FAULT_SECONDS" --quiet 30
+        --dir "$dir" --seconds "$FAULT_SECONDS" --quiet 30 ${FAULT_ARGS[@]+"${FAULT_ARGS[@]}"}
     rc=$?
     sweep "$SRC/tmp_check"
     case $rc in

@@ -85,6 +85,21 @@ sub node_czxid
 	return zk_czxid($zk, "/zklock/locks/$name/$kids[0]");
 }
 
+# Send the first locks one after the other: the first goes alone, as a
+# create2 whose reply the proxy holds, and the second is held behind it in
+# the worker.  Sent at once, they could go together in one multi, whose
+# reply the rule does not hold: nothing would be in flight.
+sub send_firsts
+{
+	my ($first, $tag) = @_;
+	my $c0 = requests('create2');
+	$first->[0]->send("SELECT zk_lock('$tag-first-0')");
+	wait_until(sub { requests('create2') > $c0 }, 10, 0.01)
+	  or diag "$tag: the first lock's create2 was not seen";
+	$first->[1]->send("SELECT zk_lock('$tag-first-1')");
+	return;
+}
+
 # Two sessions take a lock each while creates' replies are held: two sends
 # in flight.  Then the sessions of @names ask at once: gathered behind them.
 sub gather
@@ -92,7 +107,7 @@ sub gather
 	my ($tag, $timeout, @names) = @_;
 	my @first = sessions(2, "${tag}first");
 	my $rule = proxy_rule($proxy, 'delay-replies create2 1500');
-	$first[$_]->send("SELECT zk_lock('$tag-first-$_')") for 0 .. 1;
+	send_firsts(\@first, $tag);
 	usleep(300_000);
 	my @s = sessions(scalar(@names), $tag);
 	$s[$_]->send("SELECT zk_lock('$names[$_]')") for 0 .. $#names;
@@ -320,7 +335,7 @@ sub per_cycle
 	# two lock creates' replies held: sends in flight; then 8 members enter
 	my @first = sessions(2, 'b11first');
 	my $rule = proxy_rule($proxy, 'delay-replies create2 1500');
-	$first[$_]->send("SELECT zk_lock('b11-first-$_')") for 0 .. 1;
+	send_firsts(\@first, 'b11');
 	usleep(300_000);
 	my $m0 = requests('multi');
 	my @s = sessions(8, 'b11');
@@ -416,7 +431,7 @@ PY
 	$first[$_]->query_safe("SELECT zk_lock('b12-first-$_')") for 0 .. 1;
 	$_->query_safe('COMMIT; BEGIN') for @first;
 	my $rule = proxy_rule($proxy, 'delay-replies create2 5000');
-	$first[$_]->send("SELECT zk_lock('b12-first-$_')") for 0 .. 1;
+	send_firsts(\@first, 'b12');
 	usleep(300_000);
 	my $m0 = requests('multi');
 	my $a0 = requests('create2');
