@@ -401,7 +401,7 @@ leave_watch(ZkEntry *e, const char *child)
  * the next round at once, and its new node, seen by a member still on its
  * way out (its listing sent late, after an exists that found the lowest
  * gone), would make that member wait for the next round, which waits for
- * it (TAP 016 b11's rounds timed out so, now and then, under load).
+ * it (TAP 016 b13 holds the notice back to show it).
  *
  * Kept here, in the worker, for the members that are leaving; a set whose
  * entry has moved on is dropped at the next lookup.

@@ -39,6 +39,9 @@ observations of ZooKeeper and of both clusters), prints the figures and exits
   barrier         a double-barrier round that opened before every party had called
                   zk_barrier_enter (barrier.jsonl, test/faults/barrier_client.py), or
                   no round that opened for every party in the quiet period
+  zk_canary       writes ZooKeeper acknowledged to test/faults/zk_canary.py and then
+                  lost (ZooKeeper's own data loss, not zklock's: anything zklock
+                  lost in that window is suspect, not proven)
   queue           the exactly-once queue load (test/faults/queue_run.py, run by run.py
                   through the faults, then drained on the first cluster): an item
                   lost, consumed twice or published by a transaction that did not
@@ -452,6 +455,17 @@ def main(argv):
     qfig, qanom = queue_verdict(obs.get("queue"), run)
     fig.update(qfig)
     anomalies.extend(qanom)
+    canary = obs.get("zk_canary")
+    fig["zk_canary_acknowledged"] = canary.get("acknowledged") if canary else None
+    fig["zk_canary_missing"] = canary.get("missing") if canary else None
+    if "zk_canary" in obs and canary is None:
+        anomalies.append("zk canary: its writes were not read back (see the run's log)")
+    elif canary and canary["missing"]:
+        anomalies.append("ZOOKEEPER LOST %d acknowledged writes of the canary, acknowledged from %s to %s"
+                         " (ZooKeeper's own data loss, e.g. ZOOKEEPER-4646 in 3.8.0: what zklock lost"
+                         " then is not its doing alone)"
+                         % (canary["missing"], fmt_t(canary["missing_from"], t0),
+                            fmt_t(canary["missing_to"], t0)))
     fig["anomalies"] = anomalies
     fig["verdict"] = "FAIL" if anomalies else "PASS"
 
@@ -471,7 +485,8 @@ def main(argv):
               "barrier_enter_errors", "election_samples", "election_leader_changes",
               "election_both", "election_final", "sem_spans", "sem_max_concurrent",
               "sem_over_max", "sem_refused", "sem_failed", "sem_lost_at_commit",
-              "sem_quiet_spans", "sem_hangs") + tuple(qfig):
+              "sem_quiet_spans", "sem_hangs", "zk_canary_acknowledged",
+              "zk_canary_missing") + tuple(qfig):
         print("  %-28s %s" % (k, json.dumps(fig[k], sort_keys=True)))
     for what, pairs in (("OVERLAP", overlaps), ("INVERSION", inversions)):
         for a, b in pairs[:10]:
@@ -514,6 +529,11 @@ def main(argv):
         print("ELECTION: " + a)
     for a in sanom[:10]:
         print("SEMAPHORE: " + a)
+    if canary and canary["missing"]:
+        for m in canary["first_missing"]:
+            print("ZOOKEEPER LOST: %s, acknowledged at %s" % (m["path"], fmt_t(m["acked_at"], t0)))
+        ev = faults_near(faults, canary["missing_from"] - 10, canary["missing_to"] + 10, t0)
+        print("\n".join(ev) if ev else "    (no fault nearby)")
     print("verdict: %s%s" % (fig["verdict"], (": " + "; ".join(anomalies)) if anomalies else ""))
     print("FAULTRUN-FIGURES " + json.dumps(fig, sort_keys=True))
     return 1 if anomalies else 0

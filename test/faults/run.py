@@ -222,6 +222,29 @@ def observe_orphans(args, ens, wait_s):
         time.sleep(0.5)
 
 
+CANARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "zk_canary.py")
+
+
+def canary_finish(ens, proc, acked):
+    """Stop zk_canary.py's writes and read them back: its report, or None."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    python = os.environ.get("ZKLOCK_PYTHON", sys.executable)
+    rc, out, err = run_cmd([python, CANARY, "check", ens.hosts, acked], timeout=300)
+    m = re.search(r"^CANARY (\{.*\})\s*$", out, re.M)
+    if rc != 0 or not m:
+        log("zk canary: the check failed: rc %s %s" % (rc, err.strip()[-500:]))
+        return None
+    rep = json.loads(m.group(1))
+    log("zk canary: %d writes acknowledged by ZooKeeper, %d of them missing"
+        % (rep["acknowledged"], rep["missing"]))
+    return rep
+
+
 QUEUE_RUN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "queue_run.py")
 QUEUE_PATH = "/zklock/queues/" + queue_run.QUEUE
 
@@ -438,6 +461,7 @@ def main(argv):
     ens = None
     clusters = []
     nemesis = None
+    canary = None
     qproc = None
     qdir = None
     info = {
@@ -527,6 +551,13 @@ def main(argv):
                     stdin=subprocess.DEVNULL, stdout=qo, stderr=qe,
                     env=dict(os.environ, PGUSER="postgres"))
             info["queue"] = True
+        # ZooKeeper's own writes beside the clients: did it keep what it
+        # acknowledged? (test/faults/zk_canary.py)
+        canary_file = os.path.join(d, "zk_canary.acked")
+        with open(os.path.join(d, "zk_canary.err"), "w") as ce:
+            canary = subprocess.Popen(
+                [os.environ.get("ZKLOCK_PYTHON", sys.executable), CANARY, "write", ens.hosts,
+                 canary_file], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=ce)
         if not args.no_faults:
             nemesis = Nemesis(r, ens, clusters, random.Random(rnd.randrange(1 << 30)))
             nemesis.start()
@@ -570,6 +601,8 @@ def main(argv):
         log("clients stopped%s" % (" (hung: %s)" % hung if hung else ""))
 
         obs = info["observed"]
+        obs["zk_canary"] = canary_finish(ens, canary, canary_file)
+        canary = None
         if qproc is not None:
             obs["queue"] = queue_finish(args, ens, clusters, qdir, qproc)
             qproc = None
@@ -603,6 +636,9 @@ def main(argv):
         if qproc is not None and qproc.poll() is None:
             qproc.kill()
             qproc.wait()
+        if canary is not None and canary.poll() is None:
+            canary.kill()
+            canary.wait()
         if nemesis is not None:
             nemesis.heal_now.set()
             nemesis.thaw_everything()

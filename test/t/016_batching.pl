@@ -265,9 +265,13 @@ sub packets
 	return $mntr =~ /zk_packets_received\s+(\d+)/ ? $1 : die "no mntr: $mntr";
 }
 
+# ... with -T 4, or with -t $rounds transactions per client: a barrier's
+# rounds need every client to do as many (with -T, the clients that end a
+# round after the deadline stop, and those that began the next one before
+# it wait for them until their timeout)
 sub per_cycle
 {
-	my ($tag, $call) = @_;
+	my ($tag, $call, $rounds) = @_;
 	$call //= "zk_lock('b8-$tag-' || :client_id)";
 	my $script = "$PostgreSQL::Test::Utils::tmp_check/batch_$tag.sql";
 	PostgreSQL::Test::Utils::append_to_file($script,
@@ -275,7 +279,7 @@ sub per_cycle
 	my $p0 = packets();
 	my $q0 = proxy_stats($proxy)->{requests};
 	my ($stdout, $stderr);
-	IPC::Run::run([ 'pgbench', '-n', '-c', 16, '-j', 2, '-T', 4, '-f', $script,
+	IPC::Run::run([ 'pgbench', '-n', '-c', 16, '-j', 2, ($rounds ? ('-t', $rounds) : ('-T', 4)), '-f', $script,
 			'-h', $node->host, '-p', $node->port, 'postgres' ],
 		'>', \$stdout, '2>', \$stderr)
 	  or die "pgbench failed: $stderr";
@@ -368,7 +372,7 @@ sub per_cycle
 	my $c0 = requests('createContainer');
 	my $d0 = requests('delete') + requests('multi');
 	my ($pc, $members) = per_cycle('bar',
-		"zk_barrier_enter('b11r', 16, '20s');\nSELECT zk_barrier_leave('b11r', '20s')");
+		"zk_barrier_enter('b11r', 16, '20s');\nSELECT zk_barrier_leave('b11r', '20s')", 60);
 	my $made = requests('createContainer') - $c0;
 	my $dels = requests('delete') + requests('multi') - $d0;
 	ok($members >= 32 && $made < 0.2 * $members,
