@@ -819,6 +819,35 @@ blocked_find(ZkEntry *e)
 	return NULL;
 }
 
+/*
+ * Schedule e's next try: first_ms from now the first time (or when it
+ * changes from paced to blocked or back), then twice as long each time, up
+ * to max_ms
+ */
+static void
+blocked_schedule(ZkEntry *e, bool quiet, int first_ms, int max_ms)
+{
+	Blocked    *b = blocked_find(e);
+
+	if (b == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(zk_q_context());
+
+		b = palloc0(sizeof(Blocked));
+		b->idx = zk_entry_index(e);
+		b->gen = e->gen;
+		b->interval_ms = first_ms;
+		pub_blocked_list = lappend(pub_blocked_list, b);
+		MemoryContextSwitchTo(old);
+	}
+	else if (b->quiet != quiet)
+		b->interval_ms = first_ms;
+	else
+		b->interval_ms = Min(b->interval_ms * 2, max_ms);
+	b->quiet = quiet;
+	b->due = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), b->interval_ms);
+}
+
 static ZkLogLimit pub_block_log;
 
 /* A committed transaction's publication failed for good: keep it, retry */
@@ -826,7 +855,6 @@ static void
 pub_block(ZkEntry *e, PubOp *po, int rc)
 {
 	char		why[ZKLOCK_ERRMSG_MAX];
-	Blocked    *b = blocked_find(e);
 
 	pub_refusal(po, rc, why, sizeof(why));
 	strlcpy(e->errmsg, why, sizeof(e->errmsg));
@@ -842,21 +870,7 @@ pub_block(ZkEntry *e, PubOp *po, int rc)
 							   po->tpath, ZKQ_BLOCKED_MAX_MS / 1000),
 					 errhint("Remove what blocks it (for a gate node: the other client's children under it); zk_status().publications_blocked counts the transactions waiting so.")));
 	}
-	if (b == NULL)
-	{
-		MemoryContext old = MemoryContextSwitchTo(zk_q_context());
-
-		b = palloc0(sizeof(Blocked));
-		b->idx = zk_entry_index(e);
-		b->gen = e->gen;
-		b->interval_ms = ZKQ_BLOCKED_FIRST_MS;
-		pub_blocked_list = lappend(pub_blocked_list, b);
-		MemoryContextSwitchTo(old);
-	}
-	else
-		b->interval_ms = Min(b->interval_ms * 2, ZKQ_BLOCKED_MAX_MS);
-	b->quiet = false;
-	b->due = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), b->interval_ms);
+	blocked_schedule(e, false, ZKQ_BLOCKED_FIRST_MS, ZKQ_BLOCKED_MAX_MS);
 }
 
 /*
@@ -873,23 +887,7 @@ pub_block(ZkEntry *e, PubOp *po, int rc)
 static void
 pub_pace(ZkEntry *e)
 {
-	Blocked    *b = blocked_find(e);
-
-	if (b == NULL)
-	{
-		MemoryContext old = MemoryContextSwitchTo(zk_q_context());
-
-		b = palloc0(sizeof(Blocked));
-		b->idx = zk_entry_index(e);
-		b->gen = e->gen;
-		b->quiet = true;
-		b->interval_ms = ZKQ_PACED_FIRST_MS;
-		pub_blocked_list = lappend(pub_blocked_list, b);
-		MemoryContextSwitchTo(old);
-	}
-	else if (b->quiet)
-		b->interval_ms = Min(b->interval_ms * 2, ZKQ_PACED_MAX_MS);
-	b->due = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), b->interval_ms);
+	blocked_schedule(e, true, ZKQ_PACED_FIRST_MS, ZKQ_PACED_MAX_MS);
 }
 
 static ZkLogLimit pub_unblock_log;

@@ -769,6 +769,7 @@ inner_path=$(dirname "$(command -v pg_config)"):/usr/local/bin:/usr/bin:/bin:/us
     ${ZKLOCK_FAULT_SECONDS:+ZKLOCK_FAULT_SECONDS="$ZKLOCK_FAULT_SECONDS"} \
     ${ZKLOCK_MODEL_SECONDS:+ZKLOCK_MODEL_SECONDS="$ZKLOCK_MODEL_SECONDS"} \
     bash "$WORK/tools/test.sh" "${PASS_OPTS[@]}" "$MODE" ${FAULT_SECONDS:+"$FAULT_SECONDS"} \
+        ${FAULT_ARGS[@]+"${FAULT_ARGS[@]}"} \
         $( [ "$MODE" = model ] && echo "$MODEL_SECONDS" ) ${MODEL_ARGS[@]+"${MODEL_ARGS[@]}"} </dev/null)
 inner_rc=$?
 if [ -s "$result" ]; then

@@ -304,6 +304,11 @@ def main(argv):
     fig["faults"] = dict(sorted(collections.Counter(f["kind"] for f in faults
                                                     if f["action"] == "inject").items()))
     fig["fault_errors"] = sum(1 for f in faults if f["action"] == "error")
+    # a kind of fault that failed every time it was tried tests nothing:
+    # the run's own set-up is broken (a program not found, say)
+    tried = collections.Counter(f["kind"] for f in faults if f["action"] == "error"
+                                and "live run" not in f.get("error", ""))
+    fig["faults_never_injected"] = sorted(k for k in tried if k not in fig["faults"])
     # a copy of a cluster (pg_clone) must say it is a copy of the live original
     fig["clones"] = sum(1 for f in faults if f["kind"] == "pg_clone" and f["action"] == "inject")
     fig["clones_said_copy"] = sum(1 for f in faults if f["kind"] == "pg_clone"
@@ -427,6 +432,10 @@ def main(argv):
         anomalies.append("crashes: " + "; ".join(crashes))
     if exits:
         anomalies.append("unexpected worker exits: " + "; ".join(exits))
+    if fig["faults_never_injected"]:
+        anomalies.append("faults that failed every time and were never injected: %s"
+                         % ", ".join("%s (%d errors)" % (k, tried[k])
+                                     for k in fig["faults_never_injected"]))
     if fig["heal_problems"]:
         anomalies.append("heal problems: %s" % fig["heal_problems"])
     if fig["clones_took_live"]:
@@ -474,7 +483,8 @@ def main(argv):
           % (fig["mode"], fig["seconds"], fig["quiet_seconds"], fig["clients"], ",".join(fig["names"])))
     for k in ("attempts", "committed", "committed_shared", "outcomes", "refused_commits",
               "lost_lock_errors", "body_failures", "lock_failures", "connection_lost",
-              "commit_outcome_unknown", "faults", "fault_errors", "clones", "clones_said_copy",
+              "commit_outcome_unknown", "faults", "fault_errors", "faults_never_injected",
+              "clones", "clones_said_copy",
               "clones_took_live",
               "partitions", "worker_cancel_killed_worker",
               "expiry_path", "overlaps", "inversions", "token_mismatch", "orphans", "watches",

@@ -78,7 +78,9 @@ def pg_bindir():
     """Directory of initdb/pg_ctl (PATH first, else pg_config --bindir)."""
     p = shutil.which("initdb")
     if p:
-        return os.path.dirname(p)
+        # through links (a /usr/local/bin/initdb -> .../bin/initdb): the
+        # other programs (pg_basebackup) are only beside the real one
+        return os.path.dirname(os.path.realpath(p))
     rc, out, _ = run(["pg_config", "--bindir"], timeout=30)
     if rc == 0 and os.path.exists(os.path.join(out.strip(), "initdb")):
         return out.strip()

@@ -24,6 +24,7 @@ cannot be hidden by a later write that got its name.  "write" runs until
 SIGTERM or SIGINT.
 """
 
+import contextlib
 import json
 import signal
 import sys
@@ -80,11 +81,9 @@ def write(hosts, out, every):
             left = every - (time.monotonic() - t0)
             if left > 0:
                 time.sleep(left)
-    try:
+    with contextlib.suppress(Exception):
         zk.stop()
         zk.close()
-    except Exception:
-        pass
     return 0
 
 
