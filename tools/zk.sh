@@ -172,7 +172,10 @@ launch() {
 wait_up() {
     local dir=$1 port=$2 deadline=$((SECONDS + ZK_START_TIMEOUT)) alive=""
     while [ $SECONDS -lt $deadline ]; do
-        if ! running_pid "$dir" >/dev/null; then
+        # looked at twice: while the shell that wrote the pid file execs
+        # the JVM, /proc/PID/cmdline can read empty for a moment (seen
+        # under load: a server "exited" with nothing in its log)
+        if ! running_pid "$dir" >/dev/null && { sleep 0.5; ! running_pid "$dir" >/dev/null; }; then
             echo "$me: ZooKeeper in $dir exited during startup; last log lines:" >&2
             log_tail "$dir" >&2
             return 1
