@@ -40,8 +40,9 @@ observations of ZooKeeper and of both clusters), prints the figures and exits
                   zk_barrier_enter (barrier.jsonl, test/faults/barrier_client.py), or
                   no round that opened for every party in the quiet period
   zk_canary       writes ZooKeeper acknowledged to test/faults/zk_canary.py and then
-                  lost (ZooKeeper's own data loss, not zklock's: anything zklock
-                  lost in that window is suspect, not proven)
+                  lost (missing on most servers), or that one server lacks while the
+                  others have them (a diverged replica): ZooKeeper's own faults, not
+                  zklock's; anything zklock lost then is suspect, not proven
   queue           the exactly-once queue load (test/faults/queue_run.py, run by run.py
                   through the faults, then drained on the first cluster): an item
                   lost, consumed twice or published by a transaction that did not
@@ -467,9 +468,16 @@ def main(argv):
     canary = obs.get("zk_canary")
     fig["zk_canary_acknowledged"] = canary.get("acknowledged") if canary else None
     fig["zk_canary_missing"] = canary.get("missing") if canary else None
+    fig["zk_canary_diverged"] = canary.get("diverged") if canary else None
     if "zk_canary" in obs and canary is None:
         anomalies.append("zk canary: its writes were not read back (see the run's log)")
-    elif canary and canary["missing"]:
+    if canary and canary.get("diverged"):
+        anomalies.append("ZOOKEEPER REPLICA DIVERGED: %s lack acknowledged writes of the canary that the"
+                         " other servers have (a ZooKeeper bug, e.g. ZOOKEEPER-4646/-4785 in 3.8.0: its"
+                         " clients read a past the quorum does not have; what zklock lost then is not its"
+                         " doing alone)"
+                         % ", ".join("%s (%d)" % (h, n) for h, n in sorted(canary["diverged"].items())))
+    if canary and canary["missing"]:
         anomalies.append("ZOOKEEPER LOST %d acknowledged writes of the canary, acknowledged from %s to %s"
                          " (ZooKeeper's own data loss, e.g. ZOOKEEPER-4646 in 3.8.0: what zklock lost"
                          " then is not its doing alone)"
@@ -496,7 +504,7 @@ def main(argv):
               "election_both", "election_final", "sem_spans", "sem_max_concurrent",
               "sem_over_max", "sem_refused", "sem_failed", "sem_lost_at_commit",
               "sem_quiet_spans", "sem_hangs", "zk_canary_acknowledged",
-              "zk_canary_missing") + tuple(qfig):
+              "zk_canary_missing", "zk_canary_diverged") + tuple(qfig):
         print("  %-28s %s" % (k, json.dumps(fig[k], sort_keys=True)))
     for what, pairs in (("OVERLAP", overlaps), ("INVERSION", inversions)):
         for a, b in pairs[:10]:
@@ -539,6 +547,12 @@ def main(argv):
         print("ELECTION: " + a)
     for a in sanom[:10]:
         print("SEMAPHORE: " + a)
+    for h, paths in sorted(((canary or {}).get("diverged_paths") or {}).items()):
+        for m in paths:
+            print("ZOOKEEPER DIVERGED: %s lacks %s, acknowledged at %s" % (h, m["path"], fmt_t(m["acked_at"], t0)))
+        if paths:
+            ev = faults_near(faults, paths[0]["acked_at"] - 10, paths[-1]["acked_at"] + 10, t0)
+            print("\n".join(ev) if ev else "    (no fault nearby)")
     if canary and canary["missing"]:
         for m in canary["first_missing"]:
             print("ZOOKEEPER LOST: %s, acknowledged at %s" % (m["path"], fmt_t(m["acked_at"], t0)))

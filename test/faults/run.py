@@ -240,8 +240,9 @@ def canary_finish(ens, proc, acked):
         log("zk canary: the check failed: rc %s %s" % (rc, err.strip()[-500:]))
         return None
     rep = json.loads(m.group(1))
-    log("zk canary: %d writes acknowledged by ZooKeeper, %d of them missing"
-        % (rep["acknowledged"], rep["missing"]))
+    log("zk canary: %d writes acknowledged by ZooKeeper, %d of them missing, read from %d of %d"
+        " servers; diverged: %s" % (rep["acknowledged"], rep["missing"], rep["servers_read"],
+                                    rep["servers"], rep["diverged"] or "none"))
     return rep
 
 

@@ -13,10 +13,13 @@ not zklock's.  This canary tells them apart: beside the clients, it writes
 a node of its own every --every seconds (default 0.02) through kazoo, to
 whichever server kazoo is connected to, and appends the path of every
 create ZooKeeper acknowledged to FILE (a create whose answer was lost counts
-for nothing).  "check" then reads every acknowledged path back and prints
-one line, CANARY {json}: acknowledged, missing, and the first missing paths
-with the time they were acknowledged.  A missing path is a write ZooKeeper
-acknowledged and lost.
+for nothing).  "check" then reads every acknowledged path back, from each
+server on its own, and prints one line, CANARY {json}: acknowledged;
+missing (on a majority of the servers: a write ZooKeeper acknowledged and
+lost), with the first such paths and when they were acknowledged; and
+diverged (per server, acknowledged paths that server lacks while the
+others have them: a replica that went its own way and serves its clients
+a past the quorum does not have).
 
 Paths are /zkcanary/b-<bucket>/w-<n> with n counting up (1,000 per bucket,
 so no listing outgrows a packet); names are never reused, so a lost node
@@ -87,6 +90,28 @@ def write(hosts, out, every):
     return 0
 
 
+def present_on(host, buckets):
+    """The canary's nodes one server holds (after a sync), or None if it
+    cannot be read."""
+    try:
+        zk = client(host)
+    except Exception:
+        return None
+    present = set()
+    try:
+        zk.sync(ROOT)
+        for b in buckets:
+            try:
+                present.update("%s/%s" % (b, k) for k in zk.get_children(b))
+            except Exception:
+                pass
+    finally:
+        with contextlib.suppress(Exception):
+            zk.stop()
+            zk.close()
+    return present
+
+
 def check(hosts, acked_file):
     acked = []
     with open(acked_file) as f:
@@ -94,24 +119,29 @@ def check(hosts, acked_file):
             parts = line.split()
             if len(parts) == 2:
                 acked.append((parts[0], float(parts[1])))
-    zk = client(hosts)
-    zk.sync(ROOT)
-    present = set()
     buckets = sorted({p.rsplit("/", 1)[0] for p, _ in acked})
-    for b in buckets:
-        try:
-            present.update("%s/%s" % (b, k) for k in zk.get_children(b))
-        except Exception:
-            pass
-    missing = [(p, t) for p, t in acked if p not in present]
-    zk.stop()
-    zk.close()
+    # every server on its own: a replica can diverge from the others (it
+    # then serves its clients a past that the quorum does not have)
+    views = {h: present_on(h, buckets) for h in hosts.split(",")}
+    read = [v for v in views.values() if v is not None]
+    # lost: missing on a majority of the servers read (the quorum's view)
+    missing = [(p, t) for p, t in acked
+               if read and sum(1 for v in read if p not in v) * 2 > len(read)]
+    lost = {p for p, _ in missing}
+    diverged = {h: sum(1 for p, _ in acked if p not in v and p not in lost)
+                for h, v in views.items() if v is not None}
     report = {
         "acknowledged": len(acked),
+        "servers_read": len(read),
+        "servers": len(views),
         "missing": len(missing),
         "first_missing": [{"path": p, "acked_at": t} for p, t in missing[:10]],
         "missing_from": missing[0][1] if missing else None,
         "missing_to": missing[-1][1] if missing else None,
+        "diverged": {h: n for h, n in diverged.items() if n},
+        "diverged_paths": {h: [{"path": p, "acked_at": t} for p, t in acked
+                               if p not in views[h] and p not in lost][:10]
+                           for h, n in diverged.items() if n},
     }
     print("CANARY " + json.dumps(report, sort_keys=True))
     return 0
