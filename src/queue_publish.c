@@ -968,9 +968,12 @@ zk_q_pub_blocked_tick(void)
  * between those creates and the multi fails it again, however often it
  * tries; as long as no parent's create was refused in this session (an
  * ACL), it goes on: at once up to ZKQ_PARENT_TRIES tries, then paced
- * (pub_pace) for as long as the drops go on.
+ * (pub_pace), up to ZKQ_PACED_TRIES tries (more than a minute of drops):
+ * past that it is blocked (pub_block), counted and logged, and still tried
+ * again, so that a publication that never goes through is not silent.
  */
 #define ZKQ_PARENT_TRIES	20
+#define ZKQ_PACED_TRIES		100
 
 /* Was the create of a parent of one of po's failed creates refused? */
 static bool
@@ -1062,10 +1065,10 @@ publish_done(int rc, const void *data)
 			else if (!zk_rc_definite(rc))
 				zk_retry_later(e);
 			else if (missing_parent &&
-					 (e->errors < 3 || !pub_parent_refused(po)))
+					 (e->errors < 3 ||
+					  (e->errors < ZKQ_PACED_TRIES && !pub_parent_refused(po))))
 			{
-				if (e->errors < PG_UINT8_MAX)
-					e->errors++;
+				e->errors++;
 				e->parents_tried = true;
 				if (e->errors < ZKQ_PARENT_TRIES)
 					zk_retry_later(e);
