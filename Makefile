@@ -13,6 +13,7 @@ OBJS = \
 	src/worker_base.o \
 	src/batch.o \
 	src/auth.o \
+	src/aclcheck.o \
 	src/lock_worker.o \
 	src/backend.o \
 	src/lock_backend.o \

@@ -26,3 +26,64 @@ AS $$
       FROM @extschema@.zk_election_candidates(name) AS c
      WHERE c.state = 'held'
 $$;
+
+-- zk_status gains acl_problems, acl_problem (nodes found open to other
+-- ZooKeeper clients: doc/security.md, "Nodes found already there") and
+-- consumes_blocked (consumes ZooKeeper refuses: doc/errors.md).  Its row
+-- type changes, so it is dropped and created again, and given back the
+-- grants it had (PUBLIC none, pg_monitor and whoever zk_grant gave the
+-- monitor group).
+DO $$
+DECLARE
+    grantees text[];
+    g text;
+BEGIN
+    SELECT coalesce(array_agg(DISTINCT a.grantee::regrole::text), '{}')
+      INTO grantees
+      FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+     WHERE p.oid = '@extschema@.zk_status()'::regprocedure
+       AND a.privilege_type = 'EXECUTE'
+       AND a.grantee <> 0
+       AND a.grantee <> p.proowner;
+    DROP FUNCTION @extschema@.zk_status();
+    CREATE FUNCTION @extschema@.zk_status(
+        OUT state text,
+        OUT servers text,
+        OUT session_id text,
+        OUT session_timeout interval,
+        OUT worker_pid integer,
+        OUT entries_used integer,
+        OUT max_locks integer,
+        OUT requests bigint,
+        OUT grants bigint,
+        OUT releases bigint,
+        OUT timeouts bigint,
+        OUT abandoned bigint,
+        OUT lost bigint,
+        OUT watch_events bigint,
+        OUT reconnects bigint,
+        OUT sessions bigint,
+        OUT zk_errors bigint,
+        OUT deadlocks bigint,
+        OUT leases_taken bigint,
+        OUT leases_refused bigint,
+        OUT leaderships bigint,
+        OUT semaphore_leases bigint,
+        OUT semaphore_refusals bigint,
+        OUT noauth_refusals bigint,
+        OUT queues_tracked integer,
+        OUT publications_blocked integer,
+        OUT auth text,
+        OUT acl_problems integer,
+        OUT acl_problem text,
+        OUT consumes_blocked integer)
+    RETURNS record
+    AS 'MODULE_PATHNAME', 'zk_status'
+    LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+    REVOKE ALL ON FUNCTION @extschema@.zk_status() FROM PUBLIC;
+    FOREACH g IN ARRAY grantees
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION @extschema@.zk_status() TO %s', g);
+    END LOOP;
+END
+$$;

@@ -155,7 +155,10 @@ CREATE FUNCTION zk_status(
     OUT noauth_refusals bigint,
     OUT queues_tracked integer,
     OUT publications_blocked integer,
-    OUT auth text)
+    OUT auth text,
+    OUT acl_problems integer,
+    OUT acl_problem text,
+    OUT consumes_blocked integer)
 RETURNS record
 AS 'MODULE_PATHNAME', 'zk_status'
 LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;

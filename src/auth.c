@@ -12,11 +12,18 @@
  *	  credentials.  Its content is never logged nor shown.
  *
  *	  zklock.acl is the ACL of every node the worker creates: entries
- *	  scheme:id:perms, comma separated.  Empty means auth::cdrwa plus
- *	  world:anyone:r with credentials (the authenticated identity may do
- *	  everything, others may read), and world:anyone:cdrwa without.  The
- *	  worker builds the vector once per session or reload (zk_acl_build)
- *	  and every create uses it (zk_acl).
+ *	  scheme:id:perms, comma separated.  Empty means auth::cdrwa with
+ *	  credentials (the authenticated identity may do everything, nobody
+ *	  else anything), plus world:anyone:r on the kinds of nodes
+ *	  zklock.acl_world_read names (lock contenders and election candidates
+ *	  by default, which kazoo and monitoring read), and world:anyone:cdrwa
+ *	  without credentials.  The worker builds the vectors once per session
+ *	  or reload (zk_acl_build); a create under <root>/<kind> uses
+ *	  zk_acl_path(), one that names no kind the private zk_acl().
+ *
+ *	  The worker also knows its own identity (the digest id of its
+ *	  credentials), so that aclcheck.c can tell the ACL entries of nodes
+ *	  found already there that let others create or delete.
  *
  *-------------------------------------------------------------------------
  */
@@ -26,10 +33,27 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/cryptohash.h"
 #include "miscadmin.h"
 
 char	   *zk_auth_file = NULL;
 char	   *zk_acl_setting = NULL;
+char	   *zk_acl_world_read = NULL;
+
+/*
+ * The kinds of nodes zklock.acl_world_read may name: the directories under
+ * the root whose nodes may be world-readable (bit i of world_read_mask is
+ * zk_acl_kinds[i])
+ */
+static const char *const zk_acl_kinds[] = {
+	"locks", "elections", "semaphores", "leases", "queues", "barriers",
+	"gates", "arrivals"
+};
+
+static int	world_read_mask = 0x3;	/* locks, elections */
+
+/* the digest id of the worker's credentials ("user:base64"), "" without */
+static char own_digest[ZKLOCK_CRED_MAX + 32] = "";
 
 /* zklock.acl, parsed by its check hook (malloc'd, owned by guc.c) */
 typedef struct AclSetting
@@ -51,6 +75,8 @@ static char acl_ids[ZKLOCK_ACL_MAX][ZKLOCK_ACL_ID_MAX];
 static char acl_perms[ZKLOCK_ACL_MAX][8];
 static struct ACL acl_entries[ZKLOCK_ACL_MAX];
 static struct ACL_vector acl_vec = {0, NULL};
+static struct ACL acl_pub_entries[ZKLOCK_ACL_MAX + 1];
+static struct ACL_vector acl_pub_vec = {0, NULL};	/* plus world read */
 static bool acl_built = false;
 static char acl_logged[ZKLOCK_ACL_MAX * (ZKLOCK_ACL_ID_MAX + 16) + 8];
 
@@ -224,6 +250,68 @@ zk_assign_acl(const char *newval, void *extra)
 }
 
 /*
+ * GUC check hook of zklock.acl_world_read: a comma-separated list of kinds
+ * of nodes (zk_acl_kinds), or empty; the mask goes in *extra
+ */
+bool
+zk_check_acl_world_read(char **newval, void **extra, GucSource source)
+{
+	int		   *mask;
+	char	   *copy;
+	char	   *tok;
+	char	   *save = NULL;
+
+	if (*newval == NULL)
+		return true;
+	if (strlen(*newval) > 256)
+	{
+		GUC_check_errdetail("The list is too long.");
+		return false;
+	}
+	mask = (int *) malloc(sizeof(int));
+	if (mask == NULL)
+		return false;
+	*mask = 0;
+	copy = pstrdup(*newval);
+	for (tok = strtok_r(copy, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save))
+	{
+		char	   *end;
+		int			i;
+
+		while (*tok == ' ' || *tok == '\t')
+			tok++;
+		end = tok + strlen(tok);
+		while (end > tok && (end[-1] == ' ' || end[-1] == '\t'))
+			*--end = '\0';
+		if (*tok == '\0')
+			continue;
+		for (i = 0; i < (int) lengthof(zk_acl_kinds); i++)
+			if (strcmp(tok, zk_acl_kinds[i]) == 0)
+				break;
+		if (i == (int) lengthof(zk_acl_kinds))
+		{
+			GUC_check_errdetail("\"%s\" is not a kind of zklock node.", tok);
+			GUC_check_errhint("List some of locks, elections, semaphores, leases, queues, barriers, gates, arrivals, comma separated, or nothing.");
+			pfree(copy);
+			free(mask);
+			return false;
+		}
+		*mask |= 1 << i;
+	}
+	pfree(copy);
+	*extra = mask;
+	return true;
+}
+
+/* GUC assign hook of zklock.acl_world_read: keep the mask */
+void
+zk_assign_acl_world_read(const char *newval, void *extra)
+{
+	if (extra != NULL)
+		world_read_mask = *(int *) extra;
+}
+
+/*
  * GUC check hook of zklock.auth_file: the path's length only (the worker
  * reads the file)
  */
@@ -276,16 +364,17 @@ acl_add(const char *scheme, const char *id, const char *perms)
 }
 
 /*
- * Build the ACL every create uses, from zklock.acl and whether the worker
- * has credentials.  Worker only, at every session it opens and reload.
- * Says in the server log what the ACL is when it changes, with a WARNING
- * when the nodes are open to every client.
+ * Build the ACLs creates use, from zklock.acl, zklock.acl_world_read and
+ * whether the worker has credentials.  Worker only, at every session it
+ * opens and reload.  Says in the server log what the ACL is when it
+ * changes, with a WARNING when the nodes are open to every client.
  */
 void
 zk_acl_build(bool have_creds)
 {
 	char		desc[sizeof(acl_logged)];
 	bool		uses_auth = false;
+	bool		world_read = false;
 	int			i;
 
 	acl_vec.count = 0;
@@ -303,10 +392,25 @@ zk_acl_build(bool have_creds)
 	else if (have_creds)
 	{
 		acl_add("auth", "", "cdrwa");
-		acl_add("world", "anyone", "r");
+		world_read = (world_read_mask != 0);
 	}
 	else
 		acl_add("world", "anyone", "cdrwa");
+
+	/* the public vector: the same, plus world:anyone:r by default */
+	memcpy(acl_pub_entries, acl_entries, sizeof(struct ACL) * acl_vec.count);
+	acl_pub_vec.data = acl_pub_entries;
+	acl_pub_vec.count = acl_vec.count;
+	if (world_read)
+	{
+		static char world[] = "world";
+		static char anyone[] = "anyone";
+
+		acl_pub_entries[acl_pub_vec.count].perms = ZOO_PERM_READ;
+		acl_pub_entries[acl_pub_vec.count].id.scheme = world;
+		acl_pub_entries[acl_pub_vec.count].id.id = anyone;
+		acl_pub_vec.count++;
+	}
 	acl_built = true;
 
 	desc[0] = '\0';
@@ -318,8 +422,20 @@ zk_acl_build(bool have_creds)
 				 acl_schemes[i], acl_ids[i], acl_perms[i]);
 		strlcat(desc, one, sizeof(desc));
 	}
+	if (world_read)
+	{
+		strlcat(desc, " (with world:anyone:r under ", sizeof(desc));
+		for (i = 0; i < (int) lengthof(zk_acl_kinds); i++)
+			if (world_read_mask & (1 << i))
+			{
+				strlcat(desc, zk_acl_kinds[i], sizeof(desc));
+				strlcat(desc, ",", sizeof(desc));
+			}
+		desc[strlen(desc) - 1] = ')';
+	}
 	if (!have_creds)
 		strlcat(desc, " (no credentials)", sizeof(desc));
+	zk_acl_check_request();		/* nodes found there: read their ACLs again */
 	if (strcmp(desc, acl_logged) == 0)
 		return;
 	strlcpy(acl_logged, desc, sizeof(acl_logged));
@@ -339,13 +455,123 @@ zk_acl_build(bool have_creds)
 				(errmsg("zklock: nodes are created with the ACL %s", desc)));
 }
 
-/* The ACL of every node the worker creates (built on first use) */
+/* The private ACL: of every node that names no world-readable kind */
 struct ACL_vector *
 zk_acl(void)
 {
 	if (!acl_built)
 		zk_acl_build(zk_ctl->auth_state == ZKA_DIGEST);
 	return &acl_vec;
+}
+
+/*
+ * The ACL of a node at path: the public one (world read too) under a kind
+ * zklock.acl_world_read names, and on the root and its ancestors when it
+ * names any; the private one everywhere else
+ */
+struct ACL_vector *
+zk_acl_path(const char *path)
+{
+	size_t		rl = strlen(zk_root);
+	const char *kind;
+	size_t		klen;
+	int			i;
+
+	if (!acl_built)
+		zk_acl_build(zk_ctl->auth_state == ZKA_DIGEST);
+	if (acl_pub_vec.count == acl_vec.count || path == NULL)
+		return &acl_vec;
+	if (strncmp(path, zk_root, rl) != 0 || path[rl] == '\0')
+		return &acl_pub_vec;	/* the root, or above it */
+	if (path[rl] != '/')
+		return &acl_vec;
+	kind = path + rl + 1;
+	klen = strcspn(kind, "/");
+	for (i = 0; i < (int) lengthof(zk_acl_kinds); i++)
+		if ((world_read_mask & (1 << i)) && strlen(zk_acl_kinds[i]) == klen &&
+			strncmp(kind, zk_acl_kinds[i], klen) == 0)
+			return &acl_pub_vec;
+	return &acl_vec;
+}
+
+/*
+ * May the ACL entry scheme:id be another identity's than this cluster's?
+ * Ours: an entry of the ACL zklock creates with, "auth" standing for the
+ * digest id of the worker's credentials.
+ */
+bool
+zk_acl_id_foreign(const char *scheme, const char *id)
+{
+	int			i;
+
+	if (!acl_built)
+		zk_acl_build(zk_ctl->auth_state == ZKA_DIGEST);
+	for (i = 0; i < acl_vec.count; i++)
+	{
+		if (strcmp(acl_schemes[i], "auth") == 0)
+		{
+			if (strcmp(scheme, "digest") == 0 && own_digest[0] != '\0' &&
+				strcmp(id, own_digest) == 0)
+				return false;
+		}
+		else if (strcmp(acl_schemes[i], scheme) == 0 && strcmp(acl_ids[i], id) == 0)
+			return false;
+	}
+	return true;
+}
+
+/* Is zklock.acl_repair's work possible: is there an ACL to set? */
+bool
+zk_acl_have_own(void)
+{
+	return own_digest[0] != '\0' || (acl_setting != NULL && acl_setting->n > 0);
+}
+
+/*
+ * The digest id ZooKeeper's DigestAuthenticationProvider gives credentials
+ * user:password: user:base64(sha1(user:password)), into own_digest
+ */
+static void
+own_digest_set(const char *cred)
+{
+	static const char b64[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA1);
+	uint8		sum[20];
+	const char *colon = strchr(cred, ':');
+	char	   *out;
+	int			i;
+
+	own_digest[0] = '\0';
+	if (ctx == NULL || colon == NULL ||
+		pg_cryptohash_init(ctx) < 0 ||
+		pg_cryptohash_update(ctx, (const uint8 *) cred, strlen(cred)) < 0 ||
+		pg_cryptohash_final(ctx, sum, sizeof(sum)) < 0)
+	{
+		if (ctx)
+			pg_cryptohash_free(ctx);
+		return;
+	}
+	pg_cryptohash_free(ctx);
+	if ((size_t) (colon - cred) + 1 + 28 + 1 > sizeof(own_digest))
+		return;
+	memcpy(own_digest, cred, colon - cred + 1);
+	out = own_digest + (colon - cred + 1);
+	for (i = 0; i < 20; i += 3)
+	{
+		uint32		v = (uint32) sum[i] << 16;
+
+		if (i + 1 < 20)
+			v |= (uint32) sum[i + 1] << 8;
+		if (i + 2 < 20)
+			v |= sum[i + 2];
+		*out++ = b64[(v >> 18) & 63];
+		*out++ = b64[(v >> 12) & 63];
+		*out++ = (i + 1 < 20) ? b64[(v >> 6) & 63] : '=';
+		*out++ = (i + 2 < 20) ? b64[v & 63] : '=';
+	}
+	*out = '\0';
+	explicit_bzero(sum, sizeof(sum));
 }
 
 /* ---- zklock.auth_file ---- */
@@ -378,6 +604,7 @@ zk_auth_load(char *cred, size_t credlen)
 	if (zk_auth_file == NULL || zk_auth_file[0] == '\0')
 	{
 		last_why[0] = '\0';
+		own_digest[0] = '\0';
 		return ZKA_NONE;
 	}
 	if (is_absolute_path(zk_auth_file))
@@ -457,8 +684,10 @@ zk_auth_load(char *cred, size_t credlen)
 	if (why[0] == '\0')
 	{
 		last_why[0] = '\0';
+		own_digest_set(cred);
 		return ZKA_DIGEST;
 	}
+	own_digest[0] = '\0';
 	memset(cred, 0, credlen);
 	if (strcmp(why, last_why) != 0)
 	{

@@ -896,12 +896,12 @@ barrier_evaluate(BObj *o)
 			char	   *p = MemoryContextStrdup(zk_b_context(), rpath);
 
 			zoo_delete_op_init(&ops[0], p, o->ready_version);
-			zoo_create_op_init(&ops[1], p, NULL, -1, zk_acl(), 0, NULL, 0);
+			zoo_create_op_init(&ops[1], p, NULL, -1, zk_acl_path(p), 0, NULL, 0);
 			/* the buffers leak once per replaced leftover: rare and small */
 			(void) zoo_amulti(zk_zh, 2, ops, res, ready_replaced, NULL);
 		}
 		else
-			(void) zoo_acreate(zk_zh, rpath, NULL, -1, zk_acl(), 0,
+			(void) zoo_acreate(zk_zh, rpath, NULL, -1, zk_acl_path(rpath), 0,
 							   ignore_created, NULL);
 		o->ready_czxid = 0;
 	}

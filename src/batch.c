@@ -218,7 +218,7 @@ item_free(BatchItem *it)
 static size_t
 acl_bytes(void)
 {
-	struct ACL_vector *acl = zk_acl();
+	struct ACL_vector *acl = zk_acl_path(zk_root);	/* the larger one */
 	size_t		n = 4;
 	int			i;
 
@@ -651,7 +651,7 @@ send_alone(BatchItem *it)
 	s->n = 1;
 	s->items[0] = it;
 	if (it->kind == BI_CREATE)
-		rc = zoo_acreate2(zk_zh, it->path, it->data, it->datalen, zk_acl(),
+		rc = zoo_acreate2(zk_zh, it->path, it->data, it->datalen, zk_acl_path(it->path),
 						  it->flags, alone_create_done, s);
 	else if (it->kind == BI_MULTI)
 		rc = zoo_amulti(zk_zh, it->nops, it->ops, it->res, alone_void_done, s);
@@ -755,7 +755,7 @@ send_items(BatchItem *first, int nwrites)
 		it->first_op = k;
 		if (it->kind == BI_CREATE)
 			zoo_create_op_init(&s->ops[k++], it->path, it->data, it->datalen,
-							   zk_acl(), it->flags, it->created, sizeof(it->created));
+							   zk_acl_path(it->path), it->flags, it->created, sizeof(it->created));
 		else if (it->kind == BI_MULTI)
 		{
 			memcpy(&s->ops[k], it->ops, sizeof(zoo_op_t) * it->nops);

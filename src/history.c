@@ -462,6 +462,9 @@ fence(const char *how)
 /* the run's node was refused (ZNOAUTH): not again before reg_retry_at */
 static TimestampTz reg_retry_at = 0;
 static bool reg_refusal_logged = false;
+/* ... and which node, in which session, until one is created */
+static char reg_refused_path[ZKLOCK_PARENT_MAX + 1] = "";
+static uint64 reg_refused_session = 0;
 
 static ZkLogLimit reregistered_log;
 
@@ -486,6 +489,7 @@ reg_node_done(int rc, const char *value, const void *data)
 			{
 				reg_node_ok = true;
 				zk_ctl->run_registered = true;
+				reg_refused_path[0] = '\0';
 			}
 			else
 			{
@@ -497,6 +501,8 @@ reg_node_done(int rc, const char *value, const void *data)
 				{
 					/* the same credentials would be refused again at once */
 					reg_retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 5000);
+					strlcpy(reg_refused_path, refused, sizeof(reg_refused_path));
+					reg_refused_session = zk_cur_session;
 					if (!reg_refusal_logged)
 						ereport(WARNING,
 								(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -695,6 +701,22 @@ bool
 zk_history_ready(void)
 {
 	return reg_live && reg_checked && !zk_ctl->run_fenced && !RecoveryInProgress();
+}
+
+/*
+ * Was this run's registration refused for want of permission (ZNOAUTH) in
+ * this session, and not since created?  Copies the node refused: work
+ * that waits for the registration fails at once with 42501 instead of
+ * waiting for an answer that cannot come.
+ */
+bool
+zk_history_refused(char *path, size_t len)
+{
+	if (reg_refused_path[0] == '\0' || reg_refused_session != zk_cur_session ||
+		zk_history_ready())
+		return false;
+	strlcpy(path, reg_refused_path, len);
+	return true;
 }
 
 /* Did another server take this run over (until the next restart)? */

@@ -67,6 +67,7 @@ extern void zk_history_session_reset(void);
 extern void zk_history_turn(void);
 extern bool zk_history_ready(void);
 extern bool zk_history_fenced(void);
+extern bool zk_history_refused(char *path, size_t len);
 extern uint64 zk_history_run(void);
 extern ZkHistCheck zk_history_verify(uint32 tli, uint64 rec, uint64 run, uint64 fxid);
 extern bool zk_history_lineage(uint64 run, uint64 *fork_lsn);

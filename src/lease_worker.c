@@ -236,7 +236,7 @@ lease_drive(ZkEntry *e)
 	if (e->lease_version >= 0)
 		zoo_delete_op_init(&c->ops[c->nops++], c->holder, e->lease_version);
 	zoo_create_op_init(&c->ops[c->nops++], c->holder, c->data, c->dlen,
-					   zk_acl(), ZOO_PERSISTENT, NULL, 0);
+					   zk_acl_path(c->holder), ZOO_PERSISTENT, NULL, 0);
 	rc = zoo_amulti(zk_zh, c->nops, c->ops, c->res, write_done, c);
 	if (rc == ZOK)
 		e->create_inflight = true;

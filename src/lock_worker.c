@@ -935,6 +935,8 @@ send_create(ZkEntry *e)
 		zk_retry_later(e);
 		return;
 	}
+	/* its parent's ACL, once per session (aclcheck.c): never waited for */
+	zk_acl_check_node(parent);
 	/* gathered with other backends' writes (batch.c) */
 	zk_batch_create(path, e->data, (int) strlen(e->data),
 					ZOO_EPHEMERAL_SEQUENTIAL, create_done, zk_ctx_of(e));

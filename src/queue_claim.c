@@ -133,7 +133,7 @@ zk_q_send_attempt(QState *q, ZkEntry *e, int slot, const char *node)
 	zk_claim_sign(a->tpath, e->data, a->data, sizeof(a->data));
 	zoo_check_op_init(&a->ops[0], a->epath, -1);
 	zoo_create_op_init(&a->ops[1], a->tpath, a->data, (int) strlen(a->data),
-					   zk_acl(), ZOO_PERSISTENT, NULL, 0);
+					   zk_acl_path(a->tpath), ZOO_PERSISTENT, NULL, 0);
 	/* recorded as in doubt until the answer says otherwise */
 	slot_set(e, slot, node, ZKQC_DOUBT);
 	zk_batch_multi(2, a->ops, a->res, claim_multi_done, a);
@@ -730,6 +730,7 @@ send_end(ZkEntry *e, QState *q)
 	 */
 	e->delete_inflight = true;
 	e->state = ZKE_DELETING;
+	e->end_blocked = false;		/* until this try is refused too */
 	i = 0;
 	while (i < e->max_items)
 	{
@@ -788,6 +789,112 @@ send_end(ZkEntry *e, QState *q)
 	}
 }
 
+/*
+ * Ends ZooKeeper refuses.  A consume or release whose multi is refused for
+ * good -- an item or claim that has children (ZNOTEMPTY: another client
+ * wrote a node under it; zklock never deletes what it did not write) or a
+ * delete refused for want of permission (ZNOAUTH) -- changed nothing: the
+ * multi is atomic.  The claims stay, so no dequeue gets those items again
+ * (exactly once); the entry is logged (rate-limited), counted
+ * (noauth_refusals or zk_errors, zk_status().consumes_blocked while it
+ * lasts) and tried again, paced: after 1 s, doubling up to 60 s, never at
+ * once.  Once the children are gone (or the ACL allows it) the end goes
+ * through.
+ */
+#define ZKQ_END_RETRY_MIN_MS	1000
+#define ZKQ_END_RETRY_MAX_MS	60000
+
+typedef struct EndBlocked
+{
+	uint32		idx;
+	uint32		gen;
+	TimestampTz due;
+	int			interval_ms;
+} EndBlocked;
+
+static List *end_blocked_list = NIL;	/* EndBlocked * */
+static ZkLogLimit end_blocked_log;
+
+/* The end of e was refused with rc on path: pace its next try, say so */
+static void
+end_block(ZkEntry *e, int rc, const char *path)
+{
+	ListCell   *lc;
+	EndBlocked *b = NULL;
+	bool		consume = (e->decision == ZKQD_COMMIT);
+
+	foreach(lc, end_blocked_list)
+	{
+		EndBlocked *one = lfirst(lc);
+
+		if (one->idx == zk_entry_index(e) && one->gen == e->gen)
+			b = one;
+	}
+	if (b == NULL)
+	{
+		b = MemoryContextAllocZero(zk_q_context(), sizeof(EndBlocked));
+		b->idx = zk_entry_index(e);
+		b->gen = e->gen;
+		b->interval_ms = ZKQ_END_RETRY_MIN_MS;
+		end_blocked_list = lappend(end_blocked_list, b);
+	}
+	else
+		b->interval_ms = Min(b->interval_ms * 2, ZKQ_END_RETRY_MAX_MS);
+	b->due = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), b->interval_ms);
+	e->end_blocked = true;
+	if (rc == ZNOAUTH)
+		zk_count(ZKCNT_NOAUTH, 1);
+	else
+		zk_count(ZKCNT_ZK_ERRORS, 1);
+	if (!zk_log_limited(&end_blocked_log, "queue consume refused"))
+		return;
+	if (rc == ZNOTEMPTY)
+		ereport(WARNING,
+				(errmsg("zklock: zookeeper refused to %s queue claims of \"%s\": node \"%s\" has children",
+						consume ? "consume" : "release", zk_log_name(e->name), path),
+				 errdetail("Another ZooKeeper client created nodes under it, and zklock deletes only what it wrote. The %s stays in place, claimed by this cluster, so that no dequeue gets it again; zklock tries again in %d s.",
+						   consume ? "consumed item" : "claim", b->interval_ms / 1000),
+				 errhint("Delete the nodes under \"%s\" (zkCli.sh deleteall, kazoo's delete with recursive=True): the %s then completes on its own.",
+						 path, consume ? "consume" : "release")));
+	else
+		ereport(WARNING,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("zklock: zookeeper refused access to \"%s\" when %s queue claims of \"%s\"",
+						path, consume ? "consuming" : "releasing", zk_log_name(e->name)),
+				 errdetail("The node's ACL does not let this cluster's ZooKeeper identity delete it (NOAUTH). The items stay in place, claimed by this cluster, so that no dequeue gets them again; zklock tries again in %d s.",
+						   b->interval_ms / 1000),
+				 errhint("Check zklock.auth_file, zklock.acl and the ACL of the queue's nodes (zk_status().acl_problems, zklock.acl_repair).")));
+}
+
+/* Drive the ends refused earlier whose pause is over (each turn) */
+void
+zk_q_end_blocked_tick(void)
+{
+	TimestampTz now;
+	ListCell   *lc;
+
+	if (end_blocked_list == NIL)
+		return;
+	now = GetCurrentTimestamp();
+	foreach(lc, end_blocked_list)
+	{
+		EndBlocked *b = lfirst(lc);
+		ZkEntry    *e = zk_entry(b->idx);
+
+		if (e->gen != b->gen || e->state == ZKE_FREE || e->kind != ZKK_QCLAIM)
+		{
+			end_blocked_list = foreach_delete_current(end_blocked_list, lc);
+			pfree(b);
+			continue;
+		}
+		if (!e->end_blocked || now < b->due || e->outstanding > 0 ||
+			e->delete_inflight || e->on_retry)
+			continue;
+		b->due = TimestampTzPlusMilliseconds(now, b->interval_ms);
+		zk_qclaim_drive(e);
+	}
+}
+
 /* Completion of the zoo_amulti sent by send_end() */
 static void
 end_done(int rc, const void *data)
@@ -797,7 +904,21 @@ end_done(int rc, const void *data)
 
 	COMPLETION_BEGIN
 	{
+		int			refused = ZOK;
+		const char *refused_path = NULL;
+		int			i;
+
 		e = zk_q_entry_of(eo->idx, eo->gen);
+		/* refused for good (atomic: nothing changed), and by which node? */
+		for (i = 0; rc != ZOK && zk_rc_definite(rc) && i < eo->nops; i++)
+			if (eo->res[i].err == ZNOTEMPTY || eo->res[i].err == ZNOAUTH)
+			{
+				refused = eo->res[i].err;
+				refused_path = eo->paths[i];
+				break;
+			}
+		if (e != NULL && refused != ZOK)
+			end_block(e, refused, refused_path);
 		if (e != NULL && rc == ZOK && eo->nentries > 0)
 		{
 			/* entries deleted for sure: a long queue's rest stays exact */
@@ -809,13 +930,15 @@ end_done(int rc, const void *data)
 		if (e != NULL)
 		{
 			/* fate unknown, or some node was not there: verify each */
-			if (rc != ZOK)
+			if (rc != ZOK && refused == ZOK)
 				e->in_doubt = true;
 			if (--e->outstanding <= 0)
 			{
 				e->outstanding = 0;
 				e->delete_inflight = false;
-				if (e->in_doubt)
+				if (e->end_blocked)
+					;			/* zk_q_end_blocked_tick tries again, paced */
+				else if (e->in_doubt)
 					zk_retry_later(e);
 				else
 				{

@@ -465,6 +465,50 @@ q_no_progress(QState *q)
 }
 
 /*
+ * ZooKeeper refused to list q's entries or taken for want of permission
+ * (ZNOAUTH): the same credentials would be refused at every round, so
+ * every waiter that holds and doubts nothing fails at once with 42501
+ * naming path, instead of retrying until its timeout.
+ */
+static void
+q_refused(QState *q, const char *path)
+{
+	List	   *keep = NIL;
+	ListCell   *lc;
+	MemoryContext old = MemoryContextSwitchTo(zk_q_context());
+
+	foreach(lc, q->waiters)
+	{
+		Waiter	   *w = (Waiter *) lfirst(lc);
+		ZkEntry    *e = zk_q_waiter_entry(w);
+		int			held;
+		int			doubt;
+
+		if (e == NULL)
+		{
+			pfree(w);
+			continue;
+		}
+		zk_q_count_slots(e, &held, &doubt);
+		if (!e->released && held == 0 && doubt == 0 && e->outstanding == 0)
+		{
+			e->state = ZKE_DONE;
+			zk_fail_noauth(e, path);
+			pfree(w);
+			continue;
+		}
+		keep = lappend(keep, w);
+	}
+	list_free(q->waiters);
+	q->waiters = keep;
+	MemoryContextSwitchTo(old);
+	q->settled = false;
+	q->rest_exact = false;
+	q->again = false;
+	q->ncand = 0;
+}
+
+/*
  * Start a round of q unless one is under way: use what the last listing
  * left when nothing changed since, else verify or list entries and taken
  */
@@ -735,6 +779,17 @@ q_listing_done(QState *q)
 			return;
 		}
 		q->again = true;
+		zk_q_round_done(q);
+		return;
+	}
+	if (q->list.rc_entries == ZNOAUTH || q->list.rc_taken == ZNOAUTH)
+	{
+		char		path[ZK_PATH_MAX];
+
+		snprintf(path, sizeof(path), "%s/%s", q->path,
+				 q->list.rc_entries == ZNOAUTH ? "entries" : "taken");
+		q_refused(q, path);
+		zk_q_listing_free(&q->list);
 		zk_q_round_done(q);
 		return;
 	}

@@ -106,6 +106,7 @@ typedef struct QState
 {
 	char		name[ZKLOCK_QNAME_MAX + 1];	/* key: UTF-8 queue name */
 	char		path[ZK_PATH_MAX];	/* <root>/queues/<encoded> */
+	uint64		acl_session;	/* the session its ACLs were looked at in */
 	List	   *waiters;		/* Waiter *, arrival order */
 	bool		parents_ok;
 	Listing		list;			/* the last listing, or the one in flight */
@@ -396,6 +397,7 @@ extern bool zk_q_history_gate(ZkEntry *e);
 extern bool zk_q_pub_send(PubOp *po);
 extern void zk_q_pubop_free(PubOp *po);
 extern void zk_q_pub_blocked_tick(void);
+extern void zk_q_end_blocked_tick(void);
 extern void zk_qpub_drive(ZkEntry *e);
 
 /* queue_naming.c */

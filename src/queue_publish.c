@@ -77,7 +77,15 @@ zk_q_history_gate(ZkEntry *e)
 		zk_fail(e, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 				"another server took over this server's zklock run (see the server log); restart PostgreSQL");
 	else
-		zk_retry_later(e);
+	{
+		char		refused[ZKLOCK_PARENT_MAX + 1];
+
+		/* its registration was refused (NOAUTH): 42501 now, not a timeout */
+		if (zk_history_refused(refused, sizeof(refused)))
+			zk_fail_noauth(e, refused); /* nothing sent: still PENDING */
+		else
+			zk_retry_later(e);
+	}
 	return false;
 }
 
@@ -305,7 +313,7 @@ pub_add_counters(PubOp *po, PubNaming *pn, int n)
 		po->bufs[n] = psprintf(INT64_FORMAT, po->opnum[n]);
 		if (!q->seq_exists || recreate)
 			zoo_create_op_init(&po->ops[n], po->paths[n], po->bufs[n],
-							   (int) strlen(po->bufs[n]), zk_acl(), 0,
+							   (int) strlen(po->bufs[n]), zk_acl_path(po->paths[n]), 0,
 							   NULL, 0);
 		else
 			zoo_set_op_init(&po->ops[n], po->paths[n], po->bufs[n],
@@ -353,7 +361,7 @@ pub_add_items(PubOp *po, const char *blob, PubNaming *pn, int n, int *nparents)
 					/* its parents: ensured by the caller, once per parent */
 					(*nparents)++;
 					zoo_create_op_init(&po->ops[n], po->paths[n], p, (int) it.plen,
-									   zk_acl(), 0, NULL, 0);
+									   zk_acl_path(po->paths[n]), 0, NULL, 0);
 				}
 				else
 					zoo_delete_op_init(&po->ops[n], po->paths[n], -1);
@@ -381,7 +389,7 @@ pub_add_items(PubOp *po, const char *blob, PubNaming *pn, int n, int *nparents)
 									qpath, (int) it.priority, q->seq_next + pn->qused[j]);
 			pn->qused[j]++;
 			zoo_create_op_init(&po->ops[n], po->paths[n], p, (int) it.plen,
-							   zk_acl(), 0, NULL, 0);
+							   zk_acl_path(po->paths[n]), 0, NULL, 0);
 		}
 		else
 		{
@@ -392,7 +400,7 @@ pub_add_items(PubOp *po, const char *blob, PubNaming *pn, int n, int *nparents)
 			blen = (int) strlen(po->paths[n]) + 16;
 			po->bufs[n] = palloc0(blen);
 			zoo_create_op_init(&po->ops[n], po->paths[n], p, (int) it.plen,
-							   zk_acl(), ZOO_PERSISTENT_SEQUENTIAL,
+							   zk_acl_path(po->paths[n]), ZOO_PERSISTENT_SEQUENTIAL,
 							   po->bufs[n], blen);
 		}
 		n++;

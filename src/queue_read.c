@@ -189,7 +189,9 @@ info_finish(Info *in)
 
 		snprintf(msg, sizeof(msg), "a ZooKeeper read failed: %s", zerror(in->fail_rc));
 		e->state = ZKE_DONE;
-		zk_fail(e, ERRCODE_CONNECTION_FAILURE, msg);
+		/* refused for want of permission: 42501 naming the queue */
+		zk_fail_rc(e, in->fail_rc, in->qpath[0] ? in->qpath : NULL,
+				   ERRCODE_CONNECTION_FAILURE, msg);
 		info_free(in);
 		return;
 	}
@@ -390,7 +392,7 @@ info_purge_done(int rc, const void *data)
 	{
 		if (rc == ZOK)
 			in->count++;
-		else if (!zk_rc_definite(rc))
+		else if (!zk_rc_definite(rc) || rc == ZNOAUTH)
 			zk_q_info_fail(in, rc);
 		pfree(c);
 		zk_q_info_call_done(in);
@@ -1076,7 +1078,7 @@ info_send_more(Info *in)
 		{
 			/* claim, unclaim and delete at once: only if unclaimed */
 			snprintf(c->p2, sizeof(c->p2), "%s/taken/%s", in->qpath, c->node);
-			zoo_create_op_init(&c->ops[0], c->p2, NULL, -1, zk_acl(),
+			zoo_create_op_init(&c->ops[0], c->p2, NULL, -1, zk_acl_path(c->p2),
 							   ZOO_EPHEMERAL, NULL, 0);
 			zoo_delete_op_init(&c->ops[1], c->p2, -1);
 			zoo_delete_op_init(&c->ops[2], c->p1, -1);

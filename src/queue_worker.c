@@ -128,6 +128,22 @@ zk_q_tracked_update(void)
 		(zk_qseqs ? (int) hash_get_num_entries(zk_qseqs) : 0);
 }
 
+/*
+ * The ACLs of a queue's node, entries and taken, once per session
+ * (aclcheck.c: a hash lookup each, the reads never waited for)
+ */
+static void
+q_check_acls(const char *qpath)
+{
+	char		buf[ZK_PATH_MAX];
+
+	zk_acl_check_node(qpath);
+	snprintf(buf, sizeof(buf), "%s/entries", qpath);
+	zk_acl_check_node(buf);
+	snprintf(buf, sizeof(buf), "%s/taken", qpath);
+	zk_acl_check_node(buf);
+}
+
 /* The consumer state of queue name (created when asked); marks it used */
 QState *
 zk_q_state(const char *name, bool create)
@@ -142,7 +158,14 @@ zk_q_state(const char *name, bool create)
 		zk_q_tracked_update();
 	}
 	if (q != NULL)
+	{
 		q->quiet = false;
+		if (q->acl_session != zk_cur_session && zk_session_usable())
+		{
+			q->acl_session = zk_cur_session;
+			q_check_acls(q->path);
+		}
+	}
 	return q;
 }
 
@@ -155,7 +178,13 @@ zk_q_seq(const char *name)
 								 name, true, &isnew);
 
 	if (isnew)
+	{
+		char		qpath[ZK_PATH_MAX];
+
+		zk_queue_path(q->name, qpath, sizeof(qpath));
+		q_check_acls(qpath);
 		zk_q_tracked_update();
+	}
 	q->quiet = false;
 	return q;
 }
@@ -727,6 +756,7 @@ q_session_usable(void)
 	zk_q_resume_unflushed();
 	zk_q_forget_idle();
 	zk_q_pub_blocked_tick();
+	zk_q_end_blocked_tick();
 	in_recovery = RecoveryInProgress();
 	if (was_in_recovery && !in_recovery)
 		zk_q_resolve_needed = true;	/* started, or promoted */

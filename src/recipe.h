@@ -168,6 +168,14 @@ extern void zk_no_progress_report(const char *recipe, const char *name,
 extern int	zk_auth_load(char *cred, size_t credlen);
 extern void zk_acl_build(bool have_creds);
 extern struct ACL_vector *zk_acl(void);
+extern struct ACL_vector *zk_acl_path(const char *path);
+extern bool zk_acl_id_foreign(const char *scheme, const char *id);
+extern bool zk_acl_have_own(void);
+
+/* aclcheck.c: the ACLs of the nodes found already there */
+extern void zk_acl_check_request(void);
+extern void zk_acl_check_turn(void);
+extern void zk_acl_check_node(const char *path);
 
 /*
  * worker_base.c: refusals for want of permission (ZNOAUTH).  A parent

@@ -269,7 +269,7 @@ send_ensure(ZkEntry *e)
 		parents_session = zk_cur_session;
 	}
 	snprintf(max, sizeof(max), "%d", e->parties);
-	rc = zoo_acreate(zk_zh, pool, max, strlen(max), zk_acl(),
+	rc = zoo_acreate(zk_zh, pool, max, strlen(max), zk_acl_path(pool),
 					 ZOO_PERSISTENT, pool_created, zk_ctx_of(e));
 	if (rc == ZOK)
 		e->create_inflight = true;

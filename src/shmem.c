@@ -203,6 +203,7 @@ zk_entry_alloc(void)
 	e->claims = InvalidDsaPointer;
 	e->pub_refused = false;
 	e->pub_blocked = false;
+	e->end_blocked = false;
 	e->quota_procno = -1;
 	e->gen = gen;
 	e->next = ZKLOCK_NO_ENTRY;

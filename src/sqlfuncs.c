@@ -147,8 +147,11 @@ Datum
 zk_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		values[ZKCNT_NUM + 10];
-	bool		nulls[ZKCNT_NUM + 10];
+	Datum		values[ZKCNT_NUM + 13];
+	bool		nulls[ZKCNT_NUM + 13];
+	int			ends_blocked = 0;
+	int			acl_problems;
+	char		acl_problem[ZKLOCK_PARENT_MAX + 1];
 	int			conn;
 	uint64		sid;
 	int			stimeout;
@@ -183,9 +186,14 @@ zk_status(PG_FUNCTION_ARGS)
 
 		if (e->state != ZKE_FREE && e->kind == ZKK_QPUB && e->pub_blocked)
 			blocked++;
+		/* dequeues let go whose consume or release ZooKeeper refuses */
+		if (e->state != ZKE_FREE && e->kind == ZKK_QCLAIM && e->end_blocked)
+			ends_blocked++;
 	}
 	strlcpy(servers, zk_ctl->servers, sizeof(servers));
 	auth = zk_ctl->auth_state;
+	acl_problems = zk_ctl->acl_problems;
+	strlcpy(acl_problem, zk_ctl->acl_problem, sizeof(acl_problem));
 	LWLockRelease(zk_ctl->lock);
 
 	memset(nulls, 0, sizeof(nulls));
@@ -212,7 +220,13 @@ zk_status(PG_FUNCTION_ARGS)
 	values[n++] = Int32GetDatum(blocked);
 	/* the scheme and whether it works, never who */
 	values[n++] = CStringGetTextDatum(zk_auth_state_name(auth));
-	Assert(n == ZKCNT_NUM + 10);
+	/* nodes found open to other ZooKeeper identities (aclcheck.c) */
+	values[n++] = Int32GetDatum(acl_problems);
+	values[n] = CStringGetTextDatum(acl_problem);
+	nulls[n++] = (acl_problem[0] == '\0');
+	values[n++] = Int32GetDatum(ends_blocked);
+	Assert(n == ZKCNT_NUM + 13);
+	/* a 1.0 catalog's zk_status has fewer columns: they come first */
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

@@ -254,6 +254,9 @@ zk_recipes_reconnected(void)
 		if (e->state != ZKE_FREE)
 			zk_recipe_drive(e);
 	}
+	/* the ACLs of the nodes found there (aclcheck.c) */
+	if (zk_session_usable())
+		zk_acl_check_turn();
 	for (k = 0; k < (int) lengthof(recipes); k++)
 		if (recipes[k]->session_usable && zk_session_usable())
 		{
@@ -543,7 +546,7 @@ zk_create_parent(const char *path, int flags)
 
 	p->seq = seq;
 	strlcpy(p->path, path, sizeof(p->path));
-	(void) zoo_acreate(zk_zh, path, NULL, -1, zk_acl(), flags,
+	(void) zoo_acreate(zk_zh, path, NULL, -1, zk_acl_path(path), flags,
 					   parent_create_done, (const void *) (uintptr_t) seq);
 }
 

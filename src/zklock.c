@@ -338,6 +338,26 @@ define_access_settings(void)
 							   PGC_SIGHUP,
 							   GUC_SUPERUSER_ONLY,
 							   zk_check_acl, zk_assign_acl, NULL);
+
+	DefineCustomStringVariable("zklock.acl_world_read",
+							   "Kinds of zklock nodes that anyone may read (with zklock.auth_file and an empty zklock.acl).",
+							   "Comma-separated: locks, elections, semaphores, leases, queues, barriers, gates, arrivals; "
+							   "empty for none. The others are private to zklock's ZooKeeper identity.",
+							   &zk_acl_world_read,
+							   "locks,elections",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY,
+							   zk_check_acl_world_read, zk_assign_acl_world_read, NULL);
+
+	DefineCustomBoolVariable("zklock.acl_repair",
+							 "Give nodes found open to other ZooKeeper clients the ACL zklock creates nodes with.",
+							 "The worker reads the ACLs of the root, its directories and the parents it uses; "
+							 "without this it only warns (zk_status().acl_problems).",
+							 &zk_acl_repair,
+							 false,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
 }
 
 /*

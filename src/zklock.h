@@ -232,6 +232,9 @@ typedef struct ZkEntry
 								 * refuse an op (errmsg says why) */
 	bool		pub_blocked;	/* QPUB, committed: ZooKeeper refuses the
 								 * publication; retried (errmsg says why) */
+	bool		end_blocked;	/* QCLAIM, let go: ZooKeeper refuses its
+								 * consume or release (a node with
+								 * children, NOAUTH); retried, paced */
 
 	/*
 	 * Where the entry's kind is in its own steps, one enum per recipe; zeroed
@@ -331,6 +334,9 @@ typedef struct ZkControl
 	uint64		own_earlier[ZK_OWN_EARLIER];	/* ... and the ones before
 												 * it, latest first, 0 after
 												 * the last */
+	int			acl_problems;	/* nodes found open to others since the
+								 * last full check (aclcheck.c) */
+	char		acl_problem[ZKLOCK_PARENT_MAX + 1];	/* the last of them */
 	uint8		mac_key[32];	/* $PGDATA/zklock.key (trust.h) */
 	bool		mac_key_new;	/* this run made it: nodes without a MAC
 								 * are an older version's, accepted until
@@ -360,11 +366,15 @@ extern char *zk_elections;
 extern char *zk_namespace;
 extern char *zk_auth_file;
 extern char *zk_acl_setting;
+extern char *zk_acl_world_read;
+extern bool zk_acl_repair;
 
 /* auth.c: the settings' hooks (the worker's half is in recipe.h) */
 extern bool zk_check_acl(char **newval, void **extra, GucSource source);
 extern void zk_assign_acl(const char *newval, void *extra);
 extern bool zk_check_auth_file(char **newval, void **extra, GucSource source);
+extern bool zk_check_acl_world_read(char **newval, void **extra, GucSource source);
+extern void zk_assign_acl_world_read(const char *newval, void *extra);
 extern const char *zk_auth_state_name(int state);
 
 /* shmem.c */
