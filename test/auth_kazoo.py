@@ -15,6 +15,9 @@ the authenticated identity may do everything, anyone may read
   delete PATH            -> "ok" | "noauth" | "nonode" | "error ..."
   create PATH            an empty persistent node -> "ok" | "noauth" | ...
   set PATH TEXT          set its data -> "ok" | "noauth" | ...
+  read PATH              its data -> "data TEXT" | "noauth" | "nonode"
+  setacl PATH WHO        set its ACL: WHO "open" (world:anyone:cdrwa) or
+                         USER:PASSWORD (that digest identity only, cdrwa) -> "ok" | ...
   lock PATH SECONDS      kazoo Lock -> "locked" | "timeout"
   release PATH           -> "released"
   put PATH TEXT          LockingQueue put -> "ok"
@@ -79,6 +82,17 @@ def main():
                 ans = "ok"
             elif verb == "create":
                 zk.create(parts[1], b"")
+                ans = "ok"
+            elif verb == "read":
+                data, _ = zk.get(parts[1])
+                ans = "data " + (data or b"").decode("utf-8", "replace").replace("\n", " ")
+            elif verb == "setacl":
+                if parts[2] == "open":
+                    acl = OPEN_ACL_UNSAFE
+                else:
+                    u, p = parts[2].split(":", 1)
+                    acl = [make_digest_acl(u, p, all=True)]
+                zk.set_acls(parts[1], acl)
                 ans = "ok"
             elif verb == "set":
                 zk.set(parts[1], parts[2].encode())

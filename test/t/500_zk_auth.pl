@@ -4,7 +4,9 @@
 # A cluster with zklock.auth_file (0600, zkl:secret) creates every node --
 # lock contenders and their parents, queue items and claims, the txns and
 # runs nodes, a lease's holder, an election's candidate, a semaphore's pool
-# and lease -- with the ACL digest:zkl:<digest>:cdrwa plus world:anyone:r.
+# and lease -- with the ACL digest:zkl:<digest>:cdrwa, plus world:anyone:r
+# on lock contenders, election candidates, their parents and the root
+# (zklock.acl_world_read's default), private otherwise (issue 35).
 # A kazoo client without credentials gets NoAuthError when it deletes a SQL
 # holder's node, creates a transaction node or a claim, or writes a lease's,
 # an election's or a semaphore's data; the SQL holders keep their locks and
@@ -70,6 +72,7 @@ my $anon = auth_kazoo();              # no credentials
 my ($digest) = ($kz->cmd('digest') // '') =~ /^digest (.+)$/;
 ok(defined $digest, "the digest id of zkl:secret ($digest)");
 my $ACL = "digest:$digest:cdrwa,world:anyone:r";
+my $PRIV = "digest:$digest:cdrwa";
 
 #
 # 1. what SQL shows
@@ -90,7 +93,7 @@ $node->safe_psql('postgres', 'GRANT pg_monitor TO plain');
 ($rc, $out, $err) = $node->psql('postgres', 'SELECT auth FROM zk_status()',
 	extra_params => [ '-U', 'plain' ]);
 is($out, 'digest', 'a non-superuser member of pg_monitor sees the scheme only');
-ok($node->log_contains(qr/nodes are created with the ACL auth::cdrwa,world:anyone:r/),
+ok($node->log_contains(qr/nodes are created with the ACL auth::cdrwa \(with world:anyone:r under locks,elections\)/),
 	'the worker logs the default ACL with credentials');
 ok(!$node->log_contains(qr/secret/), 'the password is nowhere in the server log');
 ($rc, $out, $err) = $node->psql('postgres', "ALTER SYSTEM SET zklock.acl = 'bogus'");
@@ -131,9 +134,12 @@ $paths{'semaphore lease'} = "/zklock/semaphores/m1/$sem";
 $paths{$_} = $_ foreach ('/zklock', '/zklock/locks', '/zklock/locks/a1',
 	'/zklock/queues/q1/taken', '/zklock/txns', '/zklock/runs',
 	'/zklock/leases/l1/lease_holder', '/zklock/semaphores/m1');
+my %public = map { $_ => 1 } ('lock contender', 'election candidate', '/zklock',
+	'/zklock/locks', '/zklock/locks/a1');
 foreach my $what (sort keys %paths)
 {
-	is($kz->cmd("acl $paths{$what}"), "acl $ACL", "ACL of $what ($paths{$what})");
+	my $want = $public{$what} ? $ACL : $PRIV;
+	is($kz->cmd("acl $paths{$what}"), "acl $want", "ACL of $what ($paths{$what})");
 }
 
 #
