@@ -35,6 +35,7 @@
 
 #include "common/cryptohash.h"
 #include "miscadmin.h"
+#include "utils/resowner.h"
 
 char	   *zk_auth_file = NULL;
 char	   *zk_acl_setting = NULL;
@@ -536,23 +537,35 @@ own_digest_set(const char *cred)
 {
 	static const char b64[] =
 		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA1);
+	static ResourceOwner digest_owner = NULL;
+	ResourceOwner save = CurrentResourceOwner;
+	pg_cryptohash_ctx *ctx;
 	uint8		sum[20];
 	const char *colon = strchr(cred, ':');
 	char	   *out;
+	bool		ok;
 	int			i;
 
 	own_digest[0] = '\0';
-	if (ctx == NULL || colon == NULL ||
-		pg_cryptohash_init(ctx) < 0 ||
-		pg_cryptohash_update(ctx, (const uint8 *) cred, strlen(cred)) < 0 ||
-		pg_cryptohash_final(ctx, sum, sizeof(sum)) < 0)
-	{
-		if (ctx)
-			pg_cryptohash_free(ctx);
+	if (colon == NULL)
 		return;
+	/* the context is remembered in CurrentResourceOwner: the worker has none */
+	if (save == NULL)
+	{
+		if (digest_owner == NULL)
+			digest_owner = ResourceOwnerCreate(NULL, "zklock digest");
+		CurrentResourceOwner = digest_owner;
 	}
-	pg_cryptohash_free(ctx);
+	ctx = pg_cryptohash_create(PG_SHA1);
+	ok = ctx != NULL &&
+		pg_cryptohash_init(ctx) == 0 &&
+		pg_cryptohash_update(ctx, (const uint8 *) cred, strlen(cred)) == 0 &&
+		pg_cryptohash_final(ctx, sum, sizeof(sum)) == 0;
+	if (ctx != NULL)
+		pg_cryptohash_free(ctx);
+	CurrentResourceOwner = save;
+	if (!ok)
+		return;
 	if ((size_t) (colon - cred) + 1 + 28 + 1 > sizeof(own_digest))
 		return;
 	memcpy(own_digest, cred, colon - cred + 1);
