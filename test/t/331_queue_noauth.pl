@@ -7,9 +7,10 @@
 #    dequeue fail with 42501 naming the path, at once (not 08006 after the
 #    timeout); counted in noauth_refusals.
 # 2. In cluster A, queue q2's entries get an ACL of another identity
-#    (kazoo, set_acls): a dequeue, zk_queue_length, zk_queue_peek,
-#    zk_queue_purge and zk_queue_drop fail with 42501 naming the path, each
-#    within ~1 s, counted.
+#    (kazoo, set_acls): a dequeue, zk_queue_length, zk_queue_peek and
+#    zk_queue_purge fail with 42501 naming the path, each within ~1 s,
+#    counted; so does zk_queue_drop of an empty queue whose node has such an
+#    ACL.
 # 3. A child node under a claimed item (a client with credentials): the
 #    consumer's COMMIT returns, the consume is refused (ZNOTEMPTY): a
 #    WARNING names the item, zk_status().consumes_blocked is 1 and zk_errors
@@ -85,6 +86,7 @@ sub refused_at_once
 }
 
 my $kz = auth_kazoo('zkl:secret');
+my $other = auth_kazoo('other:pw');    # the identity the ACLs below name
 my $A = zk_node('qa', $zk,
 	session_timeout => '10s',
 	connect_timeout => '3s',
@@ -120,7 +122,11 @@ refused_at_once($A, "SELECT * FROM zk_dequeue('q2', '5s')", '/zklock/queues/q2/e
 refused_at_once($A, "SELECT zk_queue_length('q2')", '/zklock/queues/q2', 'length', 1.5);
 refused_at_once($A, "SELECT * FROM zk_queue_peek('q2')", '/zklock/queues/q2', 'peek', 1.5);
 refused_at_once($A, "SELECT zk_queue_purge('q2')", '/zklock/queues/q2', 'purge', 1.5);
-refused_at_once($A, "SELECT zk_queue_drop('q2')", '/zklock/queues/q2', 'drop', 1.5);
+# an empty queue whose node this cluster may not read nor delete under
+$A->safe_psql('postgres', "SELECT zk_enqueue('q2e', 'x')");
+$A->safe_psql('postgres', "SELECT count(*) FROM zk_dequeue('q2e', '5s')");
+is($kz->cmd('setacl /zklock/queues/q2e other:pw'), 'ok', "q2e's node gets another identity's ACL");
+refused_at_once($A, "SELECT zk_queue_drop('q2e')", '/zklock/queues/q2e', 'drop', 1.5);
 ok(zk_status($A)->{noauth_refusals} >= $before + 5,
 	'all counted in noauth_refusals (' . zk_status($A)->{noauth_refusals} . ')');
 
@@ -193,10 +199,11 @@ sleep 3;
 $cpu = cpu_seconds($wpid) - $cpu0;
 ok($cpu < 0.4, sprintf('no spin: %.2f s of CPU in 3 s', $cpu));
 # a digest ACL of the cluster's own identity gives it back
-is($kz->cmd('setacl /zklock/queues/q4/entries zkl:secret'), 'ok', 'the ACL is given back');
+is($other->cmd('setacl /zklock/queues/q4/entries zkl:secret'), 'ok', 'the ACL is given back');
 ok(wait_until(sub { ($kz->cmd('ls /zklock/queues/q4/entries') // '') eq 'ls -' }, 40),
 	'the item is consumed then');
 
 $s1->quit;
 $kz->quit;
+$other->quit;
 done_testing();
