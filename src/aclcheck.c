@@ -19,7 +19,8 @@
  *	    full), never a round trip of the request itself.
  *
  *	  An entry that grants create, delete or admin to an identity that is
- *	  not in the ACL zklock creates with (auth: the worker's own digest id)
+ *	  not in the ACL zklock creates with (auth: the worker's own digest id),
+ *	  or an ACL the worker may not even read (ZNOAUTH: not its own node),
  *	  is a WARNING with a hint (rate-limited), counted in
  *	  zk_status().acl_problems; with zklock.acl_repair the worker sets the
  *	  node's ACL to the one it would have created it with (zoo_aset_acl,
@@ -302,6 +303,12 @@ acl_read_done(int rc, struct ACL_vector *acl, struct Stat *stat,
 			;					/* an earlier session's: checked again */
 		else if (rc == ZNONODE)
 			seen_forget(c->path);	/* created with our ACL, or looked at next time */
+		else if (rc == ZNOAUTH)
+		{
+			/* ours would let us read it: another identity's, hiding its ACL */
+			report_open(c->path, "(unreadable)",
+						"zklock's ZooKeeper identity may not even read the node's ACL, so another identity made it and may create or delete under it; zklock cannot repair it either.");
+		}
 		else if (rc == ZOK && acl != NULL)
 		{
 			for (i = 0; i < acl->count && !open; i++)
