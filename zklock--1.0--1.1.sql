@@ -106,7 +106,8 @@ SELECT @extschema@.zk_set_database_namespace(NULL::pg_catalog.text);
 -- zk_grant refuses while roles that are not superusers may create objects in
 -- the extension's schema (1.0 lived in public, which PostgreSQL 15 gives to
 -- the database's owner: such a database warns below).
--- the groups: each object of the extension a role needs for one use
+-- the groups: each object of the extension a role needs for one use, named
+-- with its schema (a fixed search_path: whatever the caller's)
 CREATE OR REPLACE FUNCTION zk_privilege_groups(
     OUT group_name text, OUT object_type text, OUT object text)
 RETURNS SETOF record

@@ -489,7 +489,8 @@ CREATE VIEW zk_semaphores AS SELECT * FROM zk_semaphores_internal();
 -- by PUBLIC but zk_privilege_groups() and zk_path(); a superuser grants a role what it
 -- needs by groups (zk_grant) or with GRANT.  The groups do not overlap.
 
--- the groups: each object of the extension a role needs for one use
+-- the groups: each object of the extension a role needs for one use, named
+-- with its schema (a fixed search_path: whatever the caller's)
 CREATE FUNCTION zk_privilege_groups(
     OUT group_name text, OUT object_type text, OUT object text)
 RETURNS SETOF record
@@ -668,7 +669,8 @@ AS $$ SELECT @extschema@.zk_grant(group_name, grantee, do_revoke => true) $$;
 -- PUBLIC executes nothing of this extension but zk_privilege_groups() and
 -- zk_path(): they are harmless to every tenant (a constant list of this
 -- extension's own objects, read from the catalog like \df; the path of a
--- name from zklock.root and zklock.namespace, which anyone can SHOW; no
+-- name from zklock.root and zklock.namespace, which anyone can SHOW, and the
+-- session's own namespace; no
 -- ZooKeeper, no shared memory)
 DO $$
 DECLARE
