@@ -28,6 +28,8 @@
 # 4. pg_dump of carol's database restored by a superuser into a new
 #    database: the restore's CREATE EXTENSION records the new database's
 #    name.
+# 5. A database at 1.0 (no table) keeps 1.0's '$database', its current
+#    name (a rename moves it) until ALTER EXTENSION UPDATE records the name.
 
 use strict;
 use warnings FATAL => 'all';
@@ -165,6 +167,21 @@ command_ok([ $A->installed_command('psql'), '-X', '-q', '-v', 'ON_ERROR_STOP=1',
 	'restored by a superuser into database restored');
 is($A->safe_psql('restored', "SET search_path = zk; SELECT zk_path('lock', 'job')"), '/zklock/locks/restored:job',
 	'the restore recorded the new database\'s name');
+
+#
+# 5. A database still at 1.0 (no table) keeps 1.0's meaning, its current
+#    name, until ALTER EXTENSION zklock UPDATE records it
+#
+$A->safe_psql('postgres', 'CREATE DATABASE old10');
+$A->safe_psql('old10', "CREATE EXTENSION zklock VERSION '1.0'");
+is($A->safe_psql('old10', "SELECT zk_path('lock', 'job')"), '/zklock/locks/old10:job', '1.0: its current name');
+$A->safe_psql('postgres', 'ALTER DATABASE old10 RENAME TO old10b');
+is($A->safe_psql('old10b', "SELECT zk_path('lock', 'job')"), '/zklock/locks/old10b:job',
+	'1.0: a rename moves it, as 1.0 did');
+$A->safe_psql('old10b', 'ALTER EXTENSION zklock UPDATE');
+$A->safe_psql('postgres', 'ALTER DATABASE old10b RENAME TO old10c');
+is($A->safe_psql('old10c', "SELECT zk_path('lock', 'job')"), '/zklock/locks/old10b:job',
+	'updated to 1.1: the name at the update, whatever the rename after it');
 
 $bob->quit;
 $A->stop;
