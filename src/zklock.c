@@ -311,7 +311,8 @@ define_access_settings(void)
 	DefineCustomStringVariable("zklock.namespace",
 							   "Namespace of this session's zklock names.",
 							   "Sessions meet on a name only within one namespace. \"$database\" is the "
-							   "current database's name; empty is the namespace shared by everyone.",
+							   "database's name when a superuser created the extension in it (a rename "
+							   "does not change it); empty is the namespace shared by everyone.",
 							   &zk_namespace,
 							   "$database",
 							   PGC_SUSET,

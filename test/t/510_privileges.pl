@@ -15,7 +15,8 @@
 # 2. Catalog: the functions of the extension that PUBLIC may execute are
 #    exactly the two doc/security.md names (a function added without being covered
 #    fails here); every other function is in exactly one group of
-#    zk_privilege_groups() or is zk_grant/zk_revoke; doc/security.md's group table
+#    zk_privilege_groups() (which names them with their schema) or is
+#    zk_grant/zk_revoke/zk_set_database_namespace (superusers only); doc/security.md's group table
 #    matches zk_privilege_groups(); the views are readable by pg_monitor only.
 # 3. Groups: zk_grant(group, role) lets a role do its group's operations
 #    and refuses the others (each group's representative call, plus
@@ -199,9 +200,9 @@ for my $t ([ $A, 'postgres', 'A' ], [ $A, 'db2', 'A/db2' ], [ $B, 'postgres', 'B
 		SELECT coalesce(string_agg(p.oid::regprocedure::text, ',' ORDER BY p.oid::regprocedure::text), '')
 		$EXT_FUNCS
 		AND p.oid::regprocedure::text NOT IN ('zk_privilege_groups()', 'zk_path(text,text)',
-		    'zk_grant(text,regrole,boolean)', 'zk_revoke(text,regrole)')
+		    'zk_grant(text,regrole,boolean)', 'zk_revoke(text,regrole)', 'zk_set_database_namespace(text)')
 		AND (SELECT count(*) FROM zk_privilege_groups() g
-		      WHERE g.object_type = 'function' AND g.object = p.oid::regprocedure::text) <> 1}),
+		      WHERE CASE WHEN g.object_type = 'function' THEN g.object::regprocedure END = p.oid) <> 1}),
 		'', "$where: every other function is in exactly one group");
 	is($node->safe_psql($db, q{
 		SELECT count(*) FROM zk_privilege_groups() g
@@ -223,7 +224,7 @@ for my $t ([ $A, 'postgres', 'A' ], [ $A, 'db2', 'A/db2' ], [ $B, 'postgres', 'B
 }
 my %sql_groups;
 for my $row (split /\n/, $A->safe_psql('postgres', q{
-	SELECT group_name, string_agg(DISTINCT regexp_replace(object, '\(.*$', ''), ',')
+	SELECT group_name, string_agg(DISTINCT regexp_replace(object, '^[^(]*\.|\(.*$', '', 'g'), ',')
 	  FROM zk_privilege_groups() GROUP BY 1}))
 {
 	my ($g, $objs) = split /\|/, $row;
@@ -260,7 +261,7 @@ for my $g (@groups)
 		AND has_function_privilege('zkg_$g', p.oid, 'EXECUTE')});
 	my $want = $A->safe_psql('postgres', qq{
 		SELECT string_agg(o, ',' ORDER BY o) FROM (
-		  SELECT object AS o FROM zk_privilege_groups()
+		  SELECT object::regprocedure::text AS o FROM zk_privilege_groups()
 		   WHERE group_name = '$g' AND object_type = 'function'
 		  UNION ALL SELECT 'zk_privilege_groups()' UNION ALL SELECT 'zk_path(text,text)') s});
 	is($got, $want, "zkg_$g may execute exactly its group's functions");
