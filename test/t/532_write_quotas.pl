@@ -73,7 +73,7 @@ CREATE ROLE t1 LOGIN; CREATE ROLE t2 LOGIN; CREATE ROLE t3 LOGIN;
 SELECT zk_grant('produce', 'prod532');
 SELECT zk_grant('produce', 'other532'); SELECT zk_grant('lock', 'other532');
 SELECT zk_grant('arrive', 'arr532');
-SELECT zk_grant('lock', r) FROM unnest(ARRAY['t1', 't2', 't3']) r;
+SELECT zk_grant('lock', r::regrole) FROM unnest(ARRAY['t1', 't2', 't3']) r;
 ALTER ROLE prod532 SET zklock.max_write_rate = '16kB';
 ALTER ROLE prod532 SET zklock.max_write_burst = '128kB';
 });
@@ -149,7 +149,7 @@ is($r->{sqlstate}, '00000', 'ALTER ROLE ... SET raised the rate: four COMMITs of
 ok($took < 2.5, sprintf('at once (%.2f s)', $took));
 is(items('wq2'), 4, 'ZooKeeper holds them');
 my $row = q1("SELECT max_write_rate || '|' || max_write_burst || '|' || (bytes_written > 600000) || '|' || writes_refused FROM zk_quotas WHERE role = 'prod532'");
-is($row, (10 * 1048576) . '|' . (10 * 1048576) . '|t|2', 'zk_quotas: the role\'s rate and burst, what it wrote, its 2 refusals');
+is($row, (10 * 1048576) . '|' . (10 * 1048576) . '|true|2', 'zk_quotas: the role\'s rate and burst, what it wrote, its 2 refusals');
 $p->quit;
 
 #
