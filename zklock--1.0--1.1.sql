@@ -106,6 +106,27 @@ SELECT @extschema@.zk_set_database_namespace(NULL::pg_catalog.text);
 -- zk_grant refuses while roles that are not superusers may create objects in
 -- the extension's schema (1.0 lived in public, which PostgreSQL 15 gives to
 -- the database's owner: such a database warns below).
+-- zk_role_usage() and the view zk_quotas (issue 35): use against quota per
+-- role, in the monitor group (zk_privilege_groups() lists them; pg_monitor
+-- gets them, as a fresh install's zk_grant('monitor', 'pg_monitor') does)
+-- per role: the entries its sessions hold or await against zklock.max_locks_per_role,
+-- and what it wrote into ZooKeeper against zklock.max_write_rate (src/quota.c)
+CREATE FUNCTION zk_role_usage(
+    OUT role text,
+    OUT entries integer,
+    OUT max_entries integer,
+    OUT bytes_written bigint,
+    OUT write_backlog bigint,
+    OUT max_write_rate bigint,
+    OUT max_write_burst bigint,
+    OUT writes_refused bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'zk_role_usage' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
+CREATE VIEW zk_quotas AS SELECT * FROM zk_role_usage();
+
+REVOKE ALL ON FUNCTION zk_role_usage() FROM PUBLIC;
+
 -- the groups: each object of the extension a role needs for one use, named
 -- with its schema (a fixed search_path: whatever the caller's)
 CREATE OR REPLACE FUNCTION zk_privilege_groups(
@@ -175,12 +196,18 @@ AS $$
         ('monitor', '@extschema@.zk_queues_internal()'),
         ('monitor', '@extschema@.zk_leases_internal()'),
         ('monitor', '@extschema@.zk_elections_internal()'),
-        ('monitor', '@extschema@.zk_semaphores_internal()')) AS t(g, f)
+        ('monitor', '@extschema@.zk_semaphores_internal()'),
+        ('monitor', '@extschema@.zk_role_usage()')) AS t(g, f)
     UNION ALL
     SELECT 'monitor', 'view', v::regclass::text FROM (VALUES
         ('@extschema@.zk_locks'), ('@extschema@.zk_entries'), ('@extschema@.zk_queues'), ('@extschema@.zk_leases'),
-        ('@extschema@.zk_elections'), ('@extschema@.zk_semaphores')) AS t(v)
+        ('@extschema@.zk_elections'), ('@extschema@.zk_semaphores'),
+        ('@extschema@.zk_quotas')) AS t(v)
 $$;
+
+GRANT EXECUTE ON FUNCTION zk_role_usage() TO pg_monitor;
+GRANT SELECT ON TABLE zk_quotas TO pg_monitor;
+
 
 -- grant (revoke) a whole group to (from) a role; superuser only.  Refused
 -- while a role that is not a superuser may create objects in the

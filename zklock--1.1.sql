@@ -163,6 +163,22 @@ AS 'MODULE_PATHNAME', 'zk_entries_internal' LANGUAGE C STRICT VOLATILE PARALLEL 
 
 CREATE VIEW zk_entries AS SELECT * FROM zk_entries_internal();
 
+-- per role: the entries its sessions hold or await against zklock.max_locks_per_role,
+-- and what it wrote into ZooKeeper against zklock.max_write_rate (src/quota.c)
+CREATE FUNCTION zk_role_usage(
+    OUT role text,
+    OUT entries integer,
+    OUT max_entries integer,
+    OUT bytes_written bigint,
+    OUT write_backlog bigint,
+    OUT max_write_rate bigint,
+    OUT max_write_burst bigint,
+    OUT writes_refused bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'zk_role_usage' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
+CREATE VIEW zk_quotas AS SELECT * FROM zk_role_usage();
+
 CREATE FUNCTION zk_status(
     OUT state text,
     OUT servers text,
@@ -558,11 +574,13 @@ AS $$
         ('monitor', '@extschema@.zk_queues_internal()'),
         ('monitor', '@extschema@.zk_leases_internal()'),
         ('monitor', '@extschema@.zk_elections_internal()'),
-        ('monitor', '@extschema@.zk_semaphores_internal()')) AS t(g, f)
+        ('monitor', '@extschema@.zk_semaphores_internal()'),
+        ('monitor', '@extschema@.zk_role_usage()')) AS t(g, f)
     UNION ALL
     SELECT 'monitor', 'view', v::regclass::text FROM (VALUES
         ('@extschema@.zk_locks'), ('@extschema@.zk_entries'), ('@extschema@.zk_queues'), ('@extschema@.zk_leases'),
-        ('@extschema@.zk_elections'), ('@extschema@.zk_semaphores')) AS t(v)
+        ('@extschema@.zk_elections'), ('@extschema@.zk_semaphores'),
+        ('@extschema@.zk_quotas')) AS t(v)
 $$;
 
 -- grant (revoke) a whole group to (from) a role; superuser only.  Refused

@@ -220,8 +220,10 @@ isnt($diff10, '', 'the comparison tells a fresh 1.0 from a fresh 1.1 (so it can 
 note "fresh 1.0 against fresh 1.1:\n$diff10";
 # what differs is only what zklock--1.0--1.1.sql changes (and the version)
 my @aspects = sort { $a cmp $b } keys %{ { map { (/^(\w+):/)[0] => 1 } split /\n/, $diff10 } };
+# (1.1 adds the table zk_database_namespace and the view zk_quotas, with
+# their columns, grants and membership)
 is(join(',', @aspects), 'columns,extension,functions,init_privs,members,views',
-	'1.0 and 1.1 differ in the version, functions and the table zk_database_namespace only');
+	'1.0 and 1.1 differ in the version, functions, the table zk_database_namespace and the view zk_quotas only');
 
 # ---- 3. 1.1 in schema zk ----
 $node->safe_psql('sch', 'CREATE SCHEMA zk; CREATE EXTENSION zklock SCHEMA zk');

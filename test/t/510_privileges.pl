@@ -134,6 +134,8 @@ my @attacks = (
 	[ 'zk_elections_internal', "SELECT * FROM zk_elections_internal()" ],
 	[ 'zk_semaphores', "SELECT * FROM zk_semaphores" ],
 	[ 'zk_semaphores_internal', "SELECT * FROM zk_semaphores_internal()" ],
+	[ 'zk_quotas', "SELECT * FROM zk_quotas" ],
+	[ 'zk_role_usage', "SELECT * FROM zk_role_usage()" ],
 	[ 'zk_status', "SELECT * FROM zk_status()" ],
 	[ 'election candidates', "SELECT * FROM zk_election_candidates('te')" ],
 	[ 'leader', "SELECT * FROM zk_leader('te')" ],
@@ -219,7 +221,7 @@ for my $t ([ $A, 'postgres', 'A' ], [ $A, 'db2', 'A/db2' ], [ $B, 'postgres', 'B
 		  JOIN pg_class c ON c.oid = d.objid
 		 WHERE d.classid = 'pg_class'::regclass AND c.relkind = 'v'}),
 		'zk_elections:pg_monitor/SELECT,zk_entries:pg_monitor/SELECT,zk_leases:pg_monitor/SELECT,zk_locks:pg_monitor/SELECT,'
-		  . 'zk_queues:pg_monitor/SELECT,zk_semaphores:pg_monitor/SELECT',
+		  . 'zk_queues:pg_monitor/SELECT,zk_quotas:pg_monitor/SELECT,zk_semaphores:pg_monitor/SELECT',
 		"$where: the views are readable by pg_monitor (and their owner) only");
 }
 my %sql_groups;
@@ -267,9 +269,9 @@ for my $g (@groups)
 	is($got, $want, "zkg_$g may execute exactly its group's functions");
 	is($A->safe_psql('postgres', qq{
 		SELECT string_agg(relname, ',' ORDER BY relname) FROM pg_class
-		 WHERE relname IN ('zk_locks', 'zk_entries', 'zk_queues', 'zk_leases', 'zk_elections', 'zk_semaphores')
+		 WHERE relname IN ('zk_locks', 'zk_entries', 'zk_queues', 'zk_leases', 'zk_elections', 'zk_semaphores', 'zk_quotas')
 		   AND has_table_privilege('zkg_$g', oid, 'SELECT')}),
-		$g eq 'monitor' ? 'zk_elections,zk_entries,zk_leases,zk_locks,zk_queues,zk_semaphores' : '',
+		$g eq 'monitor' ? 'zk_elections,zk_entries,zk_leases,zk_locks,zk_queues,zk_quotas,zk_semaphores' : '',
 		"zkg_$g reads the views only if it is monitor");
 	for my $h (@groups)
 	{
