@@ -8,6 +8,7 @@ MODULE_big = zklock
 OBJS = \
 	src/zklock.o \
 	src/shmem.o \
+	src/quota.o \
 	src/names.o \
 	src/worker.o \
 	src/worker_base.o \

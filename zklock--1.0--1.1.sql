@@ -27,6 +27,307 @@ AS $$
      WHERE c.state = 'held'
 $$;
 
+-- Issue 35.  '$database' no longer follows a database's rename: it stands for
+-- the name recorded in zk_database_namespace (here: the name the database has
+-- when it is updated, which 1.0 used all along).
+-- What zklock.namespace's default, '$database', stands for in this database
+-- (doc/security.md, "Namespaces"): the database's name when CREATE EXTENSION
+-- ran, not its current one, which a role with CREATEDB or the database's
+-- owner can change (ALTER DATABASE ... RENAME).  Only superusers write it:
+-- the superuser who creates the extension owns the table, PUBLIC has no
+-- privilege on it.  One row, for the database it was recorded in; a copy of
+-- this database (CREATE DATABASE ... TEMPLATE) finds no row of its own and
+-- refuses '$database' (55000) until a superuser records one.  Not dumped:
+-- pg_dump's CREATE EXTENSION records the name of the database restored into.
+CREATE TABLE zk_database_namespace (
+    datoid    oid PRIMARY KEY,
+    namespace text NOT NULL
+);
+REVOKE ALL ON TABLE zk_database_namespace FROM PUBLIC;
+
+-- record this database's '$database' namespace (NULL: its current name);
+-- superuser only; sessions that start afterwards use it
+CREATE FUNCTION zk_set_database_namespace(namespace text DEFAULT NULL)
+RETURNS text
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    ns text := coalesce(zk_set_database_namespace.namespace, current_database());
+    others text;
+BEGIN
+    IF NOT coalesce((SELECT rolsuper FROM pg_roles WHERE rolname = current_user), false) THEN
+        RAISE EXCEPTION 'permission denied to set the zklock namespace of database %',
+            quote_ident(current_database())
+            USING ERRCODE = '42501',
+                  HINT = 'Run it as a superuser.';
+    END IF;
+    IF ns = '' OR ns = '$database' OR octet_length(convert_to(ns, 'UTF8')) > 127 THEN
+        RAISE EXCEPTION 'zklock namespace % cannot be recorded for a database', quote_literal(ns)
+            USING ERRCODE = '22023',
+                  HINT = 'Give a name of 1 to 127 bytes (in UTF-8) other than ''$database''; '
+                         'for the root namespace set zklock.namespace = ''''.';
+    END IF;
+    DELETE FROM @extschema@.zk_database_namespace;
+    INSERT INTO @extschema@.zk_database_namespace (datoid, namespace)
+        SELECT d.oid, ns FROM pg_database d WHERE d.datname = current_database();
+    -- who else in this cluster is in that namespace (a configured one, or
+    -- a database of that name)
+    SELECT string_agg(w, ', ' ORDER BY w) INTO others FROM (
+        SELECT CASE WHEN s.setrole = 0 THEN 'database ' || quote_ident(d.datname)
+                    WHEN s.setdatabase = 0 THEN 'role ' || quote_ident(r.rolname)
+                    ELSE 'role ' || quote_ident(r.rolname) || ' in database ' || quote_ident(d.datname)
+               END AS w
+          FROM pg_db_role_setting s
+          LEFT JOIN pg_database d ON d.oid = s.setdatabase
+          LEFT JOIN pg_roles r ON r.oid = s.setrole
+         WHERE ('zklock.namespace=' || ns) = ANY (s.setconfig)
+           AND NOT (s.setrole = 0 AND d.datname = current_database())
+        UNION
+        SELECT 'database ' || quote_ident(d.datname) FROM pg_database d
+         WHERE d.datname = ns AND d.datname <> current_database()) x;
+    IF others IS NOT NULL THEN
+        RAISE WARNING 'zklock namespace % of database % is also that of: %',
+            quote_literal(ns), quote_ident(current_database()), others
+            USING DETAIL = 'Sessions in one namespace meet on every name: they share locks, queues and barriers.',
+                  HINT = 'If they should not, record another: SELECT @extschema@.zk_set_database_namespace(''name'').';
+    END IF;
+    RETURN ns;
+END
+$$;
+
+REVOKE ALL ON FUNCTION zk_set_database_namespace(text) FROM PUBLIC;
+
+-- the name this database has now: 1.0 used its current name all along
+SELECT @extschema@.zk_set_database_namespace(NULL::pg_catalog.text);
+
+-- Superusers' calls: zk_privilege_groups and zk_revoke run with a fixed
+-- search_path (zk_privilege_groups names every object with its schema), and
+-- zk_grant refuses while roles that are not superusers may create objects in
+-- the extension's schema (1.0 lived in public, which PostgreSQL 15 gives to
+-- the database's owner: such a database warns below).
+-- zk_role_usage() and the view zk_quotas (issue 35): use against quota per
+-- role, in the monitor group (zk_privilege_groups() lists them; pg_monitor
+-- gets them, as a fresh install's zk_grant('monitor', 'pg_monitor') does)
+-- per role: the entries its sessions hold or await against zklock.max_locks_per_role,
+-- and what it wrote into ZooKeeper against zklock.max_write_rate (src/quota.c)
+CREATE FUNCTION zk_role_usage(
+    OUT role text,
+    OUT entries integer,
+    OUT max_entries integer,
+    OUT bytes_written bigint,
+    OUT write_backlog bigint,
+    OUT max_write_rate bigint,
+    OUT max_write_burst bigint,
+    OUT writes_refused bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'zk_role_usage' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
+CREATE VIEW zk_quotas AS SELECT * FROM zk_role_usage();
+
+REVOKE ALL ON FUNCTION zk_role_usage() FROM PUBLIC;
+
+-- the groups: each object of the extension a role needs for one use, named
+-- with its schema (a fixed search_path: whatever the caller's)
+CREATE OR REPLACE FUNCTION zk_privilege_groups(
+    OUT group_name text, OUT object_type text, OUT object text)
+RETURNS SETOF record
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT g, 'function', f::regprocedure::text FROM (VALUES
+        ('lock', '@extschema@.zk_lock(text,interval)'),
+        ('lock', '@extschema@.zk_lock(bigint,interval)'),
+        ('lock', '@extschema@.zk_lock_shared(text,interval)'),
+        ('lock', '@extschema@.zk_lock_shared(bigint,interval)'),
+        ('lock', '@extschema@.zk_try_lock(text)'),
+        ('lock', '@extschema@.zk_try_lock(bigint)'),
+        ('lock', '@extschema@.zk_try_lock_shared(text)'),
+        ('lock', '@extschema@.zk_try_lock_shared(bigint)'),
+        ('lock', '@extschema@.zk_session_lock(text,interval)'),
+        ('lock', '@extschema@.zk_session_lock(bigint,interval)'),
+        ('lock', '@extschema@.zk_session_lock_shared(text,interval)'),
+        ('lock', '@extschema@.zk_session_lock_shared(bigint,interval)'),
+        ('lock', '@extschema@.zk_try_session_lock(text)'),
+        ('lock', '@extschema@.zk_try_session_lock(bigint)'),
+        ('lock', '@extschema@.zk_try_session_lock_shared(text)'),
+        ('lock', '@extschema@.zk_try_session_lock_shared(bigint)'),
+        ('lock', '@extschema@.zk_unlock(text)'),
+        ('lock', '@extschema@.zk_unlock(bigint)'),
+        ('lock', '@extschema@.zk_unlock_shared(text)'),
+        ('lock', '@extschema@.zk_unlock_shared(bigint)'),
+        ('lock', '@extschema@.zk_unlock_all()'),
+        ('lock', '@extschema@.zk_lock_token(text)'),
+        ('lock', '@extschema@.zk_lock_token(bigint)'),
+        ('produce', '@extschema@.zk_enqueue(text,bytea,integer)'),
+        ('produce', '@extschema@.zk_enqueue(text,text,integer)'),
+        ('consume', '@extschema@.zk_dequeue(text,interval,integer)'),
+        ('consume', '@extschema@.zk_try_dequeue(text,integer)'),
+        ('consume', '@extschema@.zk_queue_peek(text,integer)'),
+        ('consume', '@extschema@.zk_queue_length(text)'),
+        ('wait', '@extschema@.zk_barrier_enter(text,integer,interval)'),
+        ('wait', '@extschema@.zk_barrier_leave(text,interval)'),
+        ('wait', '@extschema@.zk_gate_wait(text,interval)'),
+        ('wait', '@extschema@.zk_await(text,integer,interval)'),
+        ('wait', '@extschema@.zk_arrivals(text)'),
+        ('arrive', '@extschema@.zk_arrive(text,text)'),
+        ('semaphore', '@extschema@.zk_semaphore(text,integer,interval)'),
+        ('semaphore', '@extschema@.zk_try_semaphore(text,integer)'),
+        ('semaphore', '@extschema@.zk_session_semaphore(text,integer,interval)'),
+        ('semaphore', '@extschema@.zk_try_session_semaphore(text,integer)'),
+        ('semaphore', '@extschema@.zk_semaphore_release(text)'),
+        ('lease', '@extschema@.zk_try_lease(text,interval,text)'),
+        ('lease', '@extschema@.zk_lease_holder(text)'),
+        ('election', '@extschema@.zk_is_leader(text)'),
+        ('election', '@extschema@.zk_leader(text)'),
+        ('election', '@extschema@.zk_election_candidates(text)'),
+        ('admin', '@extschema@.zk_queue_purge(text)'),
+        ('admin', '@extschema@.zk_queue_drop(text)'),
+        ('admin', '@extschema@.zk_arrivals_reset(text)'),
+        ('admin', '@extschema@.zk_gate_close(text)'),
+        ('admin', '@extschema@.zk_gate_open(text)'),
+        ('admin', '@extschema@.zk_queue_release_cluster(text)'),
+        ('monitor', '@extschema@.zk_status()'),
+        ('monitor', '@extschema@.zk_lock_holders(text)'),
+        ('monitor', '@extschema@.zk_lock_holders(bigint)'),
+        ('monitor', '@extschema@.zk_semaphore_holders(text)'),
+        ('monitor', '@extschema@.zk_locks_internal()'),
+        ('monitor', '@extschema@.zk_entries_internal()'),
+        ('monitor', '@extschema@.zk_queues_internal()'),
+        ('monitor', '@extschema@.zk_leases_internal()'),
+        ('monitor', '@extschema@.zk_elections_internal()'),
+        ('monitor', '@extschema@.zk_semaphores_internal()'),
+        ('monitor', '@extschema@.zk_role_usage()')) AS t(g, f)
+    UNION ALL
+    SELECT 'monitor', 'view', v::regclass::text FROM (VALUES
+        ('@extschema@.zk_locks'), ('@extschema@.zk_entries'), ('@extschema@.zk_queues'), ('@extschema@.zk_leases'),
+        ('@extschema@.zk_elections'), ('@extschema@.zk_semaphores'),
+        ('@extschema@.zk_quotas')) AS t(v)
+$$;
+
+GRANT EXECUTE ON FUNCTION zk_role_usage() TO pg_monitor;
+GRANT SELECT ON TABLE zk_quotas TO pg_monitor;
+
+
+-- grant (revoke) a whole group to (from) a role; superuser only.  Refused
+-- while a role that is not a superuser may create objects in the
+-- extension's schema: it could plant a function there (an overload that
+-- matches the call better) that a superuser's call, even a qualified one,
+-- runs instead, with the superuser's rights.  Warns about the schemas the
+-- session's search_path starts with (and public) that such roles may
+-- create objects in: an unqualified call there could run theirs
+-- (doc/security.md, "Superusers' calls").
+CREATE OR REPLACE FUNCTION zk_grant(group_name text, grantee regrole, do_revoke boolean DEFAULT false)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+    n int := 0;
+    who text;
+BEGIN
+    IF NOT coalesce((SELECT rolsuper FROM pg_roles WHERE rolname = current_user), false) THEN
+        RAISE EXCEPTION 'permission denied to % zklock privilege groups',
+            CASE WHEN do_revoke THEN 'revoke' ELSE 'grant' END
+            USING ERRCODE = '42501',
+                  HINT = 'Run it as a superuser.';
+    END IF;
+    -- who may create objects in a schema: PUBLIC, or the roles that are not
+    -- superusers (pg_database_owner stands for the database's owner, who is
+    -- checked as itself)
+    SELECT CASE WHEN has_schema_privilege('public', '@extschema@'::regnamespace, 'CREATE') THEN 'PUBLIC'
+                ELSE (SELECT string_agg(quote_ident(w.rolname), ', ' ORDER BY w.rolname)
+                        FROM (SELECT a.rolname FROM pg_roles a
+                               WHERE NOT a.rolsuper AND a.rolname <> 'pg_database_owner'
+                                 AND has_schema_privilege(a.oid, '@extschema@'::regnamespace, 'CREATE')
+                               ORDER BY a.rolname LIMIT 5) w) END
+      INTO who;
+    IF who IS NOT NULL THEN
+        RAISE EXCEPTION 'zklock''s schema % is writable by roles that are not superusers: %',
+            '@extschema@', who
+            USING ERRCODE = '42501',
+                  DETAIL = 'Any of them can create a function there that a superuser''s call of '
+                           'zk_grant, zk_revoke or any other zklock function runs instead, with the superuser''s rights.',
+                  HINT = 'Install zklock into a schema only superusers can create objects in '
+                         '(CREATE SCHEMA zk; CREATE EXTENSION zklock SCHEMA zk), or make a superuser the owner of '
+                         'schema @extschema@ and REVOKE CREATE on it; until then grant with GRANT EXECUTE ON FUNCTION.';
+    END IF;
+    SELECT string_agg(format('%I (%s)', s.nspname, s.who), ', ' ORDER BY s.nspname) INTO who
+      FROM (SELECT n.nspname,
+                   CASE WHEN has_schema_privilege('public', n.oid, 'CREATE') THEN 'PUBLIC'
+                        ELSE (SELECT string_agg(quote_ident(w.rolname), ' ' ORDER BY w.rolname)
+                                FROM (SELECT a.rolname FROM pg_roles a
+                                       WHERE NOT a.rolsuper AND a.rolname <> 'pg_database_owner'
+                                         AND has_schema_privilege(a.oid, n.oid, 'CREATE')
+                                       ORDER BY a.rolname LIMIT 5) w) END AS who
+              FROM pg_namespace n
+             WHERE n.oid <> '@extschema@'::regnamespace
+               AND (n.nspname = 'public'
+                    OR n.nspname IN (SELECT CASE WHEN p IN ('$user', '"$user"') THEN session_user::text
+                                                 ELSE btrim(p, '"') END
+                                       FROM pg_settings,
+                                            regexp_split_to_table(reset_val, '[[:space:]]*,[[:space:]]*') AS p
+                                      WHERE name = 'search_path'))) s
+     WHERE s.who IS NOT NULL;
+    IF who IS NOT NULL THEN
+        RAISE WARNING 'schemas on the search_path are writable by roles that are not superusers: %', who
+            USING DETAIL = 'A superuser''s unqualified call (zk_grant(...) instead of @extschema@.zk_grant(...)) '
+                           'can run a function one of them created there, with the superuser''s rights.',
+                  HINT = 'Call zklock''s functions schema-qualified, after SET search_path = pg_catalog, pg_temp.';
+    END IF;
+    IF grantee IS NULL OR do_revoke IS NULL THEN
+        RAISE EXCEPTION 'zklock grantee must not be null'
+            USING ERRCODE = '22004',
+                  HINT = 'Give an existing role, for example ''app_worker''.';
+    END IF;
+    FOR r IN SELECT g.object_type, g.object
+               FROM @extschema@.zk_privilege_groups() g
+              WHERE g.group_name = zk_grant.group_name
+    LOOP
+        EXECUTE format('%s %s ON %s %s %s %s',
+                       CASE WHEN do_revoke THEN 'REVOKE' ELSE 'GRANT' END,
+                       CASE WHEN r.object_type = 'view' THEN 'SELECT' ELSE 'EXECUTE' END,
+                       CASE WHEN r.object_type = 'view' THEN 'TABLE' ELSE 'FUNCTION' END,
+                       r.object,
+                       CASE WHEN do_revoke THEN 'FROM' ELSE 'TO' END,
+                       grantee);
+        n := n + 1;
+    END LOOP;
+    IF n = 0 THEN
+        RAISE EXCEPTION 'unknown zklock privilege group "%"', group_name
+            USING ERRCODE = '22023',
+                  HINT = 'The groups are: ' ||
+                    (SELECT string_agg(DISTINCT g.group_name, ', ')
+                       FROM @extschema@.zk_privilege_groups() g) || '.';
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION zk_revoke(group_name text, grantee regrole)
+RETURNS void
+LANGUAGE sql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT @extschema@.zk_grant(group_name, grantee, do_revoke => true) $$;
+
+DO $$
+BEGIN
+    IF pg_catalog.has_schema_privilege('public'::pg_catalog.name,
+            '@extschema@'::pg_catalog.regnamespace::pg_catalog.oid, 'CREATE'::pg_catalog.text)
+       OR EXISTS (SELECT FROM pg_catalog.pg_roles a
+                   WHERE NOT a.rolsuper
+                     AND NOT pg_catalog.nameeq(a.rolname, 'pg_database_owner'::pg_catalog.name)
+                     AND pg_catalog.has_schema_privilege(a.oid,
+                             '@extschema@'::pg_catalog.regnamespace::pg_catalog.oid, 'CREATE'::pg_catalog.text)) THEN
+        RAISE WARNING 'zklock''s schema % is writable by roles that are not superusers', '@extschema@'
+            USING DETAIL = 'zk_grant and zk_revoke refuse to run here: any of them could create a function '
+                           'that a superuser''s call runs instead, with the superuser''s rights.',
+                  HINT = 'Move zklock into a schema only superusers can create objects in: DROP EXTENSION zklock; '
+                         'CREATE SCHEMA zk; CREATE EXTENSION zklock SCHEMA zk (the grants go with it).';
+    END IF;
+END
+$$;
+
 -- zk_status gains acl_problems, acl_problem (nodes found open to other
 -- ZooKeeper clients: doc/security.md, "Nodes found already there") and
 -- consumes_blocked (consumes ZooKeeper refuses: doc/errors.md).  Its row

@@ -3,6 +3,41 @@
 -- complain if script is sourced in psql, rather than via CREATE EXTENSION
 \echo Use "CREATE EXTENSION zklock" to load this file. \quit
 
+-- Only superusers may create objects in the schema zklock goes into
+-- (doc/security.md, "Superusers' calls"): anyone else could plant there a
+-- function that matches a superuser's call (zk_grant('consume', 'carol'))
+-- better than zklock's own, even a schema-qualified one, and have it run with
+-- the superuser's rights -- also calls made by this script.  So this check
+-- comes first, and names every object it uses with its schema and type.
+-- (PostgreSQL 15 makes the database's owner the owner of public.)
+DO $$
+DECLARE
+    who text;
+BEGIN
+    IF pg_catalog.has_schema_privilege('public'::pg_catalog.name,
+            '@extschema@'::pg_catalog.regnamespace::pg_catalog.oid, 'CREATE'::pg_catalog.text) THEN
+        who := 'PUBLIC';
+    ELSE
+        SELECT pg_catalog.quote_ident(a.rolname::pg_catalog.text) INTO who
+          FROM pg_catalog.pg_roles a
+         WHERE NOT a.rolsuper
+           AND NOT pg_catalog.nameeq(a.rolname, 'pg_database_owner'::pg_catalog.name)
+           AND pg_catalog.has_schema_privilege(a.oid,
+                   '@extschema@'::pg_catalog.regnamespace::pg_catalog.oid, 'CREATE'::pg_catalog.text)
+         LIMIT 1;
+    END IF;
+    IF who IS NOT NULL THEN
+        RAISE EXCEPTION 'zklock cannot be installed into schema %: % may create objects in it and is not a superuser',
+            '@extschema@', who
+            USING ERRCODE = '42501',
+                  DETAIL = 'A function created there could run instead of zklock''s own in a superuser''s call '
+                           '(zk_grant), with the superuser''s rights.',
+                  HINT = 'Install it into a schema only superusers can create objects in: '
+                         'CREATE SCHEMA zk; CREATE EXTENSION zklock SCHEMA zk;';
+    END IF;
+END
+$$;
+
 -- The lock functions mirror PostgreSQL's advisory lock families.  Each takes
 -- a text name, or a bigint key that stands for the name written in decimal
 -- (zk_lock(42) is zk_lock('42')).
@@ -128,6 +163,22 @@ AS 'MODULE_PATHNAME', 'zk_entries_internal' LANGUAGE C STRICT VOLATILE PARALLEL 
 
 CREATE VIEW zk_entries AS SELECT * FROM zk_entries_internal();
 
+-- per role: the entries its sessions hold or await against zklock.max_locks_per_role,
+-- and what it wrote into ZooKeeper against zklock.max_write_rate (src/quota.c)
+CREATE FUNCTION zk_role_usage(
+    OUT role text,
+    OUT entries integer,
+    OUT max_entries integer,
+    OUT bytes_written bigint,
+    OUT write_backlog bigint,
+    OUT max_write_rate bigint,
+    OUT max_write_burst bigint,
+    OUT writes_refused bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'zk_role_usage' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
+CREATE VIEW zk_quotas AS SELECT * FROM zk_role_usage();
+
 CREATE FUNCTION zk_status(
     OUT state text,
     OUT servers text,
@@ -168,6 +219,75 @@ LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
 -- gate, arrivals, semaphore, lease or election (elections are per cluster).
 CREATE FUNCTION zk_path(kind text, name text) RETURNS text
 AS 'MODULE_PATHNAME', 'zk_path' LANGUAGE C STRICT STABLE PARALLEL SAFE;
+
+-- What zklock.namespace's default, '$database', stands for in this database
+-- (doc/security.md, "Namespaces"): the database's name when CREATE EXTENSION
+-- ran, not its current one, which a role with CREATEDB or the database's
+-- owner can change (ALTER DATABASE ... RENAME).  Only superusers write it:
+-- the superuser who creates the extension owns the table, PUBLIC has no
+-- privilege on it.  One row, for the database it was recorded in; a copy of
+-- this database (CREATE DATABASE ... TEMPLATE) finds no row of its own and
+-- refuses '$database' (55000) until a superuser records one.  Not dumped:
+-- pg_dump's CREATE EXTENSION records the name of the database restored into.
+CREATE TABLE zk_database_namespace (
+    datoid    oid PRIMARY KEY,
+    namespace text NOT NULL
+);
+REVOKE ALL ON TABLE zk_database_namespace FROM PUBLIC;
+
+-- record this database's '$database' namespace (NULL: its current name);
+-- superuser only; sessions that start afterwards use it
+CREATE FUNCTION zk_set_database_namespace(namespace text DEFAULT NULL)
+RETURNS text
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    ns text := coalesce(zk_set_database_namespace.namespace, current_database());
+    others text;
+BEGIN
+    IF NOT coalesce((SELECT rolsuper FROM pg_roles WHERE rolname = current_user), false) THEN
+        RAISE EXCEPTION 'permission denied to set the zklock namespace of database %',
+            quote_ident(current_database())
+            USING ERRCODE = '42501',
+                  HINT = 'Run it as a superuser.';
+    END IF;
+    IF ns = '' OR ns = '$database' OR octet_length(convert_to(ns, 'UTF8')) > 127 THEN
+        RAISE EXCEPTION 'zklock namespace % cannot be recorded for a database', quote_literal(ns)
+            USING ERRCODE = '22023',
+                  HINT = 'Give a name of 1 to 127 bytes (in UTF-8) other than ''$database''; '
+                         'for the root namespace set zklock.namespace = ''''.';
+    END IF;
+    DELETE FROM @extschema@.zk_database_namespace;
+    INSERT INTO @extschema@.zk_database_namespace (datoid, namespace)
+        SELECT d.oid, ns FROM pg_database d WHERE d.datname = current_database();
+    -- who else in this cluster is in that namespace (a configured one, or
+    -- a database of that name)
+    SELECT string_agg(w, ', ' ORDER BY w) INTO others FROM (
+        SELECT CASE WHEN s.setrole = 0 THEN 'database ' || quote_ident(d.datname)
+                    WHEN s.setdatabase = 0 THEN 'role ' || quote_ident(r.rolname)
+                    ELSE 'role ' || quote_ident(r.rolname) || ' in database ' || quote_ident(d.datname)
+               END AS w
+          FROM pg_db_role_setting s
+          LEFT JOIN pg_database d ON d.oid = s.setdatabase
+          LEFT JOIN pg_roles r ON r.oid = s.setrole
+         WHERE ('zklock.namespace=' || ns) = ANY (s.setconfig)
+           AND NOT (s.setrole = 0 AND d.datname = current_database())
+        UNION
+        SELECT 'database ' || quote_ident(d.datname) FROM pg_database d
+         WHERE d.datname = ns AND d.datname <> current_database()) x;
+    IF others IS NOT NULL THEN
+        RAISE WARNING 'zklock namespace % of database % is also that of: %',
+            quote_literal(ns), quote_ident(current_database()), others
+            USING DETAIL = 'Sessions in one namespace meet on every name: they share locks, queues and barriers.',
+                  HINT = 'If they should not, record another: SELECT @extschema@.zk_set_database_namespace(''name'').';
+    END IF;
+    RETURN ns;
+END
+$$;
+
+-- the name this database has now, recorded by the superuser creating the extension
+SELECT @extschema@.zk_set_database_namespace(NULL::pg_catalog.text);
 
 -- ---------------------------------------------------------------------------
 -- The queue (kazoo LockingQueue layout under <zklock.root>/queues/<name>)
@@ -388,11 +508,13 @@ CREATE VIEW zk_semaphores AS SELECT * FROM zk_semaphores_internal();
 -- by PUBLIC but zk_privilege_groups() and zk_path(); a superuser grants a role what it
 -- needs by groups (zk_grant) or with GRANT.  The groups do not overlap.
 
--- the groups: each object of the extension a role needs for one use
+-- the groups: each object of the extension a role needs for one use, named
+-- with its schema (a fixed search_path: whatever the caller's)
 CREATE FUNCTION zk_privilege_groups(
     OUT group_name text, OUT object_type text, OUT object text)
 RETURNS SETOF record
 LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT g, 'function', f::regprocedure::text FROM (VALUES
         ('lock', '@extschema@.zk_lock(text,interval)'),
@@ -455,14 +577,23 @@ AS $$
         ('monitor', '@extschema@.zk_queues_internal()'),
         ('monitor', '@extschema@.zk_leases_internal()'),
         ('monitor', '@extschema@.zk_elections_internal()'),
-        ('monitor', '@extschema@.zk_semaphores_internal()')) AS t(g, f)
+        ('monitor', '@extschema@.zk_semaphores_internal()'),
+        ('monitor', '@extschema@.zk_role_usage()')) AS t(g, f)
     UNION ALL
     SELECT 'monitor', 'view', v::regclass::text FROM (VALUES
         ('@extschema@.zk_locks'), ('@extschema@.zk_entries'), ('@extschema@.zk_queues'), ('@extschema@.zk_leases'),
-        ('@extschema@.zk_elections'), ('@extschema@.zk_semaphores')) AS t(v)
+        ('@extschema@.zk_elections'), ('@extschema@.zk_semaphores'),
+        ('@extschema@.zk_quotas')) AS t(v)
 $$;
 
--- grant (revoke) a whole group to (from) a role; superuser only
+-- grant (revoke) a whole group to (from) a role; superuser only.  Refused
+-- while a role that is not a superuser may create objects in the
+-- extension's schema: it could plant a function there (an overload that
+-- matches the call better) that a superuser's call, even a qualified one,
+-- runs instead, with the superuser's rights.  Warns about the schemas the
+-- session's search_path starts with (and public) that such roles may
+-- create objects in: an unqualified call there could run theirs
+-- (doc/security.md, "Superusers' calls").
 CREATE FUNCTION zk_grant(group_name text, grantee regrole, do_revoke boolean DEFAULT false)
 RETURNS void
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
@@ -471,12 +602,56 @@ AS $$
 DECLARE
     r record;
     n int := 0;
+    who text;
 BEGIN
     IF NOT coalesce((SELECT rolsuper FROM pg_roles WHERE rolname = current_user), false) THEN
         RAISE EXCEPTION 'permission denied to % zklock privilege groups',
             CASE WHEN do_revoke THEN 'revoke' ELSE 'grant' END
             USING ERRCODE = '42501',
                   HINT = 'Run it as a superuser.';
+    END IF;
+    -- who may create objects in a schema: PUBLIC, or the roles that are not
+    -- superusers (pg_database_owner stands for the database's owner, who is
+    -- checked as itself)
+    SELECT CASE WHEN has_schema_privilege('public', '@extschema@'::regnamespace, 'CREATE') THEN 'PUBLIC'
+                ELSE (SELECT string_agg(quote_ident(w.rolname), ', ' ORDER BY w.rolname)
+                        FROM (SELECT a.rolname FROM pg_roles a
+                               WHERE NOT a.rolsuper AND a.rolname <> 'pg_database_owner'
+                                 AND has_schema_privilege(a.oid, '@extschema@'::regnamespace, 'CREATE')
+                               ORDER BY a.rolname LIMIT 5) w) END
+      INTO who;
+    IF who IS NOT NULL THEN
+        RAISE EXCEPTION 'zklock''s schema % is writable by roles that are not superusers: %',
+            '@extschema@', who
+            USING ERRCODE = '42501',
+                  DETAIL = 'Any of them can create a function there that a superuser''s call of '
+                           'zk_grant, zk_revoke or any other zklock function runs instead, with the superuser''s rights.',
+                  HINT = 'Install zklock into a schema only superusers can create objects in '
+                         '(CREATE SCHEMA zk; CREATE EXTENSION zklock SCHEMA zk), or make a superuser the owner of '
+                         'schema @extschema@ and REVOKE CREATE on it; until then grant with GRANT EXECUTE ON FUNCTION.';
+    END IF;
+    SELECT string_agg(format('%I (%s)', s.nspname, s.who), ', ' ORDER BY s.nspname) INTO who
+      FROM (SELECT n.nspname,
+                   CASE WHEN has_schema_privilege('public', n.oid, 'CREATE') THEN 'PUBLIC'
+                        ELSE (SELECT string_agg(quote_ident(w.rolname), ' ' ORDER BY w.rolname)
+                                FROM (SELECT a.rolname FROM pg_roles a
+                                       WHERE NOT a.rolsuper AND a.rolname <> 'pg_database_owner'
+                                         AND has_schema_privilege(a.oid, n.oid, 'CREATE')
+                                       ORDER BY a.rolname LIMIT 5) w) END AS who
+              FROM pg_namespace n
+             WHERE n.oid <> '@extschema@'::regnamespace
+               AND (n.nspname = 'public'
+                    OR n.nspname IN (SELECT CASE WHEN p IN ('$user', '"$user"') THEN session_user::text
+                                                 ELSE btrim(p, '"') END
+                                       FROM pg_settings,
+                                            regexp_split_to_table(reset_val, '[[:space:]]*,[[:space:]]*') AS p
+                                      WHERE name = 'search_path'))) s
+     WHERE s.who IS NOT NULL;
+    IF who IS NOT NULL THEN
+        RAISE WARNING 'schemas on the search_path are writable by roles that are not superusers: %', who
+            USING DETAIL = 'A superuser''s unqualified call (zk_grant(...) instead of @extschema@.zk_grant(...)) '
+                           'can run a function one of them created there, with the superuser''s rights.',
+                  HINT = 'Call zklock''s functions schema-qualified, after SET search_path = pg_catalog, pg_temp.';
     END IF;
     IF grantee IS NULL OR do_revoke IS NULL THEN
         RAISE EXCEPTION 'zklock grantee must not be null'
@@ -509,12 +684,14 @@ $$;
 CREATE FUNCTION zk_revoke(group_name text, grantee regrole)
 RETURNS void
 LANGUAGE sql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT @extschema@.zk_grant(group_name, grantee, do_revoke => true) $$;
 
 -- PUBLIC executes nothing of this extension but zk_privilege_groups() and
 -- zk_path(): they are harmless to every tenant (a constant list of this
 -- extension's own objects, read from the catalog like \df; the path of a
--- name from zklock.root and zklock.namespace, which anyone can SHOW; no
+-- name from zklock.root and zklock.namespace, which anyone can SHOW, and the
+-- session's own namespace; no
 -- ZooKeeper, no shared memory)
 DO $$
 DECLARE
@@ -535,4 +712,4 @@ END
 $$;
 
 -- the monitor group: pg_monitor (the views and the functions behind them)
-SELECT @extschema@.zk_grant('monitor', 'pg_monitor');
+SELECT @extschema@.zk_grant('monitor'::pg_catalog.text, 'pg_monitor'::pg_catalog.regrole, false);

@@ -116,12 +116,6 @@ ignore_string(int rc, const char *value, const void *data)
 {
 }
 
-/* Completion of the zoo_adelete sent by reg_live_done() */
-static void
-ignore_void(int rc, const void *data)
-{
-}
-
 /* The memory context of calls and the survey, made on first use */
 static MemoryContext
 hist_context(void)
@@ -545,6 +539,9 @@ reg_heir_checked(int rc, const struct Stat *stat, const void *data)
 	COMPLETION_END(none);
 }
 
+static void reg_live_owner(int rc, const struct Stat *stat, const void *data);
+static ZkLogLimit live_wait_log;
+
 /* Completion of the zoo_amulti sent by zk_history_turn() */
 static void
 reg_live_done(int rc, const void *data)
@@ -571,8 +568,68 @@ reg_live_done(int rc, const void *data)
 			}
 			else if (c->res[0].err == ZNODEEXISTS)
 			{
-				/* an earlier session of this run: end it here */
-				(void) zoo_adelete(zk_zh, c->path, -1, ignore_void, NULL);
+				/*
+				 * "live" is there: ours, if the multi's reply was lost on
+				 * this session (then its write of the run node landed
+				 * too), else an earlier session's of this run, which may
+				 * still land requests (below): ask whose.
+				 */
+				HistCall   *c2 = MemoryContextAllocZero(hist_context(), sizeof(HistCall));
+
+				c2->idx = -1;
+				c2->session = c->session;
+				strlcpy(c2->path, c->path, sizeof(c2->path));
+				if (zoo_aexists(zk_zh, c2->path, 0, reg_live_owner, c2) == ZOK)
+					reg_inflight = true;
+				else
+					pfree(c2);
+			}
+		}
+		pfree(c);
+	}
+	COMPLETION_END(none);
+}
+
+/*
+ * Completion of the zoo_aexists sent by reg_live_done(): whose is "live"?
+ *
+ * An earlier session of this run (closed by a change of zklock.hosts or by
+ * the worker's exit without its close being answered, or given up after a
+ * connection loss) may still have requests on their way to ZooKeeper's
+ * leader: ZooKeeper applies a request already forwarded to the leader even
+ * after the client closed or gave up its session.  Its "live" goes only
+ * with the session itself (its close or its expiry), ordered after every
+ * request of that session.  So this session creates "live" -- and
+ * zk_history_ready() lets in doubt claims, releases, consumes and
+ * publications be settled -- only once the earlier session's "live" is
+ * gone: what this session reads after that includes every write the old
+ * one will ever land.  Deleting the old node instead (as zklock did) ended
+ * nothing: the old session's late release could then delete a claim made
+ * since by another consumer, and its late claim strand an item.
+ */
+static void
+reg_live_owner(int rc, const struct Stat *stat, const void *data)
+{
+	HistCall   *c = (HistCall *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		if (c->session == reg_session)
+		{
+			reg_inflight = false;
+			if (rc == ZOK && stat != NULL &&
+				(uint64) stat->ephemeralOwner == zk_cur_session && zk_cur_session != 0)
+				reg_live = true;	/* ours: the multi's reply was lost */
+			else if (rc == ZOK || rc == ZNONODE)
+			{
+				/* an earlier session's, or gone now: try again shortly */
+				if (rc == ZOK && zk_log_limited(&live_wait_log, "waited for an earlier session"))
+					ereport(LOG,
+							(errmsg("zklock: waiting for the earlier zookeeper session 0x%llx of this run to end before settling what it left in doubt",
+									(unsigned long long) stat->ephemeralOwner),
+							 errdetail("A request that session sent may still be applied until ZooKeeper has closed or expired it (at most the session timeout).")));
+				reg_retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 200);
 			}
 		}
 		pfree(c);

@@ -230,6 +230,9 @@ lease_op(const char *name, int len, int op, const char *lock_node,
 	{
 		ZkAnswer   *a;
 
+		/* the role's zklock.max_write_rate, before anything is sent */
+		zk_quota_charge_write(dlen, "The lease's holder data");
+
 		req = dsa_allocate_extended(zk_dsa(), sizeof(ZkAnswer) + dlen, DSA_ALLOC_NO_OOM);
 		if (!DsaPointerIsValid(req))
 			zk_payload_memory_error(sizeof(ZkAnswer) + dlen, "The lease's data",

@@ -37,11 +37,20 @@
 
 #include <ctype.h>
 
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_extension.h"
 #include "commands/dbcommands.h"
 #include "miscadmin.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
 
 /* May byte c stand for itself in a path component (letters, digits, _ . -)? */
 static bool
@@ -250,7 +259,8 @@ zk_encode_name(const char *name, int len, char *out)
 
 /*
  * zklock.namespace, as this backend last expanded it (UTF-8; "" is the
- * root namespace).  "$database" stands for the current database's name.
+ * root namespace).  "$database" stands for the name recorded for this
+ * database in the extension's table zk_database_namespace (below).
  */
 static char ns_cache[ZKLOCK_NS_MAX + 1];
 static bool ns_cached = false;
@@ -263,9 +273,108 @@ zk_namespace_changed(void)
 }
 
 /*
+ * What "$database" stands for in this database: the row of MyDatabaseId in
+ * the table zk_database_namespace of the extension's schema.  CREATE
+ * EXTENSION (a superuser: the extension is not trusted) fills it with the
+ * database's name at that moment, and only a superuser changes it
+ * (zk_set_database_namespace); the table belongs to the superuser who
+ * created the extension and PUBLIC has no privilege on it, so neither a
+ * role with CREATEDB renaming its database (ALTER DATABASE ... RENAME) nor
+ * the database's owner can choose the namespace.  Found by the schema's
+ * OID, not its name, and read without the caller's privileges.
+ *
+ * Returns NULL when the extension is at 1.0, which had no table: such a
+ * database keeps 1.0's meaning (its current name) until ALTER EXTENSION
+ * zklock UPDATE.  Raises 55000 when the table has no row for this
+ * database (a copy of a template that had the extension: the row names
+ * the template's OID).  *cacheable is false when the row was written by
+ * the current transaction (it may still roll back).
+ */
+static char *
+recorded_namespace(bool *cacheable)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tup;
+	Oid			nsp = InvalidOid;
+	Oid			relid;
+	char	   *version = NULL;
+	char	   *result = NULL;
+	bool		found = false;
+	char	   *dbname;
+
+	*cacheable = true;
+	if (!IsTransactionState())
+		elog(ERROR, "zklock namespace \"$database\" read outside a transaction");
+
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber,
+				F_NAMEEQ, CStringGetDatum("zklock"));
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+	{
+		bool		isnull;
+		Datum		d;
+
+		nsp = ((Form_pg_extension) GETSTRUCT(tup))->extnamespace;
+		d = heap_getattr(tup, Anum_pg_extension_extversion, RelationGetDescr(rel), &isnull);
+		if (!isnull)
+			version = TextDatumGetCString(d);
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+
+	relid = OidIsValid(nsp) ? get_relname_relid("zk_database_namespace", nsp) : InvalidOid;
+	if (!OidIsValid(relid) && version != NULL && strcmp(version, "1.0") == 0)
+		return NULL;
+	if (OidIsValid(relid))
+	{
+		rel = table_open(relid, AccessShareLock);
+		if (RelationGetDescr(rel)->natts < 2 ||
+			TupleDescAttr(RelationGetDescr(rel), 0)->atttypid != OIDOID ||
+			TupleDescAttr(RelationGetDescr(rel), 1)->atttypid != TEXTOID)
+			elog(ERROR, "zklock's table zk_database_namespace has an unexpected layout");
+		ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_OIDEQ,
+					ObjectIdGetDatum(MyDatabaseId));
+		scan = systable_beginscan(rel, InvalidOid, false, NULL, 1, &key);
+		tup = systable_getnext(scan);
+		if (HeapTupleIsValid(tup))
+		{
+			bool		isnull;
+			Datum		d = heap_getattr(tup, 2, RelationGetDescr(rel), &isnull);
+
+			found = !isnull;
+			if (found)
+				result = TextDatumGetCString(d);
+			if (TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tup->t_data)))
+				*cacheable = false;
+		}
+		systable_endscan(scan);
+		table_close(rel, AccessShareLock);
+	}
+	if (found)
+		return result;
+
+	dbname = get_database_name(MyDatabaseId);
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("zklock has no namespace recorded for database \"%s\"",
+					dbname ? dbname : "?"),
+			 errdetail("zklock.namespace is \"$database\", the name recorded when CREATE EXTENSION zklock ran in this database; "
+					   "this database is a copy of another one (its template), whose record does not apply to it."),
+			 errhint("As a superuser, record this database's namespace with SELECT zk_set_database_namespace('name') "
+					 "(schema-qualified), or set one with ALTER DATABASE ... SET zklock.namespace = 'name'.")));
+	return NULL;				/* not reached */
+}
+
+/*
  * This backend's namespace in UTF-8 ("" for the root one), "$database"
- * expanded; cached until the setting changes.  Raises 22023 or 22021 for a
- * namespace that cannot be one.
+ * expanded; cached until the setting changes (a "$database" record changed
+ * by a superuser applies to sessions that start afterwards).  Raises 22023
+ * or 22021 for a namespace that cannot be one, 55000 when "$database" has
+ * no record for this database.
  */
 const char *
 zk_current_namespace(void)
@@ -274,12 +383,20 @@ zk_current_namespace(void)
 	char	   *dbname = NULL;
 	char	   *u;
 	int			len;
+	bool		cacheable = true;
 
 	if (ns_cached)
 		return ns_cache;
 	if (strcmp(v, "$database") == 0)
 	{
-		if (!OidIsValid(MyDatabaseId) || (dbname = get_database_name(MyDatabaseId)) == NULL)
+		if (!OidIsValid(MyDatabaseId))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("zklock.namespace \"$database\" needs a database"),
+					 errhint("Set zklock.namespace to a name for this session.")));
+		dbname = recorded_namespace(&cacheable);
+		/* zklock 1.0's table-less catalog: the database's current name */
+		if (dbname == NULL && (dbname = get_database_name(MyDatabaseId)) == NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("zklock.namespace \"$database\" needs a database"),
@@ -304,7 +421,7 @@ zk_current_namespace(void)
 				 errhint("Set zklock.namespace to another name (ALTER DATABASE ... SET zklock.namespace).")));
 	memcpy(ns_cache, u, len);
 	ns_cache[len] = '\0';
-	ns_cached = true;
+	ns_cached = cacheable;
 	if (u != v)
 		pfree(u);
 	if (dbname)

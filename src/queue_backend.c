@@ -219,6 +219,33 @@ submit(ZkEntry *e, uint32 *idx, uint32 *gen)
 /* ---- enqueue ---- */
 
 /*
+ * The bounds a role's settings put on what one transaction publishes
+ * (54000): an item's payload (plen, -1 for another recipe's write) at most
+ * zklock.max_item_size, the transaction's writes with this one ("cost"
+ * more) at most zklock.max_transaction_size.  "what" names the call.
+ */
+static void
+check_write_quota(Size cost, const char *what, Size plen)
+{
+	Size		max_txn = (Size) zk_max_transaction_kb * 1024;
+
+	if (plen != (Size) -1 && plen > (Size) zk_max_item_kb * 1024)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("zklock queue payload is larger than zklock.max_item_size"),
+				 errdetail("The payload has %zu bytes; zklock.max_item_size is %d kB.",
+						   plen, zk_max_item_kb),
+				 errhint("Store large data elsewhere and enqueue a reference to it, or ask a superuser to raise zklock.max_item_size for the role (ALTER ROLE ... SET).")));
+	if (pending_bytes + cost + ZKQ_TXN_BASE > max_txn)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("zklock work of this transaction is larger than zklock.max_transaction_size"),
+				 errdetail("To %s, this transaction's queue items and other zklock writes would need %zu bytes; zklock.max_transaction_size is %d kB.",
+						   what, pending_bytes + cost + ZKQ_TXN_BASE, zk_max_transaction_kb),
+				 errhint("Commit in smaller batches, or ask a superuser to raise zklock.max_transaction_size for the role (ALTER ROLE ... SET).")));
+}
+
+/*
  * Keep an item for this (sub)transaction, to be published at its COMMIT
  * (queue_pre_commit); checks the priority, name and sizes first, so that
  * what is kept fits in one publishing request.
@@ -261,6 +288,7 @@ zk_queue_enqueue(const char *qname, int qlen, const char *payload, Size plen, in
 				 errdetail("This transaction's items would need %zu bytes; one transaction may publish at most %d bytes.",
 						   pending_bytes + cost + ZKQ_TXN_BASE, ZKQ_TXN_MAX),
 				 errhint("ZooKeeper publishes a transaction's items in one request of at most 1 MB: commit in smaller batches.")));
+	check_write_quota(cost, "enqueue", plen);
 	{
 		ListCell   *lc;
 		int			same = 0;
@@ -322,6 +350,7 @@ zk_queue_txn_op(int op, const char *relpath, const char *data, int dlen, const c
 				 errdetail("This transaction's queue items and other zklock writes would need %zu bytes; one transaction may publish at most %d bytes.",
 						   pending_bytes + cost + ZKQ_TXN_BASE, ZKQ_TXN_MAX),
 				 errhint("ZooKeeper applies a transaction's writes in one request of at most 1 MB: commit in smaller batches.")));
+	check_write_quota(cost, what, -1);
 	require_primary(what);
 	(void) GetTopFullTransactionId();
 	zk_backend_init();
@@ -429,6 +458,12 @@ queue_pre_commit(void)
 
 		total += sizeof(ZkTxnItem) + it->qlen + it->plen;
 	}
+	/*
+	 * The role's write rate, before anything is written (not even the WAL
+	 * mark): ZooKeeper takes the bytes twice, as the transaction node and
+	 * then as the items (quota.c)
+	 */
+	zk_quota_charge_write(2 * total, "This transaction's queue items, gate changes and arrivals");
 	/* the top transaction's id, in durable WAL (we are at top level) */
 	mark_xid(&fxid, &lsn, &tli, &rec);
 
@@ -497,6 +532,7 @@ queue_pre_commit(void)
 	e->wal_lsn = lsn;
 	e->wal_tli = tli;
 	e->blob = dp;
+	e->max_items = zk_max_kept_items;	/* counted by the worker first */
 	submit(e, &pub_idx, &pub_gen);
 
 	/* a pre-commit failure aborts the transaction; abort lets go of it */
@@ -506,10 +542,18 @@ queue_pre_commit(void)
 	{
 		/* ZooKeeper would refuse it after the commit record: fail now */
 		char		msg[ZKLOCK_ERRMSG_MAX];
+		int			sqlstate;
 
 		zk_backend_lock(LW_SHARED);
 		strlcpy(msg, zk_entry(pub_idx)->errmsg, sizeof(msg));
+		sqlstate = zk_entry(pub_idx)->sqlstate;
 		LWLockRelease(zk_ctl->lock);
+		if (sqlstate == ERRCODE_CONFIGURATION_LIMIT_EXCEEDED)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("zookeeper keeps too many items of a queue or arrivals object"),
+					 errdetail("%s; the transaction is rolled back and nothing of it was written.", msg),
+					 errhint("Consume items (or reset the arrivals) first, or ask a superuser to raise zklock.max_kept_items for the role (ALTER ROLE ... SET).")));
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("cannot open a zookeeper gate whose node has children"),

@@ -1085,6 +1085,17 @@ zk_qclaim_drive(ZkEntry *e)
 	zk_q_count_slots(e, &held, &doubt);
 	if (doubt > 0)
 	{
+		/*
+		 * A claim (or give-back) of an earlier session is read back only
+		 * once that session can land nothing more (zk_history_ready:
+		 * its "live" is gone): else its late claim could land after the
+		 * read said "not ours", and strand the item.
+		 */
+		if (!zk_history_ready() && !zk_history_fenced())
+		{
+			zk_retry_later(e);
+			return;
+		}
 		(void) send_doubt_checks(e, q);
 		return;
 	}

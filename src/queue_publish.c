@@ -44,6 +44,7 @@ static void pub_probe_send(PubOp *po);
 static void pub_resend(PubOp *po, ZkEntry *e);
 static void
 pub_create_done(int rc, const char *value, const void *data);
+static void send_txn_create(ZkEntry *e);
 
 bool zk_q_txns_parent_ok = false;
 
@@ -1162,6 +1163,153 @@ pub_txn_written(ZkEntry *e)
 }
 
 /*
+ * Kept items (zklock.max_kept_items, the owner's, in e->max_items): before
+ * the transaction node is written, one exists per queue it publishes into
+ * (its entries node) and per arrivals object it arrives at, all sent at
+ * once; numChildren, as ZooKeeper counts it, plus what the transaction
+ * adds must stay within the bound, else the COMMIT fails (53400) with
+ * nothing written.  e->outstanding counts the answers awaited; the entry
+ * stays PENDING meanwhile (nothing sent that a release must undo).  Two
+ * transactions checked at once may each pass and together exceed the
+ * bound by what one transaction adds.
+ */
+typedef struct KeptObj
+{
+	char		path[ZK_PATH_MAX];	/* the hash key: the node's full path */
+	int			adding;
+} KeptObj;
+
+typedef struct KeptCheck
+{
+	const void *ectx;			/* zk_ctx_of(e) */
+	int			adding;			/* items the transaction adds there */
+	int			limit;
+	char		path[ZK_PATH_MAX];	/* under the root, for the message */
+} KeptCheck;
+
+/* Completion of the zoo_aexists sent by pub_kept_send() */
+static void
+pub_kept_done(int rc, const struct Stat *stat, const void *data)
+{
+	KeptCheck  *c = (KeptCheck *) data;
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = zk_entry_of(c->ectx);
+		if (e != NULL && e->outstanding > 0)
+		{
+			e->outstanding--;
+			if (rc == ZOK && stat != NULL &&
+				(int64) stat->numChildren + c->adding > c->limit && !e->pub_refused)
+			{
+				e->pub_refused = true;
+				snprintf(e->errmsg, sizeof(e->errmsg),
+						 "ZooKeeper keeps %d items under %s; this transaction adds %d; zklock.max_kept_items is %d",
+						 stat->numChildren, c->path, c->adding, c->limit);
+			}
+			if (e->outstanding == 0)
+			{
+				if (e->released)
+					zk_qpub_drive(e);	/* frees it: nothing was written */
+				else if (e->pub_refused)
+				{
+					e->state = e->in_doubt ? ZKE_CREATING : ZKE_PENDING;
+					zk_finish(e, ZKO_BUSY, ERRCODE_CONFIGURATION_LIMIT_EXCEEDED, NULL);
+				}
+				else if (rc != ZOK && rc != ZNONODE)
+					zk_retry_later(e);	/* checked again next time */
+				else
+					send_txn_create(e);
+			}
+		}
+	}
+	COMPLETION_END(e);
+	pfree(c);
+}
+
+/*
+ * Send the kept-items checks of e's publication; false when there is
+ * nothing to check (no bound, or no item and no arrival).
+ */
+static bool
+pub_kept_send(ZkEntry *e)
+{
+	char	   *blob = dsa_get_address(zk_dsa(), e->blob);
+	const ZkTxnHeader *h = (const ZkTxnHeader *) blob;
+	const char *p = blob + sizeof(ZkTxnHeader);
+	HASHCTL		ctl;
+	HTAB	   *objs;
+	HASH_SEQ_STATUS seq;
+	KeptObj    *k;
+	uint32		i;
+	int			rootlen = strlen(zk_root);
+
+	if (e->max_items <= 0 || h->nitems == 0)
+		return false;
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = ZK_PATH_MAX;
+	ctl.entrysize = sizeof(KeptObj);
+	ctl.hcxt = CurrentMemoryContext;
+	objs = hash_create("zklock kept checks", 16, &ctl,
+					   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	for (i = 0; i < h->nitems; i++)
+	{
+		ZkTxnItem	it;
+		char		path[ZK_PATH_MAX];
+		bool		found;
+
+		memcpy(&it, p, sizeof(it));
+		p += sizeof(ZkTxnItem);
+		memset(path, 0, sizeof(path));
+		if (!ZKQ_IS_OP(it.priority))
+		{
+			char		qname[ZKLOCK_QNAME_MAX + 1];
+			char		qpath[ZK_PATH_MAX];
+
+			memcpy(qname, p, it.qlen);
+			qname[it.qlen] = '\0';
+			zk_queue_path(qname, qpath, sizeof(qpath));
+			snprintf(path, sizeof(path), "%s/entries", qpath);
+		}
+		else if ((it.priority & ZKQ_OP_MASK) == ZKQ_OP_CREATE &&
+				 (it.priority & ZKQ_OP_SKIP) == 0 &&
+				 it.qlen > 9 && memcmp(p, "arrivals/", 9) == 0)
+		{
+			/* an arrival: arrivals/<name>/<participant>, counted under <name> */
+			const char *slash = memrchr(p, '/', it.qlen);
+
+			if (slash != NULL && slash > p + 9)
+				snprintf(path, sizeof(path), "%s/%.*s", zk_root, (int) (slash - p), p);
+		}
+		p += it.qlen + it.plen;
+		if (path[0] == '\0')
+			continue;
+		k = hash_search(objs, path, HASH_ENTER, &found);
+		if (!found)
+			k->adding = 0;
+		k->adding++;
+	}
+	hash_seq_init(&seq, objs);
+	while ((k = hash_seq_search(&seq)) != NULL)
+	{
+		KeptCheck  *c = MemoryContextAlloc(zk_q_context(), sizeof(KeptCheck));
+
+		strlcpy(c->path, strncmp(k->path, zk_root, rootlen) == 0 ?
+				k->path + rootlen + 1 : k->path, sizeof(c->path));
+		c->ectx = zk_ctx_of(e);
+		c->adding = k->adding;
+		c->limit = e->max_items;
+		if (zoo_aexists(zk_zh, k->path, 0, pub_kept_done, c) == ZOK)
+			e->outstanding++;
+		else
+			pfree(c);
+	}
+	hash_destroy(objs);
+	return e->outstanding > 0;
+}
+
+/*
  * Before the commit record: create the transaction node with the items
  * (its parents first after a NONODE), and check each gate it opens.
  * A create left unanswered makes its publication keep the node ("Late
@@ -1330,7 +1478,7 @@ pub_delete_done(int rc, const void *data)
 void
 zk_qpub_drive(ZkEntry *e)
 {
-	if (e->create_inflight || e->delete_inflight)
+	if (e->create_inflight || e->delete_inflight || e->outstanding > 0)
 		return;					/* its completion drives it on */
 	if (!zk_session_usable())
 	{
@@ -1370,5 +1518,7 @@ zk_qpub_drive(ZkEntry *e)
 		return;					/* waits for its owner's decision */
 	if (!zk_q_history_gate(e))
 		return;
-	send_txn_create(e);
+	e->pub_refused = false;
+	if (!pub_kept_send(e))
+		send_txn_create(e);
 }

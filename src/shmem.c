@@ -60,11 +60,16 @@ zk_shmem_size(void)
 	size = add_size(size, mul_size(quota_slots(), sizeof(int)));
 	size = MAXALIGN(size);
 	size = add_size(size, mul_size(quota_slots(), sizeof(Oid)));
+	/* the role quota of each slot's last allocation, then quota.c's table */
+	size = MAXALIGN(size);
+	size = add_size(size, mul_size(quota_slots(), sizeof(int)));
+	size = MAXALIGN(size);
+	size = add_size(size, zk_role_rates_size(quota_slots()));
 	return size;
 }
 
 /* The entries each backend slot holds (zk_ctl->quota_slots of them) */
-static int *
+int *
 zk_quota_counts(void)
 {
 	return (int *) ((char *) zk_ctl + quota_offset(zk_ctl->max_entries));
@@ -74,12 +79,32 @@ zk_quota_counts(void)
  * The role each backend slot's count is charged to (the session user of
  * the slot's last allocation), for zklock.max_locks_per_role
  */
-static Oid *
+Oid *
 zk_quota_roles(void)
 {
 	return (Oid *) ((char *) zk_ctl +
 					MAXALIGN(quota_offset(zk_ctl->max_entries) +
 							 zk_ctl->quota_slots * sizeof(int)));
+}
+
+/*
+ * The zklock.max_locks_per_role each backend slot's last allocation was
+ * made under (shown by zk_role_usage)
+ */
+int *
+zk_quota_limits(void)
+{
+	return (int *) ((char *) zk_ctl +
+					MAXALIGN(MAXALIGN(quota_offset(zk_ctl->max_entries) +
+									  zk_ctl->quota_slots * sizeof(int)) +
+							 zk_ctl->quota_slots * sizeof(Oid)));
+}
+
+/* quota.c's table of per-role write rates, after zk_quota_limits() */
+void *
+zk_quota_rates_area(void)
+{
+	return (char *) zk_quota_limits() + MAXALIGN(zk_ctl->quota_slots * sizeof(int));
 }
 
 /*
@@ -272,6 +297,7 @@ zk_entry_alloc_backend(int procno, int quota, Oid role, int role_quota,
 	{
 		counts[procno]++;
 		roles[procno] = role;
+		zk_quota_limits()[procno] = role_quota;
 		e->quota_procno = procno;
 	}
 	*held = counted ? counts[procno] : 0;

@@ -32,6 +32,11 @@ int			zk_max_locks_per_role = 512;
 int			zk_max_lease_duration = 86400;
 int			zk_max_answer_kb = 16384;
 int			zk_max_payload_kb = 262144;
+int			zk_max_write_rate_kb = 256;
+int			zk_max_write_burst_kb = 1024;
+int			zk_max_transaction_kb = 256;
+int			zk_max_item_kb = 16;
+int			zk_max_kept_items = 10000;
 char	   *zk_elections = NULL;
 char	   *zk_namespace = NULL;
 
@@ -246,13 +251,16 @@ define_limit_settings(void)
 							0,
 							NULL, NULL, NULL);
 
-	/* half of zklock.max_locks by default: one role cannot starve the rest */
+	/*
+	 * A quarter of zklock.max_locks by default: two roles together cannot
+	 * starve a third (issue 35)
+	 */
 	DefineCustomIntVariable("zklock.max_locks_per_role",
 							"Entries the sessions of one role (not a superuser) may use together at once.",
-							"The default is half of zklock.max_locks; 0 means no limit. Counted per session "
+							"The default is a quarter of zklock.max_locks; 0 means no limit. Counted per session "
 							"user; superusers are not bound by it.",
 							&zk_max_locks_per_role,
-							Max(zk_max_locks / 2, 1), 0, 1000000,
+							Max(zk_max_locks / 4, 1), 0, 1000000,
 							PGC_SUSET,
 							0,
 							NULL, NULL, NULL);
@@ -294,6 +302,64 @@ define_limit_settings(void)
 							NULL, NULL, NULL);
 }
 
+/*
+ * zklock.max_write_rate, max_write_burst, max_transaction_size,
+ * max_item_size, max_kept_items: what one role may write into the shared
+ * ZooKeeper and keep there (quota.c; doc/limits.md, "Sizing ZooKeeper")
+ */
+static void
+define_write_quota_settings(void)
+{
+	DefineCustomIntVariable("zklock.max_write_rate",
+							"Bytes per second the sessions of one role (not a superuser) may write into ZooKeeper, in kB.",
+							"Queue items, arrivals, gate changes and lease data, counted at COMMIT (a queue "
+							"transaction's bytes twice: its transaction node, then its items). A COMMIT over "
+							"the rate waits up to zklock.commit_timeout, else fails with 53400. 0 means no limit.",
+							&zk_max_write_rate_kb,
+							256, 0, 1048576,
+							PGC_SUSET,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("zklock.max_write_burst",
+							"Bytes the sessions of one role may write into ZooKeeper at once, above zklock.max_write_rate.",
+							"A single COMMIT that writes more fails with 54000.",
+							&zk_max_write_burst_kb,
+							1024, 64, 1048576,
+							PGC_SUSET,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("zklock.max_transaction_size",
+							"Bytes one transaction may publish into ZooKeeper (queue items, arrivals, gate changes).",
+							"ZooKeeper keeps its last 500 writes in memory: this bounds what they take. "
+							"At most 976 kB (jute.maxbuffer's 1 MB, less headers).",
+							&zk_max_transaction_kb,
+							256, 1, ZKQ_TXN_MAX_KB,
+							PGC_SUSET,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("zklock.max_item_size",
+							"Largest payload of one queue item.",
+							"With zklock.max_kept_items, bounds the bytes one queue keeps in ZooKeeper.",
+							&zk_max_item_kb,
+							16, 1, ZKQ_TXN_MAX_KB,
+							PGC_SUSET,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("zklock.max_kept_items",
+							"Items one queue, or arrivals one arrivals object, may keep in ZooKeeper.",
+							"Counted from ZooKeeper when a transaction publishes: a COMMIT that would pass it "
+							"fails with 53400, nothing written. 0 means no limit.",
+							&zk_max_kept_items,
+							10000, 0, 1000000,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+}
+
 /* zklock.elections, namespace, auth_file, acl */
 static void
 define_access_settings(void)
@@ -311,7 +377,8 @@ define_access_settings(void)
 	DefineCustomStringVariable("zklock.namespace",
 							   "Namespace of this session's zklock names.",
 							   "Sessions meet on a name only within one namespace. \"$database\" is the "
-							   "current database's name; empty is the namespace shared by everyone.",
+							   "database's name when a superuser created the extension in it (a rename "
+							   "does not change it); empty is the namespace shared by everyone.",
 							   &zk_namespace,
 							   "$database",
 							   PGC_SUSET,
@@ -376,6 +443,7 @@ _PG_init(void)
 
 	define_connection_settings();
 	define_limit_settings();
+	define_write_quota_settings();
 	define_access_settings();
 
 	MarkGUCPrefixReserved("zklock");

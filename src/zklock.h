@@ -179,7 +179,8 @@ typedef struct ZkEntry
 	bool		query_failed;	/* ZKK_HOLDERS: a read failed */
 	bool		qcounted;		/* QCLAIM: its claims are in its queue's
 								 * set of held claims (queue_consume.c) */
-	int			outstanding;	/* ZKK_HOLDERS / czxid reads in flight */
+	int			outstanding;	/* ZKK_HOLDERS / czxid reads in flight;
+								 * QPUB: kept-items checks in flight */
 	uint32		retry_prev;		/* retry list links */
 	uint32		retry_next;
 	uint8		errors;			/* errors while driving it (gives up at 3) */
@@ -215,7 +216,8 @@ typedef struct ZkEntry
 	/* the queue recipe (queue.h); zeroed at allocation */
 	uint8		decision;		/* owner's ZKQD_*, set before letting go */
 	uint8		qop;			/* ZKK_QINFO: ZkQinfoOp */
-	int32		max_items;		/* QCLAIM: claims wanted; peek: rows */
+	int32		max_items;		/* QCLAIM: claims wanted; peek: rows; QPUB:
+								 * the owner's zklock.max_kept_items */
 	int32		nclaims;		/* QCLAIM: claims held (granted) */
 	uint64		fxid;			/* QPUB, QCLAIM: the (sub)transaction */
 	uint64		wal_lsn;		/* a flushed WAL record of fxid ... */
@@ -362,6 +364,13 @@ extern int	zk_max_locks_per_role;
 extern int	zk_max_lease_duration;
 extern int	zk_max_answer_kb;
 extern int	zk_max_payload_kb;
+extern int	zk_max_write_rate_kb;
+extern int	zk_max_write_burst_kb;
+extern int	zk_max_transaction_kb;
+extern int	zk_max_item_kb;
+extern int	zk_max_kept_items;
+#define ZKQ_TXN_MAX_KB			976 /* zklock.max_transaction_size's top:
+									 * ZKQ_TXN_MAX (queue.h) in kB */
 extern char *zk_elections;
 extern char *zk_namespace;
 extern char *zk_auth_file;
@@ -399,6 +408,14 @@ extern ZkEntry *zk_entry_alloc_backend(int procno, int quota, Oid role,
 									   int role_quota, int reserve,
 									   ZkAllocRefusal *why, int *held);
 extern void zk_entry_free(ZkEntry *e);
+extern int *zk_quota_counts(void);
+extern Oid *zk_quota_roles(void);
+extern int *zk_quota_limits(void);
+extern void *zk_quota_rates_area(void);
+
+/* quota.c: what one role writes into ZooKeeper (zklock.max_write_rate) */
+extern Size zk_role_rates_size(int slots);
+extern void zk_quota_charge_write(Size bytes, const char *what);
 extern void zk_enqueue(ZkEntry *e);
 extern uint32 zk_dequeue(void);
 extern void zk_release_push(ZkEntry *e);

@@ -9,6 +9,7 @@
 #   ZooKeeper C client (single-threaded)            libzookeeper-st-dev
 #   ZooKeeper server (run by tools/zk.sh)          zookeeper, libzookeeper-java (+ default-jre-headless
 #                                                   when there is no java on PATH)
+#   ZooKeeper 3.9.6 server (tools/zk.sh, ZK_VERSION=3.9)  libcommons-io-java (its jars: tools/pg.sh zk3.9)
 #   TAP tests                                       libipc-run-perl perl
 #   test/zkq.py                                     python3-kazoo
 #   fault run clients (test/faults)                 python3-psycopg2
@@ -26,7 +27,7 @@ set -u
 pkgs=(postgresql-15 postgresql-client-15 postgresql-server-dev-15
       libzookeeper-st-dev zookeeper libzookeeper-java
       libipc-run-perl perl python3-kazoo python3-psycopg2 python3-jsonschema postgresql-15-cron
-      libcurator-recipes-java make gcc libc6-dev procps)
+      libcurator-recipes-java libcommons-io-java make gcc libc6-dev procps)
 command -v java >/dev/null 2>&1 || pkgs+=(default-jre-headless)
 # javac compiles test/java/MakeWrapSnapshot.java (the sequence-wrap test)
 command -v javac >/dev/null 2>&1 || pkgs+=(default-jdk-headless)

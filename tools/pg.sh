@@ -21,6 +21,14 @@
 #                           directories out of the prefix).  Build dependencies
 #                           come from the host's own archive (apt-get install).
 #                           Prints the prefix's bin directory (last line of stdout).
+#   tools/pg.sh zk3.9       ZooKeeper 3.9.6, the server release that keeps acknowledged
+#                           writes (README, "ZooKeeper releases"): Debian unstable's
+#                           libzookeeper-java (a Java package: its jars run on Debian
+#                           12's Java with Debian 12's netty, slf4j, metrics,
+#                           commons-cli, commons-io and snappy jars), downloaded with
+#                           the private sid lists and unpacked into the cache; nothing
+#                           is installed.  Prints the directory of its jars (last line
+#                           of stdout); tools/zk.sh runs it with ZK_VERSION=3.9.
 #   tools/pg.sh mount ROOT  bind-mount /proc, /dev and /dev/pts into ROOT (idempotent)
 #   tools/pg.sh umount ROOT undo that (idempotent; lazily if busy)
 #
@@ -32,7 +40,7 @@
 # mounts are always undone on exit.
 #
 # Environment: ZKLOCK_PG_CACHE (default /var/cache/zklock): the cache
-# directory; trixie-root/ and pg18/ live in it.  ZKLOCK_DEBIAN_MIRROR
+# directory; trixie-root/, pg18/ and zookeeper-3.9/ live in it.  ZKLOCK_DEBIAN_MIRROR
 # (default http://deb.debian.org/debian).  ZKLOCK_PG_JOBS (make -j, default 2).
 # Logs of each step go to ZKLOCK_PG_CACHE/*.log; on failure the tail is shown.
 
@@ -247,6 +255,43 @@ pg18() {
     echo "$prefix/bin"
 }
 
+#
+# ZooKeeper 3.9.6: sid's libzookeeper-java, unpacked (not installed)
+#
+
+ZK39_VERSION=3.9.6
+zk39() {
+    local top=$CACHE/zookeeper-3.9 log=$CACHE/zookeeper-3.9.log stamp deb ver
+    stamp=$top/.zklock-ready
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$ZK39_VERSION" ]; then
+        echo "$top/java"
+        return 0
+    fi
+    need_root
+    rm -rf "$top"
+    mkdir -p "$top/deb" || exit 1
+    : >"$log"
+    sid_update "$log" || exit 1
+    say "apt-get download libzookeeper-java (Debian sid) (log: $log)"
+    # apt's _apt user cannot write into the cache: download as root, quietly
+    (cd "$top/deb" && logged "$log" sid_apt -q -o APT::Sandbox::User=root download libzookeeper-java) || exit 1
+    deb=$(find "$top/deb" -name 'libzookeeper-java_*.deb' | head -n 1)
+    [ -n "$deb" ] || die "no libzookeeper-java package downloaded (see $log)"
+    ver=$(dpkg-deb -f "$deb" Version)
+    case $ver in
+        "$ZK39_VERSION"-*) ;;
+        *) die "Debian sid serves libzookeeper-java $ver, not $ZK39_VERSION: update ZK39_VERSION in tools/pg.sh after checking the release's fixes" ;;
+    esac
+    logged "$log" dpkg-deb -x "$deb" "$top/x"
+    mkdir -p "$top/java"
+    cp -L "$top/x/usr/share/java/zookeeper.jar" "$top/x/usr/share/java/zookeeper-jute.jar" "$top/java/" || exit 1
+    rm -rf "$top/x" "$top/deb"
+    chmod -R a+rX "$top"
+    printf '%s' "$ZK39_VERSION" >"$stamp"
+    say "ZooKeeper $ZK39_VERSION ready: $top/java"
+    echo "$top/java"
+}
+
 # one provisioning of a version at a time (a second caller waits, then finds it cached)
 locked() {
     need_root
@@ -258,7 +303,8 @@ locked() {
 case ${1:-} in
     17) [ -f "$CACHE/trixie-root/.zklock-ready" ] || locked 17; pg17 ;;
     18) [ -f "$CACHE/pg18/install/.zklock-ready" ] || locked 18; pg18 ;;
+    zk3.9) [ -f "$CACHE/zookeeper-3.9/.zklock-ready" ] || locked zk3.9; zk39 ;;
     mount) [ $# -eq 2 ] || die "usage: tools/pg.sh mount ROOT"; need_root; do_mount "$2" ;;
     umount) [ $# -eq 2 ] || die "usage: tools/pg.sh umount ROOT"; need_root; do_umount "$2" ;;
-    *) sed -n '2,38s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,46s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
 esac

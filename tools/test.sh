@@ -11,6 +11,11 @@
 #                            this machine with PostgreSQL 18 built from Debian
 #                            sid's source; tools/pg.sh makes both once and caches
 #                            them (/var/cache/zklock, ZKLOCK_PG_CACHE); root only
+#   --zk 3.8|3.9             the ZooKeeper server of every suite: 3.8 (default) is
+#                            Debian 12's 3.8.0; 3.9 is ZooKeeper 3.9.6, the release
+#                            that keeps acknowledged writes (README, "ZooKeeper
+#                            releases"), fetched once by tools/pg.sh zk3.9 (root
+#                            only; not with --pg 17, whose root runs its own 3.9.3)
 #   --subset                 the cross-version selection CI runs on 17 and 18: the
 #                            pg_regress suite and the TAP files of SUBSET_TAP below
 #                            (locks under faults, the queue's exactly-once run,
@@ -102,6 +107,11 @@ while [ $# -gt 0 ]; do
             shift 2 ;;
         --pg=*) PG_MAJOR=${1#--pg=}; shift ;;
         --subset) SUBSET=1; shift ;;
+        --zk)
+            [ $# -ge 2 ] || { echo "tools/test.sh: --zk needs a version (3.8 or 3.9)" >&2; exit 2; }
+            ZK_VERSION=$2
+            shift 2 ;;
+        --zk=*) ZK_VERSION=${1#--zk=}; shift ;;
         --load)
             [ $# -ge 2 ] || { echo "tools/test.sh: --load needs a number of busy loops" >&2; exit 2; }
             LOAD=$2
@@ -114,12 +124,22 @@ case $PG_MAJOR in
     15|17|18) ;;
     *) echo "tools/test.sh: --pg $PG_MAJOR: PostgreSQL 15, 17 and 18 are supported" >&2; exit 2 ;;
 esac
+ZK_VERSION=${ZK_VERSION:-3.8}
+case $ZK_VERSION in
+    3.8|3.9) export ZK_VERSION ;;
+    *) echo "tools/test.sh: --zk $ZK_VERSION: ZooKeeper 3.8 and 3.9 are supported" >&2; exit 2 ;;
+esac
+if [ "$ZK_VERSION" = 3.9 ] && [ "$PG_MAJOR" = 17 ]; then
+    echo "tools/test.sh: --zk 3.9 with --pg 17: the Debian 13 root runs its own ZooKeeper 3.9.3; use --pg 15 or 18" >&2
+    exit 2
+fi
 case $LOAD in
     ''|*[!0-9]*) echo "tools/test.sh: --load $LOAD: a number of busy loops (0 to 16)" >&2; exit 2 ;;
 esac
 [ "$LOAD" -le 16 ] || { echo "tools/test.sh: --load $LOAD: at most 16 busy loops" >&2; exit 2; }
 PASS_OPTS=(--pg "$PG_MAJOR")
 [ -n "$SUBSET" ] && PASS_OPTS+=(--subset)
+[ "$ZK_VERSION" != 3.8 ] && PASS_OPTS+=(--zk "$ZK_VERSION")
 [ "$LOAD" -gt 0 ] && PASS_OPTS+=(--load "$LOAD")
 if [ "$LOAD" -gt 0 ] && [ -z "$SUBSET" ] && [ -z "${PROVE_TESTS:-}" ]; then
     PROVE_TESTS=$(echo $LOAD_TAP)
@@ -735,6 +755,13 @@ else
     fi
 fi
 select_pg
+if [ "$ZK_VERSION" = 3.9 ]; then
+    say "ZooKeeper 3.9.6 (tools/pg.sh zk3.9)"
+    if ! bash "$SRC/tools/pg.sh" zk3.9 >/dev/null; then
+        FAILED=$((FAILED + 1))
+        exit 1
+    fi
+fi
 id postgres >/dev/null 2>&1 || { echo "test.sh: no postgres user" >&2; FAILED=$((FAILED + 1)); exit 1; }
 
 WORK=$(mktemp -d /tmp/zklock-test.XXXXXX)

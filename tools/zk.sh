@@ -20,9 +20,12 @@
 #   tools/zk.sh port DIR                    print the client port of DIR
 #   tools/zk.sh cmd PORT WORD               send a four-letter word (ruok, srvr, mntr, stat,
 #                                           cons, ...) to 127.0.0.1:PORT, print the answer
+#   tools/zk.sh classpath                   print the class path the server runs with (ZK_VERSION)
 #   (DIR may also be an ensemble directory for stop, kill and status: applies to s1..s3.)
 #
-# Environment: ZK_HEAP (default 256m), ZK_START_TIMEOUT (seconds, default 30),
+# Environment: ZK_VERSION (3.8, the default: Debian 12's zookeeper package; 3.9:
+# ZooKeeper 3.9.6, Debian unstable's jars that `tools/pg.sh zk3.9` fetched into
+# its cache, run on Debian 12's Java and libraries), ZK_HEAP (default 256m), ZK_START_TIMEOUT (seconds, default 30),
 # ZK_CMD_TIMEOUT (seconds to wait for a four-letter word answer, default 5),
 # ZK_JAVA (default: java on PATH), ZK_CLASSPATH (default: Debian's jars),
 # ZK_JIT (quick: the JVM's first-tier compiler only, fast to start, for tests
@@ -41,7 +44,19 @@ ZK_JIT=${ZK_JIT:-quick}
 ZK_FORCESYNC=${ZK_FORCESYNC:-no}
 case $ZK_FORCESYNC in yes|no) ;; *) echo "$(basename "$0"): ZK_FORCESYNC must be yes or no, not '$ZK_FORCESYNC'" >&2; exit 1 ;; esac
 J=/usr/share/java
-ZK_CLASSPATH=${ZK_CLASSPATH:-$J/zookeeper.jar:$J/zookeeper-jute.jar:$J/slf4j-api.jar:$J/slf4j-simple.jar:$J/netty-all.jar:$J/metrics-core.jar:$J/commons-cli.jar:$J/snappy-java.jar}
+ZK_VERSION=${ZK_VERSION:-3.8}
+ZK_LIBS=$J/slf4j-api.jar:$J/slf4j-simple.jar:$J/netty-all.jar:$J/metrics-core.jar:$J/commons-cli.jar:$J/snappy-java.jar
+case $ZK_VERSION in
+    3.8) ZK_CLASSPATH=${ZK_CLASSPATH:-$J/zookeeper.jar:$J/zookeeper-jute.jar:$ZK_LIBS} ;;
+    3.9)
+        # the jars of tools/pg.sh zk3.9; jute first: the server jar's manifest
+        # names /usr/share/java/zookeeper-jute.jar (3.8's), which the JVM puts
+        # right behind it on the class path
+        ZK39_JARS=${ZKLOCK_PG_CACHE:-/var/cache/zklock}/zookeeper-3.9/java
+        ZK_CLASSPATH=${ZK_CLASSPATH:-$ZK39_JARS/zookeeper-jute.jar:$ZK39_JARS/zookeeper.jar:$ZK_LIBS:$J/commons-io.jar}
+        ;;
+    *) echo "$(basename "$0"): ZK_VERSION must be 3.8 or 3.9, not '$ZK_VERSION'" >&2; exit 1 ;;
+esac
 
 me=$(basename "$0")
 
@@ -131,6 +146,7 @@ launch() {
     command -v "$ZK_JAVA" >/dev/null 2>&1 || die "java not found (run tools/deps.sh)"
     case $ZK_CLASSPATH in
         $J/zookeeper.jar:*) [ -r "$J/zookeeper.jar" ] || die "$J/zookeeper.jar not found (run tools/deps.sh)" ;;
+        "${ZK39_JARS:-/nonexistent}"/*) [ -r "$ZK39_JARS/zookeeper.jar" ] || die "$ZK39_JARS/zookeeper.jar not found (run tools/pg.sh zk3.9 as root)" ;;
     esac
     local jit
     case $ZK_JIT in
@@ -387,6 +403,7 @@ case $verb in
         [ $# -eq 2 ] || usage
         fourlw "$1" "$2" || die "no answer from 127.0.0.1:$1 to '$2'"
         ;;
+    classpath) [ $# -eq 0 ] || usage; printf '%s\n' "$ZK_CLASSPATH" ;;
     -h|--help|help) usage ;;
     *) usage ;;
 esac

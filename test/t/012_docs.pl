@@ -16,7 +16,9 @@
 #    the order of the file, in one psql session per file (psql meta-commands
 #    such as \gset and \if work), in a fresh database with the extension, on
 #    a cluster with the default namespace ('$database'), zklock.elections =
-#    'cron' and its own ZooKeeper.  Before a file's blocks the test creates
+#    'cron' and its own ZooKeeper; the extension is installed as
+#    doc/install.md recommends (CREATE SCHEMA zk; CREATE EXTENSION zklock
+#    SCHEMA zk; the database's search_path "$user", public, zk).  Before a file's blocks the test creates
 #    what the examples assume of the user's own schema (tables, procedures,
 #    roles, databases: %FIXTURE below; never zklock objects).  A block
 #    marked ```sql norun is shown but not run: only for an example that needs
@@ -201,8 +203,11 @@ for my $f (@docs)
 	$nblocks += @run;
 	(my $db = "doc_$f") =~ s/[^a-z0-9]+/_/gi;
 	$db = lc $db;
+	# installed as doc/install.md recommends: in a schema of the superuser's,
+	# on the search_path of the database's sessions
 	$node->safe_psql('postgres', "CREATE DATABASE $db");
-	$node->safe_psql($db, 'CREATE EXTENSION zklock');
+	$node->safe_psql($db, qq{CREATE SCHEMA zk; CREATE EXTENSION zklock SCHEMA zk;
+		ALTER DATABASE $db SET search_path = "\$user", public, zk});
 	my $script = "\\set ON_ERROR_STOP 1\n" . ($FIXTURE{$f} // '') . "\n\\c $db\n";
 	for my $b (@run)
 	{

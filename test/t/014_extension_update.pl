@@ -22,7 +22,9 @@
 #    initial privileges (pg_init_privs) that pg_dump relies on.  The same
 #    comparison between a fresh 1.0 and a fresh 1.1 finds the differences
 #    (so it can fail: a zklock--1.0--1.1.sql that misses a change of
-#    zklock--1.1.sql fails part 2).
+#    zklock--1.1.sql fails part 2).  The table zk_database_namespace (the
+#    namespace '$database' stands for) is compared like the views (owner,
+#    grants, columns); both hold this database's name.
 # 3. Database "sch": CREATE EXTENSION zklock SCHEMA zk puts every object in
 #    zk; with search_path = public (no zk) qualified calls work: a lock, the
 #    queue, the views, zk_status, zk_leader, zk_privilege_groups (names zk.),
@@ -126,6 +128,9 @@ $B->quit;
 # ---- 2. the updated catalog equals a fresh 1.1 ----
 $node->safe_psql('fresh', 'CREATE EXTENSION zklock');
 $node->safe_psql('fresh10', "CREATE EXTENSION zklock VERSION '1.0'");
+is($node->safe_psql('upd', 'SELECT namespace FROM zk_database_namespace')
+	  . ' ' . $node->safe_psql('fresh', 'SELECT namespace FROM zk_database_namespace'),
+	'upd fresh', 'the update and CREATE EXTENSION record the database\'s name');
 
 # the objects of the extension
 my $MEMBERS = q{
@@ -215,7 +220,10 @@ isnt($diff10, '', 'the comparison tells a fresh 1.0 from a fresh 1.1 (so it can 
 note "fresh 1.0 against fresh 1.1:\n$diff10";
 # what differs is only what zklock--1.0--1.1.sql changes (and the version)
 my @aspects = sort { $a cmp $b } keys %{ { map { (/^(\w+):/)[0] => 1 } split /\n/, $diff10 } };
-is(join(',', @aspects), 'extension,functions', '1.0 and 1.1 differ in the version and functions only');
+# (1.1 adds the table zk_database_namespace and the view zk_quotas, with
+# their columns, grants and membership)
+is(join(',', @aspects), 'columns,extension,functions,init_privs,members,views',
+	'1.0 and 1.1 differ in the version, functions, the table zk_database_namespace and the view zk_quotas only');
 
 # ---- 3. 1.1 in schema zk ----
 $node->safe_psql('sch', 'CREATE SCHEMA zk; CREATE EXTENSION zklock SCHEMA zk');

@@ -37,7 +37,8 @@ my $zk = zk_start();
 my $node = zk_streaming_node('queue', $zk,
 	session_timeout => '10s',
 	connect_timeout => '3s',
-	conf => "zklock.commit_timeout = '3s'\n");
+	# items of 900 kB (ZooKeeper's packet limit): the bounds of issue 35 raised
+	conf => "zklock.commit_timeout = '3s'\nzklock.max_item_size = '976kB'\nzklock.max_transaction_size = '976kB'\n");
 
 my $ROOT = '/zklock';
 my $Q = "$ROOT/queues";

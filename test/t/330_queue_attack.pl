@@ -65,7 +65,8 @@ my $p = proxy_start($zk);
 my $node = zk_node('qattack', $p->{hosts},
 	session_timeout => '6s',
 	connect_timeout => '3s',
-	conf => "zklock.commit_timeout = '3s'\nmax_connections = 80\nrestart_after_crash = on\n");
+	conf => "zklock.commit_timeout = '3s'\nmax_connections = 80\nrestart_after_crash = on\n"
+	  . "zklock.max_transaction_size = '976kB'\n");
 
 my $ROOT = '/zklock';
 my $Q = "$ROOT/queues";

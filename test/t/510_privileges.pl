@@ -15,7 +15,8 @@
 # 2. Catalog: the functions of the extension that PUBLIC may execute are
 #    exactly the two doc/security.md names (a function added without being covered
 #    fails here); every other function is in exactly one group of
-#    zk_privilege_groups() or is zk_grant/zk_revoke; doc/security.md's group table
+#    zk_privilege_groups() (which names them with their schema) or is
+#    zk_grant/zk_revoke/zk_set_database_namespace (superusers only); doc/security.md's group table
 #    matches zk_privilege_groups(); the views are readable by pg_monitor only.
 # 3. Groups: zk_grant(group, role) lets a role do its group's operations
 #    and refuses the others (each group's representative call, plus
@@ -133,6 +134,8 @@ my @attacks = (
 	[ 'zk_elections_internal', "SELECT * FROM zk_elections_internal()" ],
 	[ 'zk_semaphores', "SELECT * FROM zk_semaphores" ],
 	[ 'zk_semaphores_internal', "SELECT * FROM zk_semaphores_internal()" ],
+	[ 'zk_quotas', "SELECT * FROM zk_quotas" ],
+	[ 'zk_role_usage', "SELECT * FROM zk_role_usage()" ],
 	[ 'zk_status', "SELECT * FROM zk_status()" ],
 	[ 'election candidates', "SELECT * FROM zk_election_candidates('te')" ],
 	[ 'leader', "SELECT * FROM zk_leader('te')" ],
@@ -199,9 +202,9 @@ for my $t ([ $A, 'postgres', 'A' ], [ $A, 'db2', 'A/db2' ], [ $B, 'postgres', 'B
 		SELECT coalesce(string_agg(p.oid::regprocedure::text, ',' ORDER BY p.oid::regprocedure::text), '')
 		$EXT_FUNCS
 		AND p.oid::regprocedure::text NOT IN ('zk_privilege_groups()', 'zk_path(text,text)',
-		    'zk_grant(text,regrole,boolean)', 'zk_revoke(text,regrole)')
+		    'zk_grant(text,regrole,boolean)', 'zk_revoke(text,regrole)', 'zk_set_database_namespace(text)')
 		AND (SELECT count(*) FROM zk_privilege_groups() g
-		      WHERE g.object_type = 'function' AND g.object = p.oid::regprocedure::text) <> 1}),
+		      WHERE CASE WHEN g.object_type = 'function' THEN g.object::regprocedure END = p.oid) <> 1}),
 		'', "$where: every other function is in exactly one group");
 	is($node->safe_psql($db, q{
 		SELECT count(*) FROM zk_privilege_groups() g
@@ -218,12 +221,12 @@ for my $t ([ $A, 'postgres', 'A' ], [ $A, 'db2', 'A/db2' ], [ $B, 'postgres', 'B
 		  JOIN pg_class c ON c.oid = d.objid
 		 WHERE d.classid = 'pg_class'::regclass AND c.relkind = 'v'}),
 		'zk_elections:pg_monitor/SELECT,zk_entries:pg_monitor/SELECT,zk_leases:pg_monitor/SELECT,zk_locks:pg_monitor/SELECT,'
-		  . 'zk_queues:pg_monitor/SELECT,zk_semaphores:pg_monitor/SELECT',
+		  . 'zk_queues:pg_monitor/SELECT,zk_quotas:pg_monitor/SELECT,zk_semaphores:pg_monitor/SELECT',
 		"$where: the views are readable by pg_monitor (and their owner) only");
 }
 my %sql_groups;
 for my $row (split /\n/, $A->safe_psql('postgres', q{
-	SELECT group_name, string_agg(DISTINCT regexp_replace(object, '\(.*$', ''), ',')
+	SELECT group_name, string_agg(DISTINCT regexp_replace(object, '^[^(]*\.|\(.*$', '', 'g'), ',')
 	  FROM zk_privilege_groups() GROUP BY 1}))
 {
 	my ($g, $objs) = split /\|/, $row;
@@ -260,15 +263,15 @@ for my $g (@groups)
 		AND has_function_privilege('zkg_$g', p.oid, 'EXECUTE')});
 	my $want = $A->safe_psql('postgres', qq{
 		SELECT string_agg(o, ',' ORDER BY o) FROM (
-		  SELECT object AS o FROM zk_privilege_groups()
+		  SELECT object::regprocedure::text AS o FROM zk_privilege_groups()
 		   WHERE group_name = '$g' AND object_type = 'function'
 		  UNION ALL SELECT 'zk_privilege_groups()' UNION ALL SELECT 'zk_path(text,text)') s});
 	is($got, $want, "zkg_$g may execute exactly its group's functions");
 	is($A->safe_psql('postgres', qq{
 		SELECT string_agg(relname, ',' ORDER BY relname) FROM pg_class
-		 WHERE relname IN ('zk_locks', 'zk_entries', 'zk_queues', 'zk_leases', 'zk_elections', 'zk_semaphores')
+		 WHERE relname IN ('zk_locks', 'zk_entries', 'zk_queues', 'zk_leases', 'zk_elections', 'zk_semaphores', 'zk_quotas')
 		   AND has_table_privilege('zkg_$g', oid, 'SELECT')}),
-		$g eq 'monitor' ? 'zk_elections,zk_entries,zk_leases,zk_locks,zk_queues,zk_semaphores' : '',
+		$g eq 'monitor' ? 'zk_elections,zk_entries,zk_leases,zk_locks,zk_queues,zk_quotas,zk_semaphores' : '',
 		"zkg_$g reads the views only if it is monitor");
 	for my $h (@groups)
 	{

@@ -173,7 +173,7 @@ ok(wait_until(sub { used() eq $base }, 20, 0.2), "entries_used back to $base");
 #
 # 2b. the role's quota: sessions of one role together
 #
-is(q1('SHOW zklock.max_locks_per_role'), '32', 'zklock.max_locks_per_role defaults to half of max_locks (32)');
+is(q1('SHOW zklock.max_locks_per_role'), '16', 'zklock.max_locks_per_role defaults to a quarter of max_locks (16)');
 $node->safe_psql('postgres', "CREATE ROLE r530b LOGIN; SELECT zk_grant('lock', 'r530b'); "
 	  . 'ALTER ROLE r530b SET zklock.max_locks_per_role = 10');
 my $ra = new_session($node, name => 'roleA', user => 'r530b');

@@ -41,7 +41,7 @@ my $zk = zk_start();
 my $node = zk_node('bounds', $zk,
 	session_timeout => '4s',
 	connect_timeout => '5s',
-	conf => "max_connections = 40\n");
+	conf => "max_connections = 40\nzklock.max_item_size = '976kB'\nzklock.max_transaction_size = '976kB'\n");
 
 # kB of the worker: its private resident memory (RssAnon), and what it has
 # mapped of shared memory (RssShmem: dsa segments it touched)

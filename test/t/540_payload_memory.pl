@@ -46,7 +46,7 @@ $ENV{ZK_HEAP} = '1g';
 my $zk = zk_start();
 my $node = zk_node('payload', $zk,
 	session_timeout => '10s',
-	conf => "dynamic_shared_memory_type = mmap\n");
+	conf => "dynamic_shared_memory_type = mmap\nzklock.max_item_size = '976kB'\nzklock.max_transaction_size = '976kB'\n");
 
 my $ITEM = 900000;
 

@@ -25,7 +25,7 @@ use ZkLockTest;
 $ENV{ZK_HEAP} = '1g';
 my $zk = zk_start();
 my $node = zk_node('edges', $zk, session_timeout => '10s',
-	conf => "max_prepared_transactions = 2\n");
+	conf => "max_prepared_transactions = 2\nzklock.max_item_size = '976kB'\nzklock.max_transaction_size = '976kB'\n");
 sub sql { return $node->safe_psql('postgres', $_[0]); }
 sub qpath { return sql("SELECT zk_path('queue', '$_[0]')"); }
 

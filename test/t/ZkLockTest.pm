@@ -46,12 +46,15 @@ our $SRC = $ENV{ZKLOCK_SRC} // abs_path(dirname(__FILE__) . '/../..');
 our $ZK_SH = $ENV{ZKLOCK_ZK_SH} // "$SRC/tools/zk.sh";
 our $ZKQ = $ENV{ZKLOCK_ZKQ} // "$SRC/test/zkq.py";
 our $PYTHON = $ENV{ZKLOCK_PYTHON} // '/usr/bin/python3';
-# the classpath tools/zk.sh runs the server with (Debian's jars), for the
-# tests that compile and run against ZooKeeper's own classes
-our $ZK_CLASSPATH = $ENV{ZK_CLASSPATH}
-  // join(':', map { "/usr/share/java/$_" }
-	  qw(zookeeper.jar zookeeper-jute.jar slf4j-api.jar slf4j-simple.jar
-	  netty-all.jar metrics-core.jar commons-cli.jar snappy-java.jar));
+# the classpath tools/zk.sh runs the server with (Debian's jars, or
+# ZooKeeper 3.9.6's with ZK_VERSION=3.9), for the tests that compile and run
+# against ZooKeeper's own classes
+our $ZK_CLASSPATH = $ENV{ZK_CLASSPATH} // do
+{
+	my $cp = `bash '$ZK_SH' classpath`;
+	chomp $cp;
+	$cp;
+};
 
 # ZooKeeper servers started by this test file, stopped in END
 my @zookeepers;

@@ -1,0 +1,194 @@
+
+# 344_queue_late_release.pl - a closed session's late release cannot hand one
+# item to two consumers (issue 36, item 1).
+#
+# ZooKeeper applies a request that a follower already forwarded to the
+# leader even after the client closed or gave up its session; only a live
+# session that moved is refused.  A three-server ensemble whose server 3
+# reaches the others' quorum ports only through test/blackhole.py; cluster A
+# talks to server 3 alone.  A dequeues the one item of queue 'lr' (its claim
+# taken/e is in ZooKeeper), server 3 is cut off from its quorum for a moment
+# (shorter than syncLimit x tickTime, so it stays a follower), A rolls back
+# (the release, a delete of taken/e, waits at server 3), and zklock.hosts
+# is changed to servers 1 and 2: the worker closes that session (its close
+# waits at server 3 too, and goes unanswered) and opens a new one.
+#
+# Before the fix, the new session settled the release as in doubt at once
+# (read taken/e, ours, deleted it); a kazoo consumer then claimed the item;
+# when the link healed the old session's delete removed kazoo's claim, and
+# a SQL consumer dequeued and committed the same item: twice.  Now the new
+# session settles nothing the old one left in doubt until the old session's
+# "live" node is gone (its close or its expiry, ordered after every request
+# it sent): the claim stays while the link is held, and afterwards the item
+# goes to exactly one consumer.
+
+use strict;
+use warnings FATAL => 'all';
+
+use IO::Socket::INET;
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time sleep);
+use ZkLockTest;
+
+my $ens = "$PostgreSQL::Test::Utils::tmp_check/ens_late_release";
+my $zk_sh = $ZkLockTest::ZK_SH;
+my $bh_py = "$ZkLockTest::SRC/test/blackhole.py";
+
+# client ports P; zk.sh puts quorum on P+1000 and election on P+2000
+my @cp;
+while (@cp < 3)
+{
+	my $p = PostgreSQL::Test::Cluster::get_free_port();
+	next if $p > 63000;
+	push @cp, $p;
+}
+my %px = map { $_ => PostgreSQL::Test::Cluster::get_free_port() } qw(1q 1e 2q 2e 3q 3e);
+my $ctl = PostgreSQL::Test::Cluster::get_free_port();
+
+sub zksh
+{
+	my @args = @_;
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ 'bash', $zk_sh, @args ], '>', \$out, '2>', \$err);
+	return ($? >> 8, $out, $err);
+}
+
+# the configurations: made by zk.sh, then server 3's links through the
+# proxies; syncLimit 40 ticks (20 s): the hold below keeps server 3 a
+# follower
+my ($rc, $out, $err) = zksh('start-ensemble', $ens, @cp);
+die "no ensemble: $out $err" if $rc;
+zksh('stop', $ens);
+for my $i (1 .. 3)
+{
+	my $f = "$ens/s$i/zoo.cfg";
+	my $cfg = slurp_file($f);
+	$cfg =~ s/^syncLimit=.*$/syncLimit=40/m;
+	for my $j (1 .. 3)
+	{
+		next if $j == $i;
+		next unless $i == 3 || $j == 3;
+		my ($q, $e) = ($cp[ $j - 1 ] + 1000, $cp[ $j - 1 ] + 2000);
+		$cfg =~ s/^server\.$j=127\.0\.0\.1:$q:$e$/server.$j=127.0.0.1:$px{"${j}q"}:$px{"${j}e"}/m
+		  or die "no server.$j line in $f";
+	}
+	open(my $fh, '>', $f) or die;
+	print $fh $cfg;
+	close($fh);
+}
+my @pairs = map {
+	my $j = $_;
+	("$px{\"${j}q\"}:" . ($cp[ $j - 1 ] + 1000), "$px{\"${j}e\"}:" . ($cp[ $j - 1 ] + 2000))
+} 1 .. 3;
+my $bh_log = "$PostgreSQL::Test::Utils::log_path/344_late_release_blackhole.log";
+my $bh = IPC::Run::start([ $ZkLockTest::PYTHON, $bh_py, $ctl, @pairs ],
+	'>', $bh_log, '2>&1');
+
+sub bh
+{
+	my ($cmd) = @_;
+	for (1 .. 50)
+	{
+		my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$ctl", Timeout => 5);
+		if ($s)
+		{
+			print $s "$cmd\n";
+			my $l = <$s> // '';
+			close $s;
+			return $l;
+		}
+		sleep 0.1;
+	}
+	die "blackhole.py does not answer on $ctl";
+}
+like(bh('stats'), qr/"all": false/, 'the proxies run');
+($rc, $out, $err) = zksh('start-ensemble', $ens, @cp);
+ok($rc == 0, 'the ensemble runs through the proxies') or diag "$out $err";
+
+# server 3 must be a follower (its requests are what the hold keeps from
+# the leader): restart it until another server leads
+sub mode3
+{
+	my ($r, $o) = zksh('cmd', $cp[2], 'srvr');
+	return $o =~ /^Mode: (\w+)/m ? $1 : 'none';
+}
+for (1 .. 5)
+{
+	last if mode3() eq 'follower';
+	zksh('stop', "$ens/s3");
+	zksh('start', "$ens/s3");
+	wait_until(sub { mode3() ne 'none' }, 30);
+}
+is(mode3(), 'follower', 'server 3 follows');
+
+my $quorum = "127.0.0.1:$cp[0],127.0.0.1:$cp[1]";
+my $A = zk_node('lateA', "127.0.0.1:$cp[2]",
+	session_timeout => '20s', connect_timeout => '3s');
+my $kzq = { hosts => $quorum };
+my $Q = '/zklock/queues/lr';
+
+# counts through a kazoo client of servers 1 and 2 (the quorum's view)
+sub quorum_count
+{
+	my ($path) = @_;
+	return zk_count($kzq, $path);
+}
+
+$A->safe_psql('postgres', "SELECT zk_enqueue('lr', 'the-item')");
+is(quorum_count("$Q/entries"), 1, 'one item in the queue');
+
+my $c = new_session($A, name => 'consumerA');
+$c->query_safe('BEGIN');
+is($c->query_safe("SELECT convert_from(payload, 'UTF8') FROM zk_dequeue('lr', '10s')"),
+	'the-item', 'A dequeued the item');
+ok(wait_until(sub { quorum_count("$Q/taken") == 1 }, 10), 'its claim is in ZooKeeper');
+
+like(bh('hole'), qr/^ok/, 'server 3 is cut off from its quorum (packets held)');
+$c->query_safe('ROLLBACK');	# the release waits at server 3
+my $old = zk_status($A);
+$A->safe_psql('postgres',
+	"ALTER SYSTEM SET zklock.hosts = '$quorum'; SELECT pg_reload_conf()");
+ok(wait_until(sub {
+	my $s = zk_status($A);
+	$s && $s->{state} eq 'connected' && ($s->{session_id} // "") ne ($old->{session_id} // "") }, 30),
+	'A has a new session on servers 1 and 2');
+
+# the old session's release is still held: the new session must not settle
+# it meanwhile (before the fix it read the claim, found it its own, and
+# deleted it within a second)
+sleep 3;
+is(quorum_count("$Q/taken"), 1,
+	'while the old session may still land its release, the claim is not settled by the new one');
+
+# a kazoo consumer on the quorum waits for the item meanwhile
+my $kz = queue_kazoo($kzq);
+$kz->send("get $Q 40");
+like(bh('heal'), qr/^ok/, 'the link heals: the held release and close reach the leader');
+my $got = $kz->read_line(60) // 'no answer';
+is($got, 'item ' . unpack('H*', 'the-item'), 'kazoo gets the item once it is released');
+
+# a SQL consumer must not get the item that kazoo holds (before the fix, the
+# old session's delete landed on kazoo's claim meanwhile)
+sleep 2;
+my $r = one_shot($A, "SELECT count(*) FROM zk_try_dequeue('lr')");
+is($r->{out}, '0', 'a SQL consumer gets nothing: the item is kazoo\'s');
+is($kz->cmd("consume $Q"), 'true', 'kazoo consumes it');
+ok(wait_until(sub { quorum_count("$Q/entries") == 0 && quorum_count("$Q/taken") == 0 }, 20),
+	'queue empty, no claim left');
+is(one_shot($A, "SELECT count(*) FROM zk_try_dequeue('lr')")->{out}, '0',
+	'and nobody gets it again');
+$kz->cmd('quit');
+
+$A->stop('fast');
+zksh('stop', $ens);
+bh('quit');
+$bh->finish;
+done_testing();
+
+END
+{
+	zksh('kill', $ens) if defined $ens && -d $ens;
+}
