@@ -223,6 +223,8 @@ obj_get(int op, const char *name)
 		o->rwatching = false;
 		o->node_session = 0;
 		o->rclosing = false;
+		/* its node's ACL, once per session (aclcheck.c): never waited for */
+		zk_acl_check_node(key);
 	}
 	o->last_used = GetCurrentTimestamp();
 	return o;
