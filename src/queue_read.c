@@ -515,7 +515,7 @@ queue_taken_counted(int rc, const struct Stat *stat, const void *data)
  * Completion of the zoo_aexists sent by info_send_count(): a folder's
  * child count (which: 0 the queues, 1 a queue's entries, 2 its taken).
  * More than zklock.max_children is not listed: a length answers from the
- * counts, anything else fails with 54000.
+ * counts, zk_queues fails with 54000.
  */
 static void
 info_counted(int rc, const struct Stat *stat, const void *data)
@@ -1239,8 +1239,14 @@ info_step(Info *in)
 		info_finish(in);
 		return;
 	}
-	/* what is about to be listed is counted first (info_counted) */
-	if (!in->counted && in->op != ZKQI_RELEASE_CLUSTER)
+	/*
+	 * What is about to be listed is counted first (info_counted): the
+	 * queues, and a queue's items for its length.  A peek's or purge's
+	 * listing of the items is the one every dequeue makes: it is not
+	 * refused (the items' number is bounded by the quotas of those who
+	 * enqueue them); their reads are windowed (info_window).
+	 */
+	if (!in->counted && (in->op == ZKQI_QUEUES || in->op == ZKQI_LENGTH))
 	{
 		in->counted = true;
 		info_send_count(in);
