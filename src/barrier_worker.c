@@ -420,8 +420,9 @@ zk_b_obj_kick(BObj *o)
 }
 
 /*
- * Watcher of the zoo_awexists sent by arrivals_probed() and obj_probe(); the
- * zoo_awget_children sent by obj_probe()
+ * Watcher of the zoo_awexists sent by arrivals_probed(), arrivals_counted()
+ * and obj_probe(); the zoo_awget_children sent by arrivals_counted() and
+ * obj_probe()
  */
 static void
 obj_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
@@ -553,7 +554,7 @@ arrivals_answer(BObj *o, int count)
 	}
 }
 
-/* Completion of the zoo_awexists sent by arrivals_probed() */
+/* Completion of the zoo_awexists sent by arrivals_probed() and arrivals_counted() */
 static void
 arrivals_dir_probed(int rc, const struct Stat *stat, const void *data)
 {
@@ -584,7 +585,7 @@ arrivals_dir_probed(int rc, const struct Stat *stat, const void *data)
 	COMPLETION_END(none);
 }
 
-/* Completion of the zoo_awget_children sent by obj_probe() */
+/* Completion of the zoo_awget_children sent by arrivals_counted() */
 static void
 arrivals_probed(int rc, const struct String_vector *sv, const void *data)
 {
