@@ -35,7 +35,8 @@
  *	1. reads the arrivals node's stat (an exists): more children than
  *	   zklock.max_children fails with 54000 before anything is listed;
  *	2. lists the children (at most that many names, copied);
- *	3. reads (list) or deletes (reset) them ZK_READ_WINDOW at a time,
+ *	3. reads (list) or deletes (reset) them ZK_READ_WINDOW at a time (a
+ *	   list at most ZK_READ_INFLIGHT_BYTES of them, zk_read_window),
  *	   sending the next as answers come back; a list stops, and fails with
  *	   54000, once its rows would exceed the caller's
  *	   zklock.max_answer_bytes (answer_cap); a reset deletes the node
@@ -61,6 +62,8 @@ typedef struct BInfo
 	bool		sending;		/* names left to send */
 	bool		over;			/* 54000: msg says why */
 	Size		cap;			/* zklock.max_answer_bytes of the caller */
+	bool		answered;		/* a read has answered (zk_read_window) */
+	Size		largest;		/* the largest data read so far */
 	char	  **names;
 	int			nnames;
 	int			next;
@@ -128,6 +131,13 @@ binfo_finish(BInfo *bi)
 	MemoryContextDelete(bi->cxt);
 }
 
+/* How many reads (or deletes, which carry nothing back) bi may have out */
+static int
+binfo_window(BInfo *bi)
+{
+	return bi->reset ? ZK_READ_WINDOW : zk_read_window(bi->answered, bi->largest);
+}
+
 /* One of bi's requests is answered: send more, or finish with the last */
 static void
 binfo_step_done(BInfo *bi)
@@ -138,7 +148,7 @@ binfo_step_done(BInfo *bi)
 	if (e != NULL)
 		e->answered_at = GetCurrentTimestamp();
 	bi->pending--;
-	if (bi->sending && bi->pending < ZK_READ_WINDOW)
+	if (bi->sending && bi->pending < binfo_window(bi))
 		binfo_send_more(bi);
 	if (bi->pending == 0)
 		binfo_finish(bi);
@@ -171,6 +181,9 @@ binfo_got(int rc, const char *value, int value_len, const struct Stat *stat,
 	{
 		BInfo	   *bi = c->bi;
 
+		bi->answered = true;
+		if (rc == ZOK && value_len > 0)
+			bi->largest = Max(bi->largest, (Size) value_len);
 		if (rc == ZOK && stat && !bi->over && !bi->failed)
 		{
 			ZkArrivalRec r;
@@ -246,7 +259,7 @@ binfo_send_more(BInfo *bi)
 		binfo_stop(bi, true);
 		return;
 	}
-	while (bi->sending && bi->pending < ZK_READ_WINDOW)
+	while (bi->sending && bi->pending < binfo_window(bi))
 	{
 		BInfoCall  *c;
 		const char *name;

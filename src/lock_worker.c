@@ -953,7 +953,8 @@ send_create(ZkEntry *e)
  * the contenders (zk_lock_holders, zk_election_candidates,
  * zk_semaphore_holders, the lease listing) first reads the lock node's stat
  * and fails with 54000 if it has more than zklock.max_children children;
- * then it lists them and reads them ZK_READ_WINDOW at a time, and stops
+ * then it lists them and reads them ZK_READ_WINDOW at a time (at most
+ * ZK_READ_INFLIGHT_BYTES of them, zk_read_window), and stops
  * once the backend's segment is full: "needed" then says about how much
  * the whole answer needs (what was read, scaled to every contender), and
  * the backend asks again with a bigger segment, up to
@@ -970,6 +971,7 @@ typedef struct HoldersRead
 	int			next;			/* the next to read */
 	int			read;			/* answers in */
 	bool		full;			/* the segment is full: no more reads */
+	Size		largest;		/* the largest data read so far */
 	bool		over;			/* 54000: msg says why */
 	char		msg[ZKLOCK_ERRMSG_MAX];
 } HoldersRead;
@@ -1056,6 +1058,8 @@ holder_get_done(int rc, const char *value, int value_len,
 		if (rd != NULL)
 		{
 			rd->read++;
+			if (rc == ZOK && value_len > 0)
+				rd->largest = Max(rd->largest, (Size) value_len);
 			e->answered_at = GetCurrentTimestamp();
 			if (rc == ZOK)
 			{
@@ -1112,7 +1116,8 @@ holders_send_more(ZkEntry *e)
 		e->query_failed = true;
 		return;
 	}
-	while (rd->next < rd->n && e->outstanding < ZK_READ_WINDOW)
+	while (rd->next < rd->n &&
+		   e->outstanding < zk_read_window(rd->read > 0, rd->largest))
 	{
 		HolderGet  *g;
 		const char *name = rd->names[rd->next];

@@ -216,6 +216,14 @@ extern void zk_make_guid(ZkEntry *e, bool owner_half);
  */
 #define ZK_READ_WINDOW		64
 
+/*
+ * A node's data is up to ZooKeeper's 1 MB, whoever wrote it: such reads
+ * keep at most ZK_READ_INFLIGHT_BYTES in flight, judged by the largest
+ * answer so far (4 reads until one has answered): zk_read_window.
+ */
+#define ZK_READ_INFLIGHT_BYTES	(4 * 1024 * 1024)
+
+extern int	zk_read_window(bool answered, Size largest);
 extern bool zk_children_over(const struct Stat *stat, const char *what,
 							 char *msg, size_t len);
 

@@ -699,3 +699,17 @@ zk_children_over(const struct Stat *stat, const char *what, char *msg, size_t le
 			 zk_max_children);
 	return true;
 }
+
+/*
+ * How many reads of children's data one call may have in flight: at most
+ * ZK_READ_WINDOW, and at most ZK_READ_INFLIGHT_BYTES of answers judged by
+ * the largest so far (4 until one has answered).
+ */
+int
+zk_read_window(bool answered, Size largest)
+{
+	if (!answered)
+		return 4;
+	return (int) Max(1, Min(ZK_READ_WINDOW,
+							ZK_READ_INFLIGHT_BYTES / Max(largest, 1024)));
+}
