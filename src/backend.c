@@ -254,6 +254,18 @@ conn_hint(int conn)
 }
 
 /*
+ * The hint of a 54000 the worker reported with msg: what to do about the
+ * bound it names (zklock.max_children or zklock.max_answer_bytes).
+ */
+const char *
+zk_limit_hint(const char *msg)
+{
+	if (strstr(msg, "zklock.max_children") != NULL)
+		return "Delete some of them, or have a superuser raise zklock.max_children (reload) for as long as reading them takes.";
+	return "Ask for fewer items, or raise zklock.max_answer_bytes for this session.";
+}
+
+/*
  * Raise the error the worker reported for a request (its SQLSTATE and
  * message)
  */
@@ -269,6 +281,12 @@ raise_failure(int sqlstate, const char *msg, const char *uname)
 		snprintf(what, sizeof(what), "acquire zookeeper lock \"%s\"", name);
 		zk_raise_noauth(msg, what);
 	}
+	if (sqlstate == ERRCODE_PROGRAM_LIMIT_EXCEEDED)
+		ereport(ERROR,
+				(errcode(sqlstate),
+				 errmsg("too many nodes to read for \"%s\"", name),
+				 errdetail("%s.", msg),
+				 errhint("%s", zk_limit_hint(msg))));
 	if (sqlstate == ERRCODE_T_R_DEADLOCK_DETECTED)
 		ereport(ERROR,
 				(errcode(sqlstate),
@@ -560,7 +578,7 @@ zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer, const char *what)
 					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 					 errmsg("could not %s: the answer is too large", what),
 					 errdetail("%s.", msg),
-					 errhint("Ask for fewer items, or raise zklock.max_answer_bytes for this session.")));
+					 errhint("%s", zk_limit_hint(msg))));
 		if (outcome == ZKO_FAILED && sqlstate == ERRCODE_OUT_OF_MEMORY)
 			ereport(ERROR,
 					(errcode(ERRCODE_OUT_OF_MEMORY),

@@ -2,7 +2,8 @@
  *
  * barrier_arrivals.c
  *	  ZKK_BINFO: the one-off reads of arrivals: zk_arrivals lists an
- *	  arrivals node's children (bounded, copied into the answer) and
+ *	  arrivals node's children and reads them, a window at a time, within
+ *	  zklock.max_children and zklock.max_answer_bytes, and
  *	  zk_arrivals_reset deletes them.
  *
  *	  Runs in the worker with zk_ctl->lock held.
@@ -24,32 +25,71 @@
 
 /* ------------------------------------------------------------------------
  * ZKK_BINFO: list or reset arrivals
+ *
+ * Bounded fan-out (issue 35; src/README, section 6, "Windows").  A role
+ * that may arrive can leave tens of thousands of arrivals under one name,
+ * and one read of every child sent at once made ZooKeeper queue every
+ * answer (a 256 MB server ran out of memory at 60,000) and the worker hold
+ * them all.  So a read or reset:
+ *
+ *	1. reads the arrivals node's stat (an exists): more children than
+ *	   zklock.max_children fails with 54000 before anything is listed;
+ *	2. lists the children (at most that many names, copied);
+ *	3. reads (list) or deletes (reset) them ZK_READ_WINDOW at a time (a
+ *	   list at most ZK_READ_INFLIGHT_BYTES of them, zk_read_window),
+ *	   sending the next as answers come back; a list stops, and fails with
+ *	   54000, once its rows would exceed the caller's
+ *	   zklock.max_answer_bytes (answer_cap); a reset deletes the node
+ *	   itself after its last child's delete was sent.
+ *
+ * Everything a read holds lives in a memory context of its own, deleted
+ * when its last request is answered, so the worker's memory comes back.
+ * The entry is the read's only while e->outstanding is its number and
+ * list_inflight is set: a lost session or a retry leaves the old read to
+ * drain its answers and free itself.
  * ------------------------------------------------------------------------
  */
 typedef struct BInfo
 {
+	MemoryContext cxt;			/* holds the BInfo and all it points to */
 	uint32		idx;
 	uint32		gen;
-	int			pending;
+	int			seq;			/* e->outstanding while it is e's read */
+	int			pending;		/* requests out (+1 while a step runs) */
 	int			count;
-	bool		failed;
+	bool		reset;
+	bool		failed;			/* a read failed: start over */
+	bool		sending;		/* names left to send */
+	bool		over;			/* 54000: msg says why */
+	Size		cap;			/* zklock.max_answer_bytes of the caller */
+	bool		answered;		/* a read has answered (zk_read_window) */
+	Size		largest;		/* the largest data read so far */
+	char	  **names;
+	int			nnames;
+	int			next;
 	StringInfoData rows;
+	char		msg[ZKLOCK_ERRMSG_MAX];
 	char		dir[ZK_PATH_MAX];
 } BInfo;
 
-/* The entry bi answers, or NULL if it was freed (and maybe reused) since */
+static int	binfo_seq = 0;
+
+static void binfo_send_more(BInfo *bi);
+
+/* The entry bi answers, or NULL if it was freed, retried or let go of it */
 static ZkEntry *
 binfo_entry(BInfo *bi)
 {
 	ZkEntry    *e = zk_entry(bi->idx);
 
-	return (e->gen == bi->gen && e->state != ZKE_FREE) ? e : NULL;
+	return (e->gen == bi->gen && e->state != ZKE_FREE && e->list_inflight &&
+			e->outstanding == bi->seq) ? e : NULL;
 }
 
 /*
  * All of bi's requests are answered: hand the rows to the owner in a dsa
- * answer, or start over if a read failed, or free the entry if it was let
- * go.  Frees bi.
+ * answer, fail it (54000, or a verdict), start over if a read failed, or
+ * free the entry if it was let go.  Frees bi.
  */
 static void
 binfo_finish(BInfo *bi)
@@ -59,8 +99,11 @@ binfo_finish(BInfo *bi)
 	if (e != NULL)
 	{
 		e->list_inflight = false;
+		e->outstanding = 0;
 		if (e->released)
 			zk_entry_free(e);
+		else if (bi->over)
+			zk_fail(e, ERRCODE_PROGRAM_LIMIT_EXCEEDED, bi->msg);
 		else if (bi->failed)
 			zk_retry_later(e);	/* all over again, when usable */
 		else
@@ -85,16 +128,39 @@ binfo_finish(BInfo *bi)
 			}
 		}
 	}
-	pfree(bi->rows.data);
-	pfree(bi);
+	MemoryContextDelete(bi->cxt);
 }
 
-/* One of bi's requests is answered; the last one finishes it */
+/* How many reads (or deletes, which carry nothing back) bi may have out */
+static int
+binfo_window(BInfo *bi)
+{
+	return bi->reset ? ZK_READ_WINDOW : zk_read_window(bi->answered, bi->largest);
+}
+
+/* One of bi's requests is answered: send more, or finish with the last */
 static void
 binfo_step_done(BInfo *bi)
 {
-	if (--bi->pending == 0)
+	ZkEntry    *e = binfo_entry(bi);
+
+	/* a long read: each answer tells the waiting backend it goes on */
+	if (e != NULL)
+		e->answered_at = GetCurrentTimestamp();
+	bi->pending--;
+	if (bi->sending && bi->pending < binfo_window(bi))
+		binfo_send_more(bi);
+	if (bi->pending == 0)
 		binfo_finish(bi);
+}
+
+/* Stop sending; the answers out still come back */
+static void
+binfo_stop(BInfo *bi, bool failed)
+{
+	bi->sending = false;
+	if (failed)
+		bi->failed = true;
 }
 
 typedef struct BInfoCall
@@ -103,7 +169,7 @@ typedef struct BInfoCall
 	char		name[FLEXIBLE_ARRAY_MEMBER];	/* the child, as listed */
 } BInfoCall;
 
-/* Completion of the zoo_aget sent by binfo_listed() */
+/* Completion of the zoo_aget sent by binfo_send_more() */
 static void
 binfo_got(int rc, const char *value, int value_len, const struct Stat *stat,
 		  const void *data)
@@ -115,32 +181,48 @@ binfo_got(int rc, const char *value, int value_len, const struct Stat *stat,
 	{
 		BInfo	   *bi = c->bi;
 
-		if (rc == ZOK && stat)
+		bi->answered = true;
+		if (rc == ZOK && value_len > 0)
+			bi->largest = Max(bi->largest, (Size) value_len);
+		if (rc == ZOK && stat && !bi->over && !bi->failed)
 		{
 			ZkArrivalRec r;
 			int			nl = strlen(c->name);
 			int			dl = value ? Min(value_len, ZKLOCK_DATA_MAX * 2) : 0;
+			Size		need = MAXALIGN(sizeof(r) + nl + Max(dl, 0));
 
-			r.ctime_ms = stat->ctime;
-			r.namelen = nl;
-			r.datalen = Max(dl, 0);
-			appendBinaryStringInfo(&bi->rows, (char *) &r, sizeof(r));
-			appendBinaryStringInfo(&bi->rows, c->name, nl);
-			if (r.datalen > 0)
-				appendBinaryStringInfo(&bi->rows, value, r.datalen);
-			while (bi->rows.len % MAXIMUM_ALIGNOF)
-				appendStringInfoChar(&bi->rows, '\0');
-			bi->count++;
+			if (bi->cap > 0 && sizeof(ZkAnswer) + bi->rows.len + need > bi->cap)
+			{
+				/* no more: the answer would be larger than the caller allows */
+				snprintf(bi->msg, sizeof(bi->msg),
+						 "The arrivals would take more than zklock.max_answer_bytes (%zu kB) after %d of them",
+						 bi->cap / 1024, bi->count);
+				bi->over = true;
+				binfo_stop(bi, false);
+			}
+			else
+			{
+				r.ctime_ms = stat->ctime;
+				r.namelen = nl;
+				r.datalen = Max(dl, 0);
+				appendBinaryStringInfo(&bi->rows, (char *) &r, sizeof(r));
+				appendBinaryStringInfo(&bi->rows, c->name, nl);
+				if (r.datalen > 0)
+					appendBinaryStringInfo(&bi->rows, value, r.datalen);
+				while (bi->rows.len % MAXIMUM_ALIGNOF)
+					appendStringInfoChar(&bi->rows, '\0');
+				bi->count++;
+			}
 		}
-		else if (rc != ZNONODE)
-			bi->failed = true;
+		else if (rc != ZOK && rc != ZNONODE)
+			binfo_stop(bi, true);
 		pfree(c);
 		binfo_step_done(bi);
 	}
 	COMPLETION_END(none);
 }
 
-/* Completion of the zoo_adelete sent by binfo_listed() */
+/* Completion of the zoo_adelete sent by binfo_send_more() */
 static void
 binfo_deleted(int rc, const void *data)
 {
@@ -154,14 +236,86 @@ binfo_deleted(int rc, const void *data)
 		if (rc == ZOK && c->name[0] != '\0')
 			bi->count++;
 		else if (rc != ZOK && rc != ZNONODE && c->name[0] != '\0')
-			bi->failed = true;
+			binfo_stop(bi, true);
 		pfree(c);
 		binfo_step_done(bi);
 	}
 	COMPLETION_END(none);
 }
 
-/* Completion of the zoo_aget_children sent by binfo_drive() */
+/*
+ * Send the next reads or deletes of the listed arrivals, until
+ * ZK_READ_WINDOW are out; a reset sends the node's own delete (not
+ * counted; it fails harmlessly if one arrived meanwhile) after the last.
+ * Stops when the entry was let go or the session is not usable.
+ */
+static void
+binfo_send_more(BInfo *bi)
+{
+	ZkEntry    *e = binfo_entry(bi);
+
+	if (e == NULL || e->released || !zk_session_usable())
+	{
+		binfo_stop(bi, true);
+		return;
+	}
+	while (bi->sending && bi->pending < binfo_window(bi))
+	{
+		BInfoCall  *c;
+		const char *name;
+		char		path[ZK_PATH_MAX];
+		int			rc;
+
+		if (bi->next >= bi->nnames)
+		{
+			bi->sending = false;
+			if (!bi->reset)
+				break;
+			/* the node itself, once empty (not counted) */
+			c = MemoryContextAllocZero(bi->cxt, offsetof(BInfoCall, name) + 1);
+			c->bi = bi;
+			if (zoo_adelete(zk_zh, bi->dir, -1, binfo_deleted, c) == ZOK)
+				bi->pending++;
+			else
+				pfree(c);
+			break;
+		}
+		name = bi->names[bi->next++];
+		c = MemoryContextAllocZero(bi->cxt, offsetof(BInfoCall, name) + strlen(name) + 1);
+		c->bi = bi;
+		strcpy(c->name, name);
+		snprintf(path, sizeof(path), "%s/%s", bi->dir, name);
+		if (bi->reset)
+			rc = zoo_adelete(zk_zh, path, -1, binfo_deleted, c);
+		else
+			rc = zoo_aget(zk_zh, path, 0, binfo_got, c);
+		if (rc != ZOK)
+		{
+			pfree(c);
+			binfo_stop(bi, true);
+			break;
+		}
+		bi->pending++;
+	}
+}
+
+/*
+ * A verdict on the arrivals node (not a connection problem): fail the
+ * read with it, or free the entry if it was let go.  Frees bi.
+ */
+static void
+binfo_verdict(BInfo *bi, ZkEntry *e, int rc)
+{
+	e->list_inflight = false;
+	e->outstanding = 0;
+	if (e->released)
+		zk_entry_free(e);
+	else
+		zk_fail_rc(e, rc, bi->dir, ERRCODE_CONNECTION_FAILURE, zerror(rc));
+	MemoryContextDelete(bi->cxt);
+}
+
+/* Completion of the zoo_aget_children sent by binfo_counted() */
 static void
 binfo_listed(int rc, const struct String_vector *sv, const void *data)
 {
@@ -175,86 +329,100 @@ binfo_listed(int rc, const struct String_vector *sv, const void *data)
 		if ((rc == ZOK || rc == ZNONODE) && e != NULL && zk_session_usable())
 		{
 			int			i;
-			bool		reset = (e->step.barrier == ZKB_RESET);
+			int			n = (rc == ZOK && sv) ? sv->count : 0;
 
-			bi->pending = 1;
-			for (i = 0; rc == ZOK && sv && i < sv->count; i++)
+			/* it grew past the bound since its stat was read */
+			if (n > zk_max_children)
 			{
-				size_t		nlen = strlen(sv->data[i]);
-				BInfoCall  *c;
-				char		path[ZK_PATH_MAX];
-				int			src;
+				struct Stat st;
 
+				memset(&st, 0, sizeof(st));
+				st.numChildren = n;
+				(void) zk_children_over(&st, "The arrivals", bi->msg, sizeof(bi->msg));
+				bi->over = true;
+				n = 0;
+			}
+			bi->names = n > 0 ? MemoryContextAlloc(bi->cxt, sizeof(char *) * n) : NULL;
+			for (i = 0; i < n; i++)
+			{
 				/*
 				 * Not a participant anyone arrived as through zklock (at
 				 * most ZKLOCK_ENAME_MAX bytes): another client's node,
 				 * whose path would not even fit.  Not ours to show or
 				 * delete.
 				 */
-				if (nlen > ZKLOCK_ENAME_MAX)
+				if (strlen(sv->data[i]) > ZKLOCK_ENAME_MAX)
 					continue;
-				c = MemoryContextAllocZero(zk_b_context(), offsetof(BInfoCall, name) + nlen + 1);
-
-				c->bi = bi;
-				memcpy(c->name, sv->data[i], nlen + 1);
-				snprintf(path, sizeof(path), "%s/%s", bi->dir, sv->data[i]);
-				if (reset)
-					src = zoo_adelete(zk_zh, path, -1, binfo_deleted, c);
-				else
-					src = zoo_aget(zk_zh, path, 0, binfo_got, c);
-				if (src == ZOK)
-					bi->pending++;
-				else
-				{
-					bi->failed = true;
-					pfree(c);
-				}
+				bi->names[bi->nnames++] = MemoryContextStrdup(bi->cxt, sv->data[i]);
 			}
-			if (reset && rc == ZOK)
-			{
-				/* the node itself, once empty (not counted) */
-				BInfoCall  *c = MemoryContextAllocZero(zk_b_context(), offsetof(BInfoCall, name) + 1);
-
-				c->bi = bi;
-				c->name[0] = '\0';
-				if (zoo_adelete(zk_zh, bi->dir, -1, binfo_deleted, c) == ZOK)
-					bi->pending++;
-				else
-					pfree(c);
-			}
+			/* a node already gone: nothing to read or delete, not even it */
+			bi->sending = (rc == ZOK && !bi->over);
+			binfo_send_more(bi);
 			binfo_step_done(bi);
 		}
+		else if (e != NULL && zk_rc_definite(rc) && rc != ZOK)
+			binfo_verdict(bi, e, rc);
 		else
 		{
-			bi->failed = !(e == NULL || zk_rc_definite(rc));
-			if (e != NULL && !bi->failed)
+			bi->failed = true;
+			binfo_step_done(bi);
+		}
+	}
+	COMPLETION_END(none);
+}
+
+/* Completion of the zoo_aexists sent by binfo_drive() */
+static void
+binfo_counted(int rc, const struct Stat *stat, const void *data)
+{
+	ZkEntry    *volatile none = NULL;
+	BInfo	   *bi = (BInfo *) data;
+
+	COMPLETION_BEGIN
+	{
+		ZkEntry    *e = binfo_entry(bi);
+
+		if (e == NULL || e->released || !zk_session_usable())
+		{
+			bi->failed = true;
+			binfo_step_done(bi);
+		}
+		else if (rc == ZNONODE)
+			binfo_step_done(bi);	/* nobody arrived: no rows, nothing deleted */
+		else if (rc == ZOK && zk_children_over(stat, "The arrivals", bi->msg, sizeof(bi->msg)))
+		{
+			bi->over = true;
+			binfo_step_done(bi);
+		}
+		else if (rc == ZOK)
+		{
+			if (zoo_aget_children(zk_zh, bi->dir, 0, binfo_listed, bi) != ZOK)
 			{
-				/* a verdict: fail the request */
-				e->list_inflight = false;
-				if (e->released)
-					zk_entry_free(e);
-				else
-					zk_fail(e, ERRCODE_CONNECTION_FAILURE, zerror(rc));
-				e = NULL;
-				pfree(bi->rows.data);
-				pfree(bi);
+				bi->failed = true;
+				binfo_step_done(bi);
 			}
-			else
-				binfo_finish(bi);
+			/* else the listing's answer takes this step's place */
+		}
+		else if (zk_rc_definite(rc))
+			binfo_verdict(bi, e, rc);
+		else
+		{
+			bi->failed = true;
+			binfo_step_done(bi);
 		}
 	}
 	COMPLETION_END(none);
 }
 
 /*
- * A list reads every arrival; a reset deletes them one by one and then the
- * node itself (not counted; it fails harmlessly if one arrived meanwhile).
+ * A list reads every arrival, a reset deletes them: first the node's stat,
+ * then its listing, then the reads or deletes, a window at a time.
  */
 static void
 binfo_drive(ZkEntry *e)
 {
 	BInfo	   *bi;
-	int			rc;
+	MemoryContext cxt;
 
 	if (e->list_inflight)
 		return;
@@ -270,23 +438,33 @@ binfo_drive(ZkEntry *e)
 		zk_retry_later(e);
 		return;
 	}
-	bi = MemoryContextAllocZero(zk_b_context(), sizeof(BInfo));
+	cxt = AllocSetContextCreate(zk_b_context(), "zklock arrivals read",
+								ALLOCSET_DEFAULT_SIZES);
+	bi = MemoryContextAllocZero(cxt, sizeof(BInfo));
+	bi->cxt = cxt;
 	bi->idx = zk_entry_index(e);
 	bi->gen = e->gen;
+	bi->reset = (e->step.barrier == ZKB_RESET);
+	bi->cap = (Size) e->answer_cap;
+	if (++binfo_seq <= 0)
+		binfo_seq = 1;
+	bi->seq = binfo_seq;
 	{
-		MemoryContext old = MemoryContextSwitchTo(zk_b_context());
+		MemoryContext old = MemoryContextSwitchTo(cxt);
 
 		initStringInfo(&bi->rows);
 		MemoryContextSwitchTo(old);
 	}
 	zk_barrier_path("arrivals", e->name, bi->dir, sizeof(bi->dir));
-	rc = zoo_aget_children(zk_zh, bi->dir, 0, binfo_listed, bi);
-	if (rc == ZOK)
+	bi->pending = 1;			/* the stat, then the listing */
+	if (zoo_aexists(zk_zh, bi->dir, 0, binfo_counted, bi) == ZOK)
+	{
 		e->list_inflight = true;
+		e->outstanding = bi->seq;
+	}
 	else
 	{
-		pfree(bi->rows.data);
-		pfree(bi);
+		MemoryContextDelete(cxt);
 		zk_retry_later(e);
 	}
 }
@@ -296,6 +474,7 @@ static void
 binfo_drive_failed(ZkEntry *e)
 {
 	e->list_inflight = false;
+	e->outstanding = 0;
 	if (e->released)
 		zk_entry_free(e);
 	else
@@ -308,6 +487,7 @@ zk_b_binfo_session_lost(ZkEntry *e, const char *why)
 {
 	/* its reads are void: their completions find list_inflight cleared */
 	e->list_inflight = false;
+	e->outstanding = 0;
 	if (e->released)
 		zk_entry_free(e);
 	else if (e->outcome == ZKO_NONE)

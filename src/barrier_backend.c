@@ -81,6 +81,9 @@ new_entry(ZkKind kind, int bop, const char *name, int len, bool try_only)
 	e = zk_new_entry(kind, name, len, ZKM_EXCLUSIVE,
 					 kind == ZKK_BMEMBER ? ZKS_SESSION : ZKS_TRANSACTION, try_only);
 	e->step.barrier = bop;
+	/* a read of arrivals answers at most this much (barrier_arrivals.c) */
+	if (kind == ZKK_BINFO)
+		e->answer_cap = (uint64) zk_max_answer_kb * 1024;
 	return e;
 }
 

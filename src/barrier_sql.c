@@ -55,6 +55,14 @@ arg_parties(FunctionCallInfo fcinfo, int argno)
 				 errmsg("zklock parties must be at least 1"),
 				 errdetail("parties was %d.", parties),
 				 errhint("Give the number of parties to wait for, 1 or more.")));
+	/* more could never be counted: the worker lists at most that many */
+	if (parties > zk_max_children)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("zklock parties must be at most zklock.max_children (%d)",
+						zk_max_children),
+				 errdetail("parties was %d.", parties),
+				 errhint("Wait for fewer parties, or have a superuser raise zklock.max_children (reload).")));
 	return parties;
 }
 

@@ -422,8 +422,9 @@ zk_b_obj_kick(BObj *o)
 }
 
 /*
- * Watcher of the zoo_awexists sent by arrivals_probed() and obj_probe(); the
- * zoo_awget_children sent by obj_probe()
+ * Watcher of the zoo_awexists sent by arrivals_probed(), arrivals_counted()
+ * and obj_probe(); the zoo_awget_children sent by arrivals_counted() and
+ * obj_probe()
  */
 static void
 obj_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
@@ -555,7 +556,7 @@ arrivals_answer(BObj *o, int count)
 	}
 }
 
-/* Completion of the zoo_awexists sent by arrivals_probed() */
+/* Completion of the zoo_awexists sent by arrivals_probed() and arrivals_counted() */
 static void
 arrivals_dir_probed(int rc, const struct Stat *stat, const void *data)
 {
@@ -586,7 +587,7 @@ arrivals_dir_probed(int rc, const struct Stat *stat, const void *data)
 	COMPLETION_END(none);
 }
 
-/* Completion of the zoo_awget_children sent by obj_probe() */
+/* Completion of the zoo_awget_children sent by arrivals_counted() */
 static void
 arrivals_probed(int rc, const struct String_vector *sv, const void *data)
 {
@@ -610,6 +611,62 @@ arrivals_probed(int rc, const struct String_vector *sv, const void *data)
 		}
 		else
 			obj_probe_failed(o, rc);
+	}
+	COMPLETION_END(none);
+}
+
+/*
+ * Completion of the zoo_aexists sent by obj_probe(): the arrivals node's
+ * stat counts its children without listing them (issue 35).  Waiters the
+ * count satisfies are answered at once; for the others the children are
+ * listed with a watch (arrivals_probed), which a change of them fires --
+ * unless there are more than zklock.max_children, which no waiter can ask
+ * for (arg_parties): they fail with 54000 rather than list them all.
+ */
+static void
+arrivals_counted(int rc, const struct Stat *stat, const void *data)
+{
+	ZkEntry    *volatile none = NULL;
+	BObj	   *o = obj_by_ctx(data);
+
+	if (o == NULL)
+		return;					/* forgotten meanwhile (obj_by_ctx) */
+	COMPLETION_BEGIN
+	{
+		char		msg[ZKLOCK_ERRMSG_MAX];
+
+		if (rc == ZOK && stat != NULL)
+		{
+			arrivals_answer(o, stat->numChildren);
+			obj_compact(o);
+			if (o->nw == 0)
+				obj_probe_end(o);
+			else if (zk_children_over(stat, "The arrivals", msg, sizeof(msg)))
+			{
+				int			i;
+
+				for (i = 0; i < o->nw; i++)
+				{
+					ZkEntry    *e = obj_waiter(o, i);
+
+					if (e != NULL)
+						zk_fail(e, ERRCODE_PROGRAM_LIMIT_EXCEEDED, msg);
+				}
+				o->again = false;
+				obj_probe_end(o);
+			}
+			else if (!zk_session_usable() ||
+					 zoo_awget_children(zk_zh, o->path, obj_watcher, obj_ctx(o),
+										arrivals_probed, obj_ctx(o)) != ZOK)
+				obj_probe_failed(o, ZCONNECTIONLOSS);
+		}
+		else if (rc == ZNONODE && zk_session_usable())
+		{
+			if (zoo_awexists(zk_zh, o->path, obj_watcher, obj_ctx(o), arrivals_dir_probed, obj_ctx(o)) != ZOK)
+				obj_probe_failed(o, ZCONNECTIONLOSS);
+		}
+		else
+			obj_probe_failed(o, rc == ZOK ? ZCONNECTIONLOSS : rc);
 	}
 	COMPLETION_END(none);
 }
@@ -807,7 +864,28 @@ barrier_probed(int rc, const struct String_vector *sv, const void *data)
 		return;					/* forgotten meanwhile (obj_by_ctx) */
 	COMPLETION_BEGIN
 	{
-		if (rc == ZOK || rc == ZNONODE)
+		char		msg[ZKLOCK_ERRMSG_MAX];
+		struct Stat st;
+
+		memset(&st, 0, sizeof(st));
+		st.numChildren = (rc == ZOK && sv) ? sv->count : 0;
+		if (zk_children_over(&st, "The barrier's members", msg, sizeof(msg)))
+		{
+			int			i;
+
+			/* flooded (no zklock session counts that many): not again */
+			o->watching = true;
+			for (i = 0; i < o->nw; i++)
+			{
+				ZkEntry    *e = obj_waiter(o, i);
+
+				if (e != NULL)
+					zk_fail(e, ERRCODE_PROGRAM_LIMIT_EXCEEDED, msg);
+			}
+			o->again = false;
+			obj_probe_end(o);
+		}
+		else if (rc == ZOK || rc == ZNONODE)
 		{
 			int			i;
 			bool		ready = false;
@@ -910,8 +988,10 @@ barrier_evaluate(BObj *o)
 }
 
 /*
- * Send o's probe, with a watch: an exists for a gate, a listing for
- * arrivals, and for a barrier the exists watch on ready then the listing.
+ * Send o's probe, with a watch: an exists for a gate; for arrivals an
+ * exists that counts them, then (arrivals_counted) a listing with a watch
+ * if a waiter wants more; and for a barrier the exists watch on ready then
+ * the listing.
  * A request that cannot be sent counts as a connection loss (probed again
  * once the session is usable).
  */
@@ -928,7 +1008,8 @@ obj_probe(BObj *o)
 			rc = zoo_awexists(zk_zh, o->path, obj_watcher, obj_ctx(o), gate_probed, obj_ctx(o));
 			break;
 		case ZKB_ARRIVALS:
-			rc = zoo_awget_children(zk_zh, o->path, obj_watcher, obj_ctx(o), arrivals_probed, obj_ctx(o));
+			/* the count first; the listing only when it is needed */
+			rc = zoo_aexists(zk_zh, o->path, 0, arrivals_counted, obj_ctx(o));
 			break;
 		default:
 			rc = zk_b_barrier_watch_ready(o, false);

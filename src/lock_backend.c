@@ -676,11 +676,12 @@ dsm_segment *
 zk_query_holders(const char *name, int len, int family)
 {
 	volatile Size size = 64 * 1024;	/* lives across PG_TRY */
+	Size		cap = Max((Size) zk_max_answer_kb * 1024, size);
 	int			attempt;
 
 	begin_call(name, len);
 
-	for (attempt = 0; attempt < 3; attempt++)
+	for (attempt = 0; attempt < 5; attempt++)
 	{
 		dsm_segment *seg = dsm_create(size, 0);
 		ZkHoldersBuf *buf = dsm_segment_address(seg);
@@ -722,7 +723,23 @@ zk_query_holders(const char *name, int len, int family)
 
 		if (done && MAXALIGN(sizeof(ZkHoldersBuf)) + buf->needed <= buf->size)
 			return seg;
-		size = Max(MAXALIGN(sizeof(ZkHoldersBuf)) + buf->needed + 4096, size * 4);
+		/* the worker stopped once it was full; "needed" is about the whole */
+		if (size >= cap)
+		{
+			Size		needed = buf->needed;
+
+			dsm_detach(seg);
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("too many contenders to list for zookeeper lock \"%s\"",
+							zk_display_name(pnstrdup(name, len))),
+					 errdetail("Their list needs about %zu kB, more than zklock.max_answer_bytes (%zu kB).",
+							   (needed + 1023) / 1024, cap / 1024),
+					 errhint("Have a superuser raise zklock.max_answer_bytes for this session.")));
+		}
+		size = Max(MAXALIGN(sizeof(ZkHoldersBuf)) + buf->needed + buf->needed / 4 + 4096,
+				   size * 4);
+		size = Min(size, cap);
 		dsm_detach(seg);
 	}
 	ereport(ERROR,

@@ -950,8 +950,36 @@ send_create(ZkEntry *e)
 
 /* ---- reading every contender of a lock (zk_lock_holders) ---- */
 
-/* Segments the worker has attached, by entry number. */
-static dsm_segment **holder_segs = NULL;
+/*
+ * Bounded fan-out (issue 35; src/README, section 6, "Windows").  A read of
+ * the contenders (zk_lock_holders, zk_election_candidates,
+ * zk_semaphore_holders, the lease listing) first reads the lock node's stat
+ * and fails with 54000 if it has more than zklock.max_children children;
+ * then it lists them and reads them ZK_READ_WINDOW at a time (at most
+ * ZK_READ_INFLIGHT_BYTES of them, zk_read_window), and stops
+ * once the backend's segment is full: "needed" then says about how much
+ * the whole answer needs (what was read, scaled to every contender), and
+ * the backend asks again with a bigger segment, up to
+ * zklock.max_answer_bytes (zk_query_holders).  A read's names live in a
+ * memory context of its own, deleted when it finishes.
+ */
+typedef struct HoldersRead
+{
+	dsm_segment *seg;			/* the backend's segment, attached */
+	MemoryContext cxt;			/* the names; NULL before the listing */
+	char	  **names;			/* the contenders listed */
+	bool	   *shared;
+	int			n;
+	int			next;			/* the next to read */
+	int			read;			/* answers in */
+	bool		full;			/* the segment is full: no more reads */
+	Size		largest;		/* the largest data read so far */
+	bool		over;			/* 54000: msg says why */
+	char		msg[ZKLOCK_ERRMSG_MAX];
+} HoldersRead;
+
+/* Reads in progress, by entry number (worker-private) */
+static HoldersRead *holder_reads = NULL;
 
 typedef struct HolderGet
 {
@@ -959,6 +987,8 @@ typedef struct HolderGet
 	bool		shared;
 	char		name[FLEXIBLE_ARRAY_MEMBER];
 } HolderGet;
+
+static void holders_send_more(ZkEntry *e);
 
 /*
  * Every contender of a zk_lock_holders read is answered (or the read
@@ -968,14 +998,31 @@ typedef struct HolderGet
 static void
 holders_finish(ZkEntry *e)
 {
-	uint32		idx = zk_entry_index(e);
+	HoldersRead *rd = holder_reads ? &holder_reads[zk_entry_index(e)] : NULL;
+	bool		over = false;
+	char		msg[ZKLOCK_ERRMSG_MAX];
 
-	if (holder_segs && holder_segs[idx])
+	if (rd != NULL)
 	{
-		dsm_detach(holder_segs[idx]);
-		holder_segs[idx] = NULL;
+		if (rd->seg != NULL)
+		{
+			ZkHoldersBuf *buf = dsm_segment_address(rd->seg);
+
+			/* stopped early: about what the whole answer needs */
+			if (rd->full && rd->read > 0 && rd->n > rd->read)
+				buf->needed = Max(buf->needed,
+								  (Size) ((double) buf->needed * rd->n / rd->read));
+			dsm_detach(rd->seg);
+		}
+		if (rd->cxt != NULL)
+			MemoryContextDelete(rd->cxt);
+		over = rd->over;
+		strlcpy(msg, rd->msg, sizeof(msg));
+		memset(rd, 0, sizeof(HoldersRead));
 	}
-	if (e->query_failed)
+	if (over)
+		zk_fail(e, ERRCODE_PROGRAM_LIMIT_EXCEEDED, msg);
+	else if (e->query_failed)
 		zk_fail(e, ERRCODE_CONNECTION_FAILURE,
 			 "Could not read the lock's contenders from ZooKeeper");
 	else
@@ -986,7 +1033,17 @@ holders_finish(ZkEntry *e)
 		e->state = ZKE_DONE;
 }
 
-/* Completion of the zoo_aget sent by holders_list_done() */
+/* The read in progress of e, if it is still to be answered */
+static HoldersRead *
+holders_read_of(ZkEntry *e)
+{
+	if (e == NULL || e->state != ZKE_CREATING || e->kind != ZKK_HOLDERS ||
+		holder_reads == NULL || holder_reads[zk_entry_index(e)].seg == NULL)
+		return NULL;
+	return &holder_reads[zk_entry_index(e)];
+}
+
+/* Completion of the zoo_aget sent by holders_send_more() */
 static void
 holder_get_done(int rc, const char *value, int value_len,
 				const struct Stat *stat, const void *ctx)
@@ -996,13 +1053,19 @@ holder_get_done(int rc, const char *value, int value_len,
 
 	COMPLETION_BEGIN
 	{
+		HoldersRead *rd;
+
 		e = zk_entry_of(g->ectx);
-		if (e != NULL && e->state == ZKE_CREATING && e->kind == ZKK_HOLDERS &&
-			holder_segs != NULL && holder_segs[zk_entry_index(e)] != NULL)
+		rd = holders_read_of(e);
+		if (rd != NULL)
 		{
+			rd->read++;
+			if (rc == ZOK && value_len > 0)
+				rd->largest = Max(rd->largest, (Size) value_len);
+			e->answered_at = GetCurrentTimestamp();
 			if (rc == ZOK)
 			{
-				ZkHoldersBuf *buf = dsm_segment_address(holder_segs[zk_entry_index(e)]);
+				ZkHoldersBuf *buf = dsm_segment_address(rd->seg);
 				int			namelen = Min((int) strlen(g->name), ZKLOCK_ENAME_MAX);
 				int			datalen = Min(Max(value_len, 0), ZKLOCK_HOLDER_DATA_MAX);
 				Size		need = MAXALIGN(sizeof(ZkHolderRec) + namelen + datalen);
@@ -1023,10 +1086,14 @@ holder_get_done(int rc, const char *value, int value_len,
 					buf->used += need;
 					buf->count++;
 				}
+				else
+					rd->full = true;	/* the backend asks again, bigger */
 			}
 			else if (rc != ZNONODE)
 				e->query_failed = true; /* ZNONODE: released meanwhile, skip */
-			if (--e->outstanding <= 0)
+			e->outstanding--;
+			holders_send_more(e);
+			if (e->outstanding <= 0)
 				holders_finish(e);
 		}
 	}
@@ -1034,7 +1101,54 @@ holder_get_done(int rc, const char *value, int value_len,
 	free(g);
 }
 
-/* Completion of the zoo_aget_children sent by holders_drive() */
+/*
+ * Send the next reads of e's contenders until ZK_READ_WINDOW are out; none
+ * once the segment is full, a read failed, the owner let go or the
+ * session is not usable.
+ */
+static void
+holders_send_more(ZkEntry *e)
+{
+	HoldersRead *rd = holders_read_of(e);
+
+	if (rd == NULL || rd->full || e->query_failed || e->released)
+		return;
+	if (!zk_session_usable())
+	{
+		e->query_failed = true;
+		return;
+	}
+	while (rd->next < rd->n &&
+		   e->outstanding < zk_read_window(rd->read > 0, rd->largest))
+	{
+		HolderGet  *g;
+		const char *name = rd->names[rd->next];
+		char		path[ZK_PATH_MAX];
+
+		g = malloc(offsetof(HolderGet, name) + strlen(name) + 1);
+		if (g == NULL)
+		{
+			e->query_failed = true;
+			break;
+		}
+		g->ectx = zk_ctx_of(e);
+		g->shared = rd->shared[rd->next];
+		strcpy(g->name, name);
+		node_path(e, name, path, sizeof(path));
+		if (e->family == ZKF_LEASEDIR)
+			strlcat(path, "/lease_holder", sizeof(path));	/* kazoo's lease node */
+		if (zoo_aget(zk_zh, path, 0, holder_get_done, g) != ZOK)
+		{
+			free(g);
+			e->query_failed = true;
+			break;
+		}
+		rd->next++;
+		e->outstanding++;
+	}
+}
+
+/* Completion of the zoo_aget_children sent by holders_counted() */
 static void
 holders_list_done(int rc, const struct String_vector *kids, const void *ctx)
 {
@@ -1042,10 +1156,11 @@ holders_list_done(int rc, const struct String_vector *kids, const void *ctx)
 
 	COMPLETION_BEGIN
 	{
-		int			i;
+		HoldersRead *rd;
 
 		e = zk_entry_of(ctx);
-		if (e == NULL || e->state != ZKE_CREATING || e->kind != ZKK_HOLDERS)
+		rd = holders_read_of(e);
+		if (rd == NULL)
 			;
 		else if (rc == ZNONODE)
 			holders_finish(e);	/* nobody holds or awaits it */
@@ -1054,40 +1169,37 @@ holders_list_done(int rc, const struct String_vector *kids, const void *ctx)
 			e->query_failed = true;
 			holders_finish(e);
 		}
+		else if (kids->count > zk_max_children)
+		{
+			struct Stat st;
+
+			/* it grew past the bound since its stat was read */
+			memset(&st, 0, sizeof(st));
+			st.numChildren = kids->count;
+			rd->over = zk_children_over(&st, "Its contenders", rd->msg, sizeof(rd->msg));
+			holders_finish(e);
+		}
 		else
 		{
-			e->outstanding = 0;
+			int			i;
+
+			rd->cxt = AllocSetContextCreate(TopMemoryContext, "zklock holders read",
+											ALLOCSET_DEFAULT_SIZES);
+			rd->names = MemoryContextAlloc(rd->cxt, sizeof(char *) * Max(kids->count, 1));
+			rd->shared = MemoryContextAlloc(rd->cxt, sizeof(bool) * Max(kids->count, 1));
 			for (i = 0; i < kids->count; i++)
 			{
-				bool		shared;
-				HolderGet  *g;
-				char		path[ZK_PATH_MAX];
+				bool		shared = false;
 
-				shared = false;
 				if (e->family != ZKF_SEMPOOL &&		/* a pool's children are all leases */
 					e->family != ZKF_LEASEDIR &&	/* and these are all lease names */
 					!zk_node_is_contender(kids->data[i], &shared))
 					continue;
-				g = malloc(offsetof(HolderGet, name) + strlen(kids->data[i]) + 1);
-				if (g == NULL)
-				{
-					e->query_failed = true;
-					break;
-				}
-				g->ectx = zk_ctx_of(e);
-				g->shared = shared;
-				strcpy(g->name, kids->data[i]);
-				node_path(e, kids->data[i], path, sizeof(path));
-				if (e->family == ZKF_LEASEDIR)
-					strlcat(path, "/lease_holder", sizeof(path));	/* kazoo's lease node */
-				if (zoo_aget(zk_zh, path, 0, holder_get_done, g) != ZOK)
-				{
-					free(g);
-					e->query_failed = true;
-					break;
-				}
-				e->outstanding++;
+				rd->shared[rd->n] = shared;
+				rd->names[rd->n++] = MemoryContextStrdup(rd->cxt, kids->data[i]);
 			}
+			e->outstanding = 0;
+			holders_send_more(e);
 			if (e->outstanding == 0)
 				holders_finish(e);
 		}
@@ -1095,10 +1207,52 @@ holders_list_done(int rc, const struct String_vector *kids, const void *ctx)
 	COMPLETION_END(e);
 }
 
+/* Completion of the exists sent by holders_drive(): the node's child count */
+static void
+holders_counted(int rc, const struct Stat *stat, const void *ctx)
+{
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		HoldersRead *rd;
+		char		parent[ZKLOCK_PARENT_MAX + 1];
+
+		e = zk_entry_of(ctx);
+		rd = holders_read_of(e);
+		if (rd == NULL)
+			;
+		else if (rc == ZNONODE)
+			holders_finish(e);	/* nobody holds or awaits it */
+		else if (rc != ZOK)
+		{
+			e->query_failed = true;
+			holders_finish(e);
+		}
+		else if (zk_children_over(stat, "Its contenders", rd->msg, sizeof(rd->msg)))
+		{
+			rd->over = true;
+			holders_finish(e);
+		}
+		else
+		{
+			/* sent after the exists, so after the writes it came behind */
+			parent_path(e, parent, sizeof(parent));
+			if (!zk_session_usable() ||
+				zoo_aget_children(zk_zh, parent, 0, holders_list_done, zk_ctx_of(e)) != ZOK)
+			{
+				e->query_failed = true;
+				holders_finish(e);
+			}
+		}
+	}
+	COMPLETION_END(e);
+}
+
 /*
- * Drive a zk_lock_holders read: attach the segment the backend made and
- * list the lock (holders_list_done reads every contender into it); once
- * DONE and let go, free it.
+ * Drive a zk_lock_holders read: attach the segment the backend made, count
+ * the lock's children, list them and read the contenders into it
+ * (holders_counted, holders_list_done); once DONE and let go, free it.
  */
 static void
 holders_drive(ZkEntry *e)
@@ -1119,12 +1273,13 @@ holders_drive(ZkEntry *e)
 				zk_retry_later(e);
 				break;
 			}
-			if (holder_segs == NULL)
-				holder_segs = MemoryContextAllocZero(TopMemoryContext,
-													 sizeof(dsm_segment *) * zk_ctl->max_entries);
+			if (holder_reads == NULL)
+				holder_reads = MemoryContextAllocZero(TopMemoryContext,
+													  sizeof(HoldersRead) * zk_ctl->max_entries);
 			/* not a completion: an error here is caught by the caller */
-			holder_segs[idx] = dsm_attach(e->dsm);
-			if (holder_segs[idx] == NULL)
+			holder_reads[idx].seg = dsm_attach(e->dsm);
+			e->state = ZKE_CREATING;
+			if (holder_reads[idx].seg == NULL)
 			{
 				/* the backend is gone already */
 				e->query_failed = true;
@@ -1132,8 +1287,8 @@ holders_drive(ZkEntry *e)
 				break;
 			}
 			parent_path(e, parent, sizeof(parent));
-			e->state = ZKE_CREATING;
-			if (zk_batch_get_children(parent, holders_list_done, zk_ctx_of(e)) != ZOK)
+			/* behind the writes asked for before it (batch.c) */
+			if (zk_batch_wexists(parent, NULL, NULL, holders_counted, zk_ctx_of(e)) != ZOK)
 			{
 				e->query_failed = true;
 				holders_finish(e);

@@ -310,6 +310,12 @@ typedef struct Info
 	Size		bytes;			/* the rows' bytes so far */
 	Size		largest;		/* peek: the largest item read so far */
 	bool		over;			/* the answer would exceed cap */
+	/* bounded fan-out (issue 35): the child counts read before listing */
+	bool		counted;		/* the counts were asked for */
+	bool		by_stat;		/* length: too many to list, from the counts */
+	int32		stat_entries;
+	int32		stat_taken;
+	char		limit[ZKLOCK_ERRMSG_MAX];	/* over zklock.max_children */
 } Info;
 
 /*
@@ -343,6 +349,8 @@ typedef struct Scan
 	int			ntxns;
 	int			tnext;
 	int			treading;		/* reads (deletes) of them out */
+	bool		tanswered;		/* a read of one has answered */
+	Size		tlargest;		/* the largest read so far (scan_txn_window) */
 	int64		tinvalid;		/* nodes holding no valid items */
 	int64		tunknown;		/* nodes of transactions not in history */
 	int64		tforged;		/* nodes whose MAC does not verify */

@@ -176,8 +176,11 @@ info_finish(Info *in)
 	{
 		char		msg[ZKLOCK_ERRMSG_MAX];
 
-		snprintf(msg, sizeof(msg), "The answer would exceed zklock.max_answer_bytes (%zu kB)",
-				 in->cap / 1024);
+		if (in->limit[0] != '\0')
+			strlcpy(msg, in->limit, sizeof(msg));
+		else
+			snprintf(msg, sizeof(msg), "The answer would exceed zklock.max_answer_bytes (%zu kB)",
+					 in->cap / 1024);
 		e->state = ZKE_DONE;
 		zk_fail(e, ERRCODE_PROGRAM_LIMIT_EXCEEDED, msg);
 		info_free(in);
@@ -426,19 +429,25 @@ info_send_listing(Info *in, const char *qpath)
 
 /* ---- zk_queues: every queue under <root>/queues ---- */
 
-/* one queue being counted */
+/*
+ * One queue being counted: the child counts of its entries and taken, two
+ * exists, never a listing (issue 35: a queue of 60,000 items costs the
+ * same as an empty one).  Its items are the entries less the claims.
+ */
 typedef struct QueueCount
 {
 	Info	   *info;
+	int			pending;		/* exists out */
+	int			rc;				/* the first failure */
+	int32		nentries;
+	int32		ntaken;
 	char		enc[ZKLOCK_ENAME_MAX + 1];
-	Listing		list;
 } QueueCount;
 
-/* A zk_queues row: one queue's listings answered; add its counts */
+/* A zk_queues row: one queue's counts answered; add its row */
 static void
-queue_count_finish(Listing *l)
+queue_count_finish(QueueCount *qc)
 {
-	QueueCount *qc = (QueueCount *) l->owner;
 	Info	   *in = qc->info;
 	char		name[ZKLOCK_QNAME_MAX + 1];
 	int			nlen;
@@ -446,13 +455,13 @@ queue_count_finish(Listing *l)
 	ZkQueueRow	row;
 
 	/* a failed read fails the answer; a queue that went meanwhile counts 0 */
-	if (listing_error(l) != ZOK)
-		zk_q_info_fail(in, listing_error(l));
+	if (qc->rc != ZOK)
+		zk_q_info_fail(in, qc->rc);
 	else
 	{
 		nlen = zk_decode_qname(qc->enc, name, sizeof(name));
-		row.items = zk_q_listing_unclaimed(l, NULL);
-		row.claimed = l->ntaken;
+		row.items = Max(qc->nentries - qc->ntaken, 0);
+		row.claimed = qc->ntaken;
 		row.namelen = nlen;
 		rec = palloc(sizeof(row) + nlen);
 		memcpy(rec, &row, sizeof(row));
@@ -460,9 +469,117 @@ queue_count_finish(Listing *l)
 		info_add_row(in, rec, sizeof(row) + nlen);
 		pfree(rec);
 	}
-	zk_q_listing_free(l);
 	pfree(qc);
 	zk_q_info_call_done(in);
+}
+
+/* One of a queue's two counts answered (n: where it goes) */
+static void
+queue_count_one(QueueCount *qc, int rc, const struct Stat *stat, int32 *n)
+{
+	if (rc == ZOK && stat != NULL)
+		*n = stat->numChildren;
+	else if (rc != ZNONODE && qc->rc == ZOK)
+		qc->rc = (rc == ZOK ? ZCONNECTIONLOSS : rc);
+	if (--qc->pending == 0)
+		queue_count_finish(qc);
+}
+
+/* Completion of the zoo_aexists of entries sent by info_send_more() */
+static void
+queue_entries_counted(int rc, const struct Stat *stat, const void *data)
+{
+	QueueCount *qc = (QueueCount *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		queue_count_one(qc, rc, stat, &qc->nentries);
+	}
+	COMPLETION_END(none);
+}
+
+/* Completion of the zoo_aexists of taken sent by info_send_more() */
+static void
+queue_taken_counted(int rc, const struct Stat *stat, const void *data)
+{
+	QueueCount *qc = (QueueCount *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		queue_count_one(qc, rc, stat, &qc->ntaken);
+	}
+	COMPLETION_END(none);
+}
+
+/*
+ * Completion of the zoo_aexists sent by info_send_count(): a folder's
+ * child count (which: 0 the queues, 1 a queue's entries, 2 its taken).
+ * More than zklock.max_children is not listed: a length answers from the
+ * counts, zk_queues fails with 54000.
+ */
+static void
+info_counted(int rc, const struct Stat *stat, const void *data)
+{
+	InfoCall   *c = (InfoCall *) data;
+	Info	   *volatile in = c->info;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		if (rc == ZOK && stat != NULL)
+		{
+			static const char *const what[] = {"The queues", "The queue's items", "The queue's claims"};
+
+			if (c->which == 2)
+				in->stat_taken = stat->numChildren;
+			else
+				in->stat_entries = stat->numChildren;
+			if (stat->numChildren > zk_max_children)
+			{
+				if (in->op == ZKQI_LENGTH)
+					in->by_stat = true;
+				else if (!in->over)
+				{
+					(void) zk_children_over(stat, what[c->which], in->limit, sizeof(in->limit));
+					in->over = true;
+					in->sending = false;
+					zk_q_info_fail(in, ZOK);
+				}
+			}
+		}
+		else if (rc != ZOK && rc != ZNONODE)
+			zk_q_info_fail(in, rc);
+		pfree(c);
+		zk_q_info_call_done(in);
+	}
+	COMPLETION_END(none);
+}
+
+/* Ask for the child counts of what in is about to list (info_counted) */
+static void
+info_send_count(Info *in)
+{
+	int			which;
+
+	for (which = (in->op == ZKQI_QUEUES ? 0 : 1); which <= (in->op == ZKQI_QUEUES ? 0 : 2); which++)
+	{
+		InfoCall   *c = info_call(in, NULL);
+
+		c->which = which;
+		if (which == 0)
+			snprintf(c->p1, sizeof(c->p1), "%s/queues", zk_root);
+		else
+			snprintf(c->p1, sizeof(c->p1), "%s/%s", in->qpath, which == 1 ? "entries" : "taken");
+		if (zoo_aexists(zk_zh, c->p1, 0, info_counted, c) != ZOK)
+		{
+			pfree(c);
+			zk_q_info_fail(in, ZCONNECTIONLOSS);
+			return;
+		}
+		in->outstanding++;
+	}
 }
 
 /* Completion of the zoo_aget_children sent by info_step() */
@@ -477,7 +594,7 @@ info_queues_listed(int rc, const struct String_vector *sv, const void *data)
 	{
 		if (rc == ZOK && zk_session_usable())
 		{
-			/* counted ZKQ_INFO_WINDOW at a time (info_send_more) */
+			/* counted ZK_READ_WINDOW at a time (info_send_more) */
 			in->names = zk_q_names_copy(sv, &in->nnames);
 			in->next = 0;
 			in->sending = true;
@@ -1029,10 +1146,10 @@ info_send_more(Info *in)
 			zk_q_info_fail(in, ZCONNECTIONLOSS);
 		return;
 	}
-	while (in->op == ZKQI_QUEUES && in->outstanding < ZKQ_INFO_WINDOW)
+	while (in->op == ZKQI_QUEUES && in->outstanding < ZK_READ_WINDOW)
 	{
 		QueueCount *qc;
-		char		qpath[ZK_PATH_MAX];
+		char		path[ZK_PATH_MAX];
 
 		if (in->next >= in->nnames)
 		{
@@ -1042,11 +1159,15 @@ info_send_more(Info *in)
 		}
 		qc = MemoryContextAllocZero(zk_q_context(), sizeof(QueueCount));
 		qc->info = in;
+		qc->rc = ZOK;
 		strlcpy(qc->enc, in->names[in->next++], sizeof(qc->enc));
-		qc->list.done = queue_count_finish;
-		qc->list.owner = qc;
-		snprintf(qpath, sizeof(qpath), "%s/queues/%s", zk_root, qc->enc);
-		if (zk_q_listing_send(&qc->list, qpath, NULL, NULL, false, false, true) == 0)
+		snprintf(path, sizeof(path), "%s/queues/%s/entries", zk_root, qc->enc);
+		if (zoo_aexists(zk_zh, path, 0, queue_entries_counted, qc) == ZOK)
+			qc->pending++;
+		snprintf(path, sizeof(path), "%s/queues/%s/taken", zk_root, qc->enc);
+		if (qc->pending == 1 && zoo_aexists(zk_zh, path, 0, queue_taken_counted, qc) == ZOK)
+			qc->pending++;
+		if (qc->pending == 0)
 		{
 			pfree(qc);
 			zk_q_info_fail(in, ZCONNECTIONLOSS);
@@ -1054,6 +1175,13 @@ info_send_more(Info *in)
 			return;
 		}
 		in->outstanding++;
+		if (qc->pending < 2)
+		{
+			/* the one sent finishes it, failed */
+			qc->rc = ZCONNECTIONLOSS;
+			in->sending = false;
+			return;
+		}
 	}
 	while (in->op != ZKQI_QUEUES && in->outstanding < info_window(in))
 	{
@@ -1113,12 +1241,33 @@ info_step(Info *in)
 		info_finish(in);
 		return;
 	}
+	/*
+	 * What is about to be listed is counted first (info_counted): the
+	 * queues, and a queue's items for its length.  A peek's or purge's
+	 * listing of the items is the one every dequeue makes: it is not
+	 * refused (the items' number is bounded by the quotas of those who
+	 * enqueue them); their reads are windowed (info_window).
+	 */
+	if (!in->counted && (in->op == ZKQI_QUEUES || in->op == ZKQI_LENGTH))
+	{
+		in->counted = true;
+		info_send_count(in);
+		if (in->outstanding > 0)
+			return;
+		if (in->failed)
+		{
+			info_finish(in);
+			return;
+		}
+	}
 	step = e->errors;			/* reused as the step counter */
 	e->errors++;
 	switch (in->op)
 	{
 		case ZKQI_LENGTH:
-			if (step == 0)
+			if (in->by_stat)
+				in->count = Max(in->stat_entries - in->stat_taken, 0);
+			else if (step == 0)
 				info_send_listing(in, in->qpath);
 			else
 				in->count = zk_q_listing_unclaimed(&in->list, NULL);

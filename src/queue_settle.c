@@ -676,6 +676,9 @@ scan_txn_data(int rc, const char *value, int value_len,
 		bool		had_mac = false;
 		ZkMacCheck	mc = ZKM_FORGED;
 
+		s->tanswered = true;
+		if (rc == ZOK && value_len > 0)
+			s->tlargest = Max(s->tlargest, (Size) value_len);
 		if (rc == ZOK && value != NULL && value_len == (int) sizeof(ZkTxnKept) &&
 			((const ZkTxnKept *) value)->magic == ZKQ_TXN_KEPT_MAGIC)
 		{
@@ -779,8 +782,27 @@ scan_txn_data(int rc, const char *value, int value_len,
 }
 
 /*
+ * How many reads of transaction nodes may be out (issue 35): a node holds
+ * up to ZooKeeper's 1 MB of items, so at most ZKQ_SCAN_INFLIGHT_BYTES of
+ * them, judged by the largest read so far (4 until one has answered);
+ * deletes (a release) carry nothing back: ZKQ_INFO_WINDOW.
+ */
+#define ZKQ_SCAN_INFLIGHT_BYTES	(4 * 1024 * 1024)
+
+static int
+scan_txn_window(Scan *s)
+{
+	if (s->release_all)
+		return ZKQ_INFO_WINDOW;
+	if (!s->tanswered)
+		return 4;
+	return (int) Max(1, Min(ZKQ_INFO_WINDOW,
+							ZKQ_SCAN_INFLIGHT_BYTES / Max(s->tlargest, 1024)));
+}
+
+/*
  * Read (release: delete) the next transaction nodes listed, until
- * ZKQ_INFO_WINDOW are out; each answer sends the next.  Stops for good
+ * scan_txn_window() are out; each answer sends the next.  Stops for good
  * after a failure.
  */
 static void
@@ -789,7 +811,7 @@ scan_send_txns(Scan *s)
 	char		prefix[32];
 
 	snprintf(prefix, sizeof(prefix), UINT64_FORMAT "-", s->sysid);
-	while (s->treading < ZKQ_INFO_WINDOW && s->tnext < s->ntxns && !s->failed)
+	while (s->treading < scan_txn_window(s) && s->tnext < s->ntxns && !s->failed)
 	{
 		ScanCall   *d;
 		uint64		fxid;

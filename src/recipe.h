@@ -214,4 +214,25 @@ extern void zk_recipes_connected(void);
 
 extern void zk_make_guid(ZkEntry *e, bool owner_half);
 
+/*
+ * worker_base.c: bounded fan-out (issue 35; src/README, section 6,
+ * "Windows").  A call that reads the children of a node one request each
+ * keeps at most ZK_READ_WINDOW of them in flight, sending the next as
+ * answers come back; before it lists a node that anyone can fill, it reads
+ * the node's stat and refuses (54000) one with more than zklock.max_children
+ * children: zk_children_over says so, and writes the refusal into msg.
+ */
+#define ZK_READ_WINDOW		64
+
+/*
+ * A node's data is up to ZooKeeper's 1 MB, whoever wrote it: such reads
+ * keep at most ZK_READ_INFLIGHT_BYTES in flight, judged by the largest
+ * answer so far (4 reads until one has answered): zk_read_window.
+ */
+#define ZK_READ_INFLIGHT_BYTES	(4 * 1024 * 1024)
+
+extern int	zk_read_window(bool answered, Size largest);
+extern bool zk_children_over(const struct Stat *stat, const char *what,
+							 char *msg, size_t len);
+
 #endif							/* ZKLOCK_RECIPE_H */

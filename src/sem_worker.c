@@ -120,7 +120,7 @@ pool_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 
 /* ---- ZKSEM_ENSURE (and the read of ZKSEM_COUNT) ---- */
 
-static void pool_counted(int rc, const struct String_vector *kids, const void *ctx);
+static void pool_counted(int rc, const struct Stat *stat, const void *ctx);
 
 /* Completion of the zoo_aget sent by pool_created() and sem_step() */
 static void
@@ -172,7 +172,7 @@ pool_read(int rc, const char *value, int value_len, const struct Stat *stat,
 					int			lrc;
 
 					pool_path(e, path, sizeof(path));
-					lrc = zoo_aget_children(zk_zh, path, 0, pool_counted, zk_ctx_of(e));
+					lrc = zoo_aexists(zk_zh, path, 0, pool_counted, zk_ctx_of(e));
 					if (lrc == ZOK)
 						e->list_inflight = true;
 					else
@@ -394,9 +394,12 @@ pool_listed(int rc, const struct String_vector *kids, const void *ctx)
 	COMPLETION_END(e);
 }
 
-/* Completion of the zoo_aget_children sent by pool_read() */
+/*
+ * Completion of the zoo_aexists sent by pool_read(): a try counts the
+ * pool's leases from its stat, without listing them (issue 35)
+ */
 static void
-pool_counted(int rc, const struct String_vector *kids, const void *ctx)
+pool_counted(int rc, const struct Stat *stat, const void *ctx)
 {
 	ZkEntry    *volatile e = NULL;
 
@@ -411,7 +414,7 @@ pool_counted(int rc, const struct String_vector *kids, const void *ctx)
 			else if (rc == ZOK || rc == ZNONODE)	/* no pool yet: all free */
 			{
 				e->state = ZKE_DONE;
-				if (rc == ZOK && kids && kids->count >= e->parties)
+				if (rc == ZOK && stat && stat->numChildren >= e->parties)
 					zk_finish(e, ZKO_BUSY, 0, "All leases are held");
 				else
 					zk_finish(e, ZKO_GRANTED, 0, NULL);

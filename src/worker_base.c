@@ -685,3 +685,34 @@ zk_make_guid(ZkEntry *e, bool owner_half)
 	if (owner_half && e->owner_tag[0] != '\0')
 		memcpy(e->guid, e->owner_tag, ZKLOCK_GUID_LEN / 2);
 }
+
+/*
+ * Has the node whose stat this is more children than zklock.max_children?
+ * If so, msg says so (what names the node for a user: "the arrivals").
+ * Sizes of listings and of fan-outs of reads are bounded by this and by
+ * ZK_READ_WINDOW (recipe.h).
+ */
+bool
+zk_children_over(const struct Stat *stat, const char *what, char *msg, size_t len)
+{
+	if (stat == NULL || stat->numChildren <= zk_max_children)
+		return false;
+	snprintf(msg, len, "%s %s %d nodes, more than zklock.max_children (%d) allows to list",
+			 what, stat->numChildren == 1 ? "has" : "have", stat->numChildren,
+			 zk_max_children);
+	return true;
+}
+
+/*
+ * How many reads of children's data one call may have in flight: at most
+ * ZK_READ_WINDOW, and at most ZK_READ_INFLIGHT_BYTES of answers judged by
+ * the largest so far (4 until one has answered).
+ */
+int
+zk_read_window(bool answered, Size largest)
+{
+	if (!answered)
+		return 4;
+	return (int) Max(1, Min(ZK_READ_WINDOW,
+							ZK_READ_INFLIGHT_BYTES / Max(largest, 1024)));
+}

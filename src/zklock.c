@@ -31,6 +31,7 @@ int			zk_max_locks_per_backend = 256;
 int			zk_max_locks_per_role = 512;
 int			zk_max_lease_duration = 86400;
 int			zk_max_answer_kb = 16384;
+int			zk_max_children = 10000;
 int			zk_max_payload_kb = 262144;
 int			zk_max_write_rate_kb = 256;
 int			zk_max_write_burst_kb = 1024;
@@ -284,6 +285,22 @@ define_limit_settings(void)
 							16384, 2048, 1048576,
 							PGC_SUSET,
 							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
+	/*
+	 * Bounded fan-out (issue 35): a node with more children than this is
+	 * not listed for a call (54000), so that one tenant's thousands of
+	 * arrivals cannot make ZooKeeper or the worker send or hold their all.
+	 */
+	DefineCustomIntVariable("zklock.max_children",
+							"Most children of one node the zklock worker lists for a call "
+							"(zk_arrivals, zk_await, zk_lock_holders, zk_queue_peek, ...).",
+							"A call that would list a node with more children fails with 54000; "
+							"the worker reads the node's child count before listing it.",
+							&zk_max_children,
+							10000, 10, 1000000,
+							PGC_SIGHUP,
+							0,
 							NULL, NULL, NULL);
 
 	/*

@@ -363,6 +363,7 @@ extern int	zk_max_locks_per_backend;
 extern int	zk_max_locks_per_role;
 extern int	zk_max_lease_duration;
 extern int	zk_max_answer_kb;
+extern int	zk_max_children;
 extern int	zk_max_payload_kb;
 extern int	zk_max_write_rate_kb;
 extern int	zk_max_write_burst_kb;
@@ -513,6 +514,7 @@ extern char *zk_display_name(const char *name);
 extern bool zk_backend_has_entries(void);
 extern bool zk_next_entry_unqualified;
 ZK_NORETURN extern void zk_raise_noauth(const char *path, const char *what);
+extern const char *zk_limit_hint(const char *msg);
 extern void zk_build_node_data(char *out, size_t outlen);
 
 /* sqlfuncs.c: argument helpers */

@@ -43,7 +43,10 @@ notification, connect, ...; case does not matter) or its number.
   stats                           "ok" and one line of JSON: connections accepted, open,
                                   refused; requests, replies (from ZooKeeper) and
                                   delivered replies per operation; times each rule
-                                  fired, by text ("fired") and by number ("fired_ids")
+                                  fired, by text ("fired") and by number ("fired_ids");
+                                  the most requests one connection had in flight at
+                                  once ("peak_pending")
+  peak-reset                      start "peak_pending" again from what is in flight now
   ping                            "ok pong"
   quit                            "ok bye", then exit
 
@@ -188,6 +191,7 @@ class Conn:
         self.s_hs = False
         self.raw = False
         self.pending = {}  # xid -> deque of ops
+        self.npending = 0  # requests forwarded whose reply has not come back
         self.hold_client = False  # after a cut-after-request fired
         self.cut_xid = None
         self.cut_rst = False
@@ -226,6 +230,7 @@ class Proxy:
         self.frozen = False
         self.refuse_until = 0.0
         self.stopping = False
+        self.peak_pending = 0  # most requests of one connection in flight at once
         self.stats = {
             "accepted": 0, "refused": 0, "closed": 0, "cuts": 0,
             "dropped_requests": 0, "held_replies": 0,
@@ -420,6 +425,9 @@ class Proxy:
                 self.log("%s: request %s xid %s len %d" % (conn.label(), name, xid, len(data) - 4))
             if xid is not None:
                 conn.pending.setdefault(xid, collections.deque()).append(op)
+                conn.npending += 1
+                if conn.npending > self.peak_pending:
+                    self.peak_pending = conn.npending
             conn.to_s += data
             if handshake:
                 continue
@@ -467,6 +475,7 @@ class Proxy:
                     q = conn.pending.get(xid)
                     if q:
                         op = q.popleft()
+                        conn.npending -= 1
                         if not q:
                             del conn.pending[xid]
             name = op_name(op) if op is not None else "?"
@@ -809,6 +818,9 @@ class Proxy:
             return "ok " + json.dumps([r.describe() for r in self.rules])
         if verb == "stats":
             return "ok " + json.dumps(self.stats_json(now), sort_keys=True)
+        if verb == "peak-reset":
+            self.peak_pending = max([c.npending for c in self.conns] + [0])
+            return "ok peak %d" % self.peak_pending
         if verb == "ping":
             return "ok pong"
         if verb in ("quit", "exit"):
@@ -816,7 +828,7 @@ class Proxy:
             return "ok bye"
         if verb == "help":
             return "ok commands: cut-after-request cut-after-reply delay-replies drop-replies " \
-                   "drop-requests refuse cut-all freeze thaw release clear reset rules stats ping quit"
+                   "drop-requests refuse cut-all freeze thaw release clear reset rules stats peak-reset ping quit"
         raise ValueError("unknown command %r" % verb)
 
     def stats_json(self, now):
@@ -838,6 +850,7 @@ class Proxy:
             "rules": [r.describe() for r in self.rules],
             "frozen": self.frozen,
             "refusing": now < self.refuse_until,
+            "peak_pending": self.peak_pending,
         }
 
     # ---- main loop ----
