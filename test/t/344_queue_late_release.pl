@@ -25,104 +25,15 @@
 use strict;
 use warnings FATAL => 'all';
 
-use IO::Socket::INET;
-use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
 use ZkLockTest;
 
-my $ens = "$PostgreSQL::Test::Utils::tmp_check/ens_late_release";
-my $zk_sh = $ZkLockTest::ZK_SH;
-my $bh_py = "$ZkLockTest::SRC/test/blackhole.py";
-
-# client ports P; zk.sh puts quorum on P+1000 and election on P+2000
-my @cp;
-while (@cp < 3)
-{
-	my $p = PostgreSQL::Test::Cluster::get_free_port();
-	next if $p > 63000;
-	push @cp, $p;
-}
-my %px = map { $_ => PostgreSQL::Test::Cluster::get_free_port() } qw(1q 1e 2q 2e 3q 3e);
-my $ctl = PostgreSQL::Test::Cluster::get_free_port();
-
-sub zksh
-{
-	my @args = @_;
-	my ($out, $err) = ('', '');
-	IPC::Run::run([ 'bash', $zk_sh, @args ], '>', \$out, '2>', \$err);
-	return ($? >> 8, $out, $err);
-}
-
-# the configurations: made by zk.sh, then server 3's links through the
-# proxies; syncLimit 40 ticks (20 s): the hold below keeps server 3 a
-# follower
-my ($rc, $out, $err) = zksh('start-ensemble', $ens, @cp);
-die "no ensemble: $out $err" if $rc;
-zksh('stop', $ens);
-for my $i (1 .. 3)
-{
-	my $f = "$ens/s$i/zoo.cfg";
-	my $cfg = slurp_file($f);
-	$cfg =~ s/^syncLimit=.*$/syncLimit=40/m;
-	for my $j (1 .. 3)
-	{
-		next if $j == $i;
-		next unless $i == 3 || $j == 3;
-		my ($q, $e) = ($cp[ $j - 1 ] + 1000, $cp[ $j - 1 ] + 2000);
-		$cfg =~ s/^server\.$j=127\.0\.0\.1:$q:$e$/server.$j=127.0.0.1:$px{"${j}q"}:$px{"${j}e"}/m
-		  or die "no server.$j line in $f";
-	}
-	open(my $fh, '>', $f) or die;
-	print $fh $cfg;
-	close($fh);
-}
-my @pairs = map {
-	my $j = $_;
-	("$px{\"${j}q\"}:" . ($cp[ $j - 1 ] + 1000), "$px{\"${j}e\"}:" . ($cp[ $j - 1 ] + 2000))
-} 1 .. 3;
-my $bh_log = "$PostgreSQL::Test::Utils::log_path/344_late_release_blackhole.log";
-my $bh = IPC::Run::start([ $ZkLockTest::PYTHON, $bh_py, $ctl, @pairs ],
-	'>', $bh_log, '2>&1');
-
-sub bh
-{
-	my ($cmd) = @_;
-	for (1 .. 50)
-	{
-		my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$ctl", Timeout => 5);
-		if ($s)
-		{
-			print $s "$cmd\n";
-			my $l = <$s> // '';
-			close $s;
-			return $l;
-		}
-		sleep 0.1;
-	}
-	die "blackhole.py does not answer on $ctl";
-}
-like(bh('stats'), qr/"all": false/, 'the proxies run');
-($rc, $out, $err) = zksh('start-ensemble', $ens, @cp);
-ok($rc == 0, 'the ensemble runs through the proxies') or diag "$out $err";
-
-# server 3 must be a follower (its requests are what the hold keeps from
-# the leader): restart it until another server leads
-sub mode3
-{
-	my ($r, $o) = zksh('cmd', $cp[2], 'srvr');
-	return $o =~ /^Mode: (\w+)/m ? $1 : 'none';
-}
-for (1 .. 5)
-{
-	last if mode3() eq 'follower';
-	zksh('stop', "$ens/s3");
-	zksh('start', "$ens/s3");
-	wait_until(sub { mode3() ne 'none' }, 30);
-}
-is(mode3(), 'follower', 'server 3 follows');
+my $pe = zk_partition_ensemble("$PostgreSQL::Test::Utils::tmp_check/ens_late_release");
+my @cp = @{ $pe->{cp} };
+sub bh { return $pe->{bh}->(@_); }
 
 my $quorum = "127.0.0.1:$cp[0],127.0.0.1:$cp[1]";
 my $A = zk_node('lateA', "127.0.0.1:$cp[2]",
@@ -183,12 +94,5 @@ is(one_shot($A, "SELECT count(*) FROM zk_try_dequeue('lr')")->{out}, '0',
 $kz->cmd('quit');
 
 $A->stop('fast');
-zksh('stop', $ens);
-bh('quit');
-$bh->finish;
+$pe->{stop}->();
 done_testing();
-
-END
-{
-	zksh('kill', $ens) if defined $ens && -d $ens;
-}

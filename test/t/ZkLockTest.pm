@@ -22,6 +22,7 @@ use Cwd qw(abs_path);
 use Exporter 'import';
 use File::Basename qw(dirname);
 use File::Path qw(rmtree);
+use IO::Socket::INET;
 use IPC::Run;
 use JSON::PP;
 use Time::HiRes qw(time usleep);
@@ -36,7 +37,7 @@ our @EXPORT = qw(
   zk_node zk_status zk_status_value wait_for_state worker_pid wait_for_worker
   new_session one_shot wait_until elapsed_since
   wait_for_backend_active try_lock_elsewhere
-  kazoo_client queue_kazoo
+  kazoo_client queue_kazoo zk_partition_ensemble
   zk_conf zk_streaming_node zk_standby_node
   sql_elsewhere psql_noerr try_lock_shared_elsewhere
   zk_exists zk_get zk_czxid zk_lock_nodes zk_lock_modes
@@ -695,6 +696,122 @@ sub queue_kazoo
 	die "queue_kazoo.py did not start: " . ($l // 'no answer') . " $self->{stderr}"
 	  unless defined $l && $l eq 'ready';
 	return $self;
+}
+
+# A three-server ensemble in $dir whose server 3 reaches the others' quorum
+# and election ports (and they its) only through test/blackhole.py, so that
+# it can be cut off from its quorum while its clients still reach it;
+# syncLimit is $opts{sync_limit} ticks (default 40: 20 s), longer than the
+# holds of the tests.  Server 3 is made a follower (restarted until another
+# server leads).  Returns a hash: cp (the three client ports), bh (a sub
+# sending one command to the proxies: hole, heal, stats, quit; returns its
+# answer), zksh (a sub running tools/zk.sh: returns rc, out, err), mode3 (a
+# sub: server 3's mode), stop (a sub: stop the ensemble and the proxies).
+# The ensemble is killed in END if the test dies.
+my @partition_dirs;
+sub zk_partition_ensemble
+{
+	my ($dir, %opts) = @_;
+	my $sync = $opts{sync_limit} // 40;
+	my @cp;
+	while (@cp < 3)
+	{
+		my $p = PostgreSQL::Test::Cluster::get_free_port();
+		next if $p > 63000;
+		push @cp, $p;
+	}
+	my %px = map { $_ => PostgreSQL::Test::Cluster::get_free_port() } qw(1q 1e 2q 2e 3q 3e);
+	my $ctl = PostgreSQL::Test::Cluster::get_free_port();
+	my $zksh = sub {
+		my @args = @_;
+		my ($out, $err) = ('', '');
+		IPC::Run::run([ 'bash', $ZK_SH, @args ], '>', \$out, '2>', \$err);
+		return ($? >> 8, $out, $err);
+	};
+	# the configurations: made by zk.sh, then server 3's links through the
+	# proxies
+	my ($rc, $out, $err) = $zksh->('start-ensemble', $dir, @cp);
+	croak "no ensemble: $out $err" if $rc;
+	push @partition_dirs, $dir;
+	$zksh->('stop', $dir);
+	for my $i (1 .. 3)
+	{
+		my $f = "$dir/s$i/zoo.cfg";
+		my $cfg = slurp_file($f);
+		$cfg =~ s/^syncLimit=.*$/syncLimit=$sync/m;
+		for my $j (1 .. 3)
+		{
+			next if $j == $i;
+			next unless $i == 3 || $j == 3;
+			my ($q, $e) = ($cp[ $j - 1 ] + 1000, $cp[ $j - 1 ] + 2000);
+			$cfg =~ s/^server\.$j=127\.0\.0\.1:$q:$e$/server.$j=127.0.0.1:$px{"${j}q"}:$px{"${j}e"}/m
+			  or croak "no server.$j line in $f";
+		}
+		open(my $fh, '>', $f) or croak "cannot write $f: $!";
+		print $fh $cfg;
+		close($fh);
+	}
+	my @pairs = map {
+		my $j = $_;
+		("$px{\"${j}q\"}:" . ($cp[ $j - 1 ] + 1000), "$px{\"${j}e\"}:" . ($cp[ $j - 1 ] + 2000))
+	} 1 .. 3;
+	(my $tag = $dir) =~ s{.*/}{};
+	my $bh_log = "$PostgreSQL::Test::Utils::log_path/${tag}_blackhole.log";
+	my $bh_h = IPC::Run::start([ $PYTHON, "$SRC/test/blackhole.py", $ctl, @pairs ],
+		'>', $bh_log, '2>&1');
+	my $bh = sub {
+		my ($cmd) = @_;
+		for (1 .. 50)
+		{
+			my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$ctl", Timeout => 5);
+			if ($s)
+			{
+				print $s "$cmd\n";
+				my $l = <$s> // '';
+				close $s;
+				return $l;
+			}
+			usleep(100_000);
+		}
+		croak "blackhole.py does not answer on $ctl";
+	};
+	like($bh->('stats'), qr/"all": false/, 'the proxies run');
+	($rc, $out, $err) = $zksh->('start-ensemble', $dir, @cp);
+	ok($rc == 0, 'the ensemble runs through the proxies') or diag "$out $err";
+	my $mode3 = sub {
+		my ($r, $o) = $zksh->('cmd', $cp[2], 'srvr');
+		return $o =~ /^Mode: (\w+)/m ? $1 : 'none';
+	};
+	# server 3 must be a follower (an isolated leader answers syncs itself
+	# until it steps down, and the others cannot write meanwhile): restart
+	# it until another server leads
+	for (1 .. 5)
+	{
+		last if $mode3->() eq 'follower';
+		$zksh->('stop', "$dir/s3");
+		$zksh->('start', "$dir/s3");
+		wait_until(sub { $mode3->() ne 'none' }, 30);
+	}
+	is($mode3->(), 'follower', 'server 3 follows');
+	return {
+		cp => \@cp,
+		bh => $bh,
+		zksh => $zksh,
+		mode3 => $mode3,
+		stop => sub {
+			$zksh->('stop', $dir);
+			$bh->('quit');
+			$bh_h->finish;
+		},
+	};
+}
+
+END
+{
+	foreach my $d (@partition_dirs)
+	{
+		IPC::Run::run([ 'bash', $ZK_SH, 'kill', $d ], '>', \my $o, '2>', \my $e) if -d $d;
+	}
 }
 
 # New psql session (ZkLockTest::Session)
