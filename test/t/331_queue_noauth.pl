@@ -34,32 +34,7 @@ use ZkLockTest;
 my $zk = zk_start();
 my $tmp = PostgreSQL::Test::Utils::tempdir();
 
-sub write_file
-{
-	my ($path, $text, $mode) = @_;
-	open(my $fh, '>', $path) or die "cannot write $path: $!";
-	print $fh $text;
-	close $fh;
-	chmod($mode, $path) or die "chmod $path: $!";
-	return $path;
-}
 
-sub auth_kazoo
-{
-	my ($cred) = @_;
-	my $self = bless { stdin => '', stdout => '', stderr => '', zk => $zk },
-	  'ZkLockTest::Kazoo';
-	$self->{h} = IPC::Run::start(
-		[
-			$ZkLockTest::PYTHON, "$ZkLockTest::SRC/test/auth_kazoo.py",
-			$zk->{hosts}, defined $cred ? ($cred) : ()
-		],
-		'<', \$self->{stdin}, '>', \$self->{stdout}, '2>', \$self->{stderr});
-	my $l = $self->read_line(30);
-	die "auth_kazoo.py did not start: " . ($l // 'no answer') . " $self->{stderr}"
-	  unless defined $l && $l eq 'ready';
-	return $self;
-}
 
 # CPU seconds (user + system) a process used so far
 sub cpu_seconds
@@ -85,12 +60,12 @@ sub refused_at_once
 	ok($el < $secs, sprintf("$what: at once (%.2fs)", $el));
 }
 
-my $kz = auth_kazoo('zkl:secret');
-my $other = auth_kazoo('other:pw');    # the identity the ACLs below name
+my $kz = auth_kazoo($zk, 'zkl:secret');
+my $other = auth_kazoo($zk, 'other:pw');    # the identity the ACLs below name
 my $A = zk_node('qa', $zk,
 	session_timeout => '10s',
 	connect_timeout => '3s',
-	conf => "zklock.auth_file = '" . write_file("$tmp/a.auth", "zkl:secret\n", 0600) . "'\n");
+	conf => "zklock.auth_file = '" . write_mode_file("$tmp/a.auth", "zkl:secret\n", 0600) . "'\n");
 $A->safe_psql('postgres', "SELECT zk_enqueue('q1', 'one')");
 
 #
@@ -99,7 +74,7 @@ $A->safe_psql('postgres', "SELECT zk_enqueue('q1', 'one')");
 my $B = zk_node('qb', $zk,
 	session_timeout => '10s',
 	connect_timeout => '3s',
-	conf => "zklock.auth_file = '" . write_file("$tmp/b.auth", "intruder:guess\n", 0600) . "'\n");
+	conf => "zklock.auth_file = '" . write_mode_file("$tmp/b.auth", "intruder:guess\n", 0600) . "'\n");
 ok(wait_until(sub { $B->log_contains(qr/refused access to "\/zklock\/runs/) }, 20),
 	"B's run registration is refused");
 my $before = zk_status($B)->{noauth_refusals};

@@ -33,42 +33,16 @@ use ZkLockTest;
 my $zk = zk_start();
 my $tmp = PostgreSQL::Test::Utils::tempdir();
 
-sub write_file
-{
-	my ($path, $text, $mode) = @_;
-	open(my $fh, '>', $path) or die "cannot write $path: $!";
-	print $fh $text;
-	close $fh;
-	chmod($mode, $path) or die "chmod $path: $!";
-	return $path;
-}
 
-# an auth_kazoo.py client, driven like ZkLockTest::Kazoo
-sub auth_kazoo
-{
-	my ($cred) = @_;
-	my $self = bless { stdin => '', stdout => '', stderr => '', zk => $zk },
-	  'ZkLockTest::Kazoo';
-	$self->{h} = IPC::Run::start(
-		[
-			$ZkLockTest::PYTHON, "$ZkLockTest::SRC/test/auth_kazoo.py",
-			$zk->{hosts}, defined $cred ? ($cred) : ()
-		],
-		'<', \$self->{stdin}, '>', \$self->{stdout}, '2>', \$self->{stderr});
-	my $l = $self->read_line(30);
-	die "auth_kazoo.py did not start: " . ($l // 'no answer') . " $self->{stderr}"
-	  unless defined $l && $l eq 'ready';
-	return $self;
-}
 
-my $good = write_file("$tmp/zk.auth", "zkl:secret\n", 0600);
+my $good = write_mode_file("$tmp/zk.auth", "zkl:secret\n", 0600);
 my $node = zk_node('auth', $zk,
 	session_timeout => '10s',
 	connect_timeout => '3s',
 	conf => "zklock.auth_file = '$good'\nzklock.elections = 'e1'\n");
 
-my $kz = auth_kazoo('zkl:secret');    # authenticated
-my $anon = auth_kazoo();              # no credentials
+my $kz = auth_kazoo($zk, 'zkl:secret');    # authenticated
+my $anon = auth_kazoo($zk);              # no credentials
 my ($digest) = ($kz->cmd('digest') // '') =~ /^digest (.+)$/;
 ok(defined $digest, "the digest id of zkl:secret ($digest)");
 my $ACL = "digest:$digest:cdrwa,world:anyone:r";
@@ -187,7 +161,7 @@ is($kz->cmd('consume /zklock/queues/kq'), 'true', 'and consumes it');
 #
 # 5. a cluster with other credentials is refused at once, and leaves nothing
 #
-my $other = write_file("$tmp/other.auth", "intruder:guess\n", 0600);
+my $other = write_mode_file("$tmp/other.auth", "intruder:guess\n", 0600);
 my $before = zk_tree($zk, '/zklock');
 my $bad = zk_node('wrongcred', $zk,
 	session_timeout => '10s',
@@ -224,7 +198,7 @@ $bad->stop;
 #
 # 6. no credentials: WARNING; a group-readable file is refused; chmod + reload
 #
-my $loose = write_file("$tmp/loose.auth", "zkl:secret\n", 0640);
+my $loose = write_mode_file("$tmp/loose.auth", "zkl:secret\n", 0640);
 my $open = zk_node('noauth', $zk, session_timeout => '10s', connect_timeout => '3s');
 ok($open->log_contains(qr/WARNING:.*nodes zklock creates in zookeeper are open to every zookeeper client/),
 	'no credentials: the WARNING about open nodes');

@@ -33,36 +33,10 @@ use ZkLockTest;
 my $zk = zk_start();
 my $tmp = PostgreSQL::Test::Utils::tempdir();
 
-sub write_file
-{
-	my ($path, $text, $mode) = @_;
-	open(my $fh, '>', $path) or die "cannot write $path: $!";
-	print $fh $text;
-	close $fh;
-	chmod($mode, $path) or die "chmod $path: $!";
-	return $path;
-}
 
-# an auth_kazoo.py client, driven like ZkLockTest::Kazoo
-sub auth_kazoo
-{
-	my ($cred) = @_;
-	my $self = bless { stdin => '', stdout => '', stderr => '', zk => $zk },
-	  'ZkLockTest::Kazoo';
-	$self->{h} = IPC::Run::start(
-		[
-			$ZkLockTest::PYTHON, "$ZkLockTest::SRC/test/auth_kazoo.py",
-			$zk->{hosts}, defined $cred ? ($cred) : ()
-		],
-		'<', \$self->{stdin}, '>', \$self->{stdout}, '2>', \$self->{stderr});
-	my $l = $self->read_line(30);
-	die "auth_kazoo.py did not start: " . ($l // 'no answer') . " $self->{stderr}"
-	  unless defined $l && $l eq 'ready';
-	return $self;
-}
 
-my $anon = auth_kazoo();
-my $kz = auth_kazoo('zkl:secret');
+my $anon = auth_kazoo($zk);
+my $kz = auth_kazoo($zk, 'zkl:secret');
 my ($digest) = ($kz->cmd('digest') // '') =~ /^digest (.+)$/;
 my $PUB = "digest:$digest:cdrwa,world:anyone:r";
 my $PRIV = "digest:$digest:cdrwa";
@@ -74,7 +48,7 @@ is($anon->cmd("create $_"), 'ok', "an unauthenticated client creates $_ first")
   foreach ('/zklock', '/zklock/locks', '/zklock/locks/pre');
 is($anon->cmd('acl /zklock/locks'), 'acl world:anyone:cdrwa', 'open to everyone');
 
-my $good = write_file("$tmp/zk.auth", "zkl:secret\n", 0600);
+my $good = write_mode_file("$tmp/zk.auth", "zkl:secret\n", 0600);
 my $node = zk_node('aclcheck', $zk,
 	session_timeout => '10s',
 	connect_timeout => '3s',

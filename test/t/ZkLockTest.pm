@@ -37,7 +37,7 @@ our @EXPORT = qw(
   zk_node zk_status zk_status_value wait_for_state worker_pid wait_for_worker
   new_session one_shot wait_until elapsed_since
   wait_for_backend_active try_lock_elsewhere
-  kazoo_client queue_kazoo zk_partition_ensemble
+  kazoo_client queue_kazoo zk_partition_ensemble auth_kazoo write_mode_file
   zk_conf zk_streaming_node zk_standby_node
   sql_elsewhere psql_noerr try_lock_shared_elsewhere
   zk_exists zk_get zk_czxid zk_lock_nodes zk_lock_modes
@@ -812,6 +812,36 @@ END
 	{
 		IPC::Run::run([ 'bash', $ZK_SH, 'kill', $d ], '>', \my $o, '2>', \my $e) if -d $d;
 	}
+}
+
+# Write $text into $path and give it $mode (an auth file must be 0600)
+sub write_mode_file
+{
+	my ($path, $text, $mode) = @_;
+	open(my $fh, '>', $path) or croak "cannot write $path: $!";
+	print $fh $text;
+	close $fh;
+	chmod($mode, $path) or croak "chmod $path: $!";
+	return $path;
+}
+
+# A test/auth_kazoo.py client of $zk with digest credentials $cred
+# ("user:password"; none: anonymous), driven like ZkLockTest::Kazoo
+sub auth_kazoo
+{
+	my ($zk, $cred) = @_;
+	my $self = bless { stdin => '', stdout => '', stderr => '', zk => $zk },
+	  'ZkLockTest::Kazoo';
+	$self->{h} = IPC::Run::start(
+		[
+			$PYTHON, "$SRC/test/auth_kazoo.py",
+			$zk->{hosts}, defined $cred ? ($cred) : ()
+		],
+		'<', \$self->{stdin}, '>', \$self->{stdout}, '2>', \$self->{stderr});
+	my $l = $self->read_line(30);
+	croak "auth_kazoo.py did not start: " . ($l // 'no answer') . " $self->{stderr}"
+	  unless defined $l && $l eq 'ready';
+	return $self;
 }
 
 # New psql session (ZkLockTest::Session)
