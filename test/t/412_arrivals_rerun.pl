@@ -26,7 +26,9 @@ my $zk = zk_start();
 my $node = zk_node('rerun', $zk,
 	session_timeout => '10s',
 	connect_timeout => '3s',
-	conf => "zklock.commit_timeout = '5s'\n");
+	# (1500 arrivals in one transaction need about 260 kB: more than the
+	# default zklock.max_transaction_size, 256 kB)
+	conf => "zklock.commit_timeout = '5s'\nzklock.max_transaction_size = '976kB'\n");
 
 my $ARR = '/zklock/arrivals';
 my $TXNS = '/zklock/txns';
