@@ -41,7 +41,10 @@ use Time::HiRes qw(time usleep sleep);
 use ZkLockTest;
 
 my $zk = zk_start();
-my $A = zk_node('dropA', $zk, session_timeout => '6s', connect_timeout => '5s');
+# (one transaction below enqueues into 3,000 queues: about 260 kB, more than
+# the default zklock.max_transaction_size)
+my $A = zk_node('dropA', $zk, session_timeout => '6s', connect_timeout => '5s',
+	conf => "zklock.max_transaction_size = '976kB'\n");
 my $B = zk_node('dropB', $zk, session_timeout => '6s', connect_timeout => '5s');
 my $Q = '/zklock/queues';
 
