@@ -13,11 +13,15 @@ usage: test/zkq.py HOSTS VERB [ARGS...]
   delete PATH             delete PATH and all its descendants (no error if missing)
   wait-count PATH N SECS  poll until count PATH == N; exit 1 on timeout, printing the last count
 
-HOSTS is a kazoo/ZooKeeper connect string such as 127.0.0.1:2181.
+HOSTS is a kazoo/ZooKeeper connect string such as 127.0.0.1:2181.  With
+ZKLOCK_ZK_AUTH=user:password in the environment the client authenticates
+(digest), as the clusters of the fault run do: zklock's nodes are private
+to their identity by default.
 Exit status 2 on usage or connection errors.
 """
 
 import logging
+import os
 import sys
 import time
 
@@ -103,8 +107,10 @@ def main(argv):
         usage("wrong number of arguments for %s" % verb)
     path = norm(args[0])
 
+    auth = os.environ.get("ZKLOCK_ZK_AUTH")
     zk = KazooClient(hosts=hosts, timeout=10.0, connection_retry={"max_tries": 3, "delay": 0.2},
-                     command_retry={"max_tries": 3, "delay": 0.2})
+                     command_retry={"max_tries": 3, "delay": 0.2},
+                     auth_data=[("digest", auth)] if auth else None)
     try:
         zk.start(timeout=CONNECT_TIMEOUT)
     except KazooTimeoutError:

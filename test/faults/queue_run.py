@@ -536,7 +536,9 @@ def cmd_zk(args):
     from kazoo.client import KazooClient
     from kazoo.exceptions import NoNodeError
     names = dict((v, k) for k, v in (x.split("=") for x in args.sysids.split(",")))
-    zk = KazooClient(hosts=args.hosts, timeout=10.0)
+    auth = os.environ.get("ZKLOCK_ZK_AUTH")   # run.py: the clusters' identity
+    zk = KazooClient(hosts=args.hosts, timeout=10.0,
+                     auth_data=[("digest", auth)] if auth else None)
     zk.start(timeout=10)
     try:
         def kids(path):

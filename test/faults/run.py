@@ -489,8 +489,10 @@ def main(argv):
         }
         if not args.no_auth:
             # one identity for both clusters (they share names), relative
-            # to each data directory; zkq.py and queue_run.py only read
+            # to each data directory; zkq.py and queue_run.py only read,
+            # with the same identity (zklock's nodes are private to it)
             settings["zklock.auth_file"] = "zk.auth"
+            os.environ["ZKLOCK_ZK_AUTH"] = "zklock-faults:faults-secret"
         for name, port in zip(("A", "B"), pg_ports):
             c = PgCluster(name, os.path.join(d, "pg" + name), port, ens.hosts, bindir, settings)
             clusters.append(c)
