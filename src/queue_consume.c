@@ -404,74 +404,11 @@ q_verified(int rc, const struct Stat *stat, const void *data)
 }
 
 /*
- * The no-progress guard fired (recipe.h): the queue's rounds went round
- * without a request or an answer.  Fail its waiters that hold and doubt
- * nothing, with XX000, and forget what the rounds left, so the next
- * request starts from a listing.
+ * Fail q's waiters that hold and doubt nothing (noauth_path set: 42501
+ * naming it; else XX000, the worker made no progress); keep the others.
  */
 static void
-q_no_progress(QState *q)
-{
-	List	   *keep = NIL;
-	ListCell   *lc;
-	char		state[256];
-	Waiter	   *first = q->waiters != NIL ? (Waiter *) linitial(q->waiters) : NULL;
-	ZkEntry    *fe = first ? zk_q_waiter_entry(first) : NULL;
-	MemoryContext old;
-
-	snprintf(state, sizeof(state),
-			 "%d waiters (the first %s%s), %d candidates, %d left, settled %d, again %d, lost race %d, flushing %d",
-			 list_length(q->waiters),
-			 fe == NULL ? "gone" : fe->try_only ? "a try" : "a wait",
-			 fe != NULL && fe->wal_unflushed ? " still flushing" : "",
-			 q->ncand, q->nrest, q->settled, q->again, q->lost_race,
-			 q->unflushed_wait);
-	zk_no_progress_report("queue", zk_log_name(q->name), state);
-	old = MemoryContextSwitchTo(zk_q_context());
-	foreach(lc, q->waiters)
-	{
-		Waiter	   *w = (Waiter *) lfirst(lc);
-		ZkEntry    *e = zk_q_waiter_entry(w);
-		int			held;
-		int			doubt;
-
-		if (e == NULL)
-		{
-			pfree(w);
-			continue;
-		}
-		zk_q_count_slots(e, &held, &doubt);
-		if (!e->released && held == 0 && doubt == 0 && e->outstanding == 0)
-		{
-			e->state = ZKE_DONE;
-			zk_fail(e, ERRCODE_INTERNAL_ERROR,
-					"the zklock worker made no progress serving this queue");
-			pfree(w);
-			continue;
-		}
-		keep = lappend(keep, w);
-	}
-	list_free(q->waiters);
-	q->waiters = keep;
-	MemoryContextSwitchTo(old);
-	if (q->unflushed_wait)
-		zk_q_nunflushed_wait--;
-	q->unflushed_wait = false;
-	q->settled = false;
-	q->rest_exact = false;
-	q->again = false;
-	q->ncand = 0;
-	zk_q_rest_free(q);
-}
-
-/*
- * ZooKeeper refused to list q's entries or taken for want of permission
- * (ZNOAUTH): the same credentials would be refused at every round, so
- * every waiter that holds and doubts nothing fails at once with 42501
- * naming path, instead of retrying until its timeout.
- */
-static void
-q_refused(QState *q, const char *path)
+fail_idle_waiters(QState *q, const char *noauth_path)
 {
 	List	   *keep = NIL;
 	ListCell   *lc;
@@ -493,7 +430,11 @@ q_refused(QState *q, const char *path)
 		if (!e->released && held == 0 && doubt == 0 && e->outstanding == 0)
 		{
 			e->state = ZKE_DONE;
-			zk_fail_noauth(e, path);
+			if (noauth_path != NULL)
+				zk_fail_noauth(e, noauth_path);
+			else
+				zk_fail(e, ERRCODE_INTERNAL_ERROR,
+						"the zklock worker made no progress serving this queue");
 			pfree(w);
 			continue;
 		}
@@ -502,6 +443,50 @@ q_refused(QState *q, const char *path)
 	list_free(q->waiters);
 	q->waiters = keep;
 	MemoryContextSwitchTo(old);
+}
+
+/*
+ * The no-progress guard fired (recipe.h): the queue's rounds went round
+ * without a request or an answer.  Fail its waiters that hold and doubt
+ * nothing, with XX000, and forget what the rounds left, so the next
+ * request starts from a listing.
+ */
+static void
+q_no_progress(QState *q)
+{
+	char		state[256];
+	Waiter	   *first = q->waiters != NIL ? (Waiter *) linitial(q->waiters) : NULL;
+	ZkEntry    *fe = first ? zk_q_waiter_entry(first) : NULL;
+
+	snprintf(state, sizeof(state),
+			 "%d waiters (the first %s%s), %d candidates, %d left, settled %d, again %d, lost race %d, flushing %d",
+			 list_length(q->waiters),
+			 fe == NULL ? "gone" : fe->try_only ? "a try" : "a wait",
+			 fe != NULL && fe->wal_unflushed ? " still flushing" : "",
+			 q->ncand, q->nrest, q->settled, q->again, q->lost_race,
+			 q->unflushed_wait);
+	zk_no_progress_report("queue", zk_log_name(q->name), state);
+	fail_idle_waiters(q, NULL);
+	if (q->unflushed_wait)
+		zk_q_nunflushed_wait--;
+	q->unflushed_wait = false;
+	q->settled = false;
+	q->rest_exact = false;
+	q->again = false;
+	q->ncand = 0;
+	zk_q_rest_free(q);
+}
+
+/*
+ * ZooKeeper refused to list q's entries or taken for want of permission
+ * (ZNOAUTH): the same credentials would be refused at every round, so
+ * every waiter that holds and doubts nothing fails at once with 42501
+ * naming path, instead of retrying until its timeout.
+ */
+static void
+q_refused(QState *q, const char *path)
+{
+	fail_idle_waiters(q, path);
 	q->settled = false;
 	q->rest_exact = false;
 	q->again = false;
