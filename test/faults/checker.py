@@ -495,12 +495,11 @@ def main(argv):
             and os.path.isdir(os.path.join(d, "zk")):
         # who lost it: ZooKeeper (a replica lacks or differs) or zklock (an old
         # session's request applied after its successor's)
+        # (evidence for the anomalies above, not an anomaly of its own: a deposed
+        # leader's proposals that were never committed stay in its log too; the
+        # canary's read-back decides whether an acknowledged write was lost)
         tfig, txn_lines = txnlogs.analyse(d, run, run["zk_sh"])
         fig.update(tfig)
-        if tfig["txnlog_diverged"] or tfig["txnlog_missing"] or tfig["txnlog_after_close"]:
-            anomalies.append("ZOOKEEPER'S TRANSACTION LOGS: %d zxids differ between servers, %d missing"
-                             " inside a server's logged range, %d applied after their session closed"
-                             % (tfig["txnlog_diverged"], tfig["txnlog_missing"], tfig["txnlog_after_close"]))
     fig["anomalies"] = anomalies
     fig["verdict"] = "FAIL" if anomalies else "PASS"
 
@@ -528,8 +527,12 @@ def main(argv):
               "txnlog_late_requests", "txnlog_after_close"):
         if k in fig:
             print("  %-28s %s" % (k, json.dumps(fig[k])))
-    for line in txn_lines:
-        print(line)
+    if txn_lines:
+        print("ZooKeeper's transaction logs (test/faults/txnlogs.py; ZOOKEEPER lines are the replicas'"
+              " logs disagreeing, evidence to weigh against the canary; zklock lines are an old"
+              " session's writes applied after its successor began):")
+    for line in txn_lines[:200]:
+        print("  " + line)
     for what, pairs in (("OVERLAP", overlaps), ("INVERSION", inversions)):
         for a, b in pairs[:10]:
             print("%s on %r:\n  %s\n  %s" % (what, a["name"], section_str(a, t0), section_str(b, t0)))

@@ -5,10 +5,13 @@ anyway), it reads every server's transaction logs (RUNDIR/zk/sN/data/version-2,
 kept by the run) with ZooKeeper's TxnLogToolkit and tells the two causes of a
 lost or duplicated item apart:
 
-  ZooKeeper's    a zxid that two servers logged with different contents
-                 (the replicas diverged), or a zxid inside one server's
-                 logged range that another server logged and this one lacks
-                 (a write the quorum acknowledged and this replica lost)
+  ZooKeeper's    a zxid that two servers logged with different contents,
+                 or a zxid inside one server's logged range that another
+                 server logged and this one lacks: the replicas' logs
+                 disagree.  That is evidence, not proof, of a lost write: a
+                 deposed leader's proposals that were never committed stay
+                 in its log too; the canary's read-back of every acknowledged
+                 write (zk_canary.py) is what proves a loss
   zklock's       a request of an old zklock session applied after the
                  session that succeeded it in the same cluster was created
                  (a late request: what issue 36 is about); listed with its
