@@ -43,13 +43,14 @@ my $kzq = { hosts => $quorum };
 my $BAR = '/zklock/barriers/lb';
 
 # the barrier's children, seen by the quorum
-sub kids { return sort(zk_children($kzq, $BAR)); }
+sub kids { my @k = sort(zk_children($kzq, $BAR)); return @k; }
+sub nkids { my @k = kids(); return scalar(@k); }
 
 # round 1
 ok(defined zkq($kzq, 'create', "$BAR/f1"), 'a foreign member f1');
 my $m1 = new_session($A, name => 'm1');
 $m1->send("SELECT zk_barrier_enter('lb', 3, '60s')");
-ok(wait_until(sub { scalar(kids()) == 2 }, 20), 'A\'s member m1 waits beside f1');
+ok(wait_until(sub { nkids() == 2 }, 20), 'A\'s member m1 waits beside f1');
 ok($m1->running, 'm1 is not through: two members of three');
 
 like(bh('mute'), qr/^ok/, 'server 3\'s requests to its leader wait (it still applies commits)');
@@ -72,14 +73,14 @@ ok(wait_until(sub {
 $m1->quit;
 zkq($kzq, 'delete', "$BAR/f1");
 zkq($kzq, 'delete', "$BAR/f2");
-ok(wait_until(sub { scalar(kids()) == 0 }, 10), 'round 1 is over: nobody is in')
+ok(wait_until(sub { nkids() == 0 }, 10), 'round 1 is over: nobody is in')
   or diag join(' ', kids());
 
 # round 2: two members of three
 ok(defined zkq($kzq, 'create', "$BAR/f3"), 'round 2: a foreign member f3');
 my $m3 = new_session($A, name => 'm3');
 $m3->send("SELECT zk_barrier_enter('lb', 3, '60s')");
-ok(wait_until(sub { scalar(kids()) == 2 }, 10), 'A\'s member m3 waits beside f3');
+ok(wait_until(sub { nkids() == 2 }, 10), 'A\'s member m3 waits beside f3');
 my $held = time() - $t0;
 note sprintf('the link was muted for %.1f s', $held);
 cmp_ok($held, '<', 25, 'within syncLimit x tickTime and the session timeout');
