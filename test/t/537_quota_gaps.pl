@@ -10,6 +10,20 @@
 #      role that still owes, the next role is refused (53400, hint), and
 #      nothing of its write reaches ZooKeeper; the first role's backlog is
 #      still in zk_quotas (its debt was not forgotten to make room).
+#   B. Count before listing (item 4), zklock.max_children = 20: another
+#      client puts 25 children under a barrier a member has entered, and
+#      under a queue's node: zk_barrier_leave and zk_queue_drop fail at once
+#      with 54000 (hint names the setting) instead of listing them; the
+#      member's node is gone, the queue's nodes are all there.
+#   C. Semaphore pools go with their last lease, and are charged (item 1):
+#      a role takes and releases 30 distinct semaphores: ZooKeeper keeps no
+#      node of them, and zk_quotas shows the creates charged; two sessions
+#      in one pool: the first release leaves the pool (the other's lease is
+#      in it), the second deletes it; taken again, it is created again.
+#   D. Lock churn is charged (item 2): at 16 kB/s (burst 64 kB) 400 lock
+#      cycles of new names are paced by the rate (256 bytes each: 256 at
+#      once, the rest at 64 a second), and charged in zk_quotas; at the
+#      default rate 400 cycles do not wait at all.
 
 use strict;
 use warnings FATAL => 'all';
@@ -35,7 +49,116 @@ sub q1
 }
 
 sub qpath { return q1("SELECT zk_path('queue', '$_[0]')"); }
+
+# Another client (kazoo) creates children $prefix1..$prefix$n under $path
+sub foreign_children
+{
+	my ($path, $prefix, $n) = @_;
+	my $py = 'import sys, logging; logging.basicConfig(level=logging.CRITICAL)
+from kazoo.client import KazooClient
+zk = KazooClient(hosts=sys.argv[1]); zk.start(timeout=10)
+for i in range(1, int(sys.argv[4]) + 1):
+    zk.create("%s/%s%d" % (sys.argv[2], sys.argv[3], i), b"x", makepath=True)
+zk.stop()';
+	system($ZkLockTest::PYTHON, '-c', $py, $zk->{hosts}, $path, $prefix, $n) == 0
+	  or die "kazoo could not create the children of $path";
+}
 sub items { return zk_count($zk, qpath($_[0]) . '/entries'); }
+
+#
+# B. count before listing
+#
+$node->safe_psql('postgres',
+	"ALTER SYSTEM SET zklock.max_children = 20; SELECT pg_reload_conf()");
+sleep 0.5;
+my $b = new_session($node, name => 'barrier');
+is($b->query_safe("SELECT zk_barrier_enter('lb', 1, '10 s')"), 't', 'B: a member enters barrier lb');
+my $bpath = q1("SELECT zk_path('barrier', 'lb')");
+foreign_children($bpath, 'f', 25);
+my $t0 = time;
+my $r = $b->query("SELECT zk_barrier_leave('lb', '4 s')");
+my $took = time - $t0;
+is($r->{sqlstate}, '54000', 'B: zk_barrier_leave past zklock.max_children: 54000') or diag $r->{err};
+like($r->{err}, qr/HINT:.*zklock\.max_children/, 'B: hint names zklock.max_children') or diag $r->{err};
+ok($took < 3, sprintf('B: at once (%.2f s), not after the timeout', $took));
+ok(wait_until(sub { (grep { !/^(f\d+|ready)$/ } zk_children($zk, $bpath)) == 0 }, 10, 0.2),
+	'B: the member\'s node is gone from ZooKeeper')
+  or diag join(' ', zk_children($zk, $bpath));
+$b->quit;
+
+my $dq = qpath('dq');
+foreign_children($dq, 'f', 25);
+$r = one_shot($node, "SELECT zk_queue_drop('dq')");
+is($r->{sqlstate}, '54000', 'B: zk_queue_drop past zklock.max_children: 54000') or diag $r->{err};
+like($r->{err}, qr/HINT:.*zklock\.max_children/, 'B: hint names zklock.max_children') or diag $r->{err};
+is(zk_count($zk, $dq), 25, 'B: nothing was deleted');
+$node->safe_psql('postgres',
+	"ALTER SYSTEM RESET zklock.max_children; SELECT pg_reload_conf()");
+
+#
+# C. semaphore pools go with their last lease, and are charged
+#
+$node->safe_psql('postgres', q{
+CREATE ROLE sem537 LOGIN; SELECT zk_grant('semaphore', 'sem537');
+CREATE ROLE lk537 LOGIN; SELECT zk_grant('lock', 'lk537');
+CREATE ROLE lkd537 LOGIN; SELECT zk_grant('lock', 'lkd537');
+ALTER ROLE lk537 SET zklock.max_write_rate = '16kB';
+ALTER ROLE lk537 SET zklock.max_write_burst = '64kB';
+});
+my $sem = new_session($node, name => 'sem', user => 'sem537');
+$r = $sem->query(q{DO $$ BEGIN FOR i IN 1..30 LOOP
+  PERFORM zk_try_session_semaphore('s' || i, 2); PERFORM zk_semaphore_release('s' || i);
+END LOOP; END $$});
+is($r->{sqlstate}, '00000', 'C: a role takes and releases 30 semaphores') or diag $r->{err};
+ok(wait_until(sub { zk_count($zk, '/zklock/semaphores') == 0 }, 10, 0.2),
+	'C: ZooKeeper keeps no node of them (pools and leases gone)')
+  or diag join(' ', zk_children($zk, '/zklock/semaphores'));
+my $w = q1("SELECT bytes_written FROM zk_quotas WHERE role = 'sem537'");
+ok($w =~ /^\d+$/ && $w >= 30 * 3 * 256, "C: the creates are charged to the role's write rate ($w bytes)");
+
+my $sem2 = new_session($node, name => 'sem2', user => 'sem537');
+is($sem->query_safe("SELECT zk_try_session_semaphore('two', 2)"), 't', 'C: one session takes a lease of two');
+is($sem2->query_safe("SELECT zk_try_session_semaphore('two', 2)"), 't', 'C: another takes the other');
+my $pool = q1("SELECT zk_path('semaphore', 'two')");
+is(zk_count($zk, $pool), 2, 'C: ZooKeeper holds both leases');
+$sem->query_safe("SELECT zk_semaphore_release('two')");
+ok(wait_until(sub { zk_count($zk, $pool) == 1 }, 10, 0.2), 'C: the first release deletes its lease');
+sleep 0.5;
+ok(zk_exists($zk, $pool), 'C: the pool stays while the other lease is in it');
+is($sem->query_safe("SELECT zk_try_session_semaphore('two', 2)"), 't', 'C: taken again');
+$sem->query_safe("SELECT zk_semaphore_release('two')");
+$sem2->query_safe("SELECT zk_semaphore_release('two')");
+ok(wait_until(sub { !zk_exists($zk, $pool) }, 10, 0.2), 'C: the last release deletes the pool');
+is($sem2->query_safe("SELECT zk_try_session_semaphore('two', 2)"), 't', 'C: a new take creates it again');
+is(zk_count($zk, $pool), 1, 'C: with its lease');
+$sem2->query_safe("SELECT zk_semaphore_release('two')");
+$sem->quit;
+$sem2->quit;
+
+#
+# D. lock churn is charged
+#
+my $churn = q{DO $$ BEGIN FOR i IN 1..400 LOOP
+  PERFORM zk_try_session_lock('c' || i); PERFORM zk_unlock('c' || i);
+END LOOP; END $$};
+my $ld = new_session($node, name => 'lkd', user => 'lkd537');
+$t0 = time;
+$r = $ld->query($churn, 60);
+my $fast = time - $t0;
+is($r->{sqlstate}, '00000', 'D: at the default rate, 400 lock cycles') or diag $r->{err};
+is(q1("SELECT writes_refused || '|' || (bytes_written >= 400 * 256) FROM zk_quotas WHERE role = 'lkd537'"),
+	'0|t', 'D: charged, none refused');
+$ld->quit;
+my $lk = new_session($node, name => 'lk', user => 'lk537');
+$t0 = time;
+$r = $lk->query($churn, 60);
+$took = time - $t0;
+is($r->{sqlstate}, '00000', 'D: at 16 kB/s, 400 lock cycles go through') or diag $r->{err};
+ok($took > 1.5 && $took > $fast + 1,
+	sprintf('D: paced by the rate: %.2f s (%.2f s at the default rate; 256 at once, 144 at 64 a second)', $took, $fast));
+$w = q1("SELECT bytes_written FROM zk_quotas WHERE role = 'lk537'");
+ok($w =~ /^\d+$/ && $w >= 400 * 256, "D: charged to the role ($w bytes)");
+$lk->quit;
 
 #
 # A. slots that owe are never reused
