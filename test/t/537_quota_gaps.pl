@@ -24,6 +24,11 @@
 #      cycles of new names are paced by the rate (256 bytes each: 256 at
 #      once, the rest at 64 a second), and charged in zk_quotas; at the
 #      default rate 400 cycles do not wait at all.
+#   E. Kept items in flight (item 5): zklock.max_kept_items = 3, four
+#      sessions each enqueue 2 items and COMMIT at the same instant: one
+#      transaction goes, the others fail with 53400, and ZooKeeper holds 2
+#      items (the worker counts the publications it has let through but
+#      not yet applied).
 
 use strict;
 use warnings FATAL => 'all';
@@ -159,6 +164,25 @@ ok($took > 1.5 && $took > $fast + 1,
 $w = q1("SELECT bytes_written FROM zk_quotas WHERE role = 'lk537'");
 ok($w =~ /^\d+$/ && $w >= 400 * 256, "D: charged to the role ($w bytes)");
 $lk->quit;
+
+#
+# E. kept items in flight
+#
+my @kp = map { new_session($node, name => "kept$_") } 1 .. 4;
+for my $k (0 .. $#kp)
+{
+	$kp[$k]->query_safe("SET zklock.max_kept_items = 3; BEGIN; "
+		  . "SELECT zk_enqueue('race', 'r$k-' || i) FROM generate_series(1, 2) i");
+}
+$_->send('COMMIT') for @kp;
+my @st = map { $_->wait(60)->{sqlstate} } @kp;
+my $went = grep { $_ eq '00000' } @st;
+my $refused53400 = grep { $_ eq '53400' } @st;
+note "E: COMMITs: @st";
+is(items('race'), 2, 'E: ZooKeeper holds the 2 items of one transaction (max_kept_items 3)');
+is($went, 1, 'E: one COMMIT went');
+is($refused53400, 3, 'E: the three others failed with 53400');
+$_->quit for @kp;
 
 #
 # A. slots that owe are never reused
