@@ -152,7 +152,7 @@ $r = $ld->query($churn, 60);
 my $fast = time - $t0;
 is($r->{sqlstate}, '00000', 'D: at the default rate, 400 lock cycles') or diag $r->{err};
 is(q1("SELECT writes_refused || '|' || (bytes_written >= 400 * 256) FROM zk_quotas WHERE role = 'lkd537'"),
-	'0|t', 'D: charged, none refused');
+	'0|true', 'D: charged, none refused');
 $ld->quit;
 my $lk = new_session($node, name => 'lk', user => 'lk537');
 $t0 = time;
