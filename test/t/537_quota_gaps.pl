@@ -159,8 +159,8 @@ $t0 = time;
 $r = $lk->query($churn, 60);
 $took = time - $t0;
 is($r->{sqlstate}, '00000', 'D: at 16 kB/s, 400 lock cycles go through') or diag $r->{err};
-ok($took > 1.5 && $took > $fast + 1,
-	sprintf('D: paced by the rate: %.2f s (%.2f s at the default rate; 256 at once, 144 at 64 a second)', $took, $fast));
+ok($took >= 2.0,
+	sprintf('D: paced by the rate: %.2f s, at least the 2.25 s that 144 cycles take at 64 a second (%.2f s at the default rate)', $took, $fast));
 $w = q1("SELECT bytes_written FROM zk_quotas WHERE role = 'lk537'");
 ok($w =~ /^\d+$/ && $w >= 400 * 256, "D: charged to the role ($w bytes)");
 $lk->quit;
