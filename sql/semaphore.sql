@@ -58,10 +58,12 @@ COMMIT;
 SELECT * FROM dblink_get_result('other') AS t(s text, ok boolean);
 -- the number of leases is fixed while the pool exists (a lease is held):
 -- another is refused, changing nothing
-SELECT * FROM dblink('other', $$SELECT zk_try_session_semaphore('regress_sem', 2)$$) AS t(ok boolean);
+SELECT dblink_connect('holder', 'dbname=' || current_database());
+SELECT * FROM dblink('holder', $$SELECT zk_try_session_semaphore('regress_sem', 2)$$) AS t(ok boolean);
 SELECT zk_try_semaphore('regress_sem', 3);
 \echo :LAST_ERROR_SQLSTATE
-SELECT * FROM dblink('other', $$SELECT zk_semaphore_release('regress_sem')$$) AS t(ok boolean);
+SELECT * FROM dblink('holder', $$SELECT zk_semaphore_release('regress_sem')$$) AS t(ok boolean);
+SELECT dblink_disconnect('holder');
 -- bad input
 SELECT zk_semaphore(NULL, 1);
 \echo :LAST_ERROR_SQLSTATE
