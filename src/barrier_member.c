@@ -691,7 +691,62 @@ leave_listed(int rc, const struct String_vector *sv, const void *ctx)
 	COMPLETION_END(e);
 }
 
-/* List e's barrier to decide how the leaving member waits (leave_listed) */
+/*
+ * Completion of the zoo_aexists sent by leave_list(): the barrier's stat
+ * counts its children before they are listed (zklock.max_children, issue
+ * 35).  Past the bound the member fails with 54000 (its node goes when the
+ * owner lets the entry go); else the children are listed (leave_listed).
+ */
+static void
+leave_counted(int rc, const struct Stat *stat, const void *ctx)
+{
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		char		msg[ZKLOCK_ERRMSG_MAX];
+		char		dir[ZK_PATH_MAX];
+
+		e = zk_entry_of(ctx);
+		if (e != NULL && e->list_inflight)
+		{
+			if (e->released || e->step.barrier != ZKB_LEAVE)
+			{
+				e->list_inflight = false;
+				member_step(e);
+			}
+			else if (rc == ZOK &&
+					 zk_children_over(stat, "The barrier", msg, sizeof(msg)))
+			{
+				e->list_inflight = false;
+				e->step.barrier = ZKB_LEFT;
+				zk_fail(e, ERRCODE_PROGRAM_LIMIT_EXCEEDED, msg);
+			}
+			else if (rc == ZOK || rc == ZNONODE || zk_rc_definite(rc))
+			{
+				/* leave_listed answers a missing node, or the error */
+				zk_barrier_path("barriers", e->name, dir, sizeof(dir));
+				if (!zk_session_usable() ||
+					zoo_aget_children(zk_zh, dir, 0, leave_listed, zk_ctx_of(e)) != ZOK)
+				{
+					e->list_inflight = false;
+					zk_retry_later(e);
+				}
+			}
+			else
+			{
+				e->list_inflight = false;
+				zk_retry_later(e);
+			}
+		}
+	}
+	COMPLETION_END(e);
+}
+
+/*
+ * Count, then list e's barrier to decide how the leaving member waits
+ * (leave_counted, leave_listed)
+ */
 static void
 leave_list(ZkEntry *e)
 {
@@ -704,7 +759,7 @@ leave_list(ZkEntry *e)
 		return;
 	}
 	zk_barrier_path("barriers", e->name, dir, sizeof(dir));
-	rc = zoo_aget_children(zk_zh, dir, 0, leave_listed, zk_ctx_of(e));
+	rc = zoo_aexists(zk_zh, dir, 0, leave_counted, zk_ctx_of(e));
 	if (rc == ZOK)
 		e->list_inflight = true;
 	else

@@ -417,6 +417,13 @@ extern void *zk_quota_rates_area(void);
 /* quota.c: what one role writes into ZooKeeper (zklock.max_write_rate) */
 extern Size zk_role_rates_size(int slots);
 extern void zk_quota_charge_write(Size bytes, const char *what);
+/*
+ * What one node zklock creates for a session (a lock's contender, a
+ * semaphore's lease or pool, a barrier's member) is charged to the role's
+ * write rate: its create and its delete, in ZooKeeper's log, about 128 bytes
+ * each.  At the defaults a role creates 4,096 at once, then 1,024 a second.
+ */
+#define ZK_NODE_CHARGE	256
 extern void zk_enqueue(ZkEntry *e);
 extern uint32 zk_dequeue(void);
 extern void zk_release_push(ZkEntry *e);
