@@ -56,6 +56,7 @@
 
 #define ZKLOCK_NO_ENTRY			((uint32) 0xFFFFFFFF)
 #define ZK_OWN_EARLIER			15	/* earlier own runs remembered (history.c) */
+#define ZK_LEFT_RUNS_MAX		512	/* zk_ctl->left_runs: about 14 run names */
 
 /* Connection state of the worker's ZooKeeper session, as shown by zk_status */
 typedef enum ZkConnState
@@ -336,6 +337,11 @@ typedef struct ZkControl
 	uint64		own_earlier[ZK_OWN_EARLIER];	/* ... and the ones before
 												 * it, latest first, 0 after
 												 * the last */
+	char		left_runs[ZK_LEFT_RUNS_MAX];	/* dead runs of this cluster
+												 * whose queue nodes the last
+												 * settling pass left alone,
+												 * "<sysid>-<run>", comma
+												 * separated (history.c) */
 	int			acl_problems;	/* nodes found open to others since the
 								 * last full check (aclcheck.c) */
 	char		acl_problem[ZKLOCK_PARENT_MAX + 1];	/* the last of them */
