@@ -389,6 +389,8 @@ write_done(int rc, const void *data)
 
 	COMPLETION_BEGIN
 	{
+		char		refused[ZKLOCK_PARENT_MAX + 1];
+
 		e = call_entry(c);
 		if (e != NULL && e->create_inflight)
 		{
@@ -397,8 +399,8 @@ write_done(int rc, const void *data)
 				zk_entry_free(e);
 			else if (rc == ZOK)
 				answer_ours(e, e->step.nsclaim != ZKN_JOIN);
-			else if (!zk_rc_definite(rc) || rc == ZNODEEXISTS ||
-					 rc == ZBADVERSION || (rc == ZNONODE && e->step.nsclaim != ZKN_CLAIM))
+			else if (!zk_rc_definite(rc) || rc == ZNODEEXISTS || rc == ZBADVERSION ||
+					 (rc == ZNONODE && !zk_parent_refused(c->path, refused, sizeof(refused))))
 				read_again(e);	/* what is there now decides */
 			else
 				zk_fail_rc(e, rc, c->path, ERRCODE_CONNECTION_FAILURE, zerror(rc));
