@@ -732,7 +732,9 @@ ask_worker(const char *ns, ZkNsClaimOp op, Oid *owner, char *why, size_t whylen)
 	ZkEntry    *e;
 	int			outcome;
 	char	   *dbname = get_database_name(MyDatabaseId);
-	char	   *what = psprintf("check the claim of namespace \"%s\"", ns);
+	char	   *what = psprintf(op == ZKN_CLAIM ? "check the claim of namespace \"%s\"" :
+							op == ZKN_JOIN ? "add this database to the claim of namespace \"%s\"" :
+							"take namespace \"%s\" over for this database", ns);
 
 	let_go();
 	zk_next_entry_unqualified = true;
