@@ -10,9 +10,10 @@
 # 1. bob creates database etl; a superuser installs zklock in it.  bob's
 #    first call claims namespace etl: ZooKeeper holds one node
 #    namespaces/etl@<sysid A> naming bob's database's OID, with the digest
-#    ACL only (kazoo without credentials cannot read it).  bob holds lock
-#    "job" and commits an item in queue "jobs".
-# 2. The attack: bob renames etl to bobdb (it keeps the record 'etl'),
+#    ACL only (kazoo without credentials cannot read it).  bob commits an
+#    item in queue "jobs".
+# 2. The attack: bob renames etl to bobdb (it keeps the record 'etl') and
+#    holds lock "job" from a session there,
 #    carol creates a new etl and a superuser installs zklock there (it
 #    records 'etl' too).  carol's calls fail with 55000 "namespace "etl"
 #    belongs to another database of this cluster", the detail naming bob's
@@ -105,9 +106,8 @@ is($r->{sqlstate}, '00000', 'bob (CREATEDB) creates database etl') or diag $r->{
 install($A, 'etl', 'bob');
 my $bob_oid = oid_of('etl');
 is(registry(), 'nonode', 'nothing is claimed before a call uses the namespace');
-my $bob = new_session($A, name => 'bob', dbname => 'etl', user => 'bob');
-like($bob->query_safe("SELECT zk_session_lock('job')"), qr/^\d+$/, 'bob holds lock job');
-$bob->query_safe("BEGIN; SELECT zk_enqueue('jobs', 'bob-secret'); COMMIT");
+$r = run('etl', "BEGIN; SELECT zk_enqueue('jobs', 'bob-secret'); COMMIT", 'bob');
+is($r->{sqlstate}, '00000', 'bob commits an item in queue jobs') or diag $r->{err};
 is(zk_count($zk, '/zklock/queues/etl:jobs/entries'), 1, 'ZooKeeper: bob\'s item under etl:jobs');
 is(registry(), "ls etl\@$sysA", 'ZooKeeper: the registry holds one claim, etl@<sysid>');
 like(claim('etl'), qr/^data \{"v":1,"datoids":"$bob_oid","datname":"etl","mac":"[0-9a-f]{64}"\}$/,
@@ -121,6 +121,8 @@ is($kz->cmd('acl /zklock/namespaces'), "acl digest:$digest:cdrwa", 'nor create o
 #
 $r = run('postgres', 'ALTER DATABASE etl RENAME TO bobdb', 'bob');
 is($r->{sqlstate}, '00000', 'bob renames etl to bobdb (it keeps namespace etl)') or diag $r->{err};
+my $bob = new_session($A, name => 'bob', dbname => 'bobdb', user => 'bob');
+like($bob->query_safe("SELECT zk_session_lock('job')"), qr/^\d+$/, 'bob holds lock job (in namespace etl)');
 $r = run('postgres', 'CREATE DATABASE etl', 'carol');
 is($r->{sqlstate}, '00000', 'carol (CREATEDB) creates a new database etl') or diag $r->{err};
 install($A, 'etl', 'carol');
