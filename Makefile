@@ -10,6 +10,7 @@ OBJS = \
 	src/shmem.o \
 	src/quota.o \
 	src/names.o \
+	src/nsclaim.o \
 	src/worker.o \
 	src/worker_base.o \
 	src/batch.o \
