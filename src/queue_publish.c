@@ -1268,6 +1268,8 @@ pub_total_done(int rc, const char *value, int value_len,
 
 		if (read)
 			zk_kept_store(nodes, bytes);
+		else if (rc == ZNONODE)
+			zk_kept_request();	/* the quota is gone: set it up again */
 		e = zk_entry_of(t->ectx);
 		if (e != NULL && e->outstanding > 0)
 		{
