@@ -199,10 +199,10 @@ zk_kept_over(int64 nodes, int64 bytes, int64 add_nodes, int64 add_bytes,
 	if ((maxb > 0 && bytes + add_bytes > maxb) ||
 		(zk_max_kept_nodes > 0 && nodes + add_nodes > zk_max_kept_nodes))
 	{
+		/* short: it travels in an entry's errmsg (ZKLOCK_ERRMSG_MAX) */
 		snprintf(msg, len,
-				 "ZooKeeper keeps " INT64_FORMAT " nodes and " INT64_FORMAT " bytes of data under %s; this adds up to " INT64_FORMAT " nodes and " INT64_FORMAT " bytes; zklock.max_kept_nodes is %d and zklock.max_kept_bytes is " INT64_FORMAT " bytes",
-				 nodes, bytes, zk_root, add_nodes, add_bytes,
-				 zk_max_kept_nodes, maxb);
+				 INT64_FORMAT " nodes and " INT64_FORMAT " bytes kept, up to " INT64_FORMAT " nodes and " INT64_FORMAT " bytes more; zklock.max_kept_nodes is %d, zklock.max_kept_bytes " INT64_FORMAT,
+				 nodes, bytes, add_nodes, add_bytes, zk_max_kept_nodes, maxb);
 		return true;
 	}
 	return false;
@@ -535,7 +535,8 @@ zk_kept_error(const char *msg)
 	ereport(ERROR,
 			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 			 errmsg("zookeeper keeps as much zklock data as zklock.max_kept_bytes and zklock.max_kept_nodes allow"),
-			 errdetail("%s; nothing of this write was sent.", msg),
+			 errdetail("ZooKeeper counts under %s (zklock.root): %s; nothing of this write was sent.",
+					   zk_root, msg),
 			 errhint("Consume or drop queue items (zk_dequeue, zk_queue_purge, zk_queue_drop) or reset arrivals to make room, or ask a superuser to raise zklock.max_kept_bytes or zklock.max_kept_nodes (doc/limits.md).")));
 }
 

@@ -183,7 +183,7 @@ is($r->{sqlstate}, '53400', "after $committed COMMITs of 225 kB the next is refu
 ok($committed >= 7 && $committed <= 9, "the bound let 7 to 9 of them in ($committed)");
 like($r->{err}, qr/zookeeper keeps as much zklock data as zklock\.max_kept_bytes and zklock\.max_kept_nodes allow/,
 	'the message says why');
-like($r->{err}, qr/DETAIL:.*ZooKeeper keeps \d+ nodes and \d+ bytes of data under \/zklock; this adds up to 16 nodes and \d+ bytes.*zklock\.max_kept_bytes is 2097152 bytes/s,
+like($r->{err}, qr/DETAIL:  ZooKeeper counts under \/zklock \(zklock\.root\): \d+ nodes and \d+ bytes kept, up to 16 nodes and \d+ bytes more; zklock\.max_kept_nodes is 500000, zklock\.max_kept_bytes 2097152; nothing of this write was sent/,
 	'the detail has the figures');
 like($r->{err}, qr/HINT:.*Consume or drop queue items.*zklock\.max_kept_bytes/s,
 	'the hint says to consume and names the setting');
