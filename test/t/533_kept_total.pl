@@ -19,7 +19,8 @@
 #      refused transaction is there, and the stats match the real nodes.
 #      Another role's lock + COMMIT still works.
 #   4. Consuming two queues frees room: the producer's COMMIT works again.
-#   5. A transaction larger than the bound by itself fails with 54000.
+#   5. A transaction larger than the bound by itself fails with 54000; over
+#      the bound a lease write is refused (53400), a lock still works.
 
 use strict;
 use warnings FATAL => 'all';
@@ -229,6 +230,13 @@ $r = $p->query(sprintf($fill, 'k20'));
 is($r->{sqlstate}, '54000', 'a transaction of 225 kB alone: 54000') or diag $r->{err};
 like($r->{err}, qr/HINT:.*zklock\.max_kept_bytes/, 'hint names zklock.max_kept_bytes');
 is(zk_count($zk, '/zklock/queues/k20/entries'), 0, 'nothing written');
+# 1.8 MB kept, 100 kB allowed: a lease write is refused from the totals
+# the worker read last; a lock still works
+$r = one_shot($node, "SELECT zk_try_lease('l533', '1 min', 'holder')");
+is($r->{sqlstate}, '53400', 'over the bound, a lease write is refused (53400)') or diag $r->{err};
+is(zk_count($zk, '/zklock/leases'), 0, 'and writes nothing');
+$r = one_shot($node, "BEGIN; SELECT zk_lock('x533', '5s'); COMMIT");
+is($r->{sqlstate}, '00000', 'a lock + COMMIT still works') or diag $r->{err};
 
 $p->quit;
 $o->quit;
