@@ -56,9 +56,14 @@ SELECT zk_semaphore('regress_sem1', 1, '30s');
 SELECT count(*) AS holders FROM zk_semaphore_holders('regress_sem1');
 COMMIT;
 SELECT * FROM dblink_get_result('other') AS t(s text, ok boolean);
--- the number of leases is fixed once: another is refused, changing nothing
+-- the number of leases is fixed while the pool exists (a lease is held):
+-- another is refused, changing nothing
+SELECT dblink_connect('holder', 'dbname=' || current_database());
+SELECT * FROM dblink('holder', $$SELECT zk_try_session_semaphore('regress_sem', 2)$$) AS t(ok boolean);
 SELECT zk_try_semaphore('regress_sem', 3);
 \echo :LAST_ERROR_SQLSTATE
+SELECT * FROM dblink('holder', $$SELECT zk_semaphore_release('regress_sem')$$) AS t(ok boolean);
+SELECT dblink_disconnect('holder');
 -- bad input
 SELECT zk_semaphore(NULL, 1);
 \echo :LAST_ERROR_SQLSTATE

@@ -663,6 +663,11 @@ zk_new_entry(ZkKind kind, const char *name, int len, ZkMode mode, ZkScope scope,
 	Oid			role;
 	int			role_quota;
 
+	/* the node it creates, charged before anything is sent (quota.c) */
+	if (kind == ZKK_LOCK || kind == ZKK_BMEMBER)
+		zk_quota_charge_write(ZK_NODE_CHARGE, kind == ZKK_LOCK ?
+							  "A lock's node" : "A barrier member's node");
+
 	if (kind == ZKK_LOCK)
 		zk_build_node_data(data, sizeof(data));
 	else

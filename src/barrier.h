@@ -48,6 +48,7 @@ typedef struct ZkArrivalRec
 } ZkArrivalRec;
 
 #define ZKB_READY			"ready"
+#define ZKB_READY_CHECKS	32	/* members a create of ready checks */
 
 /* barrier_backend.c: what the SQL functions (barrier_sql.c) call */
 extern bool zk_barrier_enter_member(const char *name, int len, int32 parties,

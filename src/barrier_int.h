@@ -30,6 +30,11 @@ typedef struct BObj
 	bool		retry;			/* probe once the session is usable */
 	/* the last probe of a barrier */
 	int			members;
+	char	   *rmembers;		/* up to ZKB_READY_CHECKS of its members'
+								 * names, NUL-separated (in zk_b_context):
+								 * the create of ready checks they are all
+								 * still there (barrier_evaluate) */
+	int			nrmembers;
 	int64		ready_czxid;	/* 0: no ready */
 	int32		ready_version;
 	bool		rwatching;		/* an exists watch of ours may be set on

@@ -154,6 +154,7 @@ member_send_delete(ZkEntry *e)
 }
 
 static void member_create_answered(ZkEntry *e, int rc, const struct Stat *stat);
+static void member_send_owner(ZkEntry *e);
 
 /* Completion of the create member_send_create() handed to the batch */
 static void
@@ -184,12 +185,19 @@ member_created(int rc, const char *value, const struct Stat *stat, const void *c
 /*
  * The answer to e's create (member_created), the create no longer in
  * flight.  A ZNONODE: the barrier's node (a container) or its parents are
- * gone.  ZNODEEXISTS: ours, by name, from a try whose reply was lost.
+ * gone.  ZNODEEXISTS: ours, by name, from a try whose reply was lost, or
+ * an earlier session's (member_owner_read).
  */
 static void
 member_create_answered(ZkEntry *e, int rc, const struct Stat *stat)
 {
-	if (rc == ZOK || rc == ZNODEEXISTS)
+	if (rc == ZNODEEXISTS)
+	{
+		/* ours, or an earlier session's: ask (member_owner_read) */
+		member_send_owner(e);
+		return;
+	}
+	if (rc == ZOK)
 	{
 		e->in_doubt = false;
 		strlcpy(e->node, e->guid, sizeof(e->node));
@@ -227,6 +235,85 @@ member_create_answered(ZkEntry *e, int rc, const struct Stat *stat)
 			zk_fail_rc(e, rc, mpath, ERRCODE_CONNECTION_FAILURE, msg);
 		}
 	}
+}
+
+/*
+ * Completion of the delete member_owner_read() sent: the node of an earlier
+ * session is gone (or was already): create ours again.
+ */
+static void
+member_stale_deleted(int rc, const void *ctx)
+{
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = zk_entry_of(ctx);
+		if (e != NULL && e->delete_inflight)
+		{
+			e->delete_inflight = false;
+			if (rc == ZOK || rc == ZNONODE || rc == ZBADVERSION)
+				e->node[0] = '\0';
+			member_step(e);
+		}
+	}
+	COMPLETION_END(e);
+}
+
+/*
+ * Completion of the exists member_send_owner() sent: whose is the member
+ * node a create found there?  This session's (a try whose reply was lost):
+ * ours.  An earlier session's (closed by a change of zklock.hosts or a
+ * worker exit, or given up, while ZooKeeper had not ended it yet): that node
+ * goes with that session, and the member would stop counting, unseen, while
+ * its backend still is one; so it is deleted (at the version read) and ours
+ * created.  Gone meanwhile: created again.
+ */
+static void
+member_owner_read(int rc, const struct Stat *stat, const void *ctx)
+{
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		e = zk_entry_of(ctx);
+		if (e != NULL && e->list_inflight)
+		{
+			e->list_inflight = false;
+			if (rc == ZOK && stat != NULL && zk_cur_session != 0 &&
+				(uint64) stat->ephemeralOwner == zk_cur_session)
+				member_create_answered(e, ZOK, NULL);	/* ours */
+			else if (rc == ZOK && stat != NULL && zk_session_usable())
+			{
+				char		path[ZK_PATH_MAX];
+
+				member_path(e, e->guid, path, sizeof(path));
+				if (zoo_adelete(zk_zh, path, stat->version, member_stale_deleted,
+								zk_ctx_of(e)) == ZOK)
+					e->delete_inflight = true;
+				else
+					zk_retry_later(e);
+			}
+			else if (rc == ZNONODE)
+				member_step(e); /* node[0] still empty: created again */
+			else
+				zk_retry_later(e);
+		}
+	}
+	COMPLETION_END(e);
+}
+
+/* Ask whose the member node is that e's create found there */
+static void
+member_send_owner(ZkEntry *e)
+{
+	char		path[ZK_PATH_MAX];
+
+	member_path(e, e->guid, path, sizeof(path));
+	if (zoo_aexists(zk_zh, path, 0, member_owner_read, zk_ctx_of(e)) == ZOK)
+		e->list_inflight = true;
+	else
+		zk_retry_later(e);
 }
 
 /* our member's czxid, when the create's reply did not tell it */
@@ -604,7 +691,62 @@ leave_listed(int rc, const struct String_vector *sv, const void *ctx)
 	COMPLETION_END(e);
 }
 
-/* List e's barrier to decide how the leaving member waits (leave_listed) */
+/*
+ * Completion of the zoo_aexists sent by leave_list(): the barrier's stat
+ * counts its children before they are listed (zklock.max_children, issue
+ * 35).  Past the bound the member fails with 54000 (its node goes when the
+ * owner lets the entry go); else the children are listed (leave_listed).
+ */
+static void
+leave_counted(int rc, const struct Stat *stat, const void *ctx)
+{
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		char		msg[ZKLOCK_ERRMSG_MAX];
+		char		dir[ZK_PATH_MAX];
+
+		e = zk_entry_of(ctx);
+		if (e != NULL && e->list_inflight)
+		{
+			if (e->released || e->step.barrier != ZKB_LEAVE)
+			{
+				e->list_inflight = false;
+				member_step(e);
+			}
+			else if (rc == ZOK &&
+					 zk_children_over(stat, "The barrier", msg, sizeof(msg)))
+			{
+				e->list_inflight = false;
+				e->step.barrier = ZKB_LEFT;
+				zk_fail(e, ERRCODE_PROGRAM_LIMIT_EXCEEDED, msg);
+			}
+			else if (rc == ZOK || rc == ZNONODE || zk_rc_definite(rc))
+			{
+				/* leave_listed answers a missing node, or the error */
+				zk_barrier_path("barriers", e->name, dir, sizeof(dir));
+				if (!zk_session_usable() ||
+					zoo_aget_children(zk_zh, dir, 0, leave_listed, zk_ctx_of(e)) != ZOK)
+				{
+					e->list_inflight = false;
+					zk_retry_later(e);
+				}
+			}
+			else
+			{
+				e->list_inflight = false;
+				zk_retry_later(e);
+			}
+		}
+	}
+	COMPLETION_END(e);
+}
+
+/*
+ * Count, then list e's barrier to decide how the leaving member waits
+ * (leave_counted, leave_listed)
+ */
 static void
 leave_list(ZkEntry *e)
 {
@@ -617,7 +759,7 @@ leave_list(ZkEntry *e)
 		return;
 	}
 	zk_barrier_path("barriers", e->name, dir, sizeof(dir));
-	rc = zoo_aget_children(zk_zh, dir, 0, leave_listed, zk_ctx_of(e));
+	rc = zoo_aexists(zk_zh, dir, 0, leave_counted, zk_ctx_of(e));
 	if (rc == ZOK)
 		e->list_inflight = true;
 	else

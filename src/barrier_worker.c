@@ -48,6 +48,7 @@ static void obj_probe(BObj *o);
 static void obj_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx);
 static void barrier_ready_event(zhandle_t *h, int type, int state, const char *path, void *ctx);
 static void barrier_evaluate(BObj *o);
+static void barrier_keep_members(BObj *o, const struct String_vector *sv);
 
 /* ------------------------------------------------------------------------
  * Watched objects
@@ -218,6 +219,8 @@ obj_get(int op, const char *name)
 		o->widx = o->wgen = NULL;
 		o->probing = o->again = o->watching = o->retry = false;
 		o->members = 0;
+		o->rmembers = NULL;
+		o->nrmembers = 0;
 		o->ready_czxid = 0;
 		o->ready_version = -1;
 		o->rwatching = false;
@@ -782,11 +785,63 @@ zk_b_barrier_watch_ready(BObj *o, bool behind)
 	return rc;
 }
 
+/*
+ * Keep the names of up to ZKB_READY_CHECKS members of the listing sv (ready
+ * left out) for the create of ready that barrier_evaluate() may send.
+ */
+static void
+barrier_keep_members(BObj *o, const struct String_vector *sv)
+{
+	Size		len = 0;
+	char	   *p;
+	int			i;
+	int			n = 0;
+
+	if (o->rmembers)
+		pfree(o->rmembers);
+	o->rmembers = NULL;
+	o->nrmembers = 0;
+	if (sv == NULL)
+		return;
+	for (i = 0; i < sv->count && n < ZKB_READY_CHECKS; i++)
+		if (strcmp(sv->data[i], ZKB_READY) != 0 &&
+			strlen(sv->data[i]) <= ZKLOCK_NODE_MAX)
+		{
+			len += strlen(sv->data[i]) + 1;
+			n++;
+		}
+	if (n == 0)
+		return;
+	o->rmembers = p = MemoryContextAlloc(zk_b_context(), len);
+	for (i = 0; i < sv->count && o->nrmembers < n; i++)
+		if (strcmp(sv->data[i], ZKB_READY) != 0 &&
+			strlen(sv->data[i]) <= ZKLOCK_NODE_MAX)
+		{
+			strcpy(p, sv->data[i]);
+			p += strlen(p) + 1;
+			o->nrmembers++;
+		}
+}
+
+/* The multi that creates ready (barrier_evaluate), freed by its completion */
+typedef struct ReadyCreate
+{
+	int			nops;
+	zoo_op_t	ops[ZKB_READY_CHECKS + 2];
+	zoo_op_result_t res[ZKB_READY_CHECKS + 2];
+	char		paths[ZKB_READY_CHECKS + 1][ZK_PATH_MAX];
+} ReadyCreate;
+
 /* Completion of the zoo_amulti sent by barrier_evaluate() */
 static void
-ready_replaced(int rc, const void *data)
+ready_created(int rc, const void *data)
 {
-	/* another member may have made it first: either way it is there */
+	/*
+	 * ZNODEEXISTS: another member made it first; ZNONODE or ZBADVERSION: a
+	 * member counted has gone (or ready changed) since the listing: the
+	 * watch on the children probes again.  Either way nothing to do here.
+	 */
+	pfree((void *) data);
 }
 
 /* Completion of the delete of ready sent by zk_b_close_ready() */
@@ -821,12 +876,6 @@ zk_b_close_ready(BObj *o)
 	snprintf(rpath, sizeof(rpath), "%s/%s", o->path, ZKB_READY);
 	if (zoo_adelete(zk_zh, rpath, -1, ready_closed, obj_ctx(o)) == ZOK)
 		o->rclosing = true;
-}
-
-/* Completion of the zoo_acreate sent by barrier_evaluate() */
-static void
-ignore_created(int rc, const char *value, const void *data)
-{
 }
 
 /* Completion of the zoo_aexists sent by barrier_probed() */
@@ -900,6 +949,7 @@ barrier_probed(int rc, const struct String_vector *sv, const void *data)
 					else
 						o->members++;
 				}
+			barrier_keep_members(o, rc == ZOK ? sv : NULL);
 			if (ready && zk_session_usable())
 			{
 				char		rpath[ZK_PATH_MAX];
@@ -965,24 +1015,36 @@ barrier_evaluate(BObj *o)
 	if (by_count && (o->ready_czxid == 0 || o->ready_czxid < oldest) &&
 		zk_session_usable())
 	{
-		char		rpath[ZK_PATH_MAX];
+		/*
+		 * One multi: check that every member counted (up to
+		 * ZKB_READY_CHECKS) is still there, replace a leftover ready (at
+		 * the version read) and create ready.  A create sent by a session
+		 * that then ended may still be applied later (ZooKeeper applies a
+		 * request already forwarded to its leader after the client closed
+		 * or gave up the session), when this round's members have left and
+		 * a next round's are waiting: an unconditional ready, newer than
+		 * their nodes, would open that round before its parties came.  The
+		 * checks fail it then: a member of this round has gone (and if all
+		 * of them were still there, they would open it by their count).
+		 */
+		ReadyCreate *rcr = MemoryContextAllocZero(zk_b_context(), sizeof(ReadyCreate));
+		const char *m = o->rmembers;
+		char	   *rpath = rcr->paths[ZKB_READY_CHECKS];
 
-		snprintf(rpath, sizeof(rpath), "%s/%s", o->path, ZKB_READY);
-		if (o->ready_czxid != 0)
+		snprintf(rpath, ZK_PATH_MAX, "%s/%s", o->path, ZKB_READY);
+		for (i = 0; i < o->nrmembers; i++)
 		{
-			/* a leftover: replace it, unless someone else just did */
-			zoo_op_t   *ops = MemoryContextAllocZero(zk_b_context(), 2 * sizeof(zoo_op_t));
-			zoo_op_result_t *res = MemoryContextAllocZero(zk_b_context(), 2 * sizeof(zoo_op_result_t));
-			char	   *p = MemoryContextStrdup(zk_b_context(), rpath);
-
-			zoo_delete_op_init(&ops[0], p, o->ready_version);
-			zoo_create_op_init(&ops[1], p, NULL, -1, zk_acl_path(p), 0, NULL, 0);
-			/* the buffers leak once per replaced leftover: rare and small */
-			(void) zoo_amulti(zk_zh, 2, ops, res, ready_replaced, NULL);
+			snprintf(rcr->paths[i], ZK_PATH_MAX, "%s/%s", o->path, m);
+			zoo_check_op_init(&rcr->ops[rcr->nops++], rcr->paths[i], -1);
+			m += strlen(m) + 1;
 		}
-		else
-			(void) zoo_acreate(zk_zh, rpath, NULL, -1, zk_acl_path(rpath), 0,
-							   ignore_created, NULL);
+		if (o->ready_czxid != 0)
+			/* a leftover: replace it, unless someone else just did */
+			zoo_delete_op_init(&rcr->ops[rcr->nops++], rpath, o->ready_version);
+		zoo_create_op_init(&rcr->ops[rcr->nops++], rpath, NULL, -1,
+						   zk_acl_path(rpath), 0, NULL, 0);
+		if (zoo_amulti(zk_zh, rcr->nops, rcr->ops, rcr->res, ready_created, rcr) != ZOK)
+			pfree(rcr);
 		o->ready_czxid = 0;
 	}
 }
@@ -1248,6 +1310,8 @@ objs_forget_idle(void)
 			pfree(o->widx);
 		if (o->wgen)
 			pfree(o->wgen);
+		if (o->rmembers)
+			pfree(o->rmembers);
 		(void) hash_search(byid, &o->id, HASH_REMOVE, NULL);
 		/* removing the entry just returned is allowed during a scan */
 		(void) hash_search(objs, o->path, HASH_REMOVE, NULL);

@@ -82,6 +82,8 @@ typedef struct RunRec
 	int64		mtime;			/* ... and its last change (ZooKeeper's ms) */
 	int64		heir_ctime;		/* when it was taken over (ZooKeeper's ms) */
 	int			left;			/* its nodes this pass left alone */
+	bool		unproven;		/* ... taken over, but its WAL proves nothing
+								 * of them (a copy's original) */
 } RunRec;
 
 #define HC_TAKE		0			/* take a dead run over */
@@ -1101,6 +1103,9 @@ survey_run_listed(int rc, const struct String_vector *sv,
 						heir = true;
 				}
 				r->alive = live;
+				/* a release may take any dead run over (zk_history_take) */
+				r->version = stat ? stat->version : -1;
+				r->mtime = stat ? stat->mtime : 0;
 				if (r->status == ZKR_DENIED)
 					;			/* a copy's original: only whether it lives */
 				else if (heir && zk_session_usable())
@@ -1326,7 +1331,8 @@ zk_history_left(uint64 run)
 	{
 		r->left++;
 		/* (a live run is waited for: said once it is denied) */
-		if (!r->logged && r->status != ZKR_CURRENT && r->status != ZKR_HEIR &&
+		if (!r->logged && r->status != ZKR_CURRENT &&
+			(r->status != ZKR_HEIR || r->unproven) &&
 			r->status != ZKR_DEAD && r->status != ZKR_LIVE)
 		{
 			char		name[64];
@@ -1339,11 +1345,184 @@ zk_history_left(uint64 run)
 								name,
 								r->status == ZKR_OTHER ? "another server took it over" :
 								r->status == ZKR_DENIED ? "this server is a copy of it" :
+								r->status == ZKR_HEIR ? "this server took it over, but its WAL does not show whether their transactions committed (it is a restored backup or a copy of that run's server)" :
 								"it is not registered"),
+						 errdetail("zk_queue_release_cluster('%s') returns that run's claimed items to their queues and discards its transaction nodes, as if its unfinished transactions had rolled back; zk_queue_release_cluster('" UINT64_FORMAT "') lists the runs left alone.",
+								   name, GetSystemIdentifier()),
 						 errhint("If that server is gone for good, release them with zk_queue_release_cluster('%s').",
 								 name)));
 		}
 	}
+}
+
+/*
+ * The settling pass left a node of run, which this server took over,
+ * alone because its WAL cannot show what the run's transaction did (a
+ * copy's WAL may end before its original's commit): logged with the call
+ * that releases it (zk_history_left).
+ */
+void
+zk_history_left_unproven(uint64 run)
+{
+	RunRec	   *r = find_run(run);
+
+	if (r != NULL && r->status == ZKR_HEIR)
+		r->unproven = true;
+	zk_history_left(run);
+}
+
+/*
+ * The end of a settling pass: the runs whose nodes it left alone and that
+ * are not alive, for zk_queue_release_cluster's hint
+ * (zk_ctl->left_runs).  Lock held.
+ */
+void
+zk_history_left_publish(void)
+{
+	char		buf[ZK_LEFT_RUNS_MAX];
+	int			i;
+
+	buf[0] = '\0';
+	for (i = 0; runs != NULL && i < nruns; i++)
+	{
+		RunRec	   *r = &runs[i];
+		char		name[64];
+
+		if (r->left == 0 || r->status == ZKR_CURRENT || r->alive)
+			continue;
+		zk_history_run_name(r->run, name, sizeof(name));
+		if (strlen(buf) + strlen(name) + 3 >= sizeof(buf))
+		{
+			strlcat(buf, ", ...", sizeof(buf));
+			break;
+		}
+		if (buf[0] != '\0')
+			strlcat(buf, ", ", sizeof(buf));
+		strlcat(buf, name, sizeof(buf));
+	}
+	strlcpy(zk_ctl->left_runs, buf, sizeof(zk_ctl->left_runs));
+}
+
+/* run was released (zk_queue_release_cluster): no longer listed as left */
+void
+zk_history_left_forget(uint64 run)
+{
+	char		name[64];
+	char	   *p;
+	size_t		len;
+
+	zk_history_run_name(run, name, sizeof(name));
+	len = strlen(name);
+	p = strstr(zk_ctl->left_runs, name);
+	if (p == NULL)
+		return;
+	/* the name and the ", " after it, or the ", " before it if last */
+	if (p[len] == ',')
+		len += 2;
+	else if (p > zk_ctl->left_runs)
+	{
+		p -= 2;
+		len += 2;
+	}
+	memmove(p, p + len, strlen(p + len) + 1);
+}
+
+/* ------------------------------------------------------------------------
+ * The takeover of one run at the operator's request
+ * ------------------------------------------------------------------------
+ */
+
+/* the last zk_history_take found the run registered again */
+static bool take_refused = false;
+
+/* Completion of the zoo_amulti sent by zk_history_take() */
+static void
+take_done(int rc, const void *data)
+{
+	HistCall   *c = (HistCall *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		if (c->idx >= 0 && c->idx < nruns && runs != NULL)
+		{
+			RunRec	   *r = &runs[c->idx];
+			char		name[64];
+
+			zk_history_run_name(r->run, name, sizeof(name));
+			if (rc == ZOK)
+			{
+				r->status = ZKR_HEIR;
+				ereport(LOG,
+						(errmsg("zklock: took over run %s of this cluster for zk_queue_release_cluster: its server is gone",
+								name),
+						 errdetail("A server of that run that comes back finds it taken over and stops using queues until it is restarted.")));
+			}
+			else if (!zk_rc_definite(rc))
+				survey_failed = true;	/* no answer */
+			else if (c->res[1].err != ZNODEEXISTS && c->res[0].err != ZNONODE)
+			{
+				survey_failed = true;	/* it registered again */
+				take_refused = true;
+			}
+			/* (taken over by another server, or forgotten: released all the same) */
+		}
+		pfree(c);
+		survey_one_done();
+	}
+	COMPLETION_END(none);
+}
+
+/*
+ * zk_queue_release_cluster('<sysid>-<run>'), after a survey found run
+ * without its "live": take it over at once (its heir node names this run,
+ * conditional on the run node not changing since the survey), with no
+ * grace, so that a server of that run cut off from ZooKeeper, not gone,
+ * finds it taken when it comes back (fence()) instead of committing claims
+ * the release hands to others.  done(false) if the run registered again
+ * meanwhile or the request failed.  False when there is nothing to take
+ * (already taken over, not registered, or this run): go on at once.
+ */
+bool
+zk_history_take(uint64 run, zk_history_cb done, void *arg)
+{
+	RunRec	   *r = find_run(run);
+	HistCall   *c;
+	char		mine[32];
+
+	if (r == NULL || run == zk_ctl->run_id || r->alive ||
+		(r->status != ZKR_DEAD && r->status != ZKR_LIVE && r->status != ZKR_DENIED) ||
+		r->version < 0 || !zk_session_usable())
+		return false;
+	snprintf(mine, sizeof(mine), "%016llx", (unsigned long long) zk_ctl->run_id);
+	c = MemoryContextAllocZero(hist_context(), sizeof(HistCall));
+	c->idx = (int) (r - runs);
+	c->what = HC_TAKE;
+	run_path(run, NULL, c->path, sizeof(c->path));
+	run_path(run, "heir", c->path2, sizeof(c->path2));
+	zk_heir_sign(c->path2, mine, c->data, sizeof(c->data));
+	zoo_check_op_init(&c->ops[0], c->path, r->version);
+	zoo_create_op_init(&c->ops[1], c->path2, c->data, (int) strlen(c->data),
+					   zk_acl(), 0, NULL, 0);
+	survey_failed = false;
+	take_refused = false;
+	survey_cb = done;
+	survey_arg = arg;
+	if (zoo_amulti(zk_zh, 2, c->ops, c->res, take_done, c) != ZOK)
+	{
+		pfree(c);
+		survey_cb = NULL;
+		return false;
+	}
+	survey_out = 1;
+	return true;
+}
+
+/* Did the last zk_history_take find its run registered again? */
+bool
+zk_history_take_refused(void)
+{
+	return take_refused;
 }
 
 /* (another client can make many run nodes that look long dead) */

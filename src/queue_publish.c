@@ -24,6 +24,7 @@
 #include "access/transam.h"
 #include "access/xlog.h"
 #include "access/xlogrecovery.h"
+#include "common/hashfn.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/proc.h"
@@ -1169,10 +1170,78 @@ pub_txn_written(ZkEntry *e)
  * once; numChildren, as ZooKeeper counts it, plus what the transaction
  * adds must stay within the bound, else the COMMIT fails (53400) with
  * nothing written.  e->outstanding counts the answers awaited; the entry
- * stays PENDING meanwhile (nothing sent that a release must undo).  Two
- * transactions checked at once may each pass and together exceed the
- * bound by what one transaction adds.
+ * stays PENDING meanwhile (nothing sent that a release must undo).
+ *
+ * In flight (issue 35): what a check lets through is reserved at once, in
+ * this worker, for its node (KeptResv), until the publication is applied
+ * or let go (its entry is freed, or it is checked again): a check counts
+ * ZooKeeper's children plus the reservations of the other publications of
+ * this cluster.  ZooKeeper answers one session in order, so a publication
+ * applied before a check was counted by ZooKeeper is freed before its
+ * answer is read: counted once.  Concurrent COMMITs on one cluster cannot
+ * pass the bound together; clusters checking at the same instant can, each
+ * by what its own publications add (doc/limits.md).
  */
+typedef struct KeptResv
+{
+	uint64		hash;			/* of the node's full path */
+	int			adding;
+	uint32		idx;			/* the publication's entry */
+	uint32		gen;
+} KeptResv;
+
+static List *kept_resv = NIL;	/* KeptResv *, in zk_q_context() */
+
+/* Is the reservation's publication gone (applied, or let go)? */
+static bool
+kept_resv_dead(const KeptResv *r)
+{
+	ZkEntry    *pe = zk_entry(r->idx);
+
+	return pe->gen != r->gen || pe->state == ZKE_FREE;
+}
+
+/*
+ * Items reserved for the node whose path hashes to hash by the live
+ * publications of this cluster but (idx, gen); the dead ones are dropped
+ * on the way, and so are (idx, gen)'s own when drop_own.
+ */
+static int64
+kept_reserved(uint64 hash, uint32 idx, uint32 gen, bool drop_own)
+{
+	int64		n = 0;
+	ListCell   *lc;
+
+	foreach(lc, kept_resv)
+	{
+		KeptResv   *r = (KeptResv *) lfirst(lc);
+		bool		own = r->idx == idx && r->gen == gen;
+
+		if (kept_resv_dead(r) || (own && drop_own))
+		{
+			kept_resv = foreach_delete_current(kept_resv, lc);
+			pfree(r);
+		}
+		else if (!own && r->hash == hash)
+			n += r->adding;
+	}
+	return n;
+}
+
+/* Reserve adding items for the node of hash, for e's publication */
+static void
+kept_reserve(ZkEntry *e, uint64 hash, int adding)
+{
+	MemoryContext old = MemoryContextSwitchTo(zk_q_context());
+	KeptResv   *r = palloc(sizeof(KeptResv));
+
+	r->hash = hash;
+	r->adding = adding;
+	r->idx = zk_entry_index(e);
+	r->gen = e->gen;
+	kept_resv = lappend(kept_resv, r);
+	MemoryContextSwitchTo(old);
+}
 typedef struct KeptObj
 {
 	char		path[ZK_PATH_MAX];	/* the hash key: the node's full path */
@@ -1182,6 +1251,7 @@ typedef struct KeptObj
 typedef struct KeptCheck
 {
 	const void *ectx;			/* zk_ctx_of(e) */
+	uint64		hash;			/* of the node's full path (KeptResv) */
 	int			adding;			/* items the transaction adds there */
 	int			limit;
 	char		path[ZK_PATH_MAX];	/* under the root, for the message */
@@ -1202,13 +1272,29 @@ pub_kept_done(int rc, const struct Stat *stat, const void *data)
 		if (e != NULL && e->outstanding > 0)
 		{
 			e->outstanding--;
-			if (rc == ZOK && stat != NULL &&
-				(int64) stat->numChildren + c->adding > c->limit && !e->pub_refused)
+			if ((rc == ZOK && stat != NULL) || rc == ZNONODE)
 			{
-				e->pub_refused = true;
-				snprintf(e->errmsg, sizeof(e->errmsg),
-						 "ZooKeeper keeps %d items under %s; this transaction adds %d; zklock.max_kept_items is %d",
-						 stat->numChildren, c->path, c->adding, c->limit);
+				int			kept = rc == ZOK ? stat->numChildren : 0;
+				int64		others = kept_reserved(c->hash, zk_entry_index(e),
+												   e->gen, false);
+
+				if ((int64) kept + others + c->adding > c->limit)
+				{
+					if (!e->pub_refused)
+					{
+						e->pub_refused = true;
+						if (others > 0)
+							snprintf(e->errmsg, sizeof(e->errmsg),
+									 "ZooKeeper keeps %d items under %s and other transactions of this server are adding %lld; this transaction adds %d; zklock.max_kept_items is %d",
+									 kept, c->path, (long long) others, c->adding, c->limit);
+						else
+							snprintf(e->errmsg, sizeof(e->errmsg),
+									 "ZooKeeper keeps %d items under %s; this transaction adds %d; zklock.max_kept_items is %d",
+									 kept, c->path, c->adding, c->limit);
+					}
+				}
+				else if (!e->pub_refused)
+					kept_reserve(e, c->hash, c->adding);
 			}
 			if (e->outstanding == 0)
 				pub_kept_answered(e, rc);
@@ -1229,6 +1315,7 @@ pub_kept_answered(ZkEntry *e, int rc)
 		zk_qpub_drive(e);		/* frees it: nothing was written */
 	else if (e->pub_refused)
 	{
+		(void) kept_reserved(0, zk_entry_index(e), e->gen, true);
 		e->state = e->in_doubt ? ZKE_CREATING : ZKE_PENDING;
 		zk_finish(e, ZKO_BUSY, ERRCODE_CONFIGURATION_LIMIT_EXCEEDED, NULL);
 	}
@@ -1329,6 +1416,8 @@ pub_kept_send(ZkEntry *e)
 
 	if (h->nitems == 0)
 		return false;
+	/* checked again: what it reserved before is reserved anew */
+	(void) kept_reserved(0, zk_entry_index(e), e->gen, true);
 	e->pub_over_kept = false;
 	pub_total_send(e, h);		/* all of the root's (kept.c) */
 	if (e->max_items <= 0)
@@ -1384,6 +1473,8 @@ pub_kept_send(ZkEntry *e)
 		strlcpy(c->path, strncmp(k->path, zk_root, rootlen) == 0 ?
 				k->path + rootlen + 1 : k->path, sizeof(c->path));
 		c->ectx = zk_ctx_of(e);
+		c->hash = hash_bytes_extended((const unsigned char *) k->path,
+									  strlen(k->path), 0);
 		c->adding = k->adding;
 		c->limit = e->max_items;
 		if (zoo_aexists(zk_zh, k->path, 0, pub_kept_done, c) == ZOK)

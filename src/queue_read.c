@@ -1086,7 +1086,7 @@ drop_taken_done(int rc, const struct Stat *stat, const void *data)
 
 /* Step 2: read the queue node's children and entries' and taken's stats */
 static void
-drop_read(Drop *d)
+drop_read_all(Drop *d)
 {
 	char		buf[ZK_PATH_MAX];
 	int			rc;
@@ -1107,6 +1107,65 @@ drop_read(Drop *d)
 	if (rc == ZOK && (rc = zoo_aexists(zk_zh, buf, 0, drop_taken_done, d)) == ZOK)
 		d->pending++;
 	drop_read_done(d);
+}
+
+/*
+ * Completion of the zoo_aexists sent by drop_read(): the queue node's
+ * children are counted before they are listed (zklock.max_children, issue
+ * 35).  zklock and kazoo make three at most; past the bound the drop fails
+ * with 54000, nothing deleted.  Else the reads of step 2 go.
+ */
+static void
+drop_counted(int rc, const struct Stat *stat, const void *data)
+{
+	Drop	   *d = (Drop *) data;
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		char		msg[ZKLOCK_ERRMSG_MAX];
+
+		e = drop_entry(d);
+		if (e == NULL)
+			pfree(d);			/* answered already: the session ended */
+		else if (e->released)
+		{
+			e->outstanding = 0;
+			zk_q_free_entry(e);
+			pfree(d);
+		}
+		else if (rc == ZOK &&
+				 zk_children_over(stat, "The queue's node", msg, sizeof(msg)))
+		{
+			e->outstanding = 0;
+			e->state = ZKE_DONE;
+			zk_fail(e, ERRCODE_PROGRAM_LIMIT_EXCEEDED, msg);
+			pfree(d);
+		}
+		else if (zk_session_usable())
+			drop_read_all(d);	/* a failed count: the reads say so */
+		else
+			drop_fail(d, e, ZCONNECTIONLOSS, "could not read the queue's node");
+	}
+	COMPLETION_END(e);
+}
+
+/* Step 2: count the queue node's children (drop_counted), then read them */
+static void
+drop_read(Drop *d)
+{
+	int			rc;
+
+	rc = zoo_aexists(zk_zh, d->qpath, 0, drop_counted, d);
+	if (rc != ZOK)
+	{
+		ZkEntry    *e = drop_entry(d);
+
+		if (e != NULL)
+			drop_fail(d, e, rc, "could not read the queue's node");
+		else
+			pfree(d);
+	}
 }
 
 /* A drop request (zk_qinfo_drive): step 1, then the reads */

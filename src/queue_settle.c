@@ -94,6 +94,23 @@ xact_fate(uint64 fxid, uint32 tli, uint64 lsn)
 	return FATE_ABORTED;
 }
 
+/*
+ * Did this server's WAL record the abort of fxid (its commit log says
+ * aborted, not merely never finished)?  Asked of a transaction whose mark
+ * this WAL holds and that xact_fate() found aborted: its id was handed out
+ * before the mark, so this server never reuses it, and its abort record
+ * lies in the history this server shares with the run that wrote the mark
+ * (a copy's WAL ends there or later, but never without what precedes it):
+ * the run's server rolled it back too.  A transaction that crashed, or
+ * whose commit record lies past the end of this WAL, has no abort record
+ * and is found only "not committed here": no proof.
+ */
+static bool
+xact_abort_recorded(uint64 fxid)
+{
+	return TransactionIdDidAbort(XidFromFullTransactionId(FullTransactionIdFromU64(fxid)));
+}
+
 /* Does a live entry of this kind handle this (sub)transaction? */
 static bool
 entry_for_xid(ZkKind kind, uint64 fxid)
@@ -295,6 +312,8 @@ scan_finish(Scan *s)
 
 		if (s->own_release)
 			zk_q_resolve_running = false;
+		if (s->own_release && s->run != 0 && !s->failed)
+			zk_history_left_forget(s->run);
 		in->count = s->removed;
 		if (s->failed)
 			zk_q_info_fail(in, ZCONNECTIONLOSS);
@@ -306,6 +325,8 @@ scan_finish(Scan *s)
 		ereport(LOG,
 				(errmsg("zklock: settled " INT64_FORMAT " queue claims and transactions left by an earlier run",
 						s->removed)));
+	if (!s->failed)
+		zk_history_left_publish();	/* for zk_queue_release_cluster's hint */
 	/* take over the dead runs found to be ancestors; forget empty ones */
 	if (zk_session_usable() &&
 		zk_history_claim(!s->failed && !zk_history_postponed(), scan_claimed, s))
@@ -443,9 +464,34 @@ node_fate(Scan *s, ZkKind kind, uint64 run, uint64 fxid, uint32 tli,
 		if (run != s->run)
 			return FATE_UNKNOWN;
 		st = zk_history_status(run);
-		/* a copy's original (denied) may be alive too */
-		return (st == ZKR_CURRENT || st == ZKR_LIVE || zk_history_alive(run)) ?
-			FATE_UNKNOWN : FATE_ABORTED;
+
+		/*
+		 * Only a run alive now is refused: this run, or one whose "live"
+		 * the survey found (a copy's original may be alive too).  A run
+		 * without it that the settling pass still gives time to register
+		 * again (ZKR_LIVE, dead_long_enough) was taken over by this
+		 * release (zk_history_take), as the operator says it is gone.
+		 */
+		if (st == ZKR_CURRENT || zk_history_alive(run))
+			return FATE_UNKNOWN;
+
+		/*
+		 * What this server's WAL proves committed is settled so, as the
+		 * settling pass would (its mark is here, or in recycled WAL before
+		 * this data directory's fork from the run: the transaction is in
+		 * this history, and so is its commit record, as this server never
+		 * reuses the id of a transaction it replayed); the rest as rolled
+		 * back.
+		 */
+		if (run != 0 && rec != 0)
+		{
+			v = zk_history_verify(tli, rec, run, fxid);
+			if ((v == ZKH_VERIFIED ||
+				 (v == ZKH_UNREADABLE && zk_history_lineage(run, &fork) && rec < fork)) &&
+				xact_fate(fxid, tli, lsn) == FATE_COMMITTED)
+				return FATE_COMMITTED;
+		}
+		return FATE_ABORTED;
 	}
 	if (run == 0)				/* written before runs existed */
 		return entry_for_xid(kind, fxid) ? FATE_RUNNING : xact_fate(fxid, tli, lsn);
@@ -490,8 +536,14 @@ node_fate(Scan *s, ZkKind kind, uint64 run, uint64 fxid, uint32 tli,
 		 */
 		if (st == ZKR_HEIR && !zk_history_proven(run) &&
 			f != FATE_COMMITTED && f != FATE_RUNNING &&
-			!(tli != 0 && tli < GetWALInsertionTimeLine()))
-			f = FATE_UNKNOWN;
+			!(tli != 0 && tli < GetWALInsertionTimeLine()) &&
+			!(v == ZKH_VERIFIED && f == FATE_ABORTED && xact_abort_recorded(fxid)))
+		{
+			/* logged once per run, with the call that releases it */
+			zk_history_left_unproven(run);
+			*quiet = true;
+			return FATE_UNKNOWN;
+		}
 		if (f == FATE_UNKNOWN || f == FATE_RUNNING)
 			zk_history_left(run);	/* the run is not done with */
 		return f;
@@ -635,6 +687,8 @@ scan_kept(Scan *s, ScanCall *c, const ZkTxnKept *k, const struct Stat *stat)
 	}
 	else if (st == ZKR_HEIR || (st == ZKR_OTHER && zk_history_proven(k->run)))
 		go = true;
+	else if (s->release_all && k->run == s->run && !zk_history_alive(k->run))
+		go = true;				/* the operator released its run */
 	else
 	{
 		/* as node_fate: a dead ancestor is taken over, then settled */
@@ -792,7 +846,7 @@ scan_txn_data(int rc, const char *value, int value_len,
 static int
 scan_txn_window(Scan *s)
 {
-	if (s->release_all)
+	if (s->release_all && s->sysid != GetSystemIdentifier())
 		return ZKQ_INFO_WINDOW;
 	if (!s->tanswered)
 		return 4;
@@ -820,6 +874,7 @@ scan_send_txns(Scan *s)
 		const char *rest = name + strlen(prefix);
 		const char *dash;
 		bool		quiet;
+		bool		own_run;
 		int			rc;
 
 		if (!zk_session_usable())
@@ -848,13 +903,15 @@ scan_send_txns(Scan *s)
 		if (s->release_all &&
 			node_fate(s, ZKK_QPUB, run, fxid, 0, 0, 0, &quiet) == FATE_UNKNOWN)
 			continue;
+		/* a run of this cluster: read, to publish what this WAL proves */
+		own_run = s->release_all && s->sysid == GetSystemIdentifier();
 		d = MemoryContextAllocZero(zk_q_context(), sizeof(ScanCall));
 		d->scan = s;
 		d->fxid = fxid;
 		d->run = run;
 		d->txn = true;
 		snprintf(d->path, sizeof(d->path), "%s/txns/%s", zk_root, name);
-		if (s->release_all)
+		if (s->release_all && !own_run)
 		{
 			/* a kept node's child first ("Late creates"); most have none */
 			snprintf(d->epath, sizeof(d->epath), "%s/%s", d->path, ZKQ_TXN_KEPT_CHILD);
@@ -934,9 +991,9 @@ scan_claim_data(int rc, const char *value, int value_len,
 		char		f_run[32];
 		char		f_rec[32];
 		uint64		cluster;
-		uint64		fxid;
-		uint64		tli;
-		uint64		lsn;
+		uint64		fxid = 0;
+		uint64		tli = 0;
+		uint64		lsn = 0;
 		uint64		run = 0;
 		uint64		rec = 0;
 		bool		sent = false;
@@ -985,7 +1042,9 @@ scan_claim_data(int rc, const char *value, int value_len,
 		{
 			Fate		f;
 
-			f = node_fate(s, ZKK_QCLAIM, run, fxid, (uint32) tli, lsn, rec, &quiet);
+			/* (a release of a claim it cannot read: as rolled back) */
+			f = node_fate(s, ZKK_QCLAIM, run, fxid, (uint32) tli, lsn,
+						  parsed ? rec : 0, &quiet);
 			if (f == FATE_COMMITTED && !s->release_all && run != 0 &&
 				zk_history_status(run) == ZKR_CURRENT && given_up_find(fxid) < 0)
 			{
@@ -1113,7 +1172,42 @@ scan_queues_listed(int rc, const struct String_vector *sv, const void *data)
 	COMPLETION_END(none);
 }
 
-/* the survey of runs answered: list the nodes */
+/* a run released by the operator was taken over (or that failed) */
+static void
+scan_taken_over(bool ok, void *arg)
+{
+	Scan	   *s = (Scan *) arg;
+
+	if (!ok && zk_history_take_refused())
+	{
+		Info	   *in = s->info;
+
+		/*
+		 * Its run node changed since the survey: its server registered
+		 * again.  Refused as a live run (55006), nothing released.
+		 */
+		zk_history_run_name(s->run, in->live, sizeof(in->live));
+		in->count = -1;
+		if (s->own_release)
+			zk_q_resolve_running = false;
+		pfree(s);
+		zk_q_info_call_done(in);
+		return;
+	}
+	if (!ok || !zk_session_usable())
+	{
+		s->failed = true;
+		s->outstanding = 1;
+		zk_q_scan_done_one(s, true, 0);
+		return;
+	}
+	scan_list(s);
+}
+
+/*
+ * the survey of runs answered: list the nodes (a release of one run of
+ * this cluster takes it over first: zk_history_take)
+ */
 static void
 scan_surveyed(bool ok, void *arg)
 {
@@ -1126,6 +1220,9 @@ scan_surveyed(bool ok, void *arg)
 		zk_q_scan_done_one(s, true, 0);
 		return;
 	}
+	if (s->own_release && s->run != 0 &&
+		zk_history_take(s->run, scan_taken_over, s))
+		return;
 	scan_list(s);
 }
 

@@ -544,11 +544,34 @@ zk_queue_release_cluster(PG_FUNCTION_ARGS)
 				 errmsg("invalid cluster system identifier: \"%s\"", s),
 				 errhint("Give the decimal system_identifier of pg_control_system() of the cluster that will not come back, as text, or a run of this cluster as the server log names it (<system identifier>-<16 hex digits>).")));
 	if (sysid == GetSystemIdentifier() && run == NULL)
+	{
+		char		left[ZK_LEFT_RUNS_MAX];
+
+		/* the runs the last settling pass left alone, for the hint */
+		LWLockAcquire(zk_ctl->lock, LW_SHARED);
+		strlcpy(left, zk_ctl->left_runs, sizeof(left));
+		LWLockRelease(zk_ctl->lock);
+		if (left[0] != '\0')
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("cannot release this cluster's own queue claims"),
+					 errdetail("The zklock worker settles this cluster's claims from its commit log; it left alone those of the dead runs %s (a restored backup or a copy cannot tell from its WAL whether their transactions committed).",
+							   left),
+					 errhint("Once that server is gone for good, release one run: zk_queue_release_cluster('<system identifier>-<run>') with a run named above.")));
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("cannot release this cluster's own queue claims"),
-				 errdetail("The zklock worker settles this cluster's claims from its commit log."),
+				 errdetail("The zklock worker settles this cluster's claims from its commit log; its last settling pass left no dead run's claims alone."),
 				 errhint("Give the identifier of a cluster that will never come back, or one run of this cluster that the server log says was left alone.")));
+	}
+	if (run != NULL && sysid == GetSystemIdentifier() &&
+		strtoull(run, NULL, 16) == zk_ctl->run_id)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("cannot release run \"%s\": it is this server's own run", s),
+				 errdetail("The zklock worker settles this run's queue claims and transaction nodes itself."),
+				 errhint("Give a dead run of this cluster: the server log and the detail of zk_queue_release_cluster('" UINT64_FORMAT "') name those left alone.",
+						 sysid)));
 	if (run != NULL && sysid != GetSystemIdentifier())
 		run = NULL;				/* another cluster: all of it */
 	e = zk_queue_info(ZKQI_RELEASE_CLUSTER, run, run ? 16 : 0, 0, sysid, &idx, &gen,

@@ -17,8 +17,10 @@
  *	  up fairly), at most zklock.commit_timeout, else fails with 53400; one
  *	  larger than the burst by itself fails with 54000.  A slot whose level
  *	  drained to zero is as good as free and is reused for another role when
- *	  no slot is free (its totals are forgotten).  Superusers are not
- *	  charged.  doc/limits.md, "What one role may put into ZooKeeper".
+ *	  no slot is free (its totals are forgotten); a slot that still owes is
+ *	  never reused (a role could shed its debt by making other roles write),
+ *	  so when every slot owes, a role without one is refused (53400) until
+ *	  one has drained.  Superusers are not charged.  doc/limits.md, "What one role may put into ZooKeeper".
  *
  *-------------------------------------------------------------------------
  */
@@ -64,17 +66,20 @@ drained_level(const ZkRoleRate *r, TimestampTz now)
 }
 
 /*
- * The slot of "role", taking a free one, else the one that drains first,
- * when it has none.  Lock held exclusively.
+ * The slot of "role", taking a free one, else one whose level has drained
+ * to zero, when it has none; NULL when every slot still owes (a slot that
+ * owes is never taken: its role would start again with a full burst).
+ * *soonest is then how long, in seconds, until the first of them has
+ * drained.  Lock held exclusively.
  */
 static ZkRoleRate *
-role_slot(Oid role, TimestampTz now)
+role_slot(Oid role, TimestampTz now, double *soonest)
 {
 	ZkRoleRate *rates = zk_quota_rates_area();
 	ZkRoleRate *best = NULL;
-	double		best_level = 0;
 	int			i;
 
+	*soonest = -1;
 	for (i = 0; i < zk_ctl->quota_slots; i++)
 		if (rates[i].role == role)
 			return &rates[i];
@@ -88,20 +93,45 @@ role_slot(Oid role, TimestampTz now)
 			break;
 		}
 		l = drained_level(&rates[i], now);
-		if (best == NULL || l < best_level)
+		if (l <= 0)
 		{
-			best = &rates[i];
-			best_level = l;
+			if (best == NULL)
+				best = &rates[i];
+		}
+		else if (rates[i].rate_kb > 0)
+		{
+			double		s = l / (rates[i].rate_kb * 1024.0);
+
+			if (*soonest < 0 || s < *soonest)
+				*soonest = s;
 		}
 	}
 	if (best == NULL)
-		elog(ERROR, "zklock has no backend slots");	/* cannot happen */
+		return NULL;
 	best->role = role;
 	best->rate_kb = best->burst_kb = 0;
 	best->level = 0;
 	best->at = now;
 	best->written = best->refused = 0;
 	return best;
+}
+
+/*
+ * Refuse a write (53400) because every slot of the table of rates holds a
+ * role that still owes: lock held, released here.
+ */
+static void
+refuse_no_slot(const char *what, Size bytes, double soonest)
+{
+	int			slots = zk_ctl->quota_slots;
+
+	LWLockRelease(zk_ctl->lock);
+	ereport(ERROR,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("too many roles write into zookeeper at once for zklock to account for another"),
+			 errdetail("%s would write %zu bytes into ZooKeeper; all %d slots of zklock's table of write rates hold roles whose writes zklock.max_write_rate has not paid for yet (the first drains in %.1f s).",
+					   what, bytes, slots, soonest < 0 ? 0.0 : soonest),
+			 errhint("Retry in a few seconds; the table has one slot per backend slot (max_connections and worker processes), and a superuser can raise zklock.max_write_rate for the roles that write (ALTER ROLE ... SET) so their writes drain sooner.")));
 }
 
 /*
@@ -133,7 +163,9 @@ zk_quota_charge_write(Size bytes, const char *what)
 	if ((double) bytes > burst)
 	{
 		zk_backend_lock(LW_EXCLUSIVE);
-		role_slot(role, GetCurrentTimestamp())->refused++;
+		r = role_slot(role, GetCurrentTimestamp(), &wait_s);
+		if (r != NULL)
+			r->refused++;
 		LWLockRelease(zk_ctl->lock);
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -145,7 +177,9 @@ zk_quota_charge_write(Size bytes, const char *what)
 
 	zk_backend_lock(LW_EXCLUSIVE);
 	now = GetCurrentTimestamp();
-	r = role_slot(role, now);
+	r = role_slot(role, now, &wait_s);
+	if (r == NULL)
+		refuse_no_slot(what, bytes, wait_s);
 	level = drained_level(r, now);
 	r->level = level;
 	r->at = now;

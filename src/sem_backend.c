@@ -279,6 +279,9 @@ zk_sem_acquire(const char *name, int len, int32 max, ZkScope scope, bool try_onl
 		timeout_ms = LockTimeout > 0 ? LockTimeout : SEM_TRY_GUARD_MS;
 	}
 
+	/* the lease and, maybe, the pool (the guard is charged as a lock) */
+	zk_quota_charge_write(2 * ZK_NODE_CHARGE, "A semaphore's lease and pool");
+
 	/* the guard */
 	e = zk_new_entry(ZKK_LOCK, name, len, ZKM_EXCLUSIVE, ZKS_SESSION, false);
 	e->family = ZKF_SEMAPHORES;

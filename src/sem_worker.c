@@ -428,6 +428,16 @@ pool_counted(int rc, const struct Stat *stat, const void *ctx)
 	COMPLETION_END(e);
 }
 
+/*
+ * Completion of the zoo_adelete sent by lease_deleted(): nothing to do.
+ * ZNOTEMPTY (another lease, anyone's, is there), ZNONODE (gone already) and
+ * a lost answer all leave the pool as ZooKeeper has it.
+ */
+static void
+pool_deleted(int rc, const void *ctx)
+{
+}
+
 /* Completion of the zoo_adelete sent by sem_step() */
 static void
 lease_deleted(int rc, const void *ctx)
@@ -442,6 +452,20 @@ lease_deleted(int rc, const void *ctx)
 			e->delete_inflight = false;
 			if (rc == ZOK || rc == ZNONODE)
 			{
+				char		pool[ZK_PATH_MAX];
+
+				/*
+				 * The pool goes with its last lease (issue 35: one node per
+				 * name used, else, for ever).  ZooKeeper never deletes a
+				 * node with children, so a pool anyone still holds a lease
+				 * in stays; a taker between its pool's create and its
+				 * lease's finds the pool gone (ZNONODE) and creates it
+				 * again (lease_created, pool_listed).  Not batched: its
+				 * ZNOTEMPTY would fail the multi it went in.
+				 */
+				pool_path(e, pool, sizeof(pool));
+				if (zk_session_usable())
+					(void) zoo_adelete(zk_zh, pool, -1, pool_deleted, NULL);
 				zk_count(ZKCNT_RELEASES, 1);
 				zk_node_gone(e);
 			}

@@ -56,6 +56,7 @@
 
 #define ZKLOCK_NO_ENTRY			((uint32) 0xFFFFFFFF)
 #define ZK_OWN_EARLIER			15	/* earlier own runs remembered (history.c) */
+#define ZK_LEFT_RUNS_MAX		512	/* zk_ctl->left_runs: about 14 run names */
 
 /* Connection state of the worker's ZooKeeper session, as shown by zk_status */
 typedef enum ZkConnState
@@ -338,6 +339,11 @@ typedef struct ZkControl
 	uint64		own_earlier[ZK_OWN_EARLIER];	/* ... and the ones before
 												 * it, latest first, 0 after
 												 * the last */
+	char		left_runs[ZK_LEFT_RUNS_MAX];	/* dead runs of this cluster
+												 * whose queue nodes the last
+												 * settling pass left alone,
+												 * "<sysid>-<run>", comma
+												 * separated (history.c) */
 	int			acl_problems;	/* nodes found open to others since the
 								 * last full check (aclcheck.c) */
 	char		acl_problem[ZKLOCK_PARENT_MAX + 1];	/* the last of them */
@@ -441,6 +447,13 @@ extern bool zk_kept_over(int64 nodes, int64 bytes, int64 add_nodes,
 						 int64 add_bytes, char *msg, size_t len);
 extern void zk_kept_check(int64 bytes, int64 nodes, bool cached, const char *what);
 ZK_NORETURN extern void zk_kept_error(const char *msg);
+/*
+ * What one node zklock creates for a session (a lock's contender, a
+ * semaphore's lease or pool, a barrier's member) is charged to the role's
+ * write rate: its create and its delete, in ZooKeeper's log, about 128 bytes
+ * each.  At the defaults a role creates 4,096 at once, then 1,024 a second.
+ */
+#define ZK_NODE_CHARGE	256
 extern void zk_enqueue(ZkEntry *e);
 extern uint32 zk_dequeue(void);
 extern void zk_release_push(ZkEntry *e);

@@ -16,6 +16,12 @@ Listens on 127.0.0.1:LISTEN for each pair and forwards every connection to
     heal [TAG]  the pairs carry again, from where they stopped: nothing is
              lost (the data that waited goes through, in order), as TCP
              delivers it once a partition heals
+    mute [TAG]  only the data from the side that connected (to the proxy)
+             toward the target waits; the other way still flows.  For a
+             follower's link to its leader: the follower still receives
+             and applies every commit (its clients read fresh data), but
+             what it forwards (requests, acknowledgements) waits.  heal ends
+             it too.
     stats    one JSON line: the holed tags, connections, bytes forwarded
     quit     stop
 
@@ -47,20 +53,29 @@ def main():
     tags_of = {}        # socket -> the tags of its pair
     outbuf = {}         # socket -> bytes waiting to be sent to it
 
+    muted = set()       # tags whose connecting side's data waits
+    accepted = set()    # sockets of the sides that connected
+    state["mute_all"] = False
+
     def is_holed(tags):
         return state["all"] or bool(tags & holed)
+
+    def is_muted(tags):
+        return state["mute_all"] or bool(tags & muted)
 
     def events(s):
         """What s may do now: nothing while its pair is holed."""
         if s in listeners:
             return 0 if is_holed(listeners[s][1]) else selectors.EVENT_READ
-        if is_holed(tags_of.get(s, frozenset())):
+        tags = tags_of.get(s, frozenset())
+        if is_holed(tags):
             return 0
         ev = 0
         p = peers.get(s)
-        if p is not None and len(outbuf.get(p, b"")) < BUF_MAX:
+        if p is not None and len(outbuf.get(p, b"")) < BUF_MAX and \
+                not (s in accepted and is_muted(tags)):
             ev |= selectors.EVENT_READ
-        if outbuf.get(s):
+        if outbuf.get(s) and not (s not in accepted and is_muted(tags)):
             ev |= selectors.EVENT_WRITE
         return ev
 
@@ -84,6 +99,7 @@ def main():
                 continue
             peers.pop(x, None)
             tags_of.pop(x, None)
+            accepted.discard(x)
             outbuf.pop(x, None)
             try:
                 sel.unregister(x)
@@ -119,22 +135,30 @@ def main():
                 except OSError:
                     line = ""
                 words = line.split()
-                if words[:1] in (["hole"], ["heal"]) and len(words) <= 2:
+                if words[:1] in (["hole"], ["heal"], ["mute"]) and len(words) <= 2:
                     if words[0] == "hole":
                         if len(words) == 2:
                             holed.add(words[1])
                         else:
                             state["all"] = True
+                    elif words[0] == "mute":
+                        if len(words) == 2:
+                            muted.add(words[1])
+                        else:
+                            state["mute_all"] = True
                     elif len(words) == 2:
                         holed.discard(words[1])
+                        muted.discard(words[1])
                     else:
                         state["all"] = False
+                        state["mute_all"] = False
                         holed.clear()
+                        muted.clear()
                     for x in list(listeners) + list(peers):
                         update(x)
-                    reply = "ok " + ("holed" if words[0] == "hole" else "healed")
+                    reply = "ok " + {"hole": "holed", "heal": "healed", "mute": "muted"}[words[0]]
                 elif line == "stats":
-                    reply = json.dumps(dict(state, holed=sorted(holed)))
+                    reply = json.dumps(dict(state, holed=sorted(holed), muted=sorted(muted)))
                 elif line == "quit":
                     reply = "ok bye"
                     running = False
@@ -165,6 +189,7 @@ def main():
                 for x, y in ((c, u), (u, c)):
                     peers[x] = y
                     tags_of[x] = tags
+                accepted.add(c)
                 update(c)
                 update(u)
             else:

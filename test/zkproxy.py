@@ -45,7 +45,8 @@ notification, connect, ...; case does not matter) or its number.
                                   delivered replies per operation; times each rule
                                   fired, by text ("fired") and by number ("fired_ids");
                                   the most requests one connection had in flight at
-                                  once ("peak_pending")
+                                  once ("peak_pending"); listings (getChildren,
+                                  getChildren2) per path ("listed", first 10000 paths)
   peak-reset                      start "peak_pending" again from what is in flight now
   ping                            "ok pong"
   quit                            "ok bye", then exit
@@ -235,6 +236,7 @@ class Proxy:
             "accepted": 0, "refused": 0, "closed": 0, "cuts": 0,
             "dropped_requests": 0, "held_replies": 0,
             "requests": collections.Counter(), "replies": collections.Counter(),
+            "listed": collections.Counter(),
             "delivered": collections.Counter(), "fired": collections.Counter(),
             "fired_ids": collections.Counter(),
         }
@@ -421,6 +423,13 @@ class Proxy:
                 self.fire(drop, conn, "request %s xid %s not forwarded" % (name, xid))
                 continue
             self.stats["requests"][name] += 1
+            if op in (8, 12) and len(data) >= 16:
+                # a listing: count it by path too (tests assert which node was listed)
+                plen = struct.unpack(">i", data[12:16])[0]
+                if 0 <= plen <= len(data) - 16:
+                    lp = data[16:16 + plen].decode("utf-8", "replace")
+                    if lp in self.stats["listed"] or len(self.stats["listed"]) < 10000:
+                        self.stats["listed"][lp] += 1
             if self.trace:
                 self.log("%s: request %s xid %s len %d" % (conn.label(), name, xid, len(data) - 4))
             if xid is not None:
@@ -842,6 +851,7 @@ class Proxy:
             "dropped_requests": s["dropped_requests"],
             "held_replies": s["held_replies"],
             "requests": dict(s["requests"]),
+            "listed": dict(s["listed"]),
             "replies": dict(s["replies"]),
             "delivered": dict(s["delivered"]),
             "fired": dict(s["fired"]),

@@ -81,6 +81,8 @@
 # ZKLOCK_CRON_MINUTES (minute slots of 440_pg_cron.pl, default 2),
 # ZKLOCK_FAULT_SECONDS (seconds of faults of 900_faults.pl, default 60),
 # ZKLOCK_MODEL_SECONDS (seconds of the model-based tester in a full run, default 60),
+# ZKLOCK_FAULTS_TXNLOGS (1: the fault run's checker reads ZooKeeper's transaction logs
+# even when it found no anomaly; it always does when it found one),
 # ZKLOCK_KEEP=1 keeps the /tmp copy even when everything passed.
 
 set -u
@@ -795,6 +797,7 @@ inner_path=$(dirname "$(command -v pg_config)"):/usr/local/bin:/usr/bin:/bin:/us
     ${ZKLOCK_CRON_MINUTES:+ZKLOCK_CRON_MINUTES="$ZKLOCK_CRON_MINUTES"} \
     ${ZKLOCK_FAULT_SECONDS:+ZKLOCK_FAULT_SECONDS="$ZKLOCK_FAULT_SECONDS"} \
     ${ZKLOCK_MODEL_SECONDS:+ZKLOCK_MODEL_SECONDS="$ZKLOCK_MODEL_SECONDS"} \
+    ${ZKLOCK_FAULTS_TXNLOGS:+ZKLOCK_FAULTS_TXNLOGS="$ZKLOCK_FAULTS_TXNLOGS"} \
     bash "$WORK/tools/test.sh" "${PASS_OPTS[@]}" "$MODE" ${FAULT_SECONDS:+"$FAULT_SECONDS"} \
         ${FAULT_ARGS[@]+"${FAULT_ARGS[@]}"} \
         $( [ "$MODE" = model ] && echo "$MODEL_SECONDS" ) ${MODEL_ARGS[@]+"${MODEL_ARGS[@]}"} </dev/null)

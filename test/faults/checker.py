@@ -66,6 +66,7 @@ sys.dont_write_bytecode = True
 import barrier_client  # noqa: E402
 import election_sampler  # noqa: E402
 import sem_client  # noqa: E402
+import txnlogs  # noqa: E402
 
 SLOW_CANCEL_S = 2.0
 SLOW_CALL_SLACK_S = 2.0
@@ -384,6 +385,10 @@ def main(argv):
     # crashes and worker exits, from the server logs
     logs = scan_logs(run)
     injected = collections.Counter((f["kind"], f["target"]) for f in faults if f["action"] == "inject")
+    # zk_link_switch ends a worker's session by terminating or killing it, too
+    for f in faults:
+        if f["action"] == "inject" and f["kind"] == "zk_link_switch" and f.get("how") in ("kill", "terminate"):
+            injected[("worker_" + f["how"], f.get("cluster"))] += 1
     crashes, exits = [], []
     for name, lr in sorted(logs.items()):
         for sig, n in sorted(lr["signals"].items()):
@@ -485,6 +490,16 @@ def main(argv):
                          " then is not its doing alone)"
                          % (canary["missing"], fmt_t(canary["missing_from"], t0),
                             fmt_t(canary["missing_to"], t0)))
+    txn_lines = []
+    if (anomalies or os.environ.get("ZKLOCK_FAULTS_TXNLOGS") == "1") and run.get("zk_sh") \
+            and os.path.isdir(os.path.join(d, "zk")):
+        # who lost it: ZooKeeper (a replica lacks or differs) or zklock (an old
+        # session's request applied after its successor's)
+        # (evidence for the anomalies above, not an anomaly of its own: a deposed
+        # leader's proposals that were never committed stay in its log too; the
+        # canary's read-back decides whether an acknowledged write was lost)
+        tfig, txn_lines = txnlogs.analyse(d, run, run["zk_sh"])
+        fig.update(tfig)
     fig["anomalies"] = anomalies
     fig["verdict"] = "FAIL" if anomalies else "PASS"
 
@@ -508,6 +523,16 @@ def main(argv):
               "sem_quiet_spans", "sem_hangs", "zk_canary_acknowledged",
               "zk_canary_missing", "zk_canary_diverged") + tuple(qfig):
         print("  %-28s %s" % (k, json.dumps(fig[k], sort_keys=True)))
+    for k in ("txnlog_servers", "txnlog_txns", "txnlog_diverged", "txnlog_missing",
+              "txnlog_late_requests", "txnlog_after_close"):
+        if k in fig:
+            print("  %-28s %s" % (k, json.dumps(fig[k])))
+    if txn_lines:
+        print("ZooKeeper's transaction logs (test/faults/txnlogs.py; ZOOKEEPER lines are the replicas'"
+              " logs disagreeing, evidence to weigh against the canary; zklock lines are an old"
+              " session's writes applied after its successor began):")
+    for line in txn_lines[:200]:
+        print("  " + line)
     for what, pairs in (("OVERLAP", overlaps), ("INVERSION", inversions)):
         for a, b in pairs[:10]:
             print("%s on %r:\n  %s\n  %s" % (what, a["name"], section_str(a, t0), section_str(b, t0)))

@@ -19,6 +19,13 @@ that injects it, waits, and heals it:
   worker_reload_hosts                zklock.hosts rotated (same servers, another order) and reloaded:
                                      the worker opens a new session, held locks are lost
   client_cancel, client_terminate    pg_cancel_backend / pg_terminate_backend of a client backend
+  zk_link_switch                     the late requests of issue 36: a cluster's worker sends its
+                                     requests to server S; S's link to the leader is held
+                                     (shorter than syncLimit x tickTime, so S stays in the quorum
+                                     and what it forwarded lands later); meanwhile that worker's
+                                     session ends (hosts rotated and reloaded, or the worker
+                                     terminated or killed) and its successor settles what was in
+                                     flight; then the link heals and the old requests land
   pg_clone                           a copy of a cluster (same system identifier), made by
                                      pg_basebackup now or restored from an older backup of
                                      this run, runs beside it against the same ensemble for a
@@ -50,7 +57,10 @@ KINDS = {
     "client_cancel": 3,
     "client_terminate": 2,
     "pg_clone": 1,
+    "zk_link_switch": 2,
 }
+
+LINK_HOLD_MAX = 3.5   # seconds; the fault run's servers drop a follower after syncLimit x tickTime = 5 s
 
 
 class Nemesis(threading.Thread):
@@ -115,7 +125,14 @@ class Nemesis(threading.Thread):
         """Reserve what the fault needs and start its thread; False if not possible now."""
         target = None
         with self.lock:
-            if kind.startswith("zk_"):
+            if kind == "zk_link_switch":
+                free = [n for n in self.clusters if "pg:" + n not in self.busy]
+                if "zk" in self.busy or not free:
+                    return False
+                name = self.rnd.choice(free)
+                self.busy.update(("zk", "pg:" + name))
+                target = name
+            elif kind.startswith("zk_"):
                 if "zk" in self.busy:
                     return False
                 self.busy.add("zk")
@@ -173,7 +190,10 @@ class Nemesis(threading.Thread):
         except Exception as e:  # a fault that failed must not stop the run
             self.event(kind, "error", str(target), error=repr(e))
         finally:
-            if kind.startswith("zk_"):
+            if kind == "zk_link_switch":
+                self._release("zk")
+                self._release("pg:" + target)
+            elif kind.startswith("zk_"):
                 self._release("zk")
             elif kind.startswith("worker_"):
                 self._release("pg:" + target)
@@ -266,6 +286,58 @@ class Nemesis(threading.Thread):
         self.ens.heal_partition(i)
         self.partitioned.discard(i)
         self.event("zk_partition", "heal", "s%d" % i)
+
+    def _server_of(self, session_id):
+        """The server (1..3) a session is connected to, from the servers' `cons`."""
+        if not session_id:
+            return None
+        try:
+            sid = int(str(session_id), 0)
+        except ValueError:
+            return None
+        for i in (1, 2, 3):
+            out = self.ens.cmd(i, "cons", timeout=8) or ""
+            if ("sid=0x%x" % sid) in out:
+                return i
+        return None
+
+    def f_zk_link_switch(self, name):
+        c = self.clusters[name]
+        before = c.status() or {}
+        i = self._server_of(before.get("session_id"))
+        if i is None or before.get("state") != "connected":
+            self.event("zk_link_switch", "skip", name, why="no session found on a server")
+            return
+        if not self.ens.partition(i):
+            self.event("zk_link_switch", "skip", name, why="no blackhole proxy")
+            return
+        self.partitioned.add(i)
+        t0 = time.monotonic()
+        how = self.rnd.choice(["reload_hosts", "reload_hosts", "terminate", "kill"])
+        self.event("zk_link_switch", "inject", "s%d" % i, cluster=name, how=how,
+                   session_before=before.get("session_id"))
+        # let the worker send into the held link for a moment
+        self._wait(self.rnd.uniform(0.2, 1.0))
+        pid = c.worker_pid()
+        if how == "reload_hosts":
+            # the held server last: the new session is made elsewhere
+            hosts = self.ens.hosts.split(",")
+            held = hosts[i - 1]
+            new = ",".join([h for h in hosts if h != held] + [held])
+            c.try_query("ALTER SYSTEM SET zklock.hosts = '%s'" % new)
+            c.try_query("SELECT pg_reload_conf()")
+        elif how == "terminate" and pid is not None:
+            c.try_query("SELECT pg_terminate_backend(%s)", (pid,))
+        elif how == "kill" and pid is not None:
+            os.kill(pid, signal.SIGKILL)
+        # heal while the held server is still in the quorum
+        self._wait(max(0.0, self.rnd.uniform(1.5, LINK_HOLD_MAX) - (time.monotonic() - t0)))
+        self.ens.heal_partition(i)
+        self.partitioned.discard(i)
+        st = c.wait_connected(60, not_session=before.get("session_id"))
+        self.event("zk_link_switch", "heal", "s%d" % i, cluster=name,
+                   held_s=round(time.monotonic() - t0, 1),
+                   session_after=(st or {}).get("session_id"))
 
     # -- copies of a cluster --
 

@@ -469,7 +469,7 @@ def main(argv):
         "control": args.control, "seconds": args.seconds, "quiet": args.quiet, "seed": seed,
         "names": r.names, "session_timeout_s": args.session_timeout, "progress_n": args.progress,
         "connect_timeout_s": args.connect_timeout, "lock_timeout_s": args.lock_timeout,
-        "logs": {},
+        "logs": {}, "zk_sh": os.path.abspath(args.zk_sh),
         "clusters": [], "clients": [], "t_start": time.time(), "observed": {},
     }
     rc = 2

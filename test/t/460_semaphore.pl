@@ -7,8 +7,9 @@
 #   2. Never more than max_leases: SQL sessions on A and B and kazoo
 #      clients race for 2 leases in many rounds; the pool never shows more
 #      than 2 children, and everybody eventually gets a turn.
-#   3. A lease count that differs fails both ways: SQL against kazoo's
-#      pool (22023) and kazoo against zklock's (ValueError).
+#   3. A lease count that differs fails both ways while the pool exists
+#      (a lease held; the pool goes with its last lease): SQL against
+#      kazoo's pool (22023) and kazoo against zklock's (ValueError).
 #   4. A waiter is woken when a kazoo holder releases; cancel, timeout and a
 #      terminated backend leave no lease, guard node or watch.
 #   5. A transaction-scope lease whose session expired (the worker frozen
@@ -117,15 +118,18 @@ ok(wait_until(sub { $wc = zk_watch_count($zk); $wc <= $wc0 }, 10, 0.1),
 is($k2->cmd('release'), 'released true', 'kazoo releases');
 $s1->query_safe("SELECT zk_semaphore_release('job')");
 is(leases('job'), 0, 'no lease left');
+ok(wait_until(sub { !zk_exists($zk, "$SEM/job") }, 10, 0.1), 'the pool went with its last lease');
 
 #
-# 3. lease counts that differ
+# 3. lease counts that differ (while the pool exists: a lease is held)
 #
+$s1->query_safe("SELECT zk_session_semaphore('job', 2)");
 $r = one_shot($A, "SELECT zk_try_semaphore('job', 3)", 30);
 is($r->{sqlstate}, '22023', 'SQL with 3 leases against a pool of 2: 22023') or diag $r->{err};
 my $k3 = kazoo_sem('job', 5, 'py-3');
 like($k3->cmd('try') // '', qr/^error ValueError/, 'kazoo with 5 against it: ValueError');
 $k3->quit;
+$s1->query_safe("SELECT zk_semaphore_release('job')");
 my $k4 = kazoo_sem('kpool', 3, 'py-4');
 is($k4->cmd('try'), 'acquired', 'kazoo makes a pool of 3');
 $r = one_shot($B, "SELECT zk_try_semaphore('kpool', 2)", 30);

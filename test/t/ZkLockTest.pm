@@ -709,6 +709,7 @@ sub queue_kazoo
 # sub: server 3's mode), stop (a sub: stop the ensemble and the proxies).
 # The ensemble is killed in END if the test dies.
 my @partition_dirs;
+my @partition_bhs;	# their blackhole.py handles (killed at END)
 sub zk_partition_ensemble
 {
 	my ($dir, %opts) = @_;
@@ -759,6 +760,7 @@ sub zk_partition_ensemble
 	my $bh_log = "$PostgreSQL::Test::Utils::log_path/${tag}_blackhole.log";
 	my $bh_h = IPC::Run::start([ $PYTHON, "$SRC/test/blackhole.py", $ctl, @pairs ],
 		'>', $bh_log, '2>&1');
+	push @partition_bhs, $bh_h;
 	my $bh = sub {
 		my ($cmd) = @_;
 		for (1 .. 50)
@@ -811,6 +813,12 @@ END
 	foreach my $d (@partition_dirs)
 	{
 		IPC::Run::run([ 'bash', $ZK_SH, 'kill', $d ], '>', \my $o, '2>', \my $e) if -d $d;
+	}
+	# a test that died before its stop leaves no blackhole.py behind (it would
+	# hold what the test's caller holds open, a lock file of the suite)
+	foreach my $h (@partition_bhs)
+	{
+		eval { $h->kill_kill if $h->pumpable; };
 	}
 }
 
