@@ -11,6 +11,7 @@ OBJS = \
 	src/quota.o \
 	src/kept.o \
 	src/names.o \
+	src/nsclaim.o \
 	src/worker.o \
 	src/worker_base.o \
 	src/batch.o \

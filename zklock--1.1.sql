@@ -250,9 +250,22 @@ CREATE TABLE zk_database_namespace (
 );
 REVOKE ALL ON TABLE zk_database_namespace FROM PUBLIC;
 
+-- the registry of namespace claims in ZooKeeper (doc/security.md,
+-- "Namespaces"): this database joins the claim of a namespace (a superuser
+-- shares it on purpose), or with takeover becomes the only database of this
+-- cluster in it; superuser only, called by zk_set_database_namespace
+CREATE FUNCTION zk_namespace_claim(namespace text, takeover boolean)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_namespace_claim' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION zk_namespace_claim(text, boolean) FROM PUBLIC;
+
 -- record this database's '$database' namespace (NULL: its current name);
--- superuser only; sessions that start afterwards use it
-CREATE FUNCTION zk_set_database_namespace(namespace text DEFAULT NULL)
+-- superuser only; sessions that start afterwards use it.  A name given, or
+-- takeover, is written into the registry of claims at once (this database
+-- joins the namespace, or takes it over); the default (NULL) is claimed by
+-- the first call that uses it.
+CREATE FUNCTION zk_set_database_namespace(namespace text DEFAULT NULL,
+                                          takeover boolean DEFAULT false)
 RETURNS text
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -272,6 +285,10 @@ BEGIN
             USING ERRCODE = '22023',
                   HINT = 'Give a name of 1 to 127 bytes (in UTF-8) other than ''$database''; '
                          'for the root namespace set zklock.namespace = ''''.';
+    END IF;
+    IF zk_set_database_namespace.namespace IS NOT NULL
+       OR coalesce(zk_set_database_namespace.takeover, false) THEN
+        PERFORM @extschema@.zk_namespace_claim(ns, coalesce(zk_set_database_namespace.takeover, false));
     END IF;
     DELETE FROM @extschema@.zk_database_namespace;
     INSERT INTO @extschema@.zk_database_namespace (datoid, namespace)

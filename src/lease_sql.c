@@ -153,6 +153,7 @@ zk_leases_internal(PG_FUNCTION_ARGS)
 	TimestampTz now = GetCurrentTimestamp();
 
 	InitMaterializedSRF(fcinfo, 0);
+	(void) zk_current_namespace();	/* the namespace is ours (nsclaim.c) */
 	seg = zk_query_holders("leases", 6, ZKF_LEASEDIR);
 	buf = dsm_segment_address(seg);
 	n = buf->count;

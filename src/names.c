@@ -265,6 +265,15 @@ zk_encode_name(const char *name, int len, char *out)
 static char ns_cache[ZKLOCK_NS_MAX + 1];
 static bool ns_cached = false;
 
+/*
+ * Did ns_cache come from zk_database_namespace (so the registry of claims
+ * must give it to this database, nsclaim.c)?  And the namespace the
+ * registry gave this database (checked once per session).
+ */
+static bool ns_recorded = false;
+static char ns_verified[ZKLOCK_NS_MAX + 1];
+static bool ns_verified_set = false;
+
 /* zklock.namespace was set (its assign hook): expand it again when used */
 void
 zk_namespace_changed(void)
@@ -370,20 +379,50 @@ recorded_namespace(bool *cacheable)
 }
 
 /*
+ * A namespace recorded for this database must be this database's in the
+ * registry of claims (nsclaim.c): asked once per session, raises 55000
+ * when another database of this cluster has it.
+ */
+static void
+check_recorded(void)
+{
+	if (!ns_recorded || (ns_verified_set && strcmp(ns_verified, ns_cache) == 0))
+		return;
+	zk_namespace_verify(ns_cache);
+	strlcpy(ns_verified, ns_cache, sizeof(ns_verified));
+	ns_verified_set = true;
+}
+
+/*
  * This backend's namespace in UTF-8 ("" for the root one), "$database"
  * expanded; cached until the setting changes (a "$database" record changed
  * by a superuser applies to sessions that start afterwards).  Raises 22023
  * or 22021 for a namespace that cannot be one, 55000 when "$database" has
- * no record for this database.
+ * no record for this database or the registry gives the recorded one to
+ * another database of this cluster.
  */
 const char *
 zk_current_namespace(void)
+{
+	const char *ns = zk_current_namespace_unchecked();
+
+	check_recorded();
+	return ns;
+}
+
+/*
+ * zk_current_namespace without asking the registry (zk_path: it sends
+ * nothing to ZooKeeper)
+ */
+const char *
+zk_current_namespace_unchecked(void)
 {
 	const char *v = zk_namespace ? zk_namespace : "";
 	char	   *dbname = NULL;
 	char	   *u;
 	int			len;
 	bool		cacheable = true;
+	bool		recorded = false;
 
 	if (ns_cached)
 		return ns_cache;
@@ -395,6 +434,7 @@ zk_current_namespace(void)
 					 errmsg("zklock.namespace \"$database\" needs a database"),
 					 errhint("Set zklock.namespace to a name for this session.")));
 		dbname = recorded_namespace(&cacheable);
+		recorded = (dbname != NULL);
 		/* zklock 1.0's table-less catalog: the database's current name */
 		if (dbname == NULL && (dbname = get_database_name(MyDatabaseId)) == NULL)
 			ereport(ERROR,
@@ -422,6 +462,7 @@ zk_current_namespace(void)
 	memcpy(ns_cache, u, len);
 	ns_cache[len] = '\0';
 	ns_cached = cacheable;
+	ns_recorded = recorded;
 	if (u != v)
 		pfree(u);
 	if (dbname)
@@ -438,6 +479,16 @@ zk_current_namespace(void)
 char *
 zk_qualify_name(const char *name, int len, int *qlen)
 {
+	return zk_qualify_name_ext(name, len, qlen, true);
+}
+
+/*
+ * zk_qualify_name, asking the registry of claims (check) or not (zk_path,
+ * which sends nothing to ZooKeeper)
+ */
+char *
+zk_qualify_name_ext(const char *name, int len, int *qlen, bool check)
+{
 	const char *ns;
 	int			nslen;
 	char	   *q;
@@ -447,7 +498,7 @@ zk_qualify_name(const char *name, int len, int *qlen)
 		*qlen = len;
 		return pnstrdup(name, len);
 	}
-	ns = zk_current_namespace();
+	ns = check ? zk_current_namespace() : zk_current_namespace_unchecked();
 	nslen = strlen(ns);
 	if (nslen == 0)
 	{

@@ -450,6 +450,7 @@ zk_queues_internal(PG_FUNCTION_ARGS)
 	dsm_segment *volatile seg = NULL;
 
 	InitMaterializedSRF(fcinfo, 0);
+	(void) zk_current_namespace();	/* the namespace is ours (nsclaim.c) */
 	rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	e = zk_queue_info(ZKQI_QUEUES, NULL, 0, 0, answer_cap(), &idx, &gen, "list the queues");
 	PG_TRY();

@@ -60,3 +60,8 @@ ZK_KIND(ZKK_LEASE, zk_lease_ops, "lease")	/* a lease's read or write */
 ZK_RECIPE(sem)
 ZK_KIND(ZKK_SEMLEASE, zk_semlease_ops, "semaphore lease")	/* a semaphore's
 															 * lease */
+
+/* the registry of namespace claims: whose a recorded namespace is (nsclaim.c) */
+ZK_RECIPE(nsclaim)
+ZK_KIND(ZKK_NSCLAIM, zk_nsclaim_ops, "namespace claim")	/* a check or write
+														 * of a claim */

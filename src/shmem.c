@@ -118,6 +118,7 @@ zk_shmem_init(void)
 
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	zk_ctl = ShmemInitStruct("zklock", zk_shmem_size(), &found);
+	zk_nsclaim_shmem_init();
 	if (!found)
 	{
 		int			i;

@@ -256,7 +256,8 @@ zk_path(PG_FUNCTION_ARGS)
 		zk_lock_parent(name, ZKF_ELECTIONS, out, sizeof(out));
 		PG_RETURN_TEXT_P(cstring_to_text(out));
 	}
-	qname = zk_qualify_name(name, len, &qlen);
+	/* a path sends nothing to ZooKeeper: no claim is checked */
+	qname = zk_qualify_name_ext(name, len, &qlen, false);
 	zk_encode_name(qname, qlen, ename);
 	if (strcmp(kind, "lock") == 0)
 		zk_lock_parent(qname, ZKF_LOCKS, out, sizeof(out));

@@ -95,6 +95,7 @@ zk_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(zk_shmem_size());
+	RequestAddinShmemSpace(zk_nsclaim_shmem_size());
 	RequestNamedLWLockTranche("zklock", 2);
 }
 

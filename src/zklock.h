@@ -251,6 +251,7 @@ typedef struct ZkEntry
 								 * ZkBarrierOp (barrier.h) */
 		uint8		lease;		/* ZKK_LEASE: ZkLeaseOp */
 		uint8		sem;		/* ZKK_SEMLEASE: ZkSemStep */
+		uint8		nsclaim;	/* ZKK_NSCLAIM: ZkNsClaimOp (nsclaim.c) */
 	}			step;
 
 	/* the barrier recipes (barrier.h); zeroed at allocation */
@@ -489,10 +490,17 @@ extern const char *zk_name_part(const char *qname);
 extern const char *zk_log_name(const char *qname);
 extern bool zk_name_in_namespace(const char *qname, const char *ns);
 extern const char *zk_current_namespace(void);
+extern const char *zk_current_namespace_unchecked(void);
 extern char *zk_qualify_name(const char *name, int len, int *qlen);
+extern char *zk_qualify_name_ext(const char *name, int len, int *qlen, bool check);
 extern void zk_namespace_changed(void);
 extern bool zk_json_field(const char *data, int len, const char *key, char *out,
 						  size_t outlen);
+
+/* nsclaim.c: the registry of namespace claims (issue 35) */
+extern Size zk_nsclaim_shmem_size(void);
+extern void zk_nsclaim_shmem_init(void);
+extern void zk_namespace_verify(const char *ns);
 
 /* worker.c */
 extern PGDLLEXPORT void zk_worker_main(Datum arg);

@@ -203,7 +203,7 @@ for my $t ([ $A, 'postgres', 'A' ], [ $A, 'db2', 'A/db2' ], [ $B, 'postgres', 'B
 		SELECT coalesce(string_agg(p.oid::regprocedure::text, ',' ORDER BY p.oid::regprocedure::text), '')
 		$EXT_FUNCS
 		AND p.oid::regprocedure::text NOT IN ('zk_privilege_groups()', 'zk_path(text,text)',
-		    'zk_grant(text,regrole,boolean)', 'zk_revoke(text,regrole)', 'zk_set_database_namespace(text)')
+		    'zk_grant(text,regrole,boolean)', 'zk_revoke(text,regrole)', 'zk_set_database_namespace(text,boolean)', 'zk_namespace_claim(text,boolean)')
 		AND (SELECT count(*) FROM zk_privilege_groups() g
 		      WHERE CASE WHEN g.object_type = 'function' THEN g.object::regprocedure END = p.oid) <> 1}),
 		'', "$where: every other function is in exactly one group");
