@@ -9,6 +9,7 @@ OBJS = \
 	src/zklock.o \
 	src/shmem.o \
 	src/quota.o \
+	src/kept.o \
 	src/names.o \
 	src/nsclaim.o \
 	src/worker.o \

@@ -142,6 +142,23 @@ AS 'MODULE_PATHNAME', 'zk_role_usage' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE
 
 CREATE VIEW zk_quotas AS SELECT * FROM zk_role_usage();
 
+-- what all of zklock.root keeps in ZooKeeper (every tenant of every cluster
+-- on that root) against zklock.max_kept_bytes and zklock.max_kept_nodes, as
+-- last read, and whether they are enforced (src/kept.c)
+CREATE FUNCTION zk_kept_totals(
+    OUT state text,
+    OUT kept_nodes bigint,
+    OUT kept_bytes bigint,
+    OUT max_kept_nodes bigint,
+    OUT max_kept_bytes bigint,
+    OUT read_at timestamptz,
+    OUT writes_refused bigint,
+    OUT detail text)
+RETURNS record
+AS 'MODULE_PATHNAME', 'zk_kept_totals' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION zk_kept_totals() FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION zk_role_usage() FROM PUBLIC;
 
 -- the groups: each object of the extension a role needs for one use, named
@@ -214,7 +231,8 @@ AS $$
         ('monitor', '@extschema@.zk_leases_internal()'),
         ('monitor', '@extschema@.zk_elections_internal()'),
         ('monitor', '@extschema@.zk_semaphores_internal()'),
-        ('monitor', '@extschema@.zk_role_usage()')) AS t(g, f)
+        ('monitor', '@extschema@.zk_role_usage()'),
+        ('monitor', '@extschema@.zk_kept_totals()')) AS t(g, f)
     UNION ALL
     SELECT 'monitor', 'view', v::regclass::text FROM (VALUES
         ('@extschema@.zk_locks'), ('@extschema@.zk_entries'), ('@extschema@.zk_queues'), ('@extschema@.zk_leases'),
@@ -223,6 +241,7 @@ AS $$
 $$;
 
 GRANT EXECUTE ON FUNCTION zk_role_usage() TO pg_monitor;
+GRANT EXECUTE ON FUNCTION zk_kept_totals() TO pg_monitor;
 GRANT SELECT ON TABLE zk_quotas TO pg_monitor;
 
 

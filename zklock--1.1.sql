@@ -179,6 +179,21 @@ AS 'MODULE_PATHNAME', 'zk_role_usage' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE
 
 CREATE VIEW zk_quotas AS SELECT * FROM zk_role_usage();
 
+-- what all of zklock.root keeps in ZooKeeper (every tenant of every cluster
+-- on that root) against zklock.max_kept_bytes and zklock.max_kept_nodes, as
+-- last read, and whether they are enforced (src/kept.c)
+CREATE FUNCTION zk_kept_totals(
+    OUT state text,
+    OUT kept_nodes bigint,
+    OUT kept_bytes bigint,
+    OUT max_kept_nodes bigint,
+    OUT max_kept_bytes bigint,
+    OUT read_at timestamptz,
+    OUT writes_refused bigint,
+    OUT detail text)
+RETURNS record
+AS 'MODULE_PATHNAME', 'zk_kept_totals' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
 CREATE FUNCTION zk_status(
     OUT state text,
     OUT servers text,
@@ -595,7 +610,8 @@ AS $$
         ('monitor', '@extschema@.zk_leases_internal()'),
         ('monitor', '@extschema@.zk_elections_internal()'),
         ('monitor', '@extschema@.zk_semaphores_internal()'),
-        ('monitor', '@extschema@.zk_role_usage()')) AS t(g, f)
+        ('monitor', '@extschema@.zk_role_usage()'),
+        ('monitor', '@extschema@.zk_kept_totals()')) AS t(g, f)
     UNION ALL
     SELECT 'monitor', 'view', v::regclass::text FROM (VALUES
         ('@extschema@.zk_locks'), ('@extschema@.zk_entries'), ('@extschema@.zk_queues'), ('@extschema@.zk_leases'),

@@ -230,6 +230,8 @@ lease_op(const char *name, int len, int op, const char *lock_node,
 	{
 		ZkAnswer   *a;
 
+		/* all of the root's, as last read (kept.c) */
+		zk_kept_check((int64) dlen, 1, true, "The lease's holder data");
 		/* the role's zklock.max_write_rate, before anything is sent */
 		zk_quota_charge_write(dlen, "The lease's holder data");
 

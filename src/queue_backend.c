@@ -458,6 +458,9 @@ queue_pre_commit(void)
 
 		total += sizeof(ZkTxnItem) + it->qlen + it->plen;
 	}
+	/* larger than all of the root may keep (kept.c): 54000 */
+	zk_kept_check((int64) total, (int64) list_length(pending_items) + 1, false,
+				  "This transaction's queue items, gate changes and arrivals");
 	/*
 	 * The role's write rate, before anything is written (not even the WAL
 	 * mark): ZooKeeper takes the bytes twice, as the transaction node and
@@ -543,11 +546,15 @@ queue_pre_commit(void)
 		/* ZooKeeper would refuse it after the commit record: fail now */
 		char		msg[ZKLOCK_ERRMSG_MAX];
 		int			sqlstate;
+		bool		over_kept;
 
 		zk_backend_lock(LW_SHARED);
 		strlcpy(msg, zk_entry(pub_idx)->errmsg, sizeof(msg));
 		sqlstate = zk_entry(pub_idx)->sqlstate;
+		over_kept = zk_entry(pub_idx)->pub_over_kept;
 		LWLockRelease(zk_ctl->lock);
+		if (over_kept)
+			zk_kept_error(msg); /* all of the root's (kept.c) */
 		if (sqlstate == ERRCODE_CONFIGURATION_LIMIT_EXCEEDED)
 			ereport(ERROR,
 					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),

@@ -1257,6 +1257,8 @@ typedef struct KeptCheck
 	char		path[ZK_PATH_MAX];	/* under the root, for the message */
 } KeptCheck;
 
+static void pub_kept_answered(ZkEntry *e, int rc);
+
 /* Completion of the zoo_aexists sent by pub_kept_send() */
 static void
 pub_kept_done(int rc, const struct Stat *stat, const void *data)
@@ -1295,24 +1297,104 @@ pub_kept_done(int rc, const struct Stat *stat, const void *data)
 					kept_reserve(e, c->hash, c->adding);
 			}
 			if (e->outstanding == 0)
-			{
-				if (e->released)
-					zk_qpub_drive(e);	/* frees it: nothing was written */
-				else if (e->pub_refused)
-				{
-					(void) kept_reserved(0, zk_entry_index(e), e->gen, true);
-					e->state = e->in_doubt ? ZKE_CREATING : ZKE_PENDING;
-					zk_finish(e, ZKO_BUSY, ERRCODE_CONFIGURATION_LIMIT_EXCEEDED, NULL);
-				}
-				else if (rc != ZOK && rc != ZNONODE)
-					zk_retry_later(e);	/* checked again next time */
-				else
-					send_txn_create(e);
-			}
+				pub_kept_answered(e, rc);
 		}
 	}
 	COMPLETION_END(e);
 	pfree(c);
+}
+
+/*
+ * The last of the kept checks answered (rc: its return code): refuse,
+ * retry, or write the transaction node
+ */
+static void
+pub_kept_answered(ZkEntry *e, int rc)
+{
+	if (e->released)
+		zk_qpub_drive(e);		/* frees it: nothing was written */
+	else if (e->pub_refused)
+	{
+		(void) kept_reserved(0, zk_entry_index(e), e->gen, true);
+		e->state = e->in_doubt ? ZKE_CREATING : ZKE_PENDING;
+		zk_finish(e, ZKO_BUSY, ERRCODE_CONFIGURATION_LIMIT_EXCEEDED, NULL);
+	}
+	else if (rc != ZOK && rc != ZNONODE)
+		zk_retry_later(e);		/* checked again next time */
+	else
+		send_txn_create(e);
+}
+
+/*
+ * What all of the root keeps (kept.c), read in the same round trip as the
+ * kept-items checks: the stats node ZooKeeper keeps for the root's quota.
+ * The transaction adds at most its node's bytes and one node per op plus
+ * its own.
+ */
+typedef struct KeptTotal
+{
+	const void *ectx;			/* zk_ctx_of(e) */
+	int64		add_nodes;
+	int64		add_bytes;
+} KeptTotal;
+
+/* Completion of the zoo_aget sent by pub_total_send() */
+static void
+pub_total_done(int rc, const char *value, int value_len,
+			   const struct Stat *stat, const void *data)
+{
+	KeptTotal  *t = (KeptTotal *) data;
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		int64		nodes = 0;
+		int64		bytes = 0;
+		bool		read = (rc == ZOK &&
+							zk_kept_parse(value, value_len, &nodes, &bytes));
+
+		if (read)
+			zk_kept_store(nodes, bytes);
+		else if (rc == ZNONODE)
+			zk_kept_request();	/* the quota is gone: set it up again */
+		e = zk_entry_of(t->ectx);
+		if (e != NULL && e->outstanding > 0)
+		{
+			e->outstanding--;
+			if (read && !e->pub_refused &&
+				zk_kept_over(nodes, bytes, t->add_nodes, t->add_bytes,
+							 e->errmsg, sizeof(e->errmsg)))
+			{
+				e->pub_refused = true;
+				e->pub_over_kept = true;
+				zk_ctl->kept_refused++;
+			}
+			if (e->outstanding == 0)
+				pub_kept_answered(e, rc == ZNONODE ? ZOK : rc);
+		}
+	}
+	COMPLETION_END(e);
+	pfree(t);
+}
+
+/* Send the read of the root's totals for e's publication, if enforced */
+static void
+pub_total_send(ZkEntry *e, const ZkTxnHeader *h)
+{
+	KeptTotal  *t;
+	char		path[ZK_PATH_MAX];
+
+	if (!zk_kept_enforced())
+		return;
+	t = MemoryContextAlloc(zk_q_context(), sizeof(KeptTotal));
+	t->ectx = zk_ctx_of(e);
+	t->add_nodes = (int64) h->nitems + 1;
+	t->add_bytes = (int64) h->total;
+	zk_kept_stats_path(path, sizeof(path));
+	if (zoo_aget(zk_zh, path, 0, pub_total_done, t) == ZOK)
+		e->outstanding++;
+	else
+		pfree(t);
 }
 
 /*
@@ -1332,10 +1414,14 @@ pub_kept_send(ZkEntry *e)
 	uint32		i;
 	int			rootlen = strlen(zk_root);
 
-	if (e->max_items <= 0 || h->nitems == 0)
+	if (h->nitems == 0)
 		return false;
 	/* checked again: what it reserved before is reserved anew */
 	(void) kept_reserved(0, zk_entry_index(e), e->gen, true);
+	e->pub_over_kept = false;
+	pub_total_send(e, h);		/* all of the root's (kept.c) */
+	if (e->max_items <= 0)
+		return e->outstanding > 0;
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = ZK_PATH_MAX;
 	ctl.entrysize = sizeof(KeptObj);

@@ -882,6 +882,7 @@ worker_turn_start(void)
 		apply_settings();
 		zk_dsa_apply_limit();
 		zk_recipes_reload();
+		zk_kept_request();		/* the quota nodes checked again (kept.c) */
 	}
 	if (reopen_needed)
 	{

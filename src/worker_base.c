@@ -257,6 +257,9 @@ zk_recipes_reconnected(void)
 	/* the ACLs of the nodes found there (aclcheck.c) */
 	if (zk_session_usable())
 		zk_acl_check_turn();
+	/* what all of the root keeps in ZooKeeper (kept.c) */
+	if (zk_session_usable())
+		zk_kept_turn();
 	for (k = 0; k < (int) lengthof(recipes); k++)
 		if (recipes[k]->session_usable && zk_session_usable())
 		{

@@ -38,6 +38,8 @@ int			zk_max_write_burst_kb = 1024;
 int			zk_max_transaction_kb = 256;
 int			zk_max_item_kb = 16;
 int			zk_max_kept_items = 10000;
+int			zk_max_kept_bytes_kb = 262144;
+int			zk_max_kept_nodes = 500000;
 char	   *zk_elections = NULL;
 char	   *zk_namespace = NULL;
 
@@ -374,6 +376,27 @@ define_write_quota_settings(void)
 							&zk_max_kept_items,
 							10000, 0, 1000000,
 							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+
+	/* everything under zklock.root, as ZooKeeper counts it (kept.c) */
+	DefineCustomIntVariable("zklock.max_kept_bytes",
+							"Bytes of data all of zklock.root may keep in ZooKeeper (every tenant of every cluster on that root).",
+							"Counted by ZooKeeper (a quota node on the root, no server-side limit): a COMMIT "
+							"that publishes queue items or arrivals, or a lease write, past it fails with 53400. "
+							"0 means no limit.",
+							&zk_max_kept_bytes_kb,
+							262144, 0, 67108864,
+							PGC_SIGHUP,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("zklock.max_kept_nodes",
+							"Nodes all of zklock.root may keep in ZooKeeper (every tenant of every cluster on that root).",
+							"Counted by ZooKeeper like zklock.max_kept_bytes. 0 means no limit.",
+							&zk_max_kept_nodes,
+							500000, 0, 100000000,
+							PGC_SIGHUP,
 							0,
 							NULL, NULL, NULL);
 }

@@ -233,6 +233,8 @@ typedef struct ZkEntry
 	dsa_pointer claims;			/* QCLAIM: ZkClaimRec[max_items] */
 	bool		pub_refused;	/* QPUB, before commit: ZooKeeper would
 								 * refuse an op (errmsg says why) */
+	bool		pub_over_kept;	/* QPUB, before commit: refused for
+								 * zklock.max_kept_bytes/nodes (kept.c) */
 	bool		pub_blocked;	/* QPUB, committed: ZooKeeper refuses the
 								 * publication; retried (errmsg says why) */
 	bool		end_blocked;	/* QCLAIM, let go: ZooKeeper refuses its
@@ -351,6 +353,14 @@ typedef struct ZkControl
 								 * are an older version's, accepted until
 								 * a settling pass completes */
 
+	/* what all of zklock.root keeps in ZooKeeper (kept.c) */
+	int			kept_state;		/* ZkKeptState (kept.c) */
+	int64		kept_nodes;		/* as last read from ZooKeeper ... */
+	int64		kept_bytes;
+	TimestampTz kept_read_at;	/* ... then; 0: never */
+	uint64		kept_refused;	/* writes refused for them */
+	char		kept_why[128];	/* why they are not enforced */
+
 	/* dynamic shared memory for variable-size data (zk_dsa()) */
 	LWLock	   *dsa_lock;
 	dsa_handle	dsa;
@@ -377,6 +387,8 @@ extern int	zk_max_write_burst_kb;
 extern int	zk_max_transaction_kb;
 extern int	zk_max_item_kb;
 extern int	zk_max_kept_items;
+extern int	zk_max_kept_bytes_kb;
+extern int	zk_max_kept_nodes;
 #define ZKQ_TXN_MAX_KB			976 /* zklock.max_transaction_size's top:
 									 * ZKQ_TXN_MAX (queue.h) in kB */
 extern char *zk_elections;
@@ -424,6 +436,18 @@ extern void *zk_quota_rates_area(void);
 /* quota.c: what one role writes into ZooKeeper (zklock.max_write_rate) */
 extern Size zk_role_rates_size(int slots);
 extern void zk_quota_charge_write(Size bytes, const char *what);
+
+/* kept.c: what all of zklock.root keeps in ZooKeeper */
+extern void zk_kept_turn(void);
+extern void zk_kept_request(void);
+extern bool zk_kept_enforced(void);
+extern void zk_kept_stats_path(char *out, size_t len);
+extern bool zk_kept_parse(const char *data, int len, int64 *nodes, int64 *bytes);
+extern void zk_kept_store(int64 nodes, int64 bytes);
+extern bool zk_kept_over(int64 nodes, int64 bytes, int64 add_nodes,
+						 int64 add_bytes, char *msg, size_t len);
+extern void zk_kept_check(int64 bytes, int64 nodes, bool cached, const char *what);
+ZK_NORETURN extern void zk_kept_error(const char *msg);
 /*
  * What one node zklock creates for a session (a lock's contender, a
  * semaphore's lease or pool, a barrier's member) is charged to the role's

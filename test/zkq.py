@@ -5,6 +5,8 @@ usage: test/zkq.py HOSTS VERB [ARGS...]
 
   ls PATH                 children of PATH, sorted, one per line (nothing if PATH is missing)
   count PATH              number of descendants of PATH, recursive, PATH excluded (0 if missing)
+  sizes PATH              "NODES BYTES": PATH and its descendants, and their data bytes, as
+                            ZooKeeper's quota stats count them (0 0 if missing)
   tree PATH               PATH and its descendants, one per line:
                             path ephemeralOwner(hex, 0x0 if persistent) czxid(hex)
   get PATH                data of PATH (exit 1 if missing)
@@ -98,7 +100,7 @@ def main(argv):
     nargs = {
         "ls": (1, 1), "count": (1, 1), "tree": (1, 1), "get": (1, 1),
         "exists": (1, 1), "create": (1, 2), "delete": (1, 1), "wait-count": (3, 3),
-        "count-kept": (1, 1),
+        "count-kept": (1, 1), "sizes": (1, 1),
     }
     if verb not in nargs:
         usage("unknown verb %r" % verb)
@@ -134,6 +136,17 @@ def main(argv):
                 if zk.exists(path + "/" + c + "/kept") is not None:
                     kept += 1
             print("%d %d" % (len(kids) - kept, kept))
+        elif verb == "sizes":
+            st = zk.exists(path)
+            n, b = 0, 0
+            if st is not None:
+                n, b = 1, st.dataLength
+                for p in walk(zk, path):
+                    st = zk.exists(p)
+                    if st is not None:
+                        n += 1
+                        b += st.dataLength
+            print("%d %d" % (n, b))
         elif verb == "tree":
             st = zk.exists(path)
             if st is not None:
