@@ -208,6 +208,7 @@ typedef struct LeaseAnswer
 {
 	bool		exists;
 	bool		busy;			/* write: changed under us, or in doubt */
+	bool		doubt;			/* write: in doubt (the connection was lost) */
 	int32		version;
 	char	   *data;
 	int			len;
@@ -282,6 +283,7 @@ lease_op(const char *name, int len, int op, const char *lock_node,
 		ans->version = e->lease_version;
 	}
 	ans->busy = (outcome == ZKO_BUSY);
+	ans->doubt = ans->busy && e->in_doubt;
 	let_go(&op_idx, op_gen);
 }
 
@@ -336,6 +338,8 @@ decide(const char *name, int len, const char *uname, const char *holder,
 	char	   *written = NULL;
 	int			wlen = 0;
 	int			round;
+	bool		doubt = false;	/* the last write's answer was lost */
+	LeaseAnswer last;
 
 	for (round = 0; round < LEASE_ROUNDS; round++)
 	{
@@ -375,7 +379,24 @@ decide(const char *name, int len, const char *uname, const char *holder,
 				 buf.data, buf.len, &w, "write the lease");
 		if (!w.busy)
 			return true;
+		doubt = w.doubt;
 		CHECK_FOR_INTERRUPTS();
+	}
+	if (doubt)
+	{
+		/*
+		 * Every answer lost on the way (not a writer racing us): did the last
+		 * write land?  Otherwise the connection, not a client, is at fault.
+		 */
+		lease_op(name, len, ZKL_READ, NULL, 0, NULL, 0, &last, "read the lease");
+		if (last.exists && last.len == wlen && memcmp(last.data, written, wlen) == 0)
+			return true;
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not write zookeeper lease \"%s\"", uname),
+				 errdetail("The connection to ZooKeeper was lost before the answer to each of %d writes; none of them landed, the lease is not taken.",
+						   LEASE_ROUNDS),
+				 errhint("Check the network between PostgreSQL and ZooKeeper (zk_status()), then retry.")));
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
