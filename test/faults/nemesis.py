@@ -334,9 +334,10 @@ class Nemesis(threading.Thread):
         self._wait(max(0.0, self.rnd.uniform(1.5, LINK_HOLD_MAX) - (time.monotonic() - t0)))
         self.ens.heal_partition(i)
         self.partitioned.discard(i)
-        # ZooKeeper is whole again: its other faults may start while this
-        # cluster reconnects (a killed worker restarts the whole cluster)
+        # ZooKeeper is whole again: the other faults (ZooKeeper's, this
+        # cluster's, the expiry probe) may start while it reconnects
         self._release("zk")
+        self._release("pg:" + name)
         st = c.wait_connected(60, not_session=before.get("session_id"))
         self.event("zk_link_switch", "heal", "s%d" % i, cluster=name,
                    held_s=round(time.monotonic() - t0, 1),
