@@ -4,8 +4,8 @@
 # tenant, so zklock.max_children bounds what the caller may see (its own
 # namespace's names), never the others', and zklock.max_answer_bytes the
 # bytes of the listing.  (On main 1ece2ff one tenant's 40 queues and leases
-# made another tenant's zk_queues and zk_leases fail with 54000:
-# test/repro/991_break2.pl, part E.)
+# made another tenant's zk_queues and zk_leases fail with 54000: the
+# reproduction 991_break2.pl, part E, removed from test/repro once fixed.)
 #
 # One cluster behind the test's proxy (test/zkproxy.py, which counts the
 # requests the worker sends), namespaces by database ('$database'): role ten
