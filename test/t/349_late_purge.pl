@@ -13,9 +13,10 @@
 # it forwards waits; it still applies the leader's commits), and A purges
 # 'lp': what the purge writes waits at server 3.  zklock.hosts is changed to
 # servers 1 and 2: the worker closes that session (its close waits too) and
-# the purge fails.  A purges again in the new session (the item goes), drops
-# the queue and enqueues a new item, which gets the old item's name.  Then
-# the link heals.  Before the fix the old session's purge (claim, unclaim
+# the purge fails.  A purges again in the new session (the item goes) and
+# drops the queue, and a kazoo producer enqueues a new item, which gets the
+# old item's name (A itself publishes nothing until the old session is gone,
+# src/history.c).  Then the link heals.  Before the fix the old session's purge (claim, unclaim
 # and delete entries/<name> in one multi) landed and deleted the new item;
 # now it is conditional on a node of that purge that the drop took with the
 # queue, and the new item stays.
@@ -36,7 +37,7 @@ sub bh { return $pe->{bh}->(@_); }
 
 my $quorum = "127.0.0.1:$cp[0],127.0.0.1:$cp[1]";
 my $A = zk_node('lateP', "127.0.0.1:$cp[2]",
-	session_timeout => '30s', connect_timeout => '3s');
+	session_timeout => '30s', connect_timeout => '10s');
 my $kzq = { hosts => $quorum };
 my $Q = '/zklock/queues/lp';
 
@@ -69,7 +70,9 @@ $p->quit;
 is(one_shot($A, "SELECT zk_queue_purge('lp')")->{out}, '1',
 	'a purge in the new session deletes the item');
 is(one_shot($A, "SELECT zk_queue_drop('lp')")->{out}, 't', 'the queue is dropped');
-$A->safe_psql('postgres', "SELECT zk_enqueue('lp', 'new-item')");
+my $kz = queue_kazoo($kzq);
+is($kz->cmd("put $Q 100 " . unpack('H*', 'new-item')), 'ok', 'a kazoo producer enqueues a new item');
+$kz->cmd('quit');
 my @new = items();
 is_deeply(\@new, \@old, 'the new item has the old one\'s name');
 my $held = time() - $t0;
