@@ -40,7 +40,7 @@
  *	   sending the next as answers come back; a list stops, and fails with
  *	   54000, once its rows would exceed the caller's
  *	   zklock.max_answer_bytes (answer_cap); a reset deletes the node
- *	   itself after its last child's delete was sent.
+ *	   itself once every child's delete is answered.
  *
  * Everything a read holds lives in a memory context of its own, deleted
  * when its last request is answered, so the worker's memory comes back.
@@ -57,6 +57,7 @@ typedef struct BInfo
 	int			seq;			/* e->outstanding while it is e's read */
 	int			pending;		/* requests out (+1 while a step runs) */
 	int			count;
+	int			kids;			/* reset: arrivals whose delete is out */
 	bool		reset;
 	bool		failed;			/* a read failed: start over */
 	bool		sending;		/* names left to send */
@@ -166,8 +167,42 @@ binfo_stop(BInfo *bi, bool failed)
 typedef struct BInfoCall
 {
 	BInfo	   *bi;
+	/* a reset's: its node under the arrival, and the multi */
+	char		path[ZK_PATH_MAX];
+	char		guard[ZK_PATH_MAX];
+	zoo_op_t	ops[2];
+	zoo_op_result_t res[2];
 	char		name[FLEXIBLE_ARRAY_MEMBER];	/* the child, as listed */
 } BInfoCall;
+
+/* ------------------------------------------------------------------------
+ * Late deletes of arrivals (issue 36)
+ *
+ * ZooKeeper applies a request that a follower has already forwarded to its
+ * leader even after the client closed or gave up its session (a change of
+ * zklock.hosts, the worker's exit, a session given up; how-it-works.md,
+ * "Requests of a session that ended").  An arrival is the same path every
+ * time its participant arrives: a plain delete of it that lands late, after
+ * the reset ran again in the next session and the participant arrived
+ * anew, would remove that new arrival.  So a reset deletes an arrival in
+ * two steps: it creates a node of its own under it, ephemeral and named
+ * after the session and a number never used again (reset-<session>-<n>),
+ * and once that create is answered, one multi deletes that node and the
+ * arrival.  A new arrival has no such node, so a late multi fails on it and
+ * deletes nothing.  A create that lands late leaves an ephemeral node of
+ * the old session under the new arrival, gone with that session's close
+ * (its multi was never sent); meanwhile a reset's multi finds the arrival
+ * not empty and the reset runs again (as it does when another client keeps
+ * a node there), deleting its own node first.
+ * ------------------------------------------------------------------------
+ */
+static uint32 reset_guard_seq = 0;
+
+/* Completion of a zoo_adelete whose answer nobody needs */
+static void
+binfo_ignore(int rc, const void *data)
+{
+}
 
 /* Completion of the zoo_aget sent by binfo_send_more() */
 static void
@@ -222,7 +257,11 @@ binfo_got(int rc, const char *value, int value_len, const struct Stat *stat,
 	COMPLETION_END(none);
 }
 
-/* Completion of the zoo_adelete sent by binfo_send_more() */
+/*
+ * Completion of the zoo_amulti sent by reset_guard_made() (an arrival and
+ * the reset's node under it) and of the zoo_adelete of the arrivals node
+ * sent by binfo_send_more() (name empty)
+ */
 static void
 binfo_deleted(int rc, const void *data)
 {
@@ -233,12 +272,70 @@ binfo_deleted(int rc, const void *data)
 	{
 		BInfo	   *bi = c->bi;
 
+		if (c->name[0] != '\0')
+			bi->kids--;
 		if (rc == ZOK && c->name[0] != '\0')
 			bi->count++;
+		else if (rc == ZNOTEMPTY && c->name[0] != '\0')
+		{
+			/* another node under it (a late create, another client's) */
+			if (zk_session_usable())
+				(void) zoo_adelete(zk_zh, c->guard, -1, binfo_ignore, NULL);
+			binfo_stop(bi, true);
+		}
 		else if (rc != ZOK && rc != ZNONODE && c->name[0] != '\0')
 			binfo_stop(bi, true);
 		pfree(c);
 		binfo_step_done(bi);
+	}
+	COMPLETION_END(none);
+}
+
+/*
+ * Completion of the zoo_acreate sent by binfo_send_more(): the reset's
+ * node is under the arrival; delete both in one multi ("Late deletes of
+ * arrivals").  No arrival (ZNONODE): gone already, not counted.
+ */
+static void
+reset_guard_made(int rc, const char *value, const void *data)
+{
+	ZkEntry    *volatile none = NULL;
+	BInfoCall  *c = (BInfoCall *) data;
+
+	COMPLETION_BEGIN
+	{
+		BInfo	   *bi = c->bi;
+		bool		sent = false;
+
+		if (rc == ZOK && binfo_entry(bi) != NULL && zk_session_usable())
+		{
+			zoo_delete_op_init(&c->ops[0], c->guard, -1);
+			zoo_delete_op_init(&c->ops[1], c->path, -1);
+			sent = (zoo_amulti(zk_zh, 2, c->ops, c->res, binfo_deleted, c) == ZOK);
+		}
+		else if (rc == ZNOAUTH && binfo_entry(bi) != NULL && zk_session_usable())
+		{
+			/*
+			 * Another client's arrival that zklock may not create under:
+			 * deleted by name, as before (its parent lets zklock delete)
+			 */
+			sent = (zoo_adelete(zk_zh, c->path, -1, binfo_deleted, c) == ZOK);
+		}
+		if (!sent)
+		{
+			if (rc == ZOK)
+			{
+				/* let go of, or not sent: its node goes now */
+				if (zk_session_usable())
+					(void) zoo_adelete(zk_zh, c->guard, -1, binfo_ignore, NULL);
+				binfo_stop(bi, true);
+			}
+			else if (rc != ZNONODE)
+				binfo_stop(bi, true);
+			bi->kids--;
+			pfree(c);
+			binfo_step_done(bi);
+		}
 	}
 	COMPLETION_END(none);
 }
@@ -268,6 +365,8 @@ binfo_send_more(BInfo *bi)
 
 		if (bi->next >= bi->nnames)
 		{
+			if (bi->reset && bi->kids > 0)
+				break;			/* the node's delete waits for theirs */
 			bi->sending = false;
 			if (!bi->reset)
 				break;
@@ -286,7 +385,18 @@ binfo_send_more(BInfo *bi)
 		strcpy(c->name, name);
 		snprintf(path, sizeof(path), "%s/%s", bi->dir, name);
 		if (bi->reset)
-			rc = zoo_adelete(zk_zh, path, -1, binfo_deleted, c);
+		{
+			/* its node first ("Late deletes of arrivals") */
+			if (++reset_guard_seq == 0)
+				reset_guard_seq = 1;
+			strlcpy(c->path, path, sizeof(c->path));
+			snprintf(c->guard, sizeof(c->guard), "%s/reset-%016llx-%u", path,
+					 (unsigned long long) zk_cur_session, reset_guard_seq);
+			rc = zoo_acreate(zk_zh, c->guard, NULL, -1, zk_acl_path(c->guard),
+							 ZOO_EPHEMERAL, reset_guard_made, c);
+			if (rc == ZOK)
+				bi->kids++;
+		}
 		else
 			rc = zoo_aget(zk_zh, path, 0, binfo_got, c);
 		if (rc != ZOK)

@@ -297,6 +297,7 @@ typedef struct Info
 	int			fail_rc;
 	char		qpath[ZK_PATH_MAX];
 	Listing		list;
+	char		guard[ZK_PATH_MAX];	/* purge: its node ("Late purges") */
 	int64		count;
 	List	   *rows;			/* palloc'd records (peek: ZkMsgRec+payload) */
 	struct Scan *scan;

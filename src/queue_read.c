@@ -12,6 +12,8 @@
  */
 #include "queue_int.h"
 
+#include <ctype.h>
+
 #include "access/transam.h"
 #include "access/xlog.h"
 #include "access/xlogrecovery.h"
@@ -28,6 +30,12 @@
 
 static void info_step(Info *in);
 static void info_send_more(Info *in);
+static bool purge_guard_drop(Info *in);
+static void info_finish(Info *in);
+static bool purge_guard_name(const char *child);
+
+/* a purge's node under the queue node: purge-<session>-<n> ("Late purges") */
+#define ZKQ_PURGE_GUARD_PREFIX	"purge-"
 
 /* ------------------------------------------------------------------------
  * One-off reads (ZKK_QINFO) and the resolution scan
@@ -58,8 +66,8 @@ typedef struct InfoCall
 	Info	   *info;
 	char		node[ZKQ_NODE_MAX];
 	int			which;
-	zoo_op_t	ops[3];
-	zoo_op_result_t res[3];
+	zoo_op_t	ops[4];
+	zoo_op_result_t res[4];
 	char		p1[ZK_PATH_MAX];
 	char		p2[ZK_PATH_MAX];
 } InfoCall;
@@ -160,6 +168,8 @@ info_finish(Info *in)
 {
 	ZkEntry    *e = info_entry(in);
 
+	if (purge_guard_drop(in))
+		return;					/* purge_guard_gone finishes */
 	if (e == NULL)
 	{
 		info_free(in);
@@ -397,6 +407,8 @@ info_purge_done(int rc, const void *data)
 			in->count++;
 		else if (!zk_rc_definite(rc) || rc == ZNOAUTH)
 			zk_q_info_fail(in, rc);
+		else if (c->res[0].err == ZNONODE)
+			in->sending = false;	/* its node went: the queue was dropped */
 		pfree(c);
 		zk_q_info_call_done(in);
 	}
@@ -413,6 +425,128 @@ info_call(Info *in, const char *node)
 	if (node)
 		strlcpy(c->node, node, sizeof(c->node));
 	return c;
+}
+
+/* ------------------------------------------------------------------------
+ * Late purges (issue 36)
+ *
+ * ZooKeeper applies a request that a follower has already forwarded to its
+ * leader even after the client closed or gave up its session (a change of
+ * zklock.hosts, the worker's exit, a session given up; how-it-works.md,
+ * "Requests of a session that ended").  A purge deletes items by name, and
+ * a queue dropped and created again names its items from 0 again: a late
+ * delete of the old session would remove a new item of the same name.  So
+ * a purge first creates a node of its own under the queue node, ephemeral
+ * and named after the session and a number never used again
+ * (purge-<session>-<n>), lists the items only once that create is
+ * answered, and each item's multi checks, first, that this node is still
+ * there.  The node goes when the purge ends, with the session, or with
+ * the queue: zk_queue_drop deletes such nodes in its multi.  A queue
+ * created again never has it, so a late multi of the old queue's purge
+ * fails there and deletes nothing.  (A create of the node itself that
+ * lands late only leaves an ephemeral node of the old session, gone with
+ * its close; no multi of that purge was sent.)
+ * ------------------------------------------------------------------------
+ */
+static uint32 purge_guard_seq = 0;
+
+/* Completion of the zoo_adelete sent by purge_guard_drop(): finish */
+static void
+purge_guard_gone(int rc, const void *data)
+{
+	Info	   *volatile in = (Info *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		/* the session ended meanwhile: as every request of it */
+		if (!zk_rc_definite(rc))
+			zk_q_info_fail(in, rc);
+		info_finish(in);
+	}
+	COMPLETION_END(none);
+}
+
+/*
+ * A purge ends: its node goes (gone already if the session ended).  True
+ * when its delete was sent: its answer finishes the purge, so that nothing
+ * of it is left once the caller has its count.
+ */
+static bool
+purge_guard_drop(Info *in)
+{
+	bool		sent;
+
+	if (in->guard[0] == '\0')
+		return false;
+	sent = zk_session_usable() &&
+		zoo_adelete(zk_zh, in->guard, -1, purge_guard_gone, in) == ZOK;
+	in->guard[0] = '\0';
+	return sent;
+}
+
+/* Completion of the zoo_acreate sent by purge_guard_send() */
+static void
+purge_guard_made(int rc, const char *value, const void *data)
+{
+	InfoCall   *c = (InfoCall *) data;
+	Info	   *volatile in = c->info;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		if (rc == ZOK)
+			strlcpy(in->guard, c->p1, sizeof(in->guard));
+		else if (rc != ZNONODE)
+			zk_q_info_fail(in, rc);
+		/* ZNONODE: no queue node, nothing to purge (guard stays empty) */
+		pfree(c);
+		zk_q_info_call_done(in);
+	}
+	COMPLETION_END(none);
+}
+
+/* A purge's first step: create its node under the queue node */
+static void
+purge_guard_send(Info *in)
+{
+	InfoCall   *c = info_call(in, NULL);
+
+	if (++purge_guard_seq == 0)
+		purge_guard_seq = 1;
+	snprintf(c->p1, sizeof(c->p1), "%s/" ZKQ_PURGE_GUARD_PREFIX "%016llx-%u", in->qpath,
+			 (unsigned long long) zk_cur_session, purge_guard_seq);
+	if (zoo_acreate(zk_zh, c->p1, NULL, -1, zk_acl_path(c->p1), ZOO_EPHEMERAL,
+					purge_guard_made, c) != ZOK)
+	{
+		pfree(c);
+		zk_q_info_fail(in, ZCONNECTIONLOSS);
+		return;
+	}
+	in->outstanding++;
+}
+
+/* Is child (of a queue node) a purge's node, purge-<16 hex>-<digits>? */
+static bool
+purge_guard_name(const char *child)
+{
+	size_t		pl = strlen(ZKQ_PURGE_GUARD_PREFIX);
+	const char *p;
+	int			i;
+
+	if (strncmp(child, ZKQ_PURGE_GUARD_PREFIX, pl) != 0)
+		return false;
+	p = child + pl;
+	for (i = 0; i < 16; i++)
+		if (!isxdigit((unsigned char) p[i]))
+			return false;
+	p += 16;
+	if (*p++ != '-' || *p == '\0' || strlen(p) > 10)
+		return false;
+	for (; *p; p++)
+		if (!isdigit((unsigned char) *p))
+			return false;
+	return true;
 }
 
 /* List entries and taken of qpath for a one-off read */
@@ -654,7 +788,8 @@ info_queues_listed(int rc, const struct String_vector *sv, const void *data)
  *	2. Three reads, pipelined: the queue node's children, and the stats of
  *	   entries and taken.  No queue node: nothing to do (false).  Items or
  *	   claims (anyone's), or a child zklock does not create (another
- *	   client's): refused, nothing deleted.
+ *	   client's): refused, nothing deleted.  The nodes of purges ("Late
+ *	   purges", up to ZKQ_DROP_GUARDS) go with the queue.
  *	3. Step 1 again; then what this worker remembers of the queue is
  *	   forgotten (its QState with its watches, its QSeq: parents known to
  *	   exist, how it names items), and one multi deletes the children found
@@ -674,6 +809,8 @@ info_queues_listed(int rc, const struct String_vector *sv, const void *data)
  * ------------------------------------------------------------------------
  */
 #define ZKQ_DROP_TRIES		5
+#define ZKQ_DROP_GUARDS		8	/* purges' nodes deleted with the queue */
+#define ZKQ_GUARD_NAME_MAX	48	/* purge-<16 hex>-<10 digits> */
 
 /* what this cluster does with a queue that is to be dropped (drop_local_use) */
 typedef enum DropUse
@@ -700,11 +837,13 @@ typedef struct Drop
 	bool		has_next;
 	int			nforeign;		/* other children of the queue node */
 	char		foreign[ZKQ_NODE_MAX];	/* the first of them */
+	int			nguards;		/* purges' nodes ("Late purges") */
+	char		guards[ZKQ_DROP_GUARDS][ZKQ_GUARD_NAME_MAX];
 	char		qpath[ZK_PATH_MAX];
 	int			nops;
-	char		paths[4][ZK_PATH_MAX];
-	zoo_op_t	ops[4];
-	zoo_op_result_t res[4];
+	char		paths[4 + ZKQ_DROP_GUARDS][ZK_PATH_MAX];
+	zoo_op_t	ops[4 + ZKQ_DROP_GUARDS];
+	zoo_op_result_t res[4 + ZKQ_DROP_GUARDS];
 } Drop;
 
 static void drop_read(Drop *d);
@@ -920,6 +1059,7 @@ static void
 drop_send(Drop *d, ZkEntry *e)
 {
 	int			n = 0;
+	int			i;
 	int			rc;
 
 	if (!drop_may_go(e, d))
@@ -931,6 +1071,9 @@ drop_send(Drop *d, ZkEntry *e)
 		snprintf(d->paths[n++], ZK_PATH_MAX, "%s/taken", d->qpath);
 	if (d->has_next)
 		snprintf(d->paths[n++], ZK_PATH_MAX, "%s/next", d->qpath);
+	/* purges' nodes: their late multis then fail ("Late purges") */
+	for (i = 0; i < d->nguards && i < ZKQ_DROP_GUARDS; i++)
+		snprintf(d->paths[n++], ZK_PATH_MAX, "%s/%s", d->qpath, d->guards[i]);
 	strlcpy(d->paths[n++], d->qpath, ZK_PATH_MAX);
 	d->nops = n;
 	for (n = 0; n < d->nops; n++)
@@ -1046,6 +1189,13 @@ drop_read_done(Drop *d)
 		drop_answer(d, e, ZKQ_DROP_ITEMS, why);
 		return;
 	}
+	if (d->nguards > ZKQ_DROP_GUARDS)
+	{
+		snprintf(why, sizeof(why), "%d purges of it are running (in ZooKeeper, from every server)",
+				 d->nguards);
+		drop_answer(d, e, ZKQ_DROP_CHANGING, why);
+		return;
+	}
 	drop_send(d, e);
 }
 
@@ -1071,6 +1221,12 @@ drop_children_done(int rc, const struct String_vector *sv, const void *data)
 				d->has_taken = true;
 			else if (strcmp(c, "next") == 0)
 				d->has_next = true;
+			else if (purge_guard_name(c))
+			{
+				if (d->nguards < ZKQ_DROP_GUARDS)
+					strlcpy(d->guards[d->nguards], c, ZKQ_GUARD_NAME_MAX);
+				d->nguards++;
+			}
 			else if (d->nforeign++ == 0)
 				strlcpy(d->foreign, c, sizeof(d->foreign));
 		}
@@ -1126,6 +1282,7 @@ drop_read_all(Drop *d)
 	d->has_entries = d->has_taken = d->has_next = false;
 	d->nforeign = 0;
 	d->foreign[0] = '\0';
+	d->nguards = 0;
 	rc = zoo_aget_children(zk_zh, d->qpath, 0, drop_children_done, d);
 	if (rc == ZOK)
 		d->pending++;
@@ -1292,13 +1449,17 @@ info_send_more(Info *in)
 			rc = zoo_aget(zk_zh, c->p1, 0, info_peek_done, c);
 		else
 		{
-			/* claim, unclaim and delete at once: only if unclaimed */
+			/*
+			 * claim, unclaim and delete at once: only if unclaimed, and
+			 * only in the queue this purge listed ("Late purges")
+			 */
 			snprintf(c->p2, sizeof(c->p2), "%s/taken/%s", in->qpath, c->node);
-			zoo_create_op_init(&c->ops[0], c->p2, NULL, -1, zk_acl_path(c->p2),
+			zoo_check_op_init(&c->ops[0], in->guard, -1);
+			zoo_create_op_init(&c->ops[1], c->p2, NULL, -1, zk_acl_path(c->p2),
 							   ZOO_EPHEMERAL, NULL, 0);
-			zoo_delete_op_init(&c->ops[1], c->p2, -1);
-			zoo_delete_op_init(&c->ops[2], c->p1, -1);
-			rc = zoo_amulti(zk_zh, 3, c->ops, c->res, info_purge_done, c);
+			zoo_delete_op_init(&c->ops[2], c->p2, -1);
+			zoo_delete_op_init(&c->ops[3], c->p1, -1);
+			rc = zoo_amulti(zk_zh, 4, c->ops, c->res, info_purge_done, c);
 		}
 		if (rc != ZOK)
 		{
@@ -1360,8 +1521,20 @@ info_step(Info *in)
 			else
 				in->count = zk_q_listing_unclaimed(&in->list, NULL);
 			break;
-		case ZKQI_PEEK:
 		case ZKQI_PURGE:
+			/* its node first, then as a peek ("Late purges") */
+			if (step == 0)
+				purge_guard_send(in);
+			else if (step == 1 && in->guard[0] != '\0')
+				info_send_listing(in, in->qpath);
+			else if (step == 2 && in->guard[0] != '\0')
+			{
+				in->sending = true;
+				in->next = 0;
+				info_send_more(in);
+			}
+			break;
+		case ZKQI_PEEK:
 			if (step == 0)
 				info_send_listing(in, in->qpath);
 			else if (step == 1)
@@ -1413,8 +1586,8 @@ info_step(Info *in)
 	}
 	if (in->outstanding == 0)
 	{
-		if (in->failed || step >= 1 || in->op == ZKQI_QUEUES ||
-			in->op == ZKQI_RELEASE_CLUSTER)
+		if (in->failed || step >= (in->op == ZKQI_PURGE ? 2 : 1) ||
+			in->op == ZKQI_QUEUES || in->op == ZKQI_RELEASE_CLUSTER)
 			info_finish(in);
 		else
 			info_step(in);
