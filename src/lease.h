@@ -37,4 +37,10 @@ extern bool zk_lease_parse_end(const char *s, TimestampTz *out);
 extern char *zk_lease_default_holder(int *len);
 ZK_NORETURN extern void zk_lease_unreadable(const char *uname, const char *why);
 
+/* lease_sweep.c: the worker's cleanup of ended leases (its hooks) */
+#define SWEEP_SLOTS		4		/* candidates handled at once, one lock each */
+extern void zk_lease_sweep_turn(void);
+extern void zk_lease_sweep_reset(void);
+extern void zk_lease_sweep_reload(void);
+
 #endif							/* ZKLOCK_LEASE_H */

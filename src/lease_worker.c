@@ -298,8 +298,15 @@ lease_session_lost(ZkEntry *e, const char *why)
 	}
 }
 
-/* the recipe has no hook into the worker; its one kind (recipelist.h) */
-const ZkRecipe zk_lease_recipe = {0};
+/*
+ * The recipe's hooks into the worker: the cleanup of ended leases
+ * (lease_sweep.c); its one kind (recipelist.h)
+ */
+const ZkRecipe zk_lease_recipe = {
+	.reload = zk_lease_sweep_reload,
+	.session_reset = zk_lease_sweep_reset,
+	.session_usable = zk_lease_sweep_turn,
+};
 
 const ZkKindOps zk_lease_ops = {
 	.drive = lease_drive,
