@@ -13,6 +13,7 @@
  *				none), create it with the backend's data (the blob).  The
  *				check makes a write of a lock lost with the session fail
  *				instead of overwriting a lease somebody else was given.
+ *	  ZKL_DELETE	the same multi without the create (zk_lease_release).
  *
  *	  The backend decides (it parses the data and compares the times); the
  *	  worker only answers: GRANTED when done, BUSY when the holder changed
@@ -213,6 +214,32 @@ lease_drive(ZkEntry *e)
 		{
 			free_call(c);
 			(void) zk_send_failed(e, rc, "lease read");
+		}
+		return;
+	}
+
+	/* ZKL_DELETE: check our lock, delete the holder at the version read */
+	if (e->step.lease == ZKL_DELETE)
+	{
+		if (e->node[0] == '\0' || e->lease_version < 0)
+		{
+			free_call(c);
+			zk_fail(e, ERRCODE_INTERNAL_ERROR, "a lease delete without lock or version");
+			return;
+		}
+		snprintf(c->lock, sizeof(c->lock), "%s/%s", parent, e->node);
+		zoo_check_op_init(&c->ops[c->nops++], c->lock, -1);
+		zoo_delete_op_init(&c->ops[c->nops++], c->holder, e->lease_version);
+		rc = zoo_amulti(zk_zh, c->nops, c->ops, c->res, write_done, c);
+		if (rc == ZOK)
+			e->create_inflight = true;
+		else
+		{
+			free_call(c);
+			if (!zk_rc_definite(rc))
+				zk_retry_later(e);
+			else
+				(void) zk_send_failed(e, rc, "lease delete");
 		}
 		return;
 	}

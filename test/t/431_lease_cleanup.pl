@@ -12,7 +12,7 @@
 #      a holder that is not a lease, one of another format version, and an
 #      ended lease whose ACL lets another identity write it.
 #   3. Afterwards kazoo's NonBlockingLease and zk_try_lease take names the
-#      sweep removed.
+#      sweep removed.  zk_lease_release ends one's own lease early.
 #   4. More names than zklock.max_children: nothing listed, a WARNING.
 
 use strict;
@@ -124,6 +124,22 @@ is(sql("SELECT zk_try_lease('c1', '30 seconds', 'sql')"), 'f', 'and SQL respects
 is(sql("SELECT zk_try_lease('c2', '30 seconds', 'sql')"), 't', "zk_try_lease takes 'c2' afterwards");
 is($k->cmd("lease $LEASES/c2 30 py"), 'false', 'and kazoo respects it');
 is(sql("SELECT zk_try_lease('kz', '30 seconds', 'sql')"), 't', "zk_try_lease takes 'kz' afterwards");
+
+# zk_lease_release: one's own lease, ended early
+is(sql("SELECT zk_try_lease('rel', '1 hour', 'me')"), 't', "'rel' taken for an hour");
+is(sql("SELECT zk_lease_release('rel', 'other')"), 'f', 'another holder cannot release it');
+ok(zk_exists($zk, "$LEASES/rel/lease_holder"), 'and it stays');
+is(sql("SELECT zk_lease_release('rel', 'me')"), 't', 'its holder releases it');
+ok(!zk_exists($zk, "$LEASES/rel/lease_holder"), 'its holder node is gone at once');
+is(sql("SELECT zk_lease_release('rel', 'me')"), 'f', 'released twice: false');
+is($k->cmd("lease $LEASES/rel 30 py"), 'true', 'kazoo takes it at once');
+is(sql("SELECT zk_try_lease('rel2', '1 hour')"), 't', "'rel2' taken by this server");
+is(sql("SELECT zk_lease_release('rel2')"), 't', 'and released by this server (default holder)');
+ok(wait_until(sub { !zk_exists($zk, "$LEASES/rel2") }, 15, 0.2), "the released name's node goes with the cleanup");
+my ($rc, $out, $err) = $A->psql('postgres', "SELECT zk_lease_release('fgarbage', 'x')");
+like($err, qr/holds data zklock cannot read/, 'releasing a holder that is not a lease: an error');
+is(zk_get($zk, "$LEASES/fgarbage/lease_holder"), 'not a lease', 'and it stays');
+
 sleep 3;
 ok(zk_exists($zk, "$LEASES/c1/lease_holder") && zk_exists($zk, "$LEASES/c2/lease_holder"),
 	'leases that run are not touched');
