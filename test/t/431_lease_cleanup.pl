@@ -72,7 +72,8 @@ ok(defined zkq($zk, 'create', "$LEASES/fgarbage/lease_holder", 'not a lease'), '
 ok(defined zkq($zk, 'create', "$LEASES/fv2/lease_holder",
 		'{"version": 2, "holder": "x", "end": "2001-01-01T00:00:00"}'), 'a holder of format version 2');
 kazoo_py(qq{acl = [ACL(Permissions.READ, Id('world', 'anyone')), make_digest_acl('mallory', 'pw', all=True)]
-zk.create('$LEASES/facl/lease_holder', b'$ended', acl=acl, makepath=True)});
+zk.ensure_path('$LEASES/facl')
+zk.create('$LEASES/facl/lease_holder', b'$ended', acl=acl)});
 like(kazoo_py("print(zk.get_acls('$LEASES/facl/lease_holder')[0])"), qr/mallory/,
 	"an ended lease whose ACL lets mallory write it");
 ok(defined zkq($zk, 'create', "$LEASES/fempty"), 'an empty name node');
