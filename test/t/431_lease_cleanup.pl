@@ -144,7 +144,7 @@ is(zk_get($zk, "$LEASES/fgarbage/lease_holder"), 'not a lease', 'and it stays');
 sleep 3;
 ok(zk_exists($zk, "$LEASES/c1/lease_holder") && zk_exists($zk, "$LEASES/c2/lease_holder"),
 	'leases that run are not touched');
-like($A->log_content, qr/zklock: removed \d+ ended leases and \d+ lease names from zookeeper/,
+like(slurp_file($A->logfile), qr/zklock: removed \d+ ended leases and \d+ lease names from zookeeper/,
 	'the worker said what it removed');
 ok(wait_until(sub { zk_status_value($A, 'entries_used') eq '0' }, 10, 0.2),
 	"the worker's cleanup keeps no entry afterwards");
@@ -155,7 +155,7 @@ ok(wait_until(sub { zk_status_value($A, 'entries_used') eq '0' }, 10, 0.2),
 sql("ALTER SYSTEM SET zklock.max_children = 10; SELECT pg_reload_conf()");
 is(sql(q{DO $$ BEGIN FOR i IN 1..12 LOOP PERFORM zk_try_lease('m' || i, '1 second'); END LOOP; END $$; SELECT 'ok'}),
 	'ok', '12 more leases of 1 s');
-ok(wait_until(sub { $A->log_content =~ /ended leases are not removed from zookeeper/ }, 15, 0.2),
+ok(wait_until(sub { slurp_file($A->logfile) =~ /ended leases are not removed from zookeeper/ }, 15, 0.2),
 	'past zklock.max_children the sweep lists nothing and warns');
 ok(zk_exists($zk, "$LEASES/m1/lease_holder"), 'and removes nothing');
 sql("ALTER SYSTEM RESET zklock.max_children; SELECT pg_reload_conf()");
