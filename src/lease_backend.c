@@ -74,16 +74,8 @@ lease_at_exit(void)
 	let_go(&lock_idx, lock_gen);
 }
 
-/* The worker's cleanup of ended leases takes a lock per slot (lease_sweep.c) */
-static int
-lease_worker_entries(void)
-{
-	return SWEEP_SLOTS;
-}
-
 const ZkRecipeBackend zk_lease_backend = {
 	.at_exit = lease_at_exit,
-	.worker_entries = lease_worker_entries,
 };
 
 /* ---- the holder's data ---- */

@@ -42,7 +42,8 @@
  *	  A session that ends abandons the pass (its lock entries are let go);
  *	  the next pass starts over.  Bounded: one listing of at most
  *	  zklock.max_children names, ZK_READ_WINDOW reads and SWEEP_SLOTS locks
- *	  in flight.
+ *	  in flight; the locks' entries come from no reserve, and are taken only
+ *	  while more than SWEEP_FREE_MIN entries are free.
  *
  *-------------------------------------------------------------------------
  */
@@ -63,6 +64,7 @@
 #include "utils/timestamp.h"
 
 #define LEASE_HOLDER	"lease_holder"
+#define SWEEP_FREE_MIN	4		/* free entries the cleanup leaves to others */
 
 typedef enum SweepPhase
 {
@@ -702,9 +704,10 @@ slot_start(int s, int name, bool holder)
 		slot_drop(s);
 		return true;
 	}
-	e = zk_entry_alloc();
-	if (e == NULL)
-		return false;			/* none free: again next turn */
+	/* counted in no reserve: never the last SWEEP_FREE_MIN free entries */
+	if (zk_ctl->max_entries - zk_ctl->used <= SWEEP_FREE_MIN ||
+		(e = zk_entry_alloc()) == NULL)
+		return false;			/* again next turn */
 	e->kind = ZKK_LOCK;
 	e->family = ZKF_LEASES;
 	e->procno = zk_my_procno();
