@@ -262,6 +262,9 @@ zk_limit_hint(const char *msg)
 {
 	if (strstr(msg, "zklock.max_children") != NULL)
 		return "Delete some of them, or have a superuser raise zklock.max_children (reload) for as long as reading them takes.";
+	/* a listing of a directory every namespace shares (zk_own_children) */
+	if (strstr(msg, "names of every namespace") != NULL)
+		return "Every namespace's names are in that listing: have a superuser raise zklock.max_answer_bytes for this session, or drop names no longer used.";
 	return "Ask for fewer items, or raise zklock.max_answer_bytes for this session.";
 }
 

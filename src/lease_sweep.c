@@ -8,9 +8,12 @@
  *	  Every zklock.lease_cleanup_interval, while the session is usable, one
  *	  pass:
  *
- *	  COUNTING	an exists of <root>/leases: more than zklock.max_children
- *				names and the pass stops (a WARNING, rate-limited);
- *	  LISTING	its children;
+ *	  COUNTING	an exists of <root>/leases, which holds every namespace's
+ *				leases: a listing larger than zklock.max_answer_bytes
+ *				(zk_listing_over) and the pass stops (a WARNING,
+ *				rate-limited).  Not zklock.max_children: one tenant's many
+ *				names must not stop the cleanup of everybody's;
+ *	  LISTING	its children (again at most zklock.max_answer_bytes);
  *	  SCANNING	each name's lease_holder read without the lock
  *				(ZK_READ_WINDOW at a time, zk_read_window), to find the
  *				candidates: a lease of kazoo's format 1 whose end is more
@@ -41,7 +44,7 @@
  *	  Data that is not a lease, another format, a foreign ACL: left alone.
  *	  A session that ends abandons the pass (its lock entries are let go);
  *	  the next pass starts over.  Bounded: one listing of at most
- *	  zklock.max_children names, ZK_READ_WINDOW reads and SWEEP_SLOTS locks
+ *	  zklock.max_answer_bytes, ZK_READ_WINDOW reads and SWEEP_SLOTS locks
  *	  in flight; the locks' entries come from no reserve, and are taken only
  *	  while more than SWEEP_FREE_MIN entries are free.
  *
@@ -318,6 +321,25 @@ scan_send_more(void)
 	}
 }
 
+/* The bytes a listing may take: the worker's zklock.max_answer_bytes */
+static Size
+listing_cap(void)
+{
+	return (Size) zk_max_answer_kb * 1024;
+}
+
+/* The listing is too large: say so (rate-limited), stop the pass */
+static void
+pass_over(const char *msg)
+{
+	if (zk_log_limited(&over_log, "lease cleanup over max_answer_bytes"))
+		ereport(WARNING,
+				(errmsg("zklock: ended leases are not removed from zookeeper"),
+				 errdetail("%s.", msg),
+				 errhint("Raise zklock.max_answer_bytes in postgresql.conf (and reload) so that the worker may list them.")));
+	pass_end();
+}
+
 /* Completion of the listing of <root>/leases */
 static void
 list_done(int rc, const struct String_vector *kids, const void *data)
@@ -329,12 +351,24 @@ list_done(int rc, const struct String_vector *kids, const void *data)
 	{
 		if (call_current(c) && sw.phase == SWP_LISTING)
 		{
-			if (rc != ZOK || kids == NULL || kids->count == 0 ||
-				kids->count > zk_max_children)
-				pass_end();		/* none, gone, or grown past the bound */
+			Size		bytes = 0;
+			int			i;
+
+			for (i = 0; kids != NULL && i < kids->count; i++)
+				bytes += ZK_LIST_NAME_MIN + (kids->data[i] ? strlen(kids->data[i]) : 0);
+			if (rc != ZOK || kids == NULL || kids->count == 0)
+				pass_end();		/* none, or gone */
+			else if (bytes > listing_cap())
+			{
+				char		msg[256];
+
+				snprintf(msg, sizeof(msg),
+						 "Listing the leases took %zu kB, more than zklock.max_answer_bytes (%zu kB)",
+						 (bytes + 1023) / 1024, listing_cap() / 1024);
+				pass_over(msg);
+			}
 			else
 			{
-				int			i;
 
 				sw.names = MemoryContextAlloc(sw.cxt, sizeof(char *) * kids->count);
 				sw.cand = MemoryContextAlloc(sw.cxt, sizeof(int) * kids->count);
@@ -367,15 +401,8 @@ count_done(int rc, const struct Stat *stat, const void *data)
 
 			if (rc != ZOK || stat == NULL || stat->numChildren == 0)
 				pass_end();
-			else if (zk_children_over(stat, "The leases", msg, sizeof(msg)))
-			{
-				if (zk_log_limited(&over_log, "lease cleanup over max_children"))
-					ereport(WARNING,
-							(errmsg("zklock: ended leases are not removed from zookeeper"),
-							 errdetail("%s.", msg),
-							 errhint("Raise zklock.max_children (and reload) so that the worker may list them.")));
-				pass_end();
-			}
+			else if (zk_listing_over(stat, listing_cap(), "leases", msg, sizeof(msg)))
+				pass_over(msg);
 			else
 			{
 				SweepCall  *l = new_call(-1, -1);

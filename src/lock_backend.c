@@ -697,6 +697,7 @@ zk_query_holders(const char *name, int len, int family)
 		e = zk_new_entry(ZKK_HOLDERS, name, len, ZKM_EXCLUSIVE, ZKS_TRANSACTION, false);
 		e->family = family;
 		e->dsm = dsm_segment_handle(seg);
+		e->answer_cap = cap;	/* bounds <root>/leases' listing (ZKF_LEASEDIR) */
 		idx = zk_entry_index(e);
 		gen = e->gen;
 		query_idx = idx;

@@ -953,8 +953,10 @@ send_create(ZkEntry *e)
 /*
  * Bounded fan-out (issue 35; src/README, section 6, "Windows").  A read of
  * the contenders (zk_lock_holders, zk_election_candidates,
- * zk_semaphore_holders, the lease listing) first reads the lock node's stat
- * and fails with 54000 if it has more than zklock.max_children children;
+ * zk_semaphore_holders) first reads the lock node's stat and fails with
+ * 54000 if it has more than zklock.max_children children (the lease
+ * listing, <root>/leases, holds every namespace's leases: it is bounded in
+ * bytes there, and in the caller's own leases once listed, zk_own_children);
  * then it lists them and reads them ZK_READ_WINDOW at a time (at most
  * ZK_READ_INFLIGHT_BYTES of them, zk_read_window), and stops
  * once the backend's segment is full: "needed" then says about how much
@@ -1169,6 +1171,28 @@ holders_list_done(int rc, const struct String_vector *kids, const void *ctx)
 			e->query_failed = true;
 			holders_finish(e);
 		}
+		else if (e->family == ZKF_LEASEDIR)
+		{
+			/* every namespace's leases: the caller's own are read (zk_leases) */
+			rd->cxt = AllocSetContextCreate(TopMemoryContext, "zklock holders read",
+											ALLOCSET_DEFAULT_SIZES);
+			rd->names = zk_own_children(kids, e->name, (Size) e->answer_cap, "leases",
+										rd->cxt, &rd->n, rd->msg, sizeof(rd->msg));
+			if (rd->n < 0)
+			{
+				rd->n = 0;
+				rd->over = true;
+				holders_finish(e);
+			}
+			else
+			{
+				rd->shared = MemoryContextAllocZero(rd->cxt, sizeof(bool) * Max(rd->n, 1));
+				e->outstanding = 0;
+				holders_send_more(e);
+				if (e->outstanding == 0)
+					holders_finish(e);
+			}
+		}
 		else if (kids->count > zk_max_children)
 		{
 			struct Stat st;
@@ -1229,8 +1253,11 @@ holders_counted(int rc, const struct Stat *stat, const void *ctx)
 			e->query_failed = true;
 			holders_finish(e);
 		}
-		else if (zk_children_over(stat, "Its contenders", rd->msg, sizeof(rd->msg)))
+		else if (e->family == ZKF_LEASEDIR ?
+				 zk_listing_over(stat, (Size) e->answer_cap, "leases", rd->msg, sizeof(rd->msg)) :
+				 zk_children_over(stat, "Its contenders", rd->msg, sizeof(rd->msg)))
 		{
+			/* the leases of every namespace: only their bytes (zk_own_children) */
 			rd->over = true;
 			holders_finish(e);
 		}

@@ -554,6 +554,39 @@ zk_name_in_namespace(const char *qname, const char *ns)
 		memcmp(qname + 1, ns, sep - qname - 1) == 0;
 }
 
+/*
+ * The namespace of a qualified name ("" for the root one), into out (at
+ * least ZKLOCK_NS_MAX + 1 bytes; a longer one is cut there)
+ */
+void
+zk_qname_namespace(const char *qname, char *out, size_t outlen)
+{
+	const char *sep;
+
+	if (qname[0] != ZKLOCK_NS_MARK || (sep = strchr(qname + 1, ZKLOCK_NS_MARK)) == NULL)
+		out[0] = '\0';
+	else
+		strlcpy(out, qname + 1, Min(outlen, (size_t) (sep - qname)));
+}
+
+/*
+ * Is a child of a directory every namespace shares (<root>/queues,
+ * <root>/leases), as ZooKeeper names it, a name of namespace ns ("" the
+ * root)?  The answer zk_name_in_namespace gives for what zk_decode_qname
+ * makes of it, cut at ZKLOCK_ENAME_MAX bytes as the readers of such
+ * listings cut it, so the worker keeps exactly the rows the backend shows.
+ */
+bool
+zk_child_in_namespace(const char *enc, const char *ns)
+{
+	char		cut[ZKLOCK_ENAME_MAX + 1];
+	char		name[ZKLOCK_ENAME_MAX + 2];
+
+	strlcpy(cut, enc, sizeof(cut));
+	zk_decode_qname(cut, name, sizeof(name));
+	return zk_name_in_namespace(name, ns);
+}
+
 /* <root>/locks/<encoded name> for a UTF-8 name (leases, elections: their own dirs) */
 void
 zk_lock_parent(const char *name, int family, char *out, size_t outlen)

@@ -516,8 +516,10 @@ queue_taken_counted(int rc, const struct Stat *stat, const void *data)
 /*
  * Completion of the zoo_aexists sent by info_send_count(): a folder's
  * child count (which: 0 the queues, 1 a queue's entries, 2 its taken).
- * More than zklock.max_children is not listed: a length answers from the
- * counts, zk_queues fails with 54000.
+ * More than zklock.max_children items is not listed: a length answers
+ * from the counts.  The queues of every namespace are listed unless their
+ * names alone would pass zklock.max_answer_bytes; zk_queues fails with
+ * 54000 past zklock.max_children of the caller's own (info_queues_listed).
  */
 static void
 info_counted(int rc, const struct Stat *stat, const void *data)
@@ -536,7 +538,18 @@ info_counted(int rc, const struct Stat *stat, const void *data)
 				in->stat_taken = stat->numChildren;
 			else
 				in->stat_entries = stat->numChildren;
-			if (stat->numChildren > zk_max_children)
+			if (c->which == 0)
+			{
+				/* every namespace's queues: only their bytes (zk_own_children) */
+				if (!in->over &&
+					zk_listing_over(stat, in->cap, "queues", in->limit, sizeof(in->limit)))
+				{
+					in->over = true;
+					in->sending = false;
+					zk_q_info_fail(in, ZOK);
+				}
+			}
+			else if (stat->numChildren > zk_max_children)
 			{
 				if (in->op == ZKQI_LENGTH)
 					in->by_stat = true;
@@ -592,13 +605,29 @@ info_queues_listed(int rc, const struct String_vector *sv, const void *data)
 
 	COMPLETION_BEGIN
 	{
-		if (rc == ZOK && zk_session_usable())
+		ZkEntry    *e = info_entry(in);
+
+		if (rc == ZOK && zk_session_usable() && e != NULL)
 		{
-			/* counted ZK_READ_WINDOW at a time (info_send_more) */
-			in->names = zk_q_names_copy(sv, &in->nnames);
-			in->next = 0;
-			in->sending = true;
-			info_send_more(in);
+			/*
+			 * The queues of the caller's namespace (every namespace's are
+			 * children of <root>/queues), counted ZK_READ_WINDOW at a time
+			 * (info_send_more)
+			 */
+			in->names = zk_own_children(sv, e->name, in->cap, "queues", zk_q_context(),
+										&in->nnames, in->limit, sizeof(in->limit));
+			if (in->nnames < 0)
+			{
+				in->nnames = 0;
+				in->over = true;
+				zk_q_info_fail(in, ZOK);
+			}
+			else
+			{
+				in->next = 0;
+				in->sending = true;
+				info_send_more(in);
+			}
 		}
 		else if (rc != ZNONODE && rc != ZOK)
 			zk_q_info_fail(in, rc);
@@ -1426,7 +1455,9 @@ zk_qinfo_drive(ZkEntry *e)
 	in->op = e->qop;
 	if (in->op == ZKQI_PEEK || in->op == ZKQI_QUEUES)
 		in->cap = (Size) e->fxid;	/* the backend's zklock.max_answer_bytes */
-	if (e->name[0])
+	if (in->op == ZKQI_QUEUES)
+		snprintf(in->qpath, sizeof(in->qpath), "%s/queues", zk_root);	/* the name: its namespace */
+	else if (e->name[0])
 		zk_queue_path(e->name, in->qpath, sizeof(in->qpath));
 	e->state = ZKE_CREATING;
 	e->errors = 0;

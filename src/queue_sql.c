@@ -452,7 +452,8 @@ zk_queues_internal(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	(void) zk_current_namespace();	/* the namespace is ours (nsclaim.c) */
 	rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	e = zk_queue_info(ZKQI_QUEUES, NULL, 0, 0, answer_cap(), &idx, &gen, "list the queues");
+	/* "queues", qualified: the worker lists this namespace's queues only */
+	e = zk_queue_info(ZKQI_QUEUES, "queues", 6, 0, answer_cap(), &idx, &gen, "list the queues");
 	PG_TRY();
 	{
 		dsm_segment *s;

@@ -235,4 +235,18 @@ extern int	zk_read_window(bool answered, Size largest);
 extern bool zk_children_over(const struct Stat *stat, const char *what,
 							 char *msg, size_t len);
 
+/*
+ * worker_base.c: listings of a directory every namespace shares (issue 35:
+ * <root>/queues, <root>/leases).  zklock.max_children bounds the caller's
+ * own names in them, zklock.max_answer_bytes the listing's bytes; a child's
+ * name takes at least ZK_LIST_NAME_MIN bytes of it (its length, a byte).
+ */
+#define ZK_LIST_NAME_MIN	5
+
+extern bool zk_listing_over(const struct Stat *stat, Size cap, const char *what,
+							char *msg, size_t len);
+extern char **zk_own_children(const struct String_vector *kids, const char *qname,
+							  Size cap, const char *what, MemoryContext cxt,
+							  int *n, char *msg, size_t len);
+
 #endif							/* ZKLOCK_RECIPE_H */

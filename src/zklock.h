@@ -491,6 +491,8 @@ extern int	zk_decode_qname(const char *enc, char *out, int outlen);
 extern const char *zk_name_part(const char *qname);
 extern const char *zk_log_name(const char *qname);
 extern bool zk_name_in_namespace(const char *qname, const char *ns);
+extern void zk_qname_namespace(const char *qname, char *out, size_t outlen);
+extern bool zk_child_in_namespace(const char *enc, const char *ns);
 extern const char *zk_current_namespace(void);
 extern const char *zk_current_namespace_unchecked(void);
 extern char *zk_qualify_name(const char *name, int len, int *qlen);

@@ -338,13 +338,20 @@ sub per_cycle
 {
 	# two lock creates' replies held: sends in flight; then 8 members enter
 	my @first = sessions(2, 'b11first');
-	my $rule = proxy_rule($proxy, 'delay-replies create2 1500');
+	# (held 5 s: the 8 sessions' requests must all reach the worker while the
+	# first replies are held, however slow the machine; a reply held keeps
+	# its time after the rule is cleared, so the wait below stays inside it)
+	my @s = sessions(8, 'b11');
+	my $rule = proxy_rule($proxy, 'delay-replies create2 5000');
 	send_firsts(\@first, 'b11');
 	usleep(300_000);
 	my $m0 = requests('multi');
-	my @s = sessions(8, 'b11');
 	$_->send("SELECT zk_barrier_enter('b11', 8, '30s')") for @s;
-	usleep(300_000);
+	wait_until(sub {
+		$node->safe_psql('postgres', "SELECT count(*) FROM pg_stat_activity "
+			  . "WHERE query LIKE '%zk_barrier_enter(''b11''%' AND wait_event_type = 'Extension'") == 8 }, 4, 0.05)
+	  or diag 'b11: not all 8 members were waiting on the worker within 4 s';
+	usleep(200_000);
 	proxy_cmd($proxy, "clear $rule");
 	for (@s)
 	{

@@ -42,26 +42,6 @@ my $Q = '/zklock/queues';
 sub entries { my @l = zk_children($zk, "$Q/$_[0]/entries"); return scalar @l; }
 sub taken   { my @l = zk_children($zk, "$Q/$_[0]/taken"); return scalar @l; }
 
-sub log_has
-{
-	my ($node, $re, $secs) = @_;
-	return wait_until(sub { slurp_file($node->logfile) =~ $re }, $secs // 40);
-}
-
-# everything a cluster can take from a queue now, payloads sorted
-sub drain
-{
-	my ($node, $q) = @_;
-	my @all;
-	for (1 .. 200)
-	{
-		my $b = $node->safe_psql('postgres', "SELECT body FROM zk_try_dequeue('$q')");
-		last if $b eq '';
-		push @all, $b;
-	}
-	return join(',', sort @all);
-}
-
 # ---- 1. a copy beside its running original ----
 $A->safe_psql('postgres',
 	"SELECT zk_enqueue('cq', 'c' || i) FROM generate_series(1, 4) i");
@@ -78,7 +58,7 @@ ZkLockTest::wait_connected($B, 'the copy B did not connect');
 is($B->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()'),
 	$A->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()'),
 	'B is a copy: one system identifier');
-ok(log_has($B, qr/is alive on another server; this server is a copy of it/),
+ok(wait_log($B, qr/is alive on another server; this server is a copy of it/),
 	"B says it is a copy of A's live run");
 is(taken('cq'), 1, "B left A's claim alone");
 
@@ -109,8 +89,8 @@ $s1->query_safe('COMMIT');
 $s1->quit;
 ok(wait_until(sub { entries('cq') == 3 && taken('cq') == 0 }, 20),
 	"A's commit consumed c1");
-is(drain($B, 'cq'), 'c2,c3,c4', 'B takes the rest of cq, each once');
-is(drain($A, 'dup'), join(',', sort(map { ("A$_", "B$_") } 1 .. 15)),
+is(queue_drain($B, 'cq'), 'c2,c3,c4', 'B takes the rest of cq, each once');
+is(queue_drain($A, 'dup'), join(',', sort(map { ("A$_", "B$_") } 1 .. 15)),
 	'every item both published arrived once (30)');
 my @txns = zk_children($zk, '/zklock/txns');
 is(scalar @txns, 0, 'no transaction node is left');
@@ -135,18 +115,18 @@ my $C = PostgreSQL::Test::Cluster->new('idC');
 $C->init_from_backup($A, 'bkC');
 $C->start;
 ZkLockTest::wait_connected($C, 'the restored C did not connect');
-ok(log_has($C, qr/took over run \d+-[0-9a-f]{16} of this cluster/, 90),
+ok(wait_log($C, qr/took over run \d+-[0-9a-f]{16} of this cluster/, 90),
 	"C took the dead A's run over");
 my ($arun) = slurp_file($C->logfile) =~ /took over run (\d+-[0-9a-f]{16}) of this cluster/;
 # C cannot prove the run was its own (its WAL may end before a commit of
 # A's): it leaves the claim its WAL does not show committed
 sleep 3;
 is(taken('dr'), 1, "C leaves the claim of a transaction its history does not show committed");
-is(drain($C, 'dr'), 'd2,d3', 'C takes the other items, each once');
+is(queue_drain($C, 'dr'), 'd2,d3', 'C takes the other items, each once');
 # the operator, knowing A gone, releases its run
 is($C->safe_psql('postgres', "SELECT zk_queue_release_cluster('$arun')"), '1',
 	"the operator releases the dead A's run");
-is(drain($C, 'dr'), 'd1', 'and C takes d1 once');
+is(queue_drain($C, 'dr'), 'd1', 'and C takes d1 once');
 
 # C's own transaction ids pass A's; a restart settles nothing more
 $C->safe_psql('postgres', "CREATE TABLE t (x int)");
@@ -155,7 +135,7 @@ $C->safe_psql('postgres', "SELECT zk_enqueue('dr', 'after')");
 $C->restart;
 ZkLockTest::wait_connected($C, 'C did not reconnect');
 sleep 2;
-is(drain($C, 'dr'), 'after', 'after a restart of C: only its new item');
+is(queue_drain($C, 'dr'), 'after', 'after a restart of C: only its new item');
 
 # ---- 3. the original comes back ----
 $A->start;

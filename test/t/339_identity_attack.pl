@@ -61,25 +61,6 @@ my $Q = '/zklock/queues';
 
 sub taken { my @l = zk_children($zk, "$Q/$_[0]/taken"); return scalar @l; }
 
-sub log_has
-{
-	my ($node, $re, $secs) = @_;
-	return wait_until(sub { slurp_file($node->logfile) =~ $re }, $secs // 40);
-}
-
-sub drain
-{
-	my ($node, $q) = @_;
-	my @all;
-	for (1 .. 200)
-	{
-		my $b = $node->safe_psql('postgres', "SELECT body FROM zk_try_dequeue('$q')");
-		last if $b eq '';
-		push @all, $b;
-	}
-	return join(',', sort @all);
-}
-
 # the run a claim names
 sub claim_run
 {
@@ -106,18 +87,18 @@ my $B = PostgreSQL::Test::Cluster->new('atkB');
 $B->init_from_backup($A, 'bkB');
 $B->start;
 ZkLockTest::wait_connected($B, 'the copy B did not connect');
-ok(log_has($B, qr/run $sysid-$arun of this cluster is alive on another server; this server is a copy of it/),
+ok(wait_log($B, qr/run $sysid-$arun of this cluster is alive on another server; this server is a copy of it/),
 	"B says it is a copy of A's live run");
 my $rel = one_shot($B, "SELECT zk_queue_release_cluster('$sysid-$arun')");
 is($rel->{sqlstate}, '55006', "B's release of A's live run is refused (55006)");
 like($rel->{err}, qr/Its run $sysid-$arun is registered/, '... naming the run');
 is(taken('rq'), 1, "A's claim is still there");
-is(drain($B, 'rq'), 'r2,r3', 'B cannot take the item A holds');
+is(queue_drain($B, 'rq'), 'r2,r3', 'B cannot take the item A holds');
 $h->query_safe('COMMIT');
 $h->quit;
 ok(wait_until(sub { taken('rq') == 0 }, 20), "A's COMMIT consumed r1");
 $A->safe_psql('postgres', "SELECT zk_enqueue('rq', 'r4')");
-is(drain($B, 'rq'), 'r4', 'r1 was consumed once, by A');
+is(queue_drain($B, 'rq'), 'r4', 'r1 was consumed once, by A');
 $B->stop('fast');
 $A->stop('fast');
 
@@ -161,7 +142,7 @@ SKIP:
 	unlike(slurp_file($S->logfile), qr/this server is a copy of it/,
 		'S never called itself a copy of the primary it replaced');
 }
-is(drain($S, 'oq'), 'o1,o2,o3', 'S takes every item of oq, each once');
+is(queue_drain($S, 'oq'), 'o1,o2,o3', 'S takes every item of oq, each once');
 
 $S->stop('fast');
 
@@ -187,7 +168,7 @@ proxy_cmd($p, 'refuse 3600');
 proxy_cmd($p, 'cut-all');
 $C->start;
 ZkLockTest::wait_connected($C, 'C did not connect');
-ok(log_has($C, qr/took over run $psys-$prun of this cluster/, 90),
+ok(wait_log($C, qr/took over run $psys-$prun of this cluster/, 90),
 	"C took P's dead run over and settled it");
 ok(zk_exists($zk, "/zklock/runs/$psys-$prun/heir"),
 	"C keeps P's run and its heir (forgotten only an hour later)");
@@ -204,7 +185,7 @@ $hp2->query_safe('ROLLBACK');
 $hp2->quit;
 # P comes back
 proxy_cmd($p, 'refuse 0');
-ok(log_has($P, qr/another server took over this server's run $psys-$prun/, 40),
+ok(wait_log($P, qr/another server took over this server's run $psys-$prun/, 40),
 	'P learns that its run was taken over');
 # P's WAL is its run's history: P ends its own rolled-back claim itself
 ok(wait_until(sub { taken('fq') == 2 }, 30), "P released f2 itself (its ROLLBACK), C's f3 stays");
@@ -216,7 +197,7 @@ ok(wait_until(sub { taken('fq') == 1 }, 30), "P released f1 itself (its failed C
 $hc->query_safe('COMMIT');
 $hc->quit;
 $C->safe_psql('postgres', "SELECT zk_enqueue('fq', 'f4')");
-is(drain($C, 'fq'), 'f1,f2,f4', 'f1 and f2 came back once, f3 was consumed once, by C');
+is(queue_drain($C, 'fq'), 'f1,f2,f4', 'f1 and f2 came back once, f3 was consumed once, by C');
 $r = $P->psql('postgres', "SELECT zk_try_dequeue('fq')");
 isnt($r, 0, "P refuses new claims until it restarts");
 $P->restart;
@@ -249,16 +230,16 @@ $C4->init_from_backup($P, 'bkC4');
 $C4->append_conf('postgresql.conf', "zklock.hosts = '$zk->{hosts}'\n");
 $C4->start;
 ZkLockTest::wait_connected($C4, 'C4 did not connect');
-ok(log_has($C4, qr/took over run $psys-$p4run of this cluster/, 90),
+ok(wait_log($C4, qr/took over run $psys-$p4run of this cluster/, 90),
 	"the copy C4 took the cut-off P's run over");
 sleep 3;
 is(taken('cq4'), 1, "C4 leaves the claim P committed (its WAL does not show the commit)");
-is(drain($C4, 'cq4'), '', 'nobody else gets g1');
+is(queue_drain($C4, 'cq4'), '', 'nobody else gets g1');
 proxy_cmd($p, 'reset');
 proxy_cmd($p, 'refuse 0');
 ok(wait_until(sub { taken('cq4') == 0 && scalar(zk_children($zk, "$Q/cq4/entries")) == 0 }, 60),
 	'P, back (and fenced), consumes its committed claim itself');
-is(drain($C4, 'cq4'), '', 'g1 was consumed once, by P');
+is(queue_drain($C4, 'cq4'), '', 'g1 was consumed once, by P');
 
 $P->stop('fast');
 $C4->stop('fast');

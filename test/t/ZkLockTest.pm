@@ -41,6 +41,7 @@ our @EXPORT = qw(
   zk_conf zk_streaming_node zk_standby_node
   sql_elsewhere psql_noerr try_lock_shared_elsewhere
   zk_exists zk_get zk_czxid zk_lock_nodes zk_lock_modes
+  queue_drain wait_log
 );
 
 our $SRC = $ENV{ZKLOCK_SRC} // abs_path(dirname(__FILE__) . '/../..');
@@ -617,6 +618,30 @@ sub wait_for_state
 		$timeout // 30,
 		0.2);
 	return $st // { state => '(zk_status failed)', servers => '', session_id => '' };
+}
+
+# Wait up to $secs s (default 40) until $node's server log matches $re;
+# returns true if it did
+sub wait_log
+{
+	my ($node, $re, $secs) = @_;
+	return wait_until(sub { slurp_file($node->logfile) =~ $re }, $secs // 40);
+}
+
+# Everything $node can take from queue $q now, one zk_try_dequeue per
+# transaction (at most $max, default 200): the payloads sorted, joined
+# with ','
+sub queue_drain
+{
+	my ($node, $q, $max) = @_;
+	my @all;
+	for (1 .. ($max // 200))
+	{
+		my $b = $node->safe_psql('postgres', "SELECT body FROM zk_try_dequeue('$q')");
+		last if $b eq '';
+		push @all, $b;
+	}
+	return join(',', sort @all);
 }
 
 # pid of the zklock worker according to pg_stat_activity (undef if none)
