@@ -40,6 +40,7 @@ OBJS = \
 	src/barrier_sql.o \
 	src/lease_worker.o \
 	src/lease_backend.o \
+	src/lease_sweep.o \
 	src/lease_sql.o \
 	src/election.o \
 	src/election_sql.o \

@@ -161,6 +161,29 @@ REVOKE ALL ON FUNCTION zk_kept_totals() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION zk_role_usage() FROM PUBLIC;
 
+-- end one's own lease now, deleting its holder node (issue 35): in the
+-- group lease, so whoever may take leases (EXECUTE on zk_try_lease) gets it
+CREATE FUNCTION zk_lease_release(name text, holder text DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_lease_release' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION zk_lease_release(text, text) FROM PUBLIC;
+
+DO $$
+DECLARE
+    r text;
+BEGIN
+    FOR r IN SELECT DISTINCT pg_catalog.quote_ident(a.grantee::regrole::text)
+               FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+              WHERE p.oid = '@extschema@.zk_try_lease(text,interval,text)'::regprocedure
+                AND a.privilege_type = 'EXECUTE' AND a.grantee <> 0
+                AND a.grantee <> p.proowner
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION @extschema@.zk_lease_release(text,text) TO %s', r);
+    END LOOP;
+END
+$$;
+
 -- the groups: each object of the extension a role needs for one use, named
 -- with its schema (a fixed search_path: whatever the caller's)
 CREATE OR REPLACE FUNCTION zk_privilege_groups(
@@ -212,6 +235,7 @@ AS $$
         ('semaphore', '@extschema@.zk_semaphore_release(text)'),
         ('lease', '@extschema@.zk_try_lease(text,interval,text)'),
         ('lease', '@extschema@.zk_lease_holder(text)'),
+        ('lease', '@extschema@.zk_lease_release(text,text)'),
         ('election', '@extschema@.zk_is_leader(text)'),
         ('election', '@extschema@.zk_leader(text)'),
         ('election', '@extschema@.zk_election_candidates(text)'),

@@ -436,6 +436,11 @@ CREATE FUNCTION zk_lease_holder(name text,
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'zk_lease_holder' LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
 
+-- end one's own lease now, deleting its holder node (issue 35)
+CREATE FUNCTION zk_lease_release(name text, holder text DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_lease_release' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 -- every lease in ZooKeeper, and whether this server holds it
 CREATE FUNCTION zk_leases_internal(
     OUT name text, OUT holder text, OUT ends_at timestamptz,
@@ -591,6 +596,7 @@ AS $$
         ('semaphore', '@extschema@.zk_semaphore_release(text)'),
         ('lease', '@extschema@.zk_try_lease(text,interval,text)'),
         ('lease', '@extschema@.zk_lease_holder(text)'),
+        ('lease', '@extschema@.zk_lease_release(text,text)'),
         ('election', '@extschema@.zk_is_leader(text)'),
         ('election', '@extschema@.zk_leader(text)'),
         ('election', '@extschema@.zk_election_candidates(text)'),

@@ -15,7 +15,8 @@
 typedef enum ZkLeaseOp
 {
 	ZKL_READ = 1,				/* read the holder node */
-	ZKL_WRITE					/* replace it, while holding the lease's lock */
+	ZKL_WRITE,					/* replace it, while holding the lease's lock */
+	ZKL_DELETE					/* delete it (zk_lease_release), same lock */
 } ZkLeaseOp;
 
 /* A holder node's data, as kazoo writes it */
@@ -32,9 +33,16 @@ typedef struct ZkLeaseData
 extern bool zk_lease_try(const char *name, int len, const char *holder,
 						 int64 duration_us);
 extern bool zk_lease_read(const char *name, int len, char **data, int *datalen);
+extern bool zk_lease_end(const char *name, int len, const char *holder);
 extern bool zk_lease_parse(const char *data, int len, ZkLeaseData *ld);
 extern bool zk_lease_parse_end(const char *s, TimestampTz *out);
 extern char *zk_lease_default_holder(int *len);
 ZK_NORETURN extern void zk_lease_unreadable(const char *uname, const char *why);
+
+/* lease_sweep.c: the worker's cleanup of ended leases (its hooks) */
+#define SWEEP_SLOTS		4		/* candidates handled at once, one lock each */
+extern void zk_lease_sweep_turn(void);
+extern void zk_lease_sweep_reset(void);
+extern void zk_lease_sweep_reload(void);
 
 #endif							/* ZKLOCK_LEASE_H */

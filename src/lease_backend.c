@@ -462,3 +462,68 @@ zk_lease_read(const char *name, int len, char **data, int *datalen)
 	*datalen = cur.len;
 	return cur.exists;
 }
+
+/*
+ * zk_lease_release's work: under the lease's lock, delete the holder node
+ * if holder holds the lease (ended or not).  True when it was holder's and
+ * is gone; false when there is none, or another holder's, or another
+ * format's.  The name's node is left to the worker's cleanup (and to
+ * ZooKeeper, for a container).
+ */
+bool
+zk_lease_end(const char *name, int len, const char *holder)
+{
+	char	   *uname = zk_display_name(name);
+	volatile bool ended = false;
+
+	if (lock_idx != ZKLOCK_NO_ENTRY || op_idx != ZKLOCK_NO_ENTRY)
+		lease_at_exit();		/* left by an error we did not see (cannot happen) */
+
+	PG_TRY();
+	{
+		char	   *node = take_lock(name, len, uname);
+		bool		doubt = false;
+		int			round;
+
+		for (round = 0; round < LEASE_ROUNDS; round++)
+		{
+			LeaseAnswer cur;
+			LeaseAnswer w;
+			ZkLeaseData ld;
+
+			lease_op(name, len, ZKL_READ, NULL, 0, NULL, 0, &cur, "read the lease");
+			if (!cur.exists)
+			{
+				ended = doubt;	/* our delete landed after all */
+				break;
+			}
+			if (!zk_lease_parse(cur.data, cur.len, &ld))
+				zk_lease_unreadable(uname, "It is not a JSON object with a version, a holder and an end.");
+			if (strcmp(ld.version, LEASE_FORMAT_VERSION) != 0 || strcmp(ld.holder, holder) != 0)
+				break;			/* not ours to end */
+			lease_op(name, len, ZKL_DELETE, node, cur.version, NULL, 0, &w, "delete the lease");
+			if (!w.busy)
+			{
+				ended = true;
+				break;
+			}
+			doubt = w.doubt;
+			CHECK_FOR_INTERRUPTS();
+		}
+		if (round == LEASE_ROUNDS)
+			ereport(ERROR,
+					(errcode(doubt ? ERRCODE_CONNECTION_FAILURE : ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not release zookeeper lease \"%s\"", uname),
+					 errdetail("Its holder node changed, or the answer was lost, in each of %d attempts.",
+							   LEASE_ROUNDS),
+					 errhint("Retry; check the network to ZooKeeper (zk_status()) and which clients write the lease.")));
+	}
+	PG_CATCH();
+	{
+		lease_at_exit();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	lease_at_exit();
+	return ended;
+}

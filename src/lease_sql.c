@@ -21,6 +21,7 @@
 PG_FUNCTION_INFO_V1(zk_try_lease);
 PG_FUNCTION_INFO_V1(zk_lease_holder);
 PG_FUNCTION_INFO_V1(zk_leases_internal);
+PG_FUNCTION_INFO_V1(zk_lease_release);
 
 /*
  * The duration in microseconds: 1 second to 100 years, and at most
@@ -199,4 +200,26 @@ zk_leases_internal(PG_FUNCTION_ARGS)
 	}
 	dsm_detach(seg);
 	PG_RETURN_VOID();
+}
+
+/*
+ * zk_lease_release(name text, holder text DEFAULT NULL) -> boolean: end
+ * holder's lease now and delete its node (lease_backend.c, zk_lease_end)
+ */
+Datum
+zk_lease_release(PG_FUNCTION_ARGS)
+{
+	int			len;
+	char	   *name = zk_arg_text_name(fcinfo, 0, "lease name", &len);
+	int			hlen;
+	char	   *holder;
+
+	if (PG_NARGS() > 1 && !PG_ARGISNULL(1))
+		holder = zk_arg_text_name(fcinfo, 1, "lease holder", &hlen);
+	else
+		holder = zk_lease_default_holder(&hlen);
+	zk_require_shmem();
+	zk_check_name(name, len);
+	zk_backend_init();
+	PG_RETURN_BOOL(zk_lease_end(name, len, holder));
 }

@@ -13,6 +13,7 @@
  *				none), create it with the backend's data (the blob).  The
  *				check makes a write of a lock lost with the session fail
  *				instead of overwriting a lease somebody else was given.
+ *	  ZKL_DELETE	the same multi without the create (zk_lease_release).
  *
  *	  The backend decides (it parses the data and compares the times); the
  *	  worker only answers: GRANTED when done, BUSY when the holder changed
@@ -217,6 +218,32 @@ lease_drive(ZkEntry *e)
 		return;
 	}
 
+	/* ZKL_DELETE: check our lock, delete the holder at the version read */
+	if (e->step.lease == ZKL_DELETE)
+	{
+		if (e->node[0] == '\0' || e->lease_version < 0)
+		{
+			free_call(c);
+			zk_fail(e, ERRCODE_INTERNAL_ERROR, "a lease delete without lock or version");
+			return;
+		}
+		snprintf(c->lock, sizeof(c->lock), "%s/%s", parent, e->node);
+		zoo_check_op_init(&c->ops[c->nops++], c->lock, -1);
+		zoo_delete_op_init(&c->ops[c->nops++], c->holder, e->lease_version);
+		rc = zoo_amulti(zk_zh, c->nops, c->ops, c->res, write_done, c);
+		if (rc == ZOK)
+			e->create_inflight = true;
+		else
+		{
+			free_call(c);
+			if (!zk_rc_definite(rc))
+				zk_retry_later(e);
+			else
+				(void) zk_send_failed(e, rc, "lease delete");
+		}
+		return;
+	}
+
 	/* ZKL_WRITE: the data from the backend's blob */
 	if (!DsaPointerIsValid(e->blob) || e->node[0] == '\0')
 	{
@@ -298,8 +325,15 @@ lease_session_lost(ZkEntry *e, const char *why)
 	}
 }
 
-/* the recipe has no hook into the worker; its one kind (recipelist.h) */
-const ZkRecipe zk_lease_recipe = {0};
+/*
+ * The recipe's hooks into the worker: the cleanup of ended leases
+ * (lease_sweep.c); its one kind (recipelist.h)
+ */
+const ZkRecipe zk_lease_recipe = {
+	.reload = zk_lease_sweep_reload,
+	.session_reset = zk_lease_sweep_reset,
+	.session_usable = zk_lease_sweep_turn,
+};
 
 const ZkKindOps zk_lease_ops = {
 	.drive = lease_drive,

@@ -30,6 +30,8 @@ int			zk_max_locks = 1024;
 int			zk_max_locks_per_backend = 256;
 int			zk_max_locks_per_role = 512;
 int			zk_max_lease_duration = 86400;
+int			zk_lease_cleanup_interval = 60;
+int			zk_lease_cleanup_grace = 300;
 int			zk_max_answer_kb = 16384;
 int			zk_max_children = 10000;
 int			zk_max_payload_kb = 262144;
@@ -275,6 +277,26 @@ define_limit_settings(void)
 							&zk_max_lease_duration,
 							86400, 0, INT_MAX,
 							PGC_SUSET,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	/* ended leases' nodes removed by the worker (lease_sweep.c) */
+	DefineCustomIntVariable("zklock.lease_cleanup_interval",
+							"How often the zklock worker removes the nodes of leases that ended long ago.",
+							"0 turns the cleanup off (another cluster on the same root may do it).",
+							&zk_lease_cleanup_interval,
+							60, 0, 86400,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("zklock.lease_cleanup_grace",
+							"How long past its end a lease's node stays in ZooKeeper.",
+							"Counted by the worker's clock and by ZooKeeper's; at least the clock skew "
+							"between the servers that share leases.",
+							&zk_lease_cleanup_grace,
+							300, 1, 86400 * 7,
+							PGC_SIGHUP,
 							GUC_UNIT_S,
 							NULL, NULL, NULL);
 

@@ -379,6 +379,8 @@ extern int	zk_max_locks;
 extern int	zk_max_locks_per_backend;
 extern int	zk_max_locks_per_role;
 extern int	zk_max_lease_duration;
+extern int	zk_lease_cleanup_interval;
+extern int	zk_lease_cleanup_grace;
 extern int	zk_max_answer_kb;
 extern int	zk_max_children;
 extern int	zk_max_payload_kb;
