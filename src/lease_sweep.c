@@ -14,7 +14,9 @@
  *				rate-limited).  Not zklock.max_children: one tenant's many
  *				names must not stop the cleanup of everybody's;
  *	  LISTING	its children (again at most zklock.max_answer_bytes);
- *	  SCANNING	each name's lease_holder read without the lock
+ *	  SCANNING	(at most SWEEP_PASS_NAMES names a pass, each pass going
+ *				on from where the last one stopped)
+ *				each name's lease_holder read without the lock
  *				(ZK_READ_WINDOW at a time, zk_read_window), to find the
  *				candidates: a lease of kazoo's format 1 whose end is more
  *				than zklock.lease_cleanup_grace past, or a name without a
@@ -67,6 +69,7 @@
 #include "utils/timestamp.h"
 
 #define LEASE_HOLDER	"lease_holder"
+#define SWEEP_PASS_NAMES	1000	/* names read in one pass at most */
 #define SWEEP_FREE_MIN	4		/* free entries the cleanup leaves to others */
 
 typedef enum SweepPhase
@@ -125,6 +128,7 @@ static struct
 	bool	   *cand_holder;
 	int			ncand;
 	int			next_cand;
+	uint64		offset;			/* where the next pass's window starts */
 	int			removed;		/* holders deleted in this pass */
 	int			dropped;		/* names' nodes deleted */
 	SweepSlot	slot[SWEEP_SLOTS];
@@ -370,13 +374,25 @@ list_done(int rc, const struct String_vector *kids, const void *data)
 			else
 			{
 
-				sw.names = MemoryContextAlloc(sw.cxt, sizeof(char *) * kids->count);
-				sw.cand = MemoryContextAlloc(sw.cxt, sizeof(int) * kids->count);
-				sw.cand_holder = MemoryContextAlloc(sw.cxt, sizeof(bool) * kids->count);
-				for (i = 0; i < kids->count; i++)
-					if (kids->data[i] != NULL &&
-						strlen(kids->data[i]) <= ZKLOCK_ENAME_MAX)
-						sw.names[sw.n++] = MemoryContextStrdup(sw.cxt, kids->data[i]);
+				int			take = Min(kids->count, SWEEP_PASS_NAMES);
+				int			first = (int) (sw.offset % (uint64) kids->count);
+
+				/*
+				 * At most SWEEP_PASS_NAMES names a pass, from where the last
+				 * pass stopped: every cluster's worker sweeps, so a root of
+				 * many leases is read a window a pass, not all of it a minute
+				 */
+				sw.names = MemoryContextAlloc(sw.cxt, sizeof(char *) * take);
+				sw.cand = MemoryContextAlloc(sw.cxt, sizeof(int) * take);
+				sw.cand_holder = MemoryContextAlloc(sw.cxt, sizeof(bool) * take);
+				for (i = 0; i < take; i++)
+				{
+					const char *kid = kids->data[(first + i) % kids->count];
+
+					if (kid != NULL && strlen(kid) <= ZKLOCK_ENAME_MAX)
+						sw.names[sw.n++] = MemoryContextStrdup(sw.cxt, kid);
+				}
+				sw.offset = take < kids->count ? (uint64) first + take : 0;
 				sw.phase = SWP_SCANNING;
 				scan_send_more();
 			}
