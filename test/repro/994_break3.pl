@@ -21,6 +21,8 @@
 #      zklock.namespace = 'etl') is not claimed: a new database named etl
 #      (its owner has only CREATEDB) records 'etl' and reads bob's items.
 #   F. 16 concurrent COMMITs of 150 kB near the bound: the overshoot.
+#   G. max_kept_items under 16 concurrent COMMITs into one queue (held).
+#   H. 50 semaphores taken and released leave no pool (held).
 
 use strict;
 use warnings FATAL => 'all';
@@ -201,6 +203,38 @@ ok($r->{out} !~ /bob-secret/, "E: carol's database does not reach the namespace 
 	ok(($st{'00000'} // 0) < 16, 'F: not every concurrent COMMIT passed the bound');
 	$_->quit for @s;
 	for (@s) { my $q = 'f' . $_->name; q1("SELECT zk_queue_purge('$q'), zk_queue_drop('$q')"); }
+}
+
+#
+# G. max_kept_items under concurrency: 16 sessions commit 5 items each into
+#    one queue at once, zklock.max_kept_items = 20 for the role
+#
+{
+	$node->safe_psql('postgres', 'ALTER ROLE prod994 SET zklock.max_kept_items = 20');
+	my @s = map { new_session($node, name => "g$_", user => 'prod994') } 1 .. 16;
+	$_->send("BEGIN; SELECT count(zk_enqueue('g994', 'x')) FROM generate_series(1, 5); COMMIT") for @s;
+	my %st;
+	for (@s) { my $x = $_->wait(120); $st{$x->{sqlstate}}++; }
+	my $kept = zk_count($zk, '/zklock/queues/postgres:g994/entries');
+	note "G: outcomes " . join(', ', map { "$_: $st{$_}" } sort keys %st) . "; kept $kept";
+	ok($kept <= 20, "G: at most max_kept_items = 20 kept ($kept)");
+	$_->quit for @s;
+}
+
+#
+# H. semaphores taken and released leave no pool behind; 50 names
+#
+{
+	$node->safe_psql('postgres', q{CREATE ROLE sem994 LOGIN; SELECT zk_grant('semaphore', 'sem994')});
+	my $hs = new_session($node, name => 'h', user => 'sem994');
+	my $x = $hs->query(q{DO $$ BEGIN FOR i IN 1..50 LOOP
+	  PERFORM zk_try_session_semaphore('h994_' || i, 2); PERFORM zk_semaphore_release('h994_' || i);
+	END LOOP; END $$});
+	is($x->{sqlstate}, '00000', 'H: 50 semaphores taken and released') or diag $x->{err};
+	my $left;
+	ok(wait_until(sub { ($left = zk_count($zk, '/zklock/semaphores')) <= 1 }, 20),
+		'H: no pool left under /zklock/semaphores') or diag "left $left";
+	$hs->quit;
 }
 
 #
