@@ -75,6 +75,9 @@ static TimestampTz read_sent_at = 0;
 static MemoryContext kept_cxt = NULL;
 static ZkLogLimit untrusted_log;
 static ZkLogLimit unavailable_log;
+static ZkLogLimit garbled_log;
+static ZkLogLimit limits_log;
+static bool stats_garbled = false;	/* the stats node's data is unreadable */
 
 typedef struct KeptCall
 {
@@ -155,10 +158,11 @@ zk_kept_parse(const char *data, int len, int64 *nodes, int64 *bytes)
 
 		while (*tok == ' ')
 			tok++;
+		/* past 2^50 (overflow in zk_kept_over) is not ZooKeeper's count */
 		if (strncmp(tok, "count=", 6) == 0)
 		{
 			v = strtoll(tok + 6, &end, 10);
-			if (end == tok + 6 || v < 0)
+			if (end == tok + 6 || v < 0 || v > ((long long) 1 << 50))
 				return false;
 			*nodes = v;
 			have_c = true;
@@ -166,7 +170,7 @@ zk_kept_parse(const char *data, int len, int64 *nodes, int64 *bytes)
 		else if (strncmp(tok, "bytes=", 6) == 0)
 		{
 			v = strtoll(tok + 6, &end, 10);
-			if (end == tok + 6 || v < 0)
+			if (end == tok + 6 || v < 0 || v > ((long long) 1 << 50))
 				return false;
 			*bytes = v;
 			have_b = true;
@@ -244,6 +248,38 @@ report_unavailable(const char *path, int rc)
 						why),
 				 errhint("Let zklock's ZooKeeper identity create nodes under %s (its ACL), then reload.",
 						 QUOTA_ZNODE)));
+}
+
+/*
+ * The stats node holds data zklock cannot read (negative, huge, garbage:
+ * another client wrote it): no bound, and say so (rate-limited) rather than
+ * go on calling stale totals enforced.  The worker keeps reading it every
+ * second and enforces again once it reads well (worker).
+ */
+void
+zk_kept_garbled(const char *value, int len)
+{
+	char		shown[41];
+	char		why[128];
+	char		path[ZK_PATH_MAX];
+	int			i;
+	int			n = 0;
+
+	for (i = 0; value != NULL && i < len && n < (int) sizeof(shown) - 1; i++)
+		shown[n++] = (value[i] >= 0x20 && value[i] < 0x7f && value[i] != '"') ? value[i] : '?';
+	shown[n] = '\0';
+	zk_kept_stats_path(path, sizeof(path));
+	snprintf(why, sizeof(why), "%s holds \"%s\", not totals zklock can read", path, shown);
+	stats_garbled = true;
+	if (zk_ctl->kept_state == ZKKEPT_OK)
+		set_state(ZKKEPT_UNTRUSTED, why);
+	if (zk_log_limited(&garbled_log, "zookeeper quota stats unreadable"))
+		ereport(WARNING,
+				(errmsg("zklock: zookeeper quota stats node \"%s\" holds \"%s\", not totals zklock can read; zklock.max_kept_bytes and zklock.max_kept_nodes are not enforced",
+						path, shown),
+				 errdetail("Another client wrote it (one with zklock's credentials, or any client when zklock has none). ZooKeeper 3.8 and 3.9 stop, and cannot start again, at the next write under %s when they cannot parse it either.", zk_root),
+				 errhint("Delete %s (zkCli.sh delete): the worker creates it again and ZooKeeper counts %s afresh; see doc/limits.md, \"What all tenants keep in ZooKeeper\".",
+						 path, zk_root)));
 }
 
 /* One setup answer less; all in: enforce (or set up again next turn) */
@@ -350,9 +386,61 @@ read_done(int rc, const char *value, int value_len, const struct Stat *stat,
 			int64		bytes;
 
 			if (rc == ZOK && zk_kept_parse(value, value_len, &nodes, &bytes))
+			{
 				zk_kept_store(nodes, bytes);
+				if (stats_garbled)
+				{
+					stats_garbled = false;
+					if (zk_ctl->kept_state == ZKKEPT_UNTRUSTED)
+						set_state(ZKKEPT_OK, NULL);
+				}
+			}
+			else if (rc == ZOK)
+				zk_kept_garbled(value, value_len);
 			else if (rc == ZNONODE)
 				setup_session = 0;	/* gone: set up again */
+		}
+		pfree(c);
+	}
+	COMPLETION_END(none);
+}
+
+/* Completion of the delete of the stats node (limits_done): nothing to do */
+static void
+stats_deleted(int rc, const void *data)
+{
+}
+
+/*
+ * Completion of the worker's check that the limits node is there.  Without
+ * it ZooKeeper no longer counts the root (it forgets the quota, and the
+ * stats node keeps the totals of that moment), so the bound would be
+ * enforced on frozen totals.  Delete the stats node and set the quota up
+ * again: creating the stats node makes ZooKeeper count the root afresh
+ * (the delete is answered before the setup's creates, sent next turn).
+ */
+static void
+limits_done(int rc, const struct Stat *stat, const void *data)
+{
+	KeptCall   *c = (KeptCall *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		if (c->session == zk_cur_session && rc == ZNONODE &&
+			zk_ctl->kept_state == ZKKEPT_OK)
+		{
+			char		stats[ZK_PATH_MAX];
+
+			if (zk_log_limited(&limits_log, "zookeeper quota limits gone"))
+				ereport(WARNING,
+						(errmsg("zklock: zookeeper quota node \"%s\" is gone, so zookeeper stopped counting what %s keeps; zklock makes the quota again",
+								c->path, zk_root),
+						 errdetail("Another client deleted it (one with zklock's credentials, or any client when zklock has none); ZooKeeper counts the root afresh once the quota is made again."),
+						 errhint("Do not delete ZooKeeper's quota on zklock.root; set zklock.max_kept_bytes and zklock.max_kept_nodes to 0 to turn the bound off.")));
+			zk_kept_stats_path(stats, sizeof(stats));
+			(void) zoo_adelete(zk_zh, stats, -1, stats_deleted, NULL);
+			setup_session = 0;	/* set up again next turn */
 		}
 		pfree(c);
 	}
@@ -459,6 +547,7 @@ zk_kept_turn(void)
 	{
 		setup_needed = false;
 		setup_failed = false;
+		stats_garbled = false;	/* the read after the setup says again */
 		setup_session = zk_cur_session;
 		/* bounds enforced before stay so until the check says otherwise */
 		if (zk_ctl->kept_state != ZKKEPT_OK)
@@ -468,7 +557,7 @@ zk_kept_turn(void)
 			setup_session = 0;	/* nothing sent: again next turn */
 		return;
 	}
-	if (zk_ctl->kept_state != ZKKEPT_OK || read_inflight)
+	if ((zk_ctl->kept_state != ZKKEPT_OK && !stats_garbled) || read_inflight)
 		return;
 	now = GetCurrentTimestamp();
 	if (read_sent_at != 0 &&
@@ -485,6 +574,15 @@ zk_kept_turn(void)
 			read_sent_at = now;
 		}
 		else
+			pfree(c);
+	}
+	{
+		/* and that ZooKeeper still counts: the limits node is there */
+		KeptCall   *c = MemoryContextAllocZero(kept_context(), sizeof(KeptCall));
+
+		c->session = zk_cur_session;
+		snprintf(c->path, sizeof(c->path), "%s%s/zookeeper_limits", QUOTA_ZNODE, zk_root);
+		if (zoo_aexists(zk_zh, c->path, 0, limits_done, c) != ZOK)
 			pfree(c);
 	}
 }

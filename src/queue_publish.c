@@ -1355,6 +1355,8 @@ pub_total_done(int rc, const char *value, int value_len,
 
 		if (read)
 			zk_kept_store(nodes, bytes);
+		else if (rc == ZOK)
+			zk_kept_garbled(value, value_len);	/* not enforced: say so */
 		else if (rc == ZNONODE)
 			zk_kept_request();	/* the quota is gone: set it up again */
 		e = zk_entry_of(t->ectx);

@@ -446,6 +446,7 @@ extern bool zk_kept_enforced(void);
 extern void zk_kept_stats_path(char *out, size_t len);
 extern bool zk_kept_parse(const char *data, int len, int64 *nodes, int64 *bytes);
 extern void zk_kept_store(int64 nodes, int64 bytes);
+extern void zk_kept_garbled(const char *value, int len);
 extern bool zk_kept_over(int64 nodes, int64 bytes, int64 add_nodes,
 						 int64 add_bytes, char *msg, size_t len);
 extern void zk_kept_check(int64 bytes, int64 nodes, bool cached, const char *what);
