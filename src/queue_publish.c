@@ -41,6 +41,7 @@ static void pub_block(ZkEntry *e, PubOp *po, int rc);
 static void pub_unblock(ZkEntry *e);
 static void pub_block_resolve(PubOp *po, int rc);
 static void pub_txn_written(ZkEntry *e);
+static void total_unreserve(ZkEntry *e);
 static void pub_probe_send(PubOp *po);
 static void pub_resend(PubOp *po, ZkEntry *e);
 static void
@@ -1154,6 +1155,7 @@ pub_check_done(int rc, const struct Stat *stat, const void *data)
 static void
 pub_txn_written(ZkEntry *e)
 {
+	total_unreserve(e);			/* ZooKeeper counts it now */
 	e->state = ZKE_HELD;
 	if (e->released)
 		zk_qpub_drive(e);
@@ -1242,6 +1244,68 @@ kept_reserve(ZkEntry *e, uint64 hash, int adding)
 	kept_resv = lappend(kept_resv, r);
 	MemoryContextSwitchTo(old);
 }
+/*
+ * The root's totals in flight (issue 35, 994 part F): what a total check
+ * (pub_total_done) lets through is reserved the same way, for the
+ * publication's entry, until ZooKeeper counts it: its transaction node
+ * written (pub_txn_written; the items that replace it at publishing carry
+ * the same data), or the entry let go, refused or checked again.  The
+ * answers of one session come in order, so a total read answered after
+ * the transaction node's create counts that node, and one answered before
+ * it counts the reservation: once either way.  Concurrent COMMITs on one
+ * cluster cannot pass zklock.max_kept_bytes or max_kept_nodes together.
+ */
+typedef struct TotalResv
+{
+	int64		nodes;
+	int64		bytes;
+	uint32		idx;			/* the publication's entry */
+	uint32		gen;
+} TotalResv;
+
+static List *total_resv = NIL;	/* TotalResv *, in zk_q_context() */
+
+/*
+ * The totals reserved by the live publications of this cluster but
+ * (idx, gen), into *nodes and *bytes; the dead ones are dropped on the way,
+ * and so is (idx, gen)'s own when drop_own.
+ */
+static void
+total_reserved(uint32 idx, uint32 gen, bool drop_own, int64 *nodes, int64 *bytes)
+{
+	ListCell   *lc;
+
+	*nodes = 0;
+	*bytes = 0;
+	foreach(lc, total_resv)
+	{
+		TotalResv  *r = (TotalResv *) lfirst(lc);
+		ZkEntry    *pe = zk_entry(r->idx);
+		bool		own = r->idx == idx && r->gen == gen;
+
+		if (pe->gen != r->gen || pe->state == ZKE_FREE || (own && drop_own))
+		{
+			total_resv = foreach_delete_current(total_resv, lc);
+			pfree(r);
+		}
+		else if (!own)
+		{
+			*nodes += r->nodes;
+			*bytes += r->bytes;
+		}
+	}
+}
+
+/* Drop e's own reservation of the totals, if any */
+static void
+total_unreserve(ZkEntry *e)
+{
+	int64		n;
+	int64		b;
+
+	total_reserved(zk_entry_index(e), e->gen, true, &n, &b);
+}
+
 typedef struct KeptObj
 {
 	char		path[ZK_PATH_MAX];	/* the hash key: the node's full path */
@@ -1316,6 +1380,7 @@ pub_kept_answered(ZkEntry *e, int rc)
 	else if (e->pub_refused)
 	{
 		(void) kept_reserved(0, zk_entry_index(e), e->gen, true);
+		total_unreserve(e);
 		e->state = e->in_doubt ? ZKE_CREATING : ZKE_PENDING;
 		zk_finish(e, ZKO_BUSY, ERRCODE_CONFIGURATION_LIMIT_EXCEEDED, NULL);
 	}
@@ -1363,13 +1428,32 @@ pub_total_done(int rc, const char *value, int value_len,
 		if (e != NULL && e->outstanding > 0)
 		{
 			e->outstanding--;
-			if (read && !e->pub_refused &&
-				zk_kept_over(nodes, bytes, t->add_nodes, t->add_bytes,
-							 e->errmsg, sizeof(e->errmsg)))
+			if (read && !e->pub_refused)
 			{
-				e->pub_refused = true;
-				e->pub_over_kept = true;
-				zk_ctl->kept_refused++;
+				int64		rn;
+				int64		rb;
+
+				/* what this cluster's other publications are adding */
+				total_reserved(zk_entry_index(e), e->gen, true, &rn, &rb);
+				if (zk_kept_over(nodes + rn, bytes + rb, t->add_nodes, t->add_bytes,
+								 e->errmsg, sizeof(e->errmsg)))
+				{
+					e->pub_refused = true;
+					e->pub_over_kept = true;
+					zk_ctl->kept_refused++;
+				}
+				else
+				{
+					MemoryContext old = MemoryContextSwitchTo(zk_q_context());
+					TotalResv  *r = palloc(sizeof(TotalResv));
+
+					r->nodes = t->add_nodes;
+					r->bytes = t->add_bytes;
+					r->idx = zk_entry_index(e);
+					r->gen = e->gen;
+					total_resv = lappend(total_resv, r);
+					MemoryContextSwitchTo(old);
+				}
 			}
 			if (e->outstanding == 0)
 				pub_kept_answered(e, rc == ZNONODE ? ZOK : rc);
@@ -1420,6 +1504,7 @@ pub_kept_send(ZkEntry *e)
 		return false;
 	/* checked again: what it reserved before is reserved anew */
 	(void) kept_reserved(0, zk_entry_index(e), e->gen, true);
+	total_unreserve(e);
 	e->pub_over_kept = false;
 	pub_total_send(e, h);		/* all of the root's (kept.c) */
 	if (e->max_items <= 0)

@@ -21,6 +21,9 @@
 #   4. Consuming two queues frees room: the producer's COMMIT works again.
 #   5. A transaction larger than the bound by itself fails with 54000; over
 #      the bound a lease write is refused (53400), a lock still works.
+#   6. 16 concurrent COMMITs of 150 kB with room for two: one or two pass,
+#      the others fail with 53400, and ZooKeeper keeps no more than the
+#      bound (what the worker let through is reserved until it is counted).
 
 use strict;
 use warnings FATAL => 'all';
@@ -237,6 +240,31 @@ is($r->{sqlstate}, '53400', 'over the bound, a lease write is refused (53400)') 
 ok(!zk_exists($zk, '/zklock/leases/l533/lease_holder'), 'and writes no holder node');
 $r = one_shot($node, "BEGIN; SELECT zk_lock('x533', '5s'); COMMIT");
 is($r->{sqlstate}, '00000', 'a lock + COMMIT still works') or diag $r->{err};
+
+#
+# 6. concurrent COMMITs of one cluster near the bound (994 part F): 16
+#    sessions commit 150 kB each at once with room for two; what the
+#    worker lets through is reserved until ZooKeeper counts it, so
+#    together they do not pass the bound (before: 72 to 86 % over)
+#
+($ok, $sn, $sb) = stats_match();
+ok($ok, "the stats match the nodes before the concurrent COMMITs ($sb bytes)");
+my $bound_kb = int(($sb + 330 * 1024) / 1024);
+$node->safe_psql('postgres', "ALTER SYSTEM SET zklock.max_kept_bytes = '${bound_kb}kB'");
+$node->reload;
+ok(wait_until(sub { q1('SHOW zklock.max_kept_bytes') =~ /^\d/ && q1('SELECT max_kept_bytes FROM zk_kept_totals()') == $bound_kb * 1024 }, 10),
+	"max_kept_bytes set to $bound_kb kB: room for two COMMITs of 150 kB");
+my @c = map { new_session($node, name => "c6_$_", user => 'prod533') } 1 .. 16;
+$_->send("BEGIN; SELECT count(zk_enqueue('c6_" . $_->name . "', repeat('x', 15000))) FROM generate_series(1, 10); COMMIT") for @c;
+my %st;
+for (@c) { my $x = $_->wait(120); $st{$x->{sqlstate}}++; }
+note '6: outcomes ' . join(', ', map { "$_: $st{$_}" } sort keys %st);
+($ok, $sn, $sb) = stats_match();
+ok($ok && $sb <= $bound_kb * 1024,
+	"16 concurrent COMMITs did not pass the bound together ($sb bytes kept, bound " . $bound_kb * 1024 . ')');
+ok(($st{'00000'} // 0) >= 1 && ($st{'00000'} // 0) <= 2, 'one or two of them passed (' . ($st{'00000'} // 0) . ')');
+is(($st{'00000'} // 0) + ($st{'53400'} // 0), 16, 'the others failed with 53400');
+$_->quit for @c;
 
 $p->quit;
 $o->quit;
