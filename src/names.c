@@ -42,11 +42,14 @@
 #include "access/table.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_db_role_setting.h"
 #include "catalog/pg_extension.h"
+#include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
 #include "miscadmin.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
@@ -271,6 +274,7 @@ static bool ns_cached = false;
  * registry gave this database (checked once per session).
  */
 static bool ns_recorded = false;
+static bool ns_configured = false;	/* ... or from ALTER DATABASE ... SET */
 static char ns_verified[ZKLOCK_NS_MAX + 1];
 static bool ns_verified_set = false;
 
@@ -379,16 +383,84 @@ recorded_namespace(bool *cacheable)
 }
 
 /*
+ * Is v (server encoding) the zklock.namespace that ALTER DATABASE ... SET
+ * gave this database for every role (pg_db_role_setting)?  Such a
+ * namespace is this database's by a superuser's choice (the setting is
+ * superuser-only): it is entered in the registry of claims, so that a
+ * database whose recorded name is the same cannot walk into it.
+ */
+static bool
+database_configured(const char *v)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData key[2];
+	HeapTuple	tup;
+	bool		match = false;
+	const char *gname = "zklock.namespace";
+	size_t		glen = strlen(gname);
+
+	if (!IsTransactionState() || !OidIsValid(MyDatabaseId))
+		return false;
+	ScanKeyInit(&key[0], Anum_pg_db_role_setting_setdatabase, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(MyDatabaseId));
+	ScanKeyInit(&key[1], Anum_pg_db_role_setting_setrole, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(InvalidOid));
+	rel = table_open(DbRoleSettingRelationId, AccessShareLock);
+	scan = systable_beginscan(rel, DbRoleSettingDatidRolidIndexId, true, NULL, 2, key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+	{
+		bool		isnull;
+		Datum		d = heap_getattr(tup, Anum_pg_db_role_setting_setconfig,
+									 RelationGetDescr(rel), &isnull);
+
+		if (!isnull)
+		{
+			ArrayType  *a = DatumGetArrayTypeP(d);
+			Datum	   *elems;
+			bool	   *nulls;
+			int			n;
+			int			i;
+
+			deconstruct_array(a, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+			for (i = 0; i < n && !match; i++)
+			{
+				char	   *item;
+
+				if (nulls[i])
+					continue;
+				item = TextDatumGetCString(elems[i]);
+				if (strlen(item) > glen && item[glen] == '=' &&
+					pg_strncasecmp(item, gname, glen) == 0 &&
+					strcmp(item + glen + 1, v) == 0)
+					match = true;
+				pfree(item);
+			}
+		}
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return match;
+}
+
+/*
  * A namespace recorded for this database must be this database's in the
  * registry of claims (nsclaim.c): asked once per session, raises 55000
- * when another database of this cluster has it.
+ * when another database of this cluster has it.  One set for this database
+ * by ALTER DATABASE ... SET joins the claim (a superuser chose it; two
+ * databases set to one namespace share it on purpose).
  */
 static void
 check_recorded(void)
 {
-	if (!ns_recorded || (ns_verified_set && strcmp(ns_verified, ns_cache) == 0))
+	if ((!ns_recorded && !ns_configured) ||
+		(ns_verified_set && strcmp(ns_verified, ns_cache) == 0))
 		return;
-	zk_namespace_verify(ns_cache);
+	if (ns_recorded)
+		zk_namespace_verify(ns_cache);
+	else
+		zk_namespace_join_configured(ns_cache);
 	strlcpy(ns_verified, ns_cache, sizeof(ns_verified));
 	ns_verified_set = true;
 }
@@ -423,6 +495,7 @@ zk_current_namespace_unchecked(void)
 	int			len;
 	bool		cacheable = true;
 	bool		recorded = false;
+	bool		configured = false;
 
 	if (ns_cached)
 		return ns_cache;
@@ -443,6 +516,8 @@ zk_current_namespace_unchecked(void)
 					 errhint("Set zklock.namespace to a name for this session.")));
 		v = dbname;
 	}
+	else if (v[0] != '\0')
+		configured = database_configured(v);
 	len = strlen(v);
 	u = pg_server_to_any(v, len, PG_UTF8);
 	if (u != v)
@@ -463,6 +538,7 @@ zk_current_namespace_unchecked(void)
 	ns_cache[len] = '\0';
 	ns_cached = cacheable;
 	ns_recorded = recorded;
+	ns_configured = configured;
 	if (u != v)
 		pfree(u);
 	if (dbname)

@@ -862,6 +862,46 @@ zk_namespace_verify(const char *ns)
 	refuse(ns, owner, why);
 }
 
+/*
+ * Before a call uses namespace ns (UTF-8), set for this database by ALTER
+ * DATABASE ... SET zklock.namespace: this database joins its claim (the
+ * table in shared memory answers once it has), so that a database whose
+ * recorded namespace ("$database") is the same name is refused with 55000
+ * (zk_namespace_verify).  Two databases set to one namespace share it.  A
+ * claim that cannot be trusted is a WARNING: the superuser's setting
+ * stands, but the registry does not protect it until a takeover.
+ */
+void
+zk_namespace_join_configured(const char *ns)
+{
+	NscSlot    *s;
+	int			verdict = NSC_EMPTY;
+	Oid			owner = InvalidOid;
+	char		why[ZKLOCK_ERRMSG_MAX];
+
+	if (zk_ctl == NULL || nsc_cache == NULL)
+		return;					/* not preloaded: the call itself fails */
+	zk_backend_lock(LW_SHARED);
+	s = cache_find(MyDatabaseId, ns);
+	if (s != NULL)
+		verdict = s->verdict;
+	LWLockRelease(zk_ctl->lock);
+	if (verdict == NSC_OURS)
+		return;
+	if (ask_worker(ns, ZKN_JOIN, &owner, why, sizeof(why)) != ZKO_GRANTED)
+	{
+		char	   *shown = zk_utf8_to_server_noerror(ns, strlen(ns));
+		char		path[ZK_PATH_MAX];
+
+		claim_path(ns, path, sizeof(path));
+		ereport(WARNING,
+				(errmsg("zklock could not enter namespace \"%s\" in its registry of claims for this database", shown),
+				 errdetail("The node %s: %s.", path, why),
+				 errhint("A superuser looks into who wrote it, then replaces it with SELECT %s('%s', takeover => true).",
+						 set_call(), shown)));
+	}
+}
+
 PG_FUNCTION_INFO_V1(zk_namespace_claim);
 
 /*

@@ -506,6 +506,7 @@ extern bool zk_json_field(const char *data, int len, const char *key, char *out,
 extern Size zk_nsclaim_shmem_size(void);
 extern void zk_nsclaim_shmem_init(void);
 extern void zk_namespace_verify(const char *ns);
+extern void zk_namespace_join_configured(const char *ns);
 
 /* worker.c */
 extern PGDLLEXPORT void zk_worker_main(Datum arg);

@@ -38,6 +38,9 @@
 #    opened give 55000 "does not trust", a WARNING in the log; a takeover
 #    replaces the node (ACL included).
 # 7. The registry holds exactly one node per (namespace, cluster) used.
+# 8. A namespace set by ALTER DATABASE ... SET zklock.namespace is claimed
+#    for that database too: carol's new database named like it is refused
+#    (55000); a second database set to it by a superuser shares it.
 
 use strict;
 use warnings FATAL => 'all';
@@ -260,6 +263,42 @@ is($kz->cmd("acl /zklock/namespaces/opened\@$sysA"), "acl digest:$digest:cdrwa",
 is(registry(), 'ls ' . join(',', sort("etl\@$sysA", "etl\@$sysB", "forged\@$sysA", "opened\@$sysA", "tmpns\@$sysA")),
 	'ZooKeeper: the registry holds one claim per namespace and cluster used');
 is(zk_count($zk, '/zklock/namespaces'), 5, '... and nothing under them');
+
+#
+# 8. A namespace set by ALTER DATABASE ... SET is claimed too (994 part E):
+#    a database named like it cannot walk into it; a second database set to
+#    it shares it on purpose
+#
+$A->safe_psql('postgres', 'CREATE DATABASE dave8');
+install($A, 'dave8', 'bob');
+$A->safe_psql('postgres', "ALTER DATABASE dave8 SET zklock.namespace = 'cfg'");
+my $dave_oid = oid_of('dave8');
+$r = run('dave8', "BEGIN; SELECT zk_enqueue('jobs', 'cfg-secret'); COMMIT", 'bob');
+is($r->{sqlstate}, '00000', 'bob commits an item in dave8, set to namespace cfg') or diag $r->{err};
+is(zk_count($zk, '/zklock/queues/cfg:jobs/entries'), 1, 'ZooKeeper: the item under cfg:jobs');
+like(claim('cfg') // '', qr/"datoids":"$dave_oid"/, 'the registry gives namespace cfg to dave8');
+$r = run('postgres', 'CREATE DATABASE cfg', 'carol');
+is($r->{sqlstate}, '00000', 'carol (CREATEDB) creates a database named cfg') or diag $r->{err};
+install($A, 'cfg', 'carol');
+for my $c ('peek', 'dequeue')
+{
+	$r = run('cfg', $calls{$c}, 'carol');
+	is($r->{sqlstate}, '55000', "carol's $c in her database cfg fails with 55000") or diag "$r->{out} $r->{err}";
+	unlike($r->{out}, qr/cfg-secret/, '... and shows nothing of dave8\'s');
+}
+is(zk_count($zk, '/zklock/queues/cfg:jobs/entries'), 1, 'ZooKeeper: the item is still there');
+is(zk_count($zk, '/zklock/queues/cfg:jobs/taken'), 0, '... unclaimed');
+$A->safe_psql('postgres', 'CREATE DATABASE erin8');
+install($A, 'erin8', 'bob');
+$A->safe_psql('postgres', "ALTER DATABASE erin8 SET zklock.namespace = 'cfg'");
+my $erin_oid = oid_of('erin8');
+is(run('erin8', "SELECT body FROM zk_queue_peek('jobs')", 'bob')->{out}, 'cfg-secret',
+	'a second database set to namespace cfg shares it on purpose');
+like(claim('cfg') // '', qr/"datoids":"$dave_oid,$erin_oid"/, 'the claim names both');
+$r = run('cfg', $calls{peek}, 'carol');
+is($r->{sqlstate}, '55000', 'carol is still refused') or diag "$r->{out} $r->{err}";
+is(run('erin8', "BEGIN; SELECT body FROM zk_try_dequeue('jobs'); COMMIT", 'bob')->{out}, 'cfg-secret',
+	'the item is consumed once, in erin8');
 
 $bob->quit;
 $kz->quit;
