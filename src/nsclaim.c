@@ -828,6 +828,24 @@ refuse(const char *ns, Oid owner, const char *why)
 	}
 }
 
+/* What the table in shared memory says of ns for this database (and who has it) */
+static int
+cached_verdict(const char *ns, Oid *owner)
+{
+	NscSlot    *s;
+	int			verdict = NSC_EMPTY;
+
+	zk_backend_lock(LW_SHARED);
+	s = cache_find(MyDatabaseId, ns);
+	if (s != NULL)
+	{
+		verdict = s->verdict;
+		*owner = s->owner;
+	}
+	LWLockRelease(zk_ctl->lock);
+	return verdict;
+}
+
 /*
  * Before a call uses namespace ns (UTF-8), recorded for this database in
  * zk_database_namespace: is it this database's?  The table in shared
@@ -838,21 +856,13 @@ refuse(const char *ns, Oid owner, const char *why)
 void
 zk_namespace_verify(const char *ns)
 {
-	NscSlot    *s;
-	int			verdict = NSC_EMPTY;
+	int			verdict;
 	Oid			owner = InvalidOid;
 	char		why[ZKLOCK_ERRMSG_MAX];
 
 	if (zk_ctl == NULL || nsc_cache == NULL)
 		return;					/* not preloaded: the call itself fails */
-	zk_backend_lock(LW_SHARED);
-	s = cache_find(MyDatabaseId, ns);
-	if (s != NULL)
-	{
-		verdict = s->verdict;
-		owner = s->owner;
-	}
-	LWLockRelease(zk_ctl->lock);
+	verdict = cached_verdict(ns, &owner);
 	if (verdict == NSC_OURS)
 		return;
 	if (verdict == NSC_FOREIGN)
@@ -874,19 +884,12 @@ zk_namespace_verify(const char *ns)
 void
 zk_namespace_join_configured(const char *ns)
 {
-	NscSlot    *s;
-	int			verdict = NSC_EMPTY;
 	Oid			owner = InvalidOid;
 	char		why[ZKLOCK_ERRMSG_MAX];
 
 	if (zk_ctl == NULL || nsc_cache == NULL)
 		return;					/* not preloaded: the call itself fails */
-	zk_backend_lock(LW_SHARED);
-	s = cache_find(MyDatabaseId, ns);
-	if (s != NULL)
-		verdict = s->verdict;
-	LWLockRelease(zk_ctl->lock);
-	if (verdict == NSC_OURS)
+	if (cached_verdict(ns, &owner) == NSC_OURS)
 		return;
 	if (ask_worker(ns, ZKN_JOIN, &owner, why, sizeof(why)) != ZKO_GRANTED)
 	{
