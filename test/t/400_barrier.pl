@@ -231,9 +231,12 @@ foreach my $c (qw(A B C))
 {
 	$w{$c} = new_session($node{$c}, name => "withdrawn_$c");
 }
-$w{A}->send("SELECT zk_barrier_enter('wd', 4, '1s')");
+# B and C first, then A with a limit long enough for the census below to
+# see it in even on a loaded machine (a 1 s limit could run out before
+# ZooKeeper was asked)
 ok(start_waiting($B, $w{B}, "SELECT zk_barrier_enter('wd', 4)"), 'B waits without limit');
 ok(start_waiting($C, $w{C}, "SELECT zk_barrier_enter('wd', 4)"), 'C waits without limit');
+$w{A}->send("SELECT zk_barrier_enter('wd', 4, '6s')");
 is(wait_census('wd', 3, 0), '3/0', 'three members');
 $r = finish($w{A});
 is($r->{out}, 'f', 'A: false after its timeout') or diag $r->{err};
