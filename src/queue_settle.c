@@ -459,8 +459,9 @@ node_fate(Scan *s, ZkKind kind, uint64 run, uint64 fxid, uint32 tli,
 	if (s->release_all)
 	{
 		*quiet = true;
+		/* another cluster's: all of it, or the one run named */
 		if (s->sysid != GetSystemIdentifier())
-			return FATE_ABORTED;
+			return (s->run == 0 || run == s->run) ? FATE_ABORTED : FATE_UNKNOWN;
 		if (run != s->run)
 			return FATE_UNKNOWN;
 		st = zk_history_status(run);
@@ -898,7 +899,8 @@ scan_send_txns(Scan *s)
 		}
 		if (!zk_q_parse_u64(rest, 10, &fxid))
 			continue;
-		if (s->release_all && s->sysid == GetSystemIdentifier() && run != s->run)
+		if (s->release_all && (s->sysid == GetSystemIdentifier() || s->run != 0) &&
+			run != s->run)
 			continue;
 		if (s->release_all &&
 			node_fate(s, ZKK_QPUB, run, fxid, 0, 0, 0, &quiet) == FATE_UNKNOWN)

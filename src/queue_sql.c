@@ -574,8 +574,6 @@ zk_queue_release_cluster(PG_FUNCTION_ARGS)
 				 errdetail("The zklock worker settles this run's queue claims and transaction nodes itself."),
 				 errhint("Give a dead run of this cluster: the server log and the detail of zk_queue_release_cluster('" UINT64_FORMAT "') name those left alone.",
 						 sysid)));
-	if (run != NULL && sysid != GetSystemIdentifier())
-		run = NULL;				/* another cluster: all of it */
 	e = zk_queue_info(ZKQI_RELEASE_CLUSTER, run, run ? 16 : 0, 0, sysid, &idx, &gen,
 					  "release the cluster's queue claims");
 	n = e->token;
