@@ -588,6 +588,12 @@ zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer, const char *what)
 					 errmsg("out of zklock payload memory"),
 					 errdetail("Could not %s: %s.", what, msg),
 					 errhint("Retry when other sessions' queue work has ended, or move less at once (fewer items, a lower zklock.max_answer_bytes); a superuser can raise zklock.max_payload_memory (reload).")));
+		if (outcome == ZKO_FAILED && sqlstate == ERRCODE_OBJECT_IN_USE)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("could not %s", what),
+					 errdetail("%s.", msg),
+					 errhint("Delete the node another client put there with a ZooKeeper client, or wait until the ZooKeeper session that made it has ended, then retry.")));
 		if (outcome == ZKO_FAILED || outcome == ZKO_LOST)
 			ereport(ERROR,
 					(errcode(sqlstate ? sqlstate : ERRCODE_CONNECTION_FAILURE),

@@ -62,6 +62,8 @@ typedef struct BInfo
 	bool		failed;			/* a read failed: start over */
 	bool		sending;		/* names left to send */
 	bool		over;			/* 54000: msg says why */
+	bool		blocked;		/* reset: an arrival kept a node under it */
+	char		blocked_name[65];	/* (its name, cut) */
 	Size		cap;			/* zklock.max_answer_bytes of the caller */
 	bool		answered;		/* a read has answered (zk_read_window) */
 	Size		largest;		/* the largest data read so far */
@@ -76,6 +78,8 @@ typedef struct BInfo
 static int	binfo_seq = 0;
 
 static void binfo_send_more(BInfo *bi);
+static void reset_blocked(ZkEntry *e, BInfo *bi);
+static void reset_wait_forget(ZkEntry *e);
 
 /* The entry bi answers, or NULL if it was freed, retried or let go of it */
 static ZkEntry *
@@ -101,10 +105,17 @@ binfo_finish(BInfo *bi)
 	{
 		e->list_inflight = false;
 		e->outstanding = 0;
+		/* a reset's count is of every round (a round starts over at 0) */
+		if (bi->reset && !e->released)
+			e->token += bi->count;
+		if (!bi->failed || bi->over || e->released || !bi->blocked)
+			reset_wait_forget(e);
 		if (e->released)
 			zk_entry_free(e);
 		else if (bi->over)
 			zk_fail(e, ERRCODE_PROGRAM_LIMIT_EXCEEDED, bi->msg);
+		else if (bi->failed && bi->reset && bi->blocked)
+			reset_blocked(e, bi);	/* again after a pause, or give up */
 		else if (bi->failed)
 			zk_retry_later(e);	/* all over again, when usable */
 		else
@@ -123,7 +134,8 @@ binfo_finish(BInfo *bi)
 				a->size = sz;
 				memcpy((char *) a + sizeof(ZkAnswer), bi->rows.data, bi->rows.len);
 				e->blob = dp;
-				e->token = bi->count;
+				if (!bi->reset)
+					e->token = bi->count;
 				e->state = ZKE_DONE;
 				zk_finish(e, ZKO_GRANTED, 0, NULL);
 			}
@@ -281,6 +293,9 @@ binfo_deleted(int rc, const void *data)
 			/* another node under it (a late create, another client's) */
 			if (zk_session_usable())
 				(void) zoo_adelete(zk_zh, c->guard, -1, binfo_ignore, NULL);
+			if (!bi->blocked)
+				strlcpy(bi->blocked_name, c->name, sizeof(bi->blocked_name));
+			bi->blocked = true;
 			binfo_stop(bi, true);
 		}
 		else if (rc != ZOK && rc != ZNONODE && c->name[0] != '\0')
@@ -522,6 +537,122 @@ binfo_counted(int rc, const struct Stat *stat, const void *data)
 		}
 	}
 	COMPLETION_END(none);
+}
+
+/*
+ * A reset that found an arrival with a node under it that is not its own
+ * runs again, but not at once: a late create of an ended session's node
+ * goes only with that session (up to its timeout), and another client's
+ * node stays until somebody deletes it, so running again every turn would
+ * write to ZooKeeper as fast as it answers.  The entry waits
+ * RESET_PAUSE_MS (the next turn after that) between rounds, and once
+ * rounds have been blocked for twice the session timeout (at least
+ * RESET_GIVE_UP_MIN_MS) the reset fails with 55006, naming the arrival;
+ * the arrivals it deleted stay deleted (its count is lost with the
+ * error).  Worker-private; an entry freed or reused meanwhile is dropped
+ * (its generation).
+ */
+#define RESET_PAUSE_MS			250
+#define RESET_GIVE_UP_MIN_MS	5000
+
+typedef struct ResetWait
+{
+	uint32		idx;
+	uint32		gen;
+	TimestampTz since;			/* the first blocked round */
+	TimestampTz due;			/* 0: running, else when to run again */
+} ResetWait;
+
+static List *reset_waits = NIL;
+
+static ResetWait *
+reset_wait_find(ZkEntry *e)
+{
+	ListCell   *lc;
+
+	foreach(lc, reset_waits)
+	{
+		ResetWait  *w = lfirst(lc);
+
+		if (w->idx == zk_entry_index(e) && w->gen == e->gen)
+			return w;
+	}
+	return NULL;
+}
+
+static void
+reset_wait_forget(ZkEntry *e)
+{
+	ResetWait  *w = reset_wait_find(e);
+
+	if (w != NULL)
+	{
+		reset_waits = list_delete_ptr(reset_waits, w);
+		pfree(w);
+	}
+}
+
+static void
+reset_blocked(ZkEntry *e, BInfo *bi)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	ResetWait  *w = reset_wait_find(e);
+	long		give_up_ms = Max(2L * zk_ctl->session_timeout, RESET_GIVE_UP_MIN_MS);
+
+	if (w == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(zk_b_context());
+
+		w = palloc0(sizeof(ResetWait));
+		w->idx = zk_entry_index(e);
+		w->gen = e->gen;
+		w->since = now;
+		reset_waits = lappend(reset_waits, w);
+		MemoryContextSwitchTo(old);
+	}
+	if (now >= TimestampTzPlusMilliseconds(w->since, give_up_ms))
+	{
+		char		msg[ZKLOCK_ERRMSG_MAX];
+
+		snprintf(msg, sizeof(msg),
+				 "Arrival \"%s\" still has a node under it that the reset did not make, after %ld s of retries (another client's, or a late create of a ZooKeeper session that ended); the other arrivals were deleted",
+				 bi->blocked_name, give_up_ms / 1000);
+		reset_wait_forget(e);
+		elog(LOG, "zklock: zk_arrivals_reset of %s gave up: %s", bi->dir, msg);
+		zk_fail(e, ERRCODE_OBJECT_IN_USE, msg);
+		return;
+	}
+	w->due = TimestampTzPlusMilliseconds(now, RESET_PAUSE_MS);
+}
+
+/* Every turn the session is usable: run the paused resets that are due */
+void
+zk_b_binfo_turn(void)
+{
+	ListCell   *lc;
+	TimestampTz now;
+
+	if (reset_waits == NIL)
+		return;
+	now = GetCurrentTimestamp();
+	foreach(lc, reset_waits)
+	{
+		ResetWait  *w = lfirst(lc);
+		ZkEntry    *e = zk_entry(w->idx);
+
+		if (e->gen != w->gen || e->state == ZKE_FREE)
+		{
+			reset_waits = foreach_delete_current(reset_waits, lc);
+			pfree(w);
+			continue;
+		}
+		if (w->due != 0 && now >= w->due)
+		{
+			w->due = 0;
+			if (e->outcome == ZKO_NONE && !e->list_inflight)
+				zk_retry_later(e);
+		}
+	}
 }
 
 /*

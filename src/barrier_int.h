@@ -73,5 +73,6 @@ extern void zk_b_member_session_lost(ZkEntry *e, const char *why);
 
 /* barrier_arrivals.c */
 extern void zk_b_binfo_session_lost(ZkEntry *e, const char *why);
+extern void zk_b_binfo_turn(void);
 
 #endif							/* ZKLOCK_BARRIER_INT_H */

@@ -1379,6 +1379,7 @@ b_session_usable(void)
 				zk_b_binfo_session_lost(e, NULL);
 		}
 	}
+	zk_b_binfo_turn();			/* paused resets (barrier_arrivals.c) */
 	if (objs == NULL)
 		return;
 	idle_recheck();
