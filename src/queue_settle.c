@@ -1281,7 +1281,7 @@ scan_list(Scan *s)
 /*
  * zk_queue_release_cluster refuses a live cluster: before anything is
  * released, every run of the target registered under <root>/runs
- * (<sysid>-<run>, or only the named run) is asked whether its ephemeral
+ * (<sysid>-<run>, or only the named run of this cluster) is asked whether its ephemeral
  * "live" exists.  One that does ends the request with count -1 and the
  * run's name (the backend raises 55006); a failed listing or read fails
  * it; otherwise the release goes on (zk_q_scan_start).
@@ -1416,7 +1416,15 @@ zk_q_release_check_live(Scan *s)
 	int			rc;
 
 	lc->scan = s;
-	if (s->run != 0)
+
+	/*
+	 * One run of this cluster: only that run must be dead.  One run of
+	 * another cluster: none of that identifier may be alive either, as a
+	 * live server of it (a copy, a restored backup) may be settling that
+	 * run from its WAL, which this server cannot read; the operator
+	 * releases it there.
+	 */
+	if (s->run != 0 && s->sysid == GetSystemIdentifier())
 	{
 		snprintf(lc->want, sizeof(lc->want), UINT64_FORMAT "-%016llx",
 				 s->sysid, (unsigned long long) s->run);

@@ -584,6 +584,14 @@ zk_queue_release_cluster(PG_FUNCTION_ARGS)
 		/* the worker found a run of that cluster alive: nothing released */
 		strlcpy(live, e->errmsg, sizeof(live));
 		zk_queue_info_done(idx, gen);
+		if (run != NULL && strcmp(live, s) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("cannot release run \"%s\" from this cluster: run %s of that system identifier is alive",
+							s, live),
+					 errdetail("A server with that system identifier runs (a copy or a restored backup, %s/runs/%s/live exists); its WAL may show which of the run's transactions committed, which this server cannot know.",
+							   zk_root, live),
+					 errhint("Run SELECT zk_queue_release_cluster('%s') on that server.", s)));
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_IN_USE),
 				 errmsg("cluster \"%s\" is alive", s),

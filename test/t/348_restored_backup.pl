@@ -15,9 +15,9 @@
 # itself, and leaves A's nodes alone meanwhile: r1 is not handed out.
 #   - zk_queue_release_cluster('<sysid>') is refused (B runs) but names
 #     A's run; B's own run is refused with 55006; a run that never existed
-#     releases nothing; from another cluster D, a run of A's identifier
-#     that never existed releases nothing (it is not refused for B being
-#     alive), B's run and the whole identifier are refused (55006);
+#     releases nothing; from another cluster D, A's dead run is refused
+#     while B runs (B may settle it from its WAL; the hint sends the
+#     operator there), B's run and the whole identifier as alive (55006);
 #   - zk_queue_release_cluster('<sysid>-<A's run>') releases A's run at
 #     once (until issue 36 it returned 0 here): the transaction B's WAL
 #     shows committed is published (its item, its gate opened), X's claim
@@ -149,13 +149,16 @@ is(taken('rb') . '/' . txns(), '1/2', 'nothing released by refused calls');
 is($B->safe_psql('postgres', "SELECT zk_queue_release_cluster('$sysid-00000000deadbeef')"), '0',
 	'a run that never existed releases nothing');
 
-# another cluster D (its own system identifier) names one run of A's
-# identifier: only that run is meant, so B being alive does not refuse it
-# (until issue 36 a run of another identifier stood for all of its runs:
-# 55006 here), and B's live run is refused
+# another cluster D (its own system identifier) may not release a run of
+# A's identifier while B runs: B may be settling it from its WAL, which D
+# cannot read; the error sends the operator to B.  B's live run and the
+# whole identifier are refused as alive.
 my $D = zk_node('rbD', $zk, session_timeout => '10s', connect_timeout => '3s');
-is($D->safe_psql('postgres', "SELECT zk_queue_release_cluster('$sysid-00000000deadbeef')"), '0',
-	"another cluster: a run of A's identifier that never existed releases nothing, though B runs");
+($ret, $out, $err) = $D->psql('postgres', "SELECT zk_queue_release_cluster('$arun')",
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+like($err, qr/ERROR:\s+55006: cannot release run "\Q$arun\E" from this cluster: run \Q$brun\E of that system identifier is alive/,
+	"another cluster: A's dead run is refused while B runs (55006), naming B's run");
+like($err, qr/HINT:\s+Run SELECT zk_queue_release_cluster\('\Q$arun\E'\) on that server/, '... the hint sends the operator to B');
 ($ret, $out, $err) = $D->psql('postgres', "SELECT zk_queue_release_cluster('$brun')");
 like($err, qr/ERROR:\s+cluster "\Q$brun\E" is alive/, "another cluster: B's live run is refused");
 ($ret, $out, $err) = $D->psql('postgres', "SELECT zk_queue_release_cluster('$sysid')");
