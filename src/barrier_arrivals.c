@@ -63,7 +63,7 @@ typedef struct BInfo
 	bool		sending;		/* names left to send */
 	bool		over;			/* 54000: msg says why */
 	bool		blocked;		/* reset: an arrival kept a node under it */
-	char		blocked_name[65];	/* (its name, cut) */
+	char		blocked_name[41];	/* (its name, cut to fit errmsg) */
 	Size		cap;			/* zklock.max_answer_bytes of the caller */
 	bool		answered;		/* a read has answered (zk_read_window) */
 	Size		largest;		/* the largest data read so far */
@@ -615,7 +615,7 @@ reset_blocked(ZkEntry *e, BInfo *bi)
 		char		msg[ZKLOCK_ERRMSG_MAX];
 
 		snprintf(msg, sizeof(msg),
-				 "Arrival \"%s\" still has a node under it that the reset did not make, after %ld s of retries (another client's, or a late create of a ZooKeeper session that ended); the other arrivals were deleted",
+				 "Arrival \"%s\" kept a node under it that the reset did not make for %ld s; the other arrivals were deleted",
 				 bi->blocked_name, give_up_ms / 1000);
 		reset_wait_forget(e);
 		elog(LOG, "zklock: zk_arrivals_reset of %s gave up: %s", bi->dir, msg);
