@@ -26,10 +26,13 @@
 #    the reason in the text around it.  Any error fails the file, naming the
 #    block's line.  ZKLOCK_DOCS_VERBOSE=1 shows what every file's examples
 #    printed.
+# 3. doc/reference.md (every function, view and setting on one page) is
+#    what tools/reference.py makes of the pages: never out of date.
 
 use strict;
 use warnings FATAL => 'all';
 
+use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -223,6 +226,12 @@ for my $f (@docs)
 	  or diag "failed in the block at " . ($last // 'the fixture') . "\nstderr:\n$err";
 }
 ok($nblocks > 40, "$nblocks sql examples ran ($nnorun marked norun)");
+
+# 3. doc/reference.md is what tools/reference.py makes of the pages now
+my ($ref_out, $ref_err) = ('', '');
+my $ref_ok = IPC::Run::run([ $ZkLockTest::PYTHON, "$SRC/tools/reference.py", '--check' ],
+	'>', \$ref_out, '2>', \$ref_err);
+ok($ref_ok, 'doc/reference.md is up to date (tools/reference.py --check)') or diag $ref_err;
 
 $node->stop;
 zk_stop($zk);
