@@ -178,6 +178,25 @@ write_done(int rc, const void *data)
 	COMPLETION_END(e);
 }
 
+/*
+ * Send c's multi (a delete or a write, under the lease's lock).  Not sent:
+ * nothing can have landed, so it is tried again when the session is usable
+ * (zk_send_failed), or fails for a bad request.
+ */
+static void
+send_write(ZkEntry *e, LeaseCall *c, const char *what)
+{
+	int			rc = zoo_amulti(zk_zh, c->nops, c->ops, c->res, write_done, c);
+
+	if (rc == ZOK)
+		e->create_inflight = true;
+	else
+	{
+		free_call(c);
+		(void) zk_send_failed(e, rc, what);
+	}
+}
+
 /* Drive a lease entry: send its read or write, or free it once let go */
 static void
 lease_drive(ZkEntry *e)
@@ -230,17 +249,7 @@ lease_drive(ZkEntry *e)
 		snprintf(c->lock, sizeof(c->lock), "%s/%s", parent, e->node);
 		zoo_check_op_init(&c->ops[c->nops++], c->lock, -1);
 		zoo_delete_op_init(&c->ops[c->nops++], c->holder, e->lease_version);
-		rc = zoo_amulti(zk_zh, c->nops, c->ops, c->res, write_done, c);
-		if (rc == ZOK)
-			e->create_inflight = true;
-		else
-		{
-			free_call(c);
-			if (!zk_rc_definite(rc))
-				zk_retry_later(e);
-			else
-				(void) zk_send_failed(e, rc, "lease delete");
-		}
+		send_write(e, c, "lease delete");
 		return;
 	}
 
@@ -264,17 +273,7 @@ lease_drive(ZkEntry *e)
 		zoo_delete_op_init(&c->ops[c->nops++], c->holder, e->lease_version);
 	zoo_create_op_init(&c->ops[c->nops++], c->holder, c->data, c->dlen,
 					   zk_acl_path(c->holder), ZOO_PERSISTENT, NULL, 0);
-	rc = zoo_amulti(zk_zh, c->nops, c->ops, c->res, write_done, c);
-	if (rc == ZOK)
-		e->create_inflight = true;
-	else
-	{
-		free_call(c);
-		if (!zk_rc_definite(rc))
-			zk_retry_later(e);	/* not sent: nothing can have landed */
-		else
-			(void) zk_send_failed(e, rc, "lease write");
-	}
+	send_write(e, c, "lease write");
 }
 
 /*
