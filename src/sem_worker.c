@@ -40,6 +40,7 @@
 #include <errno.h>
 
 #include "miscadmin.h"
+#include "utils/memutils.h"
 
 static void sem_step(ZkEntry *e);
 
@@ -428,14 +429,193 @@ pool_counted(int rc, const struct Stat *stat, const void *ctx)
 	COMPLETION_END(e);
 }
 
-/*
- * Completion of the zoo_adelete sent by lease_deleted(): nothing to do.
- * ZNOTEMPTY (another lease, anyone's, is there), ZNONODE (gone already) and
- * a lost answer all leave the pool as ZooKeeper has it.
+/* ------------------------------------------------------------------------
+ * Empty pools go, once quiet (issue 35)
+ *
+ * A pool is one node per name used, for ever, unless somebody deletes it;
+ * kazoo never does.  But kazoo's Semaphore creates the pool once, at the
+ * start of an acquisition, then takes the guard (<pool>-__lock__) and only
+ * then lists the pool: a pool deleted in between fails that acquisition
+ * with NoNodeError (the model saw it: a kazoo taker waiting on the guard
+ * while zklock released the last lease and deleted the pool at once).  So
+ * the pool is not deleted with the last lease but POOL_QUIET_MS later, and
+ * only if nobody came meanwhile:
+ *
+ *	1. the last lease's delete answered: read the pool's stat; empty, its
+ *	   pzxid (the zxid of that delete, or of a later change) is noted;
+ *	2. POOL_QUIET_MS later: read the guard's stat: gone (its container was
+ *	   reaped), or empty and its pzxid not past the pool's (no taker,
+ *	   zklock's or kazoo's, queued on it since: a taker's first node on the
+ *	   guard would raise its pzxid past the pool's; equal is the release's
+ *	   own guard delete, which may share the multi of the lease's delete);
+ *	3. read the pool's stat again: still empty, pzxid unchanged (no lease
+ *	   came and went);
+ *	4. delete it (ZooKeeper refuses if a lease came after all).
+ *
+ * A kazoo taker that made sure of the pool and has not yet put its node on
+ * the guard at the very moment of 4 (a few milliseconds after a quiet
+ * period) can still find the pool gone: doc/semaphores.md says so.  Every
+ * step that finds somebody stops; the pool stays until the next zklock
+ * release of it.  Worker-private; at most POOL_QUIET_MAX pools wait, at
+ * most POOL_QUIET_INFLIGHT are being checked.
+ * ------------------------------------------------------------------------
  */
+#define POOL_QUIET_MS		2000
+#define POOL_QUIET_MAX		10000
+#define POOL_QUIET_INFLIGHT	64
+
+typedef struct QuietPool
+{
+	char		pool[ZK_PATH_MAX];
+	int64		pzxid;			/* the pool's, when it was found empty */
+	TimestampTz due;
+	uint64		session;		/* asked in this session */
+} QuietPool;
+
+static MemoryContext quiet_cxt = NULL;
+static List *quiet_pools = NIL;	/* QuietPool *, waiting for their due time */
+static int	quiet_inflight = 0;
+
+/* Completion of the zoo_adelete of step 4: nothing to do (see above) */
 static void
 pool_deleted(int rc, const void *ctx)
 {
+}
+
+/* a checked pool is done with (its check stopped, or its delete sent) */
+static void
+quiet_done(QuietPool *q)
+{
+	quiet_inflight--;
+	pfree(q);
+}
+
+/* step 3's answer: still empty and unchanged: delete it (step 4) */
+static void
+quiet_pool_again(int rc, const struct Stat *stat, const void *ctx)
+{
+	QuietPool  *q = (QuietPool *) ctx;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		if (rc == ZOK && stat && stat->numChildren == 0 && stat->pzxid == q->pzxid &&
+			q->session == zk_cur_session && zk_session_usable())
+			(void) zoo_adelete(zk_zh, q->pool, -1, pool_deleted, NULL);
+		quiet_done(q);
+	}
+	COMPLETION_END(none);
+}
+
+/* step 2's answer: nobody on the guard since: read the pool again */
+static void
+quiet_guard_read(int rc, const struct Stat *stat, const void *ctx)
+{
+	QuietPool  *q = (QuietPool *) ctx;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		bool		quiet = (rc == ZNONODE ||
+							 (rc == ZOK && stat && stat->numChildren == 0 &&
+							  stat->pzxid <= q->pzxid));
+
+		if (quiet && q->session == zk_cur_session && zk_session_usable() &&
+			zoo_aexists(zk_zh, q->pool, 0, quiet_pool_again, q) == ZOK)
+			q = NULL;
+		if (q != NULL)
+			quiet_done(q);
+	}
+	COMPLETION_END(none);
+}
+
+/* step 1's answer: an empty pool waits POOL_QUIET_MS */
+static void
+quiet_pool_first(int rc, const struct Stat *stat, const void *ctx)
+{
+	QuietPool  *q = (QuietPool *) ctx;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		quiet_inflight--;
+		if (rc == ZOK && stat && stat->numChildren == 0 &&
+			list_length(quiet_pools) < POOL_QUIET_MAX)
+		{
+			MemoryContext old = MemoryContextSwitchTo(quiet_cxt);
+
+			q->pzxid = stat->pzxid;
+			q->due = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), POOL_QUIET_MS);
+			quiet_pools = lappend(quiet_pools, q);
+			MemoryContextSwitchTo(old);
+		}
+		else
+			pfree(q);
+	}
+	COMPLETION_END(none);
+}
+
+/* The last lease of pool was deleted: step 1 */
+static void
+pool_maybe_quiet(const char *pool)
+{
+	QuietPool  *q;
+
+	if (quiet_cxt == NULL)
+		quiet_cxt = AllocSetContextCreate(TopMemoryContext, "zklock semaphore pools",
+										  ALLOCSET_SMALL_SIZES);
+	if (!zk_session_usable() || quiet_inflight >= POOL_QUIET_INFLIGHT ||
+		list_length(quiet_pools) >= POOL_QUIET_MAX)
+		return;					/* the pool stays; the next release tries */
+	q = MemoryContextAllocZero(quiet_cxt, sizeof(QuietPool));
+	strlcpy(q->pool, pool, sizeof(q->pool));
+	q->session = zk_cur_session;
+	if (zoo_aexists(zk_zh, q->pool, 0, quiet_pool_first, q) == ZOK)
+		quiet_inflight++;
+	else
+		pfree(q);
+}
+
+/* Every turn the session is usable: check the pools that are due (step 2) */
+static void
+sem_pools_turn(void)
+{
+	ListCell   *lc;
+	TimestampTz now;
+
+	if (quiet_pools == NIL)
+		return;
+	now = GetCurrentTimestamp();
+	foreach(lc, quiet_pools)
+	{
+		QuietPool  *q = (QuietPool *) lfirst(lc);
+		char		guard[ZK_PATH_MAX];
+
+		if (quiet_inflight >= POOL_QUIET_INFLIGHT)
+			break;
+		if (q->due > now)
+			continue;
+		quiet_pools = foreach_delete_current(quiet_pools, lc);
+		snprintf(guard, sizeof(guard), "%s-__lock__", q->pool);
+		if (q->session == zk_cur_session &&
+			zoo_aexists(zk_zh, guard, 0, quiet_guard_read, q) == ZOK)
+			quiet_inflight++;
+		else
+			pfree(q);
+	}
+}
+
+/* The session ended: the pools waiting stay (their stats were this session's) */
+static void
+sem_pools_reset(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, quiet_pools)
+		pfree(lfirst(lc));
+	list_free(quiet_pools);
+	quiet_pools = NIL;
+	/* the checks in flight end with their session's answers (quiet_done) */
 }
 
 /* Completion of the zoo_adelete sent by sem_step() */
@@ -455,17 +635,12 @@ lease_deleted(int rc, const void *ctx)
 				char		pool[ZK_PATH_MAX];
 
 				/*
-				 * The pool goes with its last lease (issue 35: one node per
-				 * name used, else, for ever).  ZooKeeper never deletes a
-				 * node with children, so a pool anyone still holds a lease
-				 * in stays; a taker between its pool's create and its
-				 * lease's finds the pool gone (ZNONODE) and creates it
-				 * again (lease_created, pool_listed).  Not batched: its
-				 * ZNOTEMPTY would fail the multi it went in.
+				 * The pool goes once quiet after its last lease ("Empty
+				 * pools go, once quiet"); a zklock taker that finds it gone
+				 * (ZNONODE) creates it again (lease_created, pool_listed).
 				 */
 				pool_path(e, pool, sizeof(pool));
-				if (zk_session_usable())
-					(void) zoo_adelete(zk_zh, pool, -1, pool_deleted, NULL);
+				pool_maybe_quiet(pool);
 				zk_count(ZKCNT_RELEASES, 1);
 				zk_node_gone(e);
 			}
@@ -637,8 +812,11 @@ sem_session_lost(ZkEntry *e, const char *why)
 	}
 }
 
-/* the recipe has no hook into the worker; its one kind (recipelist.h) */
-const ZkRecipe zk_sem_recipe = {0};
+/* the recipe's hooks into the worker: empty pools; its one kind (recipelist.h) */
+const ZkRecipe zk_sem_recipe = {
+	.session_reset = sem_pools_reset,
+	.session_usable = sem_pools_turn,
+};
 
 const ZkKindOps zk_semlease_ops = {
 	.drive = sem_step,

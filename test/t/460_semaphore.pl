@@ -21,6 +21,9 @@
 #      that goes on (found by the fault run).
 #   7. Six tries at once for 2 leases: exactly two succeed (a try waits
 #      its turn for the guard instead of answering no because of it).
+#   9. A kazoo taker queued on the guard when zklock releases the last
+#      lease gets it: the pool is not deleted under it (NoNodeError before);
+#      a pool nobody comes back to goes a quiet period after its release.
 
 use strict;
 use warnings FATAL => 'all';
@@ -300,6 +303,31 @@ ok(wait_until(sub { zk_status_value($C, 'entries_used') eq '0' }, 10, 0.1), 'C: 
 $x->quit;
 $C->stop('fast');
 proxy_stop($p);
+
+#
+# 9. a kazoo taker queued on the guard when zklock releases the last lease:
+#    the pool stays for it (the model saw kazoo fail with NoNodeError: the
+#    pool was deleted with the last lease, between kazoo's making sure of
+#    it and its listing); alone, a pool goes a quiet period after its last
+#    release
+#
+my $h9 = new_session($A, name => 'pool_holder');
+is($h9->query_safe("SELECT zk_try_session_semaphore('quiet', 1)"), 't', '9: A holds the only lease of quiet');
+my $k9 = kazoo_sem('quiet', 1, 'py-quiet');
+$k9->send('acquire 30');
+ok(wait_until(sub { zk_exists($zk, "$SEM/quiet-__lock__") && scalar(zk_children($zk, "$SEM/quiet-__lock__")) == 1 },
+	10, 0.05), '9: kazoo waits for the lease, its node on the guard');
+$h9->query_safe("SELECT zk_semaphore_release('quiet')");
+is($k9->read_line(20), 'acquired', '9: kazoo takes the lease: the pool was not deleted under it');
+is(leases('quiet'), 1, "9: kazoo's lease is in the pool");
+is($k9->cmd('release'), 'released true', '9: kazoo releases');
+$k9->quit;
+is($h9->query_safe("SELECT zk_try_session_semaphore('quiet2', 1)"), 't', '9: A takes quiet2 alone');
+$h9->query_safe("SELECT zk_semaphore_release('quiet2')");
+sleep 0.5;
+ok(zk_exists($zk, "$SEM/quiet2"), '9: its pool stays for the quiet period');
+ok(wait_until(sub { !zk_exists($zk, "$SEM/quiet2") }, 15, 0.2), '9: then it goes');
+$h9->quit;
 
 $s1->quit;
 $w->quit;
