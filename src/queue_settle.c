@@ -1281,8 +1281,8 @@ scan_list(Scan *s)
 /*
  * zk_queue_release_cluster refuses a live cluster: before anything is
  * released, every run of the target registered under <root>/runs
- * (<sysid>-<run>, or only the named run of this cluster) is asked whether its ephemeral
- * "live" exists.  One that does ends the request with count -1 and the
+ * (<sysid>-<run>, or only the named run of this cluster) is asked whether
+ * its ephemeral "live" exists.  One that does ends the request with count -1 and the
  * run's name (the backend raises 55006); a failed listing or read fails
  * it; otherwise the release goes on (zk_q_scan_start).
  */
