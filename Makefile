@@ -24,6 +24,7 @@ OBJS = \
 	src/lock_sql.o \
 	src/queue_worker.o \
 	src/queue_publish.o \
+	src/queue_nskept.o \
 	src/queue_naming.o \
 	src/queue_consume.o \
 	src/queue_claim.o \

@@ -547,14 +547,22 @@ queue_pre_commit(void)
 		char		msg[ZKLOCK_ERRMSG_MAX];
 		int			sqlstate;
 		bool		over_kept;
+		bool		over_ns;
 
 		zk_backend_lock(LW_SHARED);
 		strlcpy(msg, zk_entry(pub_idx)->errmsg, sizeof(msg));
 		sqlstate = zk_entry(pub_idx)->sqlstate;
 		over_kept = zk_entry(pub_idx)->pub_over_kept;
+		over_ns = zk_entry(pub_idx)->pub_over_ns;
 		LWLockRelease(zk_ctl->lock);
 		if (over_kept)
 			zk_kept_error(msg); /* all of the root's (kept.c) */
+		if (over_ns)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("zookeeper keeps as many items of this namespace as zklock.max_namespace_items allows"),
+					 errdetail("%s; the transaction is rolled back and nothing of it was written.", msg),
+					 errhint("Consume items of this namespace's queues (or reset its arrivals) first, or ask a superuser to raise zklock.max_namespace_items.")));
 		if (sqlstate == ERRCODE_CONFIGURATION_LIMIT_EXCEEDED)
 			ereport(ERROR,
 					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),

@@ -408,6 +408,11 @@ extern void zk_q_pubop_free(PubOp *po);
 extern void zk_q_pub_blocked_tick(void);
 extern void zk_q_end_blocked_tick(void);
 extern void zk_qpub_drive(ZkEntry *e);
+extern void zk_q_pub_kept_answered(ZkEntry *e, int rc);
+
+/* queue_nskept.c */
+extern void zk_q_ns_check(ZkEntry *e, const char *ns, int adding);
+extern void zk_q_ns_unreserve(ZkEntry *e);
 
 /* queue_naming.c */
 extern List *zk_q_pub_waits;

@@ -1312,6 +1312,37 @@ typedef struct KeptObj
 	int			adding;
 } KeptObj;
 
+/* What a publication adds to one namespace (zklock.max_namespace_items) */
+typedef struct NsAdd
+{
+	char		ns[ZKLOCK_NS_MAX + 1];
+	int			adding;
+} NsAdd;
+
+/* Count one item or arrival of qname's namespace into adds (a List) */
+static List *
+ns_add(List *adds, const char *qname)
+{
+	char		ns[ZKLOCK_NS_MAX + 1];
+	ListCell   *lc;
+	NsAdd	   *a;
+
+	zk_qname_namespace(qname, ns, sizeof(ns));
+	foreach(lc, adds)
+	{
+		a = (NsAdd *) lfirst(lc);
+		if (strcmp(a->ns, ns) == 0)
+		{
+			a->adding++;
+			return adds;
+		}
+	}
+	a = palloc0(sizeof(NsAdd));
+	strlcpy(a->ns, ns, sizeof(a->ns));
+	a->adding = 1;
+	return lappend(adds, a);
+}
+
 typedef struct KeptCheck
 {
 	const void *ectx;			/* zk_ctx_of(e) */
@@ -1321,7 +1352,6 @@ typedef struct KeptCheck
 	char		path[ZK_PATH_MAX];	/* under the root, for the message */
 } KeptCheck;
 
-static void pub_kept_answered(ZkEntry *e, int rc);
 
 /* Completion of the zoo_aexists sent by pub_kept_send() */
 static void
@@ -1361,7 +1391,7 @@ pub_kept_done(int rc, const struct Stat *stat, const void *data)
 					kept_reserve(e, c->hash, c->adding);
 			}
 			if (e->outstanding == 0)
-				pub_kept_answered(e, rc);
+				zk_q_pub_kept_answered(e, rc);
 		}
 	}
 	COMPLETION_END(e);
@@ -1370,10 +1400,11 @@ pub_kept_done(int rc, const struct Stat *stat, const void *data)
 
 /*
  * The last of the kept checks answered (rc: its return code): refuse,
- * retry, or write the transaction node
+ * retry, or write the transaction node (also called by the namespace
+ * census, queue_nskept.c)
  */
-static void
-pub_kept_answered(ZkEntry *e, int rc)
+void
+zk_q_pub_kept_answered(ZkEntry *e, int rc)
 {
 	if (e->released)
 		zk_qpub_drive(e);		/* frees it: nothing was written */
@@ -1456,7 +1487,7 @@ pub_total_done(int rc, const char *value, int value_len,
 				}
 			}
 			if (e->outstanding == 0)
-				pub_kept_answered(e, rc == ZNONODE ? ZOK : rc);
+				zk_q_pub_kept_answered(e, rc == ZNONODE ? ZOK : rc);
 		}
 	}
 	COMPLETION_END(e);
@@ -1499,6 +1530,8 @@ pub_kept_send(ZkEntry *e)
 	KeptObj    *k;
 	uint32		i;
 	int			rootlen = strlen(zk_root);
+	List	   *adds = NIL;
+	ListCell   *lc;
 
 	if (h->nitems == 0)
 		return false;
@@ -1506,9 +1539,9 @@ pub_kept_send(ZkEntry *e)
 	(void) kept_reserved(0, zk_entry_index(e), e->gen, true);
 	total_unreserve(e);
 	e->pub_over_kept = false;
+	e->pub_over_ns = false;
+	zk_q_ns_unreserve(e);
 	pub_total_send(e, h);		/* all of the root's (kept.c) */
-	if (e->max_items <= 0)
-		return e->outstanding > 0;
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = ZK_PATH_MAX;
 	ctl.entrysize = sizeof(KeptObj);
@@ -1533,6 +1566,7 @@ pub_kept_send(ZkEntry *e)
 			qname[it.qlen] = '\0';
 			zk_queue_path(qname, qpath, sizeof(qpath));
 			snprintf(path, sizeof(path), "%s/entries", qpath);
+			adds = ns_add(adds, qname);
 		}
 		else if ((it.priority & ZKQ_OP_MASK) == ZKQ_OP_CREATE &&
 				 (it.priority & ZKQ_OP_SKIP) == 0 &&
@@ -1542,10 +1576,18 @@ pub_kept_send(ZkEntry *e)
 			const char *slash = memrchr(p, '/', it.qlen);
 
 			if (slash != NULL && slash > p + 9)
+			{
+				char		enc[ZKLOCK_ENAME_MAX + 1];
+				char		qname[ZKLOCK_QNAME_MAX + 2];
+
 				snprintf(path, sizeof(path), "%s/%.*s", zk_root, (int) (slash - p), p);
+				strlcpy(enc, p + 9, Min(sizeof(enc), (size_t) (slash - p - 9) + 1));
+				zk_decode_qname(enc, qname, sizeof(qname));
+				adds = ns_add(adds, qname);
+			}
 		}
 		p += it.qlen + it.plen;
-		if (path[0] == '\0')
+		if (path[0] == '\0' || e->max_items <= 0)
 			continue;
 		k = hash_search(objs, path, HASH_ENTER, &found);
 		if (!found)
@@ -1570,6 +1612,19 @@ pub_kept_send(ZkEntry *e)
 			pfree(c);
 	}
 	hash_destroy(objs);
+	/* each namespace's share (queue_nskept.c) */
+	foreach(lc, adds)
+	{
+		NsAdd	   *a = (NsAdd *) lfirst(lc);
+
+		zk_q_ns_check(e, a->ns, a->adding);
+	}
+	list_free_deep(adds);
+	if (e->outstanding == 0 && e->pub_refused)
+	{
+		zk_q_pub_kept_answered(e, ZOK);		/* refused from a census at once */
+		return true;
+	}
 	return e->outstanding > 0;
 }
 

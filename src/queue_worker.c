@@ -14,6 +14,8 @@
  *	  queue_publish.c	ZKK_QPUB: a committing transaction's items, from
  *						its transaction node to the publishing multi
  *	  queue_naming.c	item names past the end of entries' sequence counter
+ *	  queue_nskept.c	the census of what one namespace keeps, against
+ *						zklock.max_namespace_items, for publications
  *	  queue_consume.c	ZKK_QCLAIM's rounds: who of a queue's waiters is
  *						offered which items, watches, idle queues
  *	  queue_claim.c		ZKK_QCLAIM's claims: attempts, reads, claims in

@@ -229,6 +229,7 @@ zk_entry_alloc(void)
 	e->claims = InvalidDsaPointer;
 	e->pub_refused = false;
 	e->pub_over_kept = false;
+	e->pub_over_ns = false;
 	e->pub_blocked = false;
 	e->end_blocked = false;
 	e->quota_procno = -1;

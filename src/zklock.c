@@ -40,6 +40,7 @@ int			zk_max_write_burst_kb = 1024;
 int			zk_max_transaction_kb = 256;
 int			zk_max_item_kb = 16;
 int			zk_max_kept_items = 10000;
+int			zk_max_namespace_items = 50000;
 int			zk_max_kept_bytes_kb = 262144;
 int			zk_max_kept_nodes = 500000;
 char	   *zk_elections = NULL;
@@ -398,6 +399,18 @@ define_write_quota_settings(void)
 							&zk_max_kept_items,
 							10000, 0, 1000000,
 							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+
+	/* one namespace's share, counted by the worker (queue_nskept.c) */
+	DefineCustomIntVariable("zklock.max_namespace_items",
+							"Queue items and arrivals all of one namespace may keep in ZooKeeper.",
+							"Counted by the worker from ZooKeeper about once a second while the namespace "
+							"publishes: a COMMIT that would pass it fails with 53400, nothing written. "
+							"0 means no limit.",
+							&zk_max_namespace_items,
+							50000, 0, 100000000,
+							PGC_SIGHUP,
 							0,
 							NULL, NULL, NULL);
 

@@ -235,6 +235,9 @@ typedef struct ZkEntry
 								 * refuse an op (errmsg says why) */
 	bool		pub_over_kept;	/* QPUB, before commit: refused for
 								 * zklock.max_kept_bytes/nodes (kept.c) */
+	bool		pub_over_ns;	/* QPUB, before commit: refused for
+								 * zklock.max_namespace_items
+								 * (queue_nskept.c) */
 	bool		pub_blocked;	/* QPUB, committed: ZooKeeper refuses the
 								 * publication; retried (errmsg says why) */
 	bool		end_blocked;	/* QCLAIM, let go: ZooKeeper refuses its
@@ -391,6 +394,7 @@ extern int	zk_max_item_kb;
 extern int	zk_max_kept_items;
 extern int	zk_max_kept_bytes_kb;
 extern int	zk_max_kept_nodes;
+extern int	zk_max_namespace_items;
 #define ZKQ_TXN_MAX_KB			976 /* zklock.max_transaction_size's top:
 									 * ZKQ_TXN_MAX (queue.h) in kB */
 extern char *zk_elections;

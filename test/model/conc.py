@@ -396,7 +396,7 @@ class Conc:
 
     def kazoo_sem(self, idx):
         from kazoo.client import KazooClient
-        from kazoo.exceptions import LockTimeout
+        from kazoo.exceptions import LockTimeout, NoNodeError
         r = random.Random(self.seed * 61 + idx)
         zk = KazooClient(hosts=self.env.zk.hosts, timeout=10.0)
         try:
@@ -409,6 +409,10 @@ class Conc:
                 try:
                     got = sem.acquire(timeout=0.3)
                 except LockTimeout:
+                    got = False
+                except NoNodeError:
+                    # the pool deleted as the acquisition began, after 2
+                    # quiet seconds (doc/semaphores.md): retried
                     got = False
                 if got:
                     a = now()

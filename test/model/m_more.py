@@ -254,7 +254,7 @@ class SemModel(Base):
                            % (op["nm"], r.rows[0][0], len(self.leases[op["nm"]]), self.show(op["nm"])))
 
     def execute_k(self, k, op):
-        from kazoo.exceptions import LockTimeout
+        from kazoo.exceptions import LockTimeout, NoNodeError
         h = self.h
         name = op["nm"] = self.names[op["n"]]
         sem = self.ksem.get((k.idx, op["n"]))
@@ -268,12 +268,23 @@ class SemModel(Base):
             grant = self.free(name) > 0
 
             def acq():
-                try:
-                    if op["t"] == 0:
-                        return sem.acquire(blocking=False)
-                    return sem.acquire(timeout=op["t"])
-                except LockTimeout:
-                    return False
+                nonlocal sem
+                for attempt in (0, 1):
+                    try:
+                        if op["t"] == 0:
+                            return sem.acquire(blocking=False)
+                        return sem.acquire(timeout=op["t"])
+                    except LockTimeout:
+                        return False
+                    except NoNodeError:
+                        # doc/semaphores.md: an acquisition that starts as
+                        # zklock deletes a pool quiet for 2 s finds it gone
+                        # (kazoo ensures the pool once, before its guard);
+                        # the documented answer is to retry, once
+                        if attempt:
+                            raise
+                        sem = self.ksem[(k.idx, op["n"])] = k.zk.Semaphore(
+                            self.ROOT + name, identifier=k.name, max_leases=self.max)
             got = h.kcall(k, op, acq, bound=FAST + op["t"])
             if got is h.KFAIL:
                 return

@@ -1,0 +1,501 @@
+/*-------------------------------------------------------------------------
+ *
+ * queue_nskept.c
+ *	  What one namespace keeps in ZooKeeper, against
+ *	  zklock.max_namespace_items (issue 35).
+ *
+ *	  zklock.max_kept_items bounds one queue or arrivals object, and
+ *	  zklock.max_kept_bytes/nodes all of the root (kept.c): without a share
+ *	  per namespace, one tenant that fills many queues stops every other
+ *	  tenant's publications at the root's bound.  ZooKeeper cannot count a
+ *	  namespace for us (its nodes are children of the kinds' directories
+ *	  every namespace shares, <root>/queues/<ns>:<name>), so the worker
+ *	  counts it: a census lists <root>/queues and <root>/arrivals, keeps
+ *	  the names of that namespace, and adds up the child counts of each
+ *	  queue's entries node and of each arrivals node (one exists each, at
+ *	  most ZK_READ_WINDOW in flight, never a listing of items).  A listing
+ *	  of a shared directory larger than NS_LIST_MAX bytes (judged from its
+ *	  child count before it is sent) is not read: the namespace is then not
+ *	  bounded, said with a rate-limited WARNING (the root's bound still
+ *	  holds).
+ *
+ *	  A publication (pre-commit, queue_publish.c) that adds items or
+ *	  arrivals to a namespace is judged against the namespace's last census
+ *	  (waiting for a new one when the last began more than NS_FRESH_MS
+ *	  ago) plus what this worker let through for the namespace and the
+ *	  census may not have counted: each publication let through reserves
+ *	  its items (NsResv) until a census that began after its entry was
+ *	  seen gone (applied, or let go) has finished.  What was consumed since
+ *	  the census is not subtracted until the next one: the estimate errs on
+ *	  the side of refusing.  Clusters do not see each other's publications
+ *	  between two censuses: each may let through what its own producers add
+ *	  in that time (doc/limits.md).
+ *
+ *	  doc/limits.md, "What one namespace keeps".
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "queue_int.h"
+
+#include "utils/memutils.h"
+
+#define NS_SLOTS		64		/* namespaces counted at once */
+#define NS_FRESH_MS		1000	/* a census younger is used as it is */
+#define NS_LIST_MAX		(8 * 1024 * 1024)	/* bytes of one shared listing */
+
+typedef struct NsWaiter
+{
+	const void *ectx;			/* zk_ctx_of(e) */
+	int			adding;
+} NsWaiter;
+
+typedef struct NsCensus
+{
+	bool		used;
+	char		ns[ZKLOCK_NS_MAX + 1];
+	int64		counted;		/* items at the last census; -1 none */
+	TimestampTz counted_at;		/* when that census began */
+	bool		unbounded;		/* the last census could not count */
+	/* a census under way */
+	bool		running;
+	uint32		run;			/* which one (stale answers are dropped) */
+	TimestampTz started_at;
+	int			lists;			/* directory reads out */
+	int			inflight;		/* child counts out */
+	int			rc;				/* first failure */
+	bool		over;			/* a listing too large to read */
+	int64		sum;
+	List	   *names;			/* char * paths still to count */
+	List	   *waiters;		/* NsWaiter * */
+	TimestampTz used_at;
+} NsCensus;
+
+/* Items a publication let through adds to a namespace */
+typedef struct NsResv
+{
+	char		ns[ZKLOCK_NS_MAX + 1];
+	int			adding;
+	uint32		idx;			/* the publication's entry */
+	uint32		gen;
+	TimestampTz gone_at;		/* when the entry was seen gone; 0 live */
+} NsResv;
+
+static List *ns_resv = NIL;		/* NsResv *, in ns_context() */
+
+typedef struct NsCall
+{
+	int			slot;
+	uint32		run;
+	int			dir;			/* 0 queues, 1 arrivals */
+} NsCall;
+
+static NsCensus ns_tab[NS_SLOTS];
+static uint32 ns_runs = 0;
+static MemoryContext ns_cxt = NULL;
+static ZkLogLimit over_log;
+
+static const char *const ns_dirs[] = {"queues", "arrivals"};
+
+static void ns_send_more(int slot);
+static void ns_maybe_finish(int slot);
+
+static MemoryContext
+ns_context(void)
+{
+	if (ns_cxt == NULL)
+		ns_cxt = AllocSetContextCreate(TopMemoryContext, "zklock namespace census",
+									   ALLOCSET_SMALL_SIZES);
+	return ns_cxt;
+}
+
+static NsCall *
+ns_call(int slot, int dir)
+{
+	NsCall	   *c = MemoryContextAlloc(ns_context(), sizeof(NsCall));
+
+	c->slot = slot;
+	c->run = ns_tab[slot].run;
+	c->dir = dir;
+	return c;
+}
+
+/* Is the answer c carries still the census its slot runs? */
+static bool
+ns_current(const NsCall *c)
+{
+	return ns_tab[c->slot].running && ns_tab[c->slot].run == c->run;
+}
+
+/* Note a failure of the running census of slot */
+static void
+ns_failed(int slot, int rc)
+{
+	if (ns_tab[slot].rc == ZOK)
+		ns_tab[slot].rc = (rc == ZOK ? ZCONNECTIONLOSS : rc);
+}
+
+/* Completion of an exists of a queue's entries or an arrivals node */
+static void
+ns_counted(int rc, const struct Stat *stat, const void *data)
+{
+	NsCall	   *c = (NsCall *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		if (ns_current(c))
+		{
+			NsCensus   *n = &ns_tab[c->slot];
+
+			n->inflight--;
+			if (rc == ZOK && stat != NULL)
+				n->sum += stat->numChildren;
+			else if (rc != ZNONODE)
+				ns_failed(c->slot, rc);
+			ns_send_more(c->slot);
+			ns_maybe_finish(c->slot);
+		}
+	}
+	COMPLETION_END(none);
+	pfree(c);
+}
+
+/* Send the next child counts, at most ZK_READ_WINDOW out */
+static void
+ns_send_more(int slot)
+{
+	NsCensus   *n = &ns_tab[slot];
+
+	while (n->names != NIL && n->inflight < ZK_READ_WINDOW && n->rc == ZOK)
+	{
+		char	   *path = (char *) linitial(n->names);
+		NsCall	   *c = ns_call(slot, 0);
+
+		n->names = list_delete_first(n->names);
+		if (zoo_aexists(zk_zh, path, 0, ns_counted, c) == ZOK)
+			n->inflight++;
+		else
+		{
+			pfree(c);
+			ns_failed(slot, ZCONNECTIONLOSS);
+		}
+		pfree(path);
+	}
+}
+
+/* Completion of the listing of a shared directory */
+static void
+ns_listed(int rc, const struct String_vector *sv, const void *data)
+{
+	NsCall	   *c = (NsCall *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		if (ns_current(c))
+		{
+			NsCensus   *n = &ns_tab[c->slot];
+
+			n->lists--;
+			if (rc == ZOK && sv != NULL)
+			{
+				MemoryContext old = MemoryContextSwitchTo(ns_context());
+				int			i;
+
+				for (i = 0; i < sv->count; i++)
+					if (zk_child_in_namespace(sv->data[i], n->ns))
+						n->names = lappend(n->names,
+										   psprintf(c->dir == 0 ? "%s/%s/%s/entries" : "%s/%s/%s",
+													zk_root, ns_dirs[c->dir], sv->data[i]));
+				MemoryContextSwitchTo(old);
+				ns_send_more(c->slot);
+			}
+			else if (rc != ZNONODE)
+				ns_failed(c->slot, rc);
+			ns_maybe_finish(c->slot);
+		}
+	}
+	COMPLETION_END(none);
+	pfree(c);
+}
+
+/* Completion of the exists of a shared directory: list it, if not too large */
+static void
+ns_dir_counted(int rc, const struct Stat *stat, const void *data)
+{
+	NsCall	   *c = (NsCall *) data;
+	ZkEntry    *volatile none = NULL;
+
+	COMPLETION_BEGIN
+	{
+		if (ns_current(c))
+		{
+			NsCensus   *n = &ns_tab[c->slot];
+			char		path[ZK_PATH_MAX];
+
+			n->lists--;
+			if (rc == ZOK && stat != NULL &&
+				(Size) stat->numChildren * ZK_LIST_NAME_MIN > NS_LIST_MAX)
+				n->over = true;
+			else if (rc == ZOK && stat != NULL && stat->numChildren > 0 && n->rc == ZOK)
+			{
+				NsCall	   *l = ns_call(c->slot, c->dir);
+
+				snprintf(path, sizeof(path), "%s/%s", zk_root, ns_dirs[c->dir]);
+				if (zoo_aget_children(zk_zh, path, 0, ns_listed, l) == ZOK)
+					n->lists++;
+				else
+				{
+					pfree(l);
+					ns_failed(c->slot, ZCONNECTIONLOSS);
+				}
+			}
+			else if (rc != ZOK && rc != ZNONODE)
+				ns_failed(c->slot, rc);
+			ns_maybe_finish(c->slot);
+		}
+	}
+	COMPLETION_END(none);
+	pfree(c);
+}
+
+/*
+ * Sweep the reservations: those of entries gone are stamped now (census
+ * start: a census that begins now counts what they added), and, with
+ * drop_before (a census of ns that began then has finished), those gone
+ * before that are dropped.  Returns what the others of ns add, less
+ * (idx, gen)'s own, which are dropped when drop_own.
+ */
+static int64
+ns_resv_sweep(const char *ns, TimestampTz drop_before, uint32 idx, uint32 gen,
+			  bool drop_own)
+{
+	ListCell   *lc;
+	int64		n = 0;
+	TimestampTz now = GetCurrentTimestamp();
+
+	foreach(lc, ns_resv)
+	{
+		NsResv	   *r = (NsResv *) lfirst(lc);
+		ZkEntry    *pe = zk_entry(r->idx);
+		bool		own = r->idx == idx && r->gen == gen;
+
+		if (r->gone_at == 0 && (pe->gen != r->gen || pe->state == ZKE_FREE))
+			r->gone_at = now;
+		if ((own && drop_own) ||
+			(r->gone_at != 0 && r->gone_at < drop_before && strcmp(r->ns, ns) == 0))
+		{
+			ns_resv = foreach_delete_current(ns_resv, lc);
+			pfree(r);
+		}
+		else if (!own && strcmp(r->ns, ns) == 0)
+			n += r->adding;
+	}
+	return n;
+}
+
+/* Drop what e's publication reserved in every namespace (checked again) */
+void
+zk_q_ns_unreserve(ZkEntry *e)
+{
+	(void) ns_resv_sweep("", 0, zk_entry_index(e), e->gen, true);
+}
+
+/* Judge e's publication against slot's counts (refused: e->pub_refused) */
+static void
+ns_judge(ZkEntry *e, int slot, int adding)
+{
+	NsCensus   *n = &ns_tab[slot];
+	int64		kept;
+	NsResv	   *r;
+
+	if (n->unbounded || e->pub_refused)
+		return;
+	kept = n->counted + ns_resv_sweep(n->ns, 0, zk_entry_index(e), e->gen, false);
+	if (kept + adding > zk_max_namespace_items)
+	{
+		e->pub_refused = true;
+		e->pub_over_ns = true;
+		snprintf(e->errmsg, sizeof(e->errmsg),
+				 "ZooKeeper keeps about %lld items of namespace \"%s\"; this transaction adds %d; zklock.max_namespace_items is %d",
+				 (long long) kept, n->ns, adding, zk_max_namespace_items);
+		return;
+	}
+	r = MemoryContextAlloc(ns_context(), sizeof(NsResv));
+	strlcpy(r->ns, n->ns, sizeof(r->ns));
+	r->adding = adding;
+	r->idx = zk_entry_index(e);
+	r->gen = e->gen;
+	r->gone_at = 0;
+	ns_resv = lappend(ns_resv, r);
+}
+
+/* Everything of slot's census answered: store it and answer its waiters */
+static void
+ns_maybe_finish(int slot)
+{
+	NsCensus   *n = &ns_tab[slot];
+	List	   *waiters;
+	ListCell   *lc;
+	int			rc;
+
+	if (!n->running || n->lists > 0 || n->inflight > 0 ||
+		(n->names != NIL && n->rc == ZOK))
+		return;
+	rc = n->rc;
+	n->running = false;
+	list_free_deep(n->names);
+	n->names = NIL;
+	if (rc == ZOK)
+	{
+		n->counted = n->sum;
+		n->counted_at = n->started_at;
+		/* what it counted is no longer reserved */
+		(void) ns_resv_sweep(n->ns, n->started_at, 0, 0, false);
+		n->unbounded = n->over;
+		if (n->over && zk_log_limited(&over_log, "namespace census over"))
+			ereport(WARNING,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("zklock: %s/queues or %s/arrivals has too many children to count namespace \"%s\"; zklock.max_namespace_items is not enforced for it",
+							zk_root, zk_root, n->ns),
+					 errdetail("Listing it would read more than %d MB of names of every namespace.",
+							   NS_LIST_MAX / (1024 * 1024)),
+					 errhint("Drop unused queues (zk_queue_drop) and reset unused arrivals; zklock.max_kept_nodes still bounds the root.")));
+	}
+	waiters = n->waiters;
+	n->waiters = NIL;
+	foreach(lc, waiters)
+	{
+		NsWaiter   *w = (NsWaiter *) lfirst(lc);
+		ZkEntry    *e = zk_entry_of(w->ectx);
+
+		if (e != NULL && e->outstanding > 0)
+		{
+			e->outstanding--;
+			/* a failed census: judged from the last, if any */
+			if (n->counted >= 0)
+				ns_judge(e, slot, w->adding);
+			if (e->outstanding == 0)
+				zk_q_pub_kept_answered(e, rc);
+		}
+	}
+	list_free_deep(waiters);
+}
+
+/* Start a census of slot's namespace; false when nothing could be sent */
+static bool
+ns_start(int slot)
+{
+	NsCensus   *n = &ns_tab[slot];
+	int			dir;
+
+	n->running = true;
+	n->run = ++ns_runs;
+	/* publications gone by now are counted by this census */
+	(void) ns_resv_sweep(n->ns, 0, 0, 0, false);
+	n->started_at = GetCurrentTimestamp();
+	n->lists = 0;
+	n->inflight = 0;
+	n->rc = ZOK;
+	n->over = false;
+	n->sum = 0;
+	n->names = NIL;
+	for (dir = 0; dir < (int) lengthof(ns_dirs); dir++)
+	{
+		char		path[ZK_PATH_MAX];
+		NsCall	   *c = ns_call(slot, dir);
+
+		snprintf(path, sizeof(path), "%s/%s", zk_root, ns_dirs[dir]);
+		if (zoo_aexists(zk_zh, path, 0, ns_dir_counted, c) == ZOK)
+			n->lists++;
+		else
+		{
+			pfree(c);
+			ns_failed(slot, ZCONNECTIONLOSS);
+		}
+	}
+	if (n->lists == 0)
+	{
+		n->running = false;
+		return false;
+	}
+	return true;
+}
+
+/* The slot of namespace ns (a new one, or the least recently used idle one) */
+static int
+ns_slot(const char *ns)
+{
+	int			i;
+	int			best = -1;
+
+	for (i = 0; i < NS_SLOTS; i++)
+		if (ns_tab[i].used && strcmp(ns_tab[i].ns, ns) == 0)
+			return i;
+	for (i = 0; i < NS_SLOTS; i++)
+	{
+		if (!ns_tab[i].used)
+		{
+			best = i;
+			break;
+		}
+		if (!ns_tab[i].running && ns_tab[i].waiters == NIL &&
+			(best < 0 || ns_tab[i].used_at < ns_tab[best].used_at))
+			best = i;
+	}
+	if (best < 0)
+		return -1;
+	memset(&ns_tab[best], 0, sizeof(NsCensus));
+	ns_tab[best].used = true;
+	strlcpy(ns_tab[best].ns, ns, sizeof(ns_tab[best].ns));
+	ns_tab[best].counted = -1;
+	return best;
+}
+
+/*
+ * Check that e's publication may add "adding" items and arrivals to
+ * namespace ns.  Judged at once from a census that began less than
+ * NS_FRESH_MS ago (e->pub_refused set when refused), or e waits for a new
+ * one (e->outstanding counts it; the census calls zk_q_pub_kept_answered
+ * for the last answer).  Let through unchecked when no census can be had
+ * (every slot busy counting, or nothing could be sent: then the
+ * transaction node's create fails too, and the publication is checked
+ * again when it is retried).
+ */
+void
+zk_q_ns_check(ZkEntry *e, const char *ns, int adding)
+{
+	int			slot;
+	NsCensus   *n;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (zk_max_namespace_items <= 0 || adding <= 0)
+		return;
+	slot = ns_slot(ns);
+	if (slot < 0)
+		return;
+	n = &ns_tab[slot];
+	n->used_at = now;
+	if (!n->running)
+	{
+		if (n->counted >= 0 &&
+			!TimestampDifferenceExceeds(n->counted_at, now, NS_FRESH_MS))
+		{
+			ns_judge(e, slot, adding);
+			return;
+		}
+		if (!ns_start(slot))
+			return;
+	}
+	/* waits for the census under way */
+	{
+		MemoryContext old = MemoryContextSwitchTo(ns_context());
+		NsWaiter   *w = palloc(sizeof(NsWaiter));
+
+		w->ectx = zk_ctx_of(e);
+		w->adding = adding;
+		n->waiters = lappend(n->waiters, w);
+		MemoryContextSwitchTo(old);
+	}
+	e->outstanding++;
+}
