@@ -22,7 +22,8 @@
  *	  A publication (pre-commit, queue_publish.c) that adds items or
  *	  arrivals to a namespace is judged against the namespace's last census
  *	  (waiting for a new one when the last began more than NS_FRESH_MS
- *	  ago) plus what this worker let through for the namespace and the
+ *	  ago, longer for a census that lists and counts many names) plus
+ *	  what this worker let through for the namespace and the
  *	  census may not have counted: each publication let through reserves
  *	  its items (NsResv) until a census that began after its entry was
  *	  seen gone (applied, or let go) has finished.  What was consumed since
@@ -40,7 +41,8 @@
 #include "utils/memutils.h"
 
 #define NS_SLOTS		64		/* namespaces counted at once */
-#define NS_FRESH_MS		1000	/* a census younger is used as it is */
+#define NS_FRESH_MS		1000	/* a census younger is used as it is ... */
+#define NS_FRESH_MAX_MS	60000	/* ... or, for a large one, up to this */
 #define NS_LIST_MAX		(8 * 1024 * 1024)	/* bytes of one shared listing */
 
 typedef struct NsWaiter
@@ -56,6 +58,7 @@ typedef struct NsCensus
 	int64		counted;		/* items at the last census; -1 none */
 	TimestampTz counted_at;		/* when that census began */
 	bool		unbounded;		/* the last census could not count */
+	int64		cost;			/* names it listed and counted */
 	/* a census under way */
 	bool		running;
 	uint32		run;			/* which one (stale answers are dropped) */
@@ -65,6 +68,8 @@ typedef struct NsCensus
 	int			rc;				/* first failure */
 	bool		over;			/* a listing too large to read */
 	int64		sum;
+	int64		listed;			/* names of every namespace listed */
+	int64		own;			/* of them, this namespace's */
 	List	   *names;			/* char * paths still to count */
 	List	   *waiters;		/* NsWaiter * */
 	TimestampTz used_at;
@@ -202,11 +207,16 @@ ns_listed(int rc, const struct String_vector *sv, const void *data)
 				MemoryContext old = MemoryContextSwitchTo(ns_context());
 				int			i;
 
+				n->listed += sv->count;
 				for (i = 0; i < sv->count; i++)
-					if (zk_child_in_namespace(sv->data[i], n->ns))
-						n->names = lappend(n->names,
-										   psprintf(c->dir == 0 ? "%s/%s/%s/entries" : "%s/%s/%s",
-													zk_root, ns_dirs[c->dir], sv->data[i]));
+				{
+					if (!zk_child_in_namespace(sv->data[i], n->ns))
+						continue;
+					n->own++;
+					n->names = lappend(n->names,
+									   psprintf(c->dir == 0 ? "%s/%s/%s/entries" : "%s/%s/%s",
+												zk_root, ns_dirs[c->dir], sv->data[i]));
+				}
 				MemoryContextSwitchTo(old);
 				ns_send_more(c->slot);
 			}
@@ -350,6 +360,7 @@ ns_maybe_finish(int slot)
 	{
 		n->counted = n->sum;
 		n->counted_at = n->started_at;
+		n->cost = n->listed / 20 + n->own;
 		/* what it counted is no longer reserved */
 		(void) ns_resv_sweep(n->ns, n->started_at, 0, 0, false);
 		n->unbounded = n->over;
@@ -399,6 +410,8 @@ ns_start(int slot)
 	n->rc = ZOK;
 	n->over = false;
 	n->sum = 0;
+	n->listed = 0;
+	n->own = 0;
 	n->names = NIL;
 	for (dir = 0; dir < (int) lengthof(ns_dirs); dir++)
 	{
@@ -478,8 +491,16 @@ zk_q_ns_check(ZkEntry *e, const char *ns, int adding)
 	n->used_at = now;
 	if (!n->running)
 	{
+		/*
+		 * a census is redone after a second, or after longer for one that
+		 * costs more: 1 ms per name counted and per 20 names listed (a
+		 * namespace of 10,000 queues among 100,000 is counted at most
+		 * every 16 s, about 600 exists a second)
+		 */
+		int			fresh = (int) Min(NS_FRESH_MS + n->cost, NS_FRESH_MAX_MS);
+
 		if (n->counted >= 0 &&
-			!TimestampDifferenceExceeds(n->counted_at, now, NS_FRESH_MS))
+			!TimestampDifferenceExceeds(n->counted_at, now, fresh))
 		{
 			ns_judge(e, slot, adding);
 			return;
