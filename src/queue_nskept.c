@@ -273,7 +273,8 @@ ns_dir_counted(int rc, const struct Stat *stat, const void *data)
  * Sweep the reservations: those of entries gone are stamped now (census
  * start: a census that begins now counts what they added), and, with
  * drop_before (a census of ns that began then has finished), those gone
- * before that are dropped.  Returns what the others of ns add, less
+ * before that are dropped, and so are those of any namespace gone for
+ * two minutes.  Returns what the others of ns add, less
  * (idx, gen)'s own, which are dropped when drop_own.
  */
 static int64
@@ -292,8 +293,10 @@ ns_resv_sweep(const char *ns, TimestampTz drop_before, uint32 idx, uint32 gen,
 
 		if (r->gone_at == 0 && (pe->gen != r->gen || pe->state == ZKE_FREE))
 			r->gone_at = now;
+		/* gone long ago: any census counts it (none takes that long) */
 		if ((own && drop_own) ||
-			(r->gone_at != 0 && r->gone_at < drop_before && strcmp(r->ns, ns) == 0))
+			(r->gone_at != 0 && r->gone_at < drop_before && strcmp(r->ns, ns) == 0) ||
+			(r->gone_at != 0 && TimestampDifferenceExceeds(r->gone_at, now, 2 * NS_FRESH_MAX_MS)))
 		{
 			ns_resv = foreach_delete_current(ns_resv, lc);
 			pfree(r);
@@ -327,8 +330,8 @@ ns_judge(ZkEntry *e, int slot, int adding)
 		e->pub_refused = true;
 		e->pub_over_ns = true;
 		snprintf(e->errmsg, sizeof(e->errmsg),
-				 "ZooKeeper keeps about %lld items of namespace \"%s\"; this transaction adds %d; zklock.max_namespace_items is %d",
-				 (long long) kept, n->ns, adding, zk_max_namespace_items);
+				 "ZooKeeper keeps about %lld items of this namespace; this transaction adds %d; zklock.max_namespace_items is %d (namespace \"%s\")",
+				 (long long) kept, adding, zk_max_namespace_items, n->ns);
 		return;
 	}
 	r = MemoryContextAlloc(ns_context(), sizeof(NsResv));

@@ -103,7 +103,7 @@ is($r->{sqlstate}, '53400', "A's COMMIT of 10 more is refused: the census counte
   or diag $r->{err};
 like($r->{err}, qr/zookeeper keeps as many items of this namespace as zklock.max_namespace_items allows/,
 	'the message names the setting');
-like($r->{err}, qr/about 25 items of namespace "ta"; this transaction adds 10; zklock.max_namespace_items is 30/,
+like($r->{err}, qr/about 25 items of this namespace; this transaction adds 10; zklock.max_namespace_items is 30 \(namespace "ta"\)/,
 	'the detail gives the figures');
 like($r->{err}, qr/HINT:.*Consume items of this namespace's queues.*raise zklock.max_namespace_items/s,
 	'the hint says what to do');
