@@ -194,6 +194,20 @@ CREATE FUNCTION zk_kept_totals(
 RETURNS record
 AS 'MODULE_PATHNAME', 'zk_kept_totals' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
 
+-- what each namespace keeps in ZooKeeper (queue items and arrivals) against
+-- zklock.max_namespace_items, as this cluster's worker last counted it
+-- (src/queue_nskept.c): one row per namespace that published lately
+CREATE FUNCTION zk_namespace_totals(
+    OUT namespace text,
+    OUT state text,
+    OUT kept_items bigint,
+    OUT reserved_items bigint,
+    OUT max_items bigint,
+    OUT counted_at timestamptz,
+    OUT commits_refused bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'zk_namespace_totals' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
 CREATE FUNCTION zk_status(
     OUT state text,
     OUT servers text,
@@ -617,7 +631,8 @@ AS $$
         ('monitor', '@extschema@.zk_elections_internal()'),
         ('monitor', '@extschema@.zk_semaphores_internal()'),
         ('monitor', '@extschema@.zk_role_usage()'),
-        ('monitor', '@extschema@.zk_kept_totals()')) AS t(g, f)
+        ('monitor', '@extschema@.zk_kept_totals()'),
+        ('monitor', '@extschema@.zk_namespace_totals()')) AS t(g, f)
     UNION ALL
     SELECT 'monitor', 'view', v::regclass::text FROM (VALUES
         ('@extschema@.zk_locks'), ('@extschema@.zk_entries'), ('@extschema@.zk_queues'), ('@extschema@.zk_leases'),

@@ -40,7 +40,7 @@
 
 #include "utils/memutils.h"
 
-#define NS_SLOTS		64		/* namespaces counted at once */
+#define NS_SLOTS		ZK_NS_SLOTS	/* namespaces counted at once */
 #define NS_FRESH_MS		1000	/* a census younger is used as it is ... */
 #define NS_FRESH_MAX_MS	60000	/* ... or, for a large one, up to this */
 #define NS_LIST_MAX		(8 * 1024 * 1024)	/* bytes of one shared listing */
@@ -59,6 +59,7 @@ typedef struct NsCensus
 	TimestampTz counted_at;		/* when that census began */
 	bool		unbounded;		/* the last census could not count */
 	int64		cost;			/* names it listed and counted */
+	uint64		refused;		/* COMMITs refused */
 	/* a census under way */
 	bool		running;
 	uint32		run;			/* which one (stale answers are dropped) */
@@ -314,6 +315,26 @@ zk_q_ns_unreserve(ZkEntry *e)
 	(void) ns_resv_sweep("", 0, zk_entry_index(e), e->gen, true);
 }
 
+/* Copy slot's counts to shared memory, for zk_namespace_totals() */
+static void
+ns_publish(int slot)
+{
+	NsCensus   *n = &ns_tab[slot];
+	ZkNsUsage  *u = &zk_ctl->ns_usage[slot];
+	int64		reserved = ns_resv_sweep(n->ns, 0, PG_UINT32_MAX, 0, false);
+
+	zk_worker_enter();
+	u->state = !n->used ? ZKNS_UNUSED :
+		n->counted < 0 ? ZKNS_COUNTING :
+		n->unbounded ? ZKNS_UNBOUNDED : ZKNS_COUNTED;
+	strlcpy(u->ns, n->ns, sizeof(u->ns));
+	u->counted = Max(n->counted, 0);
+	u->reserved = reserved;
+	u->counted_at = n->counted < 0 ? 0 : n->counted_at;
+	u->refused = n->refused;
+	zk_worker_leave();
+}
+
 /* Judge e's publication against slot's counts (refused: e->pub_refused) */
 static void
 ns_judge(ZkEntry *e, int slot, int adding)
@@ -329,6 +350,8 @@ ns_judge(ZkEntry *e, int slot, int adding)
 	{
 		e->pub_refused = true;
 		e->pub_over_ns = true;
+		n->refused++;
+		ns_publish(slot);
 		snprintf(e->errmsg, sizeof(e->errmsg),
 				 "ZooKeeper keeps about %lld items of this namespace; this transaction adds %d; zklock.max_namespace_items is %d (namespace \"%s\")",
 				 (long long) kept, adding, zk_max_namespace_items, n->ns);
@@ -341,6 +364,7 @@ ns_judge(ZkEntry *e, int slot, int adding)
 	r->gen = e->gen;
 	r->gone_at = 0;
 	ns_resv = lappend(ns_resv, r);
+	ns_publish(slot);
 }
 
 /* Everything of slot's census answered: store it and answer its waiters */
@@ -364,6 +388,7 @@ ns_maybe_finish(int slot)
 		n->counted = n->sum;
 		n->counted_at = n->started_at;
 		n->cost = n->listed / 20 + n->own;
+		ns_publish(slot);
 		/* what it counted is no longer reserved */
 		(void) ns_resv_sweep(n->ns, n->started_at, 0, 0, false);
 		n->unbounded = n->over;
@@ -465,6 +490,7 @@ ns_slot(const char *ns)
 	ns_tab[best].used = true;
 	strlcpy(ns_tab[best].ns, ns, sizeof(ns_tab[best].ns));
 	ns_tab[best].counted = -1;
+	ns_publish(best);
 	return best;
 }
 

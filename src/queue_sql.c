@@ -26,6 +26,7 @@
 #include "utils/tuplestore.h"
 
 PG_FUNCTION_INFO_V1(zk_enqueue_bytea);
+PG_FUNCTION_INFO_V1(zk_namespace_totals);
 PG_FUNCTION_INFO_V1(zk_enqueue_text);
 PG_FUNCTION_INFO_V1(zk_dequeue_sql);
 PG_FUNCTION_INFO_V1(zk_try_dequeue_sql);
@@ -601,4 +602,52 @@ zk_queue_release_cluster(PG_FUNCTION_ARGS)
 	}
 	zk_queue_info_done(idx, gen);
 	PG_RETURN_INT64(n);
+}
+
+/*
+ * zk_namespace_totals(): what each namespace keeps, as the worker last
+ * counted it (queue_nskept.c), against zklock.max_namespace_items; group
+ * monitor.  A copy is taken under the lock, the rows made after.
+ */
+Datum
+zk_namespace_totals(PG_FUNCTION_ARGS)
+{
+	static const char *const states[] = {"", "counting", "counted", "not bounded"};
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ZkNsUsage  *copy;
+	int			i;
+
+	InitMaterializedSRF(fcinfo, 0);
+	zk_require_shmem();
+	copy = palloc(sizeof(ZkNsUsage) * ZK_NS_SLOTS);
+	zk_backend_lock(LW_SHARED);
+	memcpy(copy, zk_ctl->ns_usage, sizeof(ZkNsUsage) * ZK_NS_SLOTS);
+	LWLockRelease(zk_ctl->lock);
+	for (i = 0; i < ZK_NS_SLOTS; i++)
+	{
+		ZkNsUsage  *u = &copy[i];
+		Datum		values[7];
+		bool		nulls[7] = {false, false, false, false, false, false, false};
+		char	   *ns;
+
+		if (u->state == ZKNS_UNUSED || u->state > ZKNS_UNBOUNDED)
+			continue;
+		u->ns[sizeof(u->ns) - 1] = '\0';
+		ns = zk_utf8_to_server_noerror(u->ns, strlen(u->ns));
+		if (ns != NULL)
+			values[0] = CStringGetTextDatum(ns);
+		else
+			nulls[0] = true;
+		values[1] = CStringGetTextDatum(states[u->state]);
+		values[2] = Int64GetDatum(u->counted);
+		nulls[2] = (u->state == ZKNS_COUNTING);
+		values[3] = Int64GetDatum(u->reserved);
+		values[4] = Int64GetDatum((int64) zk_max_namespace_items);
+		nulls[4] = (zk_max_namespace_items <= 0);
+		values[5] = TimestampTzGetDatum(u->counted_at);
+		nulls[5] = (u->counted_at == 0);
+		values[6] = Int64GetDatum((int64) u->refused);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
 }

@@ -297,6 +297,30 @@ typedef enum ZkCounter
 	ZKCNT_NUM
 } ZkCounter;
 
+/*
+ * One namespace's census (queue_nskept.c), for zk_namespace_totals(): the
+ * worker's copy of its table, written under the lock
+ */
+#define ZK_NS_SLOTS		64
+
+typedef enum ZkNsState
+{
+	ZKNS_UNUSED = 0,
+	ZKNS_COUNTING,				/* never counted yet */
+	ZKNS_COUNTED,
+	ZKNS_UNBOUNDED				/* a shared listing too large to count */
+} ZkNsState;
+
+typedef struct ZkNsUsage
+{
+	uint8		state;			/* ZkNsState */
+	char		ns[ZKLOCK_NS_MAX + 1];
+	int64		counted;		/* items at the last census */
+	int64		reserved;		/* let through since, maybe not counted */
+	TimestampTz counted_at;		/* when that census began */
+	uint64		refused;		/* COMMITs refused for the namespace */
+} ZkNsUsage;
+
 typedef struct ZkControl
 {
 	LWLock	   *lock;			/* protects everything below but counters */
@@ -363,6 +387,9 @@ typedef struct ZkControl
 	TimestampTz kept_read_at;	/* ... then; 0: never */
 	uint64		kept_refused;	/* writes refused for them */
 	char		kept_why[128];	/* why they are not enforced */
+
+	/* what each namespace keeps, as the worker last counted (queue_nskept.c) */
+	ZkNsUsage	ns_usage[ZK_NS_SLOTS];
 
 	/* dynamic shared memory for variable-size data (zk_dsa()) */
 	LWLock	   *dsa_lock;

@@ -137,6 +137,7 @@ my @attacks = (
 	[ 'zk_quotas', "SELECT * FROM zk_quotas" ],
 	[ 'zk_role_usage', "SELECT * FROM zk_role_usage()" ],
 	[ 'zk_kept_totals', "SELECT * FROM zk_kept_totals()" ],
+	[ 'zk_namespace_totals', "SELECT * FROM zk_namespace_totals()" ],
 	[ 'zk_status', "SELECT * FROM zk_status()" ],
 	[ 'election candidates', "SELECT * FROM zk_election_candidates('te')" ],
 	[ 'leader', "SELECT * FROM zk_leader('te')" ],

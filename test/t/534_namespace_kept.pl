@@ -21,6 +21,8 @@
 #      8 sessions commit 5 items each at once with room for 10 (A consumed
 #      10 more): at most two pass, and ZooKeeper keeps at most 30.
 #   6. 0 means no limit: after a reload with 0, A commits 20 more.
+# zk_namespace_totals() (group monitor) shows A's count, what was let
+# through since, the bound and the refusals.
 
 use strict;
 use warnings FATAL => 'all';
@@ -110,6 +112,14 @@ like($r->{err}, qr/HINT:.*Consume items of this namespace's queues.*raise zklock
 is(a_items(), 25, 'nothing of the refused COMMIT is in ZooKeeper');
 is(produce('ta', 'qa2', 5)->{sqlstate}, '00000', 'a COMMIT of 5 fits the share');
 is(a_items(), 30, 'ZooKeeper keeps 30 items of A');
+is( $node->safe_psql('ta',
+		"SELECT concat_ws('|', state, kept_items, reserved_items, max_items, commits_refused, "
+		  . "counted_at > now() - interval '1 minute') FROM zk_namespace_totals() WHERE namespace = 'ta'"),
+	'counted|25|5|30|1|t',
+	"zk_namespace_totals(): A's last count (25), the 5 let through since, the bound, one refusal");
+$node->safe_psql('postgres', 'CREATE ROLE nomon534 LOGIN');
+$r = new_session($node, dbname => 'ta', user => 'nomon534')->query('SELECT count(*) FROM zk_namespace_totals()', 30);
+is($r->{sqlstate}, '42501', 'zk_namespace_totals() is not for PUBLIC (group monitor)');
 
 #
 # 2. B's share is its own; A's locks are never refused
