@@ -11,7 +11,23 @@
 
 #include "zklock.h"
 
-/* the steps of a ZKK_SEMLEASE entry (step.sem); sem_worker.c */
+/*
+ * The steps of a ZKK_SEMLEASE entry (step.sem); sem_worker.c says what each
+ * sends.  Transitions:
+ *
+ *	 (new) --> ENSURE --(pool there, its max_leases)--> LIST
+ *	 ENSURE --(other max_leases)--> DONE, 22023
+ *	 LIST --(our lease listed: a lost create landed)--> HELD
+ *	 LIST --(fewer leases than max_leases)--> CREATE
+ *	 LIST --(full)--> WAITING on the pool's watch --(fired)--> LIST
+ *	 LIST, CREATE --(pool gone: NONODE)--> ENSURE
+ *	 CREATE --(created)--> HELD --(released)--> its lease deleted, FREE
+ *	 CREATE --(answer lost)--> in doubt, LIST when usable again
+ *	 (a try, before the guard) COUNT --(read, listed once)--> DONE:
+ *		GRANTED when a lease is free, BUSY when not or 22023; takes nothing
+ *
+ * Any step --(a definite ZooKeeper error)--> DONE, failed (NOAUTH: 42501).
+ */
 typedef enum ZkSemStep
 {
 	ZKSEM_ENSURE = 1,			/* the pool, with max_leases as its data */
