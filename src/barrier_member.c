@@ -85,15 +85,7 @@ member_unwatch(ZkEntry *e)
 	e->watching = false;
 	member_path(e, e->watched, path, sizeof(path));
 	e->watched[0] = '\0';
-	if (zk_zh == NULL)
-		return;
-	if (zk_watch_drop(path) > 0 || !zk_session_usable())
-		(void) zoo_aremove_watches(zk_zh, path, ZWATCHTYPE_DATA, member_watcher,
-								   (void *) zk_ctx_of(e), 1,
-								   (void_completion_t *) zk_unwatch_done, NULL);
-	else
-		(void) zoo_aremove_all_watches(zk_zh, path, ZWATCHTYPE_DATA, 0,
-									   (void_completion_t *) zk_unwatch_done, NULL);
+	zk_unwatch(e, path, ZWATCHTYPE_DATA, member_watcher);
 }
 
 static ZkLogLimit member_delete_log;

@@ -132,22 +132,7 @@ unwatch(ZkEntry *e)
 	e->watching = false;
 	node_path(e, e->watched, path, sizeof(path));
 	e->watched[0] = '\0';
-	if (zk_zh == NULL)
-		return;
-	if (zk_watch_drop(path) > 0 || !zk_session_usable())
-	{
-		/* others still need the server's watch: ours only, locally */
-		(void) zoo_aremove_watches(zk_zh, path, ZWATCHTYPE_DATA, pred_watcher,
-								   (void *) zk_ctx_of(e), 1,
-								   (void_completion_t *) zk_unwatch_done, NULL);
-		return;
-	}
-	/*
-	 * The library declares the completion as a pointer to a completion but
-	 * uses the pointer itself as the function.
-	 */
-	(void) zoo_aremove_all_watches(zk_zh, path, ZWATCHTYPE_DATA, 0,
-								   (void_completion_t *) zk_unwatch_done, NULL);
+	zk_unwatch(e, path, ZWATCHTYPE_DATA, pred_watcher);
 }
 
 /* ---- completions ---- */

@@ -201,6 +201,7 @@ extern void zk_watch_set(const char *path);
 extern int	zk_watch_drop(const char *path);
 extern void zk_watch_forget_all(void);
 extern void zk_unwatch_done(int rc, const void *ctx);
+extern void zk_unwatch(ZkEntry *e, const char *path, int type, watcher_fn own);
 
 /* worker_base.c: the common code's calls into the recipes */
 extern void zk_recipe_drive(ZkEntry *e);

@@ -85,11 +85,7 @@ unwatch(ZkEntry *e)
 		return;
 	e->watching = false;
 	pool_path(e, pool, sizeof(pool));
-	if (zk_zh == NULL)
-		return;
-	(void) zk_watch_drop(pool);
-	(void) zoo_aremove_all_watches(zk_zh, pool, ZWATCHTYPE_CHILD, 0,
-								   (void_completion_t *) zk_unwatch_done, NULL);
+	zk_unwatch(e, pool, ZWATCHTYPE_CHILD, NULL);	/* one watcher per pool */
 }
 
 /* Watcher of the zoo_awget_children sent by sem_step() */

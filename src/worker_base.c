@@ -661,6 +661,33 @@ zk_unwatch_done(int rc, const void *ctx)
 	/* nothing to do: ZNOWATCHER means it fired meanwhile */
 }
 
+/*
+ * Take back e's watch (of type ZWATCHTYPE_DATA or _CHILD) on path, which
+ * the caller has already marked as not watched: with own (e's watcher),
+ * only that watcher, on the client, while other entries here still watch
+ * the path or the session is not usable; else (or without own: a recipe
+ * whose entries never share a watched node) the session's watch on the
+ * server too.
+ *
+ * The library declares the completion as a pointer to a completion but
+ * uses the pointer itself as the function.
+ */
+void
+zk_unwatch(ZkEntry *e, const char *path, int type, watcher_fn own)
+{
+	bool		shared;
+
+	if (zk_zh == NULL)
+		return;
+	shared = zk_watch_drop(path) > 0 || !zk_session_usable();
+	if (own != NULL && shared)
+		(void) zoo_aremove_watches(zk_zh, path, type, own, (void *) zk_ctx_of(e), 1,
+								   (void_completion_t *) zk_unwatch_done, NULL);
+	else
+		(void) zoo_aremove_all_watches(zk_zh, path, type, 0,
+									   (void_completion_t *) zk_unwatch_done, NULL);
+}
+
 
 /*
  * A fresh random guid for the entry's node names (32 hex digits, as a
