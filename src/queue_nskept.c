@@ -60,6 +60,8 @@ typedef struct NsCensus
 	bool		unbounded;		/* the last census could not count */
 	int64		cost;			/* names it listed and counted */
 	uint64		refused;		/* COMMITs refused */
+	List	   *resv;			/* NsResv *: let through, maybe not counted */
+	int64		reserved;		/* their items */
 	/* a census under way */
 	bool		running;
 	uint32		run;			/* which one (stale answers are dropped) */
@@ -76,17 +78,23 @@ typedef struct NsCensus
 	TimestampTz used_at;
 } NsCensus;
 
-/* Items a publication let through adds to a namespace */
+/*
+ * Items a publication let through adds to a namespace, in its slot's list
+ * (NsCensus.resv, summed in .reserved): judging a publication costs the
+ * same however many others are reserved.  resv_gen/resv_n (by entry
+ * index) say whether an entry's current publication holds any, so that
+ * checking it again finds them without a walk otherwise.
+ */
 typedef struct NsResv
 {
-	char		ns[ZKLOCK_NS_MAX + 1];
 	int			adding;
 	uint32		idx;			/* the publication's entry */
 	uint32		gen;
 	TimestampTz gone_at;		/* when the entry was seen gone; 0 live */
 } NsResv;
 
-static List *ns_resv = NIL;		/* NsResv *, in ns_context() */
+static uint32 *resv_gen = NULL;	/* [max_entries]: gen of resv_n's entry */
+static uint16 *resv_n = NULL;	/* [max_entries]: its reservations */
 
 typedef struct NsCall
 {
@@ -270,49 +278,107 @@ ns_dir_counted(int rc, const struct Stat *stat, const void *data)
 	pfree(c);
 }
 
-/*
- * Sweep the reservations: those of entries gone are stamped now (census
- * start: a census that begins now counts what they added), and, with
- * drop_before (a census of ns that began then has finished), those gone
- * before that are dropped, and so are those of any namespace gone for
- * two minutes.  Returns what the others of ns add, less
- * (idx, gen)'s own, which are dropped when drop_own.
- */
-static int64
-ns_resv_sweep(const char *ns, TimestampTz drop_before, uint32 idx, uint32 gen,
-			  bool drop_own)
+/* Reserve adding items of slot's namespace for e's publication */
+static void
+resv_add(int slot, ZkEntry *e, int adding)
 {
-	ListCell   *lc;
-	int64		n = 0;
-	TimestampTz now = GetCurrentTimestamp();
+	NsCensus   *n = &ns_tab[slot];
+	uint32		idx = zk_entry_index(e);
+	NsResv	   *r = MemoryContextAlloc(ns_context(), sizeof(NsResv));
 
-	foreach(lc, ns_resv)
+	if (resv_gen == NULL)
 	{
-		NsResv	   *r = (NsResv *) lfirst(lc);
-		ZkEntry    *pe = zk_entry(r->idx);
-		bool		own = r->idx == idx && r->gen == gen;
-
-		if (r->gone_at == 0 && (pe->gen != r->gen || pe->state == ZKE_FREE))
-			r->gone_at = now;
-		/* gone long ago: any census counts it (none takes that long) */
-		if ((own && drop_own) ||
-			(r->gone_at != 0 && r->gone_at < drop_before && strcmp(r->ns, ns) == 0) ||
-			(r->gone_at != 0 && TimestampDifferenceExceeds(r->gone_at, now, 2 * NS_FRESH_MAX_MS)))
-		{
-			ns_resv = foreach_delete_current(ns_resv, lc);
-			pfree(r);
-		}
-		else if (!own && strcmp(r->ns, ns) == 0)
-			n += r->adding;
+		resv_gen = MemoryContextAllocZero(ns_context(), sizeof(uint32) * zk_ctl->max_entries);
+		resv_n = MemoryContextAllocZero(ns_context(), sizeof(uint16) * zk_ctl->max_entries);
 	}
-	return n;
+	r->adding = adding;
+	r->idx = idx;
+	r->gen = e->gen;
+	r->gone_at = 0;
+	n->resv = lappend(n->resv, r);
+	n->reserved += adding;
+	if (resv_gen[idx] != e->gen)
+	{
+		resv_gen[idx] = e->gen;
+		resv_n[idx] = 0;
+	}
+	resv_n[idx]++;
 }
 
-/* Drop what e's publication reserved in every namespace (checked again) */
+/* Is r's publication gone (applied, or let go)? */
+static bool
+resv_gone(const NsResv *r)
+{
+	ZkEntry    *pe = zk_entry(r->idx);
+
+	return pe->gen != r->gen || pe->state == ZKE_FREE;
+}
+
+/*
+ * Walk slot's reservations: with stamp, those whose publication is gone
+ * are stamped now (a census that begins now counts what they added);
+ * those gone before drop_before (a census that began then has finished)
+ * or for two minutes, and (idx, gen)'s own, are dropped.
+ */
+static void
+resv_walk(int slot, bool stamp, TimestampTz drop_before, uint32 idx, uint32 gen)
+{
+	NsCensus   *n = &ns_tab[slot];
+	TimestampTz now = GetCurrentTimestamp();
+	ListCell   *lc;
+
+	foreach(lc, n->resv)
+	{
+		NsResv	   *r = (NsResv *) lfirst(lc);
+
+		if (stamp && r->gone_at == 0 && resv_gone(r))
+			r->gone_at = now;
+		if ((r->idx == idx && r->gen == gen) ||
+			(r->gone_at != 0 &&
+			 (r->gone_at < drop_before ||
+			  TimestampDifferenceExceeds(r->gone_at, now, 2 * NS_FRESH_MAX_MS))))
+		{
+			n->reserved -= r->adding;
+			if (resv_gen != NULL && resv_gen[r->idx] == r->gen && resv_n[r->idx] > 0)
+				resv_n[r->idx]--;
+			n->resv = foreach_delete_current(n->resv, lc);
+			pfree(r);
+		}
+	}
+}
+
+/* Drop every reservation of slot (the slot goes to another namespace) */
+static void
+resv_clear(int slot)
+{
+	NsCensus   *n = &ns_tab[slot];
+	ListCell   *lc;
+
+	foreach(lc, n->resv)
+	{
+		NsResv	   *r = (NsResv *) lfirst(lc);
+
+		if (resv_gen != NULL && resv_gen[r->idx] == r->gen && resv_n[r->idx] > 0)
+			resv_n[r->idx]--;
+		pfree(r);
+	}
+	list_free(n->resv);
+	n->resv = NIL;
+	n->reserved = 0;
+}
+
+/* Drop what e's publication reserved in any namespace (checked again) */
 void
 zk_q_ns_unreserve(ZkEntry *e)
 {
-	(void) ns_resv_sweep("", 0, zk_entry_index(e), e->gen, true);
+	uint32		idx = zk_entry_index(e);
+	int			i;
+
+	if (resv_gen == NULL || resv_gen[idx] != e->gen || resv_n[idx] == 0)
+		return;
+	for (i = 0; i < NS_SLOTS; i++)
+		if (ns_tab[i].used && ns_tab[i].resv != NIL)
+			resv_walk(i, false, 0, idx, e->gen);
 }
 
 /* Copy slot's counts to shared memory, for zk_namespace_totals() */
@@ -321,7 +387,6 @@ ns_publish(int slot)
 {
 	NsCensus   *n = &ns_tab[slot];
 	ZkNsUsage  *u = &zk_ctl->ns_usage[slot];
-	int64		reserved = ns_resv_sweep(n->ns, 0, PG_UINT32_MAX, 0, false);
 
 	zk_worker_enter();
 	u->state = !n->used ? ZKNS_UNUSED :
@@ -329,7 +394,7 @@ ns_publish(int slot)
 		n->unbounded ? ZKNS_UNBOUNDED : ZKNS_COUNTED;
 	strlcpy(u->ns, n->ns, sizeof(u->ns));
 	u->counted = Max(n->counted, 0);
-	u->reserved = reserved;
+	u->reserved = n->reserved;
 	u->counted_at = n->counted < 0 ? 0 : n->counted_at;
 	u->refused = n->refused;
 	zk_worker_leave();
@@ -341,11 +406,11 @@ ns_judge(ZkEntry *e, int slot, int adding)
 {
 	NsCensus   *n = &ns_tab[slot];
 	int64		kept;
-	NsResv	   *r;
 
 	if (n->unbounded || e->pub_refused)
 		return;
-	kept = n->counted + ns_resv_sweep(n->ns, 0, zk_entry_index(e), e->gen, false);
+	/* e's own were dropped when its check began (zk_q_ns_unreserve) */
+	kept = n->counted + n->reserved;
 	if (kept + adding > zk_max_namespace_items)
 	{
 		e->pub_refused = true;
@@ -357,13 +422,7 @@ ns_judge(ZkEntry *e, int slot, int adding)
 				 (long long) kept, adding, zk_max_namespace_items, n->ns);
 		return;
 	}
-	r = MemoryContextAlloc(ns_context(), sizeof(NsResv));
-	strlcpy(r->ns, n->ns, sizeof(r->ns));
-	r->adding = adding;
-	r->idx = zk_entry_index(e);
-	r->gen = e->gen;
-	r->gone_at = 0;
-	ns_resv = lappend(ns_resv, r);
+	resv_add(slot, e, adding);
 	ns_publish(slot);
 }
 
@@ -390,7 +449,7 @@ ns_maybe_finish(int slot)
 		n->cost = n->listed / 20 + n->own;
 		ns_publish(slot);
 		/* what it counted is no longer reserved */
-		(void) ns_resv_sweep(n->ns, n->started_at, 0, 0, false);
+		resv_walk(slot, false, n->started_at, PG_UINT32_MAX, 0);
 		n->unbounded = n->over;
 		if (n->over && zk_log_limited(&over_log, "namespace census over"))
 			ereport(WARNING,
@@ -431,7 +490,7 @@ ns_start(int slot)
 	n->running = true;
 	n->run = ++ns_runs;
 	/* publications gone by now are counted by this census */
-	(void) ns_resv_sweep(n->ns, 0, 0, 0, false);
+	resv_walk(slot, true, 0, PG_UINT32_MAX, 0);
 	n->started_at = GetCurrentTimestamp();
 	n->lists = 0;
 	n->inflight = 0;
@@ -486,6 +545,7 @@ ns_slot(const char *ns)
 	}
 	if (best < 0)
 		return -1;
+	resv_clear(best);
 	memset(&ns_tab[best], 0, sizeof(NsCensus));
 	ns_tab[best].used = true;
 	strlcpy(ns_tab[best].ns, ns, sizeof(ns_tab[best].ns));
