@@ -315,13 +315,14 @@ resv_gone(const NsResv *r)
 }
 
 /*
- * Walk slot's reservations: with stamp, those whose publication is gone
- * are stamped now (a census that begins now counts what they added);
- * those gone before drop_before (a census that began then has finished)
- * or for two minutes, and (idx, gen)'s own, are dropped.
+ * Walk slot's reservations: with stamp_at (a census beginning then, which
+ * counts what they added), those whose publication is gone are stamped
+ * with it; those stamped at or before drop_upto (a census that began then
+ * has finished) or gone for two minutes, and (idx, gen)'s own, are
+ * dropped.
  */
 static void
-resv_walk(int slot, bool stamp, TimestampTz drop_before, uint32 idx, uint32 gen)
+resv_walk(int slot, TimestampTz stamp_at, TimestampTz drop_upto, uint32 idx, uint32 gen)
 {
 	NsCensus   *n = &ns_tab[slot];
 	TimestampTz now = GetCurrentTimestamp();
@@ -331,11 +332,11 @@ resv_walk(int slot, bool stamp, TimestampTz drop_before, uint32 idx, uint32 gen)
 	{
 		NsResv	   *r = (NsResv *) lfirst(lc);
 
-		if (stamp && r->gone_at == 0 && resv_gone(r))
-			r->gone_at = now;
+		if (stamp_at != 0 && r->gone_at == 0 && resv_gone(r))
+			r->gone_at = stamp_at;
 		if ((r->idx == idx && r->gen == gen) ||
 			(r->gone_at != 0 &&
-			 (r->gone_at < drop_before ||
+			 (r->gone_at <= drop_upto ||
 			  TimestampDifferenceExceeds(r->gone_at, now, 2 * NS_FRESH_MAX_MS))))
 		{
 			n->reserved -= r->adding;
@@ -378,7 +379,7 @@ zk_q_ns_unreserve(ZkEntry *e)
 		return;
 	for (i = 0; i < NS_SLOTS; i++)
 		if (ns_tab[i].used && ns_tab[i].resv != NIL)
-			resv_walk(i, false, 0, idx, e->gen);
+			resv_walk(i, 0, 0, idx, e->gen);
 }
 
 /* Copy slot's counts to shared memory, for zk_namespace_totals() */
@@ -449,7 +450,7 @@ ns_maybe_finish(int slot)
 		n->cost = n->listed / 20 + n->own;
 		ns_publish(slot);
 		/* what it counted is no longer reserved */
-		resv_walk(slot, false, n->started_at, PG_UINT32_MAX, 0);
+		resv_walk(slot, 0, n->started_at, PG_UINT32_MAX, 0);
 		n->unbounded = n->over;
 		if (n->over && zk_log_limited(&over_log, "namespace census over"))
 			ereport(WARNING,
@@ -490,8 +491,8 @@ ns_start(int slot)
 	n->running = true;
 	n->run = ++ns_runs;
 	/* publications gone by now are counted by this census */
-	resv_walk(slot, true, 0, PG_UINT32_MAX, 0);
 	n->started_at = GetCurrentTimestamp();
+	resv_walk(slot, n->started_at, 0, PG_UINT32_MAX, 0);
 	n->lists = 0;
 	n->inflight = 0;
 	n->rc = ZOK;
