@@ -5,49 +5,54 @@
 #   make prove_installcheck     TAP suite
 
 MODULE_big = zklock
+# by layer (src/README, "Layers"): the base, then each recipe, then the
+# module's entry, which alone names every recipe (tools/layers.py checks it)
 OBJS = \
-	src/zklock.o \
-	src/shmem.o \
-	src/quota.o \
-	src/kept.o \
-	src/names.o \
-	src/nsclaim.o \
-	src/worker.o \
-	src/worker_base.o \
-	src/batch.o \
-	src/auth.o \
-	src/aclcheck.o \
-	src/lock_worker.o \
-	src/backend.o \
-	src/lock_backend.o \
-	src/sqlfuncs.o \
-	src/lock_sql.o \
-	src/queue_worker.o \
-	src/queue_publish.o \
-	src/queue_nskept.o \
-	src/queue_naming.o \
-	src/queue_consume.o \
-	src/queue_claim.o \
-	src/queue_read.o \
-	src/queue_settle.o \
-	src/history.o \
-	src/trust.o \
-	src/queue_backend.o \
-	src/queue_sql.o \
-	src/barrier_worker.o \
-	src/barrier_member.o \
-	src/barrier_arrivals.o \
-	src/barrier_backend.o \
-	src/barrier_sql.o \
-	src/lease_worker.o \
-	src/lease_backend.o \
-	src/lease_sweep.o \
-	src/lease_sql.o \
-	src/election.o \
-	src/election_sql.o \
-	src/sem_worker.o \
-	src/sem_backend.o \
-	src/sem_sql.o
+	src/core/shmem.o \
+	src/core/settings.o \
+	src/core/quota.o \
+	src/core/kept.o \
+	src/core/names.o \
+	src/core/nsclaim.o \
+	src/core/worker.o \
+	src/core/worker_base.o \
+	src/core/batch.o \
+	src/core/auth.o \
+	src/core/aclcheck.o \
+	src/core/backend.o \
+	src/core/sqlfuncs.o \
+	src/core/history.o \
+	src/core/trust.o \
+	src/lock/lock_names.o \
+	src/lock/lock_worker.o \
+	src/lock/lock_backend.o \
+	src/lock/lock_sql.o \
+	src/election/election.o \
+	src/election/election_sql.o \
+	src/semaphore/sem_worker.o \
+	src/semaphore/sem_backend.o \
+	src/semaphore/sem_sql.o \
+	src/lease/lease_worker.o \
+	src/lease/lease_backend.o \
+	src/lease/lease_sweep.o \
+	src/lease/lease_sql.o \
+	src/queue/queue_nodes.o \
+	src/queue/queue_worker.o \
+	src/queue/queue_publish.o \
+	src/queue/queue_nskept.o \
+	src/queue/queue_naming.o \
+	src/queue/queue_consume.o \
+	src/queue/queue_claim.o \
+	src/queue/queue_read.o \
+	src/queue/queue_settle.o \
+	src/queue/queue_backend.o \
+	src/queue/queue_sql.o \
+	src/barrier/barrier_worker.o \
+	src/barrier/barrier_member.o \
+	src/barrier/barrier_arrivals.o \
+	src/barrier/barrier_backend.o \
+	src/barrier/barrier_sql.o \
+	src/zklock.o
 
 EXTENSION = zklock
 # every released version's install script ships, frozen (tools/frozen.sh
@@ -57,7 +62,7 @@ DATA = zklock--1.0.sql zklock--1.0.control zklock--1.1.sql zklock--1.0--1.1.sql
 PGFILEDESC = "zklock - ZooKeeper coordination recipes for PostgreSQL"
 
 SHLIB_LINK = -lzookeeper_st
-PG_CPPFLAGS = -I$(srcdir)/src -I/usr/include/zookeeper
+PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/core -I/usr/include/zookeeper
 
 # Warnings, on top of PostgreSQL's own (pg_config --cflags).  Unused
 # parameters are not warned about: ZooKeeper completions and PostgreSQL hooks
@@ -94,7 +99,6 @@ ifneq (,$(filter true 1,$(CI) $(ZKLOCK_WERROR)))
 override CFLAGS += -Werror
 endif
 
-# every object depends on the shared header
-$(OBJS): src/zklock.h src/recipelist.h src/recipe.h src/lock.h src/queue.h src/barrier.h \
-	src/lease.h src/semaphore.h src/election.h src/trust.h src/compat.h \
-	src/queue_int.h src/barrier_int.h src/batch.h
+# every object depends on every header (they are few and small)
+ZKLOCK_HEADERS = $(wildcard $(srcdir)/src/*.h $(srcdir)/src/*/*.h)
+$(OBJS): $(ZKLOCK_HEADERS)

@@ -91,3 +91,10 @@ SELECT * FROM dblink('other', $$SELECT zk_try_lock('u1'), zk_try_lock('u2'), zk_
   AS t(u1 boolean, u2 boolean, u3 boolean);
 
 SELECT dblink_disconnect('other');
+
+-- zk_path: every recipe answers for its own kinds (the registry's path
+-- hooks); elections are the cluster's, outside any namespace; an unknown
+-- kind lists the known ones
+SELECT k, zk_path(k, 'job') FROM unnest(ARRAY['lock', 'queue', 'barrier', 'gate',
+  'arrivals', 'semaphore', 'lease', 'election']) AS k;
+SELECT zk_path('locks', 'job');

@@ -249,8 +249,9 @@ sweep() {
 }
 
 # make, failing on any compiler warning: ZKLOCK_WERROR=1 makes the Makefile's
-# warning flags errors (-Werror); then the exported symbols (tools/symbols.sh)
-# and the released SQL scripts (tools/frozen.sh)
+# warning flags errors (-Werror); then the exported symbols (tools/symbols.sh),
+# the layers (tools/layers.py: no circle between src/'s folders, the base
+# names no recipe) and the released SQL scripts (tools/frozen.sh)
 build() {
     local dir=$1
     say "build (make ZKLOCK_WERROR=1 in $dir)"
@@ -262,6 +263,11 @@ build() {
     # every symbol the library exports is zk_ or PostgreSQL's
     if ! bash "$dir/tools/symbols.sh" "$dir/zklock.so"; then
         echo "test.sh: the build exports a symbol that is not zk_ (tools/symbols.sh)" >&2
+        return 1
+    fi
+    # layers only point down (src/README, "Layers")
+    if ! python3 "$dir/tools/layers.py"; then
+        echo "test.sh: the code's layers point up or go round (tools/layers.py)" >&2
         return 1
     fi
     # released SQL scripts are byte-identical to their tags (in the checkout)

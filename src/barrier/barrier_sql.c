@@ -1,0 +1,278 @@
+/*-------------------------------------------------------------------------
+ *
+ * barrier_sql.c
+ *	  The barrier recipes' SQL functions: double barrier membership
+ *	  (zk_barrier_enter, zk_barrier_leave), gates (zk_gate_close,
+ *	  zk_gate_open, zk_gate_wait) and durable arrivals (zk_arrive, zk_await,
+ *	  zk_arrivals, zk_arrivals_reset).  What they ask of the worker is in
+ *	  barrier_backend.c.
+ *
+ *	  Gate changes and arrivals are written with the transaction at COMMIT
+ *	  (zk_queue_txn_op: the queue's transaction node makes them exact across
+ *	  crashes).  Membership belongs to the backend, not the transaction: it
+ *	  lasts until zk_barrier_leave or the backend's exit.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "zklock.h"
+#include "barrier.h"
+#include "queue/queue.h"
+
+#include "fmgr.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+
+PG_FUNCTION_INFO_V1(zk_barrier_enter);
+PG_FUNCTION_INFO_V1(zk_barrier_leave);
+PG_FUNCTION_INFO_V1(zk_gate_close);
+PG_FUNCTION_INFO_V1(zk_gate_open);
+PG_FUNCTION_INFO_V1(zk_gate_wait);
+PG_FUNCTION_INFO_V1(zk_arrive);
+PG_FUNCTION_INFO_V1(zk_await);
+PG_FUNCTION_INFO_V1(zk_arrivals);
+PG_FUNCTION_INFO_V1(zk_arrivals_reset);
+
+/* A name or participant argument in UTF-8, checked */
+#define arg_name zk_arg_text_name
+
+/* The parties argument: not null, at least 1 */
+static int32
+arg_parties(FunctionCallInfo fcinfo, int argno)
+{
+	int32		parties;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("zklock parties must not be null"),
+				 errhint("Give the number of parties to wait for, 1 or more.")));
+	parties = PG_GETARG_INT32(argno);
+	if (parties < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock parties must be at least 1"),
+				 errdetail("parties was %d.", parties),
+				 errhint("Give the number of parties to wait for, 1 or more.")));
+	/* more could never be counted: the worker lists at most that many */
+	if (parties > zk_max_children)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("zklock parties must be at most zklock.max_children (%d)",
+						zk_max_children),
+				 errdetail("parties was %d.", parties),
+				 errhint("Wait for fewer parties, or have a superuser raise zklock.max_children (reload).")));
+	return parties;
+}
+
+/* NULL: no limit (-1); else milliseconds, checked */
+static int64
+arg_timeout(FunctionCallInfo fcinfo, int argno)
+{
+	return zk_arg_wait_ms(fcinfo, argno);
+}
+
+/* ---- double barrier ---- */
+
+/* SQL: zk_barrier_enter() */
+Datum
+zk_barrier_enter(PG_FUNCTION_ARGS)
+{
+	int			len;
+	char	   *name = arg_name(fcinfo, 0, "barrier name", &len);
+	int32		parties = arg_parties(fcinfo, 1);
+	int64		timeout_ms = arg_timeout(fcinfo, 2);
+
+	PG_RETURN_BOOL(zk_barrier_enter_member(name, len, parties, timeout_ms));
+}
+
+/* SQL: zk_barrier_leave() */
+Datum
+zk_barrier_leave(PG_FUNCTION_ARGS)
+{
+	int			len;
+	char	   *name = arg_name(fcinfo, 0, "barrier name", &len);
+	int64		timeout_ms = arg_timeout(fcinfo, 1);
+
+	PG_RETURN_BOOL(zk_barrier_leave_member(name, len, timeout_ms));
+}
+
+/* ---- gates ---- */
+
+/*
+ * zk_gate_open/close: record the gate's change in this transaction's node
+ * (published at COMMIT)
+ */
+static void
+gate_change(FunctionCallInfo fcinfo, int op, const char *what)
+{
+	int			len;
+	char	   *name = arg_name(fcinfo, 0, "gate name", &len);
+	char		ename[ZKLOCK_ENAME_MAX + 1];
+	char		rel[ZKLOCK_ENAME_MAX + 16];
+	char		data[ZKLOCK_DATA_MAX];
+
+	name = zk_qualify_name(name, len, &len);
+	zk_encode_name(name, len, ename);
+	snprintf(rel, sizeof(rel), "gates/%s", ename);
+	if (op == ZKQ_OP_CREATE)
+		zk_build_node_data(data, sizeof(data));
+	else
+		data[0] = '\0';
+	zk_queue_txn_op(op, rel, data, strlen(data), what);
+}
+
+/* SQL: zk_gate_close() */
+Datum
+zk_gate_close(PG_FUNCTION_ARGS)
+{
+	gate_change(fcinfo, ZKQ_OP_CREATE, "close a gate");
+	PG_RETURN_VOID();
+}
+
+/* SQL: zk_gate_open() */
+Datum
+zk_gate_open(PG_FUNCTION_ARGS)
+{
+	gate_change(fcinfo, ZKQ_OP_DELETE, "open a gate");
+	PG_RETURN_VOID();
+}
+
+/* SQL: zk_gate_wait() */
+Datum
+zk_gate_wait(PG_FUNCTION_ARGS)
+{
+	int			len;
+	char	   *name = arg_name(fcinfo, 0, "gate name", &len);
+	int64		timeout_ms = arg_timeout(fcinfo, 1);
+
+	PG_RETURN_BOOL(zk_barrier_wait(ZKB_GATE, name, len, 0, timeout_ms,
+							"wait for the gate"));
+}
+
+/* ---- arrivals ---- */
+
+/* SQL: zk_arrive() */
+Datum
+zk_arrive(PG_FUNCTION_ARGS)
+{
+	int			len;
+	int			plen;
+	char	   *name = arg_name(fcinfo, 0, "arrivals name", &len);
+	char	   *part = arg_name(fcinfo, 1, "participant", &plen);
+	char		ename[ZKLOCK_ENAME_MAX + 1];
+	char		epart[ZKLOCK_ENAME_MAX + 1];
+	char		rel[2 * ZKLOCK_ENAME_MAX + 16];
+	char		data[ZKLOCK_DATA_MAX];
+
+	name = zk_qualify_name(name, len, &len);
+	zk_encode_name(name, len, ename);
+	zk_encode_name(part, plen, epart);
+	snprintf(rel, sizeof(rel), "arrivals/%s/%s", ename, epart);
+	zk_build_node_data(data, sizeof(data));
+	zk_queue_txn_op(ZKQ_OP_CREATE, rel, data, strlen(data), "arrive");
+	PG_RETURN_VOID();
+}
+
+/* SQL: zk_await() */
+Datum
+zk_await(PG_FUNCTION_ARGS)
+{
+	int			len;
+	char	   *name = arg_name(fcinfo, 0, "arrivals name", &len);
+	int32		parties = arg_parties(fcinfo, 1);
+	int64		timeout_ms = arg_timeout(fcinfo, 2);
+
+	PG_RETURN_BOOL(zk_barrier_wait(ZKB_ARRIVALS, name, len, parties, timeout_ms,
+							"await the arrivals"));
+}
+
+/* an arrival's participant, in the database encoding (NULL if it has none) */
+static char *
+decode_node_name(const char *enc, int len)
+{
+	char	   *raw = pnstrdup(enc, len);
+	char	   *out = palloc(len + 1);
+	int			n;
+
+	n = zk_decode_name(raw, out, len + 1);
+	return zk_utf8_to_server_noerror(out, n);
+}
+
+/* SQL: zk_arrivals() */
+Datum
+zk_arrivals(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int			len;
+	char	   *name = arg_name(fcinfo, 0, "arrivals name", &len);
+	ZkAnswer   *a;
+
+	InitMaterializedSRF(fcinfo, 0);
+	a = zk_barrier_read_arrivals(name, len);
+	if (a != NULL)
+	{
+		char	   *p = (char *) a + sizeof(ZkAnswer);
+		uint32		i;
+
+		for (i = 0; i < a->count; i++)
+		{
+			ZkArrivalRec r;
+			Datum		values[7];
+			bool		nulls[7] = {false};
+			const char *nm;
+			const char *dt;
+			char		f[ZKLOCK_DATA_MAX];
+			char	   *part;
+
+			memcpy(&r, p, sizeof(r));
+			nm = p + sizeof(r);
+			dt = nm + r.namelen;
+			part = decode_node_name(nm, r.namelen);
+			if (part == NULL)
+				nulls[0] = true;
+			else
+				values[0] = CStringGetTextDatum(part);
+			values[1] = TimestampTzGetDatum(time_t_to_timestamptz(r.ctime_ms / 1000) +
+											(r.ctime_ms % 1000) * 1000);
+			if (zk_json_field(dt, r.datalen, "cluster", f, sizeof(f)))
+				values[2] = CStringGetTextDatum(f);
+			else
+				nulls[2] = true;
+			if (zk_json_field(dt, r.datalen, "host", f, sizeof(f)) &&
+				(part = zk_utf8_to_server_noerror(f, strlen(f))) != NULL)
+				values[3] = CStringGetTextDatum(part);
+			else
+				nulls[3] = true;
+			if (zk_json_field(dt, r.datalen, "port", f, sizeof(f)) &&
+				strspn(f, "0123456789") == strlen(f) && strlen(f) < 7)
+				values[4] = Int32GetDatum(atoi(f));
+			else
+				nulls[4] = true;
+			if (zk_json_field(dt, r.datalen, "database", f, sizeof(f)) &&
+				(part = zk_utf8_to_server_noerror(f, strlen(f))) != NULL)
+				values[5] = CStringGetTextDatum(part);
+			else
+				nulls[5] = true;
+			if (zk_json_field(dt, r.datalen, "pid", f, sizeof(f)) &&
+				strspn(f, "0123456789") == strlen(f) && strlen(f) < 10)
+				values[6] = Int32GetDatum(atoi(f));
+			else
+				nulls[6] = true;
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+			p += MAXALIGN(sizeof(r) + r.namelen + r.datalen);
+		}
+	}
+	return (Datum) 0;
+}
+
+/* SQL: zk_arrivals_reset() */
+Datum
+zk_arrivals_reset(PG_FUNCTION_ARGS)
+{
+	int			len;
+	char	   *name = arg_name(fcinfo, 0, "arrivals name", &len);
+
+	PG_RETURN_INT64(zk_barrier_reset_arrivals(name, len));
+}

@@ -1,0 +1,673 @@
+/*-------------------------------------------------------------------------
+ *
+ * zklock.h
+ *	  The base every part of zklock shares, and no recipe's own: the
+ *	  shared-memory control struct and the table of entries (shmem.c), the
+ *	  settings (settings.c), names (names.c), requests and waits (backend.c),
+ *	  argument helpers (sqlfuncs.c) and a recipe's backend half
+ *	  (ZkRecipeBackend).  The worker's side of the seam is recipe.h; the
+ *	  list of recipes recipelist.h; each recipe's own definitions are in its
+ *	  header (lock.h, queue.h, barrier.h, lease.h, semaphore.h, election.h).
+ *
+ *	  Who may touch what: src/README, section 2; an entry's life cycle per
+ *	  kind: section 3.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ZKLOCK_H
+#define ZKLOCK_H
+
+#include "postgres.h"
+
+#include "port/atomics.h"
+#include "storage/dsm.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "utils/dsa.h"
+#include "utils/guc.h"
+#include "utils/timestamp.h"
+
+#include "compat.h"
+
+/* Limits */
+#define ZKLOCK_NAME_MAX			255 /* bytes of a lock name */
+#define ZKLOCK_NS_MAX			127 /* bytes of a namespace, in UTF-8 */
+
+/*
+ * A name in a namespace, as entries and queue records carry it: the mark,
+ * the namespace, the mark, the name (all UTF-8, where 0xFF never occurs);
+ * a name of the root namespace is just the name.  See names.c.
+ */
+#define ZKLOCK_NS_MARK			'\xFF'
+#define ZKLOCK_QNAME_MAX		(ZKLOCK_NAME_MAX + ZKLOCK_NS_MAX + 2)
+/* encoded component: "<namespace>:<name>", each byte at most "%XX" */
+#define ZKLOCK_ENAME_MAX		((ZKLOCK_NAME_MAX + ZKLOCK_NS_MAX) * 3 + 1)
+#define ZKLOCK_ROOT_MAX			200 /* bytes of zklock.root */
+#define ZKLOCK_PARENT_MAX		(ZKLOCK_ROOT_MAX + 32 + ZKLOCK_ENAME_MAX)
+#define ZKLOCK_GUID_LEN			32
+#define ZKLOCK_NODE_MAX			80	/* <guid>__rlock__<-10 digits>, or foreign */
+#define ZKLOCK_DATA_MAX			512 /* identity written into a node */
+#define ZKLOCK_ERRMSG_MAX		160
+#define ZKLOCK_HOSTS_MAX		1024
+#define ZKLOCK_ACL_MAX			16	/* entries of zklock.acl */
+#define ZKLOCK_ACL_ID_MAX		256 /* bytes of one entry's id */
+#define ZKLOCK_CRED_MAX			512 /* bytes of the auth file's line */
+#define ZKLOCK_AUTH_FILE_MAX	4096	/* bytes of the auth file */
+
+#define ZKLOCK_NO_ENTRY			((uint32) 0xFFFFFFFF)
+#define ZK_OWN_EARLIER			15	/* earlier own runs remembered (history.c) */
+#define ZK_LEFT_RUNS_MAX		512	/* zk_ctl->left_runs: about 14 run names */
+
+/* Connection state of the worker's ZooKeeper session, as shown by zk_status */
+typedef enum ZkConnState
+{
+	ZKC_STOPPED = 0,			/* no worker running */
+	ZKC_NOT_CONFIGURED,			/* zklock.hosts is empty */
+	ZKC_CONNECTING,				/* no session yet */
+	ZKC_CONNECTED,				/* session usable */
+	ZKC_SUSPENDED,				/* connection lost, session may be alive */
+	ZKC_EXPIRED,				/* session expired, opening a new one */
+	ZKC_AUTH_FAILED				/* zklock.auth_file refused, or ZooKeeper
+								 * refused the credentials: no session */
+} ZkConnState;
+
+/* The worker's ZooKeeper credentials, as shown by zk_status().auth */
+typedef enum ZkAuthState
+{
+	ZKA_NONE = 0,				/* zklock.auth_file is empty */
+	ZKA_DIGEST,					/* the file's credentials are in use */
+	ZKA_REFUSED,				/* the file was refused (mode, owner, content) */
+	ZKA_FAILED					/* ZooKeeper refused the credentials */
+} ZkAuthState;
+
+/* Lifecycle of an entry; written by the worker only (except FREE->PENDING) */
+typedef enum ZkEntryState
+{
+	ZKE_FREE = 0,
+	ZKE_PENDING,				/* filled in by a backend, nothing sent yet */
+	ZKE_CREATING,				/* create sent, or in doubt after a connection
+								 * loss */
+	ZKE_WAITING,				/* node exists, predecessor watched */
+	ZKE_HELD,					/* node exists and holds the lock */
+	ZKE_DELETING,				/* delete sent */
+	ZKE_DONE					/* no node in ZooKeeper; owner must let go */
+} ZkEntryState;
+
+/* What the owning backend reads to learn the result of its request */
+typedef enum ZkOutcome
+{
+	ZKO_NONE = 0,				/* no answer yet */
+	ZKO_GRANTED,				/* lock held */
+	ZKO_BUSY,					/* try-lock found it taken */
+	ZKO_FAILED,					/* error, see errcode/errmsg */
+	ZKO_LOST					/* was granted, then lost with the session */
+} ZkOutcome;
+
+typedef enum ZkMode
+{
+	ZKM_EXCLUSIVE = 0,
+	ZKM_SHARED
+} ZkMode;
+
+/* The kinds of entry, one per ZK_KIND of recipelist.h, in its order */
+#define ZK_RECIPE(id)
+#define ZK_KIND(kind, ops, label, wait, node, holder_data) kind,
+typedef enum ZkKind
+{
+#include "recipelist.h"
+	ZKK_NUM
+} ZkKind;
+#undef ZK_RECIPE
+#undef ZK_KIND
+
+typedef enum ZkScope
+{
+	ZKS_TRANSACTION = 0,
+	ZKS_SESSION
+} ZkScope;
+
+/*
+ * One lock held or awaited by one backend.  See src/README, sections 2
+ * and 3, for the rules and the life cycle.
+ */
+typedef struct ZkEntry
+{
+	/* set by the allocating backend under the lock */
+	int			procno;			/* owner's PGPROC number */
+	int			pid;			/* owner's pid */
+	Oid			dbid;			/* owner's database */
+	uint32		gen;			/* bumped at every allocation */
+	uint8		kind;			/* ZkKind */
+	uint8		mode;			/* ZkMode */
+	uint8		scope;			/* ZkScope (the owner updates it, no lock) */
+	bool		try_only;		/* give up instead of waiting */
+	bool		queued;			/* on the request queue */
+
+	/*
+	 * The owner lets go by setting release_req (atomically, no lock) and
+	 * pushing the entry on the release stack; the worker then sets
+	 * "released" under the lock.
+	 */
+	pg_atomic_uint32 release_req;
+	uint32		rel_next;		/* release stack link */
+	bool		released;		/* worker saw the release; frees it */
+
+	/* written by the worker under the lock */
+	uint8		state;			/* ZkEntryState */
+	uint8		outcome;		/* ZkOutcome */
+	int			sqlstate;		/* with ZKO_FAILED */
+	int64		token;			/* czxid of the node, once known */
+	int64		base_token;		/* upgrade: token of our held shared node */
+	uint64		session;		/* session the node belongs to */
+	TimestampTz requested_at;
+	TimestampTz granted_at;
+	TimestampTz answered_at;	/* a long request's latest answer: the
+								 * backend's wait for an answer restarts */
+	char		errmsg[ZKLOCK_ERRMSG_MAX];
+
+	/* worker-private bookkeeping (no lock needed, only the worker reads) */
+	bool		create_inflight;	/* a create awaits its reply */
+	bool		list_inflight;	/* a listing awaits its reply */
+	bool		delete_inflight;	/* a delete awaits its reply */
+	bool		in_doubt;		/* create's fate unknown after conn loss */
+	bool		create_unanswered;	/* QPUB: a create of its node went
+								 * unanswered: its publication keeps
+								 * the node (queue_publish.c) */
+	bool		on_retry;		/* on the worker's retry list */
+	bool		parents_tried;	/* already recreated the parents once */
+	bool		watching;		/* a watch is set on "watched" */
+	bool		watch_pending;	/* the get that sets it is in flight */
+	bool		query_failed;	/* ZKK_HOLDERS: a read failed */
+	bool		qcounted;		/* QCLAIM: its claims are in its queue's
+								 * set of held claims (queue_consume.c) */
+	int			outstanding;	/* ZKK_HOLDERS / czxid reads in flight;
+								 * QPUB: kept-items checks in flight */
+	uint32		retry_prev;		/* retry list links */
+	uint32		retry_next;
+	uint8		errors;			/* errors while driving it (gives up at 3) */
+
+	/*
+	 * QCLAIM: the owner's zklock.max_answer_bytes (set before it submits),
+	 * and, worker-private, the payload bytes stored for it, the largest item
+	 * read for it, and whether a payload found no room in the dsa
+	 * (queue_claim.c, "How much one dequeue claims").
+	 */
+	uint64		answer_cap;
+	uint64		claim_bytes;
+	uint32		claim_largest;
+	bool		claim_refused;
+
+	uint32		next;			/* free list / queue link */
+
+	char		name[ZKLOCK_QNAME_MAX + 1];	/* UTF-8, as the user wrote it,
+											 * in its namespace (names.c) */
+	char		owner_tag[ZKLOCK_GUID_LEN / 2 + 1];	/* the owner's half of
+														 * guid */
+	char		guid[ZKLOCK_GUID_LEN + 1];
+	char		node[ZKLOCK_NODE_MAX + 1];	/* our child's name, once known */
+	char		watched[ZKLOCK_NODE_MAX + 1];	/* predecessor we watch */
+	char		base[ZKLOCK_NODE_MAX + 1];	/* upgrade: our held shared node */
+	char		writer_ok[ZKLOCK_NODE_MAX + 1]; /* upgrade: a writer behind base
+												 * read as zklock's (it waits
+												 * for base) */
+	bool		checking_writer;	/* upgrade: that read is out */
+	char		data[ZKLOCK_DATA_MAX];	/* identity stored in the node */
+	dsm_handle	dsm;			/* ZKK_HOLDERS: where the answer goes */
+
+	/* the queue recipe (queue.h); zeroed at allocation */
+	uint8		decision;		/* owner's ZKQD_*, set before letting go */
+	uint8		qop;			/* ZKK_QINFO: ZkQinfoOp */
+	int32		max_items;		/* QCLAIM: claims wanted; peek: rows; QPUB:
+								 * the owner's zklock.max_kept_items */
+	int32		nclaims;		/* QCLAIM: claims held (granted) */
+	uint64		fxid;			/* QPUB, QCLAIM: the (sub)transaction */
+	uint64		wal_lsn;		/* a flushed WAL record of fxid ... */
+	uint32		wal_tli;		/* ... on this timeline */
+	bool		wal_unflushed;	/* QCLAIM: that record is still being
+								 * flushed; no claim may name it yet */
+	bool		withdrawn;		/* QCLAIM: its owner timed out with nothing
+								 * out or held: no attempt may be sent */
+	bool		fence_checked;	/* QCLAIM: its claims verified ours once the
+								 * run was fenced (queue_claim.c) */
+	dsa_pointer blob;			/* QPUB: the items; QINFO: the answer */
+	dsa_pointer claims;			/* QCLAIM: ZkClaimRec[max_items] */
+	bool		pub_refused;	/* QPUB, before commit: ZooKeeper would
+								 * refuse an op (errmsg says why) */
+	bool		pub_over_kept;	/* QPUB, before commit: refused for
+								 * zklock.max_kept_bytes/nodes (kept.c) */
+	bool		pub_over_ns;	/* QPUB, before commit: refused for
+								 * zklock.max_namespace_items
+								 * (queue_nskept.c) */
+	bool		pub_blocked;	/* QPUB, committed: ZooKeeper refuses the
+								 * publication; retried (errmsg says why) */
+	bool		end_blocked;	/* QCLAIM, let go: ZooKeeper refuses its
+								 * consume or release (a node with
+								 * children, NOAUTH); retried, paced */
+
+	/*
+	 * Where the entry's kind is in its own steps, one enum per recipe; zeroed
+	 * at allocation
+	 */
+	union
+	{
+		uint8		barrier;	/* ZKK_BWAIT, ZKK_BMEMBER, ZKK_BINFO:
+								 * ZkBarrierOp (barrier.h) */
+		uint8		lease;		/* ZKK_LEASE: ZkLeaseOp */
+		uint8		sem;		/* ZKK_SEMLEASE: ZkSemStep */
+		uint8		nsclaim;	/* ZKK_NSCLAIM: ZkNsClaimOp (nsclaim.c) */
+	}			step;
+
+	/* the barrier recipes (barrier.h); zeroed at allocation */
+	int32		parties;		/* BWAIT arrivals, BMEMBER: members wanted */
+
+	/* locks guarding other recipes, and the lease recipe; zeroed too */
+	uint8		family;			/* ZKK_LOCK, ZKK_LEASE: ZkLockFamily */
+	int32		lease_version;	/* ZKK_LEASE write: the holder's version, -1: none */
+
+	/*
+	 * The backend slot (PGPROC number) whose quota this entry counts
+	 * against (zklock.max_locks_per_backend), -1 for none (the worker's own
+	 * entries).  Set under the lock at allocation; zk_entry_free gives the
+	 * count back.
+	 */
+	int32		quota_procno;
+} ZkEntry;
+
+/* Counters shown by zk_status() */
+typedef enum ZkCounter
+{
+	ZKCNT_REQUESTS = 0,
+	ZKCNT_GRANTS,
+	ZKCNT_RELEASES,
+	ZKCNT_TIMEOUTS,
+	ZKCNT_ABANDONED,
+	ZKCNT_LOST,
+	ZKCNT_WATCH_EVENTS,
+	ZKCNT_RECONNECTS,
+	ZKCNT_SESSIONS,
+	ZKCNT_ZK_ERRORS,
+	ZKCNT_DEADLOCKS,
+	ZKCNT_LEASES_TAKEN,			/* zk_try_lease: true */
+	ZKCNT_LEASES_REFUSED,		/* zk_try_lease: false */
+	ZKCNT_LEADERSHIPS,			/* times this cluster began to lead an election */
+	ZKCNT_SEM_TAKEN,			/* semaphore leases taken in ZooKeeper */
+	ZKCNT_SEM_REFUSED,			/* semaphore tries that found none free, waits timed out */
+	ZKCNT_NOAUTH,				/* requests ZooKeeper refused for want of
+								 * permission (NOAUTH) */
+	ZKCNT_NUM
+} ZkCounter;
+
+/*
+ * One namespace's census (queue_nskept.c), for zk_namespace_totals(): the
+ * worker's copy of its table, written under the lock
+ */
+#define ZK_NS_SLOTS		64
+
+typedef enum ZkNsState
+{
+	ZKNS_UNUSED = 0,
+	ZKNS_COUNTING,				/* never counted yet */
+	ZKNS_COUNTED,
+	ZKNS_UNBOUNDED				/* a shared listing too large to count */
+} ZkNsState;
+
+typedef struct ZkNsUsage
+{
+	uint8		state;			/* ZkNsState */
+	char		ns[ZKLOCK_NS_MAX + 1];
+	int64		counted;		/* items at the last census */
+	int64		reserved;		/* let through since, maybe not counted */
+	TimestampTz counted_at;		/* when that census began */
+	uint64		refused;		/* COMMITs refused for the namespace */
+} ZkNsUsage;
+
+typedef struct ZkControl
+{
+	LWLock	   *lock;			/* protects everything below but counters */
+
+	/* the worker */
+	Latch	   *worker_latch;
+	int			worker_pid;
+	uint64		worker_generation;	/* bumped at each worker start */
+
+	/* the session */
+	int			conn_state;		/* ZkConnState */
+	uint64		session_id;
+	int			session_timeout;	/* negotiated, ms */
+	TimestampTz last_contact;	/* last time ZooKeeper sent us anything */
+	char		servers[ZKLOCK_HOSTS_MAX];	/* connect string in use */
+	char		current_server[64];
+	int			auth_state;		/* ZkAuthState */
+
+	/* entries */
+	int			max_entries;
+	int			used;
+	int			quota_slots;	/* backend slots counted (entries per slot
+								 * follow the table: zk_quota_counts()) */
+	uint32		free_head;
+	uint32		queue_head;		/* FIFO of entries with pending work */
+	uint32		queue_tail;
+	pg_atomic_uint32 release_head;	/* lock-free stack of released entries */
+
+	pg_atomic_uint64 counters[ZKCNT_NUM];
+
+	int			queues_tracked; /* per-queue states the worker keeps */
+	int			pubs_blocked_resolve;	/* transaction nodes the settling
+										 * pass could not publish (refused) */
+
+	uint64		run_id;			/* this start of shared memory's run: names
+								 * its durable nodes (history.h) */
+	bool		run_registered; /* its run node was there once */
+	bool		run_fenced;		/* another server took the run over: no
+								 * new claims, publications or commits of
+								 * claims (kept across worker restarts) */
+	uint64		own_predecessor;	/* the run this data directory had
+									 * before this start (history.c), 0 if
+									 * not proven */
+	uint64		own_earlier[ZK_OWN_EARLIER];	/* ... and the ones before
+												 * it, latest first, 0 after
+												 * the last */
+	char		left_runs[ZK_LEFT_RUNS_MAX];	/* dead runs of this cluster
+												 * whose queue nodes the last
+												 * settling pass left alone,
+												 * "<sysid>-<run>", comma
+												 * separated (history.c) */
+	int			acl_problems;	/* nodes found open to others since the
+								 * last full check (aclcheck.c) */
+	char		acl_problem[ZKLOCK_PARENT_MAX + 1];	/* the last of them */
+	uint8		mac_key[32];	/* $PGDATA/zklock.key (trust.h) */
+	bool		mac_key_new;	/* this run made it: nodes without a MAC
+								 * are an older version's, accepted until
+								 * a settling pass completes */
+
+	/* what all of zklock.root keeps in ZooKeeper (kept.c) */
+	int			kept_state;		/* ZkKeptState (kept.c) */
+	int64		kept_nodes;		/* as last read from ZooKeeper ... */
+	int64		kept_bytes;
+	TimestampTz kept_read_at;	/* ... then; 0: never */
+	uint64		kept_refused;	/* writes refused for them */
+	char		kept_why[128];	/* why they are not enforced */
+
+	/* what each namespace keeps, as the worker last counted (queue_nskept.c) */
+	ZkNsUsage	ns_usage[ZK_NS_SLOTS];
+
+	/* dynamic shared memory for variable-size data (zk_dsa()) */
+	LWLock	   *dsa_lock;
+	dsa_handle	dsa;
+	int			dsa_tranche;
+
+	ZkEntry		entries[FLEXIBLE_ARRAY_MEMBER];
+} ZkControl;
+
+/* settings.c: settings */
+extern char *zk_hosts;
+extern char *zk_root;
+extern int	zk_session_timeout;
+extern int	zk_connect_timeout;
+extern int	zk_commit_timeout;
+extern int	zk_max_locks;
+extern int	zk_max_locks_per_backend;
+extern int	zk_max_locks_per_role;
+extern int	zk_max_lease_duration;
+extern int	zk_lease_cleanup_interval;
+extern int	zk_lease_cleanup_grace;
+extern int	zk_max_answer_kb;
+extern int	zk_max_children;
+extern int	zk_max_payload_kb;
+extern int	zk_max_write_rate_kb;
+extern int	zk_max_write_burst_kb;
+extern int	zk_max_transaction_kb;
+extern int	zk_max_item_kb;
+extern int	zk_max_kept_items;
+extern int	zk_max_kept_bytes_kb;
+extern int	zk_max_kept_nodes;
+extern int	zk_max_namespace_items;
+#define ZKQ_TXN_MAX_KB			976 /* zklock.max_transaction_size's top:
+									 * ZKQ_TXN_MAX (queue.h) in kB */
+extern char *zk_namespace;
+extern char *zk_auth_file;
+extern char *zk_acl_setting;
+extern char *zk_acl_world_read;
+extern bool zk_acl_repair;
+
+/* auth.c: the settings' hooks (the worker's half is in recipe.h) */
+extern bool zk_check_acl(char **newval, void **extra, GucSource source);
+extern void zk_assign_acl(const char *newval, void *extra);
+extern bool zk_check_auth_file(char **newval, void **extra, GucSource source);
+extern bool zk_check_acl_world_read(char **newval, void **extra, GucSource source);
+extern void zk_assign_acl_world_read(const char *newval, void *extra);
+extern const char *zk_auth_state_name(int state);
+
+/* shmem.c */
+extern ZkControl *zk_ctl;
+extern Size zk_shmem_size(void);
+extern void zk_shmem_init(void);
+extern void zk_require_shmem(void);
+extern ZkEntry *zk_entry(uint32 idx);
+extern uint32 zk_entry_index(ZkEntry *e);
+extern ZkEntry *zk_entry_alloc(void);
+
+/* why zk_entry_alloc_backend refused an entry */
+typedef enum ZkAllocRefusal
+{
+	ZKR_NONE = 0,
+	ZKR_QUOTA,					/* the backend's zklock.max_locks_per_backend */
+	ZKR_ROLE_QUOTA,				/* the role's zklock.max_locks_per_role */
+	ZKR_RESERVE,				/* only the worker's reserve is left */
+	ZKR_FULL					/* no entry at all */
+} ZkAllocRefusal;
+extern ZkEntry *zk_entry_alloc_backend(int procno, int quota, Oid role,
+									   int role_quota, int reserve,
+									   ZkAllocRefusal *why, int *held);
+extern void zk_entry_free(ZkEntry *e);
+extern int *zk_quota_counts(void);
+extern Oid *zk_quota_roles(void);
+extern int *zk_quota_limits(void);
+extern void *zk_quota_rates_area(void);
+
+/* quota.c: what one role writes into ZooKeeper (zklock.max_write_rate) */
+extern Size zk_role_rates_size(int slots);
+extern void zk_quota_charge_write(Size bytes, const char *what);
+
+/* kept.c: what all of zklock.root keeps in ZooKeeper */
+extern void zk_kept_turn(void);
+extern void zk_kept_request(void);
+extern bool zk_kept_enforced(void);
+extern void zk_kept_stats_path(char *out, size_t len);
+extern bool zk_kept_parse(const char *data, int len, int64 *nodes, int64 *bytes);
+extern void zk_kept_store(int64 nodes, int64 bytes);
+extern void zk_kept_garbled(const char *value, int len);
+extern bool zk_kept_over(int64 nodes, int64 bytes, int64 add_nodes,
+						 int64 add_bytes, char *msg, size_t len);
+extern void zk_kept_check(int64 bytes, int64 nodes, bool cached, const char *what);
+ZK_NORETURN extern void zk_kept_error(const char *msg);
+/*
+ * What one node zklock creates for a session (a lock's contender, a
+ * semaphore's lease or pool, a barrier's member) is charged to the role's
+ * write rate: its create and its delete, in ZooKeeper's log, about 128 bytes
+ * each.  At the defaults a role creates 4,096 at once, then 1,024 a second.
+ */
+#define ZK_NODE_CHARGE	256
+extern void zk_enqueue(ZkEntry *e);
+extern uint32 zk_dequeue(void);
+extern void zk_release_push(ZkEntry *e);
+extern void zk_retry_forget_marks(void);
+extern uint32 zk_release_take_all(void);
+extern void zk_retry_add(ZkEntry *e);
+extern void zk_retry_remove(ZkEntry *e);
+extern uint32 zk_retry_take_all(void);
+extern int	zk_retry_length(void);
+extern uint32 zk_retry_pop(void);
+extern void zk_backend_lock(LWLockMode mode);
+extern bool zk_backend_lock_timed(LWLockMode mode, long timeout_ms);
+extern void zk_wake_worker(void);
+extern void zk_wake_owner(ZkEntry *e);
+extern void zk_count(ZkCounter c, uint64 n);
+extern const char *zk_conn_state_name(int state);
+extern int	zk_fresh_conn_state(void);
+extern void zk_commit_wait_session(TimestampTz *deadline, int conn, const char *what);
+extern dsa_area *zk_dsa(void);
+extern void zk_dsa_apply_limit(void);
+ZK_NORETURN extern void zk_payload_memory_error(Size need, const char *what, const char *todo);
+
+/* names.c */
+extern char *zk_name_to_utf8(const char *name, int len, int *outlen);
+extern char *zk_utf8_to_server_noerror(const char *utf8, int len);
+extern void zk_check_name(const char *name, int len);
+extern void zk_encode_name(const char *name, int len, char *out);
+extern bool zk_valid_root(const char *root, const char **why);
+extern int	zk_decode_name(const char *enc, char *out, int outlen);
+extern int	zk_decode_qname(const char *enc, char *out, int outlen);
+extern const char *zk_name_part(const char *qname);
+extern const char *zk_log_name(const char *qname);
+extern bool zk_name_in_namespace(const char *qname, const char *ns);
+extern void zk_qname_namespace(const char *qname, char *out, size_t outlen);
+extern bool zk_child_in_namespace(const char *enc, const char *ns);
+extern const char *zk_current_namespace(void);
+extern const char *zk_current_namespace_unchecked(void);
+extern char *zk_qualify_name(const char *name, int len, int *qlen);
+extern char *zk_qualify_name_ext(const char *name, int len, int *qlen, bool check);
+extern void zk_namespace_changed(void);
+extern bool zk_json_field(const char *data, int len, const char *key, char *out,
+						  size_t outlen);
+
+/* nsclaim.c: the registry of namespace claims (issue 35) */
+extern Size zk_nsclaim_shmem_size(void);
+extern void zk_nsclaim_shmem_init(void);
+extern void zk_namespace_verify(const char *ns);
+extern void zk_namespace_join_configured(const char *ns);
+
+/* worker.c */
+extern PGDLLEXPORT void zk_worker_main(Datum arg);
+extern void zk_register_worker(void);
+
+/*
+ * An answer blob the worker writes for a one-off read (a queue's, a
+ * lease's): a count, then records, each MAXALIGNed
+ */
+typedef struct ZkAnswer
+{
+	uint32		count;
+	uint32		size;
+} ZkAnswer;
+
+/* What zk_status() counts over the entries (ZkRecipeBackend.status_entry) */
+typedef struct ZkStatusCounts
+{
+	int			pubs_blocked;	/* committed transactions whose items
+								 * ZooKeeper refuses */
+	int			ends_blocked;	/* dequeues let go whose consume or release
+								 * ZooKeeper refuses */
+} ZkStatusCounts;
+
+/*
+ * A recipe's backend half: called by backend.c at the end of every
+ * transaction and subtransaction and at exit, for every recipe.
+ */
+typedef struct ZkRecipeBackend
+{
+	void		(*pre_commit) (void);
+	void		(*pre_prepare) (void);
+	void		(*xact_end) (bool commit);
+	void		(*subxact_end) (bool commit, SubTransactionId mySubid,
+								SubTransactionId parentSubid);
+	void		(*at_exit) (void);
+	int			(*worker_entries) (void);	/* entries the worker keeps for
+											 * its own use on the recipe's
+											 * behalf (backend.c's reserve) */
+	void		(*define_settings) (void);	/* its own settings, at module
+											 * load (settings.c) */
+
+	/*
+	 * zk_path(kind, name): the ZooKeeper path of the recipe's node for
+	 * "name" (raw, as given; qname/qlen qualified by the namespace) when
+	 * "kind" is one of its own (path_kinds, comma separated), else false.
+	 */
+	const char *path_kinds;
+	bool		(*path) (const char *kind, const char *name, const char *qname,
+						 int qlen, char *out, size_t outlen);
+
+	/* zk_status's columns that count entries: add what entry e adds */
+	void		(*status_entry) (const ZkEntry *e, ZkStatusCounts *c);
+} ZkRecipeBackend;
+
+/*
+ * What a process of zklock waits for, as pg_stat_activity.wait_event names
+ * it on PostgreSQL 17 and later (on 15: "Extension" for all).  The names
+ * are in settings.c (zk_wait_names); doc/troubleshooting.md documents them.
+ */
+typedef enum ZkWait
+{
+	ZKW_LOCK = 0,				/* a backend: a zookeeper lock (zk_lock...) */
+	ZKW_DEQUEUE,				/* a backend: an item to dequeue */
+	ZKW_BARRIER,				/* a backend: a gate, arrivals, a barrier */
+	ZKW_SEMAPHORE,				/* a backend: a semaphore's permit */
+	ZKW_ANSWER,					/* a backend: the worker's answer (any other
+								 * request, the session before commit) */
+	ZKW_SHMEM,					/* a backend: zklock's shared-memory lock */
+	ZKW_WORKER_MAIN,			/* the worker: ZooKeeper or a request */
+	ZKW_WORKER_CLOSE,			/* the worker: closing a previous worker's
+								 * session at start */
+	ZKW_NUM
+} ZkWait;
+extern void zk_wait_events_init(void);
+extern uint32 zk_wait_event(ZkWait w);
+extern const char *const zk_wait_names[ZKW_NUM];
+
+/*
+ * The registry: every kind of entry and every recipe, as the module's entry
+ * (src/zklock.c) makes it from recipelist.h and hands it to
+ * zk_module_init at load.  The base reaches the recipes only through it
+ * (src/README, "Layers"); every process has the same one (it is made at
+ * load, before the postmaster forks).
+ */
+struct ZkKindOps;
+struct ZkRecipe;
+typedef struct ZkKindInfo
+{
+	const struct ZkKindOps *ops;	/* how the worker drives it (recipe.h) */
+	const char *label;			/* its name in zk_entries */
+	ZkWait		wait;			/* what its owner waits for while ZKE_WAITING */
+	const char *node;			/* the node it creates for the session, as
+								 * the write-rate error names it, or NULL */
+	bool		holder_data;	/* that node holds zk_build_node_data() */
+} ZkKindInfo;
+
+typedef struct ZkRegistry
+{
+	const ZkKindInfo *kinds;	/* by ZkKind, ZKK_NUM of them */
+	const struct ZkRecipe *const *recipes;	/* worker halves (recipe.h) */
+	const ZkRecipeBackend *const *backends; /* backend halves, same order */
+	int			nrecipes;
+} ZkRegistry;
+
+/* settings.c: module load, and the registry it keeps */
+extern void zk_module_init(const ZkRegistry *registry);
+extern const ZkRegistry *zk_registry;
+extern const char *zk_kind_label(int kind);
+
+/* backend.c: requests and waits, for every recipe */
+extern void zk_backend_init(void);
+extern ZkEntry *zk_new_entry(ZkKind kind, const char *name, int len, ZkMode mode,
+							 ZkScope scope, bool try_only);
+extern bool zk_wait_for_answer(uint32 idx, const char *uname, int64 timeout_ms,
+							   int64 *token);
+#define ZK_ANSWER_AT_COMMIT (-1)
+extern int	zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer, const char *what);
+extern bool zk_release_entry(uint32 idx, uint32 gen);
+extern char *zk_display_name(const char *name);
+extern bool zk_backend_has_entries(void);
+extern bool zk_next_entry_unqualified;
+ZK_NORETURN extern void zk_raise_noauth(const char *path, const char *what);
+extern const char *zk_limit_hint(const char *msg);
+extern void zk_build_node_data(char *out, size_t outlen);
+
+/* sqlfuncs.c: argument helpers */
+struct FunctionCallInfoBaseData;
+extern int64 zk_arg_timeout_ms(struct FunctionCallInfoBaseData *fcinfo, int argno);
+extern int64 zk_arg_wait_ms(struct FunctionCallInfoBaseData *fcinfo, int argno);
+extern char *zk_arg_name(struct FunctionCallInfoBaseData *fcinfo, bool key, int *len);
+extern char *zk_arg_text_name(struct FunctionCallInfoBaseData *fcinfo, int argno,
+							  const char *what, int *len);
+
+#endif							/* ZKLOCK_H */

@@ -1,0 +1,19 @@
+/*-------------------------------------------------------------------------
+ *
+ * election.h
+ *	  The election recipe's own definitions, shared by its files: its
+ *	  setting, zklock.elections, and the most names it lists.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ZKLOCK_ELECTION_H
+#define ZKLOCK_ELECTION_H
+
+#include "zklock.h"
+
+#define ELECTION_MAX		32	/* names in zklock.elections */
+
+/* election.c: the worker's candidacies */
+extern char *zk_elections;
+
+#endif							/* ZKLOCK_ELECTION_H */

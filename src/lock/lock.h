@@ -1,0 +1,124 @@
+/*-------------------------------------------------------------------------
+ *
+ * lock.h
+ *	  The lock recipe's definitions shared by its files and by the recipes
+ *	  that stand on locks (lease, semaphore, election): where a lock entry's
+ *	  lock lives (its family), the order of contenders (names.c), the
+ *	  answer of a holders' read, and lock_backend.c's and lock_sql.c's
+ *	  calls.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ZKLOCK_LOCK_H
+#define ZKLOCK_LOCK_H
+
+#include "zklock.h"
+
+/* where a ZKK_LOCK entry's lock lives: <root>/<dir>/<encoded name> */
+typedef enum ZkLockFamily
+{
+	ZKF_LOCKS = 0,				/* zk_lock and friends */
+	ZKF_LEASES,					/* the lock that guards a lease (kazoo's layout) */
+	ZKF_ELECTIONS,				/* the worker's candidacy (kazoo's Election) */
+	ZKF_SEMAPHORES,				/* a semaphore's guard: <root>/semaphores/<name>-__lock__ */
+	ZKF_SEMPOOL,				/* (listing only) a semaphore's leases: <root>/semaphores/<name> */
+	ZKF_LEASEDIR				/* (listing only) every lease: <root>/leases, each
+								 * child's lease_holder read */
+} ZkLockFamily;
+
+/* lock_names.c: the lock's paths and the order of its contenders */
+extern void zk_lock_parent(const char *name, int family, char *out, size_t outlen);
+extern bool zk_node_is_contender(const char *child, bool *shared);
+extern bool zk_node_seq(const char *child, int64 *seq);
+extern void zk_check_semaphore_name(const char *name, int len);
+
+/*
+ * One contender of a lock, as the recipe orders them (lock_names.c): key is the creation order (sequence number, or czxid once the
+ * sequence has wrapped).
+ */
+typedef struct ZkContender
+{
+	const char *name;
+	int64		key;
+	bool		shared;
+} ZkContender;
+
+#define ZKLOCK_HELD			(-1)
+#define ZKLOCK_DEADLOCK		(-2)
+extern bool zk_same_owner(const ZkContender *a, const ZkContender *b);
+extern int	zk_lock_blocker(ZkContender *c, int n, int me, const char *base,
+							bool guess_base);
+extern void zk_sort_contenders(ZkContender *c, int n);
+
+/*
+ * The answer to a ZKK_HOLDERS query, in a segment the backend creates: a
+ * header, then one ZkHolderRec per contender, each followed by its node
+ * name and data.  When the segment is too small, the worker stops writing
+ * and sets "needed".
+ */
+#define ZKLOCK_HOLDER_DATA_MAX	1024
+typedef struct ZkHoldersBuf
+{
+	Size		size;			/* of the segment */
+	Size		used;			/* bytes written after the header */
+	Size		needed;			/* bytes the full answer needs */
+	int			count;			/* records written */
+} ZkHoldersBuf;
+
+typedef struct ZkHolderRec
+{
+	int64		czxid;
+	uint8		shared;
+	uint16		namelen;
+	uint16		datalen;
+	/* followed by name and data, no terminators */
+} ZkHolderRec;
+
+/* lock_backend.c: the lock recipe's backend half */
+extern int64 zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
+						bool try_only, int64 timeout_ms, bool *acquired);
+extern bool zk_release(const char *name, int len, ZkMode mode);
+extern void zk_release_all_session(void);
+extern int64 zk_held_token(const char *name, int len, bool *held);
+extern dsm_segment *zk_query_holders(const char *name, int len, int family);
+
+/* One row of zk_locks, copied from an entry under the lock */
+typedef struct ZkLockRow
+{
+	int			idx;			/* the entry's number */
+	uint8		state;
+	bool		released;		/* let go of (release asked or seen) */
+	bool		queued;
+	bool		on_retry;
+	bool		in_doubt;
+	int			outstanding;
+	int			pid;
+	Oid			dbid;
+	uint8		kind;
+	uint8		family;
+	uint8		mode;
+	uint8		scope;
+	uint8		outcome;
+	int32		parties;		/* a semaphore's max_leases */
+	int64		token;
+	TimestampTz requested_at;
+	TimestampTz granted_at;
+	char		name[ZKLOCK_QNAME_MAX + 1];
+	char		node[ZKLOCK_NODE_MAX + 1];
+} ZkLockRow;
+extern bool zk_entry_live(ZkEntry *e);
+
+/* Copies of the table's entries, a chunk at a time (zk_snapshot_next) */
+#define ZK_SNAPSHOT_CHUNK	256
+typedef struct ZkSnapshot
+{
+	bool		(*want) (ZkEntry *e);
+	int			next;			/* the next slot of the table to read */
+	ZkLockRow	rows[ZK_SNAPSHOT_CHUNK];
+} ZkSnapshot;
+extern ZkSnapshot *zk_snapshot_begin(bool (*want) (ZkEntry *e));
+extern ZkLockRow *zk_snapshot_next(ZkSnapshot *s, int *n);
+extern MemoryContext zk_row_context(void);
+extern void zk_entry_row(ZkLockRow *r, bool held, int family, Datum *values, bool *nulls);
+
+#endif							/* ZKLOCK_LOCK_H */

@@ -1,0 +1,1006 @@
+/*-------------------------------------------------------------------------
+ *
+ * lock_backend.c
+ *	  The lock recipe's backend half: what this backend holds or awaits,
+ *	  stacked holds per name and mode, re-entrancy across scopes, the
+ *	  upgrade's pinned shared node, lost locks, the check before COMMIT, and
+ *	  letting go at the end of the transaction, at ROLLBACK TO SAVEPOINT or
+ *	  at exit.  Requests and waits go through backend.c.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "zklock.h"
+#include "lock.h"
+
+#include <unistd.h>
+
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "commands/dbcommands.h"
+#include "lib/ilist.h"
+#include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/postmaster.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/hsearch.h"
+#include "utils/json.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+/*
+ * Holds stacked on one lock: one element of "subxids" per transaction-scoped
+ * acquisition (the subtransaction that made it), and a count of the
+ * session-scoped ones.
+ */
+typedef struct Holds
+{
+	int			session;
+	List	   *subxids;
+} Holds;
+
+/*
+ * A lock this backend holds or awaits: one per name and mode, whatever the
+ * scopes, so that session and transaction holds of one name stack on one
+ * znode as PostgreSQL's advisory locks do.  h[0] are the holds in the
+ * lock's own mode; on an exclusive lock, h[1] are shared holds that ride on
+ * it (a backend that holds the exclusive lock is granted the shared one at
+ * once, never queued behind someone waiting for itself).  The znode goes
+ * when every hold is gone.
+ */
+typedef struct LocalLock
+{
+	dlist_node	node;			/* in local_locks, in order of acquisition */
+	char	   *name;			/* UTF-8 */
+	int			len;
+	ZkMode		mode;
+	uint32		idx;			/* shared entry */
+	uint32		gen;
+	int64		token;
+	bool		granted;
+	Holds		h[2];
+
+	/*
+	 * An exclusive lock taken while this backend held the same lock shared
+	 * (an upgrade) may have been granted ahead of others queued behind our
+	 * shared node; they stay blocked only while that node exists.  So the
+	 * shared node, once its own holds are gone, is kept here and let go
+	 * together with the exclusive one.
+	 */
+	uint32		pin_idx;
+	uint32		pin_gen;
+} LocalLock;
+
+#define HOLDS_OWN	0
+#define HOLDS_RIDER	1
+
+/* Does this lock have transaction-scope holds? */
+static bool
+ll_has_xact(LocalLock *ll)
+{
+	return ll->h[0].subxids != NIL || ll->h[1].subxids != NIL;
+}
+
+/* Does this lock have session-scope holds? */
+static bool
+ll_has_session(LocalLock *ll)
+{
+	return ll->h[0].session > 0 || ll->h[1].session > 0;
+}
+
+/* No hold of either scope left? */
+static bool
+ll_empty(LocalLock *ll)
+{
+	return !ll_has_xact(ll) && !ll_has_session(ll);
+}
+
+/*
+ * This backend's locks, held or awaited: a list in the order they were
+ * taken (end of transaction, savepoints and exit walk it) and a hash table
+ * by name and mode, so that finding one (every zk_lock, zk_unlock and
+ * zk_lock_token) costs the same however many this backend holds.  A name
+ * and mode is in local_locks at most once: a request is added only when
+ * find_local found none, and an upgrade's downgrade (downgrade_riders)
+ * puts a shared lock where no shared one of the name is left.
+ */
+static dlist_head local_locks = DLIST_STATIC_INIT(local_locks);
+static HTAB *local_hash = NULL;
+
+typedef struct LocalLockKey
+{
+	int32		mode;			/* ZkMode */
+	int32		len;
+	char		name[ZKLOCK_NAME_MAX];	/* zero-padded */
+} LocalLockKey;
+
+typedef struct LocalLockEnt
+{
+	LocalLockKey key;
+	LocalLock  *ll;
+} LocalLockEnt;
+
+/*
+ * ZKCNT_LOST when check_lost last found none of this backend's locks lost
+ * (lost_seen_valid): the worker counts every lock it marks lost, under the
+ * lock, before it marks it, so while the count stays put no scan is needed.
+ */
+static uint64 lost_seen = 0;
+static bool lost_seen_valid = false;
+
+/* A zk_lock_holders query in flight, given back at exit if need be */
+static uint32 query_idx = ZKLOCK_NO_ENTRY;
+static uint32 query_gen = 0;
+
+/* ---- local bookkeeping ---- */
+
+/* The hash key of a name and mode */
+static void
+local_key(LocalLockKey *key, const char *name, int len, ZkMode mode)
+{
+	Assert(len <= ZKLOCK_NAME_MAX);
+	memset(key, 0, sizeof(LocalLockKey));
+	key->mode = (int32) mode;
+	key->len = len;
+	memcpy(key->name, name, len);
+}
+
+/* The hash table, made on first use (it lives as long as the backend) */
+static HTAB *
+local_table(void)
+{
+	if (local_hash == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(LocalLockKey);
+		ctl.entrysize = sizeof(LocalLockEnt);
+		ctl.hcxt = TopMemoryContext;
+		local_hash = hash_create("zklock local locks", 64, &ctl,
+								 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	return local_hash;
+}
+
+/* Does this backend hold or await any lock? */
+static bool
+have_locals(void)
+{
+	return !dlist_is_empty(&local_locks);
+}
+
+/*
+ * Add ll at the end of local_locks (or after the node "after") and to the
+ * hash table.  The hash table may need memory: zk_acquire adds before it
+ * allocates a shared entry, and downgrade_riders (which runs at the end of
+ * transactions) after the lock it replaces has left the table, so that the
+ * element that lock gave back is reused.
+ */
+static void
+local_add(LocalLock *ll, dlist_node *after)
+{
+	LocalLockKey key;
+	LocalLockEnt *ent;
+	bool		found;
+
+	local_key(&key, ll->name, ll->len, ll->mode);
+	ent = hash_search(local_table(), &key, HASH_ENTER, &found);
+	Assert(!found);
+	ent->ll = ll;
+	if (after != NULL)
+		dlist_insert_after(after, &ll->node);
+	else
+		dlist_push_tail(&local_locks, &ll->node);
+}
+
+/* Take ll out of local_locks and the hash table (it is not freed) */
+static void
+local_remove(LocalLock *ll)
+{
+	LocalLockKey key;
+	LocalLockEnt *ent;
+
+	dlist_delete(&ll->node);
+	local_key(&key, ll->name, ll->len, ll->mode);
+	ent = hash_search(local_table(), &key, HASH_FIND, NULL);
+	if (ent != NULL && ent->ll == ll)
+		(void) hash_search(local_table(), &key, HASH_REMOVE, NULL);
+}
+
+/* This backend's lock of this name and mode, granted or not, or NULL */
+static LocalLock *
+find_any_local(const char *name, int len, ZkMode mode)
+{
+	LocalLockKey key;
+	LocalLockEnt *ent;
+
+	if (local_hash == NULL || len > ZKLOCK_NAME_MAX)
+		return NULL;
+	local_key(&key, name, len, mode);
+	ent = hash_search(local_hash, &key, HASH_FIND, NULL);
+	return ent ? ent->ll : NULL;
+}
+
+/* This backend's granted lock of this name and mode, or NULL */
+static LocalLock *
+find_local(const char *name, int len, ZkMode mode)
+{
+	LocalLock  *ll = find_any_local(name, len, mode);
+
+	return (ll != NULL && ll->granted) ? ll : NULL;
+}
+
+/* This backend's exclusive hold on the same name as a shared one, or NULL */
+static LocalLock *
+find_exclusive_holder(LocalLock *shared)
+{
+	LocalLock  *ll = find_local(shared->name, shared->len, ZKM_EXCLUSIVE);
+
+	return ll != shared ? ll : NULL;
+}
+
+/*
+ * Free a local lock (already out of local_locks) and release its entry;
+ * returns true when the worker must be woken.
+ */
+static bool
+free_local(LocalLock *ll)
+{
+	bool		wake = false;
+	LocalLock  *x;
+
+	if (ll->mode == ZKM_SHARED && ll->granted &&
+		(x = find_exclusive_holder(ll)) != NULL && x->pin_idx == ZKLOCK_NO_ENTRY)
+	{
+		/* an upgrade holds on: keep our shared node until it ends */
+		x->pin_idx = ll->idx;
+		x->pin_gen = ll->gen;
+	}
+	else
+		wake = zk_release_entry(ll->idx, ll->gen);
+	if (ll->pin_idx != ZKLOCK_NO_ENTRY)
+		wake |= zk_release_entry(ll->pin_idx, ll->pin_gen);
+
+	list_free(ll->h[0].subxids);
+	list_free(ll->h[1].subxids);
+	pfree(ll->name);
+	pfree(ll);
+	return wake;
+}
+
+/* Drop a lock from this backend's list and free it */
+static bool
+forget_local(LocalLock *ll)
+{
+	local_remove(ll);
+	return free_local(ll);
+}
+
+/*
+ * Keep the entry's scope (shown by zk_locks) in step with the holds.  One
+ * byte written by its owner, read by zk_locks: no lock needed (this runs at
+ * the end of transactions, where waiting for the lock is not an option).
+ */
+static void
+set_entry_scope(LocalLock *ll)
+{
+	ZkEntry    *e = zk_entry(ll->idx);
+
+	if (e->gen == ll->gen)
+		e->scope = ll_has_session(ll) ? ZKS_SESSION : ZKS_TRANSACTION;
+}
+
+/*
+ * An upgrade's exclusive lock whose own holds are gone while shared holds
+ * still ride on it: those go back onto the shared node the upgrade pinned
+ * (it was held all along), and the exclusive node goes, so the backend
+ * holds what it asked for, not an exclusive lock.  Returns the shared lock
+ * that replaces ll (ll is freed; *wake when the worker must run), or NULL
+ * when there is nothing to do.  (Without a pinned node the shared holds
+ * keep riding on the exclusive node until they end.)  The shared lock
+ * takes ll's place in local_locks.
+ */
+static LocalLock *
+downgrade_riders(LocalLock *ll, bool *wake)
+{
+	LocalLock  *sh;
+	dlist_node *prev;
+
+	if (ll->mode != ZKM_EXCLUSIVE || ll->pin_idx == ZKLOCK_NO_ENTRY ||
+		ll->h[HOLDS_OWN].session > 0 || ll->h[HOLDS_OWN].subxids != NIL ||
+		(ll->h[HOLDS_RIDER].session == 0 && ll->h[HOLDS_RIDER].subxids == NIL))
+		return NULL;
+	sh = MemoryContextAllocZero(TopMemoryContext, sizeof(LocalLock));
+	sh->name = ll->name;
+	sh->len = ll->len;
+	sh->mode = ZKM_SHARED;
+	sh->idx = ll->pin_idx;
+	sh->gen = ll->pin_gen;
+	sh->token = zk_entry(sh->idx)->gen == sh->gen ? zk_entry(sh->idx)->token : ll->token;
+	sh->granted = true;
+	sh->h[HOLDS_OWN] = ll->h[HOLDS_RIDER];
+	sh->pin_idx = ZKLOCK_NO_ENTRY;
+	prev = ll->node.prev;
+	local_remove(ll);
+	local_add(sh, prev);		/* in ll's place */
+	*wake |= zk_release_entry(ll->idx, ll->gen);
+	list_free(ll->h[HOLDS_OWN].subxids);
+	pfree(ll);
+	set_entry_scope(sh);
+	return sh;
+}
+
+/*
+ * Drop holds: the transaction-scoped ones (all of them, at the end of the
+ * transaction) and/or the session-scoped ones.  Locks left with no hold
+ * are released.
+ */
+static void
+drop_holds(bool xact, bool session)
+{
+	bool		wake = false;
+	dlist_mutable_iter it;
+
+	if (!have_locals() || zk_ctl == NULL)
+		return;
+	dlist_foreach_modify(it, &local_locks)
+	{
+		LocalLock  *ll = dlist_container(LocalLock, node, it.cur);
+		bool		changed = false;
+		int			k;
+
+		for (k = 0; k < 2; k++)
+		{
+			if (xact && ll->h[k].subxids != NIL)
+			{
+				list_free(ll->h[k].subxids);
+				ll->h[k].subxids = NIL;
+				changed = true;
+			}
+			if (session && ll->h[k].session > 0)
+			{
+				ll->h[k].session = 0;
+				changed = true;
+			}
+		}
+		if (ll_empty(ll))
+			wake |= forget_local(ll);
+		else if (downgrade_riders(ll, &wake) == NULL && changed)
+			set_entry_scope(ll);
+	}
+	if (wake)
+		zk_wake_worker();
+}
+
+/* Does this backend hold any transaction-scope lock? */
+static bool
+holds_transaction_locks(void)
+{
+	dlist_iter	it;
+
+	dlist_foreach(it, &local_locks)
+	{
+		if (ll_has_xact(dlist_container(LocalLock, node, it.cur)))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Every zklock call starts here: a lock lost with its ZooKeeper session is
+ * reported (40001) on the holder's next call.  A lost session-scoped hold
+ * is reported once and forgotten; a lost transaction-scoped hold stays, so
+ * that the transaction cannot commit.  Looks at the entries only when the
+ * worker has counted a lost lock (anyone's) since the last look that found
+ * none of ours: a call costs the same however many locks are held.
+ */
+static void
+check_lost(void)
+{
+	dlist_iter	it;
+	LocalLock  *lost = NULL;
+	char		msg[ZKLOCK_ERRMSG_MAX];
+	char	   *name;
+	uint64		nlost;
+
+	if (!have_locals())
+		return;
+	pg_memory_barrier();
+	nlost = pg_atomic_read_u64(&zk_ctl->counters[ZKCNT_LOST]);
+	if (lost_seen_valid && nlost == lost_seen)
+		return;
+	zk_backend_lock(LW_SHARED);
+	/* the worker counts and marks under the lock: this count is consistent */
+	nlost = pg_atomic_read_u64(&zk_ctl->counters[ZKCNT_LOST]);
+	dlist_foreach(it, &local_locks)
+	{
+		LocalLock  *ll = dlist_container(LocalLock, node, it.cur);
+		ZkEntry    *e = zk_entry(ll->idx);
+
+		if (ll->granted && e->gen == ll->gen && e->outcome == ZKO_LOST)
+		{
+			lost = ll;
+			strlcpy(msg, e->errmsg, sizeof(msg));
+			break;
+		}
+	}
+	LWLockRelease(zk_ctl->lock);
+	if (lost == NULL)
+	{
+		lost_seen = nlost;
+		lost_seen_valid = true;
+		return;
+	}
+
+	name = zk_display_name(lost->name);
+	if (ll_has_session(lost))
+	{
+		lost->h[0].session = lost->h[1].session = 0;
+		if (ll_empty(lost) && forget_local(lost))
+			zk_wake_worker();
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("zookeeper lock \"%s\" was lost", name),
+			 errdetail("%s; another session may have taken the lock since.", msg),
+			 errhint("Roll back and retry the work that needed the lock.")));
+}
+
+/* Every call on a named lock starts here (name in UTF-8). */
+static void
+begin_call(const char *name, int len)
+{
+	zk_require_shmem();
+	zk_check_name(name, len);
+	zk_backend_init();
+	check_lost();
+}
+
+
+/*
+ * Take a lock.  Returns its fencing token; *acquired is false when a
+ * try-lock found it taken.  timeout_ms < 0 waits forever.
+ */
+int64
+zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
+		   bool try_only, int64 timeout_ms, bool *acquired)
+{
+	LocalLock  *ll;
+	ZkEntry    *e;
+	MemoryContext oldcxt;
+	bool		granted = false;
+	int			k;
+
+	begin_call(name, len);
+
+	/*
+	 * Re-entrant: stack another hold on a lock we have; a shared request
+	 * rides on our exclusive lock of the same name if we have one.
+	 */
+	ll = find_local(name, len, mode);
+	k = HOLDS_OWN;
+	if (ll == NULL && mode == ZKM_SHARED)
+	{
+		ll = find_local(name, len, ZKM_EXCLUSIVE);
+		k = HOLDS_RIDER;
+	}
+	if (ll != NULL)
+	{
+		bool		had_session = ll_has_session(ll);
+
+		if (scope == ZKS_TRANSACTION)
+		{
+			oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+			ll->h[k].subxids = lappend_int(ll->h[k].subxids,
+										   GetCurrentSubTransactionId());
+			MemoryContextSwitchTo(oldcxt);
+		}
+		else
+		{
+			ll->h[k].session++;
+			if (!had_session)
+				set_entry_scope(ll);
+		}
+		*acquired = true;
+		return ll->token;
+	}
+
+	/*
+	 * Everything that can fail for want of memory comes first, so that an
+	 * entry, once allocated, is always known to local_locks.
+	 */
+	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+	ll = palloc0(sizeof(LocalLock));
+	ll->name = pnstrdup(name, len);
+	ll->len = len;
+	ll->mode = mode;
+	ll->idx = ZKLOCK_NO_ENTRY;
+	ll->pin_idx = ZKLOCK_NO_ENTRY;
+	if (scope == ZKS_TRANSACTION)
+		ll->h[0].subxids = list_make1_int(GetCurrentSubTransactionId());
+	else
+		ll->h[0].session = 1;
+	MemoryContextSwitchTo(oldcxt);
+	local_add(ll, NULL);
+
+	PG_TRY();
+	{
+		e = zk_new_entry(ZKK_LOCK, name, len, mode, scope, try_only);
+		ll->idx = zk_entry_index(e);
+		ll->gen = e->gen;
+
+		/* an upgrade: name the shared node we hold (see zk_lock_blocker) */
+		if (mode == ZKM_EXCLUSIVE)
+		{
+			LocalLock  *sh = find_local(name, len, ZKM_SHARED);
+
+			if (sh != NULL)
+			{
+				ZkEntry    *se = zk_entry(sh->idx);
+
+				if (se->gen == sh->gen && se->outcome == ZKO_GRANTED &&
+					se->state == ZKE_HELD)
+				{
+					strlcpy(e->base, se->node, sizeof(e->base));
+					e->base_token = se->token;
+				}
+			}
+		}
+		zk_enqueue(e);
+		LWLockRelease(zk_ctl->lock);
+	}
+	PG_CATCH();
+	{
+		if (forget_local(ll))
+			zk_wake_worker();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	zk_count(ZKCNT_REQUESTS, 1);
+	zk_wake_worker();
+
+	PG_TRY();
+	{
+		granted = zk_wait_for_answer(ll->idx, ll->name, try_only ? -1 : timeout_ms,
+								  &ll->token);
+	}
+	PG_CATCH();
+	{
+		if (forget_local(ll))
+			zk_wake_worker();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	if (!granted)
+	{
+		if (forget_local(ll))
+			zk_wake_worker();
+		*acquired = false;
+		return 0;
+	}
+	ll->granted = true;
+	*acquired = true;
+	return ll->token;
+}
+
+/*
+ * Release one session-scoped hold.  Returns false, with a WARNING as
+ * PostgreSQL gives for advisory locks, when there is none.
+ */
+bool
+zk_release(const char *name, int len, ZkMode mode)
+{
+	LocalLock  *ll;
+	int			k;
+
+	begin_call(name, len);
+
+	ll = find_local(name, len, mode);
+	k = HOLDS_OWN;
+	if ((ll == NULL || ll->h[0].session == 0) && mode == ZKM_SHARED)
+	{
+		ll = find_local(name, len, ZKM_EXCLUSIVE);
+		k = HOLDS_RIDER;
+	}
+	if (ll == NULL || ll->h[k].session == 0)
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_WARNING),
+				 errmsg("you don't own a session-level %s zookeeper lock \"%s\"",
+						mode == ZKM_SHARED ? "shared" : "exclusive",
+						zk_display_name(pnstrdup(name, len))),
+				 errhint("Transaction-level locks are released at the end of the transaction, not by zk_unlock.")));
+		return false;
+	}
+	ll->h[k].session--;
+	if (ll_empty(ll))
+	{
+		if (forget_local(ll))
+			zk_wake_worker();
+	}
+	else
+	{
+		bool		wake = false;
+		LocalLock  *sh = downgrade_riders(ll, &wake);
+
+		if (sh != NULL)
+			ll = sh;
+		if (!ll_has_session(ll))
+			set_entry_scope(ll);
+		if (wake)
+			zk_wake_worker();
+	}
+	return true;
+}
+
+/* zk_unlock_all(): let go of every session-scope lock */
+void
+zk_release_all_session(void)
+{
+	zk_require_shmem();
+	zk_backend_init();
+	check_lost();
+	drop_holds(false, true);
+}
+
+/*
+ * The token of a lock this backend holds: the exclusive one if held, else
+ * the shared one.  *held is false when it holds neither.
+ */
+int64
+zk_held_token(const char *name, int len, bool *held)
+{
+	LocalLock  *ll;
+
+	begin_call(name, len);
+
+	ll = find_local(name, len, ZKM_EXCLUSIVE);
+	if (ll == NULL)
+		ll = find_local(name, len, ZKM_SHARED);
+	*held = (ll != NULL);
+	return ll ? ll->token : 0;
+}
+
+/*
+ * Read every contender of a lock from ZooKeeper.  The worker writes what it
+ * finds into a dynamic shared memory segment we give it; returns that
+ * segment (the caller detaches it).
+ */
+dsm_segment *
+zk_query_holders(const char *name, int len, int family)
+{
+	volatile Size size = 64 * 1024;	/* lives across PG_TRY */
+	Size		cap = Max((Size) zk_max_answer_kb * 1024, size);
+	int			attempt;
+
+	begin_call(name, len);
+
+	for (attempt = 0; attempt < 5; attempt++)
+	{
+		dsm_segment *seg = dsm_create(size, 0);
+		ZkHoldersBuf *buf = dsm_segment_address(seg);
+		ZkEntry    *e;
+		uint32		idx;
+		uint32		gen;
+		bool		done = false;
+
+		memset(buf, 0, sizeof(ZkHoldersBuf));
+		buf->size = size;
+		/* elections are the cluster's: their names are outside namespaces */
+		zk_next_entry_unqualified = (family == ZKF_ELECTIONS);
+		e = zk_new_entry(ZKK_HOLDERS, name, len, ZKM_EXCLUSIVE, ZKS_TRANSACTION, false);
+		e->family = family;
+		e->dsm = dsm_segment_handle(seg);
+		e->answer_cap = cap;	/* bounds <root>/leases' listing (ZKF_LEASEDIR) */
+		idx = zk_entry_index(e);
+		gen = e->gen;
+		query_idx = idx;
+		query_gen = gen;
+		zk_enqueue(e);
+		LWLockRelease(zk_ctl->lock);
+		zk_wake_worker();
+
+		PG_TRY();
+		{
+			done = zk_wait_for_answer(idx, pnstrdup(name, len), -1, NULL);
+		}
+		PG_CATCH();
+		{
+			query_idx = ZKLOCK_NO_ENTRY;
+			if (zk_release_entry(idx, gen))
+				zk_wake_worker();
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		query_idx = ZKLOCK_NO_ENTRY;
+		if (zk_release_entry(idx, gen))
+			zk_wake_worker();
+
+		if (done && MAXALIGN(sizeof(ZkHoldersBuf)) + buf->needed <= buf->size)
+			return seg;
+		/* the worker stopped once it was full; "needed" is about the whole */
+		if (size >= cap)
+		{
+			Size		needed = buf->needed;
+
+			dsm_detach(seg);
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("too many contenders to list for zookeeper lock \"%s\"",
+							zk_display_name(pnstrdup(name, len))),
+					 errdetail("Their list needs about %zu kB, more than zklock.max_answer_bytes (%zu kB).",
+							   (needed + 1023) / 1024, cap / 1024),
+					 errhint("Have a superuser raise zklock.max_answer_bytes for this session.")));
+		}
+		size = Max(MAXALIGN(sizeof(ZkHoldersBuf)) + buf->needed + buf->needed / 4 + 4096,
+				   size * 4);
+		size = Min(size, cap);
+		dsm_detach(seg);
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("too many contenders to list for zookeeper lock \"%s\"",
+					zk_display_name(pnstrdup(name, len))),
+			 errhint("The lock's contenders kept growing while being read; retry.")));
+	return NULL;				/* keep the compiler quiet */
+}
+
+/*
+ * Is e an entry a backend holds or awaits: in use, not let go of, and not
+ * answered with a failure?  (zk_locks and zk_semaphores show only those.)
+ * Lock held.
+ */
+bool
+zk_entry_live(ZkEntry *e)
+{
+	if (e->released || pg_atomic_read_u32(&e->release_req) != 0)
+		return false;
+	return e->outcome == ZKO_NONE || e->outcome == ZKO_GRANTED || e->outcome == ZKO_LOST;
+}
+
+/*
+ * Walk this cluster's entries in use that "want" accepts (zk_locks,
+ * zk_semaphores, zk_entries) a chunk at a time: zk_snapshot_next copies the
+ * rows of the next ZK_SNAPSHOT_CHUNK slots of the table under the shared
+ * lock and returns them once the lock is released; the caller builds its
+ * rows from them.  "want" runs under the lock: it only looks at the entry.
+ * So a reader of a table of any size holds the lock for one chunk at a
+ * time (the worker and the backends never wait longer than that for it)
+ * and keeps one chunk of copies in memory, plus what it puts into its
+ * tuplestore (work_mem, then disk).  Each row is one entry's state at one
+ * moment; rows of different chunks may be of different moments, as the
+ * rows of pg_stat_activity are.
+ */
+ZkSnapshot *
+zk_snapshot_begin(bool (*want) (ZkEntry *e))
+{
+	ZkSnapshot *s;
+
+	zk_require_shmem();
+	s = palloc0(sizeof(ZkSnapshot));
+	s->want = want;
+	s->next = 0;
+	return s;
+}
+
+/*
+ * The next chunk's rows (*n of them, possibly 0), or NULL when the table
+ * has been read to its end.  The rows stay valid until the next call.
+ */
+ZkLockRow *
+zk_snapshot_next(ZkSnapshot *s, int *n)
+{
+	int			end;
+	int			i;
+	int			k = 0;
+
+	*n = 0;
+	if (s->next >= zk_ctl->max_entries)
+		return NULL;
+	end = Min(s->next + ZK_SNAPSHOT_CHUNK, zk_ctl->max_entries);
+	zk_backend_lock(LW_SHARED);
+	for (i = s->next; i < end; i++)
+	{
+		ZkEntry    *e = zk_entry(i);
+		ZkLockRow  *r;
+
+		if (e->state == ZKE_FREE || !s->want(e))
+			continue;
+		r = &s->rows[k++];
+		r->idx = i;
+		r->state = e->state;
+		r->released = e->released || pg_atomic_read_u32(&e->release_req) != 0;
+		r->queued = e->queued;
+		r->on_retry = e->on_retry;
+		r->in_doubt = e->in_doubt;
+		r->outstanding = e->outstanding;
+		r->pid = e->pid;
+		r->dbid = e->dbid;
+		r->kind = e->kind;
+		r->family = e->family;
+		r->mode = e->mode;
+		r->scope = e->scope;
+		r->parties = e->parties;
+		r->outcome = e->outcome;
+		r->token = e->token;
+		r->requested_at = e->requested_at;
+		r->granted_at = e->granted_at;
+		strlcpy(r->name, e->name, sizeof(r->name));
+		strlcpy(r->node, e->node, sizeof(r->node));
+	}
+	LWLockRelease(zk_ctl->lock);
+	s->next = end;
+	*n = k;
+	return s->rows;
+}
+
+/* ---- end of transaction, savepoints, exit ---- */
+
+/*
+ * Before COMMIT: a transaction whose lock was lost must not commit; while
+ * the session is suspended, wait up to zklock.commit_timeout for it to
+ * come back.
+ */
+static void
+check_before_commit(void)
+{
+	TimestampTz deadline = 0;
+	char	   *first = NULL;
+
+	for (;;)
+	{
+		dlist_iter	it;
+		bool		any = false;
+		int			conn;
+		char	   *lost = NULL;
+		char		msg[ZKLOCK_ERRMSG_MAX];
+
+		zk_backend_lock(LW_SHARED);
+		conn = zk_fresh_conn_state();
+		dlist_foreach(it, &local_locks)
+		{
+			LocalLock  *ll = dlist_container(LocalLock, node, it.cur);
+			ZkEntry    *e = zk_entry(ll->idx);
+
+			if (!ll_has_xact(ll) || !ll->granted)
+				continue;
+			any = true;
+			if (first == NULL)
+				first = ll->name;	/* lives as long as the transaction's holds */
+			if (e->gen != ll->gen || e->outcome == ZKO_LOST)
+			{
+				lost = ll->name;
+				strlcpy(msg, e->gen == ll->gen ? e->errmsg : "The lock entry was released", sizeof(msg));
+				break;
+			}
+		}
+		LWLockRelease(zk_ctl->lock);
+
+		if (lost)
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("zookeeper lock \"%s\" was lost before commit", zk_display_name(lost)),
+					 errdetail("%s; another session may have taken the lock since.", msg),
+					 errhint("Retry the transaction.")));
+		if (!any || conn == ZKC_CONNECTED)
+			return;
+
+		/* suspended: the lock is in doubt until the session answers */
+		zk_commit_wait_session(&deadline, conn,
+							   psprintf("zookeeper lock \"%s\"", zk_display_name(first)));
+	}
+}
+
+/* Before COMMIT: check the locks are still held (check_before_commit) */
+static void
+lock_pre_commit(void)
+{
+	if (have_locals())
+		check_before_commit();
+}
+
+/* PREPARE TRANSACTION is refused while transaction-scope locks are held */
+static void
+lock_pre_prepare(void)
+{
+	if (holds_transaction_locks())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot prepare a transaction that holds zookeeper locks"),
+				 errdetail("A zookeeper lock belongs to this backend's request and cannot be handed to a prepared transaction."),
+				 errhint("Commit or roll back the transaction instead.")));
+}
+
+/* End of transaction: let go of transaction-scope holds */
+static void
+lock_xact_end(bool commit)
+{
+	drop_holds(true, false);
+}
+
+/*
+ * ROLLBACK TO SAVEPOINT releases what the rolled-back subtransaction took;
+ * RELEASE SAVEPOINT hands its acquisitions to the parent.
+ */
+static void
+lock_subxact_end(bool commit, SubTransactionId mySubid,
+				 SubTransactionId parentSubid)
+{
+	dlist_mutable_iter it;
+	bool		wake = false;
+
+	if (!have_locals())
+		return;
+
+	dlist_foreach_modify(it, &local_locks)
+	{
+		LocalLock  *ll = dlist_container(LocalLock, node, it.cur);
+		int			k;
+
+		if (!ll_has_xact(ll))
+			continue;
+		for (k = 0; k < 2; k++)
+		{
+			ListCell   *sc;
+
+			foreach(sc, ll->h[k].subxids)
+			{
+				if ((SubTransactionId) lfirst_int(sc) != mySubid)
+					continue;
+				if (commit)
+					lfirst_int(sc) = (int) parentSubid;
+				else
+					ll->h[k].subxids = foreach_delete_current(ll->h[k].subxids, sc);
+			}
+		}
+		if (ll_empty(ll))
+			wake |= forget_local(ll);
+		else
+			(void) downgrade_riders(ll, &wake);
+	}
+	if (wake)
+		zk_wake_worker();
+}
+
+/*
+ * A backend that exits lets go of everything at once, whatever it was
+ * doing: holds, a wait in progress (its entry is in local_locks already),
+ * a zk_lock_holders query.
+ */
+static void
+lock_at_exit(void)
+{
+	if (query_idx != ZKLOCK_NO_ENTRY)
+	{
+		(void) zk_release_entry(query_idx, query_gen);
+		query_idx = ZKLOCK_NO_ENTRY;
+	}
+	drop_holds(true, true);
+}
+
+/* zk_path('lock', name): <root>/locks/<encoded name> */
+static bool
+lock_path(const char *kind, const char *name, const char *qname, int qlen,
+		  char *out, size_t outlen)
+{
+	if (strcmp(kind, "lock") != 0)
+		return false;
+	zk_lock_parent(qname, ZKF_LOCKS, out, outlen);
+	return true;
+}
+
+const ZkRecipeBackend zk_lock_backend = {
+	.pre_commit = lock_pre_commit,
+	.pre_prepare = lock_pre_prepare,
+	.xact_end = lock_xact_end,
+	.subxact_end = lock_subxact_end,
+	.at_exit = lock_at_exit,
+	.path_kinds = "lock",
+	.path = lock_path,
+};

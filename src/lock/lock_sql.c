@@ -1,0 +1,597 @@
+/*-------------------------------------------------------------------------
+ *
+ * lock_sql.c
+ *	  SQL entry points of the lock recipe: the zk_lock families, tokens,
+ *	  zk_lock_holders and zk_locks.  Run in backends: check arguments, then
+ *	  hand over to lock_backend.c.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "zklock.h"
+#include "lock.h"
+#include "semaphore/semaphore.h"
+
+#include <errno.h>
+
+#include "access/htup_details.h"
+#include "commands/dbcommands.h"
+#include "common/jsonapi.h"
+#include "mb/pg_wchar.h"
+#include "datatype/timestamp.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/proc.h"
+#include "utils/builtins.h"
+#include "utils/tuplestore.h"
+#include "utils/timestamp.h"
+
+/* zk_lock, zk_lock_shared, zk_session_lock, zk_session_lock_shared */
+static Datum
+lock_common(FunctionCallInfo fcinfo, bool key, ZkMode mode, ZkScope scope)
+{
+	char	   *name;
+	int			len;
+	int64		timeout_ms;
+	int64		token;
+	bool		acquired;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();		/* as a strict function would */
+	name = zk_arg_name(fcinfo, key, &len);
+	timeout_ms = zk_arg_timeout_ms(fcinfo, 1);
+	token = zk_acquire(name, len, mode, scope, false, timeout_ms, &acquired);
+	PG_RETURN_INT64(token);
+}
+
+/* the zk_try_* family */
+static Datum
+try_common(FunctionCallInfo fcinfo, bool key, ZkMode mode, ZkScope scope)
+{
+	char	   *name;
+	int			len;
+	bool		acquired;
+
+	name = zk_arg_name(fcinfo, key, &len);
+	(void) zk_acquire(name, len, mode, scope, true, -1, &acquired);
+	PG_RETURN_BOOL(acquired);
+}
+
+/* zk_unlock(_shared)(_key): let go of one session-scope hold; false if none */
+static Datum
+unlock_common(FunctionCallInfo fcinfo, bool key, ZkMode mode)
+{
+	char	   *name;
+	int			len;
+
+	name = zk_arg_name(fcinfo, key, &len);
+	PG_RETURN_BOOL(zk_release(name, len, mode));
+}
+
+#define ZK_SQL_FUNC(fn, body) \
+	PG_FUNCTION_INFO_V1(fn); \
+	Datum fn(PG_FUNCTION_ARGS) { return body; }
+
+/* SQL: zk_lock, zk_lock_shared, zk_session_lock(_shared), by name or _key */
+ZK_SQL_FUNC(zk_lock, lock_common(fcinfo, false, ZKM_EXCLUSIVE, ZKS_TRANSACTION))
+ZK_SQL_FUNC(zk_lock_key, lock_common(fcinfo, true, ZKM_EXCLUSIVE, ZKS_TRANSACTION))
+ZK_SQL_FUNC(zk_lock_shared, lock_common(fcinfo, false, ZKM_SHARED, ZKS_TRANSACTION))
+ZK_SQL_FUNC(zk_lock_shared_key, lock_common(fcinfo, true, ZKM_SHARED, ZKS_TRANSACTION))
+ZK_SQL_FUNC(zk_session_lock, lock_common(fcinfo, false, ZKM_EXCLUSIVE, ZKS_SESSION))
+ZK_SQL_FUNC(zk_session_lock_key, lock_common(fcinfo, true, ZKM_EXCLUSIVE, ZKS_SESSION))
+ZK_SQL_FUNC(zk_session_lock_shared, lock_common(fcinfo, false, ZKM_SHARED, ZKS_SESSION))
+ZK_SQL_FUNC(zk_session_lock_shared_key, lock_common(fcinfo, true, ZKM_SHARED, ZKS_SESSION))
+/* SQL: the zk_try_* family: a boolean instead of a wait */
+ZK_SQL_FUNC(zk_try_lock, try_common(fcinfo, false, ZKM_EXCLUSIVE, ZKS_TRANSACTION))
+ZK_SQL_FUNC(zk_try_lock_key, try_common(fcinfo, true, ZKM_EXCLUSIVE, ZKS_TRANSACTION))
+ZK_SQL_FUNC(zk_try_lock_shared, try_common(fcinfo, false, ZKM_SHARED, ZKS_TRANSACTION))
+ZK_SQL_FUNC(zk_try_lock_shared_key, try_common(fcinfo, true, ZKM_SHARED, ZKS_TRANSACTION))
+ZK_SQL_FUNC(zk_try_session_lock, try_common(fcinfo, false, ZKM_EXCLUSIVE, ZKS_SESSION))
+ZK_SQL_FUNC(zk_try_session_lock_key, try_common(fcinfo, true, ZKM_EXCLUSIVE, ZKS_SESSION))
+ZK_SQL_FUNC(zk_try_session_lock_shared, try_common(fcinfo, false, ZKM_SHARED, ZKS_SESSION))
+ZK_SQL_FUNC(zk_try_session_lock_shared_key, try_common(fcinfo, true, ZKM_SHARED, ZKS_SESSION))
+/* SQL: zk_unlock and zk_unlock_shared, by name or _key */
+ZK_SQL_FUNC(zk_unlock, unlock_common(fcinfo, false, ZKM_EXCLUSIVE))
+ZK_SQL_FUNC(zk_unlock_key, unlock_common(fcinfo, true, ZKM_EXCLUSIVE))
+ZK_SQL_FUNC(zk_unlock_shared, unlock_common(fcinfo, false, ZKM_SHARED))
+ZK_SQL_FUNC(zk_unlock_shared_key, unlock_common(fcinfo, true, ZKM_SHARED))
+
+PG_FUNCTION_INFO_V1(zk_unlock_all);
+
+/* SQL: zk_unlock_all() */
+Datum
+zk_unlock_all(PG_FUNCTION_ARGS)
+{
+	zk_release_all_session();
+	PG_RETURN_VOID();
+}
+
+/* The token of the lock this backend holds on the name, or NULL */
+static Datum
+token_common(FunctionCallInfo fcinfo, bool key)
+{
+	char	   *name;
+	int			len;
+	bool		held;
+	int64		token;
+
+	name = zk_arg_name(fcinfo, key, &len);
+	token = zk_held_token(name, len, &held);
+	if (!held)
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(token);
+}
+
+/* SQL: zk_lock_token(name), zk_lock_token_key(key): NULL unless held */
+ZK_SQL_FUNC(zk_lock_token, token_common(fcinfo, false))
+ZK_SQL_FUNC(zk_lock_token_key, token_common(fcinfo, true))
+
+/* ---- zk_lock_holders ---- */
+
+/* The fields of our own node data, {"cluster":..., "host":..., ...} */
+typedef struct NodeData
+{
+	int			depth;
+	int			adepth;			/* inside arrays: no field of ours */
+	const char *field;
+	char	   *v[8];
+	JsonTokenType t[8];
+} NodeData;
+
+static const char *const node_fields[8] =
+{"cluster", "host", "port", "database", "pid", "user", "application", "since"};
+
+/* JSON callbacks of parse_node_data: depth counts the objects we are in */
+static ZK_JSON_CB
+nd_object_start(void *state)
+{
+	((NodeData *) state)->depth++;
+	ZK_JSON_RETURN;
+}
+
+/* (parse_node_data) the end of an object */
+static ZK_JSON_CB
+nd_object_end(void *state)
+{
+	((NodeData *) state)->depth--;
+	ZK_JSON_RETURN;
+}
+
+/* (parse_node_data) inside an array no field is ours */
+static ZK_JSON_CB
+nd_array_start(void *state)
+{
+	((NodeData *) state)->adepth++;
+	ZK_JSON_RETURN;
+}
+
+/* (parse_node_data) the end of an array */
+static ZK_JSON_CB
+nd_array_end(void *state)
+{
+	((NodeData *) state)->adepth--;
+	ZK_JSON_RETURN;
+}
+
+/* (parse_node_data) remember the name of a top-level field */
+static ZK_JSON_CB
+nd_field_start(void *state, char *fname, bool isnull)
+{
+	NodeData   *nd = state;
+
+	nd->field = (nd->depth == 1) ? pstrdup(fname) : NULL;
+	ZK_JSON_RETURN;
+}
+
+/* (parse_node_data) keep a top-level scalar if it is one of node_fields */
+static ZK_JSON_CB
+nd_scalar(void *state, char *token, JsonTokenType tokentype)
+{
+	NodeData   *nd = state;
+	int			i;
+
+	if (nd->field == NULL || nd->adepth > 0 || tokentype == JSON_TOKEN_NULL)
+		ZK_JSON_RETURN;
+	for (i = 0; i < 8; i++)
+		if (strcmp(nd->field, node_fields[i]) == 0)
+		{
+			nd->v[i] = pstrdup(token);
+			nd->t[i] = tokentype;
+		}
+	ZK_JSON_RETURN;
+}
+
+/* A JSON scalar as an int4, or false when it is not one (never raises) */
+static bool
+json_int4(const char *v, JsonTokenType t, int32 *out)
+{
+	char	   *end;
+	long		l;
+
+	if (v == NULL || t != JSON_TOKEN_NUMBER)
+		return false;
+	errno = 0;
+	l = strtol(v, &end, 10);
+	if (errno != 0 || *end != '\0' || end == v || l < PG_INT32_MIN || l > PG_INT32_MAX)
+		return false;
+	*out = (int32) l;
+	return true;
+}
+
+/*
+ * Parse zklock's identity (UTF-8 JSON); false when the data is not ours
+ * (kazoo, garbage).  Never raises, whatever another client wrote.
+ */
+static bool
+parse_node_data(const char *data, int len, NodeData *nd)
+{
+	JsonLexContext *lex;
+	JsonSemAction sem;
+
+	memset(nd, 0, sizeof(NodeData));
+	if (len < 2 || data[0] != '{' || memchr(data, '\0', len) != NULL ||
+		!pg_verify_mbstr(PG_UTF8, data, len, true))
+		return false;
+	lex = zk_json_lexer(data, len);
+	memset(&sem, 0, sizeof(sem));
+	sem.semstate = nd;
+	sem.object_start = nd_object_start;
+	sem.object_end = nd_object_end;
+	sem.object_field_start = nd_field_start;
+	sem.array_start = nd_array_start;
+	sem.array_end = nd_array_end;
+	sem.scalar = nd_scalar;
+	if (pg_parse_json(lex, &sem) != JSON_SUCCESS)
+		return false;
+	return nd->v[0] != NULL;
+}
+
+typedef struct HolderRow
+{
+	ZkHolderRec *rec;
+	char	   *name;
+	char	   *data;
+} HolderRow;
+
+/* qsort comparator of HolderRows: creation order */
+static int
+holder_cmp(const void *a, const void *b)
+{
+	const HolderRow *x = a;
+	const HolderRow *y = b;
+
+	/* creation order: czxid, right across a sequence wrap */
+	return (x->rec->czxid > y->rec->czxid) - (x->rec->czxid < y->rec->czxid);
+}
+
+/*
+ * zk_lock_holders, zk_election_candidates and zk_semaphore_holders: every
+ * contender of the name, read by the worker into a DSM segment, in
+ * creation order, with its state as the worker would decide it and the
+ * identity zklock writes into its nodes (NULLs for another client's).
+ */
+static Datum
+holders_common(FunctionCallInfo fcinfo, bool key, int family)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	char	   *name;
+	int			len;
+	dsm_segment *seg;
+	ZkHoldersBuf *buf;
+	HolderRow  *rows;
+	ZkContender *contenders;
+	char	   *p;
+	int			n;
+	int			i;
+
+	if (family == ZKF_ELECTIONS)
+		name = zk_arg_text_name(fcinfo, 0, "election name", &len);
+	else if (family == ZKF_SEMPOOL)
+	{
+		name = zk_arg_text_name(fcinfo, 0, "semaphore name", &len);
+		zk_check_semaphore_name(name, len);
+	}
+	else
+		name = zk_arg_name(fcinfo, key, &len);
+	InitMaterializedSRF(fcinfo, 0);
+
+	seg = zk_query_holders(name, len, family);
+	buf = dsm_segment_address(seg);
+	n = buf->count;
+	rows = palloc0(sizeof(HolderRow) * Max(n, 1));
+	p = (char *) buf + MAXALIGN(sizeof(ZkHoldersBuf));
+	for (i = 0; i < n; i++)
+	{
+		ZkHolderRec *rec = (ZkHolderRec *) p;
+
+		rows[i].rec = palloc(sizeof(ZkHolderRec));
+		memcpy(rows[i].rec, rec, sizeof(ZkHolderRec));
+		rows[i].name = pnstrdup(p + sizeof(ZkHolderRec), rec->namelen);
+		rows[i].data = pnstrdup(p + sizeof(ZkHolderRec) + rec->namelen, rec->datalen);
+		p += MAXALIGN(sizeof(ZkHolderRec) + rec->namelen + rec->datalen);
+	}
+	dsm_detach(seg);
+	qsort(rows, n, sizeof(HolderRow), holder_cmp);
+	contenders = palloc0(sizeof(ZkContender) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		contenders[i].name = rows[i].name;
+		contenders[i].key = i;
+		contenders[i].shared = rows[i].rec->shared;
+	}
+
+	for (i = 0; i < n; i++)
+	{
+		Datum		values[14];
+		bool		nulls[14];
+		NodeData	nd;
+		bool		ours;
+		bool		shared = rows[i].rec->shared;
+		bool		held;
+		int			j;
+		int			dlen = rows[i].rec->datalen;
+
+		/* the recipe, exactly as the worker applies it (names.c) */
+		held = (family == ZKF_SEMPOOL ||	/* every lease is held */
+				zk_lock_blocker(contenders, n, i, NULL, true) == ZKLOCK_HELD);
+
+		memset(nulls, true, sizeof(nulls));
+		values[0] = CStringGetTextDatum(zk_display_name(rows[i].name));
+		values[1] = CStringGetTextDatum(family == ZKF_SEMPOOL ? "lease" :
+										shared ? "shared" : "exclusive");
+		values[2] = CStringGetTextDatum(held ? "held" : "waiting");
+		values[3] = Int32GetDatum(i);
+		values[4] = Int64GetDatum(rows[i].rec->czxid);
+		for (j = 0; j < 5; j++)
+			nulls[j] = false;
+
+		ours = parse_node_data(rows[i].data, dlen, &nd);
+		if (ours)
+		{
+			/* cluster, host, port, database, pid, user, application, since */
+			static const int col[8] = {5, 6, 7, 8, 9, 10, 11, 12};
+
+			for (j = 0; j < 8; j++)
+			{
+				if (nd.v[j] == NULL)
+					continue;
+				if (j == 2 || j == 4)
+				{
+					int32		iv;
+
+					if (!json_int4(nd.v[j], nd.t[j], &iv))
+						continue;	/* not a number: NULL */
+					values[col[j]] = Int32GetDatum(iv);
+				}
+				else
+					values[col[j]] = CStringGetTextDatum(zk_utf8_to_server_noerror(nd.v[j], strlen(nd.v[j])));
+				nulls[col[j]] = false;
+			}
+		}
+		if (dlen > 0)
+		{
+			if (memchr(rows[i].data, '\0', dlen) == NULL &&
+				pg_verify_mbstr(PG_UTF8, rows[i].data, dlen, true))
+				values[13] = CStringGetTextDatum(zk_utf8_to_server_noerror(rows[i].data, dlen));
+			else
+			{
+				/* not text in this database's encoding: show it as hex */
+				char	   *hex = palloc(dlen * 2 + 3);
+
+				hex[0] = '\\';
+				hex[1] = 'x';
+				hex_encode(rows[i].data, dlen, hex + 2);
+				hex[dlen * 2 + 2] = '\0';
+				values[13] = CStringGetTextDatum(hex);
+			}
+			nulls[13] = false;
+		}
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/* SQL: zk_lock_holders(name), zk_lock_holders_key(key) */
+ZK_SQL_FUNC(zk_lock_holders, holders_common(fcinfo, false, ZKF_LOCKS))
+ZK_SQL_FUNC(zk_lock_holders_key, holders_common(fcinfo, true, ZKF_LOCKS))
+/* SQL: zk_election_candidates(name): the candidates are lock contenders */
+ZK_SQL_FUNC(zk_election_candidates, holders_common(fcinfo, false, ZKF_ELECTIONS))
+/* SQL: zk_semaphore_holders(name): the pool's leases, all shown held */
+ZK_SQL_FUNC(zk_semaphore_holders, holders_common(fcinfo, false, ZKF_SEMPOOL))
+
+/* ---- zk_locks ---- */
+
+/* zk_snapshot_begin's filter of zk_locks: the live entries of SQL locks */
+static bool
+want_lock(ZkEntry *e)
+{
+	return zk_entry_live(e) && e->kind == ZKK_LOCK && e->family == ZKF_LOCKS;
+}
+
+/*
+ * A memory context for the values of one chunk of rows (reset after each
+ * chunk), so that a view of any size keeps one chunk's worth
+ */
+MemoryContext
+zk_row_context(void)
+{
+	return AllocSetContextCreate(CurrentMemoryContext, "zklock view rows",
+								 ALLOCSET_DEFAULT_SIZES);
+}
+
+/*
+ * One row of zk_locks or zk_semaphores from a copied entry: pid, database,
+ * name, (column 3: the caller's), scope, state, token, node (our node, once
+ * known, under the parent of "family"), requested_at, granted_at.
+ */
+void
+zk_entry_row(ZkLockRow *r, bool held, int family, Datum *values, bool *nulls)
+{
+	char	   *db;
+
+	memset(nulls, false, sizeof(bool) * 10);
+	values[0] = Int32GetDatum(r->pid);
+	db = OidIsValid(r->dbid) ? get_database_name(r->dbid) : NULL;
+	if (db)
+		values[1] = CStringGetTextDatum(db);
+	else
+		nulls[1] = true;
+	values[2] = CStringGetTextDatum(zk_display_name(r->name));
+	values[4] = CStringGetTextDatum(r->scope == ZKS_SESSION ? "session" : "transaction");
+	values[5] = CStringGetTextDatum(r->outcome == ZKO_LOST ? "lost" :
+									held ? "held" : "waiting");
+	if (held && r->token != 0)
+		values[6] = Int64GetDatum(r->token);
+	else
+		nulls[6] = true;
+	if (r->node[0])
+	{
+		char		parent[ZKLOCK_PARENT_MAX + 1];
+
+		zk_lock_parent(r->name, family, parent, sizeof(parent));
+		values[7] = CStringGetTextDatum(psprintf("%s/%s", parent, r->node));
+	}
+	else
+		nulls[7] = true;
+	values[8] = TimestampTzGetDatum(r->requested_at);
+	if (held && r->granted_at != 0)
+		values[9] = TimestampTzGetDatum(r->granted_at);
+	else
+		nulls[9] = true;
+}
+
+PG_FUNCTION_INFO_V1(zk_locks_internal);
+
+/* SQL: zk_locks_internal() */
+Datum
+zk_locks_internal(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ZkSnapshot *snap;
+	ZkLockRow  *copy;
+	MemoryContext rowcxt;
+	int			n;
+	int			i;
+
+	InitMaterializedSRF(fcinfo, 0);
+	rowcxt = zk_row_context();
+	snap = zk_snapshot_begin(want_lock);
+	while ((copy = zk_snapshot_next(snap, &n)) != NULL)	/* copied under the lock */
+	{
+		MemoryContext old = MemoryContextSwitchTo(rowcxt);
+
+		for (i = 0; i < n; i++)
+		{
+			ZkLockRow  *e = &copy[i];
+			Datum		values[10];
+			bool		nulls[10];
+
+			zk_entry_row(e, e->outcome == ZKO_GRANTED || e->outcome == ZKO_LOST, ZKF_LOCKS,
+						 values, nulls);
+			values[3] = CStringGetTextDatum(e->mode == ZKM_SHARED ? "shared" : "exclusive");
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(rowcxt);
+	}
+	return (Datum) 0;
+}
+
+
+/* ---- zk_entries: every entry of the table, whatever its kind ---- */
+
+/* The name of a ZkEntryState in zk_entries, or "?" */
+static const char *
+state_name(int state)
+{
+	static const char *const names[] = {
+		"free", "pending", "creating", "waiting", "held", "deleting", "done"
+	};
+
+	return state >= 0 && state <= ZKE_DONE ? names[state] : "?";
+}
+
+/* The name of a ZkOutcome in zk_entries, or "?" */
+static const char *
+outcome_name(int outcome)
+{
+	static const char *const names[] = {
+		"none", "granted", "busy", "failed", "lost"
+	};
+
+	return outcome >= 0 && outcome <= ZKO_LOST ? names[outcome] : "?";
+}
+
+/* zk_snapshot_begin's filter of zk_entries: every entry in use */
+static bool
+want_any(ZkEntry *e)
+{
+	return true;
+}
+
+PG_FUNCTION_INFO_V1(zk_entries_internal);
+
+/*
+ * SQL: zk_entries_internal(), behind the view zk_entries.  Every entry in
+ * use, copied under the shared lock a chunk at a time (zk_snapshot_next), for
+ * operators who want to know what occupies the table (entries_used of
+ * zk_status()) and what the worker still has to do.
+ */
+Datum
+zk_entries_internal(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ZkSnapshot *snap;
+	ZkLockRow  *rows;
+	MemoryContext rowcxt;
+	int			n;
+	int			i;
+
+	InitMaterializedSRF(fcinfo, 0);
+	rowcxt = zk_row_context();
+	snap = zk_snapshot_begin(want_any);
+	while ((rows = zk_snapshot_next(snap, &n)) != NULL)	/* copied under the lock */
+	{
+		MemoryContext old = MemoryContextSwitchTo(rowcxt);
+
+		for (i = 0; i < n; i++)
+		{
+			ZkLockRow  *r = &rows[i];
+			Datum		values[13];
+			bool		nulls[13];
+			char	   *db;
+
+			memset(nulls, false, sizeof(nulls));
+			values[0] = Int32GetDatum(r->idx);
+			if (r->pid != 0)
+				values[1] = Int32GetDatum(r->pid);
+			else
+				nulls[1] = true;	/* the worker's own */
+			db = OidIsValid(r->dbid) ? get_database_name(r->dbid) : NULL;
+			if (db)
+				values[2] = CStringGetTextDatum(db);
+			else
+				nulls[2] = true;
+			values[3] = CStringGetTextDatum(zk_kind_label(r->kind));
+			if (r->name[0])
+				values[4] = CStringGetTextDatum(zk_display_name(r->name));
+			else
+				nulls[4] = true;
+			values[5] = CStringGetTextDatum(state_name(r->state));
+			values[6] = CStringGetTextDatum(outcome_name(r->outcome));
+			values[7] = BoolGetDatum(r->released);
+			values[8] = BoolGetDatum(r->queued);
+			values[9] = BoolGetDatum(r->on_retry);
+			values[10] = BoolGetDatum(r->in_doubt);
+			values[11] = Int32GetDatum(r->outstanding);
+			if (r->requested_at != 0)
+				values[12] = TimestampTzGetDatum(r->requested_at);
+			else
+				nulls[12] = true;
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(rowcxt);
+	}
+	return (Datum) 0;
+}

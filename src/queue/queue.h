@@ -1,0 +1,235 @@
+/*-------------------------------------------------------------------------
+ *
+ * queue.h
+ *	  The queue recipe's shared formats: what a backend and the worker hand
+ *	  each other through dynamic shared memory (zk_dsa()), and what a
+ *	  committing transaction writes into its ZooKeeper transaction node.
+ *
+ *	  ZooKeeper layout (kazoo's LockingQueue):
+ *		<root>/queues/<name>/entries/entry-PPP-<seq>	item, data = payload
+ *		<root>/queues/<name>/taken/entry-PPP-<seq>		claim
+ *		<root>/queues/<name>/next						the next number, once
+ *														this cluster names the
+ *														items (counter's end)
+ *		<root>/txns/<sysid>-<run>-<fullxid>			items of a transaction
+ *														between its pre-commit
+ *														and its publication
+ *														(<sysid>-<fullxid>: before
+ *														runs existed)
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef ZKLOCK_QUEUE_H
+#define ZKLOCK_QUEUE_H
+
+#include "zklock.h"
+#include "trust.h"
+
+#include "utils/dsa.h"
+
+/*
+ * ZooKeeper refuses a packet over jute.maxbuffer (1 MB less one byte by
+ * default); a transaction's items travel in one create and one multi, so
+ * their total, with paths and headers, must stay under it.
+ */
+#define ZKQ_TXN_MAX			1000000
+#define ZKQ_TXN_BASE		1024	/* request and multi headers, the txn
+									 * node's delete and path */
+#define ZKQ_ITEM_OVERHEAD	128		/* per item besides payload, root and
+									 * encoded name: op header, ACL, flags,
+									 * "/queues/", "/entries/entry-PPP-" */
+#define ZKQ_MULTI_BUDGET	500000	/* bytes of paths in one consuming multi */
+#define ZKQ_MAX_ITEMS		1000	/* max_items of one dequeue */
+#define ZKQ_NODE_MAX		32		/* "entry-PPP-<seq>" */
+
+/*
+ * The transaction node's data: a header, then the items.  Nodes written
+ * before runs existed carry ZkTxnHeaderV1 (no run: settled as before), and
+ * before MACs ZkTxnHeaderV2 (no mac); the worker widens them when it reads
+ * one (queue_settle.c), and accepts them unsigned only in the run that
+ * made the cluster's key (trust.h).
+ */
+#define ZKQ_TXN_MAGIC_V1	0x5A4B5154	/* "ZKQT" */
+#define ZKQ_TXN_MAGIC_V2	0x5A4B5132	/* "ZKQ2" */
+#define ZKQ_TXN_MAGIC		0x5A4B5133	/* "ZKQ3" */
+typedef struct ZkTxnHeaderV1
+{
+	uint32		magic;
+	uint32		nitems;
+	uint64		sysid;
+	uint64		fxid;
+	uint64		lsn;
+	uint32		tli;
+	uint32		total;
+} ZkTxnHeaderV1;
+
+typedef struct ZkTxnHeaderV2
+{
+	uint32		magic;
+	uint32		nitems;
+	uint64		sysid;
+	uint64		fxid;
+	uint64		lsn;
+	uint32		tli;
+	uint32		total;
+	uint64		run;
+	uint64		rec;
+} ZkTxnHeaderV2;
+
+typedef struct ZkTxnHeader
+{
+	uint32		magic;
+	uint32		nitems;
+	uint64		sysid;
+	uint64		fxid;
+	uint64		lsn;			/* the end of the transaction's mark, flushed */
+	uint32		tli;			/* ... on this timeline */
+	uint32		total;			/* bytes, header included */
+	uint64		run;			/* the run that wrote it (history.h) */
+	uint64		rec;			/* the start of the mark (ZkHistMark) */
+	uint8		mac[32];		/* HMAC-SHA256 of the node's path under the
+								 * root and its data with this zeroed
+								 * (trust.h) */
+} ZkTxnHeader;
+
+/*
+ * A published transaction node kept against a late create of it
+ * (queue_publish.c, "Late creates"): this data, and one child
+ * ZKQ_TXN_KEPT_CHILD, so that the publishing multi sent again fails on its
+ * delete.  The settling pass deletes it once the session that published it
+ * is dead (queue_settle.c).
+ */
+#define ZKQ_TXN_KEPT_MAGIC	0x5A4B514B	/* "ZKQK" */
+#define ZKQ_TXN_KEPT_CHILD	"kept"
+typedef struct ZkTxnKept
+{
+	uint32		magic;
+	uint32		zero;
+	uint64		sysid;
+	uint64		fxid;
+	uint64		run;
+	uint64		session;		/* the session that published it */
+	uint8		mac[32];		/* HMAC-SHA256 of the node's path under the
+								 * root and this with mac zeroed (trust.h) */
+} ZkTxnKept;
+
+typedef struct ZkTxnItem
+{
+	uint16		priority;		/* 0..999, or ZKQ_OP_* | ZKQ_OP_ITEM */
+	uint16		qlen;			/* queue name, UTF-8, no terminator; for an
+								 * op, the node's path under the root */
+	uint32		plen;			/* payload; for an op, the node's data */
+	/* followed by the name and the payload */
+} ZkTxnItem;
+
+/*
+ * Besides queue items, a transaction node carries writes of other recipes
+ * (gates, arrivals) that must happen exactly when the transaction commits:
+ * "create this node unless it exists", "delete it unless it is gone".  They
+ * go into the same publishing multi as the items; one that finds its work
+ * already done is marked skipped (in the worker's copy) and the multi is
+ * sent again without it.
+ */
+#define ZKQ_OP_ITEM			0x4000	/* priority field: this is an op */
+#define ZKQ_OP_SKIP			0x8000	/* worker: found done, leave it out */
+#define ZKQ_OP_MASK			0x00FF
+#define ZKQ_OP_CREATE		1		/* create <root>/<path> (persistent) */
+#define ZKQ_OP_DELETE		2		/* delete <root>/<path> */
+#define ZKQ_IS_OP(prio)		(((prio) & ZKQ_OP_ITEM) != 0)
+
+/* One message, as a dequeue or a peek returns it */
+typedef struct ZkMsgRec
+{
+	int64		msg_id;		/* zk_queue_msg_id: the msg_id column */
+	int64		ctime_ms;
+	int32		priority;
+	uint32		len;
+	char		node[ZKQ_NODE_MAX];
+	/* followed by the payload */
+} ZkMsgRec;
+
+/* One claim of a dequeue, in the array its entry's "claims" points to */
+#define ZKQC_FREE		0
+#define ZKQC_DOUBT		1		/* claim sent, reply lost: ours or not? */
+#define ZKQC_HELD		2		/* ours, message read */
+#define ZKQC_RETURN		3		/* ours, its payload found no room: the
+								 * claim's delete is out (give it back) */
+typedef struct ZkClaimRec
+{
+	char		node[ZKQ_NODE_MAX];
+	uint8		status;
+	bool		has_item;		/* HELD: the item was there when read, so a
+								 * commit deletes it with the claim */
+	dsa_pointer msg;			/* ZkMsgRec, once read, until the owner has
+								 * copied it out (then freed, under the lock) */
+} ZkClaimRec;
+
+/* What the owner decided about its queue entry before letting go of it */
+#define ZKQD_NONE		0		/* abort, exit, or gave up waiting */
+#define ZKQD_COMMIT		1
+
+/* ZKK_QINFO operations */
+typedef enum ZkQinfoOp
+{
+	ZKQI_LENGTH = 0,
+	ZKQI_PEEK,
+	ZKQI_PURGE,
+	ZKQI_QUEUES,
+	ZKQI_RELEASE_CLUSTER,
+	ZKQI_DROP
+} ZkQinfoOp;
+
+/*
+ * A ZKQI_DROP answer (the entry's token): dropped, not there, or refused
+ * (errmsg says why, in a sentence for the error's detail)
+ */
+#define ZKQ_DROP_DONE		1	/* its nodes deleted in one multi */
+#define ZKQ_DROP_ABSENT		0	/* no such queue: nothing to do */
+#define ZKQ_DROP_ITEMS		(-1)	/* it has items or claims */
+#define ZKQ_DROP_IN_USE		(-2)	/* this cluster uses it right now */
+#define ZKQ_DROP_FOREIGN	(-3)	/* its node has children not zklock's */
+#define ZKQ_DROP_CHANGING	(-4)	/* it changed under every try */
+
+/* A ZKQI_QUEUES answer: one record per queue, each followed by its name */
+typedef struct ZkQueueRow
+{
+	int64		items;
+	int64		claimed;
+	uint16		namelen;
+} ZkQueueRow;
+
+#define ZKQ_TXN_QUEUE_ITEMS	1024	/* items of one transaction in one queue */
+
+/* queue_nodes.c: paths (<root>/queues/<encoded name>), items, seals */
+extern int64 zk_queue_msg_id(int64 czxid, const char *node);
+extern bool zk_queue_node_priority(const char *child, int *priority);
+extern void zk_queue_path(const char *name, char *out, size_t outlen);
+extern void zk_txn_sign(const char *path, char *blob, size_t len);
+extern ZkMacCheck zk_txn_verify(const char *path, const char *blob, size_t len,
+								bool had_mac);
+extern void zk_kept_sign(const char *path, ZkTxnKept *k);
+extern bool zk_kept_verify(const char *path, const ZkTxnKept *k);
+
+/* queue_backend.c */
+typedef void (*zkq_emit_fn) (const ZkMsgRec *m, const char *payload, void *arg);
+extern void zk_queue_check_name(const char *name, int len);
+extern void zk_queue_enqueue(const char *qname, int qlen, const char *payload, Size plen,
+							 int priority);
+extern int	zk_queue_dequeue(const char *qname, int qlen, int max_items, bool try_only,
+							 int64 timeout_ms, zkq_emit_fn emit, void *arg);
+extern ZkEntry *zk_queue_info(ZkQinfoOp op, const char *qname, int qlen, int n, uint64 arg,
+							  uint32 *idx, uint32 *gen, const char *what);
+extern void zk_queue_info_done(uint32 idx, uint32 gen);
+/* zk_queue_local_counts: one queue's claims held and consumers waiting here */
+typedef struct ZkQueueLocal
+{
+	char		name[ZKLOCK_QNAME_MAX + 1]; /* the hash key */
+	int			claims;
+	int			waiting;
+} ZkQueueLocal;
+extern struct HTAB *zk_queue_local_counts(void);
+extern int	zk_queue_pending_items(const char *qname, int qlen);
+extern void zk_queue_txn_op(int op, const char *relpath, const char *data, int dlen,
+							const char *what);
+
+#endif							/* ZKLOCK_QUEUE_H */

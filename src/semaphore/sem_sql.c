@@ -1,0 +1,162 @@
+/*-------------------------------------------------------------------------
+ *
+ * sem_sql.c
+ *	  The semaphore recipe's SQL functions: the zk_semaphore families, its
+ *	  release and the zk_semaphores view.  What they call is in
+ *	  sem_backend.c.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "zklock.h"
+#include "lock/lock.h"
+#include "semaphore.h"
+
+#include "fmgr.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+#include "utils/tuplestore.h"
+
+PG_FUNCTION_INFO_V1(zk_semaphore);
+PG_FUNCTION_INFO_V1(zk_try_semaphore);
+PG_FUNCTION_INFO_V1(zk_session_semaphore);
+PG_FUNCTION_INFO_V1(zk_try_session_semaphore);
+PG_FUNCTION_INFO_V1(zk_semaphore_release);
+PG_FUNCTION_INFO_V1(zk_semaphores_internal);
+
+/* The max_leases argument argno: not NULL, at least 1 (22004, 22023) */
+static int32
+arg_max(FunctionCallInfo fcinfo, int argno)
+{
+	int32		max;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("zklock max_leases must not be null"),
+				 errhint("Give how many may hold the semaphore at once, 1 or more.")));
+	max = PG_GETARG_INT32(argno);
+	if (max < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock max_leases must be at least 1"),
+				 errdetail("max_leases was %d.", max),
+				 errhint("Give how many may hold the semaphore at once, 1 or more.")));
+	return max;
+}
+
+/*
+ * The zk_semaphore families: take a lease on the named semaphore of
+ * max_leases for the transaction or the session; a try answers whether
+ * it got one, without waiting for the pool.
+ */
+static Datum
+sem_common(FunctionCallInfo fcinfo, ZkScope scope, bool try_only)
+{
+	int			len;
+	char	   *name = zk_arg_text_name(fcinfo, 0, "semaphore name", &len);
+	int32		max = arg_max(fcinfo, 1);
+	int64		timeout_ms = try_only ? 0 : zk_arg_timeout_ms(fcinfo, 2);
+	bool		ok;
+
+	zk_require_shmem();
+	zk_check_name(name, len);
+	zk_check_semaphore_name(name, len);
+	zk_backend_init();
+	ok = zk_sem_acquire(name, len, max, scope, try_only, timeout_ms);
+	if (try_only)
+		PG_RETURN_BOOL(ok);
+	PG_RETURN_VOID();
+}
+
+/* SQL: zk_semaphore() */
+Datum
+zk_semaphore(PG_FUNCTION_ARGS)
+{
+	return sem_common(fcinfo, ZKS_TRANSACTION, false);
+}
+
+/* SQL: zk_try_semaphore() */
+Datum
+zk_try_semaphore(PG_FUNCTION_ARGS)
+{
+	return sem_common(fcinfo, ZKS_TRANSACTION, true);
+}
+
+/* SQL: zk_session_semaphore() */
+Datum
+zk_session_semaphore(PG_FUNCTION_ARGS)
+{
+	return sem_common(fcinfo, ZKS_SESSION, false);
+}
+
+/* SQL: zk_try_session_semaphore() */
+Datum
+zk_try_session_semaphore(PG_FUNCTION_ARGS)
+{
+	return sem_common(fcinfo, ZKS_SESSION, true);
+}
+
+/* zk_semaphore_release(name): one session hold; false + WARNING when none */
+Datum
+zk_semaphore_release(PG_FUNCTION_ARGS)
+{
+	int			len;
+	char	   *name = zk_arg_text_name(fcinfo, 0, "semaphore name", &len);
+
+	PG_RETURN_BOOL(zk_sem_release_session(name, len));
+}
+
+/* ---- zk_semaphores: this cluster's leases and waiters ---- */
+
+/* zk_snapshot_begin's filter of zk_semaphores: leases, and waiters for one */
+static bool
+want_sem(ZkEntry *e)
+{
+	if (!zk_entry_live(e))
+		return false;
+	if (e->kind == ZKK_SEMLEASE)
+		return true;
+	/* in line for the guard: waiting for a lease (a granted guard is followed by its lease entry) */
+	return e->kind == ZKK_LOCK && e->family == ZKF_SEMAPHORES && e->outcome == ZKO_NONE;
+}
+
+/* SQL: zk_semaphores_internal() */
+Datum
+zk_semaphores_internal(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ZkSnapshot *snap;
+	ZkLockRow  *copy;
+	MemoryContext rowcxt;
+	int			n;
+	int			i;
+
+	InitMaterializedSRF(fcinfo, 0);
+	rowcxt = zk_row_context();
+	snap = zk_snapshot_begin(want_sem);
+	while ((copy = zk_snapshot_next(snap, &n)) != NULL)	/* copied under the lock */
+	{
+		MemoryContext old = MemoryContextSwitchTo(rowcxt);
+
+		for (i = 0; i < n; i++)
+		{
+			ZkLockRow  *r = &copy[i];
+			Datum		values[10];
+			bool		nulls[10];
+			bool		lease = (r->kind == ZKK_SEMLEASE);
+
+			zk_entry_row(r, lease && (r->outcome == ZKO_GRANTED || r->outcome == ZKO_LOST),
+						 ZKF_SEMPOOL, values, nulls);
+			values[3] = Int32GetDatum(r->parties);
+			/* in line for the guard: no scope yet, and its node is the guard's */
+			if (!lease)
+				nulls[4] = nulls[7] = true;
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(rowcxt);
+	}
+	return (Datum) 0;
+}
