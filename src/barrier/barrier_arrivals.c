@@ -626,8 +626,8 @@ reset_blocked(ZkEntry *e, BInfo *bi)
 }
 
 /* Every turn the session is usable: run the paused resets that are due */
-void
-zk_b_binfo_turn(void)
+static void
+b_binfo_turn(void)
 {
 	ListCell   *lc;
 	TimestampTz now;
@@ -723,8 +723,8 @@ binfo_drive_failed(ZkEntry *e)
 }
 
 /* The session ended: the read starts over when usable, unless answered */
-void
-zk_b_binfo_session_lost(ZkEntry *e, const char *why)
+static void
+b_binfo_session_lost(ZkEntry *e, const char *why)
 {
 	/* its reads are void: their completions find list_inflight cleared */
 	e->list_inflight = false;
@@ -735,8 +735,17 @@ zk_b_binfo_session_lost(ZkEntry *e, const char *why)
 		zk_retry_later(e);
 }
 
+/* A previous worker's read or reset: as if its session had ended */
+static void
+binfo_adopt(ZkEntry *e)
+{
+	b_binfo_session_lost(e, NULL);
+}
+
 const ZkKindOps zk_binfo_ops = {
 	.drive = binfo_drive,
 	.drive_failed = binfo_drive_failed,
-	.session_lost = zk_b_binfo_session_lost,
+	.session_lost = b_binfo_session_lost,
+	.adopt = binfo_adopt,
+	.turn = b_binfo_turn,	/* paused resets */
 };

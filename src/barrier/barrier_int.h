@@ -68,11 +68,4 @@ extern void zk_b_obj_create_sent(BObj *o);
 extern void zk_b_obj_create_done(BObj *o);
 extern void zk_b_obj_unwatch_unused(BObj *o);
 
-/* barrier_member.c */
-extern void zk_b_member_session_lost(ZkEntry *e, const char *why);
-
-/* barrier_arrivals.c */
-extern void zk_b_binfo_session_lost(ZkEntry *e, const char *why);
-extern void zk_b_binfo_turn(void);
-
 #endif							/* ZKLOCK_BARRIER_INT_H */

@@ -878,8 +878,8 @@ member_drive_failed(ZkEntry *e)
  * not left gets a new node in the next session (same name), so that it
  * still counts and is still waited for.
  */
-void
-zk_b_member_session_lost(ZkEntry *e, const char *why)
+static void
+b_member_session_lost(ZkEntry *e, const char *why)
 {
 	if (e->create_inflight)
 	{
@@ -901,10 +901,18 @@ zk_b_member_session_lost(ZkEntry *e, const char *why)
 	zk_retry_later(e);
 }
 
+/* A previous worker's member: as if its session had ended */
+static void
+member_adopt(ZkEntry *e)
+{
+	b_member_session_lost(e, NULL);
+}
+
 const ZkKindOps zk_bmember_ops = {
 	.drive = member_step,
 	.drive_failed = member_drive_failed,
-	.session_lost = zk_b_member_session_lost,
+	.session_lost = b_member_session_lost,
+	.adopt = member_adopt,
 	/*
 	 * its creates and deletes go through batch.c, the watch on ready right
 	 * behind the create; its other reads need to see no write held there

@@ -1347,39 +1347,17 @@ b_session_reset(void)
 }
 
 /*
- * The recipe's session_usable, every turn the session is usable.  The first
- * time it adopts the barrier entries a previous worker left in shared
- * memory; then idle rechecks and forgetting, after a reconnect the watches
- * nobody waits on, and the probes that waited for a usable session.
+ * The recipe's session_usable, every turn the session is usable: idle
+ * rechecks and forgetting, after a reconnect the watches nobody waits on,
+ * and the probes that waited for a usable session.  (A previous worker's
+ * entries are adopted by each kind's adopt op.)
  */
 static void
 b_session_usable(void)
 {
-	static bool adopted = false;
 	HASH_SEQ_STATUS st;
 	BObj	   *o;
 
-	if (!adopted)
-	{
-		int			i;
-
-		/* the entries of a previous worker survive it in shared memory */
-		adopted = true;
-		for (i = 0; i < zk_ctl->max_entries; i++)
-		{
-			ZkEntry    *e = zk_entry(i);
-
-			if (e->state == ZKE_FREE || e->queued)
-				continue;
-			if (e->kind == ZKK_BWAIT)
-				bwait_drive(e);
-			else if (e->kind == ZKK_BMEMBER)
-				zk_b_member_session_lost(e, NULL);
-			else if (e->kind == ZKK_BINFO)
-				zk_b_binfo_session_lost(e, NULL);
-		}
-	}
-	zk_b_binfo_turn();			/* paused resets (barrier_arrivals.c) */
 	if (objs == NULL)
 		return;
 	idle_recheck();
@@ -1426,4 +1404,5 @@ const ZkKindOps zk_bwait_ops = {
 	.drive = bwait_drive,
 	.drive_failed = bwait_drive_failed,
 	.session_lost = bwait_session_lost,
+	.adopt = bwait_drive,		/* a previous worker's wait joins again */
 };

@@ -52,6 +52,17 @@ typedef struct ZkKindOps
 	void		(*session_lost) (ZkEntry *e, const char *why);
 
 	/*
+	 * Optional: the first turn a worker's session is usable, once for each
+	 * entry of the kind that a previous worker left in shared memory (the
+	 * entries survive it; those still on the request queue are driven from
+	 * there instead).  Without it the entry waits for its next drive.
+	 */
+	void		(*adopt) (ZkEntry *e);
+
+	/* Optional: every turn the session is usable, once for the kind */
+	void		(*turn) (void);
+
+	/*
 	 * Optional: called by zk_entry_free (shmem.c), lock held, before the
 	 * entry goes back on the free list: let go of what the kind keeps
 	 * outside the entry that nobody else frees.

@@ -225,8 +225,46 @@ zk_session_set(zhandle_t *h, uint64 session_id)
 }
 
 /*
+ * The first turn this worker's session is usable: hand every entry a
+ * previous worker left in shared memory -- not free, not on the request
+ * queue -- to its kind's adopt op, once.  An error fails that entry only.
+ */
+static void
+kinds_adopt(void)
+{
+	static bool adopted = false;
+	volatile int i;				/* lives across PG_TRY */
+
+	if (adopted || !zk_session_usable())
+		return;
+	adopted = true;
+	for (i = 0; i < zk_ctl->max_entries; i++)
+	{
+		ZkEntry    *volatile e = zk_entry(i);
+		int			depth;
+		MemoryContext cxt;
+
+		if (e->state == ZKE_FREE || e->queued || e->kind >= ZKK_NUM ||
+			KIND_OPS(e)->adopt == NULL)
+			continue;
+		depth = zk_worker_lock_depth();
+		cxt = CurrentMemoryContext;
+		PG_TRY();
+		{
+			KIND_OPS(e)->adopt(e);
+		}
+		PG_CATCH();
+		{
+			zk_completion_error(e, depth, cxt);
+		}
+		PG_END_TRY();
+	}
+}
+
+/*
  * The session is usable: drive everything on the retry list, in the order
- * it was put there.
+ * it was put there; adopt a previous worker's entries (once); every kind's
+ * and every recipe's turn.
  */
 void
 zk_recipes_reconnected(void)
@@ -259,6 +297,23 @@ zk_recipes_reconnected(void)
 	/* what all of the root keeps in ZooKeeper (kept.c) */
 	if (zk_session_usable())
 		zk_kept_turn();
+	kinds_adopt();
+	for (k = 0; k < ZKK_NUM; k++)
+		if (zk_registry->kinds[k].ops->turn && zk_session_usable())
+		{
+			int			depth = zk_worker_lock_depth();
+			MemoryContext cxt = CurrentMemoryContext;
+
+			PG_TRY();
+			{
+				zk_registry->kinds[k].ops->turn();
+			}
+			PG_CATCH();
+			{
+				zk_completion_error(NULL, depth, cxt);
+			}
+			PG_END_TRY();
+		}
 	for (k = 0; k < nrecipes(); k++)
 		if (recipe_at(k)->session_usable && zk_session_usable())
 		{

@@ -3,7 +3,7 @@
  * lock.h
  *	  The lock recipe's definitions shared by its files and by the recipes
  *	  that stand on locks (lease, semaphore, election): where a lock entry's
- *	  lock lives (its family), the order of contenders (names.c), the
+ *	  lock lives (its family), the order of contenders (lock_names.c), the
  *	  answer of a holders' read, and lock_backend.c's and lock_sql.c's
  *	  calls.
  *
@@ -33,8 +33,9 @@ extern bool zk_node_seq(const char *child, int64 *seq);
 extern void zk_check_semaphore_name(const char *name, int len);
 
 /*
- * One contender of a lock, as the recipe orders them (lock_names.c): key is the creation order (sequence number, or czxid once the
- * sequence has wrapped).
+ * One contender of a lock, as the recipe orders them (lock_names.c): key
+ * is the creation order (sequence number, or czxid once the sequence has
+ * wrapped).
  */
 typedef struct ZkContender
 {

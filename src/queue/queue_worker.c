@@ -60,7 +60,6 @@ bool zk_q_resolve_running = false;
 TimestampTz zk_q_resolve_not_before = 0;	/* a settling pass waits for a
 											 * run that may still die */
 static bool was_in_recovery = true;
-static bool entries_adopted = false;
 
 /* The memory of the queue recipe's worker state, made on first use */
 MemoryContext
@@ -717,9 +716,9 @@ zk_q_unsettle_all(void)
 }
 
 /*
- * Called every turn while the session is usable: adopt the entries of a
- * previous worker (they survive it in shared memory), and settle what a
- * crash left behind once this server is a primary.
+ * Called every turn while the session is usable: settle what a crash left
+ * behind once this server is a primary.  (A previous worker's entries are
+ * adopted by each kind's adopt op.)
  */
 static void
 q_session_usable(void)
@@ -733,26 +732,6 @@ q_session_usable(void)
 		/* events missed while disconnected come back, but be sure */
 		reconnects = now_reconnects;
 		zk_q_unsettle_all();
-	}
-	if (!entries_adopted)
-	{
-		int			i;
-
-		entries_adopted = true;
-		for (i = 0; i < zk_ctl->max_entries; i++)
-		{
-			ZkEntry    *e = zk_entry(i);
-
-			if (e->state == ZKE_FREE || e->queued ||
-				(e->kind != ZKK_QPUB && e->kind != ZKK_QCLAIM && e->kind != ZKK_QINFO))
-				continue;
-			if (e->kind == ZKK_QINFO)
-			{
-				zk_qinfo_session_lost(e, "The zklock worker restarted");
-				continue;
-			}
-			qdurable_session_lost(e, NULL);
-		}
 	}
 	zk_q_unwatch_idle();
 	zk_q_resume_unflushed();
@@ -800,10 +779,25 @@ const ZkRecipe zk_queue_recipe = {
 	.session_usable = q_session_usable,
 };
 
+/* A previous worker's publication or dequeue: as if its session had ended */
+static void
+qdurable_adopt(ZkEntry *e)
+{
+	qdurable_session_lost(e, NULL);
+}
+
+/* A previous worker's read fails: its answer cannot come */
+static void
+qinfo_adopt(ZkEntry *e)
+{
+	zk_qinfo_session_lost(e, "The zklock worker restarted");
+}
+
 const ZkKindOps zk_qpub_ops = {
 	.drive = zk_qpub_drive,
 	.drive_failed = qdurable_drive_failed,
 	.session_lost = qdurable_session_lost,
+	.adopt = qdurable_adopt,
 	.batched = true,			/* publications: zk_batch_multi */
 };
 
@@ -811,6 +805,7 @@ const ZkKindOps zk_qclaim_ops = {
 	.drive = zk_qclaim_drive,
 	.drive_failed = qdurable_drive_failed,
 	.session_lost = qdurable_session_lost,
+	.adopt = qdurable_adopt,
 	.batched = true,			/* claims and consumes: zk_batch_multi, and a claim's read behind it */
 };
 
@@ -829,5 +824,6 @@ const ZkKindOps zk_qinfo_ops = {
 	.drive = zk_qinfo_drive,
 	.drive_failed = zk_qinfo_drive_failed,
 	.session_lost = zk_qinfo_session_lost,
+	.adopt = qinfo_adopt,
 	.entry_freed = qinfo_freed,
 };
