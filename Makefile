@@ -37,6 +37,7 @@ OBJS = \
 	src/lease/lease_sweep.o \
 	src/lease/lease_sql.o \
 	src/queue/queue_nodes.o \
+	src/queue/queue_state.o \
 	src/queue/queue_worker.o \
 	src/queue/queue_publish.o \
 	src/queue/queue_nskept.o \

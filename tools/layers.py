@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tools/layers.py [--graph] - check that zklock's layers only point down.
+"""tools/layers.py [--graph] [--src DIR] - check that zklock's layers only point down.
 
 The rules (src/README, "Layers"):
 
@@ -13,11 +13,13 @@ The rules (src/README, "Layers"):
      symbol defined in folder B" has no cycle.
   3. Inside a folder whose README has a "Stack:" line (file names, bottom
      first), a file uses only symbols defined by itself or by files below
-     it: no call back up.
+     it: no call back up.  Files in parentheses share a place and may call
+     each other: a knot the README owns up to.
 
 Symbols come from nm on the built objects (run after make); included
 headers and named identifiers from the sources.  Exit status 1 with one
-line per offence; --graph prints the folder graph and the counts.
+line per offence; --graph prints the folder graph and the counts; --src
+checks another tree than this checkout's src (test/t/011_layers.pl).
 """
 
 import os
@@ -70,7 +72,11 @@ def strip_comments(text):
 
 
 def stack_of(folder):
-    """The "Stack:" line of the folder's README: its files, bottom first."""
+    """The "Stack:" line of the folder's README: {file: rank}, bottom first.
+
+    Files in parentheses share a rank: they may call each other (a knot the
+    README names); otherwise a file calls only files of lower rank.
+    """
     readme = os.path.join(SRC, folder, 'README')
     if not os.path.exists(readme):
         return None
@@ -79,10 +85,24 @@ def stack_of(folder):
     m = re.search(r'^Stack:((?:.*\n)(?:[ \t]+\S.*\n)*)', text, flags=re.M)
     if not m:
         return None
-    return [w.rstrip(',') for w in m.group(1).split() if w.rstrip(',').endswith('.c')]
+    rank, r, group = {}, 0, False
+    for w in re.findall(r'\(|\)|[\w.]+\.c', m.group(1)):
+        if w == '(':
+            group = True
+        elif w == ')':
+            group = False
+            r += 1
+        else:
+            rank[w] = r
+            if not group:
+                r += 1
+    return rank
 
 
 def main():
+    global SRC
+    if '--src' in sys.argv:
+        SRC = os.path.abspath(sys.argv[sys.argv.index('--src') + 1])
     objs = objects()
     if not objs:
         print('layers.py: no objects under src/: run make first', file=sys.stderr)
@@ -168,7 +188,6 @@ def main():
         missing = files - set(stack)
         for m in sorted(missing):
             bad.append('src/%s/README: Stack: does not place %s' % (fo, m))
-        rank = {f: i for i, f in enumerate(stack)}
         for o in objs:
             if folder_of(o) != fo:
                 continue
@@ -176,7 +195,7 @@ def main():
             for s in sorted(uses[o]):
                 if s in owner and folder_of(owner[s]) == fo:
                     other = os.path.basename(owner[s])[:-2] + '.c'
-                    if other != me and rank.get(other, -1) > rank.get(me, -1):
+                    if other != me and stack.get(other, -1) > stack.get(me, -1):
                         bad.append('%s calls up its stack: %s uses %s (%s)' % (fo, me, s, other))
 
     if '--graph' in sys.argv:

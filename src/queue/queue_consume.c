@@ -611,73 +611,6 @@ zk_q_kick(QState *q)
 		q->twatch = true;
 }
 
-/* Add e's claims to its queue's held set (held) or take them out */
-void
-zk_q_count_held(ZkEntry *e, bool held)
-{
-	QState	   *q;
-	ZkClaimRec *c;
-	int			i;
-
-	if (e->qcounted == held)
-		return;
-	e->qcounted = held;
-	q = zk_q_state(e->name, false);
-	if (q == NULL || !DsaPointerIsValid(e->claims))
-		return;
-	if (!held && e->decision != ZKQD_COMMIT)
-	{
-		/* its items may come back: the next round lists again */
-		q->settled = false;
-		q->rest_exact = false;
-		q->again = true;
-	}
-	if (q->held == NULL)
-	{
-		HASHCTL		ctl;
-
-		if (!held)
-			return;
-		memset(&ctl, 0, sizeof(ctl));
-		ctl.keysize = ZKQ_NODE_MAX;
-		ctl.entrysize = sizeof(HeldNode);
-		ctl.hcxt = zk_q_context();
-		q->held = hash_create("zklock held claims", 16, &ctl,
-							  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-	}
-	c = zk_q_claims_of(e);
-	for (i = 0; i < e->max_items; i++)
-	{
-		char		key[ZKQ_NODE_MAX];
-		HeldNode   *h;
-		bool		found;
-
-		/* in: what the zk_q_grant hands over; out: whatever names an item */
-		if (c[i].node[0] == '\0' || (held && c[i].status != ZKQC_HELD))
-			continue;
-		memset(key, 0, sizeof(key));
-		strlcpy(key, c[i].node, sizeof(key));
-		h = hash_search(q->held, key, held ? HASH_ENTER : HASH_FIND, &found);
-		if (h == NULL)
-			continue;
-		if (held)
-			h->count = found ? h->count + 1 : 1;
-		else
-		{
-			if (q->list.pending > 0)
-			{
-				/* the listing in flight may still show it: ours, too */
-				MemoryContext old = MemoryContextSwitchTo(zk_q_context());
-
-				q->gone = lappend(q->gone, pstrdup(key));
-				MemoryContextSwitchTo(old);
-			}
-			if (--h->count <= 0)
-				(void) hash_search(q->held, key, HASH_REMOVE, NULL);
-		}
-	}
-}
-
 /* Is str in l (a List of C strings)? */
 static bool
 str_in_list(List *l, const char *str)
@@ -1134,4 +1067,32 @@ zk_q_round_done(QState *q)
 		return;
 	}
 	/* watches set, nothing missed: the watcher kicks us */
+}
+
+/*
+ * Every queue lists again before it trusts what it knew; those with waiters
+ * and no round under way, at once.
+ */
+void
+zk_q_unsettle_all(void)
+{
+	HASH_SEQ_STATUS st;
+	QState	   *q;
+	List	   *kick = NIL;
+	ListCell   *lc;
+
+	if (zk_qstates == NULL)
+		return;
+	hash_seq_init(&st, zk_qstates);
+	while ((q = hash_seq_search(&st)) != NULL)
+	{
+		q->settled = false;
+		q->rest_exact = false;
+		q->again = true;
+		if (q->waiters != NIL && q->list.pending == 0 && q->inflight == 0)
+			kick = lappend(kick, q);
+	}
+	foreach(lc, kick)
+		zk_q_kick((QState *) lfirst(lc));
+	list_free(kick);
 }

@@ -2,7 +2,7 @@
  *
  * queue_int.h
  *	  The queue recipe's worker half: the types and functions its files
- *	  share (queue_worker.c lists them).  Worker only: backends see
+ *	  share (queue_worker.c and README list them).  Worker only: backends see
  *	  queue.h.  Nothing here is exported from the shared object under
  *	  another prefix than zk_.
  *
@@ -366,7 +366,7 @@ typedef struct Scan
 													 * not believed */
 #define ZKQ_NAMING_TRIES	50
 
-/* queue_worker.c */
+/* queue_state.c */
 extern HTAB *zk_qseqs;
 extern HTAB *zk_qstates;
 extern bool zk_q_resolve_needed;
@@ -397,7 +397,7 @@ extern int	zk_q_listing_send(Listing *l, const char *qpath,
 							  bool watch_entries, bool watch_taken,
 							  bool list_taken);
 extern void zk_q_free_entry(ZkEntry *e);
-extern void zk_q_unsettle_all(void);
+extern void zk_q_count_held(ZkEntry *e, bool held);
 
 /* queue_publish.c */
 extern bool zk_q_txns_parent_ok;
@@ -432,7 +432,7 @@ extern void zk_q_forget(QState *q);
 extern void zk_q_forget_idle(void);
 extern ZkEntry *zk_q_waiter_entry(Waiter *w);
 extern void zk_q_kick(QState *q);
-extern void zk_q_count_held(ZkEntry *e, bool held);
+extern void zk_q_unsettle_all(void);
 extern void zk_q_grant(ZkEntry *e);
 extern void zk_q_count_slots(ZkEntry *e, int *held, int *doubt);
 extern void zk_q_rest_free(QState *q);
