@@ -112,7 +112,7 @@ zk_json_lexer(const char *data, int len)
 
 /*
  * What pg_stat_activity.wait_event shows while zklock sleeps (the names are
- * in zklock.c, the documentation in doc/troubleshooting.md).  17 added custom
+ * in settings.c, the documentation in doc/troubleshooting.md).  17 added custom
  * wait events of type Extension, registered by name in shared memory:
  * zk_wait_events_init() registers them once per process.  Before 17
  * every wait is PG_WAIT_EXTENSION (wait_event "Extension").

@@ -131,7 +131,7 @@ static ZkLogLimit untrusted_log;
 
 /* ---- shared memory ---- */
 
-/* The table's size (zklock.c's shmem_request_hook) */
+/* The table's size (settings.c's shmem_request_hook) */
 Size
 zk_nsclaim_shmem_size(void)
 {

@@ -331,7 +331,7 @@ holders_common(FunctionCallInfo fcinfo, bool key, int family)
 		int			j;
 		int			dlen = rows[i].rec->datalen;
 
-		/* the recipe, exactly as the worker applies it (names.c) */
+		/* the recipe, exactly as the worker applies it (lock_names.c) */
 		held = (family == ZKF_SEMPOOL ||	/* every lease is held */
 				zk_lock_blocker(contenders, n, i, NULL, true) == ZKLOCK_HELD);
 

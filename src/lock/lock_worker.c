@@ -7,7 +7,7 @@
  *	  sequential node and list <parent> right behind it, without waiting in
  *	  between: ZooKeeper answers one session's requests in order, so the
  *	  listing already shows the new node and an uncontended lock costs one
- *	  round trip.  Who holds is decided by zk_lock_blocker() (names.c) from
+ *	  round trip.  Who holds is decided by zk_lock_blocker() (lock_names.c) from
  *	  the contenders in creation order: by sequence suffix while that is
  *	  unambiguous, by czxid (read for every contender) once the parent's
  *	  32-bit sequence has wrapped.  Otherwise only the predecessor that
@@ -63,7 +63,7 @@ static void lock_drive(ZkEntry *e);
 
 /* ---- helpers ---- */
 
-/* The lock's parent node, under its family's directory (names.c) */
+/* The lock's parent node, under its family's directory (lock_names.c) */
 static void
 parent_path(ZkEntry *e, char *buf, size_t len)
 {

@@ -37,8 +37,6 @@ typedef enum ZkSemStep
 								 * when so, BUSY when not; takes nothing */
 } ZkSemStep;
 
-/* names.c */
-
 /* sem_backend.c: what the SQL functions (sem_sql.c) call */
 extern bool zk_sem_acquire(const char *name, int len, int32 max, ZkScope scope,
 						   bool try_only, volatile int64 timeout_ms);
