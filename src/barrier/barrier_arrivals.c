@@ -665,20 +665,8 @@ binfo_drive(ZkEntry *e)
 	BInfo	   *bi;
 	MemoryContext cxt;
 
-	if (e->list_inflight)
+	if (!zk_drive_opening(e, e->list_inflight))
 		return;
-	if (e->released)
-	{
-		zk_entry_free(e);
-		return;
-	}
-	if (e->outcome != ZKO_NONE)
-		return;
-	if (!zk_session_usable())
-	{
-		zk_retry_later(e);
-		return;
-	}
 	cxt = AllocSetContextCreate(zk_b_context(), "zklock arrivals read",
 								ALLOCSET_DEFAULT_SIZES);
 	bi = MemoryContextAllocZero(cxt, sizeof(BInfo));

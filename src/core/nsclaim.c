@@ -611,20 +611,8 @@ nsc_drive(ZkEntry *e)
 	char		parent[ZK_PATH_MAX];
 	int			rc;
 
-	if (e->list_inflight || e->create_inflight)
+	if (!zk_drive_opening(e, e->list_inflight || e->create_inflight))
 		return;
-	if (e->released)
-	{
-		zk_entry_free(e);
-		return;
-	}
-	if (e->outcome != ZKO_NONE)
-		return;
-	if (!zk_session_usable())
-	{
-		zk_retry_later(e);
-		return;
-	}
 	claim_path(e->name, path, sizeof(path));
 	snprintf(parent, sizeof(parent), "%s/namespaces", zk_root);
 	c = new_call(e, path);

@@ -437,6 +437,33 @@ zk_retry_later(ZkEntry *e)
 	zk_retry_add(e);
 }
 
+/*
+ * The opening a one-off request's drive shares: may it send now?  False,
+ * having done what there was to do, when a request of its own is still in
+ * flight (inflight: its completion goes on), the owner let go (the entry is
+ * freed), it was answered already, or no session is usable (it is retried
+ * when one is).
+ */
+bool
+zk_drive_opening(ZkEntry *e, bool inflight)
+{
+	if (inflight)
+		return false;
+	if (e->released)
+	{
+		zk_entry_free(e);
+		return false;
+	}
+	if (e->outcome != ZKO_NONE)
+		return false;
+	if (!zk_session_usable())
+	{
+		zk_retry_later(e);
+		return false;
+	}
+	return true;
+}
+
 
 /* Tell the owner what became of its request. */
 void

@@ -205,20 +205,8 @@ lease_drive(ZkEntry *e)
 	char		parent[ZK_PATH_MAX];
 	int			rc;
 
-	if (e->list_inflight || e->create_inflight)
+	if (!zk_drive_opening(e, e->list_inflight || e->create_inflight))
 		return;
-	if (e->released)
-	{
-		zk_entry_free(e);
-		return;
-	}
-	if (e->outcome != ZKO_NONE)
-		return;
-	if (!zk_session_usable())
-	{
-		zk_retry_later(e);
-		return;
-	}
 	c = MemoryContextAllocZero(lease_context(), sizeof(LeaseCall));
 	c->idx = zk_entry_index(e);
 	c->gen = e->gen;
