@@ -29,7 +29,7 @@
 #                            CI runs `tools/test.sh --load 2 tap`.
 #   tools/test.sh regress    only the pg_regress suite (make installcheck)
 #   tools/test.sh tap        only the TAP suite (test/t/*.pl)
-#   PROVE_TESTS=test/t/010_contention.pl tools/test.sh tap     one TAP file
+#   PROVE_TESTS=test/t/010_lock_contention.pl tools/test.sh tap     one TAP file
 #   tools/test.sh faults [SECONDS] [--seed N]
 #                            only the randomized fault run (test/faults/run.py):
 #                            SECONDS of faults (default 300), then 30 s without,
@@ -96,10 +96,10 @@ SUBSET=""
 LOAD=0
 LOAD_PIDS=""
 # the TAP files of --load: those whose waits a slow machine stretches most
-LOAD_TAP="020_cancel_timeout.pl 210_short_timeouts.pl 230_watches.pl 250_frozen_worker.pl
+LOAD_TAP="020_lock_cancel_timeout.pl 210_short_timeouts.pl 230_lock_watches.pl 250_frozen_worker.pl
     255_liveness.pl 260_crash_restart.pl 320_queue_exactly_once.pl"
 # the TAP files of --subset
-SUBSET_TAP="040_zookeeper_faults.pl 130_kazoo.pl 155_wait_events.pl 260_crash_restart.pl
+SUBSET_TAP="040_lock_zookeeper_faults.pl 130_lock_kazoo.pl 155_wait_events.pl 260_crash_restart.pl
     310_queue_kazoo.pl 320_queue_exactly_once.pl 400_barrier.pl 420_barrier_faults.pl"
 while [ $# -gt 0 ]; do
     case $1 in

@@ -23,7 +23,7 @@
  * in zoo.cfg) loads it; its next sequential children under PARENT are named
  * ...2147483643, ...44, ...45, ...46, ...47 and then wrap.
  *
- * Used by test/t/220_sequence_wrap.pl and 335_queue_wrap.pl: 2^31 creates cannot run in a test.
+ * Used by test/t/220_lock_sequence_wrap.pl and 335_queue_wrap.pl: 2^31 creates cannot run in a test.
  * Only ZooKeeper's own public classes are used (DataTree, FileTxnSnapLog),
  * the way the server itself builds and saves its tree.  Prints the path of
  * the snapshot written.

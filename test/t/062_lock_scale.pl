@@ -1,5 +1,5 @@
 
-# 062_scale.pl - one session with 10,000 locks, and the monitoring views over
+# 062_lock_scale.pl - one session with 10,000 locks, and the monitoring views over
 # a table larger than one chunk (issue 26, "flat cost at scale").
 #
 # - One session takes 10,000 transaction locks (distinct names) in one

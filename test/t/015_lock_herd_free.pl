@@ -1,5 +1,5 @@
 
-# 015_herd_free.pl - the recipe is herd-free: each waiter watches only its
+# 015_lock_herd_free.pl - the recipe is herd-free: each waiter watches only its
 # immediate predecessor (seen through ZooKeeper's own watch listing, wchp),
 # nothing watches the lock's parent, and one release wakes one waiter.
 

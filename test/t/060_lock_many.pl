@@ -1,5 +1,5 @@
 
-# 060_many.pl - many sessions at once (pgbench): shared and distinct names
+# 060_lock_many.pl - many sessions at once (pgbench): shared and distinct names
 # taken and released over and over leave nothing behind, and zk_lock gives
 # mutual exclusion (no lost updates, no overlapping critical sections).
 

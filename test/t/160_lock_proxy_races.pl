@@ -1,5 +1,5 @@
 
-# 160_proxy_races.pl - races made deterministic by test/zkproxy.py, a
+# 160_lock_proxy_races.pl - races made deterministic by test/zkproxy.py, a
 # fault-injecting proxy between the zklock worker and ZooKeeper.
 #
 # The node's zklock.hosts points at the proxy; ZooKeeper's content is always

@@ -1,5 +1,5 @@
 
-# 110_fencing.pl - fencing tokens.
+# 110_lock_fencing.pl - fencing tokens.
 #
 # A token is the czxid of the grant's lock node, so successive grants of one
 # name, by any session of any PostgreSQL cluster on the same ZooKeeper, get

@@ -1,5 +1,5 @@
 
-# 070_connection_loss.pl - a create whose reply is lost with the connection.
+# 070_lock_connection_loss.pl - a create whose reply is lost with the connection.
 #
 # ZooKeeper is frozen (SIGSTOP) after zk_lock() has sent its create: the
 # worker's client times the connection out (2/3 of the session timeout) while

@@ -1,5 +1,5 @@
 
-# 120_lost.pl - locks lost with the ZooKeeper session, and COMMIT across a
+# 120_lock_lost.pl - locks lost with the ZooKeeper session, and COMMIT across a
 # suspended connection.
 #
 # Part 1: the zklock worker is stopped (SIGSTOP) for twice the session

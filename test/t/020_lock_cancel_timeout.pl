@@ -1,5 +1,5 @@
 
-# 020_cancel_timeout.pl - waits that end early: the timeout argument,
+# 020_lock_cancel_timeout.pl - waits that end early: the timeout argument,
 # lock_timeout, statement_timeout, pg_cancel_backend.  Each must fail with
 # the right SQLSTATE, remove the waiter's node, and leave the holder alone.
 

@@ -1,4 +1,4 @@
-# 230_watches.pl - a waiter that gives up leaves no watch behind on the
+# 230_lock_watches.pl - a waiter that gives up leaves no watch behind on the
 # ZooKeeper server.
 #
 # A waiting contender watches its predecessor's node.  When the wait ends

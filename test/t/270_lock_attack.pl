@@ -1,5 +1,5 @@
 
-# 270_attack.pl - a hostile review of the fault-safety rewrite, turned into
+# 270_lock_attack.pl - a hostile review of the fault-safety rewrite, turned into
 # assertions.  Every scenario counts what matters in ZooKeeper itself
 # (contender nodes with test/zkq.py, watches with the four-letter words wchp
 # and wchc) and in PostgreSQL (who holds, zk_status().entries_used).  The

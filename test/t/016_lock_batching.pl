@@ -1,5 +1,5 @@
 
-# 016_batching.pl - group commit: the worker gathers many backends' lock
+# 016_lock_batching.pl - group commit: the worker gathers many backends' lock
 # creates and deletes into ZooKeeper multi-ops (src/batch.c).
 #
 # Through the fault proxy, which counts every request by operation and can

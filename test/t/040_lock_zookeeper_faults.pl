@@ -1,5 +1,5 @@
 
-# 040_zookeeper_faults.pl - ZooKeeper stopped, frozen, restarted, replaced.
+# 040_lock_zookeeper_faults.pl - ZooKeeper stopped, frozen, restarted, replaced.
 # Requests must fail with 08006 after about zklock.connect_timeout (never
 # hang) and work again once ZooKeeper is back, without restarting PostgreSQL.
 

@@ -1,5 +1,5 @@
 
-# 185_close_fences_first.pl - when the worker closes its session (it is
+# 185_lock_close_fences_first.pl - when the worker closes its session (it is
 # terminated, zklock.hosts changes), its locks count as lost before the
 # close reaches ZooKeeper: a COMMIT can never succeed once another server
 # holds the lock.

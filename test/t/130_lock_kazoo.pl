@@ -1,5 +1,5 @@
 
-# 130_kazoo.pl - interplay with kazoo's Lock, ReadLock and WriteLock recipes
+# 130_lock_kazoo.pl - interplay with kazoo's Lock, ReadLock and WriteLock recipes
 # on the same path /zklock/locks/<name>: the node names and the queue rules
 # are the same, so zklock and kazoo clients exclude (or share with) each
 # other, and zk_lock_holders lists kazoo's contenders too.

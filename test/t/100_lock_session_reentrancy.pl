@@ -1,5 +1,5 @@
 
-# 100_session_reentrancy.pl - session-scoped locks and re-entrancy.
+# 100_lock_session_reentrancy.pl - session-scoped locks and re-entrancy.
 #
 # Session locks outlive transactions and go with zk_unlock, zk_unlock_all
 # or the end of the session; a backend's holds of one name (session or

@@ -1,4 +1,4 @@
-# 220_sequence_wrap.pl - a lock whose parent's sequence counter wraps.
+# 220_lock_sequence_wrap.pl - a lock whose parent's sequence counter wraps.
 #
 # ZooKeeper names a sequential child after its parent's cversion, a signed
 # 32-bit number.  A lock that is never empty reaches 2^31 children; ZooKeeper

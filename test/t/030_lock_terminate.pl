@@ -1,5 +1,5 @@
 
-# 030_terminate.pl - backends that go away while holding or waiting.  Their
+# 030_lock_terminate.pl - backends that go away while holding or waiting.  Their
 # nodes must be removed at once (not when a ZooKeeper session expires: the
 # session timeout here is 20 s, far longer than what we wait).
 

@@ -1,5 +1,5 @@
 
-# 190_holders_data.pl - zk_lock_holders(name) with many contenders and with
+# 190_lock_holders_data.pl - zk_lock_holders(name) with many contenders and with
 # node data written by foreign ZooKeeper clients (issue 6, defects 9 and 11).
 #
 # A foreign client (kazoo, driven from Python) creates contender nodes the

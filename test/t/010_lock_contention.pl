@@ -1,5 +1,5 @@
 
-# 010_contention.pl - contention for one name: waiting, arrival order,
+# 010_lock_contention.pl - contention for one name: waiting, arrival order,
 # fencing tokens, try-lock, re-entrancy, savepoints, rollback.
 
 use strict;
