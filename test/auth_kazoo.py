@@ -26,15 +26,14 @@ the authenticated identity may do everything, anyone may read
   quit                   -> "bye"
 """
 
-import logging
 import sys
 
-logging.basicConfig(level=logging.CRITICAL)
-
-from kazoo.client import KazooClient  # noqa: E402
-from kazoo.exceptions import LockTimeout, NoAuthError, NoNodeError  # noqa: E402
-from kazoo.security import (ACL, Id, Permissions, OPEN_ACL_UNSAFE,  # noqa: E402
+from kazoo.client import KazooClient
+from kazoo.exceptions import LockTimeout, NoAuthError, NoNodeError
+from kazoo.security import (ACL, Id, Permissions, OPEN_ACL_UNSAFE,
                             make_digest_acl, make_digest_acl_credential)
+
+from kazoo_driver import answer, serve, yes
 
 
 def perms(p):
@@ -47,99 +46,102 @@ def perms(p):
     return out
 
 
-def main():
-    hosts = sys.argv[1]
-    cred = sys.argv[2] if len(sys.argv) > 2 else None
+def client(argv):
+    """With USER:PASSWORD: that digest identity, nodes created as zklock
+    creates them by default; without: open nodes"""
+    cred = argv[2] if len(argv) > 2 else None
     if cred:
         user, pw = cred.split(":", 1)
         acl = [make_digest_acl(user, pw, all=True),
                ACL(Permissions.READ, Id("world", "anyone"))]
-        zk = KazooClient(hosts=hosts, timeout=10.0, auth_data=[("digest", cred)],
-                         default_acl=acl)
-    else:
-        zk = KazooClient(hosts=hosts, timeout=10.0, default_acl=OPEN_ACL_UNSAFE)
-    zk.start(timeout=10)
+        return KazooClient(hosts=argv[1], timeout=10.0, auth_data=[("digest", cred)],
+                           default_acl=acl)
+    return KazooClient(hosts=argv[1], timeout=10.0, default_acl=OPEN_ACL_UNSAFE)
+
+
+def failure(e):
+    """ZooKeeper's refusals are answers of their own"""
+    if isinstance(e, NoAuthError):
+        return "noauth"
+    if isinstance(e, NoNodeError):
+        return "nonode"
+    return None
+
+
+def setup(zk, argv):
+    cred = argv[2] if len(argv) > 2 else None
     locks = {}
     queues = {}
-    out = sys.stdout
-    out.write("ready\n")
-    out.flush()
-    for line in sys.stdin:
-        parts = line.rstrip("\n").split(" ", 2)
-        verb = parts[0]
+
+    def digest(a):
+        u, p = cred.split(":", 1)
+        answer("digest " + make_digest_acl_credential(u, p))
+
+    def acl(a):
+        acls, _ = zk.get_acls(a[0])
+        answer("acl " + ",".join("%s:%s:%s" % (x.id.scheme, x.id.id, perms(x.perms))
+                                 for x in acls))
+
+    def ok(fn):
+        def run(a):
+            fn(a)
+            answer("ok")
+        return run
+
+    def read(a):
+        data, _ = zk.get(a[0])
+        answer("data " + (data or b"").decode("utf-8", "replace").replace("\n", " "))
+
+    def setacl(a):
+        if a[1] == "open":
+            new = OPEN_ACL_UNSAFE
+        else:
+            u, p = a[1].split(":", 1)
+            new = [make_digest_acl(u, p, all=True)]
+        zk.set_acls(a[0], new)
+        answer("ok")
+
+    def lock(a):
+        lk = locks.get(a[0])
+        # a new Lock per acquisition: the empty container may be gone
+        if lk is None or not lk.is_acquired:
+            lk = locks[a[0]] = zk.Lock(a[0], "kazoo-auth")
         try:
-            if verb == "digest":
-                u, p = cred.split(":", 1)
-                ans = "digest " + make_digest_acl_credential(u, p)
-            elif verb == "acl":
-                acls, _ = zk.get_acls(parts[1])
-                ans = "acl " + ",".join("%s:%s:%s" % (a.id.scheme, a.id.id, perms(a.perms))
-                                        for a in acls)
-            elif verb == "ls":
-                ans = "ls " + (",".join(sorted(zk.get_children(parts[1]))) or "-")
-            elif verb == "delete":
-                zk.delete(parts[1])
-                ans = "ok"
-            elif verb == "create":
-                zk.create(parts[1], b"")
-                ans = "ok"
-            elif verb == "read":
-                data, _ = zk.get(parts[1])
-                ans = "data " + (data or b"").decode("utf-8", "replace").replace("\n", " ")
-            elif verb == "setacl":
-                if parts[2] == "open":
-                    acl = OPEN_ACL_UNSAFE
-                else:
-                    u, p = parts[2].split(":", 1)
-                    acl = [make_digest_acl(u, p, all=True)]
-                zk.set_acls(parts[1], acl)
-                ans = "ok"
-            elif verb == "set":
-                zk.set(parts[1], parts[2].encode())
-                ans = "ok"
-            elif verb == "lock":
-                lk = locks.get(parts[1])
-                # a new Lock per acquisition: the empty container may be gone
-                if lk is None or not lk.is_acquired:
-                    lk = locks[parts[1]] = zk.Lock(parts[1], "kazoo-auth")
-                try:
-                    got = lk.acquire(blocking=True, timeout=float(parts[2]))
-                except LockTimeout:
-                    got = False
-                ans = "locked" if got else "timeout"
-            elif verb == "release":
-                locks[parts[1]].release()
-                ans = "released"
-            elif verb in ("put", "get", "consume"):
-                q = queues.get(parts[1])
-                if q is None:
-                    q = queues[parts[1]] = zk.LockingQueue(parts[1])
-                if verb == "put":
-                    q.put(parts[2].encode())
-                    ans = "ok"
-                elif verb == "get":
-                    item = q.get(float(parts[2]))
-                    ans = "none" if item is None else "item " + item.decode()
-                else:
-                    ans = "true" if q.consume() else "false"
-            elif verb == "quit":
-                out.write("bye\n")
-                out.flush()
-                break
-            else:
-                ans = "error unknown verb " + verb
-        except NoAuthError:
-            ans = "noauth"
-        except NoNodeError:
-            ans = "nonode"
-        except Exception as e:  # the test shows it
-            ans = "error %s %s" % (type(e).__name__, str(e).replace("\n", " "))
-        out.write(ans + "\n")
-        out.flush()
-    zk.stop()
-    zk.close()
-    return 0
+            got = lk.acquire(blocking=True, timeout=float(a[1]))
+        except LockTimeout:
+            got = False
+        answer("locked" if got else "timeout")
+
+    def release(a):
+        locks[a[0]].release()
+        answer("released")
+
+    def queue(path):
+        q = queues.get(path)
+        if q is None:
+            q = queues[path] = zk.LockingQueue(path)
+        return q
+
+    def get(a):
+        item = queue(a[0]).get(float(a[1]))
+        answer("none" if item is None else "item " + item.decode())
+
+    return {
+        "digest": digest,
+        "acl": acl,
+        "ls": lambda a: answer("ls " + (",".join(sorted(zk.get_children(a[0]))) or "-")),
+        "delete": ok(lambda a: zk.delete(a[0])),
+        "create": ok(lambda a: zk.create(a[0], b"")),
+        "read": read,
+        "setacl": setacl,
+        "set": ok(lambda a: zk.set(a[0], a[1].encode())),
+        "lock": lock,
+        "release": release,
+        "put": ok(lambda a: queue(a[0]).put(a[1].encode())),
+        "get": get,
+        "consume": lambda a: answer(yes(queue(a[0]).consume())),
+    }, None
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(serve(__doc__, (1, 2), setup, maxsplit=2, client=client, failure=failure))

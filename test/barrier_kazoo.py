@@ -17,54 +17,30 @@ Prints "ready" once connected, then reads commands on stdin, one per line
 Any failure answers "error <exception>".
 """
 
-import logging
 import sys
 
-logging.basicConfig(level=logging.CRITICAL)
-logging.getLogger("kazoo").setLevel(logging.CRITICAL)
-
-from kazoo.client import KazooClient  # noqa: E402
+from kazoo_driver import answer, serve
 
 
-def main():
-    if len(sys.argv) != 4:
-        sys.stderr.write(__doc__)
-        return 2
-    zk = KazooClient(hosts=sys.argv[1], timeout=10.0)
-    zk.start(timeout=10)
-    barrier = zk.DoubleBarrier(sys.argv[2], int(sys.argv[3]))
+def setup(zk, argv):
+    barrier = zk.DoubleBarrier(argv[2], int(argv[3]))
 
-    def answer(line):
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
+    def enter(a):
+        answer("entering")
+        barrier.enter()
+        answer("entered" if barrier.participating else "error not participating")
 
-    answer("ready")
-    for line in sys.stdin:
-        verb = line.strip()
-        if not verb:
-            continue
-        try:
-            if verb == "quit":
-                break
-            elif verb == "node":
-                answer("node " + barrier.node_name)
-            elif verb == "enter":
-                answer("entering")
-                barrier.enter()
-                answer("entered" if barrier.participating else "error not participating")
-            elif verb == "leave":
-                answer("leaving")
-                barrier.leave()
-                answer("left")
-            else:
-                answer("error unknown command %s" % verb)
-        except Exception as e:
-            answer("error %s %s" % (type(e).__name__, e))
-    zk.stop()
-    zk.close()
-    answer("bye")
-    return 0
+    def leave(a):
+        answer("leaving")
+        barrier.leave()
+        answer("left")
+
+    return {
+        "node": lambda a: answer("node " + barrier.node_name),
+        "enter": enter,
+        "leave": leave,
+    }, None
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(serve(__doc__, (3,), setup))

@@ -14,64 +14,37 @@ protocol of ZkLockTest::Kazoo):
   quit      -> "bye"
 """
 
-import logging
 import sys
 import threading
 
-logging.basicConfig(level=logging.CRITICAL)
-logging.getLogger("kazoo").setLevel(logging.CRITICAL)
-
-from kazoo.client import KazooClient  # noqa: E402
-
-out_lock = threading.Lock()
+from kazoo_driver import answer, serve
 
 
-def answer(line):
-    with out_lock:
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
-
-
-def main():
-    if len(sys.argv) != 4:
-        sys.stderr.write(__doc__)
-        return 2
-    zk = KazooClient(hosts=sys.argv[1], timeout=10.0)
-    zk.start(timeout=10)
-    election = zk.Election(sys.argv[2], sys.argv[3])
+def setup(zk, argv):
+    election = zk.Election(argv[2], argv[3])
     done = threading.Event()
-    thread = None
+    thread = []
 
     def lead():
         answer("leading")
         done.wait()
 
-    answer("ready")
-    for line in sys.stdin:
-        verb = line.strip()
-        if not verb:
-            continue
-        if verb == "quit":
-            break
-        elif verb == "run":
-            done.clear()
-            thread = threading.Thread(target=election.run, args=(lead,), daemon=True)
-            thread.start()
-            answer("standing")
-        elif verb == "resign":
-            done.set()
-            election.cancel()
-            if thread is not None:
-                thread.join(10)
-            answer("resigned")
-        else:
-            answer("error unknown command %s" % verb)
-    done.set()
-    zk.stop()
-    zk.close()
-    answer("bye")
-    return 0
+    def run(a):
+        done.clear()
+        t = threading.Thread(target=election.run, args=(lead,), daemon=True)
+        t.start()
+        thread[:] = [t]
+        answer("standing")
+
+    def resign(a):
+        done.set()
+        election.cancel()
+        for t in thread:
+            t.join(10)
+        answer("resigned")
+
+    return {"run": run, "resign": resign}, done.set
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(serve(__doc__, (3,), setup))

@@ -20,21 +20,12 @@ object per PATH, kept between commands.
 Any failure answers "error <exception>".
 """
 
-import logging
 import sys
 
-logging.basicConfig(level=logging.CRITICAL)
-logging.getLogger("kazoo").setLevel(logging.CRITICAL)
-
-from kazoo.client import KazooClient  # noqa: E402
+from kazoo_driver import answer, serve, yes
 
 
-def main():
-    if len(sys.argv) != 2:
-        sys.stderr.write(__doc__)
-        return 2
-    zk = KazooClient(hosts=sys.argv[1], timeout=10.0)
-    zk.start(timeout=10)
+def setup(zk, argv):
     barriers = {}
 
     def barrier(path):
@@ -43,36 +34,16 @@ def main():
             b = barriers[path] = zk.Barrier(path)
         return b
 
-    def answer(line):
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
+    def create(a):
+        barrier(a[0]).create()
+        answer("ok")
 
-    answer("ready")
-    for line in sys.stdin:
-        parts = line.split()
-        if not parts:
-            continue
-        verb, args = parts[0], parts[1:]
-        try:
-            if verb == "quit":
-                break
-            b = barrier(args[0])
-            if verb == "create":
-                b.create()
-                answer("ok")
-            elif verb == "remove":
-                answer("removed %s" % ("true" if b.remove() else "false"))
-            elif verb == "wait":
-                answer("cleared" if b.wait(float(args[1])) else "timeout")
-            else:
-                answer("error unknown command %s" % verb)
-        except Exception as e:
-            answer("error %s %s" % (type(e).__name__, e))
-    zk.stop()
-    zk.close()
-    answer("bye")
-    return 0
+    return {
+        "create": create,
+        "remove": lambda a: answer("removed " + yes(barrier(a[0]).remove())),
+        "wait": lambda a: answer("cleared" if barrier(a[0]).wait(float(a[1])) else "timeout"),
+    }, None
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(serve(__doc__, (1,), setup))

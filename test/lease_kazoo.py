@@ -19,59 +19,32 @@ Any failure answers "error <exception>".
 """
 
 import datetime
-import logging
 import sys
 from urllib.parse import unquote
 
-logging.basicConfig(level=logging.CRITICAL)
-logging.getLogger("kazoo").setLevel(logging.CRITICAL)
-
-from kazoo.client import KazooClient  # noqa: E402
+from kazoo_driver import answer, serve, yes
 
 
-def main():
-    if len(sys.argv) != 2:
-        sys.stderr.write(__doc__)
-        return 2
-    zk = KazooClient(hosts=sys.argv[1], timeout=10.0)
-    zk.start(timeout=10)
-    held = None
+def setup(zk, argv):
+    held = []
 
-    def answer(line):
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
+    def lease(a):
+        got = zk.NonBlockingLease(a[0], datetime.timedelta(seconds=float(a[1])),
+                                  identifier=unquote(a[2]))
+        answer(yes(got))
 
-    answer("ready")
-    for line in sys.stdin:
-        parts = line.split()
-        if not parts:
-            continue
-        verb, args = parts[0], parts[1:]
-        try:
-            if verb == "quit":
-                break
-            elif verb == "lease":
-                lease = zk.NonBlockingLease(
-                    args[0], datetime.timedelta(seconds=float(args[1])),
-                    identifier=unquote(args[2]))
-                answer("true" if lease else "false")
-            elif verb == "lock":
-                held = zk.Lock(args[0], "kazoo-test")
-                held.acquire(timeout=30)
-                answer("locked")
-            elif verb == "unlock":
-                held.release()
-                held = None
-                answer("unlocked")
-            else:
-                answer("error unknown command %s" % verb)
-        except Exception as e:
-            answer("error %s %s" % (type(e).__name__, e))
-    zk.stop()
-    zk.close()
-    answer("bye")
-    return 0
+    def lock(a):
+        lk = zk.Lock(a[0], "kazoo-test")
+        lk.acquire(timeout=30)
+        held.append(lk)
+        answer("locked")
+
+    def unlock(a):
+        held.pop().release()
+        answer("unlocked")
+
+    return {"lease": lease, "lock": lock, "unlock": unlock}, None
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(serve(__doc__, (1,), setup))

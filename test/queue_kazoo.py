@@ -25,12 +25,9 @@ Any failure answers "error <exception>".
 """
 
 import binascii
-import logging
 import sys
 
-logging.basicConfig(level=logging.CRITICAL)
-
-from kazoo.client import KazooClient  # noqa: E402
+from kazoo_driver import answer, serve, yes
 
 
 def unhex(s):
@@ -41,12 +38,7 @@ def tohex(b):
     return binascii.hexlify(b).decode() if b else "-"
 
 
-def main():
-    if len(sys.argv) != 2:
-        sys.stderr.write(__doc__)
-        return 2
-    zk = KazooClient(hosts=sys.argv[1], timeout=10.0)
-    zk.start(timeout=10)
+def setup(zk, argv):
     queues = {}
 
     def queue(path):
@@ -55,63 +47,47 @@ def main():
             q = queues[path] = zk.LockingQueue(path)
         return q
 
-    def answer(line):
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
+    def put(a):
+        queue(a[0]).put(unhex(a[2]), priority=int(a[1]))
+        answer("ok")
 
-    answer("ready")
-    for line in sys.stdin:
-        parts = line.split()
-        if not parts:
-            continue
-        verb, args = parts[0], parts[1:]
-        try:
-            if verb == "quit":
+    def putall(a):
+        queue(a[0]).put_all([unhex(h) for h in a[2].split(",")], priority=int(a[1]))
+        answer("ok")
+
+    def get(a):
+        v = queue(a[0]).get(timeout=float(a[1]))
+        answer("none" if v is None else "item " + tohex(v))
+
+    def node(a):
+        pe = queue(a[0]).processing_element
+        answer("node " + pe[0] if pe is not None else "none")
+
+    def drain(a):
+        q = queue(a[0])
+        got = []
+        while True:
+            v = q.get(timeout=float(a[1]))
+            if v is None:
                 break
-            q = queue(args[0])
-            if verb == "put":
-                q.put(unhex(args[2]), priority=int(args[1]))
-                answer("ok")
-            elif verb == "putall":
-                q.put_all([unhex(h) for h in args[2].split(",")], priority=int(args[1]))
-                answer("ok")
-            elif verb == "get":
-                v = q.get(timeout=float(args[1]))
-                answer("none" if v is None else "item " + tohex(v))
-            elif verb == "consume":
-                answer("true" if q.consume() else "false")
-            elif verb == "release":
-                answer("true" if q.release() else "false")
-            elif verb == "holds":
-                answer("true" if q.holds_lock() else "false")
-            elif verb == "node":
-                pe = q.processing_element
-                answer("node " + pe[0] if pe is not None else "none")
-            elif verb == "id":
-                answer("id " + tohex(q.id))
-            elif verb == "len":
-                answer("len %d" % len(q))
-            elif verb == "drain":
-                got = []
-                while True:
-                    v = q.get(timeout=float(args[1]))
-                    if v is None:
-                        break
-                    if not q.consume():
-                        raise RuntimeError("lost the claim on %s" % tohex(v))
-                    got.append(tohex(v))
-                answer("drained " + ",".join(got))
-            else:
-                answer("error unknown command %s" % verb)
-        except Exception as e:  # answer, and go on with the next command
-            answer("error %s %s" % (type(e).__name__, str(e).replace("\n", " ")))
-    try:
-        zk.stop()
-        zk.close()
-    finally:
-        answer("bye")
-    return 0
+            if not q.consume():
+                raise RuntimeError("lost the claim on %s" % tohex(v))
+            got.append(tohex(v))
+        answer("drained " + ",".join(got))
+
+    return {
+        "put": put,
+        "putall": putall,
+        "get": get,
+        "consume": lambda a: answer(yes(queue(a[0]).consume())),
+        "release": lambda a: answer(yes(queue(a[0]).release())),
+        "holds": lambda a: answer(yes(queue(a[0]).holds_lock())),
+        "node": node,
+        "id": lambda a: answer("id " + tohex(queue(a[0]).id)),
+        "len": lambda a: answer("len %d" % len(queue(a[0]))),
+        "drain": drain,
+    }, None
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(serve(__doc__, (1,), setup))

@@ -15,55 +15,28 @@ protocol of ZkLockTest::Kazoo):
   quit              -> "bye"
 """
 
-import logging
 import sys
 
-logging.basicConfig(level=logging.CRITICAL)
-logging.getLogger("kazoo").setLevel(logging.CRITICAL)
+from kazoo.exceptions import LockTimeout
 
-from kazoo.client import KazooClient  # noqa: E402
-from kazoo.exceptions import LockTimeout  # noqa: E402
+from kazoo_driver import answer, serve, yes
 
 
-def main():
-    if len(sys.argv) != 5:
-        sys.stderr.write(__doc__)
-        return 2
-    zk = KazooClient(hosts=sys.argv[1], timeout=10.0)
-    zk.start(timeout=10)
-    sem = zk.Semaphore(sys.argv[2], identifier=sys.argv[4], max_leases=int(sys.argv[3]))
+def setup(zk, argv):
+    sem = zk.Semaphore(argv[2], identifier=argv[4], max_leases=int(argv[3]))
 
-    def answer(line):
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
-
-    answer("ready")
-    for line in sys.stdin:
-        parts = line.split()
-        if not parts:
-            continue
+    def acquire(a):
         try:
-            if parts[0] == "quit":
-                break
-            elif parts[0] == "acquire":
-                try:
-                    ok = sem.acquire(timeout=float(parts[1]))
-                    answer("acquired" if ok else "timeout")
-                except LockTimeout:
-                    answer("timeout")
-            elif parts[0] == "try":
-                answer("acquired" if sem.acquire(blocking=False) else "busy")
-            elif parts[0] == "release":
-                answer("released %s" % ("true" if sem.release() else "false"))
-            else:
-                answer("error unknown command %s" % parts[0])
-        except Exception as e:
-            answer("error %s %s" % (type(e).__name__, e))
-    zk.stop()
-    zk.close()
-    answer("bye")
-    return 0
+            answer("acquired" if sem.acquire(timeout=float(a[0])) else "timeout")
+        except LockTimeout:
+            answer("timeout")
+
+    return {
+        "acquire": acquire,
+        "try": lambda a: answer("acquired" if sem.acquire(blocking=False) else "busy"),
+        "release": lambda a: answer("released " + yes(sem.release())),
+    }, None
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(serve(__doc__, (4,), setup))
