@@ -789,3 +789,116 @@ zk_decode_name(const char *enc, char *out, int outlen)
 	out[n] = '\0';
 	return n;
 }
+
+/* ---- the top-level fields of a JSON object (zk_json_top_fields) ---- */
+
+typedef struct TopFields
+{
+	int			depth;			/* objects we are in */
+	int			adepth;			/* arrays we are in: no field of ours */
+	const char *field;			/* the top-level field being read */
+	const char *const *names;
+	int			n;
+	bool		skip_null;
+	char	  **values;
+	JsonTokenType *types;
+} TopFields;
+
+/* JSON parser callback: one object deeper */
+static ZK_JSON_CB
+tf_object_start(void *state)
+{
+	((TopFields *) state)->depth++;
+	ZK_JSON_RETURN;
+}
+
+/* JSON parser callback: one object up */
+static ZK_JSON_CB
+tf_object_end(void *state)
+{
+	((TopFields *) state)->depth--;
+	ZK_JSON_RETURN;
+}
+
+/* JSON parser callback: inside an array no field is ours */
+static ZK_JSON_CB
+tf_array_start(void *state)
+{
+	((TopFields *) state)->adepth++;
+	ZK_JSON_RETURN;
+}
+
+/* JSON parser callback: the end of an array */
+static ZK_JSON_CB
+tf_array_end(void *state)
+{
+	((TopFields *) state)->adepth--;
+	ZK_JSON_RETURN;
+}
+
+/* JSON parser callback: remember the name of a top-level field */
+static ZK_JSON_CB
+tf_field_start(void *state, char *fname, bool isnull)
+{
+	TopFields  *tf = state;
+
+	tf->field = (tf->depth == 1 && tf->adepth == 0) ? pstrdup(fname) : NULL;
+	ZK_JSON_RETURN;
+}
+
+/* JSON parser callback: keep a top-level scalar if it is one of the names */
+static ZK_JSON_CB
+tf_scalar(void *state, char *token, JsonTokenType type)
+{
+	TopFields  *tf = state;
+	int			i;
+
+	if (tf->field == NULL || tf->depth != 1 || tf->adepth > 0 ||
+		(tf->skip_null && type == JSON_TOKEN_NULL))
+		ZK_JSON_RETURN;
+	for (i = 0; i < tf->n; i++)
+		if (strcmp(tf->field, tf->names[i]) == 0)
+		{
+			tf->values[i] = pstrdup(token);
+			tf->types[i] = type;
+		}
+	ZK_JSON_RETURN;
+}
+
+/*
+ * The top-level scalar fields "names" (n of them) of a JSON object that
+ * zklock or another client wrote into a node: values[i], types[i] for
+ * names[i] (the last one when repeated), NULL when absent, or null with
+ * skip_null.  A field whose value is an object or array is absent.  False
+ * when data is not a UTF-8 JSON object.  Never raises on bad data.
+ */
+bool
+zk_json_top_fields(const char *data, int len, const char *const *names, int n,
+				   bool skip_null, char **values, JsonTokenType *types)
+{
+	TopFields	tf;
+	JsonLexContext *lex;
+	JsonSemAction sem;
+
+	memset(values, 0, sizeof(char *) * n);
+	memset(types, 0, sizeof(JsonTokenType) * n);
+	if (len < 2 || data[0] != '{' || memchr(data, '\0', len) != NULL ||
+		!pg_verify_mbstr(PG_UTF8, data, len, true))
+		return false;
+	memset(&tf, 0, sizeof(tf));
+	tf.names = names;
+	tf.n = n;
+	tf.skip_null = skip_null;
+	tf.values = values;
+	tf.types = types;
+	lex = zk_json_lexer(data, len);
+	memset(&sem, 0, sizeof(sem));
+	sem.semstate = &tf;
+	sem.object_start = tf_object_start;
+	sem.object_end = tf_object_end;
+	sem.array_start = tf_array_start;
+	sem.array_end = tf_array_end;
+	sem.object_field_start = tf_field_start;
+	sem.scalar = tf_scalar;
+	return pg_parse_json(lex, &sem) == JSON_SUCCESS;
+}

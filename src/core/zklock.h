@@ -528,6 +528,15 @@ extern const char *zk_current_namespace_unchecked(void);
 extern char *zk_qualify_name(const char *name, int len, int *qlen);
 extern char *zk_qualify_name_ext(const char *name, int len, int *qlen, bool check);
 extern void zk_namespace_changed(void);
+/*
+ * The top-level scalar fields "names" of a JSON object another client may
+ * have written (zk_json_top_fields): values[i] and types[i] for names[i],
+ * NULL when absent (or null, with skip_null); false when the data is not a
+ * UTF-8 JSON object.  Never raises, whatever the data.
+ */
+extern bool zk_json_top_fields(const char *data, int len, const char *const *names,
+							   int n, bool skip_null, char **values,
+							   JsonTokenType *types);
 extern bool zk_json_field(const char *data, int len, const char *key, char *out,
 						  size_t outlen);
 

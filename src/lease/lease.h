@@ -22,8 +22,6 @@ typedef enum ZkLeaseOp
 /* A holder node's data, as kazoo writes it */
 typedef struct ZkLeaseData
 {
-	int			depth;
-	char	   *field;
 	char	   *version;		/* the JSON token, numbers only */
 	char	   *holder;
 	char	   *end;

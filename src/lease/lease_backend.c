@@ -92,72 +92,29 @@ const ZkRecipeBackend zk_lease_backend = {
 
 /* ---- the holder's data ---- */
 
-/* JSON parser callback: one object or array deeper */
-static ZK_JSON_CB
-ld_nest(void *state)
-{
-	((ZkLeaseData *) state)->depth++;
-	ZK_JSON_RETURN;
-}
+/* the fields of kazoo's lease data, in ZkLeaseData's order */
+static const char *const lease_fields[3] = {"version", "holder", "end"};
 
-/* JSON parser callback: one object or array up */
-static ZK_JSON_CB
-ld_unnest(void *state)
-{
-	((ZkLeaseData *) state)->depth--;
-	ZK_JSON_RETURN;
-}
-
-/* JSON parser callback: remember a top-level field's name */
-static ZK_JSON_CB
-ld_field(void *state, char *fname, bool isnull)
-{
-	ZkLeaseData *ld = state;
-
-	ld->field = (ld->depth == 1) ? pstrdup(fname) : NULL;
-	ZK_JSON_RETURN;
-}
-
-/* JSON parser callback: keep the top-level fields of kazoo's lease data */
-static ZK_JSON_CB
-ld_scalar(void *state, char *token, JsonTokenType type)
-{
-	ZkLeaseData *ld = state;
-
-	if (ld->field == NULL || ld->depth != 1)
-		ZK_JSON_RETURN;
-	if (strcmp(ld->field, "version") == 0)
-		ld->version = (type == JSON_TOKEN_NUMBER) ? pstrdup(token) : pstrdup("?");
-	else if (strcmp(ld->field, "holder") == 0 && type == JSON_TOKEN_STRING)
-		ld->holder = pstrdup(token);
-	else if (strcmp(ld->field, "end") == 0 && type == JSON_TOKEN_STRING)
-		ld->end = pstrdup(token);
-	ld->field = NULL;
-	ZK_JSON_RETURN;
-}
-
-/* kazoo's data, parsed; false when it is not (never raises on bad data) */
+/*
+ * kazoo's data, parsed: a version (its JSON token when a number, "?" when
+ * another scalar), a holder and an end (strings); false when it is not
+ * (never raises on bad data)
+ */
 bool
 zk_lease_parse(const char *data, int len, ZkLeaseData *ld)
 {
-	JsonLexContext *lex;
-	JsonSemAction sem;
+	char	   *v[3];
+	JsonTokenType t[3];
 
 	memset(ld, 0, sizeof(ZkLeaseData));
-	if (len < 2 || data[0] != '{' || memchr(data, '\0', len) != NULL ||
-		!pg_verify_mbstr(PG_UTF8, data, len, true))
+	if (!zk_json_top_fields(data, len, lease_fields, 3, false, v, t))
 		return false;
-	lex = zk_json_lexer(data, len);
-	memset(&sem, 0, sizeof(sem));
-	sem.semstate = ld;
-	sem.object_start = ld_nest;
-	sem.object_end = ld_unnest;
-	sem.array_start = ld_nest;
-	sem.array_end = ld_unnest;
-	sem.object_field_start = ld_field;
-	sem.scalar = ld_scalar;
-	if (pg_parse_json(lex, &sem) != JSON_SUCCESS)
-		return false;
+	if (v[0] != NULL)
+		ld->version = (t[0] == JSON_TOKEN_NUMBER) ? v[0] : pstrdup("?");
+	if (v[1] != NULL && t[1] == JSON_TOKEN_STRING)
+		ld->holder = v[1];
+	if (v[2] != NULL && t[2] == JSON_TOKEN_STRING)
+		ld->end = v[2];
 	return ld->version != NULL && ld->holder != NULL && ld->end != NULL;
 }
 

@@ -131,75 +131,12 @@ ZK_SQL_FUNC(zk_lock_token_key, token_common(fcinfo, true))
 /* The fields of our own node data, {"cluster":..., "host":..., ...} */
 typedef struct NodeData
 {
-	int			depth;
-	int			adepth;			/* inside arrays: no field of ours */
-	const char *field;
 	char	   *v[8];
 	JsonTokenType t[8];
 } NodeData;
 
 static const char *const node_fields[8] =
 {"cluster", "host", "port", "database", "pid", "user", "application", "since"};
-
-/* JSON callbacks of parse_node_data: depth counts the objects we are in */
-static ZK_JSON_CB
-nd_object_start(void *state)
-{
-	((NodeData *) state)->depth++;
-	ZK_JSON_RETURN;
-}
-
-/* (parse_node_data) the end of an object */
-static ZK_JSON_CB
-nd_object_end(void *state)
-{
-	((NodeData *) state)->depth--;
-	ZK_JSON_RETURN;
-}
-
-/* (parse_node_data) inside an array no field is ours */
-static ZK_JSON_CB
-nd_array_start(void *state)
-{
-	((NodeData *) state)->adepth++;
-	ZK_JSON_RETURN;
-}
-
-/* (parse_node_data) the end of an array */
-static ZK_JSON_CB
-nd_array_end(void *state)
-{
-	((NodeData *) state)->adepth--;
-	ZK_JSON_RETURN;
-}
-
-/* (parse_node_data) remember the name of a top-level field */
-static ZK_JSON_CB
-nd_field_start(void *state, char *fname, bool isnull)
-{
-	NodeData   *nd = state;
-
-	nd->field = (nd->depth == 1) ? pstrdup(fname) : NULL;
-	ZK_JSON_RETURN;
-}
-
-/* (parse_node_data) keep a top-level scalar if it is one of node_fields */
-static ZK_JSON_CB
-nd_scalar(void *state, char *token, JsonTokenType tokentype)
-{
-	NodeData   *nd = state;
-	int			i;
-
-	if (nd->field == NULL || nd->adepth > 0 || tokentype == JSON_TOKEN_NULL)
-		ZK_JSON_RETURN;
-	for (i = 0; i < 8; i++)
-		if (strcmp(nd->field, node_fields[i]) == 0)
-		{
-			nd->v[i] = pstrdup(token);
-			nd->t[i] = tokentype;
-		}
-	ZK_JSON_RETURN;
-}
 
 /* A JSON scalar as an int4, or false when it is not one (never raises) */
 static bool
@@ -219,31 +156,15 @@ json_int4(const char *v, JsonTokenType t, int32 *out)
 }
 
 /*
- * Parse zklock's identity (UTF-8 JSON); false when the data is not ours
- * (kazoo, garbage).  Never raises, whatever another client wrote.
+ * Parse zklock's identity (UTF-8 JSON, node_fields at its top level, null
+ * ones absent); false when the data is not ours (kazoo, garbage).  Never
+ * raises, whatever another client wrote.
  */
 static bool
 parse_node_data(const char *data, int len, NodeData *nd)
 {
-	JsonLexContext *lex;
-	JsonSemAction sem;
-
-	memset(nd, 0, sizeof(NodeData));
-	if (len < 2 || data[0] != '{' || memchr(data, '\0', len) != NULL ||
-		!pg_verify_mbstr(PG_UTF8, data, len, true))
-		return false;
-	lex = zk_json_lexer(data, len);
-	memset(&sem, 0, sizeof(sem));
-	sem.semstate = nd;
-	sem.object_start = nd_object_start;
-	sem.object_end = nd_object_end;
-	sem.object_field_start = nd_field_start;
-	sem.array_start = nd_array_start;
-	sem.array_end = nd_array_end;
-	sem.scalar = nd_scalar;
-	if (pg_parse_json(lex, &sem) != JSON_SUCCESS)
-		return false;
-	return nd->v[0] != NULL;
+	return zk_json_top_fields(data, len, node_fields, 8, true, nd->v, nd->t) &&
+		nd->v[0] != NULL;
 }
 
 typedef struct HolderRow
