@@ -408,10 +408,12 @@ extern void zk_q_pubop_free(PubOp *po);
 extern void zk_q_pub_blocked_tick(void);
 extern void zk_q_end_blocked_tick(void);
 extern void zk_qpub_drive(ZkEntry *e);
-extern void zk_q_pub_kept_answered(ZkEntry *e, int rc);
 
 /* queue_nskept.c */
-extern void zk_q_ns_check(ZkEntry *e, const char *ns, int adding);
+/* what a publication's check calls when its last answer is in (rc: ZOK or why) */
+typedef void (*zk_q_answered_fn) (ZkEntry *e, int rc);
+extern void zk_q_ns_check(ZkEntry *e, const char *ns, int adding,
+						  zk_q_answered_fn answered);
 extern void zk_q_ns_unreserve(ZkEntry *e);
 
 /* queue_naming.c */

@@ -49,6 +49,7 @@ typedef struct NsWaiter
 {
 	const void *ectx;			/* zk_ctx_of(e) */
 	int			adding;
+	zk_q_answered_fn answered;	/* the caller's, once e has every answer */
 } NsWaiter;
 
 typedef struct NsCensus
@@ -475,7 +476,7 @@ ns_maybe_finish(int slot)
 			if (n->counted >= 0)
 				ns_judge(e, slot, w->adding);
 			if (e->outstanding == 0)
-				zk_q_pub_kept_answered(e, rc);
+				w->answered(e, rc);
 		}
 	}
 	list_free_deep(waiters);
@@ -559,14 +560,14 @@ ns_slot(const char *ns)
  * Check that e's publication may add "adding" items and arrivals to
  * namespace ns.  Judged at once from a census that began less than
  * NS_FRESH_MS ago (e->pub_refused set when refused), or e waits for a new
- * one (e->outstanding counts it; the census calls zk_q_pub_kept_answered
- * for the last answer).  Let through unchecked when no census can be had
+ * one (e->outstanding counts it; the census calls "answered", the caller's
+ * continuation, when e's last answer is in).  Let through unchecked when no census can be had
  * (every slot busy counting, or nothing could be sent: then the
  * transaction node's create fails too, and the publication is checked
  * again when it is retried).
  */
 void
-zk_q_ns_check(ZkEntry *e, const char *ns, int adding)
+zk_q_ns_check(ZkEntry *e, const char *ns, int adding, zk_q_answered_fn answered)
 {
 	int			slot;
 	NsCensus   *n;
@@ -605,6 +606,7 @@ zk_q_ns_check(ZkEntry *e, const char *ns, int adding)
 
 		w->ectx = zk_ctx_of(e);
 		w->adding = adding;
+		w->answered = answered;
 		n->waiters = lappend(n->waiters, w);
 		MemoryContextSwitchTo(old);
 	}

@@ -41,6 +41,7 @@ static void pub_block(ZkEntry *e, PubOp *po, int rc);
 static void pub_unblock(ZkEntry *e);
 static void pub_block_resolve(PubOp *po, int rc);
 static void pub_txn_written(ZkEntry *e);
+static void pub_kept_answered(ZkEntry *e, int rc);
 static void total_unreserve(ZkEntry *e);
 static void pub_probe_send(PubOp *po);
 static void pub_resend(PubOp *po, ZkEntry *e);
@@ -1391,7 +1392,7 @@ pub_kept_done(int rc, const struct Stat *stat, const void *data)
 					kept_reserve(e, c->hash, c->adding);
 			}
 			if (e->outstanding == 0)
-				zk_q_pub_kept_answered(e, rc);
+				pub_kept_answered(e, rc);
 		}
 	}
 	COMPLETION_END(e);
@@ -1403,8 +1404,8 @@ pub_kept_done(int rc, const struct Stat *stat, const void *data)
  * retry, or write the transaction node (also called by the namespace
  * census, queue_nskept.c)
  */
-void
-zk_q_pub_kept_answered(ZkEntry *e, int rc)
+static void
+pub_kept_answered(ZkEntry *e, int rc)
 {
 	if (e->released)
 		zk_qpub_drive(e);		/* frees it: nothing was written */
@@ -1487,7 +1488,7 @@ pub_total_done(int rc, const char *value, int value_len,
 				}
 			}
 			if (e->outstanding == 0)
-				zk_q_pub_kept_answered(e, rc == ZNONODE ? ZOK : rc);
+				pub_kept_answered(e, rc == ZNONODE ? ZOK : rc);
 		}
 	}
 	COMPLETION_END(e);
@@ -1617,12 +1618,12 @@ pub_kept_send(ZkEntry *e)
 	{
 		NsAdd	   *a = (NsAdd *) lfirst(lc);
 
-		zk_q_ns_check(e, a->ns, a->adding);
+		zk_q_ns_check(e, a->ns, a->adding, pub_kept_answered);
 	}
 	list_free_deep(adds);
 	if (e->outstanding == 0 && e->pub_refused)
 	{
-		zk_q_pub_kept_answered(e, ZOK);		/* refused from a census at once */
+		pub_kept_answered(e, ZOK);		/* refused from a census at once */
 		return true;
 	}
 	return e->outstanding > 0;
