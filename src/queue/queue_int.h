@@ -401,6 +401,10 @@ extern void zk_q_count_held(ZkEntry *e, bool held);
 
 /* queue_publish.c */
 extern bool zk_q_txns_parent_ok;
+extern List *zk_q_pub_waits;
+extern bool zk_q_send_publish(const char *blob, const char *tpath, uint32 idx,
+							  uint32 gen, struct Scan *scan, bool ensure,
+							  bool keep);
 extern TimestampTz zk_q_resolve_again_at;
 extern bool zk_q_history_gate(ZkEntry *e);
 extern bool zk_q_pub_send(PubOp *po);
@@ -416,13 +420,10 @@ extern void zk_q_ns_check(ZkEntry *e, const char *ns, int adding,
 						  zk_q_answered_fn answered);
 extern void zk_q_ns_unreserve(ZkEntry *e);
 
-/* queue_naming.c */
-extern List *zk_q_pub_waits;
-extern bool zk_q_seq_fetch(QSeq *q);
-extern void zk_q_seq_probe(QSeq *q);
-extern bool zk_q_send_publish(const char *blob, const char *tpath, uint32 idx,
-							  uint32 gen, struct Scan *scan, bool ensure,
-							  bool keep);
+/* queue_naming.c; what a read of a queue's naming calls with its answer */
+typedef void (*zk_q_naming_fn) (bool ok);
+extern bool zk_q_seq_fetch(QSeq *q, zk_q_naming_fn done);
+extern void zk_q_seq_probe(QSeq *q, zk_q_naming_fn done);
 extern void zk_q_pub_note_names(PubOp *po);
 extern bool zk_q_pub_naming_conflict(PubOp *po);
 extern const char *zk_q_seq_exhausted(PubOp *po);

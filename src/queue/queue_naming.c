@@ -45,7 +45,6 @@
  * ------------------------------------------------------------------------
  */
 
-List *zk_q_pub_waits = NIL;	/* PubOp waiting for a queue's next */
 
 static ZkLogLimit seq_switch_log;
 
@@ -87,46 +86,6 @@ seq_of_node(const char *child)
 	return v;
 }
 
-/* Send the PubOp again once every queue's counter it needs is known */
-static void
-pub_waits_fire(bool ok)
-{
-	List	   *waits = zk_q_pub_waits;
-	ListCell   *lc;
-
-	zk_q_pub_waits = NIL;
-	foreach(lc, waits)
-	{
-		PubOp	   *po = lfirst(lc);
-		ZkEntry    *e = NULL;
-
-		po->waiting = false;
-		if (po->gen != ZKLOCK_NO_ENTRY)
-		{
-			ZkEntry    *pe = zk_entry(po->idx);
-
-			if (pe->gen == po->gen && pe->state != ZKE_FREE && pe->delete_inflight)
-				e = pe;
-			else
-			{
-				zk_q_pubop_free(po); /* moved on without it (a new session) */
-				continue;
-			}
-		}
-		if (ok && zk_session_usable() && zk_q_pub_send(po))
-			continue;
-		if (e != NULL)
-		{
-			e->delete_inflight = false;
-			zk_retry_later(e);
-		}
-		else if (po->scan != NULL)
-			zk_q_scan_done_one(po->scan, false, 0);
-		zk_q_pubop_free(po);
-	}
-	list_free(waits);
-}
-
 typedef struct SeqFetch
 {
 	char		name[ZKLOCK_QNAME_MAX + 1];
@@ -137,6 +96,7 @@ typedef struct SeqFetch
 	bool		exists;
 	int32		version;
 	int64		max_listed;
+	zk_q_naming_fn done;		/* the caller's, once every reply is in */
 } SeqFetch;
 
 /*
@@ -165,7 +125,7 @@ seq_fetch_one_done(SeqFetch *f)
 		q->seq_version = f->version;
 		q->next = QNEXT_READ;
 	}
-	pub_waits_fire(!f->failed);
+	f->done(!f->failed);
 	pfree(f);
 }
 
@@ -237,11 +197,11 @@ seq_children_done(int rc, const struct String_vector *sv, const void *data)
 }
 
 /*
- * Read q's next, and list its entries and taken (pipelined); the PubOps on
- * zk_q_pub_waits go on when the answers are in.  false: nothing could be sent.
+ * Read q's next, and list its entries and taken (pipelined); "done", the
+ * caller's, runs when the answers are in.  false: nothing could be sent.
  */
 bool
-zk_q_seq_fetch(QSeq *q)
+zk_q_seq_fetch(QSeq *q, zk_q_naming_fn done)
 {
 	SeqFetch   *f;
 	char		path[ZK_PATH_MAX];
@@ -252,6 +212,7 @@ zk_q_seq_fetch(QSeq *q)
 	f = MemoryContextAllocZero(zk_q_context(), sizeof(SeqFetch));
 	strlcpy(f->name, q->name, sizeof(f->name));
 	f->max_listed = -1;
+	f->done = done;
 	f->pending = 3;
 	zk_q_seq_path(q, "next", path, sizeof(path));
 	if (zoo_aget(zk_zh, path, 0, seq_get_done, f) == ZOK)
@@ -278,16 +239,24 @@ zk_q_seq_fetch(QSeq *q)
 	return true;
 }
 
+/* What a zk_q_seq_probe() asks about, and whom it answers */
+typedef struct SeqProbe
+{
+	char		name[ZKLOCK_QNAME_MAX + 1];
+	zk_q_naming_fn done;
+} SeqProbe;
+
 /* Completion of the zoo_aexists sent by zk_q_seq_probe() */
 static void
 seq_probe_done(int rc, const struct Stat *stat, const void *data)
 {
-	char	   *name = (char *) data;
+	SeqProbe   *p = (SeqProbe *) data;
 	ZkEntry    *volatile none = NULL;
 
 	COMPLETION_BEGIN
 	{
-		QSeq	   *q = zk_q_seq(name);
+		QSeq	   *q = zk_q_seq(p->name);
+		zk_q_naming_fn done = p->done;
 
 		if (rc == ZOK)
 			seq_switch(q, "another cluster names its items itself (its entries' sequence counter is at its end)");
@@ -295,61 +264,32 @@ seq_probe_done(int rc, const struct Stat *stat, const void *data)
 			q->naming = QSEQ_COUNTER;
 		else if (rc != ZOK && rc != ZNONODE && q->naming == QSEQ_ASKING)
 			q->naming = QSEQ_UNASKED;	/* ask again */
-		pfree(name);
-		pub_waits_fire(rc == ZOK || rc == ZNONODE);
+		pfree(p);
+		done(rc == ZOK || rc == ZNONODE);
 	}
 	COMPLETION_END(none);
 }
 
-/* Does q's next exist?  Asked once per worker (and after a failed ask). */
+/*
+ * Does q's next exist?  Asked once per worker (and after a failed ask);
+ * "done", the caller's, runs with the answer.
+ */
 void
-zk_q_seq_probe(QSeq *q)
+zk_q_seq_probe(QSeq *q, zk_q_naming_fn done)
 {
 	char		path[ZK_PATH_MAX];
-	char	   *name;
+	SeqProbe   *p;
 
 	if (q->naming != QSEQ_UNASKED)
 		return;
-	name = MemoryContextStrdup(zk_q_context(), q->name);
+	p = MemoryContextAllocZero(zk_q_context(), sizeof(SeqProbe));
+	strlcpy(p->name, q->name, sizeof(p->name));
+	p->done = done;
 	zk_q_seq_path(q, "next", path, sizeof(path));
-	if (zoo_aexists(zk_zh, path, 0, seq_probe_done, name) == ZOK)
+	if (zoo_aexists(zk_zh, path, 0, seq_probe_done, p) == ZOK)
 		q->naming = QSEQ_ASKING;
 	else
-		pfree(name);
-}
-
-/*
- * Send the publishing multi for a transaction's items: delete the
- * transaction node, create every item.  ensure: send the parents' creates
- * first (after a NONODE, and always from the resolution).  keep: a create
- * of the node may still be on its way (queue_publish.c, "Late creates").
- */
-bool
-zk_q_send_publish(const char *blob, const char *tpath, uint32 idx, uint32 gen,
-			 struct Scan *scan, bool ensure, bool keep)
-{
-	PubOp	   *po = MemoryContextAllocZero(zk_q_context(), sizeof(PubOp));
-
-	po->idx = idx;
-	po->gen = gen;
-	po->scan = scan;
-	po->ensure = ensure;
-	po->keep = keep;
-	if (scan != NULL)
-	{
-		/* the resolution's copy: ours to mark skipped ops in */
-		const ZkTxnHeader *h = (const ZkTxnHeader *) blob;
-
-		po->blob = MemoryContextAlloc(zk_q_context(), h->total);
-		memcpy(po->blob, blob, h->total);
-	}
-	strlcpy(po->tpath, tpath, sizeof(po->tpath));
-	if (!zk_q_pub_send(po))
-	{
-		zk_q_pubop_free(po);
-		return false;
-	}
-	return true;
+		pfree(p);
 }
 
 /*

@@ -42,6 +42,7 @@ static void pub_unblock(ZkEntry *e);
 static void pub_block_resolve(PubOp *po, int rc);
 static void pub_txn_written(ZkEntry *e);
 static void pub_kept_answered(ZkEntry *e, int rc);
+static void pub_waits_fire(bool ok);
 static void total_unreserve(ZkEntry *e);
 static void pub_probe_send(PubOp *po);
 static void pub_resend(PubOp *po, ZkEntry *e);
@@ -50,6 +51,8 @@ pub_create_done(int rc, const char *value, const void *data);
 static void send_txn_create(ZkEntry *e);
 
 bool zk_q_txns_parent_ok = false;
+
+List *zk_q_pub_waits = NIL;	/* PubOp waiting for a queue's next */
 
 /* ------------------------------------------------------------------------
  * Publication (ZKK_QPUB)
@@ -235,7 +238,7 @@ pub_naming(const char *blob, PubNaming *pn)
 		if (q->naming == QSEQ_UNASKED || q->naming == QSEQ_ASKING)
 		{
 			/* does it name its items itself?  (asked before commit, as a rule) */
-			zk_q_seq_probe(q);
+			zk_q_seq_probe(q, pub_waits_fire);
 			if (q->naming == QSEQ_UNASKED)
 				failed = true;	/* could not ask (the others are asked) */
 			wait = true;
@@ -271,7 +274,7 @@ pub_naming(const char *blob, PubNaming *pn)
 		}
 		if (q->next == QNEXT_UNKNOWN)
 		{
-			if (!zk_q_seq_fetch(q))
+			if (!zk_q_seq_fetch(q, pub_waits_fire))
 				return PUBN_FAILED;
 			wait = true;
 		}
@@ -530,6 +533,83 @@ zk_q_pubop_free(PubOp *po)
 	if (po->blob)
 		pfree(po->blob);
 	pfree(po);
+}
+
+/*
+ * The naming answer the PubOps on zk_q_pub_waits waited for is in (ok: it
+ * was read): send each again once every queue's counter it needs is known
+ */
+static void
+pub_waits_fire(bool ok)
+{
+	List	   *waits = zk_q_pub_waits;
+	ListCell   *lc;
+
+	zk_q_pub_waits = NIL;
+	foreach(lc, waits)
+	{
+		PubOp	   *po = lfirst(lc);
+		ZkEntry    *e = NULL;
+
+		po->waiting = false;
+		if (po->gen != ZKLOCK_NO_ENTRY)
+		{
+			ZkEntry    *pe = zk_entry(po->idx);
+
+			if (pe->gen == po->gen && pe->state != ZKE_FREE && pe->delete_inflight)
+				e = pe;
+			else
+			{
+				zk_q_pubop_free(po); /* moved on without it (a new session) */
+				continue;
+			}
+		}
+		if (ok && zk_session_usable() && zk_q_pub_send(po))
+			continue;
+		if (e != NULL)
+		{
+			e->delete_inflight = false;
+			zk_retry_later(e);
+		}
+		else if (po->scan != NULL)
+			zk_q_scan_done_one(po->scan, false, 0);
+		zk_q_pubop_free(po);
+	}
+	list_free(waits);
+}
+
+/*
+ * Send the publishing multi for a transaction's items: delete the
+ * transaction node, create every item.  ensure: send the parents' creates
+ * first (after a NONODE, and always from the resolution).  keep: a create
+ * of the node may still be on its way (queue_publish.c, "Late creates").
+ */
+bool
+zk_q_send_publish(const char *blob, const char *tpath, uint32 idx, uint32 gen,
+			 struct Scan *scan, bool ensure, bool keep)
+{
+	PubOp	   *po = MemoryContextAllocZero(zk_q_context(), sizeof(PubOp));
+
+	po->idx = idx;
+	po->gen = gen;
+	po->scan = scan;
+	po->ensure = ensure;
+	po->keep = keep;
+	if (scan != NULL)
+	{
+		/* the resolution's copy: ours to mark skipped ops in */
+		const ZkTxnHeader *h = (const ZkTxnHeader *) blob;
+
+		po->blob = MemoryContextAlloc(zk_q_context(), h->total);
+		memcpy(po->blob, blob, h->total);
+	}
+	strlcpy(po->tpath, tpath, sizeof(po->tpath));
+	if (!zk_q_pub_send(po))
+	{
+		zk_q_pubop_free(po);
+		return false;
+	}
+	return true;
 }
 
 /*
@@ -1697,7 +1777,7 @@ send_txn_create(ZkEntry *e)
 				zk_q_parents_remember(qname, true);
 			}
 			/* before it is published: does it name its items itself? */
-			zk_q_seq_probe(zk_q_seq(qname));
+			zk_q_seq_probe(zk_q_seq(qname), pub_waits_fire);
 		}
 	}
 	e->state = ZKE_CREATING;
