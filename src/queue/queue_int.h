@@ -222,6 +222,13 @@ typedef struct QSeq
 extern int	zk_q_nidle_watched;	/* queues with idle_since set */
 extern int	zk_q_nunflushed_wait;	/* queues with unflushed_wait set */
 
+/*
+ * What a publication the settling pass sent calls when it is done (ok: it
+ * was applied or refused for good; removed: its transaction node went)
+ */
+struct Scan;
+typedef void (*zk_q_scan_fn) (struct Scan *s, bool ok, int64 removed);
+
 /* A publication in flight: the multi and its buffers */
 typedef struct PubOp
 {
@@ -238,7 +245,8 @@ typedef struct PubOp
 	char	  **bufs;			/* per op: created name, or counter value */
 	char	   *blob;			/* the resolution's own copy, or NULL */
 	char		tpath[ZK_PATH_MAX];
-	struct Scan *scan;
+	struct Scan *scan;			/* the settling pass's, or NULL ... */
+	zk_q_scan_fn scan_done;		/* ... and what to tell it when done */
 	bool		ensure;			/* send the parents' creates first */
 	bool		keep;			/* keep the node against a late create
 								 * (queue_publish.c, "Late creates") */
@@ -338,7 +346,9 @@ typedef struct Scan
 	bool		release_all;	/* zk_queue_release_cluster: drop everything */
 	uint64		run;			/* ... of this run only (0: every run) */
 	bool		own_release;	/* a run of this cluster: holds zk_q_resolve_running */
-	Info	   *info;			/* release_all: the request */
+	Info	   *info;			/* release_all: the request, and how to */
+	void		(*info_done) (Info *in);	/* answer it (queue_read.c's) */
+	void		(*info_fail) (Info *in, int rc);
 	int			outstanding;
 	bool		failed;
 	int64		removed;
@@ -398,13 +408,16 @@ extern int	zk_q_listing_send(Listing *l, const char *qpath,
 							  bool list_taken);
 extern void zk_q_free_entry(ZkEntry *e);
 extern void zk_q_count_held(ZkEntry *e, bool held);
+extern void zk_q_given_up_add(uint64 fxid);
+extern int	zk_q_given_up_find(uint64 fxid);
+extern void zk_q_given_up_remove(uint64 fxid);
 
 /* queue_publish.c */
 extern bool zk_q_txns_parent_ok;
 extern List *zk_q_pub_waits;
 extern bool zk_q_send_publish(const char *blob, const char *tpath, uint32 idx,
-							  uint32 gen, struct Scan *scan, bool ensure,
-							  bool keep);
+							  uint32 gen, struct Scan *scan, zk_q_scan_fn scan_done,
+							  bool ensure, bool keep);
 extern TimestampTz zk_q_resolve_again_at;
 extern bool zk_q_history_gate(ZkEntry *e);
 extern bool zk_q_pub_send(PubOp *po);
@@ -461,8 +474,6 @@ extern void zk_qinfo_drive_failed(ZkEntry *e);
 extern void zk_qinfo_session_lost(ZkEntry *e, const char *why);
 
 /* queue_settle.c */
-extern void zk_q_given_up_add(uint64 fxid);
-extern void zk_q_given_up_remove(uint64 fxid);
 extern void zk_q_scan_done_one(Scan *s, bool ok, int64 removed);
 extern bool zk_q_scan_start(Scan *s);
 extern void zk_q_release_check_live(Scan *s);

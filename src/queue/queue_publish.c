@@ -572,7 +572,7 @@ pub_waits_fire(bool ok)
 			zk_retry_later(e);
 		}
 		else if (po->scan != NULL)
-			zk_q_scan_done_one(po->scan, false, 0);
+			po->scan_done(po->scan, false, 0);
 		zk_q_pubop_free(po);
 	}
 	list_free(waits);
@@ -586,13 +586,14 @@ pub_waits_fire(bool ok)
  */
 bool
 zk_q_send_publish(const char *blob, const char *tpath, uint32 idx, uint32 gen,
-			 struct Scan *scan, bool ensure, bool keep)
+				  struct Scan *scan, zk_q_scan_fn scan_done, bool ensure, bool keep)
 {
 	PubOp	   *po = MemoryContextAllocZero(zk_q_context(), sizeof(PubOp));
 
 	po->idx = idx;
 	po->gen = gen;
 	po->scan = scan;
+	po->scan_done = scan_done;
 	po->ensure = ensure;
 	po->keep = keep;
 	if (scan != NULL)
@@ -753,7 +754,7 @@ pub_probe_send(PubOp *po)
 		if (po->probe_out > 0)
 			return;
 		if (po->scan != NULL)
-			zk_q_scan_done_one(po->scan, false, 0);
+			po->scan_done(po->scan, false, 0);
 		zk_q_pubop_free(po);
 		return;
 	}
@@ -792,7 +793,7 @@ pub_probe_send(PubOp *po)
 			zk_retry_later(e);
 		}
 		else if (po->scan != NULL)
-			zk_q_scan_done_one(po->scan, false, 0);
+			po->scan_done(po->scan, false, 0);
 		zk_q_pubop_free(po);
 		return;
 	}
@@ -825,7 +826,7 @@ pub_resend(PubOp *po, ZkEntry *e)
 		zk_retry_later(e);
 	}
 	else if (po->scan != NULL)
-		zk_q_scan_done_one(po->scan, false, 0);
+		po->scan_done(po->scan, false, 0);
 	zk_q_pubop_free(po);
 }
 
@@ -1127,7 +1128,7 @@ publish_done(int rc, const void *data)
 					zk_retry_later(e);
 				}
 				else
-					zk_q_scan_done_one(po->scan, false, 0);
+					po->scan_done(po->scan, false, 0);
 			}
 		}
 		else if (!applied && zk_rc_definite(rc) && zk_session_usable() &&
@@ -1178,7 +1179,7 @@ publish_done(int rc, const void *data)
 				zk_q_given_up_remove(((const ZkTxnHeader *) po->blob)->fxid);
 			if (!applied && zk_rc_definite(rc) && zk_session_usable())
 				pub_block_resolve(po, rc);
-			zk_q_scan_done_one(po->scan, applied || zk_rc_definite(rc), applied && rc == ZOK ? 1 : 0);
+			po->scan_done(po->scan, applied || zk_rc_definite(rc), applied && rc == ZOK ? 1 : 0);
 		}
 	}
 	COMPLETION_END(e);
@@ -1900,7 +1901,7 @@ zk_qpub_drive(ZkEntry *e)
 		txn_path((ZkTxnHeader *) blob, tpath, sizeof(tpath));
 		if (e->decision == ZKQD_COMMIT && e->state == ZKE_HELD)
 		{
-			if (zk_q_send_publish(blob, tpath, zk_entry_index(e), e->gen, NULL,
+			if (zk_q_send_publish(blob, tpath, zk_entry_index(e), e->gen, NULL, NULL,
 							 e->parents_tried, e->create_unanswered))
 				e->delete_inflight = true;
 			else

@@ -84,38 +84,6 @@ info_window(Info *in)
 							ZKQ_PEEK_INFLIGHT_BYTES / Max(in->largest, 1024)));
 }
 
-/* a palloc'd copy of a listing's names, and its release */
-char **
-zk_q_names_copy(const struct String_vector *sv, int *n)
-{
-	char	  **names;
-	int			i;
-
-	*n = sv ? sv->count : 0;
-	if (*n == 0)
-		return NULL;
-	names = MemoryContextAlloc(zk_q_context(), sizeof(char *) * *n);
-	for (i = 0; i < *n; i++)
-		names[i] = MemoryContextStrdup(zk_q_context(), sv->data[i]);
-	return names;
-}
-
-/* Free an array of names and empty it */
-void
-zk_q_names_free(char ***names, int *n)
-{
-	int			i;
-
-	if (*names == NULL)
-		return;
-	for (i = 0; i < *n; i++)
-		if ((*names)[i] != NULL)
-			pfree((*names)[i]);
-	pfree(*names);
-	*names = NULL;
-	*n = 0;
-}
-
 /* The entry of a one-off read, or NULL once it was freed */
 static ZkEntry *
 info_entry(Info *in)
@@ -1574,6 +1542,8 @@ info_step(Info *in)
 				s->sysid = e->fxid;
 				s->release_all = true;
 				s->info = in;
+				s->info_done = zk_q_info_call_done;
+				s->info_fail = zk_q_info_fail;
 				/* a run of this cluster: its 16 hex digits as the name */
 				if (e->name[0] != '\0' && !zk_q_parse_u64(e->name, 16, &s->run))
 					s->run = 0;

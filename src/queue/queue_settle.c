@@ -127,65 +127,6 @@ entry_for_xid(ZkKind kind, uint64 fxid)
 	return false;
 }
 
-/*
- * Replayed transaction nodes.  A node's MAC binds its path and content, not
- * its creation: a client that read a genuine node (it exists between the
- * backend's write and the publication) could create it again, same bytes,
- * once it was published, and a settling pass would find a node that
- * verifies and names a committed transaction, and publish it a second time.
- * The same holds for a claim written again on an item whose name a drop
- * let the queue use again.  This run's own nodes are published (claims
- * ended) by their entries (node_fate: running), which live until their
- * nodes are gone, except when one gives up after repeated errors
- * (qdurable_drive_failed) and leaves its nodes to the settling pass.  So a
- * settling pass acts on a committed node of this run only if an entry gave
- * it up: their fxids are kept here (a transaction node's until its
- * publication is applied).  A worker that restarts forgets them; their
- * nodes are then settled when the server next starts (as an earlier run's).
- * Left alone is the safe side: items wait, none is delivered twice.
- */
-#define ZKQ_GIVEN_UP_MAX	1024
-
-static uint64 given_up[ZKQ_GIVEN_UP_MAX];
-static int	ngiven_up = 0;
-
-/* An entry gave up its nodes: the settling pass may act on them */
-void
-zk_q_given_up_add(uint64 fxid)
-{
-	if (ngiven_up == ZKQ_GIVEN_UP_MAX)
-	{
-		/* the oldest waits for the next start */
-		memmove(given_up, given_up + 1, sizeof(uint64) * (ZKQ_GIVEN_UP_MAX - 1));
-		ngiven_up--;
-	}
-	given_up[ngiven_up++] = fxid;
-}
-
-/* fxid's place among the given-up transactions, or -1 */
-static int
-given_up_find(uint64 fxid)
-{
-	int			i;
-
-	for (i = 0; i < ngiven_up; i++)
-		if (given_up[i] == fxid)
-			return i;
-	return -1;
-}
-
-/* fxid's publication was applied: no longer given up */
-void
-zk_q_given_up_remove(uint64 fxid)
-{
-	int			i = given_up_find(fxid);
-
-	if (i < 0)
-		return;
-	memmove(given_up + i, given_up + i + 1, sizeof(uint64) * (ngiven_up - i - 1));
-	ngiven_up--;
-}
-
 /* an op's path: under gates/ or arrivals/, plain components only */
 static bool
 op_path_valid(const char *path, int len)
@@ -309,6 +250,7 @@ scan_finish(Scan *s)
 	if (s->release_all)
 	{
 		Info	   *in = s->info;
+		void		(*done) (Info *) = s->info_done;
 
 		if (s->own_release)
 			zk_q_resolve_running = false;
@@ -316,9 +258,9 @@ scan_finish(Scan *s)
 			zk_history_left_forget(s->run);
 		in->count = s->removed;
 		if (s->failed)
-			zk_q_info_fail(in, ZCONNECTIONLOSS);
+			s->info_fail(in, ZCONNECTIONLOSS);
 		pfree(s);
-		zk_q_info_call_done(in);
+		done(in);
 		return;
 	}
 	if (s->removed > 0)
@@ -765,7 +707,7 @@ scan_txn_data(int rc, const char *value, int value_len,
 			f = node_fate(s, ZKK_QPUB, h.run, c->fxid, h.tli, h.lsn, h.rec, &quiet);
 			if (f == FATE_COMMITTED && h.run != 0 &&
 				zk_history_status(h.run) == ZKR_CURRENT &&
-				given_up_find(c->fxid) < 0)
+				zk_q_given_up_find(c->fxid) < 0)
 			{
 				/* this run published it: a copy created again ("Replayed") */
 				f = FATE_UNKNOWN;
@@ -782,7 +724,8 @@ scan_txn_data(int rc, const char *value, int value_len,
 			{
 				/* ensures the parents itself; its reply counts for us */
 				/* an entry gave it up: a create of it may be on its way */
-				if (zk_q_send_publish(blob, c->path, ZKLOCK_NO_ENTRY, ZKLOCK_NO_ENTRY, s, true,
+				if (zk_q_send_publish(blob, c->path, ZKLOCK_NO_ENTRY, ZKLOCK_NO_ENTRY, s,
+									  zk_q_scan_done_one, true,
 									  zk_history_status(h.run) == ZKR_CURRENT))
 					counted = true;
 				else
@@ -1048,7 +991,7 @@ scan_claim_data(int rc, const char *value, int value_len,
 			f = node_fate(s, ZKK_QCLAIM, run, fxid, (uint32) tli, lsn,
 						  parsed ? rec : 0, &quiet);
 			if (f == FATE_COMMITTED && !s->release_all && run != 0 &&
-				zk_history_status(run) == ZKR_CURRENT && given_up_find(fxid) < 0)
+				zk_history_status(run) == ZKR_CURRENT && zk_q_given_up_find(fxid) < 0)
 			{
 				/*
 				 * This run's claims are ended by their entries: a claim
@@ -1183,6 +1126,7 @@ scan_taken_over(bool ok, void *arg)
 	if (!ok && zk_history_take_refused())
 	{
 		Info	   *in = s->info;
+		void		(*done) (Info *);
 
 		/*
 		 * Its run node changed since the survey: its server registered
@@ -1192,8 +1136,9 @@ scan_taken_over(bool ok, void *arg)
 		in->count = -1;
 		if (s->own_release)
 			zk_q_resolve_running = false;
+		done = s->info_done;
 		pfree(s);
-		zk_q_info_call_done(in);
+		done(in);
 		return;
 	}
 	if (!ok || !zk_session_usable())
@@ -1311,6 +1256,7 @@ release_live_checked(LiveCheck *lc)
 {
 	Scan	   *s = lc->scan;
 	Info	   *in = s->info;
+	void		(*done) (Info *);
 
 	if (!lc->failed && in->live[0] == '\0')
 	{
@@ -1319,15 +1265,16 @@ release_live_checked(LiveCheck *lc)
 		return;
 	}
 	/* refused or failed: nothing released (scan_finish's part, by hand) */
+	done = s->info_done;
 	if (lc->failed)
-		zk_q_info_fail(in, lc->fail_rc);
+		s->info_fail(in, lc->fail_rc);
 	else
 		in->count = -1;
 	if (s->own_release)
 		zk_q_resolve_running = false;
 	pfree(lc);
 	pfree(s);
-	zk_q_info_call_done(in);
+	done(in);
 }
 
 /* One reply of the live-run check is in; the last decides */

@@ -578,3 +578,96 @@ zk_q_count_held(ZkEntry *e, bool held)
 		}
 	}
 }
+
+/*
+ * The given-up transactions, which the settling pass (queue_settle.c)
+ * consults.  Replayed transaction nodes.  A node's MAC binds its path and content, not
+ * its creation: a client that read a genuine node (it exists between the
+ * backend's write and the publication) could create it again, same bytes,
+ * once it was published, and a settling pass would find a node that
+ * verifies and names a committed transaction, and publish it a second time.
+ * The same holds for a claim written again on an item whose name a drop
+ * let the queue use again.  This run's own nodes are published (claims
+ * ended) by their entries (node_fate: running), which live until their
+ * nodes are gone, except when one gives up after repeated errors
+ * (qdurable_drive_failed) and leaves its nodes to the settling pass.  So a
+ * settling pass acts on a committed node of this run only if an entry gave
+ * it up: their fxids are kept here (a transaction node's until its
+ * publication is applied).  A worker that restarts forgets them; their
+ * nodes are then settled when the server next starts (as an earlier run's).
+ * Left alone is the safe side: items wait, none is delivered twice.
+ */
+#define ZKQ_GIVEN_UP_MAX	1024
+
+static uint64 given_up[ZKQ_GIVEN_UP_MAX];
+static int	ngiven_up = 0;
+
+/* An entry gave up its nodes: the settling pass may act on them */
+void
+zk_q_given_up_add(uint64 fxid)
+{
+	if (ngiven_up == ZKQ_GIVEN_UP_MAX)
+	{
+		/* the oldest waits for the next start */
+		memmove(given_up, given_up + 1, sizeof(uint64) * (ZKQ_GIVEN_UP_MAX - 1));
+		ngiven_up--;
+	}
+	given_up[ngiven_up++] = fxid;
+}
+
+/* fxid's place among the given-up transactions, or -1 */
+int
+zk_q_given_up_find(uint64 fxid)
+{
+	int			i;
+
+	for (i = 0; i < ngiven_up; i++)
+		if (given_up[i] == fxid)
+			return i;
+	return -1;
+}
+
+/* fxid's publication was applied: no longer given up */
+void
+zk_q_given_up_remove(uint64 fxid)
+{
+	int			i = zk_q_given_up_find(fxid);
+
+	if (i < 0)
+		return;
+	memmove(given_up + i, given_up + i + 1, sizeof(uint64) * (ngiven_up - i - 1));
+	ngiven_up--;
+}
+
+/* a palloc'd copy of a listing's names, and its release */
+/* a palloc'd copy of a listing's names, and its release */
+char **
+zk_q_names_copy(const struct String_vector *sv, int *n)
+{
+	char	  **names;
+	int			i;
+
+	*n = sv ? sv->count : 0;
+	if (*n == 0)
+		return NULL;
+	names = MemoryContextAlloc(zk_q_context(), sizeof(char *) * *n);
+	for (i = 0; i < *n; i++)
+		names[i] = MemoryContextStrdup(zk_q_context(), sv->data[i]);
+	return names;
+}
+
+/* Free an array of names and empty it */
+void
+zk_q_names_free(char ***names, int *n)
+{
+	int			i;
+
+	if (*names == NULL)
+		return;
+	for (i = 0; i < *n; i++)
+		if ((*names)[i] != NULL)
+			pfree((*names)[i]);
+	pfree(*names);
+	*names = NULL;
+	*n = 0;
+}

@@ -189,7 +189,7 @@ q_session_reset(void)
 		zk_q_pub_waits = list_delete_first(zk_q_pub_waits);
 		po->waiting = false;
 		if (po->scan != NULL)
-			zk_q_scan_done_one(po->scan, false, 0);
+			po->scan_done(po->scan, false, 0);
 		zk_q_pubop_free(po);
 	}
 	zk_q_nidle_watched = 0;
