@@ -55,17 +55,9 @@ member_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 		return;
 	COMPLETION_BEGIN
 	{
-		zk_count(ZKCNT_WATCH_EVENTS, 1);
-		e = zk_entry_of(ctx);
-		if (e != NULL && e->watching)
-		{
-			if (path)
-				(void) zk_watch_drop(path);
-			e->watching = false;
-			e->watched[0] = '\0';
-			if (e->step.barrier == ZKB_LEAVE && !e->released)
-				leave_list(e);
-		}
+		e = zk_entry_watch_fired(path, ctx);
+		if (e != NULL && e->step.barrier == ZKB_LEAVE && !e->released)
+			leave_list(e);
 	}
 	COMPLETION_END(e);
 }

@@ -735,6 +735,28 @@ zk_watch_forget_all(void)
 }
 
 
+/*
+ * In a watcher of one entry's watch (ctx: zk_ctx_of(e)), inside
+ * COMPLETION_BEGIN: the entry whose watch on path fired -- counted, taken
+ * off the local counts, and marked as watching nothing -- or NULL when the
+ * entry is gone or no longer watches (a late event after an unwatch).
+ */
+ZkEntry *
+zk_entry_watch_fired(const char *path, const void *ctx)
+{
+	ZkEntry    *e;
+
+	zk_count(ZKCNT_WATCH_EVENTS, 1);
+	e = zk_entry_of(ctx);
+	if (e == NULL || !e->watching)
+		return NULL;
+	if (path)
+		(void) zk_watch_drop(path);
+	e->watching = false;
+	e->watched[0] = '\0';
+	return e;
+}
+
 /* Completion of every zoo_aremove_watches and zoo_aremove_all_watches */
 void
 zk_unwatch_done(int rc, const void *ctx)

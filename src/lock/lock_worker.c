@@ -102,17 +102,9 @@ pred_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 		return;
 	COMPLETION_BEGIN
 	{
-		zk_count(ZKCNT_WATCH_EVENTS, 1);
-		e = zk_entry_of(ctx);
-		if (e != NULL && e->watching)
-		{
-			if (path)
-				zk_watch_drop(path);
-			e->watching = false;
-			e->watched[0] = '\0';
-			if (e->state == ZKE_WAITING && !e->released)
-				send_list(e);
-		}
+		e = zk_entry_watch_fired(path, ctx);
+		if (e != NULL && e->state == ZKE_WAITING && !e->released)
+			send_list(e);
 	}
 	COMPLETION_END(e);
 }

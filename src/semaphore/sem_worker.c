@@ -98,18 +98,11 @@ pool_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 		return;
 	COMPLETION_BEGIN
 	{
-		zk_count(ZKCNT_WATCH_EVENTS, 1);
-		e = zk_entry_of(ctx);
-		if (e != NULL && e->watching)
+		e = zk_entry_watch_fired(path, ctx);
+		if (e != NULL && e->state == ZKE_WAITING && !e->released)
 		{
-			if (path)
-				(void) zk_watch_drop(path);
-			e->watching = false;
-			if (e->state == ZKE_WAITING && !e->released)
-			{
-				e->step.sem = ZKSEM_LIST;
-				sem_step(e);
-			}
+			e->step.sem = ZKSEM_LIST;
+			sem_step(e);
 		}
 	}
 	COMPLETION_END(e);
