@@ -16,6 +16,30 @@
 #include "utils/hsearch.h"
 
 /* A watched object: a gate, an arrivals node or a barrier (barrier_worker.c) */
+/*
+ * Where an object's probe (the read that answers its waiters) is:
+ *
+ *	 IDLE  --zk_b_obj_kick, waiters, session usable: obj_probe-->  OUT
+ *	 IDLE  --zk_b_obj_kick, waiters, no usable session-->		  RETRY
+ *	 OUT   --zk_b_obj_kick (something changed meanwhile)-->		  AGAIN
+ *	 OUT, AGAIN --an answer (obj_probe_end)-->					  IDLE, and
+ *				  from AGAIN a kick (probe again) when anyone waits
+ *	 OUT, AGAIN --no answer (obj_probe_failed, not definite)-->	  RETRY
+ *	 AGAIN --an answer that settles it for good-->				  OUT
+ *	 RETRY --the session is usable (b_session_usable)-->		  IDLE, kick
+ *	 any   --the session ends (b_session_reset)-->				  RETRY with
+ *				  waiters, else IDLE (or RETRY if it was)
+ */
+typedef enum BObjProbe
+{
+	BPROBE_IDLE = 0,
+	BPROBE_OUT,					/* a probe is in flight */
+	BPROBE_AGAIN,				/* ... and probes again when it returns */
+	BPROBE_RETRY				/* probes once the session is usable */
+} BObjProbe;
+
+#define BOBJ_PROBING(o) ((o)->probe == BPROBE_OUT || (o)->probe == BPROBE_AGAIN)
+
 typedef struct BObj
 {
 	char		path[ZK_PATH_MAX];	/* hash key */
@@ -24,10 +48,8 @@ typedef struct BObj
 	int			cap;
 	uint32	   *widx;
 	uint32	   *wgen;
-	bool		probing;		/* a probe is in flight */
-	bool		again;			/* probe again when it returns */
+	uint8		probe;			/* BObjProbe */
 	bool		watching;		/* a watch of ours may be set on path */
-	bool		retry;			/* probe once the session is usable */
 	/* the last probe of a barrier */
 	int			members;
 	char	   *rmembers;		/* up to ZKB_READY_CHECKS of its members'

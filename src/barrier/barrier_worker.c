@@ -217,7 +217,8 @@ obj_get(int op, const char *name)
 		o->nw = 0;
 		o->cap = 0;
 		o->widx = o->wgen = NULL;
-		o->probing = o->again = o->watching = o->retry = false;
+		o->probe = BPROBE_IDLE;
+		o->watching = false;
 		o->members = 0;
 		o->rmembers = NULL;
 		o->nrmembers = 0;
@@ -333,7 +334,7 @@ zk_b_obj_create_done(BObj *o)
 void
 zk_b_obj_unwatch_unused(BObj *o)
 {
-	if (o->creating == 0 && o->nw == 0 && !o->probing)
+	if (o->creating == 0 && o->nw == 0 && !BOBJ_PROBING(o))
 		obj_unwatch(o);
 }
 
@@ -351,7 +352,7 @@ zk_b_obj_remove_entry(BObj *o, ZkEntry *e)
 			o->nw--;
 			break;
 		}
-	if (o->nw == 0 && !o->probing)
+	if (o->nw == 0 && !BOBJ_PROBING(o))
 		obj_unwatch(o);
 }
 
@@ -406,18 +407,18 @@ zk_b_obj_kick(BObj *o)
 	obj_compact(o);
 	if (o->nw == 0)
 	{
-		if (!o->probing)
+		if (!BOBJ_PROBING(o))
 			obj_unwatch(o);
 		return;
 	}
-	if (o->probing)
+	if (BOBJ_PROBING(o))
 	{
-		o->again = true;
+		o->probe = BPROBE_AGAIN;
 		return;
 	}
 	if (!zk_session_usable())
 	{
-		o->retry = true;
+		o->probe = BPROBE_RETRY;
 		any_retry = true;
 		return;
 	}
@@ -452,11 +453,10 @@ obj_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 static void
 obj_probe_failed(BObj *o, int rc)
 {
-	o->probing = false;
-	o->again = false;
+	o->probe = BPROBE_IDLE;
 	if (!zk_rc_definite(rc))
 	{
-		o->retry = true;
+		o->probe = BPROBE_RETRY;
 		any_retry = true;
 		return;
 	}
@@ -483,19 +483,17 @@ obj_probe_failed(BObj *o, int rc)
 static void
 obj_probe_end(BObj *o)
 {
-	o->probing = false;
+	bool		again = (o->probe == BPROBE_AGAIN);
+
+	o->probe = BPROBE_IDLE;
 	obj_compact(o);
 	if (o->nw == 0)
 	{
-		o->again = false;
 		obj_unwatch(o);
 		return;
 	}
-	if (o->again)
-	{
-		o->again = false;
+	if (again)
 		zk_b_obj_kick(o);
-	}
 }
 
 /* ---- gates ---- */
@@ -581,7 +579,7 @@ arrivals_dir_probed(int rc, const struct Stat *stat, const void *data)
 		{
 			/* created meanwhile: count its children */
 			o->watching = true;
-			o->again = true;
+			o->probe = BPROBE_AGAIN;
 			obj_probe_end(o);
 		}
 		else
@@ -655,7 +653,8 @@ arrivals_counted(int rc, const struct Stat *stat, const void *data)
 					if (e != NULL)
 						zk_fail(e, ERRCODE_PROGRAM_LIMIT_EXCEEDED, msg);
 				}
-				o->again = false;
+				if (o->probe == BPROBE_AGAIN)
+					o->probe = BPROBE_OUT;	/* not again */
 				obj_probe_end(o);
 			}
 			else if (!zk_session_usable() ||
@@ -759,7 +758,7 @@ ready_armed(int rc, const struct Stat *stat, const void *data)
 		 * may never change again.
 		 */
 		obj_compact(o);
-		if (o->nw == 0 && !o->probing)
+		if (o->nw == 0 && !BOBJ_PROBING(o))
 			obj_unwatch(o);
 	}
 	COMPLETION_END(none);
@@ -931,7 +930,8 @@ barrier_probed(int rc, const struct String_vector *sv, const void *data)
 				if (e != NULL)
 					zk_fail(e, ERRCODE_PROGRAM_LIMIT_EXCEEDED, msg);
 			}
-			o->again = false;
+			if (o->probe == BPROBE_AGAIN)
+				o->probe = BPROBE_OUT;	/* not again */
 			obj_probe_end(o);
 		}
 		else if (rc == ZOK || rc == ZNONODE)
@@ -966,7 +966,7 @@ barrier_probed(int rc, const struct String_vector *sv, const void *data)
 				o->ready_version = -1;
 				barrier_evaluate(o);
 				if (rc == ZNONODE)
-					o->again = true;	/* our members are re-created */
+					o->probe = BPROBE_AGAIN;	/* our members are re-created */
 				obj_probe_end(o);
 			}
 		}
@@ -1062,8 +1062,7 @@ obj_probe(BObj *o)
 {
 	int			rc;
 
-	o->retry = false;
-	o->probing = true;
+	o->probe = BPROBE_OUT;
 	switch (o->op)
 	{
 		case ZKB_GATE:
@@ -1171,7 +1170,7 @@ obj_drop_listed_watches(BObj *o, bool blind)
 {
 	char		rpath[ZK_PATH_MAX];
 
-	if (zk_zh == NULL || o->nw > 0 || o->probing || o->rinflight > 0 ||
+	if (zk_zh == NULL || o->nw > 0 || BOBJ_PROBING(o) || o->rinflight > 0 ||
 		o->creating > 0)
 		return;
 	snprintf(rpath, sizeof(rpath), "%s/%s", o->path, ZKB_READY);
@@ -1243,7 +1242,7 @@ idle_recheck(void)
 static bool
 obj_forgettable(BObj *o, TimestampTz now)
 {
-	return o->nw == 0 && !o->probing && !o->again && !o->retry &&
+	return o->nw == 0 && o->probe == BPROBE_IDLE &&
 		o->rinflight == 0 && o->creating == 0 && !o->recheck &&
 		!o->watching && !o->rwatching &&
 		TimestampDifferenceExceeds(o->last_used, now, B_FORGET_IDLE_MS);
@@ -1337,12 +1336,14 @@ b_session_reset(void)
 	while ((o = hash_seq_search(&st)) != NULL)
 	{
 		/* (rinflight: the old session's requests are still answered) */
-		o->probing = o->again = o->watching = o->rwatching = false;
+		o->watching = o->rwatching = false;
 		if (o->nw > 0)
 		{
-			o->retry = true;
+			o->probe = BPROBE_RETRY;
 			any_retry = true;
 		}
+		else if (o->probe != BPROBE_RETRY)
+			o->probe = BPROBE_IDLE;
 	}
 }
 
@@ -1384,9 +1385,9 @@ b_session_usable(void)
 	any_retry = false;
 	hash_seq_init(&st, objs);
 	while ((o = hash_seq_search(&st)) != NULL)
-		if (o->retry)
+		if (o->probe == BPROBE_RETRY)
 		{
-			o->retry = false;
+			o->probe = BPROBE_IDLE;
 			zk_b_obj_kick(o);
 		}
 }
