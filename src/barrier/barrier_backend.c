@@ -333,7 +333,7 @@ barrier_at_exit(void)
  * <root>/gates/ or <root>/arrivals/ and the encoded name
  */
 static bool
-barrier_path(const char *kind, const char *name, const char *qname, int qlen,
+barrier_path(const char *kind, const char *name, int len,
 			 char *out, size_t outlen)
 {
 	char		ename[ZKLOCK_ENAME_MAX + 1];
@@ -347,7 +347,8 @@ barrier_path(const char *kind, const char *name, const char *qname, int qlen,
 		dir = "arrivals";
 	else
 		return false;
-	zk_encode_name(qname, qlen, ename);
+	name = zk_path_qname(name, len, &len);
+	zk_encode_name(name, len, ename);
 	snprintf(out, outlen, "%s/%s/%s", zk_root, dir, ename);
 	return true;
 }

@@ -237,6 +237,16 @@ zk_status(PG_FUNCTION_ARGS)
  * lock, queue, barrier, gate, arrivals, semaphore or lease.  Elections are
  * the cluster's (zklock.elections), so theirs is outside any namespace.
  */
+/*
+ * A name of this session's namespace for a recipe's path hook: a path sends
+ * nothing to ZooKeeper, so no claim is checked
+ */
+char *
+zk_path_qname(const char *name, int len, int *qlen)
+{
+	return zk_qualify_name_ext(name, len, qlen, false);
+}
+
 PG_FUNCTION_INFO_V1(zk_path);
 
 /* SQL: zk_path() */
@@ -246,14 +256,10 @@ zk_path(PG_FUNCTION_ARGS)
 	char	   *kind = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	int			len;
 	char	   *name = zk_arg_text_name(fcinfo, 1, "name", &len);
-	char	   *qname;
-	int			qlen;
 	char		out[ZKLOCK_PARENT_MAX + 1];
 	StringInfoData kinds;
 	int			k;
 
-	/* a path sends nothing to ZooKeeper: no claim is checked */
-	qname = zk_qualify_name_ext(name, len, &qlen, false);
 	initStringInfo(&kinds);
 	for (k = 0; k < zk_registry->nrecipes; k++)
 	{
@@ -261,7 +267,7 @@ zk_path(PG_FUNCTION_ARGS)
 
 		if (rb->path == NULL)
 			continue;
-		if (rb->path(kind, name, qname, qlen, out, sizeof(out)))
+		if (rb->path(kind, name, len, out, sizeof(out)))
 			PG_RETURN_TEXT_P(cstring_to_text(out));
 		appendStringInfo(&kinds, "%s%s", kinds.len > 0 ? ", " : "", rb->path_kinds);
 	}

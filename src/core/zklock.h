@@ -537,6 +537,7 @@ extern void zk_namespace_changed(void);
 extern bool zk_json_top_fields(const char *data, int len, const char *const *names,
 							   int n, bool skip_null, char **values,
 							   JsonTokenType *types);
+extern char *zk_path_qname(const char *name, int len, int *qlen);
 extern bool zk_json_field(const char *data, int len, const char *key, char *out,
 						  size_t outlen);
 
@@ -589,12 +590,13 @@ typedef struct ZkRecipeBackend
 
 	/*
 	 * zk_path(kind, name): the ZooKeeper path of the recipe's node for
-	 * "name" (raw, as given; qname/qlen qualified by the namespace) when
-	 * "kind" is one of its own (path_kinds, comma separated), else false.
+	 * "name" (len bytes, as given: the hook qualifies it by the session's
+	 * namespace if its nodes have one, with zk_path_qname) when "kind" is
+	 * one of its own (path_kinds, comma separated), else false.
 	 */
 	const char *path_kinds;
-	bool		(*path) (const char *kind, const char *name, const char *qname,
-						 int qlen, char *out, size_t outlen);
+	bool		(*path) (const char *kind, const char *name, int len,
+						 char *out, size_t outlen);
 
 	/* zk_status's columns that count entries: add what entry e adds */
 	void		(*status_entry) (const ZkEntry *e, ZkStatusCounts *c);

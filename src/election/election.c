@@ -343,12 +343,12 @@ const ZkRecipe zk_election_recipe = {
  * are the cluster's (zklock.elections): the name is not qualified.
  */
 static bool
-election_path(const char *kind, const char *name, const char *qname, int qlen,
+election_path(const char *kind, const char *name, int len,
 			  char *out, size_t outlen)
 {
 	if (strcmp(kind, "election") != 0)
 		return false;
-	zk_lock_parent(name, ZKF_ELECTIONS, out, outlen);
+	zk_lock_parent(name, ZKF_ELECTIONS, out, outlen);	/* not qualified */
 	return true;
 }
 

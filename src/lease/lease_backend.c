@@ -75,12 +75,12 @@ lease_at_exit(void)
 
 /* zk_path('lease', name): <root>/leases/<encoded name> */
 static bool
-lease_path(const char *kind, const char *name, const char *qname, int qlen,
+lease_path(const char *kind, const char *name, int len,
 		   char *out, size_t outlen)
 {
 	if (strcmp(kind, "lease") != 0)
 		return false;
-	zk_lock_parent(qname, ZKF_LEASES, out, outlen);
+	zk_lock_parent(zk_path_qname(name, len, &len), ZKF_LEASES, out, outlen);
 	return true;
 }
 

@@ -986,12 +986,12 @@ lock_at_exit(void)
 
 /* zk_path('lock', name): <root>/locks/<encoded name> */
 static bool
-lock_path(const char *kind, const char *name, const char *qname, int qlen,
+lock_path(const char *kind, const char *name, int len,
 		  char *out, size_t outlen)
 {
 	if (strcmp(kind, "lock") != 0)
 		return false;
-	zk_lock_parent(qname, ZKF_LOCKS, out, outlen);
+	zk_lock_parent(zk_path_qname(name, len, &len), ZKF_LOCKS, out, outlen);
 	return true;
 }
 

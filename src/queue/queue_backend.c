@@ -1179,12 +1179,12 @@ queue_at_exit(void)
 
 /* zk_path('queue', name): <root>/queues/<encoded name> */
 static bool
-queue_path(const char *kind, const char *name, const char *qname, int qlen,
+queue_path(const char *kind, const char *name, int len,
 		   char *out, size_t outlen)
 {
 	if (strcmp(kind, "queue") != 0)
 		return false;
-	zk_queue_path(qname, out, outlen);
+	zk_queue_path(zk_path_qname(name, len, &len), out, outlen);
 	return true;
 }
 

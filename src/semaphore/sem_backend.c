@@ -535,12 +535,12 @@ sem_at_exit(void)
 
 /* zk_path('semaphore', name): <root>/semaphores/<encoded name>, its leases */
 static bool
-sem_path(const char *kind, const char *name, const char *qname, int qlen,
+sem_path(const char *kind, const char *name, int len,
 		 char *out, size_t outlen)
 {
 	if (strcmp(kind, "semaphore") != 0)
 		return false;
-	zk_lock_parent(qname, ZKF_SEMPOOL, out, outlen);
+	zk_lock_parent(zk_path_qname(name, len, &len), ZKF_SEMPOOL, out, outlen);
 	return true;
 }
 
