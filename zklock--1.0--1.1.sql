@@ -127,7 +127,7 @@ SELECT @extschema@.zk_set_database_namespace(NULL::pg_catalog.text);
 -- role, in the monitor group (zk_privilege_groups() lists them; pg_monitor
 -- gets them, as a fresh install's zk_grant('monitor', 'pg_monitor') does)
 -- per role: the entries its sessions hold or await against zklock.max_locks_per_role,
--- and what it wrote into ZooKeeper against zklock.max_write_rate (src/quota.c)
+-- and what it wrote into ZooKeeper against zklock.max_write_rate (src/core/quota.c)
 CREATE FUNCTION zk_role_usage(
     OUT role text,
     OUT entries integer,
@@ -144,7 +144,7 @@ CREATE VIEW zk_quotas AS SELECT * FROM zk_role_usage();
 
 -- what all of zklock.root keeps in ZooKeeper (every tenant of every cluster
 -- on that root) against zklock.max_kept_bytes and zklock.max_kept_nodes, as
--- last read, and whether they are enforced (src/kept.c)
+-- last read, and whether they are enforced (src/core/kept.c)
 CREATE FUNCTION zk_kept_totals(
     OUT state text,
     OUT kept_nodes bigint,
@@ -159,7 +159,7 @@ AS 'MODULE_PATHNAME', 'zk_kept_totals' LANGUAGE C STRICT VOLATILE PARALLEL UNSAF
 
 -- what each namespace keeps in ZooKeeper (queue items and arrivals) against
 -- zklock.max_namespace_items, as this cluster's worker last counted it
--- (src/queue_nskept.c): one row per namespace that published lately
+-- (src/queue/queue_nskept.c): one row per namespace that published lately
 CREATE FUNCTION zk_namespace_totals(
     OUT namespace text,
     OUT state text,

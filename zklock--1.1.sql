@@ -164,7 +164,7 @@ AS 'MODULE_PATHNAME', 'zk_entries_internal' LANGUAGE C STRICT VOLATILE PARALLEL 
 CREATE VIEW zk_entries AS SELECT * FROM zk_entries_internal();
 
 -- per role: the entries its sessions hold or await against zklock.max_locks_per_role,
--- and what it wrote into ZooKeeper against zklock.max_write_rate (src/quota.c)
+-- and what it wrote into ZooKeeper against zklock.max_write_rate (src/core/quota.c)
 CREATE FUNCTION zk_role_usage(
     OUT role text,
     OUT entries integer,
@@ -181,7 +181,7 @@ CREATE VIEW zk_quotas AS SELECT * FROM zk_role_usage();
 
 -- what all of zklock.root keeps in ZooKeeper (every tenant of every cluster
 -- on that root) against zklock.max_kept_bytes and zklock.max_kept_nodes, as
--- last read, and whether they are enforced (src/kept.c)
+-- last read, and whether they are enforced (src/core/kept.c)
 CREATE FUNCTION zk_kept_totals(
     OUT state text,
     OUT kept_nodes bigint,
@@ -196,7 +196,7 @@ AS 'MODULE_PATHNAME', 'zk_kept_totals' LANGUAGE C STRICT VOLATILE PARALLEL UNSAF
 
 -- what each namespace keeps in ZooKeeper (queue items and arrivals) against
 -- zklock.max_namespace_items, as this cluster's worker last counted it
--- (src/queue_nskept.c): one row per namespace that published lately
+-- (src/queue/queue_nskept.c): one row per namespace that published lately
 CREATE FUNCTION zk_namespace_totals(
     OUT namespace text,
     OUT state text,

@@ -129,7 +129,7 @@ def main(argv):
             print(count(zk, path))
         elif verb == "count-kept":
             # children of a txns node: "<not kept> <kept>" (a kept published
-            # transaction node has the child "kept": src/queue_publish.c)
+            # transaction node has the child "kept": src/queue/queue_publish.c)
             kept = 0
             kids = children(zk, path)
             for c in kids:

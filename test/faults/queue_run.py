@@ -560,7 +560,7 @@ def cmd_zk(args):
             out["taken"][names.get(sysid, str(sysid))] += 1
         for c in kids("/zklock/txns"):
             if zk.exists("/zklock/txns/" + c + "/kept") is not None:
-                continue  # published, kept against a late create (src/queue_publish.c)
+                continue  # published, kept against a late create (src/queue/queue_publish.c)
             out["txns"][names.get(c.split("-")[0], c.split("-")[0])] += 1
     finally:
         zk.stop()

@@ -1,6 +1,6 @@
 
 # 994_break3.pl - hostile review of what landed for issue 35 (breaker,
-# third round): the root's kept totals (src/kept.c) when another client
+# third round): the root's kept totals (src/core/kept.c) when another client
 # changes ZooKeeper's quota nodes.  A cluster with credentials, a kazoo
 # client with the same credentials (trusted like a cluster, doc/security.md)
 # or, without zklock.auth_file, any client:

@@ -1,6 +1,6 @@
 
 # 016_lock_batching.pl - group commit: the worker gathers many backends' lock
-# creates and deletes into ZooKeeper multi-ops (src/batch.c).
+# creates and deletes into ZooKeeper multi-ops (src/core/batch.c).
 #
 # Through the fault proxy, which counts every request by operation and can
 # hold replies, so that what arrives while two sends are on their way is

@@ -512,7 +512,7 @@ stale_scenario('6b', 'stale_s',
 	$s{G}->send("BEGIN; SELECT zk_lock('exp_get', '60s')");
 	ok(wait_stat('requests', 'getData', $base_get, 10), '8: a waiter with its get in flight');
 	# the create goes alone (create2), or in a multi with other writes of
-	# the same turn (group commit, src/batch.c); either way its answer is
+	# the same turn (group commit, src/core/batch.c); either way its answer is
 	# held behind the delayed getData
 	my $base_create = stat_of('requests', 'create2');
 	my $base_multi = stat_of('requests', 'multi');

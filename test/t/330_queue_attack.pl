@@ -299,7 +299,7 @@ foreach my $case ([ 'D', 'qa_d', 'create' ], [ 'E', 'qa_e', 'multi' ])
 	is(join(',', payloads($q)), join(',', map { "$tag-$_" } 1 .. $want) =~ s/^,$//r,
 		"$tag: each item exactly once, nothing duplicated by the retry");
 	# one whose create's reply was lost is published but kept against a
-	# late create (src/queue_publish.c, "Late creates"): not left behind
+	# late create (src/queue/queue_publish.c, "Late creates"): not left behind
 	my ($pending, $kept) = zk_txns_pending($zk, $TXNS);
 	is($pending, 0, "$tag: no transaction node left");
 	ok($kept >= 1, "$tag: the published node is kept (its create's reply was lost)")

@@ -15,7 +15,7 @@
 # changed to servers 1 and 2: the worker closes that session (its close
 # waits too) and runs the reset again in the new one, which deletes p1 and
 # answers 1.  p1 arrives again (through another client: A itself publishes
-# nothing until the old session is gone, src/history.c).  Then the link
+# nothing until the old session is gone, src/core/history.c).  Then the link
 # heals.  Before the fix the
 # old session's delete of la/p1 landed and removed the new arrival; now the
 # old session only ever deletes an arrival together with a node of its own

@@ -16,7 +16,7 @@
 # the purge fails.  A purges again in the new session (the item goes) and
 # drops the queue, and a kazoo producer enqueues a new item, which gets the
 # old item's name (A itself publishes nothing until the old session is gone,
-# src/history.c).  Then the link heals.  Before the fix the old session's purge (claim, unclaim
+# src/core/history.c).  Then the link heals.  Before the fix the old session's purge (claim, unclaim
 # and delete entries/<name> in one multi) landed and deleted the new item;
 # now it is conditional on a node of that purge that the drop took with the
 # queue, and the new item stays.

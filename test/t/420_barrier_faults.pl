@@ -149,7 +149,7 @@ sub kids { my $k = zq("kids $_[0]")->{kids}; return $k ? @$k : (); }
 sub zexists { return zq("exists $_[0]")->{exists} ? 1 : 0; }
 sub zcount { return zq("count $_[0]")->{count}; }
 # transaction nodes not published yet (a published one may be kept against
-# a late create of it: src/queue_publish.c, "Late creates")
+# a late create of it: src/queue/queue_publish.c, "Late creates")
 sub ztxns { return zq("pending $TXNS")->{count}; }
 
 # current session id of a node's worker ('0x...'), '' if none

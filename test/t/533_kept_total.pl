@@ -1,7 +1,7 @@
 
 # 533_kept_total.pl - what all of zklock.root keeps in ZooKeeper (issue 35,
 # item 2): zklock.max_kept_bytes and zklock.max_kept_nodes, counted by
-# ZooKeeper's own quota stats on the root (src/kept.c), checked against what
+# ZooKeeper's own quota stats on the root (src/core/kept.c), checked against what
 # ZooKeeper really holds.
 #
 #   1. A kazoo client without credentials plants /zookeeper/quota/zklock,

@@ -2,7 +2,7 @@
 # 534_namespace_kept.pl - one namespace's share of what the root keeps
 # (issue 35: "per role (and per database or namespace) limits on the nodes
 # it keeps"): zklock.max_namespace_items, counted by the worker from
-# ZooKeeper (src/queue_nskept.c), checked against what ZooKeeper holds.
+# ZooKeeper (src/queue/queue_nskept.c), checked against what ZooKeeper holds.
 #
 # Two databases, each its own namespace ('$database'), and
 # zklock.max_namespace_items = 30:

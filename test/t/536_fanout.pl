@@ -40,7 +40,7 @@ use Time::HiRes qw(time);
 use ZkLockTest;
 use ZkProxy;
 
-my $WINDOW = 64;			# ZK_READ_WINDOW (src/recipe.h)
+my $WINDOW = 64;			# ZK_READ_WINDOW (src/core/recipe.h)
 my $SLACK = 16;				# pings, the session's own requests
 
 $ENV{ZK_HEAP} = '96m';

@@ -1,5 +1,5 @@
 
-# 539_kept_garbled.pl - the root's kept totals (src/kept.c) when another
+# 539_kept_garbled.pl - the root's kept totals (src/core/kept.c) when another
 # client with zklock's credentials writes into ZooKeeper's quota stats node
 # values that ZooKeeper accepts and keeps counting from (negative, or past
 # what any ZooKeeper counts) but that are not totals: the worker stops

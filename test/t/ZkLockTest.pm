@@ -357,7 +357,7 @@ sub node_copy
 
 # Transaction nodes under $path (<root>/txns) not published yet: those
 # without the child "kept" (a published node kept against a late create of
-# it, src/queue_publish.c "Late creates").  Returns (pending, kept).
+# it, src/queue/queue_publish.c "Late creates").  Returns (pending, kept).
 sub zk_txns_pending
 {
 	my ($zk, $path) = @_;
