@@ -95,6 +95,8 @@ zk_shmem_request(void)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(zk_shmem_size());
 	RequestAddinShmemSpace(zk_nsclaim_shmem_size());
+	for (int k = 0; k < zk_registry->nrecipes; k++)
+		RequestAddinShmemSpace(MAXALIGN(zk_registry->backends[k]->shmem_bytes));
 	RequestNamedLWLockTranche("zklock", 2);
 }
 

@@ -109,6 +109,28 @@ zk_quota_rates_area(void)
 }
 
 /*
+ * Attach to a recipe's own shared memory (ZkRecipeBackend.shmem_bytes), zeroed
+ * and set up by its shmem_init the first time.  AddinShmemInitLock held.
+ */
+static void
+recipe_shmem_attach(const ZkRecipeBackend *rb)
+{
+	bool		found;
+	void	   *area;
+
+	if (rb->shmem_bytes == 0)
+		return;
+	area = ShmemInitStruct(rb->shmem_name, rb->shmem_bytes, &found);
+	if (!found)
+	{
+		memset(area, 0, rb->shmem_bytes);
+		if (rb->shmem_init)
+			rb->shmem_init(area);
+	}
+	*rb->shmem = area;
+}
+
+/*
  * Attach to (and, the first time, initialise) the shared state.
  * Called from shmem_startup_hook in the postmaster.
  */
@@ -120,6 +142,8 @@ zk_shmem_init(void)
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	zk_ctl = ShmemInitStruct("zklock", zk_shmem_size(), &found);
 	zk_nsclaim_shmem_init();
+	for (int k = 0; k < zk_registry->nrecipes; k++)
+		recipe_shmem_attach(zk_registry->backends[k]);
 	if (!found)
 	{
 		int			i;
@@ -204,35 +228,17 @@ zk_entry_alloc(void)
 	gen = e->gen + 1;
 	memset(e, 0, offsetof(ZkEntry, name));
 	pg_atomic_init_u32(&e->release_req, 0);
-	e->name[0] = e->guid[0] = e->node[0] = e->watched[0] = e->base[0] = '\0';
+	e->name[0] = e->guid[0] = e->node[0] = e->watched[0] = '\0';
 	e->data[0] = '\0';
 	e->owner_tag[0] = '\0';
 	e->rel_next = ZKLOCK_NO_ENTRY;
 	e->retry_prev = e->retry_next = ZKLOCK_NO_ENTRY;
 	e->dsm = DSM_HANDLE_INVALID;
-	e->decision = 0;
-	e->qop = 0;
-	e->max_items = 0;
-	e->nclaims = 0;
-	e->fxid = 0;
-	e->wal_lsn = 0;
-	e->wal_tli = 0;
-	e->wal_unflushed = false;
-	e->withdrawn = false;
-	e->fence_checked = false;
-	e->writer_ok[0] = '\0';
-	e->checking_writer = false;
+	e->blob = InvalidDsaPointer;
+	memset(&e->part, 0, sizeof(e->part));
 	memset(&e->step, 0, sizeof(e->step));
 	e->parties = 0;
-	e->family = 0;				/* ZKF_LOCKS (lock.h) */
-	e->lease_version = 0;
-	e->blob = InvalidDsaPointer;
-	e->claims = InvalidDsaPointer;
-	e->pub_refused = false;
-	e->pub_over_kept = false;
-	e->pub_over_ns = false;
-	e->pub_blocked = false;
-	e->end_blocked = false;
+	e->family = 0;				/* ZKF_LOCKS, the first family */
 	e->quota_procno = -1;
 	e->gen = gen;
 	e->next = ZKLOCK_NO_ENTRY;

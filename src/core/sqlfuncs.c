@@ -140,13 +140,18 @@ zk_arg_name(FunctionCallInfo fcinfo, bool key, int *len)
 
 /*
  * zk_status(): one row about the worker, its session and its counters.
+ * Its columns: 7 about the worker and its entries, the base's counters to
+ * zk_errors, 6 of the recipes' (ZkStatusCounts), the rest of the base's,
+ * then 6 more.
  */
+#define ZK_STATUS_COLS	(7 + ZKCNT_NUM + 6 + 6)
+
 Datum
 zk_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		values[ZKCNT_NUM + 13];
-	bool		nulls[ZKCNT_NUM + 13];
+	Datum		values[ZK_STATUS_COLS];
+	bool		nulls[ZK_STATUS_COLS];
 	ZkStatusCounts counts = {0};
 	int			acl_problems;
 	char		acl_problem[ZKLOCK_PARENT_MAX + 1];
@@ -156,8 +161,6 @@ zk_status(PG_FUNCTION_ARGS)
 	int			wpid;
 	int			used;
 	int			max;
-	int			tracked;
-	int			blocked;
 	int			auth;
 	char		servers[ZKLOCK_HOSTS_MAX];
 	char		sidbuf[32];
@@ -175,8 +178,10 @@ zk_status(PG_FUNCTION_ARGS)
 	wpid = zk_ctl->worker_pid;
 	used = zk_ctl->used;
 	max = zk_ctl->max_entries;
-	tracked = zk_ctl->queues_tracked;
-	/* what the recipes count over their entries (ZkStatusCounts) */
+	/* what the recipes count, over their entries and of their own */
+	for (i = 0; i < zk_registry->nrecipes; i++)
+		if (zk_registry->backends[i]->status)
+			zk_registry->backends[i]->status(&counts);
 	for (i = 0; i < max; i++)
 	{
 		ZkEntry    *e = zk_entry(i);
@@ -188,8 +193,6 @@ zk_status(PG_FUNCTION_ARGS)
 			if (zk_registry->backends[k]->status_entry)
 				zk_registry->backends[k]->status_entry(e, &counts);
 	}
-	/* committed transactions whose zklock work ZooKeeper refuses */
-	blocked = zk_ctl->pubs_blocked_resolve + counts.pubs_blocked;
 	strlcpy(servers, zk_ctl->servers, sizeof(servers));
 	auth = zk_ctl->auth_state;
 	acl_problems = zk_ctl->acl_problems;
@@ -214,10 +217,19 @@ zk_status(PG_FUNCTION_ARGS)
 	nulls[n++] = (wpid == 0);
 	values[n++] = Int32GetDatum(used);
 	values[n++] = Int32GetDatum(max);
-	for (i = 0; i < ZKCNT_NUM; i++)
+	for (i = 0; i <= ZKCNT_ZK_ERRORS; i++)
 		values[n++] = Int64GetDatum((int64) pg_atomic_read_u64(&zk_ctl->counters[i]));
-	values[n++] = Int32GetDatum(tracked);
-	values[n++] = Int32GetDatum(blocked);
+	values[n++] = Int64GetDatum(counts.deadlocks);
+	values[n++] = Int64GetDatum(counts.leases_taken);
+	values[n++] = Int64GetDatum(counts.leases_refused);
+	values[n++] = Int64GetDatum(counts.leaderships);
+	values[n++] = Int64GetDatum(counts.sem_taken);
+	values[n++] = Int64GetDatum(counts.sem_refused);
+	for (i = ZKCNT_ZK_ERRORS + 1; i < ZKCNT_NUM; i++)
+		values[n++] = Int64GetDatum((int64) pg_atomic_read_u64(&zk_ctl->counters[i]));
+	values[n++] = Int32GetDatum(counts.queues_tracked);
+	/* committed transactions whose zklock work ZooKeeper refuses */
+	values[n++] = Int32GetDatum(counts.pubs_blocked);
 	/* the scheme and whether it works, never who */
 	values[n++] = CStringGetTextDatum(zk_auth_state_name(auth));
 	/* nodes found open to other ZooKeeper identities (aclcheck.c) */
@@ -225,7 +237,7 @@ zk_status(PG_FUNCTION_ARGS)
 	values[n] = CStringGetTextDatum(acl_problem);
 	nulls[n++] = (acl_problem[0] == '\0');
 	values[n++] = Int32GetDatum(counts.ends_blocked);
-	Assert(n == ZKCNT_NUM + 13);
+	Assert(n == ZK_STATUS_COLS);
 	/* a 1.0 catalog's zk_status has fewer columns: they come first */
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));

@@ -166,6 +166,17 @@ zk_recipe_drive(ZkEntry *e)
 }
 
 /*
+ * Drive entry e again from inside its recipe's own completion or drive: its
+ * kind's drive, through the ops table (a recipe's lower parts reach the
+ * drive above them so), in the caller's dispatch and error handling.
+ */
+void
+zk_kind_drive(ZkEntry *e)
+{
+	KIND_OPS(e)->drive(e);
+}
+
+/*
  * The no-progress guard (recipe.h).  zk_dispatch counts the worker's
  * dispatches: a request served (zk_recipe_drive, not nested), a completion
  * (COMPLETION_BEGIN), a timer.  A ZkProgress counts the rounds of one

@@ -130,6 +130,25 @@ typedef enum ZkScope
  * One lock held or awaited by one backend.  See src/README, sections 2
  * and 3, for the rules and the life cycle.
  */
+/*
+ * An entry's per-kind area (ZkEntry.part).  A recipe declares the struct its
+ * kinds keep there and reaches it with ZK_ENTRY_PART(e, type), after a
+ * StaticAssertDecl that the struct fits (ZK_ENTRY_PART_FITS).
+ */
+#define ZK_ENTRY_PART_SIZE		192
+
+typedef union ZkEntryPart
+{
+	char		bytes[ZK_ENTRY_PART_SIZE];
+	int64		align_int;		/* for the structs laid over it */
+	double		align_double;
+} ZkEntryPart;
+
+#define ZK_ENTRY_PART(e, type)	((type *) (e)->part.bytes)
+#define ZK_ENTRY_PART_FITS(type) \
+	StaticAssertDecl(sizeof(type) <= ZK_ENTRY_PART_SIZE, \
+					 #type " does not fit ZkEntry.part (ZK_ENTRY_PART_SIZE)")
+
 typedef struct ZkEntry
 {
 	/* set by the allocating backend under the lock */
@@ -157,7 +176,6 @@ typedef struct ZkEntry
 	uint8		outcome;		/* ZkOutcome */
 	int			sqlstate;		/* with ZKO_FAILED */
 	int64		token;			/* czxid of the node, once known */
-	int64		base_token;		/* upgrade: token of our held shared node */
 	uint64		session;		/* session the node belongs to */
 	TimestampTz requested_at;
 	TimestampTz granted_at;
@@ -170,32 +188,18 @@ typedef struct ZkEntry
 	bool		list_inflight;	/* a listing awaits its reply */
 	bool		delete_inflight;	/* a delete awaits its reply */
 	bool		in_doubt;		/* create's fate unknown after conn loss */
-	bool		create_unanswered;	/* QPUB: a create of its node went
-								 * unanswered: its publication keeps
-								 * the node (queue_publish.c) */
 	bool		on_retry;		/* on the worker's retry list */
 	bool		parents_tried;	/* already recreated the parents once */
 	bool		watching;		/* a watch is set on "watched" */
 	bool		watch_pending;	/* the get that sets it is in flight */
-	bool		query_failed;	/* ZKK_HOLDERS: a read failed */
-	bool		qcounted;		/* QCLAIM: its claims are in its queue's
-								 * set of held claims (queue_consume.c) */
 	int			outstanding;	/* ZKK_HOLDERS / czxid reads in flight;
 								 * QPUB: kept-items checks in flight */
 	uint32		retry_prev;		/* retry list links */
 	uint32		retry_next;
 	uint8		errors;			/* errors while driving it (gives up at 3) */
 
-	/*
-	 * QCLAIM: the owner's zklock.max_answer_bytes (set before it submits),
-	 * and, worker-private, the payload bytes stored for it, the largest item
-	 * read for it, and whether a payload found no room in the dsa
-	 * (queue_claim.c, "How much one dequeue claims").
-	 */
-	uint64		answer_cap;
-	uint64		claim_bytes;
-	uint32		claim_largest;
-	bool		claim_refused;
+	uint64		answer_cap;		/* the owner's zklock.max_answer_bytes, set
+								 * before it submits */
 
 	uint32		next;			/* free list / queue link */
 
@@ -206,43 +210,20 @@ typedef struct ZkEntry
 	char		guid[ZKLOCK_GUID_LEN + 1];
 	char		node[ZKLOCK_NODE_MAX + 1];	/* our child's name, once known */
 	char		watched[ZKLOCK_NODE_MAX + 1];	/* predecessor we watch */
-	char		base[ZKLOCK_NODE_MAX + 1];	/* upgrade: our held shared node */
-	char		writer_ok[ZKLOCK_NODE_MAX + 1]; /* upgrade: a writer behind base
-												 * read as zklock's (it waits
-												 * for base) */
-	bool		checking_writer;	/* upgrade: that read is out */
 	char		data[ZKLOCK_DATA_MAX];	/* identity stored in the node */
 	dsm_handle	dsm;			/* ZKK_HOLDERS: where the answer goes */
 
-	/* the queue recipe (queue.h); zeroed at allocation */
-	uint8		decision;		/* owner's ZKQD_*, set before letting go */
-	uint8		qop;			/* ZKK_QINFO: ZkQinfoOp */
-	int32		max_items;		/* QCLAIM: claims wanted; peek: rows; QPUB:
-								 * the owner's zklock.max_kept_items */
-	int32		nclaims;		/* QCLAIM: claims held (granted) */
-	uint64		fxid;			/* QPUB, QCLAIM: the (sub)transaction */
-	uint64		wal_lsn;		/* a flushed WAL record of fxid ... */
-	uint32		wal_tli;		/* ... on this timeline */
-	bool		wal_unflushed;	/* QCLAIM: that record is still being
-								 * flushed; no claim may name it yet */
-	bool		withdrawn;		/* QCLAIM: its owner timed out with nothing
-								 * out or held: no attempt may be sent */
-	bool		fence_checked;	/* QCLAIM: its claims verified ours once the
-								 * run was fenced (queue_claim.c) */
-	dsa_pointer blob;			/* QPUB: the items; QINFO: the answer */
-	dsa_pointer claims;			/* QCLAIM: ZkClaimRec[max_items] */
-	bool		pub_refused;	/* QPUB, before commit: ZooKeeper would
-								 * refuse an op (errmsg says why) */
-	bool		pub_over_kept;	/* QPUB, before commit: refused for
-								 * zklock.max_kept_bytes/nodes (kept.c) */
-	bool		pub_over_ns;	/* QPUB, before commit: refused for
-								 * zklock.max_namespace_items
-								 * (queue_nskept.c) */
-	bool		pub_blocked;	/* QPUB, committed: ZooKeeper refuses the
-								 * publication; retried (errmsg says why) */
-	bool		end_blocked;	/* QCLAIM, let go: ZooKeeper refuses its
-								 * consume or release (a node with
-								 * children, NOAUTH); retried, paced */
+	dsa_pointer blob;			/* the kind's variable-size data in zk_dsa():
+								 * items, an answer, a lease (freed with
+								 * the entry) */
+
+	/*
+	 * The kind's own fields: its recipe lays a struct of its own over this
+	 * area (ZK_ENTRY_PART), the way a recipe's kinds share one layout (the
+	 * queue's ZkQueuePart, the lock's ZkLockPart, ...).  Zeroed at
+	 * allocation; the base reads none of it.
+	 */
+	ZkEntryPart part;
 
 	/*
 	 * Where the entry's kind is in its own steps, one enum per recipe; zeroed
@@ -262,7 +243,6 @@ typedef struct ZkEntry
 
 	/* locks guarding other recipes, and the lease recipe; zeroed too */
 	uint8		family;			/* ZKK_LOCK, ZKK_LEASE: ZkLockFamily */
-	int32		lease_version;	/* ZKK_LEASE write: the holder's version, -1: none */
 
 	/*
 	 * The backend slot (PGPROC number) whose quota this entry counts
@@ -273,7 +253,11 @@ typedef struct ZkEntry
 	int32		quota_procno;
 } ZkEntry;
 
-/* Counters shown by zk_status() */
+/*
+ * The base's counters shown by zk_status(); a recipe keeps its own in its
+ * shared memory (ZkRecipeBackend.shmem_size) and adds them to
+ * ZkStatusCounts
+ */
 typedef enum ZkCounter
 {
 	ZKCNT_REQUESTS = 0,
@@ -286,40 +270,10 @@ typedef enum ZkCounter
 	ZKCNT_RECONNECTS,
 	ZKCNT_SESSIONS,
 	ZKCNT_ZK_ERRORS,
-	ZKCNT_DEADLOCKS,
-	ZKCNT_LEASES_TAKEN,			/* zk_try_lease: true */
-	ZKCNT_LEASES_REFUSED,		/* zk_try_lease: false */
-	ZKCNT_LEADERSHIPS,			/* times this cluster began to lead an election */
-	ZKCNT_SEM_TAKEN,			/* semaphore leases taken in ZooKeeper */
-	ZKCNT_SEM_REFUSED,			/* semaphore tries that found none free, waits timed out */
 	ZKCNT_NOAUTH,				/* requests ZooKeeper refused for want of
 								 * permission (NOAUTH) */
 	ZKCNT_NUM
 } ZkCounter;
-
-/*
- * One namespace's census (queue_nskept.c), for zk_namespace_totals(): the
- * worker's copy of its table, written under the lock
- */
-#define ZK_NS_SLOTS		64
-
-typedef enum ZkNsState
-{
-	ZKNS_UNUSED = 0,
-	ZKNS_COUNTING,				/* never counted yet */
-	ZKNS_COUNTED,
-	ZKNS_UNBOUNDED				/* a shared listing too large to count */
-} ZkNsState;
-
-typedef struct ZkNsUsage
-{
-	uint8		state;			/* ZkNsState */
-	char		ns[ZKLOCK_NS_MAX + 1];
-	int64		counted;		/* items at the last census */
-	int64		reserved;		/* let through since, maybe not counted */
-	TimestampTz counted_at;		/* when that census began */
-	uint64		refused;		/* COMMITs refused for the namespace */
-} ZkNsUsage;
 
 typedef struct ZkControl
 {
@@ -350,10 +304,6 @@ typedef struct ZkControl
 	pg_atomic_uint32 release_head;	/* lock-free stack of released entries */
 
 	pg_atomic_uint64 counters[ZKCNT_NUM];
-
-	int			queues_tracked; /* per-queue states the worker keeps */
-	int			pubs_blocked_resolve;	/* transaction nodes the settling
-										 * pass could not publish (refused) */
 
 	uint64		run_id;			/* this start of shared memory's run: names
 								 * its durable nodes (history.h) */
@@ -387,9 +337,6 @@ typedef struct ZkControl
 	TimestampTz kept_read_at;	/* ... then; 0: never */
 	uint64		kept_refused;	/* writes refused for them */
 	char		kept_why[128];	/* why they are not enforced */
-
-	/* what each namespace keeps, as the worker last counted (queue_nskept.c) */
-	ZkNsUsage	ns_usage[ZK_NS_SLOTS];
 
 	/* dynamic shared memory for variable-size data (zk_dsa()) */
 	LWLock	   *dsa_lock;
@@ -561,9 +508,21 @@ typedef struct ZkAnswer
 	uint32		size;
 } ZkAnswer;
 
-/* What zk_status() counts over the entries (ZkRecipeBackend.status_entry) */
+/*
+ * zk_status()'s columns that the recipes fill: from their entries
+ * (ZkRecipeBackend.status_entry) and their own shared memory (status)
+ */
 typedef struct ZkStatusCounts
 {
+	int64		deadlocks;		/* waits refused as deadlocks */
+	int64		leases_taken;	/* zk_try_lease: true */
+	int64		leases_refused; /* zk_try_lease: false */
+	int64		leaderships;	/* times this cluster began to lead an
+								 * election */
+	int64		sem_taken;		/* semaphore leases taken in ZooKeeper */
+	int64		sem_refused;	/* semaphore tries that found none free,
+								 * waits timed out */
+	int			queues_tracked; /* per-queue states the worker keeps */
 	int			pubs_blocked;	/* committed transactions whose items
 								 * ZooKeeper refuses */
 	int			ends_blocked;	/* dequeues let go whose consume or release
@@ -600,6 +559,19 @@ typedef struct ZkRecipeBackend
 
 	/* zk_status's columns that count entries: add what entry e adds */
 	void		(*status_entry) (const ZkEntry *e, ZkStatusCounts *c);
+	/* zk_status's columns the recipe counts itself (the lock held shared) */
+	void		(*status) (ZkStatusCounts *c);
+
+	/*
+	 * Shared memory of the recipe's own (its counters, its tables):
+	 * shmem_bytes under shmem_name, requested at load; *shmem points at
+	 * them in every process (shmem.c), zeroed at the first start, then
+	 * shmem_init (optional) sets what zero does not.
+	 */
+	const char *shmem_name;
+	Size		shmem_bytes;
+	void	  **shmem;
+	void		(*shmem_init) (void *area);
 } ZkRecipeBackend;
 
 /*

@@ -20,6 +20,18 @@ typedef enum ZkLeaseOp
 } ZkLeaseOp;
 
 /* A holder node's data, as kazoo writes it */
+/*
+ * A lease entry's own fields (ZKK_LEASE), laid over ZkEntry.part:
+ * ZKLS(e)->version.  Zeroed at allocation.
+ */
+typedef struct ZkLeasePart
+{
+	int32		version;		/* a write: the holder's version, -1: none */
+} ZkLeasePart;
+
+ZK_ENTRY_PART_FITS(ZkLeasePart);
+#define ZKLS(e)		ZK_ENTRY_PART(e, ZkLeasePart)
+
 typedef struct ZkLeaseData
 {
 	char	   *version;		/* the JSON token, numbers only */

@@ -54,6 +54,18 @@ static uint32 lock_gen = 0;
 static uint32 op_idx = ZKLOCK_NO_ENTRY;
 static uint32 op_gen = 0;
 
+/*
+ * The lease's counters, in shared memory of its own (zk_lease_backend.shmem;
+ * zero is a valid pg_atomic_uint64 where zklock builds), for zk_status()
+ */
+typedef struct LeaseShared
+{
+	pg_atomic_uint64 taken;		/* zk_try_lease: true */
+	pg_atomic_uint64 refused;	/* zk_try_lease: false */
+} LeaseShared;
+
+static LeaseShared *lease_shared = NULL;
+
 /* Let go of a lease entry (request or lock) and wake the worker */
 static void
 let_go(uint32 *idx, uint32 gen)
@@ -84,10 +96,22 @@ lease_path(const char *kind, const char *name, int len,
 	return true;
 }
 
+/* zk_status(): the lease's counters */
+static void
+lease_status(ZkStatusCounts *c)
+{
+	c->leases_taken += pg_atomic_read_u64(&lease_shared->taken);
+	c->leases_refused += pg_atomic_read_u64(&lease_shared->refused);
+}
+
 const ZkRecipeBackend zk_lease_backend = {
 	.at_exit = lease_at_exit,
 	.path_kinds = "lease",
 	.path = lease_path,
+	.status = lease_status,
+	.shmem_name = "zklock leases",
+	.shmem_bytes = sizeof(LeaseShared),
+	.shmem = (void **) &lease_shared,
 };
 
 /* ---- the holder's data ---- */
@@ -228,7 +252,7 @@ lease_op(const char *name, int len, int op, const char *lock_node,
 	e->step.lease = op;
 	e->family = ZKF_LEASES;
 	e->blob = req;
-	e->lease_version = version;
+	ZKLS(e)->version = version;
 	if (lock_node)
 		strlcpy(e->node, lock_node, sizeof(e->node));
 	op_idx = zk_entry_index(e);
@@ -249,7 +273,7 @@ lease_op(const char *name, int len, int op, const char *lock_node,
 		ans->data = palloc(ans->len + 1);
 		memcpy(ans->data, (char *) a + sizeof(ZkAnswer), ans->len);
 		ans->data[ans->len] = '\0';
-		ans->version = e->lease_version;
+		ans->version = ZKLS(e)->version;
 	}
 	ans->busy = (outcome == ZKO_BUSY);
 	ans->doubt = ans->busy && e->in_doubt;
@@ -404,7 +428,7 @@ zk_lease_try(const char *name, int len, const char *holder, int64 duration_us)
 	}
 	PG_END_TRY();
 	lease_at_exit();
-	zk_count(ours ? ZKCNT_LEASES_TAKEN : ZKCNT_LEASES_REFUSED, 1);
+	pg_atomic_fetch_add_u64(ours ? &lease_shared->taken : &lease_shared->refused, 1);
 	return ours;
 }
 

@@ -6,7 +6,7 @@
  *	  lock (a ZKK_LOCK entry of family ZKF_LEASES, driven by lock_worker.c).
  *
  *	  ZKL_READ	reads <root>/leases/<name>/lease_holder: its data go back
- *				in a ZkAnswer blob, its version in lease_version (-1 when
+ *				in a ZkAnswer blob, its version in ZKLS(e)->version (-1 when
  *				there is none).
  *	  ZKL_WRITE	one multi: check that our lock node still exists, delete
  *				the holder node at the version read (unless there was
@@ -118,7 +118,7 @@ read_done(int rc, const char *value, int value_len, const struct Stat *stat,
 					if (DsaPointerIsValid(e->blob))
 						dsa_free(area, e->blob);
 					e->blob = dp;
-					e->lease_version = (rc == ZOK) ? stat->version : -1;
+					ZKLS(e)->version = (rc == ZOK) ? stat->version : -1;
 					e->token = (rc == ZOK) ? stat->czxid : 0;
 					e->state = ZKE_DONE;
 					zk_finish(e, ZKO_GRANTED, 0, NULL);
@@ -228,7 +228,7 @@ lease_drive(ZkEntry *e)
 	/* ZKL_DELETE: check our lock, delete the holder at the version read */
 	if (e->step.lease == ZKL_DELETE)
 	{
-		if (e->node[0] == '\0' || e->lease_version < 0)
+		if (e->node[0] == '\0' || ZKLS(e)->version < 0)
 		{
 			free_call(c);
 			zk_fail(e, ERRCODE_INTERNAL_ERROR, "a lease delete without lock or version");
@@ -236,7 +236,7 @@ lease_drive(ZkEntry *e)
 		}
 		snprintf(c->lock, sizeof(c->lock), "%s/%s", parent, e->node);
 		zoo_check_op_init(&c->ops[c->nops++], c->lock, -1);
-		zoo_delete_op_init(&c->ops[c->nops++], c->holder, e->lease_version);
+		zoo_delete_op_init(&c->ops[c->nops++], c->holder, ZKLS(e)->version);
 		send_write(e, c, "lease delete");
 		return;
 	}
@@ -257,8 +257,8 @@ lease_drive(ZkEntry *e)
 	}
 	snprintf(c->lock, sizeof(c->lock), "%s/%s", parent, e->node);
 	zoo_check_op_init(&c->ops[c->nops++], c->lock, -1);
-	if (e->lease_version >= 0)
-		zoo_delete_op_init(&c->ops[c->nops++], c->holder, e->lease_version);
+	if (ZKLS(e)->version >= 0)
+		zoo_delete_op_init(&c->ops[c->nops++], c->holder, ZKLS(e)->version);
 	zoo_create_op_init(&c->ops[c->nops++], c->holder, c->data, c->dlen,
 					   zk_acl_path(c->holder), ZOO_PERSISTENT, NULL, 0);
 	send_write(e, c, "lease write");

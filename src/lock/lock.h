@@ -37,6 +37,37 @@ extern void zk_check_semaphore_name(const char *name, int len);
  * is the creation order (sequence number, or czxid once the sequence has
  * wrapped).
  */
+/*
+ * A lock entry's own fields (ZKK_LOCK, ZKK_HOLDERS), laid over ZkEntry.part:
+ * ZKLK(e)->base.  Zeroed at allocation.
+ */
+typedef struct ZkLockPart
+{
+	int64		base_token;		/* upgrade: token of our held shared node */
+	char		base[ZKLOCK_NODE_MAX + 1];	/* upgrade: our held shared node */
+	char		writer_ok[ZKLOCK_NODE_MAX + 1]; /* upgrade: a writer behind base
+												 * read as zklock's (it waits
+												 * for base) */
+	bool		checking_writer;	/* upgrade: that read is out */
+	bool		query_failed;	/* ZKK_HOLDERS: a read failed */
+} ZkLockPart;
+
+ZK_ENTRY_PART_FITS(ZkLockPart);
+#define ZKLK(e)		ZK_ENTRY_PART(e, ZkLockPart)
+
+/*
+ * The lock's counters, in shared memory of its own (zk_lock_backend.shmem;
+ * zero is a valid pg_atomic_uint64 where zklock builds), for zk_status()
+ */
+typedef struct ZkLockShared
+{
+	pg_atomic_uint64 deadlocks; /* waits refused as deadlocks */
+	pg_atomic_uint64 leaderships;	/* candidacies of the cluster's
+									 * (election.c) that began to lead */
+} ZkLockShared;
+
+extern ZkLockShared *zk_lock_counts;	/* lock_worker.c */
+
 typedef struct ZkContender
 {
 	const char *name;

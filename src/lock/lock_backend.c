@@ -546,8 +546,8 @@ zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
 				if (se->gen == sh->gen && se->outcome == ZKO_GRANTED &&
 					se->state == ZKE_HELD)
 				{
-					strlcpy(e->base, se->node, sizeof(e->base));
-					e->base_token = se->token;
+					strlcpy(ZKLK(e)->base, se->node, sizeof(ZKLK(e)->base));
+					ZKLK(e)->base_token = se->token;
 				}
 			}
 		}
@@ -995,6 +995,14 @@ lock_path(const char *kind, const char *name, int len,
 	return true;
 }
 
+/* zk_status(): the lock's counters */
+static void
+lock_status(ZkStatusCounts *c)
+{
+	c->deadlocks += pg_atomic_read_u64(&zk_lock_counts->deadlocks);
+	c->leaderships += pg_atomic_read_u64(&zk_lock_counts->leaderships);
+}
+
 const ZkRecipeBackend zk_lock_backend = {
 	.pre_commit = lock_pre_commit,
 	.pre_prepare = lock_pre_prepare,
@@ -1003,4 +1011,8 @@ const ZkRecipeBackend zk_lock_backend = {
 	.at_exit = lock_at_exit,
 	.path_kinds = "lock",
 	.path = lock_path,
+	.status = lock_status,
+	.shmem_name = "zklock locks",
+	.shmem_bytes = sizeof(ZkLockShared),
+	.shmem = (void **) &zk_lock_counts,
 };

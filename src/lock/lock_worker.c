@@ -175,7 +175,7 @@ pred_get_done(int rc, const char *value, int value_len,
 	COMPLETION_BEGIN
 	{
 		e = zk_entry_of(ctx);
-		if (e != NULL && e->watch_pending && e->checking_writer)
+		if (e != NULL && e->watch_pending && ZKLK(e)->checking_writer)
 			writer_checked(e, rc, value, value_len);
 		else if (e != NULL && e->watch_pending)
 		{
@@ -243,7 +243,7 @@ unverified_writer(ZkEntry *e, ZkContender *c, int n, int me)
 	int			i;
 
 	for (i = 0; i < me; i++)
-		if (strcmp(c[i].name, e->base) == 0)
+		if (strcmp(c[i].name, ZKLK(e)->base) == 0)
 			own = i;
 	if (own < 0)
 		return -1;
@@ -252,7 +252,7 @@ unverified_writer(ZkEntry *e, ZkContender *c, int n, int me)
 		if (zk_same_owner(&c[i], &c[me]) || c[i].shared)
 			continue;
 		/* the oldest exclusive node of another owner */
-		if (i < own || strcmp(c[i].name, e->writer_ok) == 0)
+		if (i < own || strcmp(c[i].name, ZKLK(e)->writer_ok) == 0)
 			return -1;
 		return i;
 	}
@@ -277,7 +277,7 @@ static void
 writer_checked(ZkEntry *e, int rc, const char *value, int value_len)
 {
 	e->watch_pending = false;
-	e->checking_writer = false;
+	ZKLK(e)->checking_writer = false;
 	if (rc == ZOK)
 		e->watching = true;
 	else
@@ -296,7 +296,7 @@ writer_checked(ZkEntry *e, int rc, const char *value, int value_len)
 	if (rc == ZOK && zklock_node_data(value, value_len))
 	{
 		/* zklock's: it waits for our shared node; look again */
-		strlcpy(e->writer_ok, e->watched, sizeof(e->writer_ok));
+		strlcpy(ZKLK(e)->writer_ok, e->watched, sizeof(ZKLK(e)->writer_ok));
 		unwatch(e);
 		send_list(e);
 	}
@@ -349,7 +349,7 @@ send_watched_get(ZkEntry *e, const char *node, bool checking_writer)
 	{
 		zk_watch_set(path);
 		e->watch_pending = true;
-		e->checking_writer = checking_writer;
+		ZKLK(e)->checking_writer = checking_writer;
 	}
 	else if (!zk_send_failed(e, rc, "get"))
 		send_delete(e);
@@ -389,6 +389,9 @@ typedef struct CzxidList
 
 /* Lists being resolved, by entry number (worker-private) */
 static CzxidList **czxid_lists = NULL;
+
+/* the lock's counters (lock.h) */
+ZkLockShared *zk_lock_counts = NULL;
 
 static void decide(ZkEntry *e, ZkContender *c, int n);
 
@@ -549,8 +552,8 @@ decide(ZkEntry *e, ZkContender *c, int n)
 		return;
 	}
 
-	r = zk_lock_blocker(c, n, me, e->base[0] ? e->base : NULL, false);
-	if (r == ZKLOCK_HELD && e->base[0] && !c[me].shared)
+	r = zk_lock_blocker(c, n, me, ZKLK(e)->base[0] ? ZKLK(e)->base : NULL, false);
+	if (r == ZKLOCK_HELD && ZKLK(e)->base[0] && !c[me].shared)
 	{
 		int			w = unverified_writer(e, c, n, me);
 
@@ -568,13 +571,13 @@ decide(ZkEntry *e, ZkContender *c, int n)
 		 * it keeps the shared hold's token, so exclusive grants' tokens
 		 * still increase.
 		 */
-		if (e->base[0] && e->base_token != 0)
-			e->token = e->base_token;
+		if (ZKLK(e)->base[0] && ZKLK(e)->base_token != 0)
+			e->token = ZKLK(e)->base_token;
 		e->state = ZKE_HELD;
 		if (e->family == ZKF_ELECTIONS && e->outcome == ZKO_NONE)
 		{
 			/* a candidacy of the cluster's (election.c) now leads */
-			zk_count(ZKCNT_LEADERSHIPS, 1);
+			pg_atomic_fetch_add_u64(&zk_lock_counts->leaderships, 1);
 			ereport(LOG, (errmsg("zklock: leading election \"%s\"", e->name)));
 		}
 		zk_finish(e, ZKO_GRANTED, 0, NULL);
@@ -582,7 +585,7 @@ decide(ZkEntry *e, ZkContender *c, int n)
 	}
 	if (r == ZKLOCK_DEADLOCK)
 	{
-		zk_count(ZKCNT_DEADLOCKS, 1);
+		pg_atomic_fetch_add_u64(&zk_lock_counts->deadlocks, 1);
 		zk_finish(e, ZKO_FAILED, ERRCODE_T_R_DEADLOCK_DETECTED,
 			   "Another session holds this lock shared and waits for this session's shared hold to go");
 		send_delete(e);
@@ -1004,7 +1007,7 @@ holders_finish(ZkEntry *e)
 	}
 	if (over)
 		zk_fail(e, ERRCODE_PROGRAM_LIMIT_EXCEEDED, msg);
-	else if (e->query_failed)
+	else if (ZKLK(e)->query_failed)
 		zk_fail(e, ERRCODE_CONNECTION_FAILURE,
 			 "Could not read the lock's contenders from ZooKeeper");
 	else
@@ -1072,7 +1075,7 @@ holder_get_done(int rc, const char *value, int value_len,
 					rd->full = true;	/* the backend asks again, bigger */
 			}
 			else if (rc != ZNONODE)
-				e->query_failed = true; /* ZNONODE: released meanwhile, skip */
+				ZKLK(e)->query_failed = true; /* ZNONODE: released meanwhile, skip */
 			e->outstanding--;
 			holders_send_more(e);
 			if (e->outstanding <= 0)
@@ -1093,11 +1096,11 @@ holders_send_more(ZkEntry *e)
 {
 	HoldersRead *rd = holders_read_of(e);
 
-	if (rd == NULL || rd->full || e->query_failed || e->released)
+	if (rd == NULL || rd->full || ZKLK(e)->query_failed || e->released)
 		return;
 	if (!zk_session_usable())
 	{
-		e->query_failed = true;
+		ZKLK(e)->query_failed = true;
 		return;
 	}
 	while (rd->next < rd->n &&
@@ -1110,7 +1113,7 @@ holders_send_more(ZkEntry *e)
 		g = malloc(offsetof(HolderGet, name) + strlen(name) + 1);
 		if (g == NULL)
 		{
-			e->query_failed = true;
+			ZKLK(e)->query_failed = true;
 			break;
 		}
 		g->ectx = zk_ctx_of(e);
@@ -1122,7 +1125,7 @@ holders_send_more(ZkEntry *e)
 		if (zoo_aget(zk_zh, path, 0, holder_get_done, g) != ZOK)
 		{
 			free(g);
-			e->query_failed = true;
+			ZKLK(e)->query_failed = true;
 			break;
 		}
 		rd->next++;
@@ -1148,7 +1151,7 @@ holders_list_done(int rc, const struct String_vector *kids, const void *ctx)
 			holders_finish(e);	/* nobody holds or awaits it */
 		else if (rc != ZOK)
 		{
-			e->query_failed = true;
+			ZKLK(e)->query_failed = true;
 			holders_finish(e);
 		}
 		else if (e->family == ZKF_LEASEDIR)
@@ -1230,7 +1233,7 @@ holders_counted(int rc, const struct Stat *stat, const void *ctx)
 			holders_finish(e);	/* nobody holds or awaits it */
 		else if (rc != ZOK)
 		{
-			e->query_failed = true;
+			ZKLK(e)->query_failed = true;
 			holders_finish(e);
 		}
 		else if (e->family == ZKF_LEASEDIR ?
@@ -1248,7 +1251,7 @@ holders_counted(int rc, const struct Stat *stat, const void *ctx)
 			if (!zk_session_usable() ||
 				zoo_aget_children(zk_zh, parent, 0, holders_list_done, zk_ctx_of(e)) != ZOK)
 			{
-				e->query_failed = true;
+				ZKLK(e)->query_failed = true;
 				holders_finish(e);
 			}
 		}
@@ -1289,7 +1292,7 @@ holders_drive(ZkEntry *e)
 			if (holder_reads[idx].seg == NULL)
 			{
 				/* the backend is gone already */
-				e->query_failed = true;
+				ZKLK(e)->query_failed = true;
 				holders_finish(e);
 				break;
 			}
@@ -1297,7 +1300,7 @@ holders_drive(ZkEntry *e)
 			/* behind the writes asked for before it (batch.c) */
 			if (zk_batch_wexists(parent, NULL, NULL, holders_counted, zk_ctx_of(e)) != ZOK)
 			{
-				e->query_failed = true;
+				ZKLK(e)->query_failed = true;
 				holders_finish(e);
 			}
 			break;
@@ -1408,7 +1411,7 @@ lock_drive_failed(ZkEntry *e)
 static void
 holders_drive_failed(ZkEntry *e)
 {
-	e->query_failed = true;
+	ZKLK(e)->query_failed = true;
 	if (e->state == ZKE_PENDING || e->state == ZKE_CREATING)
 	{
 		e->state = ZKE_CREATING;
@@ -1447,7 +1450,7 @@ lock_session_lost(ZkEntry *e, const char *why)
 	e->in_doubt = false;
 	e->watching = false;
 	e->watch_pending = false;
-	e->checking_writer = false;
+	ZKLK(e)->checking_writer = false;
 	e->watched[0] = '\0';
 	switch ((ZkEntryState) e->state)
 	{
@@ -1501,7 +1504,7 @@ holders_session_lost(ZkEntry *e, const char *why)
 	else if (e->state == ZKE_CREATING)
 	{
 		e->outstanding = 0;
-		e->query_failed = true;
+		ZKLK(e)->query_failed = true;
 		holders_finish(e);
 	}
 }

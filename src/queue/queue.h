@@ -32,6 +32,99 @@
  * default); a transaction's items travel in one create and one multi, so
  * their total, with paths and headers, must stay under it.
  */
+/*
+ * A queue entry's own fields (ZKK_QPUB, ZKK_QCLAIM, ZKK_QINFO), laid over
+ * ZkEntry.part: ZKQ(e)->fxid.  Zeroed at allocation.
+ */
+typedef struct ZkQueuePart
+{
+	uint8		decision;		/* owner's ZKQD_*, set before letting go */
+	uint8		qop;			/* ZKK_QINFO: ZkQinfoOp */
+	int32		max_items;		/* QCLAIM: claims wanted; peek: rows; QPUB:
+								 * the owner's zklock.max_kept_items */
+	int32		nclaims;		/* QCLAIM: claims held (granted) */
+	uint64		fxid;			/* QPUB, QCLAIM: the (sub)transaction */
+	uint64		wal_lsn;		/* a flushed WAL record of fxid ... */
+	uint32		wal_tli;		/* ... on this timeline */
+	bool		wal_unflushed;	/* QCLAIM: that record is still being
+								 * flushed; no claim may name it yet */
+	bool		withdrawn;		/* QCLAIM: its owner timed out with nothing
+								 * out or held: no attempt may be sent */
+	bool		fence_checked;	/* QCLAIM: its claims verified ours once the
+								 * run was fenced (queue_claim.c) */
+	dsa_pointer claims;			/* QCLAIM: ZkClaimRec[max_items] */
+	bool		pub_refused;	/* QPUB, before commit: ZooKeeper would
+								 * refuse an op (errmsg says why) */
+	bool		pub_over_kept;	/* QPUB, before commit: refused for
+								 * zklock.max_kept_bytes/nodes (kept.c) */
+	bool		pub_over_ns;	/* QPUB, before commit: refused for
+								 * zklock.max_namespace_items
+								 * (queue_nskept.c) */
+	bool		pub_blocked;	/* QPUB, committed: ZooKeeper refuses the
+								 * publication; retried (errmsg says why) */
+	bool		end_blocked;	/* QCLAIM, let go: ZooKeeper refuses its
+								 * consume or release (a node with
+								 * children, NOAUTH); retried, paced */
+	bool		create_unanswered;	/* QPUB: a create of its node went
+									 * unanswered: its publication keeps
+									 * the node (queue_publish.c) */
+	bool		qcounted;		/* QCLAIM: its claims are in its queue's
+								 * set of held claims (queue_consume.c) */
+
+	/*
+	 * QCLAIM, worker-private: the payload bytes stored for it, the largest
+	 * item read for it, and whether a payload found no room in the dsa
+	 * (queue_claim.c, "How much one dequeue claims")
+	 */
+	uint64		claim_bytes;
+	uint32		claim_largest;
+	bool		claim_refused;
+} ZkQueuePart;
+
+ZK_ENTRY_PART_FITS(ZkQueuePart);
+#define ZKQ(e)		ZK_ENTRY_PART(e, ZkQueuePart)
+
+/*
+ * One namespace's census (queue_nskept.c), for zk_namespace_totals(): the
+ * worker's copy of its table, written under zk_ctl->lock
+ */
+#define ZK_NS_SLOTS		64
+
+typedef enum ZkNsState
+{
+	ZKNS_UNUSED = 0,
+	ZKNS_COUNTING,				/* never counted yet */
+	ZKNS_COUNTED,
+	ZKNS_UNBOUNDED				/* a shared listing too large to count */
+} ZkNsState;
+
+typedef struct ZkNsUsage
+{
+	uint8		state;			/* ZkNsState */
+	char		ns[ZKLOCK_NS_MAX + 1];
+	int64		counted;		/* items at the last census */
+	int64		reserved;		/* let through since, maybe not counted */
+	TimestampTz counted_at;		/* when that census began */
+	uint64		refused;		/* COMMITs refused for the namespace */
+} ZkNsUsage;
+
+
+/*
+ * The queue's shared memory (ZkRecipeBackend.shmem_size): what zk_status()
+ * and zk_namespace_totals() show of the worker's queues
+ */
+typedef struct ZkQueueShared
+{
+	int			queues_tracked; /* per-queue states the worker keeps */
+	int			pubs_blocked_resolve;	/* transaction nodes the settling
+										 * pass could not publish (refused) */
+	ZkNsUsage	ns_usage[ZK_NS_SLOTS];	/* what each namespace keeps, as
+										 * the worker last counted
+										 * (queue_nskept.c) */
+} ZkQueueShared;
+
+extern ZkQueueShared *zk_q_shared;	/* queue_state.c */
+
 #define ZKQ_TXN_MAX			1000000
 #define ZKQ_TXN_BASE		1024	/* request and multi headers, the txn
 									 * node's delete and path */

@@ -185,7 +185,7 @@ release_idx(uint32 idx, uint32 gen, uint8 decision)
 	e = zk_entry(idx);
 	if (e->gen != gen)
 		return;
-	e->decision = decision;
+	ZKQ(e)->decision = decision;
 	pg_write_barrier();
 	(void) zk_release_entry(idx, gen);
 }
@@ -516,11 +516,11 @@ queue_pre_commit(void)
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
-	e->fxid = fxid;
-	e->wal_lsn = lsn;
-	e->wal_tli = tli;
+	ZKQ(e)->fxid = fxid;
+	ZKQ(e)->wal_lsn = lsn;
+	ZKQ(e)->wal_tli = tli;
 	e->blob = dp;
-	e->max_items = zk_max_kept_items;	/* counted by the worker first */
+	ZKQ(e)->max_items = zk_max_kept_items;	/* counted by the worker first */
 	submit(e, &pub_idx, &pub_gen);
 
 	/* a pre-commit failure aborts the transaction; abort lets go of it */
@@ -537,8 +537,8 @@ queue_pre_commit(void)
 		zk_backend_lock(LW_SHARED);
 		strlcpy(msg, zk_entry(pub_idx)->errmsg, sizeof(msg));
 		sqlstate = zk_entry(pub_idx)->sqlstate;
-		over_kept = zk_entry(pub_idx)->pub_over_kept;
-		over_ns = zk_entry(pub_idx)->pub_over_ns;
+		over_kept = ZKQ(zk_entry(pub_idx))->pub_over_kept;
+		over_ns = ZKQ(zk_entry(pub_idx))->pub_over_ns;
 		LWLockRelease(zk_ctl->lock);
 		if (over_kept)
 			zk_kept_error(msg); /* all of the root's (kept.c) */
@@ -647,17 +647,17 @@ try_withdraw(uint32 idx, uint32 gen)
 		return false;
 	e = zk_entry(idx);
 	if (e->gen == gen && e->state != ZKE_FREE && e->outstanding == 0 &&
-		DsaPointerIsValid(e->claims))
+		DsaPointerIsValid(ZKQ(e)->claims))
 	{
-		ZkClaimRec *c = dsa_get_address(zk_dsa(), e->claims);
+		ZkClaimRec *c = dsa_get_address(zk_dsa(), ZKQ(e)->claims);
 		int			i;
 
 		done = true;
-		for (i = 0; i < e->max_items; i++)
+		for (i = 0; i < ZKQ(e)->max_items; i++)
 			if (c[i].status == ZKQC_HELD || c[i].status == ZKQC_DOUBT)
 				done = false;
 		if (done)
-			e->withdrawn = true;
+			ZKQ(e)->withdrawn = true;
 	}
 	LWLockRelease(zk_ctl->lock);
 	return done;
@@ -724,12 +724,12 @@ free_payloads(uint32 idx, uint32 gen)
 
 	zk_backend_lock(LW_EXCLUSIVE);
 	e = zk_entry(idx);
-	if (e->gen == gen && e->state != ZKE_FREE && DsaPointerIsValid(e->claims))
+	if (e->gen == gen && e->state != ZKE_FREE && DsaPointerIsValid(ZKQ(e)->claims))
 	{
-		ZkClaimRec *c = dsa_get_address(area, e->claims);
+		ZkClaimRec *c = dsa_get_address(area, ZKQ(e)->claims);
 		int			i;
 
-		for (i = 0; i < e->max_items; i++)
+		for (i = 0; i < ZKQ(e)->max_items; i++)
 			if (c[i].status == ZKQC_HELD && DsaPointerIsValid(c[i].msg))
 			{
 				dsa_free(area, c[i].msg);
@@ -793,13 +793,13 @@ zk_queue_dequeue(const char *qname, int qlen, int max_items, bool try_only,
 	}
 	PG_END_TRY();
 	e->try_only = try_only;
-	e->max_items = max_items;
+	ZKQ(e)->max_items = max_items;
 	e->answer_cap = (uint64) zk_max_answer_kb * 1024;
-	e->fxid = fxid;
-	e->wal_lsn = lsn;
-	e->wal_tli = tli;
-	e->claims = claims;
-	e->wal_unflushed = unflushed;
+	ZKQ(e)->fxid = fxid;
+	ZKQ(e)->wal_lsn = lsn;
+	ZKQ(e)->wal_tli = tli;
+	ZKQ(e)->claims = claims;
+	ZKQ(e)->wal_unflushed = unflushed;
 	build_claim_data(e, fxid, lsn, tli, rec);
 	submit(e, &idx, &gen);
 	wait_idx = idx;
@@ -813,7 +813,7 @@ zk_queue_dequeue(const char *qname, int qlen, int max_items, bool try_only,
 			mark_xid_flush();
 			zk_backend_lock(LW_EXCLUSIVE);
 			if (zk_entry(idx)->gen == gen)
-				zk_entry(idx)->wal_unflushed = false;
+				ZKQ(zk_entry(idx))->wal_unflushed = false;
 			LWLockRelease(zk_ctl->lock);
 			zk_wake_worker();
 		}
@@ -851,7 +851,7 @@ zk_queue_dequeue(const char *qname, int qlen, int max_items, bool try_only,
 
 	{
 		ZkEntry    *ge = zk_entry(idx);
-		ZkClaimRec *c = dsa_get_address(area, ge->claims);
+		ZkClaimRec *c = dsa_get_address(area, ZKQ(ge)->claims);
 		ZkMsgRec  **msgs = palloc(sizeof(ZkMsgRec *) * max_items);
 		int			i;
 
@@ -883,9 +883,9 @@ zk_queue_info(ZkQinfoOp op, const char *qname, int qlen, int n, uint64 arg,
 	if (qname != NULL)
 		zk_queue_check_name(qname, qlen);
 	e = new_queue_entry(ZKK_QINFO, qname, qlen);
-	e->qop = (uint8) op;
-	e->max_items = n;
-	e->fxid = arg;
+	ZKQ(e)->qop = (uint8) op;
+	ZKQ(e)->max_items = n;
+	ZKQ(e)->fxid = arg;
 	submit(e, idx, gen);
 	wait_idx = *idx;
 	wait_gen = *gen;
@@ -958,7 +958,7 @@ zk_queue_local_counts(void)
 				(e->outcome != ZKO_GRANTED && e->outcome != ZKO_NONE))
 				continue;
 			strlcpy(chunk[n].name, e->name, sizeof(chunk[n].name));
-			chunk[n].claims = e->outcome == ZKO_GRANTED ? e->nclaims : 0;
+			chunk[n].claims = e->outcome == ZKO_GRANTED ? ZKQ(e)->nclaims : 0;
 			chunk[n].waiting = e->outcome == ZKO_NONE ? 1 : 0;
 			n++;
 		}
@@ -1072,12 +1072,12 @@ queue_xact_end(bool commit)
 			while (zk_entry(idx)->gen == gen && GetCurrentTimestamp() < until)
 			{
 				/* ZooKeeper refused it for good: say so now, and why */
-				if (zk_entry(idx)->pub_blocked &&
+				if (ZKQ(zk_entry(idx))->pub_blocked &&
 					zk_backend_lock_timed(LW_SHARED, 20))
 				{
 					ZkEntry    *pe = zk_entry(idx);
 
-					blocked = (pe->gen == gen && pe->pub_blocked);
+					blocked = (pe->gen == gen && ZKQ(pe)->pub_blocked);
 					if (blocked)
 						strlcpy(msg, pe->errmsg, sizeof(msg));
 					LWLockRelease(zk_ctl->lock);
@@ -1195,10 +1195,18 @@ queue_path(const char *kind, const char *name, int len,
 static void
 queue_status_entry(const ZkEntry *e, ZkStatusCounts *c)
 {
-	if (e->kind == ZKK_QPUB && e->pub_blocked)
+	if (e->kind == ZKK_QPUB && ZKQ(e)->pub_blocked)
 		c->pubs_blocked++;
-	if (e->kind == ZKK_QCLAIM && e->end_blocked)
+	if (e->kind == ZKK_QCLAIM && ZKQ(e)->end_blocked)
 		c->ends_blocked++;
+}
+
+/* zk_status(): what the worker keeps of the queues, and what it cannot publish */
+static void
+queue_status(ZkStatusCounts *c)
+{
+	c->queues_tracked += zk_q_shared->queues_tracked;
+	c->pubs_blocked += zk_q_shared->pubs_blocked_resolve;
 }
 
 const ZkRecipeBackend zk_queue_backend = {
@@ -1210,4 +1218,8 @@ const ZkRecipeBackend zk_queue_backend = {
 	.path_kinds = "queue",
 	.path = queue_path,
 	.status_entry = queue_status_entry,
+	.status = queue_status,
+	.shmem_name = "zklock queues",
+	.shmem_bytes = sizeof(ZkQueueShared),
+	.shmem = (void **) &zk_q_shared,
 };

@@ -7,7 +7,7 @@
  *	  dequeue claims"); an item whose payload finds no room in the dsa is
  *	  given back.  Claims are persistent and name the cluster and the
  *	  (sub)transaction; at commit one multi deletes items and claims, at
- *	  abort one multi deletes the claims (send_end).  A claim whose reply
+ *	  abort one multi deletes the claims (zk_q_send_end).  A claim whose reply
  *	  was lost is in doubt until a read of it says whose it is.
  *
  *	  The crash-safety argument: src/README, section 5.
@@ -30,6 +30,8 @@
 #include "utils/memutils.h"
 #include "utils/xid8.h"
 
+/* the rounds above (queue_int.h): set by zk_q_rounds_init */
+QRoundHooks zk_q_round_hooks;
 
 static void claim_multi_done(int rc, const void *data);
 static void claim_get_done(int rc, const char *value, int value_len,
@@ -73,7 +75,7 @@ zk_q_free_slot(ZkEntry *e)
 	ZkClaimRec *c = zk_q_claims_of(e);
 	int			i;
 
-	for (i = 0; i < e->max_items; i++)
+	for (i = 0; i < ZKQ(e)->max_items; i++)
 		if (c[i].status == ZKQC_FREE && c[i].node[0] == '\0')
 			return i;
 	return -1;
@@ -178,11 +180,11 @@ zk_q_claim_window(ZkEntry *e)
 	uint64		inflight = (uint64) Max(e->outstanding, 0);
 	uint64		next;
 
-	if (e->claim_refused)
+	if (ZKQ(e)->claim_refused)
 		return CLAIM_DONE;
-	if (inflight == 0 && e->claim_bytes == 0)
+	if (inflight == 0 && ZKQ(e)->claim_bytes == 0)
 		return CLAIM_SEND;		/* at least one item, whatever its size */
-	if (e->claim_largest == 0)
+	if (ZKQ(e)->claim_largest == 0)
 	{
 		/*
 		 * No size known yet: as many as the cap holds of the largest items
@@ -194,8 +196,8 @@ zk_q_claim_window(ZkEntry *e)
 
 		return inflight < first ? CLAIM_SEND : CLAIM_FULL;
 	}
-	next = (inflight + 1) * e->claim_largest;
-	if (e->claim_bytes + next > cap)
+	next = (inflight + 1) * ZKQ(e)->claim_largest;
+	if (ZKQ(e)->claim_bytes + next > cap)
 		return inflight > 0 ? CLAIM_FULL : CLAIM_DONE;
 	if (inflight > 0 && next > ZKQ_CLAIM_INFLIGHT_BYTES)
 		return CLAIM_FULL;
@@ -226,7 +228,7 @@ claim_top_up(QState *q)
 		return;
 	e = zk_entry(q->pipe_idx);
 	if (e->gen != q->pipe_gen || e->state == ZKE_FREE || e->released ||
-		e->withdrawn || !zk_session_usable())
+		ZKQ(e)->withdrawn || !zk_session_usable())
 	{
 		q->pipe = QPIPE_CLOSED;
 		return;
@@ -275,14 +277,14 @@ claim_read(ZkEntry *e, int slot, const char *tpath, const char *value, int value
 	c[slot].has_item = true;
 	if (e->released || e->state == ZKE_HELD || DsaPointerIsValid(c[slot].msg))
 		return;
-	e->claim_largest = Max(e->claim_largest, rec);
+	ZKQ(e)->claim_largest = Max(ZKQ(e)->claim_largest, rec);
 	c[slot].msg = store_msg(c[slot].node, value, value_len, stat);
 	if (DsaPointerIsValid(c[slot].msg))
 	{
-		e->claim_bytes += rec;
+		ZKQ(e)->claim_bytes += rec;
 		return;
 	}
-	e->claim_refused = true;
+	ZKQ(e)->claim_refused = true;
 	c[slot].has_item = false;
 	g = MemoryContextAllocZero(zk_q_context(), sizeof(GiveBack));
 	g->idx = zk_entry_index(e);
@@ -330,7 +332,7 @@ give_back_done(int rc, const void *data)
 		e = zk_q_entry_of(g->idx, g->gen);
 		if (e != NULL)
 			q = zk_q_state(e->name, false);
-		if (e != NULL && DsaPointerIsValid(e->claims) &&
+		if (e != NULL && DsaPointerIsValid(ZKQ(e)->claims) &&
 			zk_q_claims_of(e)[g->slot].status == ZKQC_RETURN)
 		{
 			if (rc == ZOK || rc == ZNONODE)
@@ -352,9 +354,9 @@ give_back_done(int rc, const void *data)
 		}
 		if (e != NULL && e->outstanding > 0 && --e->outstanding == 0 &&
 			(q == NULL || !q_is_waiter(q, e)))
-			zk_qclaim_drive(e);	/* a round it is in decides at its end */
+			zk_kind_drive(e);	/* a round it is in decides at its end */
 		if (q != NULL && q->waiters != NIL && q->list.pending == 0 && q->inflight == 0)
-			zk_q_kick(q);
+			zk_q_round_hooks.kick(q);
 	}
 	COMPLETION_END(e);
 	pfree(g);
@@ -388,7 +390,7 @@ attempt_finish(Attempt *a)
 	pfree(a);
 	claim_top_up(q);
 	if (q->inflight == 0 && q->list.pending == 0)
-		zk_q_round_done(q);
+		zk_q_round_hooks.round_done(q);
 }
 
 /* Completion of the zoo_amulti sent by zk_q_send_attempt() */
@@ -522,10 +524,10 @@ doubt_check_finish(DoubtCheck *d, ZkEntry *e)
 		return;
 	pfree(d);
 	if (e != NULL && --e->outstanding == 0)
-		zk_qclaim_drive(e);
+		zk_kind_drive(e);
 }
 
-/* Completion of the zoo_aget sent by send_doubt_checks() */
+/* Completion of the zoo_aget sent by zk_q_send_doubt_checks() */
 static void
 doubt_claim_done(int rc, const char *value, int value_len,
 				 const struct Stat *stat, const void *data)
@@ -564,7 +566,7 @@ doubt_claim_done(int rc, const char *value, int value_len,
 	COMPLETION_END(e);
 }
 
-/* Completion of the zoo_aget sent by send_doubt_checks() */
+/* Completion of the zoo_aget sent by zk_q_send_doubt_checks() */
 static void
 doubt_entry_done(int rc, const char *value, int value_len,
 				 const struct Stat *stat, const void *data)
@@ -601,14 +603,14 @@ doubt_entry_done(int rc, const char *value, int value_len,
 }
 
 /* Send the reads that decide every claim in doubt; true when some went */
-static bool
-send_doubt_checks(ZkEntry *e, QState *q)
+bool
+zk_q_send_doubt_checks(ZkEntry *e, QState *q)
 {
 	ZkClaimRec *c = zk_q_claims_of(e);
 	int			i;
 	bool		sent = false;
 
-	for (i = 0; i < e->max_items; i++)
+	for (i = 0; i < ZKQ(e)->max_items; i++)
 	{
 		DoubtCheck *d;
 
@@ -669,17 +671,17 @@ endop_free(EndOp *eo)
  * only while it is still ours (verify): the first try may have landed and
  * the item been claimed again by someone else.
  */
-static void
-send_end(ZkEntry *e, QState *q)
+void
+zk_q_send_end(ZkEntry *e, QState *q)
 {
 	ZkClaimRec *c = zk_q_claims_of(e);
-	bool		consume = (e->decision == ZKQD_COMMIT);
+	bool		consume = (ZKQ(e)->decision == ZKQD_COMMIT);
 	MemoryContext old;
 	EndOp	   *eo;
 	int			i;
 	int			n = 0;
 
-	for (i = 0; i < e->max_items; i++)
+	for (i = 0; i < ZKQ(e)->max_items; i++)
 		if (c[i].status == ZKQC_HELD)
 			n += (consume && c[i].has_item) ? 2 : 1;
 	if (n == 0)
@@ -707,20 +709,20 @@ send_end(ZkEntry *e, QState *q)
 		 * itself: each one read first (once) and deleted only if still
 		 * ours.
 		 */
-		if (!e->fence_checked)
+		if (!ZKQ(e)->fence_checked)
 		{
-			e->fence_checked = true;
+			ZKQ(e)->fence_checked = true;
 			e->in_doubt = true;
 		}
 	}
 	if (e->in_doubt)
 	{
 		/* verify each claim: read it, delete only if still ours */
-		for (i = 0; i < e->max_items; i++)
+		for (i = 0; i < ZKQ(e)->max_items; i++)
 			if (c[i].status == ZKQC_HELD)
 				c[i].status = ZKQC_DOUBT;
 		e->in_doubt = false;
-		(void) send_doubt_checks(e, q);
+		(void) zk_q_send_doubt_checks(e, q);
 		return;
 	}
 	/*
@@ -730,16 +732,16 @@ send_end(ZkEntry *e, QState *q)
 	 */
 	e->delete_inflight = true;
 	e->state = ZKE_DELETING;
-	e->end_blocked = false;		/* until this try is refused too */
+	ZKQ(e)->end_blocked = false;		/* until this try is refused too */
 	i = 0;
-	while (i < e->max_items)
+	while (i < ZKQ(e)->max_items)
 	{
 		int			first = i;
 		int			nops = 0;
 		Size		bytes = 0;
 		int			k;
 
-		for (; i < e->max_items; i++)
+		for (; i < ZKQ(e)->max_items; i++)
 		{
 			Size		one;
 
@@ -821,7 +823,7 @@ end_block(ZkEntry *e, int rc, const char *path)
 {
 	ListCell   *lc;
 	EndBlocked *b = NULL;
-	bool		consume = (e->decision == ZKQD_COMMIT);
+	bool		consume = (ZKQ(e)->decision == ZKQD_COMMIT);
 
 	foreach(lc, end_blocked_list)
 	{
@@ -841,7 +843,7 @@ end_block(ZkEntry *e, int rc, const char *path)
 	else
 		b->interval_ms = Min(b->interval_ms * 2, ZKQ_END_RETRY_MAX_MS);
 	b->due = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), b->interval_ms);
-	e->end_blocked = true;
+	ZKQ(e)->end_blocked = true;
 	if (rc == ZNOAUTH)
 		zk_count(ZKCNT_NOAUTH, 1);
 	else
@@ -887,15 +889,15 @@ zk_q_end_blocked_tick(void)
 			pfree(b);
 			continue;
 		}
-		if (!e->end_blocked || now < b->due || e->outstanding > 0 ||
+		if (!ZKQ(e)->end_blocked || now < b->due || e->outstanding > 0 ||
 			e->delete_inflight || e->on_retry)
 			continue;
 		b->due = TimestampTzPlusMilliseconds(now, b->interval_ms);
-		zk_qclaim_drive(e);
+		zk_kind_drive(e);
 	}
 }
 
-/* Completion of the zoo_amulti sent by send_end() */
+/* Completion of the zoo_amulti sent by zk_q_send_end() */
 static void
 end_done(int rc, const void *data)
 {
@@ -936,17 +938,17 @@ end_done(int rc, const void *data)
 			{
 				e->outstanding = 0;
 				e->delete_inflight = false;
-				if (e->end_blocked)
+				if (ZKQ(e)->end_blocked)
 					;			/* zk_q_end_blocked_tick tries again, paced */
 				else if (e->in_doubt)
 					zk_retry_later(e);
 				else
 				{
-					bool		consumed = (e->decision == ZKQD_COMMIT);
+					bool		consumed = (ZKQ(e)->decision == ZKQD_COMMIT);
 					QState	   *q = zk_q_state(e->name, false);
 
 					if (consumed)
-						zk_count(ZKCNT_RELEASES, e->nclaims);
+						zk_count(ZKCNT_RELEASES, ZKQ(e)->nclaims);
 					zk_q_free_entry(e);
 					/* items released here: this cluster's waiters may take them */
 					if (!consumed && q != NULL)
@@ -955,7 +957,7 @@ end_done(int rc, const void *data)
 						q->rest_exact = false;
 					}
 					if (!consumed && q != NULL && q->waiters != NIL)
-						zk_q_kick(q);
+						zk_q_round_hooks.kick(q);
 				}
 			}
 		}
@@ -964,187 +966,3 @@ end_done(int rc, const void *data)
 	endop_free(eo);
 }
 
-/* delete a verified claim (and its item at commit) one by one */
-typedef struct OneDel
-{
-	uint32		idx;
-	uint32		gen;
-} OneDel;
-
-/*
- * The owner let go of dequeue e: at commit its end deletes items and claims,
- * otherwise the claims only; claims in doubt are read first
- */
-static void
-qclaim_let_go(ZkEntry *e)
-{
-	QState	   *q = zk_q_state(e->name, true);
-	int			held;
-	int			doubt;
-
-	zk_q_count_held(e, false);		/* its end is sent before any new listing */
-	if (e->decision != ZKQD_COMMIT)
-	{
-		/*
-		 * Its items come back once the release lands: this cluster's waiters
-		 * list again on the next turn, after the release is sent.
-		 */
-		ListCell   *lc;
-
-		q->settled = false;
-		q->rest_exact = false;
-		q->again = true;
-		foreach(lc, q->waiters)
-		{
-			ZkEntry    *we = zk_q_waiter_entry((Waiter *) lfirst(lc));
-
-			if (we != NULL && we != e && !we->released)
-			{
-				zk_retry_later(we);
-				break;
-			}
-		}
-	}
-	if (e->outstanding > 0 || e->delete_inflight)
-		return;					/* its answers drive it on */
-	if (!DsaPointerIsValid(e->claims))
-	{
-		zk_q_free_entry(e);
-		return;
-	}
-	/* still among the waiters? */
-	if (list_length(q->waiters) > 0)
-	{
-		ListCell   *lc;
-
-		foreach(lc, q->waiters)
-		{
-			Waiter	   *w = (Waiter *) lfirst(lc);
-
-			if (w->idx == zk_entry_index(e) && w->gen == e->gen)
-			{
-				q->waiters = foreach_delete_current(q->waiters, lc);
-				pfree(w);
-				break;
-			}
-		}
-	}
-	zk_q_count_slots(e, &held, &doubt);
-	if (held == 0 && doubt == 0)
-	{
-		zk_q_free_entry(e);
-		if (q->waiters == NIL && q->list.pending == 0 && q->inflight == 0)
-			zk_q_idle(q);
-		return;
-	}
-	if (!zk_session_usable())
-	{
-		zk_retry_later(e);
-		return;
-	}
-	if (doubt > 0)
-	{
-		(void) send_doubt_checks(e, q);
-		return;
-	}
-	send_end(e, q);
-}
-
-/*
- * Drive a dequeue (ZKK_QCLAIM's drive): let go, sort out doubt, or join its
- * queue's waiters and kick a round
- */
-void
-zk_qclaim_drive(ZkEntry *e)
-{
-	QState	   *q;
-	int			held;
-	int			doubt;
-
-	Assert(e->kind == ZKK_QCLAIM);
-	if (e->released)
-	{
-		qclaim_let_go(e);
-		return;
-	}
-	if (e->outstanding > 0 || e->delete_inflight)
-		return;
-	q = zk_q_state(e->name, true);
-	if (e->state == ZKE_HELD)
-		return;					/* granted: waits for its owner */
-	if (!DsaPointerIsValid(e->claims))
-	{
-		zk_fail(e, ERRCODE_OUT_OF_MEMORY, "the request carries no claim array");
-		return;
-	}
-	if (!zk_session_usable())
-	{
-		zk_retry_later(e);
-		return;
-	}
-	zk_q_count_slots(e, &held, &doubt);
-	if (doubt > 0)
-	{
-		/*
-		 * A claim (or give-back) of an earlier session is read back only
-		 * once that session can land nothing more (zk_history_ready:
-		 * its "live" is gone): else its late claim could land after the
-		 * read said "not ours", and strand the item.
-		 */
-		if (!zk_history_ready() && !zk_history_fenced())
-		{
-			zk_retry_later(e);
-			return;
-		}
-		(void) send_doubt_checks(e, q);
-		return;
-	}
-	if (held > 0)
-	{
-		zk_q_grant(e);
-		return;
-	}
-	if (e->claim_refused)
-	{
-		zk_q_claim_fail_refused(e);
-		return;
-	}
-	if (!zk_q_history_gate(e))
-		return;
-	/* a new request, or back from a retry: wait in the queue */
-	{
-		ListCell   *lc;
-		bool		found = false;
-
-		foreach(lc, q->waiters)
-		{
-			Waiter	   *w = (Waiter *) lfirst(lc);
-
-			if (w->idx == zk_entry_index(e) && w->gen == e->gen)
-				found = true;
-		}
-		if (!found)
-		{
-			MemoryContext old = MemoryContextSwitchTo(zk_q_context());
-			Waiter	   *w = palloc0(sizeof(Waiter));
-
-			w->idx = zk_entry_index(e);
-			w->gen = e->gen;
-			w->joined = q->rounds;
-			q->waiters = lappend(q->waiters, w);
-			MemoryContextSwitchTo(old);
-		}
-	}
-	if (e->state == ZKE_PENDING)
-		e->state = ZKE_CREATING;
-	/*
-	 * A round under way may offer it what its listing left, but only the
-	 * next round, started once this one ends (zk_q_round_done), answers it.
-	 */
-	if (q->list.pending > 0 || q->inflight > 0 || q->verify == QVERIFY_ASKING)
-	{
-		q->again = true;
-		return;
-	}
-	zk_q_kick(q);
-}

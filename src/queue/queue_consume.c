@@ -462,7 +462,7 @@ q_no_progress(QState *q)
 			 "%d waiters (the first %s%s), %d candidates, %d left, settled %d, again %d, lost race %d, flushing %d",
 			 list_length(q->waiters),
 			 fe == NULL ? "gone" : fe->try_only ? "a try" : "a wait",
-			 fe != NULL && fe->wal_unflushed ? " still flushing" : "",
+			 fe != NULL && ZKQ(fe)->wal_unflushed ? " still flushing" : "",
 			 q->ncand, q->nrest, q->settled, q->again, q->lost_race,
 			 q->unflushed_wait);
 	zk_no_progress_report("queue", zk_log_name(q->name), state);
@@ -644,10 +644,10 @@ zk_q_grant(ZkEntry *e)
 	int			i;
 	int			n = 0;
 
-	for (i = 0; i < e->max_items; i++)
+	for (i = 0; i < ZKQ(e)->max_items; i++)
 		if (c[i].status == ZKQC_HELD)
 			n++;
-	e->nclaims = n;
+	ZKQ(e)->nclaims = n;
 	e->state = ZKE_HELD;
 	zk_q_count_held(e, true);
 	zk_finish(e, ZKO_GRANTED, 0, NULL);
@@ -661,7 +661,7 @@ zk_q_count_slots(ZkEntry *e, int *held, int *doubt)
 	int			i;
 
 	*held = *doubt = 0;
-	for (i = 0; i < e->max_items; i++)
+	for (i = 0; i < ZKQ(e)->max_items; i++)
 	{
 		if (c[i].status == ZKQC_HELD)
 			(*held)++;
@@ -797,9 +797,9 @@ q_distribute(QState *q, char **cand, int cand_total, bool owned)
 
 		if (next >= cand_total)
 			break;
-		if (e == NULL || e->released || e->withdrawn)
+		if (e == NULL || e->released || ZKQ(e)->withdrawn)
 			continue;
-		if (e->wal_unflushed)
+		if (ZKQ(e)->wal_unflushed)
 		{
 			if (!q->unflushed_wait)
 				zk_q_nunflushed_wait++;
@@ -900,7 +900,7 @@ zk_q_resume_unflushed(void)
 		{
 			ZkEntry    *e = zk_q_waiter_entry((Waiter *) lfirst(lc));
 
-			if (e != NULL && !e->released && e->wal_unflushed)
+			if (e != NULL && !e->released && ZKQ(e)->wal_unflushed)
 			{
 				still = true;
 				break;
@@ -984,13 +984,13 @@ zk_q_round_done(QState *q)
 			zk_q_grant(e);
 			pfree(w);
 		}
-		else if (e->claim_refused && !e->released)
+		else if (ZKQ(e)->claim_refused && !e->released)
 		{
 			zk_q_claim_fail_refused(e);
 			pfree(w);
 		}
 		else if (e->try_only && w->joined != q->rounds &&
-				 (q->ncand == 0 || (!e->wal_unflushed && ++w->tries >= 3)))
+				 (q->ncand == 0 || (!ZKQ(e)->wal_unflushed && ++w->tries >= 3)))
 		{
 			e->state = ZKE_DONE;
 			zk_finish(e, ZKO_BUSY, 0, NULL);
@@ -1095,4 +1095,193 @@ zk_q_unsettle_all(void)
 	foreach(lc, kick)
 		zk_q_kick((QState *) lfirst(lc));
 	list_free(kick);
+}
+
+/*
+ * The owner let go of dequeue e: at commit its end deletes items and claims,
+ * otherwise the claims only; claims in doubt are read first
+ */
+static void
+qclaim_let_go(ZkEntry *e)
+{
+	QState	   *q = zk_q_state(e->name, true);
+	int			held;
+	int			doubt;
+
+	zk_q_count_held(e, false);		/* its end is sent before any new listing */
+	if (ZKQ(e)->decision != ZKQD_COMMIT)
+	{
+		/*
+		 * Its items come back once the release lands: this cluster's waiters
+		 * list again on the next turn, after the release is sent.
+		 */
+		ListCell   *lc;
+
+		q->settled = false;
+		q->rest_exact = false;
+		q->again = true;
+		foreach(lc, q->waiters)
+		{
+			ZkEntry    *we = zk_q_waiter_entry((Waiter *) lfirst(lc));
+
+			if (we != NULL && we != e && !we->released)
+			{
+				zk_retry_later(we);
+				break;
+			}
+		}
+	}
+	if (e->outstanding > 0 || e->delete_inflight)
+		return;					/* its answers drive it on */
+	if (!DsaPointerIsValid(ZKQ(e)->claims))
+	{
+		zk_q_free_entry(e);
+		return;
+	}
+	/* still among the waiters? */
+	if (list_length(q->waiters) > 0)
+	{
+		ListCell   *lc;
+
+		foreach(lc, q->waiters)
+		{
+			Waiter	   *w = (Waiter *) lfirst(lc);
+
+			if (w->idx == zk_entry_index(e) && w->gen == e->gen)
+			{
+				q->waiters = foreach_delete_current(q->waiters, lc);
+				pfree(w);
+				break;
+			}
+		}
+	}
+	zk_q_count_slots(e, &held, &doubt);
+	if (held == 0 && doubt == 0)
+	{
+		zk_q_free_entry(e);
+		if (q->waiters == NIL && q->list.pending == 0 && q->inflight == 0)
+			zk_q_idle(q);
+		return;
+	}
+	if (!zk_session_usable())
+	{
+		zk_retry_later(e);
+		return;
+	}
+	if (doubt > 0)
+	{
+		(void) zk_q_send_doubt_checks(e, q);
+		return;
+	}
+	zk_q_send_end(e, q);
+}
+
+/*
+ * Drive a dequeue (ZKK_QCLAIM's drive): let go, sort out doubt, or join its
+ * queue's waiters and kick a round
+ */
+void
+zk_qclaim_drive(ZkEntry *e)
+{
+	QState	   *q;
+	int			held;
+	int			doubt;
+
+	Assert(e->kind == ZKK_QCLAIM);
+	if (e->released)
+	{
+		qclaim_let_go(e);
+		return;
+	}
+	if (e->outstanding > 0 || e->delete_inflight)
+		return;
+	q = zk_q_state(e->name, true);
+	if (e->state == ZKE_HELD)
+		return;					/* granted: waits for its owner */
+	if (!DsaPointerIsValid(ZKQ(e)->claims))
+	{
+		zk_fail(e, ERRCODE_OUT_OF_MEMORY, "the request carries no claim array");
+		return;
+	}
+	if (!zk_session_usable())
+	{
+		zk_retry_later(e);
+		return;
+	}
+	zk_q_count_slots(e, &held, &doubt);
+	if (doubt > 0)
+	{
+		/*
+		 * A claim (or give-back) of an earlier session is read back only
+		 * once that session can land nothing more (zk_history_ready:
+		 * its "live" is gone): else its late claim could land after the
+		 * read said "not ours", and strand the item.
+		 */
+		if (!zk_history_ready() && !zk_history_fenced())
+		{
+			zk_retry_later(e);
+			return;
+		}
+		(void) zk_q_send_doubt_checks(e, q);
+		return;
+	}
+	if (held > 0)
+	{
+		zk_q_grant(e);
+		return;
+	}
+	if (ZKQ(e)->claim_refused)
+	{
+		zk_q_claim_fail_refused(e);
+		return;
+	}
+	if (!zk_q_history_gate(e))
+		return;
+	/* a new request, or back from a retry: wait in the queue */
+	{
+		ListCell   *lc;
+		bool		found = false;
+
+		foreach(lc, q->waiters)
+		{
+			Waiter	   *w = (Waiter *) lfirst(lc);
+
+			if (w->idx == zk_entry_index(e) && w->gen == e->gen)
+				found = true;
+		}
+		if (!found)
+		{
+			MemoryContext old = MemoryContextSwitchTo(zk_q_context());
+			Waiter	   *w = palloc0(sizeof(Waiter));
+
+			w->idx = zk_entry_index(e);
+			w->gen = e->gen;
+			w->joined = q->rounds;
+			q->waiters = lappend(q->waiters, w);
+			MemoryContextSwitchTo(old);
+		}
+	}
+	if (e->state == ZKE_PENDING)
+		e->state = ZKE_CREATING;
+	/*
+	 * A round under way may offer it what its listing left, but only the
+	 * next round, started once this one ends (zk_q_round_done), answers it.
+	 */
+	if (q->list.pending > 0 || q->inflight > 0 || q->verify == QVERIFY_ASKING)
+	{
+		q->again = true;
+		return;
+	}
+	zk_q_kick(q);
+}
+
+/*
+ * Hand the claims below what they call back when an attempt, an end or a
+ * give-back is over (QRoundHooks); once, at the worker's start
+ */
+void
+zk_q_rounds_init(void)
+{
+	zk_q_round_hooks.round_done = zk_q_round_done;
+	zk_q_round_hooks.kick = zk_q_kick;
 }

@@ -441,7 +441,33 @@ extern void zk_q_pub_note_names(PubOp *po);
 extern bool zk_q_pub_naming_conflict(PubOp *po);
 extern const char *zk_q_seq_exhausted(PubOp *po);
 
+/* queue_claim.c */
+extern int zk_q_free_slot(ZkEntry *e);
+extern bool zk_q_send_attempt(QState *q, ZkEntry *e, int slot,
+							  const char *node);
+extern ClaimWindow zk_q_claim_window(ZkEntry *e);
+extern void zk_q_rest_compact(QState *q);
+extern void zk_q_claim_fail_refused(ZkEntry *e);
+extern bool zk_q_send_doubt_checks(ZkEntry *e, QState *q);
+extern void zk_q_send_end(ZkEntry *e, QState *q);
+
+/*
+ * What a dequeue's claims hand back up to the rounds above them
+ * (queue_consume.c fills it in at the worker's start, zk_q_rounds_init):
+ * the last attempt of a round to end ends the round; an end or give-back
+ * that put items back kicks the queue's waiters.  The claims never call
+ * the rounds by name.
+ */
+typedef struct QRoundHooks
+{
+	void		(*round_done) (QState *q);
+	void		(*kick) (QState *q);
+} QRoundHooks;
+extern QRoundHooks zk_q_round_hooks;
+
 /* queue_consume.c */
+extern void zk_q_rounds_init(void);
+extern void zk_qclaim_drive(ZkEntry *e);
 extern void zk_q_idle(QState *q);
 extern void zk_q_unwatch_idle(void);
 extern void zk_q_forget(QState *q);
@@ -454,15 +480,6 @@ extern void zk_q_count_slots(ZkEntry *e, int *held, int *doubt);
 extern void zk_q_rest_free(QState *q);
 extern void zk_q_resume_unflushed(void);
 extern void zk_q_round_done(QState *q);
-
-/* queue_claim.c */
-extern int zk_q_free_slot(ZkEntry *e);
-extern bool zk_q_send_attempt(QState *q, ZkEntry *e, int slot,
-							  const char *node);
-extern ClaimWindow zk_q_claim_window(ZkEntry *e);
-extern void zk_q_rest_compact(QState *q);
-extern void zk_q_claim_fail_refused(ZkEntry *e);
-extern void zk_qclaim_drive(ZkEntry *e);
 
 /* queue_read.c */
 extern char ** zk_q_names_copy(const struct String_vector *sv, int *n);

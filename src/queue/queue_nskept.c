@@ -388,7 +388,7 @@ static void
 ns_publish(int slot)
 {
 	NsCensus   *n = &ns_tab[slot];
-	ZkNsUsage  *u = &zk_ctl->ns_usage[slot];
+	ZkNsUsage  *u = &zk_q_shared->ns_usage[slot];
 
 	zk_worker_enter();
 	u->state = !n->used ? ZKNS_UNUSED :
@@ -409,14 +409,14 @@ ns_judge(ZkEntry *e, int slot, int adding)
 	NsCensus   *n = &ns_tab[slot];
 	int64		kept;
 
-	if (n->unbounded || e->pub_refused)
+	if (n->unbounded || ZKQ(e)->pub_refused)
 		return;
 	/* e's own were dropped when its check began (zk_q_ns_unreserve) */
 	kept = n->counted + n->reserved;
 	if (kept + adding > zk_max_namespace_items)
 	{
-		e->pub_refused = true;
-		e->pub_over_ns = true;
+		ZKQ(e)->pub_refused = true;
+		ZKQ(e)->pub_over_ns = true;
 		n->refused++;
 		ns_publish(slot);
 		snprintf(e->errmsg, sizeof(e->errmsg),

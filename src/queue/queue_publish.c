@@ -951,14 +951,14 @@ pub_block(ZkEntry *e, PubOp *po, int rc)
 
 	pub_refusal(po, rc, why, sizeof(why));
 	strlcpy(e->errmsg, why, sizeof(e->errmsg));
-	if (!e->pub_blocked)
+	if (!ZKQ(e)->pub_blocked)
 	{
-		e->pub_blocked = true;
+		ZKQ(e)->pub_blocked = true;
 		zk_count(ZKCNT_ZK_ERRORS, 1);
 		if (zk_log_limited(&pub_block_log, "zookeeper refuses to publish the work of a committed transaction"))
 			ereport(WARNING,
 					(errmsg("zklock: zookeeper refuses to publish the work of committed transaction " UINT64_FORMAT ": %s",
-							e->fxid, why),
+							ZKQ(e)->fxid, why),
 					 errdetail("Its queue items and gate and arrival changes stay in the transaction node %s, none of them visible; the worker tries the whole publication again every %d s until ZooKeeper takes it.",
 							   po->tpath, ZKQ_BLOCKED_MAX_MS / 1000),
 					 errhint("Remove what blocks it (for a gate node: the other client's children under it); zk_status().publications_blocked counts the transactions waiting so.")));
@@ -996,11 +996,11 @@ pub_unblock(ZkEntry *e)
 		pub_blocked_list = list_delete_ptr(pub_blocked_list, b);
 		pfree(b);
 	}
-	e->pub_blocked = false;
+	ZKQ(e)->pub_blocked = false;
 	if (zk_log_limited(&pub_unblock_log, "published the work of a transaction that zookeeper had refused"))
 		ereport(LOG,
 				(errmsg("zklock: published the work of transaction " UINT64_FORMAT " that zookeeper had refused",
-						e->fxid)));
+						ZKQ(e)->fxid)));
 }
 
 static ZkLogLimit pub_resolve_log;
@@ -1012,7 +1012,7 @@ pub_block_resolve(PubOp *po, int rc)
 	char		why[ZKLOCK_ERRMSG_MAX];
 
 	pub_refusal(po, rc, why, sizeof(why));
-	zk_ctl->pubs_blocked_resolve++;
+	zk_q_shared->pubs_blocked_resolve++;
 	zk_count(ZKCNT_ZK_ERRORS, 1);
 	if (zk_log_limited(&pub_resolve_log, "zookeeper refuses to publish a committed transaction node"))
 		ereport(WARNING,
@@ -1041,7 +1041,7 @@ zk_q_pub_blocked_tick(void)
 		ZkEntry    *e = zk_entry(b->idx);
 
 		if (e->gen != b->gen || e->state == ZKE_FREE || e->kind != ZKK_QPUB ||
-			(!e->pub_blocked && !b->quiet))
+			(!ZKQ(e)->pub_blocked && !b->quiet))
 		{
 			pub_blocked_list = foreach_delete_current(pub_blocked_list, lc);
 			pfree(b);
@@ -1151,7 +1151,7 @@ publish_done(int rc, const void *data)
 			e->delete_inflight = false;
 			if (applied)
 			{
-				if (e->pub_blocked)
+				if (ZKQ(e)->pub_blocked)
 					pub_unblock(e);
 				zk_q_free_entry(e);
 			}
@@ -1222,9 +1222,9 @@ pub_check_done(int rc, const struct Stat *stat, const void *data)
 	{
 		e = zk_entry_of(data);
 		if (e != NULL && rc == ZOK && stat != NULL && stat->numChildren > 0 &&
-			!e->pub_refused)
+			!ZKQ(e)->pub_refused)
 		{
-			e->pub_refused = true;
+			ZKQ(e)->pub_refused = true;
 			snprintf(e->errmsg, sizeof(e->errmsg),
 					 "The gate node that zk_gate_open would delete has %d %s that zklock did not create (another client's), and ZooKeeper does not delete a node with children",
 					 stat->numChildren, stat->numChildren == 1 ? "child" : "children");
@@ -1241,7 +1241,7 @@ pub_txn_written(ZkEntry *e)
 	e->state = ZKE_HELD;
 	if (e->released)
 		zk_qpub_drive(e);
-	else if (e->pub_refused)
+	else if (ZKQ(e)->pub_refused)
 		zk_finish(e, ZKO_BUSY, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, NULL);
 	else
 		zk_finish(e, ZKO_GRANTED, 0, NULL);
@@ -1456,9 +1456,9 @@ pub_kept_done(int rc, const struct Stat *stat, const void *data)
 
 				if ((int64) kept + others + c->adding > c->limit)
 				{
-					if (!e->pub_refused)
+					if (!ZKQ(e)->pub_refused)
 					{
-						e->pub_refused = true;
+						ZKQ(e)->pub_refused = true;
 						if (others > 0)
 							snprintf(e->errmsg, sizeof(e->errmsg),
 									 "ZooKeeper keeps %d items under %s and other transactions of this server are adding %lld; this transaction adds %d; zklock.max_kept_items is %d",
@@ -1469,7 +1469,7 @@ pub_kept_done(int rc, const struct Stat *stat, const void *data)
 									 kept, c->path, c->adding, c->limit);
 					}
 				}
-				else if (!e->pub_refused)
+				else if (!ZKQ(e)->pub_refused)
 					kept_reserve(e, c->hash, c->adding);
 			}
 			if (e->outstanding == 0)
@@ -1490,7 +1490,7 @@ pub_kept_answered(ZkEntry *e, int rc)
 {
 	if (e->released)
 		zk_qpub_drive(e);		/* frees it: nothing was written */
-	else if (e->pub_refused)
+	else if (ZKQ(e)->pub_refused)
 	{
 		(void) kept_reserved(0, zk_entry_index(e), e->gen, true);
 		total_unreserve(e);
@@ -1541,7 +1541,7 @@ pub_total_done(int rc, const char *value, int value_len,
 		if (e != NULL && e->outstanding > 0)
 		{
 			e->outstanding--;
-			if (read && !e->pub_refused)
+			if (read && !ZKQ(e)->pub_refused)
 			{
 				int64		rn;
 				int64		rb;
@@ -1551,8 +1551,8 @@ pub_total_done(int rc, const char *value, int value_len,
 				if (zk_kept_over(nodes + rn, bytes + rb, t->add_nodes, t->add_bytes,
 								 e->errmsg, sizeof(e->errmsg)))
 				{
-					e->pub_refused = true;
-					e->pub_over_kept = true;
+					ZKQ(e)->pub_refused = true;
+					ZKQ(e)->pub_over_kept = true;
 					zk_ctl->kept_refused++;
 				}
 				else
@@ -1620,8 +1620,8 @@ pub_kept_send(ZkEntry *e)
 	/* checked again: what it reserved before is reserved anew */
 	(void) kept_reserved(0, zk_entry_index(e), e->gen, true);
 	total_unreserve(e);
-	e->pub_over_kept = false;
-	e->pub_over_ns = false;
+	ZKQ(e)->pub_over_kept = false;
+	ZKQ(e)->pub_over_ns = false;
 	zk_q_ns_unreserve(e);
 	pub_total_send(e, h);		/* all of the root's (kept.c) */
 	memset(&ctl, 0, sizeof(ctl));
@@ -1669,7 +1669,7 @@ pub_kept_send(ZkEntry *e)
 			}
 		}
 		p += it.qlen + it.plen;
-		if (path[0] == '\0' || e->max_items <= 0)
+		if (path[0] == '\0' || ZKQ(e)->max_items <= 0)
 			continue;
 		k = hash_search(objs, path, HASH_ENTER, &found);
 		if (!found)
@@ -1687,7 +1687,7 @@ pub_kept_send(ZkEntry *e)
 		c->hash = hash_bytes_extended((const unsigned char *) k->path,
 									  strlen(k->path), 0);
 		c->adding = k->adding;
-		c->limit = e->max_items;
+		c->limit = ZKQ(e)->max_items;
 		if (zoo_aexists(zk_zh, k->path, 0, pub_kept_done, c) == ZOK)
 			e->outstanding++;
 		else
@@ -1702,7 +1702,7 @@ pub_kept_send(ZkEntry *e)
 		zk_q_ns_check(e, a->ns, a->adding, pub_kept_answered);
 	}
 	list_free_deep(adds);
-	if (e->outstanding == 0 && e->pub_refused)
+	if (e->outstanding == 0 && ZKQ(e)->pub_refused)
 	{
 		pub_kept_answered(e, ZOK);		/* refused from a census at once */
 		return true;
@@ -1724,7 +1724,7 @@ send_txn_create(ZkEntry *e)
 	const ZkTxnHeader *h = (const ZkTxnHeader *) blob;
 	int			rc;
 
-	e->pub_refused = false;
+	ZKQ(e)->pub_refused = false;
 	txn_path(h, tpath, sizeof(tpath));
 	if (!zk_q_txns_parent_ok || e->parents_tried)
 	{
@@ -1827,7 +1827,7 @@ pub_create_done(int rc, const char *value, const void *data)
 			else if (!zk_rc_definite(rc))
 			{
 				e->in_doubt = true;
-				e->create_unanswered = true;	/* "Late creates" */
+				ZKQ(e)->create_unanswered = true;	/* "Late creates" */
 				zk_retry_later(e);
 			}
 			else
@@ -1899,10 +1899,10 @@ zk_qpub_drive(ZkEntry *e)
 		}
 		blob = dsa_get_address(zk_dsa(), e->blob);
 		txn_path((ZkTxnHeader *) blob, tpath, sizeof(tpath));
-		if (e->decision == ZKQD_COMMIT && e->state == ZKE_HELD)
+		if (ZKQ(e)->decision == ZKQD_COMMIT && e->state == ZKE_HELD)
 		{
 			if (zk_q_send_publish(blob, tpath, zk_entry_index(e), e->gen, NULL, NULL,
-							 e->parents_tried, e->create_unanswered))
+							 e->parents_tried, ZKQ(e)->create_unanswered))
 				e->delete_inflight = true;
 			else
 				zk_retry_later(e);
@@ -1919,7 +1919,7 @@ zk_qpub_drive(ZkEntry *e)
 		return;					/* waits for its owner's decision */
 	if (!zk_q_history_gate(e))
 		return;
-	e->pub_refused = false;
+	ZKQ(e)->pub_refused = false;
 	if (!pub_kept_send(e))
 		send_txn_create(e);
 }

@@ -872,7 +872,7 @@ drop_local_use(ZkEntry *self, const char *qname, char *why, size_t len)
 			if (!e->released && e->outcome == ZKO_GRANTED)
 			{
 				snprintf(why, len, "A transaction on this server (pid %d) holds %d %s on it",
-						 e->pid, e->nclaims, e->nclaims == 1 ? "claim" : "claims");
+						 e->pid, ZKQ(e)->nclaims, ZKQ(e)->nclaims == 1 ? "claim" : "claims");
 				return DROP_BUSY;
 			}
 			if (use == DROP_UNUSED)
@@ -881,7 +881,7 @@ drop_local_use(ZkEntry *self, const char *qname, char *why, size_t len)
 			use = DROP_WAIT;
 		}
 		else if (e->kind == ZKK_QPUB && DsaPointerIsValid(e->blob) &&
-				 !(e->released && e->decision != ZKQD_COMMIT) &&
+				 !(e->released && ZKQ(e)->decision != ZKQD_COMMIT) &&
 				 blob_names_queue(dsa_get_address(zk_dsa(), e->blob), qname))
 		{
 			snprintf(why, len, "The items of a %s transaction on this server (pid %d) are on their way into it",
@@ -1403,7 +1403,7 @@ info_send_more(Info *in)
 		int			rc;
 
 		if (in->next >= in->list.nentries ||
-			(in->op == ZKQI_PEEK && in->sent >= e->max_items))
+			(in->op == ZKQI_PEEK && in->sent >= ZKQ(e)->max_items))
 		{
 			in->sending = false;
 			return;
@@ -1534,12 +1534,12 @@ info_step(Info *in)
 				Scan	   *s;
 
 				s = MemoryContextAllocZero(zk_q_context(), sizeof(Scan));
-				if (e->fxid == GetSystemIdentifier())
+				if (ZKQ(e)->fxid == GetSystemIdentifier())
 				{
 					s->own_release = true;
 					zk_q_resolve_running = true;
 				}
-				s->sysid = e->fxid;
+				s->sysid = ZKQ(e)->fxid;
 				s->release_all = true;
 				s->info = in;
 				s->info_done = zk_q_info_call_done;
@@ -1580,14 +1580,14 @@ zk_qinfo_drive(ZkEntry *e)
 	if (e->state != ZKE_PENDING)
 		return;
 	if (!zk_session_usable() ||
-		(e->qop == ZKQI_RELEASE_CLUSTER && e->fxid == GetSystemIdentifier() &&
+		(ZKQ(e)->qop == ZKQI_RELEASE_CLUSTER && ZKQ(e)->fxid == GetSystemIdentifier() &&
 		 (zk_q_resolve_running || !zk_history_ready())))
 	{
 		/* a run of this cluster: not during a settling pass (one survey) */
 		zk_retry_later(e);
 		return;
 	}
-	if (e->qop == ZKQI_DROP)
+	if (ZKQ(e)->qop == ZKQI_DROP)
 	{
 		drop_start(e);
 		return;
@@ -1595,9 +1595,9 @@ zk_qinfo_drive(ZkEntry *e)
 	in = MemoryContextAllocZero(zk_q_context(), sizeof(Info));
 	in->idx = zk_entry_index(e);
 	in->gen = e->gen;
-	in->op = e->qop;
+	in->op = ZKQ(e)->qop;
 	if (in->op == ZKQI_PEEK || in->op == ZKQI_QUEUES)
-		in->cap = (Size) e->fxid;	/* the backend's zklock.max_answer_bytes */
+		in->cap = (Size) ZKQ(e)->fxid;	/* the backend's zklock.max_answer_bytes */
 	if (in->op == ZKQI_QUEUES)
 		snprintf(in->qpath, sizeof(in->qpath), "%s/queues", zk_root);	/* the name: its namespace */
 	else if (e->name[0])

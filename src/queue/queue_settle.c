@@ -121,7 +121,7 @@ entry_for_xid(ZkKind kind, uint64 fxid)
 	{
 		ZkEntry    *e = zk_entry(i);
 
-		if (e->state != ZKE_FREE && e->kind == kind && e->fxid == fxid)
+		if (e->state != ZKE_FREE && e->kind == kind && ZKQ(e)->fxid == fxid)
 			return true;
 	}
 	return false;

@@ -621,7 +621,7 @@ zk_namespace_totals(PG_FUNCTION_ARGS)
 	zk_require_shmem();
 	copy = palloc(sizeof(ZkNsUsage) * ZK_NS_SLOTS);
 	zk_backend_lock(LW_SHARED);
-	memcpy(copy, zk_ctl->ns_usage, sizeof(ZkNsUsage) * ZK_NS_SLOTS);
+	memcpy(copy, zk_q_shared->ns_usage, sizeof(ZkNsUsage) * ZK_NS_SLOTS);
 	LWLockRelease(zk_ctl->lock);
 	for (i = 0; i < ZK_NS_SLOTS; i++)
 	{

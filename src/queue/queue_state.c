@@ -97,11 +97,14 @@ zk_q_entry_of(uint32 idx, uint32 gen)
 	return (e->gen == gen && e->state != ZKE_FREE) ? e : NULL;
 }
 
+/* the queue's shared memory (zk_queue_backend.shmem) */
+ZkQueueShared *zk_q_shared = NULL;
+
 /* how many per-queue states this worker keeps, for zk_status() */
 void
 zk_q_tracked_update(void)
 {
-	zk_ctl->queues_tracked =
+	zk_q_shared->queues_tracked =
 		(zk_qstates ? (int) hash_get_num_entries(zk_qstates) : 0) +
 		(zk_qseqs ? (int) hash_get_num_entries(zk_qseqs) : 0);
 }
@@ -234,9 +237,9 @@ zk_q_send_ensure_queue(const char *qpath)
 ZkClaimRec *
 zk_q_claims_of(ZkEntry *e)
 {
-	if (!DsaPointerIsValid(e->claims))
+	if (!DsaPointerIsValid(ZKQ(e)->claims))
 		return NULL;
-	return (ZkClaimRec *) dsa_get_address(zk_dsa(), e->claims);
+	return (ZkClaimRec *) dsa_get_address(zk_dsa(), ZKQ(e)->claims);
 }
 
 /* the token in our claims' data: which request made the claim */
@@ -472,19 +475,19 @@ zk_q_free_entry(ZkEntry *e)
 	if (e->state == ZKE_FREE)
 		return;
 	zk_q_count_held(e, false);
-	if (DsaPointerIsValid(e->claims) || DsaPointerIsValid(e->blob))
+	if (DsaPointerIsValid(ZKQ(e)->claims) || DsaPointerIsValid(e->blob))
 	{
 		area = zk_dsa();
-		if (DsaPointerIsValid(e->claims))
+		if (DsaPointerIsValid(ZKQ(e)->claims))
 		{
 			ZkClaimRec *c = zk_q_claims_of(e);
 			int			i;
 
-			for (i = 0; i < e->max_items; i++)
+			for (i = 0; i < ZKQ(e)->max_items; i++)
 				if (DsaPointerIsValid(c[i].msg))
 					dsa_free(area, c[i].msg);
-			dsa_free(area, e->claims);
-			e->claims = InvalidDsaPointer;
+			dsa_free(area, ZKQ(e)->claims);
+			ZKQ(e)->claims = InvalidDsaPointer;
 		}
 		if (DsaPointerIsValid(e->blob))
 		{
@@ -520,13 +523,13 @@ zk_q_count_held(ZkEntry *e, bool held)
 	ZkClaimRec *c;
 	int			i;
 
-	if (e->qcounted == held)
+	if (ZKQ(e)->qcounted == held)
 		return;
-	e->qcounted = held;
+	ZKQ(e)->qcounted = held;
 	q = zk_q_state(e->name, false);
-	if (q == NULL || !DsaPointerIsValid(e->claims))
+	if (q == NULL || !DsaPointerIsValid(ZKQ(e)->claims))
 		return;
-	if (!held && e->decision != ZKQD_COMMIT)
+	if (!held && ZKQ(e)->decision != ZKQD_COMMIT)
 	{
 		/* its items may come back: the next round lists again */
 		q->settled = false;
@@ -547,7 +550,7 @@ zk_q_count_held(ZkEntry *e, bool held)
 							  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 	}
 	c = zk_q_claims_of(e);
-	for (i = 0; i < e->max_items; i++)
+	for (i = 0; i < ZKQ(e)->max_items; i++)
 	{
 		char		key[ZKQ_NODE_MAX];
 		HeldNode   *h;

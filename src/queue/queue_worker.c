@@ -68,7 +68,7 @@ qdurable_drive_failed(ZkEntry *e)
 		zk_retry_later(e);
 	else if (e->released)
 	{
-		zk_q_given_up_add(e->fxid);	/* its nodes are the settling pass's */
+		zk_q_given_up_add(ZKQ(e)->fxid);	/* its nodes are the settling pass's */
 		if (zk_log_limited(&q_giveup_log, "gave up a queue request after repeated errors"))
 			ereport(WARNING,
 					(errmsg("zklock: gave up a queue request after repeated errors"),
@@ -92,20 +92,20 @@ qdurable_session_lost(ZkEntry *e, const char *why)
 	if (e->create_inflight || (e->kind == ZKK_QPUB && e->state == ZKE_CREATING))
 		e->in_doubt = true;
 	if (e->kind == ZKK_QPUB && e->state == ZKE_CREATING && e->create_inflight)
-		e->create_unanswered = true;	/* queue_publish.c, "Late creates" */
+		ZKQ(e)->create_unanswered = true;	/* queue_publish.c, "Late creates" */
 	if (e->delete_inflight)
 		e->in_doubt = true;
 	e->create_inflight = e->delete_inflight = false;
 	e->outstanding = 0;
 	if (e->kind == ZKK_QCLAIM && e->state == ZKE_WAITING)
 		e->state = ZKE_CREATING;
-	if (e->kind == ZKK_QCLAIM && DsaPointerIsValid(e->claims))
+	if (e->kind == ZKK_QCLAIM && DsaPointerIsValid(ZKQ(e)->claims))
 	{
 		/* a give-back's fate is unknown: ours or not, read it again */
 		ZkClaimRec *c = zk_q_claims_of(e);
 		int			i;
 
-		for (i = 0; i < e->max_items; i++)
+		for (i = 0; i < ZKQ(e)->max_items; i++)
 			if (c[i].status == ZKQC_RETURN)
 				c[i].status = ZKQC_DOUBT;
 	}
@@ -241,7 +241,7 @@ q_session_usable(void)
 
 		s->sysid = GetSystemIdentifier();
 		zk_q_resolve_needed = false;
-		zk_ctl->pubs_blocked_resolve = 0;	/* this pass counts them anew */
+		zk_q_shared->pubs_blocked_resolve = 0;	/* this pass counts them anew */
 		zk_q_resolve_running = true;
 		(void) zk_q_scan_start(s);
 	}
@@ -251,8 +251,9 @@ q_session_usable(void)
 static void
 q_worker_start(void)
 {
-	zk_ctl->queues_tracked = 0;
-	zk_ctl->pubs_blocked_resolve = 0;
+	zk_q_shared->queues_tracked = 0;
+	zk_q_shared->pubs_blocked_resolve = 0;
+	zk_q_rounds_init();
 }
 
 /* the recipe's hooks, and its kinds (recipelist.h) */

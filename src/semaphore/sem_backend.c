@@ -49,6 +49,15 @@ typedef struct LocalSem
 
 static List *sems = NIL;
 
+/* semaphore leases taken in ZooKeeper, and tries refused (zk_status) */
+typedef struct SemShared
+{
+	pg_atomic_uint64 taken;
+	pg_atomic_uint64 refused;	/* none free, or the wait timed out */
+} SemShared;
+
+static SemShared *sem_shared = NULL;	/* zk_sem_backend.shmem */
+
 /* how long a try waits for the guard without lock_timeout */
 #define SEM_TRY_GUARD_MS	10000
 
@@ -203,7 +212,7 @@ pool_has_room(const char *name, int len, int32 max, ZkScope scope,
 		wrong_max(uname, max, msg);
 	if (outcome != ZKO_GRANTED)
 	{
-		zk_count(ZKCNT_SEM_REFUSED, 1);
+		pg_atomic_fetch_add_u64(&sem_shared->refused, 1);
 		return false;
 	}
 	return true;
@@ -228,7 +237,7 @@ remember_lease(const char *name, int len, int32 max, ZkScope scope)
 	sems = lappend(sems, ls);
 	MemoryContextSwitchTo(old);
 	taking_idx = ZKLOCK_NO_ENTRY;
-	zk_count(ZKCNT_SEM_TAKEN, 1);
+	pg_atomic_fetch_add_u64(&sem_shared->taken, 1);
 }
 
 /*
@@ -342,7 +351,7 @@ zk_sem_acquire(const char *name, int len, int32 max, ZkScope scope, bool try_onl
 	let_go(&taking_idx, taking_gen);
 	if (sqlstate == ERRCODE_INVALID_PARAMETER_VALUE)
 		wrong_max(uname, max, msg);
-	zk_count(ZKCNT_SEM_REFUSED, 1);
+	pg_atomic_fetch_add_u64(&sem_shared->refused, 1);
 	if (try_only)
 		return false;
 	zk_count(ZKCNT_TIMEOUTS, 1);
@@ -544,6 +553,14 @@ sem_path(const char *kind, const char *name, int len,
 	return true;
 }
 
+/* zk_status(): the semaphore's counters */
+static void
+sem_status(ZkStatusCounts *c)
+{
+	c->sem_taken += pg_atomic_read_u64(&sem_shared->taken);
+	c->sem_refused += pg_atomic_read_u64(&sem_shared->refused);
+}
+
 const ZkRecipeBackend zk_sem_backend = {
 	.pre_commit = sem_pre_commit,
 	.pre_prepare = sem_pre_prepare,
@@ -552,4 +569,8 @@ const ZkRecipeBackend zk_sem_backend = {
 	.at_exit = sem_at_exit,
 	.path_kinds = "semaphore",
 	.path = sem_path,
+	.status = sem_status,
+	.shmem_name = "zklock semaphores",
+	.shmem_bytes = sizeof(SemShared),
+	.shmem = (void **) &sem_shared,
 };
