@@ -42,6 +42,7 @@ our @EXPORT = qw(
   sql_elsewhere psql_noerr try_lock_shared_elsewhere
   zk_exists zk_get zk_czxid zk_lock_nodes zk_lock_modes
   queue_drain wait_log
+  late_request_setup hosts_to_quorum held_within sqlstate_psql
 );
 
 our $SRC = $ENV{ZKLOCK_SRC} // abs_path(dirname(__FILE__) . '/../..');
@@ -845,6 +846,64 @@ END
 	{
 		eval { $h->kill_kill if $h->pumpable; };
 	}
+}
+
+# The skeleton of the late-request tests (341, 344, 346, 347, 349): a
+# zk_partition_ensemble in tmp_check/ens_$tag (sync_limit as given) and a
+# cluster $name that talks to its server 3 alone (session_timeout and
+# connect_timeout as given).  Returns ($pe, $node, $quorum, $kzq): $quorum
+# the hosts of servers 1 and 2, $kzq a zkq/zk_count target for them.
+sub late_request_setup
+{
+	my ($tag, $name, %opts) = @_;
+	my $pe = zk_partition_ensemble("$PostgreSQL::Test::Utils::tmp_check/ens_$tag",
+		defined $opts{sync_limit} ? (sync_limit => $opts{sync_limit}) : ());
+	my @cp = @{ $pe->{cp} };
+	my $quorum = "127.0.0.1:$cp[0],127.0.0.1:$cp[1]";
+	my $node = zk_node($name, "127.0.0.1:$cp[2]",
+		session_timeout => $opts{session_timeout},
+		connect_timeout => $opts{connect_timeout});
+	return ($pe, $node, $quorum, { hosts => $quorum });
+}
+
+# Set zklock.hosts of $node to $hosts (ALTER SYSTEM, reload) and wait up to
+# $timeout s for a connected session other than $old's (a zk_status hash).
+# Returns the new session's zk_status, undef on timeout.
+sub hosts_to_quorum
+{
+	my ($node, $hosts, $old, $timeout) = @_;
+	$node->safe_psql('postgres',
+		"ALTER SYSTEM SET zklock.hosts = '$hosts'; SELECT pg_reload_conf()");
+	my $s;
+	my $ok = wait_until(sub {
+		$s = zk_status($node);
+		$s && $s->{state} eq 'connected' && ($s->{session_id} // "") ne ($old->{session_id} // "") }, $timeout);
+	return $ok ? $s : undef;
+}
+
+# Note how long a link was $what since $t0 and check it stayed under $max s
+# (syncLimit x tickTime and the session timeout)
+sub held_within
+{
+	my ($t0, $max, $what) = @_;
+	my $held = time() - $t0;
+	note sprintf('the link was %s for %.1f s', $what, $held);
+	cmp_ok($held, '<', $max, 'within syncLimit x tickTime and the session timeout');
+	return $held;
+}
+
+# Run $sql in database $db of $node as $user, verbose, stopping at the first
+# error (%opts: timeout).  Returns { sqlstate => the SQLSTATE of the error
+# ('00000' for none, "rcN" for a failure with no SQLSTATE), out, err }.
+sub sqlstate_psql
+{
+	my ($node, $db, $sql, $user, %opts) = @_;
+	my ($rc, $out, $err) = $node->psql($db, $sql,
+		extra_params => [ '-U', $user, '-v', 'VERBOSITY=verbose' ],
+		on_error_stop => 1,
+		defined $opts{timeout} ? (timeout => $opts{timeout}) : ());
+	my $st = $err =~ /(?:ERROR|FATAL):\s+([0-9A-Z]{5}):/ ? $1 : ($rc == 0 ? '00000' : "rc$rc");
+	return { sqlstate => $st, out => $out, err => $err };
 }
 
 # Write $text into $path and give it $mode (an auth file must be 0600)
