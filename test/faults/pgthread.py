@@ -7,6 +7,16 @@ import threading
 import psycopg2
 
 
+def close_quietly(conn):
+    """Close conn (None: nothing), whatever it answers: a connection the
+    nemesis broke may fail to close."""
+    try:
+        if conn is not None:
+            conn.close()
+    except Exception:
+        pass
+
+
 class PgThread(threading.Thread):
     def __init__(self, run, cluster, label, seed):
         super().__init__(name="client-" + label, daemon=True)
@@ -39,10 +49,6 @@ class PgThread(threading.Thread):
             return False
 
     def _drop(self):
-        try:
-            if self.conn is not None:
-                self.conn.close()
-        except Exception:
-            pass
+        close_quietly(self.conn)
         self.conn = None
         self.pid = None
