@@ -188,9 +188,7 @@ foreach my $set (@sets)
 
 # an SQL session queued behind the foreign contenders is listed too
 my $w = new_session($node, name => 'sql_waiter');
-$w->query_safe('BEGIN');
-$w->send("SELECT zk_lock('many64', '60s')");
-ok(scalar(zk_wait_count($zk, "$LOCKS/many64", 65, 10)), 'an SQL session queued as the 65th contender');
+queue_request($zk, $w, "SELECT zk_lock('many64', '60s')", "$LOCKS/many64", 65, 'an SQL session queued as the 65th contender');
 my ($rows, $r) = holders('many64');
 is(scalar(@$rows), 65, 'zk_lock_holders shows 65 rows with the SQL waiter') or diag $r->{err};
 is($rows->[-1]{pid} // '', $w->pid, 'the last row is the SQL waiter, with its pid');

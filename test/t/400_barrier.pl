@@ -47,11 +47,7 @@ my %node = (A => $A, B => $B, C => $C);
 my $BAR = '/zklock/barriers';
 my $DRIVER = "$ZkLockTest::SRC/test/barrier_kazoo.py";
 
-sub sql
-{
-	my ($n, $sql) = @_;
-	return $n->safe_psql('postgres', $sql);
-}
+sub sql { return $_[0]->safe_psql('postgres', $_[1]); }
 
 my %sysid = map { $_ => sql($node{$_}, 'SELECT system_identifier FROM pg_control_system()') } qw(A B C);
 is(scalar(keys %{ { reverse %sysid } }), 3, 'three clusters, three system identifiers');
@@ -112,17 +108,7 @@ sub start_waiting
 	return wait_for_backend_active($n, $s->pid, '%zk_barrier%', 30);
 }
 
-sub finish
-{
-	my ($s, $secs) = @_;
-	my $r = $s->wait($secs // 15);
-	if (!$r->{done})
-	{
-		diag "session " . $s->name . " still running: $r->{sql}";
-		$s->kill_client;
-	}
-	return $r;
-}
+sub finish { return $_[0]->wait_or_kill($_[1]); }
 
 #
 # 1. five parties: kazoo, A, B, C, kazoo

@@ -80,11 +80,7 @@ my $GATES = "$ROOT/gates";
 my $TXNS = "$ROOT/txns";
 my $DRIVER = "$ZkLockTest::SRC/test/gate_kazoo.py";
 
-sub sql
-{
-	my ($n, $sql) = @_;
-	return $n->safe_psql('postgres', $sql);
-}
+sub sql { return $_[0]->safe_psql('postgres', $_[1]); }
 
 my %sysid = map { $_ => sql($node{$_}, 'SELECT system_identifier FROM pg_control_system()') } qw(A B C);
 is(scalar(keys %{ { reverse %sysid } }), 3, "three clusters, three system identifiers ($sysid{A}, $sysid{B}, $sysid{C})");
@@ -93,21 +89,7 @@ is(scalar(keys %{ { reverse %sysid } }), 3, "three clusters, three system identi
 # name (owner: the ephemeralOwner in hex, 0x0 for a persistent node).  Dies
 # when ZooKeeper cannot be asked, so that an empty list is never a failed
 # query.
-sub nodes_of
-{
-	my ($path) = @_;
-	my ($rc, $out, $err) = zkq($zk, 'tree', $path);
-	die "zkq tree $path failed (rc $rc): $out $err" if $rc != 0;
-	my @n;
-	foreach my $line (split /\n/, $out)
-	{
-		my ($p, $owner, $cz) = split / /, $line;
-		next unless defined $cz && $p =~ m{^\Q$path\E/([^/]+)$};
-		push @n, { name => $1, owner => $owner, czxid => hex($cz), data => zk_get($zk, $p) // '' };
-	}
-	my @sorted = sort { $a->{name} cmp $b->{name} } @n;
-	return @sorted;
-}
+sub nodes_of { return zk_nodes_of($zk, $_[0], data => 1); }
 
 # the participants arrived at $name according to ZooKeeper, "a,b,c"
 sub arrived
@@ -156,17 +138,7 @@ sub gate_kazoo
 
 # wait for a statement left running in a session; a statement that does not
 # end in $secs is ended with the client, so that the test goes on
-sub finish
-{
-	my ($s, $secs) = @_;
-	my $r = $s->wait($secs // 15);
-	if (!$r->{done})
-	{
-		diag "session " . $s->name . " still running: $r->{sql}";
-		$s->kill_client;
-	}
-	return $r;
-}
+sub finish { return $_[0]->wait_or_kill($_[1]); }
 
 # send $sql in session $s and wait until its backend runs it
 sub start_waiting
@@ -559,14 +531,10 @@ sql($A, "BEGIN; SELECT zk_gate_close('standby-gate'); COMMIT;");
 my $S = zk_standby_node('etlA_standby', $A);
 is(sql($S, 'SELECT pg_is_in_recovery()'), 't', 'the standby is in recovery');
 %before = all_paths();
-foreach my $c (
+standby_refuses($S,
 	[ 'zk_arrive', "SELECT zk_arrive('standby-run', 'p')" ],
 	[ 'zk_gate_open', "SELECT zk_gate_open('standby-gate')" ],
-	[ 'zk_gate_close', "SELECT zk_gate_close('standby-other')" ])
-{
-	$r = one_shot($S, $c->[1], 30);
-	is($r->{sqlstate}, '25006', "standby: $c->[0] fails with 25006") or diag $r->{err};
-}
+	[ 'zk_gate_close', "SELECT zk_gate_close('standby-other')" ]);
 sleep 0.5;
 @new = grep { !$before{$_} } sort keys %{ { all_paths() } };
 is(join(' ', @new), '', 'standby: they created nothing in ZooKeeper');

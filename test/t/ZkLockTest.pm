@@ -42,7 +42,8 @@ our @EXPORT = qw(
   sql_elsewhere psql_noerr try_lock_shared_elsewhere
   zk_exists zk_get zk_czxid zk_lock_nodes zk_lock_modes
   queue_drain wait_log
-  late_request_setup hosts_to_quorum held_within sqlstate_psql
+  late_request_setup hosts_to_quorum held_within sqlstate_psql zk_nodes_of
+  zk_msg_id_of standby_refuses queue_request
 );
 
 our $SRC = $ENV{ZKLOCK_SRC} // abs_path(dirname(__FILE__) . '/../..');
@@ -375,6 +376,36 @@ sub zk_tree
 	return $rc == 0 ? $out : "(tree $path failed: rc $rc $err)";
 }
 
+# The children of $path in $zk, sorted by name, as hashes { name, owner
+# (the ephemeral owner, as zkq.py tree prints it), czxid (a number) }, and
+# with data => 1 in %opts their data too (data, '' for none)
+sub zk_nodes_of
+{
+	my ($zk, $path, %opts) = @_;
+	my ($rc, $out, $err) = zkq($zk, 'tree', $path);
+	die "zkq tree $path failed (rc $rc): $out $err" if $rc != 0;
+	my @n;
+	foreach my $line (split /\n/, $out)
+	{
+		my ($p, $owner, $cz) = split / /, $line;
+		next unless defined $cz && $p =~ m{^\Q$path\E/([^/]+)$};
+		push @n, { name => $1, owner => $owner, czxid => hex($cz),
+			$opts{data} ? (data => zk_get($zk, $p) // '') : () };
+	}
+	my @sorted = sort { $a->{name} cmp $b->{name} } @n;
+	return @sorted;
+}
+
+# the msg_id SQL gives the item of entry node $n (from zk_nodes_of): 2^62 +
+# czxid * 1024 + the sequence number (the items of one multi share a czxid
+# and have consecutive sequence numbers)
+sub zk_msg_id_of
+{
+	my ($n) = @_;
+	my ($seq) = $n->{name} =~ /(\d{10})$/;
+	return (1 << 62) + $n->{czxid} * 1024 + $seq;
+}
+
 # Children of $path as a list (empty if missing)
 sub zk_children
 {
@@ -488,6 +519,18 @@ sub zk_standby_node
 	wait_connected($node, "zklock worker of the standby did not connect")
 	  if $opts{wait} // 1;
 	return $node;
+}
+
+# Each call [ name, sql ] fails on the hot standby $standby with 25006
+sub standby_refuses
+{
+	my ($standby, @calls) = @_;
+	foreach my $c (@calls)
+	{
+		my $r = one_shot($standby, $c->[1], 30);
+		is($r->{sqlstate}, '25006', "standby: $c->[0] fails with 25006") or diag $r->{err};
+	}
+	return;
 }
 
 # $node->psql($db, $sql) that never dies: a psql that exits before IPC::Run
@@ -936,6 +979,18 @@ sub auth_kazoo
 	return $self;
 }
 
+# $s begins a transaction and sends $sql (a request that waits); passes
+# (test $msg) when $path then has $n nodes in $zk within $secs s (default
+# 10): the request is in line
+sub queue_request
+{
+	my ($zk, $s, $sql, $path, $n, $msg, $secs) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	$s->query_safe('BEGIN');
+	$s->send($sql);
+	return ok(scalar(zk_wait_count($zk, $path, $n, $secs // 10)), $msg);
+}
+
 # New psql session (ZkLockTest::Session)
 sub new_session
 {
@@ -1279,6 +1334,21 @@ sub wait
 		}
 		usleep(20_000);
 	}
+}
+
+# wait for a statement left running (up to $secs s, default 15); one that
+# does not end by then is ended with the client (diag says which), so that
+# the test goes on
+sub wait_or_kill
+{
+	my ($self, $secs) = @_;
+	my $r = $self->wait($secs // 15);
+	if (!$r->{done})
+	{
+		diag "session " . $self->name . " still running: $r->{sql}";
+		$self->kill_client;
+	}
+	return $r;
 }
 
 # send + wait
