@@ -46,16 +46,9 @@ my $auth = write_mode_file("$tmp/zk.auth", "zkl:secret\n", 0600);
 my $node = zk_node('brk3', $zk,
 	namespace => undef,
 	connect_timeout => '5s',
-	conf => "zklock.auth_file = '$auth'\n"
-	  . "zklock.max_kept_bytes = '1MB'\n"
-	  . "zklock.max_write_rate = 0\n");
+	conf => "zklock.auth_file = '$auth'\nzklock.max_kept_bytes = '1MB'\nzklock.max_write_rate = 0\n");
 
-sub q1
-{
-	my ($sql) = @_;
-	my $r = one_shot($node, $sql, 60);
-	return $r->{sqlstate} eq '00000' ? $r->{out} : "error $r->{sqlstate}: $r->{err}";
-}
+sub q1 { return out_or_error($node, $_[0]); }
 
 sub totals
 {

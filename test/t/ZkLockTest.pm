@@ -43,7 +43,7 @@ our @EXPORT = qw(
   zk_exists zk_get zk_czxid zk_lock_nodes zk_lock_modes
   queue_drain wait_log
   late_request_setup hosts_to_quorum held_within sqlstate_psql zk_nodes_of
-  zk_msg_id_of standby_refuses queue_request
+  zk_msg_id_of standby_refuses queue_request out_or_error create_hog
 );
 
 our $SRC = $ENV{ZKLOCK_SRC} // abs_path(dirname(__FILE__) . '/../..');
@@ -977,6 +977,49 @@ sub auth_kazoo
 	croak "auth_kazoo.py did not start: " . ($l // 'no answer') . " $self->{stderr}"
 	  unless defined $l && $l eq 'ready';
 	return $self;
+}
+
+# Run $sql on $node in a fresh session (60 s): its output, or
+# "error SQLSTATE: message"
+sub out_or_error
+{
+	my ($node, $sql) = @_;
+	my $r = one_shot($node, $sql, 60);
+	return $r->{sqlstate} eq '00000' ? $r->{out} : "error $r->{sqlstate}: $r->{err}";
+}
+
+# Create hog(tag text, max int DEFAULT 1000) in database postgres of $node:
+# it takes session locks $tag0, $tag1, ... until refused (at most $max),
+# each in its own subtransaction, so that the ones taken stay.  Returns
+# "count|sqlstate|message|detail|hint" ("count|busy" when a lock was busy,
+# "count|none" when never refused).
+sub create_hog
+{
+	my ($node) = @_;
+	$node->safe_psql('postgres', q{
+CREATE FUNCTION hog(tag text, max int DEFAULT 1000) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+	n int := 0;
+	st text; msg text; det text; hnt text;
+BEGIN
+	WHILE n < max LOOP
+		BEGIN
+			IF NOT zk_try_session_lock(tag || n) THEN
+				RETURN n || '|busy';
+			END IF;
+		EXCEPTION WHEN OTHERS THEN
+			GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
+				det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+			RETURN n || '|' || st || '|' || msg || '|' || det || '|' || hnt;
+		END;
+		n := n + 1;
+	END LOOP;
+	RETURN n || '|none';
+END
+$$;
+});
+	return;
 }
 
 # $s begins a transaction and sends $sql (a request that waits); passes
