@@ -45,7 +45,6 @@ my $C = zk_node('barC', $zk, %opts);
 my %node = (A => $A, B => $B, C => $C);
 
 my $BAR = '/zklock/barriers';
-my $DRIVER = "$ZkLockTest::SRC/test/barrier_kazoo.py";
 
 sub sql { return $_[0]->safe_psql('postgres', $_[1]); }
 
@@ -56,13 +55,7 @@ is(scalar(keys %{ { reverse %sysid } }), 3, 'three clusters, three system identi
 sub kazoo_member
 {
 	my ($name, $parties) = @_;
-	my $self = bless { stdin => '', stdout => '', stderr => '', zk => $zk }, 'ZkLockTest::Kazoo';
-	$self->{h} = IPC::Run::start([ $ZkLockTest::PYTHON, $DRIVER, $zk->{hosts}, "$BAR/$name", $parties ],
-		'<', \$self->{stdin}, '>', \$self->{stdout}, '2>', \$self->{stderr});
-	my $l = $self->read_line(30);
-	die "barrier_kazoo.py did not start: " . ($l // 'no answer') . " $self->{stderr}"
-	  unless defined $l && $l eq 'ready';
-	return $self;
+	return kazoo_driver($zk, 'barrier_kazoo.py', "$BAR/$name", $parties);
 }
 
 # the children of a barrier as { name => ephemeral owner }, dies when

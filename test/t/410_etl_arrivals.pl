@@ -78,7 +78,6 @@ my $ROOT = '/zklock';
 my $ARR = "$ROOT/arrivals";
 my $GATES = "$ROOT/gates";
 my $TXNS = "$ROOT/txns";
-my $DRIVER = "$ZkLockTest::SRC/test/gate_kazoo.py";
 
 sub sql { return $_[0]->safe_psql('postgres', $_[1]); }
 
@@ -125,16 +124,7 @@ sub settled
 }
 
 # a kazoo client running test/gate_kazoo.py (protocol of ZkLockTest::Kazoo)
-sub gate_kazoo
-{
-	my $self = bless { stdin => '', stdout => '', stderr => '', zk => $zk }, 'ZkLockTest::Kazoo';
-	$self->{h} = IPC::Run::start([ $ZkLockTest::PYTHON, $DRIVER, $zk->{hosts} ],
-		'<', \$self->{stdin}, '>', \$self->{stdout}, '2>', \$self->{stderr});
-	my $l = $self->read_line(30);
-	die "gate_kazoo.py did not start: " . ($l // 'no answer') . " $self->{stderr}"
-	  unless defined $l && $l eq 'ready';
-	return $self;
-}
+sub gate_kazoo { return kazoo_driver($zk, 'gate_kazoo.py'); }
 
 # wait for a statement left running in a session; a statement that does not
 # end in $secs is ended with the client, so that the test goes on

@@ -57,15 +57,7 @@ sub tenant_db
 {
 	my ($db, $owner) = @_;
 	$A->safe_psql('postgres', "CREATE DATABASE $db OWNER $owner");
-	$A->safe_psql($db, qq{
-		CREATE SCHEMA zk;
-		CREATE EXTENSION zklock SCHEMA zk;
-		GRANT USAGE ON SCHEMA zk TO $owner;
-		SELECT zk.zk_grant('lock', '$owner');
-		SELECT zk.zk_grant('consume', '$owner');
-		SELECT zk.zk_grant('produce', '$owner');
-		ALTER DATABASE $db SET search_path = "\$user", public, zk;
-	});
+	install_for_tenant($A, $db, $owner);
 }
 
 $A->safe_psql('postgres', 'CREATE ROLE bob LOGIN; CREATE ROLE carol LOGIN CREATEDB');

@@ -75,21 +75,7 @@ sub run_on
 }
 sub run { return run_on($A, @_); }
 
-# zklock in $db of $node as doc/security.md says, $user granted lock,
-# consume and produce
-sub install
-{
-	my ($node, $db, $user) = @_;
-	$node->safe_psql($db, qq{
-		CREATE SCHEMA zk;
-		CREATE EXTENSION zklock SCHEMA zk;
-		GRANT USAGE ON SCHEMA zk TO $user;
-		SELECT zk.zk_grant('lock', '$user');
-		SELECT zk.zk_grant('consume', '$user');
-		SELECT zk.zk_grant('produce', '$user');
-		ALTER DATABASE $db SET search_path = "\$user", public, zk;
-	});
-}
+sub install { return install_for_tenant(@_); }    # (ZkLockTest.pm)
 
 sub oid_of { return $A->safe_psql('postgres', "SELECT oid FROM pg_database WHERE datname = '$_[0]'"); }
 sub claim { my ($ns, $sys) = @_; return $kz->cmd("read /zklock/namespaces/$ns\@" . ($sys // $sysA)); }

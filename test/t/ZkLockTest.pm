@@ -43,7 +43,8 @@ our @EXPORT = qw(
   zk_exists zk_get zk_czxid zk_lock_nodes zk_lock_modes
   queue_drain wait_log
   late_request_setup hosts_to_quorum held_within sqlstate_psql zk_nodes_of
-  zk_msg_id_of standby_refuses queue_request out_or_error create_hog
+  zk_msg_id_of standby_refuses queue_request out_or_error create_hog kazoo_driver
+  install_for_tenant
 );
 
 our $SRC = $ENV{ZKLOCK_SRC} // abs_path(dirname(__FILE__) . '/../..');
@@ -756,13 +757,21 @@ sub kazoo_client
 sub queue_kazoo
 {
 	my ($zk) = @_;
+	return kazoo_driver($zk, 'queue_kazoo.py');
+}
+
+# A kazoo driver of test/ ($script: kazoo_driver.py's line protocol) run as
+# "$script HOSTS @args" on $zk, driven like ZkLockTest::Kazoo; dies unless
+# it says "ready" within 30 s
+sub kazoo_driver
+{
+	my ($zk, $script, @args) = @_;
 	my $self = bless { stdin => '', stdout => '', stderr => '', zk => $zk },
 	  'ZkLockTest::Kazoo';
-	$self->{h} = IPC::Run::start(
-		[ $PYTHON, "$SRC/test/queue_kazoo.py", $zk->{hosts} ],
+	$self->{h} = IPC::Run::start([ $PYTHON, "$SRC/test/$script", $zk->{hosts}, @args ],
 		'<', \$self->{stdin}, '>', \$self->{stdout}, '2>', \$self->{stderr});
 	my $l = $self->read_line(30);
-	die "queue_kazoo.py did not start: " . ($l // 'no answer') . " $self->{stderr}"
+	croak "$script did not start: " . ($l // 'no answer') . " $self->{stderr}"
 	  unless defined $l && $l eq 'ready';
 	return $self;
 }
@@ -965,18 +974,25 @@ sub write_mode_file
 sub auth_kazoo
 {
 	my ($zk, $cred) = @_;
-	my $self = bless { stdin => '', stdout => '', stderr => '', zk => $zk },
-	  'ZkLockTest::Kazoo';
-	$self->{h} = IPC::Run::start(
-		[
-			$PYTHON, "$SRC/test/auth_kazoo.py",
-			$zk->{hosts}, defined $cred ? ($cred) : ()
-		],
-		'<', \$self->{stdin}, '>', \$self->{stdout}, '2>', \$self->{stderr});
-	my $l = $self->read_line(30);
-	croak "auth_kazoo.py did not start: " . ($l // 'no answer') . " $self->{stderr}"
-	  unless defined $l && $l eq 'ready';
-	return $self;
+	return kazoo_driver($zk, 'auth_kazoo.py', defined $cred ? ($cred) : ());
+}
+
+# zklock in database $db of $node as doc/security.md says: in a schema zk
+# of the superuser's, on the database's search_path; $user granted lock,
+# consume and produce
+sub install_for_tenant
+{
+	my ($node, $db, $user) = @_;
+	$node->safe_psql($db, qq{
+		CREATE SCHEMA zk;
+		CREATE EXTENSION zklock SCHEMA zk;
+		GRANT USAGE ON SCHEMA zk TO $user;
+		SELECT zk.zk_grant('lock', '$user');
+		SELECT zk.zk_grant('consume', '$user');
+		SELECT zk.zk_grant('produce', '$user');
+		ALTER DATABASE $db SET search_path = "\$user", public, zk;
+	});
+	return;
 }
 
 # Run $sql on $node in a fresh session (60 s): its output, or
