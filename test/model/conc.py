@@ -17,6 +17,7 @@ lock   intervals that certainly lie inside a hold (from the grant's answer to
 """
 
 import collections
+import contextlib
 import random
 import threading
 import time
@@ -235,11 +236,9 @@ class Conc:
         except Exception as e:
             self.anomaly("kazoo-error", "concurrent kazoo %s client: %r" % (what, e))
         finally:
-            try:
+            with contextlib.suppress(Exception):
                 zk.stop()
                 zk.close()
-            except Exception:
-                pass
 
     def kazoo_hold(self, r, recipe, mode, idx, lk, timeouts):
         """One attempt of kazoo's lock or semaphore lk (0.3 s); a hold is

@@ -28,6 +28,29 @@ import infra  # noqa: E402
 FAST = 2.0          # a call that must not wait answers within this (seconds)
 
 
+def kazoo_acquire(lk, t):
+    """kazoo's acquire of lock or semaphore lk as the models call it: a try
+    when t is 0, else a wait of up to t s; False when it timed out."""
+    from kazoo.exceptions import LockTimeout
+    try:
+        if t == 0:
+            return lk.acquire(blocking=False)
+        return lk.acquire(timeout=t)
+    except LockTimeout:
+        return False
+
+
+def kazoo_release_all(h, held, what):
+    """Release each of kazoo's locks or semaphores held that is acquired
+    (the models' final step); a failure is an anomaly of h."""
+    for lk in held:
+        try:
+            if lk.is_acquired:
+                lk.release()
+        except Exception as e:
+            h.anomaly("kazoo-error", "%s: %r" % (what, e))
+
+
 def now():
     return time.monotonic()
 

@@ -7,7 +7,7 @@ checks every answer against it (see each class).
 import datetime
 import time
 
-from driver import FAST, now
+from driver import FAST, kazoo_acquire, kazoo_release_all, now
 
 TMO = {"0": 0.0, "200ms": 0.2, "30s": None, None: None}
 
@@ -254,7 +254,7 @@ class SemModel(Base):
                            % (op["nm"], r.rows[0][0], len(self.leases[op["nm"]]), self.show(op["nm"])))
 
     def execute_k(self, k, op):
-        from kazoo.exceptions import LockTimeout, NoNodeError
+        from kazoo.exceptions import NoNodeError
         h = self.h
         name = op["nm"] = self.names[op["n"]]
         sem = self.ksem.get((k.idx, op["n"]))
@@ -271,11 +271,7 @@ class SemModel(Base):
                 nonlocal sem
                 for attempt in (0, 1):
                     try:
-                        if op["t"] == 0:
-                            return sem.acquire(blocking=False)
-                        return sem.acquire(timeout=op["t"])
-                    except LockTimeout:
-                        return False
+                        return kazoo_acquire(sem, op["t"])
                     except NoNodeError:
                         # doc/semaphores.md: an acquisition that starts as
                         # zklock deletes a pool quiet for 2 s finds it gone
@@ -361,12 +357,7 @@ class SemModel(Base):
                                     "SELECT zk_semaphore_release(%s)", (name,), self.done_release)
                     if not r.ok or not r.rows[0][0]:
                         break
-        for sem in self.ksem.values():
-            try:
-                if sem.is_acquired:
-                    sem.release()
-            except Exception as e:
-                h.anomaly("kazoo-error", "semaphore release: %r" % e)
+        kazoo_release_all(h, self.ksem.values(), "semaphore release")
         for name in self.names:
             for o in [o for o in self.leases[name] if isinstance(o, str)]:
                 del self.leases[name][o]
