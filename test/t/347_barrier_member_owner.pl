@@ -32,14 +32,8 @@ my $BAR = '/zklock/barriers/mo';
 # the barrier's children as { name => ephemeral owner }, seen by the quorum
 sub members
 {
-	my ($rc, $out, $err) = zkq($kzq, 'tree', $BAR);
-	die "zkq tree $BAR failed (rc $rc): $out $err" if $rc != 0;
-	my %m;
-	foreach my $line (split /\n/, $out)
-	{
-		my ($p, $owner) = split / /, $line;
-		$m{$1} = $owner if defined $owner && $p =~ m{^\Q$BAR\E/([^/]+)$} && $1 ne 'ready';
-	}
+	my %m = zk_owners($kzq, $BAR);
+	delete $m{ready};
 	return %m;
 }
 

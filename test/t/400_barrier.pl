@@ -60,20 +60,7 @@ sub kazoo_member
 
 # the children of a barrier as { name => ephemeral owner }, dies when
 # ZooKeeper cannot be asked
-sub members
-{
-	my ($name) = @_;
-	my $path = "$BAR/$name";
-	my ($rc, $out, $err) = zkq($zk, 'tree', $path);
-	die "zkq tree $path failed (rc $rc): $out $err" if $rc != 0;
-	my %m;
-	foreach my $line (split /\n/, $out)
-	{
-		my ($p, $owner) = split / /, $line;
-		$m{$1} = $owner if defined $owner && $p =~ m{^\Q$path\E/([^/]+)$};
-	}
-	return %m;
-}
+sub members { return zk_owners($zk, "$BAR/$_[0]"); }
 
 # number of members (ready excluded), and whether ready is there
 sub census

@@ -100,9 +100,7 @@ sub arrived
 # every path under the root, as a hash (dies when ZooKeeper cannot be asked)
 sub all_paths
 {
-	my ($rc, $out, $err) = zkq($zk, 'tree', $ROOT);
-	die "zkq tree $ROOT failed (rc $rc): $out $err" if $rc != 0;
-	return map { (split / /, $_)[0] => 1 } grep { $_ ne '' } split /\n/, $out;
+	return map { (split / /, $_)[0] => 1 } grep { $_ ne '' } split /\n/, zkq_or_die($zk, 'tree', $ROOT);
 }
 
 # the cluster named in a node's JSON data ('' if none)

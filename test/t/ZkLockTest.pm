@@ -44,7 +44,7 @@ our @EXPORT = qw(
   queue_drain wait_log
   late_request_setup hosts_to_quorum held_within sqlstate_psql zk_nodes_of
   zk_msg_id_of standby_refuses queue_request out_or_error create_hog kazoo_driver
-  install_for_tenant
+  install_for_tenant zkq_or_die zk_owners
 );
 
 our $SRC = $ENV{ZKLOCK_SRC} // abs_path(dirname(__FILE__) . '/../..');
@@ -334,14 +334,30 @@ sub zkq
 	return $out;
 }
 
+# zkq's output (chomped); dies when ZooKeeper cannot be asked, so that a
+# query that failed never passes for an empty answer
+sub zkq_or_die
+{
+	my ($zk, @args) = @_;
+	return _out_or_die("zkq @args", zkq($zk, @args));
+}
+
+# $out of a program that ran as $what (chomped); dies unless its exit
+# status $rc was 0
+sub _out_or_die
+{
+	my ($what, $rc, $out, $err) = @_;
+	die "$what failed (rc $rc): $out $err" if $rc != 0;
+	chomp $out;
+	return $out;
+}
+
 # Number of descendants of $path (0 if it does not exist).  Dies if
 # ZooKeeper cannot be asked: a count that silently failed must not pass.
 sub zk_count
 {
 	my ($zk, $path) = @_;
-	my ($rc, $out, $err) = zkq($zk, 'count', $path);
-	die "zkq count $path failed (rc $rc): $out $err" if $rc != 0;
-	chomp $out;
+	my $out = zkq_or_die($zk, 'count', $path);
 	die "zkq count $path: unexpected output '$out'" unless $out =~ /^\d+$/;
 	return $out + 0;
 }
@@ -352,10 +368,8 @@ sub zk_count
 sub node_copy
 {
 	my ($zk, @args) = @_;
-	my ($rc, $out, $err) = _run([ $PYTHON, "$SRC/test/node_copy.py", $zk->{hosts}, @args ], 60);
-	die "node_copy.py @args[0,1]: $err" if $rc != 0;
-	chomp $out;
-	return $out;
+	return _out_or_die("node_copy.py @args[0,1]",
+		_run([ $PYTHON, "$SRC/test/node_copy.py", $zk->{hosts}, @args ], 60));
 }
 
 # Transaction nodes under $path (<root>/txns) not published yet: those
@@ -364,8 +378,7 @@ sub node_copy
 sub zk_txns_pending
 {
 	my ($zk, $path) = @_;
-	my ($rc, $out, $err) = zkq($zk, 'count-kept', $path);
-	die "zkq count-kept $path failed (rc $rc): $out $err" if $rc != 0;
+	my $out = zkq_or_die($zk, 'count-kept', $path);
 	die "zkq count-kept $path: unexpected output '$out'" unless $out =~ /^(\d+) (\d+)$/;
 	return wantarray ? ($1 + 0, $2 + 0) : $1 + 0;
 }
@@ -383,10 +396,8 @@ sub zk_tree
 sub zk_nodes_of
 {
 	my ($zk, $path, %opts) = @_;
-	my ($rc, $out, $err) = zkq($zk, 'tree', $path);
-	die "zkq tree $path failed (rc $rc): $out $err" if $rc != 0;
 	my @n;
-	foreach my $line (split /\n/, $out)
+	foreach my $line (split /\n/, zkq_or_die($zk, 'tree', $path))
 	{
 		my ($p, $owner, $cz) = split / /, $line;
 		next unless defined $cz && $p =~ m{^\Q$path\E/([^/]+)$};
@@ -395,6 +406,20 @@ sub zk_nodes_of
 	}
 	my @sorted = sort { $a->{name} cmp $b->{name} } @n;
 	return @sorted;
+}
+
+# The children of $path in $zk (dies when ZooKeeper cannot be asked) as
+# { name => ephemeral owner, as zkq.py tree prints it }
+sub zk_owners
+{
+	my ($zk, $path) = @_;
+	my %m;
+	foreach my $line (split /\n/, zkq_or_die($zk, 'tree', $path))
+	{
+		my ($p, $owner) = split / /, $line;
+		$m{$1} = $owner if defined $owner && $p =~ m{^\Q$path\E/([^/]+)$};
+	}
+	return %m;
 }
 
 # the msg_id SQL gives the item of entry node $n (from zk_nodes_of): 2^62 +
