@@ -437,14 +437,8 @@ class History:
             else:
                 self.unexpected(s, op, r)
         elif k in ("commit", "rollback"):
-            r = self.sql(s, op, k.upper(), None, FAST)
-            if r.pending:
-                self.anomaly("slow-call", "%s by %s did not answer within %.0fs" % (k.upper(), s.name, FAST))
-                r = self.recover(s)
-            s.xact = False
-            s.sps = []
-            if r.broken:
-                self.after(s, op, r)
+            r = self.end_xact(s, op, k.upper(), k.upper(), None)
+            if r is None:
                 return
             if not r.ok:
                 self.anomaly("commit-failed", "%s by %s: %r" % (k.upper(), s.name, r))
@@ -487,20 +481,29 @@ class History:
                     self.after(s, op, r)
             del self.prepared[op["gid"]]
 
+    def end_xact(self, s, op, what, sql, args):
+        """Run sql (what: its name in an anomaly), which ends s's
+        transaction whatever it answers; its result, or None when the
+        connection broke (after() dealt with it)."""
+        r = self.sql(s, op, sql, args, FAST)
+        if r.pending:
+            self.anomaly("slow-call", "%s by %s did not answer within %.0fs" % (what, s.name, FAST))
+            r = self.recover(s)
+        s.xact = False
+        s.sps = []
+        if r.broken:
+            self.after(s, op, r)
+            return None
+        return r
+
     def do_prepare(self, s, op):
         expect = None
         for m in self.models:
             e = m.prepare_expect(s)
             if e == "strong" or (e == "weak" and expect is None):
                 expect = e
-        r = self.sql(s, op, "PREPARE TRANSACTION %s", (op["gid"],), FAST)
-        if r.pending:
-            self.anomaly("slow-call", "PREPARE TRANSACTION by %s did not answer within %.0fs" % (s.name, FAST))
-            r = self.recover(s)
-        s.xact = False
-        s.sps = []
-        if r.broken:
-            self.after(s, op, r)
+        r = self.end_xact(s, op, "PREPARE TRANSACTION", "PREPARE TRANSACTION %s", (op["gid"],))
+        if r is None:
             return
         if r.ok:
             self.prepared[op["gid"]] = s.cluster.label

@@ -72,6 +72,18 @@ class Base:
         if ctx.get("early") and not (not r.ok and r.code == "57014"):
             h.anomaly("%s-early" % self.name, "%s by %s timed out after %.3fs" % (op.get("sql"), s.name, r.elapsed))
 
+    def wait_failed(self, s, op, r, ctx, free):
+        """Whether the wait r answered failed: a timeout (57014) is checked
+        against free (whether it need not have waited), anything else is
+        unexpected."""
+        if r.ok:
+            return False
+        if r.code == "57014":
+            self.timed_out(s, op, r, ctx, None, free)
+        else:
+            self.h.unexpected(s, op, r)
+        return True
+
 
 class XactActions(Base):
     """Effects written at COMMIT (gates, arrivals): (session, level, what)."""
@@ -415,11 +427,7 @@ class GateModel(XactActions):
     def done_wait(self, s, op, r, ctx):
         name = op["nm"]
         is_open = not self.closed[name]
-        if not r.ok:
-            if r.code == "57014":
-                self.timed_out(s, op, r, ctx, None, is_open)
-                return
-            self.h.unexpected(s, op, r)
+        if self.wait_failed(s, op, r, ctx, is_open):
             return
         got = r.rows[0][0]
         if got and not is_open:
@@ -512,11 +520,7 @@ class ArrivalsModel(XactActions):
     def done_await(self, s, op, r, ctx):
         name = op["nm"]
         enough = len(self.arrived[name]) >= op["parties"]
-        if not r.ok:
-            if r.code == "57014":
-                self.timed_out(s, op, r, ctx, None, enough)
-                return
-            self.h.unexpected(s, op, r)
+        if self.wait_failed(s, op, r, ctx, enough):
             return
         got = r.rows[0][0]
         if got and not enough:
@@ -720,10 +724,7 @@ class BarrierModel(Base):
         present = len(self.members)
         if not r.ok:
             self.members.pop(s, None)
-            if r.code == "57014":
-                self.timed_out(s, op, r, ctx, None, present >= self.parties)
-                return
-            self.h.unexpected(s, op, r)
+        if self.wait_failed(s, op, r, ctx, present >= self.parties):
             return
         got = r.rows[0][0]
         if got:
@@ -738,11 +739,7 @@ class BarrierModel(Base):
     def done_leave(self, s, op, r, ctx):
         others = [x for x, v in self.members.items() if x is not s and v != "leaving"]
         self.members.pop(s, None)
-        if not r.ok:
-            if r.code == "57014":
-                self.timed_out(s, op, r, ctx, None, not others)
-                return
-            self.h.unexpected(s, op, r)
+        if self.wait_failed(s, op, r, ctx, not others):
             return
         got = r.rows[0][0]
         if not got and op.get("unsure"):
