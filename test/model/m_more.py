@@ -22,6 +22,12 @@ class Base:
     def __init__(self, h):
         self.h = h
 
+    def model_names(self, letter):
+        """The history's names of this model: <ns>-<letter><i>, as many as
+        its setup says (one by default)."""
+        h = self.h
+        return ["%s-%s%d" % (h.ns, letter, i) for i in range(h.setup.get("names", 1))]
+
     def gen_k(self, r, k):
         return None
 
@@ -127,7 +133,7 @@ class SemModel(Base):
 
     def __init__(self, h):
         super().__init__(h)
-        self.names = ["%s-s%d" % (h.ns, i) for i in range(h.setup.get("names", 1))]
+        self.names = self.model_names("s")
         self.max = h.setup.get("max", 2)
         self.leases = {n: {} for n in self.names}     # owner -> [[scope, level], ...]
         self.created = set()
@@ -388,7 +394,7 @@ class GateModel(XactActions):
 
     def __init__(self, h):
         super().__init__(h)
-        self.names = ["%s-g%d" % (h.ns, i) for i in range(h.setup.get("names", 1))]
+        self.names = self.model_names("g")
         self.closed = {n: False for n in self.names}
         self.kb = {}
 
@@ -477,7 +483,7 @@ class ArrivalsModel(XactActions):
 
     def __init__(self, h):
         super().__init__(h)
-        self.names = ["%s-a%d" % (h.ns, i) for i in range(h.setup.get("names", 1))]
+        self.names = self.model_names("a")
         self.arrived = {n: set() for n in self.names}
 
     def apply(self, what):
@@ -567,7 +573,7 @@ class LeaseModel(Base):
 
     def __init__(self, h):
         super().__init__(h)
-        self.names = ["%s-e%d" % (h.ns, i) for i in range(h.setup.get("names", 1))]
+        self.names = self.model_names("e")
         self.lease = {n: None for n in self.names}     # (holder key, taken at, seconds)
 
     def gen(self, r, s):

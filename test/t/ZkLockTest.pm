@@ -44,7 +44,7 @@ our @EXPORT = qw(
   queue_drain wait_log
   late_request_setup hosts_to_quorum held_within sqlstate_psql zk_nodes_of
   zk_msg_id_of standby_refuses queue_request out_or_error create_hog kazoo_driver
-  install_for_tenant zkq_or_die zk_owners
+  install_for_tenant zkq_or_die zk_owners kazoo_process
 );
 
 our $SRC = $ENV{ZKLOCK_SRC} // abs_path(dirname(__FILE__) . '/../..');
@@ -785,16 +785,25 @@ sub queue_kazoo
 	return kazoo_driver($zk, 'queue_kazoo.py');
 }
 
+# The command @cmd (a Python with a kazoo client of $zk) started, driven
+# like ZkLockTest::Kazoo (it has not answered yet)
+sub kazoo_process
+{
+	my ($zk, @cmd) = @_;
+	my $self = bless { stdin => '', stdout => '', stderr => '', zk => $zk },
+	  'ZkLockTest::Kazoo';
+	$self->{h} = IPC::Run::start(\@cmd,
+		'<', \$self->{stdin}, '>', \$self->{stdout}, '2>', \$self->{stderr});
+	return $self;
+}
+
 # A kazoo driver of test/ ($script: kazoo_driver.py's line protocol) run as
 # "$script HOSTS @args" on $zk, driven like ZkLockTest::Kazoo; dies unless
 # it says "ready" within 30 s
 sub kazoo_driver
 {
 	my ($zk, $script, @args) = @_;
-	my $self = bless { stdin => '', stdout => '', stderr => '', zk => $zk },
-	  'ZkLockTest::Kazoo';
-	$self->{h} = IPC::Run::start([ $PYTHON, "$SRC/test/$script", $zk->{hosts}, @args ],
-		'<', \$self->{stdin}, '>', \$self->{stdout}, '2>', \$self->{stderr});
+	my $self = kazoo_process($zk, $PYTHON, "$SRC/test/$script", $zk->{hosts}, @args);
 	my $l = $self->read_line(30);
 	croak "$script did not start: " . ($l // 'no answer') . " $self->{stderr}"
 	  unless defined $l && $l eq 'ready';
@@ -1173,11 +1182,8 @@ PY
 sub new
 {
 	my ($class, $zk) = @_;
-	my $self = bless { stdin => '', stdout => '', stderr => '', zk => $zk },
+	my $self = bless ZkLockTest::kazoo_process($zk, $ZkLockTest::PYTHON, '-c', $KAZOO_DRIVER, $zk->{hosts}),
 	  $class;
-	$self->{h} = IPC::Run::start(
-		[ $ZkLockTest::PYTHON, '-c', $KAZOO_DRIVER, $zk->{hosts} ],
-		'<', \$self->{stdin}, '>', \$self->{stdout}, '2>', \$self->{stderr});
 	my $l = $self->read_line(30);
 	croak "kazoo client did not start: " . ($l // 'no answer') . " $self->{stderr}"
 	  unless defined $l && $l eq 'ready';
@@ -1487,6 +1493,6 @@ sub kill_client
 }
 
 # a session not quit kills its psql, as a kazoo client not quit its Python
-*DESTROY = \&ZkLockTest::Kazoo::DESTROY;
+sub DESTROY { return ZkLockTest::Kazoo::DESTROY(@_); }
 
 1;
