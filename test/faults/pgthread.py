@@ -7,6 +7,14 @@ import threading
 import psycopg2
 
 
+def first_line(e, width=300):
+    """The first line of an error's message (PostgreSQL's, else the
+    exception's), at most width characters."""
+    s = getattr(e, "pgerror", None) or str(e)
+    s = s.strip().splitlines()[0] if s.strip() else repr(e)
+    return s[:width]
+
+
 def close_quietly(conn):
     """Close conn (None: nothing), whatever it answers: a connection the
     nemesis broke may fail to close."""

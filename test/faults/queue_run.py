@@ -80,7 +80,7 @@ sys.dont_write_bytecode = True      # no __pycache__ in the source tree
 import psycopg2  # noqa: E402
 
 from checker import load_jsonl  # noqa: E402  (the lock fault run's reader of .jsonl records)
-from pgthread import close_quietly  # noqa: E402
+from pgthread import close_quietly, first_line  # noqa: E402
 
 QUEUE = "eo"
 
@@ -95,12 +95,6 @@ CREATE TABLE consumed (id text, msg_id bigint, cluster text, client text,
 
 def log(msg):
     print("%s queue: %s" % (time.strftime("%H:%M:%S"), msg), flush=True)
-
-
-def first_line(e):
-    s = getattr(e, "pgerror", None) or str(e)
-    s = s.strip().splitlines()[0] if s.strip() else repr(e)
-    return s[:300]
 
 
 def severity(e):

@@ -24,6 +24,7 @@ SRC = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(SRC, "test", "faults"))
 
 import infra  # noqa: E402
+from pgthread import close_quietly, first_line as pg_first_line  # noqa: E402
 
 FAST = 2.0          # a call that must not wait answers within this (seconds)
 
@@ -60,9 +61,7 @@ def log(msg):
 
 
 def first_line(e):
-    s = getattr(e, "pgerror", None) or str(e)
-    s = s.strip().splitlines()[0] if s.strip() else repr(e)
-    return s[:240]
+    return pg_first_line(e, 240)
 
 
 class Result:
@@ -152,11 +151,7 @@ class Session:
         self.generation += 1
 
     def close(self):
-        if self.conn is not None:
-            try:
-                self.conn.close()
-            except Exception:
-                pass
+        close_quietly(self.conn)
         self.conn = None
         self.cur = None
 
@@ -323,11 +318,7 @@ class Cluster(infra.PgCluster):
         return self.admin
 
     def close_admin(self):
-        if self.admin is not None:
-            try:
-                self.admin.close()
-            except Exception:
-                pass
+        close_quietly(self.admin)
         self.admin = None
 
     def admin_query(self, sql, args=None):

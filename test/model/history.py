@@ -454,20 +454,15 @@ class History:
                 s.sps.append(name)
             else:
                 self.unexpected(s, op, r)
-        elif k == "rbto":
+        elif k in ("rbto", "release"):
+            # ROLLBACK TO keeps savepoint i, RELEASE ends it too
             i = op["i"]
-            r = self.sql(s, op, "ROLLBACK TO SAVEPOINT " + s.sps[i], None, FAST)
+            sql, event, keep = (("ROLLBACK TO SAVEPOINT ", "on_rollback_to", i + 1) if k == "rbto"
+                                else ("RELEASE SAVEPOINT ", "on_release", i))
+            r = self.sql(s, op, sql + s.sps[i], None, FAST)
             if r.ok:
-                del s.sps[i + 1:]
-                self.tell("on_rollback_to", s, i + 1)
-            else:
-                self.unexpected(s, op, r)
-        elif k == "release":
-            i = op["i"]
-            r = self.sql(s, op, "RELEASE SAVEPOINT " + s.sps[i], None, FAST)
-            if r.ok:
-                del s.sps[i:]
-                self.tell("on_release", s, i + 1)
+                del s.sps[keep:]
+                self.tell(event, s, i + 1)
             else:
                 self.unexpected(s, op, r)
         elif k == "prepare":
