@@ -128,6 +128,15 @@ sub gate_kazoo { return kazoo_driver($zk, 'gate_kazoo.py'); }
 # end in $secs is ended with the client, so that the test goes on
 sub finish { return $_[0]->wait_or_kill($_[1]); }
 
+# $s begins a transaction and arrives at $run as $who
+sub arrive_in
+{
+	my ($s, $run, $who) = @_;
+	$s->query_safe('BEGIN');
+	$s->query_safe("SELECT zk_arrive('$run', '$who')");
+	return;
+}
+
 # send $sql in session $s and wait until its backend runs it
 sub start_waiting
 {
@@ -149,8 +158,7 @@ foreach my $c (qw(A B C))
 {
 	$n++;
 	my $s = $ex{$c} = new_session($node{$c}, name => "extract_$c");
-	$s->query_safe('BEGIN');
-	$s->query_safe("SELECT zk_arrive('etl-run', 'extract-$c')");
+	arrive_in($s, 'etl-run', "extract-$c");
 	sleep 0.3;
 	is(scalar(nodes_of("$ARR/etl-run")), $n - 1, "extract $c: not in ZooKeeper before COMMIT");
 	ok($load->running, "extract $c: the load step waits while " . ($n - 1) . " arrived and $c has not committed");
@@ -219,13 +227,11 @@ ok(start_waiting($A, $load2, "SELECT zk_await('etl-rerun', 3, '120s')", '%zk_awa
 	'a load step on A awaits etl-rerun');
 
 my $sa = new_session($A, name => 'stepA');
-$sa->query_safe('BEGIN');
-$sa->query_safe("SELECT zk_arrive('etl-rerun', 'extract-A')");
+arrive_in($sa, 'etl-rerun', "extract-A");
 $sa->query_safe('ROLLBACK');
 
 my $sb = new_session($B, name => 'stepB');
-$sb->query_safe('BEGIN');
-$sb->query_safe("SELECT zk_arrive('etl-rerun', 'extract-B')");
+arrive_in($sb, 'etl-rerun', "extract-B");
 $r = $sb->query('SELECT 1/0');
 is($r->{sqlstate}, '22012', 'step B fails after its zk_arrive');
 $sb->query('COMMIT');
@@ -236,8 +242,7 @@ $sb->query_safe('ROLLBACK TO SAVEPOINT s');
 $sb->query_safe('COMMIT');
 
 my $sc = new_session($C, name => 'stepC');
-$sc->query_safe('BEGIN');
-$sc->query_safe("SELECT zk_arrive('etl-rerun', 'extract-C')");
+arrive_in($sc, 'etl-rerun', "extract-C");
 my $cpid = $sc->pid;
 is(sql($C, "SELECT pg_terminate_backend($cpid)"), 't', 'step C terminated in its open transaction');
 ok(wait_until(sub { sql($C, "SELECT count(*) FROM pg_stat_activity WHERE pid = $cpid") eq '0' }, 20, 0.1),
@@ -249,8 +254,7 @@ is(sql($B, "SELECT count(*) FROM zk_arrivals('etl-rerun')") . sql($B, "SELECT zk
 	'0f', 'zk_arrivals and zk_await agree');
 ok($load2->running, 'the load step still waits');
 
-$sa->query_safe('BEGIN');
-$sa->query_safe("SELECT zk_arrive('etl-rerun', 'extract-A')");
+arrive_in($sa, 'etl-rerun', "extract-A");
 $sa->query_safe('COMMIT');
 $sb->query_safe('BEGIN');
 $sb->query_safe('SAVEPOINT s');
@@ -261,8 +265,7 @@ is(arrived('etl-rerun'), 'extract-A,extract-B', 'reruns of A and B (a released s
 sleep 0.5;
 ok($load2->running, 'the load step waits for the third');
 my $sc2 = new_session($C, name => 'stepC2');
-$sc2->query_safe('BEGIN');
-$sc2->query_safe("SELECT zk_arrive('etl-rerun', 'extract-C')");
+arrive_in($sc2, 'etl-rerun', "extract-C");
 $sc2->query_safe('COMMIT');
 $r = finish($load2, 15);
 is($r->{out}, 't', 'the rerun of C arrived: the load step returns true') or diag $r->{err};
@@ -270,8 +273,7 @@ is($r->{out}, 't', 'the rerun of C arrived: the load step returns true') or diag
 my ($first) = grep { $_->{name} eq 'extract-A' } nodes_of("$ARR/etl-rerun");
 $sa->query_safe("SELECT zk_arrive('etl-rerun', 'extract-A')");
 sql($B, "SELECT zk_arrive('etl-rerun', 'extract-A')");
-$sa->query_safe('BEGIN');
-$sa->query_safe("SELECT zk_arrive('etl-rerun', 'extract-A')");
+arrive_in($sa, 'etl-rerun', "extract-A");
 $sa->query_safe("SELECT zk_arrive('etl-rerun', 'extract-D')");
 $sa->query_safe("SELECT zk_arrive('etl-rerun', 'extract-D')");
 $sa->query_safe("SELECT zk_arrive('etl-rerun', 'extract-A')");
@@ -297,12 +299,10 @@ $sc2->quit;
 # 3. Crash exactness
 #
 my $sb1 = new_session($B, name => 'crashB1');
-$sb1->query_safe('BEGIN');
-$sb1->query_safe("SELECT zk_arrive('etl-crash', 'extract-B1')");
+arrive_in($sb1, 'etl-crash', "extract-B1");
 $sb1->query_safe('COMMIT');
 my $sb2 = new_session($B, name => 'crashB2');
-$sb2->query_safe('BEGIN');
-$sb2->query_safe("SELECT zk_arrive('etl-crash', 'extract-B2')");
+arrive_in($sb2, 'etl-crash', "extract-B2");
 $B->stop('immediate');
 $sb1->kill_client;
 $sb2->kill_client;
@@ -317,8 +317,7 @@ is(sql($B, "SELECT string_agg(participant, ',') FROM zk_arrivals('etl-crash')"),
 
 # ZooKeeper frozen right before the COMMIT of an arrival on C
 my $sf = new_session($C, name => 'frozen');
-$sf->query_safe('BEGIN');
-$sf->query_safe("SELECT zk_arrive('etl-crash', 'extract-C')");
+arrive_in($sf, 'etl-crash', "extract-C");
 ok(zk_freeze($zk), 'ZooKeeper frozen (SIGSTOP)');
 $r = $sf->query('COMMIT', 60);
 my $commit_secs = $r->{elapsed};
@@ -333,8 +332,7 @@ foreach my $c (qw(A B C))
 }
 settled('after the thaw');
 is(arrived('etl-crash'), 'extract-B1', 'the failed COMMIT never arrived, even after the thaw');
-$sf->query_safe('BEGIN');
-$sf->query_safe("SELECT zk_arrive('etl-crash', 'extract-C')");
+arrive_in($sf, 'etl-crash', "extract-C");
 $sf->query_safe('COMMIT');
 is(arrived('etl-crash'), 'extract-B1,extract-C', 'its rerun arrives');
 $sf->quit;
