@@ -33,7 +33,7 @@ from kazoo.exceptions import LockTimeout, NoAuthError, NoNodeError
 from kazoo.security import (ACL, Id, Permissions, OPEN_ACL_UNSAFE,
                             make_digest_acl, make_digest_acl_credential)
 
-from kazoo_driver import answer, serve, yes
+from kazoo_driver import answer, per_path, serve, yes
 
 
 def perms(p):
@@ -71,7 +71,6 @@ def failure(e):
 def setup(zk, argv):
     cred = argv[2] if len(argv) > 2 else None
     locks = {}
-    queues = {}
 
     def digest(a):
         u, p = cred.split(":", 1)
@@ -116,11 +115,7 @@ def setup(zk, argv):
         locks[a[0]].release()
         answer("released")
 
-    def queue(path):
-        q = queues.get(path)
-        if q is None:
-            q = queues[path] = zk.LockingQueue(path)
-        return q
+    queue = per_path(zk.LockingQueue)
 
     def get(a):
         item = queue(a[0]).get(float(a[1]))

@@ -22,17 +22,11 @@ Any failure answers "error <exception>".
 
 import sys
 
-from kazoo_driver import answer, serve, yes
+from kazoo_driver import answer, per_path, serve, yes
 
 
 def setup(zk, argv):
-    barriers = {}
-
-    def barrier(path):
-        b = barriers.get(path)
-        if b is None:
-            b = barriers[path] = zk.Barrier(path)
-        return b
+    barrier = per_path(zk.Barrier)
 
     def create(a):
         barrier(a[0]).create()

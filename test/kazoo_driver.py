@@ -75,6 +75,19 @@ def serve(doc, nargs, setup, maxsplit=-1, client=None, failure=None):
     return 0
 
 
+def per_path(make):
+    """A function of a path that makes the recipe make(path) once and then
+    gives the same object (kazoo's queues and barriers keep state)."""
+    made = {}
+
+    def get(path):
+        obj = made.get(path)
+        if obj is None:
+            obj = made[path] = make(path)
+        return obj
+    return get
+
+
 def yes(b):
     """kazoo's truth as the protocol writes it."""
     return "true" if b else "false"

@@ -28,6 +28,8 @@ logging.basicConfig(level=logging.CRITICAL)
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError, NodeExistsError
 
+from zkq import create_many
+
 
 def main(argv):
     if len(argv) < 3:
@@ -90,16 +92,8 @@ def main(argv):
         elif verb == "fill":
             zk.ensure_path(args[0] + "/entries")
             zk.ensure_path(args[0] + "/taken")
-            pending = []
-            for i in range(int(args[1])):
-                pending.append(zk.create_async(args[0] + "/entries/entry-100-",
-                                               b"item-%d" % i, sequence=True))
-                if len(pending) >= 2000:
-                    for r in pending:
-                        r.get()
-                    pending = []
-            for r in pending:
-                r.get()
+            create_many(zk, ((args[0] + "/entries/entry-100-", b"item-%d" % i)
+                             for i in range(int(args[1]))), 2000, sequence=True)
             print(len(zk.get_children(args[0] + "/entries")))
         else:
             sys.stderr.write("unknown verb %s\n" % verb)

@@ -27,7 +27,7 @@ Any failure answers "error <exception>".
 import binascii
 import sys
 
-from kazoo_driver import answer, serve, yes
+from kazoo_driver import answer, per_path, serve, yes
 
 
 def unhex(s):
@@ -39,13 +39,7 @@ def tohex(b):
 
 
 def setup(zk, argv):
-    queues = {}
-
-    def queue(path):
-        q = queues.get(path)
-        if q is None:
-            q = queues[path] = zk.LockingQueue(path)
-        return q
+    queue = per_path(zk.LockingQueue)
 
     def put(a):
         queue(a[0]).put(unhex(a[2]), priority=int(a[1]))

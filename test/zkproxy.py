@@ -576,6 +576,22 @@ class Proxy:
             return
         del conn.to_s[:n]
 
+    def recv_side(self, conn, sock, side, closed):
+        """What sock (conn's client or server socket) has to read: bytes, or
+        None (nothing now, or conn closed: a failure, "SIDE recv failed", or
+        the end of the stream, "CLOSED")."""
+        try:
+            d = sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return None
+        except OSError as e:
+            self.close_conn(conn, "%s recv failed: %s" % (side, e))
+            return None
+        if d == b"":
+            self.close_conn(conn, closed)
+            return None
+        return d
+
     def handle_conn_event(self, conn, sock, mask, now):
         if conn.state == "draining":
             if sock is conn.c and mask & selectors.EVENT_READ:
@@ -598,15 +614,8 @@ class Proxy:
                     return
                 conn.s_connected = True
             if mask & selectors.EVENT_READ:
-                try:
-                    d = conn.s.recv(65536)
-                except (BlockingIOError, InterruptedError):
-                    d = None
-                except OSError as e:
-                    self.close_conn(conn, "upstream recv failed: %s" % e)
-                    return
-                if d == b"":
-                    self.close_conn(conn, "upstream closed")
+                d = self.recv_side(conn, conn.s, "upstream", "upstream closed")
+                if conn.state != "open":
                     return
                 if d:
                     conn.sin += d
@@ -615,15 +624,9 @@ class Proxy:
                 self.flush_server(conn)
         elif sock is conn.c:
             if mask & selectors.EVENT_READ:
-                try:
-                    d = conn.c.recv(65536)
-                except (BlockingIOError, InterruptedError):
-                    d = None
-                except OSError as e:
-                    self.close_conn(conn, "client recv failed: %s" % e)
-                    return
-                if d == b"":
-                    self.close_conn(conn, "client closed" + (" in mid-packet" if conn.cin else ""))
+                d = self.recv_side(conn, conn.c, "client",
+                                   "client closed" + (" in mid-packet" if conn.cin else ""))
+                if conn.state != "open":
                     return
                 if d:
                     conn.cin += d

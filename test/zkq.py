@@ -14,6 +14,10 @@ usage: test/zkq.py HOSTS VERB [ARGS...]
   create PATH [DATA]      persistent node, parents created as needed
   delete PATH             delete PATH and all its descendants (no error if missing)
   wait-count PATH N SECS  poll until count PATH == N; exit 1 on timeout, printing the last count
+  fill PATH N FMT [DATALEN [BATCH]]
+                          N children of PATH (made as needed) named FMT % i (i from 0),
+                            DATALEN bytes "x" each (default 0), sent BATCH (default
+                            2000) at a time; prints how many children PATH has then
 
 HOSTS is a kazoo/ZooKeeper connect string such as 127.0.0.1:2181.  With
 ZKLOCK_ZK_AUTH=user:password in the environment the client authenticates
@@ -93,6 +97,20 @@ def delete_tree(zk, path):
             continue  # somebody created a child meanwhile; retry
 
 
+def create_many(zk, nodes, batch=2000, **kw):
+    """Create the nodes, (path, data) pairs, asynchronously (kw for
+    create_async), with at most batch of them in flight; an error raises."""
+    pending = []
+    for path, data in nodes:
+        pending.append(zk.create_async(path, data, **kw))
+        if len(pending) >= batch:
+            for r in pending:
+                r.get()
+            pending = []
+    for r in pending:
+        r.get()
+
+
 def main(argv):
     if len(argv) < 3 or argv[1] in ("-h", "--help"):
         usage()
@@ -100,7 +118,7 @@ def main(argv):
     nargs = {
         "ls": (1, 1), "count": (1, 1), "tree": (1, 1), "get": (1, 1),
         "exists": (1, 1), "create": (1, 2), "delete": (1, 1), "wait-count": (3, 3),
-        "count-kept": (1, 1), "sizes": (1, 1),
+        "count-kept": (1, 1), "sizes": (1, 1), "fill": (3, 5),
     }
     if verb not in nargs:
         usage("unknown verb %r" % verb)
@@ -110,7 +128,8 @@ def main(argv):
     path = norm(args[0])
 
     auth = os.environ.get("ZKLOCK_ZK_AUTH")
-    zk = KazooClient(hosts=hosts, timeout=10.0, connection_retry={"max_tries": 3, "delay": 0.2},
+    # fill: a long run of writes, a longer session
+    zk = KazooClient(hosts=hosts, timeout=20.0 if verb == "fill" else 10.0, connection_retry={"max_tries": 3, "delay": 0.2},
                      command_retry={"max_tries": 3, "delay": 0.2},
                      auth_data=[("digest", auth)] if auth else None)
     try:
@@ -175,6 +194,16 @@ def main(argv):
                 zk.set(path, data)
         elif verb == "delete":
             delete_tree(zk, path)
+        elif verb == "fill":
+            try:
+                n, fmt = int(args[1]), args[2]
+                data = b"x" * int(args[3]) if len(args) > 3 else b""
+                batch = int(args[4]) if len(args) > 4 else 2000
+            except ValueError:
+                usage("fill PATH N FMT [DATALEN [BATCH]]")
+            zk.ensure_path(path)
+            create_many(zk, ((join(path, fmt % i), data) for i in range(n)), batch)
+            print(zk.exists(path).numChildren)
         elif verb == "wait-count":
             try:
                 want, secs = int(args[1]), float(args[2])

@@ -21,7 +21,7 @@ import time
 
 import psycopg2
 
-from pgthread import PgThread
+from pgthread import PgThread, first_line as _first_line
 
 # stages of one attempt
 STAGES = ("connect", "begin", "lock", "body", "commit")
@@ -158,9 +158,3 @@ class Client(PgThread):
         rec["stage"] = stage
         rec["t1"] = time.time()
         r.record(rec)
-
-
-def _first_line(e):
-    s = getattr(e, "pgerror", None) or str(e)
-    s = s.strip().splitlines()[0] if s.strip() else repr(e)
-    return s[:300]

@@ -416,36 +416,38 @@ class Nemesis(threading.Thread):
             time.sleep(0.3)
         return None
 
-    def f_worker_kill(self, name):
+    def _hit_worker(self, fault, name, hit):
+        """hit(c, pid) the worker of cluster name (the event fault: "skip"
+        when there is none, else "inject"); returns (c, pid) or None."""
         c = self.clusters[name]
         pid = c.worker_pid()
         if pid is None:
-            self.event("worker_kill", "skip", name, why="no worker")
-            return
-        os.kill(pid, signal.SIGKILL)
-        self.event("worker_kill", "inject", name, pid=pid)
-        new = self._wait_worker(c, pid)
-        self.event("worker_kill", "heal", name, new_pid=new)
+            self.event(fault, "skip", name, why="no worker")
+            return None
+        hit(c, pid)
+        self.event(fault, "inject", name, pid=pid)
+        return c, pid
+
+    def _worker_replaced(self, fault, name, hit):
+        """The worker, hit, ends: "heal" once another one runs."""
+        got = self._hit_worker(fault, name, hit)
+        if got is not None:
+            c, pid = got
+            self.event(fault, "heal", name, new_pid=self._wait_worker(c, pid))
+
+    def f_worker_kill(self, name):
+        self._worker_replaced("worker_kill", name, lambda c, pid: os.kill(pid, signal.SIGKILL))
 
     def f_worker_terminate(self, name):
-        c = self.clusters[name]
-        pid = c.worker_pid()
-        if pid is None:
-            self.event("worker_terminate", "skip", name, why="no worker")
-            return
-        c.try_query("SELECT pg_terminate_backend(%s)", (pid,))
-        self.event("worker_terminate", "inject", name, pid=pid)
-        new = self._wait_worker(c, pid)
-        self.event("worker_terminate", "heal", name, new_pid=new)
+        self._worker_replaced("worker_terminate", name,
+                              lambda c, pid: c.try_query("SELECT pg_terminate_backend(%s)", (pid,)))
 
     def f_worker_cancel(self, name):
-        c = self.clusters[name]
-        pid = c.worker_pid()
-        if pid is None:
-            self.event("worker_cancel", "skip", name, why="no worker")
+        got = self._hit_worker("worker_cancel", name,
+                               lambda c, pid: c.try_query("SELECT pg_cancel_backend(%s)", (pid,)))
+        if got is None:
             return
-        c.try_query("SELECT pg_cancel_backend(%s)", (pid,))
-        self.event("worker_cancel", "inject", name, pid=pid)
+        c, pid = got
         self._wait(1.0)
         after = c.worker_pid()
         if after != pid:

@@ -7,6 +7,24 @@ import threading
 import psycopg2
 
 
+def first_line(e, width=300):
+    """The first line of an error's message (PostgreSQL's, else the
+    exception's), at most width characters."""
+    s = getattr(e, "pgerror", None) or str(e)
+    s = s.strip().splitlines()[0] if s.strip() else repr(e)
+    return s[:width]
+
+
+def close_quietly(conn):
+    """Close conn (None: nothing), whatever it answers: a connection the
+    nemesis broke may fail to close."""
+    try:
+        if conn is not None:
+            conn.close()
+    except Exception:
+        pass
+
+
 class PgThread(threading.Thread):
     def __init__(self, run, cluster, label, seed):
         super().__init__(name="client-" + label, daemon=True)
@@ -39,10 +57,6 @@ class PgThread(threading.Thread):
             return False
 
     def _drop(self):
-        try:
-            if self.conn is not None:
-                self.conn.close()
-        except Exception:
-            pass
+        close_quietly(self.conn)
         self.conn = None
         self.pid = None

@@ -80,6 +80,7 @@ sys.dont_write_bytecode = True      # no __pycache__ in the source tree
 import psycopg2  # noqa: E402
 
 from checker import load_jsonl  # noqa: E402  (the lock fault run's reader of .jsonl records)
+from pgthread import close_quietly, first_line  # noqa: E402
 
 QUEUE = "eo"
 
@@ -94,12 +95,6 @@ CREATE TABLE consumed (id text, msg_id bigint, cluster text, client text,
 
 def log(msg):
     print("%s queue: %s" % (time.strftime("%H:%M:%S"), msg), flush=True)
-
-
-def first_line(e):
-    s = getattr(e, "pgerror", None) or str(e)
-    s = s.strip().splitlines()[0] if s.strip() else repr(e)
-    return s[:300]
 
 
 def severity(e):
@@ -200,11 +195,7 @@ class Client(threading.Thread):
         return False
 
     def drop(self):
-        try:
-            if self.conn is not None:
-                self.conn.close()
-        except Exception:
-            pass
+        close_quietly(self.conn)
         self.conn = None
         self.pid = None
 
@@ -252,6 +243,33 @@ class Client(threading.Thread):
                 pass
         self.drop()
 
+    def transaction(self, rec, body):
+        """BEGIN, then body(cur, rec), which ends the transaction and names
+        each stage it comes to in self.stage; an error is recorded with the
+        stage it came in, and rec with the stage reached."""
+        self.stage = "begin"
+        try:
+            with self.conn.cursor() as cur:
+                self.ex(cur, "BEGIN")
+                body(cur, rec)
+        except psycopg2.Error as e:
+            self.after_error(rec, e, self.stage)
+        rec["stage"] = self.stage
+        rec["t1"] = time.time()
+        self.run_.rec.record(rec)
+
+    def rollback_or_commit(self, cur, rec, rollback):
+        if rollback:
+            self.stage = "rollback"
+            self.ex(cur, "ROLLBACK")
+            rec["outcome"] = "rolled_back"
+        else:
+            self.stage = "commit"
+            rec["t_commit"] = time.time()
+            self.ex(cur, "COMMIT")
+            rec["outcome"] = "committed" if cur.statusmessage == "COMMIT" else "refused"
+            rec["tag"] = cur.statusmessage
+
     def next_id(self):
         self.run_.seq[self.name_] += 1
         return "%s-%s%s-%d" % (self.label, self.kind, self.name_.split(".")[1][1:],
@@ -264,40 +282,25 @@ class Client(threading.Thread):
         rollback = rnd.random() < 0.20
         rec = {"t0": time.time(), "role": "prod", "client": self.name_, "cluster": self.label,
                "pid": self.pid, "ids": ids, "sp_ids": sp_ids}
-        stage = "begin"
-        try:
-            with self.conn.cursor() as cur:
-                self.ex(cur, "BEGIN")
-                stage = "enqueue"
-                pos = rnd.randrange(len(ids) + 1)
-                for i, pid in enumerate(ids + [None]):
-                    if sp_ids and i == pos:
-                        # an item enqueued and recorded in a savepoint that is
-                        # rolled back: never published, never in produced
-                        self.ex(cur, "SAVEPOINT s")
-                        self.ex(cur, "SELECT zk_enqueue(%s, %s::text)", (QUEUE, sp_ids[0]))
-                        self.ex(cur, "INSERT INTO produced (id, client) VALUES (%s, %s)",
-                                (sp_ids[0], self.name_))
-                        self.ex(cur, "ROLLBACK TO SAVEPOINT s")
-                    if pid is None:
-                        break
-                    self.ex(cur, "SELECT zk_enqueue(%s, %s::text)", (QUEUE, pid))
-                    self.ex(cur, "INSERT INTO produced (id, client) VALUES (%s, %s)", (pid, self.name_))
-                if rollback:
-                    stage = "rollback"
-                    self.ex(cur, "ROLLBACK")
-                    rec["outcome"] = "rolled_back"
-                else:
-                    stage = "commit"
-                    rec["t_commit"] = time.time()
-                    self.ex(cur, "COMMIT")
-                    rec["outcome"] = "committed" if cur.statusmessage == "COMMIT" else "refused"
-                    rec["tag"] = cur.statusmessage
-        except psycopg2.Error as e:
-            self.after_error(rec, e, stage)
-        rec["stage"] = stage
-        rec["t1"] = time.time()
-        self.run_.rec.record(rec)
+
+        def body(cur, rec):
+            self.stage = "enqueue"
+            pos = rnd.randrange(len(ids) + 1)
+            for i, pid in enumerate(ids + [None]):
+                if sp_ids and i == pos:
+                    # an item enqueued and recorded in a savepoint that is
+                    # rolled back: never published, never in produced
+                    self.ex(cur, "SAVEPOINT s")
+                    self.ex(cur, "SELECT zk_enqueue(%s, %s::text)", (QUEUE, sp_ids[0]))
+                    self.ex(cur, "INSERT INTO produced (id, client) VALUES (%s, %s)",
+                            (sp_ids[0], self.name_))
+                    self.ex(cur, "ROLLBACK TO SAVEPOINT s")
+                if pid is None:
+                    break
+                self.ex(cur, "SELECT zk_enqueue(%s, %s::text)", (QUEUE, pid))
+                self.ex(cur, "INSERT INTO produced (id, client) VALUES (%s, %s)", (pid, self.name_))
+            self.rollback_or_commit(cur, rec, rollback)
+        self.transaction(rec, body)
 
     def consume(self):
         rnd = self.rnd
@@ -308,53 +311,39 @@ class Client(threading.Thread):
         prepare = not rollback and rnd.random() < 0.05
         rec = {"t0": time.time(), "role": "cons", "client": self.name_, "cluster": self.label,
                "pid": self.pid, "max_items": k, "msgs": []}
-        stage = "begin"
-        try:
-            with self.conn.cursor() as cur:
-                self.ex(cur, "BEGIN")
-                stage = "dequeue"
-                self.ex(cur, "SELECT msg_id, body FROM zk_dequeue(%s, '1s', %s)", (QUEUE, k))
-                rows = cur.fetchall()
-                rec["msgs"] = [[m, b] for m, b in rows]
-                rec["t_claimed"] = time.time()
-                if rows and rnd.random() < 0.5:
-                    # hold the claims a while (idle in transaction): a crash
-                    # or a failover then often finds claims to settle
-                    time.sleep(rnd.uniform(0.05, 0.4))
-                stage = "record"
-                for m, b in rows:
-                    self.ex(cur, "INSERT INTO consumed (id, msg_id, cluster, client)"
-                                 " VALUES (%s, %s, %s, %s)", (b, m, self.label, self.name_))
-                if rollback:
-                    stage = "rollback"
-                    self.ex(cur, "ROLLBACK")
-                    rec["outcome"] = "rolled_back"
-                elif prepare and rows:
-                    stage = "prepare"
-                    gid = "eo-%s-%d" % (self.name_, rnd.randrange(1 << 30))
-                    try:
-                        self.ex(cur, "PREPARE TRANSACTION %s", (gid,))
-                    except psycopg2.Error as e:
-                        if getattr(e, "pgcode", None) != "0A000":
-                            raise
-                        self.ex(cur, "ROLLBACK")
-                        rec["outcome"] = "rolled_back"
-                        rec["tag"] = "PREPARE refused (0A000)"
-                    else:
-                        # accepted: an anomaly (checked), undone so the run goes on
-                        rec["outcome"] = "prepared"
-                        self.ex(cur, "ROLLBACK PREPARED %s", (gid,))
-                else:
-                    stage = "commit"
-                    rec["t_commit"] = time.time()
-                    self.ex(cur, "COMMIT")
-                    rec["outcome"] = "committed" if cur.statusmessage == "COMMIT" else "refused"
-                    rec["tag"] = cur.statusmessage
-        except psycopg2.Error as e:
-            self.after_error(rec, e, stage)
-        rec["stage"] = stage
-        rec["t1"] = time.time()
-        self.run_.rec.record(rec)
+
+        def body(cur, rec):
+            self.stage = "dequeue"
+            self.ex(cur, "SELECT msg_id, body FROM zk_dequeue(%s, '1s', %s)", (QUEUE, k))
+            rows = cur.fetchall()
+            rec["msgs"] = [[m, b] for m, b in rows]
+            rec["t_claimed"] = time.time()
+            if rows and rnd.random() < 0.5:
+                # hold the claims a while (idle in transaction): a crash
+                # or a failover then often finds claims to settle
+                time.sleep(rnd.uniform(0.05, 0.4))
+            self.stage = "record"
+            for m, b in rows:
+                self.ex(cur, "INSERT INTO consumed (id, msg_id, cluster, client)"
+                             " VALUES (%s, %s, %s, %s)", (b, m, self.label, self.name_))
+            if not (prepare and rows):  # (prepare: never with rollback)
+                self.rollback_or_commit(cur, rec, rollback)
+                return
+            self.stage = "prepare"
+            gid = "eo-%s-%d" % (self.name_, rnd.randrange(1 << 30))
+            try:
+                self.ex(cur, "PREPARE TRANSACTION %s", (gid,))
+            except psycopg2.Error as e:
+                if getattr(e, "pgcode", None) != "0A000":
+                    raise
+                self.ex(cur, "ROLLBACK")
+                rec["outcome"] = "rolled_back"
+                rec["tag"] = "PREPARE refused (0A000)"
+            else:
+                # accepted: an anomaly (checked), undone so the run goes on
+                rec["outcome"] = "prepared"
+                self.ex(cur, "ROLLBACK PREPARED %s", (gid,))
+        self.transaction(rec, body)
 
 
 class LoadRun:

@@ -61,6 +61,11 @@ from nemesis import Nemesis  # noqa: E402
 SRC = os.path.dirname(os.path.dirname(HERE))
 
 
+def _write(f, rec):
+    """One record, a line of JSON, into the .jsonl file f."""
+    f.write(json.dumps(rec, sort_keys=True) + "\n")
+
+
 class Run:
     """What the clients and the nemesis share."""
 
@@ -99,25 +104,25 @@ class Run:
                 self.n_committed += 1
             elif rec.get("stage") != "connect":
                 self.n_failed += 1
-            self._out.write(json.dumps(rec, sort_keys=True) + "\n")
+            _write(self._out, rec)
 
     def record_barrier(self, rec):
         with self._lock:
-            self._barrier.write(json.dumps(rec, sort_keys=True) + "\n")
+            _write(self._barrier, rec)
 
     def record_election(self, rec):
         with self._lock:
-            self._election.write(json.dumps(rec, sort_keys=True) + "\n")
+            _write(self._election, rec)
 
     def record_sem(self, rec):
         with self._lock:
-            self._sem.write(json.dumps(rec, sort_keys=True) + "\n")
+            _write(self._sem, rec)
 
     def record_fault(self, rec):
         with self._lock:
             if rec["action"] == "inject":
                 self.n_faults += 1
-            self._faults.write(json.dumps(rec, sort_keys=True) + "\n")
+            _write(self._faults, rec)
         if rec["action"] in ("inject", "error"):
             extra = {k: v for k, v in rec.items() if k not in ("t", "kind", "action", "target")}
             log("nemesis: %s %s %s %s" % (rec["action"], rec["kind"], rec["target"],

@@ -17,6 +17,7 @@ lock   intervals that certainly lie inside a hold (from the grant's answer to
 """
 
 import collections
+import contextlib
 import random
 import threading
 import time
@@ -108,58 +109,71 @@ class Conc:
             raise err
         return rows
 
-    # ---- queue
-    def producer(self, label, idx):
-        name = "p%d%s" % (idx, label)
-        r = random.Random(self.seed * 31 + idx)
+    def sql_client(self, label, name, step, pause=None):
+        """step(conn) again and again until the run stops, on a connection
+        to cluster label (made again when lost); an error is recovered from
+        (recover) and the connection dropped if it closed.  pause() after
+        each step, unless the step returned True."""
         conn = None
-        n = 0
         while not self.stop.is_set():
+            skip = False
             try:
                 if conn is None or conn.closed:
                     conn = self.connect(label, name)
-                bodies = []
-                self.ex(conn, "xact", "BEGIN")
-                for _ in range(r.randint(1, 3)):
-                    n += 1
-                    b = "%s-%s-%d" % (self.ns, name, n)
-                    self.ex(conn, "queue", "SELECT zk_enqueue(%s, %s::text, %s)", (self.q, b, r.choice([100, 100, 0, 500])))
-                    bodies.append(b)
-                if r.random() < 0.2:
-                    n += 1
-                    b = "%s-%s-%d" % (self.ns, name, n)
-                    self.ex(conn, "xact", "SAVEPOINT a")
-                    self.ex(conn, "queue", "SELECT zk_enqueue(%s, %s::text)", (self.q, b))
-                    self.ex(conn, "xact", "ROLLBACK TO SAVEPOINT a")
-                    with self.lock:
-                        self.produced[b] = "aborted"
-                for b in bodies:
-                    with self.lock:
-                        self.produced[b] = "unknown"
-                if r.random() < 0.2:
-                    self.ex(conn, "xact", "ROLLBACK")
-                    with self.lock:
-                        for b in bodies:
-                            self.produced[b] = "aborted"
-                    continue
-                try:
-                    self.ex(conn, "xact", "COMMIT")
-                    with self.lock:
-                        for b in bodies:
-                            self.produced[b] = "committed"
-                except psycopg2.Error as e:
-                    if e.pgcode is not None and not conn.closed:
-                        with self.lock:
-                            for b in bodies:
-                                self.produced[b] = "aborted"
-                    raise
+                skip = step(conn)
             except psycopg2.Error as e:
                 self.recover(conn, e)
                 if conn is not None and conn.closed:
                     conn = None
-            self.stop.wait(r.random() * 0.02)
+            if pause is not None and not skip:
+                pause()
         if conn is not None:
             conn.close()
+
+    # ---- queue
+    def producer(self, label, idx):
+        name = "p%d%s" % (idx, label)
+        r = random.Random(self.seed * 31 + idx)
+        n = 0
+
+        def step(conn):
+            nonlocal n
+            bodies = []
+            self.ex(conn, "xact", "BEGIN")
+            for _ in range(r.randint(1, 3)):
+                n += 1
+                b = "%s-%s-%d" % (self.ns, name, n)
+                self.ex(conn, "queue", "SELECT zk_enqueue(%s, %s::text, %s)", (self.q, b, r.choice([100, 100, 0, 500])))
+                bodies.append(b)
+            if r.random() < 0.2:
+                n += 1
+                b = "%s-%s-%d" % (self.ns, name, n)
+                self.ex(conn, "xact", "SAVEPOINT a")
+                self.ex(conn, "queue", "SELECT zk_enqueue(%s, %s::text)", (self.q, b))
+                self.ex(conn, "xact", "ROLLBACK TO SAVEPOINT a")
+                with self.lock:
+                    self.produced[b] = "aborted"
+            for b in bodies:
+                with self.lock:
+                    self.produced[b] = "unknown"
+            if r.random() < 0.2:
+                self.ex(conn, "xact", "ROLLBACK")
+                with self.lock:
+                    for b in bodies:
+                        self.produced[b] = "aborted"
+                return True
+            try:
+                self.ex(conn, "xact", "COMMIT")
+                with self.lock:
+                    for b in bodies:
+                        self.produced[b] = "committed"
+            except psycopg2.Error as e:
+                if e.pgcode is not None and not conn.closed:
+                    with self.lock:
+                        for b in bodies:
+                            self.produced[b] = "aborted"
+                raise
+        self.sql_client(label, name, step, pause=lambda: self.stop.wait(r.random() * 0.02))
 
     def recover(self, conn, e):
         if e.pgcode not in (None, "57014", "57P01", "55P03", "40001", "08006"):
@@ -174,57 +188,78 @@ class Conc:
     def consumer(self, label, idx):
         name = "c%d%s" % (idx, label)
         r = random.Random(self.seed * 37 + idx)
-        conn = None
-        while not self.stop.is_set():
+
+        def step(conn):
             got = []
-            try:
-                if conn is None or conn.closed:
-                    conn = self.connect(label, name)
-                self.ex(conn, "xact", "BEGIN")
-                how = r.choice(["try", "0", "200ms", "1s", "st"])
-                m = r.choice([1, 1, 2, 3])
-                if how == "try":
-                    rows = self.ex(conn, "queue", "SELECT body FROM zk_try_dequeue(%s, %s)", (self.q, m), must_fast=True)
-                elif how == "st":
-                    self.ex(conn, "xact", "SET LOCAL statement_timeout = 300")
-                    rows = self.ex(conn, "queue", "SELECT body FROM zk_dequeue(%s, '5s', %s)", (self.q, m))
-                else:
-                    rows = self.ex(conn, "queue", "SELECT body FROM zk_dequeue(%s, %s::interval, %s)", (self.q, how, m),
-                                   must_fast=(how == "0"))
-                got = [x[0] for x in rows]
-                if got and r.random() < 0.3:
-                    time.sleep(r.random() * 0.05)
-                if r.random() < 0.25:
-                    self.ex(conn, "xact", "ROLLBACK")
-                    if self.control:             # the control: counts rolled-back dequeues too
-                        with self.lock:
-                            for b in got:
-                                self.consumed[b].append(name)
-                    continue
-                try:
-                    self.ex(conn, "xact", "COMMIT")
+            self.ex(conn, "xact", "BEGIN")
+            how = r.choice(["try", "0", "200ms", "1s", "st"])
+            m = r.choice([1, 1, 2, 3])
+            if how == "try":
+                rows = self.ex(conn, "queue", "SELECT body FROM zk_try_dequeue(%s, %s)", (self.q, m), must_fast=True)
+            elif how == "st":
+                self.ex(conn, "xact", "SET LOCAL statement_timeout = 300")
+                rows = self.ex(conn, "queue", "SELECT body FROM zk_dequeue(%s, '5s', %s)", (self.q, m))
+            else:
+                rows = self.ex(conn, "queue", "SELECT body FROM zk_dequeue(%s, %s::interval, %s)", (self.q, how, m),
+                               must_fast=(how == "0"))
+            got = [x[0] for x in rows]
+            if got and r.random() < 0.3:
+                time.sleep(r.random() * 0.05)
+            if r.random() < 0.25:
+                self.ex(conn, "xact", "ROLLBACK")
+                if self.control:             # the control: counts rolled-back dequeues too
                     with self.lock:
                         for b in got:
                             self.consumed[b].append(name)
-                except psycopg2.Error as e:
-                    if (e.pgcode is None or conn.closed) and got:
-                        with self.lock:
-                            for b in got:
-                                self.consumed_unknown[b].append(name)
-                    raise
+                return
+            try:
+                self.ex(conn, "xact", "COMMIT")
+                with self.lock:
+                    for b in got:
+                        self.consumed[b].append(name)
             except psycopg2.Error as e:
-                self.recover(conn, e)
-                if conn is not None and conn.closed:
-                    conn = None
-        if conn is not None:
-            conn.close()
+                if (e.pgcode is None or conn.closed) and got:
+                    with self.lock:
+                        for b in got:
+                            self.consumed_unknown[b].append(name)
+                raise
+        self.sql_client(label, name, step)
 
-    def kazoo_queue(self, idx):
+    def kazoo_client(self, what, body):
+        """body(zk) with a started kazoo client of the ensemble, closed after;
+        what it raises is an anomaly (a concurrent kazoo WHAT client)."""
         from kazoo.client import KazooClient
-        r = random.Random(self.seed * 41 + idx)
         zk = KazooClient(hosts=self.env.zk.hosts, timeout=10.0)
         try:
             zk.start(timeout=15)
+            body(zk)
+        except Exception as e:
+            self.anomaly("kazoo-error", "concurrent kazoo %s client: %r" % (what, e))
+        finally:
+            with contextlib.suppress(Exception):
+                zk.stop()
+                zk.close()
+
+    def kazoo_hold(self, r, recipe, mode, idx, lk, timeouts):
+        """One attempt of kazoo's lock or semaphore lk (0.3 s); a hold is
+        kept for up to 30 ms and recorded, then released."""
+        self.count(recipe)
+        try:
+            got = lk.acquire(timeout=0.3)
+        except timeouts:
+            got = False
+        if got:
+            a = now()
+            time.sleep(r.random() * 0.03)
+            with self.lock:
+                self.holds.append((a, now(), mode, None, "k%d" % idx, None, "kazoo"))
+            lk.release()
+            self.count(recipe)
+
+    def kazoo_queue(self, idx):
+        r = random.Random(self.seed * 41 + idx)
+
+        def body(zk):
             q = zk.LockingQueue("/zklock/queues/" + self.q)
             n = 0
             while not self.stop.is_set():
@@ -246,14 +281,7 @@ class Conc:
                             self.consumed[v.decode()].append("k%d" % idx)
                 else:
                     q.release()
-        except Exception as e:
-            self.anomaly("kazoo-error", "concurrent kazoo queue client: %r" % e)
-        finally:
-            try:
-                zk.stop()
-                zk.close()
-            except Exception:
-                pass
+        self.kazoo_client("queue", body)
 
     def drain_and_check(self):
         c = self.env.cluster("A")
@@ -295,153 +323,125 @@ class Conc:
     def locker(self, label, idx):
         name = "l%d%s" % (idx, label)
         r = random.Random(self.seed * 43 + idx)
-        conn = None
-        while not self.stop.is_set():
+
+        def step(conn):
             hold = None
-            try:
-                if conn is None or conn.closed:
-                    conn = self.connect(label, name)
-                pid = self.pids[name][1]
-                mode = r.choice(["x", "x", "s"])
-                scope = r.choice(["xact", "sess"])
-                how = r.choice(["try", "0", "200ms", "1s"])
-                sfx = "" if mode == "x" else "_shared"
-                if scope == "xact":
-                    self.ex(conn, "xact", "BEGIN")
-                fn = None
-                if how == "try":
-                    fn = ("zk_try_lock" if scope == "xact" else "zk_try_session_lock") + sfx
-                    row = self.ex(conn, "lock", "SELECT %s(%%s), zk_lock_token(%%s)" % fn,
-                                  (self.lname, self.lname), must_fast=True)[0]
-                    got, tok = row
-                else:
-                    fn = ("zk_lock" if scope == "xact" else "zk_session_lock") + sfx
-                    try:
-                        tok = self.ex(conn, "lock", "SELECT %s(%%s, %%s::interval)" % fn, (self.lname, how))[0][0]
-                        got = True
-                    except psycopg2.Error as e:
-                        if e.pgcode != "55P03":
-                            raise
-                        got = False
-                        if scope == "xact":
-                            self.ex(conn, "xact", "ROLLBACK")
-                        continue
-                t_grant = now()
-                if self.control:
-                    got, tok = True, None        # the control: every attempt "holds" the lock
-                if got:
-                    hold = [t_grant, None, mode, tok, name, pid, "%s %s %s" % (scope, how, fn)]
-                    time.sleep(r.random() * 0.03)
-                    hold[1] = now()
-                    with self.lock:
-                        self.holds.append(tuple(hold))
-                if scope == "xact":
-                    self.ex(conn, "xact", r.choice(["COMMIT", "ROLLBACK"]))
-                elif got:
-                    self.ex(conn, "lock", "SELECT zk_unlock%s(%%s)" % sfx, (self.lname,))
-            except psycopg2.Error as e:
-                self.recover(conn, e)
-                if conn is not None and conn.closed:
-                    conn = None
-        if conn is not None:
-            conn.close()
+            pid = self.pids[name][1]
+            mode = r.choice(["x", "x", "s"])
+            scope = r.choice(["xact", "sess"])
+            how = r.choice(["try", "0", "200ms", "1s"])
+            sfx = "" if mode == "x" else "_shared"
+            if scope == "xact":
+                self.ex(conn, "xact", "BEGIN")
+            fn = None
+            if how == "try":
+                fn = ("zk_try_lock" if scope == "xact" else "zk_try_session_lock") + sfx
+                row = self.ex(conn, "lock", "SELECT %s(%%s), zk_lock_token(%%s)" % fn,
+                              (self.lname, self.lname), must_fast=True)[0]
+                got, tok = row
+            else:
+                fn = ("zk_lock" if scope == "xact" else "zk_session_lock") + sfx
+                try:
+                    tok = self.ex(conn, "lock", "SELECT %s(%%s, %%s::interval)" % fn, (self.lname, how))[0][0]
+                    got = True
+                except psycopg2.Error as e:
+                    if e.pgcode != "55P03":
+                        raise
+                    got = False
+                    if scope == "xact":
+                        self.ex(conn, "xact", "ROLLBACK")
+                    return
+            t_grant = now()
+            if self.control:
+                got, tok = True, None        # the control: every attempt "holds" the lock
+            if got:
+                hold = [t_grant, None, mode, tok, name, pid, "%s %s %s" % (scope, how, fn)]
+                time.sleep(r.random() * 0.03)
+                hold[1] = now()
+                with self.lock:
+                    self.holds.append(tuple(hold))
+            if scope == "xact":
+                self.ex(conn, "xact", r.choice(["COMMIT", "ROLLBACK"]))
+            elif got:
+                self.ex(conn, "lock", "SELECT zk_unlock%s(%%s)" % sfx, (self.lname,))
+        self.sql_client(label, name, step)
 
     # ---- semaphore
     def sem_taker(self, label, idx):
         name = "m%d%s" % (idx, label)
         r = random.Random(self.seed * 59 + idx)
-        conn = None
-        while not self.stop.is_set():
-            try:
-                if conn is None or conn.closed:
-                    conn = self.connect(label, name)
-                pid = self.pids[name][1]
-                scope = r.choice(["xact", "sess"])
-                how = r.choice(["try", "0", "200ms", "1s"])
-                if scope == "xact":
-                    self.ex(conn, "xact", "BEGIN")
-                if how == "try":
-                    fn = "zk_try_semaphore" if scope == "xact" else "zk_try_session_semaphore"
-                    got = self.ex(conn, "semaphore", "SELECT %s(%%s, %%s)" % fn, (self.sname, self.smax),
-                                  must_fast=True)[0][0]
-                else:
-                    fn = "zk_semaphore" if scope == "xact" else "zk_session_semaphore"
-                    try:
-                        self.ex(conn, "semaphore", "SELECT %s(%%s, %%s, %%s::interval)" % fn,
-                                (self.sname, self.smax, how))
-                        got = True
-                    except psycopg2.Error as e:
-                        if e.pgcode != "55P03":
-                            raise
-                        if scope == "xact":
-                            self.ex(conn, "xact", "ROLLBACK")
-                        continue
-                if self.control:
+
+        def step(conn):
+            pid = self.pids[name][1]
+            scope = r.choice(["xact", "sess"])
+            how = r.choice(["try", "0", "200ms", "1s"])
+            if scope == "xact":
+                self.ex(conn, "xact", "BEGIN")
+            if how == "try":
+                fn = "zk_try_semaphore" if scope == "xact" else "zk_try_session_semaphore"
+                got = self.ex(conn, "semaphore", "SELECT %s(%%s, %%s)" % fn, (self.sname, self.smax),
+                              must_fast=True)[0][0]
+            else:
+                fn = "zk_semaphore" if scope == "xact" else "zk_session_semaphore"
+                try:
+                    self.ex(conn, "semaphore", "SELECT %s(%%s, %%s, %%s::interval)" % fn,
+                            (self.sname, self.smax, how))
                     got = True
-                if got:
-                    a = now()
-                    time.sleep(r.random() * 0.03)
-                    with self.lock:
-                        self.holds.append((a, now(), "lease", None, name, pid, "%s %s" % (scope, how)))
-                if scope == "xact":
-                    self.ex(conn, "xact", r.choice(["COMMIT", "ROLLBACK"]))
-                elif got:
-                    self.ex(conn, "semaphore", "SELECT zk_semaphore_release(%s)", (self.sname,))
-            except psycopg2.Error as e:
-                self.recover(conn, e)
-                if conn is not None and conn.closed:
-                    conn = None
-        if conn is not None:
-            conn.close()
+                except psycopg2.Error as e:
+                    if e.pgcode != "55P03":
+                        raise
+                    if scope == "xact":
+                        self.ex(conn, "xact", "ROLLBACK")
+                    return
+            if self.control:
+                got = True
+            if got:
+                a = now()
+                time.sleep(r.random() * 0.03)
+                with self.lock:
+                    self.holds.append((a, now(), "lease", None, name, pid, "%s %s" % (scope, how)))
+            if scope == "xact":
+                self.ex(conn, "xact", r.choice(["COMMIT", "ROLLBACK"]))
+            elif got:
+                self.ex(conn, "semaphore", "SELECT zk_semaphore_release(%s)", (self.sname,))
+        self.sql_client(label, name, step)
 
     def kazoo_sem(self, idx):
-        from kazoo.client import KazooClient
         from kazoo.exceptions import LockTimeout, NoNodeError
         r = random.Random(self.seed * 61 + idx)
-        zk = KazooClient(hosts=self.env.zk.hosts, timeout=10.0)
-        try:
-            zk.start(timeout=15)
+
+        def body(zk):
             while not self.stop.is_set():
                 # a new Semaphore object per acquisition (doc/semaphores.md)
                 sem = zk.Semaphore("/zklock/semaphores/" + self.sname, identifier="k%d" % idx,
                                    max_leases=self.smax)
-                self.count("semaphore")
-                try:
-                    got = sem.acquire(timeout=0.3)
-                except LockTimeout:
-                    got = False
-                except NoNodeError:
-                    # the pool deleted as the acquisition began, after 2
-                    # quiet seconds (doc/semaphores.md): retried
-                    got = False
-                if got:
-                    a = now()
-                    time.sleep(r.random() * 0.03)
-                    with self.lock:
-                        self.holds.append((a, now(), "lease", None, "k%d" % idx, None, "kazoo"))
-                    sem.release()
-                    self.count("semaphore")
-        except Exception as e:
-            self.anomaly("kazoo-error", "concurrent kazoo semaphore client: %r" % e)
-        finally:
-            try:
-                zk.stop()
-                zk.close()
-            except Exception:
-                pass
+                # NoNodeError: the pool deleted as the acquisition began,
+                # after 2 quiet seconds (doc/semaphores.md): retried
+                self.kazoo_hold(r, "semaphore", "lease", idx, sem, (LockTimeout, NoNodeError))
+        self.kazoo_client("semaphore", body)
 
-    def check_sem(self):
+    def certain_holds(self):
+        """The holds, each cut at the first terminate of its backend sent
+        before its end (a terminate sent before the hold's end may end it at
+        once, even one sent just before the grant's answer arrived); those
+        left with no certain interval are left out."""
         term = {}
         for pid, t in self.terminated:
             term.setdefault(pid, []).append(t)
-        ev = []
-        for (a, b, _, _, owner, pid, how) in self.holds:
+        hs = []
+        for (a, b, mode, tok, owner, pid, how) in self.holds:
             for t in term.get(pid, []):
                 if t < b:
                     b = max(a, t)
             if b > a:
-                ev.append((a, 1, owner))
-                ev.append((b, -1, owner))
+                hs.append((a, b, mode, tok, owner, pid, how))
+        return hs
+
+    def check_sem(self):
+        ev = []
+        for (a, b, _, _, owner, _, _) in self.certain_holds():
+            ev.append((a, 1, owner))
+            ev.append((b, -1, owner))
         ev.sort(key=lambda e: (e[0], e[1]))
         cur = {}
         worst = 0
@@ -455,52 +455,20 @@ class Conc:
         self.trace.append("semaphore: %d leases held" % len(self.holds))
 
     def kazoo_lock(self, idx):
-        from kazoo.client import KazooClient
         from kazoo.exceptions import LockTimeout
         r = random.Random(self.seed * 47 + idx)
-        zk = KazooClient(hosts=self.env.zk.hosts, timeout=10.0)
-        try:
-            zk.start(timeout=15)
+
+        def body(zk):
             path = "/zklock/locks/" + self.lname
             wl = zk.WriteLock(path, "k%d" % idx)
             rl = zk.ReadLock(path, "k%d" % idx)
             while not self.stop.is_set():
                 mode = r.choice(["x", "s"])
-                lk = wl if mode == "x" else rl
-                self.count("lock")
-                try:
-                    got = lk.acquire(timeout=0.3)
-                except LockTimeout:
-                    got = False
-                if got:
-                    t0 = now()
-                    time.sleep(r.random() * 0.03)
-                    with self.lock:
-                        self.holds.append((t0, now(), mode, None, "k%d" % idx, None, "kazoo"))
-                    lk.release()
-                    self.count("lock")
-        except Exception as e:
-            self.anomaly("kazoo-error", "concurrent kazoo lock client: %r" % e)
-        finally:
-            try:
-                zk.stop()
-                zk.close()
-            except Exception:
-                pass
+                self.kazoo_hold(r, "lock", mode, idx, wl if mode == "x" else rl, LockTimeout)
+        self.kazoo_client("lock", body)
 
     def check_locks(self):
-        term = {}
-        for pid, t in self.terminated:
-            term.setdefault(pid, []).append(t)
-        hs = []
-        for (a, b, mode, tok, owner, pid, how) in self.holds:
-            for t in term.get(pid, []):
-                # a terminate sent before the hold's end may end it at once,
-                # even one sent just before the grant's answer arrived
-                if t < b:
-                    b = max(a, t)
-            if b > a:
-                hs.append((a, b, mode, tok, owner, pid, how))
+        hs = self.certain_holds()
         hs.sort()
         bad = 0
         for i, x in enumerate(hs):

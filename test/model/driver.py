@@ -24,8 +24,32 @@ SRC = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(SRC, "test", "faults"))
 
 import infra  # noqa: E402
+from pgthread import close_quietly, first_line as pg_first_line  # noqa: E402
 
 FAST = 2.0          # a call that must not wait answers within this (seconds)
+
+
+def kazoo_acquire(lk, t):
+    """kazoo's acquire of lock or semaphore lk as the models call it: a try
+    when t is 0, else a wait of up to t s; False when it timed out."""
+    from kazoo.exceptions import LockTimeout
+    try:
+        if t == 0:
+            return lk.acquire(blocking=False)
+        return lk.acquire(timeout=t)
+    except LockTimeout:
+        return False
+
+
+def kazoo_release_all(h, held, what):
+    """Release each of kazoo's locks or semaphores held that is acquired
+    (the models' final step); a failure is an anomaly of h."""
+    for lk in held:
+        try:
+            if lk.is_acquired:
+                lk.release()
+        except Exception as e:
+            h.anomaly("kazoo-error", "%s: %r" % (what, e))
 
 
 def now():
@@ -37,9 +61,7 @@ def log(msg):
 
 
 def first_line(e):
-    s = getattr(e, "pgerror", None) or str(e)
-    s = s.strip().splitlines()[0] if s.strip() else repr(e)
-    return s[:240]
+    return pg_first_line(e, 240)
 
 
 class Result:
@@ -129,11 +151,7 @@ class Session:
         self.generation += 1
 
     def close(self):
-        if self.conn is not None:
-            try:
-                self.conn.close()
-            except Exception:
-                pass
+        close_quietly(self.conn)
         self.conn = None
         self.cur = None
 
@@ -300,11 +318,7 @@ class Cluster(infra.PgCluster):
         return self.admin
 
     def close_admin(self):
-        if self.admin is not None:
-            try:
-                self.admin.close()
-            except Exception:
-                pass
+        close_quietly(self.admin)
         self.admin = None
 
     def admin_query(self, sql, args=None):

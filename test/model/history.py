@@ -238,38 +238,29 @@ class History:
         if r.broken:
             self.anomaly("connection-lost", "%s by %s: %r" % (self.describe(op), s.name, r)) \
                 if r.code not in ("57P01",) else None
-            for m in self.models:
-                m.on_terminate(s)
-            try:
-                s.connect()
-            except Exception as e:
-                self.anomaly("hung", "cannot reconnect %s: %r" % (s.name, e))
+            self.reconnect(s)
             return
         if not r.ok:
             self.error_recovery(s, op)
         elif not s.xact:
-            for m in self.models:
-                m.on_commit(s)
+            self.tell("on_commit", s)
         if op.get("st"):
             self.sql(s, {"r": op.get("r")}, "SET statement_timeout = 0", None, FAST)
 
     def error_recovery(self, s, op):
         if not s.xact:
-            for m in self.models:
-                m.on_rollback(s)
+            self.tell("on_rollback", s)
             return
         if op.get("oe") == "rbto" and s.sps:
             lvl = len(s.sps)
             r = self.sql(s, {"r": None}, "ROLLBACK TO SAVEPOINT %s" % s.sps[-1], None, FAST)
             if r.ok:
-                for m in self.models:
-                    m.on_rollback_to(s, lvl)
+                self.tell("on_rollback_to", s, lvl)
                 return
         r = self.sql(s, {"r": None}, "ROLLBACK", None, FAST)
         s.xact = False
         s.sps = []
-        for m in self.models:
-            m.on_rollback(s)
+        self.tell("on_rollback", s)
 
     def complete_pending(self, s, r):
         op, ctx = s.pending, s.pctx
@@ -299,8 +290,17 @@ class History:
         if not gone and not quiet:
             self.anomaly("hung", "backend %s of %s did not exit within 5s of pg_terminate_backend" % (s.pid, s.name))
         s.close()
+        self.reconnect(s)
+
+    def tell(self, event, *args):
+        """Every model hears of event (on_commit, on_rollback ...)."""
         for m in self.models:
-            m.on_terminate(s)
+            getattr(m, event)(*args)
+
+    def reconnect(self, s):
+        """s's backend is gone: the models forget its transaction, and s
+        connects again."""
+        self.tell("on_terminate", s)
         try:
             s.connect()
         except Exception as e:
@@ -400,11 +400,15 @@ class History:
         if k == "sleep":
             time.sleep(op["ms"] / 1000.0)
             return
-        if k == "cancel":
+        if k in ("cancel", "terminate"):
             t = self.sessions[op["t"]]
-            op["sql"] = "pg_cancel_backend(%s)" % t.name
+            fn = "pg_%s_backend" % k
+            op["sql"] = "%s(%s)" % (fn, t.name)
             self.count("xact")
-            self.note("%4d admin: SELECT pg_cancel_backend(%s)  [%s]" % (self.step_no, t.pid, t.name))
+            self.note("%4d admin: SELECT %s(%s)  [%s]" % (self.step_no, fn, t.pid, t.name))
+            if k == "terminate":
+                self.terminate(t)
+                return
             try:
                 t.cluster.admin_query("SELECT pg_cancel_backend(%s)", (t.pid,))
             except Exception as e:
@@ -415,13 +419,6 @@ class History:
                 r = self.recover(t)
             if t.pending is not None:
                 self.complete_pending(t, r)
-            return
-        if k == "terminate":
-            t = self.sessions[op["t"]]
-            op["sql"] = "pg_terminate_backend(%s)" % t.name
-            self.count("xact")
-            self.note("%4d admin: SELECT pg_terminate_backend(%s)  [%s]" % (self.step_no, t.pid, t.name))
-            self.terminate(t)
             return
         if "c" in op:
             kc = self.kclients[op["c"]]
@@ -440,14 +437,8 @@ class History:
             else:
                 self.unexpected(s, op, r)
         elif k in ("commit", "rollback"):
-            r = self.sql(s, op, k.upper(), None, FAST)
-            if r.pending:
-                self.anomaly("slow-call", "%s by %s did not answer within %.0fs" % (k.upper(), s.name, FAST))
-                r = self.recover(s)
-            s.xact = False
-            s.sps = []
-            if r.broken:
-                self.after(s, op, r)
+            r = self.end_xact(s, op, k.upper(), k.upper(), None)
+            if r is None:
                 return
             if not r.ok:
                 self.anomaly("commit-failed", "%s by %s: %r" % (k.upper(), s.name, r))
@@ -463,22 +454,15 @@ class History:
                 s.sps.append(name)
             else:
                 self.unexpected(s, op, r)
-        elif k == "rbto":
+        elif k in ("rbto", "release"):
+            # ROLLBACK TO keeps savepoint i, RELEASE ends it too
             i = op["i"]
-            r = self.sql(s, op, "ROLLBACK TO SAVEPOINT " + s.sps[i], None, FAST)
+            sql, event, keep = (("ROLLBACK TO SAVEPOINT ", "on_rollback_to", i + 1) if k == "rbto"
+                                else ("RELEASE SAVEPOINT ", "on_release", i))
+            r = self.sql(s, op, sql + s.sps[i], None, FAST)
             if r.ok:
-                del s.sps[i + 1:]
-                for m in self.models:
-                    m.on_rollback_to(s, i + 1)
-            else:
-                self.unexpected(s, op, r)
-        elif k == "release":
-            i = op["i"]
-            r = self.sql(s, op, "RELEASE SAVEPOINT " + s.sps[i], None, FAST)
-            if r.ok:
-                del s.sps[i:]
-                for m in self.models:
-                    m.on_release(s, i + 1)
+                del s.sps[keep:]
+                self.tell(event, s, i + 1)
             else:
                 self.unexpected(s, op, r)
         elif k == "prepare":
@@ -492,20 +476,29 @@ class History:
                     self.after(s, op, r)
             del self.prepared[op["gid"]]
 
+    def end_xact(self, s, op, what, sql, args):
+        """Run sql (what: its name in an anomaly), which ends s's
+        transaction whatever it answers; its result, or None when the
+        connection broke (after() dealt with it)."""
+        r = self.sql(s, op, sql, args, FAST)
+        if r.pending:
+            self.anomaly("slow-call", "%s by %s did not answer within %.0fs" % (what, s.name, FAST))
+            r = self.recover(s)
+        s.xact = False
+        s.sps = []
+        if r.broken:
+            self.after(s, op, r)
+            return None
+        return r
+
     def do_prepare(self, s, op):
         expect = None
         for m in self.models:
             e = m.prepare_expect(s)
             if e == "strong" or (e == "weak" and expect is None):
                 expect = e
-        r = self.sql(s, op, "PREPARE TRANSACTION %s", (op["gid"],), FAST)
-        if r.pending:
-            self.anomaly("slow-call", "PREPARE TRANSACTION by %s did not answer within %.0fs" % (s.name, FAST))
-            r = self.recover(s)
-        s.xact = False
-        s.sps = []
-        if r.broken:
-            self.after(s, op, r)
+        r = self.end_xact(s, op, "PREPARE TRANSACTION", "PREPARE TRANSACTION %s", (op["gid"],))
+        if r is None:
             return
         if r.ok:
             self.prepared[op["gid"]] = s.cluster.label
@@ -513,16 +506,14 @@ class History:
                 self.anomaly("prepare", "PREPARE TRANSACTION by %s succeeded after zklock work (doc/errors.md: 0A000)" % s.name)
                 self.sql(s, {"r": None}, "ROLLBACK PREPARED %s", (op["gid"],), FAST)
                 del self.prepared[op["gid"]]
-                for m in self.models:
-                    m.on_rollback(s)
+                self.tell("on_rollback", s)
             return
         if r.code == "0A000" and expect is not None:
             pass
         else:
             self.anomaly("prepare", "PREPARE TRANSACTION by %s (zklock work: %s): %r" % (s.name, expect, r))
         self.sql(s, {"r": None}, "ROLLBACK", None, FAST)
-        for m in self.models:
-            m.on_rollback(s)
+        self.tell("on_rollback", s)
 
     # ---- settling
     def model_of(self, op):

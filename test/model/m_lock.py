@@ -17,7 +17,7 @@ the lock is taken, a waiter is granted when the model says so, fencing
 tokens increase, ZooKeeper holds exactly the model's nodes.
 """
 
-from driver import FAST
+from driver import FAST, kazoo_acquire, kazoo_release_all
 
 ROOT = "/zklock/locks/"
 
@@ -359,7 +359,6 @@ class LockModel:
         return lk
 
     def execute_k(self, k, op):
-        from kazoo.exceptions import LockTimeout
         h = self.h
         name, mode = self.names[op["n"]], op["m"]
         op["nm"] = name
@@ -371,14 +370,7 @@ class LockModel:
         if op["k"] == "kacquire":
             grant = self.would_grant_new(name, owner, mode, False, kl)
 
-            def acq():
-                try:
-                    if op["t"] == 0:
-                        return lk.acquire(blocking=False)
-                    return lk.acquire(timeout=op["t"])
-                except LockTimeout:
-                    return False
-            got = h.kcall(k, op, acq, bound=FAST + op["t"])
+            got = h.kcall(k, op, lambda: kazoo_acquire(lk, op["t"]), bound=FAST + op["t"])
             if got is h.KFAIL:
                 self.klocks.pop((k.idx, name, op["m"]), None)    # a new kazoo object next time
                 return
@@ -462,11 +454,6 @@ class LockModel:
             if any(n.owner is s for name in self.names for n in self.nodes[name]):
                 h.fast_call(s, {"k": "unlock_all", "r": "lock"}, "SELECT zk_unlock_all()", None,
                             self.done_unlock_all)
-        for key, lk in list(self.klocks.items()):
-            try:
-                if lk.is_acquired:
-                    lk.release()
-            except Exception as e:
-                h.anomaly("kazoo-error", "release: %r" % e)
+        kazoo_release_all(h, list(self.klocks.values()), "release")
         for name in self.names:
             self.nodes[name] = [n for n in self.nodes[name] if hasattr(n.owner, "pid")]

@@ -7,7 +7,7 @@ checks every answer against it (see each class).
 import datetime
 import time
 
-from driver import FAST, now
+from driver import FAST, kazoo_acquire, kazoo_release_all, now
 
 TMO = {"0": 0.0, "200ms": 0.2, "30s": None, None: None}
 
@@ -21,6 +21,12 @@ class Base:
 
     def __init__(self, h):
         self.h = h
+
+    def model_names(self, letter):
+        """The history's names of this model: <ns>-<letter><i>, as many as
+        its setup says (one by default)."""
+        h = self.h
+        return ["%s-%s%d" % (h.ns, letter, i) for i in range(h.setup.get("names", 1))]
 
     def gen_k(self, r, k):
         return None
@@ -72,6 +78,18 @@ class Base:
         if ctx.get("early") and not (not r.ok and r.code == "57014"):
             h.anomaly("%s-early" % self.name, "%s by %s timed out after %.3fs" % (op.get("sql"), s.name, r.elapsed))
 
+    def wait_failed(self, s, op, r, ctx, free):
+        """Whether the wait r answered failed: a timeout (57014) is checked
+        against free (whether it need not have waited), anything else is
+        unexpected."""
+        if r.ok:
+            return False
+        if r.code == "57014":
+            self.timed_out(s, op, r, ctx, None, free)
+        else:
+            self.h.unexpected(s, op, r)
+        return True
+
 
 class XactActions(Base):
     """Effects written at COMMIT (gates, arrivals): (session, level, what)."""
@@ -115,7 +133,7 @@ class SemModel(Base):
 
     def __init__(self, h):
         super().__init__(h)
-        self.names = ["%s-s%d" % (h.ns, i) for i in range(h.setup.get("names", 1))]
+        self.names = self.model_names("s")
         self.max = h.setup.get("max", 2)
         self.leases = {n: {} for n in self.names}     # owner -> [[scope, level], ...]
         self.created = set()
@@ -254,7 +272,7 @@ class SemModel(Base):
                            % (op["nm"], r.rows[0][0], len(self.leases[op["nm"]]), self.show(op["nm"])))
 
     def execute_k(self, k, op):
-        from kazoo.exceptions import LockTimeout, NoNodeError
+        from kazoo.exceptions import NoNodeError
         h = self.h
         name = op["nm"] = self.names[op["n"]]
         sem = self.ksem.get((k.idx, op["n"]))
@@ -271,11 +289,7 @@ class SemModel(Base):
                 nonlocal sem
                 for attempt in (0, 1):
                     try:
-                        if op["t"] == 0:
-                            return sem.acquire(blocking=False)
-                        return sem.acquire(timeout=op["t"])
-                    except LockTimeout:
-                        return False
+                        return kazoo_acquire(sem, op["t"])
                     except NoNodeError:
                         # doc/semaphores.md: an acquisition that starts as
                         # zklock deletes a pool quiet for 2 s finds it gone
@@ -361,12 +375,7 @@ class SemModel(Base):
                                     "SELECT zk_semaphore_release(%s)", (name,), self.done_release)
                     if not r.ok or not r.rows[0][0]:
                         break
-        for sem in self.ksem.values():
-            try:
-                if sem.is_acquired:
-                    sem.release()
-            except Exception as e:
-                h.anomaly("kazoo-error", "semaphore release: %r" % e)
+        kazoo_release_all(h, self.ksem.values(), "semaphore release")
         for name in self.names:
             for o in [o for o in self.leases[name] if isinstance(o, str)]:
                 del self.leases[name][o]
@@ -385,7 +394,7 @@ class GateModel(XactActions):
 
     def __init__(self, h):
         super().__init__(h)
-        self.names = ["%s-g%d" % (h.ns, i) for i in range(h.setup.get("names", 1))]
+        self.names = self.model_names("g")
         self.closed = {n: False for n in self.names}
         self.kb = {}
 
@@ -424,11 +433,7 @@ class GateModel(XactActions):
     def done_wait(self, s, op, r, ctx):
         name = op["nm"]
         is_open = not self.closed[name]
-        if not r.ok:
-            if r.code == "57014":
-                self.timed_out(s, op, r, ctx, None, is_open)
-                return
-            self.h.unexpected(s, op, r)
+        if self.wait_failed(s, op, r, ctx, is_open):
             return
         got = r.rows[0][0]
         if got and not is_open:
@@ -478,7 +483,7 @@ class ArrivalsModel(XactActions):
 
     def __init__(self, h):
         super().__init__(h)
-        self.names = ["%s-a%d" % (h.ns, i) for i in range(h.setup.get("names", 1))]
+        self.names = self.model_names("a")
         self.arrived = {n: set() for n in self.names}
 
     def apply(self, what):
@@ -521,11 +526,7 @@ class ArrivalsModel(XactActions):
     def done_await(self, s, op, r, ctx):
         name = op["nm"]
         enough = len(self.arrived[name]) >= op["parties"]
-        if not r.ok:
-            if r.code == "57014":
-                self.timed_out(s, op, r, ctx, None, enough)
-                return
-            self.h.unexpected(s, op, r)
+        if self.wait_failed(s, op, r, ctx, enough):
             return
         got = r.rows[0][0]
         if got and not enough:
@@ -572,7 +573,7 @@ class LeaseModel(Base):
 
     def __init__(self, h):
         super().__init__(h)
-        self.names = ["%s-e%d" % (h.ns, i) for i in range(h.setup.get("names", 1))]
+        self.names = self.model_names("e")
         self.lease = {n: None for n in self.names}     # (holder key, taken at, seconds)
 
     def gen(self, r, s):
@@ -729,10 +730,7 @@ class BarrierModel(Base):
         present = len(self.members)
         if not r.ok:
             self.members.pop(s, None)
-            if r.code == "57014":
-                self.timed_out(s, op, r, ctx, None, present >= self.parties)
-                return
-            self.h.unexpected(s, op, r)
+        if self.wait_failed(s, op, r, ctx, present >= self.parties):
             return
         got = r.rows[0][0]
         if got:
@@ -747,11 +745,7 @@ class BarrierModel(Base):
     def done_leave(self, s, op, r, ctx):
         others = [x for x, v in self.members.items() if x is not s and v != "leaving"]
         self.members.pop(s, None)
-        if not r.ok:
-            if r.code == "57014":
-                self.timed_out(s, op, r, ctx, None, not others)
-                return
-            self.h.unexpected(s, op, r)
+        if self.wait_failed(s, op, r, ctx, not others):
             return
         got = r.rows[0][0]
         if not got and op.get("unsure"):

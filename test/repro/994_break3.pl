@@ -46,16 +46,9 @@ my $auth = write_mode_file("$tmp/zk.auth", "zkl:secret\n", 0600);
 my $node = zk_node('brk3', $zk,
 	namespace => undef,
 	connect_timeout => '5s',
-	conf => "zklock.auth_file = '$auth'\n"
-	  . "zklock.max_kept_bytes = '1MB'\n"
-	  . "zklock.max_write_rate = 0\n");
+	conf => "zklock.auth_file = '$auth'\nzklock.max_kept_bytes = '1MB'\nzklock.max_write_rate = 0\n");
 
-sub q1
-{
-	my ($sql) = @_;
-	my $r = one_shot($node, $sql, 60);
-	return $r->{sqlstate} eq '00000' ? $r->{out} : "error $r->{sqlstate}: $r->{err}";
-}
+sub q1 { return out_or_error($node, $_[0]); }
 
 sub totals
 {
@@ -78,11 +71,7 @@ my $su = $node->safe_psql('postgres', 'SELECT current_user');
 sub run
 {
 	my ($db, $sql, $user) = @_;
-	my ($rc, $out, $err) = $node->psql($db, $sql,
-		extra_params => [ '-U', $user // $su, '-v', 'VERBOSITY=verbose' ],
-		on_error_stop => 1, timeout => 60);
-	my $st = $err =~ /(?:ERROR|FATAL):\s+([0-9A-Z]{5}):/ ? $1 : ($rc == 0 ? '00000' : "rc$rc");
-	return { sqlstate => $st, out => $out, err => $err };
+	return sqlstate_psql($node, $db, $sql, $user // $su, timeout => 60);
 }
 
 sub install

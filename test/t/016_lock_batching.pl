@@ -430,9 +430,7 @@ b.leave()
 print('left', flush=True)
 zk.stop()
 PY
-	my $k = bless { stdin => '', stdout => '', stderr => '', zk => $zk }, 'ZkLockTest::Kazoo';
-	$k->{h} = IPC::Run::start([ $ZkLockTest::PYTHON, '-c', $kpy, $zk->{hosts}, $BAR ],
-		'<', \$k->{stdin}, '>', \$k->{stdout}, '2>', \$k->{stderr});
+	my $k = kazoo_process($zk, $ZkLockTest::PYTHON, '-c', $kpy, $zk->{hosts}, $BAR);
 	is($k->read_line(30) // $k->{stderr}, 'ready', 'b12: the kazoo member is connected');
 
 	# the answers held here for 5 s twice in a row: requests wait longer
@@ -505,9 +503,7 @@ b2.leave()
 print('left again', flush=True)
 zk.stop()
 PY
-	my $k = bless { stdin => '', stdout => '', stderr => '', zk => $zk }, 'ZkLockTest::Kazoo';
-	$k->{h} = IPC::Run::start([ $ZkLockTest::PYTHON, '-c', $kpy, $zk->{hosts}, $BAR ],
-		'<', \$k->{stdin}, '>', \$k->{stdout}, '2>', \$k->{stderr});
+	my $k = kazoo_process($zk, $ZkLockTest::PYTHON, '-c', $kpy, $zk->{hosts}, $BAR);
 	is($k->read_line(30) // $k->{stderr}, 'ready', 'b13: the kazoo member is connected');
 	my $m = new_session($node, name => 'b13m');
 	$m->send("SELECT zk_barrier_enter('b13', 2, '30s')");

@@ -29,9 +29,7 @@ my $waiter = new_session($node, name => 'waiter');
 
 $holder->query_safe('BEGIN');
 my $htok = $holder->query_safe("SELECT zk_lock('job')");
-$waiter->query_safe('BEGIN');
-$waiter->send("SELECT zk_lock('job')");
-ok(scalar(zk_wait_count($zk, $JOB, 2, 10)), 'holder and waiter both have nodes');
+queue_request($zk, $waiter, "SELECT zk_lock('job')", $JOB, 2, 'holder and waiter both have nodes');
 
 my $t0 = time();
 is($node->safe_psql('postgres', "SELECT pg_terminate_backend($holder->{pid})"), 't',

@@ -37,9 +37,7 @@ my $other = new_session($node, name => 'other');
 $holder->query_safe('BEGIN');
 my $htok = $holder->query_safe("SELECT zk_lock('job')");
 $holder->query_safe("SELECT zk_lock('second')");
-$waiter->query_safe('BEGIN');
-$waiter->send("SELECT zk_lock('job')");
-ok(scalar(zk_wait_count($zk, $JOB, 2, 10)), 'holder holds, waiter waits (2 nodes)');
+queue_request($zk, $waiter, "SELECT zk_lock('job')", $JOB, 2, 'holder holds, waiter waits (2 nodes)');
 ok($waiter->running, 'waiter is blocked');
 
 # a session that holds nothing must not be affected

@@ -187,9 +187,7 @@ ok(scalar(zk_wait_count($zk, "$LOCKS/es", 0, 5)), 'released at COMMIT');
 # request must not queue behind that waiter (which waits for us)
 $s1->query_safe('BEGIN');
 $s1->query_safe("SELECT zk_lock('es2')");
-$s2->query_safe('BEGIN');
-$s2->send("SELECT zk_lock('es2')");
-ok(scalar(zk_wait_count($zk, "$LOCKS/es2", 2, 10)), 'another session waits for our exclusive lock');
+queue_request($zk, $s2, "SELECT zk_lock('es2')", "$LOCKS/es2", 2, 'another session waits for our exclusive lock');
 $r = $s1->query("SELECT zk_lock_shared('es2', '5s')", 30);
 is($r->{sqlstate}, '00000',
 	'zk_lock_shared while holding the exclusive lock is granted although a writer waits behind us')

@@ -15,12 +15,8 @@ use Test::More;
 use ZkLockTest;
 
 my $zk = zk_start();
-my $node1 = zk_node('fence1', $zk,
-	session_timeout => '10s',
-	connect_timeout => '3s');
-my $node2 = zk_node('fence2', $zk,
-	session_timeout => '10s',
-	connect_timeout => '3s');
+my ($node1, $node2) = map { zk_node($_, $zk, session_timeout => '10s', connect_timeout => '3s') }
+  qw(fence1 fence2);
 
 my $LOCKS = '/zklock/locks';
 my $F = "$LOCKS/f";
@@ -122,15 +118,9 @@ $b1->query_safe('COMMIT');
 #
 $a1->query_safe('BEGIN');
 $t = record('a1-q', $a1->query_safe("SELECT zk_lock('f')"));
-$b2->query_safe('BEGIN');
-$b2->send("SELECT zk_lock('f')");
-ok(scalar(zk_wait_count($zk, $F, 2, 10)), 'cluster 2 waits (2 nodes)');
-$a2->query_safe('BEGIN');
-$a2->send("SELECT zk_lock('f')");
-ok(scalar(zk_wait_count($zk, $F, 3, 10)), 'cluster 1 waits behind it (3 nodes)');
-$b1->query_safe('BEGIN');
-$b1->send("SELECT zk_lock_shared('f')");
-ok(scalar(zk_wait_count($zk, $F, 4, 10)), 'a shared request waits behind them (4 nodes)');
+queue_request($zk, $b2, "SELECT zk_lock('f')", $F, 2, 'cluster 2 waits (2 nodes)');
+queue_request($zk, $a2, "SELECT zk_lock('f')", $F, 3, 'cluster 1 waits behind it (3 nodes)');
+queue_request($zk, $b1, "SELECT zk_lock_shared('f')", $F, 4, 'a shared request waits behind them (4 nodes)');
 my @q = zk_lock_nodes($zk, $F);
 my @qcz = map { zk_czxid($zk, $_->{path}) // -1 } @q;
 is($qcz[0], $t, 'the holder is first in line with its token as czxid');

@@ -33,9 +33,7 @@ is($kz->cmd("lock $P 5"), 'locked', 'kazoo Lock acquired on /zklock/locks/kx');
 is(try_lock_elsewhere($node, 'kx'), 'f', 'zk_try_lock is false while kazoo holds');
 is(try_lock_shared_elsewhere($node, 'kx'), 'f', 'zk_try_lock_shared is false while kazoo holds');
 ok(scalar(zk_wait_count($zk, $P, 1, 5)), 'failed try-locks left no node');
-$s1->query_safe('BEGIN');
-$s1->send("SELECT zk_lock('kx')");
-ok(scalar(zk_wait_count($zk, $P, 2, 10)), 'zk_lock queues behind kazoo (2 nodes)');
+queue_request($zk, $s1, "SELECT zk_lock('kx')", $P, 2, 'zk_lock queues behind kazoo (2 nodes)');
 sleep 1;
 ok($s1->running, 'zk_lock waits for the kazoo holder');
 is($kz->cmd("release $P"), 'released', 'kazoo releases');
@@ -82,12 +80,8 @@ is(zk_count($zk, $P), 1, "only kazoo's writer node left");
 # zk_lock and zk_lock_shared wait for a kazoo WriteLock
 #
 is(try_lock_shared_elsewhere($node, 'kr'), 'f', 'zk_try_lock_shared is false while the kazoo writer holds');
-$s1->query_safe('BEGIN');
-$s1->send("SELECT zk_lock('kr')");
-ok(scalar(zk_wait_count($zk, $P, 2, 10)), 'zk_lock queues behind the kazoo writer');
-$s2->query_safe('BEGIN');
-$s2->send("SELECT zk_lock_shared('kr')");
-ok(scalar(zk_wait_count($zk, $P, 3, 10)), 'zk_lock_shared queues behind zk_lock');
+queue_request($zk, $s1, "SELECT zk_lock('kr')", $P, 2, 'zk_lock queues behind the kazoo writer');
+queue_request($zk, $s2, "SELECT zk_lock_shared('kr')", $P, 3, 'zk_lock_shared queues behind zk_lock');
 is(zk_lock_modes($zk, $P), 'exclusive,exclusive,shared', 'queue: kazoo writer, zklock writer, zklock reader');
 sleep 1;
 ok($s1->running && $s2->running, 'both wait for the kazoo writer');
@@ -117,9 +111,7 @@ is($kz->cmd("lock $P 5"), 'locked', 'kazoo Lock holds /zklock/locks/kh');
 my $kline = $kz->cmd("node $P");
 my ($knode) = ($kline // '') =~ /^node (\S+)$/;
 ok(defined $knode, "kazoo's node: " . ($knode // 'unknown'));
-$s1->query_safe('BEGIN');
-$s1->send("SELECT zk_lock('kh')");
-ok(scalar(zk_wait_count($zk, $P, 2, 10)), 'zk_lock waits behind kazoo');
+queue_request($zk, $s1, "SELECT zk_lock('kh')", $P, 2, 'zk_lock waits behind kazoo');
 my @zn = zk_lock_nodes($zk, $P);
 my $h = $s2->query_safe(
 	"SELECT node, mode, state, position, token, "

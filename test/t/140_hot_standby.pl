@@ -57,9 +57,7 @@ is($ps->query_safe("SELECT port FROM zk_lock_holders('hs')"), $standby->port,
 	"the primary's zk_lock_holders sees the standby's holder (its port)");
 
 # a primary session waits for the standby's lock
-$ps->query_safe('BEGIN');
-$ps->send("SELECT zk_lock('hs')");
-ok(scalar(zk_wait_count($zk, "$LOCKS/hs", 2, 10)), 'a primary session queues behind the standby');
+queue_request($zk, $ps, "SELECT zk_lock('hs')", "$LOCKS/hs", 2, 'a primary session queues behind the standby');
 sleep 1;
 ok($ps->running, 'and waits');
 $ss->query_safe('COMMIT');
@@ -70,9 +68,7 @@ ok($r->{out} > $stok, 'with a larger token');
 
 # the other way round: the standby waits for the primary
 is(try_lock_elsewhere($standby, 'hs'), 'f', "the standby's zk_try_lock is false while the primary holds");
-$ss->query_safe('BEGIN');
-$ss->send("SELECT zk_lock('hs')");
-ok(scalar(zk_wait_count($zk, "$LOCKS/hs", 2, 10)), 'the standby queues behind the primary');
+queue_request($zk, $ss, "SELECT zk_lock('hs')", "$LOCKS/hs", 2, 'the standby queues behind the primary');
 sleep 1;
 ok($ss->running, 'and waits');
 $ps->query_safe('COMMIT');

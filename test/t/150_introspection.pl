@@ -12,12 +12,8 @@ use Test::More;
 use ZkLockTest;
 
 my $zk = zk_start();
-my $node1 = zk_node('intro1', $zk,
-	session_timeout => '10s',
-	connect_timeout => '3s');
-my $node2 = zk_node('intro2', $zk,
-	session_timeout => '10s',
-	connect_timeout => '3s');
+my ($node1, $node2) = map { zk_node($_, $zk, session_timeout => '10s', connect_timeout => '3s') }
+  qw(intro1 intro2);
 
 my $LOCKS = '/zklock/locks';
 my $IV = "$LOCKS/iv";
@@ -50,12 +46,8 @@ $w2->query_safe("SET application_name = 'tap_remote'");
 
 $h->query_safe('BEGIN');
 my $tok = $h->query_safe("SELECT zk_lock('iv')");
-$w->query_safe('BEGIN');
-$w->send("SELECT zk_lock('iv')");
-ok(scalar(zk_wait_count($zk, $IV, 2, 10)), 'waiter from cluster 1 queued');
-$w2->query_safe('BEGIN');
-$w2->send("SELECT zk_lock('iv')");
-ok(scalar(zk_wait_count($zk, $IV, 3, 10)), 'waiter from cluster 2 queued');
+queue_request($zk, $w, "SELECT zk_lock('iv')", $IV, 2, 'waiter from cluster 1 queued');
+queue_request($zk, $w2, "SELECT zk_lock('iv')", $IV, 3, 'waiter from cluster 2 queued');
 my @zn = zk_lock_nodes($zk, $IV);
 my @cz = map { zk_czxid($zk, $_->{path}) // -1 } @zn;
 
@@ -179,9 +171,7 @@ is_deeply($zl,
   or diag explain $zl;
 
 # a writer behind them is waiting at position 2
-$w->query_safe('BEGIN');
-$w->send("SELECT zk_lock('iv2')");
-ok(scalar(zk_wait_count($zk, "$LOCKS/iv2", 3, 10)), 'writer queued behind the readers');
+queue_request($zk, $w, "SELECT zk_lock('iv2')", "$LOCKS/iv2", 3, 'writer queued behind the readers');
 is($q2->query_safe("SELECT mode || ':' || state || ':' || position FROM zk_lock_holders('iv2') WHERE pid = $w->{pid}"),
 	'exclusive:waiting:2', 'the writer is listed waiting at position 2');
 is($q1->query_safe("SELECT state FROM zk_locks WHERE pid = $w->{pid}"), 'waiting', 'and waiting in zk_locks');

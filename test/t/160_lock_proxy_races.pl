@@ -87,6 +87,22 @@ sub wait_no_contenders
 	}
 }
 
+# the end of an outage of part $tag: the waiter $w rolls back, the proxy
+# lets everything through again, and once the worker is connected the
+# holder $h commits, or learns that its lock was lost
+sub after_outage
+{
+	my ($tag, $h, $w) = @_;
+	$w->query('ROLLBACK');
+	proxy_cmd($p, 'reset');
+	wait_for_state($node, 'connected', 30);
+	my $r = $h->query('COMMIT', 30);
+	like($r->{sqlstate}, qr/^(00000|40001)$/, "$tag: the holder's COMMIT succeeds or reports the lost lock ($r->{sqlstate})");
+	$h->quit;
+	$w->quit;
+	return;
+}
+
 # The end of every scenario: rules cleared, connected again, no entry and no
 # contender node left.  If something is left (a defect), the node is
 # restarted so that the next scenario starts clean.
@@ -281,13 +297,7 @@ sub outage_checks
 	my $drop = proxy_rule($p, 'drop-replies all');
 	outage_checks('c1', $w, $t0, $SESSION_TIMEOUT * 2 / 3 + $CONNECT_TIMEOUT + 6);
 	ok(proxy_wait_fired($p, $drop, 1), 'c1: the proxy held replies back');
-	$w->query('ROLLBACK');
-	proxy_cmd($p, 'reset');
-	wait_for_state($node, 'connected', 30);
-	my $r = $h->query('COMMIT', 30);
-	like($r->{sqlstate}, qr/^(00000|40001)$/, "c1: the holder's COMMIT succeeds or reports the lost lock ($r->{sqlstate})");
-	$h->quit;
-	$w->quit;
+	after_outage('c1', $h, $w);
 	settle('c1');
 }
 
@@ -345,13 +355,7 @@ END
 	my $t0 = time();
 	proxy_cmd($p, 'cut-all rst');
 	outage_checks('c3', $w, $t0, $CONNECT_TIMEOUT + 8);
-	$w->query('ROLLBACK');
-	proxy_cmd($p, 'reset');
-	wait_for_state($node, 'connected', 30);
-	my $r = $h->query('COMMIT', 30);
-	like($r->{sqlstate}, qr/^(00000|40001)$/, "c3: the holder's COMMIT succeeds or reports the lost lock ($r->{sqlstate})");
-	$h->quit;
-	$w->quit;
+	after_outage('c3', $h, $w);
 	settle('c3', secs => 15);
 }
 

@@ -36,66 +36,9 @@ my $node = zk_node('holders_data', $zk,
 
 my $LOCKS = '/zklock/locks';
 
-#
-# The foreign client: one kazoo session whose ephemeral nodes live until it
-# quits.  Commands, one per line, one answer line each:
-#   create PARENT HEXDATA [HEXDATA...]  one contender per HEXDATA ("-" for
-#                                       no data) -> "created NAME..."
-#   quit                                -> "bye"
-#
-my $FOREIGN = <<'PY';
-import binascii, logging, sys, uuid
-logging.basicConfig(level=logging.CRITICAL)
-from kazoo.client import KazooClient
-zk = KazooClient(hosts=sys.argv[1], timeout=10.0)
-zk.start(timeout=10)
-print("ready", flush=True)
-for line in sys.stdin:
-    parts = line.split()
-    if not parts:
-        continue
-    try:
-        if parts[0] == "create":
-            names = []
-            for h in parts[2:]:
-                data = b"" if h == "-" else binascii.unhexlify(h)
-                p = zk.create(parts[1] + "/" + uuid.uuid4().hex + "__lock__", data,
-                              ephemeral=True, sequence=True, makepath=True)
-                names.append(p.rsplit("/", 1)[1])
-            print("created " + " ".join(names), flush=True)
-        elif parts[0] == "quit":
-            break
-        else:
-            print("error unknown command", flush=True)
-    except Exception as e:
-        print("error %s %s" % (type(e).__name__, e), flush=True)
-zk.stop()
-zk.close()
-print("bye", flush=True)
-PY
-
-my %fc = (stdin => '', stdout => '', stderr => '');
-$fc{h} = IPC::Run::start([ $ZkLockTest::PYTHON, '-c', $FOREIGN, $zk->{hosts} ],
-	'<', \$fc{stdin}, '>', \$fc{stdout}, '2>', \$fc{stderr});
-
-sub fc_line
-{
-	my ($timeout) = @_;
-	my $deadline = time() + ($timeout // 60);
-	while (1)
-	{
-		return $1 if $fc{stdout} =~ s/^([^\n]*)\n//;
-		return undef if time() >= $deadline;
-		my $alive = eval { $fc{h}->pump_nb if $fc{h}->pumpable; $fc{h}->pumpable };
-		if (!$alive)
-		{
-			next if $fc{stdout} =~ /\n/;
-			diag "foreign client exited: $fc{stderr}";
-			return undef;
-		}
-		usleep(20_000);
-	}
-}
+# The foreign client (test/holders_kazoo.py): one kazoo session whose
+# ephemeral nodes live until it quits
+my $fc = kazoo_driver($zk, 'holders_kazoo.py');
 
 # create one contender under $parent per element of @data (bytes); returns
 # the node names, in creation order
@@ -103,15 +46,12 @@ sub fc_create
 {
 	my ($parent, @data) = @_;
 	my @hex = map { length($_) ? unpack('H*', $_) : '-' } @data;
-	$fc{stdin} .= "create $parent @hex\n";
-	my $l = fc_line(120);
-	die "foreign client: " . ($l // 'no answer') . " $fc{stderr}"
+	my $l = $fc->cmd("create $parent @hex", 120);
+	die "foreign client: " . ($l // 'no answer') . " $fc->{stderr}"
 	  unless defined $l && $l =~ /^created /;
 	my @names = split / /, substr($l, 8);
 	return @names;
 }
-
-die "foreign client did not start: $fc{stderr}" unless (fc_line(30) // '') eq 'ready';
 
 my $q = new_session($node, name => 'observer');
 
@@ -188,9 +128,7 @@ foreach my $set (@sets)
 
 # an SQL session queued behind the foreign contenders is listed too
 my $w = new_session($node, name => 'sql_waiter');
-$w->query_safe('BEGIN');
-$w->send("SELECT zk_lock('many64', '60s')");
-ok(scalar(zk_wait_count($zk, "$LOCKS/many64", 65, 10)), 'an SQL session queued as the 65th contender');
+queue_request($zk, $w, "SELECT zk_lock('many64', '60s')", "$LOCKS/many64", 65, 'an SQL session queued as the 65th contender');
 my ($rows, $r) = holders('many64');
 is(scalar(@$rows), 65, 'zk_lock_holders shows 65 rows with the SQL waiter') or diag $r->{err};
 is($rows->[-1]{pid} // '', $w->pid, 'the last row is the SQL waiter, with its pid');
@@ -289,8 +227,7 @@ is($r->{out}, '1|0|1', 'zk_lock_holders(bigint): one row, pid NULL, data shown')
 ok(wait_until(sub { zk_status_value($node, 'entries_used') eq '0' }, 10), 'entries_used back to 0')
   or diag 'entries_used ' . zk_status_value($node, 'entries_used');
 
-$fc{stdin} .= "quit\n";
-eval { $fc{h}->finish(IPC::Run::timeout(30)); 1; } or eval { $fc{h}->kill_kill; 1; };
+$fc->quit;
 ok(scalar(zk_wait_count($zk, "$LOCKS/many64", 0, 15)), "the foreign client's nodes went with its session");
 
 $q->quit;

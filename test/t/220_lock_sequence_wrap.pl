@@ -249,18 +249,27 @@ ok(scalar(zk_wait_count($zk, $LOCK, 1, 10)), 'phase 1: only the keeper is left')
 #
 my $ctl = new_session($node, name => 'ctl');
 my @burst = map { new_session($node, name => "b$_") } 1 .. 8;
-my $DO_BURST = q{
-DO $$
-DECLARE tok bigint; t0 timestamptz; n text;
-BEGIN
-	PERFORM pg_advisory_xact_lock_shared(777);
+
+# PL/pgSQL (tok bigint, t0 timestamptz, n text declared): take 'wrap' (60 s),
+# hold it $secs s, and record the hold in table held as phase $phase
+sub held_section
+{
+	my ($phase, $secs) = @_;
+	return qq{
 	tok := zk_lock('wrap', '60s');
 	t0 := clock_timestamp();
 	SELECT node INTO n FROM zk_locks
 	 WHERE pid = pg_backend_pid() AND name = 'wrap' AND state = 'held';
-	PERFORM pg_sleep(0.05);
+	PERFORM pg_sleep($secs);
 	INSERT INTO held (phase, who, node, token, t_in, t_out)
-	VALUES ('burst', current_setting('application_name'), n, tok, t0, clock_timestamp());
+	VALUES ('$phase', current_setting('application_name'), n, tok, t0, clock_timestamp());};
+}
+
+my $DO_BURST = q{
+DO $$
+DECLARE tok bigint; t0 timestamptz; n text;
+BEGIN
+	PERFORM pg_advisory_xact_lock_shared(777);} . held_section('burst', 0.05) . q{
 END $$};
 
 my $negatives = 0;    # negative suffixes seen, in ZooKeeper or in zk_locks
@@ -337,14 +346,7 @@ my $DO_LOOP = qq{
 DO \$\$
 DECLARE tok bigint; t0 timestamptz; n text;
 BEGIN
-	FOR i IN 1 .. $ITER LOOP
-		tok := zk_lock('wrap', '60s');
-		t0 := clock_timestamp();
-		SELECT node INTO n FROM zk_locks
-		 WHERE pid = pg_backend_pid() AND name = 'wrap' AND state = 'held';
-		PERFORM pg_sleep(0.01);
-		INSERT INTO held (phase, who, node, token, t_in, t_out)
-		VALUES ('loop', current_setting('application_name'), n, tok, t0, clock_timestamp());
+	FOR i IN 1 .. $ITER LOOP} . held_section('loop', 0.01) . qq{
 		COMMIT;
 	END LOOP;
 END \$\$};

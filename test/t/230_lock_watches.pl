@@ -138,13 +138,9 @@ my $live = new_session($node, name => 'live');
 my $gone = new_session($node, name => 'gone');
 $holder->query_safe("SELECT zk_lock('wq')");
 my ($hnode) = nodes_of('wq');
-$live->query_safe('BEGIN');
-$live->send("SELECT zk_lock('wq')");
-ok(scalar(zk_wait_count($zk, "$LOCKS/wq", 2, 10)), 'queue: the live waiter queued');
+queue_request($zk, $live, "SELECT zk_lock('wq')", "$LOCKS/wq", 2, 'queue: the live waiter queued');
 my (undef, $lnode) = nodes_of('wq');
-$gone->query_safe('BEGIN');
-$gone->send("SELECT zk_lock('wq', '8s')");
-ok(scalar(zk_wait_count($zk, "$LOCKS/wq", 3, 10)), 'queue: the second waiter queued behind it');
+queue_request($zk, $gone, "SELECT zk_lock('wq', '8s')", "$LOCKS/wq", 3, 'queue: the second waiter queued behind it');
 my $want = join(' ', sort("$hnode:1/1", "$lnode:1/1"));
 my $seen = wait_watches('wq', $want);
 is($seen, $want,

@@ -59,9 +59,7 @@ sub reset_session
 #
 $A->query_safe('BEGIN');
 $A->query_safe("SELECT zk_lock_shared('u')");
-$B->query_safe('BEGIN');
-$B->send("SELECT zk_lock('u', '60s')");
-ok(scalar(zk_wait_count($zk, "$LOCKS/u", 2, 10)), 'u: B queued behind A\'s shared lock');
+queue_request($zk, $B, "SELECT zk_lock('u', '60s')", "$LOCKS/u", 2, 'u: B queued behind A\'s shared lock');
 usleep(300_000);
 ok($B->running, 'u: B waits for A\'s shared lock');
 
@@ -93,12 +91,8 @@ ok(scalar(zk_wait_count($zk, "$LOCKS/u", 0, 10)), 'u: no node left');
 #
 $A->query_safe('BEGIN');
 $A->query_safe("SELECT zk_lock_shared('r')");
-$B->query_safe('BEGIN');
-$B->send("SELECT zk_lock('r', '60s')");
-ok(scalar(zk_wait_count($zk, "$LOCKS/r", 2, 10)), 'r: B queued behind A');
-$D->query_safe('BEGIN');
-$D->send("SELECT zk_lock_shared('r', '60s')");
-ok(scalar(zk_wait_count($zk, "$LOCKS/r", 3, 10)), 'r: reader D queued behind B');
+queue_request($zk, $B, "SELECT zk_lock('r', '60s')", "$LOCKS/r", 2, 'r: B queued behind A');
+queue_request($zk, $D, "SELECT zk_lock_shared('r', '60s')", "$LOCKS/r", 3, 'r: reader D queued behind B');
 usleep(300_000);
 ok($B->running && $D->running, 'r: B and D wait');
 

@@ -65,6 +65,16 @@ sub answers
 	return $r->{out} // '';
 }
 
+# answers() in a new session $name of $node (its first statement)
+sub fresh
+{
+	my ($node, $name, @args) = @_;
+	my $s = new_session($node, name => $name);
+	my $out = answers($s, @args);
+	$s->quit;
+	return $out;
+}
+
 sub entries { my @l = zk_children($zk, "$Q/$_[0]/entries"); return scalar @l; }
 sub taken   { my @l = zk_children($zk, "$Q/$_[0]/taken"); return scalar @l; }
 
@@ -81,10 +91,8 @@ is($a1->query_safe("SELECT body FROM zk_dequeue('c1', '2s')"), 'A', 'a1 claims t
 # dequeue itself), then in an open transaction that already has one
 foreach my $round (1 .. 3)
 {
-	my $s = new_session($A, name => "try$round");
-	is(answers($s, "SELECT body FROM zk_try_dequeue('c1')", 2, "try $round, first statement"),
+	is(fresh($A, "try$round", "SELECT body FROM zk_try_dequeue('c1')", 2, "try $round, first statement"),
 		'', "try $round gets no row");
-	$s->quit;
 }
 $a2->query_safe("BEGIN; SELECT txid_current()");
 is(answers($a2, "SELECT body FROM zk_try_dequeue('c1')", 2, 'try in an open transaction'),
@@ -98,12 +106,8 @@ is(answers($a2, "SELECT count(*) FROM zk_dequeue('c1', '300ms', 3)", 5, "dequeue
 	'0', "dequeue '300ms' gets no row");
 cmp_ok(time() - $t0, '>=', 0.29, "... after its timeout");
 $a2->query_safe("ROLLBACK");
-{
-	my $s = new_session($A, name => 'zero1');
-	is(answers($s, "SELECT count(*) FROM zk_dequeue('c1', '0', 2)", 2, "first statement dequeue '0'"),
-		'0', 'no row');
-	$s->quit;
-}
+is(fresh($A, 'zero1', "SELECT count(*) FROM zk_dequeue('c1', '0', 2)", 2, "first statement dequeue '0'"),
+	'0', 'no row');
 # the other cluster: no row either, at once
 is(answers($b1, "SELECT count(*) FROM zk_try_dequeue('c1')", 2, 'try on B'), '0', 'B gets no row');
 is(answers($b1, "SELECT count(*) FROM zk_dequeue('c1', '0')", 2, "dequeue '0' on B"), '0', 'no row');
@@ -139,13 +143,9 @@ is($b1->query_safe("SELECT string_agg(body, ',') FROM zk_dequeue('c2', '2s', 1)"
 }
 # free one of a1's: a zero timeout takes it
 $a1->query_safe("ROLLBACK");
-{
-	my $s = new_session($A, name => 'mix2');
-	is(answers($s, "SELECT string_agg(body, ',') FROM zk_dequeue('c2', '0', 10)", 2,
-			"dequeue '0' after a1's rollback"),
-		'x1,x2', 'a zero timeout takes the free items at once');
-	$s->quit;
-}
+is(fresh($A, 'mix2', "SELECT string_agg(body, ',') FROM zk_dequeue('c2', '0', 10)", 2,
+		"dequeue '0' after a1's rollback"),
+	'x1,x2', 'a zero timeout takes the free items at once');
 $b1->query_safe("COMMIT");
 is(entries('c2'), 0, 'every item of c2 consumed');
 is(taken('c2'), 0, 'no claim left');
@@ -155,10 +155,8 @@ $A->safe_psql('postgres',
 	"BEGIN; SELECT zk_enqueue('c3', 'z' || g) FROM generate_series(1, 4) g; COMMIT");
 foreach my $i (1 .. 3)
 {
-	my $s = new_session($A, name => "z$i");
-	is(answers($s, "SELECT body FROM zk_dequeue('c3', '0')", 2, "new session, dequeue '0' ($i)"),
+	is(fresh($A, "z$i", "SELECT body FROM zk_dequeue('c3', '0')", 2, "new session, dequeue '0' ($i)"),
 		"z$i", "the first call takes z$i");
-	$s->quit;
 }
 $a2->query_safe("BEGIN; SELECT txid_current()");
 is(answers($a2, "SELECT body FROM zk_dequeue('c3', '0')", 2, "open transaction, dequeue '0'"),

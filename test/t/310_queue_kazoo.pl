@@ -37,35 +37,13 @@ my $Q = '/zklock/queues';
 
 sub hexof { return unpack('H*', $_[0]); }
 
-# the msg_id SQL gives the item of entry node $n (from nodes_of): 2^62 +
-# czxid * 1024 + the sequence number (the items of one multi share a czxid
-# and have consecutive sequence numbers)
-sub msg_id_of
-{
-	my ($n) = @_;
-	my ($seq) = $n->{name} =~ /(\d{10})$/;
-	return (1 << 62) + $n->{czxid} * 1024 + $seq;
-}
+sub msg_id_of { return zk_msg_id_of($_[0]); }
 
 sub sql { return $node->safe_psql('postgres', $_[0]); }
 
 # children of $path as { name, owner, czxid }, sorted by name; dies when
 # ZooKeeper cannot be asked
-sub nodes_of
-{
-	my ($path) = @_;
-	my ($rc, $out, $err) = zkq($zk, 'tree', $path);
-	die "zkq tree $path failed (rc $rc): $out $err" if $rc != 0;
-	my @n;
-	foreach my $line (split /\n/, $out)
-	{
-		my ($p, $owner, $cz) = split / /, $line;
-		next unless defined $cz && $p =~ m{^\Q$path\E/([^/]+)$};
-		push @n, { name => $1, owner => $owner, czxid => hex($cz) };
-	}
-	my @sorted = sort { $a->{name} cmp $b->{name} } @n;
-	return @sorted;
-}
+sub nodes_of { return zk_nodes_of($zk, $_[0]); }
 
 # wait until queue $q has no entry and no claim left
 sub drained

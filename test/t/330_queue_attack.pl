@@ -658,6 +658,41 @@ END \$\$});
 # O. the worker SIGKILLed: crash restart with consumes and publications in
 #    flight
 #
+# $n sessions named $tag1 .. $tagN, each in a transaction that dequeued one
+# item of queue $q into table consumed as who $who0 + i (i from 0)
+sub claimers
+{
+	my ($q, $n, $tag, $who0) = @_;
+	my @s = map { new_session($node, name => "$tag$_") } 1 .. $n;
+	foreach my $i (0 .. $n - 1)
+	{
+		$s[$i]->query_safe('BEGIN');
+		$s[$i]->query_safe("INSERT INTO consumed SELECT '$q', msg_id, body, $who0 + $i FROM zk_dequeue('$q', '10s')");
+	}
+	return @s;
+}
+
+# every $every-th of the claimers @$s (the first too) rolls back, the others
+# commit; returns the bodies the rolled-back ones had claimed
+sub roll_back_every
+{
+	my ($s, $every, $who0) = @_;
+	my @rolled;
+	foreach my $i (0 .. $#$s)
+	{
+		if ($i % $every == 0)
+		{
+			push @rolled, $s->[$i]->query_safe("SELECT body FROM consumed WHERE who = " . ($who0 + $i));
+			$s->[$i]->query_safe('ROLLBACK');
+		}
+		else
+		{
+			$s->[$i]->query_safe('COMMIT');
+		}
+	}
+	return @rolled;
+}
+
 sub wait_back
 {
 	my $ok = wait_until(sub { my $v = eval { $node->safe_psql('postgres', 'SELECT 1') }; defined $v && $v eq '1' }, 60, 0.5);
@@ -668,28 +703,11 @@ sub wait_back
 {
 	my $q = 'qa_o1';
 	sql("SELECT zk_enqueue('$q', 'o-' || i) FROM generate_series(1, 10) i");
-	my @s = map { new_session($node, name => "o_c$_") } 1 .. 10;
-	foreach my $i (0 .. 9)
-	{
-		$s[$i]->query_safe('BEGIN');
-		$s[$i]->query_safe("INSERT INTO consumed SELECT '$q', msg_id, body, 40 + $i FROM zk_dequeue('$q', '10s')");
-	}
+	my @s = claimers($q, 10, 'o_c', 40);
 	is(n_taken($q), 10, 'O: ten claims held');
 	my $wpid = worker_pid($node);
 	kill 'STOP', $wpid;
-	my @rolled;
-	foreach my $i (0 .. 9)
-	{
-		if ($i % 3 == 0)
-		{
-			push @rolled, $s[$i]->query_safe("SELECT body FROM consumed WHERE who = " . (40 + $i));
-			$s[$i]->query_safe('ROLLBACK');
-		}
-		else
-		{
-			$s[$i]->query_safe('COMMIT');
-		}
-	}
+	my @rolled = roll_back_every(\@s, 3, 40);
 	kill 'KILL', $wpid;
 	ok(wait_back(), 'O: the cluster is back after the crash restart');
 	is(wait_queue($q, scalar(@rolled), 0, 20), scalar(@rolled) . '/0',
@@ -739,31 +757,14 @@ sub wait_back
 {
 	my $q = 'qa_q1';
 	sql("SELECT zk_enqueue('$q', 'q-' || i) FROM generate_series(1, 6) i");
-	my @s = map { new_session($node, name => "q_c$_") } 1 .. 6;
-	foreach my $i (0 .. 5)
-	{
-		$s[$i]->query_safe('BEGIN');
-		$s[$i]->query_safe("INSERT INTO consumed SELECT '$q', msg_id, body, 60 + $i FROM zk_dequeue('$q', '10s')");
-	}
+	my @s = claimers($q, 6, 'q_c', 60);
 	is(n_taken($q), 6, 'Q: six claims held');
 	my $sid = zk_status_value($node, 'session_id');
 	my $wpid = worker_pid($node);
 	# stopped first, so that the owners let go before a new worker can run
 	kill 'STOP', $wpid;
 	is(sql("SELECT pg_terminate_backend($wpid)"), 't', 'Q: the worker is told to terminate');
-	my @rolled;
-	foreach my $i (0 .. 5)
-	{
-		if ($i % 2 == 0)
-		{
-			push @rolled, $s[$i]->query_safe("SELECT body FROM consumed WHERE who = " . (60 + $i));
-			$s[$i]->query_safe('ROLLBACK');
-		}
-		else
-		{
-			$s[$i]->query_safe('COMMIT');
-		}
-	}
+	my @rolled = roll_back_every(\@s, 2, 60);
 	kill 'CONT', $wpid;
 	my $st = wait_for_state($node,
 		sub { $_[0]->{state} eq 'connected' && $_[0]->{worker_pid} != $wpid }, 30);

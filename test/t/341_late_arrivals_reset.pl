@@ -30,15 +30,9 @@ use Test::More;
 use Time::HiRes qw(time sleep);
 use ZkLockTest;
 
-my $pe = zk_partition_ensemble("$PostgreSQL::Test::Utils::tmp_check/ens_late_reset",
-	sync_limit => 60);
-my @cp = @{ $pe->{cp} };
+my ($pe, $A, $quorum, $kzq) = late_request_setup('late_reset', 'lateS',
+	sync_limit => 60, session_timeout => '30s', connect_timeout => '10s');
 sub bh { return $pe->{bh}->(@_); }
-
-my $quorum = "127.0.0.1:$cp[0],127.0.0.1:$cp[1]";
-my $A = zk_node('lateS', "127.0.0.1:$cp[2]",
-	session_timeout => '30s', connect_timeout => '10s');
-my $kzq = { hosts => $quorum };
 my $AR = '/zklock/arrivals/la';
 
 # the arrivals, seen by the quorum
@@ -55,12 +49,7 @@ sleep 2;
 is(join(',', parts()), 'p1', 'A\'s reset waits at server 3');
 
 my $old = zk_status($A);
-$A->safe_psql('postgres',
-	"ALTER SYSTEM SET zklock.hosts = '$quorum'; SELECT pg_reload_conf()");
-ok(wait_until(sub {
-	my $s = zk_status($A);
-	$s && $s->{state} eq 'connected' && ($s->{session_id} // "") ne ($old->{session_id} // "") }, 15),
-	'A has a new session on servers 1 and 2');
+ok(hosts_to_quorum($A, $quorum, $old, 15), 'A has a new session on servers 1 and 2');
 my $r = $r1->wait(30);
 is($r->{out}, '1', 'the reset ran again in the new session and removed p1')
   or diag $r->{err};
@@ -70,9 +59,7 @@ ok(wait_until(sub { scalar(parts()) == 0 }, 10), 'p1\'s arrival is gone');
 # the next run: p1 arrives again
 ok(defined zkq($kzq, 'create', "$AR/p1"), 'p1 arrives again (another client)');
 ok(wait_until(sub { join(',', parts()) eq 'p1' }, 10), 'p1 arrived again');
-my $held = time() - $t0;
-note sprintf('the link was muted for %.1f s', $held);
-cmp_ok($held, '<', 25, 'within syncLimit x tickTime and the session timeout');
+held_within($t0, 25, 'muted');
 
 like(bh('heal'), qr/^ok/, 'the link heals: the held deletes and close reach the leader');
 sleep 5;

@@ -31,14 +31,9 @@ use Test::More;
 use Time::HiRes qw(time sleep);
 use ZkLockTest;
 
-my $pe = zk_partition_ensemble("$PostgreSQL::Test::Utils::tmp_check/ens_late_release");
-my @cp = @{ $pe->{cp} };
-sub bh { return $pe->{bh}->(@_); }
-
-my $quorum = "127.0.0.1:$cp[0],127.0.0.1:$cp[1]";
-my $A = zk_node('lateA', "127.0.0.1:$cp[2]",
+my ($pe, $A, $quorum, $kzq) = late_request_setup('late_release', 'lateA',
 	session_timeout => '20s', connect_timeout => '3s');
-my $kzq = { hosts => $quorum };
+sub bh { return $pe->{bh}->(@_); }
 my $Q = '/zklock/queues/lr';
 
 # counts through a kazoo client of servers 1 and 2 (the quorum's view)
@@ -60,12 +55,7 @@ ok(wait_until(sub { quorum_count("$Q/taken") == 1 }, 10), 'its claim is in ZooKe
 like(bh('hole'), qr/^ok/, 'server 3 is cut off from its quorum (packets held)');
 $c->query_safe('ROLLBACK');	# the release waits at server 3
 my $old = zk_status($A);
-$A->safe_psql('postgres',
-	"ALTER SYSTEM SET zklock.hosts = '$quorum'; SELECT pg_reload_conf()");
-ok(wait_until(sub {
-	my $s = zk_status($A);
-	$s && $s->{state} eq 'connected' && ($s->{session_id} // "") ne ($old->{session_id} // "") }, 30),
-	'A has a new session on servers 1 and 2');
+ok(hosts_to_quorum($A, $quorum, $old, 30), 'A has a new session on servers 1 and 2');
 
 # the old session's release is still held: the new session must not settle
 # it meanwhile (before the fix it read the claim, found it its own, and

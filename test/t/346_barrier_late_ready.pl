@@ -31,15 +31,9 @@ use Test::More;
 use Time::HiRes qw(time sleep);
 use ZkLockTest;
 
-my $pe = zk_partition_ensemble("$PostgreSQL::Test::Utils::tmp_check/ens_late_ready",
-	sync_limit => 60);
-my @cp = @{ $pe->{cp} };
+my ($pe, $A, $quorum, $kzq) = late_request_setup('late_ready', 'lateR',
+	sync_limit => 60, session_timeout => '30s', connect_timeout => '3s');
 sub bh { return $pe->{bh}->(@_); }
-
-my $quorum = "127.0.0.1:$cp[0],127.0.0.1:$cp[1]";
-my $A = zk_node('lateR', "127.0.0.1:$cp[2]",
-	session_timeout => '30s', connect_timeout => '3s');
-my $kzq = { hosts => $quorum };
 my $BAR = '/zklock/barriers/lb';
 
 # the barrier's children, seen by the quorum
@@ -62,12 +56,7 @@ sleep 1;
 ok(!grep({ $_ eq 'ready' } kids()), 'A\'s create of ready waits at server 3');
 
 my $old = zk_status($A);
-$A->safe_psql('postgres',
-	"ALTER SYSTEM SET zklock.hosts = '$quorum'; SELECT pg_reload_conf()");
-ok(wait_until(sub {
-	my $s = zk_status($A);
-	$s && $s->{state} eq 'connected' && ($s->{session_id} // "") ne ($old->{session_id} // "") }, 15),
-	'A has a new session on servers 1 and 2');
+ok(hosts_to_quorum($A, $quorum, $old, 15), 'A has a new session on servers 1 and 2');
 
 # round 1 ends: m1 goes with its backend, the foreign members leave
 $m1->quit;
@@ -81,9 +70,7 @@ ok(defined zkq($kzq, 'create', "$BAR/f3"), 'round 2: a foreign member f3');
 my $m3 = new_session($A, name => 'm3');
 $m3->send("SELECT zk_barrier_enter('lb', 3, '60s')");
 ok(wait_until(sub { nkids() == 2 }, 10), 'A\'s member m3 waits beside f3');
-my $held = time() - $t0;
-note sprintf('the link was muted for %.1f s', $held);
-cmp_ok($held, '<', 25, 'within syncLimit x tickTime and the session timeout');
+held_within($t0, 25, 'muted');
 
 like(bh('heal'), qr/^ok/, 'the link heals: the held create and close reach the leader');
 sleep 5;

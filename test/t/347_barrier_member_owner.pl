@@ -24,28 +24,16 @@ use Test::More;
 use Time::HiRes qw(time sleep);
 use ZkLockTest;
 
-my $pe = zk_partition_ensemble("$PostgreSQL::Test::Utils::tmp_check/ens_member_owner",
-	sync_limit => 60);
-my @cp = @{ $pe->{cp} };
+my ($pe, $A, $quorum, $kzq) = late_request_setup('member_owner', 'ownA',
+	sync_limit => 60, session_timeout => '30s', connect_timeout => '3s');
 sub bh { return $pe->{bh}->(@_); }
-
-my $quorum = "127.0.0.1:$cp[0],127.0.0.1:$cp[1]";
-my $A = zk_node('ownA', "127.0.0.1:$cp[2]",
-	session_timeout => '30s', connect_timeout => '3s');
-my $kzq = { hosts => $quorum };
 my $BAR = '/zklock/barriers/mo';
 
 # the barrier's children as { name => ephemeral owner }, seen by the quorum
 sub members
 {
-	my ($rc, $out, $err) = zkq($kzq, 'tree', $BAR);
-	die "zkq tree $BAR failed (rc $rc): $out $err" if $rc != 0;
-	my %m;
-	foreach my $line (split /\n/, $out)
-	{
-		my ($p, $owner) = split / /, $line;
-		$m{$1} = $owner if defined $owner && $p =~ m{^\Q$BAR\E/([^/]+)$} && $1 ne 'ready';
-	}
+	my %m = zk_owners($kzq, $BAR);
+	delete $m{ready};
 	return %m;
 }
 
@@ -60,14 +48,9 @@ is($m{$node}, lc($s0->{session_id}), 'owned by A\'s session')
 
 like(bh('hole'), qr/^ok/, 'server 3 is cut off from its quorum (packets held)');
 my $t0 = time();
-$A->safe_psql('postgres',
-	"ALTER SYSTEM SET zklock.hosts = '$quorum'; SELECT pg_reload_conf()");
-my $s1;
-ok(wait_until(sub {
-	$s1 = zk_status($A);
-	$s1 && $s1->{state} eq 'connected' && ($s1->{session_id} // "") ne ($s0->{session_id} // "") }, 20),
-	'A has a new session on servers 1 and 2 (the old one\'s close waits at server 3)');
-my $new = lc($s1->{session_id});
+my $s1 = hosts_to_quorum($A, $quorum, $s0, 20);
+ok($s1, 'A has a new session on servers 1 and 2 (the old one\'s close waits at server 3)');
+my $new = lc($s1->{session_id} // 'none');
 ok(wait_until(sub { my %x = members(); ($x{$node} // '') eq $new }, 10),
 	'm1\'s node is the new session\'s while the old session still lives')
   or diag explain { members() };

@@ -30,15 +30,9 @@ use Test::More;
 use Time::HiRes qw(time sleep);
 use ZkLockTest;
 
-my $pe = zk_partition_ensemble("$PostgreSQL::Test::Utils::tmp_check/ens_late_purge",
-	sync_limit => 60);
-my @cp = @{ $pe->{cp} };
+my ($pe, $A, $quorum, $kzq) = late_request_setup('late_purge', 'lateP',
+	sync_limit => 60, session_timeout => '30s', connect_timeout => '10s');
 sub bh { return $pe->{bh}->(@_); }
-
-my $quorum = "127.0.0.1:$cp[0],127.0.0.1:$cp[1]";
-my $A = zk_node('lateP', "127.0.0.1:$cp[2]",
-	session_timeout => '30s', connect_timeout => '10s');
-my $kzq = { hosts => $quorum };
 my $Q = '/zklock/queues/lp';
 
 # the queue's items, seen by the quorum
@@ -56,12 +50,7 @@ sleep 2;
 is(scalar(items()), 1, 'A\'s purge waits at server 3');
 
 my $old_s = zk_status($A);
-$A->safe_psql('postgres',
-	"ALTER SYSTEM SET zklock.hosts = '$quorum'; SELECT pg_reload_conf()");
-ok(wait_until(sub {
-	my $s = zk_status($A);
-	$s && $s->{state} eq 'connected' && ($s->{session_id} // "") ne ($old_s->{session_id} // "") }, 15),
-	'A has a new session on servers 1 and 2');
+ok(hosts_to_quorum($A, $quorum, $old_s, 15), 'A has a new session on servers 1 and 2');
 my $r = $p->wait(30);
 note 'the first purge: ' . ($r->{out} // '') . ' ' . ($r->{err} // '');
 $p->quit;
@@ -75,9 +64,7 @@ is($kz->cmd("put $Q 100 " . unpack('H*', 'new-item')), 'ok', 'a kazoo producer e
 $kz->cmd('quit');
 my @new = items();
 is_deeply(\@new, \@old, 'the new item has the old one\'s name');
-my $held = time() - $t0;
-note sprintf('the link was muted for %.1f s', $held);
-cmp_ok($held, '<', 25, 'within syncLimit x tickTime and the session timeout');
+held_within($t0, 25, 'muted');
 
 like(bh('heal'), qr/^ok/, 'the link heals: the held purge and close reach the leader');
 sleep 5;

@@ -45,13 +45,8 @@ my $C = zk_node('barC', $zk, %opts);
 my %node = (A => $A, B => $B, C => $C);
 
 my $BAR = '/zklock/barriers';
-my $DRIVER = "$ZkLockTest::SRC/test/barrier_kazoo.py";
 
-sub sql
-{
-	my ($n, $sql) = @_;
-	return $n->safe_psql('postgres', $sql);
-}
+sub sql { return $_[0]->safe_psql('postgres', $_[1]); }
 
 my %sysid = map { $_ => sql($node{$_}, 'SELECT system_identifier FROM pg_control_system()') } qw(A B C);
 is(scalar(keys %{ { reverse %sysid } }), 3, 'three clusters, three system identifiers');
@@ -60,31 +55,12 @@ is(scalar(keys %{ { reverse %sysid } }), 3, 'three clusters, three system identi
 sub kazoo_member
 {
 	my ($name, $parties) = @_;
-	my $self = bless { stdin => '', stdout => '', stderr => '', zk => $zk }, 'ZkLockTest::Kazoo';
-	$self->{h} = IPC::Run::start([ $ZkLockTest::PYTHON, $DRIVER, $zk->{hosts}, "$BAR/$name", $parties ],
-		'<', \$self->{stdin}, '>', \$self->{stdout}, '2>', \$self->{stderr});
-	my $l = $self->read_line(30);
-	die "barrier_kazoo.py did not start: " . ($l // 'no answer') . " $self->{stderr}"
-	  unless defined $l && $l eq 'ready';
-	return $self;
+	return kazoo_driver($zk, 'barrier_kazoo.py', "$BAR/$name", $parties);
 }
 
 # the children of a barrier as { name => ephemeral owner }, dies when
 # ZooKeeper cannot be asked
-sub members
-{
-	my ($name) = @_;
-	my $path = "$BAR/$name";
-	my ($rc, $out, $err) = zkq($zk, 'tree', $path);
-	die "zkq tree $path failed (rc $rc): $out $err" if $rc != 0;
-	my %m;
-	foreach my $line (split /\n/, $out)
-	{
-		my ($p, $owner) = split / /, $line;
-		$m{$1} = $owner if defined $owner && $p =~ m{^\Q$path\E/([^/]+)$};
-	}
-	return %m;
-}
+sub members { return zk_owners($zk, "$BAR/$_[0]"); }
 
 # number of members (ready excluded), and whether ready is there
 sub census
@@ -112,17 +88,7 @@ sub start_waiting
 	return wait_for_backend_active($n, $s->pid, '%zk_barrier%', 30);
 }
 
-sub finish
-{
-	my ($s, $secs) = @_;
-	my $r = $s->wait($secs // 15);
-	if (!$r->{done})
-	{
-		diag "session " . $s->name . " still running: $r->{sql}";
-		$s->kill_client;
-	}
-	return $r;
-}
+sub finish { return $_[0]->wait_or_kill($_[1]); }
 
 #
 # 1. five parties: kazoo, A, B, C, kazoo

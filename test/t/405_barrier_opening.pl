@@ -88,14 +88,7 @@ my $BAR = '/zklock/barriers';
 sub kazoo_member
 {
 	my ($name, $parties) = @_;
-	my $self = bless { stdin => '', stdout => '', stderr => '', zk => $zk }, 'ZkLockTest::Kazoo';
-	$self->{h} = IPC::Run::start(
-		[ $ZkLockTest::PYTHON, "$ZkLockTest::SRC/test/barrier_kazoo.py", $zk->{hosts}, "$BAR/$name", $parties ],
-		'<', \$self->{stdin}, '>', \$self->{stdout}, '2>', \$self->{stderr});
-	my $l = $self->read_line(30);
-	die "barrier_kazoo.py did not start: " . ($l // 'no answer') . " $self->{stderr}"
-	  unless defined $l && $l eq 'ready';
-	return $self;
+	return kazoo_driver($zk, 'barrier_kazoo.py', "$BAR/$name", $parties);
 }
 my $bad2 = 0;
 foreach my $r (1 .. 3)

@@ -78,13 +78,8 @@ my $ROOT = '/zklock';
 my $ARR = "$ROOT/arrivals";
 my $GATES = "$ROOT/gates";
 my $TXNS = "$ROOT/txns";
-my $DRIVER = "$ZkLockTest::SRC/test/gate_kazoo.py";
 
-sub sql
-{
-	my ($n, $sql) = @_;
-	return $n->safe_psql('postgres', $sql);
-}
+sub sql { return $_[0]->safe_psql('postgres', $_[1]); }
 
 my %sysid = map { $_ => sql($node{$_}, 'SELECT system_identifier FROM pg_control_system()') } qw(A B C);
 is(scalar(keys %{ { reverse %sysid } }), 3, "three clusters, three system identifiers ($sysid{A}, $sysid{B}, $sysid{C})");
@@ -93,21 +88,7 @@ is(scalar(keys %{ { reverse %sysid } }), 3, "three clusters, three system identi
 # name (owner: the ephemeralOwner in hex, 0x0 for a persistent node).  Dies
 # when ZooKeeper cannot be asked, so that an empty list is never a failed
 # query.
-sub nodes_of
-{
-	my ($path) = @_;
-	my ($rc, $out, $err) = zkq($zk, 'tree', $path);
-	die "zkq tree $path failed (rc $rc): $out $err" if $rc != 0;
-	my @n;
-	foreach my $line (split /\n/, $out)
-	{
-		my ($p, $owner, $cz) = split / /, $line;
-		next unless defined $cz && $p =~ m{^\Q$path\E/([^/]+)$};
-		push @n, { name => $1, owner => $owner, czxid => hex($cz), data => zk_get($zk, $p) // '' };
-	}
-	my @sorted = sort { $a->{name} cmp $b->{name} } @n;
-	return @sorted;
-}
+sub nodes_of { return zk_nodes_of($zk, $_[0], data => 1); }
 
 # the participants arrived at $name according to ZooKeeper, "a,b,c"
 sub arrived
@@ -119,9 +100,7 @@ sub arrived
 # every path under the root, as a hash (dies when ZooKeeper cannot be asked)
 sub all_paths
 {
-	my ($rc, $out, $err) = zkq($zk, 'tree', $ROOT);
-	die "zkq tree $ROOT failed (rc $rc): $out $err" if $rc != 0;
-	return map { (split / /, $_)[0] => 1 } grep { $_ ne '' } split /\n/, $out;
+	return map { (split / /, $_)[0] => 1 } grep { $_ ne '' } split /\n/, zkq_or_die($zk, 'tree', $ROOT);
 }
 
 # the cluster named in a node's JSON data ('' if none)
@@ -143,29 +122,19 @@ sub settled
 }
 
 # a kazoo client running test/gate_kazoo.py (protocol of ZkLockTest::Kazoo)
-sub gate_kazoo
-{
-	my $self = bless { stdin => '', stdout => '', stderr => '', zk => $zk }, 'ZkLockTest::Kazoo';
-	$self->{h} = IPC::Run::start([ $ZkLockTest::PYTHON, $DRIVER, $zk->{hosts} ],
-		'<', \$self->{stdin}, '>', \$self->{stdout}, '2>', \$self->{stderr});
-	my $l = $self->read_line(30);
-	die "gate_kazoo.py did not start: " . ($l // 'no answer') . " $self->{stderr}"
-	  unless defined $l && $l eq 'ready';
-	return $self;
-}
+sub gate_kazoo { return kazoo_driver($zk, 'gate_kazoo.py'); }
 
 # wait for a statement left running in a session; a statement that does not
 # end in $secs is ended with the client, so that the test goes on
-sub finish
+sub finish { return $_[0]->wait_or_kill($_[1]); }
+
+# $s begins a transaction and arrives at $run as $who
+sub arrive_in
 {
-	my ($s, $secs) = @_;
-	my $r = $s->wait($secs // 15);
-	if (!$r->{done})
-	{
-		diag "session " . $s->name . " still running: $r->{sql}";
-		$s->kill_client;
-	}
-	return $r;
+	my ($s, $run, $who) = @_;
+	$s->query_safe('BEGIN');
+	$s->query_safe("SELECT zk_arrive('$run', '$who')");
+	return;
 }
 
 # send $sql in session $s and wait until its backend runs it
@@ -189,8 +158,7 @@ foreach my $c (qw(A B C))
 {
 	$n++;
 	my $s = $ex{$c} = new_session($node{$c}, name => "extract_$c");
-	$s->query_safe('BEGIN');
-	$s->query_safe("SELECT zk_arrive('etl-run', 'extract-$c')");
+	arrive_in($s, 'etl-run', "extract-$c");
 	sleep 0.3;
 	is(scalar(nodes_of("$ARR/etl-run")), $n - 1, "extract $c: not in ZooKeeper before COMMIT");
 	ok($load->running, "extract $c: the load step waits while " . ($n - 1) . " arrived and $c has not committed");
@@ -259,13 +227,11 @@ ok(start_waiting($A, $load2, "SELECT zk_await('etl-rerun', 3, '120s')", '%zk_awa
 	'a load step on A awaits etl-rerun');
 
 my $sa = new_session($A, name => 'stepA');
-$sa->query_safe('BEGIN');
-$sa->query_safe("SELECT zk_arrive('etl-rerun', 'extract-A')");
+arrive_in($sa, 'etl-rerun', "extract-A");
 $sa->query_safe('ROLLBACK');
 
 my $sb = new_session($B, name => 'stepB');
-$sb->query_safe('BEGIN');
-$sb->query_safe("SELECT zk_arrive('etl-rerun', 'extract-B')");
+arrive_in($sb, 'etl-rerun', "extract-B");
 $r = $sb->query('SELECT 1/0');
 is($r->{sqlstate}, '22012', 'step B fails after its zk_arrive');
 $sb->query('COMMIT');
@@ -276,8 +242,7 @@ $sb->query_safe('ROLLBACK TO SAVEPOINT s');
 $sb->query_safe('COMMIT');
 
 my $sc = new_session($C, name => 'stepC');
-$sc->query_safe('BEGIN');
-$sc->query_safe("SELECT zk_arrive('etl-rerun', 'extract-C')");
+arrive_in($sc, 'etl-rerun', "extract-C");
 my $cpid = $sc->pid;
 is(sql($C, "SELECT pg_terminate_backend($cpid)"), 't', 'step C terminated in its open transaction');
 ok(wait_until(sub { sql($C, "SELECT count(*) FROM pg_stat_activity WHERE pid = $cpid") eq '0' }, 20, 0.1),
@@ -289,8 +254,7 @@ is(sql($B, "SELECT count(*) FROM zk_arrivals('etl-rerun')") . sql($B, "SELECT zk
 	'0f', 'zk_arrivals and zk_await agree');
 ok($load2->running, 'the load step still waits');
 
-$sa->query_safe('BEGIN');
-$sa->query_safe("SELECT zk_arrive('etl-rerun', 'extract-A')");
+arrive_in($sa, 'etl-rerun', "extract-A");
 $sa->query_safe('COMMIT');
 $sb->query_safe('BEGIN');
 $sb->query_safe('SAVEPOINT s');
@@ -301,8 +265,7 @@ is(arrived('etl-rerun'), 'extract-A,extract-B', 'reruns of A and B (a released s
 sleep 0.5;
 ok($load2->running, 'the load step waits for the third');
 my $sc2 = new_session($C, name => 'stepC2');
-$sc2->query_safe('BEGIN');
-$sc2->query_safe("SELECT zk_arrive('etl-rerun', 'extract-C')");
+arrive_in($sc2, 'etl-rerun', "extract-C");
 $sc2->query_safe('COMMIT');
 $r = finish($load2, 15);
 is($r->{out}, 't', 'the rerun of C arrived: the load step returns true') or diag $r->{err};
@@ -310,8 +273,7 @@ is($r->{out}, 't', 'the rerun of C arrived: the load step returns true') or diag
 my ($first) = grep { $_->{name} eq 'extract-A' } nodes_of("$ARR/etl-rerun");
 $sa->query_safe("SELECT zk_arrive('etl-rerun', 'extract-A')");
 sql($B, "SELECT zk_arrive('etl-rerun', 'extract-A')");
-$sa->query_safe('BEGIN');
-$sa->query_safe("SELECT zk_arrive('etl-rerun', 'extract-A')");
+arrive_in($sa, 'etl-rerun', "extract-A");
 $sa->query_safe("SELECT zk_arrive('etl-rerun', 'extract-D')");
 $sa->query_safe("SELECT zk_arrive('etl-rerun', 'extract-D')");
 $sa->query_safe("SELECT zk_arrive('etl-rerun', 'extract-A')");
@@ -337,12 +299,10 @@ $sc2->quit;
 # 3. Crash exactness
 #
 my $sb1 = new_session($B, name => 'crashB1');
-$sb1->query_safe('BEGIN');
-$sb1->query_safe("SELECT zk_arrive('etl-crash', 'extract-B1')");
+arrive_in($sb1, 'etl-crash', "extract-B1");
 $sb1->query_safe('COMMIT');
 my $sb2 = new_session($B, name => 'crashB2');
-$sb2->query_safe('BEGIN');
-$sb2->query_safe("SELECT zk_arrive('etl-crash', 'extract-B2')");
+arrive_in($sb2, 'etl-crash', "extract-B2");
 $B->stop('immediate');
 $sb1->kill_client;
 $sb2->kill_client;
@@ -357,8 +317,7 @@ is(sql($B, "SELECT string_agg(participant, ',') FROM zk_arrivals('etl-crash')"),
 
 # ZooKeeper frozen right before the COMMIT of an arrival on C
 my $sf = new_session($C, name => 'frozen');
-$sf->query_safe('BEGIN');
-$sf->query_safe("SELECT zk_arrive('etl-crash', 'extract-C')");
+arrive_in($sf, 'etl-crash', "extract-C");
 ok(zk_freeze($zk), 'ZooKeeper frozen (SIGSTOP)');
 $r = $sf->query('COMMIT', 60);
 my $commit_secs = $r->{elapsed};
@@ -373,8 +332,7 @@ foreach my $c (qw(A B C))
 }
 settled('after the thaw');
 is(arrived('etl-crash'), 'extract-B1', 'the failed COMMIT never arrived, even after the thaw');
-$sf->query_safe('BEGIN');
-$sf->query_safe("SELECT zk_arrive('etl-crash', 'extract-C')");
+arrive_in($sf, 'etl-crash', "extract-C");
 $sf->query_safe('COMMIT');
 is(arrived('etl-crash'), 'extract-B1,extract-C', 'its rerun arrives');
 $sf->quit;
@@ -559,14 +517,10 @@ sql($A, "BEGIN; SELECT zk_gate_close('standby-gate'); COMMIT;");
 my $S = zk_standby_node('etlA_standby', $A);
 is(sql($S, 'SELECT pg_is_in_recovery()'), 't', 'the standby is in recovery');
 %before = all_paths();
-foreach my $c (
+standby_refuses($S,
 	[ 'zk_arrive', "SELECT zk_arrive('standby-run', 'p')" ],
 	[ 'zk_gate_open', "SELECT zk_gate_open('standby-gate')" ],
-	[ 'zk_gate_close', "SELECT zk_gate_close('standby-other')" ])
-{
-	$r = one_shot($S, $c->[1], 30);
-	is($r->{sqlstate}, '25006', "standby: $c->[0] fails with 25006") or diag $r->{err};
-}
+	[ 'zk_gate_close', "SELECT zk_gate_close('standby-other')" ]);
 sleep 0.5;
 @new = grep { !$before{$_} } sort keys %{ { all_paths() } };
 is(join(' ', @new), '', 'standby: they created nothing in ZooKeeper');

@@ -49,7 +49,6 @@ my $pB = proxy_start($zk);
 my $B = zk_node('leaseB', $pB->{hosts}, %opts);
 my %node = (A => $A, B => $B);
 my $LEASES = '/zklock/leases';
-my $DRIVER = "$ZkLockTest::SRC/test/lease_kazoo.py";
 
 sub sql
 {
@@ -57,16 +56,7 @@ sub sql
 	return $n->safe_psql('postgres', $sql);
 }
 
-sub kazoo_lease_client
-{
-	my $self = bless { stdin => '', stdout => '', stderr => '', zk => $zk }, 'ZkLockTest::Kazoo';
-	$self->{h} = IPC::Run::start([ $ZkLockTest::PYTHON, $DRIVER, $zk->{hosts} ],
-		'<', \$self->{stdin}, '>', \$self->{stdout}, '2>', \$self->{stderr});
-	my $l = $self->read_line(30);
-	die "lease_kazoo.py did not start: " . ($l // 'no answer') . " $self->{stderr}"
-	  unless defined $l && $l eq 'ready';
-	return $self;
-}
+sub kazoo_lease_client { return kazoo_driver($zk, 'lease_kazoo.py'); }
 
 # the lock nodes under a lease (everything but lease_holder)
 sub lock_nodes

@@ -31,7 +31,6 @@ my $zk = zk_start();
 my $A = zk_node('sweepA', $zk,
 	conf => "zklock.lease_cleanup_interval = '1s'\nzklock.lease_cleanup_grace = '2s'\n");
 my $LEASES = '/zklock/leases';
-my $DRIVER = "$ZkLockTest::SRC/test/lease_kazoo.py";
 
 sub sql
 {
@@ -39,16 +38,7 @@ sub sql
 	return $A->safe_psql('postgres', $sql);
 }
 
-sub kazoo_lease_client
-{
-	my $self = bless { stdin => '', stdout => '', stderr => '', zk => $zk }, 'ZkLockTest::Kazoo';
-	$self->{h} = IPC::Run::start([ $ZkLockTest::PYTHON, $DRIVER, $zk->{hosts} ],
-		'<', \$self->{stdin}, '>', \$self->{stdout}, '2>', \$self->{stderr});
-	my $l = $self->read_line(30);
-	die "lease_kazoo.py did not start: " . ($l // 'no answer') . " $self->{stderr}"
-	  unless defined $l && $l eq 'ready';
-	return $self;
-}
+sub kazoo_lease_client { return kazoo_driver($zk, 'lease_kazoo.py'); }
 
 # run a python snippet with kazoo connected as zk (dies if it fails)
 sub kazoo_py

@@ -73,10 +73,8 @@ is($B->safe_psql('postgres', "SELECT string_agg(name || ':' || is_leader || ':' 
 #
 # 2. the leader's connection frozen; kazoo stands behind
 #
-my $k = bless { stdin => '', stdout => '', stderr => '', zk => $zk }, 'ZkLockTest::Kazoo';
-$k->{h} = IPC::Run::start(
-	[ $ZkLockTest::PYTHON, "$ZkLockTest::SRC/test/election_kazoo.py", $zk->{hosts}, $EL, 'py-candidate' ],
-	'<', \$k->{stdin}, '>', \$k->{stdout}, '2>', \$k->{stderr});
+my $k = kazoo_process($zk, $ZkLockTest::PYTHON, "$ZkLockTest::SRC/test/election_kazoo.py", $zk->{hosts}, $EL,
+	'py-candidate');
 is($k->read_line(30), 'ready', 'kazoo candidate connected');
 is($k->cmd('run'), 'standing', 'kazoo stands');
 ok(wait_until(sub { candidates() == 3 }, 10, 0.1), 'ZooKeeper: three candidates');

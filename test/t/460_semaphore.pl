@@ -47,15 +47,7 @@ my $SEM = '/zklock/semaphores';
 sub kazoo_sem
 {
 	my ($name, $max, $ident) = @_;
-	my $self = bless { stdin => '', stdout => '', stderr => '', zk => $zk }, 'ZkLockTest::Kazoo';
-	$self->{h} = IPC::Run::start(
-		[ $ZkLockTest::PYTHON, "$ZkLockTest::SRC/test/semaphore_kazoo.py", $zk->{hosts},
-		  "$SEM/$name", $max, $ident ],
-		'<', \$self->{stdin}, '>', \$self->{stdout}, '2>', \$self->{stderr});
-	my $l = $self->read_line(30);
-	die "semaphore_kazoo.py did not start: " . ($l // 'no answer') . " $self->{stderr}"
-	  unless defined $l && $l eq 'ready';
-	return $self;
+	return kazoo_driver($zk, 'semaphore_kazoo.py', "$SEM/$name", $max, $ident);
 }
 
 sub leases { return scalar(zk_children($zk, "$SEM/$_[0]")); }

@@ -143,9 +143,7 @@ is($kz->cmd('lock /zklock/locks/k1 5'), 'locked', 'kazoo (authenticated) takes k
 is($kz->cmd('acl ' . ((($kz->cmd('ls /zklock/locks/k1') // '') =~ /^ls (.+)$/) ? "/zklock/locks/k1/$1" : '/none')),
 	"acl $ACL", "kazoo's node has the same ACL (default_acl)");
 is(try_lock_elsewhere($node, 'k1'), 'f', 'SQL cannot take k1 while kazoo holds it');
-$s1->query_safe('BEGIN');
-$s1->send("SELECT zk_lock('k1', '20s')");
-ok(scalar(zk_wait_count($zk, '/zklock/locks/k1', 2, 10)), 'zk_lock queues behind kazoo');
+queue_request($zk, $s1, "SELECT zk_lock('k1', '20s')", '/zklock/locks/k1', 2, 'zk_lock queues behind kazoo');
 is($kz->cmd('release /zklock/locks/k1'), 'released', 'kazoo releases');
 $r = $s1->wait(15);
 is($r->{sqlstate}, '00000', 'SQL gets k1 once kazoo released it') or diag $r->{err};

@@ -56,11 +56,7 @@ my $su = $node->safe_psql('postgres', 'SELECT current_user');
 sub run
 {
 	my ($db, $sql, $user) = @_;
-	my ($rc, $out, $err) = $node->psql($db, $sql,
-		extra_params => [ '-U', $user // $su, '-v', 'VERBOSITY=verbose' ],
-		on_error_stop => 1);
-	my $st = $err =~ /(?:ERROR|FATAL):\s+([0-9A-Z]{5}):/ ? $1 : ($rc == 0 ? '00000' : "rc$rc");
-	return { sqlstate => $st, out => $out, err => $err };
+	return sqlstate_psql($node, $db, $sql, $user // $su);
 }
 
 sub carol_is_super

@@ -48,11 +48,7 @@ my $su = $A->safe_psql('postgres', 'SELECT current_user');
 sub run
 {
 	my ($db, $sql, $user) = @_;
-	my ($rc, $out, $err) = $A->psql($db, $sql,
-		extra_params => [ '-U', $user // $su, '-v', 'VERBOSITY=verbose' ],
-		on_error_stop => 1);
-	my $st = $err =~ /(?:ERROR|FATAL):\s+([0-9A-Z]{5}):/ ? $1 : ($rc == 0 ? '00000' : "rc$rc");
-	return { sqlstate => $st, out => $out, err => $err };
+	return sqlstate_psql($A, $db, $sql, $user // $su);
 }
 
 # a tenant's database as doc/security.md says: zklock in a schema zk of the
@@ -61,15 +57,7 @@ sub tenant_db
 {
 	my ($db, $owner) = @_;
 	$A->safe_psql('postgres', "CREATE DATABASE $db OWNER $owner");
-	$A->safe_psql($db, qq{
-		CREATE SCHEMA zk;
-		CREATE EXTENSION zklock SCHEMA zk;
-		GRANT USAGE ON SCHEMA zk TO $owner;
-		SELECT zk.zk_grant('lock', '$owner');
-		SELECT zk.zk_grant('consume', '$owner');
-		SELECT zk.zk_grant('produce', '$owner');
-		ALTER DATABASE $db SET search_path = "\$user", public, zk;
-	});
+	install_for_tenant($A, $db, $owner);
 }
 
 $A->safe_psql('postgres', 'CREATE ROLE bob LOGIN; CREATE ROLE carol LOGIN CREATEDB');

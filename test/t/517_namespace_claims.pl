@@ -71,29 +71,11 @@ isnt($sysA, $sysB, 'two clusters');
 sub run_on
 {
 	my ($node, $db, $sql, $user) = @_;
-	my ($rc, $out, $err) = $node->psql($db, $sql,
-		extra_params => [ '-U', $user // $su, '-v', 'VERBOSITY=verbose' ],
-		on_error_stop => 1, timeout => 60);
-	my $st = $err =~ /(?:ERROR|FATAL):\s+([0-9A-Z]{5}):/ ? $1 : ($rc == 0 ? '00000' : "rc$rc");
-	return { sqlstate => $st, out => $out, err => $err };
+	return sqlstate_psql($node, $db, $sql, $user // $su, timeout => 60);
 }
 sub run { return run_on($A, @_); }
 
-# zklock in $db of $node as doc/security.md says, $user granted lock,
-# consume and produce
-sub install
-{
-	my ($node, $db, $user) = @_;
-	$node->safe_psql($db, qq{
-		CREATE SCHEMA zk;
-		CREATE EXTENSION zklock SCHEMA zk;
-		GRANT USAGE ON SCHEMA zk TO $user;
-		SELECT zk.zk_grant('lock', '$user');
-		SELECT zk.zk_grant('consume', '$user');
-		SELECT zk.zk_grant('produce', '$user');
-		ALTER DATABASE $db SET search_path = "\$user", public, zk;
-	});
-}
+sub install { return install_for_tenant(@_); }    # (ZkLockTest.pm)
 
 sub oid_of { return $A->safe_psql('postgres', "SELECT oid FROM pg_database WHERE datname = '$_[0]'"); }
 sub claim { my ($ns, $sys) = @_; return $kz->cmd("read /zklock/namespaces/$ns\@" . ($sys // $sysA)); }

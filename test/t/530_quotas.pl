@@ -44,12 +44,7 @@ my $node = zk_node('quotas', $zk,
 	connect_timeout => '5s',
 	conf => "zklock.max_locks = 64\nzklock.elections = 'q530'\n");
 
-sub q1
-{
-	my ($sql) = @_;
-	my $r = one_shot($node, $sql, 60);
-	return $r->{sqlstate} eq '00000' ? $r->{out} : "error $r->{sqlstate}: $r->{err}";
-}
+sub q1 { return out_or_error($node, $_[0]); }
 
 sub leads
 {
@@ -75,32 +70,7 @@ ok(wait_until(sub { leads('q530') eq 't' }, 30, 0.2), "the worker leads election
 my $base = used();
 is($base, '1', 'entries_used: the worker\'s candidacy only');
 
-# Take session locks $tag0, $tag1, ... until refused (at most $max), each in
-# its own subtransaction, so that the ones taken stay.  Returns
-# "count|sqlstate|message|detail|hint" ("count|none" when never refused).
-$node->safe_psql('postgres', q{
-CREATE FUNCTION hog(tag text, max int DEFAULT 1000) RETURNS text
-LANGUAGE plpgsql AS $$
-DECLARE
-	n int := 0;
-	st text; msg text; det text; hnt text;
-BEGIN
-	WHILE n < max LOOP
-		BEGIN
-			IF NOT zk_try_session_lock(tag || n) THEN
-				RETURN n || '|busy';
-			END IF;
-		EXCEPTION WHEN OTHERS THEN
-			GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
-				det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
-			RETURN n || '|' || st || '|' || msg || '|' || det || '|' || hnt;
-		END;
-		n := n + 1;
-	END LOOP;
-	RETURN n || '|none';
-END
-$$;
-});
+create_hog($node);    # hog(tag, max): session locks until refused (ZkLockTest.pm)
 
 #
 # 1. the hog

@@ -44,12 +44,7 @@ my $node = zk_node('wquotas', $zk,
 	connect_timeout => '5s',
 	conf => "zklock.max_locks = 64\n");
 
-sub q1
-{
-	my ($sql) = @_;
-	my $r = one_shot($node, $sql, 60);
-	return $r->{sqlstate} eq '00000' ? $r->{out} : "error $r->{sqlstate}: $r->{err}";
-}
+sub q1 { return out_or_error($node, $_[0]); }
 
 sub qpath { return q1("SELECT zk_path('queue', '$_[0]')"); }
 sub items { return zk_count($zk, qpath($_[0]) . '/entries'); }
@@ -191,28 +186,7 @@ $o->quit;
 #
 # 5. item 9: two roles cannot starve a third
 #
-$node->safe_psql('postgres', q{
-CREATE FUNCTION hog(tag text, max int DEFAULT 1000) RETURNS text
-LANGUAGE plpgsql AS $$
-DECLARE
-	n int := 0;
-	st text;
-BEGIN
-	WHILE n < max LOOP
-		BEGIN
-			IF NOT zk_try_session_lock(tag || n) THEN
-				RETURN n || '|busy';
-			END IF;
-		EXCEPTION WHEN OTHERS THEN
-			GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE;
-			RETURN n || '|' || st;
-		END;
-		n := n + 1;
-	END LOOP;
-	RETURN n || '|none';
-END
-$$;
-});
+create_hog($node);    # hog(tag, max): session locks until refused (ZkLockTest.pm)
 my @s;
 my $total = 0;
 foreach my $role ('t1', 't2')

@@ -53,16 +53,9 @@ is($anon->cmd('acl /zookeeper/quota/zklock'), 'acl world:anyone:cdrwa', 'open to
 my $auth = write_mode_file("$tmp/zk.auth", "zkl:secret\n", 0600);
 my $node = zk_node('kept', $zk,
 	connect_timeout => '5s',
-	conf => "zklock.auth_file = '$auth'\n"
-	  . "zklock.max_kept_bytes = '2MB'\n"
-	  . "zklock.max_write_rate = 0\n");
+	conf => "zklock.auth_file = '$auth'\nzklock.max_kept_bytes = '2MB'\nzklock.max_write_rate = 0\n");
 
-sub q1
-{
-	my ($sql) = @_;
-	my $r = one_shot($node, $sql, 60);
-	return $r->{sqlstate} eq '00000' ? $r->{out} : "error $r->{sqlstate}: $r->{err}";
-}
+sub q1 { return out_or_error($node, $_[0]); }
 
 # zk_kept_totals() as a hash
 sub totals

@@ -203,25 +203,9 @@ is(zk_status_value($node, 'session_id'), $sid, 'the worker kept its session thro
 {
 	my $sysid = $node->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()');
 	my $n = 50000;
-	my $py = <<'PY';
-import sys
-from kazoo.client import KazooClient
-zk = KazooClient(hosts=sys.argv[1], timeout=20.0)
-zk.start(timeout=20)
-zk.ensure_path(sys.argv[2])
-pending = []
-for i in range(int(sys.argv[4])):
-    pending.append(zk.create_async("%s/%s-%d" % (sys.argv[2], sys.argv[3], 900000000 + i), b""))
-    if len(pending) >= 2000:
-        for r in pending:
-            r.get()
-        pending = []
-for r in pending:
-    r.get()
-print(len(zk.get_children(sys.argv[2])))
-zk.stop()
-PY
-	my ($rc, $out, $err) = ZkLockTest::_run([ $ZkLockTest::PYTHON, '-c', $py, $zk->{hosts}, '/zklock/txns', $sysid, $n ], 300);
+	# names $sysid-<900000000 + i>
+	my ($rc, $out, $err) = ZkLockTest::_run([ $ZkLockTest::PYTHON, $ZkLockTest::ZKQ, $zk->{hosts},
+		'fill', '/zklock/txns', $n, "$sysid-9%08d", 0, 2000 ], 300);
 	chomp $out;
 	ok($rc == 0 && $out >= $n, "C: $n empty transaction nodes named like this cluster's") or diag "$rc $out $err";
 	my $logpos = -s $node->logfile;

@@ -60,27 +60,7 @@ ok($sid ne '', "the worker has a session ($sid)");
 sub fill
 {
 	my ($path, $n, $datalen, $fmt) = @_;
-	my $py = <<'PY';
-import sys
-from kazoo.client import KazooClient
-zk = KazooClient(hosts=sys.argv[1], timeout=20.0)
-zk.start(timeout=20)
-zk.ensure_path(sys.argv[2])
-data = b"x" * int(sys.argv[4])
-pending = []
-for i in range(int(sys.argv[3])):
-    pending.append(zk.create_async(sys.argv[2] + "/" + (sys.argv[5] % i), data))
-    if len(pending) >= 1000:
-        for r in pending:
-            r.get()
-        pending = []
-for r in pending:
-    r.get()
-print(zk.exists(sys.argv[2]).numChildren)
-zk.stop()
-PY
-	my ($rc, $out, $err) = ZkLockTest::_run(
-		[ $ZkLockTest::PYTHON, '-c', $py, $zk->{hosts}, $path, $n, $datalen, $fmt ], 120);
+	my ($rc, $out, $err) = zkq($zk, 'fill', $path, $n, $fmt, $datalen, 1000);
 	chomp $out;
 	ok($rc == 0 && $out >= $n, "$n children of $path") or diag "rc $rc: $out $err";
 }

@@ -46,12 +46,7 @@ my $node = zk_node('qgaps', $zk,
 	  . "max_worker_processes = 3\nmax_wal_senders = 0\n"
 	  . "max_prepared_transactions = 0\n");
 
-sub q1
-{
-	my ($sql) = @_;
-	my $r = one_shot($node, $sql, 60);
-	return $r->{sqlstate} eq '00000' ? $r->{out} : "error $r->{sqlstate}: $r->{err}";
-}
+sub q1 { return out_or_error($node, $_[0]); }
 
 sub qpath { return q1("SELECT zk_path('queue', '$_[0]')"); }
 

@@ -168,20 +168,21 @@ foreach my $v ('zk_semaphores', 'zk_locks', 'zk_elections')
 #
 # C. The tenant's own names past the bound: 54000, with the hint
 #
-$r = measured('postgres', 'ten', 'SELECT count(*) FROM zk_queues');
-is($r->{sqlstate}, '54000', "C: ten's zk_queues of its 40 queues: 54000");
-like($r->{err}, qr/This namespace has 40 queues, more than zklock\.max_children \(30\)/,
-	'C: ... counting its own queues, naming zklock.max_children');
-like($r->{err}, qr/HINT:\s+Delete some of them, or have a superuser raise zklock\.max_children/,
-	'C: ... with the hint');
+# ten's own names past the bound (and, after each, what the listing cost)
+sub over_max_children
+{
+	my ($kind) = @_;
+	my $r = measured('postgres', 'ten', "SELECT count(*) FROM zk_$kind");
+	is($r->{sqlstate}, '54000', "C: ten's zk_$kind of its 40 $kind: 54000");
+	like($r->{err}, qr/This namespace has 40 $kind, more than zklock\.max_children \(30\)/,
+		"C: ... counting its own $kind, naming zklock.max_children");
+	like($r->{err}, qr/HINT:\s+Delete some of them, or have a superuser raise zklock\.max_children/,
+		'C: ... with the hint');
+	return $r;
+}
+$r = over_max_children('queues');
 is($r->{lists} . '/' . $r->{sent}{exists}, '1/1', 'C: ... after one listing, counting no queue');
-
-$r = measured('postgres', 'ten', 'SELECT count(*) FROM zk_leases');
-is($r->{sqlstate}, '54000', "C: ten's zk_leases of its 40 leases: 54000");
-like($r->{err}, qr/This namespace has 40 leases, more than zklock\.max_children \(30\)/,
-	'C: ... counting its own leases, naming zklock.max_children');
-like($r->{err}, qr/HINT:\s+Delete some of them, or have a superuser raise zklock\.max_children/,
-	'C: ... with the hint');
+$r = over_max_children('leases');
 is($r->{sent}{getData}, 0, 'C: ... reading no lease holder');
 
 $A->safe_psql('postgres', "ALTER SYSTEM SET zklock.max_children = 50; SELECT pg_reload_conf()");
@@ -195,24 +196,7 @@ is($r->{sent}{getData}, 40, 'C: ... reading its own 40 lease holders');
 # D. A listing larger than zklock.max_answer_bytes
 #
 {
-	my $py = <<'PY';
-import sys
-from kazoo.client import KazooClient
-zk = KazooClient(hosts=sys.argv[1], timeout=20.0)
-zk.start(timeout=20)
-pending = []
-for i in range(6000):
-    pending.append(zk.create_async("/zklock/leases/flood:" + "x" * 380 + "%05d" % i, b""))
-    if len(pending) >= 1000:
-        for p in pending:
-            p.get()
-        pending = []
-for p in pending:
-    p.get()
-print(zk.exists("/zklock/leases").numChildren)
-zk.stop()
-PY
-	my ($rc, $out, $err) = ZkLockTest::_run([ $ZkLockTest::PYTHON, '-c', $py, $zk->{hosts} ], 120);
+	my ($rc, $out, $err) = zkq($zk, 'fill', '/zklock/leases', 6000, 'flood:' . ('x' x 380) . '%05d', 0, 1000);
 	chomp $out;
 	is($out, '6042', 'D: ZooKeeper holds 6,000 long names of namespace "flood" besides the 42 leases')
 	  or diag "rc $rc: $err";

@@ -29,9 +29,7 @@ my $kz = auth_kazoo($zk, 'zkl:secret');
 my $auth = write_mode_file("$tmp/zk.auth", "zkl:secret\n", 0600);
 my $node = zk_node('garbled', $zk,
 	connect_timeout => '5s',
-	conf => "zklock.auth_file = '$auth'\n"
-	  . "zklock.max_kept_bytes = '1MB'\n"
-	  . "zklock.max_write_rate = 0\n");
+	conf => "zklock.auth_file = '$auth'\nzklock.max_kept_bytes = '1MB'\nzklock.max_write_rate = 0\n");
 
 sub totals
 {

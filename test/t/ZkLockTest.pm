@@ -42,6 +42,9 @@ our @EXPORT = qw(
   sql_elsewhere psql_noerr try_lock_shared_elsewhere
   zk_exists zk_get zk_czxid zk_lock_nodes zk_lock_modes
   queue_drain wait_log
+  late_request_setup hosts_to_quorum held_within sqlstate_psql zk_nodes_of
+  zk_msg_id_of standby_refuses queue_request out_or_error create_hog kazoo_driver
+  install_for_tenant zkq_or_die zk_owners kazoo_process
 );
 
 our $SRC = $ENV{ZKLOCK_SRC} // abs_path(dirname(__FILE__) . '/../..');
@@ -331,14 +334,30 @@ sub zkq
 	return $out;
 }
 
+# zkq's output (chomped); dies when ZooKeeper cannot be asked, so that a
+# query that failed never passes for an empty answer
+sub zkq_or_die
+{
+	my ($zk, @args) = @_;
+	return _out_or_die("zkq @args", zkq($zk, @args));
+}
+
+# $out of a program that ran as $what (chomped); dies unless its exit
+# status $rc was 0
+sub _out_or_die
+{
+	my ($what, $rc, $out, $err) = @_;
+	die "$what failed (rc $rc): $out $err" if $rc != 0;
+	chomp $out;
+	return $out;
+}
+
 # Number of descendants of $path (0 if it does not exist).  Dies if
 # ZooKeeper cannot be asked: a count that silently failed must not pass.
 sub zk_count
 {
 	my ($zk, $path) = @_;
-	my ($rc, $out, $err) = zkq($zk, 'count', $path);
-	die "zkq count $path failed (rc $rc): $out $err" if $rc != 0;
-	chomp $out;
+	my $out = zkq_or_die($zk, 'count', $path);
 	die "zkq count $path: unexpected output '$out'" unless $out =~ /^\d+$/;
 	return $out + 0;
 }
@@ -349,10 +368,8 @@ sub zk_count
 sub node_copy
 {
 	my ($zk, @args) = @_;
-	my ($rc, $out, $err) = _run([ $PYTHON, "$SRC/test/node_copy.py", $zk->{hosts}, @args ], 60);
-	die "node_copy.py @args[0,1]: $err" if $rc != 0;
-	chomp $out;
-	return $out;
+	return _out_or_die("node_copy.py @args[0,1]",
+		_run([ $PYTHON, "$SRC/test/node_copy.py", $zk->{hosts}, @args ], 60));
 }
 
 # Transaction nodes under $path (<root>/txns) not published yet: those
@@ -361,8 +378,7 @@ sub node_copy
 sub zk_txns_pending
 {
 	my ($zk, $path) = @_;
-	my ($rc, $out, $err) = zkq($zk, 'count-kept', $path);
-	die "zkq count-kept $path failed (rc $rc): $out $err" if $rc != 0;
+	my $out = zkq_or_die($zk, 'count-kept', $path);
 	die "zkq count-kept $path: unexpected output '$out'" unless $out =~ /^(\d+) (\d+)$/;
 	return wantarray ? ($1 + 0, $2 + 0) : $1 + 0;
 }
@@ -372,6 +388,48 @@ sub zk_tree
 	my ($zk, $path) = @_;
 	my ($rc, $out, $err) = zkq($zk, 'tree', $path);
 	return $rc == 0 ? $out : "(tree $path failed: rc $rc $err)";
+}
+
+# The children of $path in $zk, sorted by name, as hashes { name, owner
+# (the ephemeral owner, as zkq.py tree prints it), czxid (a number) }, and
+# with data => 1 in %opts their data too (data, '' for none)
+sub zk_nodes_of
+{
+	my ($zk, $path, %opts) = @_;
+	my @n;
+	foreach my $line (split /\n/, zkq_or_die($zk, 'tree', $path))
+	{
+		my ($p, $owner, $cz) = split / /, $line;
+		next unless defined $cz && $p =~ m{^\Q$path\E/([^/]+)$};
+		push @n, { name => $1, owner => $owner, czxid => hex($cz),
+			$opts{data} ? (data => zk_get($zk, $p) // '') : () };
+	}
+	my @sorted = sort { $a->{name} cmp $b->{name} } @n;
+	return @sorted;
+}
+
+# The children of $path in $zk (dies when ZooKeeper cannot be asked) as
+# { name => ephemeral owner, as zkq.py tree prints it }
+sub zk_owners
+{
+	my ($zk, $path) = @_;
+	my %m;
+	foreach my $line (split /\n/, zkq_or_die($zk, 'tree', $path))
+	{
+		my ($p, $owner) = split / /, $line;
+		$m{$1} = $owner if defined $owner && $p =~ m{^\Q$path\E/([^/]+)$};
+	}
+	return %m;
+}
+
+# the msg_id SQL gives the item of entry node $n (from zk_nodes_of): 2^62 +
+# czxid * 1024 + the sequence number (the items of one multi share a czxid
+# and have consecutive sequence numbers)
+sub zk_msg_id_of
+{
+	my ($n) = @_;
+	my ($seq) = $n->{name} =~ /(\d{10})$/;
+	return (1 << 62) + $n->{czxid} * 1024 + $seq;
 }
 
 # Children of $path as a list (empty if missing)
@@ -487,6 +545,18 @@ sub zk_standby_node
 	wait_connected($node, "zklock worker of the standby did not connect")
 	  if $opts{wait} // 1;
 	return $node;
+}
+
+# Each call [ name, sql ] fails on the hot standby $standby with 25006
+sub standby_refuses
+{
+	my ($standby, @calls) = @_;
+	foreach my $c (@calls)
+	{
+		my $r = one_shot($standby, $c->[1], 30);
+		is($r->{sqlstate}, '25006', "standby: $c->[0] fails with 25006") or diag $r->{err};
+	}
+	return;
 }
 
 # $node->psql($db, $sql) that never dies: a psql that exits before IPC::Run
@@ -712,13 +782,30 @@ sub kazoo_client
 sub queue_kazoo
 {
 	my ($zk) = @_;
+	return kazoo_driver($zk, 'queue_kazoo.py');
+}
+
+# The command @cmd (a Python with a kazoo client of $zk) started, driven
+# like ZkLockTest::Kazoo (it has not answered yet)
+sub kazoo_process
+{
+	my ($zk, @cmd) = @_;
 	my $self = bless { stdin => '', stdout => '', stderr => '', zk => $zk },
 	  'ZkLockTest::Kazoo';
-	$self->{h} = IPC::Run::start(
-		[ $PYTHON, "$SRC/test/queue_kazoo.py", $zk->{hosts} ],
+	$self->{h} = IPC::Run::start(\@cmd,
 		'<', \$self->{stdin}, '>', \$self->{stdout}, '2>', \$self->{stderr});
+	return $self;
+}
+
+# A kazoo driver of test/ ($script: kazoo_driver.py's line protocol) run as
+# "$script HOSTS @args" on $zk, driven like ZkLockTest::Kazoo; dies unless
+# it says "ready" within 30 s
+sub kazoo_driver
+{
+	my ($zk, $script, @args) = @_;
+	my $self = kazoo_process($zk, $PYTHON, "$SRC/test/$script", $zk->{hosts}, @args);
 	my $l = $self->read_line(30);
-	die "queue_kazoo.py did not start: " . ($l // 'no answer') . " $self->{stderr}"
+	croak "$script did not start: " . ($l // 'no answer') . " $self->{stderr}"
 	  unless defined $l && $l eq 'ready';
 	return $self;
 }
@@ -847,6 +934,64 @@ END
 	}
 }
 
+# The skeleton of the late-request tests (341, 344, 346, 347, 349): a
+# zk_partition_ensemble in tmp_check/ens_$tag (sync_limit as given) and a
+# cluster $name that talks to its server 3 alone (session_timeout and
+# connect_timeout as given).  Returns ($pe, $node, $quorum, $kzq): $quorum
+# the hosts of servers 1 and 2, $kzq a zkq/zk_count target for them.
+sub late_request_setup
+{
+	my ($tag, $name, %opts) = @_;
+	my $pe = zk_partition_ensemble("$PostgreSQL::Test::Utils::tmp_check/ens_$tag",
+		defined $opts{sync_limit} ? (sync_limit => $opts{sync_limit}) : ());
+	my @cp = @{ $pe->{cp} };
+	my $quorum = "127.0.0.1:$cp[0],127.0.0.1:$cp[1]";
+	my $node = zk_node($name, "127.0.0.1:$cp[2]",
+		session_timeout => $opts{session_timeout},
+		connect_timeout => $opts{connect_timeout});
+	return ($pe, $node, $quorum, { hosts => $quorum });
+}
+
+# Set zklock.hosts of $node to $hosts (ALTER SYSTEM, reload) and wait up to
+# $timeout s for a connected session other than $old's (a zk_status hash).
+# Returns the new session's zk_status, undef on timeout.
+sub hosts_to_quorum
+{
+	my ($node, $hosts, $old, $timeout) = @_;
+	$node->safe_psql('postgres',
+		"ALTER SYSTEM SET zklock.hosts = '$hosts'; SELECT pg_reload_conf()");
+	my $s;
+	my $ok = wait_until(sub {
+		$s = zk_status($node);
+		$s && $s->{state} eq 'connected' && ($s->{session_id} // "") ne ($old->{session_id} // "") }, $timeout);
+	return $ok ? $s : undef;
+}
+
+# Note how long a link was $what since $t0 and check it stayed under $max s
+# (syncLimit x tickTime and the session timeout)
+sub held_within
+{
+	my ($t0, $max, $what) = @_;
+	my $held = time() - $t0;
+	note sprintf('the link was %s for %.1f s', $what, $held);
+	cmp_ok($held, '<', $max, 'within syncLimit x tickTime and the session timeout');
+	return $held;
+}
+
+# Run $sql in database $db of $node as $user, verbose, stopping at the first
+# error (%opts: timeout).  Returns { sqlstate => the SQLSTATE of the error
+# ('00000' for none, "rcN" for a failure with no SQLSTATE), out, err }.
+sub sqlstate_psql
+{
+	my ($node, $db, $sql, $user, %opts) = @_;
+	my ($rc, $out, $err) = $node->psql($db, $sql,
+		extra_params => [ '-U', $user, '-v', 'VERBOSITY=verbose' ],
+		on_error_stop => 1,
+		defined $opts{timeout} ? (timeout => $opts{timeout}) : ());
+	my $st = $err =~ /(?:ERROR|FATAL):\s+([0-9A-Z]{5}):/ ? $1 : ($rc == 0 ? '00000' : "rc$rc");
+	return { sqlstate => $st, out => $out, err => $err };
+}
+
 # Write $text into $path and give it $mode (an auth file must be 0600)
 sub write_mode_file
 {
@@ -863,18 +1008,80 @@ sub write_mode_file
 sub auth_kazoo
 {
 	my ($zk, $cred) = @_;
-	my $self = bless { stdin => '', stdout => '', stderr => '', zk => $zk },
-	  'ZkLockTest::Kazoo';
-	$self->{h} = IPC::Run::start(
-		[
-			$PYTHON, "$SRC/test/auth_kazoo.py",
-			$zk->{hosts}, defined $cred ? ($cred) : ()
-		],
-		'<', \$self->{stdin}, '>', \$self->{stdout}, '2>', \$self->{stderr});
-	my $l = $self->read_line(30);
-	croak "auth_kazoo.py did not start: " . ($l // 'no answer') . " $self->{stderr}"
-	  unless defined $l && $l eq 'ready';
-	return $self;
+	return kazoo_driver($zk, 'auth_kazoo.py', defined $cred ? ($cred) : ());
+}
+
+# zklock in database $db of $node as doc/security.md says: in a schema zk
+# of the superuser's, on the database's search_path; $user granted lock,
+# consume and produce
+sub install_for_tenant
+{
+	my ($node, $db, $user) = @_;
+	$node->safe_psql($db, qq{
+		CREATE SCHEMA zk;
+		CREATE EXTENSION zklock SCHEMA zk;
+		GRANT USAGE ON SCHEMA zk TO $user;
+		SELECT zk.zk_grant('lock', '$user');
+		SELECT zk.zk_grant('consume', '$user');
+		SELECT zk.zk_grant('produce', '$user');
+		ALTER DATABASE $db SET search_path = "\$user", public, zk;
+	});
+	return;
+}
+
+# Run $sql on $node in a fresh session (60 s): its output, or
+# "error SQLSTATE: message"
+sub out_or_error
+{
+	my ($node, $sql) = @_;
+	my $r = one_shot($node, $sql, 60);
+	return $r->{sqlstate} eq '00000' ? $r->{out} : "error $r->{sqlstate}: $r->{err}";
+}
+
+# Create hog(tag text, max int DEFAULT 1000) in database postgres of $node:
+# it takes session locks $tag0, $tag1, ... until refused (at most $max),
+# each in its own subtransaction, so that the ones taken stay.  Returns
+# "count|sqlstate|message|detail|hint" ("count|busy" when a lock was busy,
+# "count|none" when never refused).
+sub create_hog
+{
+	my ($node) = @_;
+	$node->safe_psql('postgres', q{
+CREATE FUNCTION hog(tag text, max int DEFAULT 1000) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+	n int := 0;
+	st text; msg text; det text; hnt text;
+BEGIN
+	WHILE n < max LOOP
+		BEGIN
+			IF NOT zk_try_session_lock(tag || n) THEN
+				RETURN n || '|busy';
+			END IF;
+		EXCEPTION WHEN OTHERS THEN
+			GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
+				det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+			RETURN n || '|' || st || '|' || msg || '|' || det || '|' || hnt;
+		END;
+		n := n + 1;
+	END LOOP;
+	RETURN n || '|none';
+END
+$$;
+});
+	return;
+}
+
+# $s begins a transaction and sends $sql (a request that waits); passes
+# (test $msg) when $path then has $n nodes in $zk within $secs s (default
+# 10): the request is in line
+sub queue_request
+{
+	my ($zk, $s, $sql, $path, $n, $msg, $secs) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	$s->query_safe('BEGIN');
+	$s->send($sql);
+	return ok(scalar(zk_wait_count($zk, $path, $n, $secs // 10)), $msg);
 }
 
 # New psql session (ZkLockTest::Session)
@@ -975,11 +1182,8 @@ PY
 sub new
 {
 	my ($class, $zk) = @_;
-	my $self = bless { stdin => '', stdout => '', stderr => '', zk => $zk },
+	my $self = bless ZkLockTest::kazoo_process($zk, $ZkLockTest::PYTHON, '-c', $KAZOO_DRIVER, $zk->{hosts}),
 	  $class;
-	$self->{h} = IPC::Run::start(
-		[ $ZkLockTest::PYTHON, '-c', $KAZOO_DRIVER, $zk->{hosts} ],
-		'<', \$self->{stdin}, '>', \$self->{stdout}, '2>', \$self->{stderr});
 	my $l = $self->read_line(30);
 	croak "kazoo client did not start: " . ($l // 'no answer') . " $self->{stderr}"
 	  unless defined $l && $l eq 'ready';
@@ -1222,6 +1426,21 @@ sub wait
 	}
 }
 
+# wait for a statement left running (up to $secs s, default 15); one that
+# does not end by then is ended with the client (diag says which), so that
+# the test goes on
+sub wait_or_kill
+{
+	my ($self, $secs) = @_;
+	my $r = $self->wait($secs // 15);
+	if (!$r->{done})
+	{
+		diag "session " . $self->name . " still running: $r->{sql}";
+		$self->kill_client;
+	}
+	return $r;
+}
+
 # send + wait
 sub query
 {
@@ -1273,12 +1492,7 @@ sub kill_client
 	return;
 }
 
-sub DESTROY
-{
-	my ($self) = @_;
-	local ($@, $!, $?);
-	return if $self->{closed} || !$self->{h};
-	eval { $self->{h}->kill_kill(grace => 0); 1; };
-}
+# a session not quit kills its psql, as a kazoo client not quit its Python
+sub DESTROY { return ZkLockTest::Kazoo::DESTROY(@_); }
 
 1;
