@@ -152,6 +152,28 @@ extern void zk_completion_error(ZkEntry *e, int depth, MemoryContext cxt);
 	}
 
 /*
+ * The openings of a completion that serves no entry of its own (its entry is
+ * "none"; NONE_COMPLETION_END closes it):
+ *	DATA_COMPLETION_BEGIN(type, p, data): p is the record data points at;
+ *	CALL_COMPLETION_BEGIN(ctype, c, otype, o, field, data): c is the call's
+ *	record data points at, o the operation it belongs to (c->field).
+ */
+#define DATA_COMPLETION_BEGIN(type, p, data) \
+	type	   *volatile p = (type *) (data); \
+	ZkEntry    *volatile none = NULL; \
+	\
+	COMPLETION_BEGIN
+
+#define CALL_COMPLETION_BEGIN(ctype, c, otype, o, field, data) \
+	ctype	   *c = (ctype *) (data); \
+	otype	   *volatile o = c->field; \
+	ZkEntry    *volatile none = NULL; \
+	\
+	COMPLETION_BEGIN
+
+#define NONE_COMPLETION_END		COMPLETION_END(none)
+
+/*
  * worker_base.c: the no-progress guard.  A recipe that can drive itself
  * again without a ZooKeeper request or an answer in between (a round
  * that ends with nothing sent and starts the next one) keeps a ZkProgress

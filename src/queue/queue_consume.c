@@ -61,7 +61,7 @@ q_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 		q->settled = false;
 		zk_q_kick(q);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /*
@@ -376,10 +376,7 @@ q_verify_due(QState *q)
 static void
 q_verified(int rc, const struct Stat *stat, const void *data)
 {
-	QState	   *volatile q = (QState *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(QState, q, data)
 	{
 		q->verify = QVERIFY_NONE;
 		if (rc == ZOK && stat != NULL && q->rest_exact && q->list.cv_ok &&
@@ -400,7 +397,7 @@ q_verified(int rc, const struct Stat *stat, const void *data)
 		}
 		zk_q_kick(q);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /*

@@ -134,10 +134,7 @@ static void
 seq_get_done(int rc, const char *value, int value_len,
 			 const struct Stat *stat, const void *data)
 {
-	SeqFetch   *f = (SeqFetch *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(SeqFetch, f, data)
 	{
 		if (rc == ZOK && stat != NULL)
 		{
@@ -165,17 +162,14 @@ seq_get_done(int rc, const char *value, int value_len,
 			f->failed = true;
 		seq_fetch_one_done(f);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /* Completion of the zoo_aget_children sent by zk_q_seq_fetch() */
 static void
 seq_children_done(int rc, const struct String_vector *sv, const void *data)
 {
-	SeqFetch   *f = (SeqFetch *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(SeqFetch, f, data)
 	{
 		if (rc == ZOK && sv != NULL)
 		{
@@ -193,7 +187,7 @@ seq_children_done(int rc, const struct String_vector *sv, const void *data)
 			f->failed = true;
 		seq_fetch_one_done(f);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /*
@@ -250,10 +244,7 @@ typedef struct SeqProbe
 static void
 seq_probe_done(int rc, const struct Stat *stat, const void *data)
 {
-	SeqProbe   *p = (SeqProbe *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(SeqProbe, p, data)
 	{
 		QSeq	   *q = zk_q_seq(p->name);
 		zk_q_naming_fn done = p->done;
@@ -267,7 +258,7 @@ seq_probe_done(int rc, const struct Stat *stat, const void *data)
 		pfree(p);
 		done(rc == ZOK || rc == ZNONODE);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /*

@@ -153,10 +153,7 @@ ns_failed(int slot, int rc)
 static void
 ns_counted(int rc, const struct Stat *stat, const void *data)
 {
-	NsCall	   *c = (NsCall *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(NsCall, c, data)
 	{
 		if (ns_current(c))
 		{
@@ -171,7 +168,7 @@ ns_counted(int rc, const struct Stat *stat, const void *data)
 			ns_maybe_finish(c->slot);
 		}
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 	pfree(c);
 }
 
@@ -202,10 +199,7 @@ ns_send_more(int slot)
 static void
 ns_listed(int rc, const struct String_vector *sv, const void *data)
 {
-	NsCall	   *c = (NsCall *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(NsCall, c, data)
 	{
 		if (ns_current(c))
 		{
@@ -235,7 +229,7 @@ ns_listed(int rc, const struct String_vector *sv, const void *data)
 			ns_maybe_finish(c->slot);
 		}
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 	pfree(c);
 }
 
@@ -243,10 +237,7 @@ ns_listed(int rc, const struct String_vector *sv, const void *data)
 static void
 ns_dir_counted(int rc, const struct Stat *stat, const void *data)
 {
-	NsCall	   *c = (NsCall *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(NsCall, c, data)
 	{
 		if (ns_current(c))
 		{
@@ -275,7 +266,7 @@ ns_dir_counted(int rc, const struct Stat *stat, const void *data)
 			ns_maybe_finish(c->slot);
 		}
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 	pfree(c);
 }
 

@@ -325,11 +325,7 @@ static void
 info_peek_done(int rc, const char *value, int value_len,
 			   const struct Stat *stat, const void *data)
 {
-	InfoCall   *c = (InfoCall *) data;
-	Info	   *volatile in = c->info;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	CALL_COMPLETION_BEGIN(InfoCall, c, Info, in, info, data)
 	{
 		if (rc == ZOK && !in->failed)
 		{
@@ -358,18 +354,14 @@ info_peek_done(int rc, const char *value, int value_len,
 		pfree(c);
 		zk_q_info_call_done(in);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /* Completion of the zoo_amulti sent by info_send_more() */
 static void
 info_purge_done(int rc, const void *data)
 {
-	InfoCall   *c = (InfoCall *) data;
-	Info	   *volatile in = c->info;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	CALL_COMPLETION_BEGIN(InfoCall, c, Info, in, info, data)
 	{
 		if (rc == ZOK)
 			in->count++;
@@ -380,7 +372,7 @@ info_purge_done(int rc, const void *data)
 		pfree(c);
 		zk_q_info_call_done(in);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /* A new request of a one-off read about node, in zk_q_context() */
@@ -422,17 +414,14 @@ static uint32 purge_guard_seq = 0;
 static void
 purge_guard_gone(int rc, const void *data)
 {
-	Info	   *volatile in = (Info *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(Info, in, data)
 	{
 		/* the session ended meanwhile: as every request of it */
 		if (!zk_rc_definite(rc))
 			zk_q_info_fail(in, rc);
 		info_finish(in);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /*
@@ -457,11 +446,7 @@ purge_guard_drop(Info *in)
 static void
 purge_guard_made(int rc, const char *value, const void *data)
 {
-	InfoCall   *c = (InfoCall *) data;
-	Info	   *volatile in = c->info;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	CALL_COMPLETION_BEGIN(InfoCall, c, Info, in, info, data)
 	{
 		if (rc == ZOK)
 			strlcpy(in->guard, c->p1, sizeof(in->guard));
@@ -471,7 +456,7 @@ purge_guard_made(int rc, const char *value, const void *data)
 		pfree(c);
 		zk_q_info_call_done(in);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /* A purge's first step: create its node under the queue node */
@@ -591,28 +576,22 @@ queue_count_one(QueueCount *qc, int rc, const struct Stat *stat, int32 *n)
 static void
 queue_entries_counted(int rc, const struct Stat *stat, const void *data)
 {
-	QueueCount *qc = (QueueCount *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(QueueCount, qc, data)
 	{
 		queue_count_one(qc, rc, stat, &qc->nentries);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /* Completion of the zoo_aexists of taken sent by info_send_more() */
 static void
 queue_taken_counted(int rc, const struct Stat *stat, const void *data)
 {
-	QueueCount *qc = (QueueCount *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(QueueCount, qc, data)
 	{
 		queue_count_one(qc, rc, stat, &qc->ntaken);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /*
@@ -626,11 +605,7 @@ queue_taken_counted(int rc, const struct Stat *stat, const void *data)
 static void
 info_counted(int rc, const struct Stat *stat, const void *data)
 {
-	InfoCall   *c = (InfoCall *) data;
-	Info	   *volatile in = c->info;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	CALL_COMPLETION_BEGIN(InfoCall, c, Info, in, info, data)
 	{
 		if (rc == ZOK && stat != NULL)
 		{
@@ -669,7 +644,7 @@ info_counted(int rc, const struct Stat *stat, const void *data)
 		pfree(c);
 		zk_q_info_call_done(in);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /* Ask for the child counts of what in is about to list (info_counted) */
@@ -701,11 +676,7 @@ info_send_count(Info *in)
 static void
 info_queues_listed(int rc, const struct String_vector *sv, const void *data)
 {
-	InfoCall   *c = (InfoCall *) data;
-	Info	   *volatile in = c->info;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	CALL_COMPLETION_BEGIN(InfoCall, c, Info, in, info, data)
 	{
 		ZkEntry    *e = info_entry(in);
 
@@ -736,7 +707,7 @@ info_queues_listed(int rc, const struct String_vector *sv, const void *data)
 		pfree(c);
 		zk_q_info_call_done(in);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /* ------------------------------------------------------------------------
@@ -1171,10 +1142,7 @@ drop_read_done(Drop *d)
 static void
 drop_children_done(int rc, const struct String_vector *sv, const void *data)
 {
-	Drop	   *d = (Drop *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(Drop, d, data)
 	{
 		int			i;
 
@@ -1200,41 +1168,35 @@ drop_children_done(int rc, const struct String_vector *sv, const void *data)
 		}
 		drop_read_done(d);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /* Completion of the zoo_aexists sent by drop_read() */
 static void
 drop_entries_done(int rc, const struct Stat *stat, const void *data)
 {
-	Drop	   *d = (Drop *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(Drop, d, data)
 	{
 		d->rc_entries = rc;
 		if (rc == ZOK && stat != NULL)
 			d->nentries = stat->numChildren;
 		drop_read_done(d);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /* Completion of the zoo_aexists sent by drop_read() */
 static void
 drop_taken_done(int rc, const struct Stat *stat, const void *data)
 {
-	Drop	   *d = (Drop *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(Drop, d, data)
 	{
 		d->rc_taken = rc;
 		if (rc == ZOK && stat != NULL)
 			d->ntaken = stat->numChildren;
 		drop_read_done(d);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /* Step 2: read the queue node's children and entries' and taken's stats */

@@ -310,11 +310,7 @@ zk_q_scan_done_one(Scan *s, bool ok, int64 removed)
 static void
 scan_void_done(int rc, const void *data)
 {
-	ScanCall   *c = (ScanCall *) data;
-	Scan	   *volatile s = c->scan;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	CALL_COMPLETION_BEGIN(ScanCall, c, Scan, s, scan, data)
 	{
 		if (c->txn)
 		{
@@ -324,7 +320,7 @@ scan_void_done(int rc, const void *data)
 		zk_q_scan_done_one(s, zk_rc_definite(rc), rc == ZOK && !c->kept ? 1 : 0);
 		pfree(c);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /*
@@ -365,11 +361,7 @@ scan_send_queues(Scan *s)
 static void
 scan_consume_done(int rc, const void *data)
 {
-	ScanCall   *c = (ScanCall *) data;
-	Scan	   *volatile s = c->scan;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	CALL_COMPLETION_BEGIN(ScanCall, c, Scan, s, scan, data)
 	{
 		if (rc != ZOK && zk_rc_definite(rc) && c->res[0].err == ZNONODE &&
 			zk_session_usable() &&
@@ -380,7 +372,7 @@ scan_consume_done(int rc, const void *data)
 		if (c != NULL)
 			pfree(c);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /*
@@ -659,11 +651,7 @@ static void
 scan_txn_data(int rc, const char *value, int value_len,
 			  const struct Stat *stat, const void *data)
 {
-	ScanCall   *c = (ScanCall *) data;
-	Scan	   *volatile s = c->scan;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	CALL_COMPLETION_BEGIN(ScanCall, c, Scan, s, scan, data)
 	{
 		bool		counted = false;
 		bool		kept = false;
@@ -776,7 +764,7 @@ scan_txn_data(int rc, const char *value, int value_len,
 		if (blob != NULL)
 			pfree(blob);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /*
@@ -883,11 +871,7 @@ scan_send_txns(Scan *s)
 static void
 scan_txns_listed(int rc, const struct String_vector *sv, const void *data)
 {
-	ScanCall   *c = (ScanCall *) data;
-	Scan	   *volatile s = c->scan;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	CALL_COMPLETION_BEGIN(ScanCall, c, Scan, s, scan, data)
 	{
 		int			i;
 		char		prefix[32];
@@ -915,7 +899,7 @@ scan_txns_listed(int rc, const struct String_vector *sv, const void *data)
 		pfree(c);
 		zk_q_scan_done_one(s, true, 0);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /* Completion of the zoo_aget sent by scan_taken_listed() */
@@ -923,11 +907,7 @@ static void
 scan_claim_data(int rc, const char *value, int value_len,
 				const struct Stat *stat, const void *data)
 {
-	ScanCall   *c = (ScanCall *) data;
-	Scan	   *volatile s = c->scan;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	CALL_COMPLETION_BEGIN(ScanCall, c, Scan, s, scan, data)
 	{
 		char		f_cluster[32];
 		char		f_xid[32];
@@ -1048,18 +1028,14 @@ scan_claim_data(int rc, const char *value, int value_len,
 			pfree(c);
 		zk_q_scan_done_one(s, true, 0);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /* Completion of the zoo_aget_children sent by scan_send_queues() */
 static void
 scan_taken_listed(int rc, const struct String_vector *sv, const void *data)
 {
-	ScanCall   *c = (ScanCall *) data;
-	Scan	   *volatile s = c->scan;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	CALL_COMPLETION_BEGIN(ScanCall, c, Scan, s, scan, data)
 	{
 		int			i;
 
@@ -1090,18 +1066,14 @@ scan_taken_listed(int rc, const struct String_vector *sv, const void *data)
 		scan_send_queues(s);
 		zk_q_scan_done_one(s, true, 0);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /* Completion of the zoo_aget_children sent by scan_list() */
 static void
 scan_queues_listed(int rc, const struct String_vector *sv, const void *data)
 {
-	ScanCall   *c = (ScanCall *) data;
-	Scan	   *volatile s = c->scan;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	CALL_COMPLETION_BEGIN(ScanCall, c, Scan, s, scan, data)
 	{
 		if (rc == ZOK && zk_session_usable())
 		{
@@ -1114,7 +1086,7 @@ scan_queues_listed(int rc, const struct String_vector *sv, const void *data)
 		pfree(c);
 		zk_q_scan_done_one(s, true, 0);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /* a run released by the operator was taken over (or that failed) */
@@ -1294,11 +1266,7 @@ live_done_one(LiveCheck *lc, int rc)
 static void
 release_live_exists(int rc, const struct Stat *stat, const void *data)
 {
-	LiveCall   *c = (LiveCall *) data;
-	LiveCheck  *volatile lc = c->lc;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	CALL_COMPLETION_BEGIN(LiveCall, c, LiveCheck, lc, lc, data)
 	{
 		Info	   *in = lc->scan->info;
 
@@ -1307,17 +1275,14 @@ release_live_exists(int rc, const struct Stat *stat, const void *data)
 		pfree(c);
 		live_done_one(lc, rc);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /* Completion of the zoo_aget_children sent by zk_q_release_check_live() */
 static void
 release_runs_listed(int rc, const struct String_vector *sv, const void *data)
 {
-	LiveCheck  *volatile lc = (LiveCheck *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(LiveCheck, lc, data)
 	{
 		int			i;
 
@@ -1348,7 +1313,7 @@ release_runs_listed(int rc, const struct String_vector *sv, const void *data)
 		}
 		live_done_one(lc, rc);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /*

@@ -377,10 +377,7 @@ static void
 listing_entries_done(int rc, const struct String_vector *sv,
 					 const struct Stat *stat, const void *data)
 {
-	Listing    *volatile l = (Listing *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(Listing, l, data)
 	{
 		/*
 		 * Replies come in the order the server applied the requests: the
@@ -395,7 +392,7 @@ listing_entries_done(int rc, const struct String_vector *sv,
 		}
 		listing_reply(l, false, rc, sv);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /*
@@ -405,14 +402,11 @@ listing_entries_done(int rc, const struct String_vector *sv,
 static void
 listing_taken_done(int rc, const struct String_vector *sv, const void *data)
 {
-	Listing    *volatile l = (Listing *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(Listing, l, data)
 	{
 		listing_reply(l, true, rc, sv);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /*
