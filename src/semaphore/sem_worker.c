@@ -81,31 +81,27 @@ unwatch(ZkEntry *e)
 {
 	char		pool[ZK_PATH_MAX];
 
-	if (!e->watching)
-		return;
-	e->watching = false;
 	pool_path(e, pool, sizeof(pool));
-	zk_unwatch(e, pool, ZWATCHTYPE_CHILD, NULL);	/* one watcher per pool */
+	/* (sem never sets watched) one watcher per pool */
+	zk_entry_unwatch(e, pool, ZWATCHTYPE_CHILD, NULL);
+}
+
+/* The watched pool changed (pool_watcher): a waiter lists it again */
+static void
+pool_changed(ZkEntry *e)
+{
+	if (e->state == ZKE_WAITING)
+	{
+		e->step.sem = ZKSEM_LIST;
+		sem_step(e);
+	}
 }
 
 /* Watcher of the zoo_awget_children sent by sem_step() */
 static void
 pool_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 {
-	ZkEntry    *volatile e = NULL;
-
-	if (type == ZOO_SESSION_EVENT || type == ZOO_NOTWATCHING_EVENT)
-		return;
-	COMPLETION_BEGIN
-	{
-		e = zk_entry_watch_fired(path, ctx);
-		if (e != NULL && e->state == ZKE_WAITING && !e->released)
-		{
-			e->step.sem = ZKSEM_LIST;
-			sem_step(e);
-		}
-	}
-	COMPLETION_END(e);
+	zk_entry_watcher(type, path, ctx, pool_changed);
 }
 
 /* ---- ZKSEM_ENSURE (and the read of ZKSEM_COUNT) ---- */
