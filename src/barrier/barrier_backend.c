@@ -38,10 +38,7 @@ static List *memberships = NIL;
 static void
 release_entry(uint32 idx, uint32 gen)
 {
-	if (idx == ZKLOCK_NO_ENTRY || zk_ctl == NULL)
-		return;
-	(void) zk_release_entry(idx, gen);
-	zk_wake_worker();
+	zk_let_go(&idx, gen);		/* (a copy of the caller's idx) */
 }
 
 /* This session's membership of a double barrier, or NULL */

@@ -116,6 +116,21 @@ zk_release_entry(uint32 idx, uint32 gen)
 	return true;
 }
 
+/*
+ * Let go of the entry *idx (of generation gen), if any: handed back
+ * (zk_release_entry), forgotten (*idx becomes ZKLOCK_NO_ENTRY), and the
+ * worker woken.  For a request in progress, also at exit.
+ */
+void
+zk_let_go(uint32 *idx, uint32 gen)
+{
+	if (*idx == ZKLOCK_NO_ENTRY || zk_ctl == NULL)
+		return;
+	(void) zk_release_entry(*idx, gen);
+	*idx = ZKLOCK_NO_ENTRY;
+	zk_wake_worker();
+}
+
 /* A name (UTF-8) as this database can show it in a message, without its namespace */
 char *
 zk_display_name(const char *name)

@@ -114,8 +114,7 @@ static NscCache *nsc_cache = NULL;
 /* a request in flight: the three reads, or a write */
 typedef struct NscCall
 {
-	uint32		idx;
-	uint32		gen;
+	const void *ectx;			/* its entry (zk_ctx_of; zk_entry_of) */
 	int			refs;			/* completions still to come */
 	bool		parent_ok;		/* <root>/namespaces lets no one else in */
 	bool		node_ok;		/* the node lets no one else write */
@@ -314,15 +313,6 @@ nsc_context(void)
 	return nsc_cxt;
 }
 
-/* The entry a request in flight is for, or NULL if it was freed meanwhile */
-static ZkEntry *
-call_entry(NscCall *c)
-{
-	ZkEntry    *e = zk_entry(c->idx);
-
-	return (e->gen == c->gen && e->state != ZKE_FREE) ? e : NULL;
-}
-
 /* One completion of a call is done: free it after the last */
 static void
 call_unref(NscCall *c)
@@ -391,7 +381,7 @@ write_done(int rc, const void *data)
 	{
 		char		refused[ZKLOCK_PARENT_MAX + 1];
 
-		e = call_entry(c);
+		e = zk_entry_of(c->ectx);
 		if (e != NULL && e->create_inflight)
 		{
 			e->create_inflight = false;
@@ -481,8 +471,7 @@ new_call(ZkEntry *e, const char *path)
 {
 	NscCall    *c = MemoryContextAllocZero(nsc_context(), sizeof(NscCall));
 
-	c->idx = zk_entry_index(e);
-	c->gen = e->gen;
+	c->ectx = zk_ctx_of(e);
 	strlcpy(c->path, path, sizeof(c->path));
 	return c;
 }
@@ -500,7 +489,7 @@ read_done(int rc, const char *value, int value_len, const struct Stat *stat,
 
 	COMPLETION_BEGIN
 	{
-		e = call_entry(c);
+		e = zk_entry_of(c->ectx);
 		if (e != NULL && e->list_inflight)
 		{
 			int			op = e->step.nsclaim;
@@ -691,11 +680,7 @@ static uint32 req_gen = 0;
 static void
 let_go(void)
 {
-	if (req_idx == ZKLOCK_NO_ENTRY || zk_ctl == NULL)
-		return;
-	(void) zk_release_entry(req_idx, req_gen);
-	req_idx = ZKLOCK_NO_ENTRY;
-	zk_wake_worker();
+	zk_let_go(&req_idx, req_gen);
 }
 
 /* at exit: the request in progress */

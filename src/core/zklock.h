@@ -666,6 +666,7 @@ extern bool zk_wait_for_answer(uint32 idx, const char *uname, int64 timeout_ms,
 #define ZK_ANSWER_AT_COMMIT (-1)
 extern int	zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer, const char *what);
 extern bool zk_release_entry(uint32 idx, uint32 gen);
+extern void zk_let_go(uint32 *idx, uint32 gen);
 extern char *zk_display_name(const char *name);
 extern bool zk_backend_has_entries(void);
 extern bool zk_next_entry_unqualified;

@@ -54,23 +54,12 @@ static uint32 lock_gen = 0;
 static uint32 op_idx = ZKLOCK_NO_ENTRY;
 static uint32 op_gen = 0;
 
-/* Let go of a lease entry (request or lock) and wake the worker */
-static void
-let_go(uint32 *idx, uint32 gen)
-{
-	if (*idx == ZKLOCK_NO_ENTRY || zk_ctl == NULL)
-		return;
-	(void) zk_release_entry(*idx, gen);
-	*idx = ZKLOCK_NO_ENTRY;
-	zk_wake_worker();
-}
-
 /* At exit: let go of the lease request and lock in progress */
 static void
 lease_at_exit(void)
 {
-	let_go(&op_idx, op_gen);
-	let_go(&lock_idx, lock_gen);
+	zk_let_go(&op_idx, op_gen);
+	zk_let_go(&lock_idx, lock_gen);
 }
 
 /* zk_path('lease', name): <root>/leases/<encoded name> */
@@ -253,7 +242,7 @@ lease_op(const char *name, int len, int op, const char *lock_node,
 	}
 	ans->busy = (outcome == ZKO_BUSY);
 	ans->doubt = ans->busy && e->in_doubt;
-	let_go(&op_idx, op_gen);
+	zk_let_go(&op_idx, op_gen);
 }
 
 /* take the lease's lock; returns our node's name */
@@ -423,7 +412,7 @@ zk_lease_read(const char *name, int len, char **data, int *datalen)
 	}
 	PG_CATCH();
 	{
-		let_go(&op_idx, op_gen);
+		zk_let_go(&op_idx, op_gen);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();

@@ -119,7 +119,9 @@ typedef struct ZkSnapshot
 } ZkSnapshot;
 extern ZkSnapshot *zk_snapshot_begin(bool (*want) (ZkEntry *e));
 extern ZkLockRow *zk_snapshot_next(ZkSnapshot *s, int *n);
-extern MemoryContext zk_row_context(void);
+struct ReturnSetInfo;
+extern void zk_snapshot_rows(FunctionCallInfo fcinfo, bool (*want) (ZkEntry *e),
+							 void (*row) (struct ReturnSetInfo *rsinfo, ZkLockRow *r));
 extern void zk_entry_row(ZkLockRow *r, bool held, int family, Datum *values, bool *nulls);
 
 #endif							/* ZKLOCK_LOCK_H */

@@ -58,17 +58,6 @@ static uint32 guard_gen = 0;
 static uint32 taking_idx = ZKLOCK_NO_ENTRY;
 static uint32 taking_gen = 0;
 
-/* Let go of entry *idx (if any and still ours), forget it, wake the worker */
-static void
-let_go(uint32 *idx, uint32 gen)
-{
-	if (*idx == ZKLOCK_NO_ENTRY || zk_ctl == NULL)
-		return;
-	(void) zk_release_entry(*idx, gen);
-	*idx = ZKLOCK_NO_ENTRY;
-	zk_wake_worker();
-}
-
 /* This backend's lease of the semaphore name (UTF-8, qualified), or NULL */
 static LocalSem *
 find_sem(const char *name, int len)
@@ -90,7 +79,7 @@ static void
 forget(LocalSem *ls)
 {
 	sems = list_delete_ptr(sems, ls);
-	let_go(&ls->idx, ls->gen);
+	zk_let_go(&ls->idx, ls->gen);
 	list_free(ls->subxids);
 	pfree(ls->name);
 	pfree(ls);
@@ -182,7 +171,7 @@ pool_has_room(const char *name, int len, int32 max, ZkScope scope,
 	}
 	PG_CATCH();
 	{
-		let_go(&taking_idx, taking_gen);
+		zk_let_go(&taking_idx, taking_gen);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -198,7 +187,7 @@ pool_has_room(const char *name, int len, int32 max, ZkScope scope,
 		}
 		LWLockRelease(zk_ctl->lock);
 	}
-	let_go(&taking_idx, taking_gen);
+	zk_let_go(&taking_idx, taking_gen);
 	if (sqlstate == ERRCODE_INVALID_PARAMETER_VALUE)
 		wrong_max(uname, max, msg);
 	if (outcome != ZKO_GRANTED)
@@ -327,19 +316,19 @@ zk_sem_acquire(const char *name, int len, int32 max, ZkScope scope, bool try_onl
 	}
 	PG_CATCH();
 	{
-		let_go(&taking_idx, taking_gen);
-		let_go(&guard_idx, guard_gen);
+		zk_let_go(&taking_idx, taking_gen);
+		zk_let_go(&guard_idx, guard_gen);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
-	let_go(&guard_idx, guard_gen);
+	zk_let_go(&guard_idx, guard_gen);
 
 	if (outcome == ZKO_GRANTED)
 	{
 		remember_lease(name, len, max, scope);
 		return true;
 	}
-	let_go(&taking_idx, taking_gen);
+	zk_let_go(&taking_idx, taking_gen);
 	if (sqlstate == ERRCODE_INVALID_PARAMETER_VALUE)
 		wrong_max(uname, max, msg);
 	zk_count(ZKCNT_SEM_REFUSED, 1);
@@ -460,7 +449,7 @@ drop_holds(bool xact, bool session)
 		if (ls->subxids == NIL && ls->session == 0)
 		{
 			sems = foreach_delete_current(sems, lc);
-			let_go(&ls->idx, ls->gen);
+			zk_let_go(&ls->idx, ls->gen);
 			pfree(ls->name);
 			pfree(ls);
 		}
@@ -502,7 +491,7 @@ sem_subxact_end(bool commit, SubTransactionId mySubid, SubTransactionId parentSu
 		if (ls->subxids == NIL && ls->session == 0)
 		{
 			sems = foreach_delete_current(sems, lc);
-			let_go(&ls->idx, ls->gen);
+			zk_let_go(&ls->idx, ls->gen);
 			pfree(ls->name);
 			pfree(ls);
 		}
@@ -528,8 +517,8 @@ sem_pre_prepare(void)
 static void
 sem_at_exit(void)
 {
-	let_go(&taking_idx, taking_gen);
-	let_go(&guard_idx, guard_gen);
+	zk_let_go(&taking_idx, taking_gen);
+	zk_let_go(&guard_idx, guard_gen);
 	drop_holds(true, true);
 }
 

@@ -122,41 +122,27 @@ want_sem(ZkEntry *e)
 	return e->kind == ZKK_LOCK && e->family == ZKF_SEMAPHORES && e->outcome == ZKO_NONE;
 }
 
+/* One row of zk_semaphores (zk_snapshot_rows) */
+static void
+sem_row(ReturnSetInfo *rsinfo, ZkLockRow *r)
+{
+	Datum		values[10];
+	bool		nulls[10];
+	bool		lease = (r->kind == ZKK_SEMLEASE);
+
+	zk_entry_row(r, lease && (r->outcome == ZKO_GRANTED || r->outcome == ZKO_LOST),
+				 ZKF_SEMPOOL, values, nulls);
+	values[3] = Int32GetDatum(r->parties);
+	/* in line for the guard: no scope yet, and its node is the guard's */
+	if (!lease)
+		nulls[4] = nulls[7] = true;
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
 /* SQL: zk_semaphores_internal() */
 Datum
 zk_semaphores_internal(PG_FUNCTION_ARGS)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	ZkSnapshot *snap;
-	ZkLockRow  *copy;
-	MemoryContext rowcxt;
-	int			n;
-	int			i;
-
-	InitMaterializedSRF(fcinfo, 0);
-	rowcxt = zk_row_context();
-	snap = zk_snapshot_begin(want_sem);
-	while ((copy = zk_snapshot_next(snap, &n)) != NULL)	/* copied under the lock */
-	{
-		MemoryContext old = MemoryContextSwitchTo(rowcxt);
-
-		for (i = 0; i < n; i++)
-		{
-			ZkLockRow  *r = &copy[i];
-			Datum		values[10];
-			bool		nulls[10];
-			bool		lease = (r->kind == ZKK_SEMLEASE);
-
-			zk_entry_row(r, lease && (r->outcome == ZKO_GRANTED || r->outcome == ZKO_LOST),
-						 ZKF_SEMPOOL, values, nulls);
-			values[3] = Int32GetDatum(r->parties);
-			/* in line for the guard: no scope yet, and its node is the guard's */
-			if (!lease)
-				nulls[4] = nulls[7] = true;
-			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-		}
-		MemoryContextSwitchTo(old);
-		MemoryContextReset(rowcxt);
-	}
+	zk_snapshot_rows(fcinfo, want_sem, sem_row);
 	return (Datum) 0;
 }
