@@ -847,10 +847,7 @@ member_drive_failed(ZkEntry *e)
 		if (e->node[0] || e->in_doubt)
 			zk_retry_later(e);
 		else
-		{
-			zk_b_obj_remove_entry(zk_b_obj_of(e), e);
-			zk_entry_free(e);
-		}
+			zk_b_entry_free(e);
 		return;
 	}
 	if (e->errors++ < 3)
@@ -880,8 +877,7 @@ b_member_session_lost(ZkEntry *e, const char *why)
 	e->node[0] = '\0';
 	if (e->released)
 	{
-		zk_b_obj_remove_entry(zk_b_obj_of(e), e);
-		zk_entry_free(e);
+		zk_b_entry_free(e);
 		return;
 	}
 	zk_retry_later(e);

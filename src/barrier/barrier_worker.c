@@ -1087,9 +1087,9 @@ obj_probe(BObj *o)
  * ------------------------------------------------------------------------
  */
 
-/* A wait let go: off its object's waiters, and freed */
-static void
-bwait_free(ZkEntry *e)
+/* A wait or member let go: off its object's waiters, and freed */
+void
+zk_b_entry_free(ZkEntry *e)
 {
 	zk_b_obj_remove_entry(zk_b_obj_of(e), e);
 	zk_entry_free(e);
@@ -1102,7 +1102,7 @@ bwait_drive(ZkEntry *e)
 
 	if (e->released)
 	{
-		bwait_free(e);
+		zk_b_entry_free(e);
 		return;
 	}
 	if (e->outcome != ZKO_NONE)
@@ -1121,7 +1121,7 @@ static void
 bwait_drive_failed(ZkEntry *e)
 {
 	if (e->released)
-		bwait_free(e);
+		zk_b_entry_free(e);
 	else
 		zk_fail(e, ERRCODE_INTERNAL_ERROR, "the zklock worker failed while serving the wait");
 }
@@ -1135,7 +1135,7 @@ bwait_session_lost(ZkEntry *e, const char *why)
 {
 	/* the object probes again once a session is usable */
 	if (e->released)
-		bwait_free(e);
+		zk_b_entry_free(e);
 	else
 		zk_b_obj_kick(zk_b_obj_of(e));
 }

@@ -657,9 +657,7 @@ zk_kept_totals(PG_FUNCTION_ARGS)
 	uint64		refused;
 	char		why[sizeof(zk_ctl->kept_why)];
 
-	zk_require_shmem();
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
+	tupdesc = zk_status_row_type(fcinfo);
 	zk_backend_lock(LW_SHARED);
 	state = zk_ctl->kept_state;
 	kn = zk_ctl->kept_nodes;

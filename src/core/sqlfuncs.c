@@ -53,6 +53,22 @@ interval_arg_ms(FunctionCallInfo fcinfo, int argno, const char *null_hint)
 }
 
 /*
+ * The row type of a function that returns one row about this cluster's
+ * shared state (zk_status, zk_kept_totals), once that state is known to be
+ * there (zk_require_shmem)
+ */
+TupleDesc
+zk_status_row_type(FunctionCallInfo fcinfo)
+{
+	TupleDesc	tupdesc;
+
+	zk_require_shmem();
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	return tupdesc;
+}
+
+/*
  * How long to wait for a lock: the timeout argument, else lock_timeout when
  * set, else forever (-1).
  */
@@ -164,9 +180,7 @@ zk_status(PG_FUNCTION_ARGS)
 	int			i;
 	int			n = 0;
 
-	zk_require_shmem();
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
+	tupdesc = zk_status_row_type(fcinfo);
 
 	zk_backend_lock(LW_SHARED);
 	conn = zk_ctl->conn_state;

@@ -666,6 +666,8 @@ extern bool zk_wait_for_answer(uint32 idx, const char *uname, int64 timeout_ms,
 #define ZK_ANSWER_AT_COMMIT (-1)
 extern int	zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer, const char *what);
 extern bool zk_release_entry(uint32 idx, uint32 gen);
+extern void zk_entry_request(ZkEntry *e, ZkKind kind, Oid dbid, ZkMode mode,
+							 ZkScope scope, bool try_only);
 extern void zk_let_go(uint32 *idx, uint32 gen);
 extern char *zk_display_name(const char *name);
 extern bool zk_backend_has_entries(void);
@@ -681,5 +683,7 @@ extern int64 zk_arg_wait_ms(struct FunctionCallInfoBaseData *fcinfo, int argno);
 extern char *zk_arg_name(struct FunctionCallInfoBaseData *fcinfo, bool key, int *len);
 extern char *zk_arg_text_name(struct FunctionCallInfoBaseData *fcinfo, int argno,
 							  const char *what, int *len);
+struct TupleDescData;
+extern struct TupleDescData *zk_status_row_type(struct FunctionCallInfoBaseData *fcinfo);
 
 #endif							/* ZKLOCK_H */
