@@ -89,10 +89,7 @@ typedef struct KeptCall
 static MemoryContext
 kept_context(void)
 {
-	if (kept_cxt == NULL)
-		kept_cxt = AllocSetContextCreate(TopMemoryContext, "zklock kept totals",
-										 ALLOCSET_SMALL_SIZES);
-	return kept_cxt;
+	return ZK_LAZY_CONTEXT(kept_cxt, "zklock kept totals");
 }
 
 /* The quota directory of the root: /zookeeper/quota<root> */

@@ -57,22 +57,17 @@
 #include "recipe.h"
 #include "trust.h"
 
-#include "access/genam.h"
 #include "access/htup_details.h"
-#include "access/table.h"
 #include "access/xlog.h"
 #include "catalog/namespace.h"
-#include "catalog/pg_extension.h"
 #include "commands/dbcommands.h"
 #include "fmgr.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"
-#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
-#include "utils/rel.h"
 
 #define NSC_SLOTS		128		/* verdicts remembered in shared memory */
 #define NSC_OIDS_MAX	16		/* databases of one cluster in one namespace */
@@ -307,10 +302,7 @@ acl_lets_others(const struct ACL_vector *acl, int perms, char *why, size_t whyle
 static MemoryContext
 nsc_context(void)
 {
-	if (nsc_cxt == NULL)
-		nsc_cxt = AllocSetContextCreate(TopMemoryContext, "zklock namespace claims",
-										ALLOCSET_SMALL_SIZES);
-	return nsc_cxt;
+	return ZK_LAZY_CONTEXT(nsc_cxt, "zklock namespace claims");
 }
 
 /* One completion of a call is done: free it after the last */
@@ -743,21 +735,8 @@ ask_worker(const char *ns, ZkNsClaimOp op, Oid *owner, char *why, size_t whylen)
 static char *
 set_call(void)
 {
-	Relation	rel;
-	SysScanDesc scan;
-	ScanKeyData key;
-	HeapTuple	tup;
-	char	   *schema = NULL;
-
-	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber,
-				F_NAMEEQ, CStringGetDatum("zklock"));
-	rel = table_open(ExtensionRelationId, AccessShareLock);
-	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
-	tup = systable_getnext(scan);
-	if (HeapTupleIsValid(tup))
-		schema = get_namespace_name(((Form_pg_extension) GETSTRUCT(tup))->extnamespace);
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
+	Oid			nsp = zk_extension_schema(NULL);
+	char	   *schema = OidIsValid(nsp) ? get_namespace_name(nsp) : NULL;
 
 	return psprintf("%s%szk_set_database_namespace",
 					schema ? quote_identifier(schema) : "", schema ? "." : "");

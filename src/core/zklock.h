@@ -524,6 +524,7 @@ extern bool zk_name_in_namespace(const char *qname, const char *ns);
 extern void zk_qname_namespace(const char *qname, char *out, size_t outlen);
 extern bool zk_child_in_namespace(const char *enc, const char *ns);
 extern const char *zk_current_namespace(void);
+extern Oid	zk_extension_schema(char **version);
 extern const char *zk_current_namespace_unchecked(void);
 extern char *zk_qualify_name(const char *name, int len, int *qlen);
 extern char *zk_qualify_name_ext(const char *name, int len, int *qlen, bool check);
@@ -675,6 +676,15 @@ extern bool zk_next_entry_unqualified;
 ZK_NORETURN extern void zk_raise_noauth(const char *path, const char *what);
 extern const char *zk_limit_hint(const char *msg);
 extern void zk_build_node_data(char *out, size_t outlen);
+
+/*
+ * A small memory context under TopMemoryContext, made on first use: cxt
+ * (a static variable) once it is made; name is a string constant.  The
+ * file that uses it includes utils/memutils.h.
+ */
+#define ZK_LAZY_CONTEXT(cxt, name) \
+	((cxt) != NULL ? (cxt) : \
+	 ((cxt) = AllocSetContextCreate(TopMemoryContext, name, ALLOCSET_SMALL_SIZES)))
 
 /* sqlfuncs.c: argument helpers */
 struct FunctionCallInfoBaseData;

@@ -53,10 +53,7 @@ static MemoryContext lease_cxt = NULL;
 static MemoryContext
 lease_context(void)
 {
-	if (lease_cxt == NULL)
-		lease_cxt = AllocSetContextCreate(TopMemoryContext, "zklock leases",
-										  ALLOCSET_SMALL_SIZES);
-	return lease_cxt;
+	return ZK_LAZY_CONTEXT(lease_cxt, "zklock leases");
 }
 
 /* Answer e's owner with outcome: the read or write is done */
