@@ -380,6 +380,35 @@ wait_sleep(uint32 idx, int state, TimestampTz now, TimestampTz wake_at)
 }
 
 /*
+ * A wait's look at entry idx under the lock: its outcome, state, sqlstate
+ * and message (msg, ZKLOCK_ERRMSG_MAX bytes), the connection's state
+ * (conn), and unless NULL its token and when it was last answered.  False,
+ * with nothing read, when the lock is not had within 20 ms (the worker
+ * sits on it: frozen?).
+ */
+static bool
+wait_read(uint32 idx, int *outcome, int *state, int *sqlstate, char *msg,
+		  int *conn, int64 *token, TimestampTz *answered_at)
+{
+	ZkEntry    *e;
+
+	if (!zk_backend_lock_timed(LW_SHARED, 20))
+		return false;
+	e = zk_entry(idx);
+	*outcome = e->outcome;
+	*state = e->state;
+	*sqlstate = e->sqlstate;
+	strlcpy(msg, e->errmsg, ZKLOCK_ERRMSG_MAX);
+	if (token)
+		*token = e->token;
+	if (answered_at)
+		*answered_at = e->answered_at;
+	*conn = zk_ctl->conn_state;
+	LWLockRelease(zk_ctl->lock);
+	return true;
+}
+
+/*
  * Wait for the worker's answer about entry idx.  Returns true when granted
  * (or, for a query, answered), false when a try-lock found the lock taken.
  * Raises errors on timeout, cancel and failures; the caller then hands the
@@ -399,7 +428,6 @@ zk_wait_for_answer(uint32 idx, const char *uname, int64 timeout_ms, int64 *token
 
 	for (;;)
 	{
-		ZkEntry    *e;
 		int			outcome;
 		int			state;
 		int			conn;
@@ -408,17 +436,8 @@ zk_wait_for_answer(uint32 idx, const char *uname, int64 timeout_ms, int64 *token
 		TimestampTz now;
 		TimestampTz wake_at;
 
-		if (zk_backend_lock_timed(LW_SHARED, 20))
+		if (wait_read(idx, &outcome, &state, &sqlstate, msg, &conn, token, NULL))
 		{
-			e = zk_entry(idx);
-			outcome = e->outcome;
-			state = e->state;
-			sqlstate = e->sqlstate;
-			strlcpy(msg, e->errmsg, sizeof(msg));
-			if (token)
-				*token = e->token;
-			conn = zk_ctl->conn_state;
-			LWLockRelease(zk_ctl->lock);
 			last_state = state;
 			last_conn = conn;
 		}
@@ -563,31 +582,24 @@ zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer, const char *what)
 
 	for (;;)
 	{
-		ZkEntry    *e;
 		int			outcome = ZKO_NONE;
 		int			state = last_state;
 		int			conn = last_conn;
 		int			sqlstate = 0;
 		char		msg[ZKLOCK_ERRMSG_MAX];
+		TimestampTz answered_at;
 		TimestampTz now;
 		TimestampTz wake_at;
 
 		msg[0] = '\0';
-		if (zk_backend_lock_timed(LW_SHARED, 20))
+		if (wait_read(idx, &outcome, &state, &sqlstate, msg, &conn, NULL, &answered_at))
 		{
-			e = zk_entry(idx);
-			outcome = e->outcome;
-			state = e->state;
-			sqlstate = e->sqlstate;
-			strlcpy(msg, e->errmsg, sizeof(msg));
-			conn = zk_ctl->conn_state;
-			if (e->answered_at > answered)
+			if (answered_at > answered)
 			{
 				/* an answer to a long request: ZooKeeper is working on it */
-				answered = e->answered_at;
+				answered = answered_at;
 				answer_deadline = TimestampTzPlusMilliseconds(answered, answer_ms);
 			}
-			LWLockRelease(zk_ctl->lock);
 			last_state = state;
 			last_conn = conn;
 		}
