@@ -69,6 +69,31 @@ zk_status_row_type(FunctionCallInfo fcinfo)
 }
 
 /*
+ * A count argument argno, named what (its errors say so, with hint): not
+ * NULL (22004), at least 1 (22023)
+ */
+int32
+zk_arg_count(FunctionCallInfo fcinfo, int argno, const char *what,
+			 const char *hint)
+{
+	int32		n;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("zklock %s must not be null", what),
+				 errhint("%s", hint)));
+	n = PG_GETARG_INT32(argno);
+	if (n < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock %s must be at least 1", what),
+				 errdetail("%s was %d.", what, n),
+				 errhint("%s", hint)));
+	return n;
+}
+
+/*
  * How long to wait for a lock: the timeout argument, else lock_timeout when
  * set, else forever (-1).
  */

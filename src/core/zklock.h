@@ -693,6 +693,8 @@ extern int64 zk_arg_wait_ms(struct FunctionCallInfoBaseData *fcinfo, int argno);
 extern char *zk_arg_name(struct FunctionCallInfoBaseData *fcinfo, bool key, int *len);
 extern char *zk_arg_text_name(struct FunctionCallInfoBaseData *fcinfo, int argno,
 							  const char *what, int *len);
+extern int32 zk_arg_count(struct FunctionCallInfoBaseData *fcinfo, int argno,
+						  const char *what, const char *hint);
 struct TupleDescData;
 extern struct TupleDescData *zk_status_row_type(struct FunctionCallInfoBaseData *fcinfo);
 

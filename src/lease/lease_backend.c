@@ -67,10 +67,7 @@ static bool
 lease_path(const char *kind, const char *name, int len,
 		   char *out, size_t outlen)
 {
-	if (strcmp(kind, "lease") != 0)
-		return false;
-	zk_lock_parent(zk_path_qname(name, len, &len), ZKF_LEASES, out, outlen);
-	return true;
+	return zk_lock_kind_path(kind, "lease", ZKF_LEASES, name, len, out, outlen);
 }
 
 const ZkRecipeBackend zk_lease_backend = {

@@ -527,10 +527,7 @@ static bool
 sem_path(const char *kind, const char *name, int len,
 		 char *out, size_t outlen)
 {
-	if (strcmp(kind, "semaphore") != 0)
-		return false;
-	zk_lock_parent(zk_path_qname(name, len, &len), ZKF_SEMPOOL, out, outlen);
-	return true;
+	return zk_lock_kind_path(kind, "semaphore", ZKF_SEMPOOL, name, len, out, outlen);
 }
 
 const ZkRecipeBackend zk_sem_backend = {

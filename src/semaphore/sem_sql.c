@@ -29,21 +29,8 @@ PG_FUNCTION_INFO_V1(zk_semaphores_internal);
 static int32
 arg_max(FunctionCallInfo fcinfo, int argno)
 {
-	int32		max;
-
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("zklock max_leases must not be null"),
-				 errhint("Give how many may hold the semaphore at once, 1 or more.")));
-	max = PG_GETARG_INT32(argno);
-	if (max < 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("zklock max_leases must be at least 1"),
-				 errdetail("max_leases was %d.", max),
-				 errhint("Give how many may hold the semaphore at once, 1 or more.")));
-	return max;
+	return zk_arg_count(fcinfo, argno, "max_leases",
+						"Give how many may hold the semaphore at once, 1 or more.");
 }
 
 /*
