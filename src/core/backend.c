@@ -117,6 +117,21 @@ zk_release_entry(uint32 idx, uint32 gen)
 }
 
 /*
+ * Hand a new entry e to the worker (zk_new_entry: the lock is held on
+ * entry, released here): remembered in *idx and *gen, queued, the worker
+ * woken
+ */
+void
+zk_submit_entry(ZkEntry *e, uint32 *idx, uint32 *gen)
+{
+	*idx = zk_entry_index(e);
+	*gen = e->gen;
+	zk_enqueue(e);
+	LWLockRelease(zk_ctl->lock);
+	zk_wake_worker();
+}
+
+/*
  * Let go of the entry *idx (of generation gen), if any: handed back
  * (zk_release_entry), forgotten (*idx becomes ZKLOCK_NO_ENTRY), and the
  * worker woken.  For a request in progress, also at exit.

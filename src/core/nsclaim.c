@@ -706,11 +706,7 @@ ask_worker(const char *ns, ZkNsClaimOp op, Oid *owner, char *why, size_t whylen)
 	e = zk_new_entry(ZKK_NSCLAIM, ns, strlen(ns), ZKM_EXCLUSIVE, ZKS_TRANSACTION, false);
 	e->step.nsclaim = op;
 	strlcpy(e->data, dbname ? dbname : "?", sizeof(e->data));
-	req_idx = zk_entry_index(e);
-	req_gen = e->gen;
-	zk_enqueue(e);
-	LWLockRelease(zk_ctl->lock);
-	zk_wake_worker();
+	zk_submit_entry(e, &req_idx, &req_gen);
 
 	PG_TRY();
 	{

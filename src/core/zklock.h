@@ -670,6 +670,7 @@ extern bool zk_release_entry(uint32 idx, uint32 gen);
 extern void zk_entry_request(ZkEntry *e, ZkKind kind, Oid dbid, ZkMode mode,
 							 ZkScope scope, bool try_only);
 extern void zk_let_go(uint32 *idx, uint32 gen);
+extern void zk_submit_entry(ZkEntry *e, uint32 *idx, uint32 *gen);
 extern char *zk_display_name(const char *name);
 extern bool zk_backend_has_entries(void);
 extern bool zk_next_entry_unqualified;

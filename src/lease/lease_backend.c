@@ -217,11 +217,7 @@ lease_op(const char *name, int len, int op, const char *lock_node,
 	e->lease_version = version;
 	if (lock_node)
 		strlcpy(e->node, lock_node, sizeof(e->node));
-	op_idx = zk_entry_index(e);
-	op_gen = e->gen;
-	zk_enqueue(e);
-	LWLockRelease(zk_ctl->lock);
-	zk_wake_worker();
+	zk_submit_entry(e, &op_idx, &op_gen);
 
 	outcome = zk_wait_outcome(op_idx, -1, zk_connect_timeout, what);
 
@@ -254,11 +250,7 @@ take_lock(const char *name, int len, const char *uname)
 
 	e = zk_new_entry(ZKK_LOCK, name, len, ZKM_EXCLUSIVE, ZKS_SESSION, false);
 	e->family = ZKF_LEASES;
-	lock_idx = zk_entry_index(e);
-	lock_gen = e->gen;
-	zk_enqueue(e);
-	LWLockRelease(zk_ctl->lock);
-	zk_wake_worker();
+	zk_submit_entry(e, &lock_idx, &lock_gen);
 
 	outcome = zk_wait_outcome(lock_idx, wait_ms, zk_connect_timeout, what);
 	if (outcome != ZKO_GRANTED)

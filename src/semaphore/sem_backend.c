@@ -159,11 +159,7 @@ pool_has_room(const char *name, int len, int32 max, ZkScope scope,
 	e = zk_new_entry(ZKK_SEMLEASE, name, len, ZKM_EXCLUSIVE, scope, true);
 	e->step.sem = ZKSEM_COUNT;
 	e->parties = max;
-	taking_idx = zk_entry_index(e);
-	taking_gen = e->gen;
-	zk_enqueue(e);
-	LWLockRelease(zk_ctl->lock);
-	zk_wake_worker();
+	zk_submit_entry(e, &taking_idx, &taking_gen);
 	PG_TRY();
 	{
 		outcome = zk_wait_outcome(taking_idx, -1, zk_connect_timeout,
@@ -275,11 +271,7 @@ zk_sem_acquire(const char *name, int len, int32 max, ZkScope scope, bool try_onl
 	e = zk_new_entry(ZKK_LOCK, name, len, ZKM_EXCLUSIVE, ZKS_SESSION, false);
 	e->family = ZKF_SEMAPHORES;
 	e->parties = max;			/* for zk_semaphores, which shows it waiting */
-	guard_idx = zk_entry_index(e);
-	guard_gen = e->gen;
-	zk_enqueue(e);
-	LWLockRelease(zk_ctl->lock);
-	zk_wake_worker();
+	zk_submit_entry(e, &guard_idx, &guard_gen);
 	PG_TRY();
 	{
 		outcome = zk_wait_outcome(guard_idx, timeout_ms,
@@ -297,11 +289,7 @@ zk_sem_acquire(const char *name, int len, int32 max, ZkScope scope, bool try_onl
 			e->parties = max;
 			e->requested_at = start;	/* in line since the guard was asked */
 			strlcpy(e->data, data, sizeof(e->data));
-			taking_idx = zk_entry_index(e);
-			taking_gen = e->gen;
-			zk_enqueue(e);
-			LWLockRelease(zk_ctl->lock);
-			zk_wake_worker();
+			zk_submit_entry(e, &taking_idx, &taking_gen);
 			outcome = zk_wait_outcome(taking_idx, left, zk_connect_timeout,
 									  "take a lease of a semaphore");
 			if (outcome == ZKO_BUSY)
