@@ -392,6 +392,27 @@ write_done(int rc, const void *data)
 	COMPLETION_END(e);
 }
 
+/*
+ * The verdict of call c's read of an ACL (rc, acl), into *ok: refused when
+ * it lets others than zklock do perms (c->why says so, naming it what), or
+ * when zklock may not read it (c->why is noauth); else (absent: we create
+ * it; errors: the get says) passed
+ */
+static void
+acl_verdict(NscCall *c, bool *ok, int rc, struct ACL_vector *acl, int perms,
+			const char *what, const char *noauth)
+{
+	if (rc == ZOK)
+		*ok = !acl_lets_others(acl, perms, c->why, sizeof(c->why), what);
+	else if (rc == ZNOAUTH)
+	{
+		*ok = false;
+		snprintf(c->why, sizeof(c->why), "%s", noauth);
+	}
+	else
+		*ok = true;
+}
+
 /* Completion of the ACL read of <root>/namespaces */
 static void
 parent_acl_done(int rc, struct ACL_vector *acl, struct Stat *stat, const void *data)
@@ -401,16 +422,10 @@ parent_acl_done(int rc, struct ACL_vector *acl, struct Stat *stat, const void *d
 
 	COMPLETION_BEGIN
 	{
-		if (rc == ZOK)
-			c->parent_ok = !acl_lets_others(acl, ZOO_PERM_CREATE | ZOO_PERM_DELETE | ZOO_PERM_ADMIN,
-											c->why, sizeof(c->why), "the registry's node <root>/namespaces");
-		else if (rc == ZNOAUTH)
-		{
-			c->parent_ok = false;
-			snprintf(c->why, sizeof(c->why), "zklock may not read the ACL of <root>/namespaces: another identity made it");
-		}
-		else
-			c->parent_ok = true;	/* absent: we create it; errors: the get says */
+		acl_verdict(c, &c->parent_ok, rc, acl,
+					ZOO_PERM_CREATE | ZOO_PERM_DELETE | ZOO_PERM_ADMIN,
+					"the registry's node <root>/namespaces",
+					"zklock may not read the ACL of <root>/namespaces: another identity made it");
 		call_unref(c);
 	}
 	COMPLETION_END(none);
@@ -425,16 +440,9 @@ node_acl_done(int rc, struct ACL_vector *acl, struct Stat *stat, const void *dat
 
 	COMPLETION_BEGIN
 	{
-		if (rc == ZOK)
-			c->node_ok = !acl_lets_others(acl, ZOO_PERM_WRITE | ZOO_PERM_ADMIN,
-										  c->why, sizeof(c->why), "the node");
-		else if (rc == ZNOAUTH)
-		{
-			c->node_ok = false;
-			snprintf(c->why, sizeof(c->why), "zklock may not read the node's ACL: another identity made it");
-		}
-		else
-			c->node_ok = true;
+		acl_verdict(c, &c->node_ok, rc, acl, ZOO_PERM_WRITE | ZOO_PERM_ADMIN,
+					"the node",
+					"zklock may not read the node's ACL: another identity made it");
 		call_unref(c);
 	}
 	COMPLETION_END(none);
