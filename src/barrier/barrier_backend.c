@@ -38,10 +38,7 @@ static List *memberships = NIL;
 static void
 release_entry(uint32 idx, uint32 gen)
 {
-	if (idx == ZKLOCK_NO_ENTRY || zk_ctl == NULL)
-		return;
-	(void) zk_release_entry(idx, gen);
-	zk_wake_worker();
+	zk_let_go(&idx, gen);		/* (a copy of the caller's idx) */
 }
 
 /* This session's membership of a double barrier, or NULL */
@@ -87,17 +84,6 @@ new_entry(ZkKind kind, int bop, const char *name, int len, bool try_only)
 	return e;
 }
 
-/* queue e for the worker (lock held on entry, released here) */
-static void
-submit(ZkEntry *e, uint32 *idx, uint32 *gen)
-{
-	*idx = zk_entry_index(e);
-	*gen = e->gen;
-	zk_enqueue(e);
-	LWLockRelease(zk_ctl->lock);
-	zk_wake_worker();
-}
-
 /*
  * Wait for an entry's answer: true when granted, false when the timeout
  * passed or (timeout 0) the first look said no.  Any error lets go of the
@@ -141,7 +127,7 @@ binfo(int bop, const char *name, int len, uint32 *idx, uint32 *gen, const char *
 
 	zk_require_shmem();
 	e = new_entry(ZKK_BINFO, bop, name, len, false);
-	submit(e, idx, gen);
+	zk_submit_entry(e, idx, gen);
 	(void) wait_entry(*idx, *gen, -1, what);
 	return zk_entry(*idx);
 }
@@ -178,7 +164,7 @@ zk_barrier_enter_member(const char *name, int len, int32 parties, int64 timeout_
 	/* a new name per member, kazoo's shape: 32 hex digits */
 	snprintf(e->guid, sizeof(e->guid), "%s%08x%08x", e->owner_tag,
 			 (unsigned) zk_entry_index(e), (unsigned) e->gen);
-	submit(e, &idx, &gen);
+	zk_submit_entry(e, &idx, &gen);
 
 	ok = wait_entry(idx, gen, timeout_ms, "enter the barrier");
 	if (!ok)
@@ -237,7 +223,7 @@ zk_barrier_leave_member(const char *name, int len, int64 timeout_ms)
 	e->outcome = ZKO_NONE;
 	e->state = ZKE_HELD;
 	e->requested_at = GetCurrentTimestamp();
-	submit(e, &idx, &gen);
+	zk_submit_entry(e, &idx, &gen);
 
 	ok = wait_entry(idx, gen, timeout_ms, "leave the barrier");
 	/* either way the member is gone: the worker deletes what is left */
@@ -261,7 +247,7 @@ zk_barrier_wait(int bop, const char *name, int len, int32 parties,
 	zk_require_shmem();
 	e = new_entry(ZKK_BWAIT, bop, name, len, timeout_ms == 0);
 	e->parties = parties;
-	submit(e, &idx, &gen);
+	zk_submit_entry(e, &idx, &gen);
 	ok = wait_entry(idx, gen, timeout_ms, what);
 	release_entry(idx, gen);
 	return ok;

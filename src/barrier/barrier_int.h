@@ -82,6 +82,7 @@ extern void zk_barrier_path(const char *what, const char *name, char *out,
 							size_t outlen);
 extern void zk_b_obj_add(BObj *o, ZkEntry *e);
 extern void zk_b_obj_remove_entry(BObj *o, ZkEntry *e);
+extern void zk_b_entry_free(ZkEntry *e);
 extern BObj *zk_b_obj_of(ZkEntry *e);
 extern void zk_b_obj_kick(BObj *o);
 extern int zk_b_barrier_watch_ready(BObj *o, bool behind);

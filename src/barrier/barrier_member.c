@@ -45,21 +45,19 @@ member_path(ZkEntry *e, const char *child, char *out, size_t outlen)
 	snprintf(out, outlen, "%s/%s", dir, child);
 }
 
+/* The member a leaving one watches changed (member_watcher): list again */
+static void
+member_watch_fired(ZkEntry *e)
+{
+	if (e->step.barrier == ZKB_LEAVE)
+		leave_list(e);
+}
+
 /* Watcher of the zoo_awexists sent by leave_watch() */
 static void
 member_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 {
-	ZkEntry    *volatile e = NULL;
-
-	if (type == ZOO_SESSION_EVENT || type == ZOO_NOTWATCHING_EVENT)
-		return;
-	COMPLETION_BEGIN
-	{
-		e = zk_entry_watch_fired(path, ctx);
-		if (e != NULL && e->step.barrier == ZKB_LEAVE && !e->released)
-			leave_list(e);
-	}
-	COMPLETION_END(e);
+	zk_entry_watcher(type, path, ctx, member_watch_fired);
 }
 
 /*
@@ -72,12 +70,8 @@ member_unwatch(ZkEntry *e)
 {
 	char		path[ZK_PATH_MAX];
 
-	if (!e->watching)
-		return;
-	e->watching = false;
 	member_path(e, e->watched, path, sizeof(path));
-	e->watched[0] = '\0';
-	zk_unwatch(e, path, ZWATCHTYPE_DATA, member_watcher);
+	zk_entry_unwatch(e, path, ZWATCHTYPE_DATA, member_watcher);
 }
 
 static ZkLogLimit member_delete_log;
@@ -853,10 +847,7 @@ member_drive_failed(ZkEntry *e)
 		if (e->node[0] || e->in_doubt)
 			zk_retry_later(e);
 		else
-		{
-			zk_b_obj_remove_entry(zk_b_obj_of(e), e);
-			zk_entry_free(e);
-		}
+			zk_b_entry_free(e);
 		return;
 	}
 	if (e->errors++ < 3)
@@ -886,8 +877,7 @@ b_member_session_lost(ZkEntry *e, const char *why)
 	e->node[0] = '\0';
 	if (e->released)
 	{
-		zk_b_obj_remove_entry(zk_b_obj_of(e), e);
-		zk_entry_free(e);
+		zk_b_entry_free(e);
 		return;
 	}
 	zk_retry_later(e);

@@ -41,20 +41,9 @@ PG_FUNCTION_INFO_V1(zk_arrivals_reset);
 static int32
 arg_parties(FunctionCallInfo fcinfo, int argno)
 {
-	int32		parties;
+	int32		parties = zk_arg_count(fcinfo, argno, "parties",
+										"Give the number of parties to wait for, 1 or more.");
 
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("zklock parties must not be null"),
-				 errhint("Give the number of parties to wait for, 1 or more.")));
-	parties = PG_GETARG_INT32(argno);
-	if (parties < 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("zklock parties must be at least 1"),
-				 errdetail("parties was %d.", parties),
-				 errhint("Give the number of parties to wait for, 1 or more.")));
 	/* more could never be counted: the worker lists at most that many */
 	if (parties > zk_max_children)
 		ereport(ERROR,

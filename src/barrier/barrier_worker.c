@@ -49,6 +49,7 @@ static void obj_watcher(zhandle_t *h, int type, int state, const char *path, voi
 static void barrier_ready_event(zhandle_t *h, int type, int state, const char *path, void *ctx);
 static void barrier_evaluate(BObj *o);
 static void barrier_keep_members(BObj *o, const struct String_vector *sv);
+static void open_older_than(BObj *o, int64 czxid);
 
 /* ------------------------------------------------------------------------
  * Watched objects
@@ -102,6 +103,13 @@ obj_ctx(BObj *o)
 	return (void *) (uintptr_t) o->id;
 }
 
+/* The path of o's "ready" node (a barrier's) */
+static void
+obj_ready_path(BObj *o, char *out, size_t outlen)
+{
+	snprintf(out, outlen, "%s/%s", o->path, ZKB_READY);
+}
+
 /* the object a watch or completion names, or NULL if forgotten */
 static BObj *
 obj_by_ctx(const void *ctx)
@@ -114,6 +122,23 @@ obj_by_ctx(const void *ctx)
 	r = hash_search(byid, &id, HASH_FIND, NULL);
 	return r ? r->o : NULL;
 }
+
+/*
+ * A completion or watcher of a watched object opens with
+ * OBJ_COMPLETION_BEGIN(o, data): o is the object data names (obj_ctx), and
+ * the callback returns at once if that object was forgotten meanwhile
+ * (obj_by_ctx); then COMPLETION_BEGIN, whose entry is none (no entry's).
+ * OBJ_COMPLETION_END closes it.
+ */
+#define OBJ_COMPLETION_BEGIN(o, data) \
+	ZkEntry    *volatile none = NULL; \
+	BObj	   *o = obj_by_ctx(data); \
+	\
+	if (o == NULL) \
+		return; \
+	COMPLETION_BEGIN
+
+#define OBJ_COMPLETION_END	COMPLETION_END(none)
 
 /* The barriers' memory context, made on first use (objs_cxt is its child) */
 MemoryContext
@@ -288,7 +313,7 @@ obj_unwatch(BObj *o)
 		{
 			char		rpath[ZK_PATH_MAX];
 
-			snprintf(rpath, sizeof(rpath), "%s/%s", o->path, ZKB_READY);
+			obj_ready_path(o, rpath, sizeof(rpath));
 			(void) zoo_aremove_all_watches(zk_zh, rpath, ZWATCHTYPE_ANY, 0,
 										   (void_completion_t *) zk_unwatch_done, NULL);
 		}
@@ -338,6 +363,15 @@ zk_b_obj_unwatch_unused(BObj *o)
 		obj_unwatch(o);
 }
 
+/* Drop o's waiter at position i (the last one takes its place) */
+static void
+obj_drop_waiter(BObj *o, int i)
+{
+	o->widx[i] = o->widx[o->nw - 1];
+	o->wgen[i] = o->wgen[o->nw - 1];
+	o->nw--;
+}
+
 /* Drop e from its object's waiters (and the watch with the last of them) */
 void
 zk_b_obj_remove_entry(BObj *o, ZkEntry *e)
@@ -347,9 +381,7 @@ zk_b_obj_remove_entry(BObj *o, ZkEntry *e)
 	for (i = 0; i < o->nw; i++)
 		if (o->widx[i] == zk_entry_index(e) && o->wgen[i] == e->gen)
 		{
-			o->widx[i] = o->widx[o->nw - 1];
-			o->wgen[i] = o->wgen[o->nw - 1];
-			o->nw--;
+			obj_drop_waiter(o, i);
 			break;
 		}
 	if (o->nw == 0 && !BOBJ_PROBING(o))
@@ -386,11 +418,7 @@ obj_compact(BObj *o)
 	while (i < o->nw)
 	{
 		if (obj_waiter(o, i) == NULL)
-		{
-			o->widx[i] = o->widx[o->nw - 1];
-			o->wgen[i] = o->wgen[o->nw - 1];
-			o->nw--;
-		}
+			obj_drop_waiter(o, i);
 		else
 			i++;
 	}
@@ -426,12 +454,12 @@ zk_b_obj_kick(BObj *o)
 }
 
 /*
- * Watcher of the zoo_awexists sent by arrivals_probed(), arrivals_counted()
- * and obj_probe(); the zoo_awget_children sent by arrivals_counted() and
- * obj_probe()
+ * An event of one of the object's watches (ctx): on the object's node, or
+ * (ready) on its "ready", whose creation opens the members older than it.
+ * Either way the object is looked at again.
  */
 static void
-obj_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
+obj_event(int type, void *ctx, bool ready)
 {
 	ZkEntry    *volatile none = NULL;
 	BObj	   *o = obj_by_ctx(ctx);
@@ -443,10 +471,43 @@ obj_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 	COMPLETION_BEGIN
 	{
 		zk_count(ZKCNT_WATCH_EVENTS, 1);
-		o->watching = false;
+		if (!ready)
+			o->watching = false;
+		else
+		{
+			o->rwatching = false;
+			if (type == ZOO_CREATED_EVENT)
+				open_older_than(o, 0);
+		}
 		zk_b_obj_kick(o);
 	}
-	COMPLETION_END(none);
+	OBJ_COMPLETION_END;
+}
+
+/*
+ * Watcher of the zoo_awexists sent by arrivals_probed(), arrivals_counted()
+ * and obj_probe(); the zoo_awget_children sent by arrivals_counted() and
+ * obj_probe()
+ */
+static void
+obj_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
+{
+	obj_event(type, ctx, false);
+}
+
+/* Fail every live waiter of o with sqlstate and msg */
+static void
+obj_fail_waiters(BObj *o, int sqlstate, const char *msg)
+{
+	int			i;
+
+	for (i = 0; i < o->nw; i++)
+	{
+		ZkEntry    *e = obj_waiter(o, i);
+
+		if (e != NULL)
+			zk_fail(e, sqlstate, msg);
+	}
 }
 
 /* The probe failed without an answer: again when the session is usable */
@@ -462,17 +523,10 @@ obj_probe_failed(BObj *o, int rc)
 	}
 	/* a verdict we cannot use: fail the waiters rather than hang them */
 	{
-		int			i;
 		char		msg[ZKLOCK_ERRMSG_MAX];
 
 		snprintf(msg, sizeof(msg), "ZooKeeper refused to read %s: %s", o->path, zerror(rc));
-		for (i = 0; i < o->nw; i++)
-		{
-			ZkEntry    *e = obj_waiter(o, i);
-
-			if (e != NULL)
-				zk_fail(e, ERRCODE_CONNECTION_FAILURE, msg);
-		}
+		obj_fail_waiters(o, ERRCODE_CONNECTION_FAILURE, msg);
 		obj_compact(o);
 		if (o->nw == 0)
 			obj_unwatch(o);
@@ -496,18 +550,27 @@ obj_probe_end(BObj *o)
 		zk_b_obj_kick(o);
 }
 
+/*
+ * The probe found more children than zklock.max_children (msg says so): no
+ * waiter can ask for that many, so they fail with 54000, and a probe asked
+ * for meanwhile is not sent.
+ */
+static void
+obj_flooded(BObj *o, const char *msg)
+{
+	obj_fail_waiters(o, ERRCODE_PROGRAM_LIMIT_EXCEEDED, msg);
+	if (o->probe == BPROBE_AGAIN)
+		o->probe = BPROBE_OUT;	/* not again */
+	obj_probe_end(o);
+}
+
 /* ---- gates ---- */
 
 /* Completion of the zoo_awexists sent by obj_probe() */
 static void
 gate_probed(int rc, const struct Stat *stat, const void *data)
 {
-	ZkEntry    *volatile none = NULL;
-	BObj	   *o = obj_by_ctx(data);
-
-	if (o == NULL)
-		return;					/* forgotten meanwhile (obj_by_ctx) */
-	COMPLETION_BEGIN
+	OBJ_COMPLETION_BEGIN(o, data)
 	{
 		if (rc == ZOK || rc == ZNONODE)
 		{
@@ -530,7 +593,7 @@ gate_probed(int rc, const struct Stat *stat, const void *data)
 		else
 			obj_probe_failed(o, rc);
 	}
-	COMPLETION_END(none);
+	OBJ_COMPLETION_END;
 }
 
 /* ---- arrivals ---- */
@@ -557,16 +620,25 @@ arrivals_answer(BObj *o, int count)
 	}
 }
 
-/* Completion of the zoo_awexists sent by arrivals_probed() and arrivals_counted() */
+static void arrivals_dir_probed(int rc, const struct Stat *stat, const void *data);
+
+/*
+ * The arrivals node is missing (the session usable): watch for its
+ * creation (an exists with a watch, arrivals_dir_probed); a request that
+ * cannot be sent fails the probe
+ */
+static void
+arrivals_watch_dir(BObj *o)
+{
+	if (zoo_awexists(zk_zh, o->path, obj_watcher, obj_ctx(o), arrivals_dir_probed, obj_ctx(o)) != ZOK)
+		obj_probe_failed(o, ZCONNECTIONLOSS);
+}
+
+/* Completion of the zoo_awexists sent by arrivals_watch_dir() */
 static void
 arrivals_dir_probed(int rc, const struct Stat *stat, const void *data)
 {
-	ZkEntry    *volatile none = NULL;
-	BObj	   *o = obj_by_ctx(data);
-
-	if (o == NULL)
-		return;					/* forgotten meanwhile (obj_by_ctx) */
-	COMPLETION_BEGIN
+	OBJ_COMPLETION_BEGIN(o, data)
 	{
 		if (rc == ZNONODE)
 		{
@@ -585,19 +657,14 @@ arrivals_dir_probed(int rc, const struct Stat *stat, const void *data)
 		else
 			obj_probe_failed(o, rc);
 	}
-	COMPLETION_END(none);
+	OBJ_COMPLETION_END;
 }
 
 /* Completion of the zoo_awget_children sent by arrivals_counted() */
 static void
 arrivals_probed(int rc, const struct String_vector *sv, const void *data)
 {
-	ZkEntry    *volatile none = NULL;
-	BObj	   *o = obj_by_ctx(data);
-
-	if (o == NULL)
-		return;					/* forgotten meanwhile (obj_by_ctx) */
-	COMPLETION_BEGIN
+	OBJ_COMPLETION_BEGIN(o, data)
 	{
 		if (rc == ZOK)
 		{
@@ -606,14 +673,11 @@ arrivals_probed(int rc, const struct String_vector *sv, const void *data)
 			obj_probe_end(o);
 		}
 		else if (rc == ZNONODE && zk_session_usable())
-		{
-			if (zoo_awexists(zk_zh, o->path, obj_watcher, obj_ctx(o), arrivals_dir_probed, obj_ctx(o)) != ZOK)
-				obj_probe_failed(o, ZCONNECTIONLOSS);
-		}
+			arrivals_watch_dir(o);
 		else
 			obj_probe_failed(o, rc);
 	}
-	COMPLETION_END(none);
+	OBJ_COMPLETION_END;
 }
 
 /*
@@ -627,12 +691,7 @@ arrivals_probed(int rc, const struct String_vector *sv, const void *data)
 static void
 arrivals_counted(int rc, const struct Stat *stat, const void *data)
 {
-	ZkEntry    *volatile none = NULL;
-	BObj	   *o = obj_by_ctx(data);
-
-	if (o == NULL)
-		return;					/* forgotten meanwhile (obj_by_ctx) */
-	COMPLETION_BEGIN
+	OBJ_COMPLETION_BEGIN(o, data)
 	{
 		char		msg[ZKLOCK_ERRMSG_MAX];
 
@@ -643,37 +702,30 @@ arrivals_counted(int rc, const struct Stat *stat, const void *data)
 			if (o->nw == 0)
 				obj_probe_end(o);
 			else if (zk_children_over(stat, "The arrivals", msg, sizeof(msg)))
-			{
-				int			i;
-
-				for (i = 0; i < o->nw; i++)
-				{
-					ZkEntry    *e = obj_waiter(o, i);
-
-					if (e != NULL)
-						zk_fail(e, ERRCODE_PROGRAM_LIMIT_EXCEEDED, msg);
-				}
-				if (o->probe == BPROBE_AGAIN)
-					o->probe = BPROBE_OUT;	/* not again */
-				obj_probe_end(o);
-			}
+				obj_flooded(o, msg);
 			else if (!zk_session_usable() ||
 					 zoo_awget_children(zk_zh, o->path, obj_watcher, obj_ctx(o),
 										arrivals_probed, obj_ctx(o)) != ZOK)
 				obj_probe_failed(o, ZCONNECTIONLOSS);
 		}
 		else if (rc == ZNONODE && zk_session_usable())
-		{
-			if (zoo_awexists(zk_zh, o->path, obj_watcher, obj_ctx(o), arrivals_dir_probed, obj_ctx(o)) != ZOK)
-				obj_probe_failed(o, ZCONNECTIONLOSS);
-		}
+			arrivals_watch_dir(o);
 		else
 			obj_probe_failed(o, rc == ZOK ? ZCONNECTIONLOSS : rc);
 	}
-	COMPLETION_END(none);
+	OBJ_COMPLETION_END;
 }
 
 /* ---- barriers: entering ---- */
+
+/* A waiting member the barrier opened for: a member now, answered */
+static void
+member_open(ZkEntry *e)
+{
+	e->step.barrier = ZKB_MEMBER;
+	e->state = ZKE_HELD;
+	zk_finish(e, ZKO_GRANTED, 0, NULL);
+}
 
 /*
  * The opening of a barrier, seen by every member counted in it.  The
@@ -705,9 +757,7 @@ open_older_than(BObj *o, int64 czxid)
 		if (e == NULL || e->step.barrier != ZKB_ENTER || e->node[0] == '\0' ||
 			e->token == 0 || (czxid != 0 && e->token >= czxid))
 			continue;
-		e->step.barrier = ZKB_MEMBER;
-		e->state = ZKE_HELD;
-		zk_finish(e, ZKO_GRANTED, 0, NULL);
+		member_open(e);
 	}
 }
 
@@ -715,34 +765,14 @@ open_older_than(BObj *o, int64 czxid)
 static void
 barrier_ready_event(zhandle_t *h, int type, int state, const char *path, void *ctx)
 {
-	ZkEntry    *volatile none = NULL;
-	BObj	   *o = obj_by_ctx(ctx);
-
-	if (type == ZOO_SESSION_EVENT || type == ZOO_NOTWATCHING_EVENT)
-		return;
-	if (o == NULL)
-		return;					/* forgotten meanwhile (obj_by_ctx) */
-	COMPLETION_BEGIN
-	{
-		zk_count(ZKCNT_WATCH_EVENTS, 1);
-		o->rwatching = false;
-		if (type == ZOO_CREATED_EVENT)
-			open_older_than(o, 0);
-		zk_b_obj_kick(o);
-	}
-	COMPLETION_END(none);
+	obj_event(type, ctx, true);
 }
 
 /* Completion of the zoo_awexists sent by zk_b_barrier_watch_ready() */
 static void
 ready_armed(int rc, const struct Stat *stat, const void *data)
 {
-	ZkEntry    *volatile none = NULL;
-	BObj	   *o = obj_by_ctx(data);
-
-	if (o == NULL)
-		return;					/* forgotten meanwhile (obj_by_ctx) */
-	COMPLETION_BEGIN
+	OBJ_COMPLETION_BEGIN(o, data)
 	{
 		if (o->rinflight > 0)
 			o->rinflight--;
@@ -761,7 +791,7 @@ ready_armed(int rc, const struct Stat *stat, const void *data)
 		if (o->nw == 0 && !BOBJ_PROBING(o))
 			obj_unwatch(o);
 	}
-	COMPLETION_END(none);
+	OBJ_COMPLETION_END;
 }
 
 /*
@@ -774,7 +804,7 @@ zk_b_barrier_watch_ready(BObj *o, bool behind)
 	char		rpath[ZK_PATH_MAX];
 	int			rc;
 
-	snprintf(rpath, sizeof(rpath), "%s/%s", o->path, ZKB_READY);
+	obj_ready_path(o, rpath, sizeof(rpath));
 	if (behind)
 		rc = zk_batch_wexists(rpath, barrier_ready_event, obj_ctx(o), ready_armed, obj_ctx(o));
 	else
@@ -847,16 +877,11 @@ ready_created(int rc, const void *data)
 static void
 ready_closed(int rc, const void *data)
 {
-	ZkEntry    *volatile none = NULL;
-	BObj	   *o = obj_by_ctx(data);
-
-	if (o == NULL)
-		return;					/* forgotten meanwhile (obj_by_ctx) */
-	COMPLETION_BEGIN
+	OBJ_COMPLETION_BEGIN(o, data)
 	{
 		o->rclosing = false;
 	}
-	COMPLETION_END(none);
+	OBJ_COMPLETION_END;
 }
 
 /*
@@ -872,7 +897,7 @@ zk_b_close_ready(BObj *o)
 
 	if (o->rclosing)
 		return;
-	snprintf(rpath, sizeof(rpath), "%s/%s", o->path, ZKB_READY);
+	obj_ready_path(o, rpath, sizeof(rpath));
 	if (zoo_adelete(zk_zh, rpath, -1, ready_closed, obj_ctx(o)) == ZOK)
 		o->rclosing = true;
 }
@@ -881,12 +906,7 @@ zk_b_close_ready(BObj *o)
 static void
 ready_read(int rc, const struct Stat *stat, const void *data)
 {
-	ZkEntry    *volatile none = NULL;
-	BObj	   *o = obj_by_ctx(data);
-
-	if (o == NULL)
-		return;					/* forgotten meanwhile (obj_by_ctx) */
-	COMPLETION_BEGIN
+	OBJ_COMPLETION_BEGIN(o, data)
 	{
 		if (rc == ZOK || rc == ZNONODE)
 		{
@@ -898,19 +918,14 @@ ready_read(int rc, const struct Stat *stat, const void *data)
 		else
 			obj_probe_failed(o, rc);
 	}
-	COMPLETION_END(none);
+	OBJ_COMPLETION_END;
 }
 
 /* Completion of the zoo_awget_children sent by obj_probe() */
 static void
 barrier_probed(int rc, const struct String_vector *sv, const void *data)
 {
-	ZkEntry    *volatile none = NULL;
-	BObj	   *o = obj_by_ctx(data);
-
-	if (o == NULL)
-		return;					/* forgotten meanwhile (obj_by_ctx) */
-	COMPLETION_BEGIN
+	OBJ_COMPLETION_BEGIN(o, data)
 	{
 		char		msg[ZKLOCK_ERRMSG_MAX];
 		struct Stat st;
@@ -919,20 +934,9 @@ barrier_probed(int rc, const struct String_vector *sv, const void *data)
 		st.numChildren = (rc == ZOK && sv) ? sv->count : 0;
 		if (zk_children_over(&st, "The barrier's members", msg, sizeof(msg)))
 		{
-			int			i;
-
 			/* flooded (no zklock session counts that many): not again */
 			o->watching = true;
-			for (i = 0; i < o->nw; i++)
-			{
-				ZkEntry    *e = obj_waiter(o, i);
-
-				if (e != NULL)
-					zk_fail(e, ERRCODE_PROGRAM_LIMIT_EXCEEDED, msg);
-			}
-			if (o->probe == BPROBE_AGAIN)
-				o->probe = BPROBE_OUT;	/* not again */
-			obj_probe_end(o);
+			obj_flooded(o, msg);
 		}
 		else if (rc == ZOK || rc == ZNONODE)
 		{
@@ -954,7 +958,7 @@ barrier_probed(int rc, const struct String_vector *sv, const void *data)
 			{
 				char		rpath[ZK_PATH_MAX];
 
-				snprintf(rpath, sizeof(rpath), "%s/%s", o->path, ZKB_READY);
+				obj_ready_path(o, rpath, sizeof(rpath));
 				if (zoo_aexists(zk_zh, rpath, 0, ready_read, obj_ctx(o)) != ZOK)
 					obj_probe_failed(o, ZCONNECTIONLOSS);
 			}
@@ -973,7 +977,7 @@ barrier_probed(int rc, const struct String_vector *sv, const void *data)
 		else
 			obj_probe_failed(o, rc);
 	}
-	COMPLETION_END(none);
+	OBJ_COMPLETION_END;
 }
 
 /*
@@ -999,15 +1003,11 @@ barrier_evaluate(BObj *o)
 			by_count = true;
 			if (oldest == 0 || e->token < oldest)
 				oldest = e->token;
-			e->step.barrier = ZKB_MEMBER;
-			e->state = ZKE_HELD;
-			zk_finish(e, ZKO_GRANTED, 0, NULL);
+			member_open(e);
 		}
 		else if (o->ready_czxid != 0 && o->ready_czxid > e->token)
 		{
-			e->step.barrier = ZKB_MEMBER;
-			e->state = ZKE_HELD;
-			zk_finish(e, ZKO_GRANTED, 0, NULL);
+			member_open(e);
 		}
 		else if (e->try_only)
 			zk_finish(e, ZKO_BUSY, 0, NULL);
@@ -1031,7 +1031,7 @@ barrier_evaluate(BObj *o)
 		const char *m = o->rmembers;
 		char	   *rpath = rcr->paths[ZKB_READY_CHECKS];
 
-		snprintf(rpath, ZK_PATH_MAX, "%s/%s", o->path, ZKB_READY);
+		obj_ready_path(o, rpath, ZK_PATH_MAX);
 		for (i = 0; i < o->nrmembers; i++)
 		{
 			snprintf(rcr->paths[i], ZK_PATH_MAX, "%s/%s", o->path, m);
@@ -1086,6 +1086,15 @@ obj_probe(BObj *o)
  * ZKK_BWAIT: a gate wait or an await
  * ------------------------------------------------------------------------
  */
+
+/* A wait or member let go: off its object's waiters, and freed */
+void
+zk_b_entry_free(ZkEntry *e)
+{
+	zk_b_obj_remove_entry(zk_b_obj_of(e), e);
+	zk_entry_free(e);
+}
+
 static void
 bwait_drive(ZkEntry *e)
 {
@@ -1093,8 +1102,7 @@ bwait_drive(ZkEntry *e)
 
 	if (e->released)
 	{
-		zk_b_obj_remove_entry(o, e);
-		zk_entry_free(e);
+		zk_b_entry_free(e);
 		return;
 	}
 	if (e->outcome != ZKO_NONE)
@@ -1113,10 +1121,7 @@ static void
 bwait_drive_failed(ZkEntry *e)
 {
 	if (e->released)
-	{
-		zk_b_obj_remove_entry(zk_b_obj_of(e), e);
-		zk_entry_free(e);
-	}
+		zk_b_entry_free(e);
 	else
 		zk_fail(e, ERRCODE_INTERNAL_ERROR, "the zklock worker failed while serving the wait");
 }
@@ -1130,10 +1135,7 @@ bwait_session_lost(ZkEntry *e, const char *why)
 {
 	/* the object probes again once a session is usable */
 	if (e->released)
-	{
-		zk_b_obj_remove_entry(zk_b_obj_of(e), e);
-		zk_entry_free(e);
-	}
+		zk_b_entry_free(e);
 	else
 		zk_b_obj_kick(zk_b_obj_of(e));
 }
@@ -1173,7 +1175,7 @@ obj_drop_listed_watches(BObj *o, bool blind)
 	if (zk_zh == NULL || o->nw > 0 || BOBJ_PROBING(o) || o->rinflight > 0 ||
 		o->creating > 0)
 		return;
-	snprintf(rpath, sizeof(rpath), "%s/%s", o->path, ZKB_READY);
+	obj_ready_path(o, rpath, sizeof(rpath));
 	drop_if_listed(rpath, ZWATCHTYPE_DATA, barrier_ready_event, obj_ctx(o));
 	drop_if_listed(o->path, ZWATCHTYPE_ANY, obj_watcher, obj_ctx(o));
 	if (blind && zk_session_usable())

@@ -72,10 +72,7 @@ static void acl_read_done(int rc, struct ACL_vector *acl, struct Stat *stat,
 static MemoryContext
 aclc_context(void)
 {
-	if (aclc_cxt == NULL)
-		aclc_cxt = AllocSetContextCreate(TopMemoryContext, "zklock acl checks",
-										 ALLOCSET_SMALL_SIZES);
-	return aclc_cxt;
+	return ZK_LAZY_CONTEXT(aclc_cxt, "zklock acl checks");
 }
 
 /* Forget the parents seen (a new session, a reload, or the set is full) */

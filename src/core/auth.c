@@ -186,6 +186,20 @@ parse_acl_entry(char *entry, AclSetting *set, const char **why)
 	return true;
 }
 
+/* A token of a list setting without its leading and trailing blanks (in place) */
+static char *
+trim_blanks(char *tok)
+{
+	char	   *end;
+
+	while (*tok == ' ' || *tok == '\t')
+		tok++;
+	end = tok + strlen(tok);
+	while (end > tok && (end[-1] == ' ' || end[-1] == '\t'))
+		*--end = '\0';
+	return tok;
+}
+
 /*
  * GUC check hook of zklock.acl: parse and validate the entries into an
  * AclSetting
@@ -215,14 +229,9 @@ zk_check_acl(char **newval, void **extra, GucSource source)
 	{
 		const char *why = NULL;
 		char		shown[64];
-		char	   *end;
 
 		entry++;
-		while (*tok == ' ' || *tok == '\t')
-			tok++;
-		end = tok + strlen(tok);
-		while (end > tok && (end[-1] == ' ' || end[-1] == '\t'))
-			*--end = '\0';
+		tok = trim_blanks(tok);
 		strlcpy(shown, tok, sizeof(shown));
 		if (*tok == '\0')
 			why = "it is empty";
@@ -276,14 +285,9 @@ zk_check_acl_world_read(char **newval, void **extra, GucSource source)
 	copy = pstrdup(*newval);
 	for (tok = strtok_r(copy, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save))
 	{
-		char	   *end;
 		int			i;
 
-		while (*tok == ' ' || *tok == '\t')
-			tok++;
-		end = tok + strlen(tok);
-		while (end > tok && (end[-1] == ' ' || end[-1] == '\t'))
-			*--end = '\0';
+		tok = trim_blanks(tok);
 		if (*tok == '\0')
 			continue;
 		for (i = 0; i < (int) lengthof(zk_acl_kinds); i++)

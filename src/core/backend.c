@@ -116,6 +116,36 @@ zk_release_entry(uint32 idx, uint32 gen)
 	return true;
 }
 
+/*
+ * Hand a new entry e to the worker (zk_new_entry: the lock is held on
+ * entry, released here): remembered in *idx and *gen, queued, the worker
+ * woken
+ */
+void
+zk_submit_entry(ZkEntry *e, uint32 *idx, uint32 *gen)
+{
+	*idx = zk_entry_index(e);
+	*gen = e->gen;
+	zk_enqueue(e);
+	LWLockRelease(zk_ctl->lock);
+	zk_wake_worker();
+}
+
+/*
+ * Let go of the entry *idx (of generation gen), if any: handed back
+ * (zk_release_entry), forgotten (*idx becomes ZKLOCK_NO_ENTRY), and the
+ * worker woken.  For a request in progress, also at exit.
+ */
+void
+zk_let_go(uint32 *idx, uint32 gen)
+{
+	if (*idx == ZKLOCK_NO_ENTRY || zk_ctl == NULL)
+		return;
+	(void) zk_release_entry(*idx, gen);
+	*idx = ZKLOCK_NO_ENTRY;
+	zk_wake_worker();
+}
+
 /* A name (UTF-8) as this database can show it in a message, without its namespace */
 char *
 zk_display_name(const char *name)
@@ -318,6 +348,82 @@ entry_wait_event(int kind, int state)
 }
 
 /*
+ * While entry idx waits (ZooKeeper answered) with the connection in state
+ * conn at now: when to look again, or an error once the connection has
+ * been down (since *down_since, kept here) for longer than
+ * zklock.connect_timeout.  The error says for what it waited: for lock
+ * "what" (a lock), or to do what.
+ */
+static TimestampTz
+waiting_wake_at(int conn, TimestampTz now, TimestampTz *down_since,
+				bool lock, const char *what)
+{
+	if (conn == ZKC_CONNECTED)
+	{
+		*down_since = 0;
+		return TimestampTzPlusMilliseconds(now, 1000);
+	}
+	if (*down_since == 0)
+		*down_since = now;
+	if (now >= TimestampTzPlusMilliseconds(*down_since, zk_connect_timeout))
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 lock ?
+				 errmsg("lost the zookeeper connection while waiting for lock \"%s\"", what) :
+				 errmsg("lost the zookeeper connection while waiting to %s", what),
+				 errdetail("The connection has been down for longer than zklock.connect_timeout (%d ms).",
+						   zk_connect_timeout),
+				 errhint("Check that ZooKeeper is running and reachable from this server, then retry.")));
+	return TimestampTzPlusMilliseconds(*down_since, zk_connect_timeout);
+}
+
+/*
+ * Sleep, as a wait for entry idx in state, from now until wake_at (at most
+ * a second) or until woken (the worker sets our latch); then interrupts
+ */
+static void
+wait_sleep(uint32 idx, int state, TimestampTz now, TimestampTz wake_at)
+{
+	long		wait_ms;
+
+	wait_ms = (long) TimestampDifferenceMilliseconds(now, wake_at) + 1;
+	wait_ms = Min(Max(wait_ms, 1), 1000);
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 wait_ms, entry_wait_event(zk_entry(idx)->kind, state));
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+}
+
+/*
+ * A wait's look at entry idx under the lock: its outcome, state, sqlstate
+ * and message (msg, ZKLOCK_ERRMSG_MAX bytes), the connection's state
+ * (conn), and unless NULL its token and when it was last answered.  False,
+ * with nothing read, when the lock is not had within 20 ms (the worker
+ * sits on it: frozen?).
+ */
+static bool
+wait_read(uint32 idx, int *outcome, int *state, int *sqlstate, char *msg,
+		  int *conn, int64 *token, TimestampTz *answered_at)
+{
+	ZkEntry    *e;
+
+	if (!zk_backend_lock_timed(LW_SHARED, 20))
+		return false;
+	e = zk_entry(idx);
+	*outcome = e->outcome;
+	*state = e->state;
+	*sqlstate = e->sqlstate;
+	strlcpy(msg, e->errmsg, ZKLOCK_ERRMSG_MAX);
+	if (token)
+		*token = e->token;
+	if (answered_at)
+		*answered_at = e->answered_at;
+	*conn = zk_ctl->conn_state;
+	LWLockRelease(zk_ctl->lock);
+	return true;
+}
+
+/*
  * Wait for the worker's answer about entry idx.  Returns true when granted
  * (or, for a query, answered), false when a try-lock found the lock taken.
  * Raises errors on timeout, cancel and failures; the caller then hands the
@@ -337,7 +443,6 @@ zk_wait_for_answer(uint32 idx, const char *uname, int64 timeout_ms, int64 *token
 
 	for (;;)
 	{
-		ZkEntry    *e;
 		int			outcome;
 		int			state;
 		int			conn;
@@ -345,19 +450,9 @@ zk_wait_for_answer(uint32 idx, const char *uname, int64 timeout_ms, int64 *token
 		char		msg[ZKLOCK_ERRMSG_MAX];
 		TimestampTz now;
 		TimestampTz wake_at;
-		long		wait_ms;
 
-		if (zk_backend_lock_timed(LW_SHARED, 20))
+		if (wait_read(idx, &outcome, &state, &sqlstate, msg, &conn, token, NULL))
 		{
-			e = zk_entry(idx);
-			outcome = e->outcome;
-			state = e->state;
-			sqlstate = e->sqlstate;
-			strlcpy(msg, e->errmsg, sizeof(msg));
-			if (token)
-				*token = e->token;
-			conn = zk_ctl->conn_state;
-			LWLockRelease(zk_ctl->lock);
 			last_state = state;
 			last_conn = conn;
 		}
@@ -391,25 +486,7 @@ zk_wait_for_answer(uint32 idx, const char *uname, int64 timeout_ms, int64 *token
 		if (state == ZKE_WAITING)
 		{
 			/* ZooKeeper answered: we are queued behind someone */
-			if (conn != ZKC_CONNECTED)
-			{
-				if (disconnected_since == 0)
-					disconnected_since = now;
-				if (now >= TimestampTzPlusMilliseconds(disconnected_since, zk_connect_timeout))
-					ereport(ERROR,
-							(errcode(ERRCODE_CONNECTION_FAILURE),
-							 errmsg("lost the zookeeper connection while waiting for lock \"%s\"",
-									name),
-							 errdetail("The connection has been down for longer than zklock.connect_timeout (%d ms).",
-									   zk_connect_timeout),
-							 errhint("Check that ZooKeeper is running and reachable from this server, then retry.")));
-				wake_at = TimestampTzPlusMilliseconds(disconnected_since, zk_connect_timeout);
-			}
-			else
-			{
-				disconnected_since = 0;
-				wake_at = TimestampTzPlusMilliseconds(now, 1000);
-			}
+			wake_at = waiting_wake_at(conn, now, &disconnected_since, true, name);
 
 			if (lock_deadline != 0 && now >= lock_deadline)
 			{
@@ -447,12 +524,7 @@ zk_wait_for_answer(uint32 idx, const char *uname, int64 timeout_ms, int64 *token
 		}
 
 		/* sleep until woken (the worker sets our latch), or the deadline */
-		wait_ms = (long) TimestampDifferenceMilliseconds(now, wake_at) + 1;
-		wait_ms = Min(Max(wait_ms, 1), 1000);
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 wait_ms, entry_wait_event(zk_entry(idx)->kind, state));
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
+		wait_sleep(idx, state, now, wake_at);
 	}
 }
 
@@ -525,32 +597,24 @@ zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer, const char *what)
 
 	for (;;)
 	{
-		ZkEntry    *e;
 		int			outcome = ZKO_NONE;
 		int			state = last_state;
 		int			conn = last_conn;
 		int			sqlstate = 0;
 		char		msg[ZKLOCK_ERRMSG_MAX];
+		TimestampTz answered_at;
 		TimestampTz now;
 		TimestampTz wake_at;
-		long		wait_ms;
 
 		msg[0] = '\0';
-		if (zk_backend_lock_timed(LW_SHARED, 20))
+		if (wait_read(idx, &outcome, &state, &sqlstate, msg, &conn, NULL, &answered_at))
 		{
-			e = zk_entry(idx);
-			outcome = e->outcome;
-			state = e->state;
-			sqlstate = e->sqlstate;
-			strlcpy(msg, e->errmsg, sizeof(msg));
-			conn = zk_ctl->conn_state;
-			if (e->answered_at > answered)
+			if (answered_at > answered)
 			{
 				/* an answer to a long request: ZooKeeper is working on it */
-				answered = e->answered_at;
+				answered = answered_at;
 				answer_deadline = TimestampTzPlusMilliseconds(answered, answer_ms);
 			}
-			LWLockRelease(zk_ctl->lock);
 			last_state = state;
 			last_conn = conn;
 		}
@@ -588,24 +652,7 @@ zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer, const char *what)
 			return ZKO_NONE;
 		if (state == ZKE_WAITING)
 		{
-			if (conn != ZKC_CONNECTED)
-			{
-				if (down_since == 0)
-					down_since = now;
-				if (now >= TimestampTzPlusMilliseconds(down_since, zk_connect_timeout))
-					ereport(ERROR,
-							(errcode(ERRCODE_CONNECTION_FAILURE),
-							 errmsg("lost the zookeeper connection while waiting to %s", what),
-							 errdetail("The connection has been down for longer than zklock.connect_timeout (%d ms).",
-									   zk_connect_timeout),
-							 errhint("Check that ZooKeeper is running and reachable from this server, then retry.")));
-				wake_at = TimestampTzPlusMilliseconds(down_since, zk_connect_timeout);
-			}
-			else
-			{
-				down_since = 0;
-				wake_at = TimestampTzPlusMilliseconds(now, 1000);
-			}
+			wake_at = waiting_wake_at(conn, now, &down_since, false, what);
 			if (deadline != 0 && deadline < wake_at)
 				wake_at = deadline;
 			/* an answer after we started waiting resets its clock */
@@ -629,13 +676,29 @@ zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer, const char *what)
 			if (deadline != 0 && deadline < wake_at && state == ZKE_WAITING)
 				wake_at = deadline;
 		}
-		wait_ms = (long) TimestampDifferenceMilliseconds(now, wake_at) + 1;
-		wait_ms = Min(Max(wait_ms, 1), 1000);
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 wait_ms, entry_wait_event(zk_entry(idx)->kind, state));
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
+		wait_sleep(idx, state, now, wake_at);
 	}
+}
+
+/*
+ * The request fields every new entry has, filled in by the process that
+ * allocated it (this one: a backend, or the worker for an entry of its
+ * own, with no database): its kind, owner, database, mode, scope, whether
+ * it only tries, and when it was asked for.  The name and the rest are the
+ * caller's.
+ */
+void
+zk_entry_request(ZkEntry *e, ZkKind kind, Oid dbid, ZkMode mode, ZkScope scope,
+				 bool try_only)
+{
+	e->kind = kind;
+	e->procno = zk_my_procno();
+	e->pid = MyProcPid;
+	e->dbid = dbid;
+	e->mode = mode;
+	e->scope = scope;
+	e->try_only = try_only;
+	e->requested_at = GetCurrentTimestamp();
 }
 
 /*
@@ -736,14 +799,7 @@ zk_new_entry(ZkKind kind, const char *name, int len, ZkMode mode, ZkScope scope,
 				 errdetail("All %d entries of zklock.max_locks are held or awaited.", max),
 				 errhint("Release locks, or increase zklock.max_locks and restart the server.")));
 	}
-	e->kind = kind;
-	e->procno = zk_my_procno();
-	e->pid = MyProcPid;
-	e->dbid = MyDatabaseId;
-	e->mode = mode;
-	e->scope = scope;
-	e->try_only = try_only;
-	e->requested_at = GetCurrentTimestamp();
+	zk_entry_request(e, kind, MyDatabaseId, mode, scope, try_only);
 	memcpy(e->name, name, len);
 	e->name[len] = '\0';
 	memcpy(e->owner_tag, owner_tag, sizeof(e->owner_tag));

@@ -164,10 +164,7 @@ static void send_alone(BatchItem *it);
 static MemoryContext
 batch_context(void)
 {
-	if (batch_cxt == NULL)
-		batch_cxt = AllocSetContextCreate(TopMemoryContext, "zklock batch",
-										  ALLOCSET_SMALL_SIZES);
-	return batch_cxt;
+	return ZK_LAZY_CONTEXT(batch_cxt, "zklock batch");
 }
 
 /* This cluster's stamp node: <root>/stamps/<system identifier> */

@@ -1435,6 +1435,22 @@ zk_history_left_forget(uint64 run)
 /* the last zk_history_take found the run registered again */
 static bool take_refused = false;
 
+/*
+ * The run a take or claim (c) is about, with its name in name (64 bytes
+ * are enough); NULL if the table of runs no longer has it
+ */
+static RunRec *
+call_run(HistCall *c, char *name, size_t len)
+{
+	RunRec	   *r;
+
+	if (c->idx < 0 || c->idx >= nruns || runs == NULL)
+		return NULL;
+	r = &runs[c->idx];
+	zk_history_run_name(r->run, name, len);
+	return r;
+}
+
 /* Completion of the zoo_amulti sent by zk_history_take() */
 static void
 take_done(int rc, const void *data)
@@ -1444,12 +1460,11 @@ take_done(int rc, const void *data)
 
 	COMPLETION_BEGIN
 	{
-		if (c->idx >= 0 && c->idx < nruns && runs != NULL)
-		{
-			RunRec	   *r = &runs[c->idx];
-			char		name[64];
+		char		name[64];
+		RunRec	   *r = call_run(c, name, sizeof(name));
 
-			zk_history_run_name(r->run, name, sizeof(name));
+		if (r != NULL)
+		{
 			if (rc == ZOK)
 			{
 				r->status = ZKR_HEIR;
@@ -1537,12 +1552,11 @@ claim_done(int rc, const void *data)
 
 	COMPLETION_BEGIN
 	{
-		if (c->idx >= 0 && c->idx < nruns && runs != NULL)
-		{
-			RunRec	   *r = &runs[c->idx];
-			char		name[64];
+		char		name[64];
+		RunRec	   *r = call_run(c, name, sizeof(name));
 
-			zk_history_run_name(r->run, name, sizeof(name));
+		if (r != NULL)
+		{
 			if (c->what == HC_FORGET_OLD)
 			{
 				if (rc == ZOK && zk_log_limited(&forgot_log, "forgot a run of this cluster"))

@@ -89,10 +89,7 @@ typedef struct KeptCall
 static MemoryContext
 kept_context(void)
 {
-	if (kept_cxt == NULL)
-		kept_cxt = AllocSetContextCreate(TopMemoryContext, "zklock kept totals",
-										 ALLOCSET_SMALL_SIZES);
-	return kept_cxt;
+	return ZK_LAZY_CONTEXT(kept_cxt, "zklock kept totals");
 }
 
 /* The quota directory of the root: /zookeeper/quota<root> */
@@ -657,9 +654,7 @@ zk_kept_totals(PG_FUNCTION_ARGS)
 	uint64		refused;
 	char		why[sizeof(zk_ctl->kept_why)];
 
-	zk_require_shmem();
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
+	tupdesc = zk_status_row_type(fcinfo);
 	zk_backend_lock(LW_SHARED);
 	state = zk_ctl->kept_state;
 	kn = zk_ctl->kept_nodes;

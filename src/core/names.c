@@ -250,6 +250,42 @@ zk_namespace_changed(void)
 }
 
 /*
+ * zklock's row of pg_extension: the schema it is installed in (InvalidOid
+ * when it is not installed) and, unless version is NULL, its version
+ * (NULL if unknown)
+ */
+Oid
+zk_extension_schema(char **version)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tup;
+	Oid			nsp = InvalidOid;
+
+	if (version)
+		*version = NULL;
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber,
+				F_NAMEEQ, CStringGetDatum("zklock"));
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+	{
+		bool		isnull;
+		Datum		d;
+
+		nsp = ((Form_pg_extension) GETSTRUCT(tup))->extnamespace;
+		d = heap_getattr(tup, Anum_pg_extension_extversion, RelationGetDescr(rel), &isnull);
+		if (version && !isnull)
+			*version = TextDatumGetCString(d);
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return nsp;
+}
+
+/*
  * What "$database" stands for in this database: the row of MyDatabaseId in
  * the table zk_database_namespace of the extension's schema.  CREATE
  * EXTENSION (a superuser: the extension is not trusted) fills it with the
@@ -274,9 +310,9 @@ recorded_namespace(bool *cacheable)
 	SysScanDesc scan;
 	ScanKeyData key;
 	HeapTuple	tup;
-	Oid			nsp = InvalidOid;
+	Oid			nsp;
 	Oid			relid;
-	char	   *version = NULL;
+	char	   *version;
 	char	   *result = NULL;
 	bool		found = false;
 	char	   *dbname;
@@ -285,23 +321,7 @@ recorded_namespace(bool *cacheable)
 	if (!IsTransactionState())
 		elog(ERROR, "zklock namespace \"$database\" read outside a transaction");
 
-	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber,
-				F_NAMEEQ, CStringGetDatum("zklock"));
-	rel = table_open(ExtensionRelationId, AccessShareLock);
-	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
-	tup = systable_getnext(scan);
-	if (HeapTupleIsValid(tup))
-	{
-		bool		isnull;
-		Datum		d;
-
-		nsp = ((Form_pg_extension) GETSTRUCT(tup))->extnamespace;
-		d = heap_getattr(tup, Anum_pg_extension_extversion, RelationGetDescr(rel), &isnull);
-		if (!isnull)
-			version = TextDatumGetCString(d);
-	}
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
+	nsp = zk_extension_schema(&version);
 
 	relid = OidIsValid(nsp) ? get_relname_relid("zk_database_namespace", nsp) : InvalidOid;
 	if (!OidIsValid(relid) && version != NULL && strcmp(version, "1.0") == 0)

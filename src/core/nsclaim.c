@@ -57,22 +57,17 @@
 #include "recipe.h"
 #include "trust.h"
 
-#include "access/genam.h"
 #include "access/htup_details.h"
-#include "access/table.h"
 #include "access/xlog.h"
 #include "catalog/namespace.h"
-#include "catalog/pg_extension.h"
 #include "commands/dbcommands.h"
 #include "fmgr.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"
-#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
-#include "utils/rel.h"
 
 #define NSC_SLOTS		128		/* verdicts remembered in shared memory */
 #define NSC_OIDS_MAX	16		/* databases of one cluster in one namespace */
@@ -114,8 +109,7 @@ static NscCache *nsc_cache = NULL;
 /* a request in flight: the three reads, or a write */
 typedef struct NscCall
 {
-	uint32		idx;
-	uint32		gen;
+	const void *ectx;			/* its entry (zk_ctx_of; zk_entry_of) */
 	int			refs;			/* completions still to come */
 	bool		parent_ok;		/* <root>/namespaces lets no one else in */
 	bool		node_ok;		/* the node lets no one else write */
@@ -308,19 +302,7 @@ acl_lets_others(const struct ACL_vector *acl, int perms, char *why, size_t whyle
 static MemoryContext
 nsc_context(void)
 {
-	if (nsc_cxt == NULL)
-		nsc_cxt = AllocSetContextCreate(TopMemoryContext, "zklock namespace claims",
-										ALLOCSET_SMALL_SIZES);
-	return nsc_cxt;
-}
-
-/* The entry a request in flight is for, or NULL if it was freed meanwhile */
-static ZkEntry *
-call_entry(NscCall *c)
-{
-	ZkEntry    *e = zk_entry(c->idx);
-
-	return (e->gen == c->gen && e->state != ZKE_FREE) ? e : NULL;
+	return ZK_LAZY_CONTEXT(nsc_cxt, "zklock namespace claims");
 }
 
 /* One completion of a call is done: free it after the last */
@@ -391,7 +373,7 @@ write_done(int rc, const void *data)
 	{
 		char		refused[ZKLOCK_PARENT_MAX + 1];
 
-		e = call_entry(c);
+		e = zk_entry_of(c->ectx);
 		if (e != NULL && e->create_inflight)
 		{
 			e->create_inflight = false;
@@ -410,6 +392,27 @@ write_done(int rc, const void *data)
 	COMPLETION_END(e);
 }
 
+/*
+ * The verdict of call c's read of an ACL (rc, acl), into *ok: refused when
+ * it lets others than zklock do perms (c->why says so, naming it what), or
+ * when zklock may not read it (c->why is noauth); else (absent: we create
+ * it; errors: the get says) passed
+ */
+static void
+acl_verdict(NscCall *c, bool *ok, int rc, struct ACL_vector *acl, int perms,
+			const char *what, const char *noauth)
+{
+	if (rc == ZOK)
+		*ok = !acl_lets_others(acl, perms, c->why, sizeof(c->why), what);
+	else if (rc == ZNOAUTH)
+	{
+		*ok = false;
+		snprintf(c->why, sizeof(c->why), "%s", noauth);
+	}
+	else
+		*ok = true;
+}
+
 /* Completion of the ACL read of <root>/namespaces */
 static void
 parent_acl_done(int rc, struct ACL_vector *acl, struct Stat *stat, const void *data)
@@ -419,16 +422,10 @@ parent_acl_done(int rc, struct ACL_vector *acl, struct Stat *stat, const void *d
 
 	COMPLETION_BEGIN
 	{
-		if (rc == ZOK)
-			c->parent_ok = !acl_lets_others(acl, ZOO_PERM_CREATE | ZOO_PERM_DELETE | ZOO_PERM_ADMIN,
-											c->why, sizeof(c->why), "the registry's node <root>/namespaces");
-		else if (rc == ZNOAUTH)
-		{
-			c->parent_ok = false;
-			snprintf(c->why, sizeof(c->why), "zklock may not read the ACL of <root>/namespaces: another identity made it");
-		}
-		else
-			c->parent_ok = true;	/* absent: we create it; errors: the get says */
+		acl_verdict(c, &c->parent_ok, rc, acl,
+					ZOO_PERM_CREATE | ZOO_PERM_DELETE | ZOO_PERM_ADMIN,
+					"the registry's node <root>/namespaces",
+					"zklock may not read the ACL of <root>/namespaces: another identity made it");
 		call_unref(c);
 	}
 	COMPLETION_END(none);
@@ -443,16 +440,9 @@ node_acl_done(int rc, struct ACL_vector *acl, struct Stat *stat, const void *dat
 
 	COMPLETION_BEGIN
 	{
-		if (rc == ZOK)
-			c->node_ok = !acl_lets_others(acl, ZOO_PERM_WRITE | ZOO_PERM_ADMIN,
-										  c->why, sizeof(c->why), "the node");
-		else if (rc == ZNOAUTH)
-		{
-			c->node_ok = false;
-			snprintf(c->why, sizeof(c->why), "zklock may not read the node's ACL: another identity made it");
-		}
-		else
-			c->node_ok = true;
+		acl_verdict(c, &c->node_ok, rc, acl, ZOO_PERM_WRITE | ZOO_PERM_ADMIN,
+					"the node",
+					"zklock may not read the node's ACL: another identity made it");
 		call_unref(c);
 	}
 	COMPLETION_END(none);
@@ -481,8 +471,7 @@ new_call(ZkEntry *e, const char *path)
 {
 	NscCall    *c = MemoryContextAllocZero(nsc_context(), sizeof(NscCall));
 
-	c->idx = zk_entry_index(e);
-	c->gen = e->gen;
+	c->ectx = zk_ctx_of(e);
 	strlcpy(c->path, path, sizeof(c->path));
 	return c;
 }
@@ -500,7 +489,7 @@ read_done(int rc, const char *value, int value_len, const struct Stat *stat,
 
 	COMPLETION_BEGIN
 	{
-		e = call_entry(c);
+		e = zk_entry_of(c->ectx);
 		if (e != NULL && e->list_inflight)
 		{
 			int			op = e->step.nsclaim;
@@ -691,11 +680,7 @@ static uint32 req_gen = 0;
 static void
 let_go(void)
 {
-	if (req_idx == ZKLOCK_NO_ENTRY || zk_ctl == NULL)
-		return;
-	(void) zk_release_entry(req_idx, req_gen);
-	req_idx = ZKLOCK_NO_ENTRY;
-	zk_wake_worker();
+	zk_let_go(&req_idx, req_gen);
 }
 
 /* at exit: the request in progress */
@@ -729,11 +714,7 @@ ask_worker(const char *ns, ZkNsClaimOp op, Oid *owner, char *why, size_t whylen)
 	e = zk_new_entry(ZKK_NSCLAIM, ns, strlen(ns), ZKM_EXCLUSIVE, ZKS_TRANSACTION, false);
 	e->step.nsclaim = op;
 	strlcpy(e->data, dbname ? dbname : "?", sizeof(e->data));
-	req_idx = zk_entry_index(e);
-	req_gen = e->gen;
-	zk_enqueue(e);
-	LWLockRelease(zk_ctl->lock);
-	zk_wake_worker();
+	zk_submit_entry(e, &req_idx, &req_gen);
 
 	PG_TRY();
 	{
@@ -758,21 +739,8 @@ ask_worker(const char *ns, ZkNsClaimOp op, Oid *owner, char *why, size_t whylen)
 static char *
 set_call(void)
 {
-	Relation	rel;
-	SysScanDesc scan;
-	ScanKeyData key;
-	HeapTuple	tup;
-	char	   *schema = NULL;
-
-	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber,
-				F_NAMEEQ, CStringGetDatum("zklock"));
-	rel = table_open(ExtensionRelationId, AccessShareLock);
-	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
-	tup = systable_getnext(scan);
-	if (HeapTupleIsValid(tup))
-		schema = get_namespace_name(((Form_pg_extension) GETSTRUCT(tup))->extnamespace);
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
+	Oid			nsp = zk_extension_schema(NULL);
+	char	   *schema = OidIsValid(nsp) ? get_namespace_name(nsp) : NULL;
 
 	return psprintf("%s%szk_set_database_namespace",
 					schema ? quote_identifier(schema) : "", schema ? "." : "");

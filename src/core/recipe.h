@@ -228,6 +228,8 @@ extern void zk_fail(ZkEntry *e, int sqlstate, const char *msg);
 extern void zk_node_gone(ZkEntry *e);
 extern void zk_retry_later(ZkEntry *e);
 extern ZkEntry *zk_entry_watch_fired(const char *path, const void *ctx);
+extern void zk_entry_watcher(int type, const char *path, const void *ctx,
+							 void (*fired) (ZkEntry *e));
 extern bool zk_drive_opening(ZkEntry *e, bool inflight);
 extern bool zk_rc_definite(int rc);
 extern bool zk_send_failed(ZkEntry *e, int rc, const char *what);
@@ -238,6 +240,8 @@ extern int	zk_watch_drop(const char *path);
 extern void zk_watch_forget_all(void);
 extern void zk_unwatch_done(int rc, const void *ctx);
 extern void zk_unwatch(ZkEntry *e, const char *path, int type, watcher_fn own);
+extern void zk_entry_unwatch(ZkEntry *e, const char *path, int type,
+							 watcher_fn own);
 
 /* worker_base.c: the common code's calls into the recipes */
 extern void zk_recipe_drive(ZkEntry *e);

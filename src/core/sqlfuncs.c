@@ -53,6 +53,47 @@ interval_arg_ms(FunctionCallInfo fcinfo, int argno, const char *null_hint)
 }
 
 /*
+ * The row type of a function that returns one row about this cluster's
+ * shared state (zk_status, zk_kept_totals), once that state is known to be
+ * there (zk_require_shmem)
+ */
+TupleDesc
+zk_status_row_type(FunctionCallInfo fcinfo)
+{
+	TupleDesc	tupdesc;
+
+	zk_require_shmem();
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	return tupdesc;
+}
+
+/*
+ * A count argument argno, named what (its errors say so, with hint): not
+ * NULL (22004), at least 1 (22023)
+ */
+int32
+zk_arg_count(FunctionCallInfo fcinfo, int argno, const char *what,
+			 const char *hint)
+{
+	int32		n;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("zklock %s must not be null", what),
+				 errhint("%s", hint)));
+	n = PG_GETARG_INT32(argno);
+	if (n < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock %s must be at least 1", what),
+				 errdetail("%s was %d.", what, n),
+				 errhint("%s", hint)));
+	return n;
+}
+
+/*
  * How long to wait for a lock: the timeout argument, else lock_timeout when
  * set, else forever (-1).
  */
@@ -167,9 +208,7 @@ zk_status(PG_FUNCTION_ARGS)
 	int			i;
 	int			n = 0;
 
-	zk_require_shmem();
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
+	tupdesc = zk_status_row_type(fcinfo);
 
 	zk_backend_lock(LW_SHARED);
 	conn = zk_ctl->conn_state;

@@ -768,6 +768,29 @@ zk_entry_watch_fired(const char *path, const void *ctx)
 	return e;
 }
 
+/*
+ * The body of a watcher of one entry's watch (ctx: zk_ctx_of(e)), which
+ * passes its event on: session events are none of the entry's; else, as a
+ * completion, the entry whose watch on path fired (zk_entry_watch_fired),
+ * unless gone or let go, is handed to fired.
+ */
+void
+zk_entry_watcher(int type, const char *path, const void *ctx,
+				 void (*fired) (ZkEntry *e))
+{
+	ZkEntry    *volatile e = NULL;
+
+	if (type == ZOO_SESSION_EVENT || type == ZOO_NOTWATCHING_EVENT)
+		return;
+	COMPLETION_BEGIN
+	{
+		e = zk_entry_watch_fired(path, ctx);
+		if (e != NULL && !e->released)
+			fired(e);
+	}
+	COMPLETION_END(e);
+}
+
 /* Completion of every zoo_aremove_watches and zoo_aremove_all_watches */
 void
 zk_unwatch_done(int rc, const void *ctx)
@@ -800,6 +823,21 @@ zk_unwatch(ZkEntry *e, const char *path, int type, watcher_fn own)
 	else
 		(void) zoo_aremove_all_watches(zk_zh, path, type, 0,
 									   (void_completion_t *) zk_unwatch_done, NULL);
+}
+
+/*
+ * A recipe's unwatch: if e watches, mark it as watching nothing and take
+ * its watch on path back (zk_unwatch, with type and own).  The caller
+ * works path out first, from e->watched where that names the node.
+ */
+void
+zk_entry_unwatch(ZkEntry *e, const char *path, int type, watcher_fn own)
+{
+	if (!e->watching)
+		return;
+	e->watching = false;
+	e->watched[0] = '\0';
+	zk_unwatch(e, path, type, own);
 }
 
 

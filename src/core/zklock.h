@@ -471,6 +471,7 @@ extern bool zk_name_in_namespace(const char *qname, const char *ns);
 extern void zk_qname_namespace(const char *qname, char *out, size_t outlen);
 extern bool zk_child_in_namespace(const char *enc, const char *ns);
 extern const char *zk_current_namespace(void);
+extern Oid	zk_extension_schema(char **version);
 extern const char *zk_current_namespace_unchecked(void);
 extern char *zk_qualify_name(const char *name, int len, int *qlen);
 extern char *zk_qualify_name_ext(const char *name, int len, int *qlen, bool check);
@@ -638,12 +639,25 @@ extern bool zk_wait_for_answer(uint32 idx, const char *uname, int64 timeout_ms,
 #define ZK_ANSWER_AT_COMMIT (-1)
 extern int	zk_wait_outcome(uint32 idx, int64 timeout_ms, int answer, const char *what);
 extern bool zk_release_entry(uint32 idx, uint32 gen);
+extern void zk_entry_request(ZkEntry *e, ZkKind kind, Oid dbid, ZkMode mode,
+							 ZkScope scope, bool try_only);
+extern void zk_let_go(uint32 *idx, uint32 gen);
+extern void zk_submit_entry(ZkEntry *e, uint32 *idx, uint32 *gen);
 extern char *zk_display_name(const char *name);
 extern bool zk_backend_has_entries(void);
 extern bool zk_next_entry_unqualified;
 ZK_NORETURN extern void zk_raise_noauth(const char *path, const char *what);
 extern const char *zk_limit_hint(const char *msg);
 extern void zk_build_node_data(char *out, size_t outlen);
+
+/*
+ * A small memory context under TopMemoryContext, made on first use: cxt
+ * (a static variable) once it is made; name is a string constant.  The
+ * file that uses it includes utils/memutils.h.
+ */
+#define ZK_LAZY_CONTEXT(cxt, name) \
+	((cxt) != NULL ? (cxt) : \
+	 ((cxt) = AllocSetContextCreate(TopMemoryContext, name, ALLOCSET_SMALL_SIZES)))
 
 /* sqlfuncs.c: argument helpers */
 struct FunctionCallInfoBaseData;
@@ -652,5 +666,9 @@ extern int64 zk_arg_wait_ms(struct FunctionCallInfoBaseData *fcinfo, int argno);
 extern char *zk_arg_name(struct FunctionCallInfoBaseData *fcinfo, bool key, int *len);
 extern char *zk_arg_text_name(struct FunctionCallInfoBaseData *fcinfo, int argno,
 							  const char *what, int *len);
+extern int32 zk_arg_count(struct FunctionCallInfoBaseData *fcinfo, int argno,
+						  const char *what, const char *hint);
+struct TupleDescData;
+extern struct TupleDescData *zk_status_row_type(struct FunctionCallInfoBaseData *fcinfo);
 
 #endif							/* ZKLOCK_H */

@@ -206,15 +206,8 @@ stand(const char *name)
 		for (i = 0; i < 8; i++)
 			snprintf(worker_tag + 2 * i, 3, "%02x", buf[i]);
 	}
-	e->kind = ZKK_LOCK;
+	zk_entry_request(e, ZKK_LOCK, InvalidOid, ZKM_EXCLUSIVE, ZKS_SESSION, false);
 	e->family = ZKF_ELECTIONS;
-	e->procno = zk_my_procno();
-	e->pid = MyProcPid;
-	e->dbid = InvalidOid;
-	e->mode = ZKM_EXCLUSIVE;
-	e->scope = ZKS_SESSION;
-	e->try_only = false;
-	e->requested_at = GetCurrentTimestamp();
 	strlcpy(e->name, name, sizeof(e->name));
 	memcpy(e->owner_tag, worker_tag, sizeof(e->owner_tag));
 	candidate_data(e->data, sizeof(e->data));

@@ -66,23 +66,12 @@ typedef struct LeaseShared
 
 static LeaseShared *lease_shared = NULL;
 
-/* Let go of a lease entry (request or lock) and wake the worker */
-static void
-let_go(uint32 *idx, uint32 gen)
-{
-	if (*idx == ZKLOCK_NO_ENTRY || zk_ctl == NULL)
-		return;
-	(void) zk_release_entry(*idx, gen);
-	*idx = ZKLOCK_NO_ENTRY;
-	zk_wake_worker();
-}
-
 /* At exit: let go of the lease request and lock in progress */
 static void
 lease_at_exit(void)
 {
-	let_go(&op_idx, op_gen);
-	let_go(&lock_idx, lock_gen);
+	zk_let_go(&op_idx, op_gen);
+	zk_let_go(&lock_idx, lock_gen);
 }
 
 /* zk_path('lease', name): <root>/leases/<encoded name> */
@@ -90,10 +79,7 @@ static bool
 lease_path(const char *kind, const char *name, int len,
 		   char *out, size_t outlen)
 {
-	if (strcmp(kind, "lease") != 0)
-		return false;
-	zk_lock_parent(zk_path_qname(name, len, &len), ZKF_LEASES, out, outlen);
-	return true;
+	return zk_lock_kind_path(kind, "lease", ZKF_LEASES, name, len, out, outlen);
 }
 
 /* zk_status(): the lease's counters */
@@ -255,11 +241,7 @@ lease_op(const char *name, int len, int op, const char *lock_node,
 	ZKLS(e)->version = version;
 	if (lock_node)
 		strlcpy(e->node, lock_node, sizeof(e->node));
-	op_idx = zk_entry_index(e);
-	op_gen = e->gen;
-	zk_enqueue(e);
-	LWLockRelease(zk_ctl->lock);
-	zk_wake_worker();
+	zk_submit_entry(e, &op_idx, &op_gen);
 
 	outcome = zk_wait_outcome(op_idx, -1, zk_connect_timeout, what);
 
@@ -277,7 +259,7 @@ lease_op(const char *name, int len, int op, const char *lock_node,
 	}
 	ans->busy = (outcome == ZKO_BUSY);
 	ans->doubt = ans->busy && e->in_doubt;
-	let_go(&op_idx, op_gen);
+	zk_let_go(&op_idx, op_gen);
 }
 
 /* take the lease's lock; returns our node's name */
@@ -292,11 +274,7 @@ take_lock(const char *name, int len, const char *uname)
 
 	e = zk_new_entry(ZKK_LOCK, name, len, ZKM_EXCLUSIVE, ZKS_SESSION, false);
 	e->family = ZKF_LEASES;
-	lock_idx = zk_entry_index(e);
-	lock_gen = e->gen;
-	zk_enqueue(e);
-	LWLockRelease(zk_ctl->lock);
-	zk_wake_worker();
+	zk_submit_entry(e, &lock_idx, &lock_gen);
 
 	outcome = zk_wait_outcome(lock_idx, wait_ms, zk_connect_timeout, what);
 	if (outcome != ZKO_GRANTED)
@@ -447,7 +425,7 @@ zk_lease_read(const char *name, int len, char **data, int *datalen)
 	}
 	PG_CATCH();
 	{
-		let_go(&op_idx, op_gen);
+		zk_let_go(&op_idx, op_gen);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();

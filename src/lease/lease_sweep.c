@@ -751,15 +751,8 @@ slot_start(int s, int name, bool holder)
 	if (zk_ctl->max_entries - zk_ctl->used <= SWEEP_FREE_MIN ||
 		(e = zk_entry_alloc()) == NULL)
 		return false;			/* again next turn */
-	e->kind = ZKK_LOCK;
+	zk_entry_request(e, ZKK_LOCK, InvalidOid, ZKM_EXCLUSIVE, ZKS_SESSION, true);
 	e->family = ZKF_LEASES;
-	e->procno = zk_my_procno();
-	e->pid = MyProcPid;
-	e->dbid = InvalidOid;
-	e->mode = ZKM_EXCLUSIVE;
-	e->scope = ZKS_SESSION;
-	e->try_only = true;
-	e->requested_at = GetCurrentTimestamp();
 	strlcpy(e->name, qname, sizeof(e->name));
 	snprintf(e->data, sizeof(e->data),
 			 "{\"cluster\":\"" UINT64_FORMAT "\",\"port\":%d,\"pid\":%d,"

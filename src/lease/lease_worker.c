@@ -37,8 +37,7 @@
 
 typedef struct LeaseCall
 {
-	uint32		idx;
-	uint32		gen;
+	const void *ectx;			/* its entry (zk_ctx_of; zk_entry_of) */
 	zoo_op_t	ops[3];
 	zoo_op_result_t res[3];
 	int			nops;
@@ -54,22 +53,15 @@ static MemoryContext lease_cxt = NULL;
 static MemoryContext
 lease_context(void)
 {
-	if (lease_cxt == NULL)
-		lease_cxt = AllocSetContextCreate(TopMemoryContext, "zklock leases",
-										  ALLOCSET_SMALL_SIZES);
-	return lease_cxt;
+	return ZK_LAZY_CONTEXT(lease_cxt, "zklock leases");
 }
 
-/*
- * The entry a lease request in flight is for, or NULL if it was freed
- * meanwhile
- */
-static ZkEntry *
-call_entry(LeaseCall *c)
+/* Answer e's owner with outcome: the read or write is done */
+static void
+lease_answer(ZkEntry *e, ZkOutcome outcome)
 {
-	ZkEntry    *e = zk_entry(c->idx);
-
-	return (e->gen == c->gen && e->state != ZKE_FREE) ? e : NULL;
+	e->state = ZKE_DONE;
+	zk_finish(e, outcome, 0, NULL);
 }
 
 /* Free a lease request's context */
@@ -91,7 +83,7 @@ read_done(int rc, const char *value, int value_len, const struct Stat *stat,
 
 	COMPLETION_BEGIN
 	{
-		e = call_entry(c);
+		e = zk_entry_of(c->ectx);
 		if (e != NULL && e->list_inflight)
 		{
 			e->list_inflight = false;
@@ -120,8 +112,7 @@ read_done(int rc, const char *value, int value_len, const struct Stat *stat,
 					e->blob = dp;
 					ZKLS(e)->version = (rc == ZOK) ? stat->version : -1;
 					e->token = (rc == ZOK) ? stat->czxid : 0;
-					e->state = ZKE_DONE;
-					zk_finish(e, ZKO_GRANTED, 0, NULL);
+					lease_answer(e, ZKO_GRANTED);
 				}
 			}
 			else if (!zk_rc_definite(rc))
@@ -143,7 +134,7 @@ write_done(int rc, const void *data)
 
 	COMPLETION_BEGIN
 	{
-		e = call_entry(c);
+		e = zk_entry_of(c->ectx);
 		if (e != NULL && e->create_inflight)
 		{
 			e->create_inflight = false;
@@ -151,15 +142,13 @@ write_done(int rc, const void *data)
 				zk_entry_free(e);
 			else if (rc == ZOK)
 			{
-				e->state = ZKE_DONE;
-				zk_finish(e, ZKO_GRANTED, 0, NULL);
+				lease_answer(e, ZKO_GRANTED);
 			}
 			else if (!zk_rc_definite(rc))
 			{
 				/* landed or not: the backend reads and compares */
 				e->in_doubt = true;
-				e->state = ZKE_DONE;
-				zk_finish(e, ZKO_BUSY, 0, NULL);
+				lease_answer(e, ZKO_BUSY);
 			}
 			else if (c->res[0].err != ZOK)
 				zk_fail(e, ERRCODE_T_R_SERIALIZATION_FAILURE,
@@ -167,8 +156,7 @@ write_done(int rc, const void *data)
 			else if (rc == ZNONODE || rc == ZBADVERSION || rc == ZNODEEXISTS)
 			{
 				/* somebody changed the holder without the lock: decide again */
-				e->state = ZKE_DONE;
-				zk_finish(e, ZKO_BUSY, 0, NULL);
+				lease_answer(e, ZKO_BUSY);
 			}
 			else
 				zk_fail_rc(e, rc, c->holder, ERRCODE_CONNECTION_FAILURE, zerror(rc));
@@ -208,8 +196,7 @@ lease_drive(ZkEntry *e)
 	if (!zk_drive_opening(e, e->list_inflight || e->create_inflight))
 		return;
 	c = MemoryContextAllocZero(lease_context(), sizeof(LeaseCall));
-	c->idx = zk_entry_index(e);
-	c->gen = e->gen;
+	c->ectx = zk_ctx_of(e);
 	zk_lock_parent(e->name, ZKF_LEASES, parent, sizeof(parent));
 	snprintf(c->holder, sizeof(c->holder), "%s/%s", parent, LEASE_HOLDER);
 	if (e->step.lease == ZKL_READ)
@@ -304,8 +291,7 @@ lease_session_lost(ZkEntry *e, const char *why)
 		if (was_writing)
 		{
 			e->in_doubt = true;
-			e->state = ZKE_DONE;
-			zk_finish(e, ZKO_BUSY, 0, NULL);
+			lease_answer(e, ZKO_BUSY);
 		}
 		else
 			zk_retry_later(e);

@@ -28,6 +28,8 @@ typedef enum ZkLockFamily
 
 /* lock_names.c: the lock's paths and the order of its contenders */
 extern void zk_lock_parent(const char *name, int family, char *out, size_t outlen);
+extern bool zk_lock_kind_path(const char *kind, const char *mine, int family,
+							  const char *name, int len, char *out, size_t outlen);
 extern bool zk_node_is_contender(const char *child, bool *shared);
 extern bool zk_node_seq(const char *child, int64 *seq);
 extern void zk_check_semaphore_name(const char *name, int len);
@@ -150,7 +152,9 @@ typedef struct ZkSnapshot
 } ZkSnapshot;
 extern ZkSnapshot *zk_snapshot_begin(bool (*want) (ZkEntry *e));
 extern ZkLockRow *zk_snapshot_next(ZkSnapshot *s, int *n);
-extern MemoryContext zk_row_context(void);
+struct ReturnSetInfo;
+extern void zk_snapshot_rows(FunctionCallInfo fcinfo, bool (*want) (ZkEntry *e),
+							 void (*row) (struct ReturnSetInfo *rsinfo, ZkLockRow *r));
 extern void zk_entry_row(ZkLockRow *r, bool held, int family, Datum *values, bool *nulls);
 
 #endif							/* ZKLOCK_LOCK_H */

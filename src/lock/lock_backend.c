@@ -989,10 +989,7 @@ static bool
 lock_path(const char *kind, const char *name, int len,
 		  char *out, size_t outlen)
 {
-	if (strcmp(kind, "lock") != 0)
-		return false;
-	zk_lock_parent(zk_path_qname(name, len, &len), ZKF_LOCKS, out, outlen);
-	return true;
+	return zk_lock_kind_path(kind, "lock", ZKF_LOCKS, name, len, out, outlen);
 }
 
 /* zk_status(): the lock's counters */

@@ -330,14 +330,37 @@ want_lock(ZkEntry *e)
 }
 
 /*
- * A memory context for the values of one chunk of rows (reset after each
- * chunk), so that a view of any size keeps one chunk's worth
+ * The rows of a view over the table (zk_locks, zk_entries, zk_semaphores),
+ * returned by a set-returning function (fcinfo): every entry want keeps,
+ * copied under the lock a chunk at a time (zk_snapshot_next), each turned
+ * into a row of the result by row.  The values of one chunk of rows live
+ * in a memory context reset after each chunk, so that a view of any size
+ * keeps one chunk's worth.
  */
-MemoryContext
-zk_row_context(void)
+void
+zk_snapshot_rows(FunctionCallInfo fcinfo, bool (*want) (ZkEntry *e),
+				 void (*row) (ReturnSetInfo *rsinfo, ZkLockRow *r))
 {
-	return AllocSetContextCreate(CurrentMemoryContext, "zklock view rows",
-								 ALLOCSET_DEFAULT_SIZES);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ZkSnapshot *snap;
+	ZkLockRow  *rows;
+	MemoryContext rowcxt;
+	int			n;
+	int			i;
+
+	InitMaterializedSRF(fcinfo, 0);
+	rowcxt = AllocSetContextCreate(CurrentMemoryContext, "zklock view rows",
+								   ALLOCSET_DEFAULT_SIZES);
+	snap = zk_snapshot_begin(want);
+	while ((rows = zk_snapshot_next(snap, &n)) != NULL)	/* copied under the lock */
+	{
+		MemoryContext old = MemoryContextSwitchTo(rowcxt);
+
+		for (i = 0; i < n; i++)
+			row(rsinfo, &rows[i]);
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(rowcxt);
+	}
 }
 
 /*
@@ -381,40 +404,26 @@ zk_entry_row(ZkLockRow *r, bool held, int family, Datum *values, bool *nulls)
 		nulls[9] = true;
 }
 
+/* One row of zk_locks (zk_snapshot_rows) */
+static void
+lock_row(ReturnSetInfo *rsinfo, ZkLockRow *e)
+{
+	Datum		values[10];
+	bool		nulls[10];
+
+	zk_entry_row(e, e->outcome == ZKO_GRANTED || e->outcome == ZKO_LOST, ZKF_LOCKS,
+				 values, nulls);
+	values[3] = CStringGetTextDatum(e->mode == ZKM_SHARED ? "shared" : "exclusive");
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
 PG_FUNCTION_INFO_V1(zk_locks_internal);
 
 /* SQL: zk_locks_internal() */
 Datum
 zk_locks_internal(PG_FUNCTION_ARGS)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	ZkSnapshot *snap;
-	ZkLockRow  *copy;
-	MemoryContext rowcxt;
-	int			n;
-	int			i;
-
-	InitMaterializedSRF(fcinfo, 0);
-	rowcxt = zk_row_context();
-	snap = zk_snapshot_begin(want_lock);
-	while ((copy = zk_snapshot_next(snap, &n)) != NULL)	/* copied under the lock */
-	{
-		MemoryContext old = MemoryContextSwitchTo(rowcxt);
-
-		for (i = 0; i < n; i++)
-		{
-			ZkLockRow  *e = &copy[i];
-			Datum		values[10];
-			bool		nulls[10];
-
-			zk_entry_row(e, e->outcome == ZKO_GRANTED || e->outcome == ZKO_LOST, ZKF_LOCKS,
-						 values, nulls);
-			values[3] = CStringGetTextDatum(e->mode == ZKM_SHARED ? "shared" : "exclusive");
-			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-		}
-		MemoryContextSwitchTo(old);
-		MemoryContextReset(rowcxt);
-	}
+	zk_snapshot_rows(fcinfo, want_lock, lock_row);
 	return (Datum) 0;
 }
 
@@ -450,6 +459,44 @@ want_any(ZkEntry *e)
 	return true;
 }
 
+/* One row of zk_entries (zk_snapshot_rows) */
+static void
+entry_row(ReturnSetInfo *rsinfo, ZkLockRow *r)
+{
+	Datum		values[13];
+	bool		nulls[13];
+	char	   *db;
+
+	memset(nulls, false, sizeof(nulls));
+	values[0] = Int32GetDatum(r->idx);
+	if (r->pid != 0)
+		values[1] = Int32GetDatum(r->pid);
+	else
+		nulls[1] = true;	/* the worker's own */
+	db = OidIsValid(r->dbid) ? get_database_name(r->dbid) : NULL;
+	if (db)
+		values[2] = CStringGetTextDatum(db);
+	else
+		nulls[2] = true;
+	values[3] = CStringGetTextDatum(zk_kind_label(r->kind));
+	if (r->name[0])
+		values[4] = CStringGetTextDatum(zk_display_name(r->name));
+	else
+		nulls[4] = true;
+	values[5] = CStringGetTextDatum(state_name(r->state));
+	values[6] = CStringGetTextDatum(outcome_name(r->outcome));
+	values[7] = BoolGetDatum(r->released);
+	values[8] = BoolGetDatum(r->queued);
+	values[9] = BoolGetDatum(r->on_retry);
+	values[10] = BoolGetDatum(r->in_doubt);
+	values[11] = Int32GetDatum(r->outstanding);
+	if (r->requested_at != 0)
+		values[12] = TimestampTzGetDatum(r->requested_at);
+	else
+		nulls[12] = true;
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
 PG_FUNCTION_INFO_V1(zk_entries_internal);
 
 /*
@@ -461,58 +508,6 @@ PG_FUNCTION_INFO_V1(zk_entries_internal);
 Datum
 zk_entries_internal(PG_FUNCTION_ARGS)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	ZkSnapshot *snap;
-	ZkLockRow  *rows;
-	MemoryContext rowcxt;
-	int			n;
-	int			i;
-
-	InitMaterializedSRF(fcinfo, 0);
-	rowcxt = zk_row_context();
-	snap = zk_snapshot_begin(want_any);
-	while ((rows = zk_snapshot_next(snap, &n)) != NULL)	/* copied under the lock */
-	{
-		MemoryContext old = MemoryContextSwitchTo(rowcxt);
-
-		for (i = 0; i < n; i++)
-		{
-			ZkLockRow  *r = &rows[i];
-			Datum		values[13];
-			bool		nulls[13];
-			char	   *db;
-
-			memset(nulls, false, sizeof(nulls));
-			values[0] = Int32GetDatum(r->idx);
-			if (r->pid != 0)
-				values[1] = Int32GetDatum(r->pid);
-			else
-				nulls[1] = true;	/* the worker's own */
-			db = OidIsValid(r->dbid) ? get_database_name(r->dbid) : NULL;
-			if (db)
-				values[2] = CStringGetTextDatum(db);
-			else
-				nulls[2] = true;
-			values[3] = CStringGetTextDatum(zk_kind_label(r->kind));
-			if (r->name[0])
-				values[4] = CStringGetTextDatum(zk_display_name(r->name));
-			else
-				nulls[4] = true;
-			values[5] = CStringGetTextDatum(state_name(r->state));
-			values[6] = CStringGetTextDatum(outcome_name(r->outcome));
-			values[7] = BoolGetDatum(r->released);
-			values[8] = BoolGetDatum(r->queued);
-			values[9] = BoolGetDatum(r->on_retry);
-			values[10] = BoolGetDatum(r->in_doubt);
-			values[11] = Int32GetDatum(r->outstanding);
-			if (r->requested_at != 0)
-				values[12] = TimestampTzGetDatum(r->requested_at);
-			else
-				nulls[12] = true;
-			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-		}
-		MemoryContextSwitchTo(old);
-		MemoryContextReset(rowcxt);
-	}
+	zk_snapshot_rows(fcinfo, want_any, entry_row);
 	return (Datum) 0;
 }

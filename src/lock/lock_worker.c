@@ -92,21 +92,19 @@ fail_rc(ZkEntry *e, int rc)
 
 /* ---- watches on predecessors ---- */
 
+/* A waiter's predecessor watch fired (pred_watcher): look again */
+static void
+pred_fired(ZkEntry *e)
+{
+	if (e->state == ZKE_WAITING)
+		send_list(e);
+}
+
 /* Predecessor watch: a deletion or change means "look again". */
 static void
 pred_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 {
-	ZkEntry    *volatile e = NULL;
-
-	if (type == ZOO_SESSION_EVENT || type == ZOO_NOTWATCHING_EVENT)
-		return;
-	COMPLETION_BEGIN
-	{
-		e = zk_entry_watch_fired(path, ctx);
-		if (e != NULL && e->state == ZKE_WAITING && !e->released)
-			send_list(e);
-	}
-	COMPLETION_END(e);
+	zk_entry_watcher(type, path, ctx, pred_fired);
 }
 
 /*
@@ -118,12 +116,8 @@ unwatch(ZkEntry *e)
 {
 	char		path[ZK_PATH_MAX];
 
-	if (!e->watching)
-		return;
-	e->watching = false;
 	node_path(e, e->watched, path, sizeof(path));
-	e->watched[0] = '\0';
-	zk_unwatch(e, path, ZWATCHTYPE_DATA, pred_watcher);
+	zk_entry_unwatch(e, path, ZWATCHTYPE_DATA, pred_watcher);
 }
 
 /* ---- completions ---- */

@@ -67,17 +67,6 @@ static uint32 guard_gen = 0;
 static uint32 taking_idx = ZKLOCK_NO_ENTRY;
 static uint32 taking_gen = 0;
 
-/* Let go of entry *idx (if any and still ours), forget it, wake the worker */
-static void
-let_go(uint32 *idx, uint32 gen)
-{
-	if (*idx == ZKLOCK_NO_ENTRY || zk_ctl == NULL)
-		return;
-	(void) zk_release_entry(*idx, gen);
-	*idx = ZKLOCK_NO_ENTRY;
-	zk_wake_worker();
-}
-
 /* This backend's lease of the semaphore name (UTF-8, qualified), or NULL */
 static LocalSem *
 find_sem(const char *name, int len)
@@ -99,7 +88,7 @@ static void
 forget(LocalSem *ls)
 {
 	sems = list_delete_ptr(sems, ls);
-	let_go(&ls->idx, ls->gen);
+	zk_let_go(&ls->idx, ls->gen);
 	list_free(ls->subxids);
 	pfree(ls->name);
 	pfree(ls);
@@ -179,11 +168,7 @@ pool_has_room(const char *name, int len, int32 max, ZkScope scope,
 	e = zk_new_entry(ZKK_SEMLEASE, name, len, ZKM_EXCLUSIVE, scope, true);
 	e->step.sem = ZKSEM_COUNT;
 	e->parties = max;
-	taking_idx = zk_entry_index(e);
-	taking_gen = e->gen;
-	zk_enqueue(e);
-	LWLockRelease(zk_ctl->lock);
-	zk_wake_worker();
+	zk_submit_entry(e, &taking_idx, &taking_gen);
 	PG_TRY();
 	{
 		outcome = zk_wait_outcome(taking_idx, -1, zk_connect_timeout,
@@ -191,7 +176,7 @@ pool_has_room(const char *name, int len, int32 max, ZkScope scope,
 	}
 	PG_CATCH();
 	{
-		let_go(&taking_idx, taking_gen);
+		zk_let_go(&taking_idx, taking_gen);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -207,7 +192,7 @@ pool_has_room(const char *name, int len, int32 max, ZkScope scope,
 		}
 		LWLockRelease(zk_ctl->lock);
 	}
-	let_go(&taking_idx, taking_gen);
+	zk_let_go(&taking_idx, taking_gen);
 	if (sqlstate == ERRCODE_INVALID_PARAMETER_VALUE)
 		wrong_max(uname, max, msg);
 	if (outcome != ZKO_GRANTED)
@@ -295,11 +280,7 @@ zk_sem_acquire(const char *name, int len, int32 max, ZkScope scope, bool try_onl
 	e = zk_new_entry(ZKK_LOCK, name, len, ZKM_EXCLUSIVE, ZKS_SESSION, false);
 	e->family = ZKF_SEMAPHORES;
 	e->parties = max;			/* for zk_semaphores, which shows it waiting */
-	guard_idx = zk_entry_index(e);
-	guard_gen = e->gen;
-	zk_enqueue(e);
-	LWLockRelease(zk_ctl->lock);
-	zk_wake_worker();
+	zk_submit_entry(e, &guard_idx, &guard_gen);
 	PG_TRY();
 	{
 		outcome = zk_wait_outcome(guard_idx, timeout_ms,
@@ -317,11 +298,7 @@ zk_sem_acquire(const char *name, int len, int32 max, ZkScope scope, bool try_onl
 			e->parties = max;
 			e->requested_at = start;	/* in line since the guard was asked */
 			strlcpy(e->data, data, sizeof(e->data));
-			taking_idx = zk_entry_index(e);
-			taking_gen = e->gen;
-			zk_enqueue(e);
-			LWLockRelease(zk_ctl->lock);
-			zk_wake_worker();
+			zk_submit_entry(e, &taking_idx, &taking_gen);
 			outcome = zk_wait_outcome(taking_idx, left, zk_connect_timeout,
 									  "take a lease of a semaphore");
 			if (outcome == ZKO_BUSY)
@@ -336,19 +313,19 @@ zk_sem_acquire(const char *name, int len, int32 max, ZkScope scope, bool try_onl
 	}
 	PG_CATCH();
 	{
-		let_go(&taking_idx, taking_gen);
-		let_go(&guard_idx, guard_gen);
+		zk_let_go(&taking_idx, taking_gen);
+		zk_let_go(&guard_idx, guard_gen);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
-	let_go(&guard_idx, guard_gen);
+	zk_let_go(&guard_idx, guard_gen);
 
 	if (outcome == ZKO_GRANTED)
 	{
 		remember_lease(name, len, max, scope);
 		return true;
 	}
-	let_go(&taking_idx, taking_gen);
+	zk_let_go(&taking_idx, taking_gen);
 	if (sqlstate == ERRCODE_INVALID_PARAMETER_VALUE)
 		wrong_max(uname, max, msg);
 	pg_atomic_fetch_add_u64(&sem_shared->refused, 1);
@@ -469,7 +446,7 @@ drop_holds(bool xact, bool session)
 		if (ls->subxids == NIL && ls->session == 0)
 		{
 			sems = foreach_delete_current(sems, lc);
-			let_go(&ls->idx, ls->gen);
+			zk_let_go(&ls->idx, ls->gen);
 			pfree(ls->name);
 			pfree(ls);
 		}
@@ -511,7 +488,7 @@ sem_subxact_end(bool commit, SubTransactionId mySubid, SubTransactionId parentSu
 		if (ls->subxids == NIL && ls->session == 0)
 		{
 			sems = foreach_delete_current(sems, lc);
-			let_go(&ls->idx, ls->gen);
+			zk_let_go(&ls->idx, ls->gen);
 			pfree(ls->name);
 			pfree(ls);
 		}
@@ -537,8 +514,8 @@ sem_pre_prepare(void)
 static void
 sem_at_exit(void)
 {
-	let_go(&taking_idx, taking_gen);
-	let_go(&guard_idx, guard_gen);
+	zk_let_go(&taking_idx, taking_gen);
+	zk_let_go(&guard_idx, guard_gen);
 	drop_holds(true, true);
 }
 
@@ -547,10 +524,7 @@ static bool
 sem_path(const char *kind, const char *name, int len,
 		 char *out, size_t outlen)
 {
-	if (strcmp(kind, "semaphore") != 0)
-		return false;
-	zk_lock_parent(zk_path_qname(name, len, &len), ZKF_SEMPOOL, out, outlen);
-	return true;
+	return zk_lock_kind_path(kind, "semaphore", ZKF_SEMPOOL, name, len, out, outlen);
 }
 
 /* zk_status(): the semaphore's counters */

@@ -29,21 +29,8 @@ PG_FUNCTION_INFO_V1(zk_semaphores_internal);
 static int32
 arg_max(FunctionCallInfo fcinfo, int argno)
 {
-	int32		max;
-
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("zklock max_leases must not be null"),
-				 errhint("Give how many may hold the semaphore at once, 1 or more.")));
-	max = PG_GETARG_INT32(argno);
-	if (max < 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("zklock max_leases must be at least 1"),
-				 errdetail("max_leases was %d.", max),
-				 errhint("Give how many may hold the semaphore at once, 1 or more.")));
-	return max;
+	return zk_arg_count(fcinfo, argno, "max_leases",
+						"Give how many may hold the semaphore at once, 1 or more.");
 }
 
 /*
@@ -122,41 +109,27 @@ want_sem(ZkEntry *e)
 	return e->kind == ZKK_LOCK && e->family == ZKF_SEMAPHORES && e->outcome == ZKO_NONE;
 }
 
+/* One row of zk_semaphores (zk_snapshot_rows) */
+static void
+sem_row(ReturnSetInfo *rsinfo, ZkLockRow *r)
+{
+	Datum		values[10];
+	bool		nulls[10];
+	bool		lease = (r->kind == ZKK_SEMLEASE);
+
+	zk_entry_row(r, lease && (r->outcome == ZKO_GRANTED || r->outcome == ZKO_LOST),
+				 ZKF_SEMPOOL, values, nulls);
+	values[3] = Int32GetDatum(r->parties);
+	/* in line for the guard: no scope yet, and its node is the guard's */
+	if (!lease)
+		nulls[4] = nulls[7] = true;
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
 /* SQL: zk_semaphores_internal() */
 Datum
 zk_semaphores_internal(PG_FUNCTION_ARGS)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	ZkSnapshot *snap;
-	ZkLockRow  *copy;
-	MemoryContext rowcxt;
-	int			n;
-	int			i;
-
-	InitMaterializedSRF(fcinfo, 0);
-	rowcxt = zk_row_context();
-	snap = zk_snapshot_begin(want_sem);
-	while ((copy = zk_snapshot_next(snap, &n)) != NULL)	/* copied under the lock */
-	{
-		MemoryContext old = MemoryContextSwitchTo(rowcxt);
-
-		for (i = 0; i < n; i++)
-		{
-			ZkLockRow  *r = &copy[i];
-			Datum		values[10];
-			bool		nulls[10];
-			bool		lease = (r->kind == ZKK_SEMLEASE);
-
-			zk_entry_row(r, lease && (r->outcome == ZKO_GRANTED || r->outcome == ZKO_LOST),
-						 ZKF_SEMPOOL, values, nulls);
-			values[3] = Int32GetDatum(r->parties);
-			/* in line for the guard: no scope yet, and its node is the guard's */
-			if (!lease)
-				nulls[4] = nulls[7] = true;
-			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-		}
-		MemoryContextSwitchTo(old);
-		MemoryContextReset(rowcxt);
-	}
+	zk_snapshot_rows(fcinfo, want_sem, sem_row);
 	return (Datum) 0;
 }

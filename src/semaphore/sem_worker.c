@@ -74,6 +74,26 @@ fail_rc(ZkEntry *e, int rc)
 	zk_fail_rc(e, rc, pool, ERRCODE_CONNECTION_FAILURE, zerror(rc));
 }
 
+/* A request failed: again once usable after a connection loss, else failed */
+static void
+retry_or_fail(ZkEntry *e, int rc)
+{
+	if (!zk_rc_definite(rc))
+		zk_retry_later(e);
+	else
+		fail_rc(e, rc);
+}
+
+/* e's lease node is there (its create answered, or found by listing): held */
+static void
+lease_landed(ZkEntry *e)
+{
+	strlcpy(e->node, e->guid, sizeof(e->node));
+	e->session = zk_cur_session;
+	e->in_doubt = false;
+	e->state = ZKE_HELD;
+}
+
 
 /* take back our watch on the pool (the server's too when we were the last) */
 static void
@@ -81,31 +101,27 @@ unwatch(ZkEntry *e)
 {
 	char		pool[ZK_PATH_MAX];
 
-	if (!e->watching)
-		return;
-	e->watching = false;
 	pool_path(e, pool, sizeof(pool));
-	zk_unwatch(e, pool, ZWATCHTYPE_CHILD, NULL);	/* one watcher per pool */
+	/* (sem never sets watched) one watcher per pool */
+	zk_entry_unwatch(e, pool, ZWATCHTYPE_CHILD, NULL);
+}
+
+/* The watched pool changed (pool_watcher): a waiter lists it again */
+static void
+pool_changed(ZkEntry *e)
+{
+	if (e->state == ZKE_WAITING)
+	{
+		e->step.sem = ZKSEM_LIST;
+		sem_step(e);
+	}
 }
 
 /* Watcher of the zoo_awget_children sent by sem_step() */
 static void
 pool_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 {
-	ZkEntry    *volatile e = NULL;
-
-	if (type == ZOO_SESSION_EVENT || type == ZOO_NOTWATCHING_EVENT)
-		return;
-	COMPLETION_BEGIN
-	{
-		e = zk_entry_watch_fired(path, ctx);
-		if (e != NULL && e->state == ZKE_WAITING && !e->released)
-		{
-			e->step.sem = ZKSEM_LIST;
-			sem_step(e);
-		}
-	}
-	COMPLETION_END(e);
+	zk_entry_watcher(type, path, ctx, pool_changed);
 }
 
 /* ---- ZKSEM_ENSURE (and the read of ZKSEM_COUNT) ---- */
@@ -176,10 +192,8 @@ pool_read(int rc, const char *value, int value_len, const struct Stat *stat,
 			}
 			else if (rc == ZNONODE)
 				sem_step(e);	/* deleted meanwhile: create it */
-			else if (!zk_rc_definite(rc))
-				zk_retry_later(e);
 			else
-				fail_rc(e, rc);
+				retry_or_fail(e, rc);
 		}
 	}
 	COMPLETION_END(e);
@@ -223,10 +237,8 @@ pool_created(int rc, const char *name, const void *ctx)
 				e->parents_tried = true;
 				sem_step(e);
 			}
-			else if (!zk_rc_definite(rc))
-				zk_retry_later(e);
 			else
-				fail_rc(e, rc);
+				retry_or_fail(e, rc);
 		}
 	}
 	COMPLETION_END(e);
@@ -283,11 +295,8 @@ lease_created(int rc, const char *name, const struct Stat *stat, const void *ctx
 			e->create_inflight = false;
 			if (rc == ZOK || rc == ZNODEEXISTS)
 			{
-				strlcpy(e->node, e->guid, sizeof(e->node));
 				e->token = (rc == ZOK && stat) ? stat->czxid : e->token;
-				e->session = zk_cur_session;
-				e->in_doubt = false;
-				e->state = ZKE_HELD;
+				lease_landed(e);
 				if (e->released)
 					sem_step(e);	/* delete it */
 				else
@@ -351,10 +360,7 @@ pool_listed(int rc, const struct String_vector *kids, const void *ctx)
 				{
 					/* an earlier create landed */
 					unwatch(e);
-					strlcpy(e->node, e->guid, sizeof(e->node));
-					e->session = zk_cur_session;
-					e->in_doubt = false;
-					e->state = ZKE_HELD;
+					lease_landed(e);
 					zk_finish(e, ZKO_GRANTED, 0, NULL);
 				}
 				else if (!kids || kids->count < e->parties)
@@ -375,10 +381,8 @@ pool_listed(int rc, const struct String_vector *kids, const void *ctx)
 				e->step.sem = ZKSEM_ENSURE;
 				sem_step(e);
 			}
-			else if (!zk_rc_definite(rc))
-				zk_retry_later(e);
 			else
-				fail_rc(e, rc);
+				retry_or_fail(e, rc);
 		}
 	}
 	COMPLETION_END(e);
@@ -409,10 +413,8 @@ pool_counted(int rc, const struct Stat *stat, const void *ctx)
 				else
 					zk_finish(e, ZKO_GRANTED, 0, NULL);
 			}
-			else if (!zk_rc_definite(rc))
-				zk_retry_later(e);
 			else
-				fail_rc(e, rc);
+				retry_or_fail(e, rc);
 		}
 	}
 	COMPLETION_END(e);
