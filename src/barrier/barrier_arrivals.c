@@ -730,10 +730,8 @@ binfo_adopt(ZkEntry *e)
 	b_binfo_session_lost(e, NULL);
 }
 
-const ZkKindOps zk_binfo_ops = {
-	.drive = binfo_drive,
-	.drive_failed = binfo_drive_failed,
-	.session_lost = b_binfo_session_lost,
-	.adopt = binfo_adopt,
-	.turn = b_binfo_turn,	/* paused resets */
-};
+/* A read of arrivals; its turn resets the reads paused */
+const ZkKindOps zk_binfo_ops =
+	ZK_KIND_OPS(binfo_drive, binfo_drive_failed, b_binfo_session_lost,
+				.adopt = binfo_adopt,
+				.turn = b_binfo_turn);

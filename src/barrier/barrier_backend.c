@@ -341,6 +341,5 @@ barrier_path(const char *kind, const char *name, int len,
 
 const ZkRecipeBackend zk_barrier_backend = {
 	.at_exit = barrier_at_exit,
-	.path_kinds = "barrier, gate, arrivals",
-	.path = barrier_path,
+	ZK_PATH_HOOK("barrier, gate, arrivals", barrier_path),
 };

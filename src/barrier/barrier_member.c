@@ -45,19 +45,12 @@ member_path(ZkEntry *e, const char *child, char *out, size_t outlen)
 	snprintf(out, outlen, "%s/%s", dir, child);
 }
 
-/* The member a leaving one watches changed (member_watcher): list again */
+/* The member a leaving one watches changed (watch_fired op): list again */
 static void
 member_watch_fired(ZkEntry *e)
 {
 	if (e->step.barrier == ZKB_LEAVE)
 		leave_list(e);
-}
-
-/* Watcher of the zoo_awexists sent by leave_watch() */
-static void
-member_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
-{
-	zk_entry_watcher(type, path, ctx, member_watch_fired);
 }
 
 /*
@@ -71,7 +64,7 @@ member_unwatch(ZkEntry *e)
 	char		path[ZK_PATH_MAX];
 
 	member_path(e, e->watched, path, sizeof(path));
-	zk_entry_unwatch(e, path, ZWATCHTYPE_DATA, member_watcher);
+	zk_entry_unwatch(e, path, ZWATCHTYPE_DATA, zk_kind_watcher);
 }
 
 static ZkLogLimit member_delete_log;
@@ -447,7 +440,7 @@ leave_watch(ZkEntry *e, const char *child)
 
 	strlcpy(e->watched, child, sizeof(e->watched));
 	member_path(e, child, path, sizeof(path));
-	rc = zoo_awexists(zk_zh, path, member_watcher, (void *) zk_ctx_of(e),
+	rc = zoo_awexists(zk_zh, path, zk_kind_watcher, (void *) zk_ctx_of(e),
 					  leave_exists, zk_ctx_of(e));
 	if (rc == ZOK)
 	{
@@ -890,14 +883,13 @@ member_adopt(ZkEntry *e)
 	b_member_session_lost(e, NULL);
 }
 
-const ZkKindOps zk_bmember_ops = {
-	.drive = member_step,
-	.drive_failed = member_drive_failed,
-	.session_lost = b_member_session_lost,
-	.adopt = member_adopt,
-	/*
-	 * its creates and deletes go through batch.c, the watch on ready right
-	 * behind the create; its other reads need to see no write held there
-	 */
-	.batched = true,
-};
+/*
+ * A barrier's member: batched, for its creates and deletes go through
+ * batch.c, the watch on ready right behind the create; its other reads
+ * need to see no write held there.
+ */
+const ZkKindOps zk_bmember_ops =
+	ZK_KIND_OPS(member_step, member_drive_failed, b_member_session_lost,
+				.adopt = member_adopt,
+				.watch_fired = member_watch_fired,
+				.batched = true);

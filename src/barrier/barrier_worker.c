@@ -1403,9 +1403,7 @@ const ZkRecipe zk_barrier_recipe = {
 	.session_usable = b_session_usable,
 };
 
-const ZkKindOps zk_bwait_ops = {
-	.drive = bwait_drive,
-	.drive_failed = bwait_drive_failed,
-	.session_lost = bwait_session_lost,
-	.adopt = bwait_drive,		/* a previous worker's wait joins again */
-};
+/* A barrier wait: a previous worker's wait joins again (adopt) */
+const ZkKindOps zk_bwait_ops =
+	ZK_KIND_OPS(bwait_drive, bwait_drive_failed, bwait_session_lost,
+				.adopt = bwait_drive);

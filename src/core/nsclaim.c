@@ -665,11 +665,8 @@ const ZkRecipe zk_nsclaim_recipe = {
 	.session_reset = nsc_forget,
 };
 
-const ZkKindOps zk_nsclaim_ops = {
-	.drive = nsc_drive,
-	.drive_failed = nsc_drive_failed,
-	.session_lost = nsc_session_lost,
-};
+const ZkKindOps zk_nsclaim_ops =
+	ZK_KIND_OPS(nsc_drive, nsc_drive_failed, nsc_session_lost);
 
 /* ---- the backend half ---- */
 

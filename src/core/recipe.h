@@ -70,6 +70,12 @@ typedef struct ZkKindOps
 	void		(*entry_freed) (ZkEntry *e);
 
 	/*
+	 * Optional: the watch an entry set with zk_kind_watcher fired, and its
+	 * owner still wants it (a completion; see zk_kind_watcher)
+	 */
+	void		(*watch_fired) (ZkEntry *e);
+
+	/*
 	 * Its writes go through batch.c, and its reads that must see them
 	 * through batch.c's ordered reads.  For the other kinds, the writes
 	 * batch.c holds are sent before the entry is driven, so that whatever
@@ -77,6 +83,18 @@ typedef struct ZkKindOps
 	 */
 	bool		batched;
 } ZkKindOps;
+
+/*
+ * A ZkKindOps: its three required operations, then the optional members
+ * (designated initializers), e.g.
+ *	const ZkKindOps zk_x_ops = ZK_KIND_OPS(x_drive, x_failed, x_lost,
+ *										   .adopt = x_adopt);
+ */
+#define ZK_KIND_OPS(drive_, drive_failed_, session_lost_, ...) \
+	{ \
+		.drive = (drive_), .drive_failed = (drive_failed_), \
+		.session_lost = (session_lost_), __VA_ARGS__ \
+	}
 
 /*
  * A recipe's hooks into the worker (ZK_RECIPE in recipelist.h), each
@@ -228,8 +246,8 @@ extern void zk_fail(ZkEntry *e, int sqlstate, const char *msg);
 extern void zk_node_gone(ZkEntry *e);
 extern void zk_retry_later(ZkEntry *e);
 extern ZkEntry *zk_entry_watch_fired(const char *path, const void *ctx);
-extern void zk_entry_watcher(int type, const char *path, const void *ctx,
-							 void (*fired) (ZkEntry *e));
+extern void zk_kind_watcher(zhandle_t *h, int type, int state,
+							const char *path, void *ctx);
 extern bool zk_drive_opening(ZkEntry *e, bool inflight);
 extern bool zk_rc_definite(int rc);
 extern bool zk_send_failed(ZkEntry *e, int rc, const char *what);

@@ -769,14 +769,14 @@ zk_entry_watch_fired(const char *path, const void *ctx)
 }
 
 /*
- * The body of a watcher of one entry's watch (ctx: zk_ctx_of(e)), which
+ * The watcher of every watch one entry sets (ctx: zk_ctx_of(e)), which
  * passes its event on: session events are none of the entry's; else, as a
  * completion, the entry whose watch on path fired (zk_entry_watch_fired),
- * unless gone or let go, is handed to fired.
+ * unless gone or let go, is handed to its kind's watch_fired op.  A recipe
+ * takes the watch back with zk_entry_unwatch(..., zk_kind_watcher).
  */
 void
-zk_entry_watcher(int type, const char *path, const void *ctx,
-				 void (*fired) (ZkEntry *e))
+zk_kind_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 {
 	ZkEntry    *volatile e = NULL;
 
@@ -785,8 +785,8 @@ zk_entry_watcher(int type, const char *path, const void *ctx,
 	COMPLETION_BEGIN
 	{
 		e = zk_entry_watch_fired(path, ctx);
-		if (e != NULL && !e->released)
-			fired(e);
+		if (e != NULL && !e->released && KIND_OPS(e)->watch_fired != NULL)
+			KIND_OPS(e)->watch_fired(e);
 	}
 	COMPLETION_END(e);
 }

@@ -576,6 +576,21 @@ typedef struct ZkRecipeBackend
 } ZkRecipeBackend;
 
 /*
+ * The members of a ZkRecipeBackend that go together, for its initializer:
+ *	ZK_XACT_HOOKS: a recipe whose requests are tied to the transaction;
+ *	ZK_PATH_HOOK: the kinds zk_path() knows it by, and the hook;
+ *	ZK_SHMEM_AREA: its own shared memory, a struct of type that var
+ *	points at in every process.
+ */
+#define ZK_XACT_HOOKS(pre_commit_, pre_prepare_, xact_end_, subxact_end_) \
+	.pre_commit = (pre_commit_), .pre_prepare = (pre_prepare_), \
+	.xact_end = (xact_end_), .subxact_end = (subxact_end_)
+#define ZK_PATH_HOOK(kinds, hook) \
+	.path_kinds = (kinds), .path = (hook)
+#define ZK_SHMEM_AREA(name, type, var) \
+	.shmem_name = (name), .shmem_bytes = sizeof(type), .shmem = (void **) &(var)
+
+/*
  * What a process of zklock waits for, as pg_stat_activity.wait_event names
  * it on PostgreSQL 17 and later (on 15: "Extension" for all).  The names
  * are in settings.c (zk_wait_names); doc/troubleshooting.md documents them.

@@ -368,6 +368,5 @@ define_election_settings(void)
 const ZkRecipeBackend zk_election_backend = {
 	.worker_entries = elections_listed,
 	.define_settings = define_election_settings,
-	.path_kinds = "election",
-	.path = election_path,
+	ZK_PATH_HOOK("election", election_path),
 };

@@ -92,12 +92,9 @@ lease_status(ZkStatusCounts *c)
 
 const ZkRecipeBackend zk_lease_backend = {
 	.at_exit = lease_at_exit,
-	.path_kinds = "lease",
-	.path = lease_path,
+	ZK_PATH_HOOK("lease", lease_path),
 	.status = lease_status,
-	.shmem_name = "zklock leases",
-	.shmem_bytes = sizeof(LeaseShared),
-	.shmem = (void **) &lease_shared,
+	ZK_SHMEM_AREA("zklock leases", LeaseShared, lease_shared),
 };
 
 /* ---- the holder's data ---- */

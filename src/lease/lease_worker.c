@@ -308,8 +308,5 @@ const ZkRecipe zk_lease_recipe = {
 	.session_usable = zk_lease_sweep_turn,
 };
 
-const ZkKindOps zk_lease_ops = {
-	.drive = lease_drive,
-	.drive_failed = lease_drive_failed,
-	.session_lost = lease_session_lost,
-};
+const ZkKindOps zk_lease_ops =
+	ZK_KIND_OPS(lease_drive, lease_drive_failed, lease_session_lost);

@@ -1001,15 +1001,9 @@ lock_status(ZkStatusCounts *c)
 }
 
 const ZkRecipeBackend zk_lock_backend = {
-	.pre_commit = lock_pre_commit,
-	.pre_prepare = lock_pre_prepare,
-	.xact_end = lock_xact_end,
-	.subxact_end = lock_subxact_end,
+	ZK_XACT_HOOKS(lock_pre_commit, lock_pre_prepare, lock_xact_end, lock_subxact_end),
 	.at_exit = lock_at_exit,
-	.path_kinds = "lock",
-	.path = lock_path,
+	ZK_PATH_HOOK("lock", lock_path),
 	.status = lock_status,
-	.shmem_name = "zklock locks",
-	.shmem_bytes = sizeof(ZkLockShared),
-	.shmem = (void **) &zk_lock_counts,
+	ZK_SHMEM_AREA("zklock locks", ZkLockShared, zk_lock_counts),
 };

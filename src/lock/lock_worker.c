@@ -92,19 +92,12 @@ fail_rc(ZkEntry *e, int rc)
 
 /* ---- watches on predecessors ---- */
 
-/* A waiter's predecessor watch fired (pred_watcher): look again */
+/* A waiter's predecessor watch fired (watch_fired op): look again */
 static void
 pred_fired(ZkEntry *e)
 {
 	if (e->state == ZKE_WAITING)
 		send_list(e);
-}
-
-/* Predecessor watch: a deletion or change means "look again". */
-static void
-pred_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
-{
-	zk_entry_watcher(type, path, ctx, pred_fired);
 }
 
 /*
@@ -117,7 +110,7 @@ unwatch(ZkEntry *e)
 	char		path[ZK_PATH_MAX];
 
 	node_path(e, e->watched, path, sizeof(path));
-	zk_entry_unwatch(e, path, ZWATCHTYPE_DATA, pred_watcher);
+	zk_entry_unwatch(e, path, ZWATCHTYPE_DATA, zk_kind_watcher);
 }
 
 /* ---- completions ---- */
@@ -337,7 +330,7 @@ send_watched_get(ZkEntry *e, const char *node, bool checking_writer)
 		zk_retry_later(e);
 		return;
 	}
-	rc = zoo_awget(zk_zh, path, pred_watcher, (void *) zk_ctx_of(e),
+	rc = zoo_awget(zk_zh, path, zk_kind_watcher, (void *) zk_ctx_of(e),
 				   pred_get_done, zk_ctx_of(e));
 	if (rc == ZOK)
 	{
@@ -1508,16 +1501,12 @@ const ZkRecipe zk_lock_recipe = {
 	.session_reset = lock_session_reset,
 };
 
-const ZkKindOps zk_lock_ops = {
-	.drive = lock_drive,
-	.drive_failed = lock_drive_failed,
-	.session_lost = lock_session_lost,
-	.batched = true,
-};
+const ZkKindOps zk_lock_ops =
+	ZK_KIND_OPS(lock_drive, lock_drive_failed, lock_session_lost,
+				.watch_fired = pred_fired,
+				.batched = true);
 
-const ZkKindOps zk_holders_ops = {
-	.drive = holders_drive,
-	.drive_failed = holders_drive_failed,
-	.session_lost = holders_session_lost,
-	.batched = true,			/* its listing is an ordered read */
-};
+/* A read of a lock's contenders: batched, its listing is an ordered read */
+const ZkKindOps zk_holders_ops =
+	ZK_KIND_OPS(holders_drive, holders_drive_failed, holders_session_lost,
+				.batched = true);

@@ -1210,16 +1210,10 @@ queue_status(ZkStatusCounts *c)
 }
 
 const ZkRecipeBackend zk_queue_backend = {
-	.pre_commit = queue_pre_commit,
-	.pre_prepare = queue_pre_prepare,
-	.xact_end = queue_xact_end,
-	.subxact_end = queue_subxact_end,
+	ZK_XACT_HOOKS(queue_pre_commit, queue_pre_prepare, queue_xact_end, queue_subxact_end),
 	.at_exit = queue_at_exit,
-	.path_kinds = "queue",
-	.path = queue_path,
+	ZK_PATH_HOOK("queue", queue_path),
 	.status_entry = queue_status_entry,
 	.status = queue_status,
-	.shmem_name = "zklock queues",
-	.shmem_bytes = sizeof(ZkQueueShared),
-	.shmem = (void **) &zk_q_shared,
+	ZK_SHMEM_AREA("zklock queues", ZkQueueShared, zk_q_shared),
 };

@@ -278,21 +278,20 @@ qinfo_adopt(ZkEntry *e)
 	zk_qinfo_session_lost(e, "The zklock worker restarted");
 }
 
-const ZkKindOps zk_qpub_ops = {
-	.drive = zk_qpub_drive,
-	.drive_failed = qdurable_drive_failed,
-	.session_lost = qdurable_session_lost,
-	.adopt = qdurable_adopt,
-	.batched = true,			/* publications: zk_batch_multi */
-};
+/* A publication: batched, it goes as a zk_batch_multi */
+const ZkKindOps zk_qpub_ops =
+	ZK_KIND_OPS(zk_qpub_drive, qdurable_drive_failed, qdurable_session_lost,
+				.adopt = qdurable_adopt,
+				.batched = true);
 
-const ZkKindOps zk_qclaim_ops = {
-	.drive = zk_qclaim_drive,
-	.drive_failed = qdurable_drive_failed,
-	.session_lost = qdurable_session_lost,
-	.adopt = qdurable_adopt,
-	.batched = true,			/* claims and consumes: zk_batch_multi, and a claim's read behind it */
-};
+/*
+ * A dequeue: batched, its claims and consumes go as a zk_batch_multi, and
+ * a claim's read behind it
+ */
+const ZkKindOps zk_qclaim_ops =
+	ZK_KIND_OPS(zk_qclaim_drive, qdurable_drive_failed, qdurable_session_lost,
+				.adopt = qdurable_adopt,
+				.batched = true);
 
 /* A freed read's large answer has its own segment: gone once nobody maps it */
 static void
@@ -305,10 +304,7 @@ qinfo_freed(ZkEntry *e)
 	}
 }
 
-const ZkKindOps zk_qinfo_ops = {
-	.drive = zk_qinfo_drive,
-	.drive_failed = zk_qinfo_drive_failed,
-	.session_lost = zk_qinfo_session_lost,
-	.adopt = qinfo_adopt,
-	.entry_freed = qinfo_freed,
-};
+const ZkKindOps zk_qinfo_ops =
+	ZK_KIND_OPS(zk_qinfo_drive, zk_qinfo_drive_failed, zk_qinfo_session_lost,
+				.adopt = qinfo_adopt,
+				.entry_freed = qinfo_freed);

@@ -536,15 +536,9 @@ sem_status(ZkStatusCounts *c)
 }
 
 const ZkRecipeBackend zk_sem_backend = {
-	.pre_commit = sem_pre_commit,
-	.pre_prepare = sem_pre_prepare,
-	.xact_end = sem_xact_end,
-	.subxact_end = sem_subxact_end,
+	ZK_XACT_HOOKS(sem_pre_commit, sem_pre_prepare, sem_xact_end, sem_subxact_end),
 	.at_exit = sem_at_exit,
-	.path_kinds = "semaphore",
-	.path = sem_path,
+	ZK_PATH_HOOK("semaphore", sem_path),
 	.status = sem_status,
-	.shmem_name = "zklock semaphores",
-	.shmem_bytes = sizeof(SemShared),
-	.shmem = (void **) &sem_shared,
+	ZK_SHMEM_AREA("zklock semaphores", SemShared, sem_shared),
 };

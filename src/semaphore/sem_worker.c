@@ -106,7 +106,7 @@ unwatch(ZkEntry *e)
 	zk_entry_unwatch(e, pool, ZWATCHTYPE_CHILD, NULL);
 }
 
-/* The watched pool changed (pool_watcher): a waiter lists it again */
+/* The watched pool changed (watch_fired op): a waiter lists it again */
 static void
 pool_changed(ZkEntry *e)
 {
@@ -115,13 +115,6 @@ pool_changed(ZkEntry *e)
 		e->step.sem = ZKSEM_LIST;
 		sem_step(e);
 	}
-}
-
-/* Watcher of the zoo_awget_children sent by sem_step() */
-static void
-pool_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
-{
-	zk_entry_watcher(type, path, ctx, pool_changed);
 }
 
 /* ---- ZKSEM_ENSURE (and the read of ZKSEM_COUNT) ---- */
@@ -697,7 +690,7 @@ sem_step(ZkEntry *e)
 			pool_path(e, path, sizeof(path));
 			if (!e->watching)
 			{
-				rc = zoo_awget_children(zk_zh, path, pool_watcher, (void *) zk_ctx_of(e),
+				rc = zoo_awget_children(zk_zh, path, zk_kind_watcher, (void *) zk_ctx_of(e),
 										pool_listed, zk_ctx_of(e));
 				if (rc == ZOK)
 				{
@@ -809,8 +802,6 @@ const ZkRecipe zk_sem_recipe = {
 	.session_usable = sem_pools_turn,
 };
 
-const ZkKindOps zk_semlease_ops = {
-	.drive = sem_step,
-	.drive_failed = sem_drive_failed,
-	.session_lost = sem_session_lost,
-};
+const ZkKindOps zk_semlease_ops =
+	ZK_KIND_OPS(sem_step, sem_drive_failed, sem_session_lost,
+				.watch_fired = pool_changed);
