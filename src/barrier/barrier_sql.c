@@ -55,13 +55,6 @@ arg_parties(FunctionCallInfo fcinfo, int argno)
 	return parties;
 }
 
-/* NULL: no limit (-1); else milliseconds, checked */
-static int64
-arg_timeout(FunctionCallInfo fcinfo, int argno)
-{
-	return zk_arg_wait_ms(fcinfo, argno);
-}
-
 /* ---- double barrier ---- */
 
 /* SQL: zk_barrier_enter() */
@@ -71,7 +64,7 @@ zk_barrier_enter(PG_FUNCTION_ARGS)
 	int			len;
 	char	   *name = arg_name(fcinfo, 0, "barrier name", &len);
 	int32		parties = arg_parties(fcinfo, 1);
-	int64		timeout_ms = arg_timeout(fcinfo, 2);
+	int64		timeout_ms = zk_arg_wait_ms(fcinfo, 2);
 
 	PG_RETURN_BOOL(zk_barrier_enter_member(name, len, parties, timeout_ms));
 }
@@ -82,7 +75,7 @@ zk_barrier_leave(PG_FUNCTION_ARGS)
 {
 	int			len;
 	char	   *name = arg_name(fcinfo, 0, "barrier name", &len);
-	int64		timeout_ms = arg_timeout(fcinfo, 1);
+	int64		timeout_ms = zk_arg_wait_ms(fcinfo, 1);
 
 	PG_RETURN_BOOL(zk_barrier_leave_member(name, len, timeout_ms));
 }
@@ -134,7 +127,7 @@ zk_gate_wait(PG_FUNCTION_ARGS)
 {
 	int			len;
 	char	   *name = arg_name(fcinfo, 0, "gate name", &len);
-	int64		timeout_ms = arg_timeout(fcinfo, 1);
+	int64		timeout_ms = zk_arg_wait_ms(fcinfo, 1);
 
 	PG_RETURN_BOOL(zk_barrier_wait(ZKB_GATE, name, len, 0, timeout_ms,
 							"wait for the gate"));
@@ -171,7 +164,7 @@ zk_await(PG_FUNCTION_ARGS)
 	int			len;
 	char	   *name = arg_name(fcinfo, 0, "arrivals name", &len);
 	int32		parties = arg_parties(fcinfo, 1);
-	int64		timeout_ms = arg_timeout(fcinfo, 2);
+	int64		timeout_ms = zk_arg_wait_ms(fcinfo, 2);
 
 	PG_RETURN_BOOL(zk_barrier_wait(ZKB_ARRIVALS, name, len, parties, timeout_ms,
 							"await the arrivals"));

@@ -191,20 +191,13 @@ emit_message(const ZkMsgRec *m, const char *payload, void *arg)
 	tuplestore_putvalues(ctx->rsinfo->setResult, ctx->rsinfo->setDesc, values, nulls);
 }
 
-/* the timeout of zk_dequeue: NULL waits without limit */
-static int64
-dequeue_timeout(FunctionCallInfo fcinfo, int argno)
-{
-	return zk_arg_wait_ms(fcinfo, argno);
-}
-
 /* SQL: zk_dequeue() */
 Datum
 zk_dequeue_sql(PG_FUNCTION_ARGS)
 {
 	int			len;
 	char	   *name = queue_arg(fcinfo, &len);
-	int64		timeout = dequeue_timeout(fcinfo, 1);
+	int64		timeout = zk_arg_wait_ms(fcinfo, 1);
 	int			max_items = int_arg(fcinfo, 2, 1, "max_items");
 	EmitCtx		ctx;
 
