@@ -98,3 +98,4 @@ SELECT dblink_disconnect('other');
 SELECT k, zk_path(k, 'job') FROM unnest(ARRAY['lock', 'queue', 'barrier', 'gate',
   'arrivals', 'semaphore', 'lease', 'election']) AS k;
 SELECT zk_path('locks', 'job');
+SELECT zk_path('gat', 'job');

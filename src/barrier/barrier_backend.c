@@ -318,8 +318,8 @@ barrier_at_exit(void)
  * zk_path('barrier' | 'gate' | 'arrivals', name): <root>/barriers/,
  * <root>/gates/ or <root>/arrivals/ and the encoded name
  */
-static bool
-barrier_path(const char *kind, const char *name, int len,
+static void
+barrier_path(const char *kind, int arg, const char *name, int len,
 			 char *out, size_t outlen)
 {
 	char		ename[ZKLOCK_ENAME_MAX + 1];
@@ -329,17 +329,14 @@ barrier_path(const char *kind, const char *name, int len,
 		dir = "barriers";
 	else if (strcmp(kind, "gate") == 0)
 		dir = "gates";
-	else if (strcmp(kind, "arrivals") == 0)
-		dir = "arrivals";
 	else
-		return false;
+		dir = "arrivals";
 	name = zk_path_qname(name, len, &len);
 	zk_encode_name(name, len, ename);
 	snprintf(out, outlen, "%s/%s/%s", zk_root, dir, ename);
-	return true;
 }
 
 const ZkRecipeBackend zk_barrier_backend = {
 	.at_exit = barrier_at_exit,
-	ZK_PATH_HOOK("barrier, gate, arrivals", barrier_path),
+	ZK_PATH_HOOK("barrier, gate, arrivals", barrier_path, 0),
 };

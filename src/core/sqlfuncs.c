@@ -298,6 +298,25 @@ zk_path_qname(const char *name, int len, int *qlen)
 	return zk_qualify_name_ext(name, len, qlen, false);
 }
 
+/* Is kind one of kinds (comma separated, with spaces: a path_kinds)? */
+static bool
+path_kind_of(const char *kinds, const char *kind)
+{
+	size_t		len = strlen(kind);
+	const char *p = kinds;
+
+	while (*p)
+	{
+		size_t		n = strcspn(p, ",");
+
+		if (n == len && strncmp(p, kind, len) == 0)
+			return true;
+		p += n;
+		p += strspn(p, ", ");
+	}
+	return false;
+}
+
 PG_FUNCTION_INFO_V1(zk_path);
 
 /* SQL: zk_path() */
@@ -318,8 +337,11 @@ zk_path(PG_FUNCTION_ARGS)
 
 		if (rb->path == NULL)
 			continue;
-		if (rb->path(kind, name, len, out, sizeof(out)))
+		if (path_kind_of(rb->path_kinds, kind))
+		{
+			rb->path(kind, rb->path_arg, name, len, out, sizeof(out));
 			PG_RETURN_TEXT_P(cstring_to_text(out));
+		}
 		appendStringInfo(&kinds, "%s%s", kinds.len > 0 ? ", " : "", rb->path_kinds);
 	}
 	ereport(ERROR,

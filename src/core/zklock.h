@@ -549,14 +549,15 @@ typedef struct ZkRecipeBackend
 											 * load (settings.c) */
 
 	/*
-	 * zk_path(kind, name): the ZooKeeper path of the recipe's node for
-	 * "name" (len bytes, as given: the hook qualifies it by the session's
-	 * namespace if its nodes have one, with zk_path_qname) when "kind" is
-	 * one of its own (path_kinds, comma separated), else false.
+	 * zk_path(kind, name) for a kind of its own (path_kinds, comma
+	 * separated): the ZooKeeper path of the recipe's node for "name" (len
+	 * bytes, as given: the hook qualifies it by the session's namespace if
+	 * its nodes have one, with zk_path_qname), given path_arg too.
 	 */
 	const char *path_kinds;
-	bool		(*path) (const char *kind, const char *name, int len,
+	void		(*path) (const char *kind, int arg, const char *name, int len,
 						 char *out, size_t outlen);
+	int			path_arg;
 
 	/* zk_status's columns that count entries: add what entry e adds */
 	void		(*status_entry) (const ZkEntry *e, ZkStatusCounts *c);
@@ -578,15 +579,15 @@ typedef struct ZkRecipeBackend
 /*
  * The members of a ZkRecipeBackend that go together, for its initializer:
  *	ZK_XACT_HOOKS: a recipe whose requests are tied to the transaction;
- *	ZK_PATH_HOOK: the kinds zk_path() knows it by, and the hook;
+ *	ZK_PATH_HOOK: the kinds zk_path() knows it by, the hook, its argument;
  *	ZK_SHMEM_AREA: its own shared memory, a struct of type that var
  *	points at in every process.
  */
 #define ZK_XACT_HOOKS(pre_commit_, pre_prepare_, xact_end_, subxact_end_) \
 	.pre_commit = (pre_commit_), .pre_prepare = (pre_prepare_), \
 	.xact_end = (xact_end_), .subxact_end = (subxact_end_)
-#define ZK_PATH_HOOK(kinds, hook) \
-	.path_kinds = (kinds), .path = (hook)
+#define ZK_PATH_HOOK(kinds, hook, arg) \
+	.path_kinds = (kinds), .path = (hook), .path_arg = (arg)
 #define ZK_SHMEM_AREA(name, type, var) \
 	.shmem_name = (name), .shmem_bytes = sizeof(type), .shmem = (void **) &(var)
 

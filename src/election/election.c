@@ -335,14 +335,11 @@ const ZkRecipe zk_election_recipe = {
  * zk_path('election', name): <root>/elections/<encoded name>.  Elections
  * are the cluster's (zklock.elections): the name is not qualified.
  */
-static bool
-election_path(const char *kind, const char *name, int len,
+static void
+election_path(const char *kind, int arg, const char *name, int len,
 			  char *out, size_t outlen)
 {
-	if (strcmp(kind, "election") != 0)
-		return false;
 	zk_lock_parent(name, ZKF_ELECTIONS, out, outlen);	/* not qualified */
-	return true;
 }
 
 /* zklock.elections: the names this cluster stands in (at module load) */
@@ -368,5 +365,5 @@ define_election_settings(void)
 const ZkRecipeBackend zk_election_backend = {
 	.worker_entries = elections_listed,
 	.define_settings = define_election_settings,
-	ZK_PATH_HOOK("election", election_path),
+	ZK_PATH_HOOK("election", election_path, 0),
 };

@@ -74,14 +74,6 @@ lease_at_exit(void)
 	zk_let_go(&lock_idx, lock_gen);
 }
 
-/* zk_path('lease', name): <root>/leases/<encoded name> */
-static bool
-lease_path(const char *kind, const char *name, int len,
-		   char *out, size_t outlen)
-{
-	return zk_lock_kind_path(kind, "lease", ZKF_LEASES, name, len, out, outlen);
-}
-
 /* zk_status(): the lease's counters */
 static void
 lease_status(ZkStatusCounts *c)
@@ -92,7 +84,7 @@ lease_status(ZkStatusCounts *c)
 
 const ZkRecipeBackend zk_lease_backend = {
 	.at_exit = lease_at_exit,
-	ZK_PATH_HOOK("lease", lease_path),
+	ZK_PATH_HOOK("lease", zk_lock_kind_path, ZKF_LEASES),
 	.status = lease_status,
 	ZK_SHMEM_AREA("zklock leases", LeaseShared, lease_shared),
 };

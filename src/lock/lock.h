@@ -28,7 +28,7 @@ typedef enum ZkLockFamily
 
 /* lock_names.c: the lock's paths and the order of its contenders */
 extern void zk_lock_parent(const char *name, int family, char *out, size_t outlen);
-extern bool zk_lock_kind_path(const char *kind, const char *mine, int family,
+extern void zk_lock_kind_path(const char *kind, int family,
 							  const char *name, int len, char *out, size_t outlen);
 extern bool zk_node_is_contender(const char *child, bool *shared);
 extern bool zk_node_seq(const char *child, int64 *seq);

@@ -984,14 +984,6 @@ lock_at_exit(void)
 	drop_holds(true, true);
 }
 
-/* zk_path('lock', name): <root>/locks/<encoded name> */
-static bool
-lock_path(const char *kind, const char *name, int len,
-		  char *out, size_t outlen)
-{
-	return zk_lock_kind_path(kind, "lock", ZKF_LOCKS, name, len, out, outlen);
-}
-
 /* zk_status(): the lock's counters */
 static void
 lock_status(ZkStatusCounts *c)
@@ -1003,7 +995,7 @@ lock_status(ZkStatusCounts *c)
 const ZkRecipeBackend zk_lock_backend = {
 	ZK_XACT_HOOKS(lock_pre_commit, lock_pre_prepare, lock_xact_end, lock_subxact_end),
 	.at_exit = lock_at_exit,
-	ZK_PATH_HOOK("lock", lock_path),
+	ZK_PATH_HOOK("lock", zk_lock_kind_path, ZKF_LOCKS),
 	.status = lock_status,
 	ZK_SHMEM_AREA("zklock locks", ZkLockShared, zk_lock_counts),
 };

@@ -22,17 +22,13 @@
 
 /*
  * The path hook (zk_path) of a recipe whose objects are the locks of one
- * family: when kind is the recipe's own (mine), the lock parent of name
- * (qualified as zk_path does) in family; else false (not this recipe's)
+ * family (its path_arg): the lock parent of name, qualified as zk_path does
  */
-bool
-zk_lock_kind_path(const char *kind, const char *mine, int family,
-				  const char *name, int len, char *out, size_t outlen)
+void
+zk_lock_kind_path(const char *kind, int family, const char *name, int len,
+				  char *out, size_t outlen)
 {
-	if (strcmp(kind, mine) != 0)
-		return false;
 	zk_lock_parent(zk_path_qname(name, len, &len), family, out, outlen);
-	return true;
 }
 
 /* <root>/locks/<encoded name> for a UTF-8 name (leases, elections: their own dirs) */

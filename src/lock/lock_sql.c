@@ -430,27 +430,17 @@ zk_locks_internal(PG_FUNCTION_ARGS)
 
 /* ---- zk_entries: every entry of the table, whatever its kind ---- */
 
-/* The name of a ZkEntryState in zk_entries, or "?" */
-static const char *
-state_name(int state)
-{
-	static const char *const names[] = {
-		"free", "pending", "creating", "waiting", "held", "deleting", "done"
-	};
+/* The names of ZkEntryState and ZkOutcome in zk_entries */
+static const char *const state_names[ZKE_DONE + 1] = {
+	"free", "pending", "creating", "waiting", "held", "deleting", "done"
+};
+static const char *const outcome_names[ZKO_LOST + 1] = {
+	"none", "granted", "busy", "failed", "lost"
+};
 
-	return state >= 0 && state <= ZKE_DONE ? names[state] : "?";
-}
-
-/* The name of a ZkOutcome in zk_entries, or "?" */
-static const char *
-outcome_name(int outcome)
-{
-	static const char *const names[] = {
-		"none", "granted", "busy", "failed", "lost"
-	};
-
-	return outcome >= 0 && outcome <= ZKO_LOST ? names[outcome] : "?";
-}
+/* names[v], or "?" for a value outside it */
+#define ENUM_NAME(names, v) \
+	((v) >= 0 && (v) < (int) lengthof(names) ? (names)[(v)] : "?")
 
 /* zk_snapshot_begin's filter of zk_entries: every entry in use */
 static bool
@@ -483,8 +473,8 @@ entry_row(ReturnSetInfo *rsinfo, ZkLockRow *r)
 		values[4] = CStringGetTextDatum(zk_display_name(r->name));
 	else
 		nulls[4] = true;
-	values[5] = CStringGetTextDatum(state_name(r->state));
-	values[6] = CStringGetTextDatum(outcome_name(r->outcome));
+	values[5] = CStringGetTextDatum(ENUM_NAME(state_names, r->state));
+	values[6] = CStringGetTextDatum(ENUM_NAME(outcome_names, r->outcome));
 	values[7] = BoolGetDatum(r->released);
 	values[8] = BoolGetDatum(r->queued);
 	values[9] = BoolGetDatum(r->on_retry);

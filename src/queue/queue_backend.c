@@ -1178,14 +1178,11 @@ queue_at_exit(void)
 }
 
 /* zk_path('queue', name): <root>/queues/<encoded name> */
-static bool
-queue_path(const char *kind, const char *name, int len,
+static void
+queue_path(const char *kind, int arg, const char *name, int len,
 		   char *out, size_t outlen)
 {
-	if (strcmp(kind, "queue") != 0)
-		return false;
 	zk_queue_path(zk_path_qname(name, len, &len), out, outlen);
-	return true;
 }
 
 /*
@@ -1212,7 +1209,7 @@ queue_status(ZkStatusCounts *c)
 const ZkRecipeBackend zk_queue_backend = {
 	ZK_XACT_HOOKS(queue_pre_commit, queue_pre_prepare, queue_xact_end, queue_subxact_end),
 	.at_exit = queue_at_exit,
-	ZK_PATH_HOOK("queue", queue_path),
+	ZK_PATH_HOOK("queue", queue_path, 0),
 	.status_entry = queue_status_entry,
 	.status = queue_status,
 	ZK_SHMEM_AREA("zklock queues", ZkQueueShared, zk_q_shared),

@@ -519,14 +519,6 @@ sem_at_exit(void)
 	drop_holds(true, true);
 }
 
-/* zk_path('semaphore', name): <root>/semaphores/<encoded name>, its leases */
-static bool
-sem_path(const char *kind, const char *name, int len,
-		 char *out, size_t outlen)
-{
-	return zk_lock_kind_path(kind, "semaphore", ZKF_SEMPOOL, name, len, out, outlen);
-}
-
 /* zk_status(): the semaphore's counters */
 static void
 sem_status(ZkStatusCounts *c)
@@ -538,7 +530,7 @@ sem_status(ZkStatusCounts *c)
 const ZkRecipeBackend zk_sem_backend = {
 	ZK_XACT_HOOKS(sem_pre_commit, sem_pre_prepare, sem_xact_end, sem_subxact_end),
 	.at_exit = sem_at_exit,
-	ZK_PATH_HOOK("semaphore", sem_path),
+	ZK_PATH_HOOK("semaphore", zk_lock_kind_path, ZKF_SEMPOOL),
 	.status = sem_status,
 	ZK_SHMEM_AREA("zklock semaphores", SemShared, sem_shared),
 };
