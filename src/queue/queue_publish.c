@@ -536,6 +536,23 @@ zk_q_pubop_free(PubOp *po)
 }
 
 /*
+ * Hand a publication that was not sent back to be retried: its entry e (if
+ * any) later, else the settling pass's (po->scan) as not done.  The caller
+ * frees po.
+ */
+static void
+pub_give_back(PubOp *po, ZkEntry *e)
+{
+	if (e != NULL)
+	{
+		e->delete_inflight = false;
+		zk_retry_later(e);
+	}
+	else if (po->scan != NULL)
+		po->scan_done(po->scan, false, 0);
+}
+
+/*
  * The naming answer the PubOps on zk_q_pub_waits waited for is in (ok: it
  * was read): send each again once every queue's counter it needs is known
  */
@@ -566,13 +583,7 @@ pub_waits_fire(bool ok)
 		}
 		if (ok && zk_session_usable() && zk_q_pub_send(po))
 			continue;
-		if (e != NULL)
-		{
-			e->delete_inflight = false;
-			zk_retry_later(e);
-		}
-		else if (po->scan != NULL)
-			po->scan_done(po->scan, false, 0);
+		pub_give_back(po, e);
 		zk_q_pubop_free(po);
 	}
 	list_free(waits);
@@ -787,13 +798,7 @@ pub_probe_send(PubOp *po)
 	if (po->probe_failed || !zk_session_usable())
 	{
 		/* as after a lost reply: the whole publication again, later */
-		if (e != NULL)
-		{
-			e->delete_inflight = false;
-			zk_retry_later(e);
-		}
-		else if (po->scan != NULL)
-			po->scan_done(po->scan, false, 0);
+		pub_give_back(po, e);
 		zk_q_pubop_free(po);
 		return;
 	}
@@ -820,13 +825,7 @@ pub_resend(PubOp *po, ZkEntry *e)
 
 	if (sent)
 		return;
-	if (e != NULL)
-	{
-		e->delete_inflight = false;
-		zk_retry_later(e);
-	}
-	else if (po->scan != NULL)
-		po->scan_done(po->scan, false, 0);
+	pub_give_back(po, e);
 	zk_q_pubop_free(po);
 }
 
@@ -1121,15 +1120,7 @@ publish_done(int rc, const void *data)
 			po->tries++;
 			keep = zk_q_pub_send(po);
 			if (!keep)
-			{
-				if (e != NULL)
-				{
-					e->delete_inflight = false;
-					zk_retry_later(e);
-				}
-				else
-					po->scan_done(po->scan, false, 0);
-			}
+				pub_give_back(po, e);	/* po freed below */
 		}
 		else if (!applied && zk_rc_definite(rc) && zk_session_usable() &&
 				 (e != NULL || po->scan != NULL) &&
