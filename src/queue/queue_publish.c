@@ -1178,25 +1178,14 @@ publish_done(int rc, const void *data)
 		zk_q_pubop_free(po);
 }
 
-/* Completion of the zoo_aset sent by pub_create_done() */
+/*
+ * Completion of the zoo_aset sent by pub_create_done(): answered as the
+ * create would have been (ZOK: the node holds our data now)
+ */
 static void
 pub_set_done(int rc, const struct Stat *stat, const void *data)
 {
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
-	{
-		e = zk_entry_of(data);
-		if (e != NULL)
-		{
-			e->create_inflight = false;
-			if (rc == ZOK)
-				pub_txn_written(e);
-			else
-				pub_create_done(rc, NULL, data);
-		}
-	}
-	COMPLETION_END(e);
+	pub_create_done(rc, NULL, data);
 }
 
 /*
