@@ -1260,9 +1260,7 @@ static List *kept_resv = NIL;	/* KeptResv *, in zk_q_context() */
 static bool
 kept_resv_dead(const KeptResv *r)
 {
-	ZkEntry    *pe = zk_entry(r->idx);
-
-	return pe->gen != r->gen || pe->state == ZKE_FREE;
+	return zk_q_entry_of(r->idx, r->gen) == NULL;
 }
 
 /*
@@ -1342,10 +1340,9 @@ total_reserved(uint32 idx, uint32 gen, bool drop_own, int64 *nodes, int64 *bytes
 	foreach(lc, total_resv)
 	{
 		TotalResv  *r = (TotalResv *) lfirst(lc);
-		ZkEntry    *pe = zk_entry(r->idx);
 		bool		own = r->idx == idx && r->gen == gen;
 
-		if (pe->gen != r->gen || pe->state == ZKE_FREE || (own && drop_own))
+		if (zk_q_entry_of(r->idx, r->gen) == NULL || (own && drop_own))
 		{
 			total_resv = foreach_delete_current(total_resv, lc);
 			pfree(r);
