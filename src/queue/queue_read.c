@@ -1171,16 +1171,23 @@ drop_children_done(int rc, const struct String_vector *sv, const void *data)
 	NONE_COMPLETION_END;
 }
 
+/* The stat of entries or taken answered (rcp, n: where its rc and count go) */
+static void
+drop_count_one(Drop *d, int rc, const struct Stat *stat, int *rcp, int32 *n)
+{
+	*rcp = rc;
+	if (rc == ZOK && stat != NULL)
+		*n = stat->numChildren;
+	drop_read_done(d);
+}
+
 /* Completion of the zoo_aexists sent by drop_read() */
 static void
 drop_entries_done(int rc, const struct Stat *stat, const void *data)
 {
 	DATA_COMPLETION_BEGIN(Drop, d, data)
 	{
-		d->rc_entries = rc;
-		if (rc == ZOK && stat != NULL)
-			d->nentries = stat->numChildren;
-		drop_read_done(d);
+		drop_count_one(d, rc, stat, &d->rc_entries, &d->nentries);
 	}
 	NONE_COMPLETION_END;
 }
@@ -1191,10 +1198,7 @@ drop_taken_done(int rc, const struct Stat *stat, const void *data)
 {
 	DATA_COMPLETION_BEGIN(Drop, d, data)
 	{
-		d->rc_taken = rc;
-		if (rc == ZOK && stat != NULL)
-			d->ntaken = stat->numChildren;
-		drop_read_done(d);
+		drop_count_one(d, rc, stat, &d->rc_taken, &d->ntaken);
 	}
 	NONE_COMPLETION_END;
 }
