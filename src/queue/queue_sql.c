@@ -198,35 +198,37 @@ dequeue_timeout(FunctionCallInfo fcinfo, int argno)
 	return zk_arg_wait_ms(fcinfo, argno);
 }
 
-/* SQL: zk_dequeue() */
-Datum
-zk_dequeue_sql(PG_FUNCTION_ARGS)
+/*
+ * zk_dequeue() and, with try_only, zk_try_dequeue() (no timeout argument:
+ * it does not wait): their zk_message rows
+ */
+static Datum
+dequeue_sql(FunctionCallInfo fcinfo, bool try_only)
 {
 	int			len;
 	char	   *name = queue_arg(fcinfo, &len);
-	int64		timeout = dequeue_timeout(fcinfo, 1);
-	int			max_items = int_arg(fcinfo, 2, 1, "max_items");
+	int64		timeout = try_only ? -1 : dequeue_timeout(fcinfo, 1);
+	int			max_items = int_arg(fcinfo, try_only ? 1 : 2, 1, "max_items");
 	EmitCtx		ctx;
 
 	InitMaterializedSRF(fcinfo, 0);
 	ctx.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	(void) zk_queue_dequeue(name, len, max_items, false, timeout, emit_message, &ctx);
+	(void) zk_queue_dequeue(name, len, max_items, try_only, timeout, emit_message, &ctx);
 	return (Datum) 0;
+}
+
+/* SQL: zk_dequeue() */
+Datum
+zk_dequeue_sql(PG_FUNCTION_ARGS)
+{
+	return dequeue_sql(fcinfo, false);
 }
 
 /* SQL: zk_try_dequeue() */
 Datum
 zk_try_dequeue_sql(PG_FUNCTION_ARGS)
 {
-	int			len;
-	char	   *name = queue_arg(fcinfo, &len);
-	int			max_items = int_arg(fcinfo, 1, 1, "max_items");
-	EmitCtx		ctx;
-
-	InitMaterializedSRF(fcinfo, 0);
-	ctx.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	(void) zk_queue_dequeue(name, len, max_items, true, -1, emit_message, &ctx);
-	return (Datum) 0;
+	return dequeue_sql(fcinfo, true);
 }
 
 /* ---- reads ---- */
