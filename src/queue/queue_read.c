@@ -30,6 +30,7 @@
 
 static void info_step(Info *in);
 static void info_send_more(Info *in);
+static void info_send_first(Info *in);
 static bool purge_guard_drop(Info *in);
 static void info_finish(Info *in);
 static bool purge_guard_name(const char *child);
@@ -696,11 +697,7 @@ info_queues_listed(int rc, const struct String_vector *sv, const void *data)
 				zk_q_info_fail(in, ZOK);
 			}
 			else
-			{
-				in->next = 0;
-				in->sending = true;
-				info_send_more(in);
-			}
+				info_send_first(in);
 		}
 		else if (rc != ZNONODE && rc != ZOK)
 			zk_q_info_fail(in, rc);
@@ -1307,6 +1304,15 @@ drop_start(ZkEntry *e)
 
 /* ---- the steps of a one-off read ---- */
 
+/* Start sending with the first name (info_send_more) */
+static void
+info_send_first(Info *in)
+{
+	in->next = 0;
+	in->sending = true;
+	info_send_more(in);
+}
+
 /*
  * Peek, purge: send the next reads or deletes of the listed entries, until
  * ZKQ_INFO_WINDOW are in flight; zk_queues: the next listings of queues.  Stops for good once everything is sent,
@@ -1462,21 +1468,13 @@ info_step(Info *in)
 			else if (step == 1 && in->guard[0] != '\0')
 				info_send_listing(in, in->qpath);
 			else if (step == 2 && in->guard[0] != '\0')
-			{
-				in->sending = true;
-				in->next = 0;
-				info_send_more(in);
-			}
+				info_send_first(in);
 			break;
 		case ZKQI_PEEK:
 			if (step == 0)
 				info_send_listing(in, in->qpath);
 			else if (step == 1)
-			{
-				in->sending = true;
-				in->next = 0;
-				info_send_more(in);
-			}
+				info_send_first(in);
 			break;
 		case ZKQI_QUEUES:
 			if (step == 0)
