@@ -336,18 +336,8 @@ info_peek_done(int rc, const char *value, int value_len,
 			in->largest = Max(in->largest, len);
 			if (buf != NULL)
 			{
-				ZkMsgRec   *m = (ZkMsgRec *) buf;
-				int			prio = 0;
-
-				memset(m, 0, sizeof(ZkMsgRec));
-				m->msg_id = zk_queue_msg_id(stat->czxid, c->node);
-				m->ctime_ms = stat->ctime;
-				(void) zk_queue_node_priority(c->node, &prio);
-				m->priority = prio;
-				m->len = len;
-				strlcpy(m->node, c->node, sizeof(m->node));
-				if (len)
-					memcpy(buf + sizeof(ZkMsgRec), value, len);
+				memset(buf, 0, sizeof(ZkMsgRec));
+				zk_q_msg_fill((ZkMsgRec *) buf, c->node, value, len, stat);
 			}
 		}
 		else if (rc != ZOK && rc != ZNONODE)
