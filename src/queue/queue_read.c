@@ -298,6 +298,19 @@ zk_q_info_fail(Info *in, int rc)
 	}
 }
 
+/*
+ * An InfoCall of in answered with rc and handled: a failure fails the read
+ * (but ZNONODE: what it asked about is not there), then the call is done
+ */
+static void
+info_call_end(Info *in, InfoCall *c, int rc)
+{
+	if (rc != ZOK && rc != ZNONODE)
+		zk_q_info_fail(in, rc);
+	pfree(c);
+	zk_q_info_call_done(in);
+}
+
 /* a listing that failed for another reason than a missing queue */
 static int
 listing_error(Listing *l)
@@ -340,10 +353,7 @@ info_peek_done(int rc, const char *value, int value_len,
 				zk_q_msg_fill((ZkMsgRec *) buf, c->node, value, len, stat);
 			}
 		}
-		else if (rc != ZOK && rc != ZNONODE)
-			zk_q_info_fail(in, rc);
-		pfree(c);
-		zk_q_info_call_done(in);
+		info_call_end(in, c, rc);
 	}
 	NONE_COMPLETION_END;
 }
@@ -441,11 +451,8 @@ purge_guard_made(int rc, const char *value, const void *data)
 	{
 		if (rc == ZOK)
 			strlcpy(in->guard, c->p1, sizeof(in->guard));
-		else if (rc != ZNONODE)
-			zk_q_info_fail(in, rc);
 		/* ZNONODE: no queue node, nothing to purge (guard stays empty) */
-		pfree(c);
-		zk_q_info_call_done(in);
+		info_call_end(in, c, rc);
 	}
 	NONE_COMPLETION_END;
 }
@@ -630,10 +637,7 @@ info_counted(int rc, const struct Stat *stat, const void *data)
 				}
 			}
 		}
-		else if (rc != ZOK && rc != ZNONODE)
-			zk_q_info_fail(in, rc);
-		pfree(c);
-		zk_q_info_call_done(in);
+		info_call_end(in, c, rc);
 	}
 	NONE_COMPLETION_END;
 }
@@ -689,10 +693,7 @@ info_queues_listed(int rc, const struct String_vector *sv, const void *data)
 			else
 				info_send_first(in);
 		}
-		else if (rc != ZNONODE && rc != ZOK)
-			zk_q_info_fail(in, rc);
-		pfree(c);
-		zk_q_info_call_done(in);
+		info_call_end(in, c, rc);
 	}
 	NONE_COMPLETION_END;
 }
