@@ -380,9 +380,9 @@ static void
 attempt_finish(Attempt *a)
 {
 	QState	   *q = a->q;
-	ZkEntry    *e = zk_entry(a->idx);
+	ZkEntry    *e = zk_q_entry_of(a->idx, a->gen);
 
-	if (e->gen == a->gen && e->state != ZKE_FREE)
+	if (e != NULL)
 		e->outstanding--;
 	q->inflight--;
 	if (a->early)

@@ -571,9 +571,9 @@ pub_waits_fire(bool ok)
 		po->waiting = false;
 		if (po->gen != ZKLOCK_NO_ENTRY)
 		{
-			ZkEntry    *pe = zk_entry(po->idx);
+			ZkEntry    *pe = zk_q_entry_of(po->idx, po->gen);
 
-			if (pe->gen == po->gen && pe->state != ZKE_FREE && pe->delete_inflight)
+			if (pe != NULL && pe->delete_inflight)
 				e = pe;
 			else
 			{
@@ -690,9 +690,9 @@ pub_blob(PubOp *po, ZkEntry **ep)
 	*ep = NULL;
 	if (po->gen != ZKLOCK_NO_ENTRY)
 	{
-		ZkEntry    *pe = zk_entry(po->idx);
+		ZkEntry    *pe = zk_q_entry_of(po->idx, po->gen);
 
-		if (pe->gen != po->gen || pe->state == ZKE_FREE || !DsaPointerIsValid(pe->blob))
+		if (pe == NULL || !DsaPointerIsValid(pe->blob))
 			return NULL;
 		*ep = pe;
 		return dsa_get_address(zk_dsa(), pe->blob);

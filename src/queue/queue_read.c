@@ -911,9 +911,9 @@ drop_forget(const char *qname)
 static ZkEntry *
 drop_entry(Drop *d)
 {
-	ZkEntry    *e = zk_entry(d->idx);
+	ZkEntry    *e = zk_q_entry_of(d->idx, d->gen);
 
-	if (e->gen != d->gen || e->state == ZKE_FREE || e->outstanding == 0)
+	if (e == NULL || e->outstanding == 0)
 		return NULL;
 	return e;
 }
