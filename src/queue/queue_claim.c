@@ -380,9 +380,9 @@ static void
 attempt_finish(Attempt *a)
 {
 	QState	   *q = a->q;
-	ZkEntry    *e = zk_entry(a->idx);
+	ZkEntry    *e = zk_q_entry_of(a->idx, a->gen);
 
-	if (e->gen == a->gen && e->state != ZKE_FREE)
+	if (e != NULL)
 		e->outstanding--;
 	q->inflight--;
 	if (a->early)
@@ -451,20 +451,10 @@ store_msg(const char *node, const char *value, int value_len, const struct Stat 
 	dsa_area   *area = zk_dsa();
 	Size		len = value_len > 0 ? value_len : 0;
 	dsa_pointer dp = dsa_allocate_extended(area, sizeof(ZkMsgRec) + len, DSA_ALLOC_NO_OOM);
-	ZkMsgRec   *m;
-	int			prio = 0;
 
 	if (!DsaPointerIsValid(dp))
 		return dp;
-	m = dsa_get_address(area, dp);
-	m->msg_id = zk_queue_msg_id(stat->czxid, node);
-	m->ctime_ms = stat->ctime;
-	(void) zk_queue_node_priority(node, &prio);
-	m->priority = prio;
-	m->len = (uint32) len;
-	strlcpy(m->node, node, sizeof(m->node));
-	if (len > 0)
-		memcpy((char *) m + sizeof(ZkMsgRec), value, len);
+	zk_q_msg_fill(dsa_get_address(area, dp), node, value, len, stat);
 	return dp;
 }
 

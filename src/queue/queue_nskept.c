@@ -301,9 +301,7 @@ resv_add(int slot, ZkEntry *e, int adding)
 static bool
 resv_gone(const NsResv *r)
 {
-	ZkEntry    *pe = zk_entry(r->idx);
-
-	return pe->gen != r->gen || pe->state == ZKE_FREE;
+	return zk_q_entry_of(r->idx, r->gen) == NULL;
 }
 
 /*

@@ -536,6 +536,23 @@ zk_q_pubop_free(PubOp *po)
 }
 
 /*
+ * Hand a publication that was not sent back to be retried: its entry e (if
+ * any) later, else the settling pass's (po->scan) as not done.  The caller
+ * frees po.
+ */
+static void
+pub_give_back(PubOp *po, ZkEntry *e)
+{
+	if (e != NULL)
+	{
+		e->delete_inflight = false;
+		zk_retry_later(e);
+	}
+	else if (po->scan != NULL)
+		po->scan_done(po->scan, false, 0);
+}
+
+/*
  * The naming answer the PubOps on zk_q_pub_waits waited for is in (ok: it
  * was read): send each again once every queue's counter it needs is known
  */
@@ -554,9 +571,9 @@ pub_waits_fire(bool ok)
 		po->waiting = false;
 		if (po->gen != ZKLOCK_NO_ENTRY)
 		{
-			ZkEntry    *pe = zk_entry(po->idx);
+			ZkEntry    *pe = zk_q_entry_of(po->idx, po->gen);
 
-			if (pe->gen == po->gen && pe->state != ZKE_FREE && pe->delete_inflight)
+			if (pe != NULL && pe->delete_inflight)
 				e = pe;
 			else
 			{
@@ -566,13 +583,7 @@ pub_waits_fire(bool ok)
 		}
 		if (ok && zk_session_usable() && zk_q_pub_send(po))
 			continue;
-		if (e != NULL)
-		{
-			e->delete_inflight = false;
-			zk_retry_later(e);
-		}
-		else if (po->scan != NULL)
-			po->scan_done(po->scan, false, 0);
+		pub_give_back(po, e);
 		zk_q_pubop_free(po);
 	}
 	list_free(waits);
@@ -679,9 +690,9 @@ pub_blob(PubOp *po, ZkEntry **ep)
 	*ep = NULL;
 	if (po->gen != ZKLOCK_NO_ENTRY)
 	{
-		ZkEntry    *pe = zk_entry(po->idx);
+		ZkEntry    *pe = zk_q_entry_of(po->idx, po->gen);
 
-		if (pe->gen != po->gen || pe->state == ZKE_FREE || !DsaPointerIsValid(pe->blob))
+		if (pe == NULL || !DsaPointerIsValid(pe->blob))
 			return NULL;
 		*ep = pe;
 		return dsa_get_address(zk_dsa(), pe->blob);
@@ -787,13 +798,7 @@ pub_probe_send(PubOp *po)
 	if (po->probe_failed || !zk_session_usable())
 	{
 		/* as after a lost reply: the whole publication again, later */
-		if (e != NULL)
-		{
-			e->delete_inflight = false;
-			zk_retry_later(e);
-		}
-		else if (po->scan != NULL)
-			po->scan_done(po->scan, false, 0);
+		pub_give_back(po, e);
 		zk_q_pubop_free(po);
 		return;
 	}
@@ -820,13 +825,7 @@ pub_resend(PubOp *po, ZkEntry *e)
 
 	if (sent)
 		return;
-	if (e != NULL)
-	{
-		e->delete_inflight = false;
-		zk_retry_later(e);
-	}
-	else if (po->scan != NULL)
-		po->scan_done(po->scan, false, 0);
+	pub_give_back(po, e);
 	zk_q_pubop_free(po);
 }
 
@@ -1121,15 +1120,7 @@ publish_done(int rc, const void *data)
 			po->tries++;
 			keep = zk_q_pub_send(po);
 			if (!keep)
-			{
-				if (e != NULL)
-				{
-					e->delete_inflight = false;
-					zk_retry_later(e);
-				}
-				else
-					po->scan_done(po->scan, false, 0);
-			}
+				pub_give_back(po, e);	/* po freed below */
 		}
 		else if (!applied && zk_rc_definite(rc) && zk_session_usable() &&
 				 (e != NULL || po->scan != NULL) &&
@@ -1187,25 +1178,14 @@ publish_done(int rc, const void *data)
 		zk_q_pubop_free(po);
 }
 
-/* Completion of the zoo_aset sent by pub_create_done() */
+/*
+ * Completion of the zoo_aset sent by pub_create_done(): answered as the
+ * create would have been (ZOK: the node holds our data now)
+ */
 static void
 pub_set_done(int rc, const struct Stat *stat, const void *data)
 {
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
-	{
-		e = zk_entry_of(data);
-		if (e != NULL)
-		{
-			e->create_inflight = false;
-			if (rc == ZOK)
-				pub_txn_written(e);
-			else
-				pub_create_done(rc, NULL, data);
-		}
-	}
-	COMPLETION_END(e);
+	pub_create_done(rc, NULL, data);
 }
 
 /*
@@ -1280,9 +1260,7 @@ static List *kept_resv = NIL;	/* KeptResv *, in zk_q_context() */
 static bool
 kept_resv_dead(const KeptResv *r)
 {
-	ZkEntry    *pe = zk_entry(r->idx);
-
-	return pe->gen != r->gen || pe->state == ZKE_FREE;
+	return zk_q_entry_of(r->idx, r->gen) == NULL;
 }
 
 /*
@@ -1362,10 +1340,9 @@ total_reserved(uint32 idx, uint32 gen, bool drop_own, int64 *nodes, int64 *bytes
 	foreach(lc, total_resv)
 	{
 		TotalResv  *r = (TotalResv *) lfirst(lc);
-		ZkEntry    *pe = zk_entry(r->idx);
 		bool		own = r->idx == idx && r->gen == gen;
 
-		if (pe->gen != r->gen || pe->state == ZKE_FREE || (own && drop_own))
+		if (zk_q_entry_of(r->idx, r->gen) == NULL || (own && drop_own))
 		{
 			total_resv = foreach_delete_current(total_resv, lc);
 			pfree(r);

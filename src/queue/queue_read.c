@@ -30,6 +30,7 @@
 
 static void info_step(Info *in);
 static void info_send_more(Info *in);
+static void info_send_first(Info *in);
 static bool purge_guard_drop(Info *in);
 static void info_finish(Info *in);
 static bool purge_guard_name(const char *child);
@@ -297,6 +298,19 @@ zk_q_info_fail(Info *in, int rc)
 	}
 }
 
+/*
+ * An InfoCall of in answered with rc and handled: a failure fails the read
+ * (but ZNONODE: what it asked about is not there), then the call is done
+ */
+static void
+info_call_end(Info *in, InfoCall *c, int rc)
+{
+	if (rc != ZOK && rc != ZNONODE)
+		zk_q_info_fail(in, rc);
+	pfree(c);
+	zk_q_info_call_done(in);
+}
+
 /* a listing that failed for another reason than a missing queue */
 static int
 listing_error(Listing *l)
@@ -335,24 +349,11 @@ info_peek_done(int rc, const char *value, int value_len,
 			in->largest = Max(in->largest, len);
 			if (buf != NULL)
 			{
-				ZkMsgRec   *m = (ZkMsgRec *) buf;
-				int			prio = 0;
-
-				memset(m, 0, sizeof(ZkMsgRec));
-				m->msg_id = zk_queue_msg_id(stat->czxid, c->node);
-				m->ctime_ms = stat->ctime;
-				(void) zk_queue_node_priority(c->node, &prio);
-				m->priority = prio;
-				m->len = len;
-				strlcpy(m->node, c->node, sizeof(m->node));
-				if (len)
-					memcpy(buf + sizeof(ZkMsgRec), value, len);
+				memset(buf, 0, sizeof(ZkMsgRec));
+				zk_q_msg_fill((ZkMsgRec *) buf, c->node, value, len, stat);
 			}
 		}
-		else if (rc != ZOK && rc != ZNONODE)
-			zk_q_info_fail(in, rc);
-		pfree(c);
-		zk_q_info_call_done(in);
+		info_call_end(in, c, rc);
 	}
 	NONE_COMPLETION_END;
 }
@@ -450,11 +451,8 @@ purge_guard_made(int rc, const char *value, const void *data)
 	{
 		if (rc == ZOK)
 			strlcpy(in->guard, c->p1, sizeof(in->guard));
-		else if (rc != ZNONODE)
-			zk_q_info_fail(in, rc);
 		/* ZNONODE: no queue node, nothing to purge (guard stays empty) */
-		pfree(c);
-		zk_q_info_call_done(in);
+		info_call_end(in, c, rc);
 	}
 	NONE_COMPLETION_END;
 }
@@ -639,10 +637,7 @@ info_counted(int rc, const struct Stat *stat, const void *data)
 				}
 			}
 		}
-		else if (rc != ZOK && rc != ZNONODE)
-			zk_q_info_fail(in, rc);
-		pfree(c);
-		zk_q_info_call_done(in);
+		info_call_end(in, c, rc);
 	}
 	NONE_COMPLETION_END;
 }
@@ -696,16 +691,9 @@ info_queues_listed(int rc, const struct String_vector *sv, const void *data)
 				zk_q_info_fail(in, ZOK);
 			}
 			else
-			{
-				in->next = 0;
-				in->sending = true;
-				info_send_more(in);
-			}
+				info_send_first(in);
 		}
-		else if (rc != ZNONODE && rc != ZOK)
-			zk_q_info_fail(in, rc);
-		pfree(c);
-		zk_q_info_call_done(in);
+		info_call_end(in, c, rc);
 	}
 	NONE_COMPLETION_END;
 }
@@ -923,9 +911,9 @@ drop_forget(const char *qname)
 static ZkEntry *
 drop_entry(Drop *d)
 {
-	ZkEntry    *e = zk_entry(d->idx);
+	ZkEntry    *e = zk_q_entry_of(d->idx, d->gen);
 
-	if (e->gen != d->gen || e->state == ZKE_FREE || e->outstanding == 0)
+	if (e == NULL || e->outstanding == 0)
 		return NULL;
 	return e;
 }
@@ -1171,16 +1159,23 @@ drop_children_done(int rc, const struct String_vector *sv, const void *data)
 	NONE_COMPLETION_END;
 }
 
+/* The stat of entries or taken answered (rcp, n: where its rc and count go) */
+static void
+drop_count_one(Drop *d, int rc, const struct Stat *stat, int *rcp, int32 *n)
+{
+	*rcp = rc;
+	if (rc == ZOK && stat != NULL)
+		*n = stat->numChildren;
+	drop_read_done(d);
+}
+
 /* Completion of the zoo_aexists sent by drop_read() */
 static void
 drop_entries_done(int rc, const struct Stat *stat, const void *data)
 {
 	DATA_COMPLETION_BEGIN(Drop, d, data)
 	{
-		d->rc_entries = rc;
-		if (rc == ZOK && stat != NULL)
-			d->nentries = stat->numChildren;
-		drop_read_done(d);
+		drop_count_one(d, rc, stat, &d->rc_entries, &d->nentries);
 	}
 	NONE_COMPLETION_END;
 }
@@ -1191,10 +1186,7 @@ drop_taken_done(int rc, const struct Stat *stat, const void *data)
 {
 	DATA_COMPLETION_BEGIN(Drop, d, data)
 	{
-		d->rc_taken = rc;
-		if (rc == ZOK && stat != NULL)
-			d->ntaken = stat->numChildren;
-		drop_read_done(d);
+		drop_count_one(d, rc, stat, &d->rc_taken, &d->ntaken);
 	}
 	NONE_COMPLETION_END;
 }
@@ -1302,6 +1294,15 @@ drop_start(ZkEntry *e)
 }
 
 /* ---- the steps of a one-off read ---- */
+
+/* Start sending with the first name (info_send_more) */
+static void
+info_send_first(Info *in)
+{
+	in->next = 0;
+	in->sending = true;
+	info_send_more(in);
+}
 
 /*
  * Peek, purge: send the next reads or deletes of the listed entries, until
@@ -1458,21 +1459,13 @@ info_step(Info *in)
 			else if (step == 1 && in->guard[0] != '\0')
 				info_send_listing(in, in->qpath);
 			else if (step == 2 && in->guard[0] != '\0')
-			{
-				in->sending = true;
-				in->next = 0;
-				info_send_more(in);
-			}
+				info_send_first(in);
 			break;
 		case ZKQI_PEEK:
 			if (step == 0)
 				info_send_listing(in, in->qpath);
 			else if (step == 1)
-			{
-				in->sending = true;
-				in->next = 0;
-				info_send_more(in);
-			}
+				info_send_first(in);
 			break;
 		case ZKQI_QUEUES:
 			if (step == 0)

@@ -867,7 +867,7 @@ scan_send_txns(Scan *s)
 		zk_q_names_free(&s->txns, &s->ntxns);
 }
 
-/* Completion of the zoo_aget_children sent by scan_list() */
+/* Completion of the zoo_aget_children sent by scan_list_send() */
 static void
 scan_txns_listed(int rc, const struct String_vector *sv, const void *data)
 {
@@ -1069,7 +1069,7 @@ scan_taken_listed(int rc, const struct String_vector *sv, const void *data)
 	NONE_COMPLETION_END;
 }
 
-/* Completion of the zoo_aget_children sent by scan_list() */
+/* Completion of the zoo_aget_children sent by scan_list_send() */
 static void
 scan_queues_listed(int rc, const struct String_vector *sv, const void *data)
 {
@@ -1164,34 +1164,32 @@ zk_q_scan_start(Scan *s)
 	return true;
 }
 
+/* Send one listing of scan_list(): <root>/<dir>, answered by done */
+static void
+scan_list_send(Scan *s, const char *dir, strings_completion_t done)
+{
+	char		buf[ZK_PATH_MAX];
+	ScanCall   *c = MemoryContextAllocZero(zk_q_context(), sizeof(ScanCall));
+
+	c->scan = s;
+	snprintf(buf, sizeof(buf), "%s/%s", zk_root, dir);
+	if (zoo_aget_children(zk_zh, buf, 0, done, c) == ZOK)
+		s->outstanding++;
+	else
+	{
+		pfree(c);
+		s->failed = true;
+	}
+}
+
 /* Start the scan: list the queues and the transaction nodes */
 static void
 scan_list(Scan *s)
 {
-	char		buf[ZK_PATH_MAX];
-	ScanCall   *c1 = MemoryContextAllocZero(zk_q_context(), sizeof(ScanCall));
-	ScanCall   *c2 = MemoryContextAllocZero(zk_q_context(), sizeof(ScanCall));
-
-	c1->scan = s;
-	c2->scan = s;
 	/* one count for the start itself, so nothing finishes it early */
 	s->outstanding = 1;
-	snprintf(buf, sizeof(buf), "%s/txns", zk_root);
-	if (zoo_aget_children(zk_zh, buf, 0, scan_txns_listed, c1) == ZOK)
-		s->outstanding++;
-	else
-	{
-		pfree(c1);
-		s->failed = true;
-	}
-	snprintf(buf, sizeof(buf), "%s/queues", zk_root);
-	if (zoo_aget_children(zk_zh, buf, 0, scan_queues_listed, c2) == ZOK)
-		s->outstanding++;
-	else
-	{
-		pfree(c2);
-		s->failed = true;
-	}
+	scan_list_send(s, "txns", scan_txns_listed);
+	scan_list_send(s, "queues", scan_queues_listed);
 	zk_q_scan_done_one(s, true, 0);
 }
 

@@ -191,35 +191,37 @@ emit_message(const ZkMsgRec *m, const char *payload, void *arg)
 	tuplestore_putvalues(ctx->rsinfo->setResult, ctx->rsinfo->setDesc, values, nulls);
 }
 
-/* SQL: zk_dequeue() */
-Datum
-zk_dequeue_sql(PG_FUNCTION_ARGS)
+/*
+ * zk_dequeue() and, with try_only, zk_try_dequeue() (no timeout argument:
+ * it does not wait): their zk_message rows
+ */
+static Datum
+dequeue_sql(FunctionCallInfo fcinfo, bool try_only)
 {
 	int			len;
 	char	   *name = queue_arg(fcinfo, &len);
-	int64		timeout = zk_arg_wait_ms(fcinfo, 1);
-	int			max_items = int_arg(fcinfo, 2, 1, "max_items");
+	int64		timeout = try_only ? -1 : zk_arg_wait_ms(fcinfo, 1);
+	int			max_items = int_arg(fcinfo, try_only ? 1 : 2, 1, "max_items");
 	EmitCtx		ctx;
 
 	InitMaterializedSRF(fcinfo, 0);
 	ctx.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	(void) zk_queue_dequeue(name, len, max_items, false, timeout, emit_message, &ctx);
+	(void) zk_queue_dequeue(name, len, max_items, try_only, timeout, emit_message, &ctx);
 	return (Datum) 0;
+}
+
+/* SQL: zk_dequeue() */
+Datum
+zk_dequeue_sql(PG_FUNCTION_ARGS)
+{
+	return dequeue_sql(fcinfo, false);
 }
 
 /* SQL: zk_try_dequeue() */
 Datum
 zk_try_dequeue_sql(PG_FUNCTION_ARGS)
 {
-	int			len;
-	char	   *name = queue_arg(fcinfo, &len);
-	int			max_items = int_arg(fcinfo, 1, 1, "max_items");
-	EmitCtx		ctx;
-
-	InitMaterializedSRF(fcinfo, 0);
-	ctx.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	(void) zk_queue_dequeue(name, len, max_items, true, -1, emit_message, &ctx);
-	return (Datum) 0;
+	return dequeue_sql(fcinfo, true);
 }
 
 /* ---- reads ---- */
@@ -365,6 +367,64 @@ answer_cap(void)
 	return (uint64) zk_max_answer_kb * 1024;
 }
 
+/*
+ * Hand the answer to the one-off read e (idx, gen), if it has one, to rows:
+ * the answer's header and its records behind it.  The read is let go
+ * whatever happens (PG_CATCH and after: gcc takes PG_FINALLY's flag for
+ * clobbered in a function this small).
+ */
+static void
+answer_rows(ZkEntry *e, uint32 idx, uint32 gen,
+			void (*rows) (const ZkAnswer *a, char *p, void *arg), void *arg)
+{
+	dsm_segment *volatile seg = NULL;
+
+	PG_TRY();
+	{
+		dsm_segment *s;
+		char	   *p = answer_map(e, &s);
+
+		seg = s;
+		if (p != NULL)
+			rows((const ZkAnswer *) p, p + MAXALIGN(sizeof(ZkAnswer)), arg);
+	}
+	PG_CATCH();
+	{
+		answer_unmap(seg);
+		zk_queue_info_done(idx, gen);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	answer_unmap(seg);
+	zk_queue_info_done(idx, gen);
+}
+
+/* answer_rows' rows of zk_queue_peek(): zk_message rows, in queue order */
+static void
+peek_rows(const ZkAnswer *a, char *p, void *arg)
+{
+	ZkMsgRec  **msgs = palloc(sizeof(ZkMsgRec *) * Max(a->count, 1));
+	uint32		i;
+	int			k;
+
+	for (i = 0; i < a->count; i++)
+	{
+		msgs[i] = (ZkMsgRec *) p;
+		p += MAXALIGN(sizeof(ZkMsgRec) + msgs[i]->len);
+	}
+	/* in queue order */
+	for (i = 1; i < a->count; i++)
+	{
+		ZkMsgRec   *m = msgs[i];
+
+		for (k = i - 1; k >= 0 && strcmp(msgs[k]->node, m->node) > 0; k--)
+			msgs[k + 1] = msgs[k];
+		msgs[k + 1] = m;
+	}
+	for (i = 0; i < a->count; i++)
+		emit_message(msgs[i], (const char *) msgs[i] + sizeof(ZkMsgRec), arg);
+}
+
 /* SQL: zk_queue_peek() */
 Datum
 zk_queue_peek(PG_FUNCTION_ARGS)
@@ -376,7 +436,6 @@ zk_queue_peek(PG_FUNCTION_ARGS)
 	uint32		gen;
 	ZkEntry    *e;
 	EmitCtx		ctx;
-	dsm_segment *volatile seg = NULL;
 
 	if (n < 0 || n > 100000)
 		ereport(ERROR,
@@ -392,119 +451,71 @@ zk_queue_peek(PG_FUNCTION_ARGS)
 		return (Datum) 0;
 	}
 	e = zk_queue_info(ZKQI_PEEK, name, len, n, answer_cap(), &idx, &gen, "peek at the queue");
-	PG_TRY();
-	{
-		dsm_segment *s;
-		char	   *p = answer_map(e, &s);
-
-		seg = s;
-		if (p != NULL)
-		{
-			ZkAnswer   *a = (ZkAnswer *) p;
-			ZkMsgRec  **msgs = palloc(sizeof(ZkMsgRec *) * Max(a->count, 1));
-			uint32		i;
-			int			k;
-
-			p += MAXALIGN(sizeof(ZkAnswer));
-			for (i = 0; i < a->count; i++)
-			{
-				msgs[i] = (ZkMsgRec *) p;
-				p += MAXALIGN(sizeof(ZkMsgRec) + msgs[i]->len);
-			}
-			/* in queue order */
-			for (i = 1; i < a->count; i++)
-			{
-				ZkMsgRec   *m = msgs[i];
-
-				for (k = i - 1; k >= 0 && strcmp(msgs[k]->node, m->node) > 0; k--)
-					msgs[k + 1] = msgs[k];
-				msgs[k + 1] = m;
-			}
-			for (i = 0; i < a->count; i++)
-				emit_message(msgs[i], (const char *) msgs[i] + sizeof(ZkMsgRec), &ctx);
-		}
-	}
-	PG_FINALLY();
-	{
-		answer_unmap(seg);
-		zk_queue_info_done(idx, gen);
-	}
-	PG_END_TRY();
+	answer_rows(e, idx, gen, peek_rows, &ctx);
 	return (Datum) 0;
+}
+
+/*
+ * answer_rows' rows of zk_queues_internal() (arg: its ReturnSetInfo): one
+ * a queue of this session's namespace
+ */
+static void
+queues_rows(const ZkAnswer *a, char *p, void *arg)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) arg;
+	uint32		i;
+	MemoryContext rowcxt = AllocSetContextCreate(CurrentMemoryContext,
+												 "zk_queues rows",
+												 ALLOCSET_DEFAULT_SIZES);
+	HTAB	   *counts = zk_queue_local_counts();	/* one pass over the table */
+
+	for (i = 0; i < a->count; i++)
+	{
+		ZkQueueRow	row;
+		char		name[ZKLOCK_NAME_MAX * 4 + 1];
+		Datum		values[5];
+		bool		nulls[5] = {false, false, false, false, false};
+		char	   *shown;
+		ZkQueueLocal *local;
+		MemoryContext old;
+
+		memcpy(&row, p, sizeof(row));
+		memcpy(name, p + sizeof(row), Min(row.namelen, sizeof(name) - 1));
+		name[Min(row.namelen, sizeof(name) - 1)] = '\0';
+		p += MAXALIGN(sizeof(row) + row.namelen);
+		/* the queues of this session's namespace only */
+		if (!zk_name_in_namespace(name, zk_current_namespace()))
+			continue;
+		local = hash_search(counts, name, HASH_FIND, NULL);
+		old = MemoryContextSwitchTo(rowcxt);
+		shown = zk_display_name(name);
+		if (shown == NULL)
+			nulls[0] = true;
+		else
+			values[0] = CStringGetTextDatum(shown);
+		values[1] = Int64GetDatum(row.items);
+		values[2] = Int64GetDatum(row.claimed);
+		values[3] = Int32GetDatum(local ? local->claims : 0);
+		values[4] = Int32GetDatum(local ? local->waiting : 0);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(rowcxt);
+	}
 }
 
 /* SQL: zk_queues_internal() */
 Datum
 zk_queues_internal(PG_FUNCTION_ARGS)
 {
-	ReturnSetInfo *rsinfo;
 	uint32		idx;
 	uint32		gen;
 	ZkEntry    *e;
-	dsm_segment *volatile seg = NULL;
 
 	InitMaterializedSRF(fcinfo, 0);
 	(void) zk_current_namespace();	/* the namespace is ours (nsclaim.c) */
-	rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	/* "queues", qualified: the worker lists this namespace's queues only */
 	e = zk_queue_info(ZKQI_QUEUES, "queues", 6, 0, answer_cap(), &idx, &gen, "list the queues");
-	PG_TRY();
-	{
-		dsm_segment *s;
-		char	   *p = answer_map(e, &s);
-
-		seg = s;
-		if (p != NULL)
-		{
-			ZkAnswer   *a = (ZkAnswer *) p;
-			uint32		i;
-			MemoryContext rowcxt = AllocSetContextCreate(CurrentMemoryContext,
-														 "zk_queues rows",
-														 ALLOCSET_DEFAULT_SIZES);
-			HTAB	   *counts = zk_queue_local_counts();	/* one pass over the
-															 * table */
-
-			p += MAXALIGN(sizeof(ZkAnswer));
-			for (i = 0; i < a->count; i++)
-			{
-				ZkQueueRow row;
-				char		name[ZKLOCK_NAME_MAX * 4 + 1];
-				Datum		values[5];
-				bool		nulls[5] = {false, false, false, false, false};
-				char	   *shown;
-				ZkQueueLocal *local;
-				MemoryContext old;
-
-				memcpy(&row, p, sizeof(row));
-				memcpy(name, p + sizeof(row), Min(row.namelen, sizeof(name) - 1));
-				name[Min(row.namelen, sizeof(name) - 1)] = '\0';
-				p += MAXALIGN(sizeof(row) + row.namelen);
-				/* the queues of this session's namespace only */
-				if (!zk_name_in_namespace(name, zk_current_namespace()))
-					continue;
-				local = hash_search(counts, name, HASH_FIND, NULL);
-				old = MemoryContextSwitchTo(rowcxt);
-				shown = zk_display_name(name);
-				if (shown == NULL)
-					nulls[0] = true;
-				else
-					values[0] = CStringGetTextDatum(shown);
-				values[1] = Int64GetDatum(row.items);
-				values[2] = Int64GetDatum(row.claimed);
-				values[3] = Int32GetDatum(local ? local->claims : 0);
-				values[4] = Int32GetDatum(local ? local->waiting : 0);
-				tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-				MemoryContextSwitchTo(old);
-				MemoryContextReset(rowcxt);
-			}
-		}
-	}
-	PG_FINALLY();
-	{
-		answer_unmap(seg);
-		zk_queue_info_done(idx, gen);
-	}
-	PG_END_TRY();
+	answer_rows(e, idx, gen, queues_rows, fcinfo->resultinfo);
 	return (Datum) 0;
 }
 

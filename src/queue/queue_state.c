@@ -4,8 +4,8 @@
  *	  The queue's worker state, below every other part of its worker half
  *	  (README, "Stack"): per-queue state (QState for consumers, QSeq for
  *	  publications) and its memory, paths and parents, the claims an entry
- *	  holds and their count per queue, listings of entries and taken, and
- *	  freeing a queue entry of any kind.
+ *	  holds and their count per queue, the record of an item read, listings
+ *	  of entries and taken, and freeing a queue entry of any kind.
  *
  *	  Runs in the worker, lock held (completions take it themselves).
  *
@@ -258,6 +258,27 @@ zk_q_claim_token_of(ZkEntry *e, char *out, size_t outlen)
 			out[i] = p[i];
 		out[i] = '\0';
 	}
+}
+
+/*
+ * The record of an item node read (a dequeue's claim, a peek): m, with room
+ * for len bytes of value behind it, gets the item's id, time, priority,
+ * name and payload
+ */
+void
+zk_q_msg_fill(ZkMsgRec *m, const char *node, const char *value, Size len,
+			  const struct Stat *stat)
+{
+	int			prio = 0;
+
+	m->msg_id = zk_queue_msg_id(stat->czxid, node);
+	m->ctime_ms = stat->ctime;
+	(void) zk_queue_node_priority(node, &prio);
+	m->priority = prio;
+	m->len = (uint32) len;
+	strlcpy(m->node, node, sizeof(m->node));
+	if (len > 0)
+		memcpy((char *) m + sizeof(ZkMsgRec), value, len);
 }
 
 /* a string field of our JSON node data, or false */
