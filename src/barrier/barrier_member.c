@@ -74,6 +74,20 @@ member_unwatch(ZkEntry *e)
 	zk_entry_unwatch(e, path, ZWATCHTYPE_DATA, member_watcher);
 }
 
+/*
+ * e's member node is deleted, or given up (member_deleted): free e if it was
+ * let go, else answer a member that has left
+ */
+static void
+member_node_done(ZkEntry *e)
+{
+	e->node[0] = '\0';
+	if (e->released)
+		zk_entry_free(e);
+	else if (e->step.barrier == ZKB_LEFT)
+		zk_finish(e, ZKO_GRANTED, 0, NULL);
+}
+
 static ZkLogLimit member_delete_log;
 
 /* Completion of the delete member_send_delete() handed to the batch */
@@ -90,12 +104,8 @@ member_deleted(int rc, const void *ctx)
 			e->delete_inflight = false;
 			if (rc == ZOK || rc == ZNONODE)
 			{
-				e->node[0] = '\0';
 				e->in_doubt = false;
-				if (e->released)
-					zk_entry_free(e);
-				else if (e->step.barrier == ZKB_LEFT)
-					zk_finish(e, ZKO_GRANTED, 0, NULL);
+				member_node_done(e);
 			}
 			else if (!zk_rc_definite(rc))
 				zk_retry_later(e);
@@ -105,11 +115,7 @@ member_deleted(int rc, const void *ctx)
 					ereport(WARNING,
 							(errmsg("zklock: could not delete the member node of barrier \"%s\": %s",
 									zk_log_name(e->name), zerror(rc))));
-				e->node[0] = '\0';
-				if (e->released)
-					zk_entry_free(e);
-				else if (e->step.barrier == ZKB_LEFT)
-					zk_finish(e, ZKO_GRANTED, 0, NULL);
+				member_node_done(e);
 			}
 		}
 	}
