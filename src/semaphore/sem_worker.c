@@ -485,27 +485,21 @@ quiet_done(QuietPool *q)
 static void
 quiet_pool_again(int rc, const struct Stat *stat, const void *ctx)
 {
-	QuietPool  *q = (QuietPool *) ctx;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(QuietPool, q, ctx)
 	{
 		if (rc == ZOK && stat && stat->numChildren == 0 && stat->pzxid == q->pzxid &&
 			q->session == zk_cur_session && zk_session_usable())
 			(void) zoo_adelete(zk_zh, q->pool, -1, pool_deleted, NULL);
 		quiet_done(q);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /* step 2's answer: nobody on the guard since: read the pool again */
 static void
 quiet_guard_read(int rc, const struct Stat *stat, const void *ctx)
 {
-	QuietPool  *q = (QuietPool *) ctx;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(QuietPool, q, ctx)
 	{
 		bool		quiet = (rc == ZNONODE ||
 							 (rc == ZOK && stat && stat->numChildren == 0 &&
@@ -517,17 +511,14 @@ quiet_guard_read(int rc, const struct Stat *stat, const void *ctx)
 		if (q != NULL)
 			quiet_done(q);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /* step 1's answer: an empty pool waits POOL_QUIET_MS */
 static void
 quiet_pool_first(int rc, const struct Stat *stat, const void *ctx)
 {
-	QuietPool  *q = (QuietPool *) ctx;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(QuietPool, q, ctx)
 	{
 		quiet_inflight--;
 		if (rc == ZOK && stat && stat->numChildren == 0 &&
@@ -543,7 +534,7 @@ quiet_pool_first(int rc, const struct Stat *stat, const void *ctx)
 		else
 			pfree(q);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /* The last lease of pool was deleted: step 1 */
