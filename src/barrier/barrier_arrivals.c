@@ -221,13 +221,8 @@ static void
 binfo_got(int rc, const char *value, int value_len, const struct Stat *stat,
 		  const void *data)
 {
-	ZkEntry    *volatile none = NULL;
-	BInfoCall  *c = (BInfoCall *) data;
-
-	COMPLETION_BEGIN
+	CALL_COMPLETION_BEGIN(BInfoCall, c, BInfo, bi, bi, data)
 	{
-		BInfo	   *bi = c->bi;
-
 		bi->answered = true;
 		if (rc == ZOK && value_len > 0)
 			bi->largest = Max(bi->largest, (Size) value_len);
@@ -266,7 +261,7 @@ binfo_got(int rc, const char *value, int value_len, const struct Stat *stat,
 		pfree(c);
 		binfo_step_done(bi);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /*
@@ -277,13 +272,8 @@ binfo_got(int rc, const char *value, int value_len, const struct Stat *stat,
 static void
 binfo_deleted(int rc, const void *data)
 {
-	ZkEntry    *volatile none = NULL;
-	BInfoCall  *c = (BInfoCall *) data;
-
-	COMPLETION_BEGIN
+	CALL_COMPLETION_BEGIN(BInfoCall, c, BInfo, bi, bi, data)
 	{
-		BInfo	   *bi = c->bi;
-
 		if (c->name[0] != '\0')
 			bi->kids--;
 		if (rc == ZOK && c->name[0] != '\0')
@@ -303,7 +293,7 @@ binfo_deleted(int rc, const void *data)
 		pfree(c);
 		binfo_step_done(bi);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /*
@@ -314,12 +304,8 @@ binfo_deleted(int rc, const void *data)
 static void
 reset_guard_made(int rc, const char *value, const void *data)
 {
-	ZkEntry    *volatile none = NULL;
-	BInfoCall  *c = (BInfoCall *) data;
-
-	COMPLETION_BEGIN
+	CALL_COMPLETION_BEGIN(BInfoCall, c, BInfo, bi, bi, data)
 	{
-		BInfo	   *bi = c->bi;
 		bool		sent = false;
 
 		if (rc == ZOK && binfo_entry(bi) != NULL && zk_session_usable())
@@ -352,7 +338,7 @@ reset_guard_made(int rc, const char *value, const void *data)
 			binfo_step_done(bi);
 		}
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /*
@@ -444,10 +430,7 @@ binfo_verdict(BInfo *bi, ZkEntry *e, int rc)
 static void
 binfo_listed(int rc, const struct String_vector *sv, const void *data)
 {
-	ZkEntry    *volatile none = NULL;
-	BInfo	   *bi = (BInfo *) data;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(BInfo, bi, data)
 	{
 		ZkEntry    *e = binfo_entry(bi);
 
@@ -493,17 +476,14 @@ binfo_listed(int rc, const struct String_vector *sv, const void *data)
 			binfo_step_done(bi);
 		}
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /* Completion of the zoo_aexists sent by binfo_drive() */
 static void
 binfo_counted(int rc, const struct Stat *stat, const void *data)
 {
-	ZkEntry    *volatile none = NULL;
-	BInfo	   *bi = (BInfo *) data;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(BInfo, bi, data)
 	{
 		ZkEntry    *e = binfo_entry(bi);
 
@@ -536,7 +516,7 @@ binfo_counted(int rc, const struct Stat *stat, const void *data)
 			binfo_step_done(bi);
 		}
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /*
