@@ -187,6 +187,19 @@ typedef struct BInfoCall
 	char		name[FLEXIBLE_ARRAY_MEMBER];	/* the child, as listed */
 } BInfoCall;
 
+/*
+ * c, one of a BInfo's requests, is answered: free it, and step its BInfo
+ * on (binfo_step_done)
+ */
+static void
+binfo_call_done(BInfoCall *c)
+{
+	BInfo	   *bi = c->bi;
+
+	pfree(c);
+	binfo_step_done(bi);
+}
+
 /* ------------------------------------------------------------------------
  * Late deletes of arrivals (issue 36)
  *
@@ -258,8 +271,7 @@ binfo_got(int rc, const char *value, int value_len, const struct Stat *stat,
 		}
 		else if (rc != ZOK && rc != ZNONODE)
 			binfo_stop(bi, true);
-		pfree(c);
-		binfo_step_done(bi);
+		binfo_call_done(c);
 	}
 	NONE_COMPLETION_END;
 }
@@ -290,8 +302,7 @@ binfo_deleted(int rc, const void *data)
 		}
 		else if (rc != ZOK && rc != ZNONODE && c->name[0] != '\0')
 			binfo_stop(bi, true);
-		pfree(c);
-		binfo_step_done(bi);
+		binfo_call_done(c);
 	}
 	NONE_COMPLETION_END;
 }
@@ -334,8 +345,7 @@ reset_guard_made(int rc, const char *value, const void *data)
 			else if (rc != ZNONODE)
 				binfo_stop(bi, true);
 			bi->kids--;
-			pfree(c);
-			binfo_step_done(bi);
+			binfo_call_done(c);
 		}
 	}
 	NONE_COMPLETION_END;
