@@ -834,12 +834,12 @@ member_step(ZkEntry *e)
 }
 
 /*
- * A drive of the member threw: forget what was in flight.  A member let go
- * still deletes its node (retried); any other is retried three times, then
- * fails.
+ * Forget e's requests in flight: their completions find the flags cleared.
+ * A create out will never be answered (zk_b_obj_create_done): the watch on
+ * ready goes if nobody waits.
  */
 static void
-member_drive_failed(ZkEntry *e)
+member_forget_requests(ZkEntry *e)
 {
 	if (e->create_inflight)
 	{
@@ -848,6 +848,17 @@ member_drive_failed(ZkEntry *e)
 	}
 	e->create_inflight = e->delete_inflight = e->list_inflight = false;
 	e->watch_pending = false;
+}
+
+/*
+ * A drive of the member threw: forget what was in flight.  A member let go
+ * still deletes its node (retried); any other is retried three times, then
+ * fails.
+ */
+static void
+member_drive_failed(ZkEntry *e)
+{
+	member_forget_requests(e);
 	if (e->released)
 	{
 		if (e->node[0] || e->in_doubt)
@@ -870,13 +881,7 @@ member_drive_failed(ZkEntry *e)
 static void
 b_member_session_lost(ZkEntry *e, const char *why)
 {
-	if (e->create_inflight)
-	{
-		zk_b_obj_create_done(zk_b_obj_of(e));
-		zk_b_obj_unwatch_unused(zk_b_obj_of(e));
-	}
-	e->create_inflight = e->delete_inflight = e->list_inflight = false;
-	e->watch_pending = false;
+	member_forget_requests(e);
 	e->watching = false;
 	e->watched[0] = '\0';
 	e->in_doubt = false;
