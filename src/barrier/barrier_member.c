@@ -800,17 +800,7 @@ member_step(ZkEntry *e)
 				return;
 			}
 			if (e->step.barrier == ZKB_ENTER)
-			{
-				BObj	   *o = zk_b_obj_of(e);
-
-				if (e->state != ZKE_WAITING)
-				{
-					e->state = ZKE_WAITING;
-					zk_wake_owner(e);
-				}
-				zk_b_obj_add(o, e);
-				zk_b_obj_kick(o);
-			}
+				zk_b_obj_wait(zk_b_obj_of(e), e);
 			else
 				e->state = ZKE_HELD;
 			return;
