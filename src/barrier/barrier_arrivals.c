@@ -187,6 +187,19 @@ typedef struct BInfoCall
 	char		name[FLEXIBLE_ARRAY_MEMBER];	/* the child, as listed */
 } BInfoCall;
 
+/*
+ * c, one of a BInfo's requests, is answered: free it, and step its BInfo
+ * on (binfo_step_done)
+ */
+static void
+binfo_call_done(BInfoCall *c)
+{
+	BInfo	   *bi = c->bi;
+
+	pfree(c);
+	binfo_step_done(bi);
+}
+
 /* ------------------------------------------------------------------------
  * Late deletes of arrivals (issue 36)
  *
@@ -221,13 +234,8 @@ static void
 binfo_got(int rc, const char *value, int value_len, const struct Stat *stat,
 		  const void *data)
 {
-	ZkEntry    *volatile none = NULL;
-	BInfoCall  *c = (BInfoCall *) data;
-
-	COMPLETION_BEGIN
+	CALL_COMPLETION_BEGIN(BInfoCall, c, BInfo, bi, bi, data)
 	{
-		BInfo	   *bi = c->bi;
-
 		bi->answered = true;
 		if (rc == ZOK && value_len > 0)
 			bi->largest = Max(bi->largest, (Size) value_len);
@@ -263,10 +271,9 @@ binfo_got(int rc, const char *value, int value_len, const struct Stat *stat,
 		}
 		else if (rc != ZOK && rc != ZNONODE)
 			binfo_stop(bi, true);
-		pfree(c);
-		binfo_step_done(bi);
+		binfo_call_done(c);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /*
@@ -277,13 +284,8 @@ binfo_got(int rc, const char *value, int value_len, const struct Stat *stat,
 static void
 binfo_deleted(int rc, const void *data)
 {
-	ZkEntry    *volatile none = NULL;
-	BInfoCall  *c = (BInfoCall *) data;
-
-	COMPLETION_BEGIN
+	CALL_COMPLETION_BEGIN(BInfoCall, c, BInfo, bi, bi, data)
 	{
-		BInfo	   *bi = c->bi;
-
 		if (c->name[0] != '\0')
 			bi->kids--;
 		if (rc == ZOK && c->name[0] != '\0')
@@ -300,10 +302,9 @@ binfo_deleted(int rc, const void *data)
 		}
 		else if (rc != ZOK && rc != ZNONODE && c->name[0] != '\0')
 			binfo_stop(bi, true);
-		pfree(c);
-		binfo_step_done(bi);
+		binfo_call_done(c);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /*
@@ -314,12 +315,8 @@ binfo_deleted(int rc, const void *data)
 static void
 reset_guard_made(int rc, const char *value, const void *data)
 {
-	ZkEntry    *volatile none = NULL;
-	BInfoCall  *c = (BInfoCall *) data;
-
-	COMPLETION_BEGIN
+	CALL_COMPLETION_BEGIN(BInfoCall, c, BInfo, bi, bi, data)
 	{
-		BInfo	   *bi = c->bi;
 		bool		sent = false;
 
 		if (rc == ZOK && binfo_entry(bi) != NULL && zk_session_usable())
@@ -348,11 +345,10 @@ reset_guard_made(int rc, const char *value, const void *data)
 			else if (rc != ZNONODE)
 				binfo_stop(bi, true);
 			bi->kids--;
-			pfree(c);
-			binfo_step_done(bi);
+			binfo_call_done(c);
 		}
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /*
@@ -444,10 +440,7 @@ binfo_verdict(BInfo *bi, ZkEntry *e, int rc)
 static void
 binfo_listed(int rc, const struct String_vector *sv, const void *data)
 {
-	ZkEntry    *volatile none = NULL;
-	BInfo	   *bi = (BInfo *) data;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(BInfo, bi, data)
 	{
 		ZkEntry    *e = binfo_entry(bi);
 
@@ -493,17 +486,14 @@ binfo_listed(int rc, const struct String_vector *sv, const void *data)
 			binfo_step_done(bi);
 		}
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /* Completion of the zoo_aexists sent by binfo_drive() */
 static void
 binfo_counted(int rc, const struct Stat *stat, const void *data)
 {
-	ZkEntry    *volatile none = NULL;
-	BInfo	   *bi = (BInfo *) data;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(BInfo, bi, data)
 	{
 		ZkEntry    *e = binfo_entry(bi);
 
@@ -536,7 +526,7 @@ binfo_counted(int rc, const struct Stat *stat, const void *data)
 			binfo_step_done(bi);
 		}
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /*

@@ -85,6 +85,7 @@ extern void zk_b_obj_remove_entry(BObj *o, ZkEntry *e);
 extern void zk_b_entry_free(ZkEntry *e);
 extern BObj *zk_b_obj_of(ZkEntry *e);
 extern void zk_b_obj_kick(BObj *o);
+extern void zk_b_obj_wait(BObj *o, ZkEntry *e);
 extern int zk_b_barrier_watch_ready(BObj *o, bool behind);
 extern void zk_b_close_ready(BObj *o);
 extern void zk_b_obj_create_sent(BObj *o);

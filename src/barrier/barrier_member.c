@@ -67,6 +67,20 @@ member_unwatch(ZkEntry *e)
 	zk_entry_unwatch(e, path, ZWATCHTYPE_DATA, zk_kind_watcher);
 }
 
+/*
+ * e's member node is deleted, or given up (member_deleted): free e if it was
+ * let go, else answer a member that has left
+ */
+static void
+member_node_done(ZkEntry *e)
+{
+	e->node[0] = '\0';
+	if (e->released)
+		zk_entry_free(e);
+	else if (e->step.barrier == ZKB_LEFT)
+		zk_finish(e, ZKO_GRANTED, 0, NULL);
+}
+
 static ZkLogLimit member_delete_log;
 
 /* Completion of the delete member_send_delete() handed to the batch */
@@ -83,12 +97,8 @@ member_deleted(int rc, const void *ctx)
 			e->delete_inflight = false;
 			if (rc == ZOK || rc == ZNONODE)
 			{
-				e->node[0] = '\0';
 				e->in_doubt = false;
-				if (e->released)
-					zk_entry_free(e);
-				else if (e->step.barrier == ZKB_LEFT)
-					zk_finish(e, ZKO_GRANTED, 0, NULL);
+				member_node_done(e);
 			}
 			else if (!zk_rc_definite(rc))
 				zk_retry_later(e);
@@ -98,11 +108,7 @@ member_deleted(int rc, const void *ctx)
 					ereport(WARNING,
 							(errmsg("zklock: could not delete the member node of barrier \"%s\": %s",
 									zk_log_name(e->name), zerror(rc))));
-				e->node[0] = '\0';
-				if (e->released)
-					zk_entry_free(e);
-				else if (e->step.barrier == ZKB_LEFT)
-					zk_finish(e, ZKO_GRANTED, 0, NULL);
+				member_node_done(e);
 			}
 		}
 	}
@@ -787,17 +793,7 @@ member_step(ZkEntry *e)
 				return;
 			}
 			if (e->step.barrier == ZKB_ENTER)
-			{
-				BObj	   *o = zk_b_obj_of(e);
-
-				if (e->state != ZKE_WAITING)
-				{
-					e->state = ZKE_WAITING;
-					zk_wake_owner(e);
-				}
-				zk_b_obj_add(o, e);
-				zk_b_obj_kick(o);
-			}
+				zk_b_obj_wait(zk_b_obj_of(e), e);
 			else
 				e->state = ZKE_HELD;
 			return;
@@ -821,12 +817,12 @@ member_step(ZkEntry *e)
 }
 
 /*
- * A drive of the member threw: forget what was in flight.  A member let go
- * still deletes its node (retried); any other is retried three times, then
- * fails.
+ * Forget e's requests in flight: their completions find the flags cleared.
+ * A create out will never be answered (zk_b_obj_create_done): the watch on
+ * ready goes if nobody waits.
  */
 static void
-member_drive_failed(ZkEntry *e)
+member_forget_requests(ZkEntry *e)
 {
 	if (e->create_inflight)
 	{
@@ -835,6 +831,17 @@ member_drive_failed(ZkEntry *e)
 	}
 	e->create_inflight = e->delete_inflight = e->list_inflight = false;
 	e->watch_pending = false;
+}
+
+/*
+ * A drive of the member threw: forget what was in flight.  A member let go
+ * still deletes its node (retried); any other is retried three times, then
+ * fails.
+ */
+static void
+member_drive_failed(ZkEntry *e)
+{
+	member_forget_requests(e);
 	if (e->released)
 	{
 		if (e->node[0] || e->in_doubt)
@@ -857,13 +864,7 @@ member_drive_failed(ZkEntry *e)
 static void
 b_member_session_lost(ZkEntry *e, const char *why)
 {
-	if (e->create_inflight)
-	{
-		zk_b_obj_create_done(zk_b_obj_of(e));
-		zk_b_obj_unwatch_unused(zk_b_obj_of(e));
-	}
-	e->create_inflight = e->delete_inflight = e->list_inflight = false;
-	e->watch_pending = false;
+	member_forget_requests(e);
 	e->watching = false;
 	e->watched[0] = '\0';
 	e->in_doubt = false;

@@ -182,6 +182,40 @@ decode_node_name(const char *enc, int len)
 	return zk_utf8_to_server_noerror(out, n);
 }
 
+/*
+ * The text field key of an arrival's data dt (len bytes), in the database
+ * encoding; false when it is absent or cannot be converted
+ */
+static bool
+arrival_text(const char *dt, int len, const char *key, Datum *value)
+{
+	char		f[ZKLOCK_DATA_MAX];
+	char	   *s;
+
+	if (!zk_json_field(dt, len, key, f, sizeof(f)) ||
+		(s = zk_utf8_to_server_noerror(f, strlen(f))) == NULL)
+		return false;
+	*value = CStringGetTextDatum(s);
+	return true;
+}
+
+/*
+ * The number field key of an arrival's data dt (len bytes); false when it
+ * is absent, not digits only, or maxlen digits or more
+ */
+static bool
+arrival_number(const char *dt, int len, const char *key, size_t maxlen,
+			   Datum *value)
+{
+	char		f[ZKLOCK_DATA_MAX];
+
+	if (!zk_json_field(dt, len, key, f, sizeof(f)) ||
+		strspn(f, "0123456789") != strlen(f) || strlen(f) >= maxlen)
+		return false;
+	*value = Int32GetDatum(atoi(f));
+	return true;
+}
+
 /* SQL: zk_arrivals() */
 Datum
 zk_arrivals(PG_FUNCTION_ARGS)
@@ -222,26 +256,10 @@ zk_arrivals(PG_FUNCTION_ARGS)
 				values[2] = CStringGetTextDatum(f);
 			else
 				nulls[2] = true;
-			if (zk_json_field(dt, r.datalen, "host", f, sizeof(f)) &&
-				(part = zk_utf8_to_server_noerror(f, strlen(f))) != NULL)
-				values[3] = CStringGetTextDatum(part);
-			else
-				nulls[3] = true;
-			if (zk_json_field(dt, r.datalen, "port", f, sizeof(f)) &&
-				strspn(f, "0123456789") == strlen(f) && strlen(f) < 7)
-				values[4] = Int32GetDatum(atoi(f));
-			else
-				nulls[4] = true;
-			if (zk_json_field(dt, r.datalen, "database", f, sizeof(f)) &&
-				(part = zk_utf8_to_server_noerror(f, strlen(f))) != NULL)
-				values[5] = CStringGetTextDatum(part);
-			else
-				nulls[5] = true;
-			if (zk_json_field(dt, r.datalen, "pid", f, sizeof(f)) &&
-				strspn(f, "0123456789") == strlen(f) && strlen(f) < 10)
-				values[6] = Int32GetDatum(atoi(f));
-			else
-				nulls[6] = true;
+			nulls[3] = !arrival_text(dt, r.datalen, "host", &values[3]);
+			nulls[4] = !arrival_number(dt, r.datalen, "port", 7, &values[4]);
+			nulls[5] = !arrival_text(dt, r.datalen, "database", &values[5]);
+			nulls[6] = !arrival_number(dt, r.datalen, "pid", 10, &values[6]);
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 			p += MAXALIGN(sizeof(r) + r.namelen + r.datalen);
 		}

@@ -1087,6 +1087,22 @@ obj_probe(BObj *o)
  * ------------------------------------------------------------------------
  */
 
+/*
+ * e waits on o (a wait, or an entering member): its owner is told once
+ * that it waits, and o, a waiter more, probes (zk_b_obj_kick)
+ */
+void
+zk_b_obj_wait(BObj *o, ZkEntry *e)
+{
+	if (e->state != ZKE_WAITING)
+	{
+		e->state = ZKE_WAITING;
+		zk_wake_owner(e);		/* its timeout counts from now */
+	}
+	zk_b_obj_add(o, e);
+	zk_b_obj_kick(o);
+}
+
 /* A wait or member let go: off its object's waiters, and freed */
 void
 zk_b_entry_free(ZkEntry *e)
@@ -1107,13 +1123,7 @@ bwait_drive(ZkEntry *e)
 	}
 	if (e->outcome != ZKO_NONE)
 		return;
-	if (e->state != ZKE_WAITING)
-	{
-		e->state = ZKE_WAITING;
-		zk_wake_owner(e);		/* its timeout counts from now */
-	}
-	zk_b_obj_add(o, e);
-	zk_b_obj_kick(o);
+	zk_b_obj_wait(o, e);
 }
 
 /* A drive of the wait threw: fail it, or free it if it was let go */

@@ -66,6 +66,20 @@ arg_duration(FunctionCallInfo fcinfo, int argno)
 }
 
 /*
+ * The holder argument argno: as given, or this server's default holder
+ * (zk_lease_default_holder) when it is absent or NULL
+ */
+static char *
+arg_holder(FunctionCallInfo fcinfo, int argno)
+{
+	int			hlen;
+
+	if (PG_NARGS() > argno && !PG_ARGISNULL(argno))
+		return zk_arg_text_name(fcinfo, argno, "lease holder", &hlen);
+	return zk_lease_default_holder(&hlen);
+}
+
+/*
  * zk_try_lease(name text, duration interval, holder text DEFAULT NULL)
  */
 Datum
@@ -74,13 +88,8 @@ zk_try_lease(PG_FUNCTION_ARGS)
 	int			len;
 	char	   *name = zk_arg_text_name(fcinfo, 0, "lease name", &len);
 	int64		duration_us = arg_duration(fcinfo, 1);
-	int			hlen;
-	char	   *holder;
+	char	   *holder = arg_holder(fcinfo, 2);
 
-	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
-		holder = zk_arg_text_name(fcinfo, 2, "lease holder", &hlen);
-	else
-		holder = zk_lease_default_holder(&hlen);
 	zk_require_shmem();
 	zk_check_name(name, len);
 	zk_backend_init();
@@ -211,13 +220,8 @@ zk_lease_release(PG_FUNCTION_ARGS)
 {
 	int			len;
 	char	   *name = zk_arg_text_name(fcinfo, 0, "lease name", &len);
-	int			hlen;
-	char	   *holder;
+	char	   *holder = arg_holder(fcinfo, 1);
 
-	if (PG_NARGS() > 1 && !PG_ARGISNULL(1))
-		holder = zk_arg_text_name(fcinfo, 1, "lease holder", &hlen);
-	else
-		holder = zk_lease_default_holder(&hlen);
 	zk_require_shmem();
 	zk_check_name(name, len);
 	zk_backend_init();

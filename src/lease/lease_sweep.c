@@ -270,10 +270,7 @@ static void
 scan_read_done(int rc, const char *value, int value_len, const struct Stat *stat,
 			   const void *data)
 {
-	SweepCall  *c = (SweepCall *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(SweepCall, c, data)
 	{
 		if (call_current(c))
 		{
@@ -298,7 +295,7 @@ scan_read_done(int rc, const char *value, int value_len, const struct Stat *stat
 			scan_send_more();
 		}
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 	free(c);
 }
 
@@ -348,10 +345,7 @@ pass_over(const char *msg)
 static void
 list_done(int rc, const struct String_vector *kids, const void *data)
 {
-	SweepCall  *c = (SweepCall *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(SweepCall, c, data)
 	{
 		if (call_current(c) && sw.phase == SWP_LISTING)
 		{
@@ -398,7 +392,7 @@ list_done(int rc, const struct String_vector *kids, const void *data)
 			}
 		}
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 	free(c);
 }
 
@@ -406,10 +400,7 @@ list_done(int rc, const struct String_vector *kids, const void *data)
 static void
 count_done(int rc, const struct Stat *stat, const void *data)
 {
-	SweepCall  *c = (SweepCall *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(SweepCall, c, data)
 	{
 		if (call_current(c) && sw.phase == SWP_COUNTING)
 		{
@@ -435,7 +426,7 @@ count_done(int rc, const struct Stat *stat, const void *data)
 			}
 		}
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 	free(c);
 }
 
@@ -454,16 +445,13 @@ slot_entry(SweepSlot *sl)
 static void
 drop_done(int rc, const void *data)
 {
-	SweepCall  *c = (SweepCall *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(SweepCall, c, data)
 	{
 		/* ZNOTEMPTY: a client came meanwhile, and keeps it */
 		if (rc == ZOK && c->gen == sw.gen)
 			sw.dropped++;
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 	free(c);
 }
 
@@ -471,10 +459,7 @@ drop_done(int rc, const void *data)
 static void
 drop_acl_done(int rc, struct ACL_vector *acl, struct Stat *stat, const void *data)
 {
-	SweepCall  *c = (SweepCall *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(SweepCall, c, data)
 	{
 		if (call_current(c))
 		{
@@ -493,7 +478,7 @@ drop_acl_done(int rc, struct ACL_vector *acl, struct Stat *stat, const void *dat
 			}
 		}
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 	free(c);
 }
 
@@ -538,10 +523,7 @@ slot_unlock(int s, bool drop_name)
 static void
 delete_done(int rc, const void *data)
 {
-	SweepCall  *c = (SweepCall *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(SweepCall, c, data)
 	{
 		if (call_current(c) && sw.slot[c->slot].step == SL_DELETING)
 		{
@@ -551,7 +533,7 @@ delete_done(int rc, const void *data)
 			slot_unlock(c->slot, rc == ZOK);
 		}
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 	free(c);
 }
 
@@ -607,10 +589,7 @@ static void
 hold_read_done(int rc, const char *value, int value_len, const struct Stat *stat,
 			   const void *data)
 {
-	SweepCall  *c = (SweepCall *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(SweepCall, c, data)
 	{
 		if (call_current(c) && sw.slot[c->slot].step == SL_READING)
 		{
@@ -629,7 +608,7 @@ hold_read_done(int rc, const char *value, int value_len, const struct Stat *stat
 			slot_read_answered(c);
 		}
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 	free(c);
 }
 
@@ -637,10 +616,7 @@ hold_read_done(int rc, const char *value, int value_len, const struct Stat *stat
 static void
 hold_acl_done(int rc, struct ACL_vector *acl, struct Stat *stat, const void *data)
 {
-	SweepCall  *c = (SweepCall *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(SweepCall, c, data)
 	{
 		if (call_current(c) && sw.slot[c->slot].step == SL_READING)
 		{
@@ -651,7 +627,7 @@ hold_acl_done(int rc, struct ACL_vector *acl, struct Stat *stat, const void *dat
 			slot_read_answered(c);
 		}
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 	free(c);
 }
 
@@ -659,10 +635,7 @@ hold_acl_done(int rc, struct ACL_vector *acl, struct Stat *stat, const void *dat
 static void
 lock_stat_done(int rc, const struct Stat *stat, const void *data)
 {
-	SweepCall  *c = (SweepCall *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(SweepCall, c, data)
 	{
 		if (call_current(c) && sw.slot[c->slot].step == SL_READING)
 		{
@@ -674,7 +647,7 @@ lock_stat_done(int rc, const struct Stat *stat, const void *data)
 			slot_read_answered(c);
 		}
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 	free(c);
 }
 

@@ -73,6 +73,30 @@ free_call(LeaseCall *c)
 	pfree(c);
 }
 
+/*
+ * A completion's entry e (NULL once freed) waits for this answer: its read,
+ * or its write when write, was in flight.  That flag is cleared; an entry
+ * let go meanwhile is freed and waits for nothing.
+ */
+static bool
+call_answered(ZkEntry *e, bool write)
+{
+	bool	   *inflight;
+
+	if (e == NULL)
+		return false;
+	inflight = write ? &e->create_inflight : &e->list_inflight;
+	if (!*inflight)
+		return false;
+	*inflight = false;
+	if (e->released)
+	{
+		zk_entry_free(e);
+		return false;
+	}
+	return true;
+}
+
 /* the answer of a read: the holder's data (none when it does not exist) */
 static void
 read_done(int rc, const char *value, int value_len, const struct Stat *stat,
@@ -84,12 +108,9 @@ read_done(int rc, const char *value, int value_len, const struct Stat *stat,
 	COMPLETION_BEGIN
 	{
 		e = zk_entry_of(c->ectx);
-		if (e != NULL && e->list_inflight)
+		if (call_answered(e, false))
 		{
-			e->list_inflight = false;
-			if (e->released)
-				zk_entry_free(e);
-			else if (rc == ZNONODE || (rc == ZOK && stat))
+			if (rc == ZNONODE || (rc == ZOK && stat))
 			{
 				int			dl = (rc == ZOK && value) ? Max(value_len, 0) : 0;
 				dsa_area   *area = zk_dsa();
@@ -135,12 +156,9 @@ write_done(int rc, const void *data)
 	COMPLETION_BEGIN
 	{
 		e = zk_entry_of(c->ectx);
-		if (e != NULL && e->create_inflight)
+		if (call_answered(e, true))
 		{
-			e->create_inflight = false;
-			if (e->released)
-				zk_entry_free(e);
-			else if (rc == ZOK)
+			if (rc == ZOK)
 			{
 				lease_answer(e, ZKO_GRANTED);
 			}
@@ -252,24 +270,38 @@ lease_drive(ZkEntry *e)
 }
 
 /*
+ * e's requests in flight are void: their completions find the flags
+ * cleared.  *was_writing: a write was among them.  True when e still waits
+ * for an answer; an entry let go is freed.
+ */
+static bool
+calls_void(ZkEntry *e, bool *was_writing)
+{
+	*was_writing = e->create_inflight;
+	e->list_inflight = false;
+	e->create_inflight = false;
+	if (e->released)
+	{
+		zk_entry_free(e);
+		return false;
+	}
+	return e->outcome == ZKO_NONE;
+}
+
+/*
  * An error while driving a lease entry: fail the request, or free it once
  * let go
  */
 static void
 lease_drive_failed(ZkEntry *e)
 {
-	bool		was_writing = e->create_inflight;
+	bool		was_writing;
 
-	e->list_inflight = false;
-	e->create_inflight = false;
-	if (e->released)
-		zk_entry_free(e);
-	else if (e->outcome == ZKO_NONE)
-	{
-		if (was_writing)
-			e->in_doubt = true;
-		zk_fail(e, ERRCODE_INTERNAL_ERROR, "the zklock worker failed while handling a lease");
-	}
+	if (!calls_void(e, &was_writing))
+		return;
+	if (was_writing)
+		e->in_doubt = true;
+	zk_fail(e, ERRCODE_INTERNAL_ERROR, "the zklock worker failed while handling a lease");
 }
 
 /*
@@ -279,23 +311,17 @@ lease_drive_failed(ZkEntry *e)
 static void
 lease_session_lost(ZkEntry *e, const char *why)
 {
-	/* requests in flight are void: their completions find the flags cleared */
-	bool		was_writing = e->create_inflight;
+	bool		was_writing;
 
-	e->list_inflight = false;
-	e->create_inflight = false;
-	if (e->released)
-		zk_entry_free(e);
-	else if (e->outcome == ZKO_NONE)
+	if (!calls_void(e, &was_writing))
+		return;
+	if (was_writing)
 	{
-		if (was_writing)
-		{
-			e->in_doubt = true;
-			lease_answer(e, ZKO_BUSY);
-		}
-		else
-			zk_retry_later(e);
+		e->in_doubt = true;
+		lease_answer(e, ZKO_BUSY);
 	}
+	else
+		zk_retry_later(e);
 }
 
 /*

@@ -84,6 +84,19 @@ retry_or_fail(ZkEntry *e, int rc)
 		fail_rc(e, rc);
 }
 
+/*
+ * A read for e was sent with rc: in flight when ZOK, else not sent
+ * (zk_send_failed)
+ */
+static void
+read_sent(ZkEntry *e, int rc, const char *what)
+{
+	if (rc == ZOK)
+		e->list_inflight = true;
+	else
+		(void) zk_send_failed(e, rc, what);
+}
+
 /* e's lease node is there (its create answered, or found by listing): held */
 static void
 lease_landed(ZkEntry *e)
@@ -172,10 +185,7 @@ pool_read(int rc, const char *value, int value_len, const struct Stat *stat,
 
 					pool_path(e, path, sizeof(path));
 					lrc = zoo_aexists(zk_zh, path, 0, pool_counted, zk_ctx_of(e));
-					if (lrc == ZOK)
-						e->list_inflight = true;
-					else
-						(void) zk_send_failed(e, lrc, "semaphore count");
+					read_sent(e, lrc, "semaphore count");
 				}
 				else
 				{
@@ -478,27 +488,21 @@ quiet_done(QuietPool *q)
 static void
 quiet_pool_again(int rc, const struct Stat *stat, const void *ctx)
 {
-	QuietPool  *q = (QuietPool *) ctx;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(QuietPool, q, ctx)
 	{
 		if (rc == ZOK && stat && stat->numChildren == 0 && stat->pzxid == q->pzxid &&
 			q->session == zk_cur_session && zk_session_usable())
 			(void) zoo_adelete(zk_zh, q->pool, -1, pool_deleted, NULL);
 		quiet_done(q);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /* step 2's answer: nobody on the guard since: read the pool again */
 static void
 quiet_guard_read(int rc, const struct Stat *stat, const void *ctx)
 {
-	QuietPool  *q = (QuietPool *) ctx;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(QuietPool, q, ctx)
 	{
 		bool		quiet = (rc == ZNONODE ||
 							 (rc == ZOK && stat && stat->numChildren == 0 &&
@@ -510,17 +514,14 @@ quiet_guard_read(int rc, const struct Stat *stat, const void *ctx)
 		if (q != NULL)
 			quiet_done(q);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /* step 1's answer: an empty pool waits POOL_QUIET_MS */
 static void
 quiet_pool_first(int rc, const struct Stat *stat, const void *ctx)
 {
-	QuietPool  *q = (QuietPool *) ctx;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(QuietPool, q, ctx)
 	{
 		quiet_inflight--;
 		if (rc == ZOK && stat && stat->numChildren == 0 &&
@@ -536,7 +537,7 @@ quiet_pool_first(int rc, const struct Stat *stat, const void *ctx)
 		else
 			pfree(q);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /* The last lease of pool was deleted: step 1 */
@@ -700,20 +701,14 @@ sem_step(ZkEntry *e)
 			}
 			else
 				rc = zoo_aget_children(zk_zh, path, 0, pool_listed, zk_ctx_of(e));
-			if (rc == ZOK)
-				e->list_inflight = true;
-			else
-				(void) zk_send_failed(e, rc, "semaphore list");
+			read_sent(e, rc, "semaphore list");
 			break;
 		case ZKSEM_COUNT:
 			/* the pool's max_leases first (a wrong one is 22023 at once) */
 			pool_path(e, path, sizeof(path));
 			e->state = ZKE_CREATING;
 			rc = zoo_aget(zk_zh, path, 0, pool_read, zk_ctx_of(e));
-			if (rc == ZOK)
-				e->list_inflight = true;
-			else
-				(void) zk_send_failed(e, rc, "semaphore count");
+			read_sent(e, rc, "semaphore count");
 			break;
 		case ZKSEM_CREATE:
 			lease_path(e, path, sizeof(path));
