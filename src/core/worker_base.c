@@ -785,6 +785,8 @@ zk_kind_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 	COMPLETION_BEGIN
 	{
 		e = zk_entry_watch_fired(path, ctx);
+		/* a kind that sets watches through it has the op */
+		Assert(e == NULL || KIND_OPS(e)->watch_fired != NULL);
 		if (e != NULL && !e->released && KIND_OPS(e)->watch_fired != NULL)
 			KIND_OPS(e)->watch_fired(e);
 	}
