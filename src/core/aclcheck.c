@@ -244,10 +244,7 @@ report_open(const char *path, const char *entry, const char *why)
 static void
 acl_repair_done(int rc, const void *data)
 {
-	AclCall    *c = (AclCall *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(AclCall, c, data)
 	{
 		inflight--;
 		if (c->session == zk_cur_session)
@@ -278,7 +275,7 @@ acl_repair_done(int rc, const void *data)
 		}
 		pfree(c);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /* Completion of the zoo_aget_acl sent by send_read() */
@@ -286,10 +283,7 @@ static void
 acl_read_done(int rc, struct ACL_vector *acl, struct Stat *stat,
 			  const void *data)
 {
-	AclCall    *c = (AclCall *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(AclCall, c, data)
 	{
 		char		entry[ZKLOCK_ACL_ID_MAX * 2 + 32];
 		bool		open = false;
@@ -347,5 +341,5 @@ acl_read_done(int rc, struct ACL_vector *acl, struct Stat *stat,
 		if (c != NULL)
 			pfree(c);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }

@@ -468,10 +468,7 @@ static ZkLogLimit reregistered_log;
 static void
 reg_node_done(int rc, const char *value, const void *data)
 {
-	HistCall   *c = (HistCall *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(HistCall, c, data)
 	{
 		if (c->session == reg_session)
 		{
@@ -512,17 +509,14 @@ reg_node_done(int rc, const char *value, const void *data)
 		}
 		pfree(c);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /* Completion of the zoo_aexists sent by zk_history_turn() */
 static void
 reg_heir_checked(int rc, const struct Stat *stat, const void *data)
 {
-	HistCall   *c = (HistCall *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(HistCall, c, data)
 	{
 		if (c->session == reg_session)
 		{
@@ -538,7 +532,7 @@ reg_heir_checked(int rc, const struct Stat *stat, const void *data)
 		}
 		pfree(c);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 static void reg_live_owner(int rc, const struct Stat *stat, const void *data);
@@ -548,10 +542,7 @@ static ZkLogLimit live_wait_log;
 static void
 reg_live_done(int rc, const void *data)
 {
-	HistCall   *c = (HistCall *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(HistCall, c, data)
 	{
 		if (c->session == reg_session)
 		{
@@ -589,7 +580,7 @@ reg_live_done(int rc, const void *data)
 		}
 		pfree(c);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /*
@@ -612,10 +603,7 @@ reg_live_done(int rc, const void *data)
 static void
 reg_live_owner(int rc, const struct Stat *stat, const void *data)
 {
-	HistCall   *c = (HistCall *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(HistCall, c, data)
 	{
 		if (c->session == reg_session)
 		{
@@ -636,7 +624,7 @@ reg_live_owner(int rc, const struct Stat *stat, const void *data)
 		}
 		pfree(c);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /* The run node's content: cluster, run, timeline, start, port, pid, time */
@@ -1034,10 +1022,7 @@ static void
 survey_heir_read(int rc, const char *value, int value_len,
 				 const struct Stat *stat, const void *data)
 {
-	HistCall   *c = (HistCall *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(HistCall, c, data)
 	{
 		if (c->idx < nruns && runs != NULL)
 		{
@@ -1071,7 +1056,7 @@ survey_heir_read(int rc, const char *value, int value_len,
 		pfree(c);
 		survey_one_done();
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /* Completion of the zoo_aget_children2 sent by survey_listed() */
@@ -1079,10 +1064,7 @@ static void
 survey_run_listed(int rc, const struct String_vector *sv,
 				  const struct Stat *stat, const void *data)
 {
-	HistCall   *c = (HistCall *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(HistCall, c, data)
 	{
 		bool		counted = false;
 
@@ -1134,17 +1116,14 @@ survey_run_listed(int rc, const struct String_vector *sv,
 			survey_one_done();
 		}
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /* Completion of the zoo_aget_children sent by zk_history_survey() */
 static void
 survey_listed(int rc, const struct String_vector *sv, const void *data)
 {
-	HistCall   *c = (HistCall *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(HistCall, c, data)
 	{
 		char		prefix[32];
 		int			i;
@@ -1194,7 +1173,7 @@ survey_listed(int rc, const struct String_vector *sv, const void *data)
 		pfree(c);
 		survey_one_done();
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /*
@@ -1455,10 +1434,7 @@ call_run(HistCall *c, char *name, size_t len)
 static void
 take_done(int rc, const void *data)
 {
-	HistCall   *c = (HistCall *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(HistCall, c, data)
 	{
 		char		name[64];
 		RunRec	   *r = call_run(c, name, sizeof(name));
@@ -1485,7 +1461,7 @@ take_done(int rc, const void *data)
 		pfree(c);
 		survey_one_done();
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /*
@@ -1547,10 +1523,7 @@ static ZkLogLimit forgot_log;
 static void
 claim_done(int rc, const void *data)
 {
-	HistCall   *c = (HistCall *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(HistCall, c, data)
 	{
 		char		name[64];
 		RunRec	   *r = call_run(c, name, sizeof(name));
@@ -1581,7 +1554,7 @@ claim_done(int rc, const void *data)
 		pfree(c);
 		survey_one_done();
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /*

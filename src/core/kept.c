@@ -302,10 +302,7 @@ setup_answered(void)
 static void
 create_done(int rc, const char *value, const void *data)
 {
-	KeptCall   *c = (KeptCall *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(KeptCall, c, data)
 	{
 		if (c->session == zk_cur_session && c->session == setup_session)
 		{
@@ -317,17 +314,14 @@ create_done(int rc, const char *value, const void *data)
 		}
 		pfree(c);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /* Completion of the quota nodes' ACL reads */
 static void
 acl_done(int rc, struct ACL_vector *acl, struct Stat *stat, const void *data)
 {
-	KeptCall   *c = (KeptCall *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(KeptCall, c, data)
 	{
 		if (c->session == zk_cur_session && c->session == setup_session)
 		{
@@ -363,7 +357,7 @@ acl_done(int rc, struct ACL_vector *acl, struct Stat *stat, const void *data)
 		}
 		pfree(c);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /* Completion of the worker's read of the totals */
@@ -371,10 +365,7 @@ static void
 read_done(int rc, const char *value, int value_len, const struct Stat *stat,
 		  const void *data)
 {
-	KeptCall   *c = (KeptCall *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(KeptCall, c, data)
 	{
 		read_inflight = false;
 		if (c->session == zk_cur_session)
@@ -399,7 +390,7 @@ read_done(int rc, const char *value, int value_len, const struct Stat *stat,
 		}
 		pfree(c);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /* Completion of the delete of the stats node (limits_done): nothing to do */
@@ -419,10 +410,7 @@ stats_deleted(int rc, const void *data)
 static void
 limits_done(int rc, const struct Stat *stat, const void *data)
 {
-	KeptCall   *c = (KeptCall *) data;
-	ZkEntry    *volatile none = NULL;
-
-	COMPLETION_BEGIN
+	DATA_COMPLETION_BEGIN(KeptCall, c, data)
 	{
 		if (c->session == zk_cur_session && rc == ZNONODE &&
 			zk_ctl->kept_state == ZKKEPT_OK)
@@ -441,7 +429,7 @@ limits_done(int rc, const struct Stat *stat, const void *data)
 		}
 		pfree(c);
 	}
-	COMPLETION_END(none);
+	NONE_COMPLETION_END;
 }
 
 /* Send a create of path with data (setup); counted in setup_pending */

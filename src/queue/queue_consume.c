@@ -251,6 +251,17 @@ zk_q_waiter_entry(Waiter *w)
 	return zk_q_entry_of(w->idx, w->gen);
 }
 
+/* The entry of waiter w; or NULL once it was freed, and w freed too */
+static ZkEntry *
+waiter_live(Waiter *w)
+{
+	ZkEntry    *e = zk_q_waiter_entry(w);
+
+	if (e == NULL)
+		pfree(w);
+	return e;
+}
+
 /* Does a waiter of q wait for an item (not a try)?  Then watches are set */
 static bool
 has_blocking_waiter(QState *q)
@@ -414,15 +425,12 @@ fail_idle_waiters(QState *q, const char *noauth_path)
 	foreach(lc, q->waiters)
 	{
 		Waiter	   *w = (Waiter *) lfirst(lc);
-		ZkEntry    *e = zk_q_waiter_entry(w);
+		ZkEntry    *e = waiter_live(w);
 		int			held;
 		int			doubt;
 
 		if (e == NULL)
-		{
-			pfree(w);
 			continue;
-		}
 		zk_q_count_slots(e, &held, &doubt);
 		if (!e->released && held == 0 && doubt == 0 && e->outstanding == 0)
 		{
@@ -951,15 +959,12 @@ zk_q_round_done(QState *q)
 	foreach(lc, q->waiters)
 	{
 		Waiter	   *w = (Waiter *) lfirst(lc);
-		ZkEntry    *e = zk_q_waiter_entry(w);
+		ZkEntry    *e = waiter_live(w);
 		int			held;
 		int			doubt;
 
 		if (e == NULL)
-		{
-			pfree(w);
 			continue;
-		}
 		if (behind)
 		{
 			/* behind an open window: offered nothing yet, served next */

@@ -324,6 +324,24 @@ scan_void_done(int rc, const void *data)
 }
 
 /*
+ * A scan's call d was sent with rc: counted in outstanding and in its
+ * window, true; or not (freed; the scan stops for good), false
+ */
+static bool
+scan_call_sent(Scan *s, ScanCall *d, int rc, int *window)
+{
+	if (rc != ZOK)
+	{
+		pfree(d);
+		s->failed = true;
+		return false;
+	}
+	s->outstanding++;
+	(*window)++;
+	return true;
+}
+
+/*
  * List the taken of the next queues, at most ZKQ_INFO_WINDOW at a time (each
  * answer sends the next); stops for good after a failure.
  */
@@ -344,14 +362,9 @@ scan_send_queues(Scan *s)
 		d->scan = s;
 		strlcpy(d->qenc, s->queues[s->qnext++], sizeof(d->qenc));
 		snprintf(buf, sizeof(buf), "%s/queues/%s/taken", zk_root, d->qenc);
-		if (zoo_aget_children(zk_zh, buf, 0, scan_taken_listed, d) != ZOK)
-		{
-			pfree(d);
-			s->failed = true;
+		if (!scan_call_sent(s, d, zoo_aget_children(zk_zh, buf, 0, scan_taken_listed, d),
+							&s->qlisting))
 			break;
-		}
-		s->outstanding++;
-		s->qlisting++;
 	}
 	if (s->failed || s->qnext >= s->nqueues)
 		zk_q_names_free(&s->queues, &s->nqueues);
@@ -854,14 +867,8 @@ scan_send_txns(Scan *s)
 		}
 		else
 			rc = zoo_aget(zk_zh, d->path, 0, scan_txn_data, d);
-		if (rc != ZOK)
-		{
-			pfree(d);
-			s->failed = true;
+		if (!scan_call_sent(s, d, rc, &s->treading))
 			break;
-		}
-		s->outstanding++;
-		s->treading++;
 	}
 	if (s->failed || s->tnext >= s->ntxns)
 		zk_q_names_free(&s->txns, &s->ntxns);
