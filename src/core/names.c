@@ -149,23 +149,24 @@ zk_utf8_to_server_noerror(const char *utf8, int len)
 }
 
 /*
- * Refuse names that cannot be locks (len is that of the UTF-8 form).  Raises 22023 (invalid parameter value).
+ * Refuse a name of len bytes in UTF-8 that is empty or longer than
+ * ZKLOCK_NAME_MAX (22023, invalid parameter value); "what" names it in the
+ * messages ("lock name", "queue name", ...).
  */
 void
-zk_check_name(const char *name, int len)
+zk_check_name(const char *what, int len)
 {
 	if (len == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("zklock lock name must not be empty"),
-				 errhint("Give a name of 1 to %d bytes.", ZKLOCK_NAME_MAX)));
+				 errmsg("zklock %s must not be empty", what),
+				 errhint("The %s must have 1 to %d bytes.", what, ZKLOCK_NAME_MAX)));
 	if (len > ZKLOCK_NAME_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("zklock lock name is too long"),
-				 errdetail("The name has %d bytes in UTF-8; the limit is %d bytes.",
-						   len, ZKLOCK_NAME_MAX),
-				 errhint("Use a shorter name, for example a hash of the long one.")));
+				 errmsg("zklock %s is too long", what),
+				 errdetail("It has %d bytes in UTF-8; the limit is %d bytes.", len, ZKLOCK_NAME_MAX),
+				 errhint("Use a shorter %s.", what)));
 }
 
 /* Append the bytes of s, each plain byte as itself and any other as %XX */

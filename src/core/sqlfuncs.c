@@ -138,17 +138,7 @@ zk_arg_text_name(FunctionCallInfo fcinfo, int argno, const char *what, int *len)
 	u = rawlen > ZKLOCK_NAME_MAX ? NULL : zk_name_to_utf8(VARDATA_ANY(t), rawlen, len);
 	if (u == NULL)
 		*len = rawlen;
-	if (*len == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("zklock %s must not be empty", what),
-				 errhint("The %s must have 1 to %d bytes.", what, ZKLOCK_NAME_MAX)));
-	if (*len > ZKLOCK_NAME_MAX)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("zklock %s is too long", what),
-				 errdetail("It has %d bytes in UTF-8; the limit is %d bytes.", *len, ZKLOCK_NAME_MAX),
-				 errhint("Use a shorter %s.", what)));
+	zk_check_name(what, *len);
 	return pnstrdup(u, *len);
 }
 
@@ -174,7 +164,7 @@ zk_arg_name(FunctionCallInfo fcinfo, bool key, int *len)
 
 		/* refuse absurd lengths before converting anything */
 		if (rawlen > ZKLOCK_NAME_MAX)
-			zk_check_name(VARDATA_ANY(t), rawlen);
+			zk_check_name("lock name", rawlen);
 		return zk_name_to_utf8(VARDATA_ANY(t), rawlen, len);
 	}
 }

@@ -460,7 +460,7 @@ ZK_NORETURN extern void zk_payload_memory_error(Size need, const char *what, con
 /* names.c */
 extern char *zk_name_to_utf8(const char *name, int len, int *outlen);
 extern char *zk_utf8_to_server_noerror(const char *utf8, int len);
-extern void zk_check_name(const char *name, int len);
+extern void zk_check_name(const char *what, int len);
 extern void zk_encode_name(const char *name, int len, char *out);
 extern bool zk_valid_root(const char *root, const char **why);
 extern int	zk_decode_name(const char *enc, char *out, int outlen);

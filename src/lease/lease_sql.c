@@ -91,7 +91,6 @@ zk_try_lease(PG_FUNCTION_ARGS)
 	char	   *holder = arg_holder(fcinfo, 2);
 
 	zk_require_shmem();
-	zk_check_name(name, len);
 	zk_backend_init();
 	PG_RETURN_BOOL(zk_lease_try(name, len, holder, duration_us));
 }
@@ -119,7 +118,6 @@ zk_lease_holder(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 	zk_require_shmem();
-	zk_check_name(name, len);
 	zk_backend_init();
 	if (!zk_lease_read(name, len, &data, &datalen))
 		PG_RETURN_VOID();
@@ -223,7 +221,6 @@ zk_lease_release(PG_FUNCTION_ARGS)
 	char	   *holder = arg_holder(fcinfo, 1);
 
 	zk_require_shmem();
-	zk_check_name(name, len);
 	zk_backend_init();
 	PG_RETURN_BOOL(zk_lease_end(name, len, holder));
 }

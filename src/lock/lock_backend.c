@@ -456,7 +456,7 @@ static void
 begin_call(const char *name, int len)
 {
 	zk_require_shmem();
-	zk_check_name(name, len);
+	zk_check_name("lock name", len);
 	zk_backend_init();
 	check_lost();
 }

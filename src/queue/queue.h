@@ -305,7 +305,6 @@ extern bool zk_kept_verify(const char *path, const ZkTxnKept *k);
 
 /* queue_backend.c */
 typedef void (*zkq_emit_fn) (const ZkMsgRec *m, const char *payload, void *arg);
-extern void zk_queue_check_name(const char *name, int len);
 extern void zk_queue_enqueue(const char *qname, int qlen, const char *payload, Size plen,
 							 int priority);
 extern int	zk_queue_dequeue(const char *qname, int qlen, int max_items, bool try_only,

@@ -79,24 +79,6 @@ static uint32 claim_counter = 0;
 
 /* ---- helpers ---- */
 
-/* Refuse an empty queue name or one over ZKLOCK_NAME_MAX bytes (22023) */
-void
-zk_queue_check_name(const char *name, int len)
-{
-	if (len == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("zklock queue name must not be empty"),
-				 errhint("Give a name of 1 to %d bytes.", ZKLOCK_NAME_MAX)));
-	if (len > ZKLOCK_NAME_MAX)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("zklock queue name is too long"),
-				 errdetail("The name has %d bytes in UTF-8; the limit is %d bytes.",
-						   len, ZKLOCK_NAME_MAX),
-				 errhint("Use a shorter name.")));
-}
-
 /* Refuse "what" on a hot standby (25006): no transaction id to tie it to */
 static void
 require_primary(const char *what)
@@ -264,7 +246,7 @@ zk_queue_enqueue(const char *qname, int qlen, const char *payload, Size plen, in
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 				 errmsg("zklock queue priority %d is out of range", priority),
 				 errhint("Give a priority from 0 (first) to 999 (last); the default is 100.")));
-	zk_queue_check_name(qname, qlen);
+	zk_check_name("queue name", qlen);
 	qname = zk_qualify_name(qname, qlen, &qlen);
 
 	/*
@@ -764,7 +746,7 @@ zk_queue_dequeue(const char *qname, int qlen, int max_items, bool try_only,
 	bool		unflushed;
 
 	zk_require_shmem();
-	zk_queue_check_name(qname, qlen);
+	zk_check_name("queue name", qlen);
 	if (max_items < 1 || max_items > ZKQ_MAX_ITEMS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -881,7 +863,7 @@ zk_queue_info(ZkQinfoOp op, const char *qname, int qlen, int n, uint64 arg,
 
 	zk_require_shmem();
 	if (qname != NULL)
-		zk_queue_check_name(qname, qlen);
+		zk_check_name("queue name", qlen);
 	e = new_queue_entry(ZKK_QINFO, qname, qlen);
 	ZKQ(e)->qop = (uint8) op;
 	ZKQ(e)->max_items = n;

@@ -59,7 +59,7 @@ queue_arg(FunctionCallInfo fcinfo, int *len)
 	t = PG_GETARG_TEXT_PP(0);
 	rawlen = VARSIZE_ANY_EXHDR(t);
 	if (rawlen > ZKLOCK_NAME_MAX * 4)
-		zk_queue_check_name(VARDATA_ANY(t), rawlen);
+		zk_check_name("queue name", rawlen);
 	return zk_name_to_utf8(VARDATA_ANY(t), rawlen, len);
 }
 
@@ -277,7 +277,7 @@ zk_queue_drop(PG_FUNCTION_ARGS)
 
 	/* who may: EXECUTE, revoked from PUBLIC (the "admin" group) */
 	zk_require_shmem();
-	zk_queue_check_name(name, len);
+	zk_check_name("queue name", len);
 	mine = zk_queue_pending_items(name, len);
 	if (mine > 0)
 		ereport(ERROR,
@@ -447,7 +447,7 @@ zk_queue_peek(PG_FUNCTION_ARGS)
 	ctx.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	if (n == 0)
 	{
-		zk_queue_check_name(name, len);
+		zk_check_name("queue name", len);
 		return (Datum) 0;
 	}
 	e = zk_queue_info(ZKQI_PEEK, name, len, n, answer_cap(), &idx, &gen, "peek at the queue");

@@ -48,7 +48,6 @@ sem_common(FunctionCallInfo fcinfo, ZkScope scope, bool try_only)
 	bool		ok;
 
 	zk_require_shmem();
-	zk_check_name(name, len);
 	zk_check_semaphore_name(name, len);
 	zk_backend_init();
 	ok = zk_sem_acquire(name, len, max, scope, try_only, timeout_ms);
