@@ -523,9 +523,7 @@ leave_round(ZkEntry *e, char **m, int n)
 	MemoryContext old;
 	int			i;
 
-	if (leave_cxt == NULL)
-		leave_cxt = AllocSetContextCreate(TopMemoryContext, "zklock barrier rounds",
-										  ALLOCSET_SMALL_SIZES);
+	(void) ZK_LAZY_CONTEXT(leave_cxt, "zklock barrier rounds", ALLOCSET_SMALL_SIZES);
 	foreach(lc, leave_rounds)
 	{
 		LeaveRound *r = (LeaveRound *) lfirst(lc);

@@ -144,10 +144,7 @@ obj_by_ctx(const void *ctx)
 MemoryContext
 zk_b_context(void)
 {
-	if (b_cxt == NULL)
-		b_cxt = AllocSetContextCreate(TopMemoryContext, "zklock barriers",
-									  ALLOCSET_DEFAULT_SIZES);
-	return b_cxt;
+	return ZK_LAZY_CONTEXT(b_cxt, "zklock barriers", ALLOCSET_DEFAULT_SIZES);
 }
 
 /*

@@ -72,7 +72,7 @@ static void acl_read_done(int rc, struct ACL_vector *acl, struct Stat *stat,
 static MemoryContext
 aclc_context(void)
 {
-	return ZK_LAZY_CONTEXT(aclc_cxt, "zklock acl checks");
+	return ZK_LAZY_CONTEXT(aclc_cxt, "zklock acl checks", ALLOCSET_SMALL_SIZES);
 }
 
 /* Forget the parents seen (a new session, a reload, or the set is full) */

@@ -164,7 +164,7 @@ static void send_alone(BatchItem *it);
 static MemoryContext
 batch_context(void)
 {
-	return ZK_LAZY_CONTEXT(batch_cxt, "zklock batch");
+	return ZK_LAZY_CONTEXT(batch_cxt, "zklock batch", ALLOCSET_SMALL_SIZES);
 }
 
 /* This cluster's stamp node: <root>/stamps/<system identifier> */

@@ -124,10 +124,7 @@ hist_context(void)
 {
 	static MemoryContext cxt = NULL;
 
-	if (cxt == NULL)
-		cxt = AllocSetContextCreate(TopMemoryContext, "zklock history",
-									ALLOCSET_SMALL_SIZES);
-	return cxt;
+	return ZK_LAZY_CONTEXT(cxt, "zklock history", ALLOCSET_SMALL_SIZES);
 }
 
 /* This run's id, made at the start of shared memory */

@@ -89,7 +89,7 @@ typedef struct KeptCall
 static MemoryContext
 kept_context(void)
 {
-	return ZK_LAZY_CONTEXT(kept_cxt, "zklock kept totals");
+	return ZK_LAZY_CONTEXT(kept_cxt, "zklock kept totals", ALLOCSET_SMALL_SIZES);
 }
 
 /* The quota directory of the root: /zookeeper/quota<root> */

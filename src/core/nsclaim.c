@@ -302,7 +302,7 @@ acl_lets_others(const struct ACL_vector *acl, int perms, char *why, size_t whyle
 static MemoryContext
 nsc_context(void)
 {
-	return ZK_LAZY_CONTEXT(nsc_cxt, "zklock namespace claims");
+	return ZK_LAZY_CONTEXT(nsc_cxt, "zklock namespace claims", ALLOCSET_SMALL_SIZES);
 }
 
 /* One completion of a call is done: free it after the last */

@@ -667,13 +667,14 @@ extern const char *zk_limit_hint(const char *msg);
 extern void zk_build_node_data(char *out, size_t outlen);
 
 /*
- * A small memory context under TopMemoryContext, made on first use: cxt
- * (a static variable) once it is made; name is a string constant.  The
- * file that uses it includes utils/memutils.h.
+ * A memory context under TopMemoryContext, made on first use: cxt (a
+ * static variable) once it is made; name is a string constant, sizes
+ * ALLOCSET_SMALL_SIZES or ALLOCSET_DEFAULT_SIZES.  The file that uses it
+ * includes utils/memutils.h.
  */
-#define ZK_LAZY_CONTEXT(cxt, name) \
+#define ZK_LAZY_CONTEXT(cxt, name, sizes) \
 	((cxt) != NULL ? (cxt) : \
-	 ((cxt) = AllocSetContextCreate(TopMemoryContext, name, ALLOCSET_SMALL_SIZES)))
+	 ((cxt) = AllocSetContextCreate(TopMemoryContext, name, sizes)))
 
 /* sqlfuncs.c: argument helpers */
 struct FunctionCallInfoBaseData;

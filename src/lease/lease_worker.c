@@ -53,7 +53,7 @@ static MemoryContext lease_cxt = NULL;
 static MemoryContext
 lease_context(void)
 {
-	return ZK_LAZY_CONTEXT(lease_cxt, "zklock leases");
+	return ZK_LAZY_CONTEXT(lease_cxt, "zklock leases", ALLOCSET_SMALL_SIZES);
 }
 
 /* Answer e's owner with outcome: the read or write is done */

@@ -117,10 +117,7 @@ static void ns_maybe_finish(int slot);
 static MemoryContext
 ns_context(void)
 {
-	if (ns_cxt == NULL)
-		ns_cxt = AllocSetContextCreate(TopMemoryContext, "zklock namespace census",
-									   ALLOCSET_SMALL_SIZES);
-	return ns_cxt;
+	return ZK_LAZY_CONTEXT(ns_cxt, "zklock namespace census", ALLOCSET_SMALL_SIZES);
 }
 
 static NsCall *

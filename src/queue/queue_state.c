@@ -42,10 +42,7 @@ TimestampTz zk_q_resolve_not_before = 0;	/* a settling pass waits for a
 MemoryContext
 zk_q_context(void)
 {
-	if (qcxt == NULL)
-		qcxt = AllocSetContextCreate(TopMemoryContext, "zklock queues",
-									 ALLOCSET_DEFAULT_SIZES);
-	return qcxt;
+	return ZK_LAZY_CONTEXT(qcxt, "zklock queues", ALLOCSET_DEFAULT_SIZES);
 }
 
 /*

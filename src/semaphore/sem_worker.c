@@ -546,9 +546,7 @@ pool_maybe_quiet(const char *pool)
 {
 	QuietPool  *q;
 
-	if (quiet_cxt == NULL)
-		quiet_cxt = AllocSetContextCreate(TopMemoryContext, "zklock semaphore pools",
-										  ALLOCSET_SMALL_SIZES);
+	(void) ZK_LAZY_CONTEXT(quiet_cxt, "zklock semaphore pools", ALLOCSET_SMALL_SIZES);
 	if (!zk_session_usable() || quiet_inflight >= POOL_QUIET_INFLIGHT ||
 		list_length(quiet_pools) >= POOL_QUIET_MAX)
 		return;					/* the pool stays; the next release tries */
