@@ -796,43 +796,17 @@ zk_q_send_end(ZkEntry *e, QState *q)
 #define ZKQ_END_RETRY_MIN_MS	1000
 #define ZKQ_END_RETRY_MAX_MS	60000
 
-typedef struct EndBlocked
-{
-	uint32		idx;
-	uint32		gen;
-	TimestampTz due;
-	int			interval_ms;
-} EndBlocked;
-
-static List *end_blocked_list = NIL;	/* EndBlocked * */
+static List *end_blocked_list = NIL;	/* QPaced * */
 static ZkLogLimit end_blocked_log;
 
 /* The end of e was refused with rc on path: pace its next try, say so */
 static void
 end_block(ZkEntry *e, int rc, const char *path)
 {
-	ListCell   *lc;
-	EndBlocked *b = NULL;
+	QPaced	   *b = zk_q_paced_schedule(&end_blocked_list, e, false,
+											ZKQ_END_RETRY_MIN_MS, ZKQ_END_RETRY_MAX_MS);
 	bool		consume = (ZKQ(e)->decision == ZKQD_COMMIT);
 
-	foreach(lc, end_blocked_list)
-	{
-		EndBlocked *one = lfirst(lc);
-
-		if (one->idx == zk_entry_index(e) && one->gen == e->gen)
-			b = one;
-	}
-	if (b == NULL)
-	{
-		b = MemoryContextAllocZero(zk_q_context(), sizeof(EndBlocked));
-		b->idx = zk_entry_index(e);
-		b->gen = e->gen;
-		b->interval_ms = ZKQ_END_RETRY_MIN_MS;
-		end_blocked_list = lappend(end_blocked_list, b);
-	}
-	else
-		b->interval_ms = Min(b->interval_ms * 2, ZKQ_END_RETRY_MAX_MS);
-	b->due = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), b->interval_ms);
 	ZKQ(e)->end_blocked = true;
 	if (rc == ZNOAUTH)
 		zk_count(ZKCNT_NOAUTH, 1);
@@ -858,33 +832,27 @@ end_block(ZkEntry *e, int rc, const char *path)
 				 errhint("Check zklock.auth_file, zklock.acl and the ACL of the queue's nodes (zk_status().acl_problems, zklock.acl_repair).")));
 }
 
+/* zk_q_end_blocked_tick: a dequeue stays on the list while it lives */
+static bool
+end_wanted(ZkEntry *e, QPaced *p)
+{
+	return true;
+}
+
+/* ... and is tried again only once its end is refused and nothing is out */
+static bool
+end_busy(ZkEntry *e)
+{
+	return !ZKQ(e)->end_blocked || e->outstanding > 0 || e->delete_inflight ||
+		e->on_retry;
+}
+
 /* Drive the ends refused earlier whose pause is over (each turn) */
 void
 zk_q_end_blocked_tick(void)
 {
-	TimestampTz now;
-	ListCell   *lc;
-
-	if (end_blocked_list == NIL)
-		return;
-	now = GetCurrentTimestamp();
-	foreach(lc, end_blocked_list)
-	{
-		EndBlocked *b = lfirst(lc);
-		ZkEntry    *e = zk_entry(b->idx);
-
-		if (e->gen != b->gen || e->state == ZKE_FREE || e->kind != ZKK_QCLAIM)
-		{
-			end_blocked_list = foreach_delete_current(end_blocked_list, lc);
-			pfree(b);
-			continue;
-		}
-		if (!ZKQ(e)->end_blocked || now < b->due || e->outstanding > 0 ||
-			e->delete_inflight || e->on_retry)
-			continue;
-		b->due = TimestampTzPlusMilliseconds(now, b->interval_ms);
-		zk_kind_drive(e);
-	}
+	zk_q_paced_tick(&end_blocked_list, ZKK_QCLAIM, end_wanted, end_busy,
+					zk_kind_drive);
 }
 
 /* Completion of the zoo_amulti sent by zk_q_send_end() */

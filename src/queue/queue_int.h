@@ -376,7 +376,31 @@ typedef struct Scan
 													 * not believed */
 #define ZKQ_NAMING_TRIES	50
 
+/*
+ * An entry whose next try is paced (queue_state.c): a publication ZooKeeper
+ * refuses or a drop elsewhere keeps failing (queue_publish.c), a consume or
+ * release ZooKeeper refuses (queue_claim.c).  Each try waits interval_ms,
+ * twice as long as the last up to a bound (zk_q_paced_schedule); the list's
+ * tick (zk_q_paced_tick, every usable turn) drives those due.
+ */
+typedef struct QPaced
+{
+	uint32		idx;
+	uint32		gen;
+	TimestampTz due;
+	int			interval_ms;
+	bool		quiet;			/* a publication paced, not refused */
+} QPaced;
+
 /* queue_state.c */
+extern QPaced *zk_q_paced_find(List *list, ZkEntry *e);
+extern QPaced *zk_q_paced_schedule(List **list, ZkEntry *e, bool quiet,
+								   int first_ms, int max_ms);
+extern void zk_q_paced_forget(List **list, ZkEntry *e);
+extern void zk_q_paced_tick(List **list, int kind,
+							bool (*wanted) (ZkEntry *e, QPaced *p),
+							bool (*busy) (ZkEntry *e),
+							void (*drive) (ZkEntry *e));
 extern HTAB *zk_qseqs;
 extern HTAB *zk_qstates;
 extern bool zk_q_resolve_needed;

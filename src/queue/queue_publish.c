@@ -851,16 +851,8 @@ pub_resend(PubOp *po, ZkEntry *e)
 #define ZKQ_BLOCKED_MAX_MS		10000
 #define ZKQ_BLOCKED_RESOLVE_MS	30000
 
-typedef struct Blocked
-{
-	uint32		idx;
-	uint32		gen;
-	TimestampTz due;
-	int			interval_ms;
-	bool		quiet;			/* paced, not refused: a drop races it */
-} Blocked;
-
-static List *pub_blocked_list = NIL;	/* Blocked * */
+static List *pub_blocked_list = NIL;	/* QPaced *; quiet: paced, not
+										 * refused (a drop races it) */
 TimestampTz zk_q_resolve_again_at = 0;
 
 /* Why ZooKeeper refused po's multi (rc), in words, into buf */
@@ -895,51 +887,6 @@ pub_refusal(PubOp *po, int rc, char *buf, size_t len)
 	snprintf(buf, len, "zookeeper refused the publishing request: %s", zerror(rc));
 }
 
-/* The Blocked record of e, or NULL */
-static Blocked *
-blocked_find(ZkEntry *e)
-{
-	ListCell   *lc;
-
-	foreach(lc, pub_blocked_list)
-	{
-		Blocked    *b = lfirst(lc);
-
-		if (b->idx == zk_entry_index(e) && b->gen == e->gen)
-			return b;
-	}
-	return NULL;
-}
-
-/*
- * Schedule e's next try: first_ms from now the first time (or when it
- * changes from paced to blocked or back), then twice as long each time, up
- * to max_ms
- */
-static void
-blocked_schedule(ZkEntry *e, bool quiet, int first_ms, int max_ms)
-{
-	Blocked    *b = blocked_find(e);
-
-	if (b == NULL)
-	{
-		MemoryContext old = MemoryContextSwitchTo(zk_q_context());
-
-		b = palloc0(sizeof(Blocked));
-		b->idx = zk_entry_index(e);
-		b->gen = e->gen;
-		b->interval_ms = first_ms;
-		pub_blocked_list = lappend(pub_blocked_list, b);
-		MemoryContextSwitchTo(old);
-	}
-	else if (b->quiet != quiet)
-		b->interval_ms = first_ms;
-	else
-		b->interval_ms = Min(b->interval_ms * 2, max_ms);
-	b->quiet = quiet;
-	b->due = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), b->interval_ms);
-}
-
 static ZkLogLimit pub_block_log;
 
 /* A committed transaction's publication failed for good: keep it, retry */
@@ -962,7 +909,8 @@ pub_block(ZkEntry *e, PubOp *po, int rc)
 							   po->tpath, ZKQ_BLOCKED_MAX_MS / 1000),
 					 errhint("Remove what blocks it (for a gate node: the other client's children under it); zk_status().publications_blocked counts the transactions waiting so.")));
 	}
-	blocked_schedule(e, false, ZKQ_BLOCKED_FIRST_MS, ZKQ_BLOCKED_MAX_MS);
+	(void) zk_q_paced_schedule(&pub_blocked_list, e, false, ZKQ_BLOCKED_FIRST_MS,
+							   ZKQ_BLOCKED_MAX_MS);
 }
 
 /*
@@ -979,7 +927,8 @@ pub_block(ZkEntry *e, PubOp *po, int rc)
 static void
 pub_pace(ZkEntry *e)
 {
-	blocked_schedule(e, true, ZKQ_PACED_FIRST_MS, ZKQ_PACED_MAX_MS);
+	(void) zk_q_paced_schedule(&pub_blocked_list, e, true, ZKQ_PACED_FIRST_MS,
+							   ZKQ_PACED_MAX_MS);
 }
 
 static ZkLogLimit pub_unblock_log;
@@ -988,13 +937,7 @@ static ZkLogLimit pub_unblock_log;
 static void
 pub_unblock(ZkEntry *e)
 {
-	Blocked    *b = blocked_find(e);
-
-	if (b != NULL)
-	{
-		pub_blocked_list = list_delete_ptr(pub_blocked_list, b);
-		pfree(b);
-	}
+	zk_q_paced_forget(&pub_blocked_list, e);
 	ZKQ(e)->pub_blocked = false;
 	if (zk_log_limited(&pub_unblock_log, "published the work of a transaction that zookeeper had refused"))
 		ereport(LOG,
@@ -1024,33 +967,26 @@ pub_block_resolve(PubOp *po, int rc)
 												   ZKQ_BLOCKED_RESOLVE_MS);
 }
 
+/* zk_q_pub_blocked_tick: a publication stays while refused or paced */
+static bool
+pub_wanted(ZkEntry *e, QPaced *p)
+{
+	return ZKQ(e)->pub_blocked || p->quiet;
+}
+
+/* ... and is sent again only with nothing of it out */
+static bool
+pub_busy(ZkEntry *e)
+{
+	return e->delete_inflight || e->create_inflight || e->on_retry;
+}
+
 /* Every turn with a usable session: send the refused ones that are due */
 void
 zk_q_pub_blocked_tick(void)
 {
-	TimestampTz now;
-	ListCell   *lc;
-
-	if (pub_blocked_list == NIL)
-		return;
-	now = GetCurrentTimestamp();
-	foreach(lc, pub_blocked_list)
-	{
-		Blocked    *b = lfirst(lc);
-		ZkEntry    *e = zk_entry(b->idx);
-
-		if (e->gen != b->gen || e->state == ZKE_FREE || e->kind != ZKK_QPUB ||
-			(!ZKQ(e)->pub_blocked && !b->quiet))
-		{
-			pub_blocked_list = foreach_delete_current(pub_blocked_list, lc);
-			pfree(b);
-			continue;
-		}
-		if (now < b->due || e->delete_inflight || e->create_inflight || e->on_retry)
-			continue;
-		b->due = TimestampTzPlusMilliseconds(now, b->interval_ms);
-		zk_qpub_drive(e);
-	}
+	zk_q_paced_tick(&pub_blocked_list, ZKK_QPUB, pub_wanted, pub_busy,
+					zk_qpub_drive);
 }
 
 /*

@@ -45,6 +45,101 @@ zk_q_context(void)
 	return ZK_LAZY_CONTEXT(qcxt, "zklock queues", ALLOCSET_DEFAULT_SIZES);
 }
 
+/* ---- paced entries (QPaced) ---- */
+
+/* The QPaced record of e in list, or NULL */
+QPaced *
+zk_q_paced_find(List *list, ZkEntry *e)
+{
+	ListCell   *lc;
+
+	foreach(lc, list)
+	{
+		QPaced	   *p = lfirst(lc);
+
+		if (p->idx == zk_entry_index(e) && p->gen == e->gen)
+			return p;
+	}
+	return NULL;
+}
+
+/*
+ * Schedule e's next try in *list: first_ms from now the first time (or
+ * when it changes from quiet to not or back), then twice as long each
+ * time, up to max_ms.  Returns its record.
+ */
+QPaced *
+zk_q_paced_schedule(List **list, ZkEntry *e, bool quiet, int first_ms, int max_ms)
+{
+	QPaced	   *p = zk_q_paced_find(*list, e);
+
+	if (p == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(zk_q_context());
+
+		p = palloc0(sizeof(QPaced));
+		p->idx = zk_entry_index(e);
+		p->gen = e->gen;
+		p->interval_ms = first_ms;
+		*list = lappend(*list, p);
+		MemoryContextSwitchTo(old);
+	}
+	else if (p->quiet != quiet)
+		p->interval_ms = first_ms;
+	else
+		p->interval_ms = Min(p->interval_ms * 2, max_ms);
+	p->quiet = quiet;
+	p->due = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), p->interval_ms);
+	return p;
+}
+
+/* e's tries are no longer paced: take it off *list */
+void
+zk_q_paced_forget(List **list, ZkEntry *e)
+{
+	QPaced	   *p = zk_q_paced_find(*list, e);
+
+	if (p != NULL)
+	{
+		*list = list_delete_ptr(*list, p);
+		pfree(p);
+	}
+}
+
+/*
+ * Every usable turn: drive (drive) the entries of *list whose pause is over
+ * and that are not busy; forget those gone, of another kind than kind (the
+ * slot was reused), or no longer wanted.
+ */
+void
+zk_q_paced_tick(List **list, int kind, bool (*wanted) (ZkEntry *e, QPaced *p),
+				bool (*busy) (ZkEntry *e), void (*drive) (ZkEntry *e))
+{
+	TimestampTz now;
+	ListCell   *lc;
+
+	if (*list == NIL)
+		return;
+	now = GetCurrentTimestamp();
+	foreach(lc, *list)
+	{
+		QPaced	   *p = lfirst(lc);
+		ZkEntry    *e = zk_entry(p->idx);
+
+		if (e->gen != p->gen || e->state == ZKE_FREE || e->kind != kind ||
+			!wanted(e, p))
+		{
+			*list = foreach_delete_current(*list, lc);
+			pfree(p);
+			continue;
+		}
+		if (now < p->due || busy(e))
+			continue;
+		p->due = TimestampTzPlusMilliseconds(now, p->interval_ms);
+		drive(e);
+	}
+}
+
 /*
  * The entry of a per-queue hash (keyed by the UTF-8 queue name, created in
  * zk_q_context() on first use); NULL when absent and not created.  A new
