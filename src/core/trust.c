@@ -50,48 +50,63 @@ key_refuse(const char *why, const char *hint)
 			 errhint("%s", hint)));
 }
 
+/*
+ * Write a file of the data directory that is the server user's alone
+ * (0600, whatever the umask and the directory's mode): len bytes of data
+ * into a new file tmp (O_EXCL, after removing a leftover), made 0600 with
+ * fchmod too, then renamed over path; with durable, the file and the
+ * rename are fsynced.  False, with errno set and tmp removed, when it could
+ * not.
+ */
+bool
+zk_write_private_file(const char *path, const char *tmp, const void *data,
+					  int len, bool durable)
+{
+	int			fd;
+	int			dfd;
+	bool		ok;
+	int			save;
+
+	(void) unlink(tmp);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | PG_BINARY, S_IRUSR | S_IWUSR);
+	if (fd < 0)
+		return false;
+	ok = fchmod(fd, S_IRUSR | S_IWUSR) == 0 &&
+		write(fd, data, len) == len &&
+		(!durable || pg_fsync(fd) == 0);
+	if (close(fd) != 0)
+		ok = false;
+	if (ok && rename(tmp, path) == 0)
+	{
+		if (!durable)
+			return true;
+		/* the rename itself, durable */
+		dfd = open(".", O_RDONLY | PG_BINARY, 0);
+		ok = dfd >= 0 && pg_fsync(dfd) == 0;
+		save = errno;
+		if (dfd >= 0)
+			close(dfd);
+		errno = save;
+		return ok;
+	}
+	save = errno;
+	(void) unlink(tmp);
+	errno = save;
+	return false;
+}
+
 /* make a new key: a temporary file, 0600 whatever the umask, renamed */
 static void
 key_create(void)
 {
-	char		tmp[64];
-	int			fd;
-	int			dfd;
-	bool		ok;
-
 	if (!pg_strong_random(pm_key, ZK_KEY_LEN))
 		ereport(FATAL,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("zklock: could not generate a random key for \"%s\"", ZK_KEY_FILE)));
-	snprintf(tmp, sizeof(tmp), "%s.tmp", ZK_KEY_FILE);
-	(void) unlink(tmp);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | PG_BINARY, S_IRUSR | S_IWUSR);
-	if (fd < 0)
-		ereport(FATAL,
-				(errcode_for_file_access(),
-				 errmsg("zklock: could not create file \"%s/%s\": %m", DataDir, tmp)));
-	ok = fchmod(fd, S_IRUSR | S_IWUSR) == 0 &&
-		write(fd, pm_key, ZK_KEY_LEN) == ZK_KEY_LEN &&
-		pg_fsync(fd) == 0;
-	if (close(fd) != 0)
-		ok = false;
-	if (!ok || rename(tmp, ZK_KEY_FILE) != 0)
-	{
-		int			save = errno;
-
-		(void) unlink(tmp);
-		errno = save;
+	if (!zk_write_private_file(ZK_KEY_FILE, ZK_KEY_FILE ".tmp", pm_key, ZK_KEY_LEN, true))
 		ereport(FATAL,
 				(errcode_for_file_access(),
 				 errmsg("zklock: could not write file \"%s/%s\": %m", DataDir, ZK_KEY_FILE)));
-	}
-	/* the rename itself, durable */
-	dfd = open(".", O_RDONLY | PG_BINARY, 0);
-	if (dfd < 0 || pg_fsync(dfd) != 0)
-		ereport(FATAL,
-				(errcode_for_file_access(),
-				 errmsg("zklock: could not fsync the data directory \"%s\": %m", DataDir)));
-	close(dfd);
 	ereport(LOG,
 			(errmsg("zklock: made a new key in \"%s/%s\"", DataDir, ZK_KEY_FILE),
 			 errdetail("It signs the queue transaction nodes and claims of this cluster; back it up with the data directory.")));

@@ -40,6 +40,9 @@ typedef enum ZkMacCheck
 	ZKM_FORGED					/* a MAC that does not verify */
 } ZkMacCheck;
 
+extern bool zk_write_private_file(const char *path, const char *tmp,
+								  const void *data, int len, bool durable);
+
 /* postmaster: load (or make) the key into shared memory */
 extern void zk_key_startup(void);
 

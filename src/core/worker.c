@@ -298,11 +298,9 @@ static void
 save_session(zhandle_t *h)
 {
 	const clientid_t *cid = zoo_client_id(h);
-	char		tmp[MAXPGPATH];
 	char		host[256];
 	char		buf[MAXPGPATH + 512];
 	int			len;
-	int			fd;
 	int			i;
 	bool		ok;
 
@@ -324,32 +322,14 @@ save_session(zhandle_t *h)
 
 	/*
 	 * The session's password lets anyone end it (and so free this server's
-	 * locks): the file is the server user's alone, whatever the umask and
-	 * the data directory's mode.  A new file (O_EXCL, after removing a
-	 * leftover) is made 0600 with fchmod too, then renamed over the old.
+	 * locks): the file is the server user's alone (zk_write_private_file).
 	 */
-	snprintf(tmp, sizeof(tmp), "%s.new", SESSION_FILE);
-	(void) unlink(tmp);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | PG_BINARY, S_IRUSR | S_IWUSR);
-	if (fd < 0)
-	{
-		ereport(LOG,
-				(errcode_for_file_access(),
-				 errmsg("zklock: could not write \"%s\": %m", tmp)));
-		return;
-	}
-	ok = fchmod(fd, S_IRUSR | S_IWUSR) == 0 &&
-		write(fd, buf, len) == len;
+	ok = zk_write_private_file(SESSION_FILE, SESSION_FILE ".new", buf, len, false);
 	explicit_bzero(buf, sizeof(buf));
-	if (close(fd) != 0)
-		ok = false;
-	if (!ok || rename(tmp, SESSION_FILE) != 0)
-	{
+	if (!ok)
 		ereport(LOG,
 				(errcode_for_file_access(),
 				 errmsg("zklock: could not write \"%s\": %m", SESSION_FILE)));
-		(void) unlink(tmp);
-	}
 }
 
 /* Read one line into buf without its newline; false at EOF */
