@@ -547,8 +547,7 @@ binfo_counted(int rc, const struct Stat *stat, const void *data)
 
 typedef struct ResetWait
 {
-	uint32		idx;
-	uint32		gen;
+	ZkEntryRef	ref;			/* the reset's entry (first) */
 	TimestampTz since;			/* the first blocked round */
 	TimestampTz due;			/* 0: running, else when to run again */
 } ResetWait;
@@ -558,16 +557,7 @@ static List *reset_waits = NIL;
 static ResetWait *
 reset_wait_find(ZkEntry *e)
 {
-	ListCell   *lc;
-
-	foreach(lc, reset_waits)
-	{
-		ResetWait  *w = lfirst(lc);
-
-		if (w->idx == zk_entry_index(e) && w->gen == e->gen)
-			return w;
-	}
-	return NULL;
+	return (ResetWait *) zk_entry_ref_find(reset_waits, e);
 }
 
 static void
@@ -594,8 +584,7 @@ reset_blocked(ZkEntry *e, BInfo *bi)
 		MemoryContext old = MemoryContextSwitchTo(zk_b_context());
 
 		w = palloc0(sizeof(ResetWait));
-		w->idx = zk_entry_index(e);
-		w->gen = e->gen;
+		zk_entry_ref_set(&w->ref, e);
 		w->since = now;
 		reset_waits = lappend(reset_waits, w);
 		MemoryContextSwitchTo(old);
@@ -628,9 +617,9 @@ b_binfo_turn(void)
 	foreach(lc, reset_waits)
 	{
 		ResetWait  *w = lfirst(lc);
-		ZkEntry    *e = zk_entry(w->idx);
+		ZkEntry    *e = zk_entry(w->ref.idx);
 
-		if (e->gen != w->gen || e->state == ZKE_FREE)
+		if (e->gen != w->ref.gen || e->state == ZKE_FREE)
 		{
 			reset_waits = foreach_delete_current(reset_waits, lc);
 			pfree(w);

@@ -211,6 +211,33 @@ zk_entry_index(ZkEntry *e)
 	return (uint32) (e - zk_ctl->entries);
 }
 
+/* r names e */
+void
+zk_entry_ref_set(ZkEntryRef *r, ZkEntry *e)
+{
+	r->idx = zk_entry_index(e);
+	r->gen = e->gen;
+}
+
+/*
+ * The record of e in list, whose records each begin with a ZkEntryRef, or
+ * NULL
+ */
+void *
+zk_entry_ref_find(List *list, ZkEntry *e)
+{
+	ListCell   *lc;
+
+	foreach(lc, list)
+	{
+		ZkEntryRef *r = lfirst(lc);
+
+		if (r->idx == zk_entry_index(e) && r->gen == e->gen)
+			return r;
+	}
+	return NULL;
+}
+
 /*
  * Take an entry off the free list.  Caller holds the lock exclusively.
  * Returns NULL when the table is full.

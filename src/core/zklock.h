@@ -392,6 +392,21 @@ extern void zk_shmem_init(void);
 extern void zk_require_shmem(void);
 extern ZkEntry *zk_entry(uint32 idx);
 extern uint32 zk_entry_index(ZkEntry *e);
+
+/*
+ * An entry named so that its reuse shows: its slot and generation.  The
+ * first member of a record the worker keeps of an entry in a List, which
+ * zk_entry_ref_find looks up.
+ */
+typedef struct ZkEntryRef
+{
+	uint32		idx;
+	uint32		gen;
+} ZkEntryRef;
+
+struct List;
+extern void zk_entry_ref_set(ZkEntryRef *r, ZkEntry *e);
+extern void *zk_entry_ref_find(struct List *list, ZkEntry *e);
 extern ZkEntry *zk_entry_alloc(void);
 
 /* why zk_entry_alloc_backend refused an entry */

@@ -385,8 +385,7 @@ typedef struct Scan
  */
 typedef struct QPaced
 {
-	uint32		idx;
-	uint32		gen;
+	ZkEntryRef	ref;			/* its entry (first) */
 	TimestampTz due;
 	int			interval_ms;
 	bool		quiet;			/* a publication paced, not refused */

@@ -51,16 +51,7 @@ zk_q_context(void)
 QPaced *
 zk_q_paced_find(List *list, ZkEntry *e)
 {
-	ListCell   *lc;
-
-	foreach(lc, list)
-	{
-		QPaced	   *p = lfirst(lc);
-
-		if (p->idx == zk_entry_index(e) && p->gen == e->gen)
-			return p;
-	}
-	return NULL;
+	return (QPaced *) zk_entry_ref_find(list, e);
 }
 
 /*
@@ -78,8 +69,7 @@ zk_q_paced_schedule(List **list, ZkEntry *e, bool quiet, int first_ms, int max_m
 		MemoryContext old = MemoryContextSwitchTo(zk_q_context());
 
 		p = palloc0(sizeof(QPaced));
-		p->idx = zk_entry_index(e);
-		p->gen = e->gen;
+		zk_entry_ref_set(&p->ref, e);
 		p->interval_ms = first_ms;
 		*list = lappend(*list, p);
 		MemoryContextSwitchTo(old);
@@ -124,9 +114,9 @@ zk_q_paced_tick(List **list, int kind, bool (*wanted) (ZkEntry *e, QPaced *p),
 	foreach(lc, *list)
 	{
 		QPaced	   *p = lfirst(lc);
-		ZkEntry    *e = zk_entry(p->idx);
+		ZkEntry    *e = zk_entry(p->ref.idx);
 
-		if (e->gen != p->gen || e->state == ZKE_FREE || e->kind != kind ||
+		if (e->gen != p->ref.gen || e->state == ZKE_FREE || e->kind != kind ||
 			!wanted(e, p))
 		{
 			*list = foreach_delete_current(*list, lc);
