@@ -392,7 +392,6 @@ typedef struct QPaced
 } QPaced;
 
 /* queue_state.c */
-extern QPaced *zk_q_paced_find(List *list, ZkEntry *e);
 extern QPaced *zk_q_paced_schedule(List **list, ZkEntry *e, bool quiet,
 								   int first_ms, int max_ms);
 extern void zk_q_paced_forget(List **list, ZkEntry *e);

@@ -47,13 +47,6 @@ zk_q_context(void)
 
 /* ---- paced entries (QPaced) ---- */
 
-/* The QPaced record of e in list, or NULL */
-QPaced *
-zk_q_paced_find(List *list, ZkEntry *e)
-{
-	return (QPaced *) zk_entry_ref_find(list, e);
-}
-
 /*
  * Schedule e's next try in *list: first_ms from now the first time (or
  * when it changes from quiet to not or back), then twice as long each
@@ -62,7 +55,7 @@ zk_q_paced_find(List *list, ZkEntry *e)
 QPaced *
 zk_q_paced_schedule(List **list, ZkEntry *e, bool quiet, int first_ms, int max_ms)
 {
-	QPaced	   *p = zk_q_paced_find(*list, e);
+	QPaced	   *p = zk_entry_ref_find(*list, e);
 
 	if (p == NULL)
 	{
@@ -87,7 +80,7 @@ zk_q_paced_schedule(List **list, ZkEntry *e, bool quiet, int first_ms, int max_m
 void
 zk_q_paced_forget(List **list, ZkEntry *e)
 {
-	QPaced	   *p = zk_q_paced_find(*list, e);
+	QPaced	   *p = zk_entry_ref_find(*list, e);
 
 	if (p != NULL)
 	{
