@@ -201,55 +201,81 @@ trim_blanks(char *tok)
 }
 
 /*
+ * The body of a GUC check hook of a comma-separated list setting: *newval
+ * (NULL passes), at most maxlen bytes (else refused with the detail
+ * toolong); its tokens, without their blanks and numbered from 1, handed to
+ * parse with the setting's parsed form (size bytes, zeroed), which sets the
+ * error's detail and hint and returns false to refuse the setting.  The
+ * parsed form (malloc'd, as GUC frees it) goes in *extra.
+ */
+static bool
+check_list(char **newval, void **extra, size_t maxlen, const char *toolong,
+		   Size size, bool (*parse) (char *tok, int n, void *parsed))
+{
+	void	   *parsed;
+	char	   *copy;
+	char	   *tok;
+	char	   *save = NULL;
+	int			n = 0;
+
+	if (*newval == NULL)
+		return true;
+	if (strlen(*newval) > maxlen)
+	{
+		GUC_check_errdetail("%s", toolong);
+		return false;
+	}
+	parsed = malloc(size);
+	if (parsed == NULL)
+		return false;
+	memset(parsed, 0, size);
+	copy = pstrdup(*newval);
+	for (tok = strtok_r(copy, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save))
+	{
+		if (!parse(trim_blanks(tok), ++n, parsed))
+		{
+			pfree(copy);
+			free(parsed);
+			return false;
+		}
+	}
+	pfree(copy);
+	*extra = parsed;
+	return true;
+}
+
+/* check_list's parse of zklock.acl: entry n into the AclSetting */
+static bool
+acl_token(char *tok, int n, void *parsed)
+{
+	AclSetting *set = (AclSetting *) parsed;
+	const char *why = NULL;
+	char		shown[64];
+
+	strlcpy(shown, tok, sizeof(shown));
+	if (*tok == '\0')
+		why = "it is empty";
+	else if (set->n >= ZKLOCK_ACL_MAX)
+		why = "an ACL has at most 16 entries";
+	if (why != NULL || !parse_acl_entry(tok, set, &why))
+	{
+		GUC_check_errdetail("Entry %d of zklock.acl (\"%s\") is refused: %s.",
+							n, shown, why);
+		GUC_check_errhint("Write a comma-separated list of scheme:id:perms, such as \"auth::cdrwa,world:anyone:r\" or \"digest:user:base64digest:cdrwa\".");
+		return false;
+	}
+	return true;
+}
+
+/*
  * GUC check hook of zklock.acl: parse and validate the entries into an
  * AclSetting
  */
 bool
 zk_check_acl(char **newval, void **extra, GucSource source)
 {
-	AclSetting *set;
-	char	   *copy;
-	char	   *tok;
-	char	   *save = NULL;
-	int			entry = 0;
-
-	if (*newval == NULL)
-		return true;
-	if (strlen(*newval) > ZKLOCK_ACL_MAX * (ZKLOCK_ACL_ID_MAX + 16))
-	{
-		GUC_check_errdetail("The ACL is too long.");
-		return false;
-	}
-	set = (AclSetting *) malloc(sizeof(AclSetting));
-	if (set == NULL)
-		return false;
-	memset(set, 0, sizeof(AclSetting));
-	copy = pstrdup(*newval);
-	for (tok = strtok_r(copy, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save))
-	{
-		const char *why = NULL;
-		char		shown[64];
-
-		entry++;
-		tok = trim_blanks(tok);
-		strlcpy(shown, tok, sizeof(shown));
-		if (*tok == '\0')
-			why = "it is empty";
-		else if (set->n >= ZKLOCK_ACL_MAX)
-			why = "an ACL has at most 16 entries";
-		if (why != NULL || !parse_acl_entry(tok, set, &why))
-		{
-			GUC_check_errdetail("Entry %d of zklock.acl (\"%s\") is refused: %s.",
-								entry, shown, why);
-			GUC_check_errhint("Write a comma-separated list of scheme:id:perms, such as \"auth::cdrwa,world:anyone:r\" or \"digest:user:base64digest:cdrwa\".");
-			pfree(copy);
-			free(set);
-			return false;
-		}
-	}
-	pfree(copy);
-	*extra = set;
-	return true;
+	return check_list(newval, extra, ZKLOCK_ACL_MAX * (ZKLOCK_ACL_ID_MAX + 16),
+					  "The ACL is too long.", sizeof(AclSetting), acl_token);
 }
 
 /* GUC assign hook of zklock.acl: keep the parsed setting */
@@ -259,6 +285,27 @@ zk_assign_acl(const char *newval, void *extra)
 	acl_setting = (AclSetting *) extra;
 }
 
+/* check_list's parse of zklock.acl_world_read: a kind into the mask */
+static bool
+world_read_token(char *tok, int n, void *parsed)
+{
+	int			i;
+
+	if (*tok == '\0')
+		return true;
+	for (i = 0; i < (int) lengthof(zk_acl_kinds); i++)
+		if (strcmp(tok, zk_acl_kinds[i]) == 0)
+			break;
+	if (i == (int) lengthof(zk_acl_kinds))
+	{
+		GUC_check_errdetail("\"%s\" is not a kind of zklock node.", tok);
+		GUC_check_errhint("List some of locks, elections, semaphores, leases, queues, barriers, gates, arrivals, comma separated, or nothing.");
+		return false;
+	}
+	*(int *) parsed |= 1 << i;
+	return true;
+}
+
 /*
  * GUC check hook of zklock.acl_world_read: a comma-separated list of kinds
  * of nodes (zk_acl_kinds), or empty; the mask goes in *extra
@@ -266,46 +313,8 @@ zk_assign_acl(const char *newval, void *extra)
 bool
 zk_check_acl_world_read(char **newval, void **extra, GucSource source)
 {
-	int		   *mask;
-	char	   *copy;
-	char	   *tok;
-	char	   *save = NULL;
-
-	if (*newval == NULL)
-		return true;
-	if (strlen(*newval) > 256)
-	{
-		GUC_check_errdetail("The list is too long.");
-		return false;
-	}
-	mask = (int *) malloc(sizeof(int));
-	if (mask == NULL)
-		return false;
-	*mask = 0;
-	copy = pstrdup(*newval);
-	for (tok = strtok_r(copy, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save))
-	{
-		int			i;
-
-		tok = trim_blanks(tok);
-		if (*tok == '\0')
-			continue;
-		for (i = 0; i < (int) lengthof(zk_acl_kinds); i++)
-			if (strcmp(tok, zk_acl_kinds[i]) == 0)
-				break;
-		if (i == (int) lengthof(zk_acl_kinds))
-		{
-			GUC_check_errdetail("\"%s\" is not a kind of zklock node.", tok);
-			GUC_check_errhint("List some of locks, elections, semaphores, leases, queues, barriers, gates, arrivals, comma separated, or nothing.");
-			pfree(copy);
-			free(mask);
-			return false;
-		}
-		*mask |= 1 << i;
-	}
-	pfree(copy);
-	*extra = mask;
-	return true;
+	return check_list(newval, extra, 256, "The list is too long.", sizeof(int),
+					  world_read_token);
 }
 
 /* GUC assign hook of zklock.acl_world_read: keep the mask */
