@@ -815,8 +815,8 @@ zk_decode_name(const char *enc, char *out, int outlen)
 
 typedef struct TopFields
 {
-	int			depth;			/* objects we are in */
-	int			adepth;			/* arrays we are in: no field of ours */
+	int			depth;			/* objects and arrays we are in: ours are
+								 * at 1, in the top object */
 	const char *field;			/* the top-level field being read */
 	const char *const *names;
 	int			n;
@@ -825,35 +825,19 @@ typedef struct TopFields
 	JsonTokenType *types;
 } TopFields;
 
-/* JSON parser callback: one object deeper */
+/* JSON parser callback: into an object or array */
 static ZK_JSON_CB
-tf_object_start(void *state)
+tf_in(void *state)
 {
 	((TopFields *) state)->depth++;
 	ZK_JSON_RETURN;
 }
 
-/* JSON parser callback: one object up */
+/* JSON parser callback: out of an object or array */
 static ZK_JSON_CB
-tf_object_end(void *state)
+tf_out(void *state)
 {
 	((TopFields *) state)->depth--;
-	ZK_JSON_RETURN;
-}
-
-/* JSON parser callback: inside an array no field is ours */
-static ZK_JSON_CB
-tf_array_start(void *state)
-{
-	((TopFields *) state)->adepth++;
-	ZK_JSON_RETURN;
-}
-
-/* JSON parser callback: the end of an array */
-static ZK_JSON_CB
-tf_array_end(void *state)
-{
-	((TopFields *) state)->adepth--;
 	ZK_JSON_RETURN;
 }
 
@@ -863,7 +847,7 @@ tf_field_start(void *state, char *fname, bool isnull)
 {
 	TopFields  *tf = state;
 
-	tf->field = (tf->depth == 1 && tf->adepth == 0) ? pstrdup(fname) : NULL;
+	tf->field = tf->depth == 1 ? pstrdup(fname) : NULL;
 	ZK_JSON_RETURN;
 }
 
@@ -874,7 +858,7 @@ tf_scalar(void *state, char *token, JsonTokenType type)
 	TopFields  *tf = state;
 	int			i;
 
-	if (tf->field == NULL || tf->depth != 1 || tf->adepth > 0 ||
+	if (tf->field == NULL || tf->depth != 1 ||
 		(tf->skip_null && type == JSON_TOKEN_NULL))
 		ZK_JSON_RETURN;
 	for (i = 0; i < tf->n; i++)
@@ -915,10 +899,10 @@ zk_json_top_fields(const char *data, int len, const char *const *names, int n,
 	lex = zk_json_lexer(data, len);
 	memset(&sem, 0, sizeof(sem));
 	sem.semstate = &tf;
-	sem.object_start = tf_object_start;
-	sem.object_end = tf_object_end;
-	sem.array_start = tf_array_start;
-	sem.array_end = tf_array_end;
+	sem.object_start = tf_in;
+	sem.object_end = tf_out;
+	sem.array_start = tf_in;
+	sem.array_end = tf_out;
 	sem.object_field_start = tf_field_start;
 	sem.scalar = tf_scalar;
 	return pg_parse_json(lex, &sem) == JSON_SUCCESS;
