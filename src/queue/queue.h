@@ -137,37 +137,17 @@ extern ZkQueueShared *zk_q_shared;	/* queue_state.c */
 
 /*
  * The transaction node's data: a header, then the items.  Nodes written
- * before runs existed carry ZkTxnHeaderV1 (no run: settled as before), and
- * before MACs ZkTxnHeaderV2 (no mac); the worker widens them when it reads
- * one (queue_settle.c), and accepts them unsigned only in the run that
- * made the cluster's key (trust.h).
+ * before runs existed carry the header up to run, ZKQ_TXN_HEADER_V1_LEN
+ * bytes (no run: settled as before), and before MACs up to mac,
+ * ZKQ_TXN_HEADER_V2_LEN; the worker widens them when it reads one
+ * (queue_settle.c), and accepts them unsigned only in the run that made the
+ * cluster's key (trust.h).
  */
 #define ZKQ_TXN_MAGIC_V1	0x5A4B5154	/* "ZKQT" */
 #define ZKQ_TXN_MAGIC_V2	0x5A4B5132	/* "ZKQ2" */
 #define ZKQ_TXN_MAGIC		0x5A4B5133	/* "ZKQ3" */
-typedef struct ZkTxnHeaderV1
-{
-	uint32		magic;
-	uint32		nitems;
-	uint64		sysid;
-	uint64		fxid;
-	uint64		lsn;
-	uint32		tli;
-	uint32		total;
-} ZkTxnHeaderV1;
-
-typedef struct ZkTxnHeaderV2
-{
-	uint32		magic;
-	uint32		nitems;
-	uint64		sysid;
-	uint64		fxid;
-	uint64		lsn;
-	uint32		tli;
-	uint32		total;
-	uint64		run;
-	uint64		rec;
-} ZkTxnHeaderV2;
+#define ZKQ_TXN_HEADER_V1_LEN	offsetof(ZkTxnHeader, run)
+#define ZKQ_TXN_HEADER_V2_LEN	offsetof(ZkTxnHeader, mac)
 
 typedef struct ZkTxnHeader
 {

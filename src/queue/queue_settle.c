@@ -513,18 +513,17 @@ node_fate(Scan *s, ZkKind kind, uint64 run, uint64 fxid, uint32 tli,
 static char *
 txn_blob_widen(const char *value, int value_len, int *out_len, bool *had_mac)
 {
-	ZkTxnHeaderV1 v1;
-	ZkTxnHeaderV2 v2;
 	ZkTxnHeader h;
 	char	   *out;
 	int			len;
 	int			hlen;
 
 	*had_mac = false;
-	if (value_len < (int) sizeof(ZkTxnHeaderV1))
+	if (value_len < (int) ZKQ_TXN_HEADER_V1_LEN)
 		return NULL;
-	memcpy(&v1, value, sizeof(v1));
-	if (v1.magic == ZKQ_TXN_MAGIC)
+	memset(&h, 0, sizeof(h));
+	memcpy(&h, value, ZKQ_TXN_HEADER_V1_LEN);
+	if (h.magic == ZKQ_TXN_MAGIC)
 	{
 		out = palloc(value_len);
 		memcpy(out, value, value_len);
@@ -532,27 +531,18 @@ txn_blob_widen(const char *value, int value_len, int *out_len, bool *had_mac)
 		*had_mac = true;
 		return blob_valid(out, value_len) ? out : NULL;
 	}
-	memset(&h, 0, sizeof(h));
-	if (v1.magic == ZKQ_TXN_MAGIC_V2 && value_len >= (int) sizeof(ZkTxnHeaderV2))
-	{
-		memcpy(&v2, value, sizeof(v2));
-		hlen = sizeof(v2);
-		h.run = v2.run;
-		h.rec = v2.rec;
-	}
-	else if (v1.magic == ZKQ_TXN_MAGIC_V1)
-		hlen = sizeof(v1);
+	/* an older header is the current one's start (with run and rec: V2) */
+	if (h.magic == ZKQ_TXN_MAGIC_V2 && value_len >= (int) ZKQ_TXN_HEADER_V2_LEN)
+		hlen = ZKQ_TXN_HEADER_V2_LEN;
+	else if (h.magic == ZKQ_TXN_MAGIC_V1)
+		hlen = ZKQ_TXN_HEADER_V1_LEN;
 	else
 		return NULL;
-	if (v1.total != (uint32) value_len)
+	if (h.total != (uint32) value_len)
 		return NULL;
+	memcpy(&h, value, hlen);
 	len = value_len + (int) sizeof(ZkTxnHeader) - hlen;
 	h.magic = ZKQ_TXN_MAGIC;
-	h.nitems = v1.nitems;
-	h.sysid = v1.sysid;
-	h.fxid = v1.fxid;
-	h.lsn = v1.lsn;
-	h.tli = v1.tli;
 	h.total = (uint32) len;
 	out = palloc(len);
 	memcpy(out, &h, sizeof(h));
