@@ -181,22 +181,12 @@ op_dir(int op)
 static void
 objs_create(void)
 {
-	HASHCTL		ctl;
-
 	objs_cxt = AllocSetContextCreate(zk_b_context(), "zklock barrier objects",
 									 ALLOCSET_DEFAULT_SIZES);
-	memset(&ctl, 0, sizeof(ctl));
-	ctl.keysize = ZK_PATH_MAX;
-	ctl.entrysize = sizeof(BObj);
-	ctl.hcxt = objs_cxt;
-	objs = hash_create("zklock barrier objects", 32, &ctl,
-					   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-	memset(&ctl, 0, sizeof(ctl));
-	ctl.keysize = sizeof(uint32);
-	ctl.entrysize = sizeof(BObjRef);
-	ctl.hcxt = objs_cxt;
-	byid = hash_create("zklock barrier object ids", 32, &ctl,
-					   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	objs = zk_hash_create("zklock barrier objects", 32, ZK_PATH_MAX,
+						  sizeof(BObj), true, objs_cxt);
+	byid = zk_hash_create("zklock barrier object ids", 32, sizeof(uint32),
+						  sizeof(BObjRef), false, objs_cxt);
 	objs_peak = 0;
 }
 

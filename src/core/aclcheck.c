@@ -94,16 +94,10 @@ seen_test(const char *path, bool mark)
 
 	if (seen == NULL)
 	{
-		HASHCTL		ctl;
-
 		if (!mark)
 			return false;
-		memset(&ctl, 0, sizeof(ctl));
-		ctl.keysize = sizeof(uint64);
-		ctl.entrysize = sizeof(uint64);
-		ctl.hcxt = aclc_context();
-		seen = hash_create("zklock acl checks", 256, &ctl,
-						   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		seen = zk_hash_create("zklock acl checks", 256, sizeof(uint64),
+							  sizeof(uint64), false, aclc_context());
 	}
 	if (!mark)
 	{

@@ -211,6 +211,25 @@ zk_entry_index(ZkEntry *e)
 	return (uint32) (e - zk_ctl->entries);
 }
 
+/*
+ * A process-local hash table (name, nelem as hash_create's) in cxt, whose
+ * entries of entrysize bytes begin with their key of keysize bytes: a
+ * string with strings, else compared as bytes
+ */
+HTAB *
+zk_hash_create(const char *name, long nelem, Size keysize, Size entrysize,
+			   bool strings, MemoryContext cxt)
+{
+	HASHCTL		ctl;
+
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = keysize;
+	ctl.entrysize = entrysize;
+	ctl.hcxt = cxt;
+	return hash_create(name, nelem, &ctl,
+					   HASH_ELEM | (strings ? HASH_STRINGS : HASH_BLOBS) | HASH_CONTEXT);
+}
+
 /* r names e */
 void
 zk_entry_ref_set(ZkEntryRef *r, ZkEntry *e)

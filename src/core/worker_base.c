@@ -688,14 +688,10 @@ watch_ref(const char *path, bool create)
 
 	if (watch_refs == NULL)
 	{
-		HASHCTL		ctl;
-
 		if (!create)
 			return NULL;
-		memset(&ctl, 0, sizeof(ctl));
-		ctl.keysize = ZK_PATH_MAX;
-		ctl.entrysize = sizeof(WatchRef);
-		watch_refs = hash_create("zklock watches", 64, &ctl, HASH_ELEM | HASH_STRINGS);
+		watch_refs = zk_hash_create("zklock watches", 64, ZK_PATH_MAX,
+									sizeof(WatchRef), true, TopMemoryContext);
 	}
 	memset(key, 0, sizeof(key));
 	strlcpy(key, path, sizeof(key));

@@ -691,6 +691,12 @@ extern void zk_build_node_data(char *out, size_t outlen);
 	((cxt) != NULL ? (cxt) : \
 	 ((cxt) = AllocSetContextCreate(TopMemoryContext, name, sizes)))
 
+/* shmem.c: a process-local hash table (dynahash) */
+struct HTAB;
+extern struct HTAB *zk_hash_create(const char *name, long nelem, Size keysize,
+								   Size entrysize, bool strings,
+								   MemoryContext cxt);
+
 /* sqlfuncs.c: argument helpers */
 struct FunctionCallInfoBaseData;
 extern int64 zk_arg_timeout_ms(struct FunctionCallInfoBaseData *fcinfo, int argno);

@@ -156,13 +156,8 @@ local_table(void)
 {
 	if (local_hash == NULL)
 	{
-		HASHCTL		ctl;
-
-		ctl.keysize = sizeof(LocalLockKey);
-		ctl.entrysize = sizeof(LocalLockEnt);
-		ctl.hcxt = TopMemoryContext;
-		local_hash = hash_create("zklock local locks", 64, &ctl,
-								 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		local_hash = zk_hash_create("zklock local locks", 64, sizeof(LocalLockKey),
+									sizeof(LocalLockEnt), false, TopMemoryContext);
 	}
 	return local_hash;
 }

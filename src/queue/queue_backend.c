@@ -909,7 +909,6 @@ zk_queue_info_done(uint32 idx, uint32 gen)
 HTAB *
 zk_queue_local_counts(void)
 {
-	HASHCTL		ctl;
 	HTAB	   *counts;
 	int			from;
 	struct
@@ -919,11 +918,8 @@ zk_queue_local_counts(void)
 		int			waiting;
 	}		   *chunk;
 
-	ctl.keysize = ZKLOCK_QNAME_MAX + 1;
-	ctl.entrysize = sizeof(ZkQueueLocal);
-	ctl.hcxt = CurrentMemoryContext;
-	counts = hash_create("zklock queue counts", 64, &ctl,
-						 HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	counts = zk_hash_create("zklock queue counts", 64, ZKLOCK_QNAME_MAX + 1,
+							sizeof(ZkQueueLocal), true, CurrentMemoryContext);
 	chunk = palloc(sizeof(*chunk) * ZKQ_COUNT_CHUNK);
 	for (from = 0; from < zk_ctl->max_entries; from += ZKQ_COUNT_CHUNK)
 	{

@@ -101,6 +101,11 @@ zk_q_history_gate(ZkEntry *e)
 static void
 pub_clear(PubOp *po)
 {
+	void	  **arrays[] = {
+		(void **) &po->paths, (void **) &po->bufs, (void **) &po->ops,
+		(void **) &po->res, (void **) &po->item_off, (void **) &po->opkind,
+		(void **) &po->opq, (void **) &po->opnum
+	};
 	int			i;
 
 	for (i = 0; i < po->nops; i++)
@@ -112,29 +117,13 @@ pub_clear(PubOp *po)
 		if (po->opq && po->opq[i])
 			po->opq[i]->refs--;
 	}
-	if (po->paths)
-		pfree(po->paths);
-	if (po->bufs)
-		pfree(po->bufs);
-	if (po->ops)
-		pfree(po->ops);
-	if (po->res)
-		pfree(po->res);
-	if (po->item_off)
-		pfree(po->item_off);
-	if (po->opkind)
-		pfree(po->opkind);
-	if (po->opq)
-		pfree(po->opq);
-	if (po->opnum)
-		pfree(po->opnum);
-	po->paths = po->bufs = NULL;
-	po->ops = NULL;
-	po->res = NULL;
-	po->item_off = NULL;
-	po->opkind = NULL;
-	po->opq = NULL;
-	po->opnum = NULL;
+	/* the per-op arrays (zk_q_pub_send), freed and forgotten */
+	for (i = 0; i < (int) lengthof(arrays); i++)
+	{
+		if (*arrays[i] != NULL)
+			pfree(*arrays[i]);
+		*arrays[i] = NULL;
+	}
 	po->nops = 0;
 }
 
@@ -1519,7 +1508,6 @@ pub_kept_send(ZkEntry *e)
 	char	   *blob = dsa_get_address(zk_dsa(), e->blob);
 	const ZkTxnHeader *h = (const ZkTxnHeader *) blob;
 	const char *p = blob + sizeof(ZkTxnHeader);
-	HASHCTL		ctl;
 	HTAB	   *objs;
 	HASH_SEQ_STATUS seq;
 	KeptObj    *k;
@@ -1537,12 +1525,8 @@ pub_kept_send(ZkEntry *e)
 	ZKQ(e)->pub_over_ns = false;
 	zk_q_ns_unreserve(e);
 	pub_total_send(e, h);		/* all of the root's (kept.c) */
-	memset(&ctl, 0, sizeof(ctl));
-	ctl.keysize = ZK_PATH_MAX;
-	ctl.entrysize = sizeof(KeptObj);
-	ctl.hcxt = CurrentMemoryContext;
-	objs = hash_create("zklock kept checks", 16, &ctl,
-					   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	objs = zk_hash_create("zklock kept checks", 16, ZK_PATH_MAX, sizeof(KeptObj),
+						  true, CurrentMemoryContext);
 	for (i = 0; i < h->nitems; i++)
 	{
 		ZkTxnItem	it;

@@ -139,15 +139,9 @@ zk_q_hash_entry(HTAB **h, const char *what, Size entrysize, const char *name,
 	*isnew = false;
 	if (*h == NULL)
 	{
-		HASHCTL		ctl;
-
 		if (!create)
 			return NULL;
-		memset(&ctl, 0, sizeof(ctl));
-		ctl.keysize = sizeof(key);
-		ctl.entrysize = entrysize;
-		ctl.hcxt = zk_q_context();
-		*h = hash_create(what, 64, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+		*h = zk_hash_create(what, 64, sizeof(key), entrysize, true, zk_q_context());
 	}
 	memset(key, 0, sizeof(key));
 	strlcpy(key, name, sizeof(key));
@@ -628,16 +622,10 @@ zk_q_count_held(ZkEntry *e, bool held)
 	}
 	if (q->held == NULL)
 	{
-		HASHCTL		ctl;
-
 		if (!held)
 			return;
-		memset(&ctl, 0, sizeof(ctl));
-		ctl.keysize = ZKQ_NODE_MAX;
-		ctl.entrysize = sizeof(HeldNode);
-		ctl.hcxt = zk_q_context();
-		q->held = hash_create("zklock held claims", 16, &ctl,
-							  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+		q->held = zk_hash_create("zklock held claims", 16, ZKQ_NODE_MAX,
+								 sizeof(HeldNode), true, zk_q_context());
 	}
 	c = zk_q_claims_of(e);
 	for (i = 0; i < ZKQ(e)->max_items; i++)
