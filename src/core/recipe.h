@@ -251,6 +251,7 @@ extern void zk_kind_watcher(zhandle_t *h, int type, int state,
 extern bool zk_drive_opening(ZkEntry *e, bool inflight);
 extern bool zk_rc_definite(int rc);
 extern bool zk_send_failed(ZkEntry *e, int rc, const char *what);
+extern bool zk_sent(ZkEntry *e, int rc, bool *inflight, const char *what);
 
 /* worker_base.c: how many local watchers each node has */
 extern void zk_watch_set(const char *path);

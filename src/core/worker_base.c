@@ -553,6 +553,22 @@ zk_send_failed(ZkEntry *e, int rc, const char *what)
 	return false;
 }
 
+/*
+ * A zoo_a* call of e returned rc: sent (ZOK), its request is in flight
+ * (*inflight, that flag of e's, set); else zk_send_failed says what comes
+ * of it.  True when sent.
+ */
+bool
+zk_sent(ZkEntry *e, int rc, bool *inflight, const char *what)
+{
+	if (rc == ZOK)
+	{
+		*inflight = true;
+		return true;
+	}
+	(void) zk_send_failed(e, rc, what);
+	return false;
+}
 
 /*
  * ZooKeeper refused a request on path for want of permission (ZNOAUTH):

@@ -1681,10 +1681,7 @@ send_txn_create(ZkEntry *e)
 	e->state = ZKE_CREATING;
 	rc = zoo_acreate(zk_zh, tpath, blob, (int) h->total, zk_acl(),
 					 ZOO_PERSISTENT, pub_create_done, zk_ctx_of(e));
-	if (rc == ZOK)
-		e->create_inflight = true;
-	else
-		(void) zk_send_failed(e, rc, "create");
+	(void) zk_sent(e, rc, &e->create_inflight, "create");
 }
 
 /* Completion of the zoo_acreate sent by send_txn_create() */

@@ -84,19 +84,6 @@ retry_or_fail(ZkEntry *e, int rc)
 		fail_rc(e, rc);
 }
 
-/*
- * A read for e was sent with rc: in flight when ZOK, else not sent
- * (zk_send_failed)
- */
-static void
-read_sent(ZkEntry *e, int rc, const char *what)
-{
-	if (rc == ZOK)
-		e->list_inflight = true;
-	else
-		(void) zk_send_failed(e, rc, what);
-}
-
 /* e's lease node is there (its create answered, or found by listing): held */
 static void
 lease_landed(ZkEntry *e)
@@ -185,7 +172,7 @@ pool_read(int rc, const char *value, int value_len, const struct Stat *stat,
 
 					pool_path(e, path, sizeof(path));
 					lrc = zoo_aexists(zk_zh, path, 0, pool_counted, zk_ctx_of(e));
-					read_sent(e, lrc, "semaphore count");
+					(void) zk_sent(e, lrc, &e->list_inflight, "semaphore count");
 				}
 				else
 				{
@@ -276,10 +263,7 @@ send_ensure(ZkEntry *e)
 	snprintf(max, sizeof(max), "%d", e->parties);
 	rc = zoo_acreate(zk_zh, pool, max, strlen(max), zk_acl_path(pool),
 					 ZOO_PERSISTENT, pool_created, zk_ctx_of(e));
-	if (rc == ZOK)
-		e->create_inflight = true;
-	else
-		(void) zk_send_failed(e, rc, "semaphore create");
+	(void) zk_sent(e, rc, &e->create_inflight, "semaphore create");
 }
 
 /* ---- ZKSEM_LIST, ZKSEM_CREATE ---- */
@@ -699,14 +683,14 @@ sem_step(ZkEntry *e)
 			}
 			else
 				rc = zoo_aget_children(zk_zh, path, 0, pool_listed, zk_ctx_of(e));
-			read_sent(e, rc, "semaphore list");
+			(void) zk_sent(e, rc, &e->list_inflight, "semaphore list");
 			break;
 		case ZKSEM_COUNT:
 			/* the pool's max_leases first (a wrong one is 22023 at once) */
 			pool_path(e, path, sizeof(path));
 			e->state = ZKE_CREATING;
 			rc = zoo_aget(zk_zh, path, 0, pool_read, zk_ctx_of(e));
-			read_sent(e, rc, "semaphore count");
+			(void) zk_sent(e, rc, &e->list_inflight, "semaphore count");
 			break;
 		case ZKSEM_CREATE:
 			lease_path(e, path, sizeof(path));
