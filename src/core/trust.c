@@ -54,16 +54,16 @@ key_refuse(const char *why, const char *hint)
  * Write a file of the data directory that is the server user's alone
  * (0600, whatever the umask and the directory's mode): len bytes of data
  * into a new file tmp (O_EXCL, after removing a leftover), made 0600 with
- * fchmod too, then renamed over path; with durable, the file and the
- * rename are fsynced.  False, with errno set and tmp removed, when it could
- * not.
+ * fchmod too, then renamed over path; with durable, the file is fsynced
+ * before (the rename's own durability is the caller's: an fsync of the
+ * directory).  False, with errno set, tmp removed and path as it was, when
+ * it could not.
  */
 bool
 zk_write_private_file(const char *path, const char *tmp, const void *data,
 					  int len, bool durable)
 {
 	int			fd;
-	int			dfd;
 	bool		ok;
 	int			save;
 
@@ -77,18 +77,7 @@ zk_write_private_file(const char *path, const char *tmp, const void *data,
 	if (close(fd) != 0)
 		ok = false;
 	if (ok && rename(tmp, path) == 0)
-	{
-		if (!durable)
-			return true;
-		/* the rename itself, durable */
-		dfd = open(".", O_RDONLY | PG_BINARY, 0);
-		ok = dfd >= 0 && pg_fsync(dfd) == 0;
-		save = errno;
-		if (dfd >= 0)
-			close(dfd);
-		errno = save;
-		return ok;
-	}
+		return true;
 	save = errno;
 	(void) unlink(tmp);
 	errno = save;
@@ -99,6 +88,8 @@ zk_write_private_file(const char *path, const char *tmp, const void *data,
 static void
 key_create(void)
 {
+	int			dfd;
+
 	if (!pg_strong_random(pm_key, ZK_KEY_LEN))
 		ereport(FATAL,
 				(errcode(ERRCODE_INTERNAL_ERROR),
@@ -107,6 +98,13 @@ key_create(void)
 		ereport(FATAL,
 				(errcode_for_file_access(),
 				 errmsg("zklock: could not write file \"%s/%s\": %m", DataDir, ZK_KEY_FILE)));
+	/* the rename itself, durable */
+	dfd = open(".", O_RDONLY | PG_BINARY, 0);
+	if (dfd < 0 || pg_fsync(dfd) != 0)
+		ereport(FATAL,
+				(errcode_for_file_access(),
+				 errmsg("zklock: could not fsync the data directory \"%s\": %m", DataDir)));
+	close(dfd);
 	ereport(LOG,
 			(errmsg("zklock: made a new key in \"%s/%s\"", DataDir, ZK_KEY_FILE),
 			 errdetail("It signs the queue transaction nodes and claims of this cluster; back it up with the data directory.")));

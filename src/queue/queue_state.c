@@ -92,7 +92,9 @@ zk_q_paced_forget(List **list, ZkEntry *e)
 /*
  * Every usable turn: drive (drive) the entries of *list whose pause is over
  * and that are not busy; forget those gone, of another kind than kind (the
- * slot was reused), or no longer wanted.
+ * slot was reused), or no longer wanted.  They are driven once the list is
+ * walked (a drive may take its entry off the list), each if still the same
+ * entry of the kind.
  */
 void
 zk_q_paced_tick(List **list, int kind, bool (*wanted) (ZkEntry *e, QPaced *p),
@@ -100,9 +102,13 @@ zk_q_paced_tick(List **list, int kind, bool (*wanted) (ZkEntry *e, QPaced *p),
 {
 	TimestampTz now;
 	ListCell   *lc;
+	ZkEntryRef *due;
+	int			ndue = 0;
+	int			i;
 
 	if (*list == NIL)
 		return;
+	due = palloc(sizeof(ZkEntryRef) * list_length(*list));
 	now = GetCurrentTimestamp();
 	foreach(lc, *list)
 	{
@@ -119,8 +125,16 @@ zk_q_paced_tick(List **list, int kind, bool (*wanted) (ZkEntry *e, QPaced *p),
 		if (now < p->due || busy(e))
 			continue;
 		p->due = TimestampTzPlusMilliseconds(now, p->interval_ms);
-		drive(e);
+		due[ndue++] = p->ref;
 	}
+	for (i = 0; i < ndue; i++)
+	{
+		ZkEntry    *e = zk_entry(due[i].idx);
+
+		if (e->gen == due[i].gen && e->state != ZKE_FREE && e->kind == kind)
+			drive(e);
+	}
+	pfree(due);
 }
 
 /*
