@@ -245,7 +245,6 @@ extern void zk_finish(ZkEntry *e, ZkOutcome outcome, int sqlstate, const char *m
 extern void zk_fail(ZkEntry *e, int sqlstate, const char *msg);
 extern void zk_node_gone(ZkEntry *e);
 extern void zk_retry_later(ZkEntry *e);
-extern ZkEntry *zk_entry_watch_fired(const char *path, const void *ctx);
 extern void zk_kind_watcher(zhandle_t *h, int type, int state,
 							const char *path, void *ctx);
 extern bool zk_drive_opening(ZkEntry *e, bool inflight);

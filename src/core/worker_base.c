@@ -764,8 +764,8 @@ zk_watch_forget_all(void)
  * off the local counts, and marked as watching nothing -- or NULL when the
  * entry is gone or no longer watches (a late event after an unwatch).
  */
-ZkEntry *
-zk_entry_watch_fired(const char *path, const void *ctx)
+static ZkEntry *
+entry_watch_fired(const char *path, const void *ctx)
 {
 	ZkEntry    *e;
 
@@ -783,7 +783,7 @@ zk_entry_watch_fired(const char *path, const void *ctx)
 /*
  * The watcher of every watch one entry sets (ctx: zk_ctx_of(e)), which
  * passes its event on: session events are none of the entry's; else, as a
- * completion, the entry whose watch on path fired (zk_entry_watch_fired),
+ * completion, the entry whose watch on path fired (entry_watch_fired),
  * unless gone or let go, is handed to its kind's watch_fired op.  A recipe
  * takes the watch back with zk_entry_unwatch(..., zk_kind_watcher).
  */
@@ -796,7 +796,7 @@ zk_kind_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
 		return;
 	COMPLETION_BEGIN
 	{
-		e = zk_entry_watch_fired(path, ctx);
+		e = entry_watch_fired(path, ctx);
 		/* a kind that sets watches through it has the op */
 		Assert(e == NULL || KIND_OPS(e)->watch_fired != NULL);
 		if (e != NULL && !e->released && KIND_OPS(e)->watch_fired != NULL)
