@@ -52,6 +52,7 @@
 #include <malloc.h>
 #endif
 #include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -571,6 +572,52 @@ session_open(void)
 }
 
 /*
+ * Before zookeeper_close(): read and drop what the server is still sending.
+ *
+ * zookeeper_close() of the single-threaded library sends the close request
+ * and closes the socket at once.  If answers to requests still in flight
+ * sit unread in the socket then, the kernel resets the connection instead
+ * of closing it, and the server may drop the close request it had not read
+ * yet: the session then lives on until it expires (zklock.session_timeout),
+ * and the next session of this run must wait that long before it settles
+ * what was left in doubt (history.c), dequeues included.  The answers
+ * dropped here are the ones zookeeper_close() would answer ZCLOSING anyway:
+ * the recipes already forgot the session.  Bounded: at most
+ * CLOSE_DRAIN_MAX_MS, done once the socket stays quiet CLOSE_DRAIN_QUIET_MS.
+ */
+#define CLOSE_DRAIN_QUIET_MS	20
+#define CLOSE_DRAIN_MAX_MS		500
+
+static void
+drain_before_close(zhandle_t *h)
+{
+	int			fd = -1;
+	int			interest = 0;
+	struct timeval tv = {0, 0};
+	TimestampTz deadline;
+	char		buf[8192];
+
+	if (zoo_state(h) != ZOO_CONNECTED_STATE ||
+		zookeeper_interest(h, &fd, &interest, &tv) != ZOK || fd < 0)
+		return;
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), CLOSE_DRAIN_MAX_MS);
+	while (GetCurrentTimestamp() < deadline)
+	{
+		struct pollfd pfd;
+		ssize_t		n;
+
+		pfd.fd = fd;
+		pfd.events = POLLIN;
+		pfd.revents = 0;
+		if (poll(&pfd, 1, CLOSE_DRAIN_QUIET_MS) <= 0 || !(pfd.revents & POLLIN))
+			break;				/* quiet (or gone): the close can go */
+		n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n <= 0)
+			break;
+	}
+}
+
+/*
  * Close the session: its ephemeral nodes go with it.  Every entry that
  * depended on it is settled.  zookeeper_close() may wait for the server,
  * so it runs without the lock.
@@ -598,6 +645,7 @@ session_close(const char *why)
 	zk_worker_leave();
 	if (h != NULL)
 	{
+		drain_before_close(h);
 		zookeeper_close(h);
 		forget_session();
 		zk_worker_enter();
