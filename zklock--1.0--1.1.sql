@@ -27,6 +27,10 @@ AS $$
      WHERE c.state = 'held'
 $$;
 
+-- Issue 38.  zk_message gains attempts: how often zklock handed the item out,
+-- this time included (doc/queues.md, "Delivery count").
+ALTER TYPE zk_message ADD ATTRIBUTE attempts int;
+
 -- Issue 35.  '$database' no longer follows a database's rename: it stands for
 -- the name recorded in zk_database_namespace (here: the name the database has
 -- when it is updated, which 1.0 used all along).

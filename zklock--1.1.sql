@@ -343,7 +343,8 @@ CREATE TYPE zk_message AS (
     priority    int,
     enqueued_at timestamptz,
     payload     bytea,
-    body        text            -- the payload as text when it is valid UTF-8
+    body        text,           -- the payload as text when it is valid UTF-8
+    attempts    int             -- how often zklock handed the item out, this time included
 );
 
 CREATE FUNCTION zk_enqueue(queue text, payload bytea, priority int DEFAULT 100)

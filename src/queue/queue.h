@@ -134,6 +134,9 @@ extern ZkQueueShared *zk_q_shared;	/* queue_state.c */
 #define ZKQ_MULTI_BUDGET	500000	/* bytes of paths in one consuming multi */
 #define ZKQ_MAX_ITEMS		1000	/* max_items of one dequeue */
 #define ZKQ_NODE_MAX		32		/* "entry-PPP-<seq>" */
+#define ZKQ_HANDOUT_CHILD	"zklock-handout"	/* made and deleted under an item
+												 * by each claim: its cversion
+												 * counts the hand-outs */
 
 /*
  * The transaction node's data: a header, then the items.  Nodes written
@@ -216,6 +219,8 @@ typedef struct ZkMsgRec
 	int64		msg_id;		/* zk_queue_msg_id: the msg_id column */
 	int64		ctime_ms;
 	int32		priority;
+	int32		attempts;		/* hand-outs by zklock, this one included
+								 * (queue_claim.c, "Counting hand-outs") */
 	uint32		len;
 	char		node[ZKQ_NODE_MAX];
 	/* followed by the payload */

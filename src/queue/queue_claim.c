@@ -44,7 +44,21 @@ doubt_entry_done(int rc, const char *value, int value_len,
 				 const struct Stat *stat, const void *data);
 static void end_done(int rc, const void *data);
 
-/* one claim attempt: a multi (check entry, create claim), then a get */
+/*
+ * One claim attempt: a multi (check the entry, create the claim, count the
+ * hand-out), then a get.
+ *
+ * Counting hand-outs.  The multi also creates and deletes a child of the
+ * item, ZKQ_HANDOUT_CHILD: nothing is left, but ZooKeeper adds 2 to the
+ * item's cversion, which every read of the item returns in its Stat.  So
+ * the item itself carries how often zklock handed it out (cversion / 2,
+ * zk_message.attempts), in the same transaction as the claim: exact across
+ * crashes and clusters, nothing to clean up, and no request more than
+ * before.  kazoo and Curator read only the item's data, which stays as it
+ * was.  The read sent behind the multi answers after it (one session's
+ * requests are ordered), so it sees this hand-out counted; a read that
+ * answered first (the multi was sent again on its own) is sent again.
+ */
 typedef struct Attempt
 {
 	QState	   *q;
@@ -61,11 +75,15 @@ typedef struct Attempt
 	char		node[ZKQ_NODE_MAX];
 	char		epath[ZK_PATH_MAX];
 	char		tpath[ZK_PATH_MAX];
+	char		cpath[ZK_PATH_MAX + sizeof(ZKQ_HANDOUT_CHILD) + 1];	/* the
+																	 * counting
+																	 * child */
+	bool		reread;			/* the get was sent again after the multi */
 	char		data[ZKLOCK_DATA_MAX + ZK_CLAIM_MAC_TAIL];	/* the claim's,
 															 * signed for
 															 * tpath */
-	zoo_op_t	ops[2];
-	zoo_op_result_t res[2];
+	zoo_op_t	ops[4];
+	zoo_op_result_t res[4];
 } Attempt;
 
 /* The first free claim slot of dequeue e, or -1 */
@@ -132,13 +150,18 @@ zk_q_send_attempt(QState *q, ZkEntry *e, int slot, const char *node)
 	strlcpy(a->node, node, sizeof(a->node));
 	snprintf(a->epath, sizeof(a->epath), "%s/entries/%s", q->path, node);
 	snprintf(a->tpath, sizeof(a->tpath), "%s/taken/%s", q->path, node);
+	snprintf(a->cpath, sizeof(a->cpath), "%s/" ZKQ_HANDOUT_CHILD, a->epath);
 	zk_claim_sign(a->tpath, e->data, a->data, sizeof(a->data));
 	zoo_check_op_init(&a->ops[0], a->epath, -1);
 	zoo_create_op_init(&a->ops[1], a->tpath, a->data, (int) strlen(a->data),
 					   zk_acl_path(a->tpath), ZOO_PERSISTENT, NULL, 0);
+	/* the hand-out counted in the item's cversion (above) */
+	zoo_create_op_init(&a->ops[2], a->cpath, NULL, -1, zk_acl_path(a->cpath),
+					   ZOO_PERSISTENT, NULL, 0);
+	zoo_delete_op_init(&a->ops[3], a->cpath, -1);
 	/* recorded as in doubt until the answer says otherwise */
 	slot_set(e, slot, node, ZKQC_DOUBT);
-	zk_batch_multi(2, a->ops, a->res, claim_multi_done, a);
+	zk_batch_multi(4, a->ops, a->res, claim_multi_done, a);
 	e->outstanding++;
 	q->inflight++;
 	rc = zk_batch_get(a->epath, claim_get_done, a);
@@ -405,6 +428,28 @@ claim_multi_done(int rc, const void *data)
 		e = zk_q_entry_of(a->idx, a->gen);
 		if (rc == ZOK)
 			a->multi_ok = true;
+		else if (zk_rc_definite(rc) && a->res[0].err == ZOK &&
+				 a->res[1].err == ZOK && (a->res[2].err != ZOK || a->res[3].err != ZOK) &&
+				 rc != ZNOAUTH)
+		{
+			/*
+			 * The item was free, but its counting child could not be made:
+			 * another client wrote a node of that name under the item
+			 * (zklock deletes only what it wrote, and the item cannot be
+			 * consumed either while it has children).  Not a race to try
+			 * again: the dequeue fails, saying which node is in the way.
+			 */
+			if (e != NULL)
+			{
+				char		msg[ZKLOCK_ERRMSG_MAX];
+
+				slot_clear(e, a->slot);
+				snprintf(msg, sizeof(msg),
+						 "another client wrote a node under a queue item, in the way of counting its hand-outs: \"%s\"",
+						 a->cpath);
+				zk_fail(e, ERRCODE_OBJECT_IN_USE, msg);
+			}
+		}
 		else if (zk_rc_definite(rc))
 		{
 			/* taken by someone else, or gone: not ours */
@@ -423,12 +468,25 @@ claim_multi_done(int rc, const void *data)
 			a->q->rest_exact = false;
 		}
 		a->multi_answered = true;
-		if (a->get_answered)
+		if (a->get_answered && e != NULL && a->multi_ok && a->early != NULL &&
+			!a->reread)
 		{
-			/* its read answered first (sent again alone: see above) */
-			if (e != NULL && a->multi_ok && a->early != NULL)
-				claim_read(e, a->slot, a->tpath, a->early, a->early_len,
-						   &a->early_stat);
+			/*
+			 * Its read answered first (the multi was sent again alone: see
+			 * above): the item is ours, but that read's count of hand-outs
+			 * is older than this one.  Read it again; if that cannot be
+			 * sent, the claim is in doubt and its check reads it.
+			 */
+			pfree(a->early);
+			a->early = NULL;
+			a->get_answered = false;
+			a->reread = true;
+			if (zk_batch_get(a->epath, claim_get_done, a) != ZOK)
+				attempt_finish(a);
+		}
+		else if (a->get_answered)
+		{
+			/* its read answered first and the claim is not ours */
 			attempt_finish(a);
 		}
 		else if (a->multi_doubt)

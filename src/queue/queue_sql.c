@@ -169,8 +169,8 @@ static void
 emit_message(const ZkMsgRec *m, const char *payload, void *arg)
 {
 	EmitCtx    *ctx = (EmitCtx *) arg;
-	Datum		values[5];
-	bool		nulls[5] = {false, false, false, false, false};
+	Datum		values[6];
+	bool		nulls[6] = {false, false, false, false, false, false};
 	bytea	   *b = palloc(VARHDRSZ + m->len);
 
 	SET_VARSIZE(b, VARHDRSZ + m->len);
@@ -188,6 +188,9 @@ emit_message(const ZkMsgRec *m, const char *payload, void *arg)
 		else
 			nulls[4] = true;
 	}
+	/* attempts: not in the type of a database still at version 1.0 */
+	values[5] = Int32GetDatum(m->attempts);
+	Assert(ctx->rsinfo->setDesc->natts <= 6);
 	tuplestore_putvalues(ctx->rsinfo->setResult, ctx->rsinfo->setDesc, values, nulls);
 }
 

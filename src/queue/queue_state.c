@@ -358,6 +358,7 @@ zk_q_msg_fill(ZkMsgRec *m, const char *node, const char *value, Size len,
 	m->ctime_ms = stat->ctime;
 	(void) zk_queue_node_priority(node, &prio);
 	m->priority = prio;
+	m->attempts = stat->cversion > 0 ? stat->cversion / 2 : 0;
 	m->len = (uint32) len;
 	strlcpy(m->node, node, sizeof(m->node));
 	if (len > 0)

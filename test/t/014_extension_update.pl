@@ -221,11 +221,15 @@ note "fresh 1.0 against fresh 1.1:\n$diff10";
 # what differs is only what zklock--1.0--1.1.sql changes (and the version)
 # (1.1 adds the table zk_database_namespace and the view zk_quotas, with
 # their columns, grants and membership; PostgreSQL 17 and later also count
-# their row types, and the table's array type, as members of the extension)
+# their row types, and the table's array type, as members of the extension;
+# and zk_message gains attempts)
+like($diff10, qr/^types: only in fresh 1\.1: .*zk_message.*\battempts\b/m,
+	"1.1's zk_message has attempts");
 my @aspects = sort { $a cmp $b } keys %{ { map { (/^(\w+):/)[0] => 1 }
-	  grep { !/^types: .*\((zk_database_namespace|zk_quotas)(\[\])?,/ } split /\n/, $diff10 } };
+	  grep { !/^types: .*\((zk_database_namespace|zk_quotas)(\[\])?,/ && !/^types: .*zk_message.*\battempts\b/ }
+	  split /\n/, $diff10 } };
 is(join(',', @aspects), 'columns,extension,functions,init_privs,members,views',
-	'1.0 and 1.1 differ in the version, functions, the table zk_database_namespace and the view zk_quotas only');
+	'1.0 and 1.1 differ in the version, functions, the table zk_database_namespace, the view zk_quotas and zk_message.attempts only');
 
 # ---- 3. 1.1 in schema zk ----
 $node->safe_psql('sch', 'CREATE SCHEMA zk; CREATE EXTENSION zklock SCHEMA zk');

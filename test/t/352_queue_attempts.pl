@@ -1,0 +1,134 @@
+
+# 352_queue_attempts.pl - zk_message.attempts, the delivery count, across
+# the ways a hand-out can end without a consume, two clusters and kazoo.
+#
+# One item is handed out again and again: rolled back on A, its backend
+# terminated on B, A's worker killed (a crash restart of A), PostgreSQL A
+# stopped immediately and started again, then held and let go by a kazoo
+# LockingQueue consumer, and at last consumed on B.  Each zklock hand-out
+# shows one more attempt, whichever cluster made it; kazoo's is not
+# counted (kazoo does not know the count); a peek shows the hand-outs so
+# far.  The count lives in the item node's cversion (each claim creates
+# and deletes a child in its multi), so ZooKeeper must show the item with
+# no child and kazoo must still consume items zklock handed out.  A child
+# another client put under an item makes a dequeue fail with 55006 and the
+# item stays, unclaimed, until it is deleted.
+
+use strict;
+use warnings FATAL => 'all';
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use ZkLockTest;
+
+my $zk = zk_start();
+# PostgreSQL::Test::Cluster turns restart_after_crash off: A needs it on
+my %opts = (session_timeout => '10s', connect_timeout => '3s');
+my $A = zk_node('attempts_a', $zk, %opts, conf => "restart_after_crash = on\n");
+my $B = zk_node('attempts_b', $zk, %opts);
+my $Q = '/zklock/queues/poison';
+
+# no claim left on the queue (a hand-out has ended)
+sub released
+{
+	my ($what) = @_;
+	ok(scalar(zk_wait_count($zk, "$Q/taken", 0, 60)), "$what: the claim is gone");
+	return;
+}
+
+# the attempts of the first item a new transaction of $node dequeues, the
+# session left in that transaction
+sub hand_out
+{
+	my ($s) = @_;
+	$s->query_safe('BEGIN');
+	return $s->query_safe("SELECT attempts || ':' || body FROM zk_dequeue('poison', '30s')");
+}
+
+$A->safe_psql('postgres', "SELECT zk_enqueue('poison', 'p1')");
+ok(scalar(zk_wait_count($zk, "$Q/entries", 1, 30)), 'the item is published');
+my ($item) = map { $_->{name} } zk_nodes_of($zk, "$Q/entries");
+is($A->safe_psql('postgres', "SELECT attempts FROM zk_queue_peek('poison')"), '0',
+	'a peek before any hand-out shows 0');
+
+# 1. rolled back on A
+my $a1 = new_session($A, name => 'a1');
+is(hand_out($a1), '1:p1', 'first hand-out (A): attempts 1');
+$a1->query_safe('ROLLBACK');
+released('rollback');
+
+# 2. on B, its backend terminated
+my $b1 = new_session($B, name => 'b1');
+is(hand_out($b1), '2:p1', 'second hand-out (B): attempts 2');
+my $bpid = $b1->query_safe('SELECT pg_backend_pid()');
+$B->safe_psql('postgres', "SELECT pg_terminate_backend($bpid)");
+released('terminated backend');
+
+# 3. on A, the worker killed: a crash restart of A settles the claim
+my $a2 = new_session($A, name => 'a2');
+is(hand_out($a2), '3:p1', 'third hand-out (A again): attempts 3');
+my $wpid = worker_pid($A);
+kill 'KILL', $wpid;
+released('worker killed');
+ok(defined wait_for_worker($A, $wpid, 60), 'A has a new worker');
+ZkLockTest::wait_connected($A, 'A did not connect again');
+
+# 4. on A, PostgreSQL stopped immediately while the item is handed out
+my $a3 = new_session($A, name => 'a3');
+is(hand_out($a3), '4:p1', 'fourth hand-out (A, after its crash restart): attempts 4');
+$A->stop('immediate');
+is(zk_count($zk, "$Q/taken"), 1, 'the claim outlives the crash');
+$A->start;
+ZkLockTest::wait_connected($A, 'A did not connect after its restart');
+released('PostgreSQL crashed and restarted');
+is(zk_count($zk, "$Q/entries/$item"), 0, 'the item node has no child');
+
+# 5. kazoo holds it and lets go: not counted
+my $kz = queue_kazoo($zk);
+is($kz->cmd("get $Q 10"), 'item ' . unpack('H*', 'p1'), 'kazoo gets the item');
+is($kz->cmd("release $Q"), 'true', 'kazoo releases it');
+is($B->safe_psql('postgres', "SELECT attempts FROM zk_queue_peek('poison')"), '4',
+	"a peek shows zklock's four hand-outs (kazoo's is not counted)");
+
+# 6. consumed on B
+my $b2 = new_session($B, name => 'b2');
+is(hand_out($b2), '5:p1', 'fifth hand-out (B): attempts 5');
+$b2->query_safe('COMMIT');
+ok(scalar(zk_wait_count($zk, "$Q/entries", 0, 30)), 'consumed: no item left');
+released('consume');
+
+# kazoo consumes an item zklock handed out before
+$A->safe_psql('postgres', "SELECT zk_enqueue('poison', 'p2')");
+ok(scalar(zk_wait_count($zk, "$Q/entries", 1, 30)), 'a second item is published');
+my $a4 = new_session($A, name => 'a4');
+is(hand_out($a4), '1:p2', 'A hands it out (attempts 1)');
+$a4->query_safe('ROLLBACK');
+released('second item rolled back');
+is($kz->cmd("get $Q 10"), 'item ' . unpack('H*', 'p2'), 'kazoo gets it');
+is($kz->cmd("consume $Q"), 'true', 'kazoo consumes an item zklock counted');
+ok(scalar(zk_wait_count($zk, "$Q/entries", 0, 30)), 'no item left');
+
+# a node another client wrote under an item: the dequeue fails, the item stays
+$A->safe_psql('postgres', "SELECT zk_enqueue('poison', 'p3')");
+ok(scalar(zk_wait_count($zk, "$Q/entries", 1, 30)), 'a third item is published');
+($item) = map { $_->{name} } zk_nodes_of($zk, "$Q/entries");
+zkq_or_die($zk, 'create', "$Q/entries/$item/zklock-handout", 'garbage');
+my ($rc, $out, $err) = $A->psql('postgres',
+	"SELECT body FROM zk_dequeue('poison', '5s')", on_error_stop => 0,
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+like($err, qr/55006/, 'the dequeue fails with 55006');
+like($err, qr/zklock-handout/, 'naming the node in the way');
+is(zk_count($zk, "$Q/taken"), 0, 'no claim is left');
+zkq_or_die($zk, 'delete', "$Q/entries/$item/zklock-handout");
+# (the other client's create and delete changed the item's children once
+# more: they count as a hand-out, as documented)
+is($A->safe_psql('postgres', "SELECT attempts || ':' || body FROM zk_dequeue('poison', '5s')"),
+	'2:p3', 'once it is deleted the item is handed out and consumed');
+ok(scalar(zk_wait_count($zk, "$Q/entries", 0, 30)), 'no item left');
+
+$kz->quit;
+$_->quit foreach ($a4, $b2);
+$A->stop;
+$B->stop;
+done_testing();
