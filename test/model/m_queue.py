@@ -10,6 +10,12 @@ publication, enqueue order).  The checks: what a dequeue returns was free,
 in queue order; a dequeue returns something when something is free; a try
 never waits; peek and length agree with the model; every committed item is
 consumed at most once and, after the final drain, exactly once.
+
+The delivery count (zk_message.attempts): each hand-out the model sees shows
+more attempts than the last one it saw of that item, at least as many as
+the model's hand-outs, and no more than those plus the items that dequeues
+which did not answer (cancelled, failed, terminated, cut off by a restart)
+may have claimed unseen; kazoo's hand-outs are not counted.
 """
 
 from driver import FAST, now
@@ -24,7 +30,7 @@ ROOT = "/zklock/queues/"
 
 class Item:
     __slots__ = ("body", "q", "prio", "st", "owner", "level", "key", "eseq", "msg_id",
-                 "consumed", "committed", "freed_by", "freed_at")
+                 "consumed", "committed", "freed_by", "freed_at", "handouts", "attempts")
 
     def __init__(self, body, q, prio, owner, level, eseq):
         self.body = body
@@ -40,6 +46,8 @@ class Item:
         self.committed = False
         self.freed_by = None      # who made it free last: a cluster label or "kazoo"
         self.freed_at = 0.0
+        self.handouts = 0         # zklock hand-outs the model saw
+        self.attempts = None      # the attempts the last of them showed
 
 
 class QueueModel:
@@ -56,6 +64,7 @@ class QueueModel:
         self.kq = {}           # (k.idx, q) -> kazoo LockingQueue
         self.served = []       # waiters served since the last settling: (session, t0, queue)
         self.kheld = {}        # (k.idx, q) -> body
+        self.unseen = {}       # q -> items dequeues that did not answer may have claimed
 
     # ---- model helpers
     def free(self, q):
@@ -154,11 +163,13 @@ class QueueModel:
         elif k == "deq":
             free = self.free(q)
             tmo = {"0": 0.0, "200ms": 0.2, "30s": None, None: None}[op["t"]]
-            h.wait_call(s, op, "SELECT msg_id, body FROM zk_dequeue(%s, %s::interval, %s)",
+            self.unseen[q] = self.unseen.get(q, 0) + op["m"]
+            h.wait_call(s, op, "SELECT msg_id, body, attempts FROM zk_dequeue(%s, %s::interval, %s)",
                         (q, op["t"], op["m"]), would_wait=not free, limit=tmo,
                         done=self.done_deq)
         elif k == "try":
-            h.fast_call(s, op, "SELECT msg_id, body FROM zk_try_dequeue(%s, %s)", (q, op["m"]),
+            self.unseen[q] = self.unseen.get(q, 0) + op["m"]
+            h.fast_call(s, op, "SELECT msg_id, body, attempts FROM zk_try_dequeue(%s, %s)", (q, op["m"]),
                         self.done_deq)
         elif k == "peek":
             h.fast_call(s, op, "SELECT body FROM zk_queue_peek(%s, %s)", (q, op["n"]), self.done_peek)
@@ -184,6 +195,8 @@ class QueueModel:
                 return            # cancelled or statement timeout while nothing was free
             h.unexpected(s, op, r)
             return
+        if op.get("k") in ("deq", "try") and "q" in op and op["q"] is not None:
+            self.unseen[q] = self.unseen.get(q, 0) - op["m"]   # answered: nothing unseen
         bodies = [row[1] for row in r.rows]
         what = "zk_try_dequeue" if op["k"] == "try" else "zk_dequeue(%s)" % op["t"]
         # a dequeue that may wait gets what a watch shows within its timeout;
@@ -199,7 +212,8 @@ class QueueModel:
         if not bodies and not free and op["k"] == "deq" and op["t"] == "200ms" and r.elapsed < 0.15:
             h.anomaly("queue-early", "zk_dequeue(200ms) returned no row after %.3fs" % r.elapsed)
         ok_bodies = []
-        for (msg_id, b) in r.rows:
+        for row in r.rows:
+            msg_id, b = row[0], row[1]
             it = self.items.get(b)
             if it is None or it.q != q:
                 h.anomaly("queue-phantom", "%s returned %r, never enqueued in %s" % (what, b, q))
@@ -213,6 +227,8 @@ class QueueModel:
             if it.msg_id is not None and it.msg_id != msg_id:
                 h.anomaly("queue-msg-id", "item %s had msg_id %s, now %s" % (b, it.msg_id, msg_id))
             it.msg_id = msg_id
+            if len(row) > 2:
+                self.check_attempts(it, row[2], what, s)
             ok_bodies.append(b)
         if len(set(r[0] for r in r.rows)) != len(r.rows):
             h.anomaly("queue-msg-id", "one dequeue returned a msg_id twice: %r" % (r.rows,))
@@ -231,6 +247,22 @@ class QueueModel:
             it.st = "claim"
             it.owner = s
             it.level = s.level
+
+    def check_attempts(self, it, att, what, s):
+        """A hand-out of it showed att attempts (the delivery count)."""
+        h = self.h
+        it.handouts += 1
+        slack = max(self.unseen.get(it.q, 0), 0)
+        if att is None or att < it.handouts:
+            h.anomaly("queue-attempts", "%s by %s handed %s out with attempts %s, the model saw %d hand-outs"
+                      % (what, s.name, it.body, att, it.handouts))
+        elif it.attempts is not None and att <= it.attempts:
+            h.anomaly("queue-attempts", "%s by %s handed %s out with attempts %s, after %s the last time"
+                      % (what, s.name, it.body, att, it.attempts))
+        elif att > it.handouts + slack:
+            h.anomaly("queue-attempts", "%s by %s handed %s out with attempts %s, the model saw %d hand-outs"
+                      " and at most %d more unseen" % (what, s.name, it.body, att, it.handouts, slack))
+        it.attempts = att
 
     def done_peek(self, s, op, r, ctx):
         if not r.ok:
@@ -405,7 +437,7 @@ class QueueModel:
                 if not self.free(q):
                     break
                 op = {"k": "deq", "r": "queue", "q": None, "qn": q, "t": "2s", "m": 100}
-                r = h.sql(s, op, "SELECT msg_id, body FROM zk_dequeue(%s, '2s', 100)", (q,), 5)
+                r = h.sql(s, op, "SELECT msg_id, body, attempts FROM zk_dequeue(%s, '2s', 100)", (q,), 5)
                 if not r.ok:
                     h.anomaly("queue-drain", "drain of %s: %r" % (q, r))
                     break
