@@ -51,7 +51,7 @@ static void end_done(int rc, const void *data);
  * Counting hand-outs.  The multi also creates and deletes a child of the
  * item, ZKQ_HANDOUT_CHILD: nothing is left, but ZooKeeper adds 2 to the
  * item's cversion, which every read of the item returns in its Stat.  So
- * the item itself carries how often zklock handed it out (cversion / 2,
+ * the item itself carries how often zklock handed it out ((cversion + 1) / 2,
  * zk_message.attempts), in the same transaction as the claim: exact across
  * crashes and clusters, nothing to clean up, and no request more than
  * before.  kazoo and Curator read only the item's data, which stays as it
