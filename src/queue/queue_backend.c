@@ -247,7 +247,8 @@ enqueue_element_context(void *arg)
  * transaction's bytes with the items before it, the count per queue and
  * transaction), so that what is kept fits in one publishing request; only
  * then keeps them.  array: the items come from an array (an error names
- * the element).  n may be 0: the arguments are checked, nothing is kept.
+ * the element).  n may be 0: the arguments are checked (and a hot standby
+ * refused), nothing is kept.
  */
 static void
 enqueue_items(const char *qname, int qlen, const char *const *payloads, const Size *plens,
@@ -272,7 +273,11 @@ enqueue_items(const char *qname, int qlen, const char *const *payloads, const Si
 				 errhint("Give a priority from 0 (first) to 999 (last); the default is 100.")));
 	zk_check_name("queue name", qlen);
 	if (n == 0)
+	{
+		/* nothing to keep, but a standby refuses every enqueue alike */
+		require_primary("enqueue");
 		return;
+	}
 	qname = zk_qualify_name(qname, qlen, &qlen);
 
 	/*
