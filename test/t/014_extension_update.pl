@@ -247,7 +247,8 @@ is( $node->safe_psql('updgrant', q{
 	SELECT string_agg(r || ':' || has_function_privilege(r, f, 'EXECUTE'), ' ' ORDER BY r, f)
 	  FROM unnest(ARRAY['upd_producer', 'upd_bytes', 'upd_none', 'public']) r,
 	       unnest(ARRAY['zk_enqueue(text,bytea[],integer)', 'zk_enqueue(text,text[],integer)']) f}),
-	'public:f public:f upd_bytes:t upd_bytes:f upd_none:f upd_none:f upd_producer:t upd_producer:t',
+	'public:false public:false upd_bytes:true upd_bytes:false upd_none:false upd_none:false'
+	  . ' upd_producer:true upd_producer:true',
 	'updgrant: the array forms go to who had the scalar form of their type, PUBLIC none');
 
 # ---- 3. 1.1 in schema zk ----

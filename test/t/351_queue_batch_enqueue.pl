@@ -66,7 +66,7 @@ is( $S->query_safe(
 		"BEGIN; SELECT count(*) || ' ' || bool_and(body = 'item-' || lpad(n::text, 4, '0'))"
 		  . " FROM zk_dequeue('batch', '5s', 1000) WITH ORDINALITY AS d(msg_id, priority, enqueued_at, payload, body, n);"
 		  . " COMMIT"),
-	'1000 t', 'zk_dequeue hands the 1,000 items out in array order');
+	'1000 true', 'zk_dequeue hands the 1,000 items out in array order');
 ok(scalar(zk_wait_count($zk, "$Q/batch/entries", 0, 30)), 'consumed: no entry left');
 is(zk_count($zk, "$Q/batch/taken"), 0, 'no claim left');
 
@@ -163,7 +163,7 @@ is( $S->query_safe(
 is( $S->query_safe(
 		"SELECT string_agg(object, ' ' ORDER BY object) FROM zk_privilege_groups()"
 		  . " WHERE group_name = 'produce' AND object LIKE '%[]%'"),
-	'zk_enqueue(text,bytea[],integer) zk_enqueue(text,text[],integer)',
+	'public.zk_enqueue(text,bytea[],integer) public.zk_enqueue(text,text[],integer)',
 	'the group produce holds them');
 $S->query_safe('CREATE ROLE batch_producer');
 $S->query_safe("SELECT zk_grant('produce', 'batch_producer')");
