@@ -204,6 +204,43 @@ BEGIN
 END
 $$;
 
+-- Issue 38: zk_enqueue of an array, many items in one call (the elements
+-- in array order, as one zk_enqueue per element would add them, all of them
+-- or, an element refused, none).  In the group produce: PUBLIC may not
+-- execute them, and a role that may execute a zk_enqueue of 1.0 gets the
+-- array form of the same payload type.
+CREATE FUNCTION zk_enqueue(queue text, payloads bytea[], priority int DEFAULT 100)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_enqueue_bytea_array' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_enqueue(queue text, payloads text[], priority int DEFAULT 100)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_enqueue_text_array' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION zk_enqueue(text, bytea[], integer) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION zk_enqueue(text, text[], integer) FROM PUBLIC;
+
+DO $$
+DECLARE
+    r record;
+BEGIN
+    -- (regrole's text is the role's name quoted as an identifier already)
+    FOR r IN SELECT DISTINCT a.grantee::regrole::text AS grantee,
+                    CASE WHEN p.oid = '@extschema@.zk_enqueue(text,bytea,integer)'::regprocedure
+                         THEN '@extschema@.zk_enqueue(text,bytea[],integer)'
+                         ELSE '@extschema@.zk_enqueue(text,text[],integer)' END AS fn
+               FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+              WHERE p.oid IN ('@extschema@.zk_enqueue(text,bytea,integer)'::regprocedure,
+                              '@extschema@.zk_enqueue(text,text,integer)'::regprocedure)
+                AND a.privilege_type = 'EXECUTE' AND a.grantee <> 0
+                AND a.grantee <> p.proowner
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s', r.fn, r.grantee);
+    END LOOP;
+END
+$$;
+
 -- the groups: each object of the extension a role needs for one use, named
 -- with its schema (a fixed search_path: whatever the caller's)
 CREATE OR REPLACE FUNCTION zk_privilege_groups(
@@ -238,6 +275,8 @@ AS $$
         ('lock', '@extschema@.zk_lock_token(bigint)'),
         ('produce', '@extschema@.zk_enqueue(text,bytea,integer)'),
         ('produce', '@extschema@.zk_enqueue(text,text,integer)'),
+        ('produce', '@extschema@.zk_enqueue(text,bytea[],integer)'),
+        ('produce', '@extschema@.zk_enqueue(text,text[],integer)'),
         ('consume', '@extschema@.zk_dequeue(text,interval,integer)'),
         ('consume', '@extschema@.zk_try_dequeue(text,integer)'),
         ('consume', '@extschema@.zk_queue_peek(text,integer)'),

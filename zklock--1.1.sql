@@ -355,6 +355,17 @@ CREATE FUNCTION zk_enqueue(queue text, payload text, priority int DEFAULT 100)
 RETURNS void
 AS 'MODULE_PATHNAME', 'zk_enqueue_text' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-- many items in one call (issue 38): the elements in array order, as one
+-- zk_enqueue per element would add them, all of them or (an element refused)
+-- none; an empty array adds nothing
+CREATE FUNCTION zk_enqueue(queue text, payloads bytea[], priority int DEFAULT 100)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_enqueue_bytea_array' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_enqueue(queue text, payloads text[], priority int DEFAULT 100)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_enqueue_text_array' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 CREATE FUNCTION zk_dequeue(queue text, timeout interval DEFAULT NULL, max_items int DEFAULT 1)
 RETURNS SETOF zk_message
 AS 'MODULE_PATHNAME', 'zk_dequeue_sql' LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
@@ -594,6 +605,8 @@ AS $$
         ('lock', '@extschema@.zk_lock_token(bigint)'),
         ('produce', '@extschema@.zk_enqueue(text,bytea,integer)'),
         ('produce', '@extschema@.zk_enqueue(text,text,integer)'),
+        ('produce', '@extschema@.zk_enqueue(text,bytea[],integer)'),
+        ('produce', '@extschema@.zk_enqueue(text,text[],integer)'),
         ('consume', '@extschema@.zk_dequeue(text,interval,integer)'),
         ('consume', '@extschema@.zk_try_dequeue(text,integer)'),
         ('consume', '@extschema@.zk_queue_peek(text,integer)'),

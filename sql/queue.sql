@@ -1,5 +1,5 @@
 -- The queue's SQL surface, from one session and a dblink connection 'other':
--- zk_enqueue (text and bytea) published at COMMIT, zk_queue_length,
+-- zk_enqueue (text and bytea, one item or an array) published at COMMIT, zk_queue_length,
 -- zk_queue_peek, zk_try_dequeue, zk_dequeue (timeout, max_items), priorities,
 -- ROLLBACK and savepoints on both sides, zk_queue_purge, zk_queue_drop, the zk_queues view,
 -- zk_queue_release_cluster, PREPARE TRANSACTION, and every bad input with its
@@ -345,6 +345,103 @@ PREPARE TRANSACTION 'regress_queue_dequeue';
 \echo :LAST_ERROR_SQLSTATE
 SELECT wait_length('regress_q8', 1) AS claim_put_back;
 SELECT count(*) AS prepared FROM pg_prepared_xacts;
+
+--
+-- Batches: zk_enqueue of an array (text[] or bytea[]) adds its elements in
+-- array order, as one zk_enqueue per element would, published at COMMIT with
+-- the transaction's other items; an empty array adds nothing; ROLLBACK and
+-- ROLLBACK TO SAVEPOINT drop them
+--
+BEGIN;
+SELECT zk_enqueue('regress_qb', ARRAY['b1', 'b2', 'b3']);
+SELECT zk_enqueue('regress_qb', ARRAY['\x00ff', '\x61']::bytea[], 7);
+SELECT zk_enqueue('regress_qb', ARRAY[]::text[]);
+SELECT zk_enqueue('regress_qb', '{}'::bytea[], priority => 1);
+SELECT zk_enqueue('regress_qb', 'b4');
+SELECT zk_enqueue('regress_qb', ARRAY['b5', 'héllo'], priority => 100);
+SELECT zk_enqueue('regress_qb', '[3:4]={b6,b7}'::text[]);
+SAVEPOINT s;
+SELECT zk_enqueue('regress_qb', ARRAY['dropped-1', 'dropped-2']);
+ROLLBACK TO SAVEPOINT s;
+SELECT zk_queue_length('regress_qb') AS own_length_before_commit;
+COMMIT;
+SELECT priority, payload, body FROM zk_queue_peek('regress_qb');
+BEGIN;
+SELECT zk_enqueue('regress_qb', ARRAY['rolled', 'back']);
+ROLLBACK;
+SELECT zk_queue_length('regress_qb') AS after_rollback;
+-- a text literal is one item (the scalar zk_enqueue): cast it to an array
+SELECT zk_enqueue('regress_qb', '{one,item}');
+SELECT zk_enqueue('regress_qb', '{two,items}'::text[]);
+SELECT body FROM zk_queue_peek('regress_qb', 20) OFFSET 10;
+SELECT zk_queue_purge('regress_qb') AS purged;
+-- 1024 items, the most one transaction may put into one queue, in one
+-- call: they come out in array order
+SELECT zk_enqueue('regress_qb', array_agg('i' || n ORDER BY n)) FROM generate_series(1, 1024) n;
+SELECT count(*) AS items, bool_and(body = 'i' || n) AS in_array_order
+  FROM zk_queue_peek('regress_qb', 2000) WITH ORDINALITY AS p(msg_id, priority, enqueued_at, payload, body, n);
+BEGIN;
+SELECT count(*) AS items, bool_and(body = 'i' || n) AS dequeued_in_order
+  FROM zk_dequeue('regress_qb', '1s', 1000) WITH ORDINALITY AS d(msg_id, priority, enqueued_at, payload, body, n);
+COMMIT;
+BEGIN;
+SELECT count(*) AS items, bool_and(body = 'i' || (1000 + n)) AS the_rest_in_order
+  FROM zk_try_dequeue('regress_qb', 1000) WITH ORDINALITY AS d(msg_id, priority, enqueued_at, payload, body, n);
+COMMIT;
+SELECT wait_queue_row('regress_qb', 0, 0) AS consumed;
+SELECT zk_queue_length('regress_qb') AS empty;
+
+-- Bad batches: a clear error, and none of the call's elements is kept; the
+-- transaction's items from before the call (here, in a savepoint's parent)
+-- are published
+SELECT zk_enqueue('regress_qb', NULL::text[]);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_enqueue('regress_qb', NULL::bytea[]);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_enqueue(NULL, ARRAY['x']);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_enqueue('regress_qb', ARRAY['x'], NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_enqueue('regress_qb', ARRAY['a', NULL, 'c']);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_enqueue('regress_qb', ARRAY[NULL]::bytea[]);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_enqueue('regress_qb', ARRAY[['a', 'b'], ['c', 'd']]);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_enqueue('regress_qb', ARRAY[['\x01'::bytea]]);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_enqueue('regress_qb', ARRAY['x'], 1000);
+\echo :LAST_ERROR_SQLSTATE
+-- an empty array still has its queue name and priority checked
+SELECT zk_enqueue('', ARRAY[]::text[]);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_enqueue('regress_qb', ARRAY[]::bytea[], -1);
+\echo :LAST_ERROR_SQLSTATE
+-- an element over ZooKeeper's packet limit, elements too large together
+SELECT zk_enqueue('regress_qb', ARRAY['ok', repeat('x', 1100000)]);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_enqueue('regress_qb', ARRAY[repeat('a', 400000), repeat('b', 400000), repeat('c', 400000)]);
+\echo :LAST_ERROR_SQLSTATE
+-- more than 1024 items for one queue in the transaction
+SELECT zk_enqueue('regress_qb', array_agg('i' || n)) FROM generate_series(1, 1025) n;
+\echo :LAST_ERROR_SQLSTATE
+BEGIN;
+SELECT zk_enqueue('regress_qb', array_agg('before-' || n ORDER BY n)) FROM generate_series(1, 1000) n;
+SAVEPOINT s;
+SELECT zk_enqueue('regress_qb', array_agg('over-' || n)) FROM generate_series(1, 25) n;
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK TO SAVEPOINT s;
+SAVEPOINT s2;
+SELECT zk_enqueue('regress_qb', ARRAY['bad-1', NULL]);
+ROLLBACK TO SAVEPOINT s2;
+-- what the failed calls would have added is not counted: 24 more fit
+SELECT zk_enqueue('regress_qb', array_agg('after-' || n ORDER BY n)) FROM generate_series(1, 24) n;
+COMMIT;
+SELECT count(*) AS items, count(*) FILTER (WHERE body LIKE 'before-%') AS before,
+       count(*) FILTER (WHERE body LIKE 'after-%') AS after,
+       count(*) FILTER (WHERE body LIKE 'over-%' OR body LIKE 'bad-%') AS from_failed_calls
+  FROM zk_queue_peek('regress_qb', 2000);
+SELECT zk_queue_purge('regress_qb') AS purged;
 
 --
 -- Bad input: a clear error and nothing published

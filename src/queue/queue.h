@@ -292,6 +292,8 @@ extern bool zk_kept_verify(const char *path, const ZkTxnKept *k);
 typedef void (*zkq_emit_fn) (const ZkMsgRec *m, const char *payload, void *arg);
 extern void zk_queue_enqueue(const char *qname, int qlen, const char *payload, Size plen,
 							 int priority);
+extern void zk_queue_enqueue_array(const char *qname, int qlen, const char *const *payloads,
+								   const Size *plens, int n, int priority);
 extern int	zk_queue_dequeue(const char *qname, int qlen, int max_items, bool try_only,
 							 int64 timeout_ms, zkq_emit_fn emit, void *arg);
 extern ZkEntry *zk_queue_info(ZkQinfoOp op, const char *qname, int qlen, int n, uint64 arg,

@@ -228,17 +228,42 @@ check_write_quota(Size cost, const char *what, Size plen)
 }
 
 /*
- * Keep an item for this (sub)transaction, to be published at its COMMIT
- * (queue_pre_commit); checks the priority, name and sizes first, so that
- * what is kept fits in one publishing request.
+ * Reports which element of an array an error of enqueue_items is about
+ * (arg: the element's number, from 1, and the array's length)
  */
-void
-zk_queue_enqueue(const char *qname, int qlen, const char *payload, Size plen, int priority)
+static void
+enqueue_element_context(void *arg)
+{
+	const int  *at = (const int *) arg;
+
+	errcontext("zklock payload %d of %d in the array", at[0], at[1]);
+}
+
+/*
+ * Keep n items of one queue and priority for this (sub)transaction, in
+ * this order, to be published at its COMMIT (queue_pre_commit): all of
+ * them or, when one fails a check, none.  Checks the priority and name
+ * once, then each item as one call per item would (its size, the
+ * transaction's bytes with the items before it, the count per queue and
+ * transaction), so that what is kept fits in one publishing request; only
+ * then keeps them.  array: the items come from an array (an error names
+ * the element).  n may be 0: the arguments are checked (and a hot standby
+ * refused), nothing is kept.
+ */
+static void
+enqueue_items(const char *qname, int qlen, const char *const *payloads, const Size *plens,
+			  int n, int priority, bool array)
 {
 	MemoryContext old;
-	PendingItem *it;
-	Size		cost;
+	Size		added = 0;
+	Size		base;
 	char		ename[ZKLOCK_ENAME_MAX + 1];
+	int			same = 0;
+	int			at[2];
+	ErrorContextCallback errcb;
+	List	   *items = NIL;
+	ListCell   *lc;
+	int			i;
 
 	zk_require_shmem();
 	if (priority < 0 || priority > 999)
@@ -247,66 +272,123 @@ zk_queue_enqueue(const char *qname, int qlen, const char *payload, Size plen, in
 				 errmsg("zklock queue priority %d is out of range", priority),
 				 errhint("Give a priority from 0 (first) to 999 (last); the default is 100.")));
 	zk_check_name("queue name", qlen);
+	if (n == 0)
+	{
+		/* nothing to keep, but a standby refuses every enqueue alike */
+		require_primary("enqueue");
+		return;
+	}
 	qname = zk_qualify_name(qname, qlen, &qlen);
 
 	/*
-	 * What the item adds to the multi that publishes the transaction (the
+	 * What an item adds to the multi that publishes the transaction (the
 	 * larger of the two requests that carry it): the payload, the path with
 	 * the name as encoded, and the create's own fields (ACL, flags, headers).
 	 */
 	zk_encode_name(qname, qlen, ename);
-	cost = plen + strlen(zk_root) + strlen(ename) + ZKQ_ITEM_OVERHEAD;
-	if (cost + ZKQ_TXN_BASE > ZKQ_TXN_MAX)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("zklock queue payload is too large"),
-				 errdetail("The payload has %zu bytes; one item of this queue may have at most %d bytes.",
-						   plen, (int) (ZKQ_TXN_MAX - ZKQ_TXN_BASE - (cost - plen))),
-				 errhint("ZooKeeper takes at most 1 MB in one request (jute.maxbuffer): store large data elsewhere and enqueue a reference to it.")));
-	if (pending_bytes + cost + ZKQ_TXN_BASE > ZKQ_TXN_MAX)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("zklock queue items of this transaction are too large together"),
-				 errdetail("This transaction's items would need %zu bytes; one transaction may publish at most %d bytes.",
-						   pending_bytes + cost + ZKQ_TXN_BASE, ZKQ_TXN_MAX),
-				 errhint("ZooKeeper publishes a transaction's items in one request of at most 1 MB: commit in smaller batches.")));
-	check_write_quota(cost, "enqueue", plen);
+	base = strlen(zk_root) + strlen(ename) + ZKQ_ITEM_OVERHEAD;
+	foreach(lc, pending_items)
 	{
-		ListCell   *lc;
-		int			same = 0;
+		PendingItem *p = lfirst(lc);
 
-		foreach(lc, pending_items)
-		{
-			PendingItem *p = lfirst(lc);
+		if (p->qlen == qlen && memcmp(p->qname, qname, qlen) == 0)
+			same++;
+	}
 
-			if (p->qlen == qlen && memcmp(p->qname, qname, qlen) == 0)
-				same++;
-		}
-		if (same >= ZKQ_TXN_QUEUE_ITEMS)
+	/* every item checked, in order, as if the ones before it were kept */
+	at[1] = n;
+	errcb.callback = enqueue_element_context;
+	errcb.arg = at;
+	errcb.previous = error_context_stack;
+	if (array)
+		error_context_stack = &errcb;
+	for (i = 0; i < n; i++)
+	{
+		Size		plen = plens[i];
+		Size		cost = plen + base;
+
+		at[0] = i + 1;
+		if (cost + ZKQ_TXN_BASE > ZKQ_TXN_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("zklock queue payload is too large"),
+					 errdetail("The payload has %zu bytes; one item of this queue may have at most %d bytes.",
+							   plen, (int) (ZKQ_TXN_MAX - ZKQ_TXN_BASE - base)),
+					 errhint("ZooKeeper takes at most 1 MB in one request (jute.maxbuffer): store large data elsewhere and enqueue a reference to it.")));
+		if (pending_bytes + added + cost + ZKQ_TXN_BASE > ZKQ_TXN_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("zklock queue items of this transaction are too large together"),
+					 errdetail("This transaction's items would need %zu bytes; one transaction may publish at most %d bytes.",
+							   pending_bytes + added + cost + ZKQ_TXN_BASE, ZKQ_TXN_MAX),
+					 errhint("ZooKeeper publishes a transaction's items in one request of at most 1 MB: commit in smaller batches.")));
+		check_write_quota(added + cost, "enqueue", plen);
+		if (same + i >= ZKQ_TXN_QUEUE_ITEMS)
 			ereport(ERROR,
 					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 					 errmsg("too many zklock queue items for one queue in this transaction"),
 					 errdetail("One transaction may publish at most %d items into one queue.",
 							   ZKQ_TXN_QUEUE_ITEMS),
 					 errhint("Commit in smaller batches.")));
+		added += cost;
 	}
+	error_context_stack = errcb.previous;
 	require_primary("enqueue");
 	(void) GetTopFullTransactionId();
 	zk_backend_init();
 
+	/*
+	 * Then all of them, on a list of their own first: pending_items changes
+	 * in one step at the end (list_concat enlarges it before it copies), so
+	 * that running out of memory half-way keeps none.
+	 */
 	old = MemoryContextSwitchTo(TopMemoryContext);
-	it = palloc(sizeof(PendingItem));
-	it->subid = GetCurrentSubTransactionId();
-	it->cost = cost;
-	it->priority = priority;
-	it->qname = pnstrdup(qname, qlen);
-	it->qlen = qlen;
-	it->payload = palloc(Max(plen, 1));
-	memcpy(it->payload, payload, plen);
-	it->plen = plen;
-	pending_items = lappend(pending_items, it);
+	for (i = 0; i < n; i++)
+	{
+		PendingItem *it = palloc(sizeof(PendingItem));
+
+		it->subid = GetCurrentSubTransactionId();
+		it->cost = plens[i] + base;
+		it->priority = priority;
+		it->qname = pnstrdup(qname, qlen);
+		it->qlen = qlen;
+		it->payload = palloc(Max(plens[i], 1));
+		memcpy(it->payload, payloads[i], plens[i]);
+		it->plen = plens[i];
+		items = lappend(items, it);
+	}
+	if (pending_items == NIL)
+		pending_items = items;
+	else
+	{
+		pending_items = list_concat(pending_items, items);
+		list_free(items);
+	}
 	MemoryContextSwitchTo(old);
-	pending_bytes += cost;
+	pending_bytes += added;
+}
+
+/*
+ * Keep an item for this (sub)transaction, to be published at its COMMIT
+ * (queue_pre_commit); checks the priority, name and sizes first, so that
+ * what is kept fits in one publishing request.
+ */
+void
+zk_queue_enqueue(const char *qname, int qlen, const char *payload, Size plen, int priority)
+{
+	enqueue_items(qname, qlen, &payload, &plen, 1, priority, false);
+}
+
+/*
+ * zk_queue_enqueue for each of the n items of an array, in its order, all
+ * or none: one that fails a check (errors name its element) keeps none of
+ * them; n 0 keeps nothing.
+ */
+void
+zk_queue_enqueue_array(const char *qname, int qlen, const char *const *payloads,
+					   const Size *plens, int n, int priority)
+{
+	enqueue_items(qname, qlen, payloads, plens, n, priority, true);
 }
 
 /*

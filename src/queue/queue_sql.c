@@ -1,10 +1,11 @@
 /*-------------------------------------------------------------------------
  *
  * queue_sql.c
- *	  SQL functions of the queue recipe: zk_enqueue, zk_dequeue,
- *	  zk_try_dequeue, zk_queue_length, zk_queue_peek, zk_queue_purge,
- *	  zk_queue_drop, zk_queues_internal and zk_queue_release_cluster.  Run in backends;
- *	  the work is in queue_backend.c and the worker's queue_*.c (queue_worker.c lists them).
+ *	  SQL functions of the queue recipe: zk_enqueue (one item or an array
+ *	  of them), zk_dequeue, zk_try_dequeue, zk_queue_length, zk_queue_peek,
+ *	  zk_queue_purge, zk_queue_drop, zk_queues_internal and
+ *	  zk_queue_release_cluster.  Run in backends; the work is in
+ *	  queue_backend.c and the worker's queue_*.c (queue_worker.c lists them).
  *
  *-------------------------------------------------------------------------
  */
@@ -14,11 +15,13 @@
 #include "access/htup_details.h"
 #include "access/xlog.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_type.h"
 #include "datatype/timestamp.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
@@ -28,6 +31,8 @@
 PG_FUNCTION_INFO_V1(zk_enqueue_bytea);
 PG_FUNCTION_INFO_V1(zk_namespace_totals);
 PG_FUNCTION_INFO_V1(zk_enqueue_text);
+PG_FUNCTION_INFO_V1(zk_enqueue_bytea_array);
+PG_FUNCTION_INFO_V1(zk_enqueue_text_array);
 PG_FUNCTION_INFO_V1(zk_dequeue_sql);
 PG_FUNCTION_INFO_V1(zk_try_dequeue_sql);
 PG_FUNCTION_INFO_V1(zk_queue_length);
@@ -112,6 +117,98 @@ zk_enqueue_text(PG_FUNCTION_ARGS)
 		plen = strlen(u);
 	zk_queue_enqueue(name, len, u, plen, priority);
 	PG_RETURN_VOID();
+}
+
+/*
+ * The payloads of the array argument 1 of a batch zk_enqueue, in the
+ * array's order: *payloads and *plens (palloc'd) and their number *n, 0
+ * for an empty array.  Elements of type elemtype (BYTEAOID, or TEXTOID
+ * for text, converted to UTF-8 as zk_enqueue_text does).  The array is
+ * not NULL (the caller checked); refuses a NULL element (22004) and an
+ * array of more than one dimension (2202E).  The queue's, the priority's
+ * and the sizes' checks are zk_queue_enqueue_array's.
+ */
+static void
+payloads_arg(FunctionCallInfo fcinfo, Oid elemtype, const char ***payloads, Size **plens, int *n)
+{
+	ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(1);
+	Datum	   *elems;
+	bool	   *nulls;
+	int			count;
+	int			i;
+
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("zklock payload array must have one dimension"),
+				 errdetail("The array has %d dimensions; nothing was enqueued.", ARR_NDIM(arr)),
+				 errhint("Pass a one-dimensional array, one element per item: flatten it with ARRAY(SELECT unnest(...)).")));
+	deconstruct_array(arr, elemtype, -1, false, TYPALIGN_INT, &elems, &nulls, &count);
+	*payloads = palloc(sizeof(char *) * Max(count, 1));
+	*plens = palloc(sizeof(Size) * Max(count, 1));
+	for (i = 0; i < count; i++)
+	{
+		struct varlena *v;
+		const char *p;
+		Size		len;
+
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("zklock payload must not be null"),
+					 errdetail("Payload %d of %d in the array is null; nothing was enqueued.", i + 1, count),
+					 errhint("Leave out the null elements (array_remove(payloads, NULL)), or give a non-null payload for each.")));
+		v = (struct varlena *) PG_DETOAST_DATUM_PACKED(elems[i]);
+		p = VARDATA_ANY(v);
+		len = VARSIZE_ANY_EXHDR(v);
+		if (elemtype == TEXTOID)
+		{
+			char	   *u = pg_server_to_any(p, len, PG_UTF8);
+
+			if (u != p)
+				len = strlen(u);
+			p = u;
+		}
+		(*payloads)[i] = p;
+		(*plens)[i] = len;
+	}
+	*n = count;
+}
+
+/*
+ * SQL: zk_enqueue(queue, payloads bytea[] or text[], priority): the
+ * elements in order, as one zk_enqueue() each, all or none
+ */
+static Datum
+enqueue_array(FunctionCallInfo fcinfo, Oid elemtype)
+{
+	int			len;
+	char	   *name = queue_arg(fcinfo, &len);
+	const char **payloads;
+	Size	   *plens;
+	int			n;
+	int			priority;
+
+	if (PG_ARGISNULL(1))
+		null_arg("payload array");
+	priority = int_arg(fcinfo, 2, 100, "priority");
+	payloads_arg(fcinfo, elemtype, &payloads, &plens, &n);
+	zk_queue_enqueue_array(name, len, payloads, plens, n, priority);
+	PG_RETURN_VOID();
+}
+
+/* SQL: zk_enqueue(queue, payloads bytea[], priority) */
+Datum
+zk_enqueue_bytea_array(PG_FUNCTION_ARGS)
+{
+	return enqueue_array(fcinfo, BYTEAOID);
+}
+
+/* SQL: zk_enqueue(queue, payloads text[], priority) */
+Datum
+zk_enqueue_text_array(PG_FUNCTION_ARGS)
+{
+	return enqueue_array(fcinfo, TEXTOID);
 }
 
 /* ---- rows of zk_message ---- */

@@ -25,6 +25,9 @@
 #    zklock--1.1.sql fails part 2).  The table zk_database_namespace (the
 #    namespace '$database' stands for) is compared like the views (owner,
 #    grants, columns); both hold this database's name.
+#    Database "updgrant": a role granted produce with 1.0 (zk_grant), and
+#    one granted only zk_enqueue(text, bytea, integer), get after the update
+#    the array forms of zk_enqueue of the payload types they had; PUBLIC none.
 # 3. Database "sch": CREATE EXTENSION zklock SCHEMA zk puts every object in
 #    zk; with search_path = public (no zk) qualified calls work: a lock, the
 #    queue, the views, zk_status, zk_leader, zk_privilege_groups (names zk.),
@@ -231,6 +234,27 @@ my @aspects = sort { $a cmp $b } keys %{ { map { (/^(\w+):/)[0] => 1 }
 is(join(',', @aspects), 'columns,extension,functions,init_privs,members,views',
 	'1.0 and 1.1 differ in the version, functions, the table zk_database_namespace, the view zk_quotas and zk_message.attempts only');
 
+# ---- 2b. the update grants the array forms of zk_enqueue (issue 38) ----
+# to the roles that may execute the scalar form of the same payload type,
+# and to no one else (PUBLIC none); in a database of its own, whose grants
+# a fresh install does not have
+$node->safe_psql('postgres', 'CREATE DATABASE updgrant');
+$node->safe_psql('updgrant', "CREATE EXTENSION zklock VERSION '1.0'");
+$node->safe_psql('updgrant', q{
+	CREATE ROLE upd_producer;
+	CREATE ROLE upd_bytes;
+	CREATE ROLE upd_none;
+	SELECT zk_grant('produce', 'upd_producer');
+	GRANT EXECUTE ON FUNCTION zk_enqueue(text, bytea, integer) TO upd_bytes});
+$node->safe_psql('updgrant', "ALTER EXTENSION zklock UPDATE TO '1.1'");
+is( $node->safe_psql('updgrant', q{
+	SELECT string_agg(r || ':' || has_function_privilege(r, f, 'EXECUTE'), ' ' ORDER BY r, f)
+	  FROM unnest(ARRAY['upd_producer', 'upd_bytes', 'upd_none', 'public']) r,
+	       unnest(ARRAY['zk_enqueue(text,bytea[],integer)', 'zk_enqueue(text,text[],integer)']) f}),
+	'public:false public:false upd_bytes:true upd_bytes:false upd_none:false upd_none:false'
+	  . ' upd_producer:true upd_producer:true',
+	'updgrant: the array forms go to who had the scalar form of their type, PUBLIC none');
+
 # ---- 3. 1.1 in schema zk ----
 $node->safe_psql('sch', 'CREATE SCHEMA zk; CREATE EXTENSION zklock SCHEMA zk');
 is($node->safe_psql('sch', qq{
@@ -258,7 +282,7 @@ is($S->query_safe("SELECT count(*) FROM zk.zk_try_dequeue('sch-q')"), '0', 'the 
 is($S->query_safe("SELECT this_server FROM zk.zk_leader('upd')"), 't', 'zk.zk_leader');
 is($S->query_safe("SELECT count(*) FROM zk.zk_elections WHERE is_leader"), '1', 'zk.zk_elections');
 like($S->query_safe("SELECT string_agg(object, ' ') FROM zk.zk_privilege_groups() WHERE group_name = 'produce'"),
-	qr/^zk\.zk_enqueue\(text,bytea,integer\) zk\.zk_enqueue\(text,text,integer\)$/,
+	qr/^zk\.zk_enqueue\(text,bytea,integer\) zk\.zk_enqueue\(text,text,integer\) zk\.zk_enqueue\(text,bytea\[\],integer\) zk\.zk_enqueue\(text,text\[\],integer\)$/,
 	'zk_privilege_groups names the objects in zk');
 is($S->query_safe("SELECT has_function_privilege('pg_monitor', 'zk.zk_status()', 'EXECUTE')"),
 	't', 'the monitor group went to pg_monitor at CREATE EXTENSION');

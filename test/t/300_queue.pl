@@ -19,8 +19,8 @@
 # cost one children watch (mntr's zk_watch_count) and are served in arrival
 # order, the first by an item from kazoo; a waiter wakes when the claim on
 # the only item is released.  The zk_queues view shows items, claims and
-# waiters.  On a hot standby, dequeue and enqueue fail with 25006 while
-# zk_queue_length and zk_queue_peek work.
+# waiters.  On a hot standby, dequeue and enqueue (of an array too, even an
+# empty one) fail with 25006 while zk_queue_length and zk_queue_peek work.
 
 use strict;
 use warnings FATAL => 'all';
@@ -501,7 +501,9 @@ is($standby->safe_psql('postgres', 'SELECT pg_is_in_recovery()'), 't', 'the stan
 standby_refuses($standby,
 	[ 'zk_dequeue', "SELECT * FROM zk_dequeue('hs', '1s')" ],
 	[ 'zk_try_dequeue', "SELECT * FROM zk_try_dequeue('hs')" ],
-	[ 'zk_enqueue', "SELECT zk_enqueue('hs', 'from the standby')" ]);
+	[ 'zk_enqueue', "SELECT zk_enqueue('hs', 'from the standby')" ],
+	[ 'zk_enqueue of an array', "SELECT zk_enqueue('hs', ARRAY['from', 'the standby'])" ],
+	[ 'zk_enqueue of an empty array', "SELECT zk_enqueue('hs', ARRAY[]::bytea[])" ]);
 is($standby->safe_psql('postgres', "SELECT zk_queue_length('hs')"), '3', 'standby: zk_queue_length works');
 is($standby->safe_psql('postgres', "SELECT string_agg(body, ',') FROM zk_queue_peek('hs')"), 'h1,h2,h3',
 	'standby: zk_queue_peek works');
