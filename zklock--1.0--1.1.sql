@@ -193,7 +193,8 @@ DO $$
 DECLARE
     r text;
 BEGIN
-    FOR r IN SELECT DISTINCT pg_catalog.quote_ident(a.grantee::regrole::text)
+    -- (regrole's text is the name as an identifier, quoted where it must be)
+    FOR r IN SELECT DISTINCT a.grantee::regrole::text
                FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
               WHERE p.oid = '@extschema@.zk_try_lease(text,interval,text)'::regprocedure
                 AND a.privilege_type = 'EXECUTE' AND a.grantee <> 0

@@ -379,14 +379,14 @@ SELECT zk_queue_purge('regress_qb') AS purged;
 -- call: they come out in array order
 SELECT zk_enqueue('regress_qb', array_agg('i' || n ORDER BY n)) FROM generate_series(1, 1024) n;
 SELECT count(*) AS items, bool_and(body = 'i' || n) AS in_array_order
-  FROM zk_queue_peek('regress_qb', 2000) WITH ORDINALITY AS p(msg_id, priority, enqueued_at, payload, body, n);
+  FROM zk_queue_peek('regress_qb', 2000) WITH ORDINALITY AS p(msg_id, priority, enqueued_at, payload, body, attempts, n);
 BEGIN;
 SELECT count(*) AS items, bool_and(body = 'i' || n) AS dequeued_in_order
-  FROM zk_dequeue('regress_qb', '1s', 1000) WITH ORDINALITY AS d(msg_id, priority, enqueued_at, payload, body, n);
+  FROM zk_dequeue('regress_qb', '1s', 1000) WITH ORDINALITY AS d(msg_id, priority, enqueued_at, payload, body, attempts, n);
 COMMIT;
 BEGIN;
 SELECT count(*) AS items, bool_and(body = 'i' || (1000 + n)) AS the_rest_in_order
-  FROM zk_try_dequeue('regress_qb', 1000) WITH ORDINALITY AS d(msg_id, priority, enqueued_at, payload, body, n);
+  FROM zk_try_dequeue('regress_qb', 1000) WITH ORDINALITY AS d(msg_id, priority, enqueued_at, payload, body, attempts, n);
 COMMIT;
 SELECT wait_queue_row('regress_qb', 0, 0) AS consumed;
 SELECT zk_queue_length('regress_qb') AS empty;

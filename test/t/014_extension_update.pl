@@ -28,6 +28,8 @@
 #    Database "updgrant": a role granted produce with 1.0 (zk_grant), and
 #    one granted only zk_enqueue(text, bytea, integer), get after the update
 #    the array forms of zk_enqueue of the payload types they had; PUBLIC none.
+#    A role whose name must be quoted ("Upd Lease") that could take leases
+#    gets zk_lease_release.
 # 3. Database "sch": CREATE EXTENSION zklock SCHEMA zk puts every object in
 #    zk; with search_path = public (no zk) qualified calls work: a lock, the
 #    queue, the views, zk_status, zk_leader, zk_privilege_groups (names zk.),
@@ -244,8 +246,10 @@ $node->safe_psql('updgrant', q{
 	CREATE ROLE upd_producer;
 	CREATE ROLE upd_bytes;
 	CREATE ROLE upd_none;
+	CREATE ROLE "Upd Lease";
 	SELECT zk_grant('produce', 'upd_producer');
-	GRANT EXECUTE ON FUNCTION zk_enqueue(text, bytea, integer) TO upd_bytes});
+	GRANT EXECUTE ON FUNCTION zk_enqueue(text, bytea, integer) TO upd_bytes;
+	GRANT EXECUTE ON FUNCTION zk_try_lease(text, interval, text) TO "Upd Lease"});
 $node->safe_psql('updgrant', "ALTER EXTENSION zklock UPDATE TO '1.1'");
 is( $node->safe_psql('updgrant', q{
 	SELECT string_agg(r || ':' || has_function_privilege(r, f, 'EXECUTE'), ' ' ORDER BY r, f)
@@ -254,6 +258,9 @@ is( $node->safe_psql('updgrant', q{
 	'public:false public:false upd_bytes:true upd_bytes:false upd_none:false upd_none:false'
 	  . ' upd_producer:true upd_producer:true',
 	'updgrant: the array forms go to who had the scalar form of their type, PUBLIC none');
+is( $node->safe_psql('updgrant', q{
+	SELECT has_function_privilege('Upd Lease', 'zk_lease_release(text,text)', 'EXECUTE')}),
+	't', 'updgrant: zk_lease_release goes to a role whose name must be quoted that could take leases');
 
 # ---- 3. 1.1 in schema zk ----
 $node->safe_psql('sch', 'CREATE SCHEMA zk; CREATE EXTENSION zklock SCHEMA zk');
