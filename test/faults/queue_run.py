@@ -58,11 +58,15 @@ DIR/faults.jsonl (written by the test), and counts
               synchronous standby did not have them; the test's premise)
   aborted_producer_present
               ids of transactions known to be rolled back that are in produced
+  attempts_undercount / attempts_not_increasing
+              items whose delivery count (zk_message.attempts), over the
+              hand-outs the clients saw in claim order, fell below a
+              hand-out's rank or did not grow
 and prints the figures, the first anomalies with the faults just before
 them, and "QUEUE-CHECK <json>"; exit 1 when any of these is not 0.  With
 --mutate the data read is altered first (one consumed row removed, one
-duplicated, one phantom added): the checker must then report each, which the
-test asserts (the checker can fail).
+duplicated, one phantom added, one hand-out's attempts set to 0): the checker
+must then report each, which the test asserts (the checker can fail).
 """
 
 import argparse
@@ -314,9 +318,11 @@ class Client(threading.Thread):
 
         def body(cur, rec):
             self.stage = "dequeue"
-            self.ex(cur, "SELECT msg_id, body FROM zk_dequeue(%s, '1s', %s)", (QUEUE, k))
+            self.ex(cur, "SELECT msg_id, body, attempts FROM zk_dequeue(%s, '1s', %s)", (QUEUE, k))
             rows = cur.fetchall()
-            rec["msgs"] = [[m, b] for m, b in rows]
+            rec["msgs"] = [[m, b] for m, b, _ in rows]
+            rec["att"] = {b: a for _, b, a in rows}   # the delivery count of each
+            rows = [(m, b) for m, b, _ in rows]
             rec["t_claimed"] = time.time()
             if rows and rnd.random() < 0.5:
                 # hold the claims a while (idle in transaction): a crash
@@ -438,9 +444,11 @@ def cmd_drain(args):
             with conn.cursor() as cur:
                 cur.execute("BEGIN")
                 stage = "dequeue"
-                cur.execute("SELECT msg_id, body FROM zk_dequeue(%s, '2s', 50)", (QUEUE,))
+                cur.execute("SELECT msg_id, body, attempts FROM zk_dequeue(%s, '2s', 50)", (QUEUE,))
                 rows = cur.fetchall()
-                r["msgs"] = [[m, b] for m, b in rows]
+                r["msgs"] = [[m, b] for m, b, _ in rows]
+                r["att"] = {b: a for _, b, a in rows}
+                rows = [(m, b) for m, b, _ in rows]
                 stage = "record"
                 for m, b in rows:
                     cur.execute("INSERT INTO consumed (id, msg_id, cluster, client)"
@@ -573,6 +581,12 @@ def cmd_check(args):
     if args.mutate:
         mutate(produced, consumed)
     outcomes = load_jsonl(os.path.join(args.dir, "outcomes.jsonl"))
+    if args.mutate:
+        # and a hand-out that showed no attempt: a delivery count lost
+        for o in outcomes:
+            if o.get("att"):
+                o["att"] = {b: 0 for b in o["att"]}
+                break
     faults = load_jsonl(os.path.join(args.dir, "faults.jsonl"))
     t0 = min([o["t0"] for o in outcomes] + [f["t"] for f in faults] + [time.time()])
 
@@ -624,6 +638,24 @@ def cmd_check(args):
                     acked_cons.append((b, m))
                 elif o["outcome"] in ("rolled_back", "refused", "failed"):
                     claimed_aborted[b].append(o)
+    # the delivery count: each item's hand-outs the clients saw, in the order
+    # they claimed it (one at a time), show attempts that grow, each at least
+    # its rank among them (hand-outs the clients did not see -- a dequeue
+    # that failed after claiming -- only add to it)
+    handouts = collections.defaultdict(list)
+    for o in outcomes:
+        for b, a in (o.get("att") or {}).items():
+            handouts[b].append((o.get("t_claimed", o["t0"]), a))
+    att_under, att_order = [], []
+    for b, hs in handouts.items():
+        hs.sort(key=lambda h: h[0])
+        for k, (t, a) in enumerate(hs):
+            if a is None or a < k + 1:
+                att_under.append(b)
+                break
+            if k > 0 and a <= hs[k - 1][1]:
+                att_order.append(b)
+                break
     acked_prod_missing = sorted(i for i in acked_prod if i not in prod_ids)
     aborted_prod_present = sorted(i for i in (aborted_prod | sp_ids) if i in prod_ids)
     consumed_pairs = set((r["id"], r["msg_id"]) for r in consumed)
@@ -657,6 +689,10 @@ def cmd_check(args):
         "savepoint_ids": len(sp_ids),
         "redelivered": redelivered,
         "attempts": {"%s_%s" % k: v for k, v in sorted(attempts.items())},
+        "attempts_undercount": len(att_under),
+        "attempts_not_increasing": len(att_order),
+        "attempts_max": max([a for hs in handouts.values() for _, a in hs if a is not None] + [0]),
+        "handed_out_again": sum(1 for hs in handouts.values() if len(hs) > 1),
         "consumer_rollbacks_with_items": sum(1 for o in outcomes if o["role"] == "cons"
                                              and o["outcome"] == "rolled_back" and o.get("msgs")),
         "prepare_refused": sum(1 for o in outcomes if o.get("tag") == "PREPARE refused (0A000)"),
@@ -664,7 +700,7 @@ def cmd_check(args):
     }
     anomalies = ("lost", "duplicated", "msg_id_dups", "conflicts", "phantom", "dup_produced",
                  "acked_producer_missing", "acked_consumer_missing", "aborted_producer_present",
-                 "prepare_accepted")
+                 "prepare_accepted", "attempts_undercount", "attempts_not_increasing")
     bad = [k for k in anomalies if fig[k]]
     fig["verdict"] = "anomalies: " + ", ".join(bad) if bad else "exactly once"
 
@@ -722,6 +758,10 @@ def cmd_check(args):
          lambda p: ["  %s msg_id %s" % p] + attempts_of(p[0]))
     show("ROLLED-BACK ENQUEUE PRESENT in produced", aborted_prod_present,
          lambda i: ["  %s" % i] + attempts_of(i))
+    show("DELIVERY COUNT BELOW THE HAND-OUTS SEEN", att_under,
+         lambda i: ["  %s attempts seen %s" % (i, [a for _, a in handouts[i]])] + attempts_of(i))
+    show("DELIVERY COUNT NOT GROWING", att_order,
+         lambda i: ["  %s attempts seen %s" % (i, [a for _, a in handouts[i]])] + attempts_of(i))
 
     print("produced %d, consumed %d (rows %d), lost %d, duplicated %d, phantom %d"
           % (fig["produced"], fig["consumed_ids"], fig["consumed_rows"], fig["lost"], fig["duplicated"],

@@ -608,6 +608,10 @@ is($fig->{phantom}, 0, "phantom: consumed ids never produced (" . fv('phantom') 
 is($fig->{acked_producer_missing}, 0, 'every acknowledged enqueue COMMIT is in produced (on A, or on B2 for B)');
 is($fig->{acked_consumer_missing}, 0, 'every acknowledged dequeue COMMIT is in consumed (on A, or on B2 for B)');
 is($fig->{aborted_producer_present}, 0, 'no rolled-back or refused enqueue is in produced');
+is($fig->{attempts_undercount}, 0, 'no hand-out showed fewer attempts than the hand-outs of its item the clients saw');
+is($fig->{attempts_not_increasing}, 0, "every item's attempts grew from one hand-out to the next");
+cmp_ok($fig->{handed_out_again} // 0, '>=', 1,
+	'items handed out again after a rollback: ' . fv('handed_out_again') . ' (attempts up to ' . fv('attempts_max') . ')');
 is($crc, 0, "the checker's verdict: " . ($fig->{verdict} // '?'));
 
 # the run had substance
@@ -632,8 +636,8 @@ my ($mrc, $mout, $merr) = py([ $RUN, 'check', '--dir', $dir, '--host', $host, '-
 my ($mj) = $mout =~ /^QUEUE-CHECK (\{.*\})\s*$/m;
 my $mfig = defined $mj ? decode_json($mj) : {};
 ok($mrc == 1 && ($mfig->{lost} // 0) >= 1 && ($mfig->{duplicated} // 0) >= 1 && ($mfig->{phantom} // 0) >= 1
-	  && ($mfig->{msg_id_dups} // 0) >= 1,
-	'on mutated data the checker reports a lost, a duplicated and a phantom item and fails')
+	  && ($mfig->{msg_id_dups} // 0) >= 1 && ($mfig->{attempts_undercount} // 0) >= 1,
+	'on mutated data the checker reports a lost, a duplicated and a phantom item, a lost delivery count, and fails')
   or diag "$mout\n$merr";
 
 #

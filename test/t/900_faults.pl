@@ -133,6 +133,9 @@ is($fig->{queue_msg_id_dups}, 0, 'queue: no msg_id consumed twice');
 is($fig->{queue_phantom}, 0, 'queue: no item of a rolled-back enqueue consumed');
 is($fig->{queue_acked_producer_missing}, 0, 'queue: every acknowledged enqueue COMMIT is in produced');
 is($fig->{queue_acked_consumer_missing}, 0, 'queue: every acknowledged dequeue COMMIT is in consumed');
+is($fig->{queue_attempts_undercount}, 0,
+	'queue: no hand-out showed fewer attempts than the hand-outs of that item the clients saw');
+is($fig->{queue_attempts_not_increasing}, 0, 'queue: every item\'s attempts grew from one hand-out to the next');
 is_deeply($fig->{queue_left}, { entries => 0, taken => 0, txns => 0 },
 	'queue: after the drain no entry, claim or transaction node is left (counted through ZooKeeper)');
 cmp_ok($fig->{queue_produced} // 0, '>=', 20, 'queue: items produced: ' . ($fig->{queue_produced} // 0));
