@@ -205,7 +205,7 @@ def check_sections(sections):
 
 QUEUE_COUNTS = ("lost", "duplicated", "msg_id_dups", "conflicts", "phantom",
                 "acked_producer_missing", "acked_consumer_missing", "aborted_producer_present",
-                "prepare_accepted")
+                "prepare_accepted", "attempts_undercount", "attempts_not_increasing")
 
 
 def queue_verdict(q, run):
@@ -225,6 +225,8 @@ def queue_verdict(q, run):
     for k in QUEUE_COUNTS:
         fig["queue_" + k] = chk.get(k)
     fig["queue_prepare_refused"] = chk.get("prepare_refused")
+    fig["queue_handed_out_again"] = chk.get("handed_out_again")
+    fig["queue_attempts_max"] = chk.get("attempts_max")
     fig["queue_drained"] = drain.get("drained")
     fig["queue_left_after_load"] = q.get("left_after_load")
     fig["queue_left"] = q.get("left")
