@@ -205,6 +205,37 @@ BEGIN
 END
 $$;
 
+-- Issue 38: this cluster's hand-outs, consumes and releases per queue of the session's
+-- namespace since the worker started (shared memory, no request to
+-- ZooKeeper; doc/queues.md, "Statistics")
+CREATE FUNCTION zk_queue_stats(
+    OUT queue text,
+    OUT handed_out bigint,
+    OUT consumed bigint,
+    OUT released bigint,
+    OUT since timestamptz,
+    OUT last_at timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'zk_queue_stats' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION zk_queue_stats() FROM PUBLIC;
+
+-- (pg_monitor below; and whoever may read zk_queues)
+DO $$
+DECLARE
+    r text;
+BEGIN
+    FOR r IN SELECT DISTINCT a.grantee::regrole::text
+               FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+              WHERE p.oid = '@extschema@.zk_queues_internal()'::regprocedure
+                AND a.privilege_type = 'EXECUTE' AND a.grantee <> 0
+                AND a.grantee <> p.proowner
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION @extschema@.zk_queue_stats() TO %s', r);
+    END LOOP;
+END
+$$;
+
 -- Issue 38: zk_enqueue of an array, many items in one call (the elements
 -- in array order, as one zk_enqueue per element would add them, all of them
 -- or, an element refused, none).  In the group produce: PUBLIC may not
@@ -317,7 +348,8 @@ AS $$
         ('monitor', '@extschema@.zk_semaphores_internal()'),
         ('monitor', '@extschema@.zk_role_usage()'),
         ('monitor', '@extschema@.zk_kept_totals()'),
-        ('monitor', '@extschema@.zk_namespace_totals()')) AS t(g, f)
+        ('monitor', '@extschema@.zk_namespace_totals()'),
+        ('monitor', '@extschema@.zk_queue_stats()')) AS t(g, f)
     UNION ALL
     SELECT 'monitor', 'view', v::regclass::text FROM (VALUES
         ('@extschema@.zk_locks'), ('@extschema@.zk_entries'), ('@extschema@.zk_queues'), ('@extschema@.zk_leases'),
@@ -328,6 +360,7 @@ $$;
 GRANT EXECUTE ON FUNCTION zk_role_usage() TO pg_monitor;
 GRANT EXECUTE ON FUNCTION zk_kept_totals() TO pg_monitor;
 GRANT EXECUTE ON FUNCTION zk_namespace_totals() TO pg_monitor;
+GRANT EXECUTE ON FUNCTION zk_queue_stats() TO pg_monitor;
 GRANT SELECT ON TABLE zk_quotas TO pg_monitor;
 
 

@@ -403,6 +403,19 @@ AS 'MODULE_PATHNAME', 'zk_queues_internal' LANGUAGE C STRICT VOLATILE PARALLEL U
 
 CREATE VIEW zk_queues AS SELECT * FROM zk_queues_internal();
 
+-- this cluster's hand-outs, consumes and releases per queue of the session's
+-- namespace since the worker started (shared memory, no request to
+-- ZooKeeper; doc/queues.md, "Statistics")
+CREATE FUNCTION zk_queue_stats(
+    OUT queue text,
+    OUT handed_out bigint,
+    OUT consumed bigint,
+    OUT released bigint,
+    OUT since timestamptz,
+    OUT last_at timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'zk_queue_stats' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
 CREATE FUNCTION zk_queue_release_cluster(cluster text)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'zk_queue_release_cluster' LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -646,7 +659,8 @@ AS $$
         ('monitor', '@extschema@.zk_semaphores_internal()'),
         ('monitor', '@extschema@.zk_role_usage()'),
         ('monitor', '@extschema@.zk_kept_totals()'),
-        ('monitor', '@extschema@.zk_namespace_totals()')) AS t(g, f)
+        ('monitor', '@extschema@.zk_namespace_totals()'),
+        ('monitor', '@extschema@.zk_queue_stats()')) AS t(g, f)
     UNION ALL
     SELECT 'monitor', 'view', v::regclass::text FROM (VALUES
         ('@extschema@.zk_locks'), ('@extschema@.zk_entries'), ('@extschema@.zk_queues'), ('@extschema@.zk_leases'),

@@ -152,6 +152,26 @@ SELECT attempts AS third_hand_out, body FROM zk_dequeue('regress_q1', '5s');
 COMMIT;
 SELECT wait_queue_row('regress_q1', 0, 0) AS consumed;
 
+-- this cluster's counts per queue: three items, one handed out and rolled
+-- back, then two handed out and consumed (the one rolled back again among
+-- them)
+SELECT count(*) AS no_stats_yet FROM zk_queue_stats() WHERE queue = 'regress_qs';
+SELECT zk_enqueue('regress_qs', ARRAY['s1', 's2', 's3']);
+SELECT wait_length('regress_qs', 3) AS published;
+BEGIN;
+SELECT body FROM zk_dequeue('regress_qs', '5s');
+ROLLBACK;
+SELECT wait_length('regress_qs', 3) AS back;
+BEGIN;
+SELECT body FROM zk_dequeue('regress_qs', '5s', 2);
+COMMIT;
+SELECT wait_queue_row('regress_qs', 0, 0) AS consumed;
+SELECT wait_length('regress_qs', 1) AS left_over;
+SELECT queue, handed_out, consumed, released, since <= last_at AS since_first,
+       last_at > now() - interval '5 min' AS counted_lately
+  FROM zk_queue_stats() WHERE queue = 'regress_qs';
+SELECT zk_queue_purge('regress_qs') AS purged;
+
 -- an empty queue: zk_try_dequeue and a zero timeout return no row at once,
 -- a timeout returns no row once it has passed
 SELECT count(*) AS try_got FROM zk_try_dequeue('regress_q1', 5);

@@ -110,8 +110,25 @@ typedef struct ZkNsUsage
 
 
 /*
- * The queue's shared memory (ZkRecipeBackend.shmem_size): what zk_status()
- * and zk_namespace_totals() show of the worker's queues
+ * This cluster's hand-outs, consumes and releases of one queue since the
+ * worker started (zk_queue_stats()); at most ZKQ_STATS_SLOTS queues, the
+ * slot of the queue counted longest ago going to a new one
+ */
+#define ZKQ_STATS_SLOTS		256
+
+typedef struct ZkQueueStat
+{
+	char		name[ZKLOCK_QNAME_MAX + 1];	/* qualified; "" unused */
+	uint64		handed_out;		/* items a dequeue claimed and read */
+	uint64		consumed;		/* items deleted by a committed dequeue */
+	uint64		released;		/* claims ended without a consume */
+	TimestampTz since;			/* when this slot began counting the queue */
+	TimestampTz last_at;		/* its last count */
+} ZkQueueStat;
+
+/*
+ * The queue's shared memory (ZkRecipeBackend.shmem_size): what zk_status(),
+ * zk_namespace_totals() and zk_queue_stats() show of the worker's queues
  */
 typedef struct ZkQueueShared
 {
@@ -121,6 +138,7 @@ typedef struct ZkQueueShared
 	ZkNsUsage	ns_usage[ZK_NS_SLOTS];	/* what each namespace keeps, as
 										 * the worker last counted
 										 * (queue_nskept.c) */
+	ZkQueueStat stats[ZKQ_STATS_SLOTS];	/* per queue (queue_state.c) */
 } ZkQueueShared;
 
 extern ZkQueueShared *zk_q_shared;	/* queue_state.c */

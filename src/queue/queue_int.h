@@ -419,6 +419,8 @@ extern void zk_q_send_ensure_path(const char *path);
 extern void zk_q_send_ensure_queue(const char *qpath);
 extern ZkClaimRec *zk_q_claims_of(ZkEntry *e);
 extern void zk_q_claim_token_of(ZkEntry *e, char *out, size_t outlen);
+extern void zk_q_stats_add(const char *name, uint64 handed_out, uint64 consumed,
+						   uint64 released);
 extern void zk_q_msg_fill(ZkMsgRec *m, const char *node, const char *value,
 						  Size len, const struct Stat *stat);
 extern bool zk_q_parse_u64(const char *s, int base, uint64 *v);

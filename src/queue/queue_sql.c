@@ -41,6 +41,7 @@ PG_FUNCTION_INFO_V1(zk_queue_purge);
 PG_FUNCTION_INFO_V1(zk_queue_drop);
 PG_FUNCTION_INFO_V1(zk_queues_internal);
 PG_FUNCTION_INFO_V1(zk_queue_release_cluster);
+PG_FUNCTION_INFO_V1(zk_queue_stats);
 
 /* Raise 22004 for an argument that must not be NULL, named by what */
 static void
@@ -751,6 +752,52 @@ zk_namespace_totals(PG_FUNCTION_ARGS)
 		values[5] = TimestampTzGetDatum(u->counted_at);
 		nulls[5] = (u->counted_at == 0);
 		values[6] = Int64GetDatum((int64) u->refused);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/*
+ * SQL: zk_queue_stats(): this cluster's hand-outs, consumes and releases of
+ * each queue of the session's namespace since the worker started (or since
+ * the queue got its slot back), from a copy of zk_q_shared->stats taken
+ * under the lock; no request to ZooKeeper.
+ */
+Datum
+zk_queue_stats(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ZkQueueStat *copy;
+	const char *ns;
+	int			i;
+
+	InitMaterializedSRF(fcinfo, 0);
+	zk_require_shmem();
+	ns = zk_current_namespace();
+	copy = palloc(sizeof(ZkQueueStat) * ZKQ_STATS_SLOTS);
+	zk_backend_lock(LW_SHARED);
+	memcpy(copy, zk_q_shared->stats, sizeof(ZkQueueStat) * ZKQ_STATS_SLOTS);
+	LWLockRelease(zk_ctl->lock);
+	for (i = 0; i < ZKQ_STATS_SLOTS; i++)
+	{
+		ZkQueueStat *s = &copy[i];
+		Datum		values[6];
+		bool		nulls[6] = {false, false, false, false, false, false};
+		char	   *shown;
+
+		s->name[sizeof(s->name) - 1] = '\0';
+		if (s->name[0] == '\0' || !zk_name_in_namespace(s->name, ns))
+			continue;
+		shown = zk_display_name(s->name);
+		if (shown == NULL)
+			nulls[0] = true;
+		else
+			values[0] = CStringGetTextDatum(shown);
+		values[1] = Int64GetDatum((int64) s->handed_out);
+		values[2] = Int64GetDatum((int64) s->consumed);
+		values[3] = Int64GetDatum((int64) s->released);
+		values[4] = TimestampTzGetDatum(s->since);
+		values[5] = TimestampTzGetDatum(s->last_at);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

@@ -344,6 +344,45 @@ zk_q_claim_token_of(ZkEntry *e, char *out, size_t outlen)
 }
 
 /*
+ * Count hand-outs, consumes and releases of queue name (qualified) for
+ * zk_queue_stats(): in its slot of zk_q_shared->stats, or in a new one
+ * (an unused slot, else the one counted longest ago, whose counts start
+ * again).  Under the worker's lock, which the completions hold already.
+ */
+void
+zk_q_stats_add(const char *name, uint64 handed_out, uint64 consumed, uint64 released)
+{
+	ZkQueueStat *s = NULL;
+	ZkQueueStat *victim = NULL;
+	TimestampTz now = GetCurrentTimestamp();
+	int			i;
+
+	zk_worker_enter();
+	for (i = 0; i < ZKQ_STATS_SLOTS && s == NULL; i++)
+	{
+		ZkQueueStat *x = &zk_q_shared->stats[i];
+
+		if (x->name[0] != '\0' && strcmp(x->name, name) == 0)
+			s = x;
+		else if (victim == NULL || (victim->name[0] != '\0' &&
+									(x->name[0] == '\0' || x->last_at < victim->last_at)))
+			victim = x;
+	}
+	if (s == NULL)
+	{
+		s = victim;
+		memset(s, 0, sizeof(*s));
+		strlcpy(s->name, name, sizeof(s->name));
+		s->since = now;
+	}
+	s->handed_out += handed_out;
+	s->consumed += consumed;
+	s->released += released;
+	s->last_at = now;
+	zk_worker_leave();
+}
+
+/*
  * The record of an item node read (a dequeue's claim, a peek): m, with room
  * for len bytes of value behind it, gets the item's id, time, priority,
  * name and payload

@@ -127,6 +127,16 @@ is($A->safe_psql('postgres', "SELECT attempts || ':' || body FROM zk_dequeue('po
 	'2:p3', 'once it is deleted the item is handed out and consumed');
 ok(scalar(zk_wait_count($zk, "$Q/entries", 0, 30)), 'no item left');
 
+# zk_queue_stats: each cluster's own counts since its worker started (A's
+# since its last restart: p2 rolled back, p3 consumed; the refused dequeue
+# handed nothing out)
+my $stats = q{SELECT handed_out || '/' || consumed || '/' || released FROM zk_queue_stats()
+	WHERE queue = 'poison'};
+is($B->safe_psql('postgres', $stats), '2/1/1',
+	'B counted 2 hand-outs, 1 consume, 1 release (the terminated backend)');
+is($A->safe_psql('postgres', $stats), '2/1/1',
+	'A, since its restart, counted 2 hand-outs, 1 consume, 1 release');
+
 $kz->quit;
 $_->quit foreach ($a4, $b2);
 $A->stop;
