@@ -183,31 +183,16 @@ REVOKE ALL ON FUNCTION zk_role_usage() FROM PUBLIC;
 
 -- end one's own lease now, deleting its holder node (issue 35): in the
 -- group lease, so whoever may take leases (EXECUTE on zk_try_lease) gets it
+-- (below, with the other functions new in 1.1)
 CREATE FUNCTION zk_lease_release(name text, holder text DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'zk_lease_release' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 REVOKE ALL ON FUNCTION zk_lease_release(text, text) FROM PUBLIC;
 
-DO $$
-DECLARE
-    r text;
-BEGIN
-    -- (regrole's text is the name as an identifier, quoted where it must be)
-    FOR r IN SELECT DISTINCT a.grantee::regrole::text
-               FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
-              WHERE p.oid = '@extschema@.zk_try_lease(text,interval,text)'::regprocedure
-                AND a.privilege_type = 'EXECUTE' AND a.grantee <> 0
-                AND a.grantee <> p.proowner
-    LOOP
-        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION @extschema@.zk_lease_release(text,text) TO %s', r);
-    END LOOP;
-END
-$$;
-
--- Issue 38: this cluster's hand-outs, consumes and releases per queue of the session's
--- namespace since the worker started (shared memory, no request to
--- ZooKeeper; doc/queues.md, "Statistics")
+-- Issue 38: this cluster's hand-outs, consumes and releases per queue of
+-- the session's namespace since the worker started (shared memory, no
+-- request to ZooKeeper; doc/queues.md, "zk_queue_stats")
 CREATE FUNCTION zk_queue_stats(
     OUT queue text,
     OUT handed_out bigint,
@@ -219,22 +204,6 @@ RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'zk_queue_stats' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
 
 REVOKE ALL ON FUNCTION zk_queue_stats() FROM PUBLIC;
-
--- (pg_monitor below; and whoever may read zk_queues)
-DO $$
-DECLARE
-    r text;
-BEGIN
-    FOR r IN SELECT DISTINCT a.grantee::regrole::text
-               FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
-              WHERE p.oid = '@extschema@.zk_queues_internal()'::regprocedure
-                AND a.privilege_type = 'EXECUTE' AND a.grantee <> 0
-                AND a.grantee <> p.proowner
-    LOOP
-        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION @extschema@.zk_queue_stats() TO %s', r);
-    END LOOP;
-END
-$$;
 
 -- Issue 38: zk_enqueue of an array, many items in one call (the elements
 -- in array order, as one zk_enqueue per element would add them, all of them
@@ -253,18 +222,25 @@ REVOKE ALL ON FUNCTION zk_enqueue(text, bytea[], integer) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION zk_enqueue(text, text[], integer) FROM PUBLIC;
 
+-- Each function new in 1.1 goes to the roles that may execute the 1.0
+-- function of its group it stands beside (PUBLIC has none of them, and the
+-- owner has all): zk_lease_release to who may take leases, zk_queue_stats
+-- to who may read zk_queues (pg_monitor: below), each array form of
+-- zk_enqueue to who may enqueue that payload type.
 DO $$
 DECLARE
     r record;
 BEGIN
     -- (regrole's text is the role's name quoted as an identifier already)
-    FOR r IN SELECT DISTINCT a.grantee::regrole::text AS grantee,
-                    CASE WHEN p.oid = '@extschema@.zk_enqueue(text,bytea,integer)'::regprocedure
-                         THEN '@extschema@.zk_enqueue(text,bytea[],integer)'
-                         ELSE '@extschema@.zk_enqueue(text,text[],integer)' END AS fn
-               FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
-              WHERE p.oid IN ('@extschema@.zk_enqueue(text,bytea,integer)'::regprocedure,
-                              '@extschema@.zk_enqueue(text,text,integer)'::regprocedure)
+    FOR r IN SELECT DISTINCT a.grantee::regrole::text AS grantee, t.fn
+               FROM (VALUES
+                       ('@extschema@.zk_try_lease(text,interval,text)', '@extschema@.zk_lease_release(text,text)'),
+                       ('@extschema@.zk_queues_internal()', '@extschema@.zk_queue_stats()'),
+                       ('@extschema@.zk_enqueue(text,bytea,integer)', '@extschema@.zk_enqueue(text,bytea[],integer)'),
+                       ('@extschema@.zk_enqueue(text,text,integer)', '@extschema@.zk_enqueue(text,text[],integer)'))
+                    AS t(had, fn),
+                    pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+              WHERE p.oid = t.had::pg_catalog.regprocedure
                 AND a.privilege_type = 'EXECUTE' AND a.grantee <> 0
                 AND a.grantee <> p.proowner
     LOOP

@@ -405,7 +405,7 @@ CREATE VIEW zk_queues AS SELECT * FROM zk_queues_internal();
 
 -- this cluster's hand-outs, consumes and releases per queue of the session's
 -- namespace since the worker started (shared memory, no request to
--- ZooKeeper; doc/queues.md, "Statistics")
+-- ZooKeeper; doc/queues.md, "zk_queue_stats")
 CREATE FUNCTION zk_queue_stats(
     OUT queue text,
     OUT handed_out bigint,

@@ -29,7 +29,7 @@
 #    one granted only zk_enqueue(text, bytea, integer), get after the update
 #    the array forms of zk_enqueue of the payload types they had; PUBLIC none.
 #    A role whose name must be quoted ("Upd Lease") that could take leases
-#    gets zk_lease_release.
+#    gets zk_lease_release; the monitor group's roles get zk_queue_stats.
 # 3. Database "sch": CREATE EXTENSION zklock SCHEMA zk puts every object in
 #    zk; with search_path = public (no zk) qualified calls work: a lock, the
 #    queue, the views, zk_status, zk_leader, zk_privilege_groups (names zk.),
@@ -247,7 +247,9 @@ $node->safe_psql('updgrant', q{
 	CREATE ROLE upd_bytes;
 	CREATE ROLE upd_none;
 	CREATE ROLE "Upd Lease";
+	CREATE ROLE upd_monitor;
 	SELECT zk_grant('produce', 'upd_producer');
+	SELECT zk_grant('monitor', 'upd_monitor');
 	GRANT EXECUTE ON FUNCTION zk_enqueue(text, bytea, integer) TO upd_bytes;
 	GRANT EXECUTE ON FUNCTION zk_try_lease(text, interval, text) TO "Upd Lease"});
 $node->safe_psql('updgrant', "ALTER EXTENSION zklock UPDATE TO '1.1'");
@@ -261,6 +263,11 @@ is( $node->safe_psql('updgrant', q{
 is( $node->safe_psql('updgrant', q{
 	SELECT has_function_privilege('Upd Lease', 'zk_lease_release(text,text)', 'EXECUTE')}),
 	't', 'updgrant: zk_lease_release goes to a role whose name must be quoted that could take leases');
+is( $node->safe_psql('updgrant', q{
+	SELECT string_agg(r || ':' || has_function_privilege(r, 'zk_queue_stats()', 'EXECUTE'), ' ' ORDER BY r)
+	  FROM unnest(ARRAY['upd_monitor', 'pg_monitor', 'upd_producer', 'public']) r}),
+	'pg_monitor:true public:false upd_monitor:true upd_producer:false',
+	'updgrant: zk_queue_stats goes to who could read zk_queues (pg_monitor, the monitor group), PUBLIC none');
 
 # ---- 3. 1.1 in schema zk ----
 $node->safe_psql('sch', 'CREATE SCHEMA zk; CREATE EXTENSION zklock SCHEMA zk');
