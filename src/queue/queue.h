@@ -238,7 +238,8 @@ typedef struct ZkMsgRec
 	int64		ctime_ms;
 	int32		priority;
 	int32		attempts;		/* hand-outs by zklock, this one included
-								 * (queue_claim.c, "Counting hand-outs") */
+								 * (queue_claim.c, "Counting hand-outs");
+								 * a dequeue's 0: not counted (NULL) */
 	uint32		len;
 	char		node[ZKQ_NODE_MAX];
 	/* followed by the payload */

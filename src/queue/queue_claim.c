@@ -44,6 +44,8 @@ doubt_entry_done(int rc, const char *value, int value_len,
 				 const struct Stat *stat, const void *data);
 static void end_done(int rc, const void *data);
 
+static ZkLogLimit uncounted_log;	/* items whose hand-outs cannot be counted */
+
 /*
  * One claim attempt: a multi (check the entry, create the claim, count the
  * hand-out), then a get.
@@ -51,13 +53,23 @@ static void end_done(int rc, const void *data);
  * Counting hand-outs.  The multi also creates and deletes a child of the
  * item, ZKQ_HANDOUT_CHILD: nothing is left, but ZooKeeper adds 2 to the
  * item's cversion, which every read of the item returns in its Stat.  So
- * the item itself carries how often zklock handed it out ((cversion + 1) / 2,
+ * the item itself carries how often zklock handed it out (cversion / 2,
  * zk_message.attempts), in the same transaction as the claim: exact across
  * crashes and clusters, nothing to clean up, and no request more than
  * before.  kazoo and Curator read only the item's data, which stays as it
  * was.  The read sent behind the multi answers after it (one session's
  * requests are ordered), so it sees this hand-out counted; a read that
  * answered first (the multi was sent again on its own) is sent again.
+ * (ZooKeeper shows a node's cversion as twice the children ever created
+ * less those there now: a create and its delete add 2, a child there now
+ * 1, which the halving drops.)
+ *
+ * The child needs CREATE and DELETE on the item, which zklock's ACL gives
+ * but another client's item may not, and a node of that name another
+ * client put there is in the way: then the claim goes again without the
+ * count (two operations, as before), the item is handed out with attempts
+ * NULL, and a rate-limited WARNING says so.  The queue goes on: one such
+ * item never stops the items behind it.
  */
 typedef struct Attempt
 {
@@ -79,6 +91,7 @@ typedef struct Attempt
 																	 * counting
 																	 * child */
 	bool		reread;			/* the get was sent again after the multi */
+	bool		uncounted;		/* sent again without the counting child */
 	char		data[ZKLOCK_DATA_MAX + ZK_CLAIM_MAC_TAIL];	/* the claim's,
 															 * signed for
 															 * tpath */
@@ -426,30 +439,28 @@ claim_multi_done(int rc, const void *data)
 
 	COMPLETION_BEGIN
 	{
+		bool		resent = false;
+
 		e = zk_q_entry_of(a->idx, a->gen);
 		if (rc == ZOK)
 			a->multi_ok = true;
-		else if (zk_rc_definite(rc) && a->res[0].err == ZOK &&
-				 a->res[1].err == ZOK && (a->res[2].err != ZOK || a->res[3].err != ZOK) &&
-				 rc != ZNOAUTH)
+		else if (e != NULL && zk_rc_definite(rc) && !a->uncounted && a->res[0].err == ZOK &&
+				 a->res[1].err == ZOK && (a->res[2].err != ZOK || a->res[3].err != ZOK))
 		{
 			/*
-			 * The item was free, but its counting child could not be made:
-			 * another client wrote a node of that name under the item
-			 * (zklock deletes only what it wrote, and the item cannot be
-			 * consumed either while it has children).  Not a race to try
-			 * again: the dequeue fails, saying which node is in the way.
+			 * The item was free, but its counting child could not be made
+			 * (refused, or a node of that name is in the way): claim it
+			 * again without the count (above), this attempt going on.
 			 */
-			if (e != NULL)
-			{
-				char		msg[ZKLOCK_ERRMSG_MAX];
-
-				slot_clear(e, a->slot);
-				snprintf(msg, sizeof(msg),
-						 "another client wrote a node under a queue item, in the way of counting its hand-outs: \"%s\"",
-						 a->cpath);
-				zk_fail(e, ERRCODE_OBJECT_IN_USE, msg);
-			}
+			if (zk_log_limited(&uncounted_log, "queue item not counted"))
+				ereport(WARNING,
+						(errmsg("zklock: cannot count the hand-outs of queue item \"%s\"", a->epath),
+						 errdetail("ZooKeeper refused to create \"%s\" (%s); the item is handed out with attempts NULL.",
+								   a->cpath, zerror(a->res[2].err != ZOK ? a->res[2].err : a->res[3].err)),
+						 errhint("Give zklock's ZooKeeper identity CREATE and DELETE on the items of its queues, and delete nodes other clients put under them.")));
+			a->uncounted = true;
+			resent = true;
+			zk_batch_multi(2, a->ops, a->res, claim_multi_done, a);
 		}
 		else if (zk_rc_definite(rc))
 		{
@@ -459,42 +470,53 @@ claim_multi_done(int rc, const void *data)
 			a->q->rest_exact = false;
 			if (e != NULL)
 				slot_clear(e, a->slot);
-			/* not a race: refused for want of permission, at every try */
+			/*
+			 * Not a race: refused for want of permission, at every try.
+			 * The dequeue fails and claims nothing more (its window is
+			 * done), so that no item is handed out to nobody.
+			 */
 			if (e != NULL && rc == ZNOAUTH)
+			{
 				zk_fail_noauth(e, a->tpath);
+				ZKQ(e)->claim_refused = true;
+			}
 		}
 		else
 		{
 			a->q->settled = false;	/* in doubt: the slot says so */
 			a->q->rest_exact = false;
 		}
-		a->multi_answered = true;
-		if (a->get_answered && e != NULL && a->multi_ok && a->early != NULL &&
-			!a->reread)
+		if (!resent)			/* else its answer comes again */
 		{
-			/*
-			 * Its read answered first (the multi was sent again alone: see
-			 * above): the item is ours, but that read's count of hand-outs
-			 * is older than this one.  Read it again; if that cannot be
-			 * sent, the claim is in doubt and its check reads it.
-			 */
-			pfree(a->early);
-			a->early = NULL;
-			a->get_answered = false;
-			a->reread = true;
-			if (zk_batch_get(a->epath, claim_get_done, a) != ZOK)
+			a->multi_answered = true;
+			if (a->get_answered && e != NULL && a->multi_ok && a->early != NULL &&
+				!a->reread)
+			{
+				/*
+				 * Its read answered first (the multi was sent again alone:
+				 * see above): the item is ours, but that read's count of
+				 * hand-outs is older than this one.  Read it again; if that
+				 * cannot be sent, the claim is in doubt and its check reads
+				 * it.
+				 */
+				pfree(a->early);
+				a->early = NULL;
+				a->get_answered = false;
+				a->reread = true;
+				if (zk_batch_get(a->epath, claim_get_done, a) != ZOK)
+					attempt_finish(a);
+			}
+			else if (a->get_answered)
+			{
+				/* its read answered first and the claim is not ours */
 				attempt_finish(a);
-		}
-		else if (a->get_answered)
-		{
-			/* its read answered first and the claim is not ours */
-			attempt_finish(a);
-		}
-		else if (a->multi_doubt)
-		{
-			/* no get was sent */
-			a->multi_doubt = false;
-			attempt_finish(a);
+			}
+			else if (a->multi_doubt)
+			{
+				/* no get was sent */
+				a->multi_doubt = false;
+				attempt_finish(a);
+			}
 		}
 	}
 	COMPLETION_END(e);
@@ -544,7 +566,14 @@ claim_get_done(int rc, const char *value, int value_len,
 		else
 		{
 			if (e != NULL && a->multi_ok && rc == ZOK)
+			{
+				ZkClaimRec *c = zk_q_claims_of(e);
+
 				claim_read(e, a->slot, a->tpath, value, value_len, stat);
+				/* not counted: attempts NULL (0 is no hand-out) */
+				if (a->uncounted && DsaPointerIsValid(c[a->slot].msg))
+					((ZkMsgRec *) dsa_get_address(zk_dsa(), c[a->slot].msg))->attempts = 0;
+			}
 			/* else ours, but unread: in doubt, sorted out on the retry */
 			attempt_finish(a);
 		}

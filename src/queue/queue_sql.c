@@ -217,6 +217,7 @@ zk_enqueue_text_array(PG_FUNCTION_ARGS)
 typedef struct EmitCtx
 {
 	ReturnSetInfo *rsinfo;
+	bool		handout;		/* a dequeue's rows (else a peek's) */
 } EmitCtx;
 
 /* A ZooKeeper time (Unix milliseconds) as a TimestampTz */
@@ -286,8 +287,13 @@ emit_message(const ZkMsgRec *m, const char *payload, void *arg)
 		else
 			nulls[4] = true;
 	}
-	/* attempts: not in the type of a database still at version 1.0 */
+	/*
+	 * attempts (not in the type of a database still at version 1.0): a
+	 * hand-out counts at least 1, so a dequeue's 0 is one zklock could not
+	 * count (queue_claim.c, "Counting hand-outs"): NULL
+	 */
 	values[5] = Int32GetDatum(m->attempts);
+	nulls[5] = (ctx->handout && m->attempts <= 0);
 	Assert(ctx->rsinfo->setDesc->natts <= 6);
 	tuplestore_putvalues(ctx->rsinfo->setResult, ctx->rsinfo->setDesc, values, nulls);
 }
@@ -307,6 +313,7 @@ dequeue_sql(FunctionCallInfo fcinfo, bool try_only)
 
 	InitMaterializedSRF(fcinfo, 0);
 	ctx.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ctx.handout = true;
 	(void) zk_queue_dequeue(name, len, max_items, try_only, timeout, emit_message, &ctx);
 	return (Datum) 0;
 }
@@ -546,6 +553,7 @@ zk_queue_peek(PG_FUNCTION_ARGS)
 				 errhint("Ask for fewer rows.")));
 	InitMaterializedSRF(fcinfo, 0);
 	ctx.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ctx.handout = false;
 	if (n == 0)
 	{
 		zk_check_name("queue name", len);

@@ -398,11 +398,10 @@ zk_q_msg_fill(ZkMsgRec *m, const char *node, const char *value, Size len,
 	(void) zk_queue_node_priority(node, &prio);
 	m->priority = prio;
 	/*
-	 * Each hand-out's child create sets cversion (the transaction carries
-	 * the value) and its delete adds one: a delete a replay of ZooKeeper's
-	 * log skipped over a fuzzy snapshot leaves it odd, so round up.
+	 * 2 a hand-out (queue_claim.c, "Counting hand-outs"); a child another
+	 * client keeps there adds 1, which the halving drops
 	 */
-	m->attempts = stat->cversion > 0 ? (stat->cversion + 1) / 2 : 0;
+	m->attempts = stat->cversion > 0 ? stat->cversion / 2 : 0;
 	m->len = (uint32) len;
 	strlcpy(m->node, node, sizeof(m->node));
 	if (len > 0)
