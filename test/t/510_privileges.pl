@@ -287,7 +287,8 @@ is(sqlstate_as($A, 'db2', 'zkg_consume', "SELECT count(*) FROM zk_try_dequeue('g
 	'a grant in one database gives nothing in another');
 
 # doc/security.md's GRANT line for produce grants what zk_grant('produce') grants
-my ($grant_line) = $privsec =~ /^\s*(GRANT EXECUTE ON FUNCTION zk_enqueue\(.*?;)\s*$/m;
+# (it may span lines)
+my ($grant_line) = $privsec =~ /^\s*(GRANT EXECUTE ON FUNCTION zk_enqueue\(.*?;)\s*$/ms;
 ok(defined $grant_line, "doc/security.md shows produce's GRANT line");
 $A->safe_psql('postgres', 'CREATE ROLE app_producer LOGIN');
 $A->safe_psql('postgres', $grant_line);
