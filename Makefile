@@ -38,6 +38,8 @@ OBJS = \
 	src/lease/lease_sql.o \
 	src/queue/queue_nodes.o \
 	src/queue/queue_state.o \
+	src/queue/queue_policy.o \
+	src/queue/queue_move.o \
 	src/queue/queue_worker.o \
 	src/queue/queue_publish.o \
 	src/queue/queue_nskept.o \

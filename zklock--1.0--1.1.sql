@@ -30,6 +30,11 @@ $$;
 -- Issue 38.  zk_message gains attempts: how often zklock handed the item out,
 -- this time included (doc/queues.md, "Delivery count").
 ALTER TYPE zk_message ADD ATTRIBUTE attempts int;
+-- ... and, for a dead letter, where a dead-letter policy moved it from
+-- (doc/queues.md, "Dead letters")
+ALTER TYPE zk_message ADD ATTRIBUTE origin text;
+ALTER TYPE zk_message ADD ATTRIBUTE origin_msg_id bigint;
+ALTER TYPE zk_message ADD ATTRIBUTE origin_attempts int;
 
 -- Issue 35.  '$database' no longer follows a database's rename: it stands for
 -- the name recorded in zk_database_namespace (here: the name the database has
@@ -198,12 +203,27 @@ CREATE FUNCTION zk_queue_stats(
     OUT handed_out bigint,
     OUT consumed bigint,
     OUT released bigint,
+    OUT dead_lettered bigint,
     OUT since timestamptz,
     OUT last_at timestamptz)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'zk_queue_stats' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
 
 REVOKE ALL ON FUNCTION zk_queue_stats() FROM PUBLIC;
+
+-- Issue 38: a queue's dead-letter policy, and moving items between queues
+-- (doc/queues.md, "Dead letters"); group admin, granted below to the roles
+-- that may purge a queue
+CREATE FUNCTION zk_queue_set_policy(queue text, max_attempts int, dead_letter text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_queue_set_policy' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_queue_move(from_queue text, to_queue text, max_items int DEFAULT 1000)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'zk_queue_move' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION zk_queue_set_policy(text, int, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_queue_move(text, text, int) FROM PUBLIC;
 
 -- Issue 38: zk_enqueue of an array, many items in one call (the elements
 -- in array order, as one zk_enqueue per element would add them, all of them
@@ -236,6 +256,8 @@ BEGIN
                FROM (VALUES
                        ('@extschema@.zk_try_lease(text,interval,text)', '@extschema@.zk_lease_release(text,text)'),
                        ('@extschema@.zk_queues_internal()', '@extschema@.zk_queue_stats()'),
+                       ('@extschema@.zk_queue_purge(text)', '@extschema@.zk_queue_set_policy(text,integer,text)'),
+                       ('@extschema@.zk_queue_purge(text)', '@extschema@.zk_queue_move(text,text,integer)'),
                        ('@extschema@.zk_enqueue(text,bytea,integer)', '@extschema@.zk_enqueue(text,bytea[],integer)'),
                        ('@extschema@.zk_enqueue(text,text,integer)', '@extschema@.zk_enqueue(text,text[],integer)'))
                     AS t(had, fn),
@@ -308,6 +330,8 @@ AS $$
         ('election', '@extschema@.zk_election_candidates(text)'),
         ('admin', '@extschema@.zk_queue_purge(text)'),
         ('admin', '@extschema@.zk_queue_drop(text)'),
+        ('admin', '@extschema@.zk_queue_set_policy(text,integer,text)'),
+        ('admin', '@extschema@.zk_queue_move(text,text,integer)'),
         ('admin', '@extschema@.zk_arrivals_reset(text)'),
         ('admin', '@extschema@.zk_gate_close(text)'),
         ('admin', '@extschema@.zk_gate_open(text)'),

@@ -344,7 +344,10 @@ CREATE TYPE zk_message AS (
     enqueued_at timestamptz,
     payload     bytea,
     body        text,           -- the payload as text when it is valid UTF-8
-    attempts    int             -- how often zklock handed the item out, this time included
+    attempts    int,            -- how often zklock handed the item out, this time included
+    origin      text,           -- a dead letter: the queue it was moved from, else NULL
+    origin_msg_id bigint,       -- ... its msg_id there
+    origin_attempts int         -- ... and the hand-outs it had there
 );
 
 CREATE FUNCTION zk_enqueue(queue text, payload bytea, priority int DEFAULT 100)
@@ -392,6 +395,20 @@ CREATE FUNCTION zk_queue_drop(queue text)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'zk_queue_drop' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-- a queue's dead-letter policy, kept in its node so that every cluster
+-- agrees (doc/queues.md, "Dead letters"): an item handed out max_attempts
+-- times without a consume moves to the queue dead_letter at its next
+-- hand-out; both NULL: no policy
+CREATE FUNCTION zk_queue_set_policy(queue text, max_attempts int, dead_letter text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_queue_set_policy' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- up to max_items unclaimed items of one queue moved to another, in queue
+-- order, each exactly once (doc/queues.md, "zk_queue_move")
+CREATE FUNCTION zk_queue_move(from_queue text, to_queue text, max_items int DEFAULT 1000)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'zk_queue_move' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 CREATE FUNCTION zk_queues_internal(
     OUT queue text,
     OUT items bigint,
@@ -411,6 +428,7 @@ CREATE FUNCTION zk_queue_stats(
     OUT handed_out bigint,
     OUT consumed bigint,
     OUT released bigint,
+    OUT dead_lettered bigint,
     OUT since timestamptz,
     OUT last_at timestamptz)
 RETURNS SETOF record
@@ -643,6 +661,8 @@ AS $$
         ('election', '@extschema@.zk_election_candidates(text)'),
         ('admin', '@extschema@.zk_queue_purge(text)'),
         ('admin', '@extschema@.zk_queue_drop(text)'),
+        ('admin', '@extschema@.zk_queue_set_policy(text,integer,text)'),
+        ('admin', '@extschema@.zk_queue_move(text,text,integer)'),
         ('admin', '@extschema@.zk_arrivals_reset(text)'),
         ('admin', '@extschema@.zk_gate_close(text)'),
         ('admin', '@extschema@.zk_gate_open(text)'),

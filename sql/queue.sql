@@ -73,13 +73,13 @@ SELECT * FROM dblink('other', $$SELECT zk_queue_length('regress_q1')$$)
 SELECT n, priority, payload, body IS NULL AS no_body, body::bytea = payload AS body_is_payload,
        msg_id > 0 AS has_id,
        enqueued_at BETWEEN clock_timestamp() - interval '5 min' AND clock_timestamp() AS enqueued_now
-  FROM zk_queue_peek('regress_q1') WITH ORDINALITY AS p(msg_id, priority, enqueued_at, payload, body, attempts, n);
+  FROM zk_queue_peek('regress_q1') WITH ORDINALITY AS p(msg_id, priority, enqueued_at, payload, body, attempts, origin, origin_msg_id, origin_attempts, n);
 SELECT body AS first_body FROM zk_queue_peek('regress_q1', 1);
 SELECT body = 'héllo' AS utf8_body FROM zk_queue_peek('regress_q1') WHERE payload = '\x68c3a96c6c6f';
 -- msg_id grows along the queue (it is 2^62 + the entry's czxid * 1024 + its sequence number)
 SELECT bool_and(msg_id > prev) AS ids_increase, count(*) AS items
   FROM (SELECT msg_id, lag(msg_id) OVER (ORDER BY n) AS prev
-          FROM zk_queue_peek('regress_q1') WITH ORDINALITY AS p(msg_id, priority, enqueued_at, payload, body, attempts, n)) s;
+          FROM zk_queue_peek('regress_q1') WITH ORDINALITY AS p(msg_id, priority, enqueued_at, payload, body, attempts, origin, origin_msg_id, origin_attempts, n)) s;
 SELECT (SELECT count(*) FROM zk_queue_peek('regress_q1', 2)) AS peek_2,
        (SELECT count(*) FROM zk_queue_peek('regress_q1', 0)) AS peek_0,
        (SELECT count(*) FROM zk_queue_peek('regress_q1', 100)) AS peek_100,
@@ -118,16 +118,16 @@ SELECT zk_queue_length('regress_q1') AS unclaimed;
 -- zk_dequeue with max_items claims several, in order; rolled back, the same
 -- items are dequeued again
 SELECT array_agg(msg_id ORDER BY n) AS ids
-  FROM zk_queue_peek('regress_q1') WITH ORDINALITY AS p(msg_id, priority, enqueued_at, payload, body, attempts, n) \gset
+  FROM zk_queue_peek('regress_q1') WITH ORDINALITY AS p(msg_id, priority, enqueued_at, payload, body, attempts, origin, origin_msg_id, origin_attempts, n) \gset
 BEGIN;
 SELECT n, payload FROM zk_dequeue('regress_q1', '1s', 10)
-  WITH ORDINALITY AS d(msg_id, priority, enqueued_at, payload, body, attempts, n);
+  WITH ORDINALITY AS d(msg_id, priority, enqueued_at, payload, body, attempts, origin, origin_msg_id, origin_attempts, n);
 SELECT zk_queue_length('regress_q1') AS unclaimed;
 ROLLBACK;
 SELECT wait_length('regress_q1', 2) AS unclaimed_after_rollback;
 BEGIN;
 SELECT array_agg(msg_id ORDER BY n) = :'ids'::bigint[] AS same_items, count(*) AS items
-  FROM zk_dequeue('regress_q1', NULL, 1000) WITH ORDINALITY AS d(msg_id, priority, enqueued_at, payload, body, attempts, n);
+  FROM zk_dequeue('regress_q1', NULL, 1000) WITH ORDINALITY AS d(msg_id, priority, enqueued_at, payload, body, attempts, origin, origin_msg_id, origin_attempts, n);
 COMMIT;
 SELECT wait_queue_row('regress_q1', 0, 0) AS consumed;
 
@@ -399,14 +399,14 @@ SELECT zk_queue_purge('regress_qb') AS purged;
 -- call: they come out in array order
 SELECT zk_enqueue('regress_qb', array_agg('i' || n ORDER BY n)) FROM generate_series(1, 1024) n;
 SELECT count(*) AS items, bool_and(body = 'i' || n) AS in_array_order
-  FROM zk_queue_peek('regress_qb', 2000) WITH ORDINALITY AS p(msg_id, priority, enqueued_at, payload, body, attempts, n);
+  FROM zk_queue_peek('regress_qb', 2000) WITH ORDINALITY AS p(msg_id, priority, enqueued_at, payload, body, attempts, origin, origin_msg_id, origin_attempts, n);
 BEGIN;
 SELECT count(*) AS items, bool_and(body = 'i' || n) AS dequeued_in_order
-  FROM zk_dequeue('regress_qb', '1s', 1000) WITH ORDINALITY AS d(msg_id, priority, enqueued_at, payload, body, attempts, n);
+  FROM zk_dequeue('regress_qb', '1s', 1000) WITH ORDINALITY AS d(msg_id, priority, enqueued_at, payload, body, attempts, origin, origin_msg_id, origin_attempts, n);
 COMMIT;
 BEGIN;
 SELECT count(*) AS items, bool_and(body = 'i' || (1000 + n)) AS the_rest_in_order
-  FROM zk_try_dequeue('regress_qb', 1000) WITH ORDINALITY AS d(msg_id, priority, enqueued_at, payload, body, attempts, n);
+  FROM zk_try_dequeue('regress_qb', 1000) WITH ORDINALITY AS d(msg_id, priority, enqueued_at, payload, body, attempts, origin, origin_msg_id, origin_attempts, n);
 COMMIT;
 SELECT wait_queue_row('regress_qb', 0, 0) AS consumed;
 SELECT zk_queue_length('regress_qb') AS empty;

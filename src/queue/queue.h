@@ -122,6 +122,8 @@ typedef struct ZkQueueStat
 	uint64		handed_out;		/* items a dequeue claimed and read */
 	uint64		consumed;		/* items deleted by a committed dequeue */
 	uint64		released;		/* claims ended without a consume */
+	uint64		dead_lettered;	/* items a policy moved to a dead-letter
+								 * queue (queue_claim.c, "Dead letters") */
 	TimestampTz since;			/* when this slot began counting the queue */
 	TimestampTz last_at;		/* its last count */
 } ZkQueueStat;
@@ -273,7 +275,11 @@ typedef enum ZkQinfoOp
 	ZKQI_PURGE,
 	ZKQI_QUEUES,
 	ZKQI_RELEASE_CLUSTER,
-	ZKQI_DROP
+	ZKQI_DROP,
+	ZKQI_SET_POLICY,			/* zk_queue_set_policy: e->data the dead-letter
+								 * queue (qualified), max_items the attempts */
+	ZKQI_MOVE					/* zk_queue_move: e->data the queue to move
+								 * to (qualified), max_items how many */
 } ZkQinfoOp;
 
 /*
@@ -287,6 +293,12 @@ typedef enum ZkQinfoOp
 #define ZKQ_DROP_FOREIGN	(-3)	/* its node has children not zklock's */
 #define ZKQ_DROP_CHANGING	(-4)	/* it changed under every try */
 
+/* A ZKQI_SET_POLICY answer: 1 written, or refused (errmsg says why) */
+#define ZKQ_POLICY_FOREIGN	(-1)	/* the node holds another client's data */
+#define ZKQ_POLICY_CHANGING	(-2)	/* it changed under every try */
+#define ZKQ_POLICY_MAX_ATTEMPTS	1000
+#define ZKQ_MOVE_MAX		10000	/* items of one zk_queue_move */
+
 /* A ZKQI_QUEUES answer: one record per queue, each followed by its name */
 typedef struct ZkQueueRow
 {
@@ -297,7 +309,31 @@ typedef struct ZkQueueRow
 
 #define ZKQ_TXN_QUEUE_ITEMS	1024	/* items of one transaction in one queue */
 
+/*
+ * The data of an item a dead-letter policy moved (queue_nodes.c, "dead
+ * letters"): this magic, the origin's count and id and name, the payload
+ */
+#define ZKQ_DL_MAGIC		"\0zklock-dead-letter\1"
+#define ZKQ_DL_MAGIC_LEN	20
+#define ZKQ_DL_FIXED_LEN	(ZKQ_DL_MAGIC_LEN + 4 + 8 + 2)
+#define ZKQ_DL_HEADER_MAX	(ZKQ_DL_FIXED_LEN + ZKLOCK_NAME_MAX)
+
+typedef struct ZkDeadLetter
+{
+	int32		attempts;		/* hand-outs at the origin, not consumed */
+	int64		msg_id;			/* its msg_id there */
+	const char *origin;			/* the origin queue's name (UTF-8, not
+								 * terminated, without its namespace) */
+	int			origin_len;
+	const char *payload;		/* the payload, within the data */
+	Size		plen;
+} ZkDeadLetter;
+
 /* queue_nodes.c: paths (<root>/queues/<encoded name>), items, seals */
+extern bool zk_q_dl_is_wrapped(const char *data, Size len);
+extern Size zk_q_dl_header(char *out, const char *origin, int olen, int32 attempts,
+						   int64 msg_id);
+extern bool zk_q_dl_unwrap(const char *data, Size len, ZkDeadLetter *dl);
 extern int64 zk_queue_msg_id(int64 czxid, const char *node);
 extern bool zk_queue_node_priority(const char *child, int *priority);
 extern void zk_queue_path(const char *name, char *out, size_t outlen);
@@ -317,6 +353,9 @@ extern int	zk_queue_dequeue(const char *qname, int qlen, int max_items, bool try
 							 int64 timeout_ms, zkq_emit_fn emit, void *arg);
 extern ZkEntry *zk_queue_info(ZkQinfoOp op, const char *qname, int qlen, int n, uint64 arg,
 							  uint32 *idx, uint32 *gen, const char *what);
+extern ZkEntry *zk_queue_info_named(ZkQinfoOp op, const char *qname, int qlen, int n,
+									uint64 arg, const char *other, int olen,
+									uint32 *idx, uint32 *gen, const char *what);
 extern void zk_queue_info_done(uint32 idx, uint32 gen);
 /* zk_queue_local_counts: one queue's claims held and consumers waiting here */
 typedef struct ZkQueueLocal

@@ -308,6 +308,13 @@ enqueue_items(const char *qname, int qlen, const char *const *payloads, const Si
 		Size		cost = plen + base;
 
 		at[0] = i + 1;
+		if (zk_q_dl_is_wrapped(payloads[i], plen))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("zklock queue payload begins with the header of a dead letter"),
+					 errdetail("Its first %d bytes are those zklock puts in front of an item a dead-letter policy moved.",
+							   ZKQ_DL_MAGIC_LEN),
+					 errhint("Enqueue the payload of a dead letter (zk_message.payload) instead, or move dead letters with zk_queue_move.")));
 		if (cost + ZKQ_TXN_BASE > ZKQ_TXN_MAX)
 			ereport(ERROR,
 					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -941,15 +948,35 @@ ZkEntry *
 zk_queue_info(ZkQinfoOp op, const char *qname, int qlen, int n, uint64 arg,
 			  uint32 *idx, uint32 *gen, const char *what)
 {
+	return zk_queue_info_named(op, qname, qlen, n, arg, NULL, 0, idx, gen, what);
+}
+
+/*
+ * zk_queue_info with a second name for the worker (other, olen bytes of
+ * UTF-8, qualified: a dead-letter queue, the queue a move goes to), handed
+ * over in the entry's data (NUL-terminated)
+ */
+ZkEntry *
+zk_queue_info_named(ZkQinfoOp op, const char *qname, int qlen, int n, uint64 arg,
+					const char *other, int olen, uint32 *idx, uint32 *gen,
+					const char *what)
+{
 	ZkEntry    *e;
 
 	zk_require_shmem();
 	if (qname != NULL)
 		zk_check_name("queue name", qlen);
+	if (other != NULL && olen >= ZKLOCK_DATA_MAX)
+		zk_check_name("queue name", olen);
 	e = new_queue_entry(ZKK_QINFO, qname, qlen);
 	ZKQ(e)->qop = (uint8) op;
 	ZKQ(e)->max_items = n;
 	ZKQ(e)->fxid = arg;
+	if (other != NULL)
+	{
+		memcpy(e->data, other, olen);
+		e->data[olen] = '\0';
+	}
 	submit(e, idx, gen);
 	wait_idx = *idx;
 	wait_gen = *gen;

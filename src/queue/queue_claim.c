@@ -318,7 +318,7 @@ claim_read(ZkEntry *e, int slot, const char *tpath, const char *value, int value
 	if (DsaPointerIsValid(c[slot].msg))
 	{
 		ZKQ(e)->claim_bytes += rec;
-		zk_q_stats_add(e->name, 1, 0, 0);
+		zk_q_stats_add(e->name, 1, 0, 0, 0);
 		return;
 	}
 	ZKQ(e)->claim_refused = true;
@@ -969,7 +969,7 @@ end_done(int rc, const void *data)
 			end_block(e, refused, refused_path);
 		if (e != NULL && rc == ZOK)
 			zk_q_stats_add(e->name, 0, eo->nentries,
-						   ZKQ(e)->decision == ZKQD_COMMIT ? 0 : (uint64) (eo->nops - eo->nentries));
+						   ZKQ(e)->decision == ZKQD_COMMIT ? 0 : (uint64) (eo->nops - eo->nentries), 0);
 		if (e != NULL && rc == ZOK && eo->nentries > 0)
 		{
 			/* entries deleted for sure: a long queue's rest stays exact */

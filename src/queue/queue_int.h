@@ -420,7 +420,7 @@ extern void zk_q_send_ensure_queue(const char *qpath);
 extern ZkClaimRec *zk_q_claims_of(ZkEntry *e);
 extern void zk_q_claim_token_of(ZkEntry *e, char *out, size_t outlen);
 extern void zk_q_stats_add(const char *name, uint64 handed_out, uint64 consumed,
-						   uint64 released);
+						   uint64 released, uint64 dead_lettered);
 extern void zk_q_msg_fill(ZkMsgRec *m, const char *node, const char *value,
 						  Size len, const struct Stat *stat);
 extern bool zk_q_parse_u64(const char *s, int base, uint64 *v);
@@ -451,6 +451,12 @@ extern void zk_q_pubop_free(PubOp *po);
 extern void zk_q_pub_blocked_tick(void);
 extern void zk_q_end_blocked_tick(void);
 extern void zk_qpub_drive(ZkEntry *e);
+
+/* queue_policy.c */
+extern void zk_q_policy_set_start(ZkEntry *e);
+
+/* queue_move.c */
+extern void zk_q_move_start(ZkEntry *e);
 
 /* queue_nskept.c */
 /* what a publication's check calls when its last answer is in (rc: ZOK or why) */

@@ -134,3 +134,91 @@ zk_kept_verify(const char *path, const ZkTxnKept *k)
 	zk_mac(path, &c, sizeof(c), mac);
 	return zk_mac_equal(mac, k->mac);
 }
+
+/*
+ * ---- dead letters: the data of an item a policy moved aside ----
+ *
+ * An item a dead-letter policy moves (queue_claim.c, "Dead letters") keeps
+ * its payload and gains a header in front of it, so that the move is one
+ * multi and the item carries where it came from in its own data:
+ *
+ *	ZKQ_DL_MAGIC (20 bytes, beginning with a zero byte: never text)
+ *	uint32	attempts	hand-outs at the origin that ended without a consume
+ *	int64	msg_id		its msg_id at the origin
+ *	uint16	origin_len	then the origin queue's name (UTF-8, without
+ *						its namespace: the same as the dead-letter queue's)
+ *	the payload
+ *
+ * All in network byte order.  zklock shows the payload without the header
+ * and the header in zk_message's origin columns; kazoo sees the data as it
+ * is.  zk_enqueue refuses a payload that begins with the magic, so a
+ * producer through zklock cannot forge one.
+ */
+static void
+put_be(char *p, uint64 v, int n)
+{
+	int			i;
+
+	for (i = n - 1; i >= 0; i--)
+	{
+		p[i] = (char) (v & 0xFF);
+		v >>= 8;
+	}
+}
+
+static uint64
+get_be(const char *p, int n)
+{
+	uint64		v = 0;
+	int			i;
+
+	for (i = 0; i < n; i++)
+		v = (v << 8) | (unsigned char) p[i];
+	return v;
+}
+
+/* Does data begin with the dead-letter magic? */
+bool
+zk_q_dl_is_wrapped(const char *data, Size len)
+{
+	return len >= ZKQ_DL_MAGIC_LEN && memcmp(data, ZKQ_DL_MAGIC, ZKQ_DL_MAGIC_LEN) == 0;
+}
+
+/*
+ * The header of an item of origin (olen bytes, at most ZKLOCK_NAME_MAX)
+ * into out (at least ZKQ_DL_HEADER_MAX bytes); returns its length
+ */
+Size
+zk_q_dl_header(char *out, const char *origin, int olen, int32 attempts, int64 msg_id)
+{
+	olen = Min(Max(olen, 0), ZKLOCK_NAME_MAX);
+	memcpy(out, ZKQ_DL_MAGIC, ZKQ_DL_MAGIC_LEN);
+	put_be(out + ZKQ_DL_MAGIC_LEN, (uint64) (uint32) Max(attempts, 0), 4);
+	put_be(out + ZKQ_DL_MAGIC_LEN + 4, (uint64) msg_id, 8);
+	put_be(out + ZKQ_DL_MAGIC_LEN + 12, (uint64) olen, 2);
+	memcpy(out + ZKQ_DL_FIXED_LEN, origin, olen);
+	return ZKQ_DL_FIXED_LEN + olen;
+}
+
+/*
+ * Read the header of an item's data: false (dl untouched) when data is
+ * not a well-formed dead letter, which is then an ordinary payload
+ */
+bool
+zk_q_dl_unwrap(const char *data, Size len, ZkDeadLetter *dl)
+{
+	Size		olen;
+
+	if (!zk_q_dl_is_wrapped(data, len) || len < ZKQ_DL_FIXED_LEN)
+		return false;
+	olen = (Size) get_be(data + ZKQ_DL_MAGIC_LEN + 12, 2);
+	if (olen == 0 || olen > ZKLOCK_NAME_MAX || len < ZKQ_DL_FIXED_LEN + olen)
+		return false;
+	dl->attempts = (int32) Min(get_be(data + ZKQ_DL_MAGIC_LEN, 4), (uint64) PG_INT32_MAX);
+	dl->msg_id = (int64) get_be(data + ZKQ_DL_MAGIC_LEN + 4, 8);
+	dl->origin = data + ZKQ_DL_FIXED_LEN;
+	dl->origin_len = (int) olen;
+	dl->payload = data + ZKQ_DL_FIXED_LEN + olen;
+	dl->plen = len - ZKQ_DL_FIXED_LEN - olen;
+	return true;
+}

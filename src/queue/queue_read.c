@@ -1547,6 +1547,16 @@ zk_qinfo_drive(ZkEntry *e)
 		drop_start(e);
 		return;
 	}
+	if (ZKQ(e)->qop == ZKQI_SET_POLICY)
+	{
+		zk_q_policy_set_start(e);
+		return;
+	}
+	if (ZKQ(e)->qop == ZKQI_MOVE)
+	{
+		zk_q_move_start(e);
+		return;
+	}
 	in = MemoryContextAllocZero(zk_q_context(), sizeof(Info));
 	in->idx = zk_entry_index(e);
 	in->gen = e->gen;

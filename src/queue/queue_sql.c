@@ -39,6 +39,8 @@ PG_FUNCTION_INFO_V1(zk_queue_length);
 PG_FUNCTION_INFO_V1(zk_queue_peek);
 PG_FUNCTION_INFO_V1(zk_queue_purge);
 PG_FUNCTION_INFO_V1(zk_queue_drop);
+PG_FUNCTION_INFO_V1(zk_queue_set_policy);
+PG_FUNCTION_INFO_V1(zk_queue_move);
 PG_FUNCTION_INFO_V1(zk_queues_internal);
 PG_FUNCTION_INFO_V1(zk_queue_release_cluster);
 PG_FUNCTION_INFO_V1(zk_queue_stats);
@@ -268,19 +270,27 @@ static void
 emit_message(const ZkMsgRec *m, const char *payload, void *arg)
 {
 	EmitCtx    *ctx = (EmitCtx *) arg;
-	Datum		values[6];
-	bool		nulls[6] = {false, false, false, false, false, false};
-	bytea	   *b = palloc(VARHDRSZ + m->len);
+	Datum		values[9];
+	bool		nulls[9] = {false, false, false, false, false, false, true, true, true};
+	int			natts = ctx->rsinfo->setDesc->natts;
+	ZkDeadLetter dl;
+	bool		dead = zk_q_dl_unwrap(payload, m->len, &dl);
+	Size		plen = dead ? dl.plen : m->len;
+	bytea	   *b;
 
-	SET_VARSIZE(b, VARHDRSZ + m->len);
-	memcpy(VARDATA(b), payload, m->len);
+	/* a dead letter: its payload without the header, which fills origin* */
+	if (dead)
+		payload = dl.payload;
+	b = palloc(VARHDRSZ + plen);
+	SET_VARSIZE(b, VARHDRSZ + plen);
+	memcpy(VARDATA(b), payload, plen);
 	values[0] = Int64GetDatum(m->msg_id);
 	values[1] = Int32GetDatum(m->priority);
 	values[2] = TimestampTzGetDatum(zk_time(m->ctime_ms));
 	values[3] = PointerGetDatum(b);
 	/* body: the payload as text when it is valid UTF-8 this database can hold */
 	{
-		char	   *s = utf8_to_server_strict(payload, m->len);
+		char	   *s = utf8_to_server_strict(payload, plen);
 
 		if (s != NULL)
 			values[4] = CStringGetTextDatum(s);
@@ -294,7 +304,17 @@ emit_message(const ZkMsgRec *m, const char *payload, void *arg)
 	 */
 	values[5] = Int32GetDatum(m->attempts);
 	nulls[5] = (ctx->handout && m->attempts <= 0);
-	Assert(ctx->rsinfo->setDesc->natts <= 6);
+	if (dead)
+	{
+		char	   *o = zk_utf8_to_server_noerror(dl.origin, dl.origin_len);
+
+		values[6] = CStringGetTextDatum(o);
+		values[7] = Int64GetDatum(dl.msg_id);
+		values[8] = Int32GetDatum(dl.attempts);
+		nulls[6] = nulls[7] = nulls[8] = false;
+	}
+	Assert(natts <= 9);
+	(void) natts;
 	tuplestore_putvalues(ctx->rsinfo->setResult, ctx->rsinfo->setDesc, values, nulls);
 }
 
@@ -354,6 +374,139 @@ Datum
 zk_queue_length(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_INT64(count_request(fcinfo, ZKQI_LENGTH, "read the queue's length"));
+}
+
+/* a second queue name (argument argno, not NULL), qualified, in UTF-8 */
+static char *
+other_queue_arg(FunctionCallInfo fcinfo, int argno, const char *what, int *qlen)
+{
+	text	   *t;
+	int			rawlen;
+	int			len;
+	char	   *u;
+
+	if (PG_ARGISNULL(argno))
+		null_arg(what);
+	t = PG_GETARG_TEXT_PP(argno);
+	rawlen = VARSIZE_ANY_EXHDR(t);
+	if (rawlen > ZKLOCK_NAME_MAX * 4)
+		zk_check_name(what, rawlen);
+	u = zk_name_to_utf8(VARDATA_ANY(t), rawlen, &len);
+	zk_check_name(what, len);
+	return zk_qualify_name(u, len, qlen);
+}
+
+/*
+ * SQL: zk_queue_set_policy(queue, max_attempts, dead_letter): a queue's
+ * dead-letter policy, written into its node (queue_read.c, "A queue's
+ * policy"); both NULL remove it.  Group admin.
+ */
+Datum
+zk_queue_set_policy(PG_FUNCTION_ARGS)
+{
+	int			len;
+	char	   *name;
+	char	   *shown;
+	int			max_attempts = 0;
+	char	   *dlq = NULL;
+	int			dlqlen = 0;
+	uint32		idx;
+	uint32		gen;
+	ZkEntry    *e;
+	int64		token;
+	char		why[ZKLOCK_ERRMSG_MAX];
+
+	zk_require_shmem();
+	name = queue_arg(fcinfo, &len);
+	zk_check_name("queue name", len);
+	shown = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	if (PG_ARGISNULL(1) != PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("zklock dead-letter policy needs both max_attempts and dead_letter"),
+				 errdetail("%s is NULL.", PG_ARGISNULL(1) ? "max_attempts" : "dead_letter"),
+				 errhint("Give both, or NULL for both to remove the queue's policy.")));
+	if (!PG_ARGISNULL(1))
+	{
+		int			qlen;
+		char	   *qname = zk_qualify_name(name, len, &qlen);
+
+		max_attempts = PG_GETARG_INT32(1);
+		if (max_attempts < 1 || max_attempts > ZKQ_POLICY_MAX_ATTEMPTS)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("zklock max_attempts %d is out of range", max_attempts),
+					 errhint("Give 1 to %d hand-outs.", ZKQ_POLICY_MAX_ATTEMPTS)));
+		dlq = other_queue_arg(fcinfo, 2, "dead-letter queue name", &dlqlen);
+		if (dlqlen == qlen && memcmp(dlq, qname, qlen) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("zklock queue \"%s\" cannot be its own dead-letter queue", shown),
+					 errhint("Name another queue, for example \"%s.dlq\".", shown)));
+	}
+	e = zk_queue_info_named(ZKQI_SET_POLICY, name, len, max_attempts, 0, dlq, dlqlen,
+							&idx, &gen, "set the queue's policy");
+	token = e->token;
+	strlcpy(why, e->errmsg, sizeof(why));
+	zk_queue_info_done(idx, gen);
+	if (token == ZKQ_POLICY_FOREIGN)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("cannot set the policy of zklock queue \"%s\" because its node holds another client's data", shown),
+				 errdetail("%s; nothing was written.", why),
+				 errhint("zklock keeps a queue's policy in the data of the queue's node and never overwrites data it did not write: empty the node's data with the client that wrote it, or use another queue.")));
+	if (token == ZKQ_POLICY_CHANGING)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("cannot set the policy of zklock queue \"%s\" because it keeps changing", shown),
+				 errdetail("%s; nothing was written.", why),
+				 errhint("Another session is setting the policy at the same time: try again.")));
+	PG_RETURN_VOID();
+}
+
+/*
+ * SQL: zk_queue_move(from_queue, to_queue, max_items): up to max_items
+ * unclaimed items moved, each exactly once (queue_read.c, "Moving
+ * items"); how many.  Group admin.
+ */
+Datum
+zk_queue_move(PG_FUNCTION_ARGS)
+{
+	int			len;
+	char	   *name;
+	int			tolen;
+	char	   *to;
+	int			max_items;
+	uint32		idx;
+	uint32		gen;
+	ZkEntry    *e;
+	int64		n;
+
+	zk_require_shmem();
+	name = queue_arg(fcinfo, &len);
+	zk_check_name("queue name", len);
+	to = other_queue_arg(fcinfo, 1, "queue name", &tolen);
+	max_items = int_arg(fcinfo, 2, 1000, "max_items");
+	if (max_items < 1 || max_items > ZKQ_MOVE_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock max_items %d is out of range", max_items),
+				 errhint("Move 1 to %d items per call; call it again for more.", ZKQ_MOVE_MAX)));
+	{
+		int			qlen;
+		char	   *qname = zk_qualify_name(name, len, &qlen);
+
+		if (qlen == tolen && memcmp(qname, to, qlen) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("zklock cannot move the items of a queue into the same queue"),
+					 errhint("Name two different queues.")));
+	}
+	e = zk_queue_info_named(ZKQI_MOVE, name, len, max_items, 0, to, tolen,
+							&idx, &gen, "move the queue's items");
+	n = e->token;
+	zk_queue_info_done(idx, gen);
+	PG_RETURN_INT64(n);
 }
 
 /* SQL: zk_queue_purge() */
@@ -789,8 +942,8 @@ zk_queue_stats(PG_FUNCTION_ARGS)
 	for (i = 0; i < ZKQ_STATS_SLOTS; i++)
 	{
 		ZkQueueStat *s = &copy[i];
-		Datum		values[6];
-		bool		nulls[6] = {false, false, false, false, false, false};
+		Datum		values[7];
+		bool		nulls[7] = {false, false, false, false, false, false, false};
 		char	   *shown;
 
 		s->name[sizeof(s->name) - 1] = '\0';
@@ -804,8 +957,9 @@ zk_queue_stats(PG_FUNCTION_ARGS)
 		values[1] = Int64GetDatum((int64) s->handed_out);
 		values[2] = Int64GetDatum((int64) s->consumed);
 		values[3] = Int64GetDatum((int64) s->released);
-		values[4] = TimestampTzGetDatum(s->since);
-		values[5] = TimestampTzGetDatum(s->last_at);
+		values[4] = Int64GetDatum((int64) s->dead_lettered);
+		values[5] = TimestampTzGetDatum(s->since);
+		values[6] = TimestampTzGetDatum(s->last_at);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

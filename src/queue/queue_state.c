@@ -350,7 +350,8 @@ zk_q_claim_token_of(ZkEntry *e, char *out, size_t outlen)
  * again).  Under the worker's lock, which the completions hold already.
  */
 void
-zk_q_stats_add(const char *name, uint64 handed_out, uint64 consumed, uint64 released)
+zk_q_stats_add(const char *name, uint64 handed_out, uint64 consumed, uint64 released,
+			   uint64 dead_lettered)
 {
 	ZkQueueStat *s = NULL;
 	ZkQueueStat *victim = NULL;
@@ -378,6 +379,7 @@ zk_q_stats_add(const char *name, uint64 handed_out, uint64 consumed, uint64 rele
 	s->handed_out += handed_out;
 	s->consumed += consumed;
 	s->released += released;
+	s->dead_lettered += dead_lettered;
 	s->last_at = now;
 	zk_worker_leave();
 }

@@ -189,7 +189,7 @@ unlike($after, qr/counter of its entries has run out/, 'no create of the counter
 
 # 9. everything in commit order, once
 my $all = sqla("SELECT string_agg(body, ',' ORDER BY n) FROM zk_try_dequeue('wq', 100) "
-	  . 'WITH ORDINALITY AS t(msg_id, priority, enqueued_at, payload, body, attempts, n)');
+	  . 'WITH ORDINALITY AS t(msg_id, priority, enqueued_at, payload, body, attempts, origin, origin_msg_id, origin_attempts, n)');
 is($all, 'item-1,k-1,k-2,k-3,k-4,item-2,item-3a,item-3b,item-3c,b-1,item-4,item-5,item-6,item-6b,b-2,item-6c,item-7,item-7b,item-7c',
 	'every item dequeued once, in commit order');
 is(entries(), 'keeper', 'only the foreign child is left in entries');
@@ -212,7 +212,7 @@ sqla("SELECT zk_enqueue('wq', 'item-8')");
 sqlb("SELECT zk_enqueue('wq', 'b-9')");
 is(entries(), 'entry-100-0000000000,entry-100-0000000001', 'named from a new counter again');
 is(sqlb("SELECT string_agg(body, ',' ORDER BY n) FROM zk_try_dequeue('wq', 10) "
-	  . 'WITH ORDINALITY AS t(msg_id, priority, enqueued_at, payload, body, attempts, n)'), 'item-8,b-9',
+	  . 'WITH ORDINALITY AS t(msg_id, priority, enqueued_at, payload, body, attempts, origin, origin_msg_id, origin_attempts, n)'), 'item-8,b-9',
 	'and served in order');
 is(zk_count($zk, $ENTRIES) . '/' . zk_count($zk, "$QP/taken") . '/' . zk_count($zk, '/zklock/txns'),
 	'0/0/0', 'nothing left: no entry, claim or transaction node');
@@ -244,7 +244,7 @@ is(zk_get($zk, '/zklock/queues/vq/next') . '/' . next_version('vq'), '2147483651
 is("$rc $out", "0 v-1 True\n", "kazoo's LockingQueue gets and consumes the first item named from next")
   or diag $err;
 is(sqlb("SELECT string_agg(body, ',' ORDER BY n) FROM zk_try_dequeue('vq', 10) "
-	  . 'WITH ORDINALITY AS t(msg_id, priority, enqueued_at, payload, body, attempts, n)'), 'v-2,v-3',
+	  . 'WITH ORDINALITY AS t(msg_id, priority, enqueued_at, payload, body, attempts, origin, origin_msg_id, origin_attempts, n)'), 'v-2,v-3',
 	'SQL the other two, in order');
 is(zk_count($zk, '/zklock/queues/vq/entries') . '/' . zk_count($zk, '/zklock/queues/vq/taken'), '0/0',
 	'vq: no entry or claim left');

@@ -64,7 +64,7 @@ for my $k (0, 1, 499, 998, 999)
 }
 is( $S->query_safe(
 		"BEGIN; SELECT count(*) || ' ' || bool_and(body = 'item-' || lpad(n::text, 4, '0'))"
-		  . " FROM zk_dequeue('batch', '5s', 1000) WITH ORDINALITY AS d(msg_id, priority, enqueued_at, payload, body, attempts, n);"
+		  . " FROM zk_dequeue('batch', '5s', 1000) WITH ORDINALITY AS d(msg_id, priority, enqueued_at, payload, body, attempts, origin, origin_msg_id, origin_attempts, n);"
 		  . " COMMIT"),
 	'1000 true', 'zk_dequeue hands the 1,000 items out in array order');
 ok(scalar(zk_wait_count($zk, "$Q/batch/entries", 0, 30)), 'consumed: no entry left');
