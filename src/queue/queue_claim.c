@@ -43,6 +43,8 @@ static void
 doubt_entry_done(int rc, const char *value, int value_len,
 				 const struct Stat *stat, const void *data);
 static void end_done(int rc, const void *data);
+static bool dead_letter_send(ZkEntry *e, int slot, QState *q, const char *tpath,
+							 const char *value, int value_len, const struct Stat *stat);
 
 static ZkLogLimit uncounted_log;	/* items whose hand-outs cannot be counted */
 
@@ -95,8 +97,9 @@ typedef struct Attempt
 	char		data[ZKLOCK_DATA_MAX + ZK_CLAIM_MAC_TAIL];	/* the claim's,
 															 * signed for
 															 * tpath */
-	zoo_op_t	ops[4];
-	zoo_op_result_t res[4];
+	char		qpath[ZK_PATH_MAX];	/* the queue's node: its policy's version */
+	zoo_op_t	ops[5];
+	zoo_op_result_t res[5];
 } Attempt;
 
 /* The first free claim slot of dequeue e, or -1 */
@@ -165,16 +168,19 @@ zk_q_send_attempt(QState *q, ZkEntry *e, int slot, const char *node)
 	snprintf(a->tpath, sizeof(a->tpath), "%s/taken/%s", q->path, node);
 	snprintf(a->cpath, sizeof(a->cpath), "%s/" ZKQ_HANDOUT_CHILD, a->epath);
 	zk_claim_sign(a->tpath, e->data, a->data, sizeof(a->data));
+	strlcpy(a->qpath, q->path, sizeof(a->qpath));
 	zoo_check_op_init(&a->ops[0], a->epath, -1);
 	zoo_create_op_init(&a->ops[1], a->tpath, a->data, (int) strlen(a->data),
 					   zk_acl_path(a->tpath), ZOO_PERSISTENT, NULL, 0);
+	/* under the policy this worker knows ("Dead letters", below) */
+	zoo_check_op_init(&a->ops[2], a->qpath, q->policy_version);
 	/* the hand-out counted in the item's cversion (above) */
-	zoo_create_op_init(&a->ops[2], a->cpath, NULL, -1, zk_acl_path(a->cpath),
+	zoo_create_op_init(&a->ops[3], a->cpath, NULL, -1, zk_acl_path(a->cpath),
 					   ZOO_PERSISTENT, NULL, 0);
-	zoo_delete_op_init(&a->ops[3], a->cpath, -1);
+	zoo_delete_op_init(&a->ops[4], a->cpath, -1);
 	/* recorded as in doubt until the answer says otherwise */
 	slot_set(e, slot, node, ZKQC_DOUBT);
-	zk_batch_multi(4, a->ops, a->res, claim_multi_done, a);
+	zk_batch_multi(5, a->ops, a->res, claim_multi_done, a);
 	e->outstanding++;
 	q->inflight++;
 	rc = zk_batch_get(a->epath, claim_get_done, a);
@@ -303,7 +309,7 @@ typedef struct GiveBack
  */
 static void
 claim_read(ZkEntry *e, int slot, const char *tpath, const char *value, int value_len,
-		   const struct Stat *stat)
+		   const struct Stat *stat, QState *q, bool counted)
 {
 	ZkClaimRec *c = zk_q_claims_of(e);
 	uint32		rec = sizeof(ZkMsgRec) + Max(value_len, 0);
@@ -312,6 +318,9 @@ claim_read(ZkEntry *e, int slot, const char *tpath, const char *value, int value
 	c[slot].status = ZKQC_HELD;
 	c[slot].has_item = true;
 	if (e->released || e->state == ZKE_HELD || DsaPointerIsValid(c[slot].msg))
+		return;
+	/* handed out too often: to the dead-letter queue instead ("Dead letters") */
+	if (counted && dead_letter_send(e, slot, q, tpath, value, value_len, stat))
 		return;
 	ZKQ(e)->claim_largest = Max(ZKQ(e)->claim_largest, rec);
 	c[slot].msg = store_msg(c[slot].node, value, value_len, stat);
@@ -445,7 +454,8 @@ claim_multi_done(int rc, const void *data)
 		if (rc == ZOK)
 			a->multi_ok = true;
 		else if (e != NULL && zk_rc_definite(rc) && !a->uncounted && a->res[0].err == ZOK &&
-				 a->res[1].err == ZOK && (a->res[2].err != ZOK || a->res[3].err != ZOK))
+				 a->res[1].err == ZOK && a->res[2].err == ZOK &&
+				 (a->res[3].err != ZOK || a->res[4].err != ZOK))
 		{
 			/*
 			 * The item was free, but its counting child could not be made
@@ -456,15 +466,18 @@ claim_multi_done(int rc, const void *data)
 				ereport(WARNING,
 						(errmsg("zklock: cannot count the hand-outs of queue item \"%s\"", a->epath),
 						 errdetail("ZooKeeper refused to create \"%s\" (%s); the item is handed out with attempts NULL.",
-								   a->cpath, zerror(a->res[2].err != ZOK ? a->res[2].err : a->res[3].err)),
+								   a->cpath, zerror(a->res[3].err != ZOK ? a->res[3].err : a->res[4].err)),
 						 errhint("Give zklock's ZooKeeper identity CREATE and DELETE on the items of its queues, and delete nodes other clients put under them.")));
 			a->uncounted = true;
 			resent = true;
-			zk_batch_multi(2, a->ops, a->res, claim_multi_done, a);
+			zk_batch_multi(3, a->ops, a->res, claim_multi_done, a);
 		}
 		else if (zk_rc_definite(rc))
 		{
 			/* taken by someone else, or gone: not ours */
+			if (a->res[0].err == ZOK && a->res[1].err == ZOK &&
+				(a->res[2].err == ZBADVERSION || a->res[2].err == ZNONODE))
+				a->q->policy = QPOL_UNKNOWN;	/* the policy changed: read it */
 			a->q->lost_race = true;
 			a->q->settled = false;
 			a->q->rest_exact = false;
@@ -569,7 +582,8 @@ claim_get_done(int rc, const char *value, int value_len,
 			{
 				ZkClaimRec *c = zk_q_claims_of(e);
 
-				claim_read(e, a->slot, a->tpath, value, value_len, stat);
+				claim_read(e, a->slot, a->tpath, value, value_len, stat, a->q,
+						   !a->uncounted);
 				/* not counted: attempts NULL (0 is no hand-out) */
 				if (a->uncounted && DsaPointerIsValid(c[a->slot].msg))
 					((ZkMsgRec *) dsa_get_address(zk_dsa(), c[a->slot].msg))->attempts = 0;
@@ -579,6 +593,207 @@ claim_get_done(int rc, const char *value, int value_len,
 		}
 	}
 	COMPLETION_END(e);
+}
+
+/* ---- dead letters ---- */
+
+/*
+ * Dead letters.  A queue's policy (queue_policy.c) names a dead-letter
+ * queue and max_attempts.  A claim whose read shows the item handed out
+ * more often than that, this hand-out included (cversion / 2 > max_attempts:
+ * max_attempts hand-outs ended without a consume), does not hand it out:
+ * one multi deletes the item and our claim and creates the item in the
+ * dead-letter queue (sequential, same priority), its data the payload
+ * behind a header with the origin's name, msg_id and hand-outs
+ * (queue_nodes.c).  Atomic: the item is in exactly one of the two queues,
+ * whatever crashes; our claim stops anyone else from moving or taking it
+ * meanwhile.  The dequeue that met it goes on with the next items.
+ *
+ * Every claim checks the version of the policy it was decided under
+ * (zk_q_send_attempt), so no cluster hands an item out once more under a
+ * policy that changed.  The fate of a move whose answer is lost is read
+ * back like a claim's (the slot goes in doubt): gone, or still ours and
+ * read again, which moves it then.  A move ZooKeeper refuses for good (the
+ * dead-letter queue's ACL, a node another client put under the item, an
+ * item too large to take a header) hands items out as if there were no
+ * policy for ZKQ_DL_BLOCK_MS, with a rate-limited WARNING; a dead-letter
+ * queue missing three times in a row (ensured again each time) too.
+ */
+#define ZKQ_DL_BLOCK_MS		10000
+
+typedef struct DeadLetter
+{
+	uint32		idx;
+	uint32		gen;
+	int			slot;
+	char		name[ZKLOCK_QNAME_MAX + 1];
+	char		node[ZKQ_NODE_MAX];
+	char		epath[ZK_PATH_MAX];
+	char		tpath[ZK_PATH_MAX];
+	char		dpath[ZK_PATH_MAX];		/* <dlq>/entries/entry-PPP- */
+	char		created[ZK_PATH_MAX];
+	int32		attempts;
+	char	   *data;
+	int			dlen;
+	zoo_op_t	ops[3];
+	zoo_op_result_t res[3];
+} DeadLetter;
+
+static ZkLogLimit dl_refused_log;
+static ZkLogLimit dl_moved_log;
+
+static void dead_letter_done(int rc, const void *data);
+
+/* Moves into q's dead-letter queue are refused: hand items out for a while */
+static void
+dead_letter_block(QState *q, const char *why, int rc)
+{
+	q->dl_blocked_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ZKQ_DL_BLOCK_MS);
+	if (zk_log_limited(&dl_refused_log, "queue dead letter refused"))
+		ereport(WARNING,
+				(errmsg("zklock: cannot move items of queue \"%s\" to its dead-letter queue",
+						zk_log_name(q->name)),
+				 errdetail("%s (%s); items handed out more often than the policy allows are handed out again meanwhile.",
+						   why, zerror(rc)),
+				 errhint("Check the dead-letter queue named in the queue's policy (zk_queue_set_policy): its nodes must exist with zklock's ACL, and nothing but zklock may write under the queue's items.")));
+}
+
+/*
+ * Our claim on the item in e's slot was read (claim_read): if q's policy
+ * says it was handed out too often, send its move and return true (the
+ * slot is ZKQC_RETURN until the answer); else false: hand it out.
+ */
+static bool
+dead_letter_send(ZkEntry *e, int slot, QState *q, const char *tpath,
+				 const char *value, int value_len, const struct Stat *stat)
+{
+	ZkClaimRec *c = zk_q_claims_of(e);
+	int32		attempts;
+	const char *payload = value;
+	Size		plen = Max(value_len, 0);
+	ZkDeadLetter old;
+	const char *origin;
+	Size		hlen;
+	int			prio = 0;
+	DeadLetter *dl;
+
+	if (q == NULL || stat == NULL || q->policy != QPOL_KNOWN || q->max_attempts <= 0 ||
+		q->dlq_path[0] == '\0')
+		return false;
+	attempts = stat->cversion > 0 ? stat->cversion / 2 : 0;
+	if (attempts <= q->max_attempts)
+		return false;
+	if (q->dl_blocked_until > GetCurrentTimestamp())
+		return false;
+	/* a dead letter moved again carries its payload, not the old header */
+	if (value != NULL && zk_q_dl_unwrap(value, plen, &old))
+	{
+		payload = old.payload;
+		plen = old.plen;
+	}
+	if (plen + ZKQ_DL_HEADER_MAX + 3 * ZK_PATH_MAX + ZKQ_TXN_BASE > ZKQ_TXN_MAX)
+	{
+		dead_letter_block(q, "An item is too large to take the dead-letter header", ZBADARGUMENTS);
+		return false;
+	}
+	(void) zk_queue_node_priority(c[slot].node, &prio);
+	dl = MemoryContextAllocZero(zk_q_context(), sizeof(DeadLetter));
+	dl->idx = zk_entry_index(e);
+	dl->gen = e->gen;
+	dl->slot = slot;
+	dl->attempts = attempts - 1;
+	strlcpy(dl->name, e->name, sizeof(dl->name));
+	strlcpy(dl->node, c[slot].node, sizeof(dl->node));
+	snprintf(dl->epath, sizeof(dl->epath), "%s/entries/%s", q->path, c[slot].node);
+	strlcpy(dl->tpath, tpath, sizeof(dl->tpath));
+	snprintf(dl->dpath, sizeof(dl->dpath), "%s/entries/entry-%03d-", q->dlq_path, prio);
+	origin = zk_name_part(e->name);
+	dl->data = MemoryContextAlloc(zk_q_context(), ZKQ_DL_HEADER_MAX + plen);
+	hlen = zk_q_dl_header(dl->data, origin, (int) strlen(origin), dl->attempts,
+						  zk_queue_msg_id(stat->czxid, c[slot].node));
+	if (plen > 0)
+		memcpy(dl->data + hlen, payload, plen);
+	dl->dlen = (int) (hlen + plen);
+	zoo_delete_op_init(&dl->ops[0], dl->epath, -1);
+	zoo_delete_op_init(&dl->ops[1], dl->tpath, -1);
+	zoo_create_op_init(&dl->ops[2], dl->dpath, dl->data, dl->dlen, zk_acl_path(dl->dpath),
+					   ZOO_SEQUENCE, dl->created, sizeof(dl->created));
+	c[slot].has_item = false;
+	if (zoo_amulti(zk_zh, 3, dl->ops, dl->res, dead_letter_done, dl) != ZOK)
+	{
+		/* ours or not once the session is back: read again then */
+		pfree(dl->data);
+		pfree(dl);
+		c[slot].status = ZKQC_DOUBT;
+		return true;
+	}
+	c[slot].status = ZKQC_RETURN;
+	e->outstanding++;
+	return true;
+}
+
+/* Completion of the zoo_amulti sent by dead_letter_send() */
+static void
+dead_letter_done(int rc, const void *data)
+{
+	DeadLetter *dl = (DeadLetter *) data;
+	ZkEntry    *volatile e = NULL;
+
+	COMPLETION_BEGIN
+	{
+		QState	   *q = zk_q_state(dl->name, false);
+		ZkClaimRec *c;
+
+		e = zk_q_entry_of(dl->idx, dl->gen);
+		c = (e != NULL) ? zk_q_claims_of(e) : NULL;
+		if (c != NULL && c[dl->slot].status == ZKQC_RETURN &&
+			strcmp(c[dl->slot].node, dl->node) == 0)
+		{
+			if (rc == ZOK)
+			{
+				slot_clear(e, dl->slot);
+				zk_q_stats_add(dl->name, 0, 0, 0, 1);
+				if (q != NULL)
+				{
+					q->own_edeletes++;	/* a long queue's rest stays exact */
+					q->dl_nonode = 0;
+				}
+				if (zk_log_limited(&dl_moved_log, "queue dead letter"))
+					ereport(LOG,
+							(errmsg("zklock: moved item \"%s\" of queue \"%s\" to its dead-letter queue as \"%s\" after %d hand-outs",
+									dl->node, zk_log_name(dl->name), dl->created, dl->attempts)));
+			}
+			else if (zk_rc_definite(rc) &&
+					 (dl->res[0].err == ZNONODE || dl->res[1].err == ZNONODE))
+				slot_clear(e, dl->slot);	/* gone: not ours any more */
+			else if (zk_rc_definite(rc))
+			{
+				/* refused, nothing changed: read it again (and hand it out) */
+				c[dl->slot].status = ZKQC_DOUBT;
+				if (q != NULL && q->dlq_path[0] != '\0')
+				{
+					zk_q_send_ensure_queue(q->dlq_path);
+					if (dl->res[2].err != ZNONODE || ++q->dl_nonode >= 3)
+					{
+						q->dl_nonode = 0;
+						dead_letter_block(q, dl->res[2].err == ZNONODE ?
+										  "The dead-letter queue's nodes cannot be created" :
+										  "ZooKeeper refused the move", rc);
+					}
+				}
+			}
+			else
+				c[dl->slot].status = ZKQC_DOUBT;	/* read it again */
+		}
+		if (e != NULL && e->outstanding > 0 && --e->outstanding == 0 &&
+			(q == NULL || !q_is_waiter(q, e)))
+			zk_kind_drive(e);	/* a round it is in decides at its end */
+		if (q != NULL && q->waiters != NIL && q->list.pending == 0 && q->inflight == 0)
+			zk_q_round_hooks.kick(q);
+	}
+	COMPLETION_END(e);
+	pfree(dl->data);
+	pfree(dl);
 }
 
 /* ---- sorting out claims in doubt ---- */
@@ -660,7 +875,8 @@ doubt_entry_done(int rc, const char *value, int value_len,
 			ZkClaimRec *c = zk_q_claims_of(e);
 
 			if (rc == ZOK)
-				claim_read(e, d->slot, d->tpath, value, value_len, stat);
+				claim_read(e, d->slot, d->tpath, value, value_len, stat,
+						   zk_q_state(e->name, false), true);
 			else if (rc == ZNONODE)
 			{
 				/*

@@ -536,7 +536,7 @@ zk_q_kick(QState *q)
 	}
 	q->rounds++;
 	if (((q->settled && q->ewatch) || q->verify == QVERIFY_CONFIRMED) && !q->again && !q->lost_race &&
-		q->parents_ok && !q->unflushed_wait)
+		q->parents_ok && !q->unflushed_wait && q->policy == QPOL_KNOWN)
 	{
 		/* nothing changed since the last listing: what it left will do */
 		char	  **cand;
@@ -596,6 +596,9 @@ zk_q_kick(QState *q)
 	blocking = has_blocking_waiter(q);
 	if (!q->parents_ok)
 		zk_q_send_ensure_queue(q->path);
+	/* the policy every claim checks, read before the listing answers */
+	if (q->policy == QPOL_UNKNOWN)
+		zk_q_policy_read(q);
 	want_e = blocking && !q->ewatch && q->ncand == 0;
 	want_t = blocking && q->want_twatch && !q->twatch;
 	if (want_t)
@@ -718,6 +721,13 @@ q_listing_done(QState *q)
 	}
 	if (q->list.rc_entries != ZOK || q->list.rc_taken != ZOK)
 	{
+		q->ncand = 0;
+		q_retry(q);
+		return;
+	}
+	if (q->policy != QPOL_KNOWN)
+	{
+		/* its read failed (the listing's answer came after it): again */
 		q->ncand = 0;
 		q_retry(q);
 		return;

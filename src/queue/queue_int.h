@@ -98,6 +98,36 @@ typedef enum QVerify
 } QVerify;
 
 /*
+ * What this worker knows of a queue's dead-letter policy (queue_policy.c):
+ *
+ *	 QPOL_UNKNOWN --a round sends the reads-->			QPOL_READING
+ *	 QPOL_READING --both answered-->					QPOL_KNOWN
+ *	 QPOL_READING --a read failed-->					QPOL_UNKNOWN
+ *	 QPOL_KNOWN	  --a claim found the node's version
+ *					changed, a policy set here, the
+ *					session ends-->						QPOL_UNKNOWN
+ *
+ * A round hands out items only while QPOL_KNOWN: each claim checks
+ * policy_version (queue_claim.c, "Dead letters").
+ */
+typedef enum QPolicy
+{
+	QPOL_UNKNOWN = 0,
+	QPOL_READING,
+	QPOL_KNOWN
+} QPolicy;
+
+/* what a queue node's data holds (zk_q_policy_parse) */
+typedef enum QPolicyData
+{
+	QPOLICY_NONE = 0,			/* nothing: no policy */
+	QPOLICY_SET,				/* a policy */
+	QPOLICY_FOREIGN				/* something else: not zklock's */
+} QPolicyData;
+
+#define ZKQ_POLICY_DATA_MAX		4096	/* a policy's JSON, at most */
+
+/*
  * What this worker knows of a queue it serves dequeues from: its waiters,
  * its last listing and what that left, its watches.  Made by zk_q_state,
  * forgotten when idle ("Forgetting idle queues" in queue_consume.c).
@@ -148,6 +178,14 @@ typedef struct QState
 	bool		quiet;			/* unused since the last forget sweep */
 	ZkProgress	progress;		/* rounds started within one dispatch */
 	uint32		rounds;			/* rounds started (zk_q_kick) */
+	/* the queue's dead-letter policy (queue_policy.c) */
+	QPolicy		policy;
+	uint32		policy_seq;		/* reads sent: only the last one counts */
+	int32		policy_version; /* the queue node's data version */
+	int			max_attempts;	/* 0: none (or not believed) */
+	char		dlq_path[ZK_PATH_MAX];	/* the dead-letter queue's node */
+	TimestampTz dl_blocked_until;	/* moves refused: hand items out till then */
+	int			dl_nonode;		/* moves that found no dead-letter queue */
 } QState;
 
 /*
@@ -453,6 +491,11 @@ extern void zk_q_end_blocked_tick(void);
 extern void zk_qpub_drive(ZkEntry *e);
 
 /* queue_policy.c */
+extern QPolicyData zk_q_policy_parse(const char *data, int len, int *max_attempts,
+									 char *dlq, size_t dlqlen);
+extern void zk_q_policy_dlq_qname(const char *qname, const char *dlq, char *out,
+								  size_t outlen);
+extern void zk_q_policy_read(QState *q);
 extern void zk_q_policy_set_start(ZkEntry *e);
 
 /* queue_move.c */

@@ -165,6 +165,7 @@ q_session_reset(void)
 			q->taken_others = 0;
 			list_free_deep(q->gone);
 			q->gone = NIL;
+			q->policy = QPOL_UNKNOWN;	/* read again in the new session */
 		}
 	}
 	if (zk_qseqs != NULL)
