@@ -46,6 +46,7 @@ OBJS = \
 	src/queue/queue_naming.o \
 	src/queue/queue_consume.o \
 	src/queue/queue_claim.o \
+	src/queue/queue_delay.o \
 	src/queue/queue_read.o \
 	src/queue/queue_settle.o \
 	src/queue/queue_backend.o \

@@ -222,6 +222,48 @@ CREATE FUNCTION zk_queue_move(from_queue text, to_queue text, max_items int DEFA
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'zk_queue_move' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-- Issue 38: delayed items: published at COMMIT as any item, handed out only
+-- once due (doc/queues.md, "Delayed items"): after delay, or from not_before
+CREATE FUNCTION zk_enqueue(queue text, payload bytea, delay interval, priority int DEFAULT 100)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_enqueue_later' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_enqueue(queue text, payload text, delay interval, priority int DEFAULT 100)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_enqueue_later' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_enqueue(queue text, payloads bytea[], delay interval, priority int DEFAULT 100)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_enqueue_later' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_enqueue(queue text, payloads text[], delay interval, priority int DEFAULT 100)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_enqueue_later' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_enqueue(queue text, payload bytea, not_before timestamptz, priority int DEFAULT 100)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_enqueue_later' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_enqueue(queue text, payload text, not_before timestamptz, priority int DEFAULT 100)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_enqueue_later' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_enqueue(queue text, payloads bytea[], not_before timestamptz, priority int DEFAULT 100)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_enqueue_later' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_enqueue(queue text, payloads text[], not_before timestamptz, priority int DEFAULT 100)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_enqueue_later' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION zk_enqueue(text, bytea, interval, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_enqueue(text, bytea, timestamptz, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_enqueue(text, text, interval, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_enqueue(text, text, timestamptz, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_enqueue(text, bytea[], interval, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_enqueue(text, bytea[], timestamptz, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_enqueue(text, text[], interval, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_enqueue(text, text[], timestamptz, int) FROM PUBLIC;
 REVOKE ALL ON FUNCTION zk_queue_set_policy(text, int, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION zk_queue_move(text, text, int) FROM PUBLIC;
 
@@ -259,7 +301,15 @@ BEGIN
                        ('@extschema@.zk_queue_purge(text)', '@extschema@.zk_queue_set_policy(text,integer,text)'),
                        ('@extschema@.zk_queue_purge(text)', '@extschema@.zk_queue_move(text,text,integer)'),
                        ('@extschema@.zk_enqueue(text,bytea,integer)', '@extschema@.zk_enqueue(text,bytea[],integer)'),
-                       ('@extschema@.zk_enqueue(text,text,integer)', '@extschema@.zk_enqueue(text,text[],integer)'))
+                       ('@extschema@.zk_enqueue(text,text,integer)', '@extschema@.zk_enqueue(text,text[],integer)'),
+                       ('@extschema@.zk_enqueue(text,bytea,integer)', '@extschema@.zk_enqueue(text,bytea,interval,integer)'),
+                       ('@extschema@.zk_enqueue(text,bytea,integer)', '@extschema@.zk_enqueue(text,bytea,timestamp with time zone,integer)'),
+                       ('@extschema@.zk_enqueue(text,bytea,integer)', '@extschema@.zk_enqueue(text,bytea[],interval,integer)'),
+                       ('@extschema@.zk_enqueue(text,bytea,integer)', '@extschema@.zk_enqueue(text,bytea[],timestamp with time zone,integer)'),
+                       ('@extschema@.zk_enqueue(text,text,integer)', '@extschema@.zk_enqueue(text,text,interval,integer)'),
+                       ('@extschema@.zk_enqueue(text,text,integer)', '@extschema@.zk_enqueue(text,text,timestamp with time zone,integer)'),
+                       ('@extschema@.zk_enqueue(text,text,integer)', '@extschema@.zk_enqueue(text,text[],interval,integer)'),
+                       ('@extschema@.zk_enqueue(text,text,integer)', '@extschema@.zk_enqueue(text,text[],timestamp with time zone,integer)'))
                     AS t(had, fn),
                     pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
               WHERE p.oid = t.had::pg_catalog.regprocedure
@@ -307,6 +357,14 @@ AS $$
         ('produce', '@extschema@.zk_enqueue(text,text,integer)'),
         ('produce', '@extschema@.zk_enqueue(text,bytea[],integer)'),
         ('produce', '@extschema@.zk_enqueue(text,text[],integer)'),
+        ('produce', '@extschema@.zk_enqueue(text,bytea,interval,integer)'),
+        ('produce', '@extschema@.zk_enqueue(text,bytea,timestamp with time zone,integer)'),
+        ('produce', '@extschema@.zk_enqueue(text,text,interval,integer)'),
+        ('produce', '@extschema@.zk_enqueue(text,text,timestamp with time zone,integer)'),
+        ('produce', '@extschema@.zk_enqueue(text,bytea[],interval,integer)'),
+        ('produce', '@extschema@.zk_enqueue(text,bytea[],timestamp with time zone,integer)'),
+        ('produce', '@extschema@.zk_enqueue(text,text[],interval,integer)'),
+        ('produce', '@extschema@.zk_enqueue(text,text[],timestamp with time zone,integer)'),
         ('consume', '@extschema@.zk_dequeue(text,interval,integer)'),
         ('consume', '@extschema@.zk_try_dequeue(text,integer)'),
         ('consume', '@extschema@.zk_queue_peek(text,integer)'),

@@ -369,6 +369,40 @@ CREATE FUNCTION zk_enqueue(queue text, payloads text[], priority int DEFAULT 100
 RETURNS void
 AS 'MODULE_PATHNAME', 'zk_enqueue_text_array' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-- delayed items (issue 38): published at COMMIT as any item, handed out only
+-- once due (doc/queues.md, "Delayed items"): after delay, or from not_before
+CREATE FUNCTION zk_enqueue(queue text, payload bytea, delay interval, priority int DEFAULT 100)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_enqueue_later' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_enqueue(queue text, payload text, delay interval, priority int DEFAULT 100)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_enqueue_later' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_enqueue(queue text, payloads bytea[], delay interval, priority int DEFAULT 100)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_enqueue_later' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_enqueue(queue text, payloads text[], delay interval, priority int DEFAULT 100)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_enqueue_later' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_enqueue(queue text, payload bytea, not_before timestamptz, priority int DEFAULT 100)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_enqueue_later' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_enqueue(queue text, payload text, not_before timestamptz, priority int DEFAULT 100)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_enqueue_later' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_enqueue(queue text, payloads bytea[], not_before timestamptz, priority int DEFAULT 100)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_enqueue_later' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_enqueue(queue text, payloads text[], not_before timestamptz, priority int DEFAULT 100)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_enqueue_later' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 CREATE FUNCTION zk_dequeue(queue text, timeout interval DEFAULT NULL, max_items int DEFAULT 1)
 RETURNS SETOF zk_message
 AS 'MODULE_PATHNAME', 'zk_dequeue_sql' LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
@@ -638,6 +672,14 @@ AS $$
         ('produce', '@extschema@.zk_enqueue(text,text,integer)'),
         ('produce', '@extschema@.zk_enqueue(text,bytea[],integer)'),
         ('produce', '@extschema@.zk_enqueue(text,text[],integer)'),
+        ('produce', '@extschema@.zk_enqueue(text,bytea,interval,integer)'),
+        ('produce', '@extschema@.zk_enqueue(text,bytea,timestamp with time zone,integer)'),
+        ('produce', '@extschema@.zk_enqueue(text,text,interval,integer)'),
+        ('produce', '@extschema@.zk_enqueue(text,text,timestamp with time zone,integer)'),
+        ('produce', '@extschema@.zk_enqueue(text,bytea[],interval,integer)'),
+        ('produce', '@extschema@.zk_enqueue(text,bytea[],timestamp with time zone,integer)'),
+        ('produce', '@extschema@.zk_enqueue(text,text[],interval,integer)'),
+        ('produce', '@extschema@.zk_enqueue(text,text[],timestamp with time zone,integer)'),
         ('consume', '@extschema@.zk_dequeue(text,interval,integer)'),
         ('consume', '@extschema@.zk_try_dequeue(text,integer)'),
         ('consume', '@extschema@.zk_queue_peek(text,integer)'),

@@ -420,7 +420,7 @@ SELECT zk_enqueue('regress_qb', NULL::bytea[]);
 \echo :LAST_ERROR_SQLSTATE
 SELECT zk_enqueue(NULL, ARRAY['x']);
 \echo :LAST_ERROR_SQLSTATE
-SELECT zk_enqueue('regress_qb', ARRAY['x'], NULL);
+SELECT zk_enqueue('regress_qb', ARRAY['x'], NULL::int);
 \echo :LAST_ERROR_SQLSTATE
 SELECT zk_enqueue('regress_qb', ARRAY['a', NULL, 'c']);
 \echo :LAST_ERROR_SQLSTATE
@@ -476,7 +476,7 @@ SELECT zk_enqueue('regress_q8', NULL::text);
 \echo :LAST_ERROR_SQLSTATE
 SELECT zk_enqueue('regress_q8', NULL::bytea);
 \echo :LAST_ERROR_SQLSTATE
-SELECT zk_enqueue('regress_q8', 'x', NULL);
+SELECT zk_enqueue('regress_q8', 'x', NULL::int);
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM zk_dequeue(NULL);
 \echo :LAST_ERROR_SQLSTATE

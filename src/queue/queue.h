@@ -227,6 +227,12 @@ typedef struct ZkTxnItem
  * sent again without it.
  */
 #define ZKQ_OP_ITEM			0x4000	/* priority field: this is an op */
+#define ZKQ_ITEM_DELAYED	0x2000	/* priority field: a delayed item, its
+									 * payload behind its due time (int64
+									 * Unix ms, big-endian: ZKQ_DUE_LEN) */
+#define ZKQ_DUE_LEN			8
+#define ZKQ_PRIO(p)			((p) & 0x03FF)	/* an item's priority, 0..999 */
+#define ZKQ_DELAY_MAX_DAYS	366
 #define ZKQ_OP_SKIP			0x8000	/* worker: found done, leave it out */
 #define ZKQ_OP_MASK			0x00FF
 #define ZKQ_OP_CREATE		1		/* create <root>/<path> (persistent) */
@@ -349,6 +355,11 @@ extern void zk_queue_enqueue(const char *qname, int qlen, const char *payload, S
 							 int priority);
 extern void zk_queue_enqueue_array(const char *qname, int qlen, const char *const *payloads,
 								   const Size *plens, int n, int priority);
+extern void zk_queue_enqueue_due(const char *qname, int qlen, const char *payload, Size plen,
+								 int priority, int64 due_ms);
+extern void zk_queue_enqueue_array_due(const char *qname, int qlen,
+									   const char *const *payloads, const Size *plens,
+									   int n, int priority, int64 due_ms);
 extern int	zk_queue_dequeue(const char *qname, int qlen, int max_items, bool try_only,
 							 int64 timeout_ms, zkq_emit_fn emit, void *arg);
 extern ZkEntry *zk_queue_info(ZkQinfoOp op, const char *qname, int qlen, int n, uint64 arg,

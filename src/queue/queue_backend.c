@@ -43,6 +43,7 @@ typedef struct PendingItem
 	int			qlen;
 	char	   *payload;
 	Size		plen;
+	int64		due_ms;			/* a delayed item: due then (Unix ms), else 0 */
 } PendingItem;
 
 typedef struct HeldClaim
@@ -252,7 +253,7 @@ enqueue_element_context(void *arg)
  */
 static void
 enqueue_items(const char *qname, int qlen, const char *const *payloads, const Size *plens,
-			  int n, int priority, bool array)
+			  int n, int priority, bool array, int64 due_ms)
 {
 	MemoryContext old;
 	Size		added = 0;
@@ -287,6 +288,8 @@ enqueue_items(const char *qname, int qlen, const char *const *payloads, const Si
 	 */
 	zk_encode_name(qname, qlen, ename);
 	base = strlen(zk_root) + strlen(ename) + ZKQ_ITEM_OVERHEAD;
+	if (due_ms > 0)
+		base += ZKQ_DUE_LEN + 32;	/* the due time, "/delayed/due-<ms>-" */
 	foreach(lc, pending_items)
 	{
 		PendingItem *p = lfirst(lc);
@@ -362,6 +365,7 @@ enqueue_items(const char *qname, int qlen, const char *const *payloads, const Si
 		it->payload = palloc(Max(plens[i], 1));
 		memcpy(it->payload, payloads[i], plens[i]);
 		it->plen = plens[i];
+		it->due_ms = due_ms;
 		items = lappend(items, it);
 	}
 	if (pending_items == NIL)
@@ -383,7 +387,15 @@ enqueue_items(const char *qname, int qlen, const char *const *payloads, const Si
 void
 zk_queue_enqueue(const char *qname, int qlen, const char *payload, Size plen, int priority)
 {
-	enqueue_items(qname, qlen, &payload, &plen, 1, priority, false);
+	enqueue_items(qname, qlen, &payload, &plen, 1, priority, false, 0);
+}
+
+/* zk_queue_enqueue of an item handed out only from due_ms (0: at once) */
+void
+zk_queue_enqueue_due(const char *qname, int qlen, const char *payload, Size plen,
+					 int priority, int64 due_ms)
+{
+	enqueue_items(qname, qlen, &payload, &plen, 1, priority, false, due_ms);
 }
 
 /*
@@ -395,7 +407,15 @@ void
 zk_queue_enqueue_array(const char *qname, int qlen, const char *const *payloads,
 					   const Size *plens, int n, int priority)
 {
-	enqueue_items(qname, qlen, payloads, plens, n, priority, true);
+	enqueue_items(qname, qlen, payloads, plens, n, priority, true, 0);
+}
+
+/* zk_queue_enqueue_array of items handed out only from due_ms (0: at once) */
+void
+zk_queue_enqueue_array_due(const char *qname, int qlen, const char *const *payloads,
+						   const Size *plens, int n, int priority, int64 due_ms)
+{
+	enqueue_items(qname, qlen, payloads, plens, n, priority, true, due_ms);
 }
 
 /*
@@ -455,6 +475,7 @@ zk_queue_txn_op(int op, const char *relpath, const char *data, int dlen, const c
 	if (dlen > 0)
 		memcpy(it->payload, data, dlen);
 	it->plen = dlen;
+	it->due_ms = 0;
 	pending_items = lappend(pending_items, it);
 	MemoryContextSwitchTo(old);
 	pending_bytes += cost;
@@ -512,7 +533,7 @@ queue_pre_commit(void)
 	{
 		PendingItem *it = lfirst(lc);
 
-		total += sizeof(ZkTxnItem) + it->qlen + it->plen;
+		total += sizeof(ZkTxnItem) + it->qlen + it->plen + (it->due_ms > 0 ? ZKQ_DUE_LEN : 0);
 	}
 	/* larger than all of the root may keep (kept.c): 54000 */
 	zk_kept_check((int64) total, (int64) list_length(pending_items) + 1, false,
@@ -552,10 +573,28 @@ queue_pre_commit(void)
 		ti.priority = (uint16) it->priority;
 		ti.qlen = (uint16) it->qlen;
 		ti.plen = (uint32) it->plen;
+		if (it->due_ms > 0)
+		{
+			/* a delayed item: its due time in front of the payload */
+			ti.priority |= ZKQ_ITEM_DELAYED;
+			ti.plen += ZKQ_DUE_LEN;
+		}
 		memcpy(p, &ti, sizeof(ti));
 		p += sizeof(ti);
 		memcpy(p, it->qname, it->qlen);
 		p += it->qlen;
+		if (it->due_ms > 0)
+		{
+			uint64		v = (uint64) it->due_ms;
+			int			k;
+
+			for (k = ZKQ_DUE_LEN - 1; k >= 0; k--)
+			{
+				p[k] = (char) (v & 0xFF);
+				v >>= 8;
+			}
+			p += ZKQ_DUE_LEN;
+		}
 		memcpy(p, it->payload, it->plen);
 		p += it->plen;
 	}

@@ -174,7 +174,8 @@ q_forgettable(QState *q)
 {
 	return q->waiters == NIL && q->list.pending == 0 && q->inflight == 0 &&
 		q->verify != QVERIFY_ASKING && !q->unflushed_wait && !q->ewatch && !q->twatch &&
-		q->idle_since == 0 && q->gone == NIL &&
+		q->idle_since == 0 && q->gone == NIL && q->dmoving == 0 &&
+		q->dstate != QDELAY_LISTING && q->policy != QPOL_READING &&
 		(q->held == NULL || hash_get_num_entries(q->held) == 0);
 }
 
@@ -192,6 +193,12 @@ zk_q_forget(QState *q)
 		snprintf(buf, sizeof(buf), "%s/taken", q->path);
 		(void) zoo_aremove_all_watches(zk_zh, buf, ZWATCHTYPE_CHILD, 1,
 									   (void_completion_t *) zk_unwatch_done, NULL);
+		if (q->dwatch)
+		{
+			snprintf(buf, sizeof(buf), "%s/delayed", q->path);
+			(void) zoo_aremove_all_watches(zk_zh, buf, ZWATCHTYPE_CHILD, 1,
+										   (void_completion_t *) zk_unwatch_done, NULL);
+		}
 	}
 	zk_q_listing_free(&q->list);
 	zk_q_rest_free(q);
@@ -599,6 +606,8 @@ zk_q_kick(QState *q)
 	/* the policy every claim checks, read before the listing answers */
 	if (q->policy == QPOL_UNKNOWN)
 		zk_q_policy_read(q);
+	/* and its delayed items, moved into entries when due */
+	zk_q_delay_round(q);
 	want_e = blocking && !q->ewatch && q->ncand == 0;
 	want_t = blocking && q->want_twatch && !q->twatch;
 	if (want_t)

@@ -117,6 +117,20 @@ typedef enum QPolicy
 	QPOL_KNOWN
 } QPolicy;
 
+/*
+ * What this worker knows of a queue's delayed items (queue_delay.c):
+ *
+ *	 QDELAY_UNKNOWN --a round or the tick lists delayed-->	QDELAY_LISTING
+ *	 QDELAY_LISTING --answered-->							QDELAY_KNOWN
+ *	 QDELAY_KNOWN	--its watch fires, an item is due-->	QDELAY_UNKNOWN
+ */
+typedef enum QDelay
+{
+	QDELAY_UNKNOWN = 0,
+	QDELAY_LISTING,
+	QDELAY_KNOWN
+} QDelay;
+
 /* what a queue node's data holds (zk_q_policy_parse) */
 typedef enum QPolicyData
 {
@@ -186,6 +200,14 @@ typedef struct QState
 	char		dlq_path[ZK_PATH_MAX];	/* the dead-letter queue's node */
 	TimestampTz dl_blocked_until;	/* moves refused: hand items out till then */
 	int			dl_nonode;		/* moves that found no dead-letter queue */
+	/* its delayed items (queue_delay.c) */
+	QDelay		dstate;
+	uint32		dseq;			/* listings sent: only the last one counts */
+	bool		dwatch;			/* children watch on delayed set/sent */
+	int			dmoving;		/* moves into entries in flight */
+	int64		next_due_ms;	/* the earliest not due yet (Unix ms), or 0 */
+	int			ndelayed;		/* children of delayed at the last listing */
+	uint64		dmoved;			/* items this worker moved into entries */
 } QState;
 
 /*
@@ -307,7 +329,8 @@ typedef enum PubOpKind
 	PUB_SEQ_ITEM,				/* an item, named by entries' counter */
 	PUB_COUNTER,				/* <queue>/next: set (or create) */
 	PUB_NAMED_ITEM,				/* an item, named from <queue>/next */
-	PUB_KEPT					/* the node kept, and its child */
+	PUB_KEPT,					/* the node kept, and its child */
+	PUB_DELAYED_ITEM			/* a delayed item, under <queue>/delayed */
 } PubOpKind;
 
 /* May a dequeue claim one more item now?  (zk_q_claim_window) */
@@ -539,6 +562,11 @@ typedef struct QRoundHooks
 	void		(*kick) (QState *q);
 } QRoundHooks;
 extern QRoundHooks zk_q_round_hooks;
+
+/* queue_delay.c */
+extern void zk_q_delay_round(QState *q);
+extern void zk_q_delay_tick(void);
+extern void zk_q_delay_reset(QState *q);
 
 /* queue_consume.c */
 extern void zk_q_rounds_init(void);

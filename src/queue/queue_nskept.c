@@ -217,6 +217,11 @@ ns_listed(int rc, const struct String_vector *sv, const void *data)
 					n->names = lappend(n->names,
 									   psprintf(c->dir == 0 ? "%s/%s/%s/entries" : "%s/%s/%s",
 												zk_root, ns_dirs[c->dir], sv->data[i]));
+					/* a queue's delayed items count too (queue_delay.c) */
+					if (c->dir == 0)
+						n->names = lappend(n->names,
+										   psprintf("%s/%s/%s/delayed", zk_root,
+													ns_dirs[c->dir], sv->data[i]));
 				}
 				MemoryContextSwitchTo(old);
 				ns_send_more(c->slot);

@@ -223,6 +223,8 @@ pub_naming(const char *blob, PubNaming *pn)
 		memcpy(qname, p, it.qlen);
 		qname[it.qlen] = '\0';
 		p += it.qlen + it.plen;
+		if (it.priority & ZKQ_ITEM_DELAYED)
+			continue;			/* named by its due time, not by entries' */
 		q = zk_q_seq(qname);
 		if (q->naming == QSEQ_UNASKED || q->naming == QSEQ_ASKING)
 		{
@@ -373,6 +375,31 @@ pub_add_items(PubOp *po, const char *blob, PubNaming *pn, int n, int *nparents)
 			zk_q_parents_remember(qname, true);
 		}
 		q = zk_q_seq(qname);
+		if (it.priority & ZKQ_ITEM_DELAYED)
+		{
+			/*
+			 * A delayed item goes to <queue>/delayed, named by its due time
+			 * (queue_delay.c), its data the payload behind the due time
+			 */
+			uint64		due = 0;
+			int			k;
+			int			blen;
+
+			for (k = 0; k < ZKQ_DUE_LEN; k++)
+				due = (due << 8) | (unsigned char) p[k];
+			po->item_off[n] = off;
+			po->opkind[n] = PUB_DELAYED_ITEM;
+			po->paths[n] = psprintf("%s/delayed/due-%013" PRIu64 "-%03d-", qpath, due,
+									(int) ZKQ_PRIO(it.priority));
+			blen = (int) strlen(po->paths[n]) + 16;
+			po->bufs[n] = palloc0(blen);
+			zoo_create_op_init(&po->ops[n], po->paths[n], p + ZKQ_DUE_LEN,
+							   (int) it.plen - ZKQ_DUE_LEN, zk_acl_path(po->paths[n]),
+							   ZOO_PERSISTENT_SEQUENTIAL, po->bufs[n], blen);
+			n++;
+			p += it.plen;
+			continue;
+		}
 		for (j = 0; j < pn->nq && pn->qs[j] != q; j++)
 			;
 		po->item_off[n] = off;
@@ -1544,7 +1571,8 @@ pub_kept_send(ZkEntry *e)
 			memcpy(qname, p, it.qlen);
 			qname[it.qlen] = '\0';
 			zk_queue_path(qname, qpath, sizeof(qpath));
-			snprintf(path, sizeof(path), "%s/entries", qpath);
+			snprintf(path, sizeof(path), "%s/%s", qpath,
+					 (it.priority & ZKQ_ITEM_DELAYED) ? "delayed" : "entries");
 			adds = ns_add(adds, qname);
 		}
 		else if ((it.priority & ZKQ_OP_MASK) == ZKQ_OP_CREATE &&

@@ -762,15 +762,18 @@ typedef struct Drop
 	bool		has_entries;
 	bool		has_taken;
 	bool		has_next;
+	bool		has_delayed;
+	int			rc_delayed;
+	int32		ndelayed;
 	int			nforeign;		/* other children of the queue node */
 	char		foreign[ZKQ_NODE_MAX];	/* the first of them */
 	int			nguards;		/* purges' nodes ("Late purges") */
 	char		guards[ZKQ_DROP_GUARDS][ZKQ_GUARD_NAME_MAX];
 	char		qpath[ZK_PATH_MAX];
 	int			nops;
-	char		paths[4 + ZKQ_DROP_GUARDS][ZK_PATH_MAX];
-	zoo_op_t	ops[4 + ZKQ_DROP_GUARDS];
-	zoo_op_result_t res[4 + ZKQ_DROP_GUARDS];
+	char		paths[5 + ZKQ_DROP_GUARDS][ZK_PATH_MAX];
+	zoo_op_t	ops[5 + ZKQ_DROP_GUARDS];
+	zoo_op_result_t res[5 + ZKQ_DROP_GUARDS];
 } Drop;
 
 static void drop_read(Drop *d);
@@ -998,6 +1001,8 @@ drop_send(Drop *d, ZkEntry *e)
 		snprintf(d->paths[n++], ZK_PATH_MAX, "%s/taken", d->qpath);
 	if (d->has_next)
 		snprintf(d->paths[n++], ZK_PATH_MAX, "%s/next", d->qpath);
+	if (d->has_delayed)
+		snprintf(d->paths[n++], ZK_PATH_MAX, "%s/delayed", d->qpath);
 	/* purges' nodes: their late multis then fail ("Late purges") */
 	for (i = 0; i < d->nguards && i < ZKQ_DROP_GUARDS; i++)
 		snprintf(d->paths[n++], ZK_PATH_MAX, "%s/%s", d->qpath, d->guards[i]);
@@ -1088,6 +1093,11 @@ drop_read_done(Drop *d)
 		drop_fail(d, e, d->rc_taken, "could not read the queue's claims");
 		return;
 	}
+	if (d->rc_delayed != ZOK && d->rc_delayed != ZNONODE)
+	{
+		drop_fail(d, e, d->rc_delayed, "could not read the queue's delayed items");
+		return;
+	}
 	if (d->rc_children == ZNONODE)
 	{
 		/* nothing there (or gone since our multi was refused: not ours) */
@@ -1102,6 +1112,13 @@ drop_read_done(Drop *d)
 				 d->qpath, d->nforeign, d->nforeign == 1 ? "child" : "children",
 				 d->foreign, d->nforeign > 1 ? " among them" : "");
 		drop_answer(d, e, ZKQ_DROP_FOREIGN, why);
+		return;
+	}
+	if (d->ndelayed > 0)
+	{
+		snprintf(why, sizeof(why), "It holds %d delayed %s, not due yet (in ZooKeeper, from every server)",
+				 d->ndelayed, d->ndelayed == 1 ? "item" : "items");
+		drop_answer(d, e, ZKQ_DROP_ITEMS, why);
 		return;
 	}
 	if (d->nentries > 0 || d->ntaken > 0)
@@ -1145,6 +1162,8 @@ drop_children_done(int rc, const struct String_vector *sv, const void *data)
 				d->has_taken = true;
 			else if (strcmp(c, "next") == 0)
 				d->has_next = true;
+			else if (strcmp(c, "delayed") == 0)
+				d->has_delayed = true;
 			else if (purge_guard_name(c))
 			{
 				if (d->nguards < ZKQ_DROP_GUARDS)
@@ -1182,6 +1201,17 @@ drop_entries_done(int rc, const struct Stat *stat, const void *data)
 
 /* Completion of the zoo_aexists sent by drop_read() */
 static void
+drop_delayed_done(int rc, const struct Stat *stat, const void *data)
+{
+	DATA_COMPLETION_BEGIN(Drop, d, data)
+	{
+		drop_count_one(d, rc, stat, &d->rc_delayed, &d->ndelayed);
+	}
+	NONE_COMPLETION_END;
+}
+
+/* Completion of the zoo_aexists sent by drop_read() */
+static void
 drop_taken_done(int rc, const struct Stat *stat, const void *data)
 {
 	DATA_COMPLETION_BEGIN(Drop, d, data)
@@ -1200,8 +1230,9 @@ drop_read_all(Drop *d)
 
 	d->pending = 1;				/* until everything is sent */
 	d->rc_children = d->rc_entries = d->rc_taken = ZCONNECTIONLOSS;
-	d->nentries = d->ntaken = 0;
-	d->has_entries = d->has_taken = d->has_next = false;
+	d->nentries = d->ntaken = d->ndelayed = 0;
+	d->rc_delayed = ZCONNECTIONLOSS;
+	d->has_entries = d->has_taken = d->has_next = d->has_delayed = false;
 	d->nforeign = 0;
 	d->foreign[0] = '\0';
 	d->nguards = 0;
@@ -1213,6 +1244,9 @@ drop_read_all(Drop *d)
 		d->pending++;
 	snprintf(buf, sizeof(buf), "%s/taken", d->qpath);
 	if (rc == ZOK && (rc = zoo_aexists(zk_zh, buf, 0, drop_taken_done, d)) == ZOK)
+		d->pending++;
+	snprintf(buf, sizeof(buf), "%s/delayed", d->qpath);
+	if (rc == ZOK && (rc = zoo_aexists(zk_zh, buf, 0, drop_delayed_done, d)) == ZOK)
 		d->pending++;
 	drop_read_done(d);
 }

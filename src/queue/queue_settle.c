@@ -190,7 +190,9 @@ blob_valid(const char *blob, int len)
 				!op_path_valid(p, it.qlen))
 				return false;
 		}
-		else if (it.qlen == 0 || it.qlen > ZKLOCK_QNAME_MAX || it.priority > 999)
+		else if (it.qlen == 0 || it.qlen > ZKLOCK_QNAME_MAX ||
+				 (it.priority & ~ZKQ_ITEM_DELAYED) > 999 ||
+				 ((it.priority & ZKQ_ITEM_DELAYED) && it.plen < ZKQ_DUE_LEN))
 			return false;
 		p += it.qlen + it.plen;
 	}

@@ -23,6 +23,7 @@
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -33,6 +34,7 @@ PG_FUNCTION_INFO_V1(zk_namespace_totals);
 PG_FUNCTION_INFO_V1(zk_enqueue_text);
 PG_FUNCTION_INFO_V1(zk_enqueue_bytea_array);
 PG_FUNCTION_INFO_V1(zk_enqueue_text_array);
+PG_FUNCTION_INFO_V1(zk_enqueue_later);
 PG_FUNCTION_INFO_V1(zk_dequeue_sql);
 PG_FUNCTION_INFO_V1(zk_try_dequeue_sql);
 PG_FUNCTION_INFO_V1(zk_queue_length);
@@ -212,6 +214,93 @@ Datum
 zk_enqueue_text_array(PG_FUNCTION_ARGS)
 {
 	return enqueue_array(fcinfo, TEXTOID);
+}
+
+/*
+ * The due time of a delayed item (argument 2 of zk_enqueue_later): delay
+ * (an interval from now) or not_before (a time), as Unix milliseconds; 0
+ * when it is due already (an item like any other)
+ */
+static int64
+due_arg(FunctionCallInfo fcinfo, Oid argtype)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz due;
+	const char *what = (argtype == INTERVALOID) ? "delay" : "not_before";
+
+	if (PG_ARGISNULL(2))
+		null_arg(what);
+	if (argtype == INTERVALOID)
+		due = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+													  TimestampTzGetDatum(now),
+													  PG_GETARG_DATUM(2)));
+	else
+		due = PG_GETARG_TIMESTAMPTZ(2);
+	if (TIMESTAMP_NOT_FINITE(due) ||
+		due > now + (TimestampTz) ZKQ_DELAY_MAX_DAYS * USECS_PER_DAY)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock %s is too far in the future", what),
+				 errdetail("An item may be delayed by at most %d days.", ZKQ_DELAY_MAX_DAYS),
+				 errhint("Give a shorter delay, or keep the item elsewhere and enqueue it later.")));
+	if (due <= now)
+		return 0;
+	/* to Unix milliseconds, rounded up: never due before the time given */
+	return (due + (TimestampTz) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY + 999) / 1000;
+}
+
+/*
+ * SQL: zk_enqueue(queue, payload(s), delay interval | not_before
+ * timestamptz, priority): as zk_enqueue, the items handed out only once
+ * due (queue_delay.c); the payload's type and the time's from the
+ * function's signature
+ */
+Datum
+zk_enqueue_later(PG_FUNCTION_ARGS)
+{
+	Oid		   *argtypes;
+	int			nargs;
+	int			len;
+	char	   *name;
+	int			priority;
+	int64		due_ms;
+
+	(void) get_func_signature(fcinfo->flinfo->fn_oid, &argtypes, &nargs);
+	if (nargs < 4)
+		elog(ERROR, "zk_enqueue_later called with %d arguments", nargs);
+	name = queue_arg(fcinfo, &len);
+	if (PG_ARGISNULL(1))
+		null_arg(argtypes[1] == BYTEAOID || argtypes[1] == TEXTOID ? "payload" : "payload array");
+	due_ms = due_arg(fcinfo, argtypes[2]);
+	priority = int_arg(fcinfo, 3, 100, "priority");
+	if (argtypes[1] == BYTEAOID)
+	{
+		bytea	   *payload = PG_GETARG_BYTEA_PP(1);
+
+		zk_queue_enqueue_due(name, len, VARDATA_ANY(payload), VARSIZE_ANY_EXHDR(payload),
+							 priority, due_ms);
+	}
+	else if (argtypes[1] == TEXTOID)
+	{
+		text	   *payload = PG_GETARG_TEXT_PP(1);
+		int			plen = VARSIZE_ANY_EXHDR(payload);
+		char	   *u = pg_server_to_any(VARDATA_ANY(payload), plen, PG_UTF8);
+
+		if (u != VARDATA_ANY(payload))
+			plen = strlen(u);
+		zk_queue_enqueue_due(name, len, u, plen, priority, due_ms);
+	}
+	else
+	{
+		const char **payloads;
+		Size	   *plens;
+		int			n;
+
+		payloads_arg(fcinfo, argtypes[1] == BYTEAARRAYOID ? BYTEAOID : TEXTOID,
+					 &payloads, &plens, &n);
+		zk_queue_enqueue_array_due(name, len, payloads, plens, n, priority, due_ms);
+	}
+	PG_RETURN_VOID();
 }
 
 /* ---- rows of zk_message ---- */

@@ -314,6 +314,9 @@ zk_q_send_ensure_queue(const char *qpath)
 	zk_q_send_ensure_path(buf);
 	snprintf(buf, sizeof(buf), "%s/taken", qpath);
 	zk_create_parent(buf, 0);
+	/* delayed items until they are due (queue_delay.c) */
+	snprintf(buf, sizeof(buf), "%s/delayed", qpath);
+	zk_create_parent(buf, 0);
 }
 
 /* A dequeue entry's claim slots (ZkClaimRec[max_items] in the dsa), or NULL */

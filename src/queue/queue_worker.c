@@ -166,6 +166,7 @@ q_session_reset(void)
 			list_free_deep(q->gone);
 			q->gone = NIL;
 			q->policy = QPOL_UNKNOWN;	/* read again in the new session */
+			zk_q_delay_reset(q);
 		}
 	}
 	if (zk_qseqs != NULL)
@@ -223,6 +224,7 @@ q_session_usable(void)
 	zk_q_forget_idle();
 	zk_q_pub_blocked_tick();
 	zk_q_end_blocked_tick();
+	zk_q_delay_tick();
 	in_recovery = RecoveryInProgress();
 	if (was_in_recovery && !in_recovery)
 		zk_q_resolve_needed = true;	/* started, or promoted */

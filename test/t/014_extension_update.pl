@@ -227,14 +227,17 @@ note "fresh 1.0 against fresh 1.1:\n$diff10";
 # (1.1 adds the table zk_database_namespace and the view zk_quotas, with
 # their columns, grants and membership; PostgreSQL 17 and later also count
 # their row types, and the table's array type, as members of the extension;
-# and zk_message gains attempts)
+# and zk_message gains attempts and the origin columns of dead letters)
 like($diff10, qr/^types: only in fresh 1\.1: .*zk_message.*\battempts\b/m,
 	"1.1's zk_message has attempts");
+like($diff10, qr/^types: only in fresh 1\.1: .*zk_message.*\borigin_attempts\b/m,
+	"1.1's zk_message has origin_attempts");
 my @aspects = sort { $a cmp $b } keys %{ { map { (/^(\w+):/)[0] => 1 }
-	  grep { !/^types: .*\((zk_database_namespace|zk_quotas)(\[\])?,/ && !/^types: .*zk_message.*\battempts\b/ }
+	  grep { !/^types: .*\((zk_database_namespace|zk_quotas)(\[\])?,/ &&
+			 !/^types: .*zk_message.*\b(attempts|origin|origin_msg_id|origin_attempts)\b/ }
 	  split /\n/, $diff10 } };
 is(join(',', @aspects), 'columns,extension,functions,init_privs,members,views',
-	'1.0 and 1.1 differ in the version, functions, the table zk_database_namespace, the view zk_quotas and zk_message.attempts only');
+	'1.0 and 1.1 differ in the version, functions, the table zk_database_namespace, the view zk_quotas and the new columns of zk_message only');
 
 # ---- 2b. the update grants the array forms of zk_enqueue (issue 38) ----
 # to the roles that may execute the scalar form of the same payload type,

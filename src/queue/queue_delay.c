@@ -1,0 +1,411 @@
+/*-------------------------------------------------------------------------
+ *
+ * queue_delay.c
+ *	  Delayed items (doc/queues.md, "Delayed items").
+ *
+ *	  zk_enqueue(..., delay | not_before) publishes an item at COMMIT, as
+ *	  any item, but under <queue>/delayed instead of entries, named
+ *	  due-<Unix ms, 13 digits>-PPP-<seq> (queue_publish.c): kazoo and
+ *	  zklock's claims look only at entries, so nobody can take it early,
+ *	  and the listing of delayed says when each item is due without reading
+ *	  any.  Once due, an item is moved into entries by one multi: delete
+ *	  delayed/<name> (at the version read) and create
+ *	  entries/entry-PPP-<seq> with the same data.  Atomic, so exactly once
+ *	  whoever moves it and whenever: every worker that serves dequeues from
+ *	  the queue moves due items, so no one cluster has to stay up, and a
+ *	  second mover's multi (or a late one of an ended session) finds the
+ *	  node gone and changes nothing.  The moved item is an ordinary item,
+ *	  published at the move (its enqueued_at), behind the items of its
+ *	  priority already there; the entries watch of the waiting consumers
+ *	  wakes them, nobody polls ZooKeeper.
+ *
+ *	  The worker of a queue it serves (QState) lists delayed with a watch in
+ *	  the round that reads the policy, and again whenever the watch fires
+ *	  or its earliest item becomes due (zk_q_delay_tick, every usable turn
+ *	  of the worker: late by at most the worker's longest wait, a sixth of
+ *	  the session timeout and at most a second).  At most
+ *	  ZKQ_DELAY_MOVES_MAX moves (a read and a multi each) are in flight per
+ *	  queue; the rest go once they are done.
+ *
+ *	  Clocks: an item is due when the clock of the server that moves it
+ *	  reaches the time computed by the server that enqueued it: a server
+ *	  whose clock is ahead of the producer's by s moves items up to s early,
+ *	  one behind up to s late.  zklock assumes the servers' clocks are kept
+ *	  within a second or so (NTP), as leases do.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "queue_int.h"
+
+#include "utils/memutils.h"
+
+#define ZKQ_DELAY_MOVES_MAX		8	/* moves in flight per queue */
+#define ZKQ_DELAY_RETRY_MS		5000	/* a failed listing or move: again */
+
+static ZkLogLimit delay_log;
+
+/* the earliest time a QState's delayed items need looking at, or 0 */
+static TimestampTz delay_next_at = 0;
+
+typedef struct DelayCall
+{
+	char		name[ZKLOCK_QNAME_MAX + 1];
+	uint32		seq;			/* QState.dseq when sent */
+	uint64		session;
+	char		node[ZKQ_NODE_MAX + 32];	/* a move: its delayed node */
+	char		dpath[ZK_PATH_MAX];
+	char		epath[ZK_PATH_MAX];
+	char		created[ZK_PATH_MAX];
+	char	   *data;
+	int			dlen;
+	zoo_op_t	ops[2];
+	zoo_op_result_t res[2];
+} DelayCall;
+
+static void delay_list(QState *q);
+
+/* The due time (Unix ms) and priority of a child of delayed, or false */
+static bool
+delay_parse(const char *name, int64 *due, int *prio)
+{
+	int			i;
+
+	/* due-<13 digits>-PPP-<seq> */
+	if (strncmp(name, "due-", 4) != 0 || strlen(name) < 4 + 13 + 1 + 3 + 2 ||
+		name[17] != '-' || name[21] != '-')
+		return false;
+	*due = 0;
+	for (i = 4; i < 17; i++)
+	{
+		if (name[i] < '0' || name[i] > '9')
+			return false;
+		*due = *due * 10 + (name[i] - '0');
+	}
+	*prio = 0;
+	for (i = 18; i < 21; i++)
+	{
+		if (name[i] < '0' || name[i] > '9')
+			return false;
+		*prio = *prio * 10 + (name[i] - '0');
+	}
+	return true;
+}
+
+/* now, as Unix milliseconds */
+static int64
+now_ms(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	return now / 1000 + ((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000);
+}
+
+/* Unix milliseconds as a TimestampTz */
+static TimestampTz
+ms_to_ts(int64 ms)
+{
+	return (TimestampTz) ms * 1000 -
+		((TimestampTz) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY);
+}
+
+/* q wants its delayed items looked at again at ms (Unix ms) */
+static void
+delay_again_at(QState *q, int64 ms)
+{
+	TimestampTz at = ms_to_ts(ms);
+
+	if (q->next_due_ms == 0 || ms < q->next_due_ms)
+		q->next_due_ms = ms;
+	if (delay_next_at == 0 || at < delay_next_at)
+		delay_next_at = at;
+}
+
+static DelayCall *
+delay_call(QState *q)
+{
+	DelayCall  *c = MemoryContextAllocZero(zk_q_context(), sizeof(DelayCall));
+
+	strlcpy(c->name, q->name, sizeof(c->name));
+	c->seq = q->dseq;
+	c->session = zk_cur_session;
+	return c;
+}
+
+/* A move is over (moved, or not): list again if asked meanwhile */
+static void
+delay_move_over(DelayCall *c)
+{
+	QState	   *q = zk_q_state(c->name, false);
+
+	if (q != NULL && q->dmoving > 0)
+	{
+		q->dmoving--;
+		if (q->dmoving == 0 && q->dstate == QDELAY_UNKNOWN && zk_session_usable())
+			delay_list(q);
+	}
+	if (c->data != NULL)
+		pfree(c->data);
+	pfree(c);
+}
+
+/* Completion of the zoo_amulti sent by delay_read_done() */
+static void
+delay_moved(int rc, const void *data)
+{
+	DATA_COMPLETION_BEGIN(DelayCall, c, data)
+	{
+		QState	   *q = zk_q_state(c->name, false);
+
+		if (rc == ZOK)
+		{
+			if (q != NULL)
+				q->dmoved++;
+		}
+		else if (zk_rc_definite(rc) && c->res[0].err == ZNONODE)
+			;					/* moved by someone else */
+		else
+		{
+			/* not moved: looked at again later (the item stays delayed) */
+			if (zk_rc_definite(rc) && zk_log_limited(&delay_log, "queue delayed move"))
+				ereport(WARNING,
+						(errmsg("zklock: cannot move delayed item \"%s\" of queue \"%s\" into the queue",
+								c->node, zk_log_name(c->name)),
+						 errdetail("ZooKeeper refused it (%s); zklock tries again in %d s.",
+								   zerror(c->res[1].err != ZOK && c->res[1].err != ZRUNTIMEINCONSISTENCY ?
+										  c->res[1].err : rc),
+								   ZKQ_DELAY_RETRY_MS / 1000),
+						 errhint("Check the ACL of the queue's nodes (zk_status().acl_problems, zklock.acl_repair).")));
+			if (q != NULL)
+				delay_again_at(q, now_ms() + ZKQ_DELAY_RETRY_MS);
+		}
+		delay_move_over(c);
+		c = NULL;
+	}
+	NONE_COMPLETION_END;
+}
+
+/* Completion of the zoo_aget sent by delay_move(): the multi that moves it */
+static void
+delay_read_done(int rc, const char *value, int value_len,
+				const struct Stat *stat, const void *data)
+{
+	DATA_COMPLETION_BEGIN(DelayCall, c, data)
+	{
+		QState	   *q = zk_q_state(c->name, false);
+		int64		due;
+		int			prio;
+
+		if (rc != ZOK || stat == NULL || q == NULL || c->session != zk_cur_session ||
+			!delay_parse(c->node, &due, &prio))
+		{
+			if (rc != ZOK && rc != ZNONODE && q != NULL)
+				delay_again_at(q, now_ms() + ZKQ_DELAY_RETRY_MS);
+			delay_move_over(c);
+		}
+		else
+		{
+			c->dlen = Max(value_len, 0);
+			c->data = MemoryContextAlloc(zk_q_context(), Max(c->dlen, 1));
+			if (c->dlen > 0)
+				memcpy(c->data, value, c->dlen);
+			snprintf(c->epath, sizeof(c->epath), "%s/entries/entry-%03d-", q->path, prio);
+			zoo_delete_op_init(&c->ops[0], c->dpath, stat->version);
+			zoo_create_op_init(&c->ops[1], c->epath, c->data, c->dlen,
+							   zk_acl_path(c->epath), ZOO_PERSISTENT_SEQUENTIAL,
+							   c->created, sizeof(c->created));
+			if (zoo_amulti(zk_zh, 2, c->ops, c->res, delay_moved, c) != ZOK)
+				delay_move_over(c);
+		}
+		c = NULL;
+	}
+	NONE_COMPLETION_END;
+}
+
+/* Move the due item node (a child of q's delayed) into entries */
+static void
+delay_move(QState *q, const char *node)
+{
+	DelayCall  *c = delay_call(q);
+
+	strlcpy(c->node, node, sizeof(c->node));
+	snprintf(c->dpath, sizeof(c->dpath), "%s/delayed/%s", q->path, node);
+	if (zoo_aget(zk_zh, c->dpath, 0, delay_read_done, c) != ZOK)
+	{
+		pfree(c);
+		return;
+	}
+	q->dmoving++;
+}
+
+/* Completion of the zoo_awget_children sent by delay_list() */
+static void
+delay_listed(int rc, const struct String_vector *sv, const void *data)
+{
+	DATA_COMPLETION_BEGIN(DelayCall, c, data)
+	{
+		QState	   *q = zk_q_state(c->name, false);
+
+		if (q != NULL && q->dstate == QDELAY_LISTING && q->dseq == c->seq &&
+			c->session == zk_cur_session)
+		{
+			int64		now = now_ms();
+			int			i;
+
+			q->dstate = QDELAY_KNOWN;
+			q->next_due_ms = 0;
+			q->ndelayed = (rc == ZOK && sv != NULL) ? sv->count : 0;
+			if (rc == ZNONODE)
+			{
+				/* no delayed node yet (no watch either): look again later */
+				q->dwatch = false;
+				delay_again_at(q, now + ZKQ_DELAY_RETRY_MS);
+			}
+			else if (rc != ZOK || sv == NULL)
+			{
+				q->dwatch = false;	/* not set by a failed listing */
+				q->dstate = QDELAY_UNKNOWN;
+				delay_again_at(q, now + ZKQ_DELAY_RETRY_MS);
+			}
+			else
+			{
+				for (i = 0; i < sv->count; i++)
+				{
+					int64		due;
+					int			prio;
+
+					if (!delay_parse(sv->data[i], &due, &prio))
+						continue;	/* another client's: not ours */
+					if (due > now)
+						delay_again_at(q, due);
+					else if (q->dmoving < ZKQ_DELAY_MOVES_MAX)
+						delay_move(q, sv->data[i]);
+					else
+						q->dstate = QDELAY_UNKNOWN;	/* the rest after these */
+				}
+			}
+		}
+		pfree(c);
+		c = NULL;
+	}
+	NONE_COMPLETION_END;
+}
+
+/* The delayed node of some queue changed: list it again */
+static void
+delay_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+	char		qpath[ZK_PATH_MAX];
+	char	   *slash;
+	HASH_SEQ_STATUS st;
+	QState	   *q;
+
+	ZkEntry    *volatile none = NULL;
+
+	if ((type != ZOO_CHILD_EVENT && type != ZOO_DELETED_EVENT) || path == NULL ||
+		zk_qstates == NULL)
+		return;
+	strlcpy(qpath, path, sizeof(qpath));
+	slash = strrchr(qpath, '/');
+	if (slash == NULL || strcmp(slash, "/delayed") != 0)
+		return;
+	*slash = '\0';
+	COMPLETION_BEGIN
+	{
+		zk_count(ZKCNT_WATCH_EVENTS, 1);
+		hash_seq_init(&st, zk_qstates);
+		while ((q = hash_seq_search(&st)) != NULL)
+		{
+			if (strcmp(q->path, qpath) != 0)
+				continue;
+			q->dwatch = false;
+			if (q->dstate != QDELAY_LISTING)
+				q->dstate = QDELAY_UNKNOWN;
+			if (q->dmoving == 0 && zk_session_usable())
+				delay_list(q);
+		}
+	}
+	NONE_COMPLETION_END;
+}
+
+/* List q's delayed node (with a watch unless one is set) */
+static void
+delay_list(QState *q)
+{
+	char		path[ZK_PATH_MAX];
+	DelayCall  *c;
+	int			rc;
+
+	if (q->dstate == QDELAY_LISTING)
+		return;
+	q->dseq++;
+	c = delay_call(q);
+	snprintf(path, sizeof(path), "%s/delayed", q->path);
+	if (q->dwatch)
+		rc = zoo_aget_children(zk_zh, path, 0, delay_listed, c);
+	else
+		rc = zoo_awget_children(zk_zh, path, delay_watcher, NULL, delay_listed, c);
+	if (rc != ZOK)
+	{
+		pfree(c);
+		q->dstate = QDELAY_UNKNOWN;
+		return;
+	}
+	if (!q->dwatch)
+		q->dwatch = true;
+	q->dstate = QDELAY_LISTING;
+}
+
+/*
+ * A round of q starts (queue_consume.c): list its delayed items unless
+ * they are known (after the parents' creates and the policy's read)
+ */
+void
+zk_q_delay_round(QState *q)
+{
+	if (q->dstate == QDELAY_UNKNOWN && q->dmoving == 0)
+		delay_list(q);
+}
+
+/* Every usable turn: the queues whose earliest delayed item is due now */
+void
+zk_q_delay_tick(void)
+{
+	HASH_SEQ_STATUS st;
+	QState	   *q;
+	int64		now;
+
+	if (delay_next_at == 0 || zk_qstates == NULL ||
+		GetCurrentTimestamp() < delay_next_at)
+		return;
+	delay_next_at = 0;
+	now = now_ms();
+	hash_seq_init(&st, zk_qstates);
+	while ((q = hash_seq_search(&st)) != NULL)
+	{
+		if (q->next_due_ms == 0)
+			continue;
+		if (q->next_due_ms > now)
+		{
+			TimestampTz at = ms_to_ts(q->next_due_ms);
+
+			if (delay_next_at == 0 || at < delay_next_at)
+				delay_next_at = at;
+			continue;
+		}
+		q->next_due_ms = 0;
+		if (q->dstate != QDELAY_LISTING)
+			q->dstate = QDELAY_UNKNOWN;
+		if (q->dmoving == 0)
+			delay_list(q);
+	}
+}
+
+/* The session ended: every queue's delayed items are listed again */
+void
+zk_q_delay_reset(QState *q)
+{
+	q->dstate = QDELAY_UNKNOWN;
+	q->dwatch = false;
+	q->dmoving = 0;
+	q->dseq++;
+}
