@@ -20,7 +20,8 @@
 # - A backend terminated in the middle of a move: every item is in exactly
 #   one of the two queues, and the move's node under the source is gone.
 # - Errors: NULL arguments 22004, the same queue 22023, max_items 0 22023,
-#   a role without the admin group 42501.
+#   a role without the admin group 42501; more items than
+#   zklock.max_children 54000, nothing moved.
 
 use strict;
 use warnings FATAL => 'all';
@@ -246,6 +247,25 @@ sub sqlstate_of
 	my ($sql, $user) = @_;
 	return sqlstate_psql($A, 'postgres', $sql, $user // $su)->{sqlstate};
 }
+
+# more items than zklock.max_children: refused (counted, never listed),
+# nothing moved
+$A->safe_psql('postgres',
+	"SELECT zk_enqueue('m6', array_agg('m6-' || i ORDER BY i)) FROM generate_series(1, 12) i");
+ok(scalar(zk_wait_count($zk, "$Q/m6/entries", 12, 30)), 'twelve items are published');
+$A->safe_psql('postgres', 'ALTER SYSTEM SET zklock.max_children = 10; SELECT pg_reload_conf()');
+ok(wait_until(sub {
+	sqlstate_of("SELECT zk_queue_move('m6', 'm6.dst')") eq '54000';
+}, 30), 'more items than zklock.max_children: 54000');
+like(sqlstate_psql($A, 'postgres', "SELECT zk_queue_move('m6', 'm6.dst')", $su)->{err},
+	qr/zklock\.max_children/, 'the message names the setting');
+is(entries('m6'), 12, 'nothing moved');
+ok(!zk_exists($zk, "$Q/m6.dst"), 'the destination is not made');
+$A->safe_psql('postgres', 'ALTER SYSTEM RESET zklock.max_children; SELECT pg_reload_conf()');
+ok(wait_until(sub {
+	sqlstate_of("SELECT zk_queue_move('m6', 'm6.dst', 5)") eq '00000';
+}, 30), 'within the bound again it moves');
+is(entries('m6.dst'), 5, 'five of them');
 is(sqlstate_of("SELECT zk_queue_move(NULL, 'x')"), '22004', 'NULL from_queue: 22004');
 is(sqlstate_of("SELECT zk_queue_move('x', NULL)"), '22004', 'NULL to_queue: 22004');
 is(sqlstate_of("SELECT zk_queue_move('x', 'y', NULL)"), '22004', 'NULL max_items: 22004');
