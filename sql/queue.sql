@@ -297,6 +297,35 @@ SELECT zk_queue_drop('');
 \echo :LAST_ERROR_SQLSTATE
 
 --
+-- zk_queue_move moves unclaimed items into another queue at once, in queue
+-- order, each exactly once; max_items bounds it; an empty or missing source
+-- moves 0.  Bad arguments: NULL 22004; the same queue, max_items outside
+-- 1..10000, an empty name 22023
+--
+SELECT zk_enqueue('regress_qm', ARRAY['m1', 'm2', 'm3']);
+SELECT zk_queue_move('regress_qm', 'regress_qm.to', 2) AS moved;
+SELECT zk_queue_move('regress_qm', 'regress_qm.to') AS moved_rest;
+SELECT zk_queue_move('regress_qm', 'regress_qm.to') AS moved_none;
+SELECT zk_queue_move('regress_qm.none', 'regress_qm.to') AS missing_source;
+SELECT zk_queue_length('regress_qm') AS left_behind, body FROM zk_queue_peek('regress_qm.to');
+SELECT count(*) AS dequeued FROM zk_try_dequeue('regress_qm.to', 3);
+SELECT zk_queue_drop('regress_qm') AS dropped, zk_queue_drop('regress_qm.to') AS dropped_to;
+SELECT zk_queue_move(NULL, 'regress_qm');
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_queue_move('regress_qm', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_queue_move('regress_qm', 'regress_qm.to', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_queue_move('regress_qm', 'regress_qm');
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_queue_move('regress_qm', 'regress_qm.to', 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_queue_move('regress_qm', 'regress_qm.to', 10001);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_queue_move('', 'regress_qm.to');
+\echo :LAST_ERROR_SQLSTATE
+
+--
 -- A large payload travels whole, both ways
 --
 BEGIN;

@@ -555,8 +555,8 @@ zk_queue_set_policy(PG_FUNCTION_ARGS)
 
 /*
  * SQL: zk_queue_move(from_queue, to_queue, max_items): up to max_items
- * unclaimed items moved, each exactly once (queue_read.c, "Moving
- * items"); how many.  Group admin.
+ * unclaimed items moved, each exactly once (queue_move.c).
+ * How many.  Group admin.
  */
 Datum
 zk_queue_move(PG_FUNCTION_ARGS)
