@@ -44,6 +44,9 @@
 
 static ZkLogLimit delay_log;
 
+/* listings sent, by every QState: a QState made again never takes an old one's */
+static uint32 delay_seq = 0;
+
 /* the earliest time a QState's delayed items need looking at, or 0 */
 static TimestampTz delay_next_at = 0;
 
@@ -337,7 +340,7 @@ delay_list(QState *q)
 
 	if (q->dstate == QDELAY_LISTING)
 		return;
-	q->dseq++;
+	q->dseq = ++delay_seq;
 	c = delay_call(q);
 	snprintf(path, sizeof(path), "%s/delayed", q->path);
 	if (q->dwatch)
@@ -407,5 +410,5 @@ zk_q_delay_reset(QState *q)
 	q->dstate = QDELAY_UNKNOWN;
 	q->dwatch = false;
 	q->dmoving = 0;
-	q->dseq++;
+	q->dseq = ++delay_seq;
 }

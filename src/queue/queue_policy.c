@@ -42,6 +42,7 @@
 #define ZKQ_POLICY_TRIES	5
 
 static ZkLogLimit untrusted_log;
+static uint32 policy_seq = 0;	/* reads sent, by every QState (QState.policy_seq) */
 
 /* the fields of a policy, in the order of policy_fields */
 static const char *const policy_fields[] = {"zklock_policy", "max_attempts", "dead_letter"};
@@ -249,7 +250,7 @@ zk_q_policy_read(QState *q)
 
 	strlcpy(r->name, q->name, sizeof(r->name));
 	r->session = zk_cur_session;
-	r->seq = ++q->policy_seq;
+	r->seq = q->policy_seq = ++policy_seq;
 	q->policy = QPOL_READING;
 	if (zoo_aget(zk_zh, q->path, 0, policy_data_done, r) != ZOK)
 	{

@@ -299,7 +299,7 @@ is($S->query_safe("SELECT count(*) FROM zk.zk_try_dequeue('sch-q')"), '0', 'the 
 is($S->query_safe("SELECT this_server FROM zk.zk_leader('upd')"), 't', 'zk.zk_leader');
 is($S->query_safe("SELECT count(*) FROM zk.zk_elections WHERE is_leader"), '1', 'zk.zk_elections');
 like($S->query_safe("SELECT string_agg(object, ' ') FROM zk.zk_privilege_groups() WHERE group_name = 'produce'"),
-	qr/^zk\.zk_enqueue\(text,bytea,integer\) zk\.zk_enqueue\(text,text,integer\) zk\.zk_enqueue\(text,bytea\[\],integer\) zk\.zk_enqueue\(text,text\[\],integer\)$/,
+	qr/^zk\.zk_enqueue\(text,bytea,integer\) zk\.zk_enqueue\(text,text,integer\) zk\.zk_enqueue\(text,bytea\[\],integer\) zk\.zk_enqueue\(text,text\[\],integer\) zk\.zk_enqueue\(text,bytea,interval,integer\) /,
 	'zk_privilege_groups names the objects in zk');
 is($S->query_safe("SELECT has_function_privilege('pg_monitor', 'zk.zk_status()', 'EXECUTE')"),
 	't', 'the monitor group went to pg_monitor at CREATE EXTENSION');

@@ -5,7 +5,7 @@
 # Nodes are counted through ZooKeeper itself (test/zkq.py, kazoo), on two
 # clusters A and B sharing one ZooKeeper (root namespace), and kazoo.
 #
-# - A queue used and drained: its 3 nodes (queue, entries, taken) go, the
+# - A queue used and drained: its 4 nodes (queue, entries, taken, delayed) go, the
 #   call returns true; again, false; a name never used: false, and nothing
 #   is created.  The worker forgets the queue at once (queues_tracked back
 #   to what it was, no watch left on the server), and the queue works again
@@ -96,7 +96,7 @@ is(sqlA(q{SELECT string_agg(body, ',' ORDER BY msg_id) FROM zk_try_dequeue('d1',
 	'd1: two items enqueued and consumed');
 ok(wait_until(sub { zk_count($zk, "$Q/d1/taken") == 0 && zk_count($zk, "$Q/d1/entries") == 0 }, 10),
 	'd1: consumed in ZooKeeper');
-is(nodes('d1'), 3, 'd1 leaves 3 persistent nodes (queue, entries, taken) when empty');
+is(nodes('d1'), 4, 'd1 leaves 4 persistent nodes (queue, entries, taken, delayed) when empty');
 my $tracked = zk_status_value($A, 'queues_tracked');
 ok($tracked >= 1, "A's worker keeps state for d1 ($tracked)");
 is(sqlA(q{SELECT zk_queue_drop('d1')}), 't', 'zk_queue_drop(d1) returns true');
@@ -112,7 +112,7 @@ ok(!zk_exists($zk, "$Q/never-used"), '... and nothing was created for it');
 sqlA(q{SELECT zk_enqueue('d1', 'c')});
 is(sqlB(q{SELECT string_agg(body, ',') FROM zk_dequeue('d1', '10s')}), 'c',
 	'd1 works again after the drop: enqueued on A, dequeued on B');
-ok(wait_until(sub { nodes('d1') == 3 }, 10), 'd1: its 3 nodes are back, empty');
+ok(wait_until(sub { nodes('d1') == 4 }, 10), 'd1: its 4 nodes are back, empty');
 
 # past the end of the counter, the queue's next node goes with it
 zkq($zk, 'create', "$Q/dnext/entries");
@@ -211,12 +211,12 @@ is(sqlA(q{SELECT string_agg(group_name, ',') FROM zk_privilege_groups() WHERE ob
 	'admin', 'zk_queue_drop is in the admin group');
 sqlA(q{SELECT zk_enqueue('d8', 'z')});
 sqlA(q{SELECT count(*) FROM zk_try_dequeue('d8')});
-ok(wait_until(sub { nodes('d8') == 3 }, 10), 'd8 empty');
+ok(wait_until(sub { nodes('d8') == 4 }, 10), 'd8 empty');
 ($st) = try_sql($A, q{SELECT zk_queue_drop('d8')}, '-U', 'plain');
 is($st, '42501', 'a role without grants: 42501');
 ($st) = try_sql($A, q{SELECT zk_queue_drop('d8')}, '-U', 'eater');
 is($st, '42501', 'a role with the consume group only: 42501');
-is(nodes('d8'), 3, '... d8 untouched');
+is(nodes('d8'), 4, '... d8 untouched');
 ($st, $out) = try_sql($A, q{SELECT zk_queue_drop('d8')}, '-U', 'keeper');
 is("$st:$out", '00000:t', 'a role with the admin group drops it');
 is(nodes('d8'), 0, 'd8: nothing left');
@@ -224,7 +224,7 @@ is(nodes('d8'), 0, 'd8: nothing left');
 sqlA(q{SELECT zk_enqueue('dns', 'root')});
 sqlA(q{SET zklock.namespace = 'ns1'; SELECT zk_enqueue('dns', 'ns');});
 sqlA(q{SET zklock.namespace = 'ns1'; SELECT count(*) FROM zk_try_dequeue('dns');});
-ok(wait_until(sub { nodes('ns1:dns') == 3 }, 10), "ns1's dns is empty");
+ok(wait_until(sub { nodes('ns1:dns') == 4 }, 10), "ns1's dns is empty");
 is(sqlA(q{SET zklock.namespace = 'ns1'; SELECT zk_queue_drop('dns');}), 't',
 	'a drop in namespace ns1');
 is(nodes('ns1:dns'), 0, "ns1's dns is gone");
@@ -234,14 +234,14 @@ is(sqlA(q{SELECT body FROM zk_try_dequeue('dns')}), 'root',
 # ---- across clusters: B remembers the parents, A drops ----
 sqlB(q{SELECT zk_enqueue('x1', 'before')});
 is(sqlB(q{SELECT body FROM zk_try_dequeue('x1')}), 'before', 'B used x1 (enqueue and dequeue)');
-ok(wait_until(sub { nodes('x1') == 3 }, 10), 'x1 is empty');
+ok(wait_until(sub { nodes('x1') == 4 }, 10), 'x1 is empty');
 is(sqlA(q{SELECT zk_queue_drop('x1')}), 't', 'A drops x1');
 ($st, $out, $err) = try_sql($B, q{SELECT zk_enqueue('x1', 'after')});
 is($st, '00000', 'B enqueues into x1 again');
 unlike($err, qr/WARNING/, "B's COMMIT has no warning") or diag $err;
 is(sqlA(q{SELECT string_agg(body, ',') FROM zk_dequeue('x1', '10s', 10)}), 'after',
 	'the item arrives, once');
-ok(wait_until(sub { nodes('x1') == 3 }, 10), 'x1 is there again, empty');
+ok(wait_until(sub { nodes('x1') == 4 }, 10), 'x1 is there again, empty');
 is(sqlB(q{SELECT count(*) FROM zk_try_dequeue('x1', 10)}), '0', 'nothing more in x1');
 
 # a consumer waiting on B while A drops (A cannot see it)
@@ -251,7 +251,7 @@ my $bwait = new_session($B, name => 'bwait');
 $bwait->send(q{SELECT body FROM zk_dequeue('x2', '60s')});
 ok(wait_until(sub { sqlB(q{SELECT local_waiting FROM zk_queues WHERE queue = 'x2'}) eq '1' }, 10),
 	'a consumer waits on x2 on B');
-ok(wait_until(sub { nodes('x2') == 3 }, 10), 'x2 is empty');
+ok(wait_until(sub { nodes('x2') == 4 }, 10), 'x2 is empty');
 is(sqlA(q{SELECT zk_queue_drop('x2')}), 't', 'A drops x2');
 sleep 1;
 sqlA(q{SELECT zk_enqueue('x2', 'two')});

@@ -93,8 +93,8 @@ sub state
 }
 
 my $before = state();
-is($before, 'tq=5 tlock=0 tg=1 ta=1 tl=0/0 ts=0/0 tb=0 tg2=0 txns=0',
-	"the tenant's queue (3 items), closed gate and arrival are in ZooKeeper");
+is($before, 'tq=6 tlock=0 tg=1 ta=1 tl=0/0 ts=0/0 tb=0 tg2=0 txns=0',
+	"the tenant's queue (3 items, with entries, taken and delayed), closed gate and arrival are in ZooKeeper");
 
 # ---- 1. attacks by roles without grants ----
 my @attacks = (
@@ -383,7 +383,7 @@ is(taken('rq'), 1, "B's claim is still there");
 is($A->safe_psql('postgres', "SELECT count(*) FROM zk_try_dequeue('rq')"), '0',
 	"A's consumer cannot take r1");
 $bs->query_safe('COMMIT');
-ok(wait_until(sub { zk_count($zk, "$R/queues/rq") == 2 }, 20), "B's COMMIT consumed r1");
+ok(wait_until(sub { zk_count($zk, "$R/queues/rq") == 3 }, 20), "B's COMMIT consumed r1 (entries, taken and delayed are left)");
 $A->safe_psql('postgres', "SELECT zk_enqueue('rq', 'r2')");
 is($A->safe_psql('postgres', "SELECT string_agg(body, ',') FROM zk_try_dequeue('rq', 10)"), 'r2',
 	'r1 was committed once, by B alone');
