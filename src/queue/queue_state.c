@@ -346,11 +346,14 @@ zk_q_claim_token_of(ZkEntry *e, char *out, size_t outlen)
 	}
 }
 
+static int	last_slot = -1;	/* zk_q_stats_add's last slot (a hint) */
+
 /*
- * Count hand-outs, consumes and releases of queue name (qualified) for
- * zk_queue_stats(): in its slot of zk_q_shared->stats, or in a new one
- * (an unused slot, else the one counted longest ago, whose counts start
- * again).  Under the worker's lock, which the completions hold already.
+ * Count hand-outs, consumes, releases and dead letters of queue name
+ * (qualified) for zk_queue_stats(): in its slot of zk_q_shared->stats, or
+ * in a new one (an unused slot, else the one counted longest ago, whose
+ * counts start again); the last slot used is tried first.  Under the
+ * worker's lock, which the completions hold already.
  */
 void
 zk_q_stats_add(const char *name, uint64 handed_out, uint64 consumed, uint64 released,
@@ -362,6 +365,11 @@ zk_q_stats_add(const char *name, uint64 handed_out, uint64 consumed, uint64 rele
 	int			i;
 
 	zk_worker_enter();
+	/* the slot of the last queue counted first: one hot queue costs no scan */
+	if (last_slot >= 0 && last_slot < ZKQ_STATS_SLOTS &&
+		zk_q_shared->stats[last_slot].name[0] != '\0' &&
+		strcmp(zk_q_shared->stats[last_slot].name, name) == 0)
+		s = &zk_q_shared->stats[last_slot];
 	for (i = 0; i < ZKQ_STATS_SLOTS && s == NULL; i++)
 	{
 		ZkQueueStat *x = &zk_q_shared->stats[i];
@@ -384,6 +392,7 @@ zk_q_stats_add(const char *name, uint64 handed_out, uint64 consumed, uint64 rele
 	s->released += released;
 	s->dead_lettered += dead_lettered;
 	s->last_at = now;
+	last_slot = (int) (s - zk_q_shared->stats);
 	zk_worker_leave();
 }
 
