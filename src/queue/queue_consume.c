@@ -77,10 +77,20 @@ q_unwatch(QState *q)
 
 	q->settled = false;
 	q->rest_exact = false;
+	/* delayed items known only through the watch: listed again when wanted */
+	if (q->dwatch && q->dstate == QDELAY_KNOWN)
+		q->dstate = QDELAY_UNKNOWN;
 	if (zk_zh == NULL)
 	{
-		q->ewatch = q->twatch = false;
+		q->ewatch = q->twatch = q->dwatch = false;
 		return;
+	}
+	if (q->dwatch)
+	{
+		snprintf(buf, sizeof(buf), "%s/delayed", q->path);
+		(void) zoo_aremove_all_watches(zk_zh, buf, ZWATCHTYPE_CHILD, 0,
+									   (void_completion_t *) zk_unwatch_done, NULL);
+		q->dwatch = false;
 	}
 	if (q->ewatch)
 	{
@@ -103,7 +113,7 @@ void
 zk_q_idle(QState *q)
 {
 	q->want_twatch = false;
-	if (!q->ewatch && !q->twatch)
+	if (!q->ewatch && !q->twatch && !q->dwatch)
 	{
 		if (q->idle_since != 0)
 			zk_q_nidle_watched--;
@@ -145,7 +155,7 @@ zk_q_unwatch_idle(void)
 		if (q->waiters != NIL || q->list.pending > 0 || q->inflight > 0)
 			continue;			/* zk_q_kick or zk_q_round_done decides */
 		if (!TimestampDifferenceExceeds(q->idle_since, now, Q_UNWATCH_IDLE_MS) &&
-			(q->ewatch || q->twatch))
+			(q->ewatch || q->twatch || q->dwatch))
 			continue;
 		q_unwatch(q);
 		q_busy(q);
@@ -174,6 +184,7 @@ q_forgettable(QState *q)
 {
 	return q->waiters == NIL && q->list.pending == 0 && q->inflight == 0 &&
 		q->verify != QVERIFY_ASKING && !q->unflushed_wait && !q->ewatch && !q->twatch &&
+		!q->dwatch &&
 		q->idle_since == 0 && q->gone == NIL && q->dmoving == 0 &&
 		q->dstate != QDELAY_LISTING && q->policy != QPOL_READING &&
 		(q->held == NULL || hash_get_num_entries(q->held) == 0);
@@ -606,8 +617,9 @@ zk_q_kick(QState *q)
 	/* the policy every claim checks, read before the listing answers */
 	if (q->policy == QPOL_UNKNOWN)
 		zk_q_policy_read(q);
-	/* and its delayed items, moved into entries when due */
-	zk_q_delay_round(q);
+	/* and its delayed items, moved into entries when due (watched while
+	 * someone waits) */
+	zk_q_delay_round(q, has_blocking_waiter(q));
 	want_e = blocking && !q->ewatch && q->ncand == 0;
 	want_t = blocking && q->want_twatch && !q->twatch;
 	if (want_t)
@@ -1011,6 +1023,7 @@ zk_q_round_done(QState *q)
 			pfree(w);
 		}
 		else if (e->try_only && w->joined != q->rounds &&
+				 q->dmoving == 0 && q->dstate != QDELAY_LISTING &&
 				 (q->ncand == 0 || (!ZKQ(e)->wal_unflushed && ++w->tries >= 3)))
 		{
 			e->state = ZKE_DONE;
@@ -1060,6 +1073,8 @@ zk_q_round_done(QState *q)
 		zk_q_kick(q);
 		return;
 	}
+	if (!blocking && (q->dmoving > 0 || q->dstate == QDELAY_LISTING))
+		return;					/* the delayed items' moves kick it (queue_delay.c) */
 	if (!blocking)
 	{
 		/* only try-only waiters left after a lost race: list again */

@@ -65,7 +65,7 @@ typedef struct DelayCall
 	zoo_op_result_t res[2];
 } DelayCall;
 
-static void delay_list(QState *q);
+static void delay_list(QState *q, bool watch);
 
 /* The due time (Unix ms) and priority of a child of delayed, or false */
 static bool
@@ -144,7 +144,14 @@ delay_move_over(DelayCall *c)
 	{
 		q->dmoving--;
 		if (q->dmoving == 0 && q->dstate == QDELAY_UNKNOWN && zk_session_usable())
-			delay_list(q);
+			delay_list(q, q->waiters != NIL);
+		/*
+		 * The moves a round's waiters may be waiting for (a try answers
+		 * "empty" only once none is out) are over: a round lists again
+		 */
+		if (q->dmoving == 0 && q->dstate != QDELAY_LISTING && q->waiters != NIL &&
+			q->list.pending == 0 && q->inflight == 0)
+			zk_q_round_hooks.kick(q);
 	}
 	if (c->data != NULL)
 		pfree(c->data);
@@ -162,7 +169,12 @@ delay_moved(int rc, const void *data)
 		if (rc == ZOK)
 		{
 			if (q != NULL)
+			{
 				q->dmoved++;
+				q->again = true;	/* a new item: list again */
+				q->settled = false;
+				q->rest_exact = false;
+			}
 		}
 		else if (zk_rc_definite(rc) && c->res[0].err == ZNONODE)
 			;					/* moved by someone else */
@@ -286,6 +298,10 @@ delay_listed(int rc, const struct String_vector *sv, const void *data)
 						q->dstate = QDELAY_UNKNOWN;	/* the rest after these */
 				}
 			}
+			/* nothing to move: a try that waited for this listing goes on */
+			if (q->dmoving == 0 && q->waiters != NIL && q->list.pending == 0 &&
+				q->inflight == 0)
+				zk_q_round_hooks.kick(q);
 		}
 		pfree(c);
 		c = NULL;
@@ -324,15 +340,15 @@ delay_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 			if (q->dstate != QDELAY_LISTING)
 				q->dstate = QDELAY_UNKNOWN;
 			if (q->dmoving == 0 && zk_session_usable())
-				delay_list(q);
+				delay_list(q, q->waiters != NIL);
 		}
 	}
 	NONE_COMPLETION_END;
 }
 
-/* List q's delayed node (with a watch unless one is set) */
+/* List q's delayed node; with watch, keep a watch on it (unless one is set) */
 static void
-delay_list(QState *q)
+delay_list(QState *q, bool watch)
 {
 	char		path[ZK_PATH_MAX];
 	DelayCall  *c;
@@ -343,7 +359,8 @@ delay_list(QState *q)
 	q->dseq = ++delay_seq;
 	c = delay_call(q);
 	snprintf(path, sizeof(path), "%s/delayed", q->path);
-	if (q->dwatch)
+	watch = watch && !q->dwatch;
+	if (!watch)
 		rc = zoo_aget_children(zk_zh, path, 0, delay_listed, c);
 	else
 		rc = zoo_awget_children(zk_zh, path, delay_watcher, NULL, delay_listed, c);
@@ -353,20 +370,25 @@ delay_list(QState *q)
 		q->dstate = QDELAY_UNKNOWN;
 		return;
 	}
-	if (!q->dwatch)
+	if (watch)
 		q->dwatch = true;
 	q->dstate = QDELAY_LISTING;
 }
 
 /*
  * A round of q starts (queue_consume.c): list its delayed items unless
- * they are known (after the parents' creates and the policy's read)
+ * they are known and watched (after the parents' creates and the policy's
+ * read); with watch (someone waits for an item) a watch is set: the
+ * rounds of a waiting consumer then list them only when they change
  */
 void
-zk_q_delay_round(QState *q)
+zk_q_delay_round(QState *q, bool watch)
 {
+	/* known without a watch: as of the last listing only, so list again */
+	if (!q->dwatch && q->dstate == QDELAY_KNOWN)
+		q->dstate = QDELAY_UNKNOWN;
 	if (q->dstate == QDELAY_UNKNOWN && q->dmoving == 0)
-		delay_list(q);
+		delay_list(q, watch);
 }
 
 /* Every usable turn: the queues whose earliest delayed item is due now */
@@ -399,7 +421,7 @@ zk_q_delay_tick(void)
 		if (q->dstate != QDELAY_LISTING)
 			q->dstate = QDELAY_UNKNOWN;
 		if (q->dmoving == 0)
-			delay_list(q);
+			delay_list(q, q->waiters != NIL);
 	}
 }
 

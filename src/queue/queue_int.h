@@ -564,7 +564,7 @@ typedef struct QRoundHooks
 extern QRoundHooks zk_q_round_hooks;
 
 /* queue_delay.c */
-extern void zk_q_delay_round(QState *q);
+extern void zk_q_delay_round(QState *q, bool watch);
 extern void zk_q_delay_tick(void);
 extern void zk_q_delay_reset(QState *q);
 

@@ -594,7 +594,7 @@ END \$\$});
 	my $a1 = listings();
 	ok($g1 - $g0 < 3, sprintf('M: the waiting consumers cost no re-listing (%d listings of %s in 2 s, %d listings in all)',
 		$g1 - $g0, $ent, $a1 - $a0));
-	is(zk_watch_count($zk) - $WC0, 1, 'M: one watch for thirty waiters');
+	is(zk_watch_count($zk) - $WC0, 2, 'M: two watches for thirty waiters (the items, and the delayed items)');
 	sql("SELECT count(zk_enqueue('$q', i::text)) FROM generate_series(1, 1000) i");
 	my $ok = 1;
 	foreach my $s (@w)

@@ -83,6 +83,13 @@ is($A->safe_psql('postgres', "SELECT string_agg(body, ',') FROM zk_dequeue('dq',
 	'late-high,late-low', 'once due, in priority order');
 ok(scalar(zk_wait_count($zk, "$Q/entries", 0, 30)) && zk_count($zk, "$Q/delayed") == 0, 'all consumed');
 
+# a try on a server that never served the queue sees an item already due
+$A->safe_psql('postgres', "SELECT zk_enqueue('dq3', 'due-soon', delay => '1 second')");
+ok(scalar(zk_wait_count($zk, '/zklock/queues/dq3/delayed', 1, 30)), 'dq3: one delayed item');
+sleep 2;
+is($B->safe_psql('postgres', "SELECT string_agg(body, ',') FROM zk_try_dequeue('dq3')"), 'due-soon',
+	'B, serving dq3 for the first time, moves the due item and its try returns it');
+
 # a queue with delayed items is not dropped
 $A->safe_psql('postgres', "SELECT zk_enqueue('dq', 'held', delay => '1 hour')");
 ok(scalar(zk_wait_count($zk, "$Q/delayed", 1, 30)), 'an item delayed by an hour');
