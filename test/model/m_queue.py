@@ -137,12 +137,12 @@ class QueueModel:
     # ---- generation
     def gen(self, r, s):
         h = self.h
-        if not s.xact and r.random() < 0.2:
+        if not s.xact and r.random() < 0.25:
             y = r.random()
-            if y < 0.3:
+            if y < 0.4:
                 return {"k": "penq", "b": h.new_id("x")}
-            if y < 0.85:
-                return {"k": "poison", "m": r.choice([1, 1, 2, 3]), "t": r.choice([None, "0", "200ms"])}
+            if y < 0.9:
+                return {"k": "poison", "m": r.choice([1, 2, 3]), "t": r.choice([None, "0", "200ms"])}
             return {"k": "pdlq"}
         q = r.randrange(len(self.queues))
         x = r.random()
