@@ -19,7 +19,8 @@ may have claimed unseen; kazoo's hand-outs are not counted.
 
 The dead-letter policy: one more queue, NS-pq, gets zk_queue_set_policy(NS-pq,
 M, NS-pq.dlq) (M = setup "dlq_max", 1 to 3) before its first item.  Its items
-are poison: enqueued outside a transaction (published at once), handed out
+are poison: enqueued outside a transaction, 1 to 3 at once through the array
+form of zk_enqueue (published at once), handed out
 only by "poison" steps (BEGIN; zk_dequeue or zk_try_dequeue; ROLLBACK:
 always rolled back) and seen by peeks at the dead-letter queue.  The checks:
 a hand-out shows attempts = the model's hand-outs of the item + 1 (plus at
@@ -137,10 +138,10 @@ class QueueModel:
     # ---- generation
     def gen(self, r, s):
         h = self.h
-        if not s.xact and r.random() < 0.25:
+        if not s.xact and r.random() < 0.4:
             y = r.random()
             if y < 0.4:
-                return {"k": "penq", "b": h.new_id("x")}
+                return {"k": "penq", "b": [h.new_id("x") for _ in range(r.choice([1, 1, 2, 3]))]}
             if y < 0.9:
                 return {"k": "poison", "m": r.choice([1, 2, 3]), "t": r.choice([None, "0", "200ms"])}
             return {"k": "pdlq"}
@@ -360,14 +361,17 @@ class QueueModel:
         if k == "penq":
             if not self.set_policy(s, op):
                 return
-            r = h.sql(s, op, "SELECT zk_enqueue(%s, %s::text)", (self.pq, op["b"]), FAST)
+            bs = op["b"] if isinstance(op["b"], list) else [op["b"]]
+            r = h.sql(s, op, "SELECT zk_enqueue(%s, %s::text[])", (self.pq, bs), FAST)
             if r.ok:
-                self.pitems[op["b"]] = PItem(op["b"])
+                for b in bs:
+                    self.pitems[b] = PItem(b)
             elif r.pending:
                 h.anomaly("slow-call", "%s by %s did not answer within %.0fs" % (op["sql"], s.name, FAST))
                 h.recover(s)
-                self.pitems[op["b"]] = PItem(op["b"])   # maybe: its fate unknown
-                self.pitems[op["b"]].st = "maybe"
+                for b in bs:
+                    self.pitems[b] = PItem(b)   # maybe: its fate unknown
+                    self.pitems[b].st = "maybe"
             else:
                 h.unexpected(s, op, r)
             h.after(s, op, r)
