@@ -205,7 +205,12 @@ def check_sections(sections):
 
 QUEUE_COUNTS = ("lost", "duplicated", "msg_id_dups", "conflicts", "phantom",
                 "acked_producer_missing", "acked_consumer_missing", "aborted_producer_present",
-                "prepare_accepted", "attempts_undercount", "attempts_not_increasing")
+                "prepare_accepted", "attempts_undercount", "attempts_not_increasing",
+                # the dead-letter policy (poison items, queue_run.py DEAD_COUNTS)
+                "attempts_over_max", "poison_consumed", "poison_not_dead_lettered", "dead_letter_dups",
+                "dead_letter_msg_id_dups", "dead_letter_and_consumed", "dead_letter_phantom",
+                "dead_letter_bad_origin", "dead_letter_bad_attempts", "dead_letter_mismatch",
+                "ordinary_dead_lettered_unexplained")
 
 
 def queue_verdict(q, run):
@@ -227,6 +232,11 @@ def queue_verdict(q, run):
     fig["queue_prepare_refused"] = chk.get("prepare_refused")
     fig["queue_handed_out_again"] = chk.get("handed_out_again")
     fig["queue_attempts_max"] = chk.get("attempts_max")
+    fig["queue_poison_produced"] = chk.get("poison_produced")
+    fig["queue_poison_handouts"] = chk.get("poison_handouts")
+    fig["queue_dead_letters"] = chk.get("dead_letters")
+    fig["queue_ordinary_dead_lettered"] = chk.get("ordinary_dead_lettered")
+    fig["queue_dlq_left"] = q.get("dlq_left")
     fig["queue_drained"] = drain.get("drained")
     fig["queue_left_after_load"] = q.get("left_after_load")
     fig["queue_left"] = q.get("left")
@@ -245,6 +255,8 @@ def queue_verdict(q, run):
         anom.append("queue: the final drain did not empty the queue: %s" % (q.get("drain"),))
     if q.get("left") != {"entries": 0, "taken": 0, "txns": 0}:
         anom.append("queue: left in ZooKeeper after the drain: %s" % (q.get("left"),))
+    if q.get("dlq_left") != {"entries": 0, "taken": 0}:
+        anom.append("queue: left in the dead-letter queue after the drain: %s" % (q.get("dlq_left"),))
     if not chk:
         anom.append("queue: the exactly-once check did not run")
     else:

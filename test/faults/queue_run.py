@@ -9,7 +9,9 @@ usage:
   queue_run.py zk    --dir DIR --hosts ZKHOSTS --sysids A=ID,B=ID
   queue_run.py check --dir DIR --host HOST --tables A:PORT,B2:PORT [--mutate]
 
-setup: creates the tables produced and consumed in database postgres.
+setup: creates the tables produced, consumed and dead_letters in database
+postgres and gives queue 'eo' its dead-letter policy:
+zk_queue_set_policy('eo', 3, 'eo.dlq') (run.py does the same by itself).
 
 load: producers and consumers on clusters A and B (2 producers, 3 consumers
 each by default), until DIR/stop exists.  The clients of B connect to the port
@@ -17,15 +19,26 @@ and label in DIR/target_B when that file exists ("PORT LABEL", rewritten by
 the test when it promotes B's standby), else to --b with label B.
 
   producer:  BEGIN;
-             for each of 1..3 new ids (LABEL-pN-SEQ, never reused):
-                 SELECT zk_enqueue('eo', id);  INSERT INTO produced(id) VALUES (id);
+             for each of 1..3 new ids (LABEL-pN-SEQ, never reused; a poison
+             id, LABEL-pN-SEQ-poison, about one in twelve and the first of a
+             producer's first transaction, enqueued at priority 500):
+                 SELECT zk_enqueue('eo', id, prio);  INSERT INTO produced(id) VALUES (id);
              (sometimes one more id inside a savepoint that is rolled back)
              COMMIT, or ROLLBACK (20 %)
   consumer:  BEGIN;
-             SELECT msg_id, body FROM zk_dequeue('eo', '1s', 1..3);
+             SELECT body FROM zk_queue_peek('eo', K)   (K = 1..3; then asks for
+                 the ordinary items at the head only, or the poison ones)
+             SELECT msg_id, body, attempts FROM zk_dequeue('eo', '1s', <= K);
+             a poison item among them: ROLLBACK (always);
              (half the time, with items: holds the claims 0.05-0.4 s)
              for each row: INSERT INTO consumed(id, msg_id, ...) VALUES (body, msg_id);
-             COMMIT, or ROLLBACK (25 %)
+             COMMIT, or ROLLBACK (25 %, only when every item is at its first
+             hand-out: by choice no ordinary item comes near max_attempts)
+  dead-letter consumer (1 per cluster):
+             BEGIN; SELECT ... FROM zk_dequeue('eo.dlq', '1s', 1..3);
+             for each row: INSERT INTO dead_letters(id, msg_id, origin,
+                 origin_msg_id, origin_attempts, attempts, ...);
+             COMMIT, or ROLLBACK (10 %)
 
 Every error is tolerated: the client rolls back or reconnects and goes on.
 Every attempt's outcome goes to DIR/outcomes.jsonl:
@@ -38,7 +51,9 @@ Outcomes are only cross-checks: the verdict comes from the tables.
 
 drain: one consumer that dequeues ('2s', 50 at a time) and commits, recording
 in consumed like the others, until a dequeue returns nothing and
-zk_queue_length('eo') is 0.
+zk_queue_length('eo') is 0 -- except that it rolls back the poison items, as
+the consumers do, until the policy moves them; then it drains eo.dlq the same
+way into dead_letters, until zk_queue_length('eo.dlq') is 0.
 
 zk: what ZooKeeper holds for the queue (entries, claims and transaction
 nodes by cluster), through kazoo: "QUEUE-ZK <json>".
@@ -61,11 +76,34 @@ DIR/faults.jsonl (written by the test), and counts
   attempts_undercount / attempts_not_increasing
               items whose delivery count (zk_message.attempts), over the
               hand-outs the clients saw in claim order, fell below a
-              hand-out's rank or did not grow
-and prints the figures, the first anomalies with the faults just before
+              hand-out's rank or did not grow (in eo; and in eo.dlq, where a
+              dead letter counts from 1 again)
+and, for the dead-letter policy (max_attempts 3, dead letter eo.dlq; an id
+counts as consumed when it is in consumed or in dead_letters, so lost,
+above, spans both queues):
+  attempts_over_max     items handed out from eo more than 3 times (by their
+                        attempts or by the hand-outs seen)
+  poison_consumed       poison ids consumed from eo
+  poison_not_dead_lettered  committed poison ids not in dead_letters
+  dead_letter_dups / dead_letter_msg_id_dups
+                        ids (msg_ids of eo.dlq) in dead_letters twice
+  dead_letter_and_consumed  ids both consumed from eo and dead-lettered
+  dead_letter_phantom   dead letters of ids no committed transaction produced
+  dead_letter_bad_origin / dead_letter_bad_attempts
+                        origin not 'eo', origin_attempts not 3
+  dead_letter_mismatch  origin_msg_id not the msg_id the item's hand-outs
+                        from eo showed (or shared by two dead letters), or
+                        a payload not the item's (then a phantom too)
+  ordinary_dead_lettered_unexplained
+                        ordinary ids dead-lettered although the clients saw
+                        them committed, or saw fewer than 3 hand-outs and
+                        not enough failed dequeues after them to make up 3
+and prints the figures (poison_produced, poison_handouts, dead_letters,
+ordinary_dead_lettered...), the first anomalies with the faults just before
 them, and "QUEUE-CHECK <json>"; exit 1 when any of these is not 0.  With
 --mutate the data read is altered first (one consumed row removed, one
-duplicated, one phantom added, one hand-out's attempts set to 0): the checker
+duplicated, one phantom added, one hand-out's attempts set to 0, one dead
+letter's origin_attempts set to 4, one dead letter duplicated): the checker
 must then report each, which the test asserts (the checker can fail).
 """
 
@@ -88,11 +126,45 @@ from pgthread import close_quietly, first_line  # noqa: E402
 
 QUEUE = "eo"
 
+# The dead-letter policy of QUEUE (set at setup): an item handed out
+# POLICY_MAX times without being consumed is moved, at its next claim, into
+# DLQ.  A poison item (an id ending in POISON, enqueued at POISON_PRIORITY,
+# behind every ordinary item) is rolled back by every consumer, so it must
+# end up in DLQ, exactly once, with POLICY_MAX hand-outs.
+POLICY_MAX = 3
+DLQ = QUEUE + ".dlq"
+POISON = "-poison"
+POISON_PRIORITY = 500
+POLICY_SQL = "SELECT zk_queue_set_policy('%s', %d, '%s')" % (QUEUE, POLICY_MAX, DLQ)
+
+
+def is_poison(body):
+    return isinstance(body, str) and body.endswith(POISON)
+
+
+def leading(bodies):
+    """How many items to ask a dequeue for, from a peek at the head of the
+    queue: the ordinary items at its head, else the poison items there (so
+    that a batch rarely mixes the two: an ordinary item rolled back with a
+    poison one would come closer to the dead-letter queue), else None."""
+    if not bodies:
+        return None
+    first = is_poison(bodies[0])
+    n = 0
+    for b in bodies:
+        if is_poison(b) != first:
+            break
+        n += 1
+    return n
+
 # the tables of every cluster the load runs on (the verdict reads them)
 TABLES = """
 CREATE TABLE produced (id text PRIMARY KEY, client text,
     xid xid8 DEFAULT pg_current_xact_id(), at timestamptz DEFAULT clock_timestamp());
 CREATE TABLE consumed (id text, msg_id bigint, cluster text, client text,
+    xid xid8 DEFAULT pg_current_xact_id(), at timestamptz DEFAULT clock_timestamp());
+CREATE TABLE dead_letters (id text, msg_id bigint, origin text, origin_msg_id bigint,
+    origin_attempts int, attempts int, cluster text, client text,
     xid xid8 DEFAULT pg_current_xact_id(), at timestamptz DEFAULT clock_timestamp());
 """
 
@@ -129,6 +201,12 @@ class Recorder:
                 self.counts[("cons", "items_committed")] += len(rec.get("msgs", []))
             if rec["role"] == "prod" and rec["outcome"] == "committed":
                 self.counts[("prod", "items_committed")] += len(rec.get("ids", []))
+                self.counts[("prod", "poison_committed")] += sum(1 for i in rec.get("ids", [])
+                                                                 if is_poison(i))
+            if rec["role"] == "dlq" and rec["outcome"] == "committed":
+                self.counts[("dlq", "items_committed")] += len(rec.get("msgs", []))
+            if rec.get("poison"):
+                self.counts[("cons", "poison_handouts")] += rec["poison"]
             if rec.get("sqlstate") == "57014":
                 self.counts[("all", "statement_timeouts")] += 1
             self.f.write(json.dumps(rec, sort_keys=True) + "\n")
@@ -219,6 +297,9 @@ class Client(threading.Thread):
                 if self.kind == "p":
                     self.produce()
                     self.run_.stop.wait(self.rnd.uniform(0.0, self.run_.producer_pause))
+                elif self.kind == "d":
+                    self.consume_dlq()
+                    self.run_.stop.wait(self.rnd.uniform(0.0, 0.05))
                 else:
                     self.consume()
                     self.run_.stop.wait(self.rnd.uniform(0.0, 0.02))
@@ -282,6 +363,11 @@ class Client(threading.Thread):
     def produce(self):
         rnd = self.rnd
         ids = [self.next_id() for _ in range(rnd.randint(1, 3))]
+        # poison items: the first of each producer's first transaction, then
+        # about one id in twelve
+        for j in range(len(ids)):
+            if (self.attempts == 1 and j == 0) or rnd.random() < 0.08:
+                ids[j] += POISON
         sp_ids = [self.next_id()] if rnd.random() < 0.15 else []
         rollback = rnd.random() < 0.20
         rec = {"t0": time.time(), "role": "prod", "client": self.name_, "cluster": self.label,
@@ -301,7 +387,8 @@ class Client(threading.Thread):
                     self.ex(cur, "ROLLBACK TO SAVEPOINT s")
                 if pid is None:
                     break
-                self.ex(cur, "SELECT zk_enqueue(%s, %s::text)", (QUEUE, pid))
+                self.ex(cur, "SELECT zk_enqueue(%s, %s::text, %s)",
+                        (QUEUE, pid, POISON_PRIORITY if is_poison(pid) else 100))
                 self.ex(cur, "INSERT INTO produced (id, client) VALUES (%s, %s)", (pid, self.name_))
             self.rollback_or_commit(cur, rec, rollback)
         self.transaction(rec, body)
@@ -314,16 +401,35 @@ class Client(threading.Thread):
         # prepared claim would hide its item until COMMIT PREPARED
         prepare = not rollback and rnd.random() < 0.05
         rec = {"t0": time.time(), "role": "cons", "client": self.name_, "cluster": self.label,
-               "pid": self.pid, "max_items": k, "msgs": []}
+               "pid": self.pid, "max_items": k, "msgs": [], "queue": QUEUE}
 
         def body(cur, rec):
+            # a look at the head first: ordinary and poison items are then
+            # seldom claimed together (see leading)
+            self.stage = "peek"
+            self.ex(cur, "SELECT body FROM zk_queue_peek(%s, %s)", (QUEUE, k))
+            n = leading([b for (b,) in cur.fetchall()])
+            kk = min(k, n) if n else k
+            rec["max_items"] = kk
             self.stage = "dequeue"
-            self.ex(cur, "SELECT msg_id, body, attempts FROM zk_dequeue(%s, '1s', %s)", (QUEUE, k))
+            self.ex(cur, "SELECT msg_id, body, attempts FROM zk_dequeue(%s, '1s', %s)", (QUEUE, kk))
             rows = cur.fetchall()
             rec["msgs"] = [[m, b] for m, b, _ in rows]
             rec["att"] = {b: a for _, b, a in rows}   # the delivery count of each
-            rows = [(m, b) for m, b, _ in rows]
             rec["t_claimed"] = time.time()
+            poison = sum(1 for _, b, _ in rows if is_poison(b))
+            if poison:
+                # never consumed: rolled back, every time, until the policy
+                # moves it to the dead-letter queue
+                rec["poison"] = poison
+                self.rollback_or_commit(cur, rec, True)
+                return
+            # an ordinary item is rolled back by choice only at its first
+            # hand-out: it must not reach the policy's max_attempts (only
+            # faults can add hand-outs to it)
+            nonlocal rollback
+            rollback = rollback and all(a == 1 for _, _, a in rows)
+            rows = [(m, b) for m, b, _ in rows]
             if rows and rnd.random() < 0.5:
                 # hold the claims a while (idle in transaction): a crash
                 # or a failover then often finds claims to settle
@@ -352,6 +458,45 @@ class Client(threading.Thread):
         self.transaction(rec, body)
 
 
+def dlq_body(cur, ex, rec, k, timeout, label, client, rows_out):
+    """Dequeue up to k dead letters and record each in dead_letters (in the
+    transaction, which the caller ends)."""
+    ex(cur, "SELECT msg_id, body, attempts, origin, origin_msg_id, origin_attempts"
+            " FROM zk_dequeue(%s, %s, %s)", (DLQ, timeout, k))
+    rows = cur.fetchall()
+    rec["msgs"] = [[m, b] for m, b, _, _, _, _ in rows]
+    rec["att"] = {b: a for _, b, a, _, _, _ in rows}
+    rec["dl"] = [list(r) for r in rows]
+    rec["t_claimed"] = time.time()
+    for m, b, a, o, om, oa in rows:
+        ex(cur, "INSERT INTO dead_letters (id, msg_id, origin, origin_msg_id, origin_attempts,"
+                " attempts, cluster, client) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+           (b, m, o, om, oa, a, label, client))
+    rows_out.extend(rows)
+
+
+def _consume_dlq(self):
+    """The dead-letter consumer: dequeues 1..3 dead letters of DLQ, records
+    each (with origin, origin_msg_id, origin_attempts) in dead_letters,
+    commits or rolls back (10 %)."""
+    rnd = self.rnd
+    k = rnd.randint(1, 3)
+    rollback = rnd.random() < 0.10
+    rec = {"t0": time.time(), "role": "dlq", "client": self.name_, "cluster": self.label,
+           "pid": self.pid, "max_items": k, "msgs": [], "queue": DLQ}
+
+    def body(cur, rec):
+        self.stage = "dequeue"
+        rows = []
+        dlq_body(cur, self.ex, rec, k, "1s", self.label, self.name_, rows)
+        self.stage = "record"
+        self.rollback_or_commit(cur, rec, rollback)
+    self.transaction(rec, body)
+
+
+Client.consume_dlq = _consume_dlq
+
+
 class LoadRun:
     def __init__(self, args):
         self.dir = args.dir
@@ -368,14 +513,16 @@ def cmd_load(args):
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 30)
     rnd = random.Random(seed)
     r = LoadRun(args)
-    log("load: %d producers and %d consumers on A and on B, seed %d"
-        % (args.producers, args.consumers, seed))
+    log("load: %d producers, %d consumers and %d dead-letter consumers on A and on B, seed %d"
+        % (args.producers, args.consumers, args.dlq_consumers, seed))
     clients = []
     for role in ("A", "B"):
         for i in range(1, args.producers + 1):
             clients.append(Client(r, role, "p", i, rnd.randrange(1 << 30)))
         for i in range(1, args.consumers + 1):
             clients.append(Client(r, role, "c", i, rnd.randrange(1 << 30)))
+        for i in range(1, args.dlq_consumers + 1):
+            clients.append(Client(r, role, "d", i, rnd.randrange(1 << 30)))
     for c in clients:
         c.start()
     stopfile = os.path.join(args.dir, "stop")
@@ -414,6 +561,7 @@ def cmd_setup(args):
     conn.autocommit = True
     with conn.cursor() as cur:
         cur.execute(TABLES)
+        cur.execute(POLICY_SQL)
     conn.close()
     return 0
 
@@ -422,8 +570,9 @@ def cmd_drain(args):
     rec = Recorder(args.dir)
     deadline = time.time() + args.seconds
     conn = None
-    drained = commits = errors = 0
+    drained = commits = errors = dead_letters = poison = 0
     done = False
+    phase = QUEUE       # then DLQ, once QUEUE is empty
     last_err = None
     while time.time() < deadline and not done:
         if conn is None or conn.closed:
@@ -438,31 +587,59 @@ def cmd_drain(args):
                 conn = None
                 time.sleep(0.5)
                 continue
-        r = {"t0": time.time(), "role": "cons", "client": "drain", "cluster": args.label, "msgs": []}
+        r = {"t0": time.time(), "role": "cons" if phase == QUEUE else "dlq", "client": "drain",
+             "cluster": args.label, "msgs": [], "queue": phase}
         stage = "begin"
         try:
             with conn.cursor() as cur:
                 cur.execute("BEGIN")
-                stage = "dequeue"
-                cur.execute("SELECT msg_id, body, attempts FROM zk_dequeue(%s, '2s', 50)", (QUEUE,))
-                rows = cur.fetchall()
-                r["msgs"] = [[m, b] for m, b, _ in rows]
-                r["att"] = {b: a for _, b, a in rows}
-                rows = [(m, b) for m, b, _ in rows]
-                stage = "record"
-                for m, b in rows:
-                    cur.execute("INSERT INTO consumed (id, msg_id, cluster, client)"
-                                " VALUES (%s, %s, %s, 'drain')", (b, m, args.label))
-                stage = "commit"
-                cur.execute("COMMIT")
-                r["outcome"] = "committed" if cur.statusmessage == "COMMIT" else "refused"
-                if r["outcome"] == "committed":
-                    commits += 1
-                    drained += len(rows)
-                if not rows:
-                    cur.execute("SELECT zk_queue_length(%s)", (QUEUE,))
-                    n = cur.fetchone()[0]
-                    done = (n == 0)
+                if phase == QUEUE:
+                    # the ordinary items at the head, consumed; poison items
+                    # (behind them), rolled back until the policy moves them
+                    stage = "peek"
+                    cur.execute("SELECT body FROM zk_queue_peek(%s, 50)", (QUEUE,))
+                    k = leading([b for (b,) in cur.fetchall()]) or 50
+                    stage = "dequeue"
+                    cur.execute("SELECT msg_id, body, attempts FROM zk_dequeue(%s, '2s', %s)", (QUEUE, k))
+                    rows = cur.fetchall()
+                    r["msgs"] = [[m, b] for m, b, _ in rows]
+                    r["att"] = {b: a for _, b, a in rows}
+                    r["t_claimed"] = time.time()
+                    rows = [(m, b) for m, b, _ in rows]
+                    r["poison"] = sum(1 for _, b in rows if is_poison(b))
+                    stage = "record"
+                    if r["poison"]:
+                        stage = "rollback"
+                        cur.execute("ROLLBACK")
+                        r["outcome"] = "rolled_back"
+                        poison += r["poison"]
+                        rows = None
+                    else:
+                        for m, b in rows:
+                            cur.execute("INSERT INTO consumed (id, msg_id, cluster, client)"
+                                        " VALUES (%s, %s, %s, 'drain')", (b, m, args.label))
+                else:
+                    stage = "dequeue"
+                    rows = []
+                    dlq_body(cur, lambda c, q, a: c.execute(q, a), r, 50, "2s", args.label, "drain", rows)
+                    stage = "record"
+                if rows is not None:
+                    stage = "commit"
+                    cur.execute("COMMIT")
+                    r["outcome"] = "committed" if cur.statusmessage == "COMMIT" else "refused"
+                    if r["outcome"] == "committed":
+                        commits += 1
+                        if phase == QUEUE:
+                            drained += len(rows)
+                        else:
+                            dead_letters += len(rows)
+                    if not rows:
+                        cur.execute("SELECT zk_queue_length(%s)", (phase,))
+                        n = cur.fetchone()[0]
+                        if n == 0 and phase == QUEUE:
+                            phase = DLQ
+                        elif n == 0:
+                            done = True
         except psycopg2.Error as e:
             errors += 1
             last_err = first_line(e)
@@ -482,7 +659,8 @@ def cmd_drain(args):
         r["t1"] = time.time()
         rec.record(r)
     rec.close()
-    out = {"drained": drained, "commits": commits, "errors": errors, "done": done, "last_error": last_err}
+    out = {"drained": drained, "commits": commits, "errors": errors, "done": done, "last_error": last_err,
+           "dead_letters": dead_letters, "poison_rollbacks": poison}
     print("QUEUE-DRAIN %s" % json.dumps(out, sort_keys=True), flush=True)
     return 0 if done else 1
 
@@ -499,9 +677,32 @@ def fetch(host, port):
                         " FROM consumed")
             consumed = [{"id": i, "msg_id": m, "cluster": cl, "client": c, "xid": x, "at": a}
                         for i, m, cl, c, x, a in cur.fetchall()]
-        return produced, consumed
+            cur.execute("SELECT id, msg_id, origin, origin_msg_id, origin_attempts, attempts, cluster,"
+                        " client, xid::text, extract(epoch FROM at)::float8 FROM dead_letters")
+            dead = [{"id": i, "msg_id": m, "origin": o, "origin_msg_id": om, "origin_attempts": oa,
+                     "attempts": a, "cluster": cl, "client": c, "xid": x, "at": t}
+                    for i, m, o, om, oa, a, cl, c, x, t in cur.fetchall()]
+        return produced, consumed, dead
     finally:
         conn.close()
+
+
+def mutate_dead(produced, dead):
+    """Alter the dead letters the way a broken policy would: one shows a
+    hand-out more than max_attempts, one is there twice."""
+    n = 0
+    while len(dead) < 2:        # too few: make some
+        i = "ZZ-mutate-dl-%d%s" % (n, POISON)
+        n += 1
+        produced.append({"id": i, "client": "mutate", "xid": "0", "at": time.time(), "src": "mutate"})
+        dead.append({"id": i, "msg_id": 10 ** 15 + 500 + n, "origin": QUEUE,
+                     "origin_msg_id": 10 ** 15 + 600 + n, "origin_attempts": POLICY_MAX,
+                     "attempts": 1, "cluster": "mutate", "client": "mutate", "xid": "0",
+                     "at": time.time(), "src": "mutate"})
+    dead[0]["origin_attempts"] = POLICY_MAX + 1
+    dup = dict(dead[1])
+    dup["client"] = "mutate-dup"
+    dead.append(dup)
 
 
 def mutate(produced, consumed):
@@ -566,20 +767,32 @@ def cmd_zk(args):
     return 0
 
 
+# the anomalies of the dead-letter policy (checker.py's QUEUE_COUNTS has them too)
+DEAD_COUNTS = ("attempts_over_max", "poison_consumed", "poison_not_dead_lettered", "dead_letter_dups",
+               "dead_letter_msg_id_dups", "dead_letter_and_consumed", "dead_letter_phantom",
+               "dead_letter_bad_origin", "dead_letter_bad_attempts", "dead_letter_mismatch",
+               "ordinary_dead_lettered_unexplained")
+
+
+def claimed_outcomes(outcomes, i):
+    """The consumer transactions of eo whose dequeue returned id i."""
+    return [o for o in outcomes if o["role"] == "cons" and any(b == i for _, b in o.get("msgs", []))]
+
+
 def cmd_check(args):
-    produced, consumed, sources = [], [], {}
+    produced, consumed, dead, sources = [], [], [], {}
     for spec in args.tables.split(","):
         name, port = spec.split(":")
-        p, c = fetch(args.host, int(port))
-        for r in p:
-            r["src"] = name
-        for r in c:
+        p, c, dl = fetch(args.host, int(port))
+        for r in p + c + dl:
             r["src"] = name
         produced += p
         consumed += c
-        sources[name] = {"produced": len(p), "consumed": len(c)}
+        dead += dl
+        sources[name] = {"produced": len(p), "consumed": len(c), "dead_letters": len(dl)}
     if args.mutate:
         mutate(produced, consumed)
+        mutate_dead(produced, dead)
     outcomes = load_jsonl(os.path.join(args.dir, "outcomes.jsonl"))
     if args.mutate:
         # and a hand-out that showed no attempt: a delivery count lost
@@ -598,7 +811,13 @@ def cmd_check(args):
         cons_by_id[r["id"]].append(r)
         cons_by_msg[r["msg_id"]].append(r)
 
-    lost = sorted(i for i in prod_ids if i not in cons_by_id)
+    dl_by_id = collections.defaultdict(list)
+    dl_by_msg = collections.defaultdict(list)
+    for r in dead:
+        dl_by_id[r["id"]].append(r)
+        dl_by_msg[r["msg_id"]].append(r)
+    # an item is consumed from eo or from eo.dlq (a dead letter), never both
+    lost = sorted(i for i in prod_ids if i not in cons_by_id and i not in dl_by_id)
     duplicated = sorted((i for i, rows in cons_by_id.items() if i is not None and len(rows) > 1),
                         key=str)
     dup_rows = sum(len(cons_by_id[i]) - 1 for i in duplicated)
@@ -615,7 +834,7 @@ def cmd_check(args):
 
     # cross-checks with what the clients were told
     acked_prod, aborted_prod, sp_ids, unknown_prod = set(), set(), set(), set()
-    acked_cons, claimed_aborted = [], collections.defaultdict(list)
+    acked_cons, acked_dl, claimed_aborted = [], [], collections.defaultdict(list)
     attempts = collections.Counter()
     by_id_attempts = collections.defaultdict(list)
     for o in outcomes:
@@ -631,6 +850,11 @@ def cmd_check(args):
                 aborted_prod.update(ids)
             else:
                 unknown_prod.update(ids)
+        elif o["role"] == "dlq":
+            for m, b in o.get("msgs", []):
+                by_id_attempts[b].append(o)
+                if o["outcome"] == "committed":
+                    acked_dl.append((b, m))
         else:
             for m, b in o.get("msgs", []):
                 by_id_attempts[b].append(o)
@@ -642,24 +866,82 @@ def cmd_check(args):
     # they claimed it (one at a time), show attempts that grow, each at least
     # its rank among them (hand-outs the clients did not see -- a dequeue
     # that failed after claiming -- only add to it)
-    handouts = collections.defaultdict(list)
+    # (of eo and of eo.dlq apart: a dead letter counts its own hand-outs)
+    handouts = collections.defaultdict(list)       # eo
+    dl_handouts = collections.defaultdict(list)    # eo.dlq
+    origin_msg = collections.defaultdict(set)      # body -> msg_ids its eo hand-outs showed
     for o in outcomes:
+        hh = dl_handouts if o["role"] == "dlq" else handouts
         for b, a in (o.get("att") or {}).items():
-            handouts[b].append((o.get("t_claimed", o["t0"]), a))
+            hh[b].append((o.get("t_claimed", o["t0"]), a))
+        if o["role"] == "cons":
+            for m, b in o.get("msgs", []):
+                origin_msg[b].add(m)
     att_under, att_order = [], []
-    for b, hs in handouts.items():
-        hs.sort(key=lambda h: h[0])
-        for k, (t, a) in enumerate(hs):
-            if a is None or a < k + 1:
-                att_under.append(b)
-                break
-            if k > 0 and a <= hs[k - 1][1]:
-                att_order.append(b)
-                break
+    for hh, tag in ((handouts, ""), (dl_handouts, " (in %s)" % DLQ)):
+        for b, hs in hh.items():
+            hs.sort(key=lambda h: h[0])
+            for k, (t, a) in enumerate(hs):
+                if a is None or a < k + 1:
+                    att_under.append(b + tag)
+                    break
+                if k > 0 and a <= hs[k - 1][1]:
+                    att_order.append(b + tag)
+                    break
+
+    # the dead-letter policy (max_attempts POLICY_MAX, dead letter DLQ)
+    poison_ids = sorted(i for i in prod_ids if is_poison(i))
+    # no hand-out from eo beyond max_attempts (by the count it showed, or by
+    # the hand-outs the clients saw)
+    over_max = sorted(b for b, hs in handouts.items()
+                      if len(hs) > POLICY_MAX or any(a is not None and a > POLICY_MAX for _, a in hs))
+    poison_consumed = sorted(i for i in cons_by_id if is_poison(i))
+    poison_not_dead = sorted(i for i in poison_ids if i not in dl_by_id)
+    dl_dups = sorted((i for i, rows in dl_by_id.items() if len(rows) > 1), key=str)
+    dl_msg_dups = sorted(m for m, rows in dl_by_msg.items() if len(rows) > 1)
+    in_both = sorted((i for i in dl_by_id if i in cons_by_id), key=str)
+    dl_phantom = sorted((i for i in dl_by_id if i not in prod_ids), key=str)
+    dl_bad_origin = sorted(set(r["id"] for r in dead if r["origin"] != QUEUE), key=str)
+    dl_bad_attempts = sorted(set(r["id"] for r in dead if r["origin_attempts"] != POLICY_MAX), key=str)
+    # payload and origin_msg_id: the dead letter's body is the id it was
+    # enqueued with (the original payload) and origin_msg_id the msg_id its
+    # hand-outs from eo showed; no two dead letters share an origin_msg_id
+    dl_mismatch, dl_unchecked = [], 0
+    by_origin_msg = collections.defaultdict(set)
+    for r in dead:
+        by_origin_msg[r["origin_msg_id"]].add(r["id"])
+        seen = origin_msg.get(r["id"])
+        if r["origin_msg_id"] is None or (seen and seen != {r["origin_msg_id"]}):
+            dl_mismatch.append(r["id"])
+        elif not seen:
+            dl_unchecked += 1
+    dl_mismatch += [i for om, ids in by_origin_msg.items() if len(ids) > 1 for i in ids]
+    dl_mismatch = sorted(set(dl_mismatch), key=str)
+    # an ordinary item is rolled back by choice only at its first hand-out,
+    # so only faults can take it to the dead-letter queue: its max_attempts
+    # hand-outs must then show, seen (attempts POLICY_MAX) or unseen (as
+    # many dequeues of eo that failed or got no answer after its last seen
+    # hand-out), none committed
+    failed_deq = sorted(o.get("t_claimed", o["t0"]) for o in outcomes
+                        if o["role"] == "cons" and not o.get("msgs")
+                        and o["outcome"] in ("failed", "unknown") and o.get("stage") == "dequeue")
+    ordinary_dead = sorted((i for i in dl_by_id if i in prod_ids and not is_poison(i)), key=str)
+    ordinary_unexplained = []
+    for i in ordinary_dead:
+        hs = handouts.get(i, [])
+        last_t = max([t for t, _ in hs] + [0])
+        top = max([a for _, a in hs if a is not None] + [0])
+        unseen = sum(1 for t in failed_deq if t >= last_t)
+        committed_handout = any(o["outcome"] == "committed" for o in claimed_outcomes(outcomes, i))
+        if committed_handout or (top < POLICY_MAX and top + unseen < POLICY_MAX):
+            ordinary_unexplained.append(i)
+    poison_handouts = sum(len(handouts.get(i, [])) for i in poison_ids)
     acked_prod_missing = sorted(i for i in acked_prod if i not in prod_ids)
     aborted_prod_present = sorted(i for i in (aborted_prod | sp_ids) if i in prod_ids)
     consumed_pairs = set((r["id"], r["msg_id"]) for r in consumed)
     acked_cons_missing = sorted(set(p for p in acked_cons if p not in consumed_pairs), key=str)
+    dead_pairs = set((r["id"], r["msg_id"]) for r in dead)
+    acked_cons_missing += sorted(set(p for p in acked_dl if p not in dead_pairs), key=str)
     redelivered = sum(1 for i in claimed_aborted if i in cons_by_id)
     phantom_known_aborted = sorted((i for i in phantom if i in aborted_prod or i in sp_ids), key=str)
 
@@ -697,10 +979,31 @@ def cmd_check(args):
                                              and o["outcome"] == "rolled_back" and o.get("msgs")),
         "prepare_refused": sum(1 for o in outcomes if o.get("tag") == "PREPARE refused (0A000)"),
         "prepare_accepted": sum(1 for o in outcomes if o["outcome"] == "prepared"),
+        "max_attempts": POLICY_MAX,
+        "poison_produced": len(poison_ids),
+        "poison_handouts": poison_handouts,
+        "dead_letters": len(dl_by_id),
+        "dead_letter_rows": len(dead),
+        "dead_letters_by_drain": sum(1 for r in dead if r["client"] == "drain"),
+        "dead_letter_handouts_rolled_back": sum(1 for o in outcomes if o["role"] == "dlq"
+                                                and o["outcome"] == "rolled_back" and o.get("msgs")),
+        "dead_letter_msg_id_unchecked": dl_unchecked,
+        "ordinary_dead_lettered": len(ordinary_dead),
+        "attempts_over_max": len(over_max),
+        "poison_consumed": len(poison_consumed),
+        "poison_not_dead_lettered": len(poison_not_dead),
+        "dead_letter_dups": len(dl_dups),
+        "dead_letter_msg_id_dups": len(dl_msg_dups),
+        "dead_letter_and_consumed": len(in_both),
+        "dead_letter_phantom": len(dl_phantom),
+        "dead_letter_bad_origin": len(dl_bad_origin),
+        "dead_letter_bad_attempts": len(dl_bad_attempts),
+        "dead_letter_mismatch": len(dl_mismatch),
+        "ordinary_dead_lettered_unexplained": len(ordinary_unexplained),
     }
     anomalies = ("lost", "duplicated", "msg_id_dups", "conflicts", "phantom", "dup_produced",
                  "acked_producer_missing", "acked_consumer_missing", "aborted_producer_present",
-                 "prepare_accepted", "attempts_undercount", "attempts_not_increasing")
+                 "prepare_accepted", "attempts_undercount", "attempts_not_increasing") + DEAD_COUNTS
     bad = [k for k in anomalies if fig[k]]
     fig["verdict"] = "anomalies: " + ", ".join(bad) if bad else "exactly once"
 
@@ -763,9 +1066,36 @@ def cmd_check(args):
     show("DELIVERY COUNT NOT GROWING", att_order,
          lambda i: ["  %s attempts seen %s" % (i, [a for _, a in handouts[i]])] + attempts_of(i))
 
-    print("produced %d, consumed %d (rows %d), lost %d, duplicated %d, phantom %d"
+    def dl_rows(i):
+        return ["    dead letter msg_id %s origin %s origin_msg_id %s origin_attempts %s attempts %s"
+                " by %s on %s xid %s at %s (table of %s)"
+                % (r["msg_id"], r["origin"], r["origin_msg_id"], r["origin_attempts"], r["attempts"],
+                   r["client"], r["cluster"], r["xid"], when(r["at"]), r["src"]) for r in dl_by_id.get(i, [])]
+
+    def dl_detail(i):
+        return (["  %s: hand-outs from %s showed attempts %s, msg_ids %s"
+                 % (i, QUEUE, [a for _, a in handouts.get(i, [])], sorted(origin_msg.get(i, ())))]
+                + dl_rows(i) + attempts_of(i))
+    show("HANDED OUT FROM %s MORE THAN max_attempts %d TIMES" % (QUEUE, POLICY_MAX), over_max, dl_detail)
+    show("POISON ITEM CONSUMED FROM %s" % QUEUE, poison_consumed, dl_detail)
+    show("POISON ITEM NEVER DEAD-LETTERED", poison_not_dead, dl_detail)
+    show("DEAD LETTER CONSUMED TWICE", dl_dups, dl_detail)
+    show("DEAD LETTER MSG_ID CONSUMED TWICE", dl_msg_dups,
+         lambda m: ["  msg_id %s: %s" % (m, [r["id"] for r in dl_by_msg[m]])])
+    show("BOTH CONSUMED FROM %s AND DEAD-LETTERED" % QUEUE, in_both,
+         lambda i: dl_detail(i) + ["    consumed msg_id %s by %s" % (r["msg_id"], r["client"])
+                                   for r in cons_by_id[i]])
+    show("DEAD LETTER NEVER PRODUCED", dl_phantom, dl_detail)
+    show("DEAD LETTER WITH ANOTHER ORIGIN", dl_bad_origin, dl_detail)
+    show("DEAD LETTER WITH origin_attempts NOT %d" % POLICY_MAX, dl_bad_attempts, dl_detail)
+    show("DEAD LETTER WHOSE origin_msg_id OR PAYLOAD IS NOT THE ITEM'S", dl_mismatch, dl_detail)
+    show("ORDINARY ITEM DEAD-LETTERED WITHOUT max_attempts HAND-OUTS", ordinary_unexplained, dl_detail)
+
+    print("produced %d, consumed %d (rows %d), lost %d, duplicated %d, phantom %d;"
+          " poison %d, dead letters %d (ordinary %d), poison hand-outs %d"
           % (fig["produced"], fig["consumed_ids"], fig["consumed_rows"], fig["lost"], fig["duplicated"],
-             fig["phantom"]))
+             fig["phantom"], fig["poison_produced"], fig["dead_letters"], fig["ordinary_dead_lettered"],
+             fig["poison_handouts"]))
     print("QUEUE-CHECK %s" % json.dumps(fig, sort_keys=True), flush=True)
     return 1 if bad else 0
 
@@ -780,6 +1110,8 @@ def parse_args(argv):
     lp.add_argument("--b", type=int, required=True)
     lp.add_argument("--producers", type=int, default=2)
     lp.add_argument("--consumers", type=int, default=3)
+    lp.add_argument("--dlq-consumers", type=int, default=1,
+                    help="consumers of the dead-letter queue per cluster")
     lp.add_argument("--producer-pause", type=float, default=0.15,
                     help="each producer sleeps up to this many seconds between transactions")
     lp.add_argument("--seed", type=int, default=None)

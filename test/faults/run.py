@@ -253,6 +253,7 @@ def canary_finish(ens, proc, acked):
 
 QUEUE_RUN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "queue_run.py")
 QUEUE_PATH = "/zklock/queues/" + queue_run.QUEUE
+DLQ_PATH = "/zklock/queues/" + queue_run.DLQ
 
 
 def queue_py(*argv, timeout=300):
@@ -348,6 +349,11 @@ def queue_finish(args, ens, clusters, qdir, proc):
         log("queue drain failed: rc %s %s %s" % (rc, out[-2000:], err[-2000:]))
     q["left"] = queue_wait_resolved(args, ens, 60)
     q["kept_seen"] = KEPT_SEEN[0]
+    # the dead-letter queue, drained too
+    q["dlq_left"] = {}
+    for what, path in (("entries", DLQ_PATH + "/entries"), ("taken", DLQ_PATH + "/taken")):
+        rc, out, _ = zkq(args, ens.hosts, "count", path)
+        q["dlq_left"][what] = int(out.strip()) if rc == 0 and out.strip().isdigit() else None
     if q["left"] != {"entries": 0, "taken": 0, "txns": 0}:
         q["diag"] = queue_diag(args, ens, clusters, qdir)
     tables = ",".join("%s:%d" % (c.name, c.port) for c in clusters)
@@ -523,6 +529,9 @@ def main(argv):
             if not st or st.get("state") != "connected":
                 raise RuntimeError("worker of %s did not connect: %s\n%s" % (c.name, st, c.log_tail()))
             log("cluster %s: zklock session %s, timeout %s" % (c.name, st["session_id"], st["session_timeout"]))
+        if args.queue_producers + args.queue_consumers > 0:
+            # the queue's dead-letter policy (queue_run.py: poison items)
+            clusters[0].query(queue_run.POLICY_SQL, timeout=30)
 
         for c in clusters:
             for i in range(1, args.clients + 1):

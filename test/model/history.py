@@ -40,6 +40,7 @@ class History:
         self.trace = []
         self.anomalies = []
         self.calls = collections.Counter()
+        self.tallies = collections.Counter()   # counted by the models (the run's figures)
         self.fatal = False
         self.ids = 0
         self.prepared = {}        # gid -> cluster label
@@ -71,7 +72,8 @@ class History:
             chosen = ["election"]      # it restarts workers: alone in its history
         return {"sessions": cl, "kazoo": r.choice([0, 1, 1, 2]), "recipes": sorted(chosen),
                 "queues": r.choice([1, 1, 2]), "names": r.choice([1, 1, 2]),
-                "max": r.choice([1, 2, 2, 3]), "parties": r.choice([2, 2, 3])}
+                "max": r.choice([1, 2, 2, 3]), "parties": r.choice([2, 2, 3]),
+                "dlq_max": r.choice([1, 2, 3])}
 
     def open(self):
         from model import MODELS

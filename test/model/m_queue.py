@@ -16,6 +16,20 @@ more attempts than the last one it saw of that item, at least as many as
 the model's hand-outs, and no more than those plus the items that dequeues
 which did not answer (cancelled, failed, terminated, cut off by a restart)
 may have claimed unseen; kazoo's hand-outs are not counted.
+
+The dead-letter policy: one more queue, NS-pq, gets zk_queue_set_policy(NS-pq,
+M, NS-pq.dlq) (M = setup "dlq_max", 1 to 3) before its first item.  Its items
+are poison: enqueued outside a transaction, 1 to 3 at once through the array
+form of zk_enqueue (published at once), handed out
+only by "poison" steps (BEGIN; zk_dequeue or zk_try_dequeue; ROLLBACK:
+always rolled back) and seen by peeks at the dead-letter queue.  The checks:
+a hand-out shows attempts = the model's hand-outs of the item + 1 (plus at
+most the items calls that failed may have claimed), never more than M; an
+item handed out M times is never handed out again; a dead letter is an item
+of NS-pq handed out M times, there once, with origin NS-pq, origin_msg_id its
+msg_id in NS-pq, origin_attempts M and its payload; at the end (poison steps
+until NS-pq is empty, then a drain of the dead-letter queue) every item is
+in the dead-letter queue exactly once.
 """
 
 from driver import FAST, now
@@ -50,6 +64,20 @@ class Item:
         self.attempts = None      # the attempts the last of them showed
 
 
+class PItem:
+    """An item of the poison queue: free in it, "dead" (seen in the
+    dead-letter queue) or "gone" (its dead letter consumed)."""
+    __slots__ = ("body", "st", "handouts", "attempts", "msg_id", "dl_msg_id")
+
+    def __init__(self, body):
+        self.body = body
+        self.st = "free"
+        self.handouts = 0         # hand-outs from the poison queue the model saw
+        self.attempts = None      # the attempts the last of them showed
+        self.msg_id = None        # its msg_id in the poison queue
+        self.dl_msg_id = None     # its msg_id in the dead-letter queue
+
+
 class QueueModel:
     name = "queue"
     kazoo = True
@@ -65,6 +93,13 @@ class QueueModel:
         self.served = []       # waiters served since the last settling: (session, t0, queue)
         self.kheld = {}        # (k.idx, q) -> body
         self.unseen = {}       # q -> items dequeues that did not answer may have claimed
+        # the poison queue and its dead-letter queue (see the docstring)
+        self.pq = "%s-pq" % h.ns
+        self.dlq = self.pq + ".dlq"
+        self.pmax = h.setup.get("dlq_max", 2)
+        self.pitems = {}       # body -> PItem
+        self.punseen = 0       # hand-outs of the poison queue that failed calls may have made
+        self.policy_set = False
 
     # ---- model helpers
     def free(self, q):
@@ -103,6 +138,13 @@ class QueueModel:
     # ---- generation
     def gen(self, r, s):
         h = self.h
+        if not s.xact and r.random() < 0.4:
+            y = r.random()
+            if y < 0.4:
+                return {"k": "penq", "b": [h.new_id("x") for _ in range(r.choice([1, 1, 2, 3]))]}
+            if y < 0.9:
+                return {"k": "poison", "m": r.choice([1, 2, 3]), "t": r.choice([None, "0", "200ms"])}
+            return {"k": "pdlq"}
         q = r.randrange(len(self.queues))
         x = r.random()
         if x < 0.30:
@@ -143,10 +185,16 @@ class QueueModel:
             return not held
         return True
 
+    def applicable(self, s, op):
+        return not s.xact if op["k"] in ("penq", "poison", "pdlq") else True
+
     # ---- execution
     def execute(self, s, op):
         h = self.h
         k = op["k"]
+        if k in ("penq", "poison", "pdlq"):
+            s.touched.add("queue")
+            return self.execute_p(s, op)
         q = op["qn"] = self.queues[op["q"]]
         s.touched.add("queue")
         if k == "enq":
@@ -294,6 +342,198 @@ class QueueModel:
             self.h.anomaly("queue-purge", "zk_queue_purge(%s) = %s, the model %d" % (op["qn"], r.rows[0][0], len(free)))
         for it in free:
             it.st = "purged"
+
+    # ---- the poison queue and its dead-letter queue
+    def set_policy(self, s, op):
+        if self.policy_set:
+            return True
+        r = self.h.sql(s, op, "SELECT zk_queue_set_policy(%s, %s, %s)", (self.pq, self.pmax, self.dlq), FAST)
+        if not r.ok:
+            self.h.unexpected(s, op, r)
+            self.h.after(s, op, r)
+            return False
+        self.policy_set = True
+        return True
+
+    def execute_p(self, s, op):
+        h = self.h
+        k = op["k"]
+        if k == "penq":
+            if not self.set_policy(s, op):
+                return
+            bs = op["b"] if isinstance(op["b"], list) else [op["b"]]
+            r = h.sql(s, op, "SELECT zk_enqueue(%s, %s::text[])", (self.pq, bs), FAST)
+            if r.ok:
+                for b in bs:
+                    self.pitems[b] = PItem(b)
+            elif r.pending:
+                h.anomaly("slow-call", "%s by %s did not answer within %.0fs" % (op["sql"], s.name, FAST))
+                h.recover(s)
+                for b in bs:
+                    self.pitems[b] = PItem(b)   # maybe: its fate unknown
+                    self.pitems[b].st = "maybe"
+            else:
+                h.unexpected(s, op, r)
+            h.after(s, op, r)
+        elif k == "poison":
+            self.poison(s, op, op["m"], op["t"])
+        elif k == "pdlq":
+            r = h.sql(s, op, "SELECT msg_id, body, attempts, origin, origin_msg_id, origin_attempts"
+                             " FROM zk_queue_peek(%s, 1000)", (self.dlq,), FAST)
+            if r.ok:
+                self.dead_letters(s, r.rows, "zk_queue_peek(%s)" % self.dlq, peek=True)
+            else:
+                h.unexpected(s, op, r)
+            h.after(s, op, r)
+
+    def poison(self, s, op, m, t):
+        """BEGIN; a dequeue of up to m items of the poison queue; ROLLBACK.
+        Returns the rows (None when the dequeue failed)."""
+        h = self.h
+        r = h.sql(s, op, "BEGIN", None, FAST)
+        if not r.ok:
+            h.unexpected(s, op, r)
+            h.after(s, op, r)
+            return None
+        if t is None:
+            sql, args, what = "zk_try_dequeue(%s, %s)", (self.pq, m), "zk_try_dequeue"
+        else:
+            sql, args, what = "zk_dequeue(%s, %s::interval, %s)", (self.pq, t, m), "zk_dequeue(%s)" % t
+        r = h.sql(s, op, "SELECT msg_id, body, attempts, origin FROM " + sql, args, FAST + 0.5)
+        if r.pending:
+            h.anomaly("slow-call", "%s by %s did not answer within %.1fs" % (op["sql"], s.name, FAST + 0.5))
+            r = h.recover(s)
+        rows = None
+        if r.ok:
+            rows = r.rows
+            self.p_handouts(s, rows, what, m)
+        else:
+            self.punseen += m
+            h.unexpected(s, op, r)
+        if r.broken:
+            h.after(s, op, r)
+            return rows
+        rb = h.sql(s, {"r": "queue"}, "ROLLBACK", None, FAST)
+        if not rb.ok:
+            h.unexpected(s, op, rb)
+            h.after(s, op, rb)
+        return rows
+
+    def p_handouts(self, s, rows, what, m):
+        """Hand-outs from the poison queue (each then rolled back)."""
+        h = self.h
+        if len(rows) > m:
+            h.anomaly("queue-max-items", "%s returned %d rows, max_items %d" % (what, len(rows), m))
+        for msg_id, b, att, origin in rows:
+            it = self.pitems.get(b)
+            if it is None:
+                h.anomaly("queue-phantom", "%s on %s returned %r, never enqueued there" % (what, self.pq, b))
+                continue
+            if it.st == "maybe":
+                it.st = "free"
+            if origin is not None:
+                h.anomaly("queue-dlq-origin", "%s on %s returned %s with origin %r: not a dead letter"
+                          % (what, self.pq, b, origin))
+            if it.st != "free":
+                h.anomaly("queue-dlq-again", "%s by %s handed %s out from %s, which is %s in %s"
+                          % (what, s.name, b, self.pq, "consumed" if it.st == "gone" else "already",
+                             self.dlq))
+            if it.msg_id is not None and it.msg_id != msg_id:
+                h.anomaly("queue-msg-id", "item %s had msg_id %s, now %s" % (b, it.msg_id, msg_id))
+            it.msg_id = msg_id
+            it.handouts += 1
+            h.tallies["poison hand-outs"] += 1
+            slack = max(self.punseen, 0)
+            if it.handouts > self.pmax:
+                h.anomaly("queue-dlq-beyond-max", "%s by %s handed %s out once more, hand-out %d (attempts %s), max_attempts %d"
+                          % (what, s.name, b, it.handouts, att, self.pmax))
+            elif att is None or att > self.pmax:
+                h.anomaly("queue-dlq-beyond-max", "%s by %s handed %s out with attempts %s, max_attempts %d"
+                          % (what, s.name, b, att, self.pmax))
+            elif att < it.handouts or att > it.handouts + slack:
+                h.anomaly("queue-attempts", "%s by %s handed %s out with attempts %s, the model saw %d hand-outs"
+                          " (this one included) and at most %d more unseen" % (what, s.name, b, att, it.handouts, slack))
+            elif it.attempts is not None and att <= it.attempts:
+                h.anomaly("queue-attempts", "%s by %s handed %s out with attempts %s, after %s the last time"
+                          % (what, s.name, b, att, it.attempts))
+            it.attempts = att
+
+    def dead_letters(self, s, rows, what, peek):
+        """Rows of the dead-letter queue: (msg_id, body, attempts, origin,
+        origin_msg_id, origin_attempts)."""
+        h = self.h
+        ids = [row[0] for row in rows]
+        if len(set(ids)) != len(ids):
+            h.anomaly("queue-dlq-dup", "%s listed a msg_id twice: %r" % (what, rows))
+        bodies = [row[1] for row in rows]
+        for b in set(bodies):
+            if bodies.count(b) > 1:
+                h.anomaly("queue-dlq-dup", "%s listed %s %d times" % (what, b, bodies.count(b)))
+        for msg_id, b, att, origin, om, oa in rows:
+            it = self.pitems.get(b)
+            if it is None:
+                h.anomaly("queue-dlq-phantom", "%s listed %r, never enqueued in %s" % (what, b, self.pq))
+                continue
+            if it.st == "maybe":
+                it.st = "free"
+            if origin != self.pq or oa != self.pmax:
+                h.anomaly("queue-dlq-header", "%s: dead letter %s has origin %r and origin_attempts %r, the model"
+                          " %r and %d" % (what, b, origin, oa, self.pq, self.pmax))
+            if it.msg_id is not None and om != it.msg_id:
+                h.anomaly("queue-dlq-header", "%s: dead letter %s has origin_msg_id %r, its msg_id in %s was %s"
+                          % (what, b, om, self.pq, it.msg_id))
+            if not (self.pmax - max(self.punseen, 0) <= it.handouts <= self.pmax):
+                h.anomaly("queue-dlq-early", "%s: %s is a dead letter after %d hand-outs the model saw "
+                          "(at most %d more unseen), max_attempts %d"
+                          % (what, b, it.handouts, max(self.punseen, 0), self.pmax))
+            if it.st == "gone":
+                h.anomaly("queue-dlq-dup", "%s: dead letter %s is there again after it was consumed" % (what, b))
+            if it.dl_msg_id is not None and it.dl_msg_id != msg_id:
+                h.anomaly("queue-dlq-dup", "%s: dead letter %s has msg_id %s, %s before: moved twice"
+                          % (what, b, msg_id, it.dl_msg_id))
+            it.dl_msg_id = msg_id
+            exp = 0 if peek else 1
+            if att != exp:
+                h.anomaly("queue-attempts", "%s: dead letter %s shows attempts %r, the model %d" % (what, b, att, exp))
+            it.st = "dead" if peek else "gone"
+            if not peek:
+                h.tallies["dead letters"] += 1
+
+    def final_poison(self, s):
+        """Poison steps until the poison queue is empty, then a drain of the
+        dead-letter queue: every item was moved there exactly once."""
+        h = self.h
+        if not self.pitems:
+            return
+        for _ in range(self.pmax + 5):
+            op = {"k": "poison", "r": "queue"}
+            rows = self.poison(s, op, 100, "1s")
+            if rows is None:
+                return
+            if not rows:
+                r = h.sql(s, {"r": "queue"}, "SELECT zk_queue_length(%s)", (self.pq,), FAST)
+                if r.ok and r.rows[0][0] == 0:
+                    break
+        for _ in range(20):
+            op = {"k": "pdrain", "r": "queue"}
+            r = h.sql(s, op, "BEGIN", None, FAST)
+            r = h.sql(s, op, "SELECT msg_id, body, attempts, origin, origin_msg_id, origin_attempts"
+                             " FROM zk_dequeue(%s, '1s', 100)", (self.dlq,), FAST + 1)
+            if not r.ok:
+                h.anomaly("queue-drain", "drain of %s: %r" % (self.dlq, r))
+                h.after(s, op, r)
+                return
+            self.dead_letters(s, r.rows, "zk_dequeue(%s)" % self.dlq, peek=False)
+            c = h.sql(s, {"r": "queue"}, "COMMIT", None, FAST)
+            if not c.ok:
+                h.anomaly("commit-failed", "COMMIT of the drain of %s: %r" % (self.dlq, c))
+                return
+            if not r.rows:
+                break
+        for it in self.pitems.values():
+            if it.st != "gone" and it.st != "maybe":
+                h.anomaly("queue-dlq-lost", "item %s of %s (%d hand-outs seen) is not in %s after the drain"
+                          % (it.body, self.pq, it.handouts, self.dlq))
 
     # ---- kazoo
     def kqueue(self, k, q):
@@ -450,3 +690,4 @@ class QueueModel:
                 h.anomaly("queue-lost", "committed item %s (%s) is %s after the drain" % (it.body, it.q, it.st))
             if it.committed and it.st == "done" and it.consumed != 1:
                 h.anomaly("queue-dup", "item %s consumed %d times" % (it.body, it.consumed))
+        self.final_poison(s)

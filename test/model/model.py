@@ -176,19 +176,22 @@ class Figures:
         self.histories = collections.Counter()
         self.calls = collections.Counter()
         self.anomalies = collections.Counter()
+        self.tallies = collections.Counter()   # what the models count beside calls (h.tallies)
         self.failed = []          # (seed, steps, kinds, shrunk trace)
 
     def add(self, h, mode="exact"):
         self.histories[mode] += 1
         self.calls.update(h.calls)
+        self.tallies.update(getattr(h, "tallies", {}))
 
     def line(self):
         calls = ", ".join("%s %d" % (k, v) for k, v in sorted(self.calls.items()))
         an = ", ".join("%s %d" % (k, v) for k, v in sorted(self.anomalies.items())) or "none"
-        return ("histories %d (%s); calls %d (%s); anomalies %d (%s)"
+        ev = "".join("; %s %d" % kv for kv in sorted(self.tallies.items()))
+        return ("histories %d (%s); calls %d (%s)%s; anomalies %d (%s)"
                 % (sum(self.histories.values()),
                    ", ".join("%s %d" % kv for kv in sorted(self.histories.items())),
-                   sum(self.calls.values()), calls, sum(self.anomalies.values()), an))
+                   sum(self.calls.values()), calls, ev, sum(self.anomalies.values()), an))
 
 
 def replay_cmd(args, seed, steps):

@@ -13,6 +13,12 @@
 # zk_dequeue('eo', '1s', 1..3), sometimes hold the claims 0.05-0.4 s, INSERT
 # each row's (body, msg_id) into consumed in the same transaction, then
 # commit or roll back (25 %).  Clients tolerate every error and reconnect.
+# Queue 'eo' has a dead-letter policy (zk_queue_set_policy('eo', 3,
+# 'eo.dlq')); about one id in twelve is poison (LABEL-pN-SEQ-poison, at
+# priority 500), which every consumer rolls back, so the policy moves it to
+# eo.dlq at its fourth claim, and one consumer per cluster consumes eo.dlq,
+# recording each dead letter (origin, origin_msg_id, origin_attempts) in a
+# table dead_letters in the same transaction.
 # While they run (ZKLOCK_QUEUE_FAULT_SECONDS, default 45) the test injects,
 # spaced out, each fault at least once:
 #   - ZooKeeper SIGKILLed, restarted 3 s later;
@@ -39,7 +45,12 @@
 #   every id in produced was consumed exactly once, no consumed id was never
 #   produced (a rolled-back or savepoint-rolled-back enqueue published), no
 #   msg_id twice, no id with two msg_ids; nothing left under entries, taken
-#   or txns; zk_status().entries_used back to 0 on A and B2.
+#   or txns; zk_status().entries_used back to 0 on A and B2; and (the drain
+#   rolls back poison items until they are moved, then drains eo.dlq) every
+#   poison item dead-lettered exactly once and never consumed from eo, its
+#   dead letter with origin 'eo', origin_msg_id its msg_id there, 3 hand-outs
+#   and its payload, no hand-out from eo beyond the third, no ordinary item
+#   dead-lettered without 3 hand-outs, no id both consumed and dead-lettered.
 # It prints "produced N, consumed N (rows N), lost N, duplicated N, phantom N"
 # and, for each anomaly, the transactions involved and the fault before them.
 #
@@ -82,7 +93,8 @@
 # pid, new session id, B2 out of recovery...) and to have left work for the
 # resolution, ZooKeeper is counted through ZooKeeper, and the checker itself
 # is run once on mutated data (a consumed row removed, one duplicated, a
-# phantom added) and must report each.
+# phantom added, a dead letter with 4 hand-outs, one dead letter twice) and
+# must report each.
 #
 # zklock-tap: serial (tools/test.sh runs it alone: it loads the machine or
 # times faults against the session timeout)
@@ -610,6 +622,15 @@ is($fig->{acked_consumer_missing}, 0, 'every acknowledged dequeue COMMIT is in c
 is($fig->{aborted_producer_present}, 0, 'no rolled-back or refused enqueue is in produced');
 is($fig->{attempts_undercount}, 0, 'no hand-out showed fewer attempts than the hand-outs of its item the clients saw');
 is($fig->{attempts_not_increasing}, 0, "every item's attempts grew from one hand-out to the next");
+foreach my $k (qw(attempts_over_max poison_consumed poison_not_dead_lettered dead_letter_dups
+	dead_letter_msg_id_dups dead_letter_and_consumed dead_letter_phantom dead_letter_bad_origin
+	dead_letter_bad_attempts dead_letter_mismatch ordinary_dead_lettered_unexplained))
+{
+	is($fig->{$k}, 0, "dead-letter policy: $k (" . fv($k) . ')');
+}
+cmp_ok($fig->{dead_letters} // 0, '>=', 1,
+	'poison items dead-lettered: ' . fv('dead_letters') . ' of ' . fv('poison_produced') . ' (hand-outs '
+	  . fv('poison_handouts') . ', ordinary items dead-lettered by faults ' . fv('ordinary_dead_lettered') . ')');
 cmp_ok($fig->{handed_out_again} // 0, '>=', 1,
 	'items handed out again after a rollback: ' . fv('handed_out_again') . ' (attempts up to ' . fv('attempts_max') . ')');
 is($crc, 0, "the checker's verdict: " . ($fig->{verdict} // '?'));
@@ -636,8 +657,10 @@ my ($mrc, $mout, $merr) = py([ $RUN, 'check', '--dir', $dir, '--host', $host, '-
 my ($mj) = $mout =~ /^QUEUE-CHECK (\{.*\})\s*$/m;
 my $mfig = defined $mj ? decode_json($mj) : {};
 ok($mrc == 1 && ($mfig->{lost} // 0) >= 1 && ($mfig->{duplicated} // 0) >= 1 && ($mfig->{phantom} // 0) >= 1
-	  && ($mfig->{msg_id_dups} // 0) >= 1 && ($mfig->{attempts_undercount} // 0) >= 1,
-	'on mutated data the checker reports a lost, a duplicated and a phantom item, a lost delivery count, and fails')
+	  && ($mfig->{msg_id_dups} // 0) >= 1 && ($mfig->{attempts_undercount} // 0) >= 1
+	  && ($mfig->{dead_letter_bad_attempts} // 0) >= 1 && ($mfig->{dead_letter_dups} // 0) >= 1,
+	'on mutated data the checker reports a lost, a duplicated and a phantom item, a lost delivery count, '
+	  . 'a dead letter with a wrong origin_attempts and one twice, and fails')
   or diag "$mout\n$merr";
 
 #

@@ -21,7 +21,10 @@
 # and a consumer on each cluster, committing or rolling back at random)
 # rides out the same faults; afterwards the queue is drained and checked:
 # no item lost, none consumed twice, none of a rolled-back enqueue
-# consumed, no claim, entry or transaction node left in ZooKeeper.
+# consumed, no claim, entry or transaction node left in ZooKeeper.  The queue
+# has a dead-letter policy (3 hand-outs, then eo.dlq) and poison items that
+# every consumer rolls back: each must be dead-lettered exactly once, with
+# its origin, msg_id there and 3 hand-outs, never consumed from the queue.
 #
 # A short control run, in which the clients do not take the lock, must be
 # failed by the same checker with overlaps: the checker can fail.
@@ -136,6 +139,17 @@ is($fig->{queue_acked_consumer_missing}, 0, 'queue: every acknowledged dequeue C
 is($fig->{queue_attempts_undercount}, 0,
 	'queue: no hand-out showed fewer attempts than the hand-outs of that item the clients saw');
 is($fig->{queue_attempts_not_increasing}, 0, 'queue: every item\'s attempts grew from one hand-out to the next');
+# the queue's dead-letter policy (poison items, queue_run.py)
+foreach my $k (qw(attempts_over_max poison_consumed poison_not_dead_lettered dead_letter_dups
+	dead_letter_msg_id_dups dead_letter_and_consumed dead_letter_phantom dead_letter_bad_origin
+	dead_letter_bad_attempts dead_letter_mismatch ordinary_dead_lettered_unexplained))
+{
+	is($fig->{"queue_$k"}, 0, "queue: dead-letter policy: $k");
+}
+cmp_ok($fig->{queue_dead_letters} // 0, '>=', 1,
+	'queue: poison items dead-lettered: ' . ($fig->{queue_dead_letters} // 0));
+is_deeply($fig->{queue_dlq_left}, { entries => 0, taken => 0 },
+	'queue: after the drain nothing is left in the dead-letter queue (counted through ZooKeeper)');
 is_deeply($fig->{queue_left}, { entries => 0, taken => 0, txns => 0 },
 	'queue: after the drain no entry, claim or transaction node is left (counted through ZooKeeper)');
 cmp_ok($fig->{queue_produced} // 0, '>=', 20, 'queue: items produced: ' . ($fig->{queue_produced} // 0));
