@@ -717,6 +717,8 @@ q_listing_done(QState *q)
 	{
 		/* the queue's nodes are missing: create them and list again */
 		q->parents_ok = false;
+		if (q->policy == QPOL_KNOWN)
+			q->policy = QPOL_UNKNOWN;	/* and read its policy then */
 		if (++q->loops > 3)
 		{
 			q->loops = 0;
@@ -746,6 +748,19 @@ q_listing_done(QState *q)
 		q_retry(q);
 		return;
 	}
+	if (q->policy == QPOL_KNOWN && q->list.cv_ok && q->policy_czxid != 0 &&
+		q->list.czxid != q->policy_czxid)
+	{
+		/* another incarnation of the queue (dropped, made again): its policy */
+		q->policy = QPOL_UNKNOWN;
+		q->again = true;
+		q->ncand = 0;
+		zk_q_listing_free(&q->list);
+		zk_q_round_done(q);
+		return;
+	}
+	if (q->policy == QPOL_KNOWN && q->list.cv_ok && q->policy_czxid == 0)
+		q->policy_czxid = q->list.czxid;	/* read before entries existed */
 	if (q->policy != QPOL_KNOWN)
 	{
 		/* its read failed (the listing's answer came after it): again */

@@ -283,20 +283,31 @@ delay_listed(int rc, const struct String_vector *sv, const void *data)
 			}
 			else
 			{
+				/*
+				 * In name order (due time, priority, then the order they
+				 * were published in): ZooKeeper lists children in no
+				 * order, and the moves create the items in the order sent
+				 */
+				char	  **names = palloc(sizeof(char *) * Max(sv->count, 1));
+
+				for (i = 0; i < sv->count; i++)
+					names[i] = sv->data[i];
+				qsort(names, sv->count, sizeof(char *), zk_q_cmp_names);
 				for (i = 0; i < sv->count; i++)
 				{
 					int64		due;
 					int			prio;
 
-					if (!delay_parse(sv->data[i], &due, &prio))
+					if (!delay_parse(names[i], &due, &prio))
 						continue;	/* another client's: not ours */
 					if (due > now)
 						delay_again_at(q, due);
 					else if (q->dmoving < ZKQ_DELAY_MOVES_MAX)
-						delay_move(q, sv->data[i]);
+						delay_move(q, names[i]);
 					else
 						q->dstate = QDELAY_UNKNOWN;	/* the rest after these */
 				}
+				pfree(names);
 			}
 			/* nothing to move: a try that waited for this listing goes on */
 			if (q->dmoving == 0 && q->waiters != NIL && q->list.pending == 0 &&

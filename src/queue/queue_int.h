@@ -196,6 +196,9 @@ typedef struct QState
 	QPolicy		policy;
 	uint32		policy_seq;		/* reads sent: only the last one counts */
 	int32		policy_version; /* the queue node's data version */
+	int64		policy_czxid;	/* entries' czxid when it was read: a queue
+								 * dropped and made again (its version
+								 * counted anew) is read again */
 	int			max_attempts;	/* 0: none (or not believed) */
 	char		dlq_path[ZK_PATH_MAX];	/* the dead-letter queue's node */
 	TimestampTz dl_blocked_until;	/* moves refused: hand items out till then */

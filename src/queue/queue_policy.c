@@ -27,7 +27,11 @@
  *	  parents (queue_consume.c), once per session and whenever a claim
  *	  finds the version changed: every claim's multi checks the queue
  *	  node's version (queue_claim.c), so a claim is made under the policy
- *	  the worker knows, and a changed policy fails it and is read again.  A
+ *	  the worker knows, and a changed policy fails it and is read again.
+ *	  A version counts again from 0 in a queue dropped and made again, so
+ *	  the read also notes the czxid of the queue's entries, and a listing
+ *	  that finds other entries (queue_consume.c) reads the policy again
+ *	  before any claim.  A
  *	  policy in a node whose ACL lets another identity than zklock's write
  *	  it is not believed (a WARNING says so): anyone could have written it.
  *
@@ -118,6 +122,7 @@ typedef struct PolicyRead
 	int			pending;		/* answers still to come */
 	int			rc_data;
 	int			rc_acl;
+	int64		ent_czxid;		/* entries' czxid (0: none), read after the data */
 	bool		open;			/* a foreign identity may write the node */
 	int32		version;
 	QPolicyData what;
@@ -134,6 +139,7 @@ policy_read_finish(PolicyRead *r)
 	if (q == NULL || q->policy != QPOL_READING || r->seq != q->policy_seq ||
 		r->session != zk_cur_session)
 		return;					/* forgotten, or read again since */
+	q->policy_czxid = r->ent_czxid;
 	if (r->rc_data == ZNONODE)
 	{
 		/* no queue node yet: made empty by the round's creates */
@@ -237,6 +243,23 @@ policy_acl_done(int rc, struct ACL_vector *acl, struct Stat *stat, const void *d
 	NONE_COMPLETION_END;
 }
 
+/* Completion of the zoo_aexists of entries sent by zk_q_policy_read() */
+static void
+policy_entries_done(int rc, const struct Stat *stat, const void *data)
+{
+	DATA_COMPLETION_BEGIN(PolicyRead, r, data)
+	{
+		r->ent_czxid = (rc == ZOK && stat != NULL) ? stat->czxid : 0;
+		if (--r->pending == 0)
+		{
+			policy_read_finish(r);
+			pfree(r);
+			r = NULL;
+		}
+	}
+	NONE_COMPLETION_END;
+}
+
 /*
  * Read queue q's policy: its node's data and ACL, pipelined (their answers
  * come before those of anything sent after them).  q->policy is
@@ -263,6 +286,14 @@ zk_q_policy_read(QState *q)
 		r->pending++;
 	else
 		r->rc_acl = ZCONNECTIONLOSS;
+	/* which incarnation of the queue this policy is of (queue_consume.c) */
+	{
+		char		epath[ZK_PATH_MAX];
+
+		snprintf(epath, sizeof(epath), "%s/entries", q->path);
+		if (zoo_aexists(zk_zh, epath, 0, policy_entries_done, r) == ZOK)
+			r->pending++;
+	}
 }
 
 /* ---- zk_queue_set_policy (ZKQI_SET_POLICY) ---- */

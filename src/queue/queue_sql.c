@@ -651,7 +651,7 @@ zk_queue_drop(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_OBJECT_IN_USE),
 					 errmsg("cannot drop zklock queue \"%s\" because it is not empty", shown),
 					 errdetail("%s; nothing was dropped.", why),
-					 errhint("Consume the items (or delete the unclaimed ones with zk_queue_purge), wait until the transactions that claimed items have ended, then drop it.")));
+					 errhint("Consume the items (or delete the unclaimed ones with zk_queue_purge), wait until the transactions that claimed items have ended and delayed items are due and consumed, then drop it.")));
 			break;
 		case ZKQ_DROP_IN_USE:
 			ereport(ERROR,
