@@ -364,6 +364,21 @@ q_is_waiter(QState *q, ZkEntry *e)
 	return false;
 }
 
+/*
+ * A request about one of e's claims (a give-back, a dead letter's move) is
+ * answered: drive e once nothing more is out, unless a round of q it is in
+ * decides at its end; and kick q's waiters, who may take what came free
+ */
+static void
+slot_request_done(ZkEntry *e, QState *q)
+{
+	if (e != NULL && e->outstanding > 0 && --e->outstanding == 0 &&
+		(q == NULL || !q_is_waiter(q, e)))
+		zk_kind_drive(e);
+	if (q != NULL && q->waiters != NIL && q->list.pending == 0 && q->inflight == 0)
+		zk_q_round_hooks.kick(q);
+}
+
 /* Completion of the zoo_adelete sent by claim_read() */
 static void
 give_back_done(int rc, const void *data)
@@ -398,11 +413,7 @@ give_back_done(int rc, const void *data)
 			else
 				zk_q_claims_of(e)[g->slot].status = ZKQC_DOUBT;	/* read it again */
 		}
-		if (e != NULL && e->outstanding > 0 && --e->outstanding == 0 &&
-			(q == NULL || !q_is_waiter(q, e)))
-			zk_kind_drive(e);	/* a round it is in decides at its end */
-		if (q != NULL && q->waiters != NIL && q->list.pending == 0 && q->inflight == 0)
-			zk_q_round_hooks.kick(q);
+		slot_request_done(e, q);
 	}
 	COMPLETION_END(e);
 	pfree(g);
@@ -785,11 +796,7 @@ dead_letter_done(int rc, const void *data)
 			else
 				c[dl->slot].status = ZKQC_DOUBT;	/* read it again */
 		}
-		if (e != NULL && e->outstanding > 0 && --e->outstanding == 0 &&
-			(q == NULL || !q_is_waiter(q, e)))
-			zk_kind_drive(e);	/* a round it is in decides at its end */
-		if (q != NULL && q->waiters != NIL && q->list.pending == 0 && q->inflight == 0)
-			zk_q_round_hooks.kick(q);
+		slot_request_done(e, q);
 	}
 	COMPLETION_END(e);
 	pfree(dl->data);

@@ -193,6 +193,17 @@ policy_read_finish(PolicyRead *r)
 	zk_q_send_ensure_queue(q->dlq_path);
 }
 
+/* One answer of r is in: after the last, apply it and free r (true) */
+static bool
+policy_read_answered(PolicyRead *r)
+{
+	if (--r->pending > 0)
+		return false;
+	policy_read_finish(r);
+	pfree(r);
+	return true;
+}
+
 /* Completion of the zoo_aget sent by zk_q_policy_read() */
 static void
 policy_data_done(int rc, const char *value, int value_len,
@@ -209,12 +220,8 @@ policy_data_done(int rc, const char *value, int value_len,
 		}
 		else if (rc == ZOK)
 			r->rc_data = ZSYSTEMERROR;
-		if (--r->pending == 0)
-		{
-			policy_read_finish(r);
-			pfree(r);
+		if (policy_read_answered(r))
 			r = NULL;
-		}
 	}
 	NONE_COMPLETION_END;
 }
@@ -233,12 +240,8 @@ policy_acl_done(int rc, struct ACL_vector *acl, struct Stat *stat, const void *d
 				acl->data[i].id.scheme != NULL && acl->data[i].id.id != NULL &&
 				zk_acl_id_foreign(acl->data[i].id.scheme, acl->data[i].id.id))
 				r->open = true;
-		if (--r->pending == 0)
-		{
-			policy_read_finish(r);
-			pfree(r);
+		if (policy_read_answered(r))
 			r = NULL;
-		}
 	}
 	NONE_COMPLETION_END;
 }
@@ -250,12 +253,8 @@ policy_entries_done(int rc, const struct Stat *stat, const void *data)
 	DATA_COMPLETION_BEGIN(PolicyRead, r, data)
 	{
 		r->ent_czxid = (rc == ZOK && stat != NULL) ? stat->czxid : 0;
-		if (--r->pending == 0)
-		{
-			policy_read_finish(r);
-			pfree(r);
+		if (policy_read_answered(r))
 			r = NULL;
-		}
 	}
 	NONE_COMPLETION_END;
 }
