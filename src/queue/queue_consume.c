@@ -113,6 +113,7 @@ void
 zk_q_idle(QState *q)
 {
 	q->want_twatch = false;
+	q->dwant_watch = false;
 	if (!q->ewatch && !q->twatch && !q->dwatch)
 	{
 		if (q->idle_since != 0)

@@ -144,7 +144,7 @@ delay_move_over(DelayCall *c)
 	{
 		q->dmoving--;
 		if (q->dmoving == 0 && q->dstate == QDELAY_UNKNOWN && zk_session_usable())
-			delay_list(q, q->waiters != NIL);
+			delay_list(q, q->dwant_watch);
 		/*
 		 * The moves a round's waiters may be waiting for (a try answers
 		 * "empty" only once none is out) are over: a round lists again
@@ -351,7 +351,7 @@ delay_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 			if (q->dstate != QDELAY_LISTING)
 				q->dstate = QDELAY_UNKNOWN;
 			if (q->dmoving == 0 && zk_session_usable())
-				delay_list(q, q->waiters != NIL);
+				delay_list(q, q->dwant_watch);
 		}
 	}
 	NONE_COMPLETION_END;
@@ -395,6 +395,7 @@ delay_list(QState *q, bool watch)
 void
 zk_q_delay_round(QState *q, bool watch)
 {
+	q->dwant_watch = watch;
 	/* known without a watch: as of the last listing only, so list again */
 	if (!q->dwatch && q->dstate == QDELAY_KNOWN)
 		q->dstate = QDELAY_UNKNOWN;
@@ -432,7 +433,7 @@ zk_q_delay_tick(void)
 		if (q->dstate != QDELAY_LISTING)
 			q->dstate = QDELAY_UNKNOWN;
 		if (q->dmoving == 0)
-			delay_list(q, q->waiters != NIL);
+			delay_list(q, q->dwant_watch);
 	}
 }
 

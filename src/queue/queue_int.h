@@ -207,6 +207,7 @@ typedef struct QState
 	QDelay		dstate;
 	uint32		dseq;			/* listings sent: only the last one counts */
 	bool		dwatch;			/* children watch on delayed set/sent */
+	bool		dwant_watch;	/* ... wanted: someone waits for an item */
 	int			dmoving;		/* moves into entries in flight */
 	int64		next_due_ms;	/* the earliest not due yet (Unix ms), or 0 */
 	int			ndelayed;		/* children of delayed at the last listing */

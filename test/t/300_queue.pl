@@ -16,7 +16,7 @@
 # rollback, ROLLBACK TO SAVEPOINT, a cancel after the claim, or a terminated
 # backend puts the item back where it was.  Waits end with cancel, the
 # timeout argument and statement_timeout; five waiters on one empty queue
-# cost one children watch (mntr's zk_watch_count) and are served in arrival
+# cost two children watches, entries and delayed (mntr's zk_watch_count), and are served in arrival
 # order, the first by an item from kazoo; a waiter wakes when the claim on
 # the only item is released.  The zk_queues view shows items, claims and
 # waiters.  On a hot standby, dequeue and enqueue (of an array too, even an
@@ -384,7 +384,8 @@ ok($r->{done} && time() - $t0 < 3, sprintf('within %.2fs of the ROLLBACK', time(
 ok(drained('busy'), 'consumed (autocommit)');
 
 #
-# Five backends waiting on one empty queue: one children watch on entries,
+# Five backends waiting on one empty queue: one children watch on entries
+# and one on delayed (a try sets none),
 # served in arrival order.  ZooKeeper 3.8 lists only data watches in wchp and
 # wchc, so the children watches are counted with mntr's zk_watch_count (data
 # and children watches of all sessions), against a baseline taken just before.
@@ -419,12 +420,13 @@ foreach my $i (1 .. 5)
 	sleep 0.2;
 	push @w, $s;
 	my $n;
-	wait_until(sub { $n = zk_watch_count($zk); $n == $base + 1 }, 5, 0.1);
+	wait_until(sub { $n = zk_watch_count($zk); $n == $base + 2 }, 5, 0.1);
 	push @watches, $n - $base;
 }
 ok(!(grep { !$_->running } @w), 'all five wait');
-is(join(' ', @watches), '1 1 1 1 1', 'one ZooKeeper watch more than before, with 1, 2, 3, 4 and 5 waiters');
-is(arrive_data_watches(), '', 'and no data watch under the queue (the one watch is a children watch)');
+is(join(' ', @watches), '2 2 2 2 2',
+	'two ZooKeeper watches more than before (the items and the delayed items), with 1, 2, 3, 4 and 5 waiters');
+is(arrive_data_watches(), '', 'and no data watch under the queue (both are children watches)');
 
 # item 1 comes from kazoo's LockingQueue (nothing local tells the worker: the
 # watch must), the others from SQL
