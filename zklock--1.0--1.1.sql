@@ -265,6 +265,14 @@ REVOKE ALL ON FUNCTION zk_enqueue(text, bytea[], timestamptz, int) FROM PUBLIC;
 REVOKE ALL ON FUNCTION zk_enqueue(text, text[], interval, int) FROM PUBLIC;
 REVOKE ALL ON FUNCTION zk_enqueue(text, text[], timestamptz, int) FROM PUBLIC;
 REVOKE ALL ON FUNCTION zk_queue_set_policy(text, int, text) FROM PUBLIC;
+
+-- Issue 38: a backoff for an item dequeued (doc/queues.md, "Retry later");
+-- group consume, granted below to the roles that may dequeue
+CREATE FUNCTION zk_retry_later(msg_id bigint, delay interval)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_retry_later_sql' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION zk_retry_later(bigint, interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION zk_queue_move(text, text, int) FROM PUBLIC;
 
 -- Issue 38: zk_enqueue of an array, many items in one call (the elements
@@ -300,6 +308,7 @@ BEGIN
                        ('@extschema@.zk_queues_internal()', '@extschema@.zk_queue_stats()'),
                        ('@extschema@.zk_queue_purge(text)', '@extschema@.zk_queue_set_policy(text,integer,text)'),
                        ('@extschema@.zk_queue_purge(text)', '@extschema@.zk_queue_move(text,text,integer)'),
+                       ('@extschema@.zk_dequeue(text,interval,integer)', '@extschema@.zk_retry_later(bigint,interval)'),
                        ('@extschema@.zk_enqueue(text,bytea,integer)', '@extschema@.zk_enqueue(text,bytea[],integer)'),
                        ('@extschema@.zk_enqueue(text,text,integer)', '@extschema@.zk_enqueue(text,text[],integer)'),
                        ('@extschema@.zk_enqueue(text,bytea,integer)', '@extschema@.zk_enqueue(text,bytea,interval,integer)'),
@@ -367,6 +376,7 @@ AS $$
         ('produce', '@extschema@.zk_enqueue(text,text[],timestamp with time zone,integer)'),
         ('consume', '@extschema@.zk_dequeue(text,interval,integer)'),
         ('consume', '@extschema@.zk_try_dequeue(text,integer)'),
+        ('consume', '@extschema@.zk_retry_later(bigint,interval)'),
         ('consume', '@extschema@.zk_queue_peek(text,integer)'),
         ('consume', '@extschema@.zk_queue_length(text)'),
         ('wait', '@extschema@.zk_barrier_enter(text,integer,interval)'),

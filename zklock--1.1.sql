@@ -411,6 +411,13 @@ CREATE FUNCTION zk_try_dequeue(queue text, max_items int DEFAULT 1)
 RETURNS SETOF zk_message
 AS 'MODULE_PATHNAME', 'zk_try_dequeue_sql' LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
 
+-- the item msg_id this transaction dequeued goes back when it ends, commit
+-- or rollback, and is handed out again only after delay (doc/queues.md,
+-- "Retry later")
+CREATE FUNCTION zk_retry_later(msg_id bigint, delay interval)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_retry_later_sql' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 CREATE FUNCTION zk_queue_length(queue text)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'zk_queue_length' LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -682,6 +689,7 @@ AS $$
         ('produce', '@extschema@.zk_enqueue(text,text[],timestamp with time zone,integer)'),
         ('consume', '@extschema@.zk_dequeue(text,interval,integer)'),
         ('consume', '@extschema@.zk_try_dequeue(text,integer)'),
+        ('consume', '@extschema@.zk_retry_later(bigint,interval)'),
         ('consume', '@extschema@.zk_queue_peek(text,integer)'),
         ('consume', '@extschema@.zk_queue_length(text)'),
         ('wait', '@extschema@.zk_barrier_enter(text,integer,interval)'),

@@ -267,6 +267,11 @@ typedef struct ZkClaimRec
 								 * commit deletes it with the claim */
 	dsa_pointer msg;			/* ZkMsgRec, once read, until the owner has
 								 * copied it out (then freed, under the lock) */
+	int64		msg_id;			/* HELD, copied out: its msg_id (0: none) */
+	int64		hold_ms;		/* HELD: zk_retry_later's time (Unix ms)
+								 * until which the item is held when its
+								 * claim ends, commit or not; 0: none
+								 * (queue_claim.c, "Backoff") */
 } ZkClaimRec;
 
 /* What the owner decided about its queue entry before letting go of it */
@@ -362,6 +367,7 @@ extern void zk_queue_enqueue_array_due(const char *qname, int qlen,
 									   int n, int priority, int64 due_ms);
 extern int	zk_queue_dequeue(const char *qname, int qlen, int max_items, bool try_only,
 							 int64 timeout_ms, zkq_emit_fn emit, void *arg);
+extern bool zk_queue_retry_later(int64 msg_id, int64 until_ms);
 extern ZkEntry *zk_queue_info(ZkQinfoOp op, const char *qname, int qlen, int n, uint64 arg,
 							  uint32 *idx, uint32 *gen, const char *what);
 extern ZkEntry *zk_queue_info_named(ZkQinfoOp op, const char *qname, int qlen, int n,

@@ -842,6 +842,8 @@ free_payloads(uint32 idx, uint32 gen)
 		for (i = 0; i < ZKQ(e)->max_items; i++)
 			if (c[i].status == ZKQC_HELD && DsaPointerIsValid(c[i].msg))
 			{
+				/* what zk_retry_later finds it by */
+				c[i].msg_id = ((ZkMsgRec *) dsa_get_address(area, c[i].msg))->msg_id;
 				dsa_free(area, c[i].msg);
 				c[i].msg = InvalidDsaPointer;
 			}
@@ -975,6 +977,44 @@ zk_queue_dequeue(const char *qname, int qlen, int max_items, bool try_only,
 	}
 	free_payloads(idx, gen);
 	return n;
+}
+
+/*
+ * zk_retry_later: the item msg_id that this transaction holds is to be
+ * held until until_ms (Unix ms; 0: not held) once its claim ends, commit
+ * or not (queue_claim.c, "Backoff").  False when no claim of this
+ * transaction or of its open savepoints has that item.
+ */
+bool
+zk_queue_retry_later(int64 msg_id, int64 until_ms)
+{
+	ListCell   *lc;
+	bool		found = false;
+	dsa_area   *area;
+
+	if (msg_id == 0 || held_claims == NIL || zk_ctl == NULL)
+		return false;
+	area = zk_dsa();
+	zk_backend_lock(LW_EXCLUSIVE);
+	foreach(lc, held_claims)
+	{
+		HeldClaim  *hc = lfirst(lc);
+		ZkEntry    *e = zk_entry(hc->idx);
+		ZkClaimRec *c;
+		int			i;
+
+		if (e->gen != hc->gen || e->state == ZKE_FREE || !DsaPointerIsValid(ZKQ(e)->claims))
+			continue;
+		c = dsa_get_address(area, ZKQ(e)->claims);
+		for (i = 0; i < ZKQ(e)->max_items; i++)
+			if (c[i].status != ZKQC_FREE && c[i].msg_id == msg_id)
+			{
+				c[i].hold_ms = until_ms;
+				found = true;
+			}
+	}
+	LWLockRelease(zk_ctl->lock);
+	return found;
 }
 
 /* ---- one-off reads ---- */

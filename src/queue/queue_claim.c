@@ -946,10 +946,12 @@ typedef struct EndOp
 	uint32		gen;
 	int			nops;
 	int			nentries;		/* of which deletes of entries */
+	int			nholds;			/* claims made holds (two ops each) */
 	bool		verify;
 	zoo_op_t   *ops;
 	zoo_op_result_t *res;
 	char	  **paths;
+	char	  **datas;			/* a hold's claim data, or NULL */
 } EndOp;
 
 /* Free an end multi and its paths */
@@ -959,7 +961,12 @@ endop_free(EndOp *eo)
 	int			i;
 
 	for (i = 0; i < eo->nops; i++)
+	{
 		pfree(eo->paths[i]);
+		if (eo->datas[i] != NULL)
+			pfree(eo->datas[i]);
+	}
+	pfree(eo->datas);
 	pfree(eo->paths);
 	pfree(eo->ops);
 	pfree(eo->res);
@@ -967,7 +974,52 @@ endop_free(EndOp *eo)
 }
 
 /*
- * One multi: delete the claims (and, at commit, their items).  After a
+ * Backoff (zk_retry_later, doc/queues.md "Retry later").  A claim whose
+ * owner asked for a backoff is not deleted when it ends, commit or not:
+ * the end multi turns it into a hold instead, two ops in place of the
+ * delete(s):
+ *
+ *	set    taken/<item>            {"zklock_hold":1,"until":<ms>,"index":...}
+ *	create delayed/hold-<ms>-<item>  (empty: the index of holds by due time)
+ *
+ * The item stays where it is and stays claimed, so no zklock or kazoo
+ * consumer takes it meanwhile; its hand-out is counted already.  The hold
+ * names no cluster, so no settling pass or zk_queue_release_cluster takes
+ * it for a claim of theirs, and a claim in doubt read back as a hold is
+ * not ours any more (the end landed).  The index sits among the delayed
+ * items, so every worker that serves the queue lists it, watches it and
+ * sees when it is due without reading it (queue_delay.c), and ends it
+ * with one multi: delete the index and the claim at the version read.  So
+ * the item comes back whoever is up then, as a delayed item does.  The
+ * claim's version is 0 until the set (a claim is created once and never
+ * written), so the set fails on anything else.  A hold the multi cannot
+ * make (refused for good: an old queue without its delayed node whose
+ * create failed too, an ACL) is given up: the claim is released at once,
+ * with a WARNING.
+ */
+#define ZKQ_HOLD_PREFIX		"hold-"
+
+/* The hold's index name (in delayed) and claim data for item node */
+static void
+hold_format(const char *node, int64 until_ms, char **index, char **data)
+{
+	*index = psprintf(ZKQ_HOLD_PREFIX "%013lld-%s", (long long) until_ms, node);
+	*data = psprintf("{\"zklock_hold\":1,\"until\":%lld,\"index\":\"%s\"}",
+					 (long long) until_ms, *index);
+}
+
+/* Completion of the create of a queue's delayed node before a hold */
+static void
+hold_parent_done(int rc, const char *value, const void *data)
+{
+	/* nothing to do: the multi behind it says whether the hold was made */
+}
+
+static ZkLogLimit hold_log;
+
+/*
+ * One multi: delete the claims (and, at commit, their items), or make them
+ * holds (above).  After a
  * first try whose fate is unknown, each claim is read first and deleted
  * only while it is still ours (verify): the first try may have landed and
  * the item been claimed again by someone else.
@@ -982,9 +1034,14 @@ zk_q_send_end(ZkEntry *e, QState *q)
 	int			i;
 	int			n = 0;
 
+	bool		holds = false;
+
 	for (i = 0; i < ZKQ(e)->max_items; i++)
 		if (c[i].status == ZKQC_HELD)
-			n += (consume && c[i].has_item) ? 2 : 1;
+		{
+			n += (consume && c[i].has_item) || c[i].hold_ms > 0 ? 2 : 1;
+			holds |= (c[i].hold_ms > 0);
+		}
 	if (n == 0)
 	{
 		zk_q_free_entry(e);
@@ -1034,6 +1091,19 @@ zk_q_send_end(ZkEntry *e, QState *q)
 	e->delete_inflight = true;
 	e->state = ZKE_DELETING;
 	ZKQ(e)->end_blocked = false;		/* until this try is refused too */
+	if (holds)
+	{
+		/*
+		 * The holds' index goes under delayed, which a queue kazoo made
+		 * has not: created first (it is there already, mostly), in the
+		 * session's order ahead of the multi
+		 */
+		char		dpath[ZK_PATH_MAX];
+
+		snprintf(dpath, sizeof(dpath), "%s/delayed", q->path);
+		(void) zoo_acreate(zk_zh, dpath, NULL, -1, zk_acl_path(dpath), ZOO_PERSISTENT,
+						   hold_parent_done, NULL);
+	}
 	i = 0;
 	while (i < ZKQ(e)->max_items)
 	{
@@ -1052,7 +1122,7 @@ zk_q_send_end(ZkEntry *e, QState *q)
 			if (nops > 0 && bytes + one > ZKQ_MULTI_BUDGET)
 				break;
 			bytes += one;
-			nops += (consume && c[i].has_item) ? 2 : 1;
+			nops += (consume && c[i].has_item) || c[i].hold_ms > 0 ? 2 : 1;
 		}
 		if (nops == 0)
 			break;
@@ -1064,11 +1134,29 @@ zk_q_send_end(ZkEntry *e, QState *q)
 		eo->ops = palloc0(sizeof(zoo_op_t) * nops);
 		eo->res = palloc0(sizeof(zoo_op_result_t) * nops);
 		eo->paths = palloc0(sizeof(char *) * nops);
+		eo->datas = palloc0(sizeof(char *) * nops);
 		n = 0;
 		for (k = first; k < i; k++)
 		{
 			if (c[k].status != ZKQC_HELD)
 				continue;
+			if (c[k].hold_ms > 0)
+			{
+				char	   *index;
+
+				hold_format(c[k].node, c[k].hold_ms, &index, &eo->datas[n]);
+				eo->paths[n] = psprintf("%s/taken/%s", q->path, c[k].node);
+				zoo_set_op_init(&eo->ops[n], eo->paths[n], eo->datas[n],
+								(int) strlen(eo->datas[n]), 0, NULL);
+				n++;
+				eo->paths[n] = psprintf("%s/delayed/%s", q->path, index);
+				zoo_create_op_init(&eo->ops[n], eo->paths[n], NULL, -1,
+								   zk_acl_path(eo->paths[n]), ZOO_PERSISTENT, NULL, 0);
+				n++;
+				pfree(index);
+				eo->nholds++;
+				continue;
+			}
 			if (consume && c[k].has_item)
 			{
 				eo->paths[n] = psprintf("%s/entries/%s", q->path, c[k].node);
@@ -1188,11 +1276,28 @@ end_done(int rc, const void *data)
 				refused_path = eo->paths[i];
 				break;
 			}
-		if (e != NULL && refused != ZOK)
+		if (e != NULL && rc != ZOK && zk_rc_definite(rc) && eo->nholds > 0)
+		{
+			/* a hold refused for good: released at once instead (Backoff) */
+			ZkClaimRec *c = zk_q_claims_of(e);
+
+			for (i = 0; i < ZKQ(e)->max_items; i++)
+				c[i].hold_ms = 0;
+			if (zk_log_limited(&hold_log, "queue hold refused"))
+				ereport(WARNING,
+						(errmsg("zklock: cannot hold items of queue \"%s\" for zk_retry_later",
+								zk_log_name(e->name)),
+						 errdetail("ZooKeeper refused the hold (%s); the items go back at once.",
+								   zerror(refused != ZOK ? refused : rc)),
+						 errhint("Check the ACL of the queue's nodes (zk_status().acl_problems, zklock.acl_repair).")));
+			refused = ZOK;		/* not blocked: verified and ended again */
+		}
+		else if (e != NULL && refused != ZOK)
 			end_block(e, refused, refused_path);
 		if (e != NULL && rc == ZOK)
 			zk_q_stats_add(e->name, 0, eo->nentries,
-						   ZKQ(e)->decision == ZKQD_COMMIT ? 0 : (uint64) (eo->nops - eo->nentries), 0);
+						   eo->nholds + (ZKQ(e)->decision == ZKQD_COMMIT ? 0 :
+										 (uint64) (eo->nops - eo->nentries - 2 * eo->nholds)), 0);
 		if (e != NULL && rc == ZOK && eo->nentries > 0)
 		{
 			/* entries deleted for sure: a long queue's rest stays exact */

@@ -252,6 +252,124 @@ delay_move(QState *q, const char *node)
 	q->dmoving++;
 }
 
+/* ---- holds (zk_retry_later: queue_claim.c, "Backoff") ---- */
+
+/* The due time and item node of a hold's index hold-<13 digits>-<node> */
+static bool
+hold_parse(const char *name, int64 *due, const char **node)
+{
+	int			i;
+
+	if (strncmp(name, "hold-", 5) != 0 || strlen(name) < 5 + 13 + 2 || name[18] != '-')
+		return false;
+	*due = 0;
+	for (i = 5; i < 18; i++)
+	{
+		if (name[i] < '0' || name[i] > '9')
+			return false;
+		*due = *due * 10 + (name[i] - '0');
+	}
+	*node = name + 19;
+	return strlen(*node) < ZKQ_NODE_MAX && strchr(*node, '/') == NULL;
+}
+
+/* Completion of the zoo_amulti or zoo_adelete sent by hold_read_done() */
+static void
+hold_ended(int rc, const void *data)
+{
+	DATA_COMPLETION_BEGIN(DelayCall, c, data)
+	{
+		QState	   *q = zk_q_state(c->name, false);
+
+		if (q != NULL && rc == ZOK && c->dlen == 1)
+		{
+			/* the item is back: list again, and the waiters may take it */
+			q->dmoved++;
+			q->again = true;
+			q->settled = false;
+			q->rest_exact = false;
+		}
+		else if (q != NULL && rc != ZOK && rc != ZNONODE)
+		{
+			if (zk_rc_definite(rc) && zk_log_limited(&delay_log, "queue hold end"))
+				ereport(WARNING,
+						(errmsg("zklock: cannot end the hold \"%s\" of queue \"%s\"",
+								c->node, zk_log_name(c->name)),
+						 errdetail("ZooKeeper refused it (%s); zklock tries again in %d s.",
+								   zerror(rc), ZKQ_DELAY_RETRY_MS / 1000),
+						 errhint("Check the ACL of the queue's nodes (zk_status().acl_problems, zklock.acl_repair).")));
+			delay_again_at(q, now_ms() + ZKQ_DELAY_RETRY_MS);
+		}
+		delay_move_over(c);
+		c = NULL;
+	}
+	NONE_COMPLETION_END;
+}
+
+/*
+ * Completion of the zoo_aget sent by hold_end(): the claim the index
+ * names.  Still the hold this index made: one multi deletes both (the
+ * claim at the version read: a new claim of the item is not touched).
+ * Gone, or not that hold (nothing else writes one; another client's node):
+ * the index alone goes, which can lose nothing.
+ */
+static void
+hold_read_done(int rc, const char *value, int value_len,
+			   const struct Stat *stat, const void *data)
+{
+	DATA_COMPLETION_BEGIN(DelayCall, c, data)
+	{
+		QState	   *q = zk_q_state(c->name, false);
+		char		index[ZKQ_NODE_MAX + 32];
+		char		flag[8];
+		int			arc = ZOK;
+
+		if (q == NULL || c->session != zk_cur_session || (rc != ZOK && rc != ZNONODE))
+		{
+			if (q != NULL && rc != ZOK && rc != ZNONODE)
+				delay_again_at(q, now_ms() + ZKQ_DELAY_RETRY_MS);
+			delay_move_over(c);
+		}
+		else
+		{
+			if (rc == ZOK && stat != NULL && value != NULL && value_len > 0 &&
+				zk_json_field(value, value_len, "zklock_hold", flag, sizeof(flag)) &&
+				strcmp(flag, "1") == 0 &&
+				zk_json_field(value, value_len, "index", index, sizeof(index)) &&
+				strcmp(index, c->node) == 0)
+			{
+				c->dlen = 1;	/* the item comes back */
+				zoo_delete_op_init(&c->ops[0], c->dpath, -1);
+				zoo_delete_op_init(&c->ops[1], c->epath, stat->version);
+				arc = zoo_amulti(zk_zh, 2, c->ops, c->res, hold_ended, c);
+			}
+			else
+				arc = zoo_adelete(zk_zh, c->dpath, -1, hold_ended, c);
+			if (arc != ZOK)
+				delay_move_over(c);
+		}
+		c = NULL;
+	}
+	NONE_COMPLETION_END;
+}
+
+/* End the due hold whose index is name (a child of q's delayed) */
+static void
+hold_end(QState *q, const char *name, const char *node)
+{
+	DelayCall  *c = delay_call(q);
+
+	strlcpy(c->node, name, sizeof(c->node));
+	snprintf(c->dpath, sizeof(c->dpath), "%s/delayed/%s", q->path, name);
+	snprintf(c->epath, sizeof(c->epath), "%s/taken/%s", q->path, node);
+	if (zoo_aget(zk_zh, c->epath, 0, hold_read_done, c) != ZOK)
+	{
+		pfree(c);
+		return;
+	}
+	q->dmoving++;
+}
+
 /* Completion of the zoo_awget_children sent by delay_list() */
 static void
 delay_listed(int rc, const struct String_vector *sv, const void *data)
@@ -297,15 +415,21 @@ delay_listed(int rc, const struct String_vector *sv, const void *data)
 				{
 					int64		due;
 					int			prio;
+					const char *node = NULL;
+					bool		hold = false;
 
-					if (!delay_parse(names[i], &due, &prio))
+					if (hold_parse(names[i], &due, &node))
+						hold = true;
+					else if (!delay_parse(names[i], &due, &prio))
 						continue;	/* another client's: not ours */
 					if (due > now)
 						delay_again_at(q, due);
-					else if (q->dmoving < ZKQ_DELAY_MOVES_MAX)
-						delay_move(q, names[i]);
-					else
+					else if (q->dmoving >= ZKQ_DELAY_MOVES_MAX)
 						q->dstate = QDELAY_UNKNOWN;	/* the rest after these */
+					else if (hold)
+						hold_end(q, names[i], node);
+					else
+						delay_move(q, names[i]);
 				}
 				pfree(names);
 			}

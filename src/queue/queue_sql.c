@@ -46,6 +46,7 @@ PG_FUNCTION_INFO_V1(zk_queue_move);
 PG_FUNCTION_INFO_V1(zk_queues_internal);
 PG_FUNCTION_INFO_V1(zk_queue_release_cluster);
 PG_FUNCTION_INFO_V1(zk_queue_stats);
+PG_FUNCTION_INFO_V1(zk_retry_later_sql);
 
 /* Raise 22004 for an argument that must not be NULL, named by what */
 static void
@@ -222,20 +223,20 @@ zk_enqueue_text_array(PG_FUNCTION_ARGS)
  * when it is due already (an item like any other)
  */
 static int64
-due_arg(FunctionCallInfo fcinfo, Oid argtype)
+due_arg(FunctionCallInfo fcinfo, int argno, Oid argtype)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	TimestampTz due;
 	const char *what = (argtype == INTERVALOID) ? "delay" : "not_before";
 
-	if (PG_ARGISNULL(2))
+	if (PG_ARGISNULL(argno))
 		null_arg(what);
 	if (argtype == INTERVALOID)
 		due = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
 													  TimestampTzGetDatum(now),
-													  PG_GETARG_DATUM(2)));
+													  PG_GETARG_DATUM(argno)));
 	else
-		due = PG_GETARG_TIMESTAMPTZ(2);
+		due = PG_GETARG_TIMESTAMPTZ(argno);
 	if (TIMESTAMP_NOT_FINITE(due) ||
 		due > now + (TimestampTz) ZKQ_DELAY_MAX_DAYS * USECS_PER_DAY)
 		ereport(ERROR,
@@ -271,7 +272,7 @@ zk_enqueue_later(PG_FUNCTION_ARGS)
 	name = queue_arg(fcinfo, &len);
 	if (PG_ARGISNULL(1))
 		null_arg(argtypes[1] == BYTEAOID || argtypes[1] == TEXTOID ? "payload" : "payload array");
-	due_ms = due_arg(fcinfo, argtypes[2]);
+	due_ms = due_arg(fcinfo, 2, argtypes[2]);
 	priority = int_arg(fcinfo, 3, 100, "priority");
 	if (argtypes[1] == BYTEAOID)
 	{
@@ -852,6 +853,31 @@ queues_rows(const ZkAnswer *a, char *p, void *arg)
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(rowcxt);
 	}
+}
+
+/*
+ * SQL: zk_retry_later(msg_id, delay): the item this transaction dequeued
+ * goes back when the transaction ends, commit or rollback, but is handed
+ * out again only after delay (queue_claim.c, "Backoff"); a delay of zero
+ * or less takes a backoff set earlier back
+ */
+Datum
+zk_retry_later_sql(PG_FUNCTION_ARGS)
+{
+	int64		msg_id;
+	int64		until_ms;
+
+	if (PG_ARGISNULL(0))
+		null_arg("msg_id");
+	msg_id = PG_GETARG_INT64(0);
+	until_ms = due_arg(fcinfo, 1, INTERVALOID);
+	if (!zk_queue_retry_later(msg_id, until_ms))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("this transaction holds no zklock queue item with msg_id " INT64_FORMAT, msg_id),
+				 errdetail("zk_retry_later acts on an item that this transaction dequeued and still holds."),
+				 errhint("Call it in the transaction that dequeued the item, before COMMIT or ROLLBACK, with the msg_id zk_dequeue returned.")));
+	PG_RETURN_VOID();
 }
 
 /* SQL: zk_queues_internal() */
