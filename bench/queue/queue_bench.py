@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """queue_bench.py - one queue benchmark case for bench/queue/run.sh: P
 producers and N consumers on one queue, driven through kazoo's LockingQueue
-(--driver kazoo) or through zklock's SQL functions (--driver zklock).
+(--driver kazoo) or through zklock's SQL functions (--driver zklock; and
+zklock-delayed, every item enqueued with a delay, and zklock-retry, every
+item's first hand-out backed off with zk_retry_later, both --delay-ms).
 
   queue_bench.py --driver kazoo  --zk-port P --path /bench-queue/kazoo-1 [--producers 1] --consumers 1 \
                  --seconds 10 [--warmup 2] [--backlog 100] [--drain 30]
@@ -184,7 +186,45 @@ class ZklockDriver:
             self.conn.close()
 
 
-DRIVERS = {"kazoo": KazooDriver, "zklock": ZklockDriver}
+class ZklockDelayedDriver(ZklockDriver):
+    """zklock, every item delayed by --delay-ms: published at COMMIT under
+    delayed, moved into the queue once due (doc/queues.md, "Delayed items")"""
+
+    def put(self, data):
+        self.cur.execute("SELECT zk_enqueue(%s, %s::text, delay => %s::interval)",
+                         (self.args.queue, data.decode(), "%d milliseconds" % self.args.delay_ms))
+
+
+class ZklockRetryDriver(ZklockDriver):
+    """zklock, every item retried once: its first hand-out asks for a backoff
+    of --delay-ms with zk_retry_later and commits (the item is not consumed
+    but held, then handed out again); its second is consumed (doc/queues.md,
+    "Retry later")"""
+
+    def consumer_setup(self):
+        self._connect(False)
+
+    def take(self):
+        try:
+            self.cur.execute("SELECT msg_id, attempts, body FROM zk_dequeue(%s, %s::interval)",
+                             (self.args.queue, "1s"))
+            rows = self.cur.fetchall()
+            out = []
+            for msg_id, attempts, body in rows:
+                if attempts is not None and attempts <= 1:
+                    self.cur.execute("SELECT zk_retry_later(%s, %s::interval)",
+                                     (msg_id, "%d milliseconds" % self.args.delay_ms))
+                else:
+                    out.append(body)
+            self.conn.commit()
+            return out
+        except Exception:
+            self.conn.rollback()
+            raise
+
+
+DRIVERS = {"kazoo": KazooDriver, "zklock": ZklockDriver,
+           "zklock-delayed": ZklockDelayedDriver, "zklock-retry": ZklockRetryDriver}
 
 
 # ---------------------------------------------------------------------------
@@ -254,9 +294,9 @@ def queue_base(args):
 
 
 def zk_queue_empty(zk, args):
-    """no entry and no claim left in ZooKeeper"""
+    """no entry, no claim and no delayed item left in ZooKeeper"""
     base = queue_base(args)
-    for sub in ("/entries", "/taken"):
+    for sub in ("/entries", "/taken", "/delayed"):
         if zk.exists(base + sub) and zk.get_children(base + sub):
             return False
     return True
@@ -276,6 +316,15 @@ def zk_remaining(args):
                 data, _ = zk.get(entries + "/" + n)
             except Exception:
                 continue  # deleted meanwhile
+            left.append(parse_seq(data))
+        delayed = base + "/delayed"
+        for n in (zk.get_children(delayed) if zk.exists(delayed) else []):
+            if not n.startswith("due-"):
+                continue  # a hold's index: its item is in entries
+            try:
+                data, _ = zk.get(delayed + "/" + n)
+            except Exception:
+                continue
             left.append(parse_seq(data))
         claims = len(zk.get_children(taken)) if zk.exists(taken) else 0
         return left, claims, base
@@ -298,6 +347,8 @@ def main():
     ap.add_argument("--pg-port", type=int, default=5432)
     ap.add_argument("--pg-user", default="postgres")
     ap.add_argument("--pg-db", default="postgres")
+    ap.add_argument("--delay-ms", type=int, default=100,
+                    help="zklock-delayed: each item's delay; zklock-retry: each item's backoff")
     ap.add_argument("--producers", type=int, default=1)
     ap.add_argument("--consumers", type=int, default=1)
     ap.add_argument("--seconds", type=float, default=10.0)
@@ -308,7 +359,7 @@ def main():
     args = ap.parse_args()
     if args.driver == "kazoo" and not args.path:
         ap.error("--path is needed with --driver kazoo")
-    if args.driver == "zklock":
+    if args.driver.startswith("zklock"):
         if not args.queue or not args.pg_host:
             ap.error("--queue and --pg-host are needed with --driver zklock")
         import psycopg2

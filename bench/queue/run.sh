@@ -38,6 +38,10 @@
 #                          /usr/lib/postgresql/15/bin)
 #   BENCH_SKIP_DEPS=1      do not check or install Debian packages
 #   BENCH_WITHOUT_ZKLOCK=1 only the kazoo and Curator cases
+#   BENCH_QUEUE_VARIANTS=0 without zklock's delayed and retried cases (each
+#                          shape runs zklock with every item delayed, and with
+#                          every item backed off once, by BENCH_QUEUE_DELAY_MS,
+#                          default 100)
 #   BENCH_OUT              results and logs (default bench/out/queue-<timestamp>)
 #
 # The zklock cases run only when zklock has a queue: the repository's
@@ -248,11 +252,17 @@ PYARGS=(--zk-port "$ZKPORT" --seconds "$BENCH_SECONDS" --warmup "$BENCH_QUEUE_WA
         --backlog "$BENCH_QUEUE_BACKLOG" --drain "$BENCH_QUEUE_DRAIN")
 DRIVERS=(kazoo curator)
 [ "$ZKLOCK_QUEUE" = 1 ] && DRIVERS+=(zklock)
+# zklock's delayed items and backoffs on the same shapes (BENCH_QUEUE_VARIANTS=0: not)
+VARIANTS=()
+[ "$ZKLOCK_QUEUE" = 1 ] && [ "${BENCH_QUEUE_VARIANTS:-1}" != 0 ] && VARIANTS=(zklock-delayed zklock-retry)
+BENCH_QUEUE_DELAY_MS=${BENCH_QUEUE_DELAY_MS:-100}
 label_of() {
     case $1 in
         kazoo) echo "kazoo LockingQueue" ;;
         curator) echo "Curator DistributedQueue" ;;
         zklock) echo "zklock zk_enqueue/zk_dequeue" ;;
+        zklock-delayed) echo "zklock, delayed ${BENCH_QUEUE_DELAY_MS} ms" ;;
+        zklock-retry) echo "zklock, retried once" ;;
     esac
 }
 run_driver() {  # run_driver DRIVER PRODUCERS CONSUMERS ROUND
@@ -271,9 +281,10 @@ run_driver() {  # run_driver DRIVER PRODUCERS CONSUMERS ROUND
                 -cp "$TMPD/classes:$CURATOR_CP" CuratorQueueBench \
                 "$ZKPORT" "/bench-queue/$RUNID/curator-$sh-$r" "$c" "$BENCH_SECONDS" "$BENCH_QUEUE_WARMUP" \
                 "$BENCH_QUEUE_BACKLOG" "$BENCH_QUEUE_DRAIN" "$p" ;;
-        zklock)
+        zklock|zklock-delayed|zklock-retry)
             run_case "$key" "$(label_of "$d")" "$sh" \
-                "$PY" "$QDIR/queue_bench.py" --driver zklock --queue "bench-$RUNID-$sh-$r" \
+                "$PY" "$QDIR/queue_bench.py" --driver "$d" --queue "bench-$RUNID-$d-$sh-$r" \
+                --delay-ms "$BENCH_QUEUE_DELAY_MS" \
                 --pg-host "$PGHOST_Q" --pg-port "$PGPORT_Q" --producers "$p" --consumers "$c" "${PYARGS[@]}" ;;
     esac
 }
@@ -286,6 +297,9 @@ for r in $(seq 1 "$BENCH_QUEUE_ROUNDS"); do
         nd=${#DRIVERS[@]}
         for i in $(seq 0 $((nd - 1))); do
             run_driver "${DRIVERS[$(( (i + r - 1) % nd ))]}" "${sh%:*}" "${sh#*:}" "$r"
+        done
+        for v in ${VARIANTS[@]+"${VARIANTS[@]}"}; do
+            run_driver "$v" "${sh%:*}" "${sh#*:}" "$r"
         done
     done
 done
@@ -354,7 +368,7 @@ FMT='%-30s%s %9s %8s  %-22s %23s  %s\n'
         printf "  $FMT" "contender" "" "items/s" "req/item" "items/s of each round" "latency ms p50/p99/max" "check through ZooKeeper (all rounds)"
         # shellcheck disable=SC2059
         printf "  $FMT" "---------" "" "-------" "--------" "---------------------" "----------------------" "------------------------------------"
-        for d in "${DRIVERS[@]}"; do
+        for d in "${DRIVERS[@]}" ${VARIANTS[@]+"${VARIANTS[@]}"}; do
             mk=$(median_key "$d" "$k")
             each=$(for r in $(seq 1 "$BENCH_QUEUE_ROUNDS"); do v=$(get "${d}_${k}_r$r" items_per_sec); printf '%s ' "${v:-FAILED}"; done)
             bad=""
@@ -397,6 +411,21 @@ FMT='%-30s%s %9s %8s  %-22s %23s  %s\n'
         printf '  %-30s %14s %14s %14s\n' "${sh%:*} producer(s) + ${sh#*:} consumer(s)" \
             "$(ratio "$zk" "$ka")" "$(ratio "$zk" "$cu")" "$(ratio "$cu" "$ka")"
     done
+    if [ ${#VARIANTS[@]} -gt 0 ]; then
+        echo
+        echo "zklock's variants, ratios of the median items/s to plain zklock in the same run:"
+        printf '  %-30s %14s %14s\n' "shape" "delayed" "retried once"
+        for sh in "${SHAPES[@]}"; do
+            k=${sh/:/x}
+            zk=$(get "$(median_key zklock "$k")" items_per_sec)
+            printf '  %-30s %14s %14s\n' "${sh%:*} producer(s) + ${sh#*:} consumer(s)" \
+                "$(ratio "$(get "$(median_key zklock-delayed "$k")" items_per_sec)" "$zk")" \
+                "$(ratio "$(get "$(median_key zklock-retry "$k")" items_per_sec)" "$zk")"
+        done
+        echo "  delayed: every item enqueued with delay => ${BENCH_QUEUE_DELAY_MS} ms (its latency includes the delay);"
+        echo "  retried once: every item's first hand-out calls zk_retry_later(msg_id, ${BENCH_QUEUE_DELAY_MS} ms) and commits,"
+        echo "    its second is consumed (two hand-outs, a hold and its end per item counted)."
+    fi
     echo
     echo "notes:"
     echo "  items/s: median over the rounds; req/item and latency: of the round with the median items/s."

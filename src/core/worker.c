@@ -71,6 +71,22 @@
 
 static char open_hosts[ZKLOCK_HOSTS_MAX];	/* hosts the handle was opened on */
 static bool reopen_needed = false;	/* session expired: close, open anew */
+
+/* the earliest time a recipe wants a turn, this turn (0: none) */
+static TimestampTz wake_at = 0;
+
+/*
+ * A recipe wants the worker's next turn no later than at (a delayed item
+ * or a hold falling due): the wait of this turn ends then.  Said anew each
+ * turn; without it the worker waits up to a sixth of the session timeout
+ * (at most a second) when nothing happens.
+ */
+void
+zk_worker_wake_by(TimestampTz at)
+{
+	if (at != 0 && (wake_at == 0 || at < wake_at))
+		wake_at = at;
+}
 static uint64 last_session_id = 0;
 static TimestampTz next_open_at = 0;
 
@@ -1035,6 +1051,7 @@ zk_worker_main(Datum arg)
 		bool		connected = false;
 
 		worker_turn_start();
+		wake_at = 0;
 
 		zk_worker_enter();
 		serve_queue();
@@ -1063,6 +1080,12 @@ zk_worker_main(Datum arg)
 				timeout_ms = 0;
 			if (timeout_ms > max_wait)
 				timeout_ms = max_wait;
+		}
+		if (wake_at != 0)
+		{
+			long		until = (long) ((wake_at - GetCurrentTimestamp() + 999) / 1000);
+
+			timeout_ms = Min(timeout_ms, Max(until, 0));
 		}
 
 		prepare_wait_set(fd, interest, connected);

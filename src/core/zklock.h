@@ -463,6 +463,7 @@ extern uint32 zk_retry_pop(void);
 extern void zk_backend_lock(LWLockMode mode);
 extern bool zk_backend_lock_timed(LWLockMode mode, long timeout_ms);
 extern void zk_wake_worker(void);
+extern void zk_worker_wake_by(TimestampTz at);
 extern void zk_wake_owner(ZkEntry *e);
 extern void zk_count(ZkCounter c, uint64 n);
 extern const char *zk_conn_state_name(int state);

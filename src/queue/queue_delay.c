@@ -22,8 +22,8 @@
  *	  The worker of a queue it serves (QState) lists delayed with a watch in
  *	  the round that reads the policy, and again whenever the watch fires
  *	  or its earliest item becomes due (zk_q_delay_tick, every usable turn
- *	  of the worker: late by at most the worker's longest wait, a sixth of
- *	  the session timeout and at most a second).  At most
+ *	  of the worker, whose wait ends when the earliest item falls due:
+ *	  zk_worker_wake_by).  At most
  *	  ZKQ_DELAY_MOVES_MAX moves (a read and a multi each) are in flight per
  *	  queue; the rest go once they are done.
  *
@@ -535,8 +535,13 @@ zk_q_delay_tick(void)
 	QState	   *q;
 	int64		now;
 
-	if (delay_next_at == 0 || zk_qstates == NULL ||
-		GetCurrentTimestamp() < delay_next_at)
+	if (delay_next_at != 0 && GetCurrentTimestamp() < delay_next_at)
+	{
+		/* the worker's wait ends when the earliest item falls due */
+		zk_worker_wake_by(delay_next_at);
+		return;
+	}
+	if (delay_next_at == 0 || zk_qstates == NULL)
 		return;
 	delay_next_at = 0;
 	now = now_ms();
@@ -559,6 +564,7 @@ zk_q_delay_tick(void)
 		if (q->dmoving == 0)
 			delay_list(q, q->dwant_watch);
 	}
+	zk_worker_wake_by(delay_next_at);
 }
 
 /* The session ended: every queue's delayed items are listed again */

@@ -179,8 +179,8 @@ move_fail(Move *mv, int sqlstate, const char *fmt,...)
 /*
  * A request of the move failed with rc, about path: a refusal for want of
  * permission is 42501 naming the node (zk_fail_noauth); an answer lost,
- * 08006 saying what may have happened; anything else, 08006 with what
- * ZooKeeper said.
+ * 08006 saying what may have happened; a definite refusal, 55000 with
+ * what ZooKeeper said.
  */
 static void
 move_fail_rc(Move *mv, int rc, const char *path, const char *what)
@@ -203,7 +203,8 @@ move_fail_rc(Move *mv, int rc, const char *path, const char *what)
 					  zerror(rc));
 		return;
 	}
-	move_fail(mv, ERRCODE_CONNECTION_FAILURE,
+	/* a definite refusal: ZooKeeper is up, the nodes are not as they must be */
+	move_fail(mv, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 			  "ZooKeeper refused %s (%s) after %lld %s moved", what, zerror(rc),
 			  (long long) mv->moved, mv->moved == 1 ? "item was" : "items were");
 }
@@ -361,7 +362,7 @@ move_multi_done(int rc, const void *data)
 			if (zk_parent_refused(c->paths[4], refused, sizeof(refused)))
 				move_fail_rc(mv, ZNOAUTH, refused, "");
 			else
-				move_fail(mv, ERRCODE_CONNECTION_FAILURE,
+				move_fail(mv, ERRCODE_OBJECT_IN_USE,
 						  "the destination queue %s kept disappearing after %lld %s moved",
 						  mv->to, (long long) mv->moved, mv->moved == 1 ? "item was" : "items were");
 		}

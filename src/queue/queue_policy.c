@@ -344,10 +344,21 @@ policy_set_fail(PolicySet *p, ZkEntry *e, int rc, const char *path)
 		{
 			char		msg[ZKLOCK_ERRMSG_MAX];
 
-			snprintf(msg, sizeof(msg),
-					 "zookeeper did not take the policy of \"%s\" (%s); it may or may not be written: set it again",
-					 path, zerror(rc));
-			zk_fail(e, zk_rc_definite(rc) ? ERRCODE_INTERNAL_ERROR : ERRCODE_CONNECTION_FAILURE, msg);
+			/*
+			 * A definite refusal (the node gone again and again, say: the
+			 * queue dropped meanwhile) wrote nothing; a lost answer may
+			 * have
+			 */
+			if (zk_rc_definite(rc))
+				snprintf(msg, sizeof(msg),
+						 "zookeeper refused the policy of \"%s\" (%s); nothing was written: set it again",
+						 path, zerror(rc));
+			else
+				snprintf(msg, sizeof(msg),
+						 "zookeeper did not take the policy of \"%s\" (%s); it may or may not be written: set it again",
+						 path, zerror(rc));
+			zk_fail(e, zk_rc_definite(rc) ? ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE :
+					ERRCODE_CONNECTION_FAILURE, msg);
 		}
 	}
 	pfree(p->json.data);
