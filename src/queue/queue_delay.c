@@ -140,7 +140,8 @@ delay_move_over(DelayCall *c)
 {
 	QState	   *q = zk_q_state(c->name, false);
 
-	if (q != NULL && q->dmoving > 0)
+	/* (a move of an ended session is not counted any more: zk_q_delay_reset) */
+	if (q != NULL && q->dmoving > 0 && c->session == zk_cur_session)
 	{
 		q->dmoving--;
 		if (q->dmoving == 0 && q->dstate == QDELAY_UNKNOWN && zk_session_usable())
