@@ -138,6 +138,24 @@ is(last_line(sql(q{
 ok(scalar(zk_wait_count($zk, "$Q/entries", 1, 30)), 'm1 consumed');
 is(zk_count($zk, "$Q/delayed"), 1, 'm2 held, one index');
 is(drain('rm', 15), 'm2|2', 'then back once');
+is(sql("SELECT handed_out || '/' || consumed || '/' || released FROM zk_queue_stats() WHERE queue = 'rm'"),
+	'3/2/1', 'zk_queue_stats: the hold at COMMIT counts as released, not consumed');
+is(sql("SELECT handed_out || '/' || consumed || '/' || released FROM zk_queue_stats() WHERE queue = 'rn'"),
+	'3/2/1', 'zk_queue_stats: so does a hold refused at COMMIT');
+
+# ---- the delay counts from the call, not from the end of the transaction
+sql("SELECT zk_enqueue('rm', 'm3')");
+is(last_line(sql(q{
+	BEGIN;
+	CREATE TEMP TABLE g ON COMMIT DROP AS SELECT * FROM zk_dequeue('rm', '10s');
+	SELECT zk_retry_later(msg_id, '2 seconds') FROM g;
+	SELECT pg_sleep(2.5);
+	SELECT body FROM g;
+	ROLLBACK;})), 'm3', 'm3 marked for 2 s, the transaction goes on 2.5 s');
+my $t0 = time;
+is(sql("SELECT body || '|' || attempts FROM zk_dequeue('rm', '10s')"), 'm3|2', 'back');
+cmp_ok(time - $t0, '<', 1.5, sprintf('at once (%.1f s; as documented: the delay counts from the call)', time - $t0));
+ok(scalar(zk_wait_count($zk, "$Q/entries", 0, 30)), 'consumed');
 
 # ---- planted nodes under delayed named like holds
 $Q = '/zklock/queues/rp';
