@@ -270,8 +270,10 @@ typedef struct ZkClaimRec
 	int64		msg_id;			/* HELD, copied out: its msg_id (0: none) */
 	int64		hold_ms;		/* HELD: zk_retry_later's time (Unix ms)
 								 * until which the item is held when its
-								 * claim ends, commit or not; 0: none
-								 * (queue_claim.c, "Backoff") */
+								 * claim ends, commit or not; 0: none; -1:
+								 * the hold refused, the claim released
+								 * instead, never consumed (queue_claim.c,
+								 * "Backoff") */
 } ZkClaimRec;
 
 /* What the owner decided about its queue entry before letting go of it */

@@ -56,6 +56,24 @@ typedef struct HeldClaim
 static List *pending_items = NIL;	/* PendingItem *, this transaction */
 static Size pending_bytes = 0;
 static List *held_claims = NIL; /* HeldClaim *, this transaction */
+
+/*
+ * A zk_retry_later mark made in a subtransaction, undone if it aborts
+ * while the claim it marked lives on (a claim of an outer level): the mark
+ * is the subtransaction's work.  Newest first, so that undoing them in
+ * order leaves the oldest one's hold_ms.  A claim that the abort ends
+ * itself keeps its mark (doc/queues.md: a savepoint rolled back holds).
+ */
+typedef struct RetryMark
+{
+	SubTransactionId subid;
+	uint32		idx;
+	uint32		gen;
+	int			slot;
+	int64		prev_ms;		/* its hold_ms before the mark */
+} RetryMark;
+
+static List *retry_marks = NIL; /* RetryMark *, newest first */
 static uint32 pub_idx = ZKLOCK_NO_ENTRY;
 static uint32 pub_gen = 0;
 static uint32 wait_idx = ZKLOCK_NO_ENTRY;	/* a request being waited for */
@@ -1009,12 +1027,84 @@ zk_queue_retry_later(int64 msg_id, int64 until_ms)
 		for (i = 0; i < ZKQ(e)->max_items; i++)
 			if (c[i].status != ZKQC_FREE && c[i].msg_id == msg_id)
 			{
+				if (GetCurrentTransactionNestLevel() > 1)
+				{
+					/* undone if this subtransaction aborts (RetryMark) */
+					MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+					RetryMark  *m = palloc(sizeof(RetryMark));
+
+					m->subid = GetCurrentSubTransactionId();
+					m->idx = hc->idx;
+					m->gen = hc->gen;
+					m->slot = i;
+					m->prev_ms = c[i].hold_ms;
+					retry_marks = lcons(m, retry_marks);
+					MemoryContextSwitchTo(old);
+				}
 				c[i].hold_ms = until_ms;
 				found = true;
 			}
 	}
 	LWLockRelease(zk_ctl->lock);
 	return found;
+}
+
+/*
+ * Subtransaction mySubid ends: its marks go to its parent (commit), or are
+ * undone on the claims still held (abort: run after the abort let go of
+ * its own claims, whose marks stand)
+ */
+static void
+retry_marks_subxact_end(bool commit, SubTransactionId mySubid,
+						SubTransactionId parentSubid)
+{
+	ListCell   *lc;
+	bool		locked = false;
+
+	foreach(lc, retry_marks)
+	{
+		RetryMark  *m = lfirst(lc);
+		ListCell   *hl;
+
+		if (m->subid != mySubid)
+			continue;
+		if (commit)
+		{
+			m->subid = parentSubid;
+			continue;
+		}
+		foreach(hl, held_claims)
+		{
+			HeldClaim  *hc = lfirst(hl);
+			ZkEntry    *e;
+
+			if (hc->idx != m->idx || hc->gen != m->gen)
+				continue;
+			if (!locked)
+			{
+				zk_backend_lock(LW_EXCLUSIVE);
+				locked = true;
+			}
+			e = zk_entry(hc->idx);
+			if (e->gen == hc->gen && e->state != ZKE_FREE &&
+				DsaPointerIsValid(ZKQ(e)->claims))
+				((ZkClaimRec *) dsa_get_address(zk_dsa(), ZKQ(e)->claims))[m->slot].hold_ms =
+					m->prev_ms;
+			break;
+		}
+		retry_marks = foreach_delete_current(retry_marks, lc);
+		pfree(m);
+	}
+	if (locked)
+		LWLockRelease(zk_ctl->lock);
+}
+
+/* The transaction ends: its marks are with its claims now */
+static void
+retry_marks_free(void)
+{
+	list_free_deep(retry_marks);
+	retry_marks = NIL;
 }
 
 /* ---- one-off reads ---- */
@@ -1270,6 +1360,7 @@ queue_xact_end(bool commit)
 		}
 	}
 	free_items();
+	retry_marks_free();
 	marked_fxid = 0;
 }
 
@@ -1321,6 +1412,7 @@ queue_subxact_end(bool commit, SubTransactionId mySubid,
 		}
 		release_claims(false, false, mySubid);
 	}
+	retry_marks_subxact_end(commit, mySubid, parentSubid);
 }
 
 /*
@@ -1336,6 +1428,7 @@ queue_at_exit(void)
 		wait_idx = ZKLOCK_NO_ENTRY;
 	}
 	release_claims(false, true, 0);
+	retry_marks_free();
 	if (pub_idx != ZKLOCK_NO_ENTRY)
 	{
 		release_idx(pub_idx, pub_gen, ZKQD_NONE);

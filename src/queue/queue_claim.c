@@ -947,6 +947,7 @@ typedef struct EndOp
 	int			nops;
 	int			nentries;		/* of which deletes of entries */
 	int			nholds;			/* claims made holds (two ops each) */
+	int			nreturned;		/* claims released for a refused hold */
 	bool		verify;
 	zoo_op_t   *ops;
 	zoo_op_result_t *res;
@@ -995,7 +996,7 @@ endop_free(EndOp *eo)
  * written), so the set fails on anything else.  A hold the multi cannot
  * make (refused for good: an old queue without its delayed node whose
  * create failed too, an ACL) is given up: the claim is released at once,
- * with a WARNING.
+ * with a WARNING -- released, not consumed, at commit too (end_ops_of).
  */
 #define ZKQ_HOLD_PREFIX		"hold-"
 
@@ -1016,6 +1017,20 @@ hold_parent_done(int rc, const char *value, const void *data)
 }
 
 static ZkLogLimit hold_log;
+
+/*
+ * The ops that end claim c: a hold two (set, create); a claim whose hold
+ * was refused one, its delete alone, commit or not (hold_ms < 0: the item
+ * goes back, as zk_retry_later asked, never consumed); else the claim's
+ * delete, and at commit its item's before it.
+ */
+static int
+end_ops_of(const ZkClaimRec *c, bool consume)
+{
+	if (c->hold_ms != 0)
+		return c->hold_ms > 0 ? 2 : 1;
+	return (consume && c->has_item) ? 2 : 1;
+}
 
 /*
  * One multi: delete the claims (and, at commit, their items), or make them
@@ -1039,7 +1054,7 @@ zk_q_send_end(ZkEntry *e, QState *q)
 	for (i = 0; i < ZKQ(e)->max_items; i++)
 		if (c[i].status == ZKQC_HELD)
 		{
-			n += (consume && c[i].has_item) || c[i].hold_ms > 0 ? 2 : 1;
+			n += end_ops_of(&c[i], consume);
 			holds |= (c[i].hold_ms > 0);
 		}
 	if (n == 0)
@@ -1122,7 +1137,7 @@ zk_q_send_end(ZkEntry *e, QState *q)
 			if (nops > 0 && bytes + one > ZKQ_MULTI_BUDGET)
 				break;
 			bytes += one;
-			nops += (consume && c[i].has_item) || c[i].hold_ms > 0 ? 2 : 1;
+			nops += end_ops_of(&c[i], consume);
 		}
 		if (nops == 0)
 			break;
@@ -1157,7 +1172,9 @@ zk_q_send_end(ZkEntry *e, QState *q)
 				eo->nholds++;
 				continue;
 			}
-			if (consume && c[k].has_item)
+			if (c[k].hold_ms < 0)
+				eo->nreturned++;	/* a refused hold: released (above) */
+			else if (consume && c[k].has_item)
 			{
 				eo->paths[n] = psprintf("%s/entries/%s", q->path, c[k].node);
 				zoo_delete_op_init(&eo->ops[n], eo->paths[n], -1);
@@ -1281,8 +1298,13 @@ end_done(int rc, const void *data)
 			/* a hold refused for good: released at once instead (Backoff) */
 			ZkClaimRec *c = zk_q_claims_of(e);
 
+			/*
+			 * Not 0: at commit a plain end would consume the item, which
+			 * zk_retry_later asked to have back (end_ops_of)
+			 */
 			for (i = 0; i < ZKQ(e)->max_items; i++)
-				c[i].hold_ms = 0;
+				if (c[i].hold_ms > 0)
+					c[i].hold_ms = -1;
 			if (zk_log_limited(&hold_log, "queue hold refused"))
 				ereport(WARNING,
 						(errmsg("zklock: cannot hold items of queue \"%s\" for zk_retry_later",
@@ -1296,7 +1318,7 @@ end_done(int rc, const void *data)
 			end_block(e, refused, refused_path);
 		if (e != NULL && rc == ZOK)
 			zk_q_stats_add(e->name, 0, eo->nentries,
-						   eo->nholds + (ZKQ(e)->decision == ZKQD_COMMIT ? 0 :
+						   eo->nholds + (ZKQ(e)->decision == ZKQD_COMMIT ? (uint64) eo->nreturned :
 										 (uint64) (eo->nops - eo->nentries - 2 * eo->nholds)), 0);
 		if (e != NULL && rc == ZOK && eo->nentries > 0)
 		{
