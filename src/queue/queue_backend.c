@@ -92,6 +92,7 @@ static XLogRecPtr unflushing_rec = InvalidXLogRecPtr;
 
 static bool mark_xid_insert(uint64 *fxid, uint64 *lsn, uint32 *tli, uint64 *rec);
 static void mark_xid_flush(void);
+static int64 held_marked_item(void);
 
 static char claim_prefix[20];
 static uint32 claim_counter = 0;
@@ -545,6 +546,25 @@ queue_pre_commit(void)
 				 errmsg("cannot commit the queue claims of this transaction"),
 				 errdetail("Another server took over this server's zklock run and released its claims (see the server log); the transaction is rolled back."),
 				 errhint("Restart PostgreSQL: a new run registers, and queues work again.")));
+	/*
+	 * An item marked with zk_retry_later goes back only when its claim is
+	 * released: a COMMIT would consume it, also when a crash left its end to
+	 * the settling pass, which knows the transaction's fate and not the
+	 * mark (shared memory only).  So the COMMIT is refused: the transaction
+	 * rolls back, and the item is held as asked.
+	 */
+	if (held_claims != NIL && zk_ctl != NULL)
+	{
+		int64		marked = held_marked_item();
+
+		if (marked != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+					 errmsg("cannot commit a transaction that asked zk_retry_later to hold an item it dequeued"),
+					 errdetail("COMMIT would consume item " INT64_FORMAT "; the transaction is rolled back instead, and the item comes back once its delay is over.",
+							   marked),
+					 errhint("End such a transaction with ROLLBACK; to keep other work, dequeue after a SAVEPOINT and roll back to it after zk_retry_later.")));
+	}
 	if (pending_items == NIL)
 		return;
 	foreach(lc, pending_items)
@@ -995,6 +1015,33 @@ zk_queue_dequeue(const char *qname, int qlen, int max_items, bool try_only,
 	}
 	free_payloads(idx, gen);
 	return n;
+}
+
+/* The msg_id of an item this transaction holds and marked, or 0 */
+static int64
+held_marked_item(void)
+{
+	ListCell   *lc;
+	int64		marked = 0;
+	dsa_area   *area = zk_dsa();
+
+	zk_backend_lock(LW_SHARED);
+	foreach(lc, held_claims)
+	{
+		HeldClaim  *hc = lfirst(lc);
+		ZkEntry    *e = zk_entry(hc->idx);
+		ZkClaimRec *c;
+		int			i;
+
+		if (e->gen != hc->gen || e->state == ZKE_FREE || !DsaPointerIsValid(ZKQ(e)->claims))
+			continue;
+		c = dsa_get_address(area, ZKQ(e)->claims);
+		for (i = 0; i < ZKQ(e)->max_items && marked == 0; i++)
+			if (c[i].status != ZKQC_FREE && c[i].hold_ms > 0)
+				marked = c[i].msg_id;
+	}
+	LWLockRelease(zk_ctl->lock);
+	return marked;
 }
 
 /*

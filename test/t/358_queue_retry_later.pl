@@ -2,8 +2,8 @@
 # 358_queue_retry_later.pl - zk_retry_later(msg_id, delay): a backoff.
 #
 # An item dequeued and marked with zk_retry_later goes back when its
-# transaction ends, ROLLBACK or COMMIT, but is held until the delay is
-# over: its claim becomes a hold (counted through ZooKeeper: the claim's
+# transaction rolls back (a COMMIT is refused: 25000, and rolls back), but
+# is held until the delay is over: its claim becomes a hold (counted through ZooKeeper: the claim's
 # data says so, and an index node hold-<ms>-<item> sits under delayed), so
 # nobody -- zklock on either cluster, kazoo -- takes it meanwhile; then any
 # cluster serving the queue ends the hold and the item is handed out again,
@@ -95,9 +95,14 @@ ok(scalar(zk_wait_count($zk, "$Q/entries", 0, 30)), 'consumed');
 is(zk_count($zk, "$Q/delayed"), 0, 'the index is gone');
 is(zk_count($zk, "$Q/taken"), 0, 'so is the hold');
 
-# COMMIT with a backoff: not consumed, held; a savepoint rolled back holds too
+# COMMIT with a mark is refused: the transaction rolls back and the item is
+# held (a COMMIT would consume it); a savepoint rolled back holds too
 $A->safe_psql('postgres', "SELECT zk_enqueue('rq', array['c1', 'c2'])");
-is(take_and_retry($A, 'rq', '2 seconds', 'COMMIT'), 'c1|1', 'c1 marked, COMMIT');
+is(state_of($A, q{
+	BEGIN;
+	CREATE TEMP TABLE got ON COMMIT DROP AS SELECT * FROM zk_dequeue('rq', '10s');
+	SELECT zk_retry_later(msg_id, '2 seconds') FROM got;
+	COMMIT;}), '25000', 'c1 marked, COMMIT: refused with 25000, rolled back');
 is(last_line($A->safe_psql('postgres', q{
 	BEGIN;
 	SAVEPOINT s;

@@ -1,8 +1,8 @@
 
 # 359_retry_later_review.pl - zk_retry_later attacked (a review of 358).
 #
-# A hold ZooKeeper refuses for good at COMMIT (the queue's delayed node
-# made another identity's) must send the item back, never consume it.  A
+# A hold ZooKeeper refuses for good (the queue's delayed node made another
+# identity's) sends the item back at once.  A
 # zk_retry_later made in a savepoint that is rolled back is undone with it.
 # Planted nodes under delayed named like holds never end a live claim, and
 # an index whose claim is gone is dropped.  The end multi's answer lost
@@ -54,7 +54,7 @@ sub drain
 	return join(',', sort @got);
 }
 
-# ---- a hold refused for good at COMMIT: the item goes back, not consumed
+# ---- a hold refused for good: the item goes back at once
 my $Q = '/zklock/queues/rn';
 sql("SELECT zk_enqueue('rn', 'n0')");
 zkq_or_die($zk, 'create', "$Q/delayed");
@@ -65,12 +65,11 @@ my ($rc, $out, $err) = $A->psql('postgres', q{
 	BEGIN;
 	CREATE TEMP TABLE g ON COMMIT DROP AS SELECT * FROM zk_dequeue('rn', '10s', 2);
 	SELECT zk_retry_later(msg_id, '1 hour') FROM g WHERE body = 'n1';
-	COMMIT;});
-is($rc, 0, 'n0 and n1 taken, n1 marked for an hour, COMMIT');
+	ROLLBACK;});
+is($rc, 0, 'n0 and n1 taken, n1 marked for an hour, ROLLBACK');
 ok(scalar(zk_wait_count($zk, "$Q/taken", 0, 30)), 'the claims end (the hold refused)');
-is(zk_count($zk, "$Q/entries"), 1, 'n0 is consumed, n1 is not: it goes back at once');
-is(sql("SELECT body || '|' || attempts FROM zk_dequeue('rn', '10s')"), 'n1|2',
-	'n1 is handed out again');
+is(zk_count($zk, "$Q/entries"), 2, 'n0 and n1 are both back at once');
+is(drain('rn', 5), 'n0|2,n1|2', 'both handed out again');
 my $own = auth_kazoo($zk, 'other:pw');
 is($own->cmd("setacl $Q/delayed open"), 'ok', 'the ACL is given back');
 $own->quit;
@@ -116,7 +115,7 @@ is(last_line(sql(q{
 	RELEASE b;
 	ROLLBACK TO a;
 	SELECT body FROM g;
-	COMMIT;})), 's3', 's3 marked, unmarked and marked again in savepoints rolled back, COMMIT');
+	ROLLBACK;})), 's3', 's3 marked, unmarked and marked again in savepoints rolled back, ROLLBACK');
 ok(scalar(zk_wait_count($zk, "$Q/delayed", 1, 30)), 's3 is held (the first mark is back)');
 is(sql("SELECT count(*) FROM zk_try_dequeue('rs3')"), '0', 'not handed out meanwhile');
 is(drain('rs3', 15), 's3|2', 'then back within seconds, not an hour');
@@ -134,14 +133,14 @@ is(last_line(sql(q{
 	SELECT zk_retry_later(msg_id, '3 seconds') FROM g WHERE body = 'm2';
 	SELECT zk_retry_later(msg_id, '3 seconds') FROM g WHERE body = 'm2';
 	SELECT string_agg(body, ',' ORDER BY body) FROM g;
-	COMMIT;})), 'm1,m2', 'm1 and m2 taken, m2 marked twice, COMMIT');
-ok(scalar(zk_wait_count($zk, "$Q/entries", 1, 30)), 'm1 consumed');
-is(zk_count($zk, "$Q/delayed"), 1, 'm2 held, one index');
-is(drain('rm', 15), 'm2|2', 'then back once');
+	ROLLBACK;})), 'm1,m2', 'm1 and m2 taken, m2 marked twice, ROLLBACK');
+ok(scalar(zk_wait_count($zk, "$Q/delayed", 1, 30)), 'm2 held, one index');
+is(sql("SELECT body || '|' || attempts FROM zk_try_dequeue('rm')"), 'm1|2', 'm1 is back at once');
+is(drain('rm', 15), 'm2|2', 'm2 after its delay, once');
 is(sql("SELECT handed_out || '/' || consumed || '/' || released FROM zk_queue_stats() WHERE queue = 'rm'"),
-	'3/2/1', 'zk_queue_stats: the hold at COMMIT counts as released, not consumed');
+	'4/2/2', 'zk_queue_stats: the hold counts as released, not consumed');
 is(sql("SELECT handed_out || '/' || consumed || '/' || released FROM zk_queue_stats() WHERE queue = 'rn'"),
-	'3/2/1', 'zk_queue_stats: so does a hold refused at COMMIT');
+	'4/2/2', 'zk_queue_stats: so does a hold refused');
 
 # ---- the delay counts from the call, not from the end of the transaction
 sql("SELECT zk_enqueue('rm', 'm3')");
