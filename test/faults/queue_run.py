@@ -23,15 +23,24 @@ the test when it promotes B's standby), else to --b with label B.
              id, LABEL-pN-SEQ-poison, about one in twelve and the first of a
              producer's first transaction, enqueued at priority 500):
                  SELECT zk_enqueue('eo', id, prio);  INSERT INTO produced(id) VALUES (id);
+             or, for about one ordinary id in four, a delayed item (0.5-3 s;
+             one in four of them through not_before):
+                 SELECT clock_timestamp() + d, zk_enqueue('eo', id, delay => d, priority => prio);
+                 INSERT INTO produced(id, due_at) VALUES (id, <that lower bound of its due time>);
              (sometimes one more id inside a savepoint that is rolled back)
              COMMIT, or ROLLBACK (20 %)
   consumer:  BEGIN;
              SELECT body FROM zk_queue_peek('eo', K)   (K = 1..3; then asks for
                  the ordinary items at the head only, or the poison ones)
-             SELECT msg_id, body, attempts FROM zk_dequeue('eo', '1s', <= K);
+             SELECT msg_id, body, attempts, clock_timestamp() FROM zk_dequeue('eo', '1s', <= K);
              a poison item among them: ROLLBACK (always);
+             (15 %, with an item at its first hand-out: SELECT clock_timestamp() + d,
+             zk_retry_later(msg_id, d) on one of them, d 0.2-2 s: a hold, recorded
+             in the outcome as "retry" [msg_id, id, attempts, until, t_call, d];
+             not inserted into consumed; then COMMIT, or ROLLBACK (40 %, when
+             every item is at its first hand-out))
              (half the time, with items: holds the claims 0.05-0.4 s)
-             for each row: INSERT INTO consumed(id, msg_id, ...) VALUES (body, msg_id);
+             for each row: INSERT INTO consumed(id, msg_id, attempts, dequeued_at, ...);
              COMMIT, or ROLLBACK (25 %, only when every item is at its first
              hand-out: by choice no ordinary item comes near max_attempts)
   dead-letter consumer (1 per cluster):
@@ -39,6 +48,11 @@ the test when it promotes B's standby), else to --b with label B.
              for each row: INSERT INTO dead_letters(id, msg_id, origin,
                  origin_msg_id, origin_attempts, attempts, ...);
              COMMIT, or ROLLBACK (10 %)
+
+When DIR/stop appears the producers stop and the consumers go on without
+new holds until the last due time and end of hold recorded (plus 1.5 s, at
+most 10 s): the servers move due items and end holds only while they serve
+the queue, and nothing must be left delayed or held after the load.
 
 Every error is tolerated: the client rolls back or reconnects and goes on.
 Every attempt's outcome goes to DIR/outcomes.jsonl:
@@ -51,7 +65,8 @@ Outcomes are only cross-checks: the verdict comes from the tables.
 
 drain: one consumer that dequeues ('2s', 50 at a time) and commits, recording
 in consumed like the others, until a dequeue returns nothing and
-zk_queue_length('eo') is 0 -- except that it rolls back the poison items, as
+zk_queue_length('eo') is 0 after the last due time or end of hold that
+outcomes.jsonl records -- except that it rolls back the poison items, as
 the consumers do, until the policy moves them; then it drains eo.dlq the same
 way into dead_letters, until zk_queue_length('eo.dlq') is 0.
 
@@ -98,12 +113,27 @@ above, spans both queues):
                         ordinary ids dead-lettered although the clients saw
                         them committed, or saw fewer than 3 hand-outs and
                         not enough failed dequeues after them to make up 3
+and, for delayed items and holds (CLOCK_TOLERANCE 0.5 s: one machine's clock):
+  delayed_early         delayed ids handed out (a consumed row's dequeued_at, a
+                        client's time after its dequeue answered) before their
+                        due time (produced.due_at) less the tolerance
+  hold_early            items handed out again with more attempts than at a
+                        zk_retry_later hold before the hold's end (the clock
+                        before the call plus the delay) less the tolerance;
+                        one with a fault injected between the call and that
+                        hand-out is only counted (hold_early_after_fault: a
+                        crash before the end of the claim reached ZooKeeper
+                        releases it at once, doc/queues.md "Retry later")
+(a held item's hand-out, COMMIT or ROLLBACK, is not a consume: neither an
+acknowledged consume nor a committed hand-out of a dead-lettered item)
 and prints the figures (poison_produced, poison_handouts, dead_letters,
 ordinary_dead_lettered...), the first anomalies with the faults just before
 them, and "QUEUE-CHECK <json>"; exit 1 when any of these is not 0.  With
 --mutate the data read is altered first (one consumed row removed, one
 duplicated, one phantom added, one hand-out's attempts set to 0, one dead
-letter's origin_attempts set to 4, one dead letter duplicated): the checker
+letter's origin_attempts set to 4, one dead letter duplicated, a delayed
+item consumed 2 s before due, an item handed out again 1 ms after a 5 s
+hold began): the checker
 must then report each, which the test asserts (the checker can fail).
 """
 

@@ -18,7 +18,12 @@
 # priority 500), which every consumer rolls back, so the policy moves it to
 # eo.dlq at its fourth claim, and one consumer per cluster consumes eo.dlq,
 # recording each dead letter (origin, origin_msg_id, origin_attempts) in a
-# table dead_letters in the same transaction.
+# table dead_letters in the same transaction.  About one ordinary id in four
+# is a delayed item (delay or not_before, 0.5-3 s; produced.due_at), and
+# some consumer transactions put an item at its first hand-out aside with
+# zk_retry_later (0.2-2 s) and then COMMIT or ROLLBACK: the checker proves
+# that no delayed item is handed out before it is due, no held item again
+# before its hold ends (0.5 s of tolerance), and exactly once through them.
 # While they run (ZKLOCK_QUEUE_FAULT_SECONDS, default 45) the test injects,
 # spaced out, each fault at least once:
 #   - ZooKeeper SIGKILLed, restarted 3 s later;
