@@ -1237,6 +1237,7 @@ def cmd_check(args):
         "retried_handed_out_again": hold_again,
         "retried_consumed": len(set(x[1] for _, x in holds if x[1] in cons_by_id)),
         "hold_early": len(hold_early),
+        "lost_after_hold": len(set(x[1] for _, x in holds if x[1] in lost)),
         "hold_early_after_fault": len(hold_excused),
         "hold_margin_min": round(min(hold_margins), 3) if hold_margins else None,
     }
@@ -1255,6 +1256,10 @@ def cmd_check(args):
                           "stage " + str(o.get("stage")), o["outcome"], when(o["t0"]), when(o.get("t1")),
                           (" %s %s" % (o.get("sqlstate"), o.get("msg"))) if o.get("sqlstate") or o.get("msg")
                           else ""))
+            for x in o.get("retry") or []:
+                if x[1] == i:
+                    out.append("        (zk_retry_later(%s, %.3fs) at %s attempts %s: held until %s, not consumed)"
+                               % (x[0], x[5], when(x[4]), x[2], when(x[3])))
         return out
 
     def show(title, items, detail):
