@@ -191,21 +191,21 @@ class QueueModel:
         h = self.h
         if not s.xact and r.random() < 0.5:
             y = r.random()
-            if y < 0.2:
+            if y < 0.16:
                 return {"k": "penq", "b": [h.new_id("x") for _ in range(r.choice([1, 1, 2, 3]))]}
-            if y < 0.42:
+            if y < 0.34:
                 return {"k": "poison", "m": r.choice([1, 2, 3]), "t": r.choice([None, "0", "200ms"])}
-            if y < 0.48:
+            if y < 0.39:
                 return {"k": "pdlq"}
-            if y < 0.70:
-                n = r.choice([1, 1, 2, 3])
+            if y < 0.62:
+                n = r.choice([1, 2, 2, 3])
                 return {"k": "denq", "b": [h.new_id("d") for _ in range(n)],
                         "d": [r.choice([0.0, round(r.uniform(0.2, 1.5), 3), round(r.uniform(0.2, 1.5), 3)])
                               for _ in range(n)],
                         "nb": [r.random() < 0.3 for _ in range(n)],
                         "end": "ROLLBACK" if r.random() < 0.15 else "COMMIT"}
             return {"k": "dtake", "m": r.choice([1, 1, 2, 3]), "t": r.choice(["0", "300ms", "1s", "1s"]),
-                    "retry": ([r.randrange(3), round(r.uniform(0.2, 1.5), 3)] if r.random() < 0.4 else None),
+                    "retry": ([r.randrange(3), round(r.uniform(0.2, 1.5), 3)] if r.random() < 0.6 else None),
                     "end": "ROLLBACK" if r.random() < 0.3 else "COMMIT"}
         q = r.randrange(len(self.queues))
         x = r.random()
