@@ -210,7 +210,9 @@ QUEUE_COUNTS = ("lost", "duplicated", "msg_id_dups", "conflicts", "phantom",
                 "attempts_over_max", "poison_consumed", "poison_not_dead_lettered", "dead_letter_dups",
                 "dead_letter_msg_id_dups", "dead_letter_and_consumed", "dead_letter_phantom",
                 "dead_letter_bad_origin", "dead_letter_bad_attempts", "dead_letter_mismatch",
-                "ordinary_dead_lettered_unexplained")
+                "ordinary_dead_lettered_unexplained",
+                # delayed items and holds (queue_run.py TIMING_COUNTS)
+                "delayed_early", "hold_early")
 
 
 def queue_verdict(q, run):
@@ -236,6 +238,9 @@ def queue_verdict(q, run):
     fig["queue_poison_handouts"] = chk.get("poison_handouts")
     fig["queue_dead_letters"] = chk.get("dead_letters")
     fig["queue_ordinary_dead_lettered"] = chk.get("ordinary_dead_lettered")
+    for k in ("delayed_produced", "delayed_consumed", "delayed_margin_min", "retried",
+              "retried_handed_out_again", "hold_early_after_fault", "hold_margin_min"):
+        fig["queue_" + k] = chk.get(k)
     fig["queue_dlq_left"] = q.get("dlq_left")
     fig["queue_drained"] = drain.get("drained")
     fig["queue_left_after_load"] = q.get("left_after_load")

@@ -23,15 +23,24 @@ the test when it promotes B's standby), else to --b with label B.
              id, LABEL-pN-SEQ-poison, about one in twelve and the first of a
              producer's first transaction, enqueued at priority 500):
                  SELECT zk_enqueue('eo', id, prio);  INSERT INTO produced(id) VALUES (id);
+             or, for about one ordinary id in four, a delayed item (0.5-3 s;
+             one in four of them through not_before):
+                 SELECT clock_timestamp() + d, zk_enqueue('eo', id, delay => d, priority => prio);
+                 INSERT INTO produced(id, due_at) VALUES (id, <that lower bound of its due time>);
              (sometimes one more id inside a savepoint that is rolled back)
              COMMIT, or ROLLBACK (20 %)
   consumer:  BEGIN;
              SELECT body FROM zk_queue_peek('eo', K)   (K = 1..3; then asks for
                  the ordinary items at the head only, or the poison ones)
-             SELECT msg_id, body, attempts FROM zk_dequeue('eo', '1s', <= K);
+             SELECT msg_id, body, attempts, clock_timestamp() FROM zk_dequeue('eo', '1s', <= K);
              a poison item among them: ROLLBACK (always);
+             (15 %, with an item at its first hand-out: SELECT clock_timestamp() + d,
+             zk_retry_later(msg_id, d) on one of them, d 0.2-2 s: a hold, recorded
+             in the outcome as "retry" [msg_id, id, attempts, until, t_call, d];
+             not inserted into consumed; then COMMIT, or ROLLBACK (40 %, when
+             every item is at its first hand-out))
              (half the time, with items: holds the claims 0.05-0.4 s)
-             for each row: INSERT INTO consumed(id, msg_id, ...) VALUES (body, msg_id);
+             for each row: INSERT INTO consumed(id, msg_id, attempts, dequeued_at, ...);
              COMMIT, or ROLLBACK (25 %, only when every item is at its first
              hand-out: by choice no ordinary item comes near max_attempts)
   dead-letter consumer (1 per cluster):
@@ -39,6 +48,11 @@ the test when it promotes B's standby), else to --b with label B.
              for each row: INSERT INTO dead_letters(id, msg_id, origin,
                  origin_msg_id, origin_attempts, attempts, ...);
              COMMIT, or ROLLBACK (10 %)
+
+When DIR/stop appears the producers stop and the consumers go on without
+new holds until the last due time and end of hold recorded (plus 1.5 s, at
+most 10 s): the servers move due items and end holds only while they serve
+the queue, and nothing must be left delayed or held after the load.
 
 Every error is tolerated: the client rolls back or reconnects and goes on.
 Every attempt's outcome goes to DIR/outcomes.jsonl:
@@ -51,7 +65,8 @@ Outcomes are only cross-checks: the verdict comes from the tables.
 
 drain: one consumer that dequeues ('2s', 50 at a time) and commits, recording
 in consumed like the others, until a dequeue returns nothing and
-zk_queue_length('eo') is 0 -- except that it rolls back the poison items, as
+zk_queue_length('eo') is 0 after the last due time or end of hold that
+outcomes.jsonl records -- except that it rolls back the poison items, as
 the consumers do, until the policy moves them; then it drains eo.dlq the same
 way into dead_letters, until zk_queue_length('eo.dlq') is 0.
 
@@ -98,12 +113,27 @@ above, spans both queues):
                         ordinary ids dead-lettered although the clients saw
                         them committed, or saw fewer than 3 hand-outs and
                         not enough failed dequeues after them to make up 3
+and, for delayed items and holds (CLOCK_TOLERANCE 0.5 s: one machine's clock):
+  delayed_early         delayed ids handed out (a consumed row's dequeued_at, a
+                        client's time after its dequeue answered) before their
+                        due time (produced.due_at) less the tolerance
+  hold_early            items handed out again with more attempts than at a
+                        zk_retry_later hold before the hold's end (the clock
+                        before the call plus the delay) less the tolerance;
+                        one with a fault injected between the call and that
+                        hand-out is only counted (hold_early_after_fault: a
+                        crash before the end of the claim reached ZooKeeper
+                        releases it at once, doc/queues.md "Retry later")
+(a held item's hand-out, COMMIT or ROLLBACK, is not a consume: neither an
+acknowledged consume nor a committed hand-out of a dead-lettered item)
 and prints the figures (poison_produced, poison_handouts, dead_letters,
 ordinary_dead_lettered...), the first anomalies with the faults just before
 them, and "QUEUE-CHECK <json>"; exit 1 when any of these is not 0.  With
 --mutate the data read is altered first (one consumed row removed, one
 duplicated, one phantom added, one hand-out's attempts set to 0, one dead
-letter's origin_attempts set to 4, one dead letter duplicated): the checker
+letter's origin_attempts set to 4, one dead letter duplicated, a delayed
+item consumed 2 s before due, an item handed out again 1 ms after a 5 s
+hold began): the checker
 must then report each, which the test asserts (the checker can fail).
 """
 
@@ -138,6 +168,24 @@ POISON_PRIORITY = 500
 POLICY_SQL = "SELECT zk_queue_set_policy('%s', %d, '%s')" % (QUEUE, POLICY_MAX, DLQ)
 
 
+# Delayed items (doc/queues.md, "Delayed items"): about DELAY_FRAC of the
+# ordinary ids are enqueued with a delay of DELAY_S seconds (one in four of
+# them with not_before instead); produced.due_at records a lower bound of
+# their due time (the clock just before the call, plus the delay).
+DELAY_FRAC = 0.25
+DELAY_S = (0.5, 3.0)
+# Backoff (doc/queues.md, "Retry later"): about RETRY_FRAC of the consumer
+# transactions that got ordinary items at their first hand-out call
+# zk_retry_later on one of them (HOLD_S seconds), then COMMIT or ROLLBACK:
+# the item is not consumed, and not handed out again before the hold ends
+# (its second hand-out: by choice an ordinary item is rolled back or
+# retried at most once, so it stays clear of max_attempts).
+RETRY_FRAC = 0.15
+HOLD_S = (0.2, 2.0)
+# the clusters run on one machine: their clocks are one
+CLOCK_TOLERANCE = 0.5
+
+
 def is_poison(body):
     return isinstance(body, str) and body.endswith(POISON)
 
@@ -160,9 +208,11 @@ def leading(bodies):
 # the tables of every cluster the load runs on (the verdict reads them)
 TABLES = """
 CREATE TABLE produced (id text PRIMARY KEY, client text,
-    xid xid8 DEFAULT pg_current_xact_id(), at timestamptz DEFAULT clock_timestamp());
+    xid xid8 DEFAULT pg_current_xact_id(), at timestamptz DEFAULT clock_timestamp(),
+    due_at timestamptz);
 CREATE TABLE consumed (id text, msg_id bigint, cluster text, client text,
-    xid xid8 DEFAULT pg_current_xact_id(), at timestamptz DEFAULT clock_timestamp());
+    xid xid8 DEFAULT pg_current_xact_id(), at timestamptz DEFAULT clock_timestamp(),
+    attempts int, dequeued_at timestamptz);
 CREATE TABLE dead_letters (id text, msg_id bigint, origin text, origin_msg_id bigint,
     origin_attempts int, attempts int, cluster text, client text,
     xid xid8 DEFAULT pg_current_xact_id(), at timestamptz DEFAULT clock_timestamp());
@@ -193,9 +243,16 @@ class Recorder:
         self.lock = threading.Lock()
         self.f = open(os.path.join(directory, "outcomes.jsonl"), "a", buffering=1)
         self.counts = collections.Counter()
+        self.horizon = 0.0      # the latest due time or end of a hold recorded
 
     def record(self, rec):
         with self.lock:
+            for t in (rec.get("due") or {}).values():
+                self.horizon = max(self.horizon, t)
+                self.counts[("prod", "delayed")] += 1
+            for r in rec.get("retry") or []:
+                self.horizon = max(self.horizon, r[3])
+                self.counts[("cons", "retried")] += 1
             self.counts[(rec["role"], rec["outcome"])] += 1
             if rec["role"] == "cons" and rec["outcome"] == "committed":
                 self.counts[("cons", "items_committed")] += len(rec.get("msgs", []))
@@ -295,6 +352,10 @@ class Client(threading.Thread):
                         break
                 self.attempts += 1
                 if self.kind == "p":
+                    if self.run_.quiesce.is_set():
+                        # no new item once the stop is asked for (see cmd_load)
+                        self.run_.stop.wait(0.1)
+                        continue
                     self.produce()
                     self.run_.stop.wait(self.rnd.uniform(0.0, self.run_.producer_pause))
                 elif self.kind == "d":
@@ -370,8 +431,11 @@ class Client(threading.Thread):
                 ids[j] += POISON
         sp_ids = [self.next_id()] if rnd.random() < 0.15 else []
         rollback = rnd.random() < 0.20
+        # delayed ids: (seconds, True for not_before)
+        delays = {i: (round(rnd.uniform(*DELAY_S), 3), rnd.random() < 0.25) for i in ids
+                  if not is_poison(i) and rnd.random() < DELAY_FRAC}
         rec = {"t0": time.time(), "role": "prod", "client": self.name_, "cluster": self.label,
-               "pid": self.pid, "ids": ids, "sp_ids": sp_ids}
+               "pid": self.pid, "ids": ids, "sp_ids": sp_ids, "due": {}}
 
         def body(cur, rec):
             self.stage = "enqueue"
@@ -387,9 +451,25 @@ class Client(threading.Thread):
                     self.ex(cur, "ROLLBACK TO SAVEPOINT s")
                 if pid is None:
                     break
-                self.ex(cur, "SELECT zk_enqueue(%s, %s::text, %s)",
-                        (QUEUE, pid, POISON_PRIORITY if is_poison(pid) else 100))
-                self.ex(cur, "INSERT INTO produced (id, client) VALUES (%s, %s)", (pid, self.name_))
+                prio = POISON_PRIORITY if is_poison(pid) else 100
+                due = None
+                if pid in delays:
+                    d, nb = delays[pid]
+                    if nb:
+                        self.ex(cur, "SELECT nb, zk_enqueue(%s, %s::text, not_before => nb, priority => %s)"
+                                     " FROM (SELECT clock_timestamp() + make_interval(secs => %s) AS nb) t",
+                                (QUEUE, pid, prio, d))
+                    else:
+                        # the clock before the call: a lower bound of zklock's due time
+                        self.ex(cur, "SELECT clock_timestamp() + make_interval(secs => %s),"
+                                     " zk_enqueue(%s, %s::text, delay => make_interval(secs => %s),"
+                                     " priority => %s)", (d, QUEUE, pid, d, prio))
+                    due = cur.fetchone()[0]
+                    rec["due"][pid] = due.timestamp()
+                else:
+                    self.ex(cur, "SELECT zk_enqueue(%s, %s::text, %s)", (QUEUE, pid, prio))
+                self.ex(cur, "INSERT INTO produced (id, client, due_at) VALUES (%s, %s, %s)",
+                        (pid, self.name_, due))
             self.rollback_or_commit(cur, rec, rollback)
         self.transaction(rec, body)
 
@@ -412,12 +492,13 @@ class Client(threading.Thread):
             kk = min(k, n) if n else k
             rec["max_items"] = kk
             self.stage = "dequeue"
-            self.ex(cur, "SELECT msg_id, body, attempts FROM zk_dequeue(%s, '1s', %s)", (QUEUE, kk))
+            self.ex(cur, "SELECT msg_id, body, attempts, clock_timestamp() FROM zk_dequeue(%s, '1s', %s)",
+                    (QUEUE, kk))
             rows = cur.fetchall()
-            rec["msgs"] = [[m, b] for m, b, _ in rows]
-            rec["att"] = {b: a for _, b, a in rows}   # the delivery count of each
+            rec["msgs"] = [[m, b] for m, b, _, _ in rows]
+            rec["att"] = {b: a for _, b, a, _ in rows}   # the delivery count of each
             rec["t_claimed"] = time.time()
-            poison = sum(1 for _, b, _ in rows if is_poison(b))
+            poison = sum(1 for _, b, _, _ in rows if is_poison(b))
             if poison:
                 # never consumed: rolled back, every time, until the policy
                 # moves it to the dead-letter queue
@@ -428,16 +509,31 @@ class Client(threading.Thread):
             # hand-out: it must not reach the policy's max_attempts (only
             # faults can add hand-outs to it)
             nonlocal rollback
-            rollback = rollback and all(a == 1 for _, _, a in rows)
-            rows = [(m, b) for m, b, _ in rows]
+            first = all(a == 1 for _, _, a, _ in rows)
+            rollback = rollback and first
+            # a backoff on one item at its first hand-out (zk_retry_later),
+            # then COMMIT or ROLLBACK: either way it is not consumed
+            firsts = [r for r in rows if r[2] == 1]
+            if firsts and not self.run_.quiesce.is_set() and rnd.random() < RETRY_FRAC:
+                m, b, a, _ = rnd.choice(firsts)
+                d = round(rnd.uniform(*HOLD_S), 3)
+                self.stage = "retry"
+                t_call = time.time()
+                self.ex(cur, "SELECT clock_timestamp() + make_interval(secs => %s),"
+                             " zk_retry_later(%s, make_interval(secs => %s))", (d, m, d))
+                until = cur.fetchone()[0]
+                rec.setdefault("retry", []).append([m, b, a, until.timestamp(), t_call, d])
+                rows = [r for r in rows if r[0] != m]
+                rollback = rollback or (first and rnd.random() < 0.4)
+            rows = [(m, b, a, t) for m, b, a, t in rows]
             if rows and rnd.random() < 0.5:
                 # hold the claims a while (idle in transaction): a crash
                 # or a failover then often finds claims to settle
                 time.sleep(rnd.uniform(0.05, 0.4))
             self.stage = "record"
-            for m, b in rows:
-                self.ex(cur, "INSERT INTO consumed (id, msg_id, cluster, client)"
-                             " VALUES (%s, %s, %s, %s)", (b, m, self.label, self.name_))
+            for m, b, a, t in rows:
+                self.ex(cur, "INSERT INTO consumed (id, msg_id, cluster, client, attempts, dequeued_at)"
+                             " VALUES (%s, %s, %s, %s, %s, %s)", (b, m, self.label, self.name_, a, t))
             if not (prepare and rows):  # (prepare: never with rollback)
                 self.rollback_or_commit(cur, rec, rollback)
                 return
@@ -503,6 +599,7 @@ class LoadRun:
         self.host = args.host
         self.targets = Targets(args)
         self.stop = threading.Event()
+        self.quiesce = threading.Event()    # stop asked for: no new item, no new hold
         self.rec = Recorder(args.dir)
         self.seq = collections.Counter()
         self.client_deaths = []
@@ -538,6 +635,15 @@ def cmd_load(args):
             if slow:
                 log("slow statements: %s" % "; ".join(slow))
     log("stop requested")
+    # the consumers go on (no new item, no new hold) until the last delayed
+    # item is due and the last hold over, and a little more: a server moves
+    # due items and ends holds only while it serves the queue (a consumer
+    # there), so nothing is left delayed or held for the checks after the
+    # load (claims resolved, the drain)
+    r.quiesce.set()
+    t_q = time.time()
+    while time.time() < min(r.rec.horizon + 1.5, t_q + 10):
+        time.sleep(0.1)
     r.stop.set()
     deadline = time.time() + 75
     for c in clients:
@@ -574,6 +680,17 @@ def cmd_drain(args):
     done = False
     phase = QUEUE       # then DLQ, once QUEUE is empty
     last_err = None
+    # delayed items and holds are not in zk_queue_length: QUEUE is empty only
+    # once the last of them the load recorded is due (or over) and a
+    # dequeue after that returned nothing
+    horizon = 0.0
+    for o in load_jsonl(os.path.join(args.dir, "outcomes.jsonl")):
+        for t in (o.get("due") or {}).values():
+            horizon = max(horizon, t)
+        for x in o.get("retry") or []:
+            horizon = max(horizon, x[3])
+    horizon += 1.5
+    t_deq = 0.0
     while time.time() < deadline and not done:
         if conn is None or conn.closed:
             try:
@@ -600,13 +717,14 @@ def cmd_drain(args):
                     cur.execute("SELECT body FROM zk_queue_peek(%s, 50)", (QUEUE,))
                     k = leading([b for (b,) in cur.fetchall()]) or 50
                     stage = "dequeue"
-                    cur.execute("SELECT msg_id, body, attempts FROM zk_dequeue(%s, '2s', %s)", (QUEUE, k))
+                    t_deq = time.time()
+                    cur.execute("SELECT msg_id, body, attempts, clock_timestamp() FROM zk_dequeue(%s, '2s', %s)",
+                                (QUEUE, k))
                     rows = cur.fetchall()
-                    r["msgs"] = [[m, b] for m, b, _ in rows]
-                    r["att"] = {b: a for _, b, a in rows}
+                    r["msgs"] = [[m, b] for m, b, _, _ in rows]
+                    r["att"] = {b: a for _, b, a, _ in rows}
                     r["t_claimed"] = time.time()
-                    rows = [(m, b) for m, b, _ in rows]
-                    r["poison"] = sum(1 for _, b in rows if is_poison(b))
+                    r["poison"] = sum(1 for _, b, _, _ in rows if is_poison(b))
                     stage = "record"
                     if r["poison"]:
                         stage = "rollback"
@@ -615,9 +733,10 @@ def cmd_drain(args):
                         poison += r["poison"]
                         rows = None
                     else:
-                        for m, b in rows:
-                            cur.execute("INSERT INTO consumed (id, msg_id, cluster, client)"
-                                        " VALUES (%s, %s, %s, 'drain')", (b, m, args.label))
+                        for m, b, a, t in rows:
+                            cur.execute("INSERT INTO consumed (id, msg_id, cluster, client, attempts,"
+                                        " dequeued_at) VALUES (%s, %s, %s, 'drain', %s, %s)",
+                                        (b, m, args.label, a, t))
                 else:
                     stage = "dequeue"
                     rows = []
@@ -636,7 +755,7 @@ def cmd_drain(args):
                     if not rows:
                         cur.execute("SELECT zk_queue_length(%s)", (phase,))
                         n = cur.fetchone()[0]
-                        if n == 0 and phase == QUEUE:
+                        if n == 0 and phase == QUEUE and t_deq > horizon:
                             phase = DLQ
                         elif n == 0:
                             done = True
@@ -671,12 +790,15 @@ def fetch(host, port):
     try:
         conn.autocommit = True
         with conn.cursor() as cur:
-            cur.execute("SELECT id, client, xid::text, extract(epoch FROM at)::float8 FROM produced")
-            produced = [{"id": i, "client": c, "xid": x, "at": a} for i, c, x, a in cur.fetchall()]
-            cur.execute("SELECT id, msg_id, cluster, client, xid::text, extract(epoch FROM at)::float8"
-                        " FROM consumed")
-            consumed = [{"id": i, "msg_id": m, "cluster": cl, "client": c, "xid": x, "at": a}
-                        for i, m, cl, c, x, a in cur.fetchall()]
+            cur.execute("SELECT id, client, xid::text, extract(epoch FROM at)::float8,"
+                        " extract(epoch FROM due_at)::float8 FROM produced")
+            produced = [{"id": i, "client": c, "xid": x, "at": a, "due": d}
+                        for i, c, x, a, d in cur.fetchall()]
+            cur.execute("SELECT id, msg_id, cluster, client, xid::text, extract(epoch FROM at)::float8,"
+                        " attempts, extract(epoch FROM dequeued_at)::float8 FROM consumed")
+            consumed = [{"id": i, "msg_id": m, "cluster": cl, "client": c, "xid": x, "at": a,
+                         "attempts": n, "deq": t}
+                        for i, m, cl, c, x, a, n, t in cur.fetchall()]
             cur.execute("SELECT id, msg_id, origin, origin_msg_id, origin_attempts, attempts, cluster,"
                         " client, xid::text, extract(epoch FROM at)::float8 FROM dead_letters")
             dead = [{"id": i, "msg_id": m, "origin": o, "origin_msg_id": om, "origin_attempts": oa,
@@ -774,6 +896,41 @@ DEAD_COUNTS = ("attempts_over_max", "poison_consumed", "poison_not_dead_lettered
                "ordinary_dead_lettered_unexplained")
 
 
+# the anomalies of delayed items and holds (checker.py's QUEUE_COUNTS has them too)
+TIMING_COUNTS = ("delayed_early", "hold_early")
+
+
+def mutate_timing(produced, consumed, outcomes):
+    """Alter the data the way a queue that ignored due times and holds
+    would: a delayed item consumed 2 s before its due time, an item handed
+    out again with more attempts 1 ms after a hold of 5 s began."""
+    now = time.time()
+    base = 10 ** 15
+    due = {r["id"]: r["due"] for r in produced if r.get("due") is not None}
+    rows = [r for r in consumed if r["id"] in due and r.get("deq") is not None]
+    if rows:
+        rows[0]["deq"] = due[rows[0]["id"]] - 2.0
+    else:
+        produced.append({"id": "ZZ-mutate-delayed", "client": "mutate", "xid": "0", "at": now,
+                         "due": now + 100, "src": "mutate"})
+        consumed.append({"id": "ZZ-mutate-delayed", "msg_id": base + 71, "cluster": "mutate",
+                         "client": "mutate", "xid": "0", "at": now, "attempts": 1, "deq": now,
+                         "src": "mutate"})
+    rows = [r for r in consumed if (r.get("attempts") or 0) >= 1 and r.get("deq") is not None
+            and r["id"] not in due]
+    if rows:
+        r = rows[0]
+    else:
+        r = {"id": "ZZ-mutate-held", "msg_id": base + 72, "cluster": "mutate", "client": "mutate",
+             "xid": "0", "at": now, "attempts": 2, "deq": now, "src": "mutate"}
+        produced.append({"id": r["id"], "client": "mutate", "xid": "0", "at": now, "src": "mutate"})
+        consumed.append(r)
+    a = (r.get("attempts") or 2) - 1
+    outcomes.append({"t0": r["deq"] - 0.001, "t1": r["deq"] - 0.001, "role": "cons", "client": "mutate",
+                     "outcome": "committed", "msgs": [],
+                     "retry": [[r["msg_id"], r["id"], a, r["deq"] + 4.999, r["deq"] - 0.001, 5.0]]})
+
+
 def claimed_outcomes(outcomes, i):
     """The consumer transactions of eo whose dequeue returned id i."""
     return [o for o in outcomes if o["role"] == "cons" and any(b == i for _, b in o.get("msgs", []))]
@@ -801,6 +958,10 @@ def cmd_check(args):
                 o["att"] = {b: 0 for b in o["att"]}
                 break
     faults = load_jsonl(os.path.join(args.dir, "faults.jsonl"))
+    if not faults and os.path.exists(os.path.join(args.dir, "..", "nemesis.jsonl")):
+        faults = load_jsonl(os.path.join(args.dir, "..", "nemesis.jsonl"))   # run.py's faults
+    if args.mutate:
+        mutate_timing(produced, consumed, outcomes)
     t0 = min([o["t0"] for o in outcomes] + [f["t"] for f in faults] + [time.time()])
 
     prod_ids = collections.Counter(r["id"] for r in produced)
@@ -856,8 +1017,11 @@ def cmd_check(args):
                 if o["outcome"] == "committed":
                     acked_dl.append((b, m))
         else:
+            retried_here = set(x[0] for x in o.get("retry") or [])
             for m, b in o.get("msgs", []):
                 by_id_attempts[b].append(o)
+                if m in retried_here:
+                    continue        # held (zk_retry_later), not consumed, whatever the end
                 if o["outcome"] == "committed":
                     acked_cons.append((b, m))
                 elif o["outcome"] in ("rolled_back", "refused", "failed"):
@@ -932,7 +1096,8 @@ def cmd_check(args):
         last_t = max([t for t, _ in hs] + [0])
         top = max([a for _, a in hs if a is not None] + [0])
         unseen = sum(1 for t in failed_deq if t >= last_t)
-        committed_handout = any(o["outcome"] == "committed" for o in claimed_outcomes(outcomes, i))
+        committed_handout = any(o["outcome"] == "committed" and not any(x[1] == i for x in o.get("retry") or [])
+                                for o in claimed_outcomes(outcomes, i))
         if committed_handout or (top < POLICY_MAX and top + unseen < POLICY_MAX):
             ordinary_unexplained.append(i)
     poison_handouts = sum(len(handouts.get(i, [])) for i in poison_ids)
@@ -944,6 +1109,70 @@ def cmd_check(args):
     acked_cons_missing += sorted(set(p for p in acked_dl if p not in dead_pairs), key=str)
     redelivered = sum(1 for i in claimed_aborted if i in cons_by_id)
     phantom_known_aborted = sorted((i for i in phantom if i in aborted_prod or i in sp_ids), key=str)
+
+    def fault_before(t):
+        prior = [f for f in faults if f["t"] <= t]
+        if not prior:
+            return "no fault before"
+        f = prior[-1]
+        return "%.1fs after %s %s %s" % (t - f["t"], f["action"], f["kind"], f.get("target", ""))
+
+    def when(t):
+        return "%+.2fs (%s)" % (t - t0, fault_before(t)) if t else "?"
+
+    # delayed items and holds: every hand-out of an id the clients saw (the
+    # consumed rows' dequeued_at, taken after zk_dequeue answered, and the
+    # clients' t_claimed, after it answered too) comes no earlier than its
+    # due time (a lower bound: the clock before zk_enqueue, plus the delay)
+    # less CLOCK_TOLERANCE; a hand-out after a hold made at attempts N (one
+    # with more attempts) no earlier than the hold's end (the clock before
+    # zk_retry_later, plus the delay) less CLOCK_TOLERANCE -- unless a fault
+    # came between the zk_retry_later and that hand-out: a crash before the
+    # end of the claim reached ZooKeeper releases it at once, the backoff
+    # lost (doc/queues.md, "Retry later"), so that one is only counted
+    seen_at = collections.defaultdict(list)     # id -> [(time, attempts, by)]
+    for r in consumed:
+        if r.get("deq") is not None:
+            seen_at[r["id"]].append((r["deq"], r.get("attempts"), "consumed by %s (table of %s)"
+                                     % (r["client"], r["src"])))
+    for o in outcomes:
+        if o["role"] == "cons":
+            for b, a in (o.get("att") or {}).items():
+                seen_at[b].append((o.get("t_claimed", o["t0"]), a, "%s %s" % (o["client"], o["outcome"])))
+    delayed = {r["id"]: r["due"] for r in produced if r.get("due") is not None}
+    delayed_early, early_why = [], {}
+    margins = []
+    for i, due in delayed.items():
+        hs = seen_at.get(i, [])
+        if hs:
+            margins.append(min(h[0] for h in hs) - due)
+        early = [h for h in hs if h[0] < due - CLOCK_TOLERANCE]
+        if early:
+            delayed_early.append(i)
+            early_why[i] = ["    due %s, handed out %s (attempts %s) by %s" % (when(due), when(h[0]), h[1], h[2])
+                            for h in early]
+    holds = [(o, x) for o in outcomes if o["role"] == "cons" for x in o.get("retry") or []]
+    injects = sorted(f["t"] for f in faults if f.get("action") == "inject")
+    hold_early, hold_excused, hold_again, hold_margins = [], [], 0, []
+    for o, (m, b, a, until, t_call, d) in holds:
+        after = [h for h in seen_at.get(b, []) if h[1] is not None and h[1] > a]
+        if not after:
+            continue
+        hold_again += 1
+        t_next = min(h[0] for h in after)
+        hold_margins.append(t_next - until)
+        early = [h for h in after if h[0] < until - CLOCK_TOLERANCE]
+        if not early:
+            continue
+        t_first = min(h[0] for h in early)
+        key = "%s (msg_id %s, attempts %s)" % (b, m, a)
+        why = ["    held by %s (%s) at %s for %.3fs, until %s; handed out %s (attempts %s) by %s"
+               % (o["client"], o["outcome"], when(t_call), d, when(until), when(h[0]), h[1], h[2]) for h in early]
+        if any(t_call <= t <= t_first for t in injects):
+            hold_excused.append(key)
+        else:
+            hold_early.append(key)
+        early_why[key] = why
 
     labels = collections.Counter(str(i).split("-")[0] for i in prod_ids)
     cons_labels = collections.Counter(r["cluster"] for r in consumed)
@@ -1000,22 +1229,24 @@ def cmd_check(args):
         "dead_letter_bad_attempts": len(dl_bad_attempts),
         "dead_letter_mismatch": len(dl_mismatch),
         "ordinary_dead_lettered_unexplained": len(ordinary_unexplained),
+        "delayed_produced": len(delayed),
+        "delayed_consumed": sum(1 for i in delayed if i in cons_by_id),
+        "delayed_early": len(delayed_early),
+        "delayed_margin_min": round(min(margins), 3) if margins else None,
+        "retried": len(holds),
+        "retried_handed_out_again": hold_again,
+        "retried_consumed": len(set(x[1] for _, x in holds if x[1] in cons_by_id)),
+        "hold_early": len(hold_early),
+        "lost_after_hold": len(set(x[1] for _, x in holds if x[1] in lost)),
+        "hold_early_after_fault": len(hold_excused),
+        "hold_margin_min": round(min(hold_margins), 3) if hold_margins else None,
     }
     anomalies = ("lost", "duplicated", "msg_id_dups", "conflicts", "phantom", "dup_produced",
                  "acked_producer_missing", "acked_consumer_missing", "aborted_producer_present",
-                 "prepare_accepted", "attempts_undercount", "attempts_not_increasing") + DEAD_COUNTS
+                 "prepare_accepted", "attempts_undercount", "attempts_not_increasing") + DEAD_COUNTS \
+        + TIMING_COUNTS
     bad = [k for k in anomalies if fig[k]]
     fig["verdict"] = "anomalies: " + ", ".join(bad) if bad else "exactly once"
-
-    def fault_before(t):
-        prior = [f for f in faults if f["t"] <= t]
-        if not prior:
-            return "no fault before"
-        f = prior[-1]
-        return "%.1fs after %s %s %s" % (t - f["t"], f["action"], f["kind"], f.get("target", ""))
-
-    def when(t):
-        return "%+.2fs (%s)" % (t - t0, fault_before(t)) if t else "?"
 
     def attempts_of(i):
         out = []
@@ -1025,6 +1256,10 @@ def cmd_check(args):
                           "stage " + str(o.get("stage")), o["outcome"], when(o["t0"]), when(o.get("t1")),
                           (" %s %s" % (o.get("sqlstate"), o.get("msg"))) if o.get("sqlstate") or o.get("msg")
                           else ""))
+            for x in o.get("retry") or []:
+                if x[1] == i:
+                    out.append("        (zk_retry_later(%s, %.3fs) at %s attempts %s: held until %s, not consumed)"
+                               % (x[0], x[5], when(x[4]), x[2], when(x[3])))
         return out
 
     def show(title, items, detail):
@@ -1090,12 +1325,20 @@ def cmd_check(args):
     show("DEAD LETTER WITH origin_attempts NOT %d" % POLICY_MAX, dl_bad_attempts, dl_detail)
     show("DEAD LETTER WHOSE origin_msg_id OR PAYLOAD IS NOT THE ITEM'S", dl_mismatch, dl_detail)
     show("ORDINARY ITEM DEAD-LETTERED WITHOUT max_attempts HAND-OUTS", ordinary_unexplained, dl_detail)
+    show("DELAYED ITEM HANDED OUT BEFORE ITS DUE TIME", delayed_early,
+         lambda i: ["  %s" % i] + early_why[i] + attempts_of(i))
+    show("HELD ITEM (zk_retry_later) HANDED OUT AGAIN BEFORE THE HOLD ENDED", hold_early,
+         lambda k: ["  %s" % k] + early_why[k] + attempts_of(k.split(" ")[0]))
+    show("held item handed out early after a fault (the backoff may be lost: not an anomaly)", hold_excused,
+         lambda k: ["  %s" % k] + early_why[k])
 
     print("produced %d, consumed %d (rows %d), lost %d, duplicated %d, phantom %d;"
-          " poison %d, dead letters %d (ordinary %d), poison hand-outs %d"
+          " poison %d, dead letters %d (ordinary %d), poison hand-outs %d;"
+          " delayed %d (early %d), retried %d (early %d, after a fault %d)"
           % (fig["produced"], fig["consumed_ids"], fig["consumed_rows"], fig["lost"], fig["duplicated"],
              fig["phantom"], fig["poison_produced"], fig["dead_letters"], fig["ordinary_dead_lettered"],
-             fig["poison_handouts"]))
+             fig["poison_handouts"], fig["delayed_produced"], fig["delayed_early"], fig["retried"],
+             fig["hold_early"], fig["hold_early_after_fault"]))
     print("QUEUE-CHECK %s" % json.dumps(fig, sort_keys=True), flush=True)
     return 1 if bad else 0
 

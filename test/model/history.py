@@ -294,6 +294,11 @@ class History:
         s.close()
         self.reconnect(s)
 
+    def answered_meanwhile(self, s):
+        """The (op, Result) of the other pending calls that answered in the
+        same settling round as s's (see settle)."""
+        return [(op, r) for x, op, r in getattr(self, "finished", []) if x is not s]
+
     def tell(self, event, *args):
         """Every model hears of event (on_commit, on_rollback ...)."""
         for m in self.models:
@@ -526,11 +531,18 @@ class History:
         wait until ZooKeeper holds what the models say (at most `limit` s)."""
         t_end = now() + limit
         while True:
+            # the calls that answered, all of them first: a model may need to
+            # know what the others got (two waiters served at once on two
+            # clusters take items in either order)
+            self.finished = []
             for s in self.sessions:
                 if s.pending is not None:
                     r = s.finish(now())
                     if r is not None:
-                        self.complete_pending(s, r)
+                        self.finished.append((s, s.pending, r))
+            for s, _, r in self.finished:
+                self.complete_pending(s, r)
+            self.finished = []
             due = [s for s in self.sessions if s.pending is not None
                    and self.model_of(s.pending).due(s, s.pending)]
             for s in self.sessions:

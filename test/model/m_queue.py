@@ -30,9 +30,34 @@ of NS-pq handed out M times, there once, with origin NS-pq, origin_msg_id its
 msg_id in NS-pq, origin_attempts M and its payload; at the end (poison steps
 until NS-pq is empty, then a drain of the dead-letter queue) every item is
 in the dead-letter queue exactly once.
+
+Delayed items and backoff: one more queue, NS-dq, is used only by two
+steps, each a whole transaction.  "denq": BEGIN; 1 to 3 zk_enqueue with
+delay => d or not_before => clock_timestamp() + d (d 0 to 1.5 s; the model
+notes the due time, a lower bound: the clock before the call plus d);
+COMMIT or ROLLBACK.  "dtake": BEGIN; zk_dequeue(NS-dq, 0 | 300ms | 1s, 1..3)
+(the clock after it answered, with each row); maybe zk_retry_later(msg_id,
+d) on one item (d 0.2 to 1.5 s; the hold's end, a lower bound: the clock
+before the call plus d); COMMIT or ROLLBACK.  The model: a committed delayed
+item is not handed out before its due time less DTOL; a held item (the end
+of a dtake with a retry, COMMIT or ROLLBACK) not before the hold's end less
+DTOL, and then with attempts + 1; the others of a dtake are consumed by its
+COMMIT, free again after its ROLLBACK; attempts are exact (each hand-out
+the model's hand-outs + 1, plus what failed calls may have claimed unseen).
+Loosely, "eventually": an item that has been due (or whose hold has ended)
+for DSLACK seconds must not be missed by three dequeues that waited 1 s,
+each started after that.  At the end a drain of NS-dq (waiting past the
+last due time and hold) consumes every committed item exactly once.
 """
 
+import time
+
 from driver import FAST, now
+
+# delayed items and holds (NS-dq): the clocks of the clusters and of the
+# tester are one machine's; DTOL allows for rounding and the call's own time
+DTOL = 0.25
+DSLACK = 3.0
 
 # An item made free by another ZooKeeper client (the other cluster's worker,
 # kazoo) reaches a worker through a watch: a try or a zero timeout that
@@ -78,6 +103,28 @@ class PItem:
         self.dl_msg_id = None     # its msg_id in the dead-letter queue
 
 
+class DItem:
+    """An item of the delay queue NS-dq: "free" (published, due or not),
+    "held" (a zk_retry_later hold), "done" (consumed), "dropped" (its
+    enqueue rolled back) or "maybe" (a call's fate unknown)."""
+    __slots__ = ("body", "st", "due", "until", "handouts", "attempts", "msg_id", "missed", "late")
+
+    def __init__(self, body, due):
+        self.body = body
+        self.st = "free"
+        self.due = due            # Unix time it is due (a lower bound)
+        self.until = None         # Unix time its hold ends (a lower bound), while held
+        self.handouts = 0
+        self.attempts = None
+        self.msg_id = None
+        self.missed = 0           # 1 s dequeues that returned nothing while it was overdue
+        self.late = False
+
+    def ready_at(self):
+        """From when it may be handed out (less DTOL)."""
+        return max(self.due, self.until or 0.0)
+
+
 class QueueModel:
     name = "queue"
     kazoo = True
@@ -100,6 +147,10 @@ class QueueModel:
         self.pitems = {}       # body -> PItem
         self.punseen = 0       # hand-outs of the poison queue that failed calls may have made
         self.policy_set = False
+        # the delay queue (delayed items, zk_retry_later)
+        self.dq = "%s-dq" % h.ns
+        self.ditems = {}       # body -> DItem
+        self.dunseen = 0       # hand-outs of NS-dq that failed calls may have made
 
     # ---- model helpers
     def free(self, q):
@@ -138,13 +189,24 @@ class QueueModel:
     # ---- generation
     def gen(self, r, s):
         h = self.h
-        if not s.xact and r.random() < 0.4:
+        if not s.xact and r.random() < 0.5:
             y = r.random()
-            if y < 0.4:
+            if y < 0.16:
                 return {"k": "penq", "b": [h.new_id("x") for _ in range(r.choice([1, 1, 2, 3]))]}
-            if y < 0.9:
+            if y < 0.34:
                 return {"k": "poison", "m": r.choice([1, 2, 3]), "t": r.choice([None, "0", "200ms"])}
-            return {"k": "pdlq"}
+            if y < 0.39:
+                return {"k": "pdlq"}
+            if y < 0.62:
+                n = r.choice([1, 2, 2, 3])
+                return {"k": "denq", "b": [h.new_id("d") for _ in range(n)],
+                        "d": [r.choice([0.0, round(r.uniform(0.2, 1.5), 3), round(r.uniform(0.2, 1.5), 3)])
+                              for _ in range(n)],
+                        "nb": [r.random() < 0.3 for _ in range(n)],
+                        "end": "ROLLBACK" if r.random() < 0.15 else "COMMIT"}
+            return {"k": "dtake", "m": r.choice([1, 1, 2, 3]), "t": r.choice(["0", "300ms", "1s", "1s"]),
+                    "retry": ([r.randrange(3), round(r.uniform(0.2, 1.5), 3)] if r.random() < 0.6 else None),
+                    "end": "ROLLBACK" if r.random() < 0.3 else "COMMIT"}
         q = r.randrange(len(self.queues))
         x = r.random()
         if x < 0.30:
@@ -186,7 +248,7 @@ class QueueModel:
         return True
 
     def applicable(self, s, op):
-        return not s.xact if op["k"] in ("penq", "poison", "pdlq") else True
+        return not s.xact if op["k"] in ("penq", "poison", "pdlq", "denq", "dtake") else True
 
     # ---- execution
     def execute(self, s, op):
@@ -195,6 +257,9 @@ class QueueModel:
         if k in ("penq", "poison", "pdlq"):
             s.touched.add("queue")
             return self.execute_p(s, op)
+        if k in ("denq", "dtake"):
+            s.touched.add("queue")
+            return self.denq(s, op) if k == "denq" else self.dtake(s, op)
         q = op["qn"] = self.queues[op["q"]]
         s.touched.add("queue")
         if k == "enq":
@@ -281,10 +346,15 @@ class QueueModel:
         if len(set(r[0] for r in r.rows)) != len(r.rows):
             h.anomaly("queue-msg-id", "one dequeue returned a msg_id twice: %r" % (r.rows,))
         want = [i.body for i in free[:len(bodies)]]
+        # items another waiter's dequeue of q took in the same round (its
+        # answer is handled after this one): that one may have come first
+        meanwhile = set(row[1] for op2, r2 in self.h.answered_meanwhile(s)
+                        if r2.ok and op2.get("qn") == q for row in r2.rows)
         if ok_bodies == bodies and bodies != want:
             # no older free item skipped, unless it may not be visible yet
             last = max(i for i, it in enumerate(free) if it.body in bodies)
-            skipped = [it for it in free[:last] if it.body not in bodies and it not in stale_ok]
+            skipped = [it for it in free[:last] if it.body not in bodies and it not in stale_ok
+                       and it.body not in meanwhile]
             if skipped:
                 h.anomaly("queue-order", "%s by %s returned %s, queue order says %s (skipped %s)"
                           % (what, s.name, bodies, want, [it.body for it in skipped]))
@@ -535,6 +605,206 @@ class QueueModel:
                 h.anomaly("queue-dlq-lost", "item %s of %s (%d hand-outs seen) is not in %s after the drain"
                           % (it.body, self.pq, it.handouts, self.dlq))
 
+    # ---- the delay queue: delayed items and zk_retry_later
+    def dcall(self, s, op, sql, args, wait=FAST):
+        """One statement of a delay-queue step; None when it failed (the
+        transaction is then rolled back, or the session reconnected)."""
+        h = self.h
+        r = h.sql(s, op, sql, args, wait)
+        if r.pending:
+            h.anomaly("slow-call", "%s by %s did not answer within %.1fs" % (op["sql"], s.name, wait))
+            r = h.recover(s)
+        if r.ok:
+            return r
+        h.unexpected(s, op, r)
+        if r.broken:
+            h.reconnect(s)
+        else:
+            h.sql(s, {"r": "queue"}, "ROLLBACK", None, FAST)
+        return None
+
+    def denq(self, s, op):
+        """BEGIN; zk_enqueue(NS-dq, b, delay | not_before) for each; COMMIT or ROLLBACK."""
+        if self.dcall(s, op, "BEGIN", None) is None:
+            return
+        dues = []
+        for b, d, nb in zip(op["b"], op["d"], op["nb"]):
+            if nb:
+                sql = ("SELECT extract(epoch FROM t.nb)::float8, zk_enqueue(%s, %s::text, not_before => t.nb)"
+                       " FROM (SELECT clock_timestamp() + make_interval(secs => %s) AS nb) t")
+                args = (self.dq, b, d)
+            else:
+                sql = ("SELECT extract(epoch FROM clock_timestamp() + make_interval(secs => %s))::float8,"
+                       " zk_enqueue(%s, %s::text, delay => make_interval(secs => %s))")
+                args = (d, self.dq, b, d)
+            r = self.dcall(s, op, sql, args)
+            if r is None:
+                return
+            dues.append(r.rows[0][0])
+        c = self.h.sql(s, op, op["end"], None, FAST)
+        if c.pending:
+            self.h.anomaly("slow-call", "%s by %s did not answer within %.0fs" % (op["end"], s.name, FAST))
+            c = self.h.recover(s)
+        if op["end"] == "ROLLBACK":
+            for b, due in zip(op["b"], dues):
+                it = self.ditems[b] = DItem(b, due)
+                it.st = "dropped"
+            if not c.ok:
+                self.h.unexpected(s, op, c)
+                if c.broken:
+                    self.h.reconnect(s)
+            return
+        for b, due in zip(op["b"], dues):
+            it = self.ditems[b] = DItem(b, due)
+            if not c.ok:
+                it.st = "maybe"
+        if not c.ok:
+            self.h.unexpected(s, op, c)
+            if c.broken:
+                self.h.reconnect(s)
+        self.h.tallies["delayed items"] += sum(1 for d in op["d"] if d > 0)
+
+    def d_handouts(self, s, rows, what, t_before, m):
+        """Rows (msg_id, body, attempts, clock after the answer) of a dequeue
+        of NS-dq that started at t_before; returns the items."""
+        h = self.h
+        if len(rows) > m:
+            h.anomaly("queue-max-items", "%s returned %d rows, max_items %d" % (what, len(rows), m))
+        got = []
+        for msg_id, b, att, t in rows:
+            it = self.ditems.get(b)
+            if it is None or it.st == "dropped":
+                h.anomaly("queue-phantom", "%s on %s returned %r, %s" % (what, self.dq, b,
+                          "never enqueued there" if it is None else "whose enqueue was rolled back"))
+                continue
+            if it.st == "done":
+                h.anomaly("queue-dup", "%s by %s returned %s of %s, consumed before" % (what, s.name, b, self.dq))
+                continue
+            if it.st != "maybe":
+                if t < it.due - DTOL:
+                    h.anomaly("queue-delay-early", "%s by %s handed %s out at %.3f, %.3fs before its due time"
+                              % (what, s.name, b, t, it.due - t))
+                if it.until is not None and t < it.until - DTOL:
+                    h.anomaly("queue-hold-early", "%s by %s handed %s out at %.3f, %.3fs before its hold"
+                              " (zk_retry_later) ended" % (what, s.name, b, t, it.until - t))
+            if it.msg_id is not None and it.msg_id != msg_id:
+                h.anomaly("queue-msg-id", "item %s had msg_id %s, now %s" % (b, it.msg_id, msg_id))
+            it.msg_id = msg_id
+            it.handouts += 1
+            slack = max(self.dunseen, 0)
+            if att is None or att < it.handouts or att > it.handouts + slack:
+                h.anomaly("queue-attempts", "%s by %s handed %s out with attempts %s, the model saw %d hand-outs"
+                          " (this one included) and at most %d more unseen" % (what, s.name, b, att,
+                                                                              it.handouts, slack))
+            elif it.attempts is not None and att <= it.attempts:
+                h.anomaly("queue-attempts", "%s by %s handed %s out with attempts %s, after %s the last time"
+                          % (what, s.name, b, att, it.attempts))
+            if it.until is not None:
+                h.tallies["held items handed out again"] += 1
+            if it.handouts == 1:
+                h.tallies["delay-queue items handed out"] += 1
+            it.attempts = att
+            it.st = "claim"
+            it.until = None
+            it.missed = 0
+            got.append(it)
+        return got
+
+    def d_missed(self, s, what, t_before, rows):
+        """A dequeue that waited 1 s and returned nothing: items overdue by
+        DSLACK when it started count a miss; three are an anomaly."""
+        if rows:
+            return
+        for it in self.ditems.values():
+            if it.st == "free" or it.st == "held":
+                if t_before >= it.ready_at() + DSLACK:
+                    it.missed += 1
+                    if it.missed >= 3 and not it.late:
+                        it.late = True
+                        self.h.anomaly("queue-delay-late", "%s by %s returned nothing the %dth time, while %s"
+                                       " (%s) was ready %.1fs before it began"
+                                       % (what, s.name, it.missed, it.body, it.st, t_before - it.ready_at()))
+
+    def dtake(self, s, op):
+        """BEGIN; zk_dequeue(NS-dq, t, m); maybe zk_retry_later on one; COMMIT or ROLLBACK."""
+        h = self.h
+        if self.dcall(s, op, "BEGIN", None) is None:
+            return
+        t_before = time.time()
+        what = "zk_dequeue(%s, %s)" % (self.dq, op["t"])
+        self.dunseen += op["m"]
+        r = self.dcall(s, op, "SELECT msg_id, body, attempts, extract(epoch FROM clock_timestamp())::float8"
+                              " FROM zk_dequeue(%s, %s::interval, %s)", (self.dq, op["t"], op["m"]), FAST + 1.5)
+        if r is None:
+            return
+        self.dunseen -= op["m"]
+        got = self.d_handouts(s, r.rows, what, t_before, op["m"])
+        if op["t"] == "1s":
+            self.d_missed(s, what, t_before, r.rows)
+        held = None
+        if op["retry"] and got:
+            it = got[op["retry"][0] % len(got)]
+            d = op["retry"][1]
+            rr = self.dcall(s, op, "SELECT extract(epoch FROM clock_timestamp() + make_interval(secs => %s))::float8,"
+                                   " zk_retry_later(%s, make_interval(secs => %s))", (d, it.msg_id, d))
+            if rr is None:
+                for x in got:
+                    x.st = "free"
+                return
+            held = it
+            it.until = rr.rows[0][0]
+        c = h.sql(s, op, op["end"], None, FAST)
+        if c.pending:
+            h.anomaly("slow-call", "%s by %s did not answer within %.0fs" % (op["end"], s.name, FAST))
+            c = h.recover(s)
+        for x in got:
+            if x is held:
+                x.st = "held"
+                h.tallies["holds"] += 1
+            elif not c.ok and op["end"] == "COMMIT":
+                x.st = "maybe"
+            elif op["end"] == "COMMIT":
+                x.st = "done"
+            else:
+                x.st = "free"
+        if not c.ok:
+            h.unexpected(s, op, c)
+            if c.broken:
+                h.reconnect(s)
+
+    def final_delay(self, s):
+        """Drain NS-dq, waiting past the last due time and hold: every
+        committed item consumed exactly once."""
+        h = self.h
+        if not self.ditems:
+            return
+        last = max([it.ready_at() for it in self.ditems.values()] + [time.time()])
+        deadline = last + DSLACK + 10
+        while time.time() < deadline:
+            want = [it for it in self.ditems.values() if it.st in ("free", "held", "maybe")]
+            if not want and time.time() > last + 1:
+                break
+            op = {"k": "ddrain", "r": "queue"}
+            t_before = time.time()
+            if self.dcall(s, op, "BEGIN", None) is None:
+                return
+            r = self.dcall(s, op, "SELECT msg_id, body, attempts, extract(epoch FROM clock_timestamp())::float8"
+                                  " FROM zk_dequeue(%s, '1s', 100)", (self.dq,), FAST + 1.5)
+            if r is None:
+                return
+            got = self.d_handouts(s, r.rows, "zk_dequeue(%s) (drain)" % self.dq, t_before, 100)
+            self.d_missed(s, "zk_dequeue(%s) (drain)" % self.dq, t_before, r.rows)
+            c = h.sql(s, op, "COMMIT", None, FAST)
+            if not c.ok:
+                h.anomaly("commit-failed", "COMMIT of the drain of %s: %r" % (self.dq, c))
+                return
+            for x in got:
+                x.st = "done"
+        for it in self.ditems.values():
+            if it.st in ("free", "held"):
+                h.anomaly("queue-lost", "committed item %s of %s (due %.3f, %d hand-outs) is %s after the drain"
+                          % (it.body, self.dq, it.due, it.handouts, it.st))
+
     # ---- kazoo
     def kqueue(self, k, q):
         o = self.kq.get((k.idx, q))
@@ -691,3 +961,4 @@ class QueueModel:
             if it.committed and it.st == "done" and it.consumed != 1:
                 h.anomaly("queue-dup", "item %s consumed %d times" % (it.body, it.consumed))
         self.final_poison(s)
+        self.final_delay(s)

@@ -18,7 +18,12 @@
 # priority 500), which every consumer rolls back, so the policy moves it to
 # eo.dlq at its fourth claim, and one consumer per cluster consumes eo.dlq,
 # recording each dead letter (origin, origin_msg_id, origin_attempts) in a
-# table dead_letters in the same transaction.
+# table dead_letters in the same transaction.  About one ordinary id in four
+# is a delayed item (delay or not_before, 0.5-3 s; produced.due_at), and
+# some consumer transactions put an item at its first hand-out aside with
+# zk_retry_later (0.2-2 s) and then COMMIT or ROLLBACK: the checker proves
+# that no delayed item is handed out before it is due, no held item again
+# before its hold ends (0.5 s of tolerance), and exactly once through them.
 # While they run (ZKLOCK_QUEUE_FAULT_SECONDS, default 45) the test injects,
 # spaced out, each fault at least once:
 #   - ZooKeeper SIGKILLed, restarted 3 s later;
@@ -628,6 +633,15 @@ foreach my $k (qw(attempts_over_max poison_consumed poison_not_dead_lettered dea
 {
 	is($fig->{$k}, 0, "dead-letter policy: $k (" . fv($k) . ')');
 }
+is($fig->{delayed_early}, 0, 'no delayed item handed out before its due time (less 0.5 s): '
+	  . fv('delayed_produced') . ' delayed, ' . fv('delayed_consumed') . ' consumed, earliest hand-out '
+	  . fv('delayed_margin_min') . ' s after due');
+is($fig->{hold_early}, 0, 'no item held by zk_retry_later handed out again before the hold ended (less 0.5 s): '
+	  . fv('retried') . ' holds, ' . fv('retried_handed_out_again') . ' handed out again, earliest '
+	  . fv('hold_margin_min') . ' s after the end; early after a fault ' . fv('hold_early_after_fault'));
+cmp_ok($fig->{delayed_consumed} // 0, '>=', 1, 'delayed items consumed: ' . fv('delayed_consumed'));
+cmp_ok($fig->{retried_handed_out_again} // 0, '>=', 1,
+	'held items handed out again: ' . fv('retried_handed_out_again'));
 cmp_ok($fig->{dead_letters} // 0, '>=', 1,
 	'poison items dead-lettered: ' . fv('dead_letters') . ' of ' . fv('poison_produced') . ' (hand-outs '
 	  . fv('poison_handouts') . ', ordinary items dead-lettered by faults ' . fv('ordinary_dead_lettered') . ')');
@@ -658,9 +672,11 @@ my ($mj) = $mout =~ /^QUEUE-CHECK (\{.*\})\s*$/m;
 my $mfig = defined $mj ? decode_json($mj) : {};
 ok($mrc == 1 && ($mfig->{lost} // 0) >= 1 && ($mfig->{duplicated} // 0) >= 1 && ($mfig->{phantom} // 0) >= 1
 	  && ($mfig->{msg_id_dups} // 0) >= 1 && ($mfig->{attempts_undercount} // 0) >= 1
-	  && ($mfig->{dead_letter_bad_attempts} // 0) >= 1 && ($mfig->{dead_letter_dups} // 0) >= 1,
+	  && ($mfig->{dead_letter_bad_attempts} // 0) >= 1 && ($mfig->{dead_letter_dups} // 0) >= 1
+	  && ($mfig->{delayed_early} // 0) >= 1 && ($mfig->{hold_early} // 0) >= 1,
 	'on mutated data the checker reports a lost, a duplicated and a phantom item, a lost delivery count, '
-	  . 'a dead letter with a wrong origin_attempts and one twice, and fails')
+	  . 'a dead letter with a wrong origin_attempts and one twice, a delayed item handed out early, '
+	  . 'a held item handed out again early, and fails')
   or diag "$mout\n$merr";
 
 #

@@ -148,6 +148,11 @@ foreach my $k (qw(attempts_over_max poison_consumed poison_not_dead_lettered dea
 }
 cmp_ok($fig->{queue_dead_letters} // 0, '>=', 1,
 	'queue: poison items dead-lettered: ' . ($fig->{queue_dead_letters} // 0));
+# delayed items and zk_retry_later holds (queue_run.py)
+is($fig->{queue_delayed_early}, 0, 'queue: no delayed item handed out before its due time: '
+	  . ($fig->{queue_delayed_produced} // '?') . ' delayed');
+is($fig->{queue_hold_early}, 0, 'queue: no held item (zk_retry_later) handed out again before the hold ended: '
+	  . ($fig->{queue_retried} // '?') . ' holds, early after a fault ' . ($fig->{queue_hold_early_after_fault} // '?'));
 is_deeply($fig->{queue_dlq_left}, { entries => 0, taken => 0 },
 	'queue: after the drain nothing is left in the dead-letter queue (counted through ZooKeeper)');
 is_deeply($fig->{queue_left}, { entries => 0, taken => 0, txns => 0 },
