@@ -3,15 +3,17 @@
 # view zk_queue_metrics (issue 38).
 #
 # Through a counting proxy (test/zkproxy.py: listings per path):
-# 1. Queue "mq": five items, 1.5 s later five more; a transaction holds
+# 1. Queue "mq": four items, 1.5 s later five more; a transaction holds
 #    three claims (the oldest three), two items are delayed an hour, and a
 #    dead-letter policy (2, 'mq.dlq') is set.  Every column is checked
-#    exactly: ready 7, delayed 2, claimed 3, the policy, dead_letters 0, the
+#    exactly: ready 6, delayed 2, claimed 3, the policy, dead_letters 0, the
 #    oldest ready item's age between the times around the first COMMIT (so
 #    older than the second five), the oldest claim's between the times
 #    around the dequeue; 2 s later the oldest ready age is 2 s more (and at
 #    least 2 s).  A second dequeue claims the oldest ready item within the
-#    TTL: the age is the next one's (not a claimed item's).  Counters after
+#    TTL: the age is the next one's, of the second five (not the claimed
+#    item's, from the cache's candidates); the oldest claim stays S1's
+#    until S1 commits, then it is S2's.  Counters after
 #    a COMMIT (consumed 3) and a ROLLBACK (released 1), handed_out 4; no
 #    claim left: oldest_claim_age NULL.
 # 2. Queue "pq" with (1, 'pq.dlq'): one item handed out and rolled back,
@@ -68,11 +70,12 @@ sub metrics
 my $MQ = sql("SELECT zk_path('queue', 'mq')");
 sql("SELECT zk_queue_set_policy('mq', 2, 'mq.dlq')");
 my $t1a = clock();
-sql("SELECT zk_enqueue('mq', ARRAY['a1', 'a2', 'a3', 'a4', 'a5'])");
+sql("SELECT zk_enqueue('mq', ARRAY['a1', 'a2', 'a3', 'a4'])");
 my $t1b = clock();
 usleep(1_500_000);
 my $t2a = clock();
 sql("SELECT zk_enqueue('mq', ARRAY['b1', 'b2', 'b3', 'b4', 'b5'])");
+my $t2b = clock();
 sql("SELECT zk_enqueue('mq', ARRAY['d1', 'd2'], delay => '1 hour')");
 ok(scalar(zk_wait_count($zk, "$MQ/delayed", 2, 30)), 'mq: two delayed items');
 
@@ -85,9 +88,9 @@ my $tcb = clock();
 
 is(metrics('mq', q{ready || '|' || delayed || '|' || claimed || '|' || dead_letter || '|' ||
 	max_attempts || '|' || dead_letters}),
-	'7|2|3|mq.dlq|2|0', 'mq: ready 7, delayed 2, claimed 3, the policy, no dead letter');
+	'6|2|3|mq.dlq|2|0', 'mq: ready 6, delayed 2, claimed 3, the policy, no dead letter');
 is(sql(q{SELECT items || '|' || claimed || '|' || delayed || '|' || dead_letter || '|' || max_attempts
-	FROM zk_queues WHERE queue = 'mq'}), '7|3|2|mq.dlq|2', 'zk_queues: the same counts and policy');
+	FROM zk_queues WHERE queue = 'mq'}), '6|3|2|mq.dlq|2', 'zk_queues: the same counts and policy');
 
 # the ages, against the times around the COMMIT and the dequeue
 my ($ra, $ca, $now) = split /\|/, metrics('mq',
@@ -107,25 +110,42 @@ my ($ra2, $now2) = split /\|/, metrics('mq',
 ok($ra2 >= 2, "mq: 2 s later the oldest ready age is at least 2 s ($ra2)");
 ok(abs(($ra2 - $ra) - ($now2 - $now)) < 0.1, 'mq: and grew by the time passed (same item)');
 
-# a second consumer claims a4 within the TTL: the age is a5's
+# a second consumer claims a4 within the TTL: the age is b1's
 my $S2 = new_session($node, name => 'S2');
 $S2->query_safe('BEGIN');
+my $tda = clock();
 is($S2->query_safe("SELECT body FROM zk_dequeue('mq', '10s')"), 'a4', 'S2 claims a4');
+my $tdb = clock();
 my ($ra3, $now3) = split /\|/, metrics('mq',
 	q{extract(epoch FROM oldest_ready_age) || '|' || extract(epoch FROM now())});
-ok($ra3 >= $now3 - $t1b - 0.1 && $ra3 <= $now3 - $t1a + 0.1,
-	'mq: a claimed item is not the oldest ready one: a5\'s age, of the first COMMIT');
-is(metrics('mq', q{ready || '|' || claimed}), '6|4', 'mq: ready 6, claimed 4');
+ok($ra3 >= $now3 - $t2b - 0.1 && $ra3 <= $now3 - $t2a + 0.1,
+	sprintf('mq: a claimed item is not the oldest ready one: b1\'s age, of the second COMMIT (%.3f in [%.3f, %.3f])',
+		$ra3, $now3 - $t2b, $now3 - $t2a));
+is(metrics('mq', q{ready || '|' || claimed}), '5|4', 'mq: ready 5, claimed 4');
+
+# the oldest claim is still S1's (the one cached), until S1 commits: then S2's
+my ($ca2, $nowc2) = split /\|/, metrics('mq',
+	q{extract(epoch FROM oldest_claim_age) || '|' || extract(epoch FROM now())});
+ok($ca2 >= $nowc2 - $tcb - 0.1 && $ca2 <= $nowc2 - $tca + 0.1,
+	sprintf('mq: with S2\'s claim, the oldest claim is still S1\'s (%.3f in [%.3f, %.3f])',
+		$ca2, $nowc2 - $tcb, $nowc2 - $tca));
 
 # counters: S1 commits (3 consumed), S2 rolls back (1 released)
 $S1->query_safe('COMMIT');
+# (counted through ZooKeeper: the next read is the first to find them gone)
+ok(scalar(zk_wait_count($zk, "$MQ/taken", 1, 30)), 'mq: S1\'s claims consumed');
+my ($ca3, $nowc3) = split /\|/, metrics('mq',
+	q{coalesce(extract(epoch FROM oldest_claim_age), -1) || '|' || extract(epoch FROM now())});
+ok($ca3 >= $nowc3 - $tdb - 0.1 && $ca3 <= $nowc3 - $tda + 0.1,
+	sprintf('mq: S1\'s claims gone, the oldest claim is S2\'s (%.3f in [%.3f, %.3f])',
+		$ca3, $nowc3 - $tdb, $nowc3 - $tda));
 $S2->query_safe('ROLLBACK');
 ok(wait_until(sub { metrics('mq', q{consumed || '|' || released}) eq '3|1' }, 30),
 	'mq: consumed 3, released 1');
 is(metrics('mq', q{handed_out || '|' || dead_lettered || '|' || (since IS NOT NULL)}), '4|0|true',
 	'mq: handed out 4, dead-lettered 0, counting since the first');
-ok(wait_until(sub { metrics('mq', q{claimed || '|' || ready || '|' || (oldest_claim_age IS NULL)}) eq '0|7|true' }, 30),
-	'mq: no claim: claimed 0, ready 7, no claim age');
+ok(wait_until(sub { metrics('mq', q{claimed || '|' || ready || '|' || (oldest_claim_age IS NULL)}) eq '0|6|true' }, 30),
+	'mq: no claim: claimed 0, ready 6, no claim age');
 my ($ra4, $now4) = split /\|/, metrics('mq',
 	q{extract(epoch FROM oldest_ready_age) || '|' || extract(epoch FROM now())});
 ok($ra4 >= $now4 - $t1b - 0.1 && $ra4 <= $now4 - $t1a + 0.1, 'mq: a4 is back: still of the first COMMIT');
