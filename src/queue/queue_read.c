@@ -518,21 +518,26 @@ info_send_listing(Info *in, const char *qpath)
  * One queue being counted (issue 35: a queue of 60,000 items costs the same
  * as an empty one; issue 38: its metrics, doc/queues.md "zk_queues").
  *
- *	Phase 1, always: the child counts of entries, taken and delayed (three
+ *	First, always: the child counts of entries, taken and delayed (three
  *	exists), the queue node's data and ACL (its dead-letter policy,
  *	believed only under zklock's ACL, as queue_policy.c believes it).
- *	Phase 2, only for what is there: the oldest unclaimed item from the
- *	cache (MetricsCache), or a listing of entries and taken at most once
- *	per ZKQ_METRICS_TTL_MS and only of at most zklock.max_children
- *	entries; a listing of taken when it holds 1..ZKQ_METRICS_CLAIMS
- *	claims and the cached oldest claim is gone.
- *	Phase 3: an exists per candidate (ZKQ_METRICS_CANDIDATES, the oldest
- *	unclaimed ones, each with its claim) and per claim listed, for their
- *	ctime.
+ *	Then two paths side by side, each a step per round of answers:
+ *	- the oldest ready item (QR_), only with unclaimed items: the cached
+ *	  candidates (MetricsCache, the ZKQ_METRICS_CANDIDATES unclaimed items
+ *	  of lowest sequence number) while the last listing is younger than
+ *	  ZKQ_METRICS_TTL_MS, else a listing of entries and taken (not past
+ *	  zklock.max_children: then the cached candidates however old), then an
+ *	  exists of each candidate and of its claim;
+ *	- the oldest claim (QC_), only with 1..ZKQ_METRICS_CLAIMS claims: an
+ *	  exists of the cached oldest claim (the same czxid: nothing claimed
+ *	  since is older), else, or when it is gone, a listing of taken, then an
+ *	  exists per claim for its ctime.
  *
  * So a queue costs five requests, and with ready items or claims at most
- * 2 + 2 * ZKQ_METRICS_CANDIDATES + 1 + ZKQ_METRICS_CLAIMS more; a listing of
- * its items only once per TTL.  ZKQ_QUEUES_WINDOW queues at a time.
+ * 2 * ZKQ_METRICS_CANDIDATES + 1 more (a listing of its items at most once
+ * per TTL), and, when its oldest claim ended, a listing of taken and one
+ * exists per claim (at most ZKQ_METRICS_CLAIMS).  ZKQ_QUEUES_WINDOW queues
+ * at a time.
  */
 #define ZKQ_QUEUES_WINDOW		16
 #define ZKQ_METRICS_TTL_MS		10000
