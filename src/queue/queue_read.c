@@ -536,13 +536,14 @@ info_send_listing(Info *in, const char *qpath)
  * So a queue costs five requests, and with ready items or claims at most
  * 2 * ZKQ_METRICS_CANDIDATES + 1 more (a listing of its items at most once
  * per TTL), and, when its oldest claim ended, a listing of taken and one
- * exists per claim (at most ZKQ_METRICS_CLAIMS).  ZKQ_QUEUES_WINDOW queues
- * at a time.
+ * exists per claim (at most ZKQ_METRICS_CLAIMS, ZKQ_METRICS_CLAIM_WINDOW in
+ * flight).  ZKQ_QUEUES_WINDOW queues at a time.
  */
 #define ZKQ_QUEUES_WINDOW		16
 #define ZKQ_METRICS_TTL_MS		10000
 #define ZKQ_METRICS_CANDIDATES	4
 #define ZKQ_METRICS_CLAIMS		256
+#define ZKQ_METRICS_CLAIM_WINDOW	32	/* claims' exists in flight per queue */
 #define ZKQ_METRICS_CACHED		4096	/* queues whose oldest items are kept */
 
 /* what the worker keeps of a queue's oldest ready item and oldest claim */
@@ -587,6 +588,7 @@ typedef struct QueueCount
 	bool		claims_listed;
 	char	  **claims;
 	int			nclaims;
+	int			claims_next;	/* the next claim to read */
 	int64		claim_ctime;	/* 0: none known */
 	int64		claim_czxid;
 	char		claim[ZKQ_NODE_MAX];
@@ -620,6 +622,8 @@ typedef struct MetricsCall
 #define QC_DONE			4
 
 static void queue_count_step(QueueCount *qc);
+static void queue_metric_send(QueueCount *qc, int which, int i, const char *folder,
+							  const char *node);
 
 /* The cache's entry for queue enc (made when make), or NULL; never throws */
 static MetricsCache *
@@ -817,6 +821,18 @@ queue_metric_read(int rc, const struct Stat *stat, const void *data)
 				break;
 			case QM_CLAIM:
 			case QM_CACHED_CLAIM:
+				/* the next claim's read, ZKQ_METRICS_CLAIM_WINDOW in flight */
+				if (c->which == QM_CLAIM && qc->claims_next < qc->nclaims)
+				{
+					if (qc->rc == ZOK && zk_session_usable())
+					{
+						qc->claims_next++;
+						queue_metric_send(qc, QM_CLAIM, qc->claims_next - 1, "taken",
+										  qc->claims[qc->claims_next - 1]);
+					}
+					else if (qc->rc == ZOK)
+						qc->rc = ZCONNECTIONLOSS;	/* not every claim read */
+				}
 				if (there && (c->which == QM_CLAIM || stat->czxid == qc->claim_czxid) &&
 					(qc->claim_ctime == 0 || stat->ctime < qc->claim_ctime))
 				{
@@ -1075,8 +1091,9 @@ queue_claim_next(QueueCount *qc)
 			qc->claim_step = QC_DONE;
 			if (qc->claims_listed && qc->nclaims > 0)
 			{
-				for (i = 0; i < qc->nclaims; i++)
+				for (i = 0; i < Min(qc->nclaims, ZKQ_METRICS_CLAIM_WINDOW); i++)
 					queue_metric_send(qc, QM_CLAIM, i, "taken", qc->claims[i]);
+				qc->claims_next = i;
 				qc->claim_step = QC_READING;
 			}
 			break;

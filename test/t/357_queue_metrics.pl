@@ -24,7 +24,8 @@
 #    the listings of big/entries) and gives the same item's age, later; once
 #    the TTL is past, a read lists again.  With zklock.max_children below
 #    its items, it is not listed at all: the age comes from the cached
-#    items while the oldest one is still there.
+#    items while the oldest one is still there.  40 claims of big: the
+#    oldest claim's age (their reads go 32 at a time).
 
 use strict;
 use warnings FATAL => 'all';
@@ -198,6 +199,20 @@ is($b3, '3000|true', 'big: past zklock.max_children, the age of the item cached'
 is(listed("$BIG/entries"), $l2, 'big: and no listing');
 $node->append_conf('postgresql.conf', "zklock.max_children = 10000\n");
 $node->reload;
+
+# 40 claims: read 32 at a time, the oldest one's age
+my $S3 = new_session($node, name => 'S3');
+$S3->query_safe('BEGIN');
+my $tea = clock();
+is($S3->query_safe("SELECT count(*) FROM zk_dequeue('big', '10s', 40)"), '40', 'S3 claims 40 items of big');
+my $teb = clock();
+my ($bc, $bcn, $bcnow) = split /\|/, metrics('big',
+	q{claimed || '|' || extract(epoch FROM oldest_claim_age) || '|' || extract(epoch FROM now())});
+is($bc, '40', 'big: claimed 40');
+ok($bcn >= $bcnow - $teb - 0.1 && $bcn <= $bcnow - $tea + 0.1,
+	sprintf('big: the oldest of 40 claims read (%.3f in [%.3f, %.3f])', $bcn, $bcnow - $teb, $bcnow - $tea));
+$S3->query_safe('ROLLBACK');
+$S3->quit;
 
 $S1->quit;
 $S2->quit;
