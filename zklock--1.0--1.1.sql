@@ -420,7 +420,8 @@ AS $$
         ('monitor', '@extschema@.zk_queue_stats()')) AS t(g, f)
     UNION ALL
     SELECT 'monitor', 'view', v::regclass::text FROM (VALUES
-        ('@extschema@.zk_locks'), ('@extschema@.zk_entries'), ('@extschema@.zk_queues'), ('@extschema@.zk_leases'),
+        ('@extschema@.zk_locks'), ('@extschema@.zk_entries'), ('@extschema@.zk_queues'),
+        ('@extschema@.zk_queue_metrics'), ('@extschema@.zk_leases'),
         ('@extschema@.zk_elections'), ('@extschema@.zk_semaphores'),
         ('@extschema@.zk_quotas')) AS t(v)
 $$;
@@ -608,6 +609,82 @@ BEGIN
     FOREACH g IN ARRAY grantees
     LOOP
         EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION @extschema@.zk_status() TO %s', g);
+    END LOOP;
+END
+$$;
+
+-- Issue 38: zk_queues gains delayed, dead_letter, max_attempts,
+-- oldest_ready_age and oldest_claim_age (doc/queues.md, "zk_queues"), and
+-- the view zk_queue_metrics joins it with zk_queue_stats.  The row type of
+-- zk_queues_internal changes, so it and its view are dropped and created
+-- again, and given back the grants they had (PUBLIC none, pg_monitor and
+-- whoever zk_grant gave the monitor group); zk_queue_metrics goes to who
+-- could read zk_queues.
+DO $$
+DECLARE
+    fgrantees text[];
+    vgrantees text[];
+    g text;
+BEGIN
+    SELECT coalesce(array_agg(DISTINCT a.grantee::regrole::text), '{}')
+      INTO fgrantees
+      FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+     WHERE p.oid = '@extschema@.zk_queues_internal()'::regprocedure
+       AND a.privilege_type = 'EXECUTE'
+       AND a.grantee <> 0
+       AND a.grantee <> p.proowner;
+    SELECT coalesce(array_agg(DISTINCT a.grantee::regrole::text), '{}')
+      INTO vgrantees
+      FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+     WHERE c.oid = '@extschema@.zk_queues'::regclass
+       AND a.privilege_type = 'SELECT'
+       AND a.grantee <> 0
+       AND a.grantee <> c.relowner;
+    DROP VIEW @extschema@.zk_queues;
+    DROP FUNCTION @extschema@.zk_queues_internal();
+    CREATE FUNCTION @extschema@.zk_queues_internal(
+        OUT queue text,
+        OUT items bigint,
+        OUT claimed bigint,
+        OUT local_claims int,
+        OUT local_waiting int,
+        OUT delayed bigint,
+        OUT dead_letter text,
+        OUT max_attempts int,
+        OUT oldest_ready_age interval,
+        OUT oldest_claim_age interval)
+    RETURNS SETOF record
+    AS 'MODULE_PATHNAME', 'zk_queues_internal' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+    REVOKE ALL ON FUNCTION @extschema@.zk_queues_internal() FROM PUBLIC;
+    CREATE VIEW @extschema@.zk_queues AS SELECT * FROM @extschema@.zk_queues_internal();
+    CREATE VIEW @extschema@.zk_queue_metrics AS
+        WITH q AS (SELECT * FROM @extschema@.zk_queues_internal())
+        SELECT q.queue,
+               q.items AS ready,
+               q.delayed,
+               q.claimed,
+               q.dead_letter,
+               q.max_attempts,
+               CASE WHEN q.dead_letter IS NOT NULL
+                    THEN coalesce(d.items + d.claimed, 0) END AS dead_letters,
+               q.oldest_ready_age,
+               q.oldest_claim_age,
+               coalesce(s.handed_out, 0) AS handed_out,
+               coalesce(s.consumed, 0) AS consumed,
+               coalesce(s.released, 0) AS released,
+               coalesce(s.dead_lettered, 0) AS dead_lettered,
+               s.since
+          FROM q
+          LEFT JOIN q AS d ON d.queue = q.dead_letter
+          LEFT JOIN @extschema@.zk_queue_stats() AS s ON s.queue = q.queue;
+    FOREACH g IN ARRAY fgrantees
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION @extschema@.zk_queues_internal() TO %s', g);
+    END LOOP;
+    FOREACH g IN ARRAY vgrantees
+    LOOP
+        EXECUTE pg_catalog.format('GRANT SELECT ON @extschema@.zk_queues TO %s', g);
+        EXECUTE pg_catalog.format('GRANT SELECT ON @extschema@.zk_queue_metrics TO %s', g);
     END LOOP;
 END
 $$;

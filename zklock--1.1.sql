@@ -450,12 +450,20 @@ CREATE FUNCTION zk_queue_move(from_queue text, to_queue text, max_items int DEFA
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'zk_queue_move' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-- every queue of the session's namespace: counts from the child counts,
+-- its dead-letter policy, the ages of its oldest ready item and oldest claim
+-- (doc/queues.md, "zk_queues")
 CREATE FUNCTION zk_queues_internal(
     OUT queue text,
     OUT items bigint,
     OUT claimed bigint,
     OUT local_claims int,
-    OUT local_waiting int)
+    OUT local_waiting int,
+    OUT delayed bigint,
+    OUT dead_letter text,
+    OUT max_attempts int,
+    OUT oldest_ready_age interval,
+    OUT oldest_claim_age interval)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'zk_queues_internal' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
 
@@ -474,6 +482,29 @@ CREATE FUNCTION zk_queue_stats(
     OUT last_at timestamptz)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'zk_queue_stats' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
+-- zk_queues with this cluster's counts of zk_queue_stats, one row per queue
+-- of the session's namespace (doc/queues.md, "zk_queue_metrics")
+CREATE VIEW zk_queue_metrics AS
+    WITH q AS (SELECT * FROM @extschema@.zk_queues_internal())
+    SELECT q.queue,
+           q.items AS ready,
+           q.delayed,
+           q.claimed,
+           q.dead_letter,
+           q.max_attempts,
+           CASE WHEN q.dead_letter IS NOT NULL
+                THEN coalesce(d.items + d.claimed, 0) END AS dead_letters,
+           q.oldest_ready_age,
+           q.oldest_claim_age,
+           coalesce(s.handed_out, 0) AS handed_out,
+           coalesce(s.consumed, 0) AS consumed,
+           coalesce(s.released, 0) AS released,
+           coalesce(s.dead_lettered, 0) AS dead_lettered,
+           s.since
+      FROM q
+      LEFT JOIN q AS d ON d.queue = q.dead_letter
+      LEFT JOIN @extschema@.zk_queue_stats() AS s ON s.queue = q.queue;
 
 CREATE FUNCTION zk_queue_release_cluster(cluster text)
 RETURNS bigint
@@ -733,7 +764,8 @@ AS $$
         ('monitor', '@extschema@.zk_queue_stats()')) AS t(g, f)
     UNION ALL
     SELECT 'monitor', 'view', v::regclass::text FROM (VALUES
-        ('@extschema@.zk_locks'), ('@extschema@.zk_entries'), ('@extschema@.zk_queues'), ('@extschema@.zk_leases'),
+        ('@extschema@.zk_locks'), ('@extschema@.zk_entries'), ('@extschema@.zk_queues'),
+        ('@extschema@.zk_queue_metrics'), ('@extschema@.zk_leases'),
         ('@extschema@.zk_elections'), ('@extschema@.zk_semaphores'),
         ('@extschema@.zk_quotas')) AS t(v)
 $$;

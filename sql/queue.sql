@@ -43,6 +43,8 @@ SELECT attname, atttypid::regtype FROM pg_attribute
  WHERE attrelid = 'zk_message'::regclass AND attnum > 0 ORDER BY attnum;
 SELECT attname, atttypid::regtype FROM pg_attribute
  WHERE attrelid = 'zk_queues'::regclass AND attnum > 0 ORDER BY attnum;
+SELECT attname, atttypid::regtype FROM pg_attribute
+ WHERE attrelid = 'zk_queue_metrics'::regclass AND attnum > 0 ORDER BY attnum;
 
 -- a queue nobody has used is empty
 SELECT zk_queue_length('regress_q1') AS length,
@@ -348,9 +350,19 @@ COMMIT;
 BEGIN;
 SELECT body FROM zk_try_dequeue('regress_q5');
 SELECT items, claimed, local_claims, local_waiting FROM zk_queues WHERE queue = 'regress_q5';
+-- one ready item and one claim: both ages known, no policy, nothing delayed
+SELECT delayed, dead_letter, max_attempts,
+       oldest_ready_age >= '0' AND oldest_ready_age < '1 minute' AS ready_age,
+       oldest_claim_age >= '0' AND oldest_claim_age < '1 minute' AS claim_age
+  FROM zk_queues WHERE queue = 'regress_q5';
+SELECT ready, delayed, claimed, dead_letters, handed_out >= 1 AS handed_out
+  FROM zk_queue_metrics WHERE queue = 'regress_q5';
 COMMIT;
 SELECT wait_queue_row('regress_q5', 0, 0) AS after_commit;
 SELECT items, claimed, local_claims, local_waiting FROM zk_queues WHERE queue = 'regress_q5';
+-- no claim left: no claim age
+SELECT oldest_ready_age IS NOT NULL AS ready_age, oldest_claim_age IS NULL AS no_claim_age
+  FROM zk_queues WHERE queue = 'regress_q5';
 -- a consumer waiting in the other session shows in local_waiting, and the
 -- next COMMIT of an enqueue serves it
 SELECT dblink_send_query('other', $$SELECT body FROM zk_dequeue('regress_q6', '60s')$$) AS sent;

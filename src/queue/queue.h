@@ -312,12 +312,20 @@ typedef enum ZkQinfoOp
 #define ZKQ_POLICY_MAX_ATTEMPTS	1000
 #define ZKQ_MOVE_MAX		10000	/* items of one zk_queue_move */
 
-/* A ZKQI_QUEUES answer: one record per queue, each followed by its name */
+/*
+ * A ZKQI_QUEUES answer: one record per queue, each followed by its name and
+ * its dead-letter queue's name (UTF-8, without the namespace)
+ */
 typedef struct ZkQueueRow
 {
 	int64		items;
 	int64		claimed;
+	int64		delayed;
+	int64		ready_ctime;	/* the oldest ready item's ctime (ms), 0 none */
+	int64		claim_ctime;	/* the oldest claim's ctime (ms), 0 none */
+	int32		max_attempts;	/* the policy's, 0 without one */
 	uint16		namelen;
+	uint16		dlqlen;			/* 0 without a policy */
 } ZkQueueRow;
 
 #define ZKQ_TXN_QUEUE_ITEMS	1024	/* items of one transaction in one queue */

@@ -515,27 +515,191 @@ info_send_listing(Info *in, const char *qpath)
 /* ---- zk_queues: every queue under <root>/queues ---- */
 
 /*
- * One queue being counted: the child counts of its entries and taken, two
- * exists, never a listing (issue 35: a queue of 60,000 items costs the
- * same as an empty one).  Its items are the entries less the claims.
+ * One queue being counted (issue 35: a queue of 60,000 items costs the same
+ * as an empty one; issue 38: its metrics, doc/queues.md "zk_queues").
+ *
+ *	First, always: the child counts of entries, taken and delayed (three
+ *	exists), the queue node's data and ACL (its dead-letter policy,
+ *	believed only under zklock's ACL, as queue_policy.c believes it).
+ *	Then two paths side by side, each a step per round of answers:
+ *	- the oldest ready item (QR_), only with unclaimed items: the cached
+ *	  candidates (MetricsCache, the ZKQ_METRICS_CANDIDATES unclaimed items
+ *	  of lowest sequence number) while the last listing is younger than
+ *	  ZKQ_METRICS_TTL_MS, else a listing of entries and taken (not past
+ *	  zklock.max_children: then the cached candidates however old), then an
+ *	  exists of each candidate and of its claim;
+ *	- the oldest claim (QC_), only with 1..ZKQ_METRICS_CLAIMS claims: an
+ *	  exists of the cached oldest claim (the same czxid: nothing claimed
+ *	  since is older), else, or when it is gone, a listing of taken, then an
+ *	  exists per claim for its ctime.
+ *
+ * So a queue costs five requests, and with ready items or claims at most
+ * 2 * ZKQ_METRICS_CANDIDATES + 1 more (a listing of its items at most once
+ * per TTL), and, when its oldest claim ended, a listing of taken and one
+ * exists per claim (at most ZKQ_METRICS_CLAIMS, ZKQ_METRICS_CLAIM_WINDOW in
+ * flight).  ZKQ_QUEUES_WINDOW queues at a time.
  */
+#define ZKQ_QUEUES_WINDOW		16
+#define ZKQ_METRICS_TTL_MS		10000
+#define ZKQ_METRICS_CANDIDATES	4
+#define ZKQ_METRICS_CLAIMS		256
+#define ZKQ_METRICS_CLAIM_WINDOW	32	/* claims' exists in flight per queue */
+#define ZKQ_METRICS_CACHED		4096	/* queues whose oldest items are kept */
+
+/* what the worker keeps of a queue's oldest ready item and oldest claim */
+typedef struct MetricsCache
+{
+	char		enc[ZKLOCK_ENAME_MAX + 1];	/* key: the queue's encoded name */
+	TimestampTz listed_at;		/* the last listing of entries (0: none) */
+	int			ncand;
+	char		cand[ZKQ_METRICS_CANDIDATES][ZKQ_NODE_MAX];	/* oldest unclaimed
+															 * first */
+	char		claim[ZKQ_NODE_MAX];	/* the oldest claim ("" none) */
+	int64		claim_czxid;
+} MetricsCache;
+
+static HTAB *metrics_cache = NULL;
+
 typedef struct QueueCount
 {
 	Info	   *info;
-	int			pending;		/* exists out */
+	int			ready_step;		/* QR_: the oldest ready item's */
+	int			claim_step;		/* QC_: the oldest claim's */
+	int			pending;		/* requests out in this phase */
 	int			rc;				/* the first failure */
 	int32		nentries;
 	int32		ntaken;
+	int32		ndelayed;
+	int			rc_data;
+	int			rc_acl;
+	bool		open;			/* a foreign identity may write the node */
+	QPolicyData what;
+	int			max_attempts;
+	char		dlq[ZKLOCK_NAME_MAX + 1];
+	/* the oldest ready item */
+	bool		listing;		/* entries and taken listed in phase 2 */
+	Listing		list;
+	int			ncand;
+	char		cand[ZKQ_METRICS_CANDIDATES][ZKQ_NODE_MAX];
+	int64		cand_ctime[ZKQ_METRICS_CANDIDATES];	/* 0: gone */
+	bool		cand_taken[ZKQ_METRICS_CANDIDATES];
+	int64		ready_ctime;	/* 0: none known */
+	/* the oldest claim */
+	bool		claims_listed;
+	char	  **claims;
+	int			nclaims;
+	int			claims_next;	/* the next claim to read */
+	int64		claim_ctime;	/* 0: none known */
+	int64		claim_czxid;
+	char		claim[ZKQ_NODE_MAX];
 	char		enc[ZKLOCK_ENAME_MAX + 1];
+	char		qpath[ZK_PATH_MAX];
 } QueueCount;
 
-/* A zk_queues row: one queue's counts answered; add its row */
+/* One request of phase 2 or 3 (which: what it asks; i: the candidate) */
+typedef struct MetricsCall
+{
+	QueueCount *qc;
+	int			which;
+	int			i;
+} MetricsCall;
+
+#define QM_CAND_ENTRY	0		/* exists entries/<candidate> */
+#define QM_CAND_TAKEN	1		/* exists taken/<candidate> */
+#define QM_CLAIM		2		/* exists taken/<claim> */
+#define QM_CLAIMS		3		/* get_children taken */
+#define QM_CACHED_CLAIM	4		/* exists taken/<the cached oldest claim> */
+
+/* the steps of a queue's oldest ready item, then of its oldest claim */
+#define QR_START		0		/* phase 1 is out */
+#define QR_LISTING		1		/* entries and taken listed */
+#define QR_PROBING		2		/* the candidates' exists */
+#define QR_DONE			3
+#define QC_START		0
+#define QC_CACHED		1		/* the cached oldest claim's exists */
+#define QC_LISTING		2		/* taken listed */
+#define QC_READING		3		/* each claim's exists */
+#define QC_DONE			4
+
+static void queue_count_step(QueueCount *qc);
+static void queue_metric_send(QueueCount *qc, int which, int i, const char *folder,
+							  const char *node);
+
+/* The cache's entry for queue enc (made when make), or NULL; never throws */
+static MetricsCache *
+metrics_cached(const char *enc, bool make)
+{
+	MetricsCache *volatile mc = NULL;
+	MemoryContext mcx = CurrentMemoryContext;
+
+	PG_TRY();
+	{
+		bool		found;
+
+		if (metrics_cache == NULL)
+		{
+			HASHCTL		ctl;
+
+			memset(&ctl, 0, sizeof(ctl));
+			ctl.keysize = ZKLOCK_ENAME_MAX + 1;
+			ctl.entrysize = sizeof(MetricsCache);
+			metrics_cache = hash_create("zklock queue metrics", 64, &ctl,
+										HASH_ELEM | HASH_STRINGS);
+		}
+		if (make && hash_get_num_entries(metrics_cache) >= ZKQ_METRICS_CACHED &&
+			hash_search(metrics_cache, enc, HASH_FIND, NULL) == NULL)
+		{
+			/* full: the queue listed longest ago gives its place */
+			HASH_SEQ_STATUS st;
+			MetricsCache *it;
+			MetricsCache *old = NULL;
+
+			hash_seq_init(&st, metrics_cache);
+			while ((it = hash_seq_search(&st)) != NULL)
+				if (old == NULL || it->listed_at < old->listed_at)
+					old = it;
+			if (old != NULL)
+				hash_search(metrics_cache, old->enc, HASH_REMOVE, NULL);
+		}
+		mc = hash_search(metrics_cache, enc, make ? HASH_ENTER : HASH_FIND, &found);
+		if (make && !found)
+		{
+			mc->listed_at = 0;
+			mc->ncand = 0;
+			mc->claim[0] = '\0';
+			mc->claim_czxid = 0;
+		}
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(mcx);
+		FlushErrorState();
+		mc = NULL;
+	}
+	PG_END_TRY();
+	return mc;
+}
+
+/* The sequence number of an item's name, entry-PPP-<seq> (max: none) */
+static uint64
+metrics_seq(const char *node)
+{
+	const char *dash = strrchr(node, '-');
+	uint64		v;
+
+	if (dash == NULL || !zk_q_parse_u64(dash + 1, 10, &v))
+		return PG_UINT64_MAX;
+	return v;
+}
+
+/* A zk_queues row: one queue's counts and metrics answered; add its row */
 static void
 queue_count_finish(QueueCount *qc)
 {
 	Info	   *in = qc->info;
 	char		name[ZKLOCK_QNAME_MAX + 1];
 	int			nlen;
+	int			dlen = 0;
 	char	   *rec;
 	ZkQueueRow	row;
 
@@ -545,51 +709,437 @@ queue_count_finish(QueueCount *qc)
 	else
 	{
 		nlen = zk_decode_qname(qc->enc, name, sizeof(name));
+		memset(&row, 0, sizeof(row));
 		row.items = Max(qc->nentries - qc->ntaken, 0);
 		row.claimed = qc->ntaken;
+		row.delayed = qc->ndelayed;
+		row.ready_ctime = row.items > 0 ? qc->ready_ctime : 0;
+		row.claim_ctime = qc->claim_ctime;
 		row.namelen = nlen;
-		rec = palloc(sizeof(row) + nlen);
+		/* a policy only under zklock's ACL (queue_policy.c) */
+		if (qc->what == QPOLICY_SET && qc->rc_data == ZOK && qc->rc_acl == ZOK && !qc->open)
+		{
+			row.max_attempts = qc->max_attempts;
+			dlen = strlen(qc->dlq);
+		}
+		row.dlqlen = dlen;
+		rec = palloc(sizeof(row) + nlen + dlen);
 		memcpy(rec, &row, sizeof(row));
 		memcpy(rec + sizeof(row), name, nlen);
-		info_add_row(in, rec, sizeof(row) + nlen);
+		memcpy(rec + sizeof(row) + nlen, qc->dlq, dlen);
+		info_add_row(in, rec, sizeof(row) + nlen + dlen);
 		pfree(rec);
 	}
+	zk_q_listing_free(&qc->list);
+	zk_q_names_free(&qc->claims, &qc->nclaims);
 	pfree(qc);
 	zk_q_info_call_done(in);
 }
 
-/* One of a queue's two counts answered (n: where it goes) */
+/* One request of qc answered with rc: after the last, the next phase */
 static void
-queue_count_one(QueueCount *qc, int rc, const struct Stat *stat, int32 *n)
+queue_count_answered(QueueCount *qc, int rc)
 {
-	if (rc == ZOK && stat != NULL)
-		*n = stat->numChildren;
-	else if (rc != ZNONODE && qc->rc == ZOK)
-		qc->rc = (rc == ZOK ? ZCONNECTIONLOSS : rc);
+	if (rc != ZOK && rc != ZNONODE && rc != ZNOAUTH && qc->rc == ZOK)
+		qc->rc = rc;
 	if (--qc->pending == 0)
-		queue_count_finish(qc);
+		queue_count_step(qc);
 }
 
-/* Completion of the zoo_aexists of entries sent by info_send_more() */
+/* Completion of phase 1's zoo_aexists of entries, taken and delayed */
 static void
-queue_entries_counted(int rc, const struct Stat *stat, const void *data)
+queue_folder_counted(int rc, const struct Stat *stat, const void *data)
 {
-	DATA_COMPLETION_BEGIN(QueueCount, qc, data)
+	CALL_COMPLETION_BEGIN(MetricsCall, c, QueueCount, qc, qc, data)
 	{
-		queue_count_one(qc, rc, stat, &qc->nentries);
+		int32		n = (rc == ZOK && stat != NULL) ? stat->numChildren : 0;
+
+		if (c->which == 0)
+			qc->nentries = n;
+		else if (c->which == 1)
+			qc->ntaken = n;
+		else
+			qc->ndelayed = n;
+		pfree(c);
+		queue_count_answered(qc, rc == ZNOAUTH ? ZCONNECTIONLOSS : rc);
 	}
 	NONE_COMPLETION_END;
 }
 
-/* Completion of the zoo_aexists of taken sent by info_send_more() */
+/* Completion of phase 1's zoo_aget of the queue node: its policy */
 static void
-queue_taken_counted(int rc, const struct Stat *stat, const void *data)
+queue_policy_got(int rc, const char *value, int value_len,
+				 const struct Stat *stat, const void *data)
 {
 	DATA_COMPLETION_BEGIN(QueueCount, qc, data)
 	{
-		queue_count_one(qc, rc, stat, &qc->ntaken);
+		qc->rc_data = rc;
+		if (rc == ZOK)
+			qc->what = zk_q_policy_parse(value, value_len, &qc->max_attempts,
+										 qc->dlq, sizeof(qc->dlq));
+		if (qc->what != QPOLICY_SET)
+			qc->dlq[0] = '\0';
+		queue_count_answered(qc, rc);
 	}
 	NONE_COMPLETION_END;
+}
+
+/* Completion of phase 1's zoo_aget_acl of the queue node */
+static void
+queue_acl_got(int rc, struct ACL_vector *acl, struct Stat *stat, const void *data)
+{
+	DATA_COMPLETION_BEGIN(QueueCount, qc, data)
+	{
+		int			i;
+
+		qc->rc_acl = rc;
+		for (i = 0; rc == ZOK && acl != NULL && i < acl->count; i++)
+			if ((acl->data[i].perms & (ZOO_PERM_WRITE | ZOO_PERM_ADMIN)) != 0 &&
+				acl->data[i].id.scheme != NULL && acl->data[i].id.id != NULL &&
+				zk_acl_id_foreign(acl->data[i].id.scheme, acl->data[i].id.id))
+				qc->open = true;
+		queue_count_answered(qc, rc);
+	}
+	NONE_COMPLETION_END;
+}
+
+/* Completion of an exists of phase 2 or 3 (MetricsCall.which) */
+static void
+queue_metric_read(int rc, const struct Stat *stat, const void *data)
+{
+	CALL_COMPLETION_BEGIN(MetricsCall, c, QueueCount, qc, qc, data)
+	{
+		bool		there = (rc == ZOK && stat != NULL);
+
+		switch (c->which)
+		{
+			case QM_CAND_ENTRY:
+				qc->cand_ctime[c->i] = there ? Max(stat->ctime, 1) : 0;
+				break;
+			case QM_CAND_TAKEN:
+				qc->cand_taken[c->i] = (rc != ZNONODE);
+				break;
+			case QM_CLAIM:
+			case QM_CACHED_CLAIM:
+				/* the next claim's read, ZKQ_METRICS_CLAIM_WINDOW in flight */
+				if (c->which == QM_CLAIM && qc->claims_next < qc->nclaims)
+				{
+					if (qc->rc == ZOK && zk_session_usable())
+					{
+						qc->claims_next++;
+						queue_metric_send(qc, QM_CLAIM, qc->claims_next - 1, "taken",
+										  qc->claims[qc->claims_next - 1]);
+					}
+					else if (qc->rc == ZOK)
+						qc->rc = ZCONNECTIONLOSS;	/* not every claim read */
+				}
+				if (there && (c->which == QM_CLAIM || stat->czxid == qc->claim_czxid) &&
+					(qc->claim_ctime == 0 || stat->ctime < qc->claim_ctime))
+				{
+					qc->claim_ctime = Max(stat->ctime, 1);
+					qc->claim_czxid = stat->czxid;
+					if (c->which == QM_CLAIM)
+						strlcpy(qc->claim, qc->claims[c->i], sizeof(qc->claim));
+				}
+				break;
+		}
+		pfree(c);
+		queue_count_answered(qc, rc);
+	}
+	NONE_COMPLETION_END;
+}
+
+/* Completion of phase 2's zoo_aget_children of taken */
+static void
+queue_claims_listed(int rc, const struct String_vector *sv, const void *data)
+{
+	CALL_COMPLETION_BEGIN(MetricsCall, c, QueueCount, qc, qc, data)
+	{
+		if (rc == ZOK && sv != NULL && sv->count <= ZKQ_METRICS_CLAIMS)
+		{
+			MemoryContext old = MemoryContextSwitchTo(zk_q_context());
+			int			i;
+
+			qc->claims = palloc(sizeof(char *) * Max(sv->count, 1));
+			for (i = 0; i < sv->count; i++)
+				if (strlen(sv->data[i]) < ZKQ_NODE_MAX)
+					qc->claims[qc->nclaims++] = pstrdup(sv->data[i]);
+			MemoryContextSwitchTo(old);
+			qc->claims_listed = true;
+		}
+		pfree(c);
+		queue_count_answered(qc, rc);
+	}
+	NONE_COMPLETION_END;
+}
+
+/* The listing of entries and taken of phase 2 is in (Listing.done) */
+static void
+queue_items_listed(Listing *l)
+{
+	QueueCount *qc = (QueueCount *) l->owner;
+
+	if (l->rc_entries == ZOK && (l->rc_taken == ZOK || l->rc_taken == ZNONODE))
+	{
+		MetricsCache *mc;
+		uint64		seqs[ZKQ_METRICS_CANDIDATES];
+		int			i;
+
+		/* the unclaimed items with the lowest sequence numbers, oldest first */
+		qc->ncand = 0;
+		for (i = 0; i < l->nentries; i++)
+		{
+			uint64		s;
+			int			k;
+
+			if (zk_q_listing_taken(l, l->entries[i]) || strlen(l->entries[i]) >= ZKQ_NODE_MAX)
+				continue;
+			s = metrics_seq(l->entries[i]);
+			if (qc->ncand == ZKQ_METRICS_CANDIDATES && s >= seqs[qc->ncand - 1])
+				continue;
+			k = Min(qc->ncand, ZKQ_METRICS_CANDIDATES - 1);
+			while (k > 0 && seqs[k - 1] > s)
+			{
+				seqs[k] = seqs[k - 1];
+				strlcpy(qc->cand[k], qc->cand[k - 1], ZKQ_NODE_MAX);
+				k--;
+			}
+			seqs[k] = s;
+			strlcpy(qc->cand[k], l->entries[i], ZKQ_NODE_MAX);
+			if (qc->ncand < ZKQ_METRICS_CANDIDATES)
+				qc->ncand++;
+		}
+		mc = metrics_cached(qc->enc, true);
+		if (mc != NULL)
+		{
+			mc->listed_at = GetCurrentTimestamp();
+			mc->ncand = qc->ncand;
+			memcpy(mc->cand, qc->cand, sizeof(mc->cand));
+		}
+		qc->listing = true;
+	}
+	zk_q_listing_free(l);
+	queue_count_answered(qc, l->rc_entries != ZOK ? l->rc_entries : l->rc_taken);
+}
+
+/* Send an exists of qc's path (folder)/(node) for phase 2 or 3 */
+static void
+queue_metric_send(QueueCount *qc, int which, int i, const char *folder, const char *node)
+{
+	MetricsCall *c = MemoryContextAllocZero(zk_q_context(), sizeof(MetricsCall));
+	char		path[ZK_PATH_MAX];
+
+	c->qc = qc;
+	c->which = which;
+	c->i = i;
+	snprintf(path, sizeof(path), "%s/%s/%s", qc->qpath, folder, node);
+	if (zoo_aexists(zk_zh, path, 0, queue_metric_read, c) == ZOK)
+		qc->pending++;
+	else
+	{
+		pfree(c);
+		if (qc->rc == ZOK)
+			qc->rc = ZCONNECTIONLOSS;
+	}
+}
+
+/* Send the exists of the candidates for the oldest ready item */
+static void
+queue_send_candidates(QueueCount *qc)
+{
+	int			i;
+
+	for (i = 0; i < qc->ncand; i++)
+	{
+		queue_metric_send(qc, QM_CAND_ENTRY, i, "entries", qc->cand[i]);
+		queue_metric_send(qc, QM_CAND_TAKEN, i, "taken", qc->cand[i]);
+	}
+}
+
+/* qc's next listing of taken (phase 2 or 3) */
+static void
+queue_claims_list(QueueCount *qc)
+{
+	MetricsCall *c = MemoryContextAllocZero(zk_q_context(), sizeof(MetricsCall));
+	char		path[ZK_PATH_MAX];
+
+	c->qc = qc;
+	c->which = QM_CLAIMS;
+	snprintf(path, sizeof(path), "%s/taken", qc->qpath);
+	if (zoo_aget_children(zk_zh, path, 0, queue_claims_listed, c) == ZOK)
+		qc->pending++;
+	else
+	{
+		pfree(c);
+		if (qc->rc == ZOK)
+			qc->rc = ZCONNECTIONLOSS;
+	}
+}
+
+/* The oldest candidate there and unclaimed: the oldest ready item's ctime */
+static void
+queue_ready_found(QueueCount *qc)
+{
+	int			i;
+
+	for (i = 0; i < qc->ncand; i++)
+		if (qc->cand_ctime[i] != 0 && !qc->cand_taken[i])
+		{
+			qc->ready_ctime = qc->cand_ctime[i];
+			break;
+		}
+}
+
+/*
+ * The oldest ready item's next step: the cached candidates while the
+ * listing is younger than the TTL, else a listing (at most
+ * zklock.max_children entries; past that, the cached candidates however
+ * old), then the candidates' exists.
+ */
+static void
+queue_ready_next(QueueCount *qc)
+{
+	MetricsCache *mc;
+
+	switch (qc->ready_step)
+	{
+		case QR_START:
+			qc->ready_step = QR_DONE;
+			if (qc->nentries - qc->ntaken <= 0)
+				break;
+			mc = metrics_cached(qc->enc, false);
+			if (mc != NULL && mc->listed_at != 0 &&
+				(GetCurrentTimestamp() - mc->listed_at < ZKQ_METRICS_TTL_MS * INT64CONST(1000) ||
+				 qc->nentries > zk_max_children))
+			{
+				qc->ncand = mc->ncand;
+				memcpy(qc->cand, mc->cand, sizeof(qc->cand));
+				queue_send_candidates(qc);
+				qc->ready_step = QR_PROBING;
+			}
+			else if (qc->nentries <= zk_max_children)
+			{
+				int			sent;
+
+				qc->list.done = queue_items_listed;
+				qc->list.owner = qc;
+				sent = zk_q_listing_send(&qc->list, qc->qpath, NULL, NULL, false, false, true);
+				if (sent != 0)
+					qc->pending++;	/* "done" answers once */
+				if (sent != 3 && qc->rc == ZOK)
+					qc->rc = ZCONNECTIONLOSS;
+				qc->ready_step = QR_LISTING;
+			}
+			break;
+		case QR_LISTING:
+			qc->ready_step = QR_DONE;
+			if (qc->listing && qc->ncand > 0)
+			{
+				queue_send_candidates(qc);
+				qc->ready_step = QR_PROBING;
+			}
+			break;
+		case QR_PROBING:
+			queue_ready_found(qc);
+			qc->ready_step = QR_DONE;
+			break;
+	}
+}
+
+/*
+ * The oldest claim's next step: the cached one if it is still there, the
+ * same node (czxid: nothing claimed later is older), else a listing of
+ * taken (1..ZKQ_METRICS_CLAIMS claims, or NULL), then an exists per claim.
+ */
+static void
+queue_claim_next(QueueCount *qc)
+{
+	MetricsCache *mc;
+	int			i;
+
+	switch (qc->claim_step)
+	{
+		case QC_START:
+			qc->claim_step = QC_DONE;
+			if (qc->ntaken <= 0 || qc->ntaken > ZKQ_METRICS_CLAIMS)
+				break;
+			mc = metrics_cached(qc->enc, false);
+			if (mc != NULL && mc->claim[0] != '\0')
+			{
+				qc->claim_czxid = mc->claim_czxid;
+				strlcpy(qc->claim, mc->claim, sizeof(qc->claim));
+				queue_metric_send(qc, QM_CACHED_CLAIM, 0, "taken", mc->claim);
+				qc->claim_step = QC_CACHED;
+			}
+			else
+			{
+				queue_claims_list(qc);
+				qc->claim_step = QC_LISTING;
+			}
+			break;
+		case QC_CACHED:
+			qc->claim_step = QC_DONE;
+			if (qc->claim_ctime == 0)
+			{
+				/* gone, or claimed again since: list them */
+				qc->claim[0] = '\0';
+				queue_claims_list(qc);
+				qc->claim_step = QC_LISTING;
+			}
+			break;
+		case QC_LISTING:
+			qc->claim_step = QC_DONE;
+			if (qc->claims_listed && qc->nclaims > 0)
+			{
+				for (i = 0; i < Min(qc->nclaims, ZKQ_METRICS_CLAIM_WINDOW); i++)
+					queue_metric_send(qc, QM_CLAIM, i, "taken", qc->claims[i]);
+				qc->claims_next = i;
+				qc->claim_step = QC_READING;
+			}
+			break;
+		case QC_READING:
+			qc->claim_step = QC_DONE;
+			break;
+	}
+}
+
+/*
+ * Every request of qc's step is answered: send the next step's, or add the
+ * row.  Nothing more is sent once the read failed or the session is not
+ * usable.  Each step sends something or ends its path, so this ends.
+ */
+static void
+queue_count_step(QueueCount *qc)
+{
+	Info	   *in = qc->info;
+
+	while (qc->pending == 0 && (qc->ready_step != QR_DONE || qc->claim_step != QC_DONE))
+	{
+		ZkEntry    *e = info_entry(in);
+
+		if (qc->rc != ZOK || in->failed || e == NULL || e->released || !zk_session_usable())
+			break;
+		if (qc->ready_step != QR_DONE)
+			queue_ready_next(qc);
+		if (qc->claim_step != QC_DONE)
+			queue_claim_next(qc);
+	}
+	if (qc->pending > 0)
+		return;
+	if (qc->rc == ZOK && qc->claim_step == QC_DONE)
+	{
+		/* the oldest claim, for the next read */
+		MetricsCache *mc = metrics_cached(qc->enc, qc->claim_ctime != 0);
+
+		if (mc != NULL && qc->claim_ctime != 0 && qc->claim[0] != '\0')
+		{
+			strlcpy(mc->claim, qc->claim, sizeof(mc->claim));
+			mc->claim_czxid = qc->claim_czxid;
+		}
+		else if (mc != NULL)
+			mc->claim[0] = '\0';
+	}
+	queue_count_finish(qc);
 }
 
 /*
@@ -1356,10 +1906,10 @@ info_send_more(Info *in)
 			zk_q_info_fail(in, ZCONNECTIONLOSS);
 		return;
 	}
-	while (in->op == ZKQI_QUEUES && in->outstanding < ZK_READ_WINDOW)
+	while (in->op == ZKQI_QUEUES && in->outstanding < ZKQ_QUEUES_WINDOW)
 	{
 		QueueCount *qc;
-		char		path[ZK_PATH_MAX];
+		int			k;
 
 		if (in->next >= in->nnames)
 		{
@@ -1370,13 +1920,35 @@ info_send_more(Info *in)
 		qc = MemoryContextAllocZero(zk_q_context(), sizeof(QueueCount));
 		qc->info = in;
 		qc->rc = ZOK;
+		qc->rc_data = qc->rc_acl = ZCONNECTIONLOSS;
 		strlcpy(qc->enc, in->names[in->next++], sizeof(qc->enc));
-		snprintf(path, sizeof(path), "%s/queues/%s/entries", zk_root, qc->enc);
-		if (zoo_aexists(zk_zh, path, 0, queue_entries_counted, qc) == ZOK)
+		snprintf(qc->qpath, sizeof(qc->qpath), "%s/queues/%s", zk_root, qc->enc);
+		/* phase 1: the three counts, the node's data and ACL */
+		for (k = 0; k < 3 && qc->rc == ZOK; k++)
+		{
+			static const char *const folder[] = {"entries", "taken", "delayed"};
+			MetricsCall *c = MemoryContextAllocZero(zk_q_context(), sizeof(MetricsCall));
+			char		path[ZK_PATH_MAX];
+
+			c->qc = qc;
+			c->which = k;
+			snprintf(path, sizeof(path), "%s/%s", qc->qpath, folder[k]);
+			if (zoo_aexists(zk_zh, path, 0, queue_folder_counted, c) == ZOK)
+				qc->pending++;
+			else
+			{
+				pfree(c);
+				qc->rc = ZCONNECTIONLOSS;
+			}
+		}
+		if (qc->rc == ZOK && zoo_aget(zk_zh, qc->qpath, 0, queue_policy_got, qc) == ZOK)
 			qc->pending++;
-		snprintf(path, sizeof(path), "%s/queues/%s/taken", zk_root, qc->enc);
-		if (qc->pending == 1 && zoo_aexists(zk_zh, path, 0, queue_taken_counted, qc) == ZOK)
+		else
+			qc->rc = ZCONNECTIONLOSS;
+		if (qc->rc == ZOK && zoo_aget_acl(zk_zh, qc->qpath, queue_acl_got, qc) == ZOK)
 			qc->pending++;
+		else
+			qc->rc = ZCONNECTIONLOSS;
 		if (qc->pending == 0)
 		{
 			pfree(qc);
@@ -1385,10 +1957,9 @@ info_send_more(Info *in)
 			return;
 		}
 		in->outstanding++;
-		if (qc->pending < 2)
+		if (qc->rc != ZOK)
 		{
-			/* the one sent finishes it, failed */
-			qc->rc = ZCONNECTIONLOSS;
+			/* what was sent finishes it, failed */
 			in->sending = false;
 			return;
 		}

@@ -13,6 +13,7 @@
 #include "queue.h"
 
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
@@ -808,6 +809,22 @@ zk_queue_peek(PG_FUNCTION_ARGS)
 }
 
 /*
+ * How long ago (from the transaction's start, now()) a ZooKeeper ctime was:
+ * ms since the epoch, on the server's clock; never below 0
+ */
+static Interval *
+ctime_age(int64 ms)
+{
+	TimestampTz at = (TimestampTz) ms * 1000 -
+		((TimestampTz) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * USECS_PER_SEC);
+	int64		us = Max(GetCurrentTransactionStartTimestamp() - at, 0);
+	Interval   *iv = palloc0(sizeof(Interval));
+
+	iv->time = us;
+	return iv;
+}
+
+/*
  * answer_rows' rows of zk_queues_internal() (arg: its ReturnSetInfo): one
  * a queue of this session's namespace
  */
@@ -825,21 +842,26 @@ queues_rows(const ZkAnswer *a, char *p, void *arg)
 	{
 		ZkQueueRow	row;
 		char		name[ZKLOCK_NAME_MAX * 4 + 1];
-		Datum		values[5];
-		bool		nulls[5] = {false, false, false, false, false};
+		char		dlq[ZKLOCK_NAME_MAX * 4 + 1];
+		Datum		values[10];
+		bool		nulls[10];
 		char	   *shown;
 		ZkQueueLocal *local;
 		MemoryContext old;
+		int			k;
 
 		memcpy(&row, p, sizeof(row));
 		memcpy(name, p + sizeof(row), Min(row.namelen, sizeof(name) - 1));
 		name[Min(row.namelen, sizeof(name) - 1)] = '\0';
-		p += MAXALIGN(sizeof(row) + row.namelen);
+		memcpy(dlq, p + sizeof(row) + row.namelen, Min(row.dlqlen, sizeof(dlq) - 1));
+		dlq[Min(row.dlqlen, sizeof(dlq) - 1)] = '\0';
+		p += MAXALIGN(sizeof(row) + row.namelen + row.dlqlen);
 		/* the queues of this session's namespace only */
 		if (!zk_name_in_namespace(name, zk_current_namespace()))
 			continue;
 		local = hash_search(counts, name, HASH_FIND, NULL);
 		old = MemoryContextSwitchTo(rowcxt);
+		memset(nulls, 0, sizeof(nulls));
 		shown = zk_display_name(name);
 		if (shown == NULL)
 			nulls[0] = true;
@@ -849,6 +871,23 @@ queues_rows(const ZkAnswer *a, char *p, void *arg)
 		values[2] = Int64GetDatum(row.claimed);
 		values[3] = Int32GetDatum(local ? local->claims : 0);
 		values[4] = Int32GetDatum(local ? local->waiting : 0);
+		values[5] = Int64GetDatum(row.delayed);
+		/* the policy's dead-letter queue, as its name is shown */
+		shown = row.dlqlen > 0 ? zk_display_name(dlq) : NULL;
+		nulls[6] = (shown == NULL);
+		if (shown != NULL)
+			values[6] = CStringGetTextDatum(shown);
+		nulls[7] = (row.max_attempts <= 0);
+		values[7] = Int32GetDatum(row.max_attempts);
+		/* ages from ZooKeeper's ctime (the server's clock), never below 0 */
+		for (k = 0; k < 2; k++)
+		{
+			int64		ms = k == 0 ? row.ready_ctime : row.claim_ctime;
+
+			nulls[8 + k] = (ms <= 0);
+			if (ms > 0)
+				values[8 + k] = IntervalPGetDatum(ctime_age(ms));
+		}
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(rowcxt);

@@ -29,7 +29,8 @@
 #    one granted only zk_enqueue(text, bytea, integer), get after the update
 #    the array forms of zk_enqueue of the payload types they had; PUBLIC none.
 #    A role whose name must be quoted ("Upd Lease") that could take leases
-#    gets zk_lease_release; the monitor group's roles get zk_queue_stats.
+#    gets zk_lease_release; the monitor group's roles get zk_queue_stats
+#    and zk_queue_metrics, and keep zk_queues (dropped and made again).
 # 3. Database "sch": CREATE EXTENSION zklock SCHEMA zk puts every object in
 #    zk; with search_path = public (no zk) qualified calls work: a lock, the
 #    queue, the views, zk_status, zk_leader, zk_privilege_groups (names zk.),
@@ -224,20 +225,22 @@ my $diff10 = catalog_diff($fresh10, $fresh, 'fresh 1.0', 'fresh 1.1');
 isnt($diff10, '', 'the comparison tells a fresh 1.0 from a fresh 1.1 (so it can fail)');
 note "fresh 1.0 against fresh 1.1:\n$diff10";
 # what differs is only what zklock--1.0--1.1.sql changes (and the version)
-# (1.1 adds the table zk_database_namespace and the view zk_quotas, with
-# their columns, grants and membership; PostgreSQL 17 and later also count
-# their row types, and the table's array type, as members of the extension;
-# and zk_message gains attempts and the origin columns of dead letters)
+# (1.1 adds the table zk_database_namespace and the views zk_quotas and
+# zk_queue_metrics, with their columns, grants and membership; PostgreSQL 17
+# and later also count their row types, and the table's array type, as
+# members of the extension; zk_message gains attempts and the origin
+# columns of dead letters, zk_queues its metrics' columns)
 like($diff10, qr/^types: only in fresh 1\.1: .*zk_message.*\battempts\b/m,
 	"1.1's zk_message has attempts");
 like($diff10, qr/^types: only in fresh 1\.1: .*zk_message.*\borigin_attempts\b/m,
 	"1.1's zk_message has origin_attempts");
 my @aspects = sort { $a cmp $b } keys %{ { map { (/^(\w+):/)[0] => 1 }
-	  grep { !/^types: .*\((zk_database_namespace|zk_quotas)(\[\])?,/ &&
-			 !/^types: .*zk_message.*\b(attempts|origin|origin_msg_id|origin_attempts)\b/ }
+	  grep { !/^types: .*\((zk_database_namespace|zk_quotas|zk_queue_metrics)(\[\])?,/ &&
+			 !/^types: .*zk_message.*\b(attempts|origin|origin_msg_id|origin_attempts)\b/ &&
+			 !/^types: .*zk_queues.*\b(delayed|dead_letter|max_attempts|oldest_ready_age|oldest_claim_age)\b/ }
 	  split /\n/, $diff10 } };
 is(join(',', @aspects), 'columns,extension,functions,init_privs,members,views',
-	'1.0 and 1.1 differ in the version, functions, the table zk_database_namespace, the view zk_quotas and the new columns of zk_message only');
+	'1.0 and 1.1 differ in the version, functions, the table zk_database_namespace, the views zk_quotas and zk_queue_metrics and the new columns of zk_message and zk_queues only');
 
 # ---- 2b. the update grants the array forms of zk_enqueue (issue 38) ----
 # to the roles that may execute the scalar form of the same payload type,
@@ -271,6 +274,17 @@ is( $node->safe_psql('updgrant', q{
 	  FROM unnest(ARRAY['upd_monitor', 'pg_monitor', 'upd_producer', 'public']) r}),
 	'pg_monitor:true public:false upd_monitor:true upd_producer:false',
 	'updgrant: zk_queue_stats goes to who could read zk_queues (pg_monitor, the monitor group), PUBLIC none');
+is( $node->safe_psql('updgrant', q{
+	SELECT string_agg(r || ':' || has_table_privilege(r, v, 'SELECT'), ' ' ORDER BY r, v)
+	  FROM unnest(ARRAY['upd_monitor', 'pg_monitor', 'upd_producer']) r,
+	       unnest(ARRAY['zk_queue_metrics', 'zk_queues']) v}),
+	'pg_monitor:true pg_monitor:true upd_monitor:true upd_monitor:true upd_producer:false upd_producer:false',
+	'updgrant: zk_queues keeps its readers (dropped and made again), and zk_queue_metrics goes to them');
+is( $node->safe_psql('updgrant', q{
+	SELECT string_agg(r || ':' || has_function_privilege(r, 'zk_queues_internal()', 'EXECUTE'), ' ' ORDER BY r)
+	  FROM unnest(ARRAY['upd_monitor', 'pg_monitor', 'upd_producer', 'public']) r}),
+	'pg_monitor:true public:false upd_monitor:true upd_producer:false',
+	'updgrant: zk_queues_internal keeps its grants, PUBLIC none');
 
 # ---- 3. 1.1 in schema zk ----
 $node->safe_psql('sch', 'CREATE SCHEMA zk; CREATE EXTENSION zklock SCHEMA zk');
