@@ -37,8 +37,9 @@ the test when it promotes B's standby), else to --b with label B.
              (15 %, with an item at its first hand-out: SELECT clock_timestamp() + d,
              zk_retry_later(msg_id, d) on one of them, d 0.2-2 s: a hold, recorded
              in the outcome as "retry" [msg_id, id, attempts, until, t_call, d];
-             not inserted into consumed; then COMMIT, or ROLLBACK (40 %, when
-             every item is at its first hand-out))
+             not inserted into consumed; only when every item is at its first
+             hand-out, and then ROLLBACK: a COMMIT with a marked item is
+             refused, 25000)
              (half the time, with items: holds the claims 0.05-0.4 s)
              for each row: INSERT INTO consumed(id, msg_id, attempts, dequeued_at, ...);
              COMMIT, or ROLLBACK (25 %, only when every item is at its first
@@ -176,8 +177,8 @@ DELAY_FRAC = 0.25
 DELAY_S = (0.5, 3.0)
 # Backoff (doc/queues.md, "Retry later"): about RETRY_FRAC of the consumer
 # transactions that got ordinary items at their first hand-out call
-# zk_retry_later on one of them (HOLD_S seconds), then COMMIT or ROLLBACK:
-# the item is not consumed, and not handed out again before the hold ends
+# zk_retry_later on one of them (HOLD_S seconds), then ROLLBACK (a COMMIT
+# would be refused, 25000): the item is not consumed, and not handed out again before the hold ends
 # (its second hand-out: by choice an ordinary item is rolled back or
 # retried at most once, so it stays clear of max_attempts).
 RETRY_FRAC = 0.15
@@ -512,9 +513,11 @@ class Client(threading.Thread):
             first = all(a == 1 for _, _, a, _ in rows)
             rollback = rollback and first
             # a backoff on one item at its first hand-out (zk_retry_later),
-            # then COMMIT or ROLLBACK: either way it is not consumed
+            # then ROLLBACK: it is not consumed
+            # (then always ROLLBACK: a COMMIT with a marked item is refused,
+            # 25000; so only when every item is at its first hand-out)
             firsts = [r for r in rows if r[2] == 1]
-            if firsts and not self.run_.quiesce.is_set() and rnd.random() < RETRY_FRAC:
+            if first and firsts and not self.run_.quiesce.is_set() and rnd.random() < RETRY_FRAC:
                 m, b, a, _ = rnd.choice(firsts)
                 d = round(rnd.uniform(*HOLD_S), 3)
                 self.stage = "retry"
@@ -524,7 +527,7 @@ class Client(threading.Thread):
                 until = cur.fetchone()[0]
                 rec.setdefault("retry", []).append([m, b, a, until.timestamp(), t_call, d])
                 rows = [r for r in rows if r[0] != m]
-                rollback = rollback or (first and rnd.random() < 0.4)
+                rollback = True
             rows = [(m, b, a, t) for m, b, a, t in rows]
             if rows and rnd.random() < 0.5:
                 # hold the claims a while (idle in transaction): a crash

@@ -726,7 +726,8 @@ class QueueModel:
                                        % (what, s.name, it.missed, it.body, it.st, t_before - it.ready_at()))
 
     def dtake(self, s, op):
-        """BEGIN; zk_dequeue(NS-dq, t, m); maybe zk_retry_later on one; COMMIT or ROLLBACK."""
+        """BEGIN; zk_dequeue(NS-dq, t, m); maybe zk_retry_later on one; COMMIT
+        (refused with 25000 when one is marked) or ROLLBACK."""
         h = self.h
         if self.dcall(s, op, "BEGIN", None) is None:
             return
@@ -757,17 +758,27 @@ class QueueModel:
         if c.pending:
             h.anomaly("slow-call", "%s by %s did not answer within %.0fs" % (op["end"], s.name, FAST))
             c = h.recover(s)
+        # a COMMIT with a marked item is refused (25000) and rolls back;
+        # one that succeeds is an anomaly (it would consume the held item)
+        refused = held is not None and op["end"] == "COMMIT"
+        if refused and c.ok:
+            h.anomaly("retry-commit", "COMMIT by %s with %s marked by zk_retry_later succeeded"
+                      % (s.name, held.body))
         for x in got:
             if x is held:
                 x.st = "held"
                 h.tallies["holds"] += 1
+            elif refused and not c.ok and c.code == "25000":
+                x.st = "free"
             elif not c.ok and op["end"] == "COMMIT":
                 x.st = "maybe"
             elif op["end"] == "COMMIT":
                 x.st = "done"
             else:
                 x.st = "free"
-        if not c.ok:
+        if refused and not c.ok and c.code == "25000":
+            h.tallies["holds_commit_refused"] += 1
+        elif not c.ok:
             h.unexpected(s, op, c)
             if c.broken:
                 h.reconnect(s)
