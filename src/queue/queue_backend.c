@@ -1017,6 +1017,22 @@ zk_queue_dequeue(const char *qname, int qlen, int max_items, bool try_only,
 	return n;
 }
 
+/*
+ * The claim records of a dequeue this transaction holds, and their number
+ * (*n; 0 and NULL when its entry is gone).  With zk_ctl->lock held.
+ */
+static ZkClaimRec *
+held_claim_recs(HeldClaim *hc, dsa_area *area, int *n)
+{
+	ZkEntry    *e = zk_entry(hc->idx);
+
+	*n = 0;
+	if (e->gen != hc->gen || e->state == ZKE_FREE || !DsaPointerIsValid(ZKQ(e)->claims))
+		return NULL;
+	*n = ZKQ(e)->max_items;
+	return dsa_get_address(area, ZKQ(e)->claims);
+}
+
 /* The msg_id of an item this transaction holds and marked, or 0 */
 static int64
 held_marked_item(void)
@@ -1028,15 +1044,11 @@ held_marked_item(void)
 	zk_backend_lock(LW_SHARED);
 	foreach(lc, held_claims)
 	{
-		HeldClaim  *hc = lfirst(lc);
-		ZkEntry    *e = zk_entry(hc->idx);
-		ZkClaimRec *c;
+		int			n;
+		ZkClaimRec *c = held_claim_recs(lfirst(lc), area, &n);
 		int			i;
 
-		if (e->gen != hc->gen || e->state == ZKE_FREE || !DsaPointerIsValid(ZKQ(e)->claims))
-			continue;
-		c = dsa_get_address(area, ZKQ(e)->claims);
-		for (i = 0; i < ZKQ(e)->max_items && marked == 0; i++)
+		for (i = 0; i < n && marked == 0; i++)
 			if (c[i].status != ZKQC_FREE && c[i].hold_ms > 0)
 				marked = c[i].msg_id;
 	}
@@ -1064,14 +1076,11 @@ zk_queue_retry_later(int64 msg_id, int64 until_ms)
 	foreach(lc, held_claims)
 	{
 		HeldClaim  *hc = lfirst(lc);
-		ZkEntry    *e = zk_entry(hc->idx);
-		ZkClaimRec *c;
+		int			n;
+		ZkClaimRec *c = held_claim_recs(hc, area, &n);
 		int			i;
 
-		if (e->gen != hc->gen || e->state == ZKE_FREE || !DsaPointerIsValid(ZKQ(e)->claims))
-			continue;
-		c = dsa_get_address(area, ZKQ(e)->claims);
-		for (i = 0; i < ZKQ(e)->max_items; i++)
+		for (i = 0; i < n; i++)
 			if (c[i].status != ZKQC_FREE && c[i].msg_id == msg_id)
 			{
 				if (GetCurrentTransactionNestLevel() > 1)

@@ -922,6 +922,20 @@ queue_items_listed(Listing *l)
 	queue_count_answered(qc, l->rc_entries != ZOK ? l->rc_entries : l->rc_taken);
 }
 
+/* A request of qc was sent with rc: counted, or its call freed and qc failed */
+static void
+metrics_sent(QueueCount *qc, MetricsCall *c, int rc)
+{
+	if (rc == ZOK)
+		qc->pending++;
+	else
+	{
+		pfree(c);
+		if (qc->rc == ZOK)
+			qc->rc = ZCONNECTIONLOSS;
+	}
+}
+
 /* Send an exists of qc's path (folder)/(node) for phase 2 or 3 */
 static void
 queue_metric_send(QueueCount *qc, int which, int i, const char *folder, const char *node)
@@ -933,14 +947,7 @@ queue_metric_send(QueueCount *qc, int which, int i, const char *folder, const ch
 	c->which = which;
 	c->i = i;
 	snprintf(path, sizeof(path), "%s/%s/%s", qc->qpath, folder, node);
-	if (zoo_aexists(zk_zh, path, 0, queue_metric_read, c) == ZOK)
-		qc->pending++;
-	else
-	{
-		pfree(c);
-		if (qc->rc == ZOK)
-			qc->rc = ZCONNECTIONLOSS;
-	}
+	metrics_sent(qc, c, zoo_aexists(zk_zh, path, 0, queue_metric_read, c));
 }
 
 /* Send the exists of the candidates for the oldest ready item */
@@ -966,14 +973,7 @@ queue_claims_list(QueueCount *qc)
 	c->qc = qc;
 	c->which = QM_CLAIMS;
 	snprintf(path, sizeof(path), "%s/taken", qc->qpath);
-	if (zoo_aget_children(zk_zh, path, 0, queue_claims_listed, c) == ZOK)
-		qc->pending++;
-	else
-	{
-		pfree(c);
-		if (qc->rc == ZOK)
-			qc->rc = ZCONNECTIONLOSS;
-	}
+	metrics_sent(qc, c, zoo_aget_children(zk_zh, path, 0, queue_claims_listed, c));
 }
 
 /* The oldest candidate there and unclaimed: the oldest ready item's ctime */
