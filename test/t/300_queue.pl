@@ -408,7 +408,10 @@ sub arrive_data_watches
 sql("SELECT zk_enqueue('arrive', 'first')");
 is(sql("SELECT body FROM zk_try_dequeue('arrive')"), 'first', 'arrive: the queue exists, now empty');
 my $base;
-ok(wait_until(sub { my $a = zk_watch_count($zk); sleep 0.3; $base = zk_watch_count($zk); $a == $base }, 10, 0.1),
+# (steady for 1.5 s: the watches of the queues used just before go once
+# they have been idle for Q_UNWATCH_IDLE_MS, 500 ms, at the worker's next
+# turn, which can be a second later)
+ok(wait_until(sub { my $a = zk_watch_count($zk); sleep 1.5; $base = zk_watch_count($zk); $a == $base }, 20, 0.1),
 	"a steady watch count before the waiters: $base");
 my @w;
 my @watches;
