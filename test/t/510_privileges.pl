@@ -223,7 +223,7 @@ for my $t ([ $A, 'postgres', 'A' ], [ $A, 'db2', 'A/db2' ], [ $B, 'postgres', 'B
 		  JOIN pg_class c ON c.oid = d.objid
 		 WHERE d.classid = 'pg_class'::regclass AND c.relkind = 'v'}),
 		'zk_elections:pg_monitor/SELECT,zk_entries:pg_monitor/SELECT,zk_leases:pg_monitor/SELECT,zk_locks:pg_monitor/SELECT,'
-		  . 'zk_queues:pg_monitor/SELECT,zk_quotas:pg_monitor/SELECT,zk_semaphores:pg_monitor/SELECT',
+		  . 'zk_queue_metrics:pg_monitor/SELECT,zk_queues:pg_monitor/SELECT,zk_quotas:pg_monitor/SELECT,zk_semaphores:pg_monitor/SELECT',
 		"$where: the views are readable by pg_monitor (and their owner) only");
 }
 my %sql_groups;
