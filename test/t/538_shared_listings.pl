@@ -149,9 +149,13 @@ ok(wait_until(sub { measured('postgres', 'ten', 'SELECT count(*) FROM zk_queues'
 $r = measured('otherdb', 'other', "SELECT string_agg(queue || '=' || items, ',' ORDER BY queue) FROM zk_queues");
 is($r->{sqlstate}, '00000', "B: other's zk_queues answers (ten's 40 queues are not its own)");
 is($r->{out}, 'mine1=1,mine2=1', 'B: ... with its own 2 queues');
-is($r->{lists}, 1, 'B: ... after one listing (of /zklock/queues)');
-is($r->{sent}{exists}, 1 + 2 * 2, 'B: ... counting its own queues only (one exists of the directory, two per queue)');
-is($r->{sent}{getData}, 0, 'B: ... reading no item');
+# (per queue of its own, on a first read: the child counts of entries,
+# taken and delayed, the policy's data and ACL, and for the ages a listing
+# of its items and of its claims and an exists of the oldest item and of
+# its claim -- doc/queues.md, "zk_queues")
+is($r->{lists}, 1 + 2 * 2, 'B: ... after one listing of /zklock/queues, and two of each of its own queues');
+is($r->{sent}{exists}, 1 + 2 * 5, 'B: ... counting its own queues only (one exists of the directory, five per queue)');
+is($r->{sent}{getData}, 2, 'B: ... reading no item (one read per queue: its own node, the policy)');
 
 $r = measured('otherdb', 'other', "SELECT string_agg(name, ',' ORDER BY name) FROM zk_leases");
 is($r->{sqlstate}, '00000', "B: other's zk_leases answers (ten's 40 leases are not its own)");
