@@ -416,6 +416,12 @@ class History:
             if k == "terminate":
                 self.terminate(t)
                 return
+            # what the model said of the call when the cancel went: a cancel
+            # may win the race with a grant that falls due just after it
+            if t.pending is not None and t.pctx is not None:
+                m = self.model_of(t.pending)
+                if hasattr(m, "due_at_cancel"):
+                    t.pctx["due_at_cancel"] = m.due_at_cancel(t, t.pending, t.pctx)
             try:
                 t.cluster.admin_query("SELECT pg_cancel_backend(%s)", (t.pid,))
             except Exception as e:
