@@ -212,6 +212,10 @@ typedef struct QState
 	int64		next_due_ms;	/* the earliest not due yet (Unix ms), or 0 */
 	int			ndelayed;		/* children of delayed at the last listing */
 	uint64		dmoved;			/* items this worker moved into entries */
+	/* its message groups (queue_delay.c, "Message groups") */
+	char		gresume[ZKQ_GROUP_ENC_MAX + 1];	/* where the next look at them
+												 * starts: "" the first */
+	bool		gstirred;		/* a change since the look from the first */
 } QState;
 
 /*
