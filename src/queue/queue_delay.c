@@ -1222,7 +1222,17 @@ zk_q_delay_reset(QState *q)
 	q->dwatch = false;
 	q->dmoving = 0;
 	q->dseq = ++delay_seq;
-	/* the watches on groups' items in flight went with the session */
+}
+
+/*
+ * The session ended: the watches on groups' items in flight went with it.
+ * Whatever the queues (q_session_reset): a queue forgotten while idle
+ * (zk_q_forget) left its groups here, and a group still "seen" in the next
+ * session would be skipped for good, waiting for a watch that is no more.
+ */
+void
+zk_q_groups_reset(void)
+{
 	if (group_seen != NULL)
 	{
 		hash_destroy(group_seen);

@@ -575,6 +575,7 @@ extern QRoundHooks zk_q_round_hooks;
 extern void zk_q_delay_round(QState *q, bool watch);
 extern void zk_q_delay_tick(void);
 extern void zk_q_delay_reset(QState *q);
+extern void zk_q_groups_reset(void);
 
 /* queue_consume.c */
 extern void zk_q_rounds_init(void);

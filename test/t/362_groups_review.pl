@@ -137,4 +137,33 @@ my $spent = packets() - $p0;
 ok($spent < 400, "a consumer waiting 4 s costs ZooKeeper few requests ($spent)");
 zkq_or_die($zk, 'delete', "$GQ/delayed/gst-a$_") for 0 .. 9;
 
+# ---- the session ends while no queue is served: the watches of the groups'
+# items in flight went with it, so what the worker remembers of them too
+my $C = zk_node('grev_c', $zk, session_timeout => '3s', connect_timeout => '3s');
+$C->safe_psql('postgres', "SELECT zk_enqueue_grouped('sq', 's', ARRAY['s1', 's2'])");
+# tries only (no watch of the queue's): the second one reads the group's
+# state and watches s1 in flight
+for my $n (1 .. 2)
+{
+	my $b = '';
+	wait_until(sub {
+		$b = $C->safe_psql('postgres', "BEGIN; SELECT body FROM zk_try_dequeue('sq'); ROLLBACK;");
+		return $b ne '';
+	}, 15, 0.2);
+	is($b, 's1', "try $n: s1, rolled back");
+}
+sleep 25;    # two sweeps: the queue, unused, is forgotten
+my $sid0 = zk_status_value($C, 'session_id');
+my $cpid = worker_pid($C);
+kill 'STOP', $cpid;
+sleep 7;     # twice the session timeout: ZooKeeper expires the session
+kill 'CONT', $cpid;
+my $st = wait_for_state($C,
+	sub { $_[0]->{state} eq 'connected' && $_[0]->{session_id} ne $sid0 }, 30);
+ok($st->{session_id} ne $sid0, 'C has a new session');
+is($C->safe_psql('postgres', "SELECT body FROM zk_dequeue('sq', '10s')"), 's1', 's1 consumed in the new session');
+is($C->safe_psql('postgres', "SELECT body FROM zk_dequeue('sq', '15s')"), 's2',
+	'then s2: the group moves on');
+ok(scalar(zk_wait_count($zk, '/zklock/queues/sq/delayed', 0, 30)), 'nothing left of the group');
+
 done_testing();
