@@ -166,4 +166,101 @@ is($C->safe_psql('postgres', "SELECT body FROM zk_dequeue('sq', '15s')"), 's2',
 	'then s2: the group moves on');
 ok(scalar(zk_wait_count($zk, '/zklock/queues/sq/delayed', 0, 30)), 'nothing left of the group');
 
+# ---- many groups: each in order, all of them served, every item once
+my $NG = 500;
+$B->safe_psql('postgres', qq{
+	SELECT zk_enqueue_grouped('mq', 'm' || i, ARRAY['m' || i || '-1', 'm' || i || '-2'])
+	  FROM generate_series(1, $NG) i});
+# A and B take turns (both workers move the groups on, racing on each
+# state node); a group's second item never in the same turn as its first
+my $t1 = time;
+my (%call, @all);
+my $turn = 0;
+while (time - $t1 < 120)
+{
+	my $node = $turn % 2 ? $B : $A;
+	my $r = $node->safe_psql('postgres', "SELECT string_agg(body, ',') FROM zk_dequeue('mq', '5s', 100)");
+	last if $r eq '';
+	$turn++;
+	for my $b (split /,/, $r)
+	{
+		push @all, $b;
+		$call{$b} = $turn;
+	}
+}
+my $ok = @all == 2 * $NG;
+my %n;
+for my $b (@all)
+{
+	$n{$b}++;
+	my ($g, $k) = $b =~ /^m(\d+)-(\d)$/;
+	$ok = 0 if $k == 2 && !(defined $call{"m$g-1"} && $call{"m$g-1"} < $call{$b});
+}
+$ok = 0 if grep { $_ != 1 } values %n;
+ok($ok, sprintf('%d groups of two: %d items in %d turns, each once, each group in order (%.1f s)',
+	$NG, scalar(@all), $turn, time - $t1));
+ok(scalar(zk_wait_count($zk, '/zklock/queues/mq/delayed', 0, 30)), 'no state node left');
+
+# ---- what zk_queues counts as delayed: a group's state node is no item
+# (nor, through the same child count of delayed, an item of the
+# namespace's zklock.max_namespace_items)
+$A->safe_psql('postgres', "SELECT zk_enqueue_grouped('mt', 't', ARRAY['t1', 't2'])");
+my $ms = $B->background_psql('postgres', on_error_stop => 0);
+$ms->query_safe('BEGIN');
+is($ms->query_safe("SELECT body FROM zk_dequeue('mt', '20s')"), 't1', 'B holds t1 of the group');
+ok(scalar(zk_wait_count($zk, '/zklock/queues/mt/delayed', 2, 30)), 'under delayed: t2 and the state node');
+TODO:
+{
+	local $TODO = 'a group\'s state node sits under delayed, whose child count zk_queues and the namespace quota take for items';
+	is($A->safe_psql('postgres', "SELECT items || '/' || claimed || '/' || delayed FROM zk_queues WHERE queue = 'mt'"),
+		'0/1/1', 'zk_queues: one claimed, one waiting');
+}
+$ms->query_safe('COMMIT');
+$ms->quit;
+is($A->safe_psql('postgres', "SELECT body FROM zk_dequeue('mt', '20s')"), 't2', 'then t2');
+
+# ---- zk_retry_later on a group's item: it stays the group's, held; the
+# next waits for it
+$A->safe_psql('postgres', "SELECT zk_enqueue_grouped('rq', 'r', ARRAY['r1', 'r2'])");
+my $held = $B->safe_psql('postgres', q{
+	BEGIN;
+	CREATE TEMP TABLE g ON COMMIT DROP AS SELECT * FROM zk_dequeue('rq', '20s');
+	SELECT zk_retry_later(msg_id, '4 seconds') FROM g;
+	SELECT body FROM g;
+	ROLLBACK;});
+like($held, qr/r1$/, 'r1 taken and held for 4 s');
+is($A->safe_psql('postgres', "SELECT count(*) FROM zk_dequeue('rq', '2s')"), '0',
+	'neither r1 nor r2 meanwhile');
+is(join(',', drain_in_order($A, 'rq', 10)), 'r1,r2', 'then r1 again, then r2');
+
+# ---- kazoo takes a group's item; the worker killed, ZooKeeper restarted
+my $KQ = '/zklock/queues/kq';
+$A->safe_psql('postgres', "SELECT zk_enqueue_grouped('kq', 'w', ARRAY['x1', 'x2', 'x3', 'x4'])");
+my $kz = queue_kazoo($zk);
+my $ks = $B->background_psql('postgres', on_error_stop => 0);
+$ks->query_safe('BEGIN');
+is($ks->query_safe("SELECT body FROM zk_dequeue('kq', '20s')"), 'x1', 'B takes x1');
+is($kz->cmd("get $KQ 2"), 'none', 'kazoo gets nothing of the group meanwhile');
+$ks->query_safe('ROLLBACK');
+is($kz->cmd("get $KQ 10"), 'item ' . unpack('H*', 'x1'), 'rolled back: kazoo takes x1');
+is($ks->query_safe("SELECT count(*) FROM zk_try_dequeue('kq')"), '0', 'B gets nothing while kazoo holds x1');
+my $wold = worker_pid($B);
+$B->safe_psql('postgres', "SELECT pg_terminate_backend($wold)");
+ok(defined wait_for_worker($B, $wold, 30), 'B\'s worker killed and back');
+is($kz->cmd("consume $KQ"), 'true', 'kazoo consumes x1');
+is($ks->query_safe("SELECT body FROM zk_dequeue('kq', '20s')"), 'x2', 'B\'s new worker hands out x2');
+$ks->quit;
+zk_stop($zk);    # the promotion of x3 may be in flight: its answer lost
+sleep 2;
+zk_restart($zk);
+foreach my $n ($A, $B)
+{
+	my $st = wait_for_state($n, 'connected', 60);
+	die 'not connected again after the restart' unless $st && $st->{state} eq 'connected';
+}
+is(join(',', drain_in_order($A, 'kq', 10)), 'x3,x4', 'after ZooKeeper restarted: x3, x4, each once');
+ok(scalar(zk_wait_count($zk, "$KQ/entries", 0, 30)) && scalar(zk_wait_count($zk, "$KQ/delayed", 0, 30)),
+	'nothing left of kq');
+$kz->quit;
+
 done_testing();
