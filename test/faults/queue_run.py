@@ -1120,7 +1120,8 @@ def check_moves(outcomes, when=lambda t: "%.3f" % t):
                        dead-letter queue) a move into QUEUE -- a move that
                        ended after the last hand-out of the previous
                        incarnation began and began before the first of the
-                       next one answered, and moved something (or failed)
+                       next one answered, and moved something (or failed:
+                       then whenever it ended)
       move_overcount   incarnations that moves must have made (every one in
                        SIDE; in QUEUE all but the first of each id) more than
                        the moves into that queue moved (a failed move counts
@@ -1140,9 +1141,12 @@ def check_moves(outcomes, when=lambda t: "%.3f" % t):
         for m, b in o["msgs"]:
             incs[b][(q, m)].append((o["t0"], o.get("t_claimed", o["t0"])))
 
+    # (a move that failed may have had multis in flight that ZooKeeper
+    # applied after the client saw the error: it may have acted any time
+    # after it began)
     def moved_between(kinds, t_from, t_to):
         return [o for o in moves if (o.get("from"), o.get("to")) in kinds and o.get("moved") != 0
-                and o.get("t1", o["t0"]) >= t_from and o["t0"] <= t_to]
+                and (o.get("moved") is None or o.get("t1", o["t0"]) >= t_from) and o["t0"] <= t_to]
     into = {QUEUE: {(SIDE, QUEUE), (DLQ, QUEUE)}, SIDE: {(QUEUE, SIDE)}}
     made = collections.Counter()        # queue -> incarnations moves must have made
     why = {}
