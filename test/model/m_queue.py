@@ -1169,11 +1169,23 @@ class QueueModel:
             b = self.dl_body(d) if d.startswith(self.DL_HEADER) else d.decode("utf-8", "replace")
             return b if b is not None else repr(d[:60])
         left = self.move_diff(what, n, m, before_s, before_d, after_s, after_d, key)
+        # the model: only items that may be dead letters (seen there, or
+        # handed out max_attempts times, counting those failed calls may
+        # have made unseen)
+        slack = max(self.punseen, 0)
+        maybe = set(b for b, it in self.pitems.items()
+                    if it.st == "dead" or (it.st in ("free", "maybe") and it.handouts + slack >= self.pmax))
+        if n is not None and n > len(maybe):
+            h.anomaly("queue-move-count", "%s answered %d, the model has at most %d dead letters"
+                      % (what, n, len(maybe)))
         for b in left:
             it = self.pitems.get(b)
             if it is None:
                 h.anomaly("queue-move-phantom", "%s moved %r, never enqueued in %s" % (what, b, self.pq))
                 continue
+            if b not in maybe:
+                h.anomaly("queue-move-claimed", "%s moved %s, which the model says is %s in %s after %d hand-outs"
+                          % (what, b, it.st, self.pq, it.handouts))
             if it.st == "gone":
                 h.anomaly("queue-move-dup", "%s moved %s, whose dead letter was consumed" % (what, b))
             # poison again, in NS-pq, from 0 hand-outs
