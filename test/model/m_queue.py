@@ -31,24 +31,6 @@ msg_id in NS-pq, origin_attempts M and its payload; at the end (poison steps
 until NS-pq is empty, then a drain of the dead-letter queue) every item is
 in the dead-letter queue exactly once.
 
-Delayed items and backoff: one more queue, NS-dq, is used only by two
-steps, each a whole transaction.  "denq": BEGIN; 1 to 3 zk_enqueue with
-delay => d or not_before => clock_timestamp() + d (d 0 to 1.5 s; the model
-notes the due time, a lower bound: the clock before the call plus d);
-COMMIT or ROLLBACK.  "dtake": BEGIN; zk_dequeue(NS-dq, 0 | 300ms | 1s, 1..3)
-(the clock after it answered, with each row); maybe zk_retry_later(msg_id,
-d) on one item (d 0.2 to 1.5 s; the hold's end, a lower bound: the clock
-before the call plus d); COMMIT or ROLLBACK.  The model: a committed delayed
-item is not handed out before its due time less DTOL; a held item (the end
-of a dtake with a retry, COMMIT or ROLLBACK) not before the hold's end less
-DTOL, and then with attempts + 1; the others of a dtake are consumed by its
-COMMIT, free again after its ROLLBACK; attempts are exact (each hand-out
-the model's hand-outs + 1, plus what failed calls may have claimed unseen).
-Loosely, "eventually": an item that has been due (or whose hold has ended)
-for DSLACK seconds must not be missed by three dequeues that waited 1 s,
-each started after that.  At the end a drain of NS-dq (waiting past the
-last due time and hold) consumes every committed item exactly once.
-
 zk_queue_move (issue 38): "move" steps call zk_queue_move(src, dst, m)
 (m random, 1 to 10000) between two of the model's queues and NS-mv, a
 queue only moves reach, and "pmove" steps zk_queue_move(NS-pq.dlq, NS-pq, m)
@@ -69,6 +51,24 @@ letter once more).  A move that fails is an anomaly, and the model then
 takes what ZooKeeper shows (each item in exactly one of the two queues).
 After the final drain (NS-mv drained like the others) every committed item
 is consumed exactly once, whichever queues it went through.
+
+Delayed items and backoff: one more queue, NS-dq, is used only by two
+steps, each a whole transaction.  "denq": BEGIN; 1 to 3 zk_enqueue with
+delay => d or not_before => clock_timestamp() + d (d 0 to 1.5 s; the model
+notes the due time, a lower bound: the clock before the call plus d);
+COMMIT or ROLLBACK.  "dtake": BEGIN; zk_dequeue(NS-dq, 0 | 300ms | 1s, 1..3)
+(the clock after it answered, with each row); maybe zk_retry_later(msg_id,
+d) on one item (d 0.2 to 1.5 s; the hold's end, a lower bound: the clock
+before the call plus d); COMMIT or ROLLBACK.  The model: a committed delayed
+item is not handed out before its due time less DTOL; a held item (the end
+of a dtake with a retry, COMMIT or ROLLBACK) not before the hold's end less
+DTOL, and then with attempts + 1; the others of a dtake are consumed by its
+COMMIT, free again after its ROLLBACK; attempts are exact (each hand-out
+the model's hand-outs + 1, plus what failed calls may have claimed unseen).
+Loosely, "eventually": an item that has been due (or whose hold has ended)
+for DSLACK seconds must not be missed by three dequeues that waited 1 s,
+each started after that.  At the end a drain of NS-dq (waiting past the
+last due time and hold) consumes every committed item exactly once.
 """
 
 import time
@@ -154,6 +154,7 @@ class QueueModel:
         self.h = h
         nq = h.setup.get("queues", 1)
         self.queues = ["%s-q%d" % (h.ns, i) for i in range(nq)]
+        self.mq = "%s-mv" % h.ns   # the side queue of zk_queue_move steps (see the docstring)
         self.items = {}
         self.pubseq = 0
         self.eseq = 0
@@ -172,8 +173,6 @@ class QueueModel:
         self.dq = "%s-dq" % h.ns
         self.ditems = {}       # body -> DItem
         self.dunseen = 0       # hand-outs of NS-dq that failed calls may have made
-        # the side queue of zk_queue_move steps (see the docstring)
-        self.mq = "%s-mv" % h.ns
 
     # ---- model helpers
     def free(self, q):
