@@ -1008,10 +1008,10 @@ class QueueModel:
     def gen_move(self, r):
         """Now and then a move step: between two queues of the model (its
         queues and NS-mv), or from the dead-letter queue back to NS-pq."""
-        if r.random() >= 0.06:
+        if r.random() >= 0.1:
             return None
         m = r.choice([1, 1, 2, 3, 5, 10000])
-        if r.random() < 0.3:
+        if r.random() < (0.6 if any(it.st == "dead" for it in self.pitems.values()) else 0.2):
             return {"k": "pmove", "m": m}
         n = len(self.queues) + 1
         a = r.randrange(n)
