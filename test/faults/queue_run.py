@@ -45,7 +45,8 @@ the test when it promotes B's standby), else to --b with label B.
              for each row: INSERT INTO consumed(id, msg_id, attempts, dequeued_at, ...);
              COMMIT, or ROLLBACK (25 %, only when every item is at its first
              hand-out: by choice no ordinary item comes near max_attempts)
-  dead-letter consumer (1 per cluster):
+  dead-letter consumer (1 per cluster; with movers it pauses up to 3 s
+  between transactions until the stop, so that dead letters wait there):
              BEGIN; SELECT ... FROM zk_dequeue('eo.dlq', '1s', 1..3);
              for each row: INSERT INTO dead_letters(id, msg_id, origin,
                  origin_msg_id, origin_attempts, attempts, ...);
@@ -231,6 +232,7 @@ MOVES = ((DLQ, QUEUE), (QUEUE, SIDE), (SIDE, QUEUE))
 MOVE_WEIGHTS = (0.4, 0.35, 0.25)
 MOVE_K = (1, 2, 3, 5, 10, 50)
 MOVE_PAUSE = (0.5, 2.5)
+DLQ_PAUSE = 3.0         # the dead-letter consumers' pause (at most) while movers run
 
 
 def is_poison(body):
@@ -411,7 +413,10 @@ class Client(threading.Thread):
                     self.run_.stop.wait(self.rnd.uniform(0.0, self.run_.producer_pause))
                 elif self.kind == "d":
                     self.consume_dlq()
-                    self.run_.stop.wait(self.rnd.uniform(0.0, 0.05))
+                    # with movers, dead letters stay a while in DLQ, so
+                    # that moves find some to take back into QUEUE
+                    self.run_.stop.wait(self.rnd.uniform(0.0, DLQ_PAUSE if self.run_.movers
+                                                         and not self.run_.quiesce.is_set() else 0.05))
                 elif self.kind == "m":
                     if not self.run_.quiesce.is_set():
                         self.move()
@@ -731,6 +736,7 @@ class LoadRun:
         self.seq = collections.Counter()
         self.client_deaths = []
         self.producer_pause = args.producer_pause
+        self.movers = args.movers
 
 
 def cmd_load(args):
@@ -1180,6 +1186,8 @@ def check_moves(outcomes, when=lambda t: "%.3f" % t):
                                          % (q, made[q], moved[q]))
     fig = {"moves": len(moves),
            "moves_failed": sum(1 for o in moves if o.get("moved") is None),
+           "moves_failed_by": dict(collections.Counter("%s %s" % (o.get("sqlstate"), (o.get("msg") or "")[:60])
+                                                       for o in moves if o.get("moved") is None)),
            "moved": {"%s->%s" % k: sum(o.get("moved") or 0 for o in moves if (o.get("from"), o.get("to")) == k)
                      for k in MOVES},
            "moved_by_drain": sum(o.get("moved") or 0 for o in moves if o["client"] == "drain"),
