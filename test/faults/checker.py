@@ -243,7 +243,8 @@ def queue_verdict(q, run):
     for k in ("delayed_produced", "delayed_consumed", "delayed_margin_min", "retried",
               "retried_handed_out_again", "hold_early_after_fault", "hold_margin_min"):
         fig["queue_" + k] = chk.get(k)
-    for k in ("moves", "moves_failed", "moves_failed_by", "moved", "consumed_from_side", "ids_dead_lettered_again"):
+    for k in ("moves", "moves_failed", "moves_failed_by", "moved", "consumed_from_side",
+              "ids_dead_lettered_again"):
         fig["queue_" + k] = chk.get(k)
     fig["queue_dlq_left"] = q.get("dlq_left")
     fig["queue_side_left"] = q.get("side_left")
