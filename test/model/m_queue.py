@@ -1013,8 +1013,11 @@ class QueueModel:
         m = r.choice([1, 1, 2, 3, 5, 10000])
         if r.random() < (0.6 if any(it.st == "dead" for it in self.pitems.values()) else 0.2):
             return {"k": "pmove", "m": m}
-        n = len(self.queues) + 1
-        a = r.randrange(n)
+        qs = self.queues + [self.mq]
+        n = len(qs)
+        # mostly from a queue that has free items (an empty one moves 0)
+        full = [i for i, q in enumerate(qs) if self.free(q)]
+        a = r.choice(full) if full and r.random() < 0.8 else r.randrange(n)
         b = r.randrange(n - 1)
         return {"k": "move", "src": a, "dst": b + 1 if b >= a else b, "m": m}
 
