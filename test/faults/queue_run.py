@@ -81,8 +81,9 @@ Outcomes are only cross-checks: the verdict comes from the tables.
 
 drain: first moves eo.side back into eo (zk_queue_move('eo.side', 'eo', 10000),
 recorded like the movers' moves) until a move moves nothing and zk_queues
-shows neither item nor claim in eo.side; then one consumer that dequeues ('2s', 50 at a time) and commits, recording
-in consumed like the others, until a dequeue returns nothing and
+shows neither item nor claim in eo.side; then one consumer that dequeues
+('2s', 50 at a time) and commits, recording in consumed like the others,
+until a dequeue returns nothing and
 zk_queue_length('eo') is 0 after the last due time or end of hold that
 outcomes.jsonl records -- except that it rolls back the poison items, as
 the consumers do, until the policy moves them; then it drains eo.dlq the same
