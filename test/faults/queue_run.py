@@ -162,8 +162,9 @@ and, for delayed items and holds (CLOCK_TOLERANCE 0.5 s: one machine's clock):
 (a held item's hand-out, COMMIT or ROLLBACK, is not a consume: neither an
 acknowledged consume nor a committed hand-out of a dead-lettered item)
 and prints the figures (poison_produced, poison_handouts, dead_letters,
-ordinary_dead_lettered, moves, moved, ids_dead_lettered_again...), the first anomalies with the faults just before
-them, and "QUEUE-CHECK <json>"; exit 1 when any of these is not 0.  With
+ordinary_dead_lettered, moves, moved, ids_dead_lettered_again...), the
+first anomalies with the faults just before them, and "QUEUE-CHECK <json>";
+exit 1 when any of these is not 0.  With
 --mutate the data read is altered first (one consumed row removed, one
 duplicated, one phantom added, one hand-out's attempts set to 0, one dead
 letter's origin_attempts set to 4, one dead letter duplicated, a delayed
