@@ -45,8 +45,8 @@ the test when it promotes B's standby), else to --b with label B.
              for each row: INSERT INTO consumed(id, msg_id, attempts, dequeued_at, ...);
              COMMIT, or ROLLBACK (25 %, only when every item is at its first
              hand-out: by choice no ordinary item comes near max_attempts)
-  dead-letter consumer (1 per cluster; with movers it pauses up to 3 s
-  between transactions until the stop, so that dead letters wait there):
+  dead-letter consumer (1 per cluster; with movers it pauses 1-4 s between
+  transactions until the stop, so that dead letters wait there for moves):
              BEGIN; SELECT ... FROM zk_dequeue('eo.dlq', '1s', 1..3);
              for each row: INSERT INTO dead_letters(id, msg_id, origin,
                  origin_msg_id, origin_attempts, attempts, ...);
@@ -234,7 +234,7 @@ MOVES = ((DLQ, QUEUE), (QUEUE, SIDE), (SIDE, QUEUE))
 MOVE_WEIGHTS = (0.4, 0.35, 0.25)
 MOVE_K = (1, 2, 3, 5, 10, 50)
 MOVE_PAUSE = (0.5, 2.5)
-DLQ_PAUSE = 3.0         # the dead-letter consumers' pause (at most) while movers run
+DLQ_PAUSE = (1.0, 4.0)  # the dead-letter consumers' pause while movers run
 
 
 def is_poison(body):
@@ -417,8 +417,8 @@ class Client(threading.Thread):
                     self.consume_dlq()
                     # with movers, dead letters stay a while in DLQ, so
                     # that moves find some to take back into QUEUE
-                    self.run_.stop.wait(self.rnd.uniform(0.0, DLQ_PAUSE if self.run_.movers
-                                                         and not self.run_.quiesce.is_set() else 0.05))
+                    self.run_.stop.wait(self.rnd.uniform(*DLQ_PAUSE) if self.run_.movers
+                                        and not self.run_.quiesce.is_set() else self.rnd.uniform(0.0, 0.05))
                 elif self.kind == "m":
                     if not self.run_.quiesce.is_set():
                         self.move()
