@@ -212,7 +212,9 @@ QUEUE_COUNTS = ("lost", "duplicated", "msg_id_dups", "conflicts", "phantom",
                 "dead_letter_bad_origin", "dead_letter_bad_attempts", "dead_letter_mismatch",
                 "ordinary_dead_lettered_unexplained",
                 # delayed items and holds (queue_run.py TIMING_COUNTS)
-                "delayed_early", "hold_early")
+                "delayed_early", "hold_early",
+                # zk_queue_move (queue_run.py MOVE_COUNTS)
+                "move_over_max", "move_unexplained", "move_overlap", "move_overcount")
 
 
 def queue_verdict(q, run):
@@ -241,7 +243,11 @@ def queue_verdict(q, run):
     for k in ("delayed_produced", "delayed_consumed", "delayed_margin_min", "retried",
               "retried_handed_out_again", "hold_early_after_fault", "hold_margin_min"):
         fig["queue_" + k] = chk.get(k)
+    for k in ("moves", "moves_failed", "moves_failed_by", "moved", "consumed_from_side",
+              "ids_dead_lettered_again"):
+        fig["queue_" + k] = chk.get(k)
     fig["queue_dlq_left"] = q.get("dlq_left")
+    fig["queue_side_left"] = q.get("side_left")
     fig["queue_drained"] = drain.get("drained")
     fig["queue_left_after_load"] = q.get("left_after_load")
     fig["queue_left"] = q.get("left")
@@ -262,6 +268,8 @@ def queue_verdict(q, run):
         anom.append("queue: left in ZooKeeper after the drain: %s" % (q.get("left"),))
     if q.get("dlq_left") != {"entries": 0, "taken": 0}:
         anom.append("queue: left in the dead-letter queue after the drain: %s" % (q.get("dlq_left"),))
+    if q.get("side_left", {"entries": 0, "taken": 0}) != {"entries": 0, "taken": 0}:
+        anom.append("queue: left in %s after the drain: %s" % ("eo.side", q.get("side_left")))
     if not chk:
         anom.append("queue: the exactly-once check did not run")
     else:

@@ -4,7 +4,8 @@ exactly-once test under faults (test/t/320_queue_exactly_once.pl).
 
 usage:
   queue_run.py setup --host HOST --port PORT
-  queue_run.py load  --dir DIR --host HOST --a PORT --b PORT [--producers N] [--consumers N] [--seed N]
+  queue_run.py load  --dir DIR --host HOST --a PORT --b PORT [--producers N] [--consumers N]
+                     [--movers N] [--side-consumers N] [--seed N]
   queue_run.py drain --dir DIR --host HOST --port PORT [--label L] [--seconds N]
   queue_run.py zk    --dir DIR --hosts ZKHOSTS --sysids A=ID,B=ID
   queue_run.py check --dir DIR --host HOST --tables A:PORT,B2:PORT [--mutate]
@@ -44,11 +45,27 @@ the test when it promotes B's standby), else to --b with label B.
              for each row: INSERT INTO consumed(id, msg_id, attempts, dequeued_at, ...);
              COMMIT, or ROLLBACK (25 %, only when every item is at its first
              hand-out: by choice no ordinary item comes near max_attempts)
-  dead-letter consumer (1 per cluster):
+  dead-letter consumer (1 per cluster; with movers it pauses 1-4 s between
+  transactions until the stop, so that dead letters wait there for moves):
              BEGIN; SELECT ... FROM zk_dequeue('eo.dlq', '1s', 1..3);
              for each row: INSERT INTO dead_letters(id, msg_id, origin,
                  origin_msg_id, origin_attempts, attempts, ...);
-             COMMIT, or ROLLBACK (10 %)
+             COMMIT, or ROLLBACK (10 %; 30 % with movers)
+  mover (1 per cluster, --movers), every 0.5-2.5 s until the stop:
+             SELECT zk_queue_move(FROM, TO, k)   (k one of 1 2 3 5 10 50), outside
+                 a transaction, FROM -> TO one of: 'eo.dlq' -> 'eo' (40 %: dead
+                 letters back into their origin, poison again there, so the
+                 policy moves them to eo.dlq again after 3 more hand-outs),
+                 'eo' -> 'eo.side' (25 %), 'eo.side' -> 'eo' (35 %: the poison
+                 items a move took to eo.side come back to their policy);
+             recorded with its result ("moved"; none when it failed: some
+             items may have moved)
+  consumer of eo.side (1 per cluster, --side-consumers):
+             BEGIN; a peek of eo.side (poison items at its head: mostly
+                 ROLLBACK at once), then zk_dequeue('eo.side', '1s', <= 1..3);
+             poison items: ROLLBACK (a move takes them back to eo); else for
+             each row: INSERT INTO consumed (..., queue) VALUES (..., 'eo.side');
+             COMMIT, or ROLLBACK (15 %)
 
 When DIR/stop appears the producers stop and the consumers go on without
 new holds until the last due time and end of hold recorded (plus 1.5 s, at
@@ -64,8 +81,11 @@ Every attempt's outcome goes to DIR/outcomes.jsonl:
   unknown      the connection broke during COMMIT (or a FATAL): fate unknown
 Outcomes are only cross-checks: the verdict comes from the tables.
 
-drain: one consumer that dequeues ('2s', 50 at a time) and commits, recording
-in consumed like the others, until a dequeue returns nothing and
+drain: first moves eo.side back into eo (zk_queue_move('eo.side', 'eo', 10000),
+recorded like the movers' moves) until a move moves nothing and zk_queues
+shows neither item nor claim in eo.side; then one consumer that dequeues
+('2s', 50 at a time) and commits, recording in consumed like the others,
+until a dequeue returns nothing and
 zk_queue_length('eo') is 0 after the last due time or end of hold that
 outcomes.jsonl records -- except that it rolls back the poison items, as
 the consumers do, until the policy moves them; then it drains eo.dlq the same
@@ -93,7 +113,9 @@ DIR/faults.jsonl (written by the test), and counts
               items whose delivery count (zk_message.attempts), over the
               hand-outs the clients saw in claim order, fell below a
               hand-out's rank or did not grow (in eo; and in eo.dlq, where a
-              dead letter counts from 1 again)
+              dead letter counts from 1 again; and in eo.side: each
+              incarnation of an item -- its life in one queue under one
+              msg_id -- apart, as a moved item counts from 0 again)
 and, for the dead-letter policy (max_attempts 3, dead letter eo.dlq; an id
 counts as consumed when it is in consumed or in dead_letters, so lost,
 above, spans both queues):
@@ -114,6 +136,20 @@ above, spans both queues):
                         ordinary ids dead-lettered although the clients saw
                         them committed, or saw fewer than 3 hand-outs and
                         not enough failed dequeues after them to make up 3
+(an id is consumed when it is in consumed, from eo or from eo.side, or in
+dead_letters; dead_letters records dead letters consumed, so an id is there
+at most once even when moves took it through eo.dlq several times)
+and, for zk_queue_move (see check_moves: incarnations against the moves):
+  move_over_max         moves that answered more than their max_items
+  move_overlap          ids with two incarnations alive at once
+  move_unexplained      ids seen in a new incarnation (another queue, or
+                        eo or eo.dlq again under another msg_id: a second
+                        trip through the dead-letter queue) with no move
+                        that could have made it in between
+  move_overcount        more incarnations made by moves into eo or eo.side
+                        than the moves into it answered
+  (attempts_over_max and the origin_msg_id of dead letters: per incarnation
+  in eo)
 and, for delayed items and holds (CLOCK_TOLERANCE 0.5 s: one machine's clock):
   delayed_early         delayed ids handed out (a consumed row's dequeued_at, a
                         client's time after its dequeue answered) before their
@@ -128,13 +164,15 @@ and, for delayed items and holds (CLOCK_TOLERANCE 0.5 s: one machine's clock):
 (a held item's hand-out, COMMIT or ROLLBACK, is not a consume: neither an
 acknowledged consume nor a committed hand-out of a dead-lettered item)
 and prints the figures (poison_produced, poison_handouts, dead_letters,
-ordinary_dead_lettered...), the first anomalies with the faults just before
-them, and "QUEUE-CHECK <json>"; exit 1 when any of these is not 0.  With
+ordinary_dead_lettered, moves, moved, ids_dead_lettered_again...), the
+first anomalies with the faults just before them, and "QUEUE-CHECK <json>";
+exit 1 when any of these is not 0.  With
 --mutate the data read is altered first (one consumed row removed, one
 duplicated, one phantom added, one hand-out's attempts set to 0, one dead
 letter's origin_attempts set to 4, one dead letter duplicated, a delayed
 item consumed 2 s before due, an item handed out again 1 ms after a 5 s
-hold began): the checker
+hold began, an id in eo.dlq under two msg_ids with no move between, a move
+that answered more than its max_items): the checker
 must then report each, which the test asserts (the checker can fail).
 """
 
@@ -186,6 +224,20 @@ HOLD_S = (0.2, 2.0)
 # the clusters run on one machine: their clocks are one
 CLOCK_TOLERANCE = 0.5
 
+# zk_queue_move (doc/queues.md, issue 38): a mover per cluster now and then
+# (every MOVE_PAUSE seconds) moves up to MOVE_K items of one queue into
+# another: dead letters back into QUEUE (poison again there, so dead-lettered
+# again), items of QUEUE into SIDE, or items of SIDE back into QUEUE; a
+# consumer of SIDE per cluster consumes its ordinary items (into consumed,
+# queue SIDE) and rolls back its poison items, which only a move takes back
+# to QUEUE and its policy.  Each move's result is recorded (role "move").
+SIDE = QUEUE + ".side"
+MOVES = ((DLQ, QUEUE), (QUEUE, SIDE), (SIDE, QUEUE))
+MOVE_WEIGHTS = (0.4, 0.25, 0.35)
+MOVE_K = (1, 2, 3, 5, 10, 50)
+MOVE_PAUSE = (0.5, 2.5)
+DLQ_PAUSE = (1.0, 4.0)  # the dead-letter consumers' pause while movers run
+
 
 def is_poison(body):
     return isinstance(body, str) and body.endswith(POISON)
@@ -213,7 +265,7 @@ CREATE TABLE produced (id text PRIMARY KEY, client text,
     due_at timestamptz);
 CREATE TABLE consumed (id text, msg_id bigint, cluster text, client text,
     xid xid8 DEFAULT pg_current_xact_id(), at timestamptz DEFAULT clock_timestamp(),
-    attempts int, dequeued_at timestamptz);
+    attempts int, dequeued_at timestamptz, queue text DEFAULT 'eo');
 CREATE TABLE dead_letters (id text, msg_id bigint, origin text, origin_msg_id bigint,
     origin_attempts int, attempts int, cluster text, client text,
     xid xid8 DEFAULT pg_current_xact_id(), at timestamptz DEFAULT clock_timestamp());
@@ -263,6 +315,10 @@ class Recorder:
                                                                  if is_poison(i))
             if rec["role"] == "dlq" and rec["outcome"] == "committed":
                 self.counts[("dlq", "items_committed")] += len(rec.get("msgs", []))
+            if rec["role"] == "side" and rec["outcome"] == "committed":
+                self.counts[("side", "items_committed")] += len(rec.get("msgs", []))
+            if rec["role"] == "move":
+                self.counts[("move", "moved")] += rec.get("moved") or 0
             if rec.get("poison"):
                 self.counts[("cons", "poison_handouts")] += rec["poison"]
             if rec.get("sqlstate") == "57014":
@@ -361,6 +417,16 @@ class Client(threading.Thread):
                     self.run_.stop.wait(self.rnd.uniform(0.0, self.run_.producer_pause))
                 elif self.kind == "d":
                     self.consume_dlq()
+                    # with movers, dead letters stay a while in DLQ, so
+                    # that moves find some to take back into QUEUE
+                    self.run_.stop.wait(self.rnd.uniform(*DLQ_PAUSE) if self.run_.movers
+                                        and not self.run_.quiesce.is_set() else self.rnd.uniform(0.0, 0.05))
+                elif self.kind == "m":
+                    if not self.run_.quiesce.is_set():
+                        self.move()
+                    self.run_.stop.wait(self.rnd.uniform(*MOVE_PAUSE))
+                elif self.kind == "s":
+                    self.consume_side()
                     self.run_.stop.wait(self.rnd.uniform(0.0, 0.05))
                 else:
                     self.consume()
@@ -580,7 +646,9 @@ def _consume_dlq(self):
     commits or rolls back (10 %)."""
     rnd = self.rnd
     k = rnd.randint(1, 3)
-    rollback = rnd.random() < 0.10
+    # (with movers more often: a dead letter seen, rolled back, moved back
+    # and dead-lettered again is a second trip the checker can follow)
+    rollback = rnd.random() < (0.3 if self.run_.movers else 0.10)
     rec = {"t0": time.time(), "role": "dlq", "client": self.name_, "cluster": self.label,
            "pid": self.pid, "max_items": k, "msgs": [], "queue": DLQ}
 
@@ -596,6 +664,79 @@ def _consume_dlq(self):
 Client.consume_dlq = _consume_dlq
 
 
+def record_move(rec, ex, cur, src, dst, k):
+    """zk_queue_move(src, dst, k) outside a transaction, its result in rec:
+    "moved" (None when it failed: some items may have moved, at most k)."""
+    rec.update({"from": src, "to": dst, "max_items": k, "moved": None})
+    ex(cur, "SELECT zk_queue_move(%s, %s, %s)", (src, dst, k))
+    rec["moved"] = cur.fetchone()[0]
+    rec["outcome"] = "committed"
+
+
+def _move(self):
+    """The mover: one zk_queue_move between two of the queues (MOVES),
+    recorded with its result."""
+    rnd = self.rnd
+    src, dst = rnd.choices(MOVES, MOVE_WEIGHTS)[0]
+    k = rnd.choice(MOVE_K)
+    rec = {"t0": time.time(), "role": "move", "client": self.name_, "cluster": self.label,
+           "pid": self.pid, "msgs": []}
+    self.stage = "move"
+    try:
+        with self.conn.cursor() as cur:
+            record_move(rec, self.ex, cur, src, dst, k)
+    except psycopg2.Error as e:
+        self.after_error(rec, e, "move")
+    rec["stage"] = self.stage
+    rec["t1"] = time.time()
+    self.run_.rec.record(rec)
+
+
+def _consume_side(self):
+    """The consumer of SIDE: a peek at its head, then 1..3 ordinary items
+    consumed (recorded in consumed with queue SIDE) or rolled back (15 %),
+    or poison items, always rolled back (a move takes them back to QUEUE)."""
+    rnd = self.rnd
+    k = rnd.randint(1, 3)
+    rollback = rnd.random() < 0.15
+    rec = {"t0": time.time(), "role": "side", "client": self.name_, "cluster": self.label,
+           "pid": self.pid, "max_items": k, "msgs": [], "queue": SIDE}
+
+    def body(cur, rec):
+        self.stage = "peek"
+        self.ex(cur, "SELECT body FROM zk_queue_peek(%s, %s)", (SIDE, k))
+        head = [b for (b,) in cur.fetchall()]
+        n = leading(head)
+        kk = min(k, n) if n else k
+        rec["max_items"] = kk
+        if head and is_poison(head[0]) and rnd.random() < 0.8:
+            # only poison items at the head: mostly left for a move back
+            self.rollback_or_commit(cur, rec, True)
+            self.run_.stop.wait(0.2)
+            return
+        self.stage = "dequeue"
+        self.ex(cur, "SELECT msg_id, body, attempts, clock_timestamp() FROM zk_dequeue(%s, '1s', %s)",
+                (SIDE, kk))
+        rows = cur.fetchall()
+        rec["msgs"] = [[m, b] for m, b, _, _ in rows]
+        rec["att"] = {b: a for _, b, a, _ in rows}
+        rec["t_claimed"] = time.time()
+        if any(is_poison(b) for _, b, _, _ in rows):
+            rec["side_poison"] = sum(1 for _, b, _, _ in rows if is_poison(b))
+            self.rollback_or_commit(cur, rec, True)
+            return
+        self.stage = "record"
+        for m, b, a, t in rows:
+            self.ex(cur, "INSERT INTO consumed (id, msg_id, cluster, client, attempts, dequeued_at, queue)"
+                         " VALUES (%s, %s, %s, %s, %s, %s, %s)", (b, m, self.label, self.name_, a, t, SIDE))
+        self.rollback_or_commit(cur, rec, rollback)
+    self.transaction(rec, body)
+
+
+Client.move = _move
+Client.consume_side = _consume_side
+
+
 class LoadRun:
     def __init__(self, args):
         self.dir = args.dir
@@ -607,14 +748,16 @@ class LoadRun:
         self.seq = collections.Counter()
         self.client_deaths = []
         self.producer_pause = args.producer_pause
+        self.movers = args.movers
 
 
 def cmd_load(args):
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 30)
     rnd = random.Random(seed)
     r = LoadRun(args)
-    log("load: %d producers, %d consumers and %d dead-letter consumers on A and on B, seed %d"
-        % (args.producers, args.consumers, args.dlq_consumers, seed))
+    log("load: %d producers, %d consumers, %d dead-letter consumers, %d movers and %d consumers of %s"
+        " on A and on B, seed %d" % (args.producers, args.consumers, args.dlq_consumers, args.movers,
+                                     args.side_consumers, SIDE, seed))
     clients = []
     for role in ("A", "B"):
         for i in range(1, args.producers + 1):
@@ -623,6 +766,11 @@ def cmd_load(args):
             clients.append(Client(r, role, "c", i, rnd.randrange(1 << 30)))
         for i in range(1, args.dlq_consumers + 1):
             clients.append(Client(r, role, "d", i, rnd.randrange(1 << 30)))
+        # (after the others: a run without movers draws the same seeds as before)
+        for i in range(1, args.movers + 1):
+            clients.append(Client(r, role, "m", i, rnd.randrange(1 << 30)))
+        for i in range(1, args.side_consumers + 1):
+            clients.append(Client(r, role, "s", i, rnd.randrange(1 << 30)))
     for c in clients:
         c.start()
     stopfile = os.path.join(args.dir, "stop")
@@ -681,7 +829,8 @@ def cmd_drain(args):
     conn = None
     drained = commits = errors = dead_letters = poison = 0
     done = False
-    phase = QUEUE       # then DLQ, once QUEUE is empty
+    moved_back = 0
+    phase = SIDE        # then QUEUE, once SIDE is moved back into it; then DLQ, once QUEUE is empty
     last_err = None
     # delayed items and holds are not in zk_queue_length: QUEUE is empty only
     # once the last of them the load recorded is due (or over) and a
@@ -707,6 +856,32 @@ def cmd_drain(args):
                 conn = None
                 time.sleep(0.5)
                 continue
+        if phase == SIDE:
+            # every item of SIDE moved back into QUEUE (its poison items then
+            # go to the dead-letter queue), until none is left, nor claimed
+            r = {"t0": time.time(), "role": "move", "client": "drain", "cluster": args.label, "msgs": []}
+            try:
+                with conn.cursor() as cur:
+                    record_move(r, lambda c, q, a: c.execute(q, a), cur, SIDE, QUEUE, 10000)
+                    moved_back += r["moved"]
+                    cur.execute("SELECT coalesce(sum(items + claimed), 0) FROM zk_queues WHERE queue = %s",
+                                (SIDE,))
+                    if r["moved"] == 0 and cur.fetchone()[0] == 0:
+                        phase = QUEUE
+            except psycopg2.Error as e:
+                errors += 1
+                last_err = first_line(e)
+                r["sqlstate"] = getattr(e, "pgcode", None)
+                r["msg"] = first_line(e)
+                r["outcome"] = "failed"
+                if not server_error(e):
+                    conn = None
+            r["stage"] = "move"
+            r["t1"] = time.time()
+            rec.record(r)
+            if phase == SIDE:
+                time.sleep(0.3)
+            continue
         r = {"t0": time.time(), "role": "cons" if phase == QUEUE else "dlq", "client": "drain",
              "cluster": args.label, "msgs": [], "queue": phase}
         stage = "begin"
@@ -782,7 +957,7 @@ def cmd_drain(args):
         rec.record(r)
     rec.close()
     out = {"drained": drained, "commits": commits, "errors": errors, "done": done, "last_error": last_err,
-           "dead_letters": dead_letters, "poison_rollbacks": poison}
+           "dead_letters": dead_letters, "poison_rollbacks": poison, "moved_back_from_side": moved_back}
     print("QUEUE-DRAIN %s" % json.dumps(out, sort_keys=True), flush=True)
     return 0 if done else 1
 
@@ -798,10 +973,10 @@ def fetch(host, port):
             produced = [{"id": i, "client": c, "xid": x, "at": a, "due": d}
                         for i, c, x, a, d in cur.fetchall()]
             cur.execute("SELECT id, msg_id, cluster, client, xid::text, extract(epoch FROM at)::float8,"
-                        " attempts, extract(epoch FROM dequeued_at)::float8 FROM consumed")
+                        " attempts, extract(epoch FROM dequeued_at)::float8, queue FROM consumed")
             consumed = [{"id": i, "msg_id": m, "cluster": cl, "client": c, "xid": x, "at": a,
-                         "attempts": n, "deq": t}
-                        for i, m, cl, c, x, a, n, t in cur.fetchall()]
+                         "attempts": n, "deq": t, "queue": q}
+                        for i, m, cl, c, x, a, n, t, q in cur.fetchall()]
             cur.execute("SELECT id, msg_id, origin, origin_msg_id, origin_attempts, attempts, cluster,"
                         " client, xid::text, extract(epoch FROM at)::float8 FROM dead_letters")
             dead = [{"id": i, "msg_id": m, "origin": o, "origin_msg_id": om, "origin_attempts": oa,
@@ -934,6 +1109,126 @@ def mutate_timing(produced, consumed, outcomes):
                      "retry": [[r["msg_id"], r["id"], a, r["deq"] + 4.999, r["deq"] - 0.001, 5.0]]})
 
 
+def outcome_queue(o):
+    """The queue an outcome's hand-outs came from."""
+    if o.get("queue"):
+        return o["queue"]
+    return {"dlq": DLQ, "side": SIDE}.get(o["role"], QUEUE)
+
+
+# the anomalies of zk_queue_move (checker.py's QUEUE_COUNTS has them too)
+MOVE_COUNTS = ("move_over_max", "move_unexplained", "move_overlap", "move_overcount")
+
+
+def check_moves(outcomes, when=lambda t: "%.3f" % t):
+    """The moves (role "move": from, to, max_items, moved or None when the
+    call failed) against the hand-outs the clients saw.  An incarnation of
+    an item is its life in one queue under one name: (queue, msg_id),
+    seen by the hand-outs of that msg_id there (t0 of the dequeue's
+    transaction .. t_claimed, after it answered).  A move or the dead-letter
+    policy ends one incarnation and makes the next one in one multi, so:
+      move_over_max    moves that answered more than max_items
+      move_overlap     ids with two incarnations alive at once: one seen
+                       handed out after another was handed out that was
+                       first seen later (a duplicate)
+      move_unexplained ids seen in a new incarnation that no move could have
+                       made: one into SIDE needs a move QUEUE->SIDE, one
+                       into QUEUE a move into QUEUE, a dead letter after an
+                       incarnation outside QUEUE (another trip through the
+                       dead-letter queue) a move into QUEUE -- a move that
+                       ended after the last hand-out of the previous
+                       incarnation began and began before the first of the
+                       next one answered, and moved something (or failed:
+                       then whenever it ended)
+      move_overcount   incarnations that moves must have made (every one in
+                       SIDE; in QUEUE all but the first of each id) more than
+                       the moves into that queue moved (a failed move counts
+                       as its max_items)
+    Returns (figures, {count: [ids or descriptions]})."""
+    moves = [o for o in outcomes if o["role"] == "move"]
+    bad = {k: [] for k in MOVE_COUNTS}
+    for o in moves:
+        if o.get("moved") is not None and o["moved"] > o.get("max_items", 0):
+            bad["move_over_max"].append("%s zk_queue_move(%s, %s, %s) = %s"
+                                        % (o["client"], o["from"], o["to"], o["max_items"], o["moved"]))
+    incs = collections.defaultdict(lambda: collections.defaultdict(list))   # id -> (q, m) -> [(t0, tc)]
+    for o in outcomes:
+        if o["role"] == "move" or not o.get("msgs"):
+            continue
+        q = outcome_queue(o)
+        for m, b in o["msgs"]:
+            incs[b][(q, m)].append((o["t0"], o.get("t_claimed", o["t0"])))
+
+    # (a move that failed may have had multis in flight that ZooKeeper
+    # applied after the client saw the error: it may have acted any time
+    # after it began)
+    def moved_between(kinds, t_from, t_to):
+        return [o for o in moves if (o.get("from"), o.get("to")) in kinds and o.get("moved") != 0
+                and (o.get("moved") is None or o.get("t1", o["t0"]) >= t_from) and o["t0"] <= t_to]
+    into = {QUEUE: {(SIDE, QUEUE), (DLQ, QUEUE)}, SIDE: {(QUEUE, SIDE)}}
+    made = collections.Counter()        # queue -> incarnations moves must have made
+    why = {}
+    dl_trips = collections.Counter()
+    for b, per in incs.items():
+        seq = sorted(per.items(), key=lambda kv: min(tc for _, tc in kv[1]))
+        dl_trips[b] = sum(1 for (q, _), _ in seq if q == DLQ)
+        made[SIDE] += sum(1 for (q, _), _ in seq if q == SIDE)
+        made[QUEUE] += max(0, sum(1 for (q, _), _ in seq if q == QUEUE) - 1)
+        for (pk, pobs), (nk, nobs) in zip(seq, seq[1:]):
+            p_last = max(t0 for t0, _ in pobs)
+            n_first = min(tc for _, tc in nobs)
+            if p_last > n_first and b not in bad["move_overlap"]:
+                bad["move_overlap"].append(b)
+                why[b] = "%s %s handed out (from %s) after %s %s was (by %s)" % (pk + (when(p_last),) + nk
+                                                                                   + (when(n_first),))
+            if nk[0] == DLQ and pk[0] == QUEUE:
+                continue        # the dead-letter policy
+            kinds = into[nk[0]] if nk[0] in into else into[QUEUE]
+            if not moved_between(kinds, p_last, n_first) and b not in bad["move_unexplained"]:
+                bad["move_unexplained"].append(b)
+                why[b] = ("%s %s (last handed out from %s), then %s %s (first handed out by %s): no move %s"
+                          " in between" % (pk + (when(p_last),) + nk + (when(n_first),)
+                                           + (" or ".join("%s->%s" % k for k in sorted(kinds)),)))
+    moved = collections.Counter()
+    for o in moves:
+        moved[o.get("to")] += o["moved"] if o.get("moved") is not None else o.get("max_items", 0)
+    for q in (QUEUE, SIDE):
+        if made[q] > moved[q]:
+            bad["move_overcount"].append("%s: %d incarnations made by moves, %d items moved into it"
+                                         % (q, made[q], moved[q]))
+    fig = {"moves": len(moves),
+           "moves_failed": sum(1 for o in moves if o.get("moved") is None),
+           "moves_failed_by": dict(collections.Counter("%s %s" % (o.get("sqlstate"), (o.get("msg") or "")[:60])
+                                                       for o in moves if o.get("moved") is None)),
+           "moved": {"%s->%s" % k: sum(o.get("moved") or 0 for o in moves if (o.get("from"), o.get("to")) == k)
+                     for k in MOVES},
+           "moved_by_drain": sum(o.get("moved") or 0 for o in moves if o["client"] == "drain"),
+           "moved_incarnations_seen": dict(made),
+           "dead_letter_trips_max": max(dl_trips.values()) if dl_trips else 0,
+           "ids_dead_lettered_again": sum(1 for n in dl_trips.values() if n > 1)}
+    return fig, bad, why
+
+
+def mutate_moves(produced, dead, outcomes):
+    """Alter the data the way a queue whose moves duplicated items would:
+    an id seen in the dead-letter queue under two msg_ids 0.1 s apart with no
+    move between (a second trip without a move), and a move that answered
+    more than its max_items."""
+    t = min([o["t0"] for o in outcomes] + [time.time()]) - 100
+    i = "ZZ-mutate-trip" + POISON
+    base = 10 ** 15
+    produced.append({"id": i, "client": "mutate", "xid": "0", "at": t, "src": "mutate"})
+    dead.append({"id": i, "msg_id": base + 81, "origin": QUEUE, "origin_msg_id": base + 82,
+                 "origin_attempts": POLICY_MAX, "attempts": 1, "cluster": "mutate", "client": "mutate",
+                 "xid": "0", "at": t + 0.2, "src": "mutate"})
+    for k, m in enumerate((base + 80, base + 81)):
+        outcomes.append({"t0": t + 0.1 * k, "t_claimed": t + 0.1 * k + 0.01, "t1": t + 0.1 * k + 0.02,
+                         "role": "dlq", "client": "mutate", "outcome": "rolled_back" if k == 0 else "committed",
+                         "queue": DLQ, "msgs": [[m, i]], "att": {i: 1}})
+    outcomes.append({"t0": t, "t1": t + 0.01, "role": "move", "client": "mutate", "outcome": "committed",
+                     "from": QUEUE, "to": SIDE, "max_items": 2, "moved": 3, "msgs": []})
+
+
 def claimed_outcomes(outcomes, i):
     """The consumer transactions of eo whose dequeue returned id i."""
     return [o for o in outcomes if o["role"] == "cons" and any(b == i for _, b in o.get("msgs", []))]
@@ -965,6 +1260,7 @@ def cmd_check(args):
         faults = load_jsonl(os.path.join(args.dir, "..", "nemesis.jsonl"))   # run.py's faults
     if args.mutate:
         mutate_timing(produced, consumed, outcomes)
+        mutate_moves(produced, dead, outcomes)
     t0 = min([o["t0"] for o in outcomes] + [f["t"] for f in faults] + [time.time()])
 
     prod_ids = collections.Counter(r["id"] for r in produced)
@@ -973,7 +1269,7 @@ def cmd_check(args):
     cons_by_msg = collections.defaultdict(list)
     for r in consumed:
         cons_by_id[r["id"]].append(r)
-        cons_by_msg[r["msg_id"]].append(r)
+        cons_by_msg[(r.get("queue") or QUEUE, r["msg_id"])].append(r)   # msg_ids are per queue
 
     dl_by_id = collections.defaultdict(list)
     dl_by_msg = collections.defaultdict(list)
@@ -1034,34 +1330,44 @@ def cmd_check(args):
     # its rank among them (hand-outs the clients did not see -- a dequeue
     # that failed after claiming -- only add to it)
     # (of eo and of eo.dlq apart: a dead letter counts its own hand-outs)
-    handouts = collections.defaultdict(list)       # eo
-    dl_handouts = collections.defaultdict(list)    # eo.dlq
+    # (and of each incarnation of an item apart: an item zk_queue_move moved
+    # has a new msg_id and counts from 0 again)
+    handouts = collections.defaultdict(list)       # eo, by body (all its incarnations there)
+    inc_handouts = collections.defaultdict(list)   # (queue, msg_id, body): one incarnation
     origin_msg = collections.defaultdict(set)      # body -> msg_ids its eo hand-outs showed
+    eo_msg_owner = collections.defaultdict(set)    # msg_id in eo -> bodies its hand-outs showed
     for o in outcomes:
-        hh = dl_handouts if o["role"] == "dlq" else handouts
+        q = outcome_queue(o)
+        mids = {b: m for m, b in o.get("msgs", [])}
         for b, a in (o.get("att") or {}).items():
-            hh[b].append((o.get("t_claimed", o["t0"]), a))
-        if o["role"] == "cons":
+            if q == QUEUE:
+                handouts[b].append((o.get("t_claimed", o["t0"]), a))
+            inc_handouts[(q, mids.get(b), b)].append((o.get("t_claimed", o["t0"]), a))
+        if q == QUEUE:
             for m, b in o.get("msgs", []):
                 origin_msg[b].add(m)
+                eo_msg_owner[m].add(b)
     att_under, att_order = [], []
-    for hh, tag in ((handouts, ""), (dl_handouts, " (in %s)" % DLQ)):
-        for b, hs in hh.items():
-            hs.sort(key=lambda h: h[0])
-            for k, (t, a) in enumerate(hs):
-                if a is None or a < k + 1:
-                    att_under.append(b + tag)
-                    break
-                if k > 0 and a <= hs[k - 1][1]:
-                    att_order.append(b + tag)
-                    break
+    for (q, m, b), hs in inc_handouts.items():
+        tag = "" if q == QUEUE else " (in %s)" % q
+        hs.sort(key=lambda h: h[0])
+        for k, (t, a) in enumerate(hs):
+            if a is None or a < k + 1:
+                att_under.append(b + tag)
+                break
+            if k > 0 and a <= hs[k - 1][1]:
+                att_order.append(b + tag)
+                break
+    att_under = sorted(set(att_under))
+    att_order = sorted(set(att_order))
 
     # the dead-letter policy (max_attempts POLICY_MAX, dead letter DLQ)
     poison_ids = sorted(i for i in prod_ids if is_poison(i))
     # no hand-out from eo beyond max_attempts (by the count it showed, or by
     # the hand-outs the clients saw)
-    over_max = sorted(b for b, hs in handouts.items()
-                      if len(hs) > POLICY_MAX or any(a is not None and a > POLICY_MAX for _, a in hs))
+    # (of one incarnation in eo: a move makes a new one, from 0 hand-outs)
+    over_max = sorted(set(b for (q, m, b), hs in inc_handouts.items() if q == QUEUE and
+                          (len(hs) > POLICY_MAX or any(a is not None and a > POLICY_MAX for _, a in hs))))
     poison_consumed = sorted(i for i in cons_by_id if is_poison(i))
     poison_not_dead = sorted(i for i in poison_ids if i not in dl_by_id)
     dl_dups = sorted((i for i, rows in dl_by_id.items() if len(rows) > 1), key=str)
@@ -1073,14 +1379,20 @@ def cmd_check(args):
     # payload and origin_msg_id: the dead letter's body is the id it was
     # enqueued with (the original payload) and origin_msg_id the msg_id its
     # hand-outs from eo showed; no two dead letters share an origin_msg_id
+    # (with moves into eo an item has had several msg_ids there: its dead
+    # letter's is one of them, or one the clients never saw handed out)
+    moves = [o for o in outcomes if o["role"] == "move"]
+    into_eo = any(o.get("to") == QUEUE and o.get("moved") != 0 for o in moves)
     dl_mismatch, dl_unchecked = [], 0
     by_origin_msg = collections.defaultdict(set)
     for r in dead:
         by_origin_msg[r["origin_msg_id"]].add(r["id"])
         seen = origin_msg.get(r["id"])
-        if r["origin_msg_id"] is None or (seen and seen != {r["origin_msg_id"]}):
+        om = r["origin_msg_id"]
+        if om is None or (seen and om not in seen and not into_eo) \
+                or eo_msg_owner.get(om, {r["id"]}) != {r["id"]}:
             dl_mismatch.append(r["id"])
-        elif not seen:
+        elif not seen or om not in seen:
             dl_unchecked += 1
     dl_mismatch += [i for om, ids in by_origin_msg.items() if len(ids) > 1 for i in ids]
     dl_mismatch = sorted(set(dl_mismatch), key=str)
@@ -1095,7 +1407,8 @@ def cmd_check(args):
     ordinary_dead = sorted((i for i in dl_by_id if i in prod_ids and not is_poison(i)), key=str)
     ordinary_unexplained = []
     for i in ordinary_dead:
-        hs = handouts.get(i, [])
+        # the hand-outs of the incarnation that was dead-lettered
+        hs = [h for r in dl_by_id[i] for h in inc_handouts.get((QUEUE, r["origin_msg_id"], i), [])]
         last_t = max([t for t, _ in hs] + [0])
         top = max([a for _, a in hs if a is not None] + [0])
         unseen = sum(1 for t in failed_deq if t >= last_t)
@@ -1177,6 +1490,9 @@ def cmd_check(args):
             hold_early.append(key)
         early_why[key] = why
 
+    # zk_queue_move: the moves against the incarnations the clients saw
+    move_fig, move_bad, move_why = check_moves(outcomes, when)
+
     labels = collections.Counter(str(i).split("-")[0] for i in prod_ids)
     cons_labels = collections.Counter(r["cluster"] for r in consumed)
     fig = {
@@ -1243,11 +1559,15 @@ def cmd_check(args):
         "lost_after_hold": len(set(x[1] for _, x in holds if x[1] in lost)),
         "hold_early_after_fault": len(hold_excused),
         "hold_margin_min": round(min(hold_margins), 3) if hold_margins else None,
+        "consumed_from_side": sum(1 for r in consumed if r.get("queue") == SIDE),
     }
+    fig.update(move_fig)
+    for k in MOVE_COUNTS:
+        fig[k] = len(move_bad[k])
     anomalies = ("lost", "duplicated", "msg_id_dups", "conflicts", "phantom", "dup_produced",
                  "acked_producer_missing", "acked_consumer_missing", "aborted_producer_present",
                  "prepare_accepted", "attempts_undercount", "attempts_not_increasing") + DEAD_COUNTS \
-        + TIMING_COUNTS
+        + TIMING_COUNTS + MOVE_COUNTS
     bad = [k for k in anomalies if fig[k]]
     fig["verdict"] = "anomalies: " + ", ".join(bad) if bad else "exactly once"
 
@@ -1334,14 +1654,22 @@ def cmd_check(args):
          lambda k: ["  %s" % k] + early_why[k] + attempts_of(k.split(" ")[0]))
     show("held item handed out early after a fault (the backoff may be lost: not an anomaly)", hold_excused,
          lambda k: ["  %s" % k] + early_why[k])
+    show("MOVE ANSWERED MORE THAN max_items", move_bad["move_over_max"], lambda x: ["  " + x])
+    show("TWO INCARNATIONS OF AN ITEM AT ONCE", move_bad["move_overlap"],
+         lambda i: ["  %s: %s" % (i, move_why.get(i))] + attempts_of(i))
+    show("ITEM IN A NEW QUEUE OR UNDER A NEW NAME WITHOUT A MOVE", move_bad["move_unexplained"],
+         lambda i: ["  %s: %s" % (i, move_why.get(i))] + dl_rows(i) + attempts_of(i))
+    show("MORE INCARNATIONS MADE BY MOVES THAN ITEMS MOVED", move_bad["move_overcount"], lambda x: ["  " + x])
 
     print("produced %d, consumed %d (rows %d), lost %d, duplicated %d, phantom %d;"
           " poison %d, dead letters %d (ordinary %d), poison hand-outs %d;"
-          " delayed %d (early %d), retried %d (early %d, after a fault %d)"
+          " delayed %d (early %d), retried %d (early %d, after a fault %d);"
+          " moves %d (failed %d, moved %s; unexplained %d, overlaps %d)"
           % (fig["produced"], fig["consumed_ids"], fig["consumed_rows"], fig["lost"], fig["duplicated"],
              fig["phantom"], fig["poison_produced"], fig["dead_letters"], fig["ordinary_dead_lettered"],
              fig["poison_handouts"], fig["delayed_produced"], fig["delayed_early"], fig["retried"],
-             fig["hold_early"], fig["hold_early_after_fault"]))
+             fig["hold_early"], fig["hold_early_after_fault"], fig["moves"], fig["moves_failed"],
+             json.dumps(fig["moved"], sort_keys=True), fig["move_unexplained"], fig["move_overlap"]))
     print("QUEUE-CHECK %s" % json.dumps(fig, sort_keys=True), flush=True)
     return 1 if bad else 0
 
@@ -1358,6 +1686,10 @@ def parse_args(argv):
     lp.add_argument("--consumers", type=int, default=3)
     lp.add_argument("--dlq-consumers", type=int, default=1,
                     help="consumers of the dead-letter queue per cluster")
+    lp.add_argument("--movers", type=int, default=1,
+                    help="clients calling zk_queue_move now and then, per cluster")
+    lp.add_argument("--side-consumers", type=int, default=1,
+                    help="consumers of %s (where movers put items) per cluster" % SIDE)
     lp.add_argument("--producer-pause", type=float, default=0.15,
                     help="each producer sleeps up to this many seconds between transactions")
     lp.add_argument("--seed", type=int, default=None)

@@ -254,6 +254,7 @@ def canary_finish(ens, proc, acked):
 QUEUE_RUN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "queue_run.py")
 QUEUE_PATH = "/zklock/queues/" + queue_run.QUEUE
 DLQ_PATH = "/zklock/queues/" + queue_run.DLQ
+SIDE_PATH = "/zklock/queues/" + queue_run.SIDE      # where the load's movers put items
 
 
 def queue_py(*argv, timeout=300):
@@ -354,6 +355,11 @@ def queue_finish(args, ens, clusters, qdir, proc):
     for what, path in (("entries", DLQ_PATH + "/entries"), ("taken", DLQ_PATH + "/taken")):
         rc, out, _ = zkq(args, ens.hosts, "count", path)
         q["dlq_left"][what] = int(out.strip()) if rc == 0 and out.strip().isdigit() else None
+    # and the queue the movers filled, moved back by the drain
+    q["side_left"] = {}
+    for what, path in (("entries", SIDE_PATH + "/entries"), ("taken", SIDE_PATH + "/taken")):
+        rc, out, _ = zkq(args, ens.hosts, "count", path)
+        q["side_left"][what] = int(out.strip()) if rc == 0 and out.strip().isdigit() else None
     if q["left"] != {"entries": 0, "taken": 0, "txns": 0}:
         q["diag"] = queue_diag(args, ens, clusters, qdir)
     tables = ",".join("%s:%d" % (c.name, c.port) for c in clusters)

@@ -31,6 +31,27 @@ msg_id in NS-pq, origin_attempts M and its payload; at the end (poison steps
 until NS-pq is empty, then a drain of the dead-letter queue) every item is
 in the dead-letter queue exactly once.
 
+zk_queue_move (issue 38): "move" steps call zk_queue_move(src, dst, m)
+(m random, 1 to 10000) between two of the model's queues and NS-mv, a
+queue only moves reach, and "pmove" steps zk_queue_move(NS-pq.dlq, NS-pq, m)
+(dead letters back into their origin, poison again).  Before and after the
+call the tester reads both queues' items from ZooKeeper (names and data; a
+dead letter's data is its header, then the payload).  The checks: the
+result n is at most m and at most the items the model has free in src (the
+items an open transaction or kazoo claimed are never moved), at least
+min(m, the free ones not freed a moment ago by another client); the items
+that left src are n, each now in dst exactly once and no more in src, the
+others of src still there; they are the first n free items in queue order
+(the model's, or src's own order for a dead-letter queue); dst holds
+nothing else new; an item moved out of NS-pq.dlq has its original payload
+(no header) in NS-pq.  A moved item is free in dst behind the items of its
+priority there, with a new msg_id and attempts from 0; a dead letter moved
+back is a poison item of NS-pq again (max_attempts hand-outs, then a dead
+letter once more).  A move that fails is an anomaly, and the model then
+takes what ZooKeeper shows (each item in exactly one of the two queues).
+After the final drain (NS-mv drained like the others) every committed item
+is consumed exactly once, whichever queues it went through.
+
 Delayed items and backoff: one more queue, NS-dq, is used only by two
 steps, each a whole transaction.  "denq": BEGIN; 1 to 3 zk_enqueue with
 delay => d or not_before => clock_timestamp() + d (d 0 to 1.5 s; the model
@@ -133,6 +154,7 @@ class QueueModel:
         self.h = h
         nq = h.setup.get("queues", 1)
         self.queues = ["%s-q%d" % (h.ns, i) for i in range(nq)]
+        self.mq = "%s-mv" % h.ns   # the side queue of zk_queue_move steps (see the docstring)
         self.items = {}
         self.pubseq = 0
         self.eseq = 0
@@ -189,6 +211,9 @@ class QueueModel:
     # ---- generation
     def gen(self, r, s):
         h = self.h
+        mv = self.gen_move(r)
+        if mv is not None:
+            return mv
         if not s.xact and r.random() < 0.5:
             y = r.random()
             if y < 0.16:
@@ -254,6 +279,9 @@ class QueueModel:
     def execute(self, s, op):
         h = self.h
         k = op["k"]
+        if k in ("move", "pmove"):
+            s.touched.add("queue")
+            return self.execute_move(s, op)
         if k in ("penq", "poison", "pdlq"):
             s.touched.add("queue")
             return self.execute_p(s, op)
@@ -927,7 +955,7 @@ class QueueModel:
 
     # ---- ZooKeeper
     def zk_check(self):
-        for q in self.queues:
+        for q in self.queues + [self.mq]:
             its = [i for i in self.items.values() if i.q == q]
             want_e = sum(1 for i in its if i.st in ("free", "claim"))
             want_t = sum(1 for i in its if i.st == "claim")
@@ -953,7 +981,7 @@ class QueueModel:
             self.freed(self.items[b], "kazoo")
         self.kheld.clear()
         h.settle()
-        for q in self.queues:
+        for q in self.queues + [self.mq]:
             for _ in range(50):
                 if not self.free(q):
                     break
@@ -973,3 +1001,200 @@ class QueueModel:
                 h.anomaly("queue-dup", "item %s consumed %d times" % (it.body, it.consumed))
         self.final_poison(s)
         self.final_delay(s)
+
+    # ---- zk_queue_move (issue 38; see the docstring)
+    DL_HEADER = b"\x00zklock-dead-letter\x01"
+
+    def gen_move(self, r):
+        """Now and then a move step: between two queues of the model (its
+        queues and NS-mv), or from the dead-letter queue back to NS-pq."""
+        if r.random() >= 0.1:
+            return None
+        m = r.choice([1, 1, 2, 3, 5, 10000])
+        if r.random() < (0.6 if any(it.st == "dead" for it in self.pitems.values()) else 0.2):
+            return {"k": "pmove", "m": m}
+        qs = self.queues + [self.mq]
+        n = len(qs)
+        # mostly from a queue that has free items (an empty one moves 0)
+        full = [i for i, q in enumerate(qs) if self.free(q)]
+        a = r.choice(full) if full and r.random() < 0.8 else r.randrange(n)
+        b = r.randrange(n - 1)
+        return {"k": "move", "src": a, "dst": b + 1 if b >= a else b, "m": m}
+
+    def zk_items(self, q):
+        """The items of queue q in ZooKeeper, in queue order (name order):
+        [(name, data)]; None when they could not be read."""
+        from kazoo.exceptions import NoNodeError
+        path = ROOT + q + "/entries"
+        try:
+            names = sorted(self.h.kz.get_children(path))
+        except NoNodeError:
+            return []
+        except Exception as e:
+            self.h.anomaly("queue-move-zk", "cannot list %s: %r" % (path, e))
+            return None
+        out = []
+        for n in names:
+            try:
+                out.append((n, self.h.kz.get(path + "/" + n)[0]))
+            except NoNodeError:
+                continue      # consumed meanwhile (kazoo, a waiter's COMMIT: not in this thread)
+            except Exception as e:
+                self.h.anomaly("queue-move-zk", "cannot read %s/%s: %r" % (path, n, e))
+                return None
+        return out
+
+    def dl_body(self, data):
+        """The body of a dead letter's data (header, then the payload):
+        the poison item whose body ends it, or None."""
+        for b in self.pitems:
+            if data.endswith(b.encode()):
+                return b
+        return None
+
+    def execute_move(self, s, op):
+        h = self.h
+        if op["k"] == "pmove":
+            src, dst = self.dlq, self.pq
+        else:
+            qs = self.queues + [self.mq]
+            if op["src"] >= len(qs) or op["dst"] >= len(qs):
+                return
+            src, dst = qs[op["src"]], qs[op["dst"]]
+        op["qn"] = src
+        m = op["m"]
+        before_s, before_d = self.zk_items(src), self.zk_items(dst)
+        free = self.free(src) if op["k"] == "move" else None
+        r = h.sql(s, op, "SELECT zk_queue_move(%s, %s, %s)", (src, dst, m), FAST + 3)
+        if r.pending:
+            h.anomaly("slow-call", "%s by %s did not answer within %.0fs" % (op["sql"], s.name, FAST + 3))
+            r = h.recover(s)
+        after_s, after_d = self.zk_items(src), self.zk_items(dst)
+        n = None
+        if r.ok:
+            n = r.rows[0][0]
+            h.tallies["moves"] += 1
+            h.tallies["items moved"] += n
+        else:
+            h.unexpected(s, op, r)
+        if None not in (before_s, before_d, after_s, after_d):
+            if op["k"] == "move":
+                self.moved_items(s, op, src, dst, m, n, free, before_s, before_d, after_s, after_d)
+            else:
+                self.moved_dead_letters(s, op, m, n, before_s, before_d, after_s, after_d)
+        h.after(s, op, r)
+
+    def move_diff(self, what, n, m, before_s, before_d, after_s, after_d, key):
+        """What left src and came to dst (by key(data), a body or None),
+        with the generic checks: n at most m, n items left src, each of
+        them in dst exactly once more, nothing else new in dst.  Returns
+        the bodies that left src, in src's order."""
+        import collections
+        h = self.h
+        bs = [key(d) for _, d in before_s]
+        as_ = collections.Counter(key(d) for _, d in after_s)
+        bd = collections.Counter(key(d) for _, d in before_d)
+        ad = collections.Counter(key(d) for _, d in after_d)
+        left = []
+        rest = collections.Counter(as_)
+        for b in bs:
+            if rest[b] > 0:
+                rest[b] -= 1
+            else:
+                left.append(b)
+        came = ad - bd
+        if n is not None and n > m:
+            h.anomaly("queue-move-max-items", "%s moved %d items, max_items %d" % (what, n, m))
+        if n is not None and len(left) != n:
+            h.anomaly("queue-move-count", "%s answered %d, but %d items left the source in ZooKeeper (%s)"
+                      % (what, n, len(left), left[:5]))
+        if +rest:
+            h.anomaly("queue-move-phantom", "%s: items came into the source meanwhile: %s" % (what, list((+rest).elements())[:5]))
+        if came != collections.Counter(left):
+            h.anomaly("queue-move-lost" if len(left) > sum(came.values()) else "queue-move-dup",
+                      "%s: items that left the source %s, new in the destination %s"
+                      % (what, sorted(left, key=str)[:8], sorted(came.elements(), key=str)[:8]))
+        for b, c in ad.items():
+            if c > 1 and b is not None:
+                h.anomaly("queue-move-dup", "%s: %s is %d times in the destination" % (what, b, c))
+        return left
+
+    def moved_items(self, s, op, src, dst, m, n, free, before_s, before_d, after_s, after_d):
+        h = self.h
+        what = "zk_queue_move(%s, %s, %d) by %s" % (src, dst, m, s.name)
+        left = self.move_diff(what, n, m, before_s, before_d, after_s, after_d,
+                              lambda d: d.decode("utf-8", "replace"))
+        # the model: at most the free items (claimed ones are skipped), at
+        # least those of them no other client freed a moment ago
+        nfresh = len([i for i in free if self.fresh_for(i, s, False)])
+        if n is not None and not (min(m, len(free) - nfresh) <= n <= min(m, len(free))):
+            h.anomaly("queue-move-count", "%s answered %d, the model has %d free (%d of them freed a moment"
+                      " ago by another client)" % (what, n, len(free), nfresh))
+        byname = {it.body: it for it in free}
+        moved = []
+        for b in left:
+            it = byname.pop(b, None)
+            if it is None:
+                x = self.items.get(b)
+                h.anomaly("queue-move-claimed", "%s moved %s, which the model says is %s"
+                          % (what, b, "unknown" if x is None else "%s in %s (owner %s)"
+                             % (x.st, x.q, getattr(x.owner, "name", x.owner))))
+                continue
+            moved.append(it)
+        want = [it.body for it in free[:len(left)]]
+        if left != want and not [i for i in free[:len(left)] if self.fresh_for(i, s, False)]:
+            h.anomaly("queue-move-order", "%s moved %s, queue order says %s" % (what, left, want))
+        # the moved items: free in dst, behind the items of their priority
+        # there, in the order they had; a new msg_id, attempts from 0
+        self.pubseq += 1
+        for i, it in enumerate(moved):
+            it.q = dst
+            it.key = (it.prio, self.pubseq, i)
+            it.msg_id = None
+            it.handouts = 0
+            it.attempts = None
+            it.freed_by = "move"       # seen through a watch by every cluster
+            it.freed_at = now()
+        if moved:
+            h.tallies["items moved between queues"] += len(moved)
+
+    def moved_dead_letters(self, s, op, m, n, before_s, before_d, after_s, after_d):
+        """A move of the dead-letter queue back into NS-pq."""
+        h = self.h
+        what = "zk_queue_move(%s, %s, %d) by %s" % (self.dlq, self.pq, m, s.name)
+        for nm, d in after_d:
+            if d.startswith(self.DL_HEADER):
+                h.anomaly("queue-move-header", "%s: %s in %s still has the dead-letter header: %r"
+                          % (what, nm, self.pq, d[:60]))
+
+        def key(d):
+            b = self.dl_body(d) if d.startswith(self.DL_HEADER) else d.decode("utf-8", "replace")
+            return b if b is not None else repr(d[:60])
+        left = self.move_diff(what, n, m, before_s, before_d, after_s, after_d, key)
+        # the model: only items that may be dead letters (seen there, or
+        # handed out max_attempts times, counting those failed calls may
+        # have made unseen)
+        slack = max(self.punseen, 0)
+        maybe = set(b for b, it in self.pitems.items()
+                    if it.st == "dead" or (it.st in ("free", "maybe") and it.handouts + slack >= self.pmax))
+        if n is not None and n > len(maybe):
+            h.anomaly("queue-move-count", "%s answered %d, the model has at most %d dead letters"
+                      % (what, n, len(maybe)))
+        for b in left:
+            it = self.pitems.get(b)
+            if it is None:
+                h.anomaly("queue-move-phantom", "%s moved %r, never enqueued in %s" % (what, b, self.pq))
+                continue
+            if b not in maybe:
+                h.anomaly("queue-move-claimed", "%s moved %s, which the model says is %s in %s after %d hand-outs"
+                          % (what, b, it.st, self.pq, it.handouts))
+            if it.st == "gone":
+                h.anomaly("queue-move-dup", "%s moved %s, whose dead letter was consumed" % (what, b))
+            # poison again, in NS-pq, from 0 hand-outs
+            it.st = "free"
+            it.handouts = 0
+            it.attempts = None
+            it.msg_id = None
+            it.dl_msg_id = None
+        if left:
+            h.tallies["dead letters moved back"] += len(left)

@@ -58,6 +58,14 @@
 #   dead-lettered without 3 hand-outs, no id both consumed and dead-lettered.
 # It prints "produced N, consumed N (rows N), lost N, duplicated N, phantom N"
 # and, for each anomaly, the transactions involved and the fault before them.
+# zk_queue_move (issue 38): a mover per cluster now and then moves dead
+# letters back into eo (poison again: dead-lettered again), items of eo into
+# eo.side, or back, and a consumer per cluster consumes eo.side (the drain
+# moves what is left there back into eo first); the checker follows each
+# item through its incarnations (its life in one queue under one msg_id):
+# none alive twice at once, none new without a move that could have made it
+# (no second trip through eo.dlq without a move back), no move beyond its
+# max_items, no more incarnations made by moves than items moved.
 #
 # Why the tables are the truth.  An error during COMMIT leaves its fate
 # unknown to the client, so the verdict never relies on what clients were
@@ -98,8 +106,9 @@
 # pid, new session id, B2 out of recovery...) and to have left work for the
 # resolution, ZooKeeper is counted through ZooKeeper, and the checker itself
 # is run once on mutated data (a consumed row removed, one duplicated, a
-# phantom added, a dead letter with 4 hand-outs, one dead letter twice) and
-# must report each.
+# phantom added, a dead letter with 4 hand-outs, one dead letter twice, a
+# second trip through eo.dlq without a move, a move beyond its max_items)
+# and must report each.
 #
 # zklock-tap: serial (tools/test.sh runs it alone: it loads the machine or
 # times faults against the session timeout)
@@ -639,6 +648,14 @@ is($fig->{delayed_early}, 0, 'no delayed item handed out before its due time (le
 is($fig->{hold_early}, 0, 'no item held by zk_retry_later handed out again before the hold ended (less 0.5 s): '
 	  . fv('retried') . ' holds, ' . fv('retried_handed_out_again') . ' handed out again, earliest '
 	  . fv('hold_margin_min') . ' s after the end; early after a fault ' . fv('hold_early_after_fault'));
+foreach my $k (qw(move_over_max move_overlap move_unexplained move_overcount))
+{
+	is($fig->{$k}, 0, "zk_queue_move: $k (" . fv($k) . ')');
+}
+cmp_ok($fig->{moves} // 0, '>=', 5,
+	'moves: ' . fv('moves') . ' (failed ' . fv('moves_failed') . '), moved ' . encode_json($fig->{moved} // {})
+	  . ', consumed from eo.side ' . fv('consumed_from_side') . ', ids dead-lettered again '
+	  . fv('ids_dead_lettered_again'));
 cmp_ok($fig->{delayed_consumed} // 0, '>=', 1, 'delayed items consumed: ' . fv('delayed_consumed'));
 cmp_ok($fig->{retried_handed_out_again} // 0, '>=', 1,
 	'held items handed out again: ' . fv('retried_handed_out_again'));
@@ -673,10 +690,12 @@ my $mfig = defined $mj ? decode_json($mj) : {};
 ok($mrc == 1 && ($mfig->{lost} // 0) >= 1 && ($mfig->{duplicated} // 0) >= 1 && ($mfig->{phantom} // 0) >= 1
 	  && ($mfig->{msg_id_dups} // 0) >= 1 && ($mfig->{attempts_undercount} // 0) >= 1
 	  && ($mfig->{dead_letter_bad_attempts} // 0) >= 1 && ($mfig->{dead_letter_dups} // 0) >= 1
-	  && ($mfig->{delayed_early} // 0) >= 1 && ($mfig->{hold_early} // 0) >= 1,
+	  && ($mfig->{delayed_early} // 0) >= 1 && ($mfig->{hold_early} // 0) >= 1
+	  && ($mfig->{move_unexplained} // 0) >= 1 && ($mfig->{move_over_max} // 0) >= 1,
 	'on mutated data the checker reports a lost, a duplicated and a phantom item, a lost delivery count, '
 	  . 'a dead letter with a wrong origin_attempts and one twice, a delayed item handed out early, '
-	  . 'a held item handed out again early, and fails')
+	  . 'a held item handed out again early, a second trip through eo.dlq without a move, '
+	  . 'a move beyond its max_items, and fails')
   or diag "$mout\n$merr";
 
 #

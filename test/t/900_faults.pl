@@ -153,6 +153,14 @@ is($fig->{queue_delayed_early}, 0, 'queue: no delayed item handed out before its
 	  . ($fig->{queue_delayed_produced} // '?') . ' delayed');
 is($fig->{queue_hold_early}, 0, 'queue: no held item (zk_retry_later) handed out again before the hold ended: '
 	  . ($fig->{queue_retried} // '?') . ' holds, early after a fault ' . ($fig->{queue_hold_early_after_fault} // '?'));
+# zk_queue_move (queue_run.py's movers and consumer of eo.side)
+foreach my $k (qw(move_over_max move_overlap move_unexplained move_overcount))
+{
+	is($fig->{"queue_$k"}, 0, "queue: zk_queue_move: $k");
+}
+cmp_ok($fig->{queue_moves} // 0, '>=', 1, 'queue: moves: ' . ($fig->{queue_moves} // 0));
+is_deeply($fig->{queue_side_left}, { entries => 0, taken => 0 },
+	'queue: after the drain nothing is left in eo.side (counted through ZooKeeper)');
 is_deeply($fig->{queue_dlq_left}, { entries => 0, taken => 0 },
 	'queue: after the drain nothing is left in the dead-letter queue (counted through ZooKeeper)');
 is_deeply($fig->{queue_left}, { entries => 0, taken => 0, txns => 0 },
