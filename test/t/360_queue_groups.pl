@@ -414,10 +414,10 @@ is($F->{lost}, 0, 'no item lost');
 is($F->{duplicated}, 0, 'no item consumed twice');
 is($F->{phantom}, 0, 'no item consumed that was never produced');
 is($F->{committed_not_recorded}, 0, 'every acknowledged consume is in g_consumed');
-is($F->{order_violations}, 0, "each group's committed items in the order 1..N") or diag explain $F->{examples};
+is($F->{order_violations}, 0, "each group's committed items in the order 1..N") or diag explain $F->{examples}{order};
 is($F->{head_violations}, 0, 'every hand-out of a group was its head (a rollback kept it there)')
-  or diag explain $F->{examples};
-is($F->{overlaps}, 0, 'no two hand-outs of one group overlapped in time') or diag explain $F->{examples};
+  or diag explain $F->{examples}{head};
+is($F->{overlaps}, 0, 'no two hand-outs of one group overlapped in time') or diag explain $F->{examples}{overlap};
 is($F->{same_group_batch}, 0, 'no dequeue returned two items of one group');
 is($F->{attempts_undercount}, 0, 'attempts never below the hand-outs seen');
 is($F->{groups}, 6, 'six groups handed out');
