@@ -263,6 +263,17 @@ cmp_ok($waited, '>=', 3.5, sprintf('not before the hold ended (%.1f s)', $waited
 is(take($A, 'gh'), 'r:2|1', 'then r:2');
 nothing_left('gh', 'hold');
 
+# a queue with grouped items waiting is not dropped; a purge deletes a
+# group's item in the queue, and the next one comes in
+$A->safe_psql('postgres', "SELECT zk_enqueue_grouped('gdrop', 'd', ARRAY['d:1', 'd:2', 'd:3'])");
+ok(wait_until(sub { scalar(grep { /^grp-/ } group_nodes('gdrop')) >= 2 }, 30), 'gdrop: items of group d wait');
+is(state_of($A, "SELECT zk_queue_drop('gdrop')"), '55006', 'a queue with grouped items waiting is not dropped');
+is(take($B, 'gdrop'), 'd:1|1', 'd:1 goes out');
+ok(wait_until(sub { scalar(kids(qpath('gdrop') . '/entries')) == 1 }, 30), 'd:2 comes into the queue');
+is($A->safe_psql('postgres', "SELECT zk_queue_purge('gdrop')"), '1', 'a purge deletes the one item of the group in the queue');
+is(take($B, 'gdrop'), 'd:3|1', 'then d:3 comes in and goes out (d:2 was purged)');
+nothing_left('gdrop', 'drop and purge');
+
 #
 # 5. kazoo's LockingQueue on the same queue
 #
