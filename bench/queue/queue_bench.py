@@ -3,7 +3,8 @@
 producers and N consumers on one queue, driven through kazoo's LockingQueue
 (--driver kazoo) or through zklock's SQL functions (--driver zklock; and
 zklock-delayed, every item enqueued with a delay, and zklock-retry, every
-item's first hand-out backed off with zk_retry_later, both --delay-ms).
+item's first hand-out backed off with zk_retry_later, both --delay-ms; and
+zklock-grouped, every item in one of --groups message groups, round robin).
 
   queue_bench.py --driver kazoo  --zk-port P --path /bench-queue/kazoo-1 [--producers 1] --consumers 1 \
                  --seconds 10 [--warmup 2] [--backlog 100] [--drain 30]
@@ -223,8 +224,21 @@ class ZklockRetryDriver(ZklockDriver):
             raise
 
 
+class ZklockGroupedDriver(ZklockDriver):
+    """zklock, every item in a message group: item seq goes into group
+    g<seq mod --groups> with zk_enqueue_grouped, so each group holds every
+    --groups-th item; a group's items are handed out one at a time, in order
+    (doc/queues.md, "Message groups")"""
+
+    def put(self, data):
+        seq = parse_seq(data)
+        self.cur.execute("SELECT zk_enqueue_grouped(%s, %s, %s::text)",
+                         (self.args.queue, "g%d" % (seq % self.args.groups), data.decode()))
+
+
 DRIVERS = {"kazoo": KazooDriver, "zklock": ZklockDriver,
-           "zklock-delayed": ZklockDelayedDriver, "zklock-retry": ZklockRetryDriver}
+           "zklock-delayed": ZklockDelayedDriver, "zklock-retry": ZklockRetryDriver,
+           "zklock-grouped": ZklockGroupedDriver}
 
 
 # ---------------------------------------------------------------------------
@@ -319,8 +333,8 @@ def zk_remaining(args):
             left.append(parse_seq(data))
         delayed = base + "/delayed"
         for n in (zk.get_children(delayed) if zk.exists(delayed) else []):
-            if not n.startswith("due-"):
-                continue  # a hold's index: its item is in entries
+            if not n.startswith(("due-", "grp-")):
+                continue  # a hold's index (its item is in entries), a group's state
             try:
                 data, _ = zk.get(delayed + "/" + n)
             except Exception:
@@ -349,6 +363,8 @@ def main():
     ap.add_argument("--pg-db", default="postgres")
     ap.add_argument("--delay-ms", type=int, default=100,
                     help="zklock-delayed: each item's delay; zklock-retry: each item's backoff")
+    ap.add_argument("--groups", type=int, default=64,
+                    help="zklock-grouped: the number of message groups the items are spread over")
     ap.add_argument("--producers", type=int, default=1)
     ap.add_argument("--consumers", type=int, default=1)
     ap.add_argument("--seconds", type=float, default=10.0)

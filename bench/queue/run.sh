@@ -38,10 +38,12 @@
 #                          /usr/lib/postgresql/15/bin)
 #   BENCH_SKIP_DEPS=1      do not check or install Debian packages
 #   BENCH_WITHOUT_ZKLOCK=1 only the kazoo and Curator cases
-#   BENCH_QUEUE_VARIANTS=0 without zklock's delayed and retried cases (each
-#                          shape runs zklock with every item delayed, and with
-#                          every item backed off once, by BENCH_QUEUE_DELAY_MS,
-#                          default 100)
+#   BENCH_QUEUE_VARIANTS=0 without zklock's delayed, retried and grouped cases
+#                          (each shape runs zklock with every item delayed, and
+#                          with every item backed off once, by
+#                          BENCH_QUEUE_DELAY_MS, default 100; and with every
+#                          item in one of BENCH_QUEUE_GROUPS message groups,
+#                          default 64, round robin)
 #   BENCH_OUT              results and logs (default bench/out/queue-<timestamp>)
 #
 # The zklock cases run only when zklock has a queue: the repository's
@@ -256,6 +258,16 @@ DRIVERS=(kazoo curator)
 VARIANTS=()
 [ "$ZKLOCK_QUEUE" = 1 ] && [ "${BENCH_QUEUE_VARIANTS:-1}" != 0 ] && VARIANTS=(zklock-delayed zklock-retry)
 BENCH_QUEUE_DELAY_MS=${BENCH_QUEUE_DELAY_MS:-100}
+BENCH_QUEUE_GROUPS=${BENCH_QUEUE_GROUPS:-64}
+# message groups, when this zklock has them
+if [ ${#VARIANTS[@]} -gt 0 ]; then
+    n=$(sql "SELECT count(*) FROM pg_proc WHERE proname = 'zk_enqueue_grouped'" 2>>"$LOG")
+    if [ "${n:-0}" -gt 0 ]; then
+        VARIANTS+=(zklock-grouped)
+    else
+        say "zklock-grouped: not run (no zk_enqueue_grouped in pg_proc)"
+    fi
+fi
 label_of() {
     case $1 in
         kazoo) echo "kazoo LockingQueue" ;;
@@ -263,6 +275,7 @@ label_of() {
         zklock) echo "zklock zk_enqueue/zk_dequeue" ;;
         zklock-delayed) echo "zklock, delayed ${BENCH_QUEUE_DELAY_MS} ms" ;;
         zklock-retry) echo "zklock, retried once" ;;
+        zklock-grouped) echo "zklock, ${BENCH_QUEUE_GROUPS} groups" ;;
     esac
 }
 run_driver() {  # run_driver DRIVER PRODUCERS CONSUMERS ROUND
@@ -281,10 +294,10 @@ run_driver() {  # run_driver DRIVER PRODUCERS CONSUMERS ROUND
                 -cp "$TMPD/classes:$CURATOR_CP" CuratorQueueBench \
                 "$ZKPORT" "/bench-queue/$RUNID/curator-$sh-$r" "$c" "$BENCH_SECONDS" "$BENCH_QUEUE_WARMUP" \
                 "$BENCH_QUEUE_BACKLOG" "$BENCH_QUEUE_DRAIN" "$p" ;;
-        zklock|zklock-delayed|zklock-retry)
+        zklock|zklock-delayed|zklock-retry|zklock-grouped)
             run_case "$key" "$(label_of "$d")" "$sh" \
                 "$PY" "$QDIR/queue_bench.py" --driver "$d" --queue "bench-$RUNID-$d-$sh-$r" \
-                --delay-ms "$BENCH_QUEUE_DELAY_MS" \
+                --delay-ms "$BENCH_QUEUE_DELAY_MS" --groups "$BENCH_QUEUE_GROUPS" \
                 --pg-host "$PGHOST_Q" --pg-port "$PGPORT_Q" --producers "$p" --consumers "$c" "${PYARGS[@]}" ;;
     esac
 }
@@ -414,17 +427,20 @@ FMT='%-30s%s %9s %8s  %-22s %23s  %s\n'
     if [ ${#VARIANTS[@]} -gt 0 ]; then
         echo
         echo "zklock's variants, ratios of the median items/s to plain zklock in the same run:"
-        printf '  %-30s %14s %14s\n' "shape" "delayed" "retried once"
+        printf '  %-30s %14s %14s %14s\n' "shape" "delayed" "retried once" "grouped"
         for sh in "${SHAPES[@]}"; do
             k=${sh/:/x}
             zk=$(get "$(median_key zklock "$k")" items_per_sec)
-            printf '  %-30s %14s %14s\n' "${sh%:*} producer(s) + ${sh#*:} consumer(s)" \
+            printf '  %-30s %14s %14s %14s\n' "${sh%:*} producer(s) + ${sh#*:} consumer(s)" \
                 "$(ratio "$(get "$(median_key zklock-delayed "$k")" items_per_sec)" "$zk")" \
-                "$(ratio "$(get "$(median_key zklock-retry "$k")" items_per_sec)" "$zk")"
+                "$(ratio "$(get "$(median_key zklock-retry "$k")" items_per_sec)" "$zk")" \
+                "$(ratio "$(get "$(median_key zklock-grouped "$k")" items_per_sec)" "$zk")"
         done
         echo "  delayed: every item enqueued with delay => ${BENCH_QUEUE_DELAY_MS} ms (its latency includes the delay);"
         echo "  retried once: every item's first hand-out calls zk_retry_later(msg_id, ${BENCH_QUEUE_DELAY_MS} ms) and commits,"
         echo "    its second is consumed (two hand-outs, a hold and its end per item counted)."
+        echo "  grouped: item n enqueued with zk_enqueue_grouped into group g<n mod ${BENCH_QUEUE_GROUPS}>: each group's"
+        echo "    items one at a time, in order (each let into the queue after the one before is consumed)."
     fi
     echo
     echo "notes:"
