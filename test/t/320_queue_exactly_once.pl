@@ -24,6 +24,14 @@
 # zk_retry_later (0.2-2 s) and then COMMIT or ROLLBACK: the checker proves
 # that no delayed item is handed out before it is due, no held item again
 # before its hold ends (0.5 s of tolerance), and exactly once through them.
+# About three ordinary ids in ten are in message groups (zk_enqueue_grouped,
+# 8 groups per producer, some of them poison, a rolled-back savepoint's id
+# sometimes grouped): the checker proves that each group's committed consumes
+# come in the group's order (its producer's commit order, call order within
+# one transaction), that no item is handed out while an earlier item of its
+# group has not left the queue, and that no two hand-outs of one group are
+# held at once (from the server's clock after zk_dequeue to the client's
+# before the transaction's end).
 # While they run (ZKLOCK_QUEUE_FAULT_SECONDS, default 45) the test injects,
 # spaced out, each fault at least once:
 #   - ZooKeeper SIGKILLed, restarted 3 s later;
@@ -98,7 +106,8 @@
 # pid, new session id, B2 out of recovery...) and to have left work for the
 # resolution, ZooKeeper is counted through ZooKeeper, and the checker itself
 # is run once on mutated data (a consumed row removed, one duplicated, a
-# phantom added, a dead letter with 4 hand-outs, one dead letter twice) and
+# phantom added, a dead letter with 4 hand-outs, one dead letter twice, a
+# message group consumed out of order, two hand-outs of a group at once) and
 # must report each.
 #
 # zklock-tap: serial (tools/test.sh runs it alone: it loads the machine or
@@ -639,6 +648,17 @@ is($fig->{delayed_early}, 0, 'no delayed item handed out before its due time (le
 is($fig->{hold_early}, 0, 'no item held by zk_retry_later handed out again before the hold ended (less 0.5 s): '
 	  . fv('retried') . ' holds, ' . fv('retried_handed_out_again') . ' handed out again, earliest '
 	  . fv('hold_margin_min') . ' s after the end; early after a fault ' . fv('hold_early_after_fault'));
+is($fig->{group_order}, 0, "message groups: committed consumes in each group's order: "
+	  . fv('grouped_consumed') . ' of ' . fv('grouped_produced') . ' grouped items consumed, in ' . fv('groups')
+	  . ' groups, ' . fv('grouped_dead_lettered') . ' dead-lettered');
+is($fig->{group_ahead}, 0, 'message groups: no item handed out while an earlier item of its group was still there'
+	  . ' (behind a publication a fault may have deferred: '
+	  . (($fig->{group_order_after_fault} // 0) + ($fig->{group_ahead_after_fault} // 0)) . ')');
+is($fig->{group_overlap}, 0, 'message groups: never two hand-outs of one group at once (' . fv('group_handouts')
+	  . ' hand-outs, closest ' . fv('group_gap_min') . ' s apart)');
+cmp_ok($fig->{grouped_consumed} // 0, '>=', 1, 'grouped items consumed: ' . fv('grouped_consumed'));
+cmp_ok($fig->{group_handed_out_again} // 0, '>=', 1,
+	'grouped items handed out again (rolled back, held or poison): ' . fv('group_handed_out_again'));
 cmp_ok($fig->{delayed_consumed} // 0, '>=', 1, 'delayed items consumed: ' . fv('delayed_consumed'));
 cmp_ok($fig->{retried_handed_out_again} // 0, '>=', 1,
 	'held items handed out again: ' . fv('retried_handed_out_again'));
@@ -673,10 +693,12 @@ my $mfig = defined $mj ? decode_json($mj) : {};
 ok($mrc == 1 && ($mfig->{lost} // 0) >= 1 && ($mfig->{duplicated} // 0) >= 1 && ($mfig->{phantom} // 0) >= 1
 	  && ($mfig->{msg_id_dups} // 0) >= 1 && ($mfig->{attempts_undercount} // 0) >= 1
 	  && ($mfig->{dead_letter_bad_attempts} // 0) >= 1 && ($mfig->{dead_letter_dups} // 0) >= 1
-	  && ($mfig->{delayed_early} // 0) >= 1 && ($mfig->{hold_early} // 0) >= 1,
+	  && ($mfig->{delayed_early} // 0) >= 1 && ($mfig->{hold_early} // 0) >= 1
+	  && ($mfig->{group_order} // 0) >= 1 && ($mfig->{group_ahead} // 0) >= 1 && ($mfig->{group_overlap} // 0) >= 1,
 	'on mutated data the checker reports a lost, a duplicated and a phantom item, a lost delivery count, '
 	  . 'a dead letter with a wrong origin_attempts and one twice, a delayed item handed out early, '
-	  . 'a held item handed out again early, and fails')
+	  . 'a held item handed out again early, a message group consumed out of order, an item handed out '
+	  . 'ahead of its group and two hand-outs of one group at once, and fails')
   or diag "$mout\n$merr";
 
 #
