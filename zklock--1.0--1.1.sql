@@ -264,6 +264,29 @@ REVOKE ALL ON FUNCTION zk_enqueue(text, bytea[], interval, int) FROM PUBLIC;
 REVOKE ALL ON FUNCTION zk_enqueue(text, bytea[], timestamptz, int) FROM PUBLIC;
 REVOKE ALL ON FUNCTION zk_enqueue(text, text[], interval, int) FROM PUBLIC;
 REVOKE ALL ON FUNCTION zk_enqueue(text, text[], timestamptz, int) FROM PUBLIC;
+
+-- message groups (doc/queues.md, "Message groups"): within a group, items
+-- go out in publication order, one at a time
+CREATE FUNCTION zk_enqueue_grouped(queue text, group_key text, payload bytea, priority int DEFAULT 100)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_enqueue_grouped' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_enqueue_grouped(queue text, group_key text, payload text, priority int DEFAULT 100)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_enqueue_grouped' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_enqueue_grouped(queue text, group_key text, payloads bytea[], priority int DEFAULT 100)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_enqueue_grouped' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_enqueue_grouped(queue text, group_key text, payloads text[], priority int DEFAULT 100)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_enqueue_grouped' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION zk_enqueue_grouped(text, text, bytea, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_enqueue_grouped(text, text, text, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_enqueue_grouped(text, text, bytea[], int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_enqueue_grouped(text, text, text[], int) FROM PUBLIC;
 REVOKE ALL ON FUNCTION zk_queue_set_policy(text, int, text) FROM PUBLIC;
 
 -- Issue 38: a backoff for an item dequeued (doc/queues.md, "Retry later");
@@ -318,7 +341,11 @@ BEGIN
                        ('@extschema@.zk_enqueue(text,text,integer)', '@extschema@.zk_enqueue(text,text,interval,integer)'),
                        ('@extschema@.zk_enqueue(text,text,integer)', '@extschema@.zk_enqueue(text,text,timestamp with time zone,integer)'),
                        ('@extschema@.zk_enqueue(text,text,integer)', '@extschema@.zk_enqueue(text,text[],interval,integer)'),
-                       ('@extschema@.zk_enqueue(text,text,integer)', '@extschema@.zk_enqueue(text,text[],timestamp with time zone,integer)'))
+                       ('@extschema@.zk_enqueue(text,text,integer)', '@extschema@.zk_enqueue(text,text[],timestamp with time zone,integer)'),
+                       ('@extschema@.zk_enqueue(text,bytea,integer)', '@extschema@.zk_enqueue_grouped(text,text,bytea,integer)'),
+                       ('@extschema@.zk_enqueue(text,bytea,integer)', '@extschema@.zk_enqueue_grouped(text,text,bytea[],integer)'),
+                       ('@extschema@.zk_enqueue(text,text,integer)', '@extschema@.zk_enqueue_grouped(text,text,text,integer)'),
+                       ('@extschema@.zk_enqueue(text,text,integer)', '@extschema@.zk_enqueue_grouped(text,text,text[],integer)'))
                     AS t(had, fn),
                     pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
               WHERE p.oid = t.had::pg_catalog.regprocedure
@@ -374,6 +401,10 @@ AS $$
         ('produce', '@extschema@.zk_enqueue(text,bytea[],timestamp with time zone,integer)'),
         ('produce', '@extschema@.zk_enqueue(text,text[],interval,integer)'),
         ('produce', '@extschema@.zk_enqueue(text,text[],timestamp with time zone,integer)'),
+        ('produce', '@extschema@.zk_enqueue_grouped(text,text,bytea,integer)'),
+        ('produce', '@extschema@.zk_enqueue_grouped(text,text,text,integer)'),
+        ('produce', '@extschema@.zk_enqueue_grouped(text,text,bytea[],integer)'),
+        ('produce', '@extschema@.zk_enqueue_grouped(text,text,text[],integer)'),
         ('consume', '@extschema@.zk_dequeue(text,interval,integer)'),
         ('consume', '@extschema@.zk_try_dequeue(text,integer)'),
         ('consume', '@extschema@.zk_retry_later(bigint,interval)'),

@@ -403,6 +403,24 @@ CREATE FUNCTION zk_enqueue(queue text, payloads text[], not_before timestamptz, 
 RETURNS void
 AS 'MODULE_PATHNAME', 'zk_enqueue_later' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-- message groups (doc/queues.md, "Message groups"): within a group, items
+-- go out in publication order, one at a time
+CREATE FUNCTION zk_enqueue_grouped(queue text, group_key text, payload bytea, priority int DEFAULT 100)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_enqueue_grouped' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_enqueue_grouped(queue text, group_key text, payload text, priority int DEFAULT 100)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_enqueue_grouped' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_enqueue_grouped(queue text, group_key text, payloads bytea[], priority int DEFAULT 100)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_enqueue_grouped' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_enqueue_grouped(queue text, group_key text, payloads text[], priority int DEFAULT 100)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_enqueue_grouped' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 CREATE FUNCTION zk_dequeue(queue text, timeout interval DEFAULT NULL, max_items int DEFAULT 1)
 RETURNS SETOF zk_message
 AS 'MODULE_PATHNAME', 'zk_dequeue_sql' LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
@@ -718,6 +736,10 @@ AS $$
         ('produce', '@extschema@.zk_enqueue(text,bytea[],timestamp with time zone,integer)'),
         ('produce', '@extschema@.zk_enqueue(text,text[],interval,integer)'),
         ('produce', '@extschema@.zk_enqueue(text,text[],timestamp with time zone,integer)'),
+        ('produce', '@extschema@.zk_enqueue_grouped(text,text,bytea,integer)'),
+        ('produce', '@extschema@.zk_enqueue_grouped(text,text,text,integer)'),
+        ('produce', '@extschema@.zk_enqueue_grouped(text,text,bytea[],integer)'),
+        ('produce', '@extschema@.zk_enqueue_grouped(text,text,text[],integer)'),
         ('consume', '@extschema@.zk_dequeue(text,interval,integer)'),
         ('consume', '@extschema@.zk_try_dequeue(text,integer)'),
         ('consume', '@extschema@.zk_retry_later(bigint,interval)'),

@@ -600,6 +600,55 @@ COMMIT;
 SELECT body FROM zk_queue_peek('regress_q8');
 
 --
+-- Message groups: within a group, one item at a time, in the order enqueued;
+-- other groups (and ungrouped items) go on meanwhile
+--
+SELECT zk_enqueue_grouped('regress_qg', 'a', ARRAY['a1', 'a2', 'a3']);
+SELECT zk_enqueue_grouped('regress_qg', 'b', 'b1');
+SELECT zk_enqueue_grouped('regress_qg', 'b', 'b2'::bytea);
+BEGIN;
+SELECT zk_enqueue('regress_qg', 'plain');
+SELECT zk_enqueue_grouped('regress_qg', 'b', 'b3', 500);
+COMMIT;
+-- grouped items enter the queue while some server serves dequeues from it;
+-- the heads held: nothing more of their groups comes
+BEGIN;
+CREATE TEMP TABLE regress_got (n serial, body text);
+INSERT INTO regress_got (body) SELECT body FROM zk_dequeue('regress_qg', '5s', 10);
+INSERT INTO regress_got (body) SELECT body FROM zk_dequeue('regress_qg', '5s', 10);
+INSERT INTO regress_got (body) SELECT body FROM zk_dequeue('regress_qg', '5s', 10);
+SELECT string_agg(body, ' ' ORDER BY body) AS held FROM regress_got;
+SELECT count(*) AS nothing_else FROM zk_dequeue('regress_qg', '1s', 10);
+ROLLBACK;
+-- one at a time, consumed: each group in order
+CREATE TEMP TABLE regress_got (n serial, body text, attempts int);
+DO $$
+BEGIN
+    FOR i IN 1 .. 7 LOOP
+        INSERT INTO regress_got (body, attempts)
+            SELECT body, attempts FROM zk_dequeue('regress_qg', '5s');
+        COMMIT;
+    END LOOP;
+END
+$$;
+SELECT string_agg(body, ' ' ORDER BY n) FILTER (WHERE body LIKE 'a%') AS group_a,
+       string_agg(body, ' ' ORDER BY n) FILTER (WHERE body LIKE 'b%') AS group_b,
+       string_agg(body, ' ' ORDER BY n) FILTER (WHERE body = 'plain') AS plain,
+       count(*) AS consumed
+  FROM regress_got;
+SELECT zk_queue_length('regress_qg') AS left_over;
+-- a group key of 1 to 64 bytes: 22023, nothing enqueued
+SELECT zk_enqueue_grouped('regress_qg', '', 'x');
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_enqueue_grouped('regress_qg', repeat('k', 65), 'x');
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_enqueue_grouped('regress_qg', NULL, 'x');
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_enqueue_grouped('regress_qg', 'k', NULL::text);
+\echo :LAST_ERROR_SQLSTATE
+SELECT pg_sleep(0.5), zk_queue_length('regress_qg') AS still_empty;
+
+--
 -- zk_queue_release_cluster: superuser only; nothing to release for a
 -- cluster that never claimed; this cluster's own identifier is refused
 --

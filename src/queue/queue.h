@@ -154,6 +154,7 @@ extern ZkQueueShared *zk_q_shared;	/* queue_state.c */
 #define ZKQ_MULTI_BUDGET	500000	/* bytes of paths in one consuming multi */
 #define ZKQ_MAX_ITEMS		1000	/* max_items of one dequeue */
 #define ZKQ_NODE_MAX		32		/* "entry-PPP-<seq>" */
+#define ZKQ_GROUPED_NAME_LEN 31	/* "entry-PPP-<10 digits>g<10 digits>" */
 #define ZKQ_HANDOUT_CHILD	"zklock-handout"	/* made and deleted under an item
 												 * by each claim: its cversion
 												 * counts the hand-outs */
@@ -231,6 +232,11 @@ typedef struct ZkTxnItem
 									 * payload behind its due time (int64
 									 * Unix ms, big-endian: ZKQ_DUE_LEN) */
 #define ZKQ_DUE_LEN			8
+#define ZKQ_ITEM_GROUPED	0x1000	/* priority field: a grouped item, its
+									 * payload behind its group (one byte of
+									 * length, the group's key encoded) */
+#define ZKQ_GROUP_KEY_MAX	64		/* bytes of a group key (UTF-8) */
+#define ZKQ_GROUP_ENC_MAX	(ZKQ_GROUP_KEY_MAX * 3)
 #define ZKQ_PRIO(p)			((p) & 0x03FF)	/* an item's priority, 0..999 */
 #define ZKQ_DELAY_MAX_DAYS	366
 #define ZKQ_OP_SKIP			0x8000	/* worker: found done, leave it out */
@@ -375,6 +381,9 @@ extern void zk_queue_enqueue_due(const char *qname, int qlen, const char *payloa
 extern void zk_queue_enqueue_array_due(const char *qname, int qlen,
 									   const char *const *payloads, const Size *plens,
 									   int n, int priority, int64 due_ms);
+extern void zk_queue_enqueue_grouped(const char *qname, int qlen, const char *gkey, int gklen,
+									 const char *const *payloads, const Size *plens, int n,
+									 int priority, bool array);
 extern int	zk_queue_dequeue(const char *qname, int qlen, int max_items, bool try_only,
 							 int64 timeout_ms, zkq_emit_fn emit, void *arg);
 extern bool zk_queue_retry_later(int64 msg_id, int64 until_ms);

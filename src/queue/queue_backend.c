@@ -44,6 +44,8 @@ typedef struct PendingItem
 	char	   *payload;
 	Size		plen;
 	int64		due_ms;			/* a delayed item: due then (Unix ms), else 0 */
+	char	   *group;			/* a grouped item: its group, encoded, else NULL */
+	int			glen;
 } PendingItem;
 
 typedef struct HeldClaim
@@ -272,8 +274,10 @@ enqueue_element_context(void *arg)
  */
 static void
 enqueue_items(const char *qname, int qlen, const char *const *payloads, const Size *plens,
-			  int n, int priority, bool array, int64 due_ms)
+			  int n, int priority, bool array, int64 due_ms, const char *gkey, int gklen)
 {
+	char		genc[ZKQ_GROUP_KEY_MAX * 3 + 1];
+	int			glen = 0;
 	MemoryContext old;
 	Size		added = 0;
 	Size		base;
@@ -292,6 +296,18 @@ enqueue_items(const char *qname, int qlen, const char *const *payloads, const Si
 				 errmsg("zklock queue priority %d is out of range", priority),
 				 errhint("Give a priority from 0 (first) to 999 (last); the default is 100.")));
 	zk_check_name("queue name", qlen);
+	if (gkey != NULL)
+	{
+		if (gklen == 0 || gklen > ZKQ_GROUP_KEY_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("zklock queue group key must have 1 to %d bytes", ZKQ_GROUP_KEY_MAX),
+					 errdetail("It has %d bytes in UTF-8; nothing was enqueued.", gklen),
+					 errhint("Use a shorter key, for example a customer's id or a hash of a longer key.")));
+		/* its characters as a name's (ZooKeeper's path rules) */
+		zk_encode_name(gkey, gklen, genc);
+		glen = strlen(genc);
+	}
 	if (n == 0)
 	{
 		/* nothing to keep, but a standby refuses every enqueue alike */
@@ -309,6 +325,18 @@ enqueue_items(const char *qname, int qlen, const char *const *payloads, const Si
 	base = strlen(zk_root) + strlen(ename) + ZKQ_ITEM_OVERHEAD;
 	if (due_ms > 0)
 		base += ZKQ_DUE_LEN + 32;	/* the due time, "/delayed/due-<ms>-" */
+	if (glen > 0)
+	{
+		/* the group twice ("/delayed/grp-<group>~PPP-", its state node) */
+		base += 2 * glen + 48;
+		if (strlen(zk_root) + strlen(ename) + glen + 48 >= ZKLOCK_PARENT_MAX + ZKLOCK_ENAME_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("zklock queue group key is too long for this queue"),
+					 errdetail("The path of an item of group \"%.*s\" in queue \"%.*s\" would be longer than ZooKeeper paths zklock makes; nothing was enqueued.",
+							   gklen, gkey, qlen, qname),
+					 errhint("Use a shorter group key or queue name.")));
+	}
 	foreach(lc, pending_items)
 	{
 		PendingItem *p = lfirst(lc);
@@ -385,6 +413,8 @@ enqueue_items(const char *qname, int qlen, const char *const *payloads, const Si
 		memcpy(it->payload, payloads[i], plens[i]);
 		it->plen = plens[i];
 		it->due_ms = due_ms;
+		it->group = glen > 0 ? pnstrdup(genc, glen) : NULL;
+		it->glen = glen;
 		items = lappend(items, it);
 	}
 	if (pending_items == NIL)
@@ -406,7 +436,7 @@ enqueue_items(const char *qname, int qlen, const char *const *payloads, const Si
 void
 zk_queue_enqueue(const char *qname, int qlen, const char *payload, Size plen, int priority)
 {
-	enqueue_items(qname, qlen, &payload, &plen, 1, priority, false, 0);
+	enqueue_items(qname, qlen, &payload, &plen, 1, priority, false, 0, NULL, 0);
 }
 
 /* zk_queue_enqueue of an item handed out only from due_ms (0: at once) */
@@ -414,7 +444,7 @@ void
 zk_queue_enqueue_due(const char *qname, int qlen, const char *payload, Size plen,
 					 int priority, int64 due_ms)
 {
-	enqueue_items(qname, qlen, &payload, &plen, 1, priority, false, due_ms);
+	enqueue_items(qname, qlen, &payload, &plen, 1, priority, false, due_ms, NULL, 0);
 }
 
 /*
@@ -426,7 +456,7 @@ void
 zk_queue_enqueue_array(const char *qname, int qlen, const char *const *payloads,
 					   const Size *plens, int n, int priority)
 {
-	enqueue_items(qname, qlen, payloads, plens, n, priority, true, 0);
+	enqueue_items(qname, qlen, payloads, plens, n, priority, true, 0, NULL, 0);
 }
 
 /* zk_queue_enqueue_array of items handed out only from due_ms (0: at once) */
@@ -434,7 +464,20 @@ void
 zk_queue_enqueue_array_due(const char *qname, int qlen, const char *const *payloads,
 						   const Size *plens, int n, int priority, int64 due_ms)
 {
-	enqueue_items(qname, qlen, payloads, plens, n, priority, true, due_ms);
+	enqueue_items(qname, qlen, payloads, plens, n, priority, true, due_ms, NULL, 0);
+}
+
+/*
+ * zk_queue_enqueue_array of items of the group gkey (UTF-8, gklen bytes):
+ * handed out in this order after the group's earlier items, one at a time
+ * (queue_delay.c, "Message groups"); n 1 for one item
+ */
+void
+zk_queue_enqueue_grouped(const char *qname, int qlen, const char *gkey, int gklen,
+						 const char *const *payloads, const Size *plens, int n,
+						 int priority, bool array)
+{
+	enqueue_items(qname, qlen, payloads, plens, n, priority, array, 0, gkey, gklen);
 }
 
 /*
@@ -512,6 +555,8 @@ free_items(void)
 
 		pfree(it->qname);
 		pfree(it->payload);
+		if (it->group != NULL)
+			pfree(it->group);
 		pfree(it);
 	}
 	list_free(pending_items);
@@ -571,7 +616,8 @@ queue_pre_commit(void)
 	{
 		PendingItem *it = lfirst(lc);
 
-		total += sizeof(ZkTxnItem) + it->qlen + it->plen + (it->due_ms > 0 ? ZKQ_DUE_LEN : 0);
+		total += sizeof(ZkTxnItem) + it->qlen + it->plen + (it->due_ms > 0 ? ZKQ_DUE_LEN : 0) +
+			(it->glen > 0 ? 1 + it->glen : 0);
 	}
 	/* larger than all of the root may keep (kept.c): 54000 */
 	zk_kept_check((int64) total, (int64) list_length(pending_items) + 1, false,
@@ -617,6 +663,12 @@ queue_pre_commit(void)
 			ti.priority |= ZKQ_ITEM_DELAYED;
 			ti.plen += ZKQ_DUE_LEN;
 		}
+		else if (it->glen > 0)
+		{
+			/* a grouped item: its group (length, encoded) in front */
+			ti.priority |= ZKQ_ITEM_GROUPED;
+			ti.plen += 1 + it->glen;
+		}
 		memcpy(p, &ti, sizeof(ti));
 		p += sizeof(ti);
 		memcpy(p, it->qname, it->qlen);
@@ -632,6 +684,12 @@ queue_pre_commit(void)
 				v >>= 8;
 			}
 			p += ZKQ_DUE_LEN;
+		}
+		else if (it->glen > 0)
+		{
+			*p++ = (char) it->glen;
+			memcpy(p, it->group, it->glen);
+			p += it->glen;
 		}
 		memcpy(p, it->payload, it->plen);
 		p += it->plen;
@@ -1445,6 +1503,8 @@ queue_subxact_end(bool commit, SubTransactionId mySubid,
 			pending_items = foreach_delete_current(pending_items, lc);
 			pfree(it->qname);
 			pfree(it->payload);
+			if (it->group != NULL)
+				pfree(it->group);
 			pfree(it);
 		}
 	}

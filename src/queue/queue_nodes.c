@@ -39,9 +39,17 @@ zk_queue_node_priority(const char *child, int *priority)
 	for (i = 6; i < 9; i++)
 		if (child[i] < '0' || child[i] > '9')
 			return false;
-	for (i = 10; i < (int) len; i++)
-		if (!((child[i] >= '0' && child[i] <= '9') || (i == 10 && child[i] == '-')))
-			return false;
+	if (len == ZKQ_GROUPED_NAME_LEN && child[20] == 'g')
+	{
+		/* a message group's item: entry-PPP-<10 digits>g<10 digits> */
+		for (i = 10; i < (int) len; i++)
+			if (i != 20 && (child[i] < '0' || child[i] > '9'))
+				return false;
+	}
+	else
+		for (i = 10; i < (int) len; i++)
+			if (!((child[i] >= '0' && child[i] <= '9') || (i == 10 && child[i] == '-')))
+				return false;
 	*priority = (child[6] - '0') * 100 + (child[7] - '0') * 10 + (child[8] - '0');
 	return true;
 }
@@ -77,6 +85,14 @@ zk_queue_msg_id(int64 czxid, const char *node)
 	int64		seq = 0;
 	uint64		v;
 
+	/*
+	 * A message group's item (queue_delay.c): its own multi created it, so
+	 * its czxid alone tells it apart; bit 61 keeps these ids apart from the
+	 * others (below 2^61 while the czxid's epoch is below 2^19)
+	 */
+	if (strlen(node) == ZKQ_GROUPED_NAME_LEN && node[20] == 'g')
+		return (int64) (ZKQ_MSG_ID_BASE | (UINT64CONST(1) << 61) |
+						((uint64) czxid & ((UINT64CONST(1) << 61) - 1)));
 	if (strlen(node) > 10)
 		seq = strtoll(node + 10, NULL, 10);
 	if (seq < 0)

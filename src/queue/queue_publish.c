@@ -223,8 +223,8 @@ pub_naming(const char *blob, PubNaming *pn)
 		memcpy(qname, p, it.qlen);
 		qname[it.qlen] = '\0';
 		p += it.qlen + it.plen;
-		if (it.priority & ZKQ_ITEM_DELAYED)
-			continue;			/* named by its due time, not by entries' */
+		if (it.priority & (ZKQ_ITEM_DELAYED | ZKQ_ITEM_GROUPED))
+			continue;			/* named under delayed, not by entries' */
 		q = zk_q_seq(qname);
 		if (q->naming == QSEQ_UNASKED || q->naming == QSEQ_ASKING)
 		{
@@ -395,6 +395,29 @@ pub_add_items(PubOp *po, const char *blob, PubNaming *pn, int n, int *nparents)
 			po->bufs[n] = palloc0(blen);
 			zoo_create_op_init(&po->ops[n], po->paths[n], p + ZKQ_DUE_LEN,
 							   (int) it.plen - ZKQ_DUE_LEN, zk_acl_path(po->paths[n]),
+							   ZOO_PERSISTENT_SEQUENTIAL, po->bufs[n], blen);
+			n++;
+			p += it.plen;
+			continue;
+		}
+		if (it.priority & ZKQ_ITEM_GROUPED)
+		{
+			/*
+			 * A grouped item waits under <queue>/delayed, named by its group,
+			 * in the order published (queue_delay.c, "Message groups"), its
+			 * data the payload behind the group
+			 */
+			int			glen = (unsigned char) p[0];
+			int			blen;
+
+			po->item_off[n] = off;
+			po->opkind[n] = PUB_DELAYED_ITEM;
+			po->paths[n] = psprintf("%s/delayed/grp-%.*s~%03d-", qpath, glen, p + 1,
+									(int) ZKQ_PRIO(it.priority));
+			blen = (int) strlen(po->paths[n]) + 16;
+			po->bufs[n] = palloc0(blen);
+			zoo_create_op_init(&po->ops[n], po->paths[n], p + 1 + glen,
+							   (int) it.plen - 1 - glen, zk_acl_path(po->paths[n]),
 							   ZOO_PERSISTENT_SEQUENTIAL, po->bufs[n], blen);
 			n++;
 			p += it.plen;
@@ -1572,7 +1595,7 @@ pub_kept_send(ZkEntry *e)
 			qname[it.qlen] = '\0';
 			zk_queue_path(qname, qpath, sizeof(qpath));
 			snprintf(path, sizeof(path), "%s/%s", qpath,
-					 (it.priority & ZKQ_ITEM_DELAYED) ? "delayed" : "entries");
+					 (it.priority & (ZKQ_ITEM_DELAYED | ZKQ_ITEM_GROUPED)) ? "delayed" : "entries");
 			adds = ns_add(adds, qname);
 		}
 		else if ((it.priority & ZKQ_OP_MASK) == ZKQ_OP_CREATE &&

@@ -191,9 +191,29 @@ blob_valid(const char *blob, int len)
 				return false;
 		}
 		else if (it.qlen == 0 || it.qlen > ZKLOCK_QNAME_MAX ||
-				 (it.priority & ~ZKQ_ITEM_DELAYED) > 999 ||
+				 (it.priority & ~(ZKQ_ITEM_DELAYED | ZKQ_ITEM_GROUPED)) > 999 ||
+				 ((it.priority & ZKQ_ITEM_DELAYED) && (it.priority & ZKQ_ITEM_GROUPED)) ||
 				 ((it.priority & ZKQ_ITEM_DELAYED) && it.plen < ZKQ_DUE_LEN))
 			return false;
+		else if (it.priority & ZKQ_ITEM_GROUPED)
+		{
+			/* the group: 1 to ZKQ_GROUP_ENC_MAX bytes of a name encoded */
+			int			glen;
+			int			k;
+
+			if (it.plen < 2 || p + it.qlen >= end)
+				return false;
+			glen = (unsigned char) p[it.qlen];
+			if (glen < 1 || glen > ZKQ_GROUP_ENC_MAX || (uint32) glen + 1 > it.plen)
+				return false;
+			for (k = 0; k < glen; k++)
+			{
+				char		c = p[it.qlen + 1 + k];
+
+				if (c == '/' || c == '\0' || (unsigned char) c < 0x20 || (unsigned char) c >= 0x7F)
+					return false;
+			}
+		}
 		p += it.qlen + it.plen;
 	}
 	return p == end;

@@ -36,6 +36,7 @@ PG_FUNCTION_INFO_V1(zk_enqueue_text);
 PG_FUNCTION_INFO_V1(zk_enqueue_bytea_array);
 PG_FUNCTION_INFO_V1(zk_enqueue_text_array);
 PG_FUNCTION_INFO_V1(zk_enqueue_later);
+PG_FUNCTION_INFO_V1(zk_enqueue_grouped);
 PG_FUNCTION_INFO_V1(zk_dequeue_sql);
 PG_FUNCTION_INFO_V1(zk_try_dequeue_sql);
 PG_FUNCTION_INFO_V1(zk_queue_length);
@@ -127,7 +128,7 @@ zk_enqueue_text(PG_FUNCTION_ARGS)
 }
 
 /*
- * The payloads of the array argument 1 of a batch zk_enqueue, in the
+ * The payloads of the array argument argno of a batch zk_enqueue, in the
  * array's order: *payloads and *plens (palloc'd) and their number *n, 0
  * for an empty array.  Elements of type elemtype (BYTEAOID, or TEXTOID
  * for text, converted to UTF-8 as zk_enqueue_text does).  The array is
@@ -136,9 +137,10 @@ zk_enqueue_text(PG_FUNCTION_ARGS)
  * and the sizes' checks are zk_queue_enqueue_array's.
  */
 static void
-payloads_arg(FunctionCallInfo fcinfo, Oid elemtype, const char ***payloads, Size **plens, int *n)
+payloads_arg_at(FunctionCallInfo fcinfo, int argno, Oid elemtype, const char ***payloads,
+				Size **plens, int *n)
 {
-	ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(1);
+	ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(argno);
 	Datum	   *elems;
 	bool	   *nulls;
 	int			count;
@@ -180,6 +182,13 @@ payloads_arg(FunctionCallInfo fcinfo, Oid elemtype, const char ***payloads, Size
 		(*plens)[i] = len;
 	}
 	*n = count;
+}
+
+/* payloads_arg_at of argument 1 (zk_enqueue's) */
+static void
+payloads_arg(FunctionCallInfo fcinfo, Oid elemtype, const char ***payloads, Size **plens, int *n)
+{
+	payloads_arg_at(fcinfo, 1, elemtype, payloads, plens, n);
 }
 
 /*
@@ -302,6 +311,74 @@ zk_enqueue_later(PG_FUNCTION_ARGS)
 					 &payloads, &plens, &n);
 		zk_queue_enqueue_array_due(name, len, payloads, plens, n, priority, due_ms);
 	}
+	PG_RETURN_VOID();
+}
+
+/*
+ * SQL: zk_enqueue_grouped(queue, group_key, payload(s), priority): as
+ * zk_enqueue, the items handed out after the group's earlier ones, one at a
+ * time (queue_delay.c, "Message groups"); the payload's type from the
+ * function's signature
+ */
+Datum
+zk_enqueue_grouped(PG_FUNCTION_ARGS)
+{
+	Oid		   *argtypes;
+	int			nargs;
+	int			len;
+	char	   *name;
+	text	   *gtext;
+	char	   *gkey;
+	int			gklen;
+	int			priority;
+	const char **payloads;
+	Size	   *plens;
+	int			n;
+	bool		array;
+
+	(void) get_func_signature(fcinfo->flinfo->fn_oid, &argtypes, &nargs);
+	if (nargs < 4)
+		elog(ERROR, "zk_enqueue_grouped called with %d arguments", nargs);
+	name = queue_arg(fcinfo, &len);
+	if (PG_ARGISNULL(1))
+		null_arg("group_key");
+	array = (argtypes[2] != BYTEAOID && argtypes[2] != TEXTOID);
+	if (PG_ARGISNULL(2))
+		null_arg(array ? "payload array" : "payload");
+	priority = int_arg(fcinfo, 3, 100, "priority");
+	gtext = PG_GETARG_TEXT_PP(1);
+	gklen = VARSIZE_ANY_EXHDR(gtext);
+	gkey = pg_server_to_any(VARDATA_ANY(gtext), gklen, PG_UTF8);
+	if (gkey != VARDATA_ANY(gtext))
+		gklen = strlen(gkey);
+	if (argtypes[2] == BYTEAOID)
+	{
+		bytea	   *payload = PG_GETARG_BYTEA_PP(2);
+
+		payloads = palloc(sizeof(char *));
+		plens = palloc(sizeof(Size));
+		payloads[0] = VARDATA_ANY(payload);
+		plens[0] = VARSIZE_ANY_EXHDR(payload);
+		n = 1;
+	}
+	else if (argtypes[2] == TEXTOID)
+	{
+		text	   *payload = PG_GETARG_TEXT_PP(2);
+		int			plen = VARSIZE_ANY_EXHDR(payload);
+		char	   *u = pg_server_to_any(VARDATA_ANY(payload), plen, PG_UTF8);
+
+		if (u != VARDATA_ANY(payload))
+			plen = strlen(u);
+		payloads = palloc(sizeof(char *));
+		plens = palloc(sizeof(Size));
+		payloads[0] = u;
+		plens[0] = plen;
+		n = 1;
+	}
+	else
+		payloads_arg_at(fcinfo, 2, argtypes[2] == BYTEAARRAYOID ? BYTEAOID : TEXTOID,
+						&payloads, &plens, &n);
+	zk_queue_enqueue_grouped(name, len, gkey, gklen, payloads, plens, n, priority, array);
 	PG_RETURN_VOID();
 }
 
