@@ -246,7 +246,7 @@ def queue_verdict(q, run):
     for k in ("delayed_produced", "delayed_consumed", "delayed_margin_min", "retried",
               "retried_handed_out_again", "hold_early_after_fault", "hold_margin_min",
               "groups", "grouped_produced", "grouped_consumed", "grouped_dead_lettered", "group_handouts",
-              "group_handed_out_again", "group_order_after_fault", "group_ahead_after_fault", "group_gap_min"):
+              "group_handed_out_again", "group_order_deferred", "group_ahead_deferred", "group_gap_min"):
         fig["queue_" + k] = chk.get(k)
     fig["queue_dlq_left"] = q.get("dlq_left")
     fig["queue_drained"] = drain.get("drained")

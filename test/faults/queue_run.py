@@ -149,10 +149,9 @@ order is produced.gseq among its committed ids):
                         dead-lettered: the end of its last hand-out seen)
   group_overlap         two hand-outs of one group held at one moment (each
                         from deq_t to t_open)
-(an inversion behind an item whose producer's COMMIT a fault overlapped, or
-whose COMMIT got no answer, is only counted, group_*_after_fault: its
-publication may have been deferred to after its producer's next commits;
-an overlap never is)
+(an inversion behind an item whose producer's COMMIT got no answer, or
+returned with a WARNING, is only counted, group_*_deferred: the worker may
+have published it after its producer's next commits; an overlap never is)
 and prints the figures (poison_produced, poison_handouts, dead_letters,
 ordinary_dead_lettered...), the first anomalies with the faults just before
 them, and "QUEUE-CHECK <json>"; exit 1 when any of these is not 0.  With
@@ -478,9 +477,16 @@ class Client(threading.Thread):
         else:
             self.stage = "commit"
             rec["t_commit"] = time.time()
+            del self.conn.notices[:]
             self.ex(cur, "COMMIT")
             rec["outcome"] = "committed" if cur.statusmessage == "COMMIT" else "refused"
             rec["tag"] = cur.statusmessage
+            # a COMMIT whose items ZooKeeper did not take within
+            # zklock.commit_timeout returns with a WARNING; the worker
+            # publishes them later (doc/settings.md)
+            warn = [n.strip() for n in self.conn.notices if n.startswith("WARNING")]
+            if warn:
+                rec["commit_warning"] = warn[0][:300]
 
     def next_id(self):
         self.run_.seq[self.name_] += 1
@@ -1095,24 +1101,6 @@ def mutate_groups(produced, consumed, outcomes):
                                  "at": e - 0.01, "attempts": None, "deq": a, "src": "mutate"})
 
 
-def fault_spans(faults):
-    """When each fault may have acted: from a little before its injection
-    (320 freezes ZooKeeper before it crashes a cluster, and records the
-    crash after) to its heal (3 s after the injection when none is recorded)."""
-    open_, spans = collections.defaultdict(list), []
-    for f in sorted(faults, key=lambda f: f["t"]):
-        if f.get("action") == "inject":
-            open_[(f["kind"], f.get("target", ""))].append(f["t"])
-        elif f.get("action") == "heal":
-            key = (f["kind"], f.get("target", ""))
-            if not open_.get(key):
-                key = next((k for k in open_ if k[0] == f["kind"] and open_[k]), None)
-            if key is not None:
-                spans.append((open_[key].pop(0), f["t"]))
-    spans += [(t, t + 3.0) for ts in open_.values() for t in ts]
-    return [(a - 2.5, b + 0.5) for a, b in spans]
-
-
 def check_groups(produced, consumed, dead, outcomes, faults):
     """The checks of message groups.  Each group has one producer, so its
     order is the per-group sequence number (gseq) of the ids its committed
@@ -1130,12 +1118,13 @@ def check_groups(produced, consumed, dead, outcomes, faults):
                      yet left the queue
       group_overlap  two hand-outs of one group (the same item or two) held at
                      one moment
-    An item's publication can come after its commit: a fault during its
-    producer's COMMIT (or a COMMIT of unknown fate) may leave it to the
-    worker, which publishes it later, after items its producer committed
-    next -- and order in a group is publication order.  An inversion behind
-    such an item is only counted (group_order_after_fault,
-    group_ahead_after_fault); an overlap never is."""
+    An acknowledged COMMIT returns once ZooKeeper holds its items, unless
+    it returns with a WARNING (not within zklock.commit_timeout: the worker
+    publishes them later); a COMMIT of unknown fate may have been published
+    by the worker's settling too.  Such an item may be published after items
+    its producer committed next -- and order in a group is publication
+    order: an inversion behind it is only counted (group_order_deferred,
+    group_ahead_deferred); an overlap never is."""
     info = {}
     grp_of = {r["id"]: (r["grp"], r["gseq"]) for r in produced if r.get("grp") is not None}
     prod_rec = {}
@@ -1143,14 +1132,10 @@ def check_groups(produced, consumed, dead, outcomes, faults):
         if o["role"] == "prod":
             for i in o.get("ids", []):
                 prod_rec[i] = o
-    spans = fault_spans(faults)
 
     def excused(i):
         o = prod_rec.get(i)
-        if o is None or o["outcome"] != "committed":
-            return True
-        lo, hi = o.get("t_commit", o["t0"]), o.get("t1", o["t0"])
-        return any(a <= hi and lo <= b for a, b in spans)
+        return o is None or o["outcome"] != "committed" or bool(o.get("commit_warning"))
 
     first_cons = {}
     for r in consumed:
@@ -1238,13 +1223,13 @@ def check_groups(produced, consumed, dead, outcomes, faults):
     per_item = collections.Counter(h[3] for hs in hand.values() for h in hs)
     info["group_handed_out_again"] = sum(1 for n in per_item.values() if n > 1)
     info["group_order"] = len(order)
-    info["group_order_after_fault"] = len(order_x)
+    info["group_order_deferred"] = len(order_x)
     info["group_ahead"] = len(ahead)
-    info["group_ahead_after_fault"] = len(ahead_x)
+    info["group_ahead_deferred"] = len(ahead_x)
     info["group_overlap"] = len(overlap)
     info["group_gap_min"] = round(min(gaps), 4) if gaps else None
     lists = {"group_order": order, "group_ahead": ahead, "group_overlap": overlap,
-             "group_order_after_fault": order_x, "group_ahead_after_fault": ahead_x}
+             "group_order_deferred": order_x, "group_ahead_deferred": ahead_x}
     return info, lists, why
 
 
@@ -1664,22 +1649,22 @@ def cmd_check(args):
     show("MESSAGE GROUP ITEM HANDED OUT BEFORE AN EARLIER ITEM OF ITS GROUP LEFT", glists["group_ahead"],
          group_detail)
     show("TWO HAND-OUTS OF ONE MESSAGE GROUP AT ONCE", glists["group_overlap"], group_detail)
-    show("message group out of order behind an item whose publication a fault may have deferred"
-         " (not an anomaly)", glists["group_order_after_fault"] + glists["group_ahead_after_fault"],
+    show("message group out of order behind an item whose publication may have been deferred"
+         " (not an anomaly)", glists["group_order_deferred"] + glists["group_ahead_deferred"],
          lambda k: ["  %s" % k] + gwhy.get(k, []))
 
     print("produced %d, consumed %d (rows %d), lost %d, duplicated %d, phantom %d;"
           " poison %d, dead letters %d (ordinary %d), poison hand-outs %d;"
           " delayed %d (early %d), retried %d (early %d, after a fault %d);"
           " grouped %d in %d groups (consumed %d, dead-lettered %d, hand-outs %d; out of order %d,"
-          " ahead %d, overlapping %d; after a fault %d)"
+          " ahead %d, overlapping %d; behind a deferred publication %d)"
           % (fig["produced"], fig["consumed_ids"], fig["consumed_rows"], fig["lost"], fig["duplicated"],
              fig["phantom"], fig["poison_produced"], fig["dead_letters"], fig["ordinary_dead_lettered"],
              fig["poison_handouts"], fig["delayed_produced"], fig["delayed_early"], fig["retried"],
              fig["hold_early"], fig["hold_early_after_fault"], fig["grouped_produced"], fig["groups"],
              fig["grouped_consumed"], fig["grouped_dead_lettered"], fig["group_handouts"], fig["group_order"],
              fig["group_ahead"], fig["group_overlap"],
-             fig["group_order_after_fault"] + fig["group_ahead_after_fault"]))
+             fig["group_order_deferred"] + fig["group_ahead_deferred"]))
     print("QUEUE-CHECK %s" % json.dumps(fig, sort_keys=True), flush=True)
     return 1 if bad else 0
 

@@ -652,8 +652,8 @@ is($fig->{group_order}, 0, "message groups: committed consumes in each group's o
 	  . fv('grouped_consumed') . ' of ' . fv('grouped_produced') . ' grouped items consumed, in ' . fv('groups')
 	  . ' groups, ' . fv('grouped_dead_lettered') . ' dead-lettered');
 is($fig->{group_ahead}, 0, 'message groups: no item handed out while an earlier item of its group was still there'
-	  . ' (behind a publication a fault may have deferred: '
-	  . (($fig->{group_order_after_fault} // 0) + ($fig->{group_ahead_after_fault} // 0)) . ')');
+	  . ' (behind a deferred publication: '
+	  . (($fig->{group_order_deferred} // 0) + ($fig->{group_ahead_deferred} // 0)) . ')');
 is($fig->{group_overlap}, 0, 'message groups: never two hand-outs of one group at once (' . fv('group_handouts')
 	  . ' hand-outs, closest ' . fv('group_gap_min') . ' s apart)');
 cmp_ok($fig->{grouped_consumed} // 0, '>=', 1, 'grouped items consumed: ' . fv('grouped_consumed'));

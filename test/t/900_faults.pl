@@ -162,8 +162,8 @@ is($fig->{queue_group_order}, 0, 'queue: message groups: committed consumes in e
 	  . ' grouped items consumed, in ' . ($fig->{queue_groups} // '?') . ' groups');
 is($fig->{queue_group_ahead}, 0,
 	'queue: message groups: no item handed out while an earlier item of its group was still there'
-	  . ' (behind a publication a fault may have deferred: '
-	  . (($fig->{queue_group_order_after_fault} // 0) + ($fig->{queue_group_ahead_after_fault} // 0)) . ')');
+	  . ' (behind a deferred publication: '
+	  . (($fig->{queue_group_order_deferred} // 0) + ($fig->{queue_group_ahead_deferred} // 0)) . ')');
 is($fig->{queue_group_overlap}, 0, 'queue: message groups: never two hand-outs of one group at once ('
 	  . ($fig->{queue_group_handouts} // '?') . ' hand-outs, closest ' . ($fig->{queue_group_gap_min} // '?') . ' s apart)');
 cmp_ok($fig->{queue_grouped_consumed} // 0, '>=', 1,
