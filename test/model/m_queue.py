@@ -254,7 +254,7 @@ class QueueModel:
     # ---- generation
     def gen(self, r, s):
         h = self.h
-        if r.random() < 0.3:
+        if r.random() < 0.35:
             return self.gen_g(r, s)
         if not s.xact and r.random() < 0.5:
             y = r.random()
@@ -1052,8 +1052,8 @@ class QueueModel:
     def gen_g(self, r, s):
         h = self.h
         x = r.random()
-        if x < 0.4:
-            n = r.choice([1, 1, 2, 3])
+        if x < 0.45:
+            n = r.choice([1, 2, 2, 3])
             if r.random() < 0.35 and n > 1:
                 g = r.randrange(len(self.groups))
                 return {"k": "genq", "b": [h.new_id("g") for _ in range(n)], "g": [g] * n,
