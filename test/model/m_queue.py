@@ -1360,7 +1360,8 @@ class QueueModel:
             return None
         out = sum(1 for g in self.groups if self.g_head(g) is not None
                   and self.g_head(g).st in ("free", "claim", "held"))
-        loose = sum(1 for it in self.gitems.values() if it.group is None and it.st in ("free", "claim"))
+        # (a held item stays in entries, its hold in delayed)
+        loose = sum(1 for it in self.gitems.values() if it.group is None and it.st in ("free", "claim", "held"))
         maybe = sum(1 for it in self.gitems.values() if it.st == "maybe")
         claims = sum(1 for it in self.gitems.values() if it.st == "claim")
         held = sum(1 for it in self.gitems.values() if it.st == "held")
