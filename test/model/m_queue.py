@@ -1084,16 +1084,18 @@ class QueueModel:
                 return it
         return None
 
-    def g_ready(self):
+    def g_ready(self, held_due=False):
         """The items that can be handed out now, with the (monotonic) time
-        since when: free items without a group, free heads of groups."""
+        since when: free items without a group, free heads of groups (and,
+        held_due, held ones whose hold may have ended)."""
+        sts = ("free", "held") if held_due else ("free",)
         out = []
         for it in self.gitems.values():
-            if it.group is None and it.st == "free":
+            if it.group is None and it.st in sts and (it.st == "free" or time.time() >= it.until - DTOL):
                 out.append((it, it.freed_at))
         for g in self.groups:
             it = self.g_head(g)
-            if it is not None and it.st == "free":
+            if it is not None and it.st in sts and (it.st == "free" or time.time() >= it.until - DTOL):
                 before = [x for x in self.g_group(g) if x.pub < it.pub and x.done_at is not None]
                 out.append((it, max([it.freed_at] + [x.done_at for x in before])))
         return out
@@ -1286,7 +1288,7 @@ class QueueModel:
         r = self.g_call(s, op, "SELECT body FROM zk_queue_peek(%s, 100)", (self.gq,))
         if r.ok:
             got = [row[0] for row in r.rows]
-            may = set(it.body for it, _ in self.g_ready())
+            may = set(it.body for it, _ in self.g_ready(held_due=True))
             seen = {}
             for b in got:
                 it = self.gitems.get(b)
