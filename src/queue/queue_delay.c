@@ -578,6 +578,7 @@ group_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 			{
 				if (strcmp(q->path, qpath) != 0)
 					continue;
+				q->gstirred = true;
 				if (q->dstate != QDELAY_LISTING)
 					q->dstate = QDELAY_UNKNOWN;
 				if (q->dmoving == 0 && zk_session_usable())
@@ -629,6 +630,7 @@ group_promoted(int rc, const void *data)
 				q->again = true;
 				q->settled = false;
 				q->rest_exact = false;
+				q->gstirred = true;
 			}
 		}
 		else if (zk_rc_definite(rc) &&
@@ -922,6 +924,7 @@ group_listed(QState *q, char **names, int n)
 	GroupName  *g = palloc(sizeof(GroupName) * Max(n, 1));
 	int			k = 0;
 	int			i;
+	int			start;
 
 	for (i = 0; i < n; i++)
 	{
@@ -941,7 +944,27 @@ group_listed(QState *q, char **names, int n)
 	}
 	/* by group, the state node first, then the waiting items in order */
 	qsort(g, k, sizeof(GroupName), group_name_cmp);
-	for (i = 0; i < k;)
+
+	/*
+	 * The groups from the one the last look stopped at (q->gresume) to the
+	 * last.  Always from the first, a look stopped by the moves in flight
+	 * would start the same groups again and again: groups that never become
+	 * "seen" (another client's state node, a promotion refused, more groups
+	 * in flight than ZKQ_GROUP_SEEN_MAX) would keep every group after them
+	 * waiting for good, the listing going round and round.  A look that
+	 * reaches the last group ends the round; once anything changed during a
+	 * round of several looks (gstirred: a watch fired, a promotion landed),
+	 * the groups before where its last look started may have moved on
+	 * unseen, so another round follows at once.
+	 */
+	for (start = 0; start < k && strcmp(g[start].group, q->gresume) < 0; start++)
+		;
+	if (start == 0 || start == k)
+	{
+		start = 0;
+		q->gstirred = false;	/* a round from the first */
+	}
+	for (i = start; i < k;)
 	{
 		int			j = i;
 		bool		has_state = false;
@@ -961,7 +984,9 @@ group_listed(QState *q, char **names, int n)
 			;					/* in flight and watched: its watch says when */
 		else if (q->dmoving >= ZKQ_DELAY_MOVES_MAX)
 		{
-			q->dstate = QDELAY_UNKNOWN;	/* the rest after these */
+			/* the rest after these, from this group on */
+			q->dstate = QDELAY_UNKNOWN;
+			strlcpy(q->gresume, g[i].group, sizeof(q->gresume));
 			break;
 		}
 		else
@@ -973,6 +998,18 @@ group_listed(QState *q, char **names, int n)
 						has_state);
 		}
 		i = j;
+	}
+	if (i >= k)
+	{
+		/* the round is over */
+		q->gresume[0] = '\0';
+		if (start > 0 && q->gstirred)
+		{
+			/* listed again once the moves are over, or at the next turn */
+			q->dstate = QDELAY_UNKNOWN;
+			if (q->dmoving == 0)
+				delay_again_at(q, now_ms());
+		}
 	}
 	pfree(g);
 }
@@ -1081,6 +1118,7 @@ delay_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 			if (strcmp(q->path, qpath) != 0)
 				continue;
 			q->dwatch = false;
+			q->gstirred = true;
 			if (q->dstate != QDELAY_LISTING)
 				q->dstate = QDELAY_UNKNOWN;
 			if (q->dmoving == 0 && zk_session_usable())
@@ -1184,7 +1222,17 @@ zk_q_delay_reset(QState *q)
 	q->dwatch = false;
 	q->dmoving = 0;
 	q->dseq = ++delay_seq;
-	/* the watches on groups' items in flight went with the session */
+}
+
+/*
+ * The session ended: the watches on groups' items in flight went with it.
+ * Whatever the queues (q_session_reset): a queue forgotten while idle
+ * (zk_q_forget) left its groups here, and a group still "seen" in the next
+ * session would be skipped for good, waiting for a watch that is no more.
+ */
+void
+zk_q_groups_reset(void)
+{
 	if (group_seen != NULL)
 	{
 		hash_destroy(group_seen);

@@ -212,6 +212,10 @@ typedef struct QState
 	int64		next_due_ms;	/* the earliest not due yet (Unix ms), or 0 */
 	int			ndelayed;		/* children of delayed at the last listing */
 	uint64		dmoved;			/* items this worker moved into entries */
+	/* its message groups (queue_delay.c, "Message groups") */
+	char		gresume[ZKQ_GROUP_ENC_MAX + 1];	/* where the next look at them
+												 * starts: "" the first */
+	bool		gstirred;		/* a change since the look from the first */
 } QState;
 
 /*
@@ -571,6 +575,7 @@ extern QRoundHooks zk_q_round_hooks;
 extern void zk_q_delay_round(QState *q, bool watch);
 extern void zk_q_delay_tick(void);
 extern void zk_q_delay_reset(QState *q);
+extern void zk_q_groups_reset(void);
 
 /* queue_consume.c */
 extern void zk_q_rounds_init(void);

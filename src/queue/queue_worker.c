@@ -126,6 +126,7 @@ q_session_reset(void)
 	int			i;
 
 	zk_history_session_reset();
+	zk_q_groups_reset();
 
 	/* nothing of the old session is in flight any more */
 	for (i = 0; i < zk_ctl->max_entries; i++)
