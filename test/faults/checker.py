@@ -47,7 +47,10 @@ observations of ZooKeeper and of both clusters), prints the figures and exits
                   through the faults, then drained on the first cluster): an item
                   lost, consumed twice or published by a transaction that did not
                   commit, a queue client hung or died, the drain not done, or a
-                  claim, entry or transaction node left in ZooKeeper
+                  claim, entry or transaction node left in ZooKeeper; of its
+                  message groups, consumes out of a group's order, an item
+                  handed out while an earlier one of its group was there, two
+                  hand-outs of one group at once
 
 The last line of output is "FAULTRUN-FIGURES <json>".
 """
@@ -214,7 +217,9 @@ QUEUE_COUNTS = ("lost", "duplicated", "msg_id_dups", "conflicts", "phantom",
                 # delayed items and holds (queue_run.py TIMING_COUNTS)
                 "delayed_early", "hold_early",
                 # zk_queue_move (queue_run.py MOVE_COUNTS)
-                "move_over_max", "move_unexplained", "move_overlap", "move_overcount")
+                "move_over_max", "move_unexplained", "move_overlap", "move_overcount",
+                # message groups (queue_run.py GROUP_COUNTS)
+                "group_order", "group_ahead", "group_overlap")
 
 
 def queue_verdict(q, run):
@@ -241,7 +246,9 @@ def queue_verdict(q, run):
     fig["queue_dead_letters"] = chk.get("dead_letters")
     fig["queue_ordinary_dead_lettered"] = chk.get("ordinary_dead_lettered")
     for k in ("delayed_produced", "delayed_consumed", "delayed_margin_min", "retried",
-              "retried_handed_out_again", "hold_early_after_fault", "hold_margin_min"):
+              "retried_handed_out_again", "hold_early_after_fault", "hold_margin_min",
+              "groups", "grouped_produced", "grouped_consumed", "grouped_dead_lettered", "group_handouts",
+              "group_handed_out_again", "group_order_deferred", "group_ahead_deferred", "group_gap_min"):
         fig["queue_" + k] = chk.get(k)
     for k in ("moves", "moves_failed", "moves_failed_by", "moved", "consumed_from_side",
               "ids_dead_lettered_again"):

@@ -28,12 +28,24 @@ the test when it promotes B's standby), else to --b with label B.
              one in four of them through not_before):
                  SELECT clock_timestamp() + d, zk_enqueue('eo', id, delay => d, priority => prio);
                  INSERT INTO produced(id, due_at) VALUES (id, <that lower bound of its due time>);
-             (sometimes one more id inside a savepoint that is rolled back)
+             or, in about three transactions in ten, for about half the
+             ordinary ids, a grouped item (never delayed; LABEL-pN-SEQ-gKsG, in
+             group K of the producer's 8, G its per-group sequence number; 4 %
+             of them poison, at priority 500; the others at 50, 100 or 200,
+             consecutive ones often in one group, then sometimes enqueued by
+             one call of the array form):
+                 SELECT zk_enqueue_grouped('eo', group, id, prio);
+                 INSERT INTO produced(id, grp, gseq) VALUES (id, group, G);
+             (sometimes one more id inside a savepoint that is rolled back,
+             sometimes a grouped one)
              COMMIT, or ROLLBACK (20 %)
   consumer:  BEGIN;
              SELECT body FROM zk_queue_peek('eo', K)   (K = 1..3; then asks for
                  the ordinary items at the head only, or the poison ones)
              SELECT msg_id, body, attempts, clock_timestamp() FROM zk_dequeue('eo', '1s', <= K);
+                 (the outcome records each item's clock_timestamp() as deq_t, and
+                 t_open: the client's clock just before it sent COMMIT or
+                 ROLLBACK, or after the last statement that answered)
              a poison item among them: ROLLBACK (always);
              (15 %, with an item at its first hand-out: SELECT clock_timestamp() + d,
              zk_retry_later(msg_id, d) on one of them, d 0.2-2 s: a hold, recorded
@@ -163,6 +175,19 @@ and, for delayed items and holds (CLOCK_TOLERANCE 0.5 s: one machine's clock):
                         releases it at once, doc/queues.md "Retry later")
 (a held item's hand-out, COMMIT or ROLLBACK, is not a consume: neither an
 acknowledged consume nor a committed hand-out of a dead-lettered item)
+and, for message groups (check_groups; a group has one producer, so its
+order is produced.gseq among its committed ids):
+  group_order           a group's committed consumes (by dequeued_at) out of
+                        gseq order
+  group_ahead           a hand-out (any, from the outcomes' deq_t) of an item
+                        while an item of its group with a smaller gseq had not
+                        left the queue (consumed: its consumed row's at;
+                        dead-lettered: the end of its last hand-out seen)
+  group_overlap         two hand-outs of one group held at one moment (each
+                        from deq_t to t_open)
+(an inversion behind an item whose producer's COMMIT got no answer, or
+returned with a WARNING, is only counted, group_*_deferred: the worker may
+have published it after its producer's next commits; an overlap never is)
 and prints the figures (poison_produced, poison_handouts, dead_letters,
 ordinary_dead_lettered, moves, moved, ids_dead_lettered_again...), the
 first anomalies with the faults just before them, and "QUEUE-CHECK <json>";
@@ -172,7 +197,8 @@ duplicated, one phantom added, one hand-out's attempts set to 0, one dead
 letter's origin_attempts set to 4, one dead letter duplicated, a delayed
 item consumed 2 s before due, an item handed out again 1 ms after a 5 s
 hold began, an id in eo.dlq under two msg_ids with no move between, a move
-that answered more than its max_items): the checker
+that answered more than its max_items, two made-up groups, one consumed out of
+order, one with two hand-outs at once): the checker
 must then report each, which the test asserts (the checker can fail).
 """
 
@@ -223,6 +249,35 @@ RETRY_FRAC = 0.15
 HOLD_S = (0.2, 2.0)
 # the clusters run on one machine: their clocks are one
 CLOCK_TOLERANCE = 0.5
+# Message groups (doc/queues.md, "Message groups"): about GROUP_FRAC of the
+# ordinary ids (never delayed) are enqueued with zk_enqueue_grouped into one
+# of GROUPS groups of their producer (a group has one producer, so its order
+# is that producer's: its committed transactions one after the other, call
+# order inside one), at a priority of GROUP_PRIOS (the order in a group is
+# publication order, whatever the priority); poison among them about
+# GROUP_POISON_FRAC (dead-lettered like the others, which unblocks the group).
+# produced.grp and produced.gseq record the group and the per-group sequence
+# number (the id says them too: LABEL-pN-SEQ-gKsGSEQ).
+GROUP_FRAC = 0.3
+GROUPS = 8
+GROUP_PRIOS = (50, 100, 100, 200)
+GROUP_POISON_FRAC = 0.04
+# two hand-outs of one group overlap when each was certainly held at a
+# moment the other was: more than GROUP_TOLERANCE (one clock, see above)
+GROUP_TOLERANCE = 0.002
+
+
+def group_key(client, k):
+    """The key of group k of producer client (B.p1 keeps its groups on B2):
+    some with characters a node name must encode, one of the 64 bytes allowed."""
+    if k == 1:
+        return "%s/g1 \u00fc" % client
+    if k == 2:
+        return "%s.g2~x-000001" % client
+    if k == 7:
+        base = "%s.g7." % client
+        return base + "x" * (64 - len(base.encode()))
+    return "%s.g%d" % (client, k)
 
 # zk_queue_move (doc/queues.md, issue 38): a mover per cluster now and then
 # (every MOVE_PAUSE seconds) moves up to MOVE_K items of one queue into
@@ -262,7 +317,7 @@ def leading(bodies):
 TABLES = """
 CREATE TABLE produced (id text PRIMARY KEY, client text,
     xid xid8 DEFAULT pg_current_xact_id(), at timestamptz DEFAULT clock_timestamp(),
-    due_at timestamptz);
+    due_at timestamptz, grp text, gseq int);
 CREATE TABLE consumed (id text, msg_id bigint, cluster text, client text,
     xid xid8 DEFAULT pg_current_xact_id(), at timestamptz DEFAULT clock_timestamp(),
     attempts int, dequeued_at timestamptz, queue text DEFAULT 'eo');
@@ -369,6 +424,8 @@ class Client(threading.Thread):
         self.stmt = None            # statement running, and since when
         self.stmt_t0 = None
         self.attempts = 0
+        self.gseq = collections.Counter()   # group -> the last sequence number given (producers)
+        self.last_ok = None         # when the last statement answered (consumers: claims held until then)
 
     def connect(self):
         delay = 0.1
@@ -399,6 +456,7 @@ class Client(threading.Thread):
         self.stmt, self.stmt_t0 = sql, time.time()
         cur.execute(sql, args)
         self.stmt = None
+        self.last_ok = time.time()
 
     def run(self):
         try:
@@ -461,17 +519,23 @@ class Client(threading.Thread):
         each stage it comes to in self.stage; an error is recorded with the
         stage it came in, and rec with the stage reached."""
         self.stage = "begin"
+        self.last_ok = None
         try:
             with self.conn.cursor() as cur:
                 self.ex(cur, "BEGIN")
                 body(cur, rec)
         except psycopg2.Error as e:
+            # the claims were held at least until the last statement that answered
+            if "t_open" not in rec and self.last_ok is not None:
+                rec["t_open"] = self.last_ok
             self.after_error(rec, e, self.stage)
         rec["stage"] = self.stage
         rec["t1"] = time.time()
         self.run_.rec.record(rec)
 
     def rollback_or_commit(self, cur, rec, rollback):
+        # the transaction (and its claims) certainly lasted until now
+        rec["t_open"] = time.time()
         if rollback:
             self.stage = "rollback"
             self.ex(cur, "ROLLBACK")
@@ -479,9 +543,16 @@ class Client(threading.Thread):
         else:
             self.stage = "commit"
             rec["t_commit"] = time.time()
+            del self.conn.notices[:]
             self.ex(cur, "COMMIT")
             rec["outcome"] = "committed" if cur.statusmessage == "COMMIT" else "refused"
             rec["tag"] = cur.statusmessage
+            # a COMMIT whose items ZooKeeper did not take within
+            # zklock.commit_timeout returns with a WARNING; the worker
+            # publishes them later (doc/settings.md)
+            warn = [n.strip() for n in self.conn.notices if n.startswith("WARNING")]
+            if warn:
+                rec["commit_warning"] = warn[0][:300]
 
     def next_id(self):
         self.run_.seq[self.name_] += 1
@@ -501,18 +572,49 @@ class Client(threading.Thread):
         # delayed ids: (seconds, True for not_before)
         delays = {i: (round(rnd.uniform(*DELAY_S), 3), rnd.random() < 0.25) for i in ids
                   if not is_poison(i) and rnd.random() < DELAY_FRAC}
+        # grouped ids (never delayed): id -> [group key, per-group seq, priority]
+        groups = {}
+        last = None         # (k, priority) of the last grouped id: often the next one's too
+        grouped_txn = rnd.random() < 2 * GROUP_FRAC
+        for j in range(len(ids)):
+            if ids[j] in delays or is_poison(ids[j]) or not grouped_txn or rnd.random() >= 0.5:
+                continue
+            k, gp = last if last and rnd.random() < 0.6 else (rnd.randrange(GROUPS), rnd.choice(GROUP_PRIOS))
+            last = (k, gp)
+            self.gseq[k] += 1
+            ids[j] = "%s-g%ds%d%s" % (ids[j], k, self.gseq[k],
+                                      POISON if rnd.random() < GROUP_POISON_FRAC else "")
+            groups[ids[j]] = [group_key(self.name_, k), self.gseq[k],
+                              POISON_PRIORITY if is_poison(ids[j]) else gp]
+        # the savepoint's id, grouped sometimes: rolled back, it must neither
+        # come out nor hold its group up
+        if sp_ids and rnd.random() < 0.4:
+            k = rnd.randrange(GROUPS)
+            self.gseq[k] += 1
+            sp_ids[0] = "%s-g%ds%d" % (sp_ids[0], k, self.gseq[k])
+            sp_group = group_key(self.name_, k)
+        else:
+            sp_group = None
+        # consecutive ids of one group at one priority: sometimes one call of
+        # the array form for them
+        array = rnd.random() < 0.3
         rec = {"t0": time.time(), "role": "prod", "client": self.name_, "cluster": self.label,
-               "pid": self.pid, "ids": ids, "sp_ids": sp_ids, "due": {}}
+               "pid": self.pid, "ids": ids, "sp_ids": sp_ids, "due": {},
+               "groups": groups}
 
         def body(cur, rec):
             self.stage = "enqueue"
             pos = rnd.randrange(len(ids) + 1)
+            batched = set()     # ids enqueued already by an array call
             for i, pid in enumerate(ids + [None]):
                 if sp_ids and i == pos:
                     # an item enqueued and recorded in a savepoint that is
                     # rolled back: never published, never in produced
                     self.ex(cur, "SAVEPOINT s")
-                    self.ex(cur, "SELECT zk_enqueue(%s, %s::text)", (QUEUE, sp_ids[0]))
+                    if sp_group is not None:
+                        self.ex(cur, "SELECT zk_enqueue_grouped(%s, %s, %s::text)", (QUEUE, sp_group, sp_ids[0]))
+                    else:
+                        self.ex(cur, "SELECT zk_enqueue(%s, %s::text)", (QUEUE, sp_ids[0]))
                     self.ex(cur, "INSERT INTO produced (id, client) VALUES (%s, %s)",
                             (sp_ids[0], self.name_))
                     self.ex(cur, "ROLLBACK TO SAVEPOINT s")
@@ -520,6 +622,23 @@ class Client(threading.Thread):
                     break
                 prio = POISON_PRIORITY if is_poison(pid) else 100
                 due = None
+                if pid in groups:
+                    g, gs, gp = groups[pid]
+                    if pid not in batched:
+                        run_ = [pid]
+                        for q in ids[i + 1:]:
+                            if q not in groups or groups[q][0] != g or groups[q][2] != gp:
+                                break
+                            run_.append(q)
+                        if array and len(run_) > 1:
+                            self.ex(cur, "SELECT zk_enqueue_grouped(%s, %s, %s::text[], %s)",
+                                    (QUEUE, g, run_, gp))
+                            batched.update(run_)
+                        else:
+                            self.ex(cur, "SELECT zk_enqueue_grouped(%s, %s, %s::text, %s)", (QUEUE, g, pid, gp))
+                    self.ex(cur, "INSERT INTO produced (id, client, grp, gseq) VALUES (%s, %s, %s, %s)",
+                            (pid, self.name_, g, gs))
+                    continue
                 if pid in delays:
                     d, nb = delays[pid]
                     if nb:
@@ -564,6 +683,9 @@ class Client(threading.Thread):
             rows = cur.fetchall()
             rec["msgs"] = [[m, b] for m, b, _, _ in rows]
             rec["att"] = {b: a for _, b, a, _ in rows}   # the delivery count of each
+            # the server's clock after each was claimed (message groups: the
+            # hand-out is certainly held from then until t_open)
+            rec["deq_t"] = {b: t.timestamp() for _, b, _, t in rows}
             rec["t_claimed"] = time.time()
             poison = sum(1 for _, b, _, _ in rows if is_poison(b))
             if poison:
@@ -843,6 +965,7 @@ def cmd_drain(args):
             horizon = max(horizon, x[3])
     horizon += 1.5
     t_deq = 0.0
+    empties = 0
     while time.time() < deadline and not done:
         if conn is None or conn.closed:
             try:
@@ -901,11 +1024,14 @@ def cmd_drain(args):
                     rows = cur.fetchall()
                     r["msgs"] = [[m, b] for m, b, _, _ in rows]
                     r["att"] = {b: a for _, b, a, _ in rows}
+                    r["deq_t"] = {b: t.timestamp() for _, b, _, t in rows}
                     r["t_claimed"] = time.time()
+                    r["t_open"] = r["t_claimed"]
                     r["poison"] = sum(1 for _, b, _, _ in rows if is_poison(b))
                     stage = "record"
                     if r["poison"]:
                         stage = "rollback"
+                        r["t_open"] = time.time()
                         cur.execute("ROLLBACK")
                         r["outcome"] = "rolled_back"
                         poison += r["poison"]
@@ -922,6 +1048,7 @@ def cmd_drain(args):
                     stage = "record"
                 if rows is not None:
                     stage = "commit"
+                    r["t_open"] = time.time()
                     cur.execute("COMMIT")
                     r["outcome"] = "committed" if cur.statusmessage == "COMMIT" else "refused"
                     if r["outcome"] == "committed":
@@ -933,10 +1060,17 @@ def cmd_drain(args):
                     if not rows:
                         cur.execute("SELECT zk_queue_length(%s)", (phase,))
                         n = cur.fetchone()[0]
-                        if n == 0 and phase == QUEUE and t_deq > horizon:
+                        # message groups: a group's next item enters the
+                        # queue after its predecessor left it (consumed or
+                        # dead-lettered); twice empty, to let it come
+                        empties = empties + 1 if n == 0 else 0
+                        if empties >= 2 and phase == QUEUE and t_deq > horizon:
                             phase = DLQ
-                        elif n == 0:
+                            empties = 0
+                        elif empties >= 2 and phase == DLQ:
                             done = True
+                    else:
+                        empties = 0
         except psycopg2.Error as e:
             errors += 1
             last_err = first_line(e)
@@ -969,9 +1103,9 @@ def fetch(host, port):
         conn.autocommit = True
         with conn.cursor() as cur:
             cur.execute("SELECT id, client, xid::text, extract(epoch FROM at)::float8,"
-                        " extract(epoch FROM due_at)::float8 FROM produced")
-            produced = [{"id": i, "client": c, "xid": x, "at": a, "due": d}
-                        for i, c, x, a, d in cur.fetchall()]
+                        " extract(epoch FROM due_at)::float8, grp, gseq FROM produced")
+            produced = [{"id": i, "client": c, "xid": x, "at": a, "due": d, "grp": g, "gseq": gs}
+                        for i, c, x, a, d, g, gs in cur.fetchall()]
             cur.execute("SELECT id, msg_id, cluster, client, xid::text, extract(epoch FROM at)::float8,"
                         " attempts, extract(epoch FROM dequeued_at)::float8, queue FROM consumed")
             consumed = [{"id": i, "msg_id": m, "cluster": cl, "client": c, "xid": x, "at": a,
@@ -1229,6 +1363,195 @@ def mutate_moves(produced, dead, outcomes):
                      "from": QUEUE, "to": SIDE, "max_items": 2, "moved": 3, "msgs": []})
 
 
+# a message group's item in eo has a msg_id with bits 62 and 61 set
+# (queue_nodes.c, zk_queue_msg_id); one moved out of its group does not
+GROUP_MSG_ID = (1 << 62) | (1 << 61)
+
+
+def in_group(m):
+    """Is m the msg_id of an item while in its message group?"""
+    return m is not None and (int(m) >> 61) == 3
+
+
+# the anomalies of message groups (checker.py's QUEUE_COUNTS has them too)
+GROUP_COUNTS = ("group_order", "group_ahead", "group_overlap")
+
+
+def mutate_groups(produced, consumed, outcomes):
+    """Alter the data the way a queue that ignored message groups would
+    (items of two made-up groups, long before any fault): in one, the second
+    item consumed before the first (out of order, and handed out while the
+    first was still there); in the other, the first item handed out twice at
+    once (two hand-outs of one group overlapping)."""
+    t = min([o["t0"] for o in outcomes] + [time.time()]) - 1000.0
+    base = GROUP_MSG_ID
+    for g, n in (("ZZ-mutate-group-order", 1), ("ZZ-mutate-group-overlap", 2)):
+        ids = ["ZZ-mutate-g%ds%d" % (n, k) for k in (1, 2)]
+        for k, i in enumerate(ids):
+            produced.append({"id": i, "client": "mutate", "xid": "0", "at": t, "grp": g, "gseq": k + 1,
+                             "src": "mutate"})
+        outcomes.append({"t0": t, "t_commit": t + 0.1, "t1": t + 0.2, "role": "prod", "client": "mutate",
+                         "outcome": "committed", "ids": ids, "sp_ids": [], "due": {},
+                         "groups": {i: [g, k + 1, 100] for k, i in enumerate(ids)}})
+        if n == 1:
+            hs = [(ids[1], base + 81, t + 1, t + 1.5, "committed"), (ids[0], base + 82, t + 2, t + 2.5, "committed")]
+        else:
+            hs = [(ids[0], base + 83, t + 1, t + 3, "rolled_back"), (ids[0], base + 83, t + 2, t + 4, "committed"),
+                  (ids[1], base + 84, t + 5, t + 6, "committed")]
+        for i, m, a, e, out in hs:
+            outcomes.append({"t0": a - 0.1, "t_claimed": a, "t_open": e, "t1": e + 0.01, "role": "cons",
+                             "client": "mutate", "outcome": out, "msgs": [[m, i]], "deq_t": {i: a}})
+            if out == "committed":
+                consumed.append({"id": i, "msg_id": m, "cluster": "mutate", "client": "mutate", "xid": "0",
+                                 "at": e - 0.01, "attempts": None, "deq": a, "src": "mutate"})
+
+
+def check_groups(produced, consumed, dead, outcomes, faults):
+    """The checks of message groups.  Each group has one producer, so its
+    order is the per-group sequence number (gseq) of the ids its committed
+    transactions enqueued.  A hand-out of an item is certainly held from the
+    server's clock just after zk_dequeue claimed it (deq_t) until the client
+    sent the end of its transaction, or until the last statement that
+    answered (t_open); an item certainly left the queue no earlier than its
+    consumer's INSERT into consumed (at, the server's clock; the first, if it
+    was consumed twice), a dead letter no earlier than the end of its last
+    hand-out seen, a lost item never.
+      group_order    committed consumes of a group out of gseq order (by their
+                     dequeued_at)
+      group_ahead    hand-outs (any: committed, rolled back, held) of an item
+                     while an item of its group with a smaller gseq had not
+                     yet left the queue
+      group_overlap  two hand-outs of one group (the same item or two) held at
+                     one moment
+    An acknowledged COMMIT returns once ZooKeeper holds its items, unless
+    it returns with a WARNING (not within zklock.commit_timeout: the worker
+    publishes them later); a COMMIT of unknown fate may have been published
+    by the worker's settling too.  Such an item may be published after items
+    its producer committed next -- and order in a group is publication
+    order: an inversion behind it is only counted (group_order_deferred,
+    group_ahead_deferred); an overlap never is."""
+    info = {}
+    grp_of = {r["id"]: (r["grp"], r["gseq"]) for r in produced if r.get("grp") is not None}
+    prod_rec = {}
+    for o in outcomes:
+        if o["role"] == "prod":
+            for i in o.get("ids", []):
+                prod_rec[i] = o
+
+    def excused(i):
+        o = prod_rec.get(i)
+        return o is None or o["outcome"] != "committed" or bool(o.get("commit_warning"))
+
+    # zk_queue_move takes a group's item out of its group (a new name, an
+    # ordinary msg_id, in eo.side or back in eo): only hand-outs and consumes
+    # under the group's own msg_id count; an item moved left its group no
+    # earlier than the end of its last hand-out there
+    moved_out = set()
+    for r in consumed:
+        if r["id"] in grp_of and not in_group(r.get("msg_id")):
+            moved_out.add(r["id"])
+    for o in outcomes:
+        for m, b in o.get("msgs", []) or []:
+            if b in grp_of and not in_group(m):
+                moved_out.add(b)
+    first_cons = {}
+    for r in consumed:
+        if r["id"] in grp_of and in_group(r.get("msg_id")) and \
+                (r["id"] not in first_cons or r["at"] < first_cons[r["id"]]["at"]):
+            first_cons[r["id"]] = r
+    dead_ids = set(r["id"] for r in dead)
+    # hand-outs: (deq_t, t_open, outcome, id)
+    hand = collections.defaultdict(list)
+    for o in outcomes:
+        if o["role"] != "cons":
+            continue
+        for m, b in o.get("msgs", []):
+            if b not in grp_of or not in_group(m):
+                continue
+            a = (o.get("deq_t") or {}).get(b)
+            if a is None:
+                continue
+            e = o.get("t_open")
+            hand[grp_of[b][0]].append((a, e if e is not None and e >= a else a, o, b))
+    last_end = collections.defaultdict(float)
+    for hs in hand.values():
+        for a, e, o, b in hs:
+            last_end[b] = max(last_end[b], e)
+
+    def left_at(i):
+        if i in first_cons:
+            return first_cons[i]["at"]
+        if i in dead_ids or i in moved_out:
+            return last_end.get(i, 0.0)
+        return float("inf")
+
+    by_group = collections.defaultdict(list)
+    for i, (g, k) in grp_of.items():
+        by_group[g].append((k, i))
+    order, order_x, ahead, ahead_x, overlap = [], [], [], [], []
+    why = {}
+    gaps = []
+    for g, items in by_group.items():
+        items.sort()
+        rank = {i: n for n, (_, i) in enumerate(items)}
+        # (a) committed consumes in gseq order
+        cons = sorted((first_cons[i]["deq"] if first_cons[i].get("deq") is not None else first_cons[i]["at"], k, i)
+                      for k, i in items if i in first_cons)
+        for n in range(1, len(cons)):
+            prev = cons[n - 1]
+            if cons[n][1] < prev[1]:
+                i, j = cons[n][2], prev[2]      # i (smaller gseq) consumed after j
+                key = "%s: %s consumed after %s" % (g, i, j)
+                why[key] = ["    %s (gseq %d) handed out (consumed) at %.3f, %s (gseq %d) at %.3f"
+                            % (j, prev[1], prev[0], i, cons[n][1], cons[n][0])]
+                (order_x if excused(i) else order).append(key)
+        # (b) no hand-out while an earlier item is still there
+        lefts = [left_at(i) for _, i in items]
+        for a, e, o, j in hand.get(g, []):
+            for n in range(rank[j]):
+                if a < lefts[n] - GROUP_TOLERANCE:
+                    i = items[n][1]
+                    key = "%s: %s handed out at %.3f by %s (%s) before %s left" % (g, j, a, o["client"],
+                                                                                   o["outcome"], i)
+                    why[key] = ["    %s (gseq %d) left the queue %s" % (
+                        i, items[n][0], "never" if lefts[n] == float("inf") else "at %.3f at the earliest"
+                        % lefts[n])]
+                    (ahead_x if excused(i) else ahead).append(key)
+                    break
+        # (c) one hand-out of the group at a time
+        hs = sorted(hand.get(g, []), key=lambda h: h[0])
+        top = None
+        for h in hs:
+            if top is not None:
+                if h[0] < top[1] - GROUP_TOLERANCE:
+                    key = "%s: %s and %s" % (g, top[3], h[3])
+                    why[key] = ["    %s by %s (%s): held %.3f .. %.3f" % (x[3], x[2]["client"], x[2]["outcome"],
+                                                                        x[0], x[1]) for x in (top, h)]
+                    overlap.append(key)
+                else:
+                    gaps.append(h[0] - top[1])
+            if top is None or h[1] > top[1]:
+                top = h
+    info["groups"] = len(by_group)
+    info["grouped_moved_out"] = len(moved_out)
+    info["grouped_produced"] = len(grp_of)
+    info["grouped_consumed"] = sum(1 for i in grp_of if i in first_cons)
+    info["grouped_dead_lettered"] = sum(1 for i in grp_of if i in dead_ids)
+    info["grouped_poison"] = sum(1 for i in grp_of if is_poison(i))
+    info["group_handouts"] = sum(len(hs) for hs in hand.values())
+    per_item = collections.Counter(h[3] for hs in hand.values() for h in hs)
+    info["group_handed_out_again"] = sum(1 for n in per_item.values() if n > 1)
+    info["group_order"] = len(order)
+    info["group_order_deferred"] = len(order_x)
+    info["group_ahead"] = len(ahead)
+    info["group_ahead_deferred"] = len(ahead_x)
+    info["group_overlap"] = len(overlap)
+    info["group_gap_min"] = round(min(gaps), 4) if gaps else None
+    lists = {"group_order": order, "group_ahead": ahead, "group_overlap": overlap,
+             "group_order_deferred": order_x, "group_ahead_deferred": ahead_x}
+    return info, lists, why
+
+
 def claimed_outcomes(outcomes, i):
     """The consumer transactions of eo whose dequeue returned id i."""
     return [o for o in outcomes if o["role"] == "cons" and any(b == i for _, b in o.get("msgs", []))]
@@ -1261,6 +1584,7 @@ def cmd_check(args):
     if args.mutate:
         mutate_timing(produced, consumed, outcomes)
         mutate_moves(produced, dead, outcomes)
+        mutate_groups(produced, consumed, outcomes)
     t0 = min([o["t0"] for o in outcomes] + [f["t"] for f in faults] + [time.time()])
 
     prod_ids = collections.Counter(r["id"] for r in produced)
@@ -1492,6 +1816,7 @@ def cmd_check(args):
 
     # zk_queue_move: the moves against the incarnations the clients saw
     move_fig, move_bad, move_why = check_moves(outcomes, when)
+    ginfo, glists, gwhy = check_groups(produced, consumed, dead, outcomes, faults)
 
     labels = collections.Counter(str(i).split("-")[0] for i in prod_ids)
     cons_labels = collections.Counter(r["cluster"] for r in consumed)
@@ -1564,10 +1889,11 @@ def cmd_check(args):
     fig.update(move_fig)
     for k in MOVE_COUNTS:
         fig[k] = len(move_bad[k])
+    fig.update(ginfo)
     anomalies = ("lost", "duplicated", "msg_id_dups", "conflicts", "phantom", "dup_produced",
                  "acked_producer_missing", "acked_consumer_missing", "aborted_producer_present",
                  "prepare_accepted", "attempts_undercount", "attempts_not_increasing") + DEAD_COUNTS \
-        + TIMING_COUNTS + MOVE_COUNTS
+        + TIMING_COUNTS + MOVE_COUNTS + GROUP_COUNTS
     bad = [k for k in anomalies if fig[k]]
     fig["verdict"] = "anomalies: " + ", ".join(bad) if bad else "exactly once"
 
@@ -1661,15 +1987,36 @@ def cmd_check(args):
          lambda i: ["  %s: %s" % (i, move_why.get(i))] + dl_rows(i) + attempts_of(i))
     show("MORE INCARNATIONS MADE BY MOVES THAN ITEMS MOVED", move_bad["move_overcount"], lambda x: ["  " + x])
 
+    def group_detail(k):
+        ids = [x for x in k.replace(":", " ").replace(",", " ").split() if x in prod_by_id or x in cons_by_id]
+        out = ["  %s" % k] + gwhy.get(k, [])
+        for i in ids[:2]:
+            out.append("    %s:" % i)
+            out += attempts_of(i)
+        return out
+    show("MESSAGE GROUP CONSUMED OUT OF ORDER", glists["group_order"], group_detail)
+    show("MESSAGE GROUP ITEM HANDED OUT BEFORE AN EARLIER ITEM OF ITS GROUP LEFT", glists["group_ahead"],
+         group_detail)
+    show("TWO HAND-OUTS OF ONE MESSAGE GROUP AT ONCE", glists["group_overlap"], group_detail)
+    show("message group out of order behind an item whose publication may have been deferred"
+         " (not an anomaly)", glists["group_order_deferred"] + glists["group_ahead_deferred"],
+         lambda k: ["  %s" % k] + gwhy.get(k, []))
+
     print("produced %d, consumed %d (rows %d), lost %d, duplicated %d, phantom %d;"
           " poison %d, dead letters %d (ordinary %d), poison hand-outs %d;"
           " delayed %d (early %d), retried %d (early %d, after a fault %d);"
-          " moves %d (failed %d, moved %s; unexplained %d, overlaps %d)"
+          " moves %d (failed %d, moved %s; unexplained %d, overlaps %d);"
+          " grouped %d in %d groups (consumed %d, dead-lettered %d, moved out %d, hand-outs %d;"
+          " out of order %d, ahead %d, overlapping %d; behind a deferred publication %d)"
           % (fig["produced"], fig["consumed_ids"], fig["consumed_rows"], fig["lost"], fig["duplicated"],
              fig["phantom"], fig["poison_produced"], fig["dead_letters"], fig["ordinary_dead_lettered"],
              fig["poison_handouts"], fig["delayed_produced"], fig["delayed_early"], fig["retried"],
              fig["hold_early"], fig["hold_early_after_fault"], fig["moves"], fig["moves_failed"],
-             json.dumps(fig["moved"], sort_keys=True), fig["move_unexplained"], fig["move_overlap"]))
+             json.dumps(fig["moved"], sort_keys=True), fig["move_unexplained"], fig["move_overlap"],
+             fig["grouped_produced"], fig["groups"], fig["grouped_consumed"], fig["grouped_dead_lettered"],
+             fig["grouped_moved_out"], fig["group_handouts"], fig["group_order"],
+             fig["group_ahead"], fig["group_overlap"],
+             fig["group_order_deferred"] + fig["group_ahead_deferred"]))
     print("QUEUE-CHECK %s" % json.dumps(fig, sort_keys=True), flush=True)
     return 1 if bad else 0
 

@@ -73,7 +73,7 @@ class History:
         return {"sessions": cl, "kazoo": r.choice([0, 1, 1, 2]), "recipes": sorted(chosen),
                 "queues": r.choice([1, 1, 2]), "names": r.choice([1, 1, 2]),
                 "max": r.choice([1, 2, 2, 3]), "parties": r.choice([2, 2, 3]),
-                "dlq_max": r.choice([1, 2, 3])}
+                "dlq_max": r.choice([1, 2, 3]), "groups": r.choice([2, 3, 4])}
 
     def open(self):
         from model import MODELS

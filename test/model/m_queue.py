@@ -69,6 +69,30 @@ Loosely, "eventually": an item that has been due (or whose hold has ended)
 for DSLACK seconds must not be missed by three dequeues that waited 1 s,
 each started after that.  At the end a drain of NS-dq (waiting past the
 last due time and hold) consumes every committed item exactly once.
+
+Message groups: one more queue, NS-gq, gets items of 2 to 4 groups
+(zk_enqueue_grouped, one call per item or the array form for items of one
+group; the keys: plain, with '/', '~', '-' and a non-ASCII letter, and one
+of 64 bytes) and some without a group (zk_enqueue), inside the sessions'
+transactions (published at COMMIT, dropped by ROLLBACK or ROLLBACK TO) or
+alone.  "gdeq" takes up to m items (zk_try_dequeue, zk_dequeue '0', '300ms'
+or '1s') inside the transaction, which a later step commits or rolls back;
+"gpeek" lists the queue; "gretry" (a whole transaction: zk_dequeue '300ms',
+zk_retry_later on one item, ROLLBACK or a COMMIT refused with 25000) holds
+an item.  A group's order is the order of publication (the model's COMMIT
+order, call order within one transaction), whatever the priorities.  The
+checks: an item of a group is handed out only when every item of its group
+published before it is consumed (group-order), never while another item of
+its group is claimed by an open transaction (group-exclusive), never two of
+one group in one answer, a held one not before its hold ends (less DTOL);
+attempts exact (plus what failed calls may have claimed unseen); a peek
+lists only items that may be handed out (at most one per group); ZooKeeper's
+entries never hold more than one item per group (zk_check: no more entries
+than groups with an item out plus free items without a group; exactly the
+claims the model has); a zk_dequeue(NS-gq, '1s') that returns nothing while
+an item could be handed out for GSLACK seconds before it began is an
+anomaly (group-stuck); at the end a drain (one item per group per round)
+consumes every committed item exactly once, in its group's order.
 """
 
 import time
@@ -79,6 +103,11 @@ from driver import FAST, now
 # tester are one machine's; DTOL allows for rounding and the call's own time
 DTOL = 0.25
 DSLACK = 3.0
+
+# message groups (NS-gq): a '1s' dequeue must return an item that could be
+# handed out this long before it began (its predecessor consumed, a claim of
+# it ended: the next item enters the queue when a worker serving it moves it)
+GSLACK = 0.6
 
 # An item made free by another ZooKeeper client (the other cluster's worker,
 # kazoo) reaches a worker through a watch: a try or a zero timeout that
@@ -146,6 +175,32 @@ class DItem:
         return max(self.due, self.until or 0.0)
 
 
+class GItem:
+    """An item of the group queue NS-gq: "pend" (enqueued by an open
+    transaction), "free" (published and not claimed: out when it is its
+    group's head), "claim" (by an open transaction), "held" (zk_retry_later),
+    "done" (consumed), "dropped" (its enqueue rolled back) or "maybe" (a
+    call's fate unknown)."""
+    __slots__ = ("body", "group", "prio", "st", "owner", "level", "eseq", "pub", "freed_at", "done_at",
+                 "until", "handouts", "attempts", "msg_id")
+
+    def __init__(self, body, group, prio, owner, level, eseq):
+        self.body = body
+        self.group = group        # None: no group
+        self.prio = prio
+        self.st = "pend"
+        self.owner = owner
+        self.level = level
+        self.eseq = eseq
+        self.pub = None           # (publication, call order): the order in its group
+        self.freed_at = 0.0       # (monotonic) published, or its last claim or hold ended
+        self.done_at = None       # (monotonic) consumed
+        self.until = None         # (Unix time) the end of its hold, while held
+        self.handouts = 0
+        self.attempts = None
+        self.msg_id = None
+
+
 class QueueModel:
     name = "queue"
     kazoo = True
@@ -173,6 +228,16 @@ class QueueModel:
         self.dq = "%s-dq" % h.ns
         self.ditems = {}       # body -> DItem
         self.dunseen = 0       # hand-outs of NS-dq that failed calls may have made
+        # the group queue (message groups)
+        self.gq = "%s-gq" % h.ns
+        ng = h.setup.get("groups", 3)
+        keys = ["%s-a" % h.ns, "%s/b~1-2 \u00e9" % h.ns, "g"]
+        base = "%s-c." % h.ns
+        keys.append(base + "z" * (64 - len(base.encode())))
+        self.groups = keys[:max(2, min(ng, 4))]
+        self.gitems = {}       # body -> GItem
+        self.gpub = 0
+        self.gunseen = 0       # hand-outs of NS-gq that failed calls may have made
 
     # ---- model helpers
     def free(self, q):
@@ -214,6 +279,8 @@ class QueueModel:
         mv = self.gen_move(r)
         if mv is not None:
             return mv
+        if r.random() < 0.35:
+            return self.gen_g(r, s)
         if not s.xact and r.random() < 0.5:
             y = r.random()
             if y < 0.16:
@@ -273,7 +340,7 @@ class QueueModel:
         return True
 
     def applicable(self, s, op):
-        return not s.xact if op["k"] in ("penq", "poison", "pdlq", "denq", "dtake") else True
+        return not s.xact if op["k"] in ("penq", "poison", "pdlq", "denq", "dtake", "gretry") else True
 
     # ---- execution
     def execute(self, s, op):
@@ -288,6 +355,9 @@ class QueueModel:
         if k in ("denq", "dtake"):
             s.touched.add("queue")
             return self.denq(s, op) if k == "denq" else self.dtake(s, op)
+        if k in ("genq", "gdeq", "gpeek", "gretry"):
+            s.touched.add("queue")
+            return getattr(self, k)(s, op)
         q = op["qn"] = self.queues[op["q"]]
         s.touched.add("queue")
         if k == "enq":
@@ -899,6 +969,7 @@ class QueueModel:
 
     # ---- transactions
     def on_commit(self, s):
+        self.g_on_commit(s)
         pend = [it for it in self.items.values() if it.owner is s and it.st == "pend"]
         if pend:
             self.publish(pend, s.cluster.label)
@@ -916,17 +987,19 @@ class QueueModel:
             it.owner = None
 
     def on_rollback(self, s):
+        self.g_on_rollback(s)
         for it in self.items.values():
             if it.owner is s:
                 self.undo(it)
 
     def on_rollback_to(self, s, level):
+        self.g_on_rollback(s, level)
         for it in self.items.values():
             if it.owner is s and it.level >= level:
                 self.undo(it)
 
     def on_release(self, s, level):
-        for it in self.items.values():
+        for it in list(self.items.values()) + list(self.gitems.values()):
             if it.owner is s and it.level >= level:
                 it.level = level - 1
 
@@ -934,7 +1007,7 @@ class QueueModel:
         self.on_rollback(s)
 
     def prepare_expect(self, s):
-        if self.owned(s):
+        if self.owned(s) or any(it.owner is s and it.st in ("pend", "claim") for it in self.gitems.values()):
             return "strong"
         return "weak" if "queue" in s.touched else None
 
@@ -963,7 +1036,7 @@ class QueueModel:
             t = len(self.h.children(ROOT + q + "/taken"))
             if (e, t) != (want_e, want_t):
                 return "queue %s: %d entries and %d claims in ZooKeeper, the model %d and %d" % (q, e, t, want_e, want_t)
-        return None
+        return self.g_zk_check()
 
     # ---- the end
     def final(self, s):
@@ -1001,6 +1074,7 @@ class QueueModel:
                 h.anomaly("queue-dup", "item %s consumed %d times" % (it.body, it.consumed))
         self.final_poison(s)
         self.final_delay(s)
+        self.final_groups(s)
 
     # ---- zk_queue_move (issue 38; see the docstring)
     DL_HEADER = b"\x00zklock-dead-letter\x01"
@@ -1198,3 +1272,378 @@ class QueueModel:
             it.dl_msg_id = None
         if left:
             h.tallies["dead letters moved back"] += len(left)
+
+    # ---- the group queue: message groups (see the docstring)
+    def gen_g(self, r, s):
+        h = self.h
+        x = r.random()
+        if x < 0.45:
+            n = r.choice([1, 2, 2, 3])
+            if r.random() < 0.35 and n > 1:
+                g = r.randrange(len(self.groups))
+                return {"k": "genq", "b": [h.new_id("g") for _ in range(n)], "g": [g] * n,
+                        "p": [r.choice([0, 100, 500])] * n, "arr": True}
+            return {"k": "genq", "b": [h.new_id("g") for _ in range(n)],
+                    "g": [None if r.random() < 0.15 else r.randrange(len(self.groups)) for _ in range(n)],
+                    "p": [r.choice([0, 100, 100, 500]) for _ in range(n)], "arr": False}
+        if x < 0.78 or (x >= 0.86 and s.xact):
+            return {"k": "gdeq", "m": r.choice([1, 1, 2, 3]), "t": r.choice(["try", "0", "300ms", "1s"])}
+        if x < 0.86:
+            return {"k": "gpeek"}
+        return {"k": "gretry", "m": r.choice([1, 2, 3]), "i": r.randrange(3),
+                "d": round(r.uniform(0.2, 1.2), 3), "end": r.choice(["ROLLBACK", "COMMIT"])}
+
+    def gkey(self, it):
+        return it.pub
+
+    def g_group(self, g):
+        """The published items of group g in the group's order."""
+        return sorted((it for it in self.gitems.values() if it.group == g and it.pub is not None),
+                      key=lambda it: it.pub)
+
+    def g_head(self, g):
+        """The item of group g that may be out (free, claimed or held): the
+        first published one not consumed; None when none."""
+        for it in self.g_group(g):
+            if it.st in ("free", "claim", "held", "maybe"):
+                return it
+        return None
+
+    def g_ready(self, held_due=False):
+        """The items that can be handed out now, with the (monotonic) time
+        since when: free items without a group, free heads of groups (and,
+        held_due, held ones whose hold may have ended)."""
+        sts = ("free", "held") if held_due else ("free",)
+        out = []
+        for it in self.gitems.values():
+            if it.group is None and it.st in sts and (it.st == "free" or time.time() >= it.until - DTOL):
+                out.append((it, it.freed_at))
+        for g in self.groups:
+            it = self.g_head(g)
+            if it is not None and it.st in sts and (it.st == "free" or time.time() >= it.until - DTOL):
+                before = [x for x in self.g_group(g) if x.pub < it.pub and x.done_at is not None]
+                out.append((it, max([it.freed_at] + [x.done_at for x in before])))
+        return out
+
+    def g_publish(self, its):
+        self.gpub += 1
+        for it in sorted(its, key=lambda i: i.eseq):
+            it.pub = (self.gpub, it.eseq)
+            it.st = "free"
+            it.owner = None
+            it.freed_at = now()
+
+    def g_consume(self, it, who):
+        if it.st == "done":
+            self.h.anomaly("queue-dup", "item %s of %s consumed twice (last by %s)" % (it.body, self.gq, who))
+        it.st = "done"
+        it.owner = None
+        it.done_at = now()
+        if it.group is not None:
+            self.h.tallies["grouped items consumed"] += 1
+
+    def g_undo(self, it):
+        if it.st == "pend":
+            it.st = "dropped"
+            it.owner = None
+        elif it.st == "claim":
+            it.st = "free"
+            it.owner = None
+            it.freed_at = now()
+
+    def g_on_commit(self, s):
+        pend = [it for it in self.gitems.values() if it.owner is s and it.st == "pend"]
+        if pend:
+            self.g_publish(pend)
+        for it in self.gitems.values():
+            if it.owner is s and it.st == "claim":
+                self.g_consume(it, s.name)
+
+    def g_on_rollback(self, s, level=0):
+        for it in self.gitems.values():
+            if it.owner is s and it.level >= level:
+                self.g_undo(it)
+
+    def g_call(self, s, op, sql, args, wait=FAST):
+        """One statement inside the session's transaction (or alone): its
+        Result, or None when it did not answer (then recovered)."""
+        h = self.h
+        r = h.sql(s, op, sql, args, wait)
+        if r.pending:
+            h.anomaly("slow-call", "%s by %s did not answer within %.1fs" % (op["sql"], s.name, wait))
+            r = h.recover(s)
+        return r
+
+    def genq(self, s, op):
+        h = self.h
+        keys = [None if g is None else self.groups[g] for g in op["g"]]
+        if op.get("arr"):
+            sql = "SELECT zk_enqueue_grouped(%s, %s, %s::text[], %s)"
+            args = (self.gq, keys[0], op["b"], op["p"][0])
+        else:
+            parts, args = [], []
+            for b, k, p in zip(op["b"], keys, op["p"]):
+                if k is None:
+                    parts.append("zk_enqueue(%s, %s::text, %s)")
+                    args += [self.gq, b, p]
+                else:
+                    parts.append("zk_enqueue_grouped(%s, %s, %s::text, %s)")
+                    args += [self.gq, k, b, p]
+            # one statement, the calls in order (a SELECT list is evaluated left to right)
+            sql = "SELECT " + ", ".join(parts)
+        r = self.g_call(s, op, sql, args)
+        if r.ok:
+            for b, k, p in zip(op["b"], keys, op["p"]):
+                self.eseq += 1
+                self.gitems[b] = GItem(b, k, p, s, s.level, self.eseq)
+            h.tallies["grouped items enqueued"] += sum(1 for k in keys if k is not None)
+        elif r.broken or r.code is None:
+            # fate unknown: the enqueue may have committed (alone) or not
+            for b, k, p in zip(op["b"], keys, op["p"]):
+                self.eseq += 1
+                it = self.gitems[b] = GItem(b, k, p, None, 0, self.eseq)
+                it.st = "maybe" if not s.xact else "dropped"
+            h.unexpected(s, op, r)
+        else:
+            h.unexpected(s, op, r)
+        h.after(s, op, r)
+
+    def g_handouts(self, s, rows, what, m, t_wall):
+        """Rows (msg_id, body, attempts) a dequeue of NS-gq returned to s
+        (t_wall: the server's clock after it answered); the items, claimed
+        by s."""
+        h = self.h
+        if len(rows) > m:
+            h.anomaly("queue-max-items", "%s returned %d rows, max_items %d" % (what, len(rows), m))
+        got = []
+        for row in rows:
+            msg_id, b, att = row[0], row[1], row[2]
+            it = self.gitems.get(b)
+            if it is None or it.st in ("pend", "dropped"):
+                h.anomaly("queue-phantom", "%s on %s returned %r, %s" % (what, self.gq, b,
+                          "never enqueued there" if it is None else "whose enqueue is %s"
+                          % ("not committed" if it.st == "pend" else "rolled back")))
+                continue
+            if it.st == "maybe":
+                # its enqueue committed after all; its place in the group is unknown
+                it.st = "free"
+                it.pub = it.pub or (self.gpub + 0.5, it.eseq)
+            if it.st == "done":
+                h.anomaly("queue-dup", "%s by %s returned %s of %s, consumed before" % (what, s.name, b, self.gq))
+                continue
+            if it.st == "claim":
+                h.anomaly("queue-double-claim", "%s by %s returned %s of %s, claimed by %s"
+                          % (what, s.name, b, self.gq, getattr(it.owner, "name", it.owner)))
+                continue
+            if it.st == "held" and it.until is not None and t_wall < it.until - DTOL:
+                h.anomaly("queue-hold-early", "%s by %s handed %s out %.3fs before its hold (zk_retry_later)"
+                          " ended" % (what, s.name, b, it.until - t_wall))
+            if it.group is not None:
+                grp = self.g_group(it.group)
+                before = [x for x in grp if x.pub < it.pub and x.st in ("free", "claim", "held")]
+                if before:
+                    h.anomaly("group-order", "%s by %s handed %s of group %r out while %s of that group,"
+                              " published before it, is not consumed (%s)"
+                              % (what, s.name, b, it.group, before[0].body,
+                                 before[0].st + (" by %s" % before[0].owner.name
+                                                 if before[0].st == "claim" else "")))
+                others = [x for x in grp if x is not it and x.st == "claim"]
+                if others:
+                    h.anomaly("group-exclusive", "%s by %s handed %s of group %r out while %s of that group"
+                              " is claimed by %s (an open transaction)"
+                              % (what, s.name, b, it.group, others[0].body,
+                                 "this very answer" if others[0].owner is s and others[0] in got
+                                 else others[0].owner.name))
+            if it.msg_id is not None and it.msg_id != msg_id:
+                h.anomaly("queue-msg-id", "item %s had msg_id %s, now %s" % (b, it.msg_id, msg_id))
+            it.msg_id = msg_id
+            it.handouts += 1
+            slack = max(self.gunseen, 0)
+            if att is None or att < it.handouts or att > it.handouts + slack:
+                h.anomaly("queue-attempts", "%s by %s handed %s out with attempts %s, the model saw %d hand-outs"
+                          " (this one included) and at most %d more unseen" % (what, s.name, b, att,
+                                                                              it.handouts, slack))
+            elif it.attempts is not None and att <= it.attempts:
+                h.anomaly("queue-attempts", "%s by %s handed %s out with attempts %s, after %s the last time"
+                          % (what, s.name, b, att, it.attempts))
+            it.attempts = att
+            if it.st == "held":
+                h.tallies["held grouped items handed out again"] += 1
+            elif it.handouts > 1 and it.group is not None:
+                h.tallies["grouped items handed out again"] += 1
+            it.st = "claim"
+            it.owner = s
+            it.level = s.level
+            it.until = None
+            got.append(it)
+        return got
+
+    def gdeq(self, s, op):
+        """Up to m items of NS-gq, claimed in s's transaction (consumed at
+        once when s is in none)."""
+        h = self.h
+        t0 = now()
+        if op["t"] == "try":
+            sql, args, what = "zk_try_dequeue(%s, %s)", (self.gq, op["m"]), "zk_try_dequeue(%s)" % self.gq
+        else:
+            sql, args = "zk_dequeue(%s, %s::interval, %s)", (self.gq, op["t"], op["m"])
+            what = "zk_dequeue(%s, %s)" % (self.gq, op["t"])
+        ready = self.g_ready()
+        self.gunseen += op["m"]
+        r = self.g_call(s, op, "SELECT msg_id, body, attempts, extract(epoch FROM clock_timestamp())::float8"
+                               " FROM " + sql, args, FAST + 1.5)
+        if r.ok:
+            self.gunseen -= op["m"]
+            t_wall = max([row[3] for row in r.rows] + [0.0])
+            self.g_handouts(s, r.rows, what, op["m"], t_wall)
+            if not r.rows and op["t"] == "1s":
+                late = [(it, t0 - since) for it, since in ready if t0 - since > GSLACK]
+                if late:
+                    it, age = late[0]
+                    h.anomaly("group-stuck", "%s by %s returned no row while %s%s could be handed out for %.1fs"
+                              " before it began" % (what, s.name, it.body,
+                                                    " (group %r)" % it.group if it.group is not None else "",
+                                                    age))
+        else:
+            h.unexpected(s, op, r)
+        h.after(s, op, r)
+
+    def gpeek(self, s, op):
+        h = self.h
+        r = self.g_call(s, op, "SELECT body FROM zk_queue_peek(%s, 100)", (self.gq,))
+        if r.ok:
+            got = [row[0] for row in r.rows]
+            may = set(it.body for it, _ in self.g_ready(held_due=True))
+            seen = {}
+            for b in got:
+                it = self.gitems.get(b)
+                if it is None or b not in may:
+                    h.anomaly("group-peek", "zk_queue_peek(%s) listed %s, which %s" % (
+                        self.gq, b, "was never enqueued there" if it is None else
+                        "cannot be handed out now (%s%s)" % (it.st, ", group %r" % it.group
+                                                             if it.group is not None else "")))
+                if it is not None and it.group is not None:
+                    if it.group in seen:
+                        h.anomaly("group-peek", "zk_queue_peek(%s) listed %s and %s of group %r"
+                                  % (self.gq, seen[it.group], b, it.group))
+                    seen[it.group] = b
+        else:
+            h.unexpected(s, op, r)
+        h.after(s, op, r)
+
+    def gretry(self, s, op):
+        """BEGIN; zk_dequeue(NS-gq, '300ms', m); zk_retry_later on one;
+        ROLLBACK, or COMMIT (refused, 25000)."""
+        h = self.h
+        if self.dcall(s, op, "BEGIN", None) is None:
+            return
+        what = "zk_dequeue(%s, 300ms)" % self.gq
+        self.gunseen += op["m"]
+        r = self.dcall(s, op, "SELECT msg_id, body, attempts, extract(epoch FROM clock_timestamp())::float8"
+                              " FROM zk_dequeue(%s, '300ms', %s)", (self.gq, op["m"]), FAST + 1.5)
+        if r is None:
+            self.g_on_rollback(s)
+            return
+        self.gunseen -= op["m"]
+        got = self.g_handouts(s, r.rows, what, op["m"], max([row[3] for row in r.rows] + [0.0]))
+        held = None
+        if got:
+            it = got[op["i"] % len(got)]
+            rr = self.dcall(s, op, "SELECT extract(epoch FROM clock_timestamp() + make_interval(secs => %s))::float8,"
+                                   " zk_retry_later(%s, make_interval(secs => %s))", (op["d"], it.msg_id, op["d"]))
+            if rr is None:
+                self.g_on_rollback(s)
+                return
+            held = it
+            held.until = rr.rows[0][0]
+        c = h.sql(s, op, op["end"], None, FAST)
+        if c.pending:
+            h.anomaly("slow-call", "%s by %s did not answer within %.0fs" % (op["end"], s.name, FAST))
+            c = h.recover(s)
+        refused = held is not None and op["end"] == "COMMIT"
+        if refused and c.ok:
+            h.anomaly("retry-commit", "COMMIT by %s with %s marked by zk_retry_later succeeded"
+                      % (s.name, held.body))
+        for x in got:
+            if x is held:
+                until = x.until
+                self.g_undo(x)
+                x.st = "held"
+                x.until = until
+                h.tallies["grouped holds" if x.group is not None else "holds"] += 1
+            elif c.ok and op["end"] == "COMMIT" and not refused:
+                self.g_consume(x, s.name)
+            else:
+                self.g_undo(x)
+        if refused and not c.ok and c.code == "25000":
+            pass
+        elif not c.ok:
+            h.unexpected(s, op, c)
+            if c.broken:
+                h.reconnect(s)
+
+    def g_zk_check(self):
+        if not self.gitems:
+            return None
+        out = sum(1 for g in self.groups if self.g_head(g) is not None
+                  and self.g_head(g).st in ("free", "claim", "held"))
+        # (a held item stays in entries, its hold in delayed)
+        loose = sum(1 for it in self.gitems.values() if it.group is None and it.st in ("free", "claim", "held"))
+        maybe = sum(1 for it in self.gitems.values() if it.st == "maybe")
+        claims = sum(1 for it in self.gitems.values() if it.st == "claim")
+        held = sum(1 for it in self.gitems.values() if it.st == "held")
+        e = len(self.h.children(ROOT + self.gq + "/entries"))
+        t = len(self.h.children(ROOT + self.gq + "/taken"))
+        if e > out + loose + maybe or not claims <= t <= claims + held:
+            return ("queue %s: %d entries and %d claims in ZooKeeper, the model at most %d entries (%d groups"
+                    " with an item out, %d items without a group, %d of unknown fate) and %d claims"
+                    % (self.gq, e, t, out + loose + maybe, out, loose, maybe, claims))
+        return None
+
+    def final_groups(self, s):
+        """Drain NS-gq (one item per group per round, waiting past the
+        holds): every committed item consumed exactly once, in its group's
+        order (the hand-out checks)."""
+        h = self.h
+        if not self.gitems:
+            return
+        last = max([it.until or 0.0 for it in self.gitems.values()] + [time.time()])
+        deadline = max(last, time.time()) + 20
+        empty = 0
+        while time.time() < deadline:
+            want = [it for it in self.gitems.values() if it.st in ("free", "held")]
+            if not want and empty:
+                break
+            op = {"k": "gdrain", "r": "queue"}
+            if self.dcall(s, op, "BEGIN", None) is None:
+                return
+            t0 = now()
+            ready = self.g_ready()
+            r = self.dcall(s, op, "SELECT msg_id, body, attempts, extract(epoch FROM clock_timestamp())::float8"
+                                  " FROM zk_dequeue(%s, '1s', 100)", (self.gq,), FAST + 1.5)
+            if r is None:
+                self.g_on_rollback(s)
+                return
+            got = self.g_handouts(s, r.rows, "zk_dequeue(%s) (drain)" % self.gq, 100,
+                                  max([row[3] for row in r.rows] + [0.0]))
+            c = h.sql(s, op, "COMMIT", None, FAST)
+            if not c.ok:
+                h.anomaly("commit-failed", "COMMIT of the drain of %s: %r" % (self.gq, c))
+                return
+            for x in got:
+                self.g_consume(x, s.name + " (drain)")
+            if not r.rows:
+                late = [(it, t0 - since) for it, since in ready if t0 - since > GSLACK]
+                if late:
+                    it, age = late[0]
+                    h.anomaly("group-stuck", "the drain's zk_dequeue(%s, '1s') returned no row while %s%s"
+                              " could be handed out for %.1fs before it began"
+                              % (self.gq, it.body, " (group %r)" % it.group if it.group is not None else "", age))
+                    break
+                empty += 1
+            else:
+                empty = 0
+        for it in self.gitems.values():
+            if it.st in ("free", "held", "claim"):
+                h.anomaly("queue-lost", "committed item %s of %s (group %r, %d hand-outs) is %s after the drain"
+                          % (it.body, self.gq, it.group, it.handouts, it.st))

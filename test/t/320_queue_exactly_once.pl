@@ -24,6 +24,14 @@
 # zk_retry_later (0.2-2 s) and then COMMIT or ROLLBACK: the checker proves
 # that no delayed item is handed out before it is due, no held item again
 # before its hold ends (0.5 s of tolerance), and exactly once through them.
+# About three ordinary ids in ten are in message groups (zk_enqueue_grouped,
+# 8 groups per producer, some of them poison, a rolled-back savepoint's id
+# sometimes grouped): the checker proves that each group's committed consumes
+# come in the group's order (its producer's commit order, call order within
+# one transaction), that no item is handed out while an earlier item of its
+# group has not left the queue, and that no two hand-outs of one group are
+# held at once (from the server's clock after zk_dequeue to the client's
+# before the transaction's end).
 # While they run (ZKLOCK_QUEUE_FAULT_SECONDS, default 45) the test injects,
 # spaced out, each fault at least once:
 #   - ZooKeeper SIGKILLed, restarted 3 s later;
@@ -107,8 +115,9 @@
 # resolution, ZooKeeper is counted through ZooKeeper, and the checker itself
 # is run once on mutated data (a consumed row removed, one duplicated, a
 # phantom added, a dead letter with 4 hand-outs, one dead letter twice, a
-# second trip through eo.dlq without a move, a move beyond its max_items)
-# and must report each.
+# second trip through eo.dlq without a move, a move beyond its max_items, a
+# message group consumed out of order, two hand-outs of a group at once) and
+# must report each.
 #
 # zklock-tap: serial (tools/test.sh runs it alone: it loads the machine or
 # times faults against the session timeout)
@@ -656,6 +665,17 @@ cmp_ok($fig->{moves} // 0, '>=', 5,
 	'moves: ' . fv('moves') . ' (failed ' . fv('moves_failed') . '), moved ' . encode_json($fig->{moved} // {})
 	  . ', consumed from eo.side ' . fv('consumed_from_side') . ', ids dead-lettered again '
 	  . fv('ids_dead_lettered_again'));
+is($fig->{group_order}, 0, "message groups: committed consumes in each group's order: "
+	  . fv('grouped_consumed') . ' of ' . fv('grouped_produced') . ' grouped items consumed, in ' . fv('groups')
+	  . ' groups, ' . fv('grouped_dead_lettered') . ' dead-lettered');
+is($fig->{group_ahead}, 0, 'message groups: no item handed out while an earlier item of its group was still there'
+	  . ' (behind a deferred publication: '
+	  . (($fig->{group_order_deferred} // 0) + ($fig->{group_ahead_deferred} // 0)) . ')');
+is($fig->{group_overlap}, 0, 'message groups: never two hand-outs of one group at once (' . fv('group_handouts')
+	  . ' hand-outs, closest ' . fv('group_gap_min') . ' s apart)');
+cmp_ok($fig->{grouped_consumed} // 0, '>=', 1, 'grouped items consumed: ' . fv('grouped_consumed'));
+cmp_ok($fig->{group_handed_out_again} // 0, '>=', 1,
+	'grouped items handed out again (rolled back, held or poison): ' . fv('group_handed_out_again'));
 cmp_ok($fig->{delayed_consumed} // 0, '>=', 1, 'delayed items consumed: ' . fv('delayed_consumed'));
 cmp_ok($fig->{retried_handed_out_again} // 0, '>=', 1,
 	'held items handed out again: ' . fv('retried_handed_out_again'));
@@ -691,11 +711,13 @@ ok($mrc == 1 && ($mfig->{lost} // 0) >= 1 && ($mfig->{duplicated} // 0) >= 1 && 
 	  && ($mfig->{msg_id_dups} // 0) >= 1 && ($mfig->{attempts_undercount} // 0) >= 1
 	  && ($mfig->{dead_letter_bad_attempts} // 0) >= 1 && ($mfig->{dead_letter_dups} // 0) >= 1
 	  && ($mfig->{delayed_early} // 0) >= 1 && ($mfig->{hold_early} // 0) >= 1
-	  && ($mfig->{move_unexplained} // 0) >= 1 && ($mfig->{move_over_max} // 0) >= 1,
+	  && ($mfig->{move_unexplained} // 0) >= 1 && ($mfig->{move_over_max} // 0) >= 1
+	  && ($mfig->{group_order} // 0) >= 1 && ($mfig->{group_ahead} // 0) >= 1 && ($mfig->{group_overlap} // 0) >= 1,
 	'on mutated data the checker reports a lost, a duplicated and a phantom item, a lost delivery count, '
 	  . 'a dead letter with a wrong origin_attempts and one twice, a delayed item handed out early, '
 	  . 'a held item handed out again early, a second trip through eo.dlq without a move, '
-	  . 'a move beyond its max_items, and fails')
+	  . 'a move beyond its max_items, a message group consumed out of order, an item handed out '
+	  . 'ahead of its group and two hand-outs of one group at once, and fails')
   or diag "$mout\n$merr";
 
 #

@@ -25,6 +25,8 @@
 # has a dead-letter policy (3 hand-outs, then eo.dlq) and poison items that
 # every consumer rolls back: each must be dead-lettered exactly once, with
 # its origin, msg_id there and 3 hand-outs, never consumed from the queue.
+# Some items are in message groups (zk_enqueue_grouped): consumed in their
+# group's order, one hand-out of a group at a time.
 #
 # A short control run, in which the clients do not take the lock, must be
 # failed by the same checker with overlaps: the checker can fail.
@@ -161,6 +163,19 @@ foreach my $k (qw(move_over_max move_overlap move_unexplained move_overcount))
 cmp_ok($fig->{queue_moves} // 0, '>=', 1, 'queue: moves: ' . ($fig->{queue_moves} // 0));
 is_deeply($fig->{queue_side_left}, { entries => 0, taken => 0 },
 	'queue: after the drain nothing is left in eo.side (counted through ZooKeeper)');
+# message groups (zk_enqueue_grouped, queue_run.py): in each group one item at
+# a time, in the group's order
+is($fig->{queue_group_order}, 0, 'queue: message groups: committed consumes in each group\'s order: '
+	  . ($fig->{queue_grouped_consumed} // '?') . ' of ' . ($fig->{queue_grouped_produced} // '?')
+	  . ' grouped items consumed, in ' . ($fig->{queue_groups} // '?') . ' groups');
+is($fig->{queue_group_ahead}, 0,
+	'queue: message groups: no item handed out while an earlier item of its group was still there'
+	  . ' (behind a deferred publication: '
+	  . (($fig->{queue_group_order_deferred} // 0) + ($fig->{queue_group_ahead_deferred} // 0)) . ')');
+is($fig->{queue_group_overlap}, 0, 'queue: message groups: never two hand-outs of one group at once ('
+	  . ($fig->{queue_group_handouts} // '?') . ' hand-outs, closest ' . ($fig->{queue_group_gap_min} // '?') . ' s apart)');
+cmp_ok($fig->{queue_grouped_consumed} // 0, '>=', 1,
+	'queue: grouped items consumed: ' . ($fig->{queue_grouped_consumed} // 0));
 is_deeply($fig->{queue_dlq_left}, { entries => 0, taken => 0 },
 	'queue: after the drain nothing is left in the dead-letter queue (counted through ZooKeeper)');
 is_deeply($fig->{queue_left}, { entries => 0, taken => 0, txns => 0 },
