@@ -532,6 +532,7 @@ group_seen_forget(const char *qpath, const char *group)
 }
 
 static void group_over(GroupCall *c);
+static void group_inflight_read(int rc, const struct String_vector *sv, const void *data);
 
 /* The entry a group had in flight left (or changed): look at the queue again */
 static void
@@ -543,6 +544,7 @@ group_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 	HASH_SEQ_STATUS st;
 	QState	   *q;
 	GroupSeen  *g;
+	bool		served = false;
 
 	ZkEntry    *volatile none = NULL;
 
@@ -578,11 +580,41 @@ group_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 			{
 				if (strcmp(q->path, qpath) != 0)
 					continue;
+				served = true;
 				q->gstirred = true;
 				if (q->dstate != QDELAY_LISTING)
 					q->dstate = QDELAY_UNKNOWN;
 				if (q->dmoving == 0 && zk_session_usable())
 					delay_list(q, q->dwant_watch);
+			}
+		}
+		if (!served && zk_session_usable())
+		{
+			/*
+			 * Nobody here serves the queue any more (its consumers went, or
+			 * only kazoo's consume): serve it again for the group's next
+			 * item, so that kazoo consumers alone keep its groups going
+			 * (forgotten again once idle)
+			 */
+			char		prefix[ZK_PATH_MAX];
+			char		qname[ZKLOCK_QNAME_MAX + 1];
+			char		check[ZK_PATH_MAX];
+			size_t		pl;
+
+			snprintf(prefix, sizeof(prefix), "%s/queues/", zk_root);
+			pl = strlen(prefix);
+			if (strncmp(qpath, prefix, pl) == 0 && strchr(qpath + pl, '/') == NULL &&
+				zk_decode_qname(qpath + pl, qname, sizeof(qname)) > 0)
+			{
+				zk_queue_path(qname, check, sizeof(check));
+				if (strcmp(check, qpath) == 0 && (q = zk_q_state(qname, true)) != NULL)
+				{
+					q->gstirred = true;
+					if (q->dstate != QDELAY_LISTING)
+						q->dstate = QDELAY_UNKNOWN;
+					if (q->dmoving == 0)
+						delay_list(q, q->dwant_watch);
+				}
 			}
 		}
 	}
@@ -632,6 +664,23 @@ group_promoted(int rc, const void *data)
 				q->rest_exact = false;
 				q->gstirred = true;
 			}
+			/*
+			 * Watch the item let in at once (as a listing would): its going
+			 * lets the next one in, also where this server no longer serves
+			 * the queue by then (group_watcher), so kazoo consumers alone
+			 * keep the group going.  Gone already: the state node, at the
+			 * version the multi left, goes unless the group moved on.
+			 */
+			if (q != NULL && c->session == zk_cur_session && zk_session_usable())
+			{
+				strlcpy(c->inflight, c->entry, sizeof(c->inflight));
+				c->sversion = c->has_state ? c->sversion + 1 : 0;
+				c->has_state = true;
+				c->head[0] = '\0';
+				if (zoo_awget_children(zk_zh, c->epath, group_watcher, NULL,
+									   group_inflight_read, c) == ZOK)
+					c = NULL;	/* group_inflight_read goes on */
+			}
 		}
 		else if (zk_rc_definite(rc) &&
 				 (c->res[0].err == ZBADVERSION || c->res[0].err == ZNODEEXISTS ||
@@ -649,7 +698,8 @@ group_promoted(int rc, const void *data)
 						 errhint("Check the ACL of the queue's nodes (zk_status().acl_problems, zklock.acl_repair).")));
 			group_later(c);
 		}
-		group_over(c);
+		if (c != NULL)
+			group_over(c);
 		c = NULL;
 	}
 	NONE_COMPLETION_END;
