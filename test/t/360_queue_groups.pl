@@ -323,6 +323,27 @@ is(join(',', @kgot), join(',', map { 'item ' . unpack('H*', "k:$_") } 1 .. 3),
 	'kazoo gets k:1, k:2, k:3 in order');
 is($max_seen, 1, 'kazoo never saw two items of the group in entries');
 nothing_left('gk', 'kazoo');
+
+# kazoo alone: once no zklock consumer serves the queue any more (B forgets
+# it after 10 to 20 s idle), kazoo's consume of the group's item still lets
+# the next one in (the watch on the item serves the queue again), and the
+# last one's consume lets the state node go
+my $KQ2 = qpath('gk2');
+$A->safe_psql('postgres', "SELECT zk_enqueue_grouped('gk2', 'k', ARRAY['k:1', 'k:2', 'k:3'])");
+$b1->query_safe('BEGIN');
+is($b1->query_safe("SELECT body FROM zk_dequeue('gk2', '20s')"), 'k:1', 'B takes k:1 of gk2 once');
+$b1->query_safe('ROLLBACK');
+is($kz->cmd("get $KQ2 20"), 'item ' . unpack('H*', 'k:1'), 'kazoo gets k:1 of gk2');
+is($kz->cmd("consume $KQ2"), 'true', 'kazoo consumes k:1 of gk2');
+ok(wait_until(sub { scalar(kids("$KQ2/entries")) == 1 }, 30), 'k:2 comes in');
+# no zklock dequeue on gk2 from now on: B forgets the queue
+sleep 35;
+is($kz->cmd("get $KQ2 20"), 'item ' . unpack('H*', 'k:2'), 'kazoo gets k:2, nobody serving gk2 in zklock');
+is($kz->cmd("consume $KQ2"), 'true', 'kazoo consumes k:2');
+is($kz->cmd("get $KQ2 30"), 'item ' . unpack('H*', 'k:3'),
+	'k:3 comes in for kazoo alone (the watch on k:2 made B serve the queue again)');
+is($kz->cmd("consume $KQ2"), 'true', 'kazoo consumes k:3');
+nothing_left('gk2', 'kazoo alone');
 $kz->quit;
 
 #
