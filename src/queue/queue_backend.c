@@ -402,7 +402,7 @@ enqueue_items(const char *qname, int qlen, const char *const *payloads, const Si
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	for (i = 0; i < n; i++)
 	{
-		PendingItem *it = palloc(sizeof(PendingItem));
+		PendingItem *it = palloc0(sizeof(PendingItem));
 
 		it->subid = GetCurrentSubTransactionId();
 		it->cost = plens[i] + base;
@@ -527,7 +527,7 @@ zk_queue_txn_op(int op, const char *relpath, const char *data, int dlen, const c
 	}
 
 	old = MemoryContextSwitchTo(TopMemoryContext);
-	it = palloc(sizeof(PendingItem));
+	it = palloc0(sizeof(PendingItem));
 	it->subid = GetCurrentSubTransactionId();
 	it->cost = cost;
 	it->priority = ZKQ_OP_ITEM | op;

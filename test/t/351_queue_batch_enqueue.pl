@@ -162,7 +162,7 @@ is( $S->query_safe(
 	'false,false', 'PUBLIC may not execute the array forms');
 is( $S->query_safe(
 		"SELECT string_agg(object, ' ' ORDER BY object) FROM zk_privilege_groups()"
-		  . " WHERE group_name = 'produce' AND object LIKE '%[],integer)'"),
+		  . " WHERE group_name = 'produce' AND object LIKE '%.zk_enqueue(%[],integer)'"),
 	'public.zk_enqueue(text,bytea[],integer) public.zk_enqueue(text,text[],integer)',
 	'the group produce holds them');
 $S->query_safe('CREATE ROLE batch_producer');
