@@ -89,6 +89,10 @@ is($a2->query_safe("SELECT zk_lock_token('f') IS NULL"), 't', 'NULL after the la
 #
 # 4. try-lock on cluster 2
 #
+# zk_unlock queues the delete and returns without waiting for ZooKeeper
+# (doc/locks.md), so a try on another cluster may still see the node: wait,
+# through ZooKeeper, until it is gone.
+ok(wait_until(sub { !zk_lock_nodes($zk, $F) }, 30), "the session lock's node is deleted after the last zk_unlock");
 $b1->query_safe('BEGIN');
 is($b1->query_safe("SELECT zk_try_lock('f')"), 't', 'zk_try_lock on cluster 2');
 $t = record('b1-try', $b1->query_safe("SELECT zk_lock_token('f')"));
