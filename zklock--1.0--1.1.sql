@@ -315,6 +315,71 @@ REVOKE ALL ON FUNCTION zk_enqueue(text, bytea[], integer) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION zk_enqueue(text, text[], integer) FROM PUBLIC;
 
+-- Issue 39: several locks at once, all or none (doc/locks.md, "Several
+-- locks at once"); group lock, granted below to the roles that may execute
+-- the one-name function of the same family
+CREATE FUNCTION zk_lock(names text[], timeout interval DEFAULT NULL) RETURNS bigint[]
+AS 'MODULE_PATHNAME', 'zk_lock_all' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_lock(keys bigint[], timeout interval DEFAULT NULL) RETURNS bigint[]
+AS 'MODULE_PATHNAME', 'zk_lock_all_key' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_lock_shared(names text[], timeout interval DEFAULT NULL) RETURNS bigint[]
+AS 'MODULE_PATHNAME', 'zk_lock_shared_all' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_lock_shared(keys bigint[], timeout interval DEFAULT NULL) RETURNS bigint[]
+AS 'MODULE_PATHNAME', 'zk_lock_shared_all_key' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_session_lock(names text[], timeout interval DEFAULT NULL) RETURNS bigint[]
+AS 'MODULE_PATHNAME', 'zk_session_lock_all' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_session_lock(keys bigint[], timeout interval DEFAULT NULL) RETURNS bigint[]
+AS 'MODULE_PATHNAME', 'zk_session_lock_all_key' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_session_lock_shared(names text[], timeout interval DEFAULT NULL) RETURNS bigint[]
+AS 'MODULE_PATHNAME', 'zk_session_lock_shared_all' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_session_lock_shared(keys bigint[], timeout interval DEFAULT NULL) RETURNS bigint[]
+AS 'MODULE_PATHNAME', 'zk_session_lock_shared_all_key' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_try_lock(names text[]) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_try_lock_all' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_try_lock(keys bigint[]) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_try_lock_all_key' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_try_lock_shared(names text[]) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_try_lock_shared_all' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_try_lock_shared(keys bigint[]) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_try_lock_shared_all_key' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_try_session_lock(names text[]) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_try_session_lock_all' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_try_session_lock(keys bigint[]) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_try_session_lock_all_key' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_try_session_lock_shared(names text[]) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_try_session_lock_shared_all' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_try_session_lock_shared(keys bigint[]) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_try_session_lock_shared_all_key' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_unlock(names text[]) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_unlock_all_of' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_unlock(keys bigint[]) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_unlock_all_of_key' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_unlock_shared(names text[]) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_unlock_shared_all_of' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_unlock_shared(keys bigint[]) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_unlock_shared_all_of_key' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION zk_lock(text[], interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_lock(bigint[], interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_lock_shared(text[], interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_lock_shared(bigint[], interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_session_lock(text[], interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_session_lock(bigint[], interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_session_lock_shared(text[], interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_session_lock_shared(bigint[], interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_try_lock(text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_try_lock(bigint[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_try_lock_shared(text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_try_lock_shared(bigint[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_try_session_lock(text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_try_session_lock(bigint[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_try_session_lock_shared(text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_try_session_lock_shared(bigint[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_unlock(text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_unlock(bigint[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_unlock_shared(text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_unlock_shared(bigint[]) FROM PUBLIC;
+
 -- Each function new in 1.1 goes to the roles that may execute the 1.0
 -- function of its group it stands beside (PUBLIC has none of them, and the
 -- owner has all): zk_lease_release to who may take leases, zk_queue_stats
@@ -345,6 +410,26 @@ BEGIN
                        ('@extschema@.zk_enqueue(text,bytea,integer)', '@extschema@.zk_enqueue_grouped(text,text,bytea,integer)'),
                        ('@extschema@.zk_enqueue(text,bytea,integer)', '@extschema@.zk_enqueue_grouped(text,text,bytea[],integer)'),
                        ('@extschema@.zk_enqueue(text,text,integer)', '@extschema@.zk_enqueue_grouped(text,text,text,integer)'),
+                       ('@extschema@.zk_lock(text,interval)', '@extschema@.zk_lock(text[],interval)'),
+                       ('@extschema@.zk_lock(bigint,interval)', '@extschema@.zk_lock(bigint[],interval)'),
+                       ('@extschema@.zk_lock_shared(text,interval)', '@extschema@.zk_lock_shared(text[],interval)'),
+                       ('@extschema@.zk_lock_shared(bigint,interval)', '@extschema@.zk_lock_shared(bigint[],interval)'),
+                       ('@extschema@.zk_session_lock(text,interval)', '@extschema@.zk_session_lock(text[],interval)'),
+                       ('@extschema@.zk_session_lock(bigint,interval)', '@extschema@.zk_session_lock(bigint[],interval)'),
+                       ('@extschema@.zk_session_lock_shared(text,interval)', '@extschema@.zk_session_lock_shared(text[],interval)'),
+                       ('@extschema@.zk_session_lock_shared(bigint,interval)', '@extschema@.zk_session_lock_shared(bigint[],interval)'),
+                       ('@extschema@.zk_try_lock(text)', '@extschema@.zk_try_lock(text[])'),
+                       ('@extschema@.zk_try_lock(bigint)', '@extschema@.zk_try_lock(bigint[])'),
+                       ('@extschema@.zk_try_lock_shared(text)', '@extschema@.zk_try_lock_shared(text[])'),
+                       ('@extschema@.zk_try_lock_shared(bigint)', '@extschema@.zk_try_lock_shared(bigint[])'),
+                       ('@extschema@.zk_try_session_lock(text)', '@extschema@.zk_try_session_lock(text[])'),
+                       ('@extschema@.zk_try_session_lock(bigint)', '@extschema@.zk_try_session_lock(bigint[])'),
+                       ('@extschema@.zk_try_session_lock_shared(text)', '@extschema@.zk_try_session_lock_shared(text[])'),
+                       ('@extschema@.zk_try_session_lock_shared(bigint)', '@extschema@.zk_try_session_lock_shared(bigint[])'),
+                       ('@extschema@.zk_unlock(text)', '@extschema@.zk_unlock(text[])'),
+                       ('@extschema@.zk_unlock(bigint)', '@extschema@.zk_unlock(bigint[])'),
+                       ('@extschema@.zk_unlock_shared(text)', '@extschema@.zk_unlock_shared(text[])'),
+                       ('@extschema@.zk_unlock_shared(bigint)', '@extschema@.zk_unlock_shared(bigint[])'),
                        ('@extschema@.zk_enqueue(text,text,integer)', '@extschema@.zk_enqueue_grouped(text,text,text[],integer)'))
                     AS t(had, fn),
                     pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
@@ -387,6 +472,26 @@ AS $$
         ('lock', '@extschema@.zk_unlock_shared(text)'),
         ('lock', '@extschema@.zk_unlock_shared(bigint)'),
         ('lock', '@extschema@.zk_unlock_all()'),
+        ('lock', '@extschema@.zk_lock(text[],interval)'),
+        ('lock', '@extschema@.zk_lock(bigint[],interval)'),
+        ('lock', '@extschema@.zk_lock_shared(text[],interval)'),
+        ('lock', '@extschema@.zk_lock_shared(bigint[],interval)'),
+        ('lock', '@extschema@.zk_session_lock(text[],interval)'),
+        ('lock', '@extschema@.zk_session_lock(bigint[],interval)'),
+        ('lock', '@extschema@.zk_session_lock_shared(text[],interval)'),
+        ('lock', '@extschema@.zk_session_lock_shared(bigint[],interval)'),
+        ('lock', '@extschema@.zk_try_lock(text[])'),
+        ('lock', '@extschema@.zk_try_lock(bigint[])'),
+        ('lock', '@extschema@.zk_try_lock_shared(text[])'),
+        ('lock', '@extschema@.zk_try_lock_shared(bigint[])'),
+        ('lock', '@extschema@.zk_try_session_lock(text[])'),
+        ('lock', '@extschema@.zk_try_session_lock(bigint[])'),
+        ('lock', '@extschema@.zk_try_session_lock_shared(text[])'),
+        ('lock', '@extschema@.zk_try_session_lock_shared(bigint[])'),
+        ('lock', '@extschema@.zk_unlock(text[])'),
+        ('lock', '@extschema@.zk_unlock(bigint[])'),
+        ('lock', '@extschema@.zk_unlock_shared(text[])'),
+        ('lock', '@extschema@.zk_unlock_shared(bigint[])'),
         ('lock', '@extschema@.zk_lock_token(text)'),
         ('lock', '@extschema@.zk_lock_token(bigint)'),
         ('produce', '@extschema@.zk_enqueue(text,bytea,integer)'),

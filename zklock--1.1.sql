@@ -92,6 +92,51 @@ AS 'MODULE_PATHNAME', 'zk_unlock_shared_key' LANGUAGE C STRICT VOLATILE PARALLEL
 CREATE FUNCTION zk_unlock_all() RETURNS void
 AS 'MODULE_PATHNAME', 'zk_unlock_all' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-- several locks at once, all or none (doc/locks.md, "Several locks at
+-- once"): each distinct name once, in one order every backend uses (the
+-- bytes of the UTF-8 names), so two multi-locks never wait for each other in
+-- a circle; the tokens come back in the array's order
+CREATE FUNCTION zk_lock(names text[], timeout interval DEFAULT NULL) RETURNS bigint[]
+AS 'MODULE_PATHNAME', 'zk_lock_all' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_lock(keys bigint[], timeout interval DEFAULT NULL) RETURNS bigint[]
+AS 'MODULE_PATHNAME', 'zk_lock_all_key' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_lock_shared(names text[], timeout interval DEFAULT NULL) RETURNS bigint[]
+AS 'MODULE_PATHNAME', 'zk_lock_shared_all' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_lock_shared(keys bigint[], timeout interval DEFAULT NULL) RETURNS bigint[]
+AS 'MODULE_PATHNAME', 'zk_lock_shared_all_key' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_session_lock(names text[], timeout interval DEFAULT NULL) RETURNS bigint[]
+AS 'MODULE_PATHNAME', 'zk_session_lock_all' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_session_lock(keys bigint[], timeout interval DEFAULT NULL) RETURNS bigint[]
+AS 'MODULE_PATHNAME', 'zk_session_lock_all_key' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_session_lock_shared(names text[], timeout interval DEFAULT NULL) RETURNS bigint[]
+AS 'MODULE_PATHNAME', 'zk_session_lock_shared_all' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_session_lock_shared(keys bigint[], timeout interval DEFAULT NULL) RETURNS bigint[]
+AS 'MODULE_PATHNAME', 'zk_session_lock_shared_all_key' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_try_lock(names text[]) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_try_lock_all' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_try_lock(keys bigint[]) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_try_lock_all_key' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_try_lock_shared(names text[]) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_try_lock_shared_all' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_try_lock_shared(keys bigint[]) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_try_lock_shared_all_key' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_try_session_lock(names text[]) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_try_session_lock_all' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_try_session_lock(keys bigint[]) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_try_session_lock_all_key' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_try_session_lock_shared(names text[]) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_try_session_lock_shared_all' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_try_session_lock_shared(keys bigint[]) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_try_session_lock_shared_all_key' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_unlock(names text[]) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_unlock_all_of' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_unlock(keys bigint[]) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_unlock_all_of_key' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_unlock_shared(names text[]) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_unlock_shared_all_of' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_unlock_shared(keys bigint[]) RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_unlock_shared_all_of_key' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
 -- fencing token of a lock this backend holds (NULL when it holds none)
 CREATE FUNCTION zk_lock_token(name text) RETURNS bigint
 AS 'MODULE_PATHNAME', 'zk_lock_token' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
@@ -722,6 +767,26 @@ AS $$
         ('lock', '@extschema@.zk_unlock_shared(text)'),
         ('lock', '@extschema@.zk_unlock_shared(bigint)'),
         ('lock', '@extschema@.zk_unlock_all()'),
+        ('lock', '@extschema@.zk_lock(text[],interval)'),
+        ('lock', '@extschema@.zk_lock(bigint[],interval)'),
+        ('lock', '@extschema@.zk_lock_shared(text[],interval)'),
+        ('lock', '@extschema@.zk_lock_shared(bigint[],interval)'),
+        ('lock', '@extschema@.zk_session_lock(text[],interval)'),
+        ('lock', '@extschema@.zk_session_lock(bigint[],interval)'),
+        ('lock', '@extschema@.zk_session_lock_shared(text[],interval)'),
+        ('lock', '@extschema@.zk_session_lock_shared(bigint[],interval)'),
+        ('lock', '@extschema@.zk_try_lock(text[])'),
+        ('lock', '@extschema@.zk_try_lock(bigint[])'),
+        ('lock', '@extschema@.zk_try_lock_shared(text[])'),
+        ('lock', '@extschema@.zk_try_lock_shared(bigint[])'),
+        ('lock', '@extschema@.zk_try_session_lock(text[])'),
+        ('lock', '@extschema@.zk_try_session_lock(bigint[])'),
+        ('lock', '@extschema@.zk_try_session_lock_shared(text[])'),
+        ('lock', '@extschema@.zk_try_session_lock_shared(bigint[])'),
+        ('lock', '@extschema@.zk_unlock(text[])'),
+        ('lock', '@extschema@.zk_unlock(bigint[])'),
+        ('lock', '@extschema@.zk_unlock_shared(text[])'),
+        ('lock', '@extschema@.zk_unlock_shared(bigint[])'),
         ('lock', '@extschema@.zk_lock_token(text)'),
         ('lock', '@extschema@.zk_lock_token(bigint)'),
         ('produce', '@extschema@.zk_enqueue(text,bytea,integer)'),

@@ -112,6 +112,10 @@ typedef struct ZkHolderRec
 extern int64 zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
 						bool try_only, int64 timeout_ms, bool *acquired);
 extern bool zk_release(const char *name, int len, ZkMode mode);
+extern bool zk_acquire_all(char **names, int *lens, int n, ZkMode mode,
+						   ZkScope scope, bool try_only, int64 timeout_ms,
+						   int64 *tokens);
+extern bool zk_release_all_of(char **names, int *lens, int n, ZkMode mode);
 extern void zk_release_all_session(void);
 extern int64 zk_held_token(const char *name, int len, bool *held);
 extern dsm_segment *zk_query_holders(const char *name, int len, int family);

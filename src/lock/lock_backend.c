@@ -584,6 +584,227 @@ zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
 	return ll->token;
 }
 
+/* ---- several locks at once ---- */
+
+/* A member of a multi-lock: its name in UTF-8 and its place in the call */
+typedef struct MultiMember
+{
+	const char *name;
+	int			len;
+	int			pos;
+} MultiMember;
+
+/*
+ * The canonical order of a multi-lock's members: the bytes of their UTF-8
+ * names, a prefix first (then the call's order, so duplicates sit together).
+ * Every backend of every cluster sorts the same way, whatever its database
+ * encoding or collation.
+ */
+static int
+member_cmp(const void *a, const void *b)
+{
+	const MultiMember *x = a;
+	const MultiMember *y = b;
+	int			c = memcmp(x->name, y->name, Min(x->len, y->len));
+
+	if (c != 0)
+		return c;
+	if (x->len != y->len)
+		return x->len < y->len ? -1 : 1;
+	return x->pos - y->pos;
+}
+
+/* Is member i a repeat of the member before it (the same name)? */
+static bool
+member_repeat(const MultiMember *m, int i)
+{
+	return i > 0 && m[i].len == m[i - 1].len &&
+		memcmp(m[i].name, m[i - 1].name, m[i].len) == 0;
+}
+
+/*
+ * Let go of the hold of (name, mode, scope) that zk_acquire stacked last,
+ * for a multi-lock whose later member failed: the hold it found (a name this
+ * backend held already keeps its older holds) or the lock it took.
+ */
+static void
+undo_hold(const char *name, int len, ZkMode mode, ZkScope scope)
+{
+	LocalLock  *ll = find_local(name, len, mode);
+	int			k = HOLDS_OWN;
+	bool		wake = false;
+
+	if (ll == NULL && mode == ZKM_SHARED)
+	{
+		ll = find_local(name, len, ZKM_EXCLUSIVE);
+		k = HOLDS_RIDER;
+	}
+	if (ll == NULL)
+		return;
+	if (scope == ZKS_TRANSACTION)
+	{
+		if (ll->h[k].subxids == NIL)
+			return;
+		ll->h[k].subxids = list_delete_last(ll->h[k].subxids);
+	}
+	else
+	{
+		if (ll->h[k].session == 0)
+			return;
+		ll->h[k].session--;
+	}
+	if (ll_empty(ll))
+		wake = forget_local(ll);
+	else
+	{
+		LocalLock  *sh = downgrade_riders(ll, &wake);
+
+		set_entry_scope(sh != NULL ? sh : ll);
+	}
+	if (wake)
+		zk_wake_worker();
+}
+
+/* Let go of the first "taken" members of m (sorted), the last one first */
+static void
+undo_members(const MultiMember *m, int taken, ZkMode mode, ZkScope scope)
+{
+	int			i;
+
+	for (i = taken - 1; i >= 0; i--)
+	{
+		if (!member_repeat(m, i))
+			undo_hold(m[i].name, m[i].len, mode, scope);
+	}
+}
+
+/*
+ * Take the members of m (sorted) one after the other, each distinct name
+ * once, until deadline (0: none); *taken counts the members held so far, so
+ * that the caller can let go of them whatever happens.  False when a try
+ * found a member taken.
+ */
+static bool
+take_members(const MultiMember *m, int n, ZkMode mode, ZkScope scope,
+			 bool try_only, TimestampTz deadline, int64 *tokens,
+			 volatile int *taken)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		int64		left = -1;
+		bool		acquired;
+
+		if (member_repeat(m, i))
+		{
+			tokens[m[i].pos] = tokens[m[i - 1].pos];
+			*taken = i + 1;
+			continue;
+		}
+		if (deadline != 0)
+		{
+			TimestampTz now = GetCurrentTimestamp();
+
+			left = now >= deadline ? 0 : (deadline - now + 999) / 1000;
+		}
+		tokens[m[i].pos] = zk_acquire(m[i].name, m[i].len, mode, scope,
+									  try_only, left, &acquired);
+		if (!acquired)
+			return false;
+		*taken = i + 1;
+	}
+	return true;
+}
+
+/*
+ * Take several locks, all or none (zk_lock(text[]) and its family): each
+ * distinct name once, one after the other in the canonical order
+ * (member_cmp), so two multi-locks never wait for each other in a circle.
+ * tokens[i] gets names[i]'s token.  timeout_ms (< 0: no limit) bounds the
+ * whole call.  A timeout, an error or a cancel lets go of every hold this
+ * call took before the error goes on; so does a try that finds a member
+ * taken, which returns false.  More distinct names than one backend may
+ * hold (zklock.max_locks_per_backend) fail before anything is asked.
+ */
+bool
+zk_acquire_all(char **names, int *lens, int n, ZkMode mode, ZkScope scope,
+			   bool try_only, int64 timeout_ms, int64 *tokens)
+{
+	MultiMember *m;
+	volatile int taken = 0;
+	int			distinct = 0;
+	bool		all;
+	int			i;
+
+	zk_require_shmem();
+	m = palloc(Max(n, 1) * sizeof(MultiMember));
+	for (i = 0; i < n; i++)
+	{
+		zk_check_name("lock name", lens[i]);
+		m[i].name = names[i];
+		m[i].len = lens[i];
+		m[i].pos = i;
+	}
+	qsort(m, n, sizeof(MultiMember), member_cmp);
+	for (i = 0; i < n; i++)
+		distinct += member_repeat(m, i) ? 0 : 1;
+	if (distinct > zk_max_locks_per_backend)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many zookeeper locks in one call"),
+				 errdetail("The call names %d distinct locks; one backend may hold at most %d (zklock.max_locks_per_backend).",
+						   distinct, zk_max_locks_per_backend),
+				 errhint("Lock fewer names at once, or have a superuser raise zklock.max_locks_per_backend.")));
+
+	PG_TRY();
+	{
+		all = take_members(m, n, mode, scope, try_only,
+						   timeout_ms >= 0 ?
+						   TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms) : 0,
+						   tokens, &taken);
+	}
+	PG_CATCH();
+	{
+		undo_members(m, taken, mode, scope);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	if (!all)
+		undo_members(m, taken, mode, scope);
+	pfree(m);
+	return all;
+}
+
+/*
+ * Let go of one session-scope hold of each distinct name (zk_unlock(text[])
+ * and zk_unlock_shared(text[])).  True when every name had one; each that
+ * had none gives zk_release's WARNING.
+ */
+bool
+zk_release_all_of(char **names, int *lens, int n, ZkMode mode)
+{
+	MultiMember *m = palloc(Max(n, 1) * sizeof(MultiMember));
+	bool		all = true;
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		zk_check_name("lock name", lens[i]);
+		m[i].name = names[i];
+		m[i].len = lens[i];
+		m[i].pos = i;
+	}
+	qsort(m, n, sizeof(MultiMember), member_cmp);
+	for (i = n - 1; i >= 0; i--)
+	{
+		if (!member_repeat(m, i) && !zk_release(m[i].name, m[i].len, mode))
+			all = false;
+	}
+	pfree(m);
+	return all;
+}
+
 /*
  * Release one session-scoped hold.  Returns false, with a WARNING as
  * PostgreSQL gives for advisory locks, when there is none.

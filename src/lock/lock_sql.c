@@ -14,6 +14,7 @@
 #include <errno.h>
 
 #include "access/htup_details.h"
+#include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
 #include "common/jsonapi.h"
 #include "mb/pg_wchar.h"
@@ -22,6 +23,7 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/proc.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/tuplestore.h"
 #include "utils/timestamp.h"
@@ -95,6 +97,126 @@ ZK_SQL_FUNC(zk_unlock, unlock_common(fcinfo, false, ZKM_EXCLUSIVE))
 ZK_SQL_FUNC(zk_unlock_key, unlock_common(fcinfo, true, ZKM_EXCLUSIVE))
 ZK_SQL_FUNC(zk_unlock_shared, unlock_common(fcinfo, false, ZKM_SHARED))
 ZK_SQL_FUNC(zk_unlock_shared_key, unlock_common(fcinfo, true, ZKM_SHARED))
+
+/*
+ * The names of a multi-lock's array argument (text[] or bigint[]) in UTF-8,
+ * as zk_arg_name makes one: one dimension, no NULL element.  Returns how
+ * many.
+ */
+static int
+array_names(FunctionCallInfo fcinfo, bool key, char ***names, int **lens)
+{
+	ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(0);
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+	int			i;
+
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("the zookeeper lock names must be a one-dimensional array"),
+				 errdetail("The array has %d dimensions.", ARR_NDIM(arr)),
+				 errhint("Pass the names as one flat array, e.g. ARRAY['a', 'b'].")));
+	if (key)
+		deconstruct_array(arr, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
+						  TYPALIGN_DOUBLE, &elems, &nulls, &n);
+	else
+		deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT,
+						  &elems, &nulls, &n);
+	*names = palloc(Max(n, 1) * sizeof(char *));
+	*lens = palloc(Max(n, 1) * sizeof(int));
+	for (i = 0; i < n; i++)
+	{
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("a zookeeper lock %s in the array is null", key ? "key" : "name"),
+					 errdetail("Element %d of the array is NULL.", i + 1),
+					 errhint("Leave NULL elements out of the array; nothing was locked.")));
+		if (key)
+		{
+			(*names)[i] = psprintf(INT64_FORMAT, DatumGetInt64(elems[i]));
+			(*lens)[i] = strlen((*names)[i]);
+		}
+		else
+		{
+			text	   *t = DatumGetTextPP(elems[i]);
+			int			rawlen = VARSIZE_ANY_EXHDR(t);
+
+			/* refuse absurd lengths before converting anything */
+			if (rawlen > ZKLOCK_NAME_MAX)
+				zk_check_name("lock name", rawlen);
+			(*names)[i] = zk_name_to_utf8(VARDATA_ANY(t), rawlen, &(*lens)[i]);
+		}
+	}
+	return n;
+}
+
+/*
+ * zk_lock(text[]) and its family: every name or none, the tokens in the
+ * array's order (a bigint[]), or for the tries whether all were taken.
+ */
+static Datum
+lock_all_common(FunctionCallInfo fcinfo, bool key, ZkMode mode, ZkScope scope,
+				bool try_only)
+{
+	char	  **names;
+	int		   *lens;
+	int64	   *tokens;
+	Datum	   *elems;
+	int64		timeout_ms;
+	int			n;
+	int			i;
+	bool		all;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();		/* as a strict function would */
+	n = array_names(fcinfo, key, &names, &lens);
+	timeout_ms = try_only ? -1 : zk_arg_timeout_ms(fcinfo, 1);
+	tokens = palloc0(Max(n, 1) * sizeof(int64));
+	all = zk_acquire_all(names, lens, n, mode, scope, try_only, timeout_ms, tokens);
+	if (try_only)
+		PG_RETURN_BOOL(all);
+	elems = palloc(Max(n, 1) * sizeof(Datum));
+	for (i = 0; i < n; i++)
+		elems[i] = Int64GetDatum(tokens[i]);
+	PG_RETURN_ARRAYTYPE_P(construct_array(elems, n, INT8OID, sizeof(int64),
+										  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+/* zk_unlock(text[]) and zk_unlock_shared(text[]) */
+static Datum
+unlock_all_common(FunctionCallInfo fcinfo, bool key, ZkMode mode)
+{
+	char	  **names;
+	int		   *lens;
+	int			n = array_names(fcinfo, key, &names, &lens);
+
+	PG_RETURN_BOOL(zk_release_all_of(names, lens, n, mode));
+}
+
+/* SQL: the multi-locks, by names (text[]) or keys (bigint[]) */
+ZK_SQL_FUNC(zk_lock_all, lock_all_common(fcinfo, false, ZKM_EXCLUSIVE, ZKS_TRANSACTION, false))
+ZK_SQL_FUNC(zk_lock_all_key, lock_all_common(fcinfo, true, ZKM_EXCLUSIVE, ZKS_TRANSACTION, false))
+ZK_SQL_FUNC(zk_lock_shared_all, lock_all_common(fcinfo, false, ZKM_SHARED, ZKS_TRANSACTION, false))
+ZK_SQL_FUNC(zk_lock_shared_all_key, lock_all_common(fcinfo, true, ZKM_SHARED, ZKS_TRANSACTION, false))
+ZK_SQL_FUNC(zk_session_lock_all, lock_all_common(fcinfo, false, ZKM_EXCLUSIVE, ZKS_SESSION, false))
+ZK_SQL_FUNC(zk_session_lock_all_key, lock_all_common(fcinfo, true, ZKM_EXCLUSIVE, ZKS_SESSION, false))
+ZK_SQL_FUNC(zk_session_lock_shared_all, lock_all_common(fcinfo, false, ZKM_SHARED, ZKS_SESSION, false))
+ZK_SQL_FUNC(zk_session_lock_shared_all_key, lock_all_common(fcinfo, true, ZKM_SHARED, ZKS_SESSION, false))
+ZK_SQL_FUNC(zk_try_lock_all, lock_all_common(fcinfo, false, ZKM_EXCLUSIVE, ZKS_TRANSACTION, true))
+ZK_SQL_FUNC(zk_try_lock_all_key, lock_all_common(fcinfo, true, ZKM_EXCLUSIVE, ZKS_TRANSACTION, true))
+ZK_SQL_FUNC(zk_try_lock_shared_all, lock_all_common(fcinfo, false, ZKM_SHARED, ZKS_TRANSACTION, true))
+ZK_SQL_FUNC(zk_try_lock_shared_all_key, lock_all_common(fcinfo, true, ZKM_SHARED, ZKS_TRANSACTION, true))
+ZK_SQL_FUNC(zk_try_session_lock_all, lock_all_common(fcinfo, false, ZKM_EXCLUSIVE, ZKS_SESSION, true))
+ZK_SQL_FUNC(zk_try_session_lock_all_key, lock_all_common(fcinfo, true, ZKM_EXCLUSIVE, ZKS_SESSION, true))
+ZK_SQL_FUNC(zk_try_session_lock_shared_all, lock_all_common(fcinfo, false, ZKM_SHARED, ZKS_SESSION, true))
+ZK_SQL_FUNC(zk_try_session_lock_shared_all_key, lock_all_common(fcinfo, true, ZKM_SHARED, ZKS_SESSION, true))
+ZK_SQL_FUNC(zk_unlock_all_of, unlock_all_common(fcinfo, false, ZKM_EXCLUSIVE))
+ZK_SQL_FUNC(zk_unlock_all_of_key, unlock_all_common(fcinfo, true, ZKM_EXCLUSIVE))
+ZK_SQL_FUNC(zk_unlock_shared_all_of, unlock_all_common(fcinfo, false, ZKM_SHARED))
+ZK_SQL_FUNC(zk_unlock_shared_all_of_key, unlock_all_common(fcinfo, true, ZKM_SHARED))
 
 PG_FUNCTION_INFO_V1(zk_unlock_all);
 

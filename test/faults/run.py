@@ -343,8 +343,11 @@ def queue_finish(args, ens, clusters, qdir, proc):
         q["load"] = queue_report("QUEUE-LOAD", f.read())
     q["left_after_load"] = queue_wait_resolved(args, ens, 90)
     a = clusters[0]
+    # what is left grows with the run (poison items need every attempt,
+    # a group lets one item in at a time): 120 s, or 40% of a longer run
+    drain_s = max(120, int(args.seconds * 0.4))
     rc, out, err = queue_py("drain", "--dir", qdir, "--host", "127.0.0.1", "--port", str(a.port),
-                            "--label", a.name, "--seconds", "120", timeout=180)
+                            "--label", a.name, "--seconds", str(drain_s), timeout=drain_s + 60)
     q["drain"] = queue_report("QUEUE-DRAIN", out)
     if q["drain"] is None:
         log("queue drain failed: rc %s %s %s" % (rc, out[-2000:], err[-2000:]))

@@ -1,6 +1,7 @@
 """m_lock.py - the lock's reference model (zk_lock, zk_lock_shared,
 zk_try_lock[_shared], zk_session_lock[_shared], zk_try_session_lock[_shared],
-zk_unlock[_shared], zk_unlock_all, and kazoo's Lock/ReadLock on the same path).
+zk_unlock[_shared], zk_unlock_all, their multi-lock forms over text[] with
+short waits, and kazoo's Lock/ReadLock on the same path).
 
 The model keeps, per lock name, the contender nodes in creation order: each
 has an owner (a session or a kazoo client), a mode, whether it is an upgrade
@@ -129,6 +130,16 @@ class LockModel:
     def gen(self, r, s):
         name = r.randrange(len(self.names))
         x = r.random()
+        if x < 0.08 and len(self.names) > 1:
+            # several at once (doc/locks.md, "Several locks at once"); a wait
+            # is short, so no member stays held past the step
+            ns = [r.randrange(len(self.names)) for _ in range(r.randint(1, 3))]
+            scope = "xact" if (s.xact and r.random() < 0.7) else "sess"
+            op = {"k": "lockall", "ns": ns, "m": r.choice(["x", "x", "s"]), "sc": scope,
+                  "w": r.choice(["try", "wait"])}
+            if op["w"] == "wait":
+                op["t"] = r.choice(["0", "200ms"])
+            return op
         if x < 0.55:
             mode = r.choice(["x", "x", "s"])
             scope = "xact" if (s.xact and r.random() < 0.7) else "sess"
@@ -201,6 +212,8 @@ class LockModel:
                     ctx["new"] = n
                 ww = not grant and not ctx.get("deadlock")
                 self.h_wait(s, op, "SELECT %s(%%s, %%s::interval)" % fn, (name, op["t"]), ww, tmo, ctx)
+        elif k == "lockall":
+            self.execute_all(s, op)
         elif k == "unlock":
             fn = "zk_unlock" if op["m"] == "x" else "zk_unlock_shared"
             h.fast_call(s, op, "SELECT %s(%%s)" % fn, (op["nm"],), self.done_unlock)
@@ -210,6 +223,91 @@ class LockModel:
             h.fast_call(s, op, "SELECT zk_lock_token(%s)", (op["nm"],), self.done_token)
         elif k == "holders":
             h.fast_call(s, op, "SELECT mode, state FROM zk_lock_holders(%s)", (op["nm"],), self.done_holders)
+
+    def execute_all(self, s, op):
+        """A multi-lock: the members one after the other in the canonical
+        order (the names' bytes), each distinct name once; the first that
+        cannot be granted ends the call, and every member taken is let go."""
+        mode, scope = op["m"], op["sc"]
+        if scope == "xact" and not s.xact:
+            scope = op["sc"] = "sess"
+        names = [self.names[i] for i in op["ns"]]
+        plan = []
+        grant, dead = True, False
+        for nm in sorted(set(names), key=lambda n: n.encode()):
+            x, sh = self.own(nm, s)
+            if (mode == "s" and (x or sh)) or (mode == "x" and x):
+                plan.append((nm, (sh if sh is not None else x) if mode == "s" else x, False))
+                continue
+            upgrade = mode == "x" and sh is not None
+            if not self.would_grant_new(nm, s, mode, upgrade):
+                grant = False
+                dead = upgrade and op["w"] == "wait" and self.deadlock(nm, s)
+                break
+            plan.append((nm, None, upgrade))
+        ctx = {"plan": plan, "grant": grant, "dead": dead, "names": names}
+        fn = FUNCS[(mode, scope, op["w"])]
+        if op["w"] == "try":
+            self.h.fast_call(s, op, "SELECT %s(%%s::text[])" % fn, (names,), self.done_all, ctx)
+            return
+        tmo = {"0": 0.0, "200ms": 0.2}[op["t"]]
+
+        def done(s_, op_, r, c):
+            c.update(ctx)
+            self.done_all(s_, op_, r, c)
+        self.h.wait_call(s, op, "SELECT %s(%%s::text[], %%s::interval)" % fn, (names, op["t"]),
+                         not grant and not dead, tmo, done)
+
+    def done_all(self, s, op, r, ctx):
+        h = self.h
+        mode, scope = op["m"], op["sc"]
+        what = "%s by %s" % (op.get("sql"), s.name)
+        if not r.ok:
+            if r.code == "40P01" and not ctx["grant"]:
+                return      # an upgrade member that can never be granted
+            if ctx["dead"]:
+                h.anomaly("lock-deadlock", "%s: the model says a member's upgrade deadlocks (40P01), got %r"
+                          % (what, r))
+                return
+            if r.code in ("55P03", "57014") and not ctx["grant"]:
+                return
+            if r.code in ("55P03", "57014"):
+                h.anomaly("lock-refused", "%s: %r while the model says every member is free (%s)"
+                          % (what, r, "; ".join(self.show(n) for n in sorted(set(ctx["names"])))))
+                return
+            h.unexpected(s, op, r)
+            return
+        toks = None
+        if op["w"] == "try":
+            got = r.rows[0][0]
+        else:
+            got, toks = True, r.rows[0][0]
+        if got and not ctx["grant"]:
+            h.anomaly("lock-overlap", "%s took every member while the model says one is taken (%s)"
+                      % (what, "; ".join(self.show(n) for n in sorted(set(ctx["names"])))))
+        if not got and ctx["grant"]:
+            h.anomaly("lock-refused", "%s returned false while the model says every member is free" % what)
+        if not got:
+            return
+        tokmap = {}
+        if toks is not None:
+            if len(toks) != len(ctx["names"]):
+                h.anomaly("lock-token", "%s returned %d tokens for %d names" % (what, len(toks), len(ctx["names"])))
+                return
+            for nm, t in zip(ctx["names"], toks):
+                if tokmap.setdefault(nm, t) != t:
+                    h.anomaly("lock-token", "%s: a repeated name got two tokens %s and %s" % (what, tokmap[nm], t))
+        for nm, st, upgrade in ctx["plan"]:
+            hold = [mode, scope, s.level if scope == "xact" else 0]
+            if st is not None and st in self.nodes[nm]:
+                st.holds.append(hold)
+                continue
+            node = Node(s, mode, upgrade)
+            self.nodes[nm].append(node)
+            node.granted = True
+            node.token = tokmap.get(nm)
+            node.holds.append(hold)
+            self.check_token(nm, node, node.token, s.name)
 
     def h_wait(self, s, op, sql, args, would_wait, limit, ctx):
         def done(s_, op_, r, c):
