@@ -402,15 +402,15 @@ leave_exists(int rc, const struct Stat *stat, const void *ctx)
 	COMPLETION_BEGIN
 	{
 		e = zk_entry_of(ctx);
-		if (e != NULL && e->watch_pending)
+		if (e != NULL && e->watch == ZKEW_PENDING)
 		{
 			char		path[ZK_PATH_MAX];
 
-			e->watch_pending = false;
+			e->watch = ZKEW_NONE;
 			member_path(e, e->watched, path, sizeof(path));
 			if (rc == ZOK)
 			{
-				e->watching = true;
+				e->watch = ZKEW_SET;
 				if (e->released || e->step.barrier != ZKB_LEAVE)
 					member_unwatch(e);
 			}
@@ -420,7 +420,7 @@ leave_exists(int rc, const struct Stat *stat, const void *ctx)
 				 * Gone already.  ZooKeeper keeps an exists watch on the absent
 				 * node (for its creation): take it off, then look again.
 				 */
-				e->watching = true;
+				e->watch = ZKEW_SET;
 				member_unwatch(e);
 				if (!e->released && e->step.barrier == ZKB_LEAVE)
 					leave_list(e);
@@ -451,7 +451,7 @@ leave_watch(ZkEntry *e, const char *child)
 	if (rc == ZOK)
 	{
 		zk_watch_set(path);
-		e->watch_pending = true;
+		e->watch = ZKEW_PENDING;
 	}
 	else
 		zk_retry_later(e);
@@ -746,7 +746,7 @@ static void
 member_step(ZkEntry *e)
 {
 	if (e->create_inflight || e->delete_inflight || e->list_inflight ||
-		e->watch_pending)
+		e->watch == ZKEW_PENDING)
 		return;					/* its completion steps it on */
 	if (e->released)
 	{
@@ -805,7 +805,7 @@ member_step(ZkEntry *e)
 					e->state = ZKE_WAITING;
 					zk_wake_owner(e);
 				}
-				if (!e->watching)
+				if (e->watch != ZKEW_SET)
 					leave_list(e);
 				return;
 			}
@@ -828,7 +828,8 @@ member_forget_requests(ZkEntry *e)
 		zk_b_obj_unwatch_unused(zk_b_obj_of(e));
 	}
 	e->create_inflight = e->delete_inflight = e->list_inflight = false;
-	e->watch_pending = false;
+	if (e->watch == ZKEW_PENDING)
+		e->watch = ZKEW_NONE;
 }
 
 /*
@@ -863,7 +864,7 @@ static void
 b_member_session_lost(ZkEntry *e, const char *why)
 {
 	member_forget_requests(e);
-	e->watching = false;
+	e->watch = ZKEW_NONE;
 	e->watched[0] = '\0';
 	e->in_doubt = false;
 	e->node[0] = '\0';

@@ -771,11 +771,11 @@ entry_watch_fired(const char *path, const void *ctx)
 
 	zk_count(ZKCNT_WATCH_EVENTS, 1);
 	e = zk_entry_of(ctx);
-	if (e == NULL || !e->watching)
+	if (e == NULL || e->watch != ZKEW_SET)
 		return NULL;
 	if (path)
 		(void) zk_watch_drop(path);
-	e->watching = false;
+	e->watch = ZKEW_NONE;
 	e->watched[0] = '\0';
 	return e;
 }
@@ -847,9 +847,9 @@ zk_unwatch(ZkEntry *e, const char *path, int type, watcher_fn own)
 void
 zk_entry_unwatch(ZkEntry *e, const char *path, int type, watcher_fn own)
 {
-	if (!e->watching)
+	if (e->watch != ZKEW_SET)
 		return;
-	e->watching = false;
+	e->watch = ZKEW_NONE;
 	e->watched[0] = '\0';
 	zk_unwatch(e, path, type, own);
 }

@@ -127,6 +127,31 @@ typedef enum ZkScope
 } ZkScope;
 
 /*
+ * The watch an entry sets on the node "watched" names (or its kind's own
+ * node), for the recipes whose entries wait on one (ZkEntry.watch, worker
+ * only).  It is set by a read that leaves a watch (a get, an exists, a
+ * listing), and counted (zk_watch_set) from the moment that read is sent:
+ *
+ *	 ZKEW_NONE	  --a read with a watch sent-->					ZKEW_PENDING
+ *	 ZKEW_PENDING --its answer: ZOK (also ZNONODE for an exists,
+ *					which watches the absent node)-->				ZKEW_SET
+ *	 ZKEW_PENDING --any other answer, or the read forgotten (a
+ *					drive that threw, the session lost)-->			ZKEW_NONE
+ *	 ZKEW_SET	  --it fires (zk_kind_watcher), is taken back
+ *					(zk_entry_unwatch), the session is lost-->		ZKEW_NONE
+ *
+ * A recipe sends no read with a watch while one is set, so the read in
+ * flight and the watch set never hold together; an event that finds no
+ * watch set (its read still out, or taken back) is dropped.
+ */
+typedef enum ZkEntryWatch
+{
+	ZKEW_NONE = 0,
+	ZKEW_PENDING,				/* the read that sets it is in flight */
+	ZKEW_SET					/* set: its event is awaited */
+} ZkEntryWatch;
+
+/*
  * One lock held or awaited by one backend.  See src/README, sections 2
  * and 3, for the rules and the life cycle.
  */
@@ -183,15 +208,24 @@ typedef struct ZkEntry
 								 * backend's wait for an answer restarts */
 	char		errmsg[ZKLOCK_ERRMSG_MAX];
 
-	/* worker-private bookkeeping (no lock needed, only the worker reads) */
+	/*
+	 * worker-private bookkeeping (no lock needed, only the worker reads).
+	 * The flags are independent, not one state: a lock's create and its
+	 * listing go out together (pipelined), a dequeue's end may be in flight
+	 * while in doubt; in_doubt outlives a create sent again (a publication)
+	 * and also stands for a lease's write and a dequeue's end (and
+	 * backends read it: zk_locks, the lease's answer); on_retry (the retry
+	 * list) and parents_tried (the parents made again once) hold alongside
+	 * any of them.  zk_sent() sets any of the three *_inflight through a
+	 * pointer.
+	 */
 	bool		create_inflight;	/* a create awaits its reply */
 	bool		list_inflight;	/* a listing awaits its reply */
 	bool		delete_inflight;	/* a delete awaits its reply */
 	bool		in_doubt;		/* create's fate unknown after conn loss */
 	bool		on_retry;		/* on the worker's retry list */
 	bool		parents_tried;	/* already recreated the parents once */
-	bool		watching;		/* a watch is set on "watched" */
-	bool		watch_pending;	/* the get that sets it is in flight */
+	uint8		watch;			/* ZkEntryWatch: on "watched" */
 	int			outstanding;	/* ZKK_HOLDERS / czxid reads in flight;
 								 * QPUB: kept-items checks in flight */
 	uint32		retry_prev;		/* retry list links */

@@ -162,17 +162,17 @@ pred_get_done(int rc, const char *value, int value_len,
 	COMPLETION_BEGIN
 	{
 		e = zk_entry_of(ctx);
-		if (e != NULL && e->watch_pending && ZKLK(e)->checking_writer)
+		if (e != NULL && e->watch == ZKEW_PENDING && ZKLK(e)->checking_writer)
 			writer_checked(e, rc, value, value_len);
-		else if (e != NULL && e->watch_pending)
+		else if (e != NULL && e->watch == ZKEW_PENDING)
 		{
 			bool		wanted = (e->state == ZKE_WAITING && !e->released);
 
-			e->watch_pending = false;
+			e->watch = ZKEW_NONE;
 			if (rc == ZOK)
 			{
 				/* the watch is set; take it back at once if unwanted now */
-				e->watching = true;
+				e->watch = ZKEW_SET;
 				if (!wanted)
 					unwatch(e);
 			}
@@ -263,10 +263,10 @@ zklock_node_data(const char *value, int value_len)
 static void
 writer_checked(ZkEntry *e, int rc, const char *value, int value_len)
 {
-	e->watch_pending = false;
+	e->watch = ZKEW_NONE;
 	ZKLK(e)->checking_writer = false;
 	if (rc == ZOK)
-		e->watching = true;
+		e->watch = ZKEW_SET;
 	else
 	{
 		char		path[ZK_PATH_MAX];
@@ -335,7 +335,7 @@ send_watched_get(ZkEntry *e, const char *node, bool checking_writer)
 	if (rc == ZOK)
 	{
 		zk_watch_set(path);
-		e->watch_pending = true;
+		e->watch = ZKEW_PENDING;
 		ZKLK(e)->checking_writer = checking_writer;
 	}
 	else if (!zk_send_failed(e, rc, "get"))
@@ -1336,7 +1336,7 @@ lock_drive(ZkEntry *e)
 		case ZKE_WAITING:
 			if (e->released)
 				send_delete(e);
-			else if (!e->list_inflight && !e->watching && !e->watch_pending)
+			else if (!e->list_inflight && e->watch == ZKEW_NONE)
 			{
 				if (e->watched[0])
 					watch_predecessor(e, e->watched);
@@ -1435,8 +1435,7 @@ lock_session_lost(ZkEntry *e, const char *why)
 	e->list_inflight = false;
 	e->delete_inflight = false;
 	e->in_doubt = false;
-	e->watching = false;
-	e->watch_pending = false;
+	e->watch = ZKEW_NONE;
 	ZKLK(e)->checking_writer = false;
 	e->watched[0] = '\0';
 	switch ((ZkEntryState) e->state)

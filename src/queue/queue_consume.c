@@ -54,7 +54,7 @@ q_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 
 		zk_count(ZKCNT_WATCH_EVENTS, 1);
 		if (strncmp(path, q->path, l) == 0 && strcmp(path + l, "/taken") == 0)
-			q->twatch = false;
+			q->twatch = qwatch_gone(q->twatch);
 		else
 			q->ewatch = false;
 		q->again = true;
@@ -78,19 +78,21 @@ q_unwatch(QState *q)
 	q->settled = false;
 	q->rest_exact = false;
 	/* delayed items known only through the watch: listed again when wanted */
-	if (q->dwatch && q->dstate == QDELAY_KNOWN)
+	if (QWATCH_IS_SET(q->dwatch) && q->dstate == QDELAY_KNOWN)
 		q->dstate = QDELAY_UNKNOWN;
 	if (zk_zh == NULL)
 	{
-		q->ewatch = q->twatch = q->dwatch = false;
+		q->ewatch = false;
+		q->twatch = qwatch_gone(q->twatch);
+		q->dwatch = qwatch_gone(q->dwatch);
 		return;
 	}
-	if (q->dwatch)
+	if (QWATCH_IS_SET(q->dwatch))
 	{
 		snprintf(buf, sizeof(buf), "%s/delayed", q->path);
 		(void) zoo_aremove_all_watches(zk_zh, buf, ZWATCHTYPE_CHILD, 0,
 									   (void_completion_t *) zk_unwatch_done, NULL);
-		q->dwatch = false;
+		q->dwatch = qwatch_gone(q->dwatch);
 	}
 	if (q->ewatch)
 	{
@@ -99,12 +101,12 @@ q_unwatch(QState *q)
 									   (void_completion_t *) zk_unwatch_done, NULL);
 		q->ewatch = false;
 	}
-	if (q->twatch)
+	if (QWATCH_IS_SET(q->twatch))
 	{
 		snprintf(buf, sizeof(buf), "%s/taken", q->path);
 		(void) zoo_aremove_all_watches(zk_zh, buf, ZWATCHTYPE_CHILD, 0,
 									   (void_completion_t *) zk_unwatch_done, NULL);
-		q->twatch = false;
+		q->twatch = qwatch_gone(q->twatch);
 	}
 }
 
@@ -112,9 +114,9 @@ q_unwatch(QState *q)
 void
 zk_q_idle(QState *q)
 {
-	q->want_twatch = false;
-	q->dwant_watch = false;
-	if (!q->ewatch && !q->twatch && !q->dwatch)
+	q->twatch = qwatch_want(q->twatch, false);
+	q->dwatch = qwatch_want(q->dwatch, false);
+	if (!q->ewatch && !QWATCH_IS_SET(q->twatch) && !QWATCH_IS_SET(q->dwatch))
 	{
 		if (q->idle_since != 0)
 			zk_q_nidle_watched--;
@@ -156,7 +158,7 @@ zk_q_unwatch_idle(void)
 		if (q->waiters != NIL || q->list.pending > 0 || q->inflight > 0)
 			continue;			/* zk_q_kick or zk_q_round_done decides */
 		if (!TimestampDifferenceExceeds(q->idle_since, now, Q_UNWATCH_IDLE_MS) &&
-			(q->ewatch || q->twatch || q->dwatch))
+			(q->ewatch || QWATCH_IS_SET(q->twatch) || QWATCH_IS_SET(q->dwatch)))
 			continue;
 		q_unwatch(q);
 		q_busy(q);
@@ -184,8 +186,8 @@ static bool
 q_forgettable(QState *q)
 {
 	return q->waiters == NIL && q->list.pending == 0 && q->inflight == 0 &&
-		q->verify != QVERIFY_ASKING && !q->unflushed_wait && !q->ewatch && !q->twatch &&
-		!q->dwatch &&
+		q->verify != QVERIFY_ASKING && !q->unflushed_wait && !q->ewatch &&
+		!QWATCH_IS_SET(q->twatch) && !QWATCH_IS_SET(q->dwatch) &&
 		q->idle_since == 0 && q->gone == NIL && q->dmoving == 0 &&
 		q->dstate != QDELAY_LISTING && q->policy != QPOL_READING &&
 		(q->held == NULL || hash_get_num_entries(q->held) == 0);
@@ -205,7 +207,7 @@ zk_q_forget(QState *q)
 		snprintf(buf, sizeof(buf), "%s/taken", q->path);
 		(void) zoo_aremove_all_watches(zk_zh, buf, ZWATCHTYPE_CHILD, 1,
 									   (void_completion_t *) zk_unwatch_done, NULL);
-		if (q->dwatch)
+		if (QWATCH_IS_SET(q->dwatch))
 		{
 			snprintf(buf, sizeof(buf), "%s/delayed", q->path);
 			(void) zoo_aremove_all_watches(zk_zh, buf, ZWATCHTYPE_CHILD, 1,
@@ -306,7 +308,7 @@ q_listed(Listing *l)
 	if (l->rc_entries != ZOK)
 		q->ewatch = false;
 	if (l->rc_taken != ZOK)
-		q->twatch = false;
+		q->twatch = qwatch_gone(q->twatch);
 	q_listing_done(q);
 }
 
@@ -622,7 +624,7 @@ zk_q_kick(QState *q)
 	 * someone waits) */
 	zk_q_delay_round(q, has_blocking_waiter(q));
 	want_e = blocking && !q->ewatch && q->ncand == 0;
-	want_t = blocking && q->want_twatch && !q->twatch;
+	want_t = blocking && q->twatch == QWATCH_WANTED;
 	if (want_t)
 		list_taken = true;
 	q->list.done = q_listed;
@@ -638,7 +640,7 @@ zk_q_kick(QState *q)
 	if (want_e && (sent & 1))
 		q->ewatch = true;
 	if (want_t && (sent & 2))
-		q->twatch = true;
+		q->twatch = QWATCH_SET;
 }
 
 /* Is str in l (a List of C strings)? */
@@ -817,7 +819,7 @@ q_listing_done(QState *q)
 	 * fires or a claim here is let go or lost.
 	 */
 	q->settled = q->ewatch && !q->again && !q->lost_race &&
-		(q->claimed_others == 0 || q->twatch);
+		(q->claimed_others == 0 || QWATCH_IS_SET(q->twatch));
 	/* "A long queue": exact but for changes entries' version shows */
 	q->rest_exact = q->list.cv_ok && !had_gone && !q->lost_race &&
 		q->claimed_others == 0 && q->taken_others == 0;
@@ -1104,9 +1106,9 @@ zk_q_round_done(QState *q)
 	 * queue itself, a consume deletes the entry).  Watching taken for our
 	 * own claims would list the queue again at each of them.
 	 */
-	if (q->claimed_others > 0 && !q->twatch)
+	if (q->claimed_others > 0 && !QWATCH_IS_SET(q->twatch))
 	{
-		q->want_twatch = true;
+		q->twatch = QWATCH_WANTED;
 		q->ncand = 0;
 		zk_q_kick(q);
 		return;

@@ -145,7 +145,7 @@ delay_move_over(DelayCall *c)
 	{
 		q->dmoving--;
 		if (q->dmoving == 0 && q->dstate == QDELAY_UNKNOWN && zk_session_usable())
-			delay_list(q, q->dwant_watch);
+			delay_list(q, QWATCH_IS_WANTED(q->dwatch));
 		/*
 		 * The moves a round's waiters may be waiting for (a try answers
 		 * "empty" only once none is out) are over: a round lists again
@@ -585,7 +585,7 @@ group_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 				if (q->dstate != QDELAY_LISTING)
 					q->dstate = QDELAY_UNKNOWN;
 				if (q->dmoving == 0 && zk_session_usable())
-					delay_list(q, q->dwant_watch);
+					delay_list(q, QWATCH_IS_WANTED(q->dwatch));
 			}
 		}
 		if (!served && zk_session_usable())
@@ -613,7 +613,7 @@ group_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 					if (q->dstate != QDELAY_LISTING)
 						q->dstate = QDELAY_UNKNOWN;
 					if (q->dmoving == 0)
-						delay_list(q, q->dwant_watch);
+						delay_list(q, QWATCH_IS_WANTED(q->dwatch));
 				}
 			}
 		}
@@ -1084,12 +1084,13 @@ delay_listed(int rc, const struct String_vector *sv, const void *data)
 			if (rc == ZNONODE)
 			{
 				/* no delayed node yet (no watch either): look again later */
-				q->dwatch = false;
+				q->dwatch = qwatch_gone(q->dwatch);
 				delay_again_at(q, now + ZKQ_DELAY_RETRY_MS);
 			}
 			else if (rc != ZOK || sv == NULL)
 			{
-				q->dwatch = false;	/* not set by a failed listing */
+				/* not set by a failed listing */
+				q->dwatch = qwatch_gone(q->dwatch);
 				q->dstate = QDELAY_UNKNOWN;
 				delay_again_at(q, now + ZKQ_DELAY_RETRY_MS);
 			}
@@ -1167,12 +1168,12 @@ delay_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 		{
 			if (strcmp(q->path, qpath) != 0)
 				continue;
-			q->dwatch = false;
+			q->dwatch = qwatch_gone(q->dwatch);
 			q->gstirred = true;
 			if (q->dstate != QDELAY_LISTING)
 				q->dstate = QDELAY_UNKNOWN;
 			if (q->dmoving == 0 && zk_session_usable())
-				delay_list(q, q->dwant_watch);
+				delay_list(q, QWATCH_IS_WANTED(q->dwatch));
 		}
 	}
 	NONE_COMPLETION_END;
@@ -1191,7 +1192,7 @@ delay_list(QState *q, bool watch)
 	q->dseq = ++delay_seq;
 	c = delay_call(q);
 	snprintf(path, sizeof(path), "%s/delayed", q->path);
-	watch = watch && !q->dwatch;
+	watch = watch && !QWATCH_IS_SET(q->dwatch);
 	if (!watch)
 		rc = zoo_aget_children(zk_zh, path, 0, delay_listed, c);
 	else
@@ -1203,7 +1204,10 @@ delay_list(QState *q, bool watch)
 		return;
 	}
 	if (watch)
-		q->dwatch = true;
+	{
+		Assert(q->dwatch == QWATCH_WANTED);
+		q->dwatch = QWATCH_SET;
+	}
 	q->dstate = QDELAY_LISTING;
 }
 
@@ -1216,9 +1220,9 @@ delay_list(QState *q, bool watch)
 void
 zk_q_delay_round(QState *q, bool watch)
 {
-	q->dwant_watch = watch;
+	q->dwatch = qwatch_want(q->dwatch, watch);
 	/* known without a watch: as of the last listing only, so list again */
-	if (!q->dwatch && q->dstate == QDELAY_KNOWN)
+	if (!QWATCH_IS_SET(q->dwatch) && q->dstate == QDELAY_KNOWN)
 		q->dstate = QDELAY_UNKNOWN;
 	if (q->dstate == QDELAY_UNKNOWN && q->dmoving == 0)
 		delay_list(q, watch);
@@ -1259,7 +1263,7 @@ zk_q_delay_tick(void)
 		if (q->dstate != QDELAY_LISTING)
 			q->dstate = QDELAY_UNKNOWN;
 		if (q->dmoving == 0)
-			delay_list(q, q->dwant_watch);
+			delay_list(q, QWATCH_IS_WANTED(q->dwatch));
 	}
 	zk_worker_wake_by(delay_next_at);
 }
@@ -1269,7 +1273,7 @@ void
 zk_q_delay_reset(QState *q)
 {
 	q->dstate = QDELAY_UNKNOWN;
-	q->dwatch = false;
+	q->dwatch = qwatch_gone(q->dwatch);
 	q->dmoving = 0;
 	q->dseq = ++delay_seq;
 }

@@ -131,6 +131,62 @@ typedef enum QDelay
 	QDELAY_KNOWN
 } QDelay;
 
+/*
+ * A children watch that a queue keeps while it is wanted: on taken
+ * (QState.twatch, queue_consume.c) or on delayed (QState.dwatch,
+ * queue_delay.c).  A listing sets it only when it is wanted; being wanted
+ * outlives each watch, so that the next listing sets it again once it has
+ * fired; a watch no longer wanted stays set until it fires or is removed.
+ *
+ *	 QWATCH_NONE	--wanted-->									QWATCH_WANTED
+ *	 QWATCH_WANTED	--a listing sends it-->						QWATCH_SET
+ *	 QWATCH_SET		--it fires, its listing fails, it is
+ *					  removed (q_unwatch)-->						QWATCH_WANTED
+ *	 QWATCH_SET		--no longer wanted-->							QWATCH_KEPT
+ *	 QWATCH_KEPT	--wanted again (delayed only)-->				QWATCH_SET
+ *	 QWATCH_KEPT	--it fires, its listing fails, it is removed-->	QWATCH_NONE
+ *	 QWATCH_WANTED	--no longer wanted-->							QWATCH_NONE
+ *
+ * taken: wanted when a round ends with items claimed by others in sight
+ * and no watch set (zk_q_round_done), no longer when the queue goes idle
+ * (zk_q_idle); sent by zk_q_kick's listing for a blocking waiter; the
+ * session's end (q_session_reset) makes it QWATCH_NONE.
+ * delayed: wanted or not at each round, as a blocking waiter is there or
+ * not (zk_q_delay_round), no longer when the queue goes idle; sent by
+ * delay_list; the session's end (zk_q_delay_reset) is as its firing: still
+ * wanted, it is set again by the next listing.
+ *
+ * The entries watch (QState.ewatch) is a plain boolean: whether it is
+ * wanted is worked out afresh by each round (zk_q_kick), never kept.
+ */
+typedef enum QWatch
+{
+	QWATCH_NONE = 0,
+	QWATCH_WANTED,				/* wanted, not set: the next listing sets it */
+	QWATCH_SET,					/* set (or sent), and wanted */
+	QWATCH_KEPT					/* set (or sent), no longer wanted */
+} QWatch;
+
+/* is a watch set (or sent)?  wanted? */
+#define QWATCH_IS_SET(w)	((w) == QWATCH_SET || (w) == QWATCH_KEPT)
+#define QWATCH_IS_WANTED(w) ((w) == QWATCH_WANTED || (w) == QWATCH_SET)
+
+/* the watch went: fired, its listing failed, removed */
+static inline QWatch
+qwatch_gone(QWatch w)
+{
+	return w == QWATCH_SET ? QWATCH_WANTED : w == QWATCH_KEPT ? QWATCH_NONE : w;
+}
+
+/* the watch is wanted from now on, or no longer */
+static inline QWatch
+qwatch_want(QWatch w, bool want)
+{
+	if (QWATCH_IS_SET(w))
+		return want ? QWATCH_SET : QWATCH_KEPT;
+	return want ? QWATCH_WANTED : QWATCH_NONE;
+}
+
 /* what a queue node's data holds (zk_q_policy_parse) */
 typedef enum QPolicyData
 {
@@ -157,8 +213,7 @@ typedef struct QState
 	bool		again;			/* something changed: list again */
 	bool		lost_race;		/* a candidate was taken under us */
 	bool		ewatch;			/* children watch on entries set/sent */
-	bool		twatch;			/* children watch on taken set/sent */
-	bool		want_twatch;
+	QWatch		twatch;			/* children watch on taken */
 	int			inflight;		/* claim attempts in flight */
 	int			ncand;			/* candidates found by the last listing */
 	int			loops;			/* relists without progress (NONODE) */
@@ -177,6 +232,16 @@ typedef struct QState
 	QPipe		pipe;			/* a dequeue's window this round: */
 	uint32		pipe_idx;		/* ... it takes more from rest as its reads */
 	uint32		pipe_gen;		/* answer ("How much one dequeue claims") */
+	/*
+	 * What rest is known to be.  Two facts, not one state: settled rests on
+	 * the watches (and lets others' claims in when taken is watched),
+	 * rest_exact on entries' child version (and none of others' claims).
+	 * Each listing sets both afresh, either, both or neither; the entries
+	 * watch firing (our own consumes fire it) ends settled but not
+	 * rest_exact, which the exists of entries may then confirm; and
+	 * zk_q_kick reads rest_exact also when settled (a round that cannot use
+	 * rest at once).
+	 */
 	bool		settled;		/* ... and they are all there is: the entries
 								 * watch has not fired since that listing,
 								 * nothing was released or lost here */
@@ -206,8 +271,8 @@ typedef struct QState
 	/* its delayed items (queue_delay.c) */
 	QDelay		dstate;
 	uint32		dseq;			/* listings sent: only the last one counts */
-	bool		dwatch;			/* children watch on delayed set/sent */
-	bool		dwant_watch;	/* ... wanted: someone waits for an item */
+	QWatch		dwatch;			/* children watch on delayed (wanted: someone
+								 * waits for an item) */
 	int			dmoving;		/* moves into entries in flight */
 	int64		next_due_ms;	/* the earliest not due yet (Unix ms), or 0 */
 	int			ndelayed;		/* children of delayed at the last listing */

@@ -150,7 +150,8 @@ q_session_reset(void)
 			list_free(q->waiters);
 			q->waiters = NIL;
 			q->list.pending = q->inflight = 0;
-			q->ewatch = q->twatch = q->want_twatch = false;
+			q->ewatch = false;
+			q->twatch = QWATCH_NONE;
 			q->again = q->lost_race = false;
 			q->settled = false;
 			q->rest_exact = false;

@@ -325,11 +325,11 @@ pool_listed(int rc, const struct String_vector *kids, const void *ctx)
 
 			e->list_inflight = false;
 			pool_path(e, pool, sizeof(pool));
-			if (e->watch_pending)
+			if (e->watch == ZKEW_PENDING)
 			{
-				e->watch_pending = false;
+				e->watch = ZKEW_NONE;
 				if (rc == ZOK)
-					e->watching = true;
+					e->watch = ZKEW_SET;
 				else
 					(void) zk_watch_drop(pool);
 			}
@@ -671,14 +671,14 @@ sem_step(ZkEntry *e)
 			break;
 		case ZKSEM_LIST:
 			pool_path(e, path, sizeof(path));
-			if (!e->watching)
+			if (e->watch != ZKEW_SET)
 			{
 				rc = zoo_awget_children(zk_zh, path, zk_kind_watcher, (void *) zk_ctx_of(e),
 										pool_listed, zk_ctx_of(e));
 				if (rc == ZOK)
 				{
 					zk_watch_set(path);
-					e->watch_pending = true;
+					e->watch = ZKEW_PENDING;
 				}
 			}
 			else
@@ -736,7 +736,7 @@ sem_session_lost(ZkEntry *e, const char *why)
 	bool		creating = e->create_inflight && e->step.sem == ZKSEM_CREATE;
 
 	e->create_inflight = e->list_inflight = e->delete_inflight = false;
-	e->watching = e->watch_pending = false;
+	e->watch = ZKEW_NONE;
 	if (e->state == ZKE_HELD || e->state == ZKE_DELETING || creating || e->in_doubt)
 	{
 		/* an ephemeral lease goes with its session */
