@@ -790,14 +790,9 @@ queue_acl_got(int rc, struct ACL_vector *acl, struct Stat *stat, const void *dat
 {
 	DATA_COMPLETION_BEGIN(QueueCount, qc, data)
 	{
-		int			i;
-
 		qc->rc_acl = rc;
-		for (i = 0; rc == ZOK && acl != NULL && i < acl->count; i++)
-			if ((acl->data[i].perms & (ZOO_PERM_WRITE | ZOO_PERM_ADMIN)) != 0 &&
-				acl->data[i].id.scheme != NULL && acl->data[i].id.id != NULL &&
-				zk_acl_id_foreign(acl->data[i].id.scheme, acl->data[i].id.id))
-				qc->open = true;
+		if (rc == ZOK && zk_acl_first_foreign(acl, ZOO_PERM_WRITE | ZOO_PERM_ADMIN) >= 0)
+			qc->open = true;
 		queue_count_answered(qc, rc);
 	}
 	NONE_COMPLETION_END;
