@@ -135,6 +135,7 @@ extern bool zk_session_usable(void);
 /* worker_base.c: completions */
 extern const void *zk_ctx_of(ZkEntry *e);
 extern ZkEntry *zk_entry_of(const void *ctx);
+extern void zk_call_free(void *call, void *data);
 extern void zk_completion_error(ZkEntry *e, int depth, MemoryContext cxt);
 
 /*

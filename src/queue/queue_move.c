@@ -150,11 +150,7 @@ static void move_progress(Move *mv);
 static ZkEntry *
 move_entry(Move *mv)
 {
-	ZkEntry    *e = zk_q_entry_of(mv->idx, mv->gen);
-
-	if (e == NULL || e->outstanding == 0)
-		return NULL;
-	return e;
+	return zk_q_request_of(mv->idx, mv->gen);
 }
 
 /* A move fails (the first failure is kept): sqlstate and message */
@@ -237,12 +233,11 @@ move_call(Move *mv, const char *node)
 	return c;
 }
 
+/* Free a move's call and the payload it carries */
 static void
 move_call_free(MoveCall *c)
 {
-	if (c->payload)
-		pfree(c->payload);
-	pfree(c);
+	zk_call_free(c, c->payload);
 }
 
 /* How many items may be in flight (a peek's rule) */

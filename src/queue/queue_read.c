@@ -1459,11 +1459,7 @@ drop_forget(const char *qname)
 static ZkEntry *
 drop_entry(Drop *d)
 {
-	ZkEntry    *e = zk_q_entry_of(d->idx, d->gen);
-
-	if (e == NULL || e->outstanding == 0)
-		return NULL;
-	return e;
+	return zk_q_request_of(d->idx, d->gen);
 }
 
 /* Answer the drop (token ZKQ_DROP_*, why the detail of a refusal) */
