@@ -294,6 +294,17 @@ move_answered(Move *mv)
 
 /* ---- step 3: the items ---- */
 
+/* The item of c is done with (moved, skipped or failed): c goes, mv goes on */
+static void
+move_item_done(MoveCall *c)
+{
+	Move	   *mv = c->mv;
+
+	move_call_free(c);
+	mv->items_out--;
+	move_answered(mv);
+}
+
 static void move_send_multi(MoveCall *c);
 
 /* Completion of the zoo_amulti sent by move_send_multi() */
@@ -365,11 +376,7 @@ move_multi_done(int rc, const void *data)
 			move_fail_rc(mv, rc, bad >= 0 ? c->paths[bad] : c->paths[3],
 						 "the move of an item");
 		if (!again)
-		{
-			move_call_free(c);
-			mv->items_out--;
-			move_answered(mv);
-		}
+			move_item_done(c);
 	}
 	NONE_COMPLETION_END;
 }
@@ -407,9 +414,7 @@ move_send_multi(MoveCall *c)
 	if (rc != ZOK)
 	{
 		move_fail_rc(mv, rc, c->paths[3], "to a move's multi");
-		move_call_free(c);
-		mv->items_out--;
-		move_answered(mv);
+		move_item_done(c);
 	}
 }
 
@@ -460,11 +465,7 @@ move_read_done(int rc, const char *value, int value_len,
 		if (go)
 			move_send_multi(c);
 		else
-		{
-			move_call_free(c);
-			mv->items_out--;
-			move_answered(mv);
-		}
+			move_item_done(c);
 	}
 	NONE_COMPLETION_END;
 }
