@@ -96,11 +96,7 @@ info_entry(Info *in)
 static void
 info_free(Info *in)
 {
-	ListCell   *lc;
-
-	foreach(lc, in->rows)
-		pfree(lfirst(lc));
-	list_free(in->rows);
+	list_free_deep(in->rows);
 	zk_q_listing_free(&in->list);
 	zk_q_names_free(&in->names, &in->nnames);
 	pfree(in);
