@@ -429,7 +429,7 @@ zk_entry_of(const void *ctx)
 
 /*
  * Free a request's own context (palloc'd) and the data it carries, when
- * it carries some: a batch item, a lease's call, a move's call
+ * it carries some: a batch item, or a recipe's record of one call
  */
 void
 zk_call_free(void *call, void *data)
