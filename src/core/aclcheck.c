@@ -296,15 +296,12 @@ acl_read_done(int rc, struct ACL_vector *acl, struct Stat *stat,
 		}
 		else if (rc == ZOK && acl != NULL)
 		{
-			for (i = 0; i < acl->count && !open; i++)
+			i = zk_acl_first_foreign(acl, ZOO_PERM_CREATE | ZOO_PERM_DELETE |
+									 ZOO_PERM_ADMIN);
+			if (i >= 0)
 			{
 				char		perms[8];
 
-				if ((acl->data[i].perms &
-					 (ZOO_PERM_CREATE | ZOO_PERM_DELETE | ZOO_PERM_ADMIN)) == 0 ||
-					acl->data[i].id.scheme == NULL || acl->data[i].id.id == NULL ||
-					!zk_acl_id_foreign(acl->data[i].id.scheme, acl->data[i].id.id))
-					continue;
 				perms_text(acl->data[i].perms, perms);
 				snprintf(entry, sizeof(entry), "%.*s:%.*s:%s",
 						 64, acl->data[i].id.scheme,

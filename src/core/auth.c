@@ -534,6 +534,33 @@ zk_acl_id_foreign(const char *scheme, const char *id)
 	return true;
 }
 
+/*
+ * Does the ACL entry a let another identity than this cluster's do any of
+ * perms?  An entry without a scheme or an id lets nobody.
+ */
+bool
+zk_acl_entry_foreign(const struct ACL *a, int perms)
+{
+	return (a->perms & perms) != 0 &&
+		a->id.scheme != NULL && a->id.id != NULL &&
+		zk_acl_id_foreign(a->id.scheme, a->id.id);
+}
+
+/*
+ * The first entry of acl (none when NULL) that lets another identity do
+ * any of perms (zk_acl_entry_foreign), by its index; -1 when none does
+ */
+int
+zk_acl_first_foreign(const struct ACL_vector *acl, int perms)
+{
+	int			i;
+
+	for (i = 0; acl != NULL && i < acl->count; i++)
+		if (zk_acl_entry_foreign(&acl->data[i], perms))
+			return i;
+	return -1;
+}
+
 /* Is zklock.acl_repair's work possible: is there an ACL to set? */
 bool
 zk_acl_have_own(void)

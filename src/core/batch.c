@@ -206,9 +206,7 @@ item_append(BatchItem *it)
 static void
 item_free(BatchItem *it)
 {
-	if (it->data)
-		pfree(it->data);
-	pfree(it);
+	zk_call_free(it, it->data);
 }
 
 /* The bytes the ACL adds to every create of a multi (zklock.acl) */

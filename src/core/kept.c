@@ -335,10 +335,9 @@ acl_done(int rc, struct ACL_vector *acl, struct Stat *stat, const void *data)
 				{
 					char		entry[ZKLOCK_ACL_ID_MAX + 80];
 
-					if ((acl->data[i].perms & (ZOO_PERM_CREATE | ZOO_PERM_DELETE |
-											   ZOO_PERM_WRITE | ZOO_PERM_ADMIN)) == 0 ||
-						acl->data[i].id.scheme == NULL || acl->data[i].id.id == NULL ||
-						!zk_acl_id_foreign(acl->data[i].id.scheme, acl->data[i].id.id))
+					if (!zk_acl_entry_foreign(&acl->data[i],
+											  ZOO_PERM_CREATE | ZOO_PERM_DELETE |
+											  ZOO_PERM_WRITE | ZOO_PERM_ADMIN))
 						continue;
 					snprintf(entry, sizeof(entry), "%.*s:%.*s:%s%s%s%s",
 							 64, acl->data[i].id.scheme,

@@ -281,19 +281,13 @@ static bool
 acl_lets_others(const struct ACL_vector *acl, int perms, char *why, size_t whylen,
 				const char *what)
 {
-	int			i;
+	int			i = zk_acl_first_foreign(acl, perms);
 
-	for (i = 0; acl != NULL && i < acl->count; i++)
-	{
-		if ((acl->data[i].perms & perms) == 0 ||
-			acl->data[i].id.scheme == NULL || acl->data[i].id.id == NULL ||
-			!zk_acl_id_foreign(acl->data[i].id.scheme, acl->data[i].id.id))
-			continue;
-		snprintf(why, whylen, "the ACL of %s lets %.32s:%.64s change it", what,
-				 acl->data[i].id.scheme, acl->data[i].id.id);
-		return true;
-	}
-	return false;
+	if (i < 0)
+		return false;
+	snprintf(why, whylen, "the ACL of %s lets %.32s:%.64s change it", what,
+			 acl->data[i].id.scheme, acl->data[i].id.id);
+	return true;
 }
 
 /* ---- the worker half ---- */

@@ -135,6 +135,7 @@ extern bool zk_session_usable(void);
 /* worker_base.c: completions */
 extern const void *zk_ctx_of(ZkEntry *e);
 extern ZkEntry *zk_entry_of(const void *ctx);
+extern void zk_call_free(void *call, void *data);
 extern void zk_completion_error(ZkEntry *e, int depth, MemoryContext cxt);
 
 /*
@@ -222,6 +223,8 @@ extern void zk_acl_build(bool have_creds);
 extern struct ACL_vector *zk_acl(void);
 extern struct ACL_vector *zk_acl_path(const char *path);
 extern bool zk_acl_id_foreign(const char *scheme, const char *id);
+extern bool zk_acl_entry_foreign(const struct ACL *a, int perms);
+extern int	zk_acl_first_foreign(const struct ACL_vector *acl, int perms);
 extern bool zk_acl_have_own(void);
 
 /* aclcheck.c: the ACLs of the nodes found already there */

@@ -428,6 +428,18 @@ zk_entry_of(const void *ctx)
 }
 
 /*
+ * Free a request's own context (palloc'd) and the data it carries, when
+ * it carries some: a batch item, or a recipe's record of one call
+ */
+void
+zk_call_free(void *call, void *data)
+{
+	if (data)
+		pfree(data);
+	pfree(call);
+}
+
+/*
  * May requests be sent?  Only with a handle whose client is connected and
  * a session the worker counts as connected (not suspended, not expired).
  */

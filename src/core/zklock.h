@@ -741,6 +741,16 @@ extern char *zk_arg_text_name(struct FunctionCallInfoBaseData *fcinfo, int argno
 							  const char *what, int *len);
 extern int32 zk_arg_count(struct FunctionCallInfoBaseData *fcinfo, int argno,
 						  const char *what, const char *hint);
+
+/*
+ * An SQL function fn (version-1 calling convention, fmgr.h) whose result is
+ * the expression body, fcinfo in scope: a family of one-line entry points
+ * over one common function of a recipe's SQL file
+ */
+#define ZK_SQL_FUNC(fn, body) \
+	PG_FUNCTION_INFO_V1(fn); \
+	Datum fn(PG_FUNCTION_ARGS) { return body; }
+
 struct TupleDescData;
 extern struct TupleDescData *zk_status_row_type(struct FunctionCallInfoBaseData *fcinfo);
 

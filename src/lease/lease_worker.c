@@ -68,9 +68,7 @@ lease_answer(ZkEntry *e, ZkOutcome outcome)
 static void
 free_call(LeaseCall *c)
 {
-	if (c->data)
-		pfree(c->data);
-	pfree(c);
+	zk_call_free(c, c->data);
 }
 
 /*

@@ -70,10 +70,6 @@ unlock_common(FunctionCallInfo fcinfo, bool key, ZkMode mode)
 	PG_RETURN_BOOL(zk_release(name, len, mode));
 }
 
-#define ZK_SQL_FUNC(fn, body) \
-	PG_FUNCTION_INFO_V1(fn); \
-	Datum fn(PG_FUNCTION_ARGS) { return body; }
-
 /* SQL: zk_lock, zk_lock_shared, zk_session_lock(_shared), by name or _key */
 ZK_SQL_FUNC(zk_lock, lock_common(fcinfo, false, ZKM_EXCLUSIVE, ZKS_TRANSACTION))
 ZK_SQL_FUNC(zk_lock_key, lock_common(fcinfo, true, ZKM_EXCLUSIVE, ZKS_TRANSACTION))

@@ -1015,6 +1015,35 @@ holders_read_of(ZkEntry *e)
 	return &holder_reads[zk_entry_index(e)];
 }
 
+/* e's read fails: answered so (holders_finish) */
+static void
+holders_fail(ZkEntry *e)
+{
+	ZKLK(e)->query_failed = true;
+	holders_finish(e);
+}
+
+/*
+ * The read in progress of e that a listing or count answered with rc goes
+ * on with; NULL when there is none, or when rc ended it: ZNONODE (nobody
+ * holds or awaits the lock) answers it as it stands, another error fails it
+ */
+static HoldersRead *
+holders_answered(ZkEntry *e, int rc)
+{
+	HoldersRead *rd = holders_read_of(e);
+
+	if (rd == NULL)
+		return NULL;
+	if (rc == ZNONODE)
+		holders_finish(e);		/* nobody holds or awaits it */
+	else if (rc != ZOK)
+		holders_fail(e);
+	else
+		return rd;
+	return NULL;
+}
+
 /* Completion of the zoo_aget sent by holders_send_more() */
 static void
 holder_get_done(int rc, const char *value, int value_len,
@@ -1131,16 +1160,9 @@ holders_list_done(int rc, const struct String_vector *kids, const void *ctx)
 		HoldersRead *rd;
 
 		e = zk_entry_of(ctx);
-		rd = holders_read_of(e);
+		rd = holders_answered(e, rc);
 		if (rd == NULL)
 			;
-		else if (rc == ZNONODE)
-			holders_finish(e);	/* nobody holds or awaits it */
-		else if (rc != ZOK)
-		{
-			ZKLK(e)->query_failed = true;
-			holders_finish(e);
-		}
 		else if (e->family == ZKF_LEASEDIR)
 		{
 			/* every namespace's leases: the caller's own are read (zk_leases) */
@@ -1213,16 +1235,9 @@ holders_counted(int rc, const struct Stat *stat, const void *ctx)
 		char		parent[ZKLOCK_PARENT_MAX + 1];
 
 		e = zk_entry_of(ctx);
-		rd = holders_read_of(e);
+		rd = holders_answered(e, rc);
 		if (rd == NULL)
 			;
-		else if (rc == ZNONODE)
-			holders_finish(e);	/* nobody holds or awaits it */
-		else if (rc != ZOK)
-		{
-			ZKLK(e)->query_failed = true;
-			holders_finish(e);
-		}
 		else if (e->family == ZKF_LEASEDIR ?
 				 zk_listing_over(stat, (Size) e->answer_cap, "leases", rd->msg, sizeof(rd->msg)) :
 				 zk_children_over(stat, "Its contenders", rd->msg, sizeof(rd->msg)))
@@ -1237,10 +1252,7 @@ holders_counted(int rc, const struct Stat *stat, const void *ctx)
 			parent_path(e, parent, sizeof(parent));
 			if (!zk_session_usable() ||
 				zoo_aget_children(zk_zh, parent, 0, holders_list_done, zk_ctx_of(e)) != ZOK)
-			{
-				ZKLK(e)->query_failed = true;
-				holders_finish(e);
-			}
+				holders_fail(e);
 		}
 	}
 	COMPLETION_END(e);
@@ -1279,17 +1291,13 @@ holders_drive(ZkEntry *e)
 			if (holder_reads[idx].seg == NULL)
 			{
 				/* the backend is gone already */
-				ZKLK(e)->query_failed = true;
-				holders_finish(e);
+				holders_fail(e);
 				break;
 			}
 			parent_path(e, parent, sizeof(parent));
 			/* behind the writes asked for before it (batch.c) */
 			if (zk_batch_wexists(parent, NULL, NULL, holders_counted, zk_ctx_of(e)) != ZOK)
-			{
-				ZKLK(e)->query_failed = true;
-				holders_finish(e);
-			}
+				holders_fail(e);
 			break;
 		case ZKE_DONE:
 			if (e->released)
@@ -1490,8 +1498,7 @@ holders_session_lost(ZkEntry *e, const char *why)
 	else if (e->state == ZKE_CREATING)
 	{
 		e->outstanding = 0;
-		ZKLK(e)->query_failed = true;
-		holders_finish(e);
+		holders_fail(e);
 	}
 }
 

@@ -543,6 +543,17 @@ zk_queue_txn_op(int op, const char *relpath, const char *data, int dlen, const c
 	pending_bytes += cost;
 }
 
+/* Free one item kept for this transaction, with its strings */
+static void
+pending_item_free(PendingItem *it)
+{
+	pfree(it->qname);
+	pfree(it->payload);
+	if (it->group != NULL)
+		pfree(it->group);
+	pfree(it);
+}
+
 /* Forget every item and write kept for this transaction */
 static void
 free_items(void)
@@ -550,15 +561,7 @@ free_items(void)
 	ListCell   *lc;
 
 	foreach(lc, pending_items)
-	{
-		PendingItem *it = lfirst(lc);
-
-		pfree(it->qname);
-		pfree(it->payload);
-		if (it->group != NULL)
-			pfree(it->group);
-		pfree(it);
-	}
+		pending_item_free(lfirst(lc));
 	list_free(pending_items);
 	pending_items = NIL;
 	pending_bytes = 0;
@@ -1501,11 +1504,7 @@ queue_subxact_end(bool commit, SubTransactionId mySubid,
 		{
 			pending_bytes -= it->cost;
 			pending_items = foreach_delete_current(pending_items, lc);
-			pfree(it->qname);
-			pfree(it->payload);
-			if (it->group != NULL)
-				pfree(it->group);
-			pfree(it);
+			pending_item_free(it);
 		}
 	}
 	if (commit)

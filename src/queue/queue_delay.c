@@ -154,9 +154,7 @@ delay_move_over(DelayCall *c)
 			q->list.pending == 0 && q->inflight == 0)
 			zk_q_round_hooks.kick(q);
 	}
-	if (c->data != NULL)
-		pfree(c->data);
-	pfree(c);
+	zk_call_free(c, c->data);
 }
 
 /* Completion of the zoo_amulti sent by delay_read_done() */
@@ -630,9 +628,7 @@ group_over(GroupCall *c)
 	strlcpy(d->name, c->name, sizeof(d->name));
 	d->seq = c->seq;
 	d->session = c->session;
-	if (c->data != NULL)
-		pfree(c->data);
-	pfree(c);
+	zk_call_free(c, c->data);
 	delay_move_over(d);
 }
 

@@ -540,6 +540,7 @@ extern bool zk_q_resolve_running;
 extern TimestampTz zk_q_resolve_not_before;
 extern MemoryContext zk_q_context(void);
 extern ZkEntry *zk_q_entry_of(uint32 idx, uint32 gen);
+extern ZkEntry *zk_q_request_of(uint32 idx, uint32 gen);
 extern void *zk_q_hash_entry(HTAB **h, const char *what, Size entrysize,
 							 const char *name, bool create, bool *isnew);
 extern void zk_q_tracked_update(void);

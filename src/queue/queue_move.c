@@ -150,11 +150,7 @@ static void move_progress(Move *mv);
 static ZkEntry *
 move_entry(Move *mv)
 {
-	ZkEntry    *e = zk_q_entry_of(mv->idx, mv->gen);
-
-	if (e == NULL || e->outstanding == 0)
-		return NULL;
-	return e;
+	return zk_q_request_of(mv->idx, mv->gen);
 }
 
 /* A move fails (the first failure is kept): sqlstate and message */
@@ -237,12 +233,11 @@ move_call(Move *mv, const char *node)
 	return c;
 }
 
+/* Free a move's call and the payload it carries */
 static void
 move_call_free(MoveCall *c)
 {
-	if (c->payload)
-		pfree(c->payload);
-	pfree(c);
+	zk_call_free(c, c->payload);
 }
 
 /* How many items may be in flight (a peek's rule) */
@@ -298,6 +293,17 @@ move_answered(Move *mv)
 }
 
 /* ---- step 3: the items ---- */
+
+/* The item of c is done with (moved, skipped or failed): c goes, mv goes on */
+static void
+move_item_done(MoveCall *c)
+{
+	Move	   *mv = c->mv;
+
+	move_call_free(c);
+	mv->items_out--;
+	move_answered(mv);
+}
 
 static void move_send_multi(MoveCall *c);
 
@@ -370,11 +376,7 @@ move_multi_done(int rc, const void *data)
 			move_fail_rc(mv, rc, bad >= 0 ? c->paths[bad] : c->paths[3],
 						 "the move of an item");
 		if (!again)
-		{
-			move_call_free(c);
-			mv->items_out--;
-			move_answered(mv);
-		}
+			move_item_done(c);
 	}
 	NONE_COMPLETION_END;
 }
@@ -412,9 +414,7 @@ move_send_multi(MoveCall *c)
 	if (rc != ZOK)
 	{
 		move_fail_rc(mv, rc, c->paths[3], "to a move's multi");
-		move_call_free(c);
-		mv->items_out--;
-		move_answered(mv);
+		move_item_done(c);
 	}
 }
 
@@ -465,11 +465,7 @@ move_read_done(int rc, const char *value, int value_len,
 		if (go)
 			move_send_multi(c);
 		else
-		{
-			move_call_free(c);
-			mv->items_out--;
-			move_answered(mv);
-		}
+			move_item_done(c);
 	}
 	NONE_COMPLETION_END;
 }

@@ -232,14 +232,9 @@ policy_acl_done(int rc, struct ACL_vector *acl, struct Stat *stat, const void *d
 {
 	DATA_COMPLETION_BEGIN(PolicyRead, r, data)
 	{
-		int			i;
-
 		r->rc_acl = rc;
-		for (i = 0; rc == ZOK && acl != NULL && i < acl->count; i++)
-			if ((acl->data[i].perms & (ZOO_PERM_WRITE | ZOO_PERM_ADMIN)) != 0 &&
-				acl->data[i].id.scheme != NULL && acl->data[i].id.id != NULL &&
-				zk_acl_id_foreign(acl->data[i].id.scheme, acl->data[i].id.id))
-				r->open = true;
+		if (rc == ZOK && zk_acl_first_foreign(acl, ZOO_PERM_WRITE | ZOO_PERM_ADMIN) >= 0)
+			r->open = true;
 		if (policy_read_answered(r))
 			r = NULL;
 	}

@@ -1212,30 +1212,72 @@ pub_txn_written(ZkEntry *e)
  * stays PENDING meanwhile (nothing sent that a release must undo).
  *
  * In flight (issue 35): what a check lets through is reserved at once, in
- * this worker, for its node (KeptResv), until the publication is applied
- * or let go (its entry is freed, or it is checked again): a check counts
- * ZooKeeper's children plus the reservations of the other publications of
- * this cluster.  ZooKeeper answers one session in order, so a publication
- * applied before a check was counted by ZooKeeper is freed before its
- * answer is read: counted once.  Concurrent COMMITs on one cluster cannot
- * pass the bound together; clusters checking at the same instant can, each
- * by what its own publications add (doc/limits.md).
+ * this worker, for its node (a Resv on kept_resv), until the publication
+ * is applied or let go (its entry is freed, or it is checked again): a
+ * check counts ZooKeeper's children plus the reservations of the other
+ * publications of this cluster.  ZooKeeper answers one session in order, so
+ * a publication applied before a check was counted by ZooKeeper is freed
+ * before its answer is read: counted once.  Concurrent COMMITs on one
+ * cluster cannot pass the bound together; clusters checking at the same
+ * instant can, each by what its own publications add (doc/limits.md).
  */
-typedef struct KeptResv
+typedef struct Resv
 {
-	uint64		hash;			/* of the node's full path */
-	int			adding;
+	uint64		hash;			/* of the node's full path (kept_resv) */
+	int64		nodes;			/* the items added (kept_resv), or nodes */
+	int64		bytes;			/* and bytes (total_resv) */
 	uint32		idx;			/* the publication's entry */
 	uint32		gen;
-} KeptResv;
+} Resv;
 
-static List *kept_resv = NIL;	/* KeptResv *, in zk_q_context() */
+static List *kept_resv = NIL;	/* Resv *, in zk_q_context() */
 
-/* Is the reservation's publication gone (applied, or let go)? */
-static bool
-kept_resv_dead(const KeptResv *r)
+/*
+ * What the reservations in *list hold but (idx, gen)'s, into *nodes and
+ * *bytes: only those of the node whose path hashes to hash when by_hash.
+ * A reservation whose publication is gone (applied, or let go) is dropped
+ * on the way, and so are (idx, gen)'s own when drop_own.
+ */
+static void
+resv_sum(List **list, bool by_hash, uint64 hash, uint32 idx, uint32 gen,
+		 bool drop_own, int64 *nodes, int64 *bytes)
 {
-	return zk_q_entry_of(r->idx, r->gen) == NULL;
+	ListCell   *lc;
+
+	*nodes = 0;
+	*bytes = 0;
+	foreach(lc, *list)
+	{
+		Resv	   *r = (Resv *) lfirst(lc);
+		bool		own = r->idx == idx && r->gen == gen;
+
+		if (zk_q_entry_of(r->idx, r->gen) == NULL || (own && drop_own))
+		{
+			*list = foreach_delete_current(*list, lc);
+			pfree(r);
+		}
+		else if (!own && (!by_hash || r->hash == hash))
+		{
+			*nodes += r->nodes;
+			*bytes += r->bytes;
+		}
+	}
+}
+
+/* Reserve nodes and bytes in *list, for the node of hash, for e's publication */
+static void
+resv_add(List **list, ZkEntry *e, uint64 hash, int64 nodes, int64 bytes)
+{
+	MemoryContext old = MemoryContextSwitchTo(zk_q_context());
+	Resv	   *r = palloc(sizeof(Resv));
+
+	r->hash = hash;
+	r->nodes = nodes;
+	r->bytes = bytes;
+	r->idx = zk_entry_index(e);
+	r->gen = e->gen;
+	*list = lappend(*list, r);
+	MemoryContextSwitchTo(old);
 }
 
 /*
@@ -1246,42 +1288,16 @@ kept_resv_dead(const KeptResv *r)
 static int64
 kept_reserved(uint64 hash, uint32 idx, uint32 gen, bool drop_own)
 {
-	int64		n = 0;
-	ListCell   *lc;
+	int64		n;
+	int64		b;
 
-	foreach(lc, kept_resv)
-	{
-		KeptResv   *r = (KeptResv *) lfirst(lc);
-		bool		own = r->idx == idx && r->gen == gen;
-
-		if (kept_resv_dead(r) || (own && drop_own))
-		{
-			kept_resv = foreach_delete_current(kept_resv, lc);
-			pfree(r);
-		}
-		else if (!own && r->hash == hash)
-			n += r->adding;
-	}
+	resv_sum(&kept_resv, true, hash, idx, gen, drop_own, &n, &b);
 	return n;
 }
 
-/* Reserve adding items for the node of hash, for e's publication */
-static void
-kept_reserve(ZkEntry *e, uint64 hash, int adding)
-{
-	MemoryContext old = MemoryContextSwitchTo(zk_q_context());
-	KeptResv   *r = palloc(sizeof(KeptResv));
-
-	r->hash = hash;
-	r->adding = adding;
-	r->idx = zk_entry_index(e);
-	r->gen = e->gen;
-	kept_resv = lappend(kept_resv, r);
-	MemoryContextSwitchTo(old);
-}
 /*
  * The root's totals in flight (issue 35, 994 part F): what a total check
- * (pub_total_done) lets through is reserved the same way, for the
+ * (pub_total_done) lets through is reserved the same way (Resv), for the
  * publication's entry, until ZooKeeper counts it: its transaction node
  * written (pub_txn_written; the items that replace it at publishing carry
  * the same data), or the entry let go, refused or checked again.  The
@@ -1290,45 +1306,7 @@ kept_reserve(ZkEntry *e, uint64 hash, int adding)
  * it counts the reservation: once either way.  Concurrent COMMITs on one
  * cluster cannot pass zklock.max_kept_bytes or max_kept_nodes together.
  */
-typedef struct TotalResv
-{
-	int64		nodes;
-	int64		bytes;
-	uint32		idx;			/* the publication's entry */
-	uint32		gen;
-} TotalResv;
-
-static List *total_resv = NIL;	/* TotalResv *, in zk_q_context() */
-
-/*
- * The totals reserved by the live publications of this cluster but
- * (idx, gen), into *nodes and *bytes; the dead ones are dropped on the way,
- * and so is (idx, gen)'s own when drop_own.
- */
-static void
-total_reserved(uint32 idx, uint32 gen, bool drop_own, int64 *nodes, int64 *bytes)
-{
-	ListCell   *lc;
-
-	*nodes = 0;
-	*bytes = 0;
-	foreach(lc, total_resv)
-	{
-		TotalResv  *r = (TotalResv *) lfirst(lc);
-		bool		own = r->idx == idx && r->gen == gen;
-
-		if (zk_q_entry_of(r->idx, r->gen) == NULL || (own && drop_own))
-		{
-			total_resv = foreach_delete_current(total_resv, lc);
-			pfree(r);
-		}
-		else if (!own)
-		{
-			*nodes += r->nodes;
-			*bytes += r->bytes;
-		}
-	}
-}
+static List *total_resv = NIL;	/* Resv *, in zk_q_context() */
 
 /* Drop e's own reservation of the totals, if any */
 static void
@@ -1337,7 +1315,7 @@ total_unreserve(ZkEntry *e)
 	int64		n;
 	int64		b;
 
-	total_reserved(zk_entry_index(e), e->gen, true, &n, &b);
+	resv_sum(&total_resv, false, 0, zk_entry_index(e), e->gen, true, &n, &b);
 }
 
 typedef struct KeptObj
@@ -1380,7 +1358,7 @@ ns_add(List *adds, const char *qname)
 typedef struct KeptCheck
 {
 	const void *ectx;			/* zk_ctx_of(e) */
-	uint64		hash;			/* of the node's full path (KeptResv) */
+	uint64		hash;			/* of the node's full path (Resv) */
 	int			adding;			/* items the transaction adds there */
 	int			limit;
 	char		path[ZK_PATH_MAX];	/* under the root, for the message */
@@ -1422,7 +1400,7 @@ pub_kept_done(int rc, const struct Stat *stat, const void *data)
 					}
 				}
 				else if (!ZKQ(e)->pub_refused)
-					kept_reserve(e, c->hash, c->adding);
+					resv_add(&kept_resv, e, c->hash, c->adding, 0);
 			}
 			if (e->outstanding == 0)
 				pub_kept_answered(e, rc);
@@ -1499,7 +1477,8 @@ pub_total_done(int rc, const char *value, int value_len,
 				int64		rb;
 
 				/* what this cluster's other publications are adding */
-				total_reserved(zk_entry_index(e), e->gen, true, &rn, &rb);
+				resv_sum(&total_resv, false, 0, zk_entry_index(e), e->gen, true,
+						 &rn, &rb);
 				if (zk_kept_over(nodes + rn, bytes + rb, t->add_nodes, t->add_bytes,
 								 e->errmsg, sizeof(e->errmsg)))
 				{
@@ -1508,17 +1487,7 @@ pub_total_done(int rc, const char *value, int value_len,
 					zk_ctl->kept_refused++;
 				}
 				else
-				{
-					MemoryContext old = MemoryContextSwitchTo(zk_q_context());
-					TotalResv  *r = palloc(sizeof(TotalResv));
-
-					r->nodes = t->add_nodes;
-					r->bytes = t->add_bytes;
-					r->idx = zk_entry_index(e);
-					r->gen = e->gen;
-					total_resv = lappend(total_resv, r);
-					MemoryContextSwitchTo(old);
-				}
+					resv_add(&total_resv, e, 0, t->add_nodes, t->add_bytes);
 			}
 			if (e->outstanding == 0)
 				pub_kept_answered(e, rc == ZNONODE ? ZOK : rc);

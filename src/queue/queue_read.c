@@ -96,11 +96,7 @@ info_entry(Info *in)
 static void
 info_free(Info *in)
 {
-	ListCell   *lc;
-
-	foreach(lc, in->rows)
-		pfree(lfirst(lc));
-	list_free(in->rows);
+	list_free_deep(in->rows);
 	zk_q_listing_free(&in->list);
 	zk_q_names_free(&in->names, &in->nnames);
 	pfree(in);
@@ -790,14 +786,9 @@ queue_acl_got(int rc, struct ACL_vector *acl, struct Stat *stat, const void *dat
 {
 	DATA_COMPLETION_BEGIN(QueueCount, qc, data)
 	{
-		int			i;
-
 		qc->rc_acl = rc;
-		for (i = 0; rc == ZOK && acl != NULL && i < acl->count; i++)
-			if ((acl->data[i].perms & (ZOO_PERM_WRITE | ZOO_PERM_ADMIN)) != 0 &&
-				acl->data[i].id.scheme != NULL && acl->data[i].id.id != NULL &&
-				zk_acl_id_foreign(acl->data[i].id.scheme, acl->data[i].id.id))
-				qc->open = true;
+		if (rc == ZOK && zk_acl_first_foreign(acl, ZOO_PERM_WRITE | ZOO_PERM_ADMIN) >= 0)
+			qc->open = true;
 		queue_count_answered(qc, rc);
 	}
 	NONE_COMPLETION_END;
@@ -1464,11 +1455,7 @@ drop_forget(const char *qname)
 static ZkEntry *
 drop_entry(Drop *d)
 {
-	ZkEntry    *e = zk_q_entry_of(d->idx, d->gen);
-
-	if (e == NULL || e->outstanding == 0)
-		return NULL;
-	return e;
+	return zk_q_request_of(d->idx, d->gen);
 }
 
 /* Answer the drop (token ZKQ_DROP_*, why the detail of a refusal) */

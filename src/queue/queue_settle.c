@@ -601,6 +601,54 @@ scan_refused(Scan *s, const char *what, const char *path, ZkMacCheck mc)
 }
 
 /*
+ * What a replayed node is called in the log (scan_replayed): the node, a
+ * short name of it, what this run did with its transaction already, and
+ * what settling it again would do
+ */
+typedef struct ReplayWords
+{
+	const char *what;
+	const char *noun;
+	const char *done;
+	const char *harm;
+} ReplayWords;
+
+static const ReplayWords replay_txn = {
+	"transaction node", "node", "published its transaction",
+	"publishing it would deliver its items and gate and arrival changes twice"
+};
+static const ReplayWords replay_claim = {
+	"claim", "claim", "ended its transaction's claims",
+	"consuming it would take another item of that name"
+};
+
+/*
+ * Is the node at path, of transaction fxid written by run, committed as
+ * node_fate says, one this run settled already ("Replayed transaction
+ * nodes"): a copy a client created again from its data?  Then it is left
+ * alone (the caller treats its fate as unknown, quietly), counted, and
+ * logged in words.
+ */
+static bool
+scan_replayed(Scan *s, uint64 run, uint64 fxid, const char *path,
+			  const ReplayWords *words)
+{
+	if (run == 0 || zk_history_status(run) != ZKR_CURRENT ||
+		zk_q_given_up_find(fxid) >= 0)
+		return false;
+	s->treplayed++;
+	if (zk_log_limited(&replay_log, "left a replayed transaction node alone"))
+		ereport(LOG,
+				(errmsg("zklock: left the queue %s %s alone: this run %s already",
+						words->what, path, words->done),
+				 errdetail("A client that may write under zklock.root created the %s again from a copy of its data; %s.",
+						   words->noun, words->harm),
+				 errhint("Check who may write under zklock.root (zklock.acl), then delete the %s.",
+						 words->noun)));
+	return true;
+}
+
+/*
  * Kept published nodes (queue_publish.c, "Late creates"): one goes once no
  * create of it can come any more.  ZooKeeper applies no request of a
  * session that ended, and a session left behind ends a session timeout
@@ -718,20 +766,12 @@ scan_txn_data(int rc, const char *value, int value_len,
 
 			memcpy(&h, blob, sizeof(h));
 			f = node_fate(s, ZKK_QPUB, h.run, c->fxid, h.tli, h.lsn, h.rec, &quiet);
-			if (f == FATE_COMMITTED && h.run != 0 &&
-				zk_history_status(h.run) == ZKR_CURRENT &&
-				zk_q_given_up_find(c->fxid) < 0)
+			if (f == FATE_COMMITTED &&
+				scan_replayed(s, h.run, c->fxid, c->path, &replay_txn))
 			{
 				/* this run published it: a copy created again ("Replayed") */
 				f = FATE_UNKNOWN;
 				quiet = true;
-				s->treplayed++;
-				if (zk_log_limited(&replay_log, "left a replayed transaction node alone"))
-					ereport(LOG,
-							(errmsg("zklock: left the queue transaction node %s alone: this run published its transaction already",
-									c->path),
-							 errdetail("A client that may write under zklock.root created the node again from a copy of its data; publishing it would deliver its items and gate and arrival changes twice."),
-							 errhint("Check who may write under zklock.root (zklock.acl), then delete the node.")));
 			}
 			if (f == FATE_COMMITTED)
 			{
@@ -989,8 +1029,8 @@ scan_claim_data(int rc, const char *value, int value_len,
 			/* (a release of a claim it cannot read: as rolled back) */
 			f = node_fate(s, ZKK_QCLAIM, run, fxid, (uint32) tli, lsn,
 						  parsed ? rec : 0, &quiet);
-			if (f == FATE_COMMITTED && !s->release_all && run != 0 &&
-				zk_history_status(run) == ZKR_CURRENT && zk_q_given_up_find(fxid) < 0)
+			if (f == FATE_COMMITTED && !s->release_all &&
+				scan_replayed(s, run, fxid, c->path, &replay_claim))
 			{
 				/*
 				 * This run's claims are ended by their entries: a claim
@@ -999,13 +1039,6 @@ scan_claim_data(int rc, const char *value, int value_len,
 				 */
 				f = FATE_UNKNOWN;
 				quiet = true;
-				s->treplayed++;
-				if (zk_log_limited(&replay_log, "left a replayed transaction node alone"))
-					ereport(LOG,
-							(errmsg("zklock: left the queue claim %s alone: this run ended its transaction's claims already",
-									c->path),
-							 errdetail("A client that may write under zklock.root created the claim again from a copy of its data; consuming it would take another item of that name."),
-							 errhint("Check who may write under zklock.root (zklock.acl), then delete the claim.")));
 			}
 			if (f == FATE_COMMITTED)
 			{

@@ -180,6 +180,20 @@ zk_q_entry_of(uint32 idx, uint32 gen)
 	return (e->gen == gen && e->state != ZKE_FREE) ? e : NULL;
 }
 
+/*
+ * The entry (idx, gen) while a request of a long operation (a move, a
+ * drop) is still what it waits for, its requests outstanding; else NULL
+ */
+ZkEntry *
+zk_q_request_of(uint32 idx, uint32 gen)
+{
+	ZkEntry    *e = zk_q_entry_of(idx, gen);
+
+	if (e == NULL || e->outstanding == 0)
+		return NULL;
+	return e;
+}
+
 /* the queue's shared memory (zk_queue_backend.shmem) */
 ZkQueueShared *zk_q_shared = NULL;
 

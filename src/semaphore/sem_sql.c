@@ -18,10 +18,6 @@
 #include "utils/builtins.h"
 #include "utils/tuplestore.h"
 
-PG_FUNCTION_INFO_V1(zk_semaphore);
-PG_FUNCTION_INFO_V1(zk_try_semaphore);
-PG_FUNCTION_INFO_V1(zk_session_semaphore);
-PG_FUNCTION_INFO_V1(zk_try_session_semaphore);
 PG_FUNCTION_INFO_V1(zk_semaphore_release);
 PG_FUNCTION_INFO_V1(zk_semaphores_internal);
 
@@ -56,33 +52,11 @@ sem_common(FunctionCallInfo fcinfo, ZkScope scope, bool try_only)
 	PG_RETURN_VOID();
 }
 
-/* SQL: zk_semaphore() */
-Datum
-zk_semaphore(PG_FUNCTION_ARGS)
-{
-	return sem_common(fcinfo, ZKS_TRANSACTION, false);
-}
-
-/* SQL: zk_try_semaphore() */
-Datum
-zk_try_semaphore(PG_FUNCTION_ARGS)
-{
-	return sem_common(fcinfo, ZKS_TRANSACTION, true);
-}
-
-/* SQL: zk_session_semaphore() */
-Datum
-zk_session_semaphore(PG_FUNCTION_ARGS)
-{
-	return sem_common(fcinfo, ZKS_SESSION, false);
-}
-
-/* SQL: zk_try_session_semaphore() */
-Datum
-zk_try_session_semaphore(PG_FUNCTION_ARGS)
-{
-	return sem_common(fcinfo, ZKS_SESSION, true);
-}
+/* SQL: zk_semaphore, zk_session_semaphore, and their zk_try_* forms */
+ZK_SQL_FUNC(zk_semaphore, sem_common(fcinfo, ZKS_TRANSACTION, false))
+ZK_SQL_FUNC(zk_try_semaphore, sem_common(fcinfo, ZKS_TRANSACTION, true))
+ZK_SQL_FUNC(zk_session_semaphore, sem_common(fcinfo, ZKS_SESSION, false))
+ZK_SQL_FUNC(zk_try_session_semaphore, sem_common(fcinfo, ZKS_SESSION, true))
 
 /* zk_semaphore_release(name): one session hold; false + WARNING when none */
 Datum

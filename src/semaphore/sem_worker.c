@@ -576,11 +576,7 @@ sem_pools_turn(void)
 static void
 sem_pools_reset(void)
 {
-	ListCell   *lc;
-
-	foreach(lc, quiet_pools)
-		pfree(lfirst(lc));
-	list_free(quiet_pools);
+	list_free_deep(quiet_pools);
 	quiet_pools = NIL;
 	/* the checks in flight end with their session's answers (quiet_done) */
 }
