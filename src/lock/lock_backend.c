@@ -623,6 +623,30 @@ member_repeat(const MultiMember *m, int i)
 }
 
 /*
+ * The members of a multi-lock, names checked, in the canonical order;
+ * *distinct counts the distinct names.  Freed by the caller.
+ */
+static MultiMember *
+members_sorted(char **names, int *lens, int n, int *distinct)
+{
+	MultiMember *m = palloc(Max(n, 1) * sizeof(MultiMember));
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		zk_check_name("lock name", lens[i]);
+		m[i].name = names[i];
+		m[i].len = lens[i];
+		m[i].pos = i;
+	}
+	qsort(m, n, sizeof(MultiMember), member_cmp);
+	*distinct = 0;
+	for (i = 0; i < n; i++)
+		*distinct += member_repeat(m, i) ? 0 : 1;
+	return m;
+}
+
+/*
  * Let go of the hold of (name, mode, scope) that zk_acquire stacked last,
  * for a multi-lock whose later member failed: the hold it found (a name this
  * backend held already keeps its older holds) or the lock it took.
@@ -733,22 +757,11 @@ zk_acquire_all(char **names, int *lens, int n, ZkMode mode, ZkScope scope,
 {
 	MultiMember *m;
 	volatile int taken = 0;
-	int			distinct = 0;
+	int			distinct;
 	bool		all;
-	int			i;
 
 	zk_require_shmem();
-	m = palloc(Max(n, 1) * sizeof(MultiMember));
-	for (i = 0; i < n; i++)
-	{
-		zk_check_name("lock name", lens[i]);
-		m[i].name = names[i];
-		m[i].len = lens[i];
-		m[i].pos = i;
-	}
-	qsort(m, n, sizeof(MultiMember), member_cmp);
-	for (i = 0; i < n; i++)
-		distinct += member_repeat(m, i) ? 0 : 1;
+	m = members_sorted(names, lens, n, &distinct);
 	if (distinct > zk_max_locks_per_backend)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -784,18 +797,11 @@ zk_acquire_all(char **names, int *lens, int n, ZkMode mode, ZkScope scope,
 bool
 zk_release_all_of(char **names, int *lens, int n, ZkMode mode)
 {
-	MultiMember *m = palloc(Max(n, 1) * sizeof(MultiMember));
+	int			distinct;
+	MultiMember *m = members_sorted(names, lens, n, &distinct);
 	bool		all = true;
 	int			i;
 
-	for (i = 0; i < n; i++)
-	{
-		zk_check_name("lock name", lens[i]);
-		m[i].name = names[i];
-		m[i].len = lens[i];
-		m[i].pos = i;
-	}
-	qsort(m, n, sizeof(MultiMember), member_cmp);
 	for (i = n - 1; i >= 0; i--)
 	{
 		if (!member_repeat(m, i) && !zk_release(m[i].name, m[i].len, mode))

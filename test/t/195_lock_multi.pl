@@ -36,7 +36,7 @@ my $a1 = new_session($node1, name => 'a1');
 my $a2 = new_session($node1, name => 'a2');
 my $b1 = new_session($node2, name => 'b1');
 
-sub nodes_of { return scalar zk_lock_nodes($zk, "$LOCKS/$_[0]"); }
+sub nodes_of { my @n = zk_lock_nodes($zk, "$LOCKS/$_[0]"); return scalar @n; }
 
 # wait, through ZooKeeper, until none of the names has a contender node
 sub all_gone
@@ -92,8 +92,8 @@ foreach my $i (0, 1)
 my @rc;
 foreach my $i (0, 1)
 {
-	my $ok = eval { $h[$i]->finish; 1 };
-	push @rc, $ok ? $h[$i]->result : -1;
+	my $ok = eval { $h[$i]->finish };
+	push @rc, $ok ? 0 : (($? >> 8) || -1);
 	note "pgbench $i rc=$rc[-1]\n$out[$i]\n$err[$i]";
 }
 is_deeply(\@rc, [ 0, 0 ], 'pgbench on both clusters finished');
