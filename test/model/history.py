@@ -617,6 +617,10 @@ class History:
         for s in self.sessions:
             if s.pending is not None:
                 self.execute({"k": "cancel", "r": None, "t": s.idx})
+                # a cancel may let another pending call be served (a waiter
+                # behind the cancelled one): let it be, before cancelling it
+                # races with its grant
+                self.settle()
         for s in self.sessions:
             if s.xact:
                 self.execute({"k": "rollback", "r": None, "s": s.idx})
