@@ -26,8 +26,6 @@
 
 PG_FUNCTION_INFO_V1(zk_barrier_enter);
 PG_FUNCTION_INFO_V1(zk_barrier_leave);
-PG_FUNCTION_INFO_V1(zk_gate_close);
-PG_FUNCTION_INFO_V1(zk_gate_open);
 PG_FUNCTION_INFO_V1(zk_gate_wait);
 PG_FUNCTION_INFO_V1(zk_arrive);
 PG_FUNCTION_INFO_V1(zk_await);
@@ -105,21 +103,9 @@ gate_change(FunctionCallInfo fcinfo, int op, const char *what)
 	zk_queue_txn_op(op, rel, data, strlen(data), what);
 }
 
-/* SQL: zk_gate_close() */
-Datum
-zk_gate_close(PG_FUNCTION_ARGS)
-{
-	gate_change(fcinfo, ZKQ_OP_CREATE, "close a gate");
-	PG_RETURN_VOID();
-}
-
-/* SQL: zk_gate_open() */
-Datum
-zk_gate_open(PG_FUNCTION_ARGS)
-{
-	gate_change(fcinfo, ZKQ_OP_DELETE, "open a gate");
-	PG_RETURN_VOID();
-}
+/* SQL: zk_gate_close(), zk_gate_open() */
+ZK_SQL_PROC(zk_gate_close, gate_change(fcinfo, ZKQ_OP_CREATE, "close a gate"))
+ZK_SQL_PROC(zk_gate_open, gate_change(fcinfo, ZKQ_OP_DELETE, "open a gate"))
 
 /* SQL: zk_gate_wait() */
 Datum
