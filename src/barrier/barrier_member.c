@@ -876,20 +876,14 @@ b_member_session_lost(ZkEntry *e, const char *why)
 	zk_retry_later(e);
 }
 
-/* A previous worker's member: as if its session had ended */
-static void
-member_adopt(ZkEntry *e)
-{
-	b_member_session_lost(e, NULL);
-}
-
 /*
- * A barrier's member: batched, for its creates and deletes go through
- * batch.c, the watch on ready right behind the create; its other reads
- * need to see no write held there.
+ * A barrier's member (a previous worker's: as if its session had ended):
+ * batched, for its creates and deletes go through batch.c, the watch on
+ * ready right behind the create; its other reads need to see no write held
+ * there.
  */
 const ZkKindOps zk_bmember_ops =
 	ZK_KIND_OPS(member_step, member_drive_failed, b_member_session_lost,
-				.adopt = member_adopt,
+				.adopt = zk_adopt_as_lost,
 				.watch_fired = member_watch_fired,
 				.batched = true);

@@ -267,6 +267,7 @@ extern void zk_entry_unwatch(ZkEntry *e, const char *path, int type,
 /* worker_base.c: the common code's calls into the recipes */
 extern void zk_recipe_drive(ZkEntry *e);
 extern void zk_kind_drive(ZkEntry *e);
+extern void zk_adopt_as_lost(ZkEntry *e);
 extern void zk_session_set(zhandle_t *h, uint64 session_id);
 extern void zk_recipes_reconnected(void);
 extern void zk_recipes_session_lost(const char *why);
