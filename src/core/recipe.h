@@ -193,6 +193,17 @@ extern void zk_completion_error(ZkEntry *e, int depth, MemoryContext cxt);
 #define NONE_COMPLETION_END		COMPLETION_END(none)
 
 /*
+ * The opening of a completion that serves entry e, the one ctx names
+ * (zk_entry_of: NULL once it is gone or has been reused); COMPLETION_END(e)
+ * closes it
+ */
+#define ENTRY_COMPLETION_BEGIN(e, ctx) \
+	ZkEntry    *volatile e = NULL; \
+	\
+	COMPLETION_BEGIN \
+	e = zk_entry_of(ctx);
+
+/*
  * worker_base.c: the no-progress guard.  A recipe that can drive itself
  * again without a ZooKeeper request or an answer in between (a round
  * that ends with nothing sent and starts the next one) keeps a ZkProgress
