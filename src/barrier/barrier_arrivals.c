@@ -702,15 +702,11 @@ b_binfo_session_lost(ZkEntry *e, const char *why)
 		zk_retry_later(e);
 }
 
-/* A previous worker's read or reset: as if its session had ended */
-static void
-binfo_adopt(ZkEntry *e)
-{
-	b_binfo_session_lost(e, NULL);
-}
-
-/* A read of arrivals; its turn resets the reads paused */
+/*
+ * A read of arrivals (a previous worker's read or reset: as if its session
+ * had ended); its turn resets the reads paused
+ */
 const ZkKindOps zk_binfo_ops =
 	ZK_KIND_OPS(binfo_drive, binfo_drive_failed, b_binfo_session_lost,
-				.adopt = binfo_adopt,
+				.adopt = zk_adopt_as_lost,
 				.turn = b_binfo_turn);

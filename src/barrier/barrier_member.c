@@ -87,11 +87,8 @@ static ZkLogLimit member_delete_log;
 static void
 member_deleted(int rc, const void *ctx)
 {
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
+	ENTRY_COMPLETION_BEGIN(e, ctx)
 	{
-		e = zk_entry_of(ctx);
 		if (e != NULL && e->delete_inflight)
 		{
 			e->delete_inflight = false;
@@ -137,11 +134,8 @@ static void member_send_owner(ZkEntry *e);
 static void
 member_created(int rc, const char *value, const struct Stat *stat, const void *ctx)
 {
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
+	ENTRY_COMPLETION_BEGIN(e, ctx)
 	{
-		e = zk_entry_of(ctx);
 		if (e != NULL && e->create_inflight)
 		{
 			BObj	   *o = zk_b_obj_of(e);
@@ -221,11 +215,8 @@ member_create_answered(ZkEntry *e, int rc, const struct Stat *stat)
 static void
 member_stale_deleted(int rc, const void *ctx)
 {
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
+	ENTRY_COMPLETION_BEGIN(e, ctx)
 	{
-		e = zk_entry_of(ctx);
 		if (e != NULL && e->delete_inflight)
 		{
 			e->delete_inflight = false;
@@ -249,11 +240,8 @@ member_stale_deleted(int rc, const void *ctx)
 static void
 member_owner_read(int rc, const struct Stat *stat, const void *ctx)
 {
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
+	ENTRY_COMPLETION_BEGIN(e, ctx)
 	{
-		e = zk_entry_of(ctx);
 		if (e != NULL && e->list_inflight)
 		{
 			e->list_inflight = false;
@@ -297,11 +285,8 @@ member_send_owner(ZkEntry *e)
 static void
 member_stat(int rc, const struct Stat *stat, const void *ctx)
 {
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
+	ENTRY_COMPLETION_BEGIN(e, ctx)
 	{
-		e = zk_entry_of(ctx);
 		if (e != NULL && e->list_inflight)
 		{
 			e->list_inflight = false;
@@ -397,11 +382,8 @@ cmp_str(const void *a, const void *b)
 static void
 leave_exists(int rc, const struct Stat *stat, const void *ctx)
 {
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
+	ENTRY_COMPLETION_BEGIN(e, ctx)
 	{
-		e = zk_entry_of(ctx);
 		if (e != NULL && e->watch == ZKEW_PENDING)
 		{
 			char		path[ZK_PATH_MAX];
@@ -578,11 +560,8 @@ leave_round_has(LeaveRound *r, const char *name)
 static void
 leave_listed(int rc, const struct String_vector *sv, const void *ctx)
 {
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
+	ENTRY_COMPLETION_BEGIN(e, ctx)
 	{
-		e = zk_entry_of(ctx);
 		if (e != NULL && e->list_inflight)
 		{
 			e->list_inflight = false;
@@ -675,14 +654,11 @@ leave_listed(int rc, const struct String_vector *sv, const void *ctx)
 static void
 leave_counted(int rc, const struct Stat *stat, const void *ctx)
 {
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
+	ENTRY_COMPLETION_BEGIN(e, ctx)
 	{
 		char		msg[ZKLOCK_ERRMSG_MAX];
 		char		dir[ZK_PATH_MAX];
 
-		e = zk_entry_of(ctx);
 		if (e != NULL && e->list_inflight)
 		{
 			if (e->released || e->step.barrier != ZKB_LEAVE)
@@ -876,20 +852,14 @@ b_member_session_lost(ZkEntry *e, const char *why)
 	zk_retry_later(e);
 }
 
-/* A previous worker's member: as if its session had ended */
-static void
-member_adopt(ZkEntry *e)
-{
-	b_member_session_lost(e, NULL);
-}
-
 /*
- * A barrier's member: batched, for its creates and deletes go through
- * batch.c, the watch on ready right behind the create; its other reads
- * need to see no write held there.
+ * A barrier's member (a previous worker's: as if its session had ended):
+ * batched, for its creates and deletes go through batch.c, the watch on
+ * ready right behind the create; its other reads need to see no write held
+ * there.
  */
 const ZkKindOps zk_bmember_ops =
 	ZK_KIND_OPS(member_step, member_drive_failed, b_member_session_lost,
-				.adopt = member_adopt,
+				.adopt = zk_adopt_as_lost,
 				.watch_fired = member_watch_fired,
 				.batched = true);

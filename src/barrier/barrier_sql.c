@@ -26,11 +26,7 @@
 
 PG_FUNCTION_INFO_V1(zk_barrier_enter);
 PG_FUNCTION_INFO_V1(zk_barrier_leave);
-PG_FUNCTION_INFO_V1(zk_gate_close);
-PG_FUNCTION_INFO_V1(zk_gate_open);
-PG_FUNCTION_INFO_V1(zk_gate_wait);
 PG_FUNCTION_INFO_V1(zk_arrive);
-PG_FUNCTION_INFO_V1(zk_await);
 PG_FUNCTION_INFO_V1(zk_arrivals);
 PG_FUNCTION_INFO_V1(zk_arrivals_reset);
 
@@ -80,24 +76,18 @@ zk_barrier_leave(PG_FUNCTION_ARGS)
 	PG_RETURN_BOOL(zk_barrier_leave_member(name, len, timeout_ms));
 }
 
-/* ---- gates ---- */
+/* ---- gates and arrivals ---- */
 
 /*
- * zk_gate_open/close: record the gate's change in this transaction's node
- * (published at COMMIT)
+ * Record op (a create, with this backend's node data, or a delete) of the
+ * node rel in this transaction's node, published at COMMIT: a gate's change,
+ * an arrival
  */
 static void
-gate_change(FunctionCallInfo fcinfo, int op, const char *what)
+txn_node_op(int op, const char *rel, const char *what)
 {
-	int			len;
-	char	   *name = arg_name(fcinfo, 0, "gate name", &len);
-	char		ename[ZKLOCK_ENAME_MAX + 1];
-	char		rel[ZKLOCK_ENAME_MAX + 16];
 	char		data[ZKLOCK_DATA_MAX];
 
-	name = zk_qualify_name(name, len, &len);
-	zk_encode_name(name, len, ename);
-	snprintf(rel, sizeof(rel), "gates/%s", ename);
 	if (op == ZKQ_OP_CREATE)
 		zk_build_node_data(data, sizeof(data));
 	else
@@ -105,35 +95,41 @@ gate_change(FunctionCallInfo fcinfo, int op, const char *what)
 	zk_queue_txn_op(op, rel, data, strlen(data), what);
 }
 
-/* SQL: zk_gate_close() */
-Datum
-zk_gate_close(PG_FUNCTION_ARGS)
-{
-	gate_change(fcinfo, ZKQ_OP_CREATE, "close a gate");
-	PG_RETURN_VOID();
-}
-
-/* SQL: zk_gate_open() */
-Datum
-zk_gate_open(PG_FUNCTION_ARGS)
-{
-	gate_change(fcinfo, ZKQ_OP_DELETE, "open a gate");
-	PG_RETURN_VOID();
-}
-
-/* SQL: zk_gate_wait() */
-Datum
-zk_gate_wait(PG_FUNCTION_ARGS)
+/* zk_gate_open/close: record the gate's change */
+static void
+gate_change(FunctionCallInfo fcinfo, int op, const char *what)
 {
 	int			len;
 	char	   *name = arg_name(fcinfo, 0, "gate name", &len);
-	int64		timeout_ms = zk_arg_wait_ms(fcinfo, 1);
+	char		ename[ZKLOCK_ENAME_MAX + 1];
+	char		rel[ZKLOCK_ENAME_MAX + 16];
 
-	PG_RETURN_BOOL(zk_barrier_wait(ZKB_GATE, name, len, 0, timeout_ms,
-							"wait for the gate"));
+	name = zk_qualify_name(name, len, &len);
+	zk_encode_name(name, len, ename);
+	snprintf(rel, sizeof(rel), "gates/%s", ename);
+	txn_node_op(op, rel, what);
 }
 
-/* ---- arrivals ---- */
+/*
+ * zk_gate_wait(name, timeout) and zk_await(name, parties, timeout): wait
+ * until the gate is open, or until parties have arrived (bop)
+ */
+static Datum
+wait_common(FunctionCallInfo fcinfo, int bop, const char *label,
+			const char *what)
+{
+	int			len;
+	char	   *name = arg_name(fcinfo, 0, label, &len);
+	int32		parties = bop == ZKB_ARRIVALS ? arg_parties(fcinfo, 1) : 0;
+	int64		timeout_ms = zk_arg_wait_ms(fcinfo, bop == ZKB_ARRIVALS ? 2 : 1);
+
+	PG_RETURN_BOOL(zk_barrier_wait(bop, name, len, parties, timeout_ms, what));
+}
+
+/* SQL: zk_gate_close(), zk_gate_open(), zk_gate_wait() */
+ZK_SQL_PROC(zk_gate_close, gate_change(fcinfo, ZKQ_OP_CREATE, "close a gate"))
+ZK_SQL_PROC(zk_gate_open, gate_change(fcinfo, ZKQ_OP_DELETE, "open a gate"))
+ZK_SQL_FUNC(zk_gate_wait, wait_common(fcinfo, ZKB_GATE, "gate name", "wait for the gate"))
 
 /* SQL: zk_arrive() */
 Datum
@@ -146,29 +142,17 @@ zk_arrive(PG_FUNCTION_ARGS)
 	char		ename[ZKLOCK_ENAME_MAX + 1];
 	char		epart[ZKLOCK_ENAME_MAX + 1];
 	char		rel[2 * ZKLOCK_ENAME_MAX + 16];
-	char		data[ZKLOCK_DATA_MAX];
 
 	name = zk_qualify_name(name, len, &len);
 	zk_encode_name(name, len, ename);
 	zk_encode_name(part, plen, epart);
 	snprintf(rel, sizeof(rel), "arrivals/%s/%s", ename, epart);
-	zk_build_node_data(data, sizeof(data));
-	zk_queue_txn_op(ZKQ_OP_CREATE, rel, data, strlen(data), "arrive");
+	txn_node_op(ZKQ_OP_CREATE, rel, "arrive");
 	PG_RETURN_VOID();
 }
 
 /* SQL: zk_await() */
-Datum
-zk_await(PG_FUNCTION_ARGS)
-{
-	int			len;
-	char	   *name = arg_name(fcinfo, 0, "arrivals name", &len);
-	int32		parties = arg_parties(fcinfo, 1);
-	int64		timeout_ms = zk_arg_wait_ms(fcinfo, 2);
-
-	PG_RETURN_BOOL(zk_barrier_wait(ZKB_ARRIVALS, name, len, parties, timeout_ms,
-							"await the arrivals"));
-}
+ZK_SQL_FUNC(zk_await, wait_common(fcinfo, ZKB_ARRIVALS, "arrivals name", "await the arrivals"))
 
 /* an arrival's participant, in the database encoding (NULL if it has none) */
 static char *

@@ -360,14 +360,12 @@ read_again(ZkEntry *e)
 static void
 write_done(int rc, const void *data)
 {
-	ZkEntry    *volatile e = NULL;
 	NscCall    *c = (NscCall *) data;
 
-	COMPLETION_BEGIN
+	ENTRY_COMPLETION_BEGIN(e, c->ectx)
 	{
 		char		refused[ZKLOCK_PARENT_MAX + 1];
 
-		e = zk_entry_of(c->ectx);
 		if (e != NULL && e->create_inflight)
 		{
 			e->create_inflight = false;
@@ -478,12 +476,10 @@ static void
 read_done(int rc, const char *value, int value_len, const struct Stat *stat,
 		  const void *data)
 {
-	ZkEntry    *volatile e = NULL;
 	NscCall    *c = (NscCall *) data;
 
-	COMPLETION_BEGIN
+	ENTRY_COMPLETION_BEGIN(e, c->ectx)
 	{
-		e = zk_entry_of(c->ectx);
 		if (e != NULL && e->list_inflight)
 		{
 			int			op = e->step.nsclaim;

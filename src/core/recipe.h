@@ -193,6 +193,17 @@ extern void zk_completion_error(ZkEntry *e, int depth, MemoryContext cxt);
 #define NONE_COMPLETION_END		COMPLETION_END(none)
 
 /*
+ * The opening of a completion that serves entry e, the one ctx names
+ * (zk_entry_of: NULL once it is gone or has been reused); COMPLETION_END(e)
+ * closes it
+ */
+#define ENTRY_COMPLETION_BEGIN(e, ctx) \
+	ZkEntry    *volatile e = NULL; \
+	\
+	COMPLETION_BEGIN \
+	e = zk_entry_of(ctx);
+
+/*
  * worker_base.c: the no-progress guard.  A recipe that can drive itself
  * again without a ZooKeeper request or an answer in between (a round
  * that ends with nothing sent and starts the next one) keeps a ZkProgress
@@ -267,6 +278,7 @@ extern void zk_entry_unwatch(ZkEntry *e, const char *path, int type,
 /* worker_base.c: the common code's calls into the recipes */
 extern void zk_recipe_drive(ZkEntry *e);
 extern void zk_kind_drive(ZkEntry *e);
+extern void zk_adopt_as_lost(ZkEntry *e);
 extern void zk_session_set(zhandle_t *h, uint64 session_id);
 extern void zk_recipes_reconnected(void);
 extern void zk_recipes_session_lost(const char *why);

@@ -177,6 +177,16 @@ zk_kind_drive(ZkEntry *e)
 }
 
 /*
+ * An adopt op (recipe.h) for the kinds that take a previous worker's entry
+ * as if its session had ended: their session_lost, with no reason given
+ */
+void
+zk_adopt_as_lost(ZkEntry *e)
+{
+	KIND_OPS(e)->session_lost(e, NULL);
+}
+
+/*
  * The no-progress guard (recipe.h).  zk_dispatch counts the worker's
  * dispatches: a request served (zk_recipe_drive, not nested), a completion
  * (COMPLETION_BEGIN), a timer.  A ZkProgress counts the rounds of one

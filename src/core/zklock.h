@@ -751,6 +751,15 @@ extern int32 zk_arg_count(struct FunctionCallInfoBaseData *fcinfo, int argno,
 	PG_FUNCTION_INFO_V1(fn); \
 	Datum fn(PG_FUNCTION_ARGS) { return body; }
 
+/*
+ * An SQL function fn whose work is the statement stmt, fcinfo in scope, and
+ * whose result is none: a function returning void, or a set-returning one
+ * that materialises its rows in fcinfo's resultinfo (InitMaterializedSRF)
+ */
+#define ZK_SQL_PROC(fn, stmt) \
+	PG_FUNCTION_INFO_V1(fn); \
+	Datum fn(PG_FUNCTION_ARGS) { stmt; return (Datum) 0; }
+
 struct TupleDescData;
 extern struct TupleDescData *zk_status_row_type(struct FunctionCallInfoBaseData *fcinfo);
 

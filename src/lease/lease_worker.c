@@ -100,12 +100,10 @@ static void
 read_done(int rc, const char *value, int value_len, const struct Stat *stat,
 		  const void *data)
 {
-	ZkEntry    *volatile e = NULL;
 	LeaseCall  *c = (LeaseCall *) data;
 
-	COMPLETION_BEGIN
+	ENTRY_COMPLETION_BEGIN(e, c->ectx)
 	{
-		e = zk_entry_of(c->ectx);
 		if (call_answered(e, false))
 		{
 			if (rc == ZNONODE || (rc == ZOK && stat))
@@ -148,12 +146,10 @@ read_done(int rc, const char *value, int value_len, const struct Stat *stat,
 static void
 write_done(int rc, const void *data)
 {
-	ZkEntry    *volatile e = NULL;
 	LeaseCall  *c = (LeaseCall *) data;
 
-	COMPLETION_BEGIN
+	ENTRY_COMPLETION_BEGIN(e, c->ectx)
 	{
-		e = zk_entry_of(c->ectx);
 		if (call_answered(e, true))
 		{
 			if (rc == ZOK)

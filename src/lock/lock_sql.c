@@ -214,15 +214,8 @@ ZK_SQL_FUNC(zk_unlock_all_of_key, unlock_all_common(fcinfo, true, ZKM_EXCLUSIVE)
 ZK_SQL_FUNC(zk_unlock_shared_all_of, unlock_all_common(fcinfo, false, ZKM_SHARED))
 ZK_SQL_FUNC(zk_unlock_shared_all_of_key, unlock_all_common(fcinfo, true, ZKM_SHARED))
 
-PG_FUNCTION_INFO_V1(zk_unlock_all);
-
 /* SQL: zk_unlock_all() */
-Datum
-zk_unlock_all(PG_FUNCTION_ARGS)
-{
-	zk_release_all_session();
-	PG_RETURN_VOID();
-}
+ZK_SQL_PROC(zk_unlock_all, zk_release_all_session())
 
 /* The token of the lock this backend holds on the name, or NULL */
 static Datum
@@ -535,15 +528,8 @@ lock_row(ReturnSetInfo *rsinfo, ZkLockRow *e)
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 
-PG_FUNCTION_INFO_V1(zk_locks_internal);
-
-/* SQL: zk_locks_internal() */
-Datum
-zk_locks_internal(PG_FUNCTION_ARGS)
-{
-	zk_snapshot_rows(fcinfo, want_lock, lock_row);
-	return (Datum) 0;
-}
+/* SQL: zk_locks_internal(), behind the view zk_locks */
+ZK_SQL_PROC(zk_locks_internal, zk_snapshot_rows(fcinfo, want_lock, lock_row))
 
 
 /* ---- zk_entries: every entry of the table, whatever its kind ---- */
@@ -605,17 +591,10 @@ entry_row(ReturnSetInfo *rsinfo, ZkLockRow *r)
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 
-PG_FUNCTION_INFO_V1(zk_entries_internal);
-
 /*
  * SQL: zk_entries_internal(), behind the view zk_entries.  Every entry in
  * use, copied under the shared lock a chunk at a time (zk_snapshot_next), for
  * operators who want to know what occupies the table (entries_used of
  * zk_status()) and what the worker still has to do.
  */
-Datum
-zk_entries_internal(PG_FUNCTION_ARGS)
-{
-	zk_snapshot_rows(fcinfo, want_any, entry_row);
-	return (Datum) 0;
-}
+ZK_SQL_PROC(zk_entries_internal, zk_snapshot_rows(fcinfo, want_any, entry_row))

@@ -121,11 +121,8 @@ static ZkLogLimit lock_delete_log;
 static void
 delete_done(int rc, const void *ctx)
 {
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
+	ENTRY_COMPLETION_BEGIN(e, ctx)
 	{
-		e = zk_entry_of(ctx);
 		if (e != NULL && e->state == ZKE_DELETING && e->delete_inflight)
 		{
 			e->delete_inflight = false;
@@ -157,11 +154,8 @@ static void
 pred_get_done(int rc, const char *value, int value_len,
 			  const struct Stat *stat, const void *ctx)
 {
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
+	ENTRY_COMPLETION_BEGIN(e, ctx)
 	{
-		e = zk_entry_of(ctx);
 		if (e != NULL && e->watch == ZKEW_PENDING && ZKLK(e)->checking_writer)
 			writer_checked(e, rc, value, value_len);
 		else if (e != NULL && e->watch == ZKEW_PENDING)
@@ -411,11 +405,8 @@ static void
 czxid_done(int rc, const struct Stat *stat, const void *ctx)
 {
 	CzxidGet   *g = (CzxidGet *) ctx;
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
+	ENTRY_COMPLETION_BEGIN(e, g->ectx)
 	{
-		e = zk_entry_of(g->ectx);
 		if (e != NULL && czxid_lists != NULL && czxid_lists[zk_entry_index(e)] != NULL)
 		{
 			CzxidList  *l = czxid_lists[zk_entry_index(e)];
@@ -635,11 +626,8 @@ evaluate(ZkEntry *e, const struct String_vector *kids)
 static void
 exists_done(int rc, const struct Stat *stat, const void *ctx)
 {
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
+	ENTRY_COMPLETION_BEGIN(e, ctx)
 	{
-		e = zk_entry_of(ctx);
 		if (e != NULL && rc == ZOK && stat)
 			e->token = stat->czxid;
 	}
@@ -650,11 +638,8 @@ exists_done(int rc, const struct Stat *stat, const void *ctx)
 static void
 list_done(int rc, const struct String_vector *kids, const void *ctx)
 {
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
+	ENTRY_COMPLETION_BEGIN(e, ctx)
 	{
-		e = zk_entry_of(ctx);
 		if (e != NULL && e->kind == ZKK_LOCK && e->list_inflight &&
 			(e->state == ZKE_CREATING || e->state == ZKE_WAITING))
 		{
@@ -765,11 +750,8 @@ send_parents_and_create(ZkEntry *e)
 static void
 create_done(int rc, const char *name, const struct Stat *stat, const void *ctx)
 {
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
+	ENTRY_COMPLETION_BEGIN(e, ctx)
 	{
-		e = zk_entry_of(ctx);
 		if (e != NULL && e->state == ZKE_CREATING && e->create_inflight)
 		{
 			e->create_inflight = false;
@@ -1050,13 +1032,10 @@ holder_get_done(int rc, const char *value, int value_len,
 				const struct Stat *stat, const void *ctx)
 {
 	HolderGet  *g = (HolderGet *) ctx;
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
+	ENTRY_COMPLETION_BEGIN(e, g->ectx)
 	{
 		HoldersRead *rd;
 
-		e = zk_entry_of(g->ectx);
 		rd = holders_read_of(e);
 		if (rd != NULL)
 		{
@@ -1153,13 +1132,10 @@ holders_send_more(ZkEntry *e)
 static void
 holders_list_done(int rc, const struct String_vector *kids, const void *ctx)
 {
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
+	ENTRY_COMPLETION_BEGIN(e, ctx)
 	{
 		HoldersRead *rd;
 
-		e = zk_entry_of(ctx);
 		rd = holders_answered(e, rc);
 		if (rd == NULL)
 			;
@@ -1227,14 +1203,11 @@ holders_list_done(int rc, const struct String_vector *kids, const void *ctx)
 static void
 holders_counted(int rc, const struct Stat *stat, const void *ctx)
 {
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
+	ENTRY_COMPLETION_BEGIN(e, ctx)
 	{
 		HoldersRead *rd;
 		char		parent[ZKLOCK_PARENT_MAX + 1];
 
-		e = zk_entry_of(ctx);
 		rd = holders_answered(e, rc);
 		if (rd == NULL)
 			;

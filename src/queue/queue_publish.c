@@ -1171,11 +1171,8 @@ pub_set_done(int rc, const struct Stat *stat, const void *data)
 static void
 pub_check_done(int rc, const struct Stat *stat, const void *data)
 {
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
+	ENTRY_COMPLETION_BEGIN(e, data)
 	{
-		e = zk_entry_of(data);
 		if (e != NULL && rc == ZOK && stat != NULL && stat->numChildren > 0 &&
 			!ZKQ(e)->pub_refused)
 		{
@@ -1370,11 +1367,8 @@ static void
 pub_kept_done(int rc, const struct Stat *stat, const void *data)
 {
 	KeptCheck  *c = (KeptCheck *) data;
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
+	ENTRY_COMPLETION_BEGIN(e, c->ectx)
 	{
-		e = zk_entry_of(c->ectx);
 		if (e != NULL && e->outstanding > 0)
 		{
 			e->outstanding--;
@@ -1708,11 +1702,8 @@ send_txn_create(ZkEntry *e)
 static void
 pub_create_done(int rc, const char *value, const void *data)
 {
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
+	ENTRY_COMPLETION_BEGIN(e, data)
 	{
-		e = zk_entry_of(data);
 		if (e != NULL)
 		{
 			e->create_inflight = false;
@@ -1769,11 +1760,8 @@ pub_create_done(int rc, const char *value, const void *data)
 static void
 pub_delete_done(int rc, const void *data)
 {
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
+	ENTRY_COMPLETION_BEGIN(e, data)
 	{
-		e = zk_entry_of(data);
 		if (e != NULL)
 		{
 			e->delete_inflight = false;

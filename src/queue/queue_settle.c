@@ -926,6 +926,29 @@ scan_send_txns(Scan *s)
 		zk_q_names_free(&s->txns, &s->ntxns);
 }
 
+/*
+ * Whether scan s uses the answer rc of one of its listings: one given while
+ * the session is usable.  Otherwise the scan has failed, unless there was
+ * nothing to list.
+ */
+static bool
+scan_listing_usable(Scan *s, int rc)
+{
+	if (rc == ZOK && zk_session_usable())
+		return true;
+	if (rc != ZNONODE)
+		s->failed = true;
+	return false;
+}
+
+/* A listing c of scan s is over: freed, and the scan waits for one less */
+static void
+scan_listing_over(Scan *s, ScanCall *c)
+{
+	pfree(c);
+	zk_q_scan_done_one(s, true, 0);
+}
+
 /* Completion of the zoo_aget_children sent by scan_list_send() */
 static void
 scan_txns_listed(int rc, const struct String_vector *sv, const void *data)
@@ -936,7 +959,7 @@ scan_txns_listed(int rc, const struct String_vector *sv, const void *data)
 		char		prefix[32];
 
 		snprintf(prefix, sizeof(prefix), UINT64_FORMAT "-", s->sysid);
-		if (rc == ZOK && zk_session_usable())
+		if (scan_listing_usable(s, rc))
 		{
 			/* this cluster's, read a window at a time (scan_send_txns) */
 			int			n = 0;
@@ -953,10 +976,7 @@ scan_txns_listed(int rc, const struct String_vector *sv, const void *data)
 			s->tnext = 0;
 			scan_send_txns(s);
 		}
-		else if (rc != ZNONODE)
-			s->failed = true;
-		pfree(c);
-		zk_q_scan_done_one(s, true, 0);
+		scan_listing_over(s, c);
 	}
 	NONE_COMPLETION_END;
 }
@@ -1091,7 +1111,7 @@ scan_taken_listed(int rc, const struct String_vector *sv, const void *data)
 	{
 		int			i;
 
-		if (rc == ZOK && zk_session_usable())
+		if (scan_listing_usable(s, rc))
 		{
 			for (i = 0; sv && i < sv->count; i++)
 			{
@@ -1111,8 +1131,6 @@ scan_taken_listed(int rc, const struct String_vector *sv, const void *data)
 				s->outstanding++;
 			}
 		}
-		else if (rc != ZNONODE)
-			s->failed = true;
 		pfree(c);
 		s->qlisting--;
 		scan_send_queues(s);
@@ -1127,16 +1145,13 @@ scan_queues_listed(int rc, const struct String_vector *sv, const void *data)
 {
 	CALL_COMPLETION_BEGIN(ScanCall, c, Scan, s, scan, data)
 	{
-		if (rc == ZOK && zk_session_usable())
+		if (scan_listing_usable(s, rc))
 		{
 			s->queues = zk_q_names_copy(sv, &s->nqueues);
 			s->qnext = 0;
 			scan_send_queues(s);
 		}
-		else if (rc != ZNONODE)
-			s->failed = true;
-		pfree(c);
-		zk_q_scan_done_one(s, true, 0);
+		scan_listing_over(s, c);
 	}
 	NONE_COMPLETION_END;
 }

@@ -269,13 +269,6 @@ const ZkRecipe zk_queue_recipe = {
 	.session_usable = q_session_usable,
 };
 
-/* A previous worker's publication or dequeue: as if its session had ended */
-static void
-qdurable_adopt(ZkEntry *e)
-{
-	qdurable_session_lost(e, NULL);
-}
-
 /* A previous worker's read fails: its answer cannot come */
 static void
 qinfo_adopt(ZkEntry *e)
@@ -283,10 +276,13 @@ qinfo_adopt(ZkEntry *e)
 	zk_qinfo_session_lost(e, "The zklock worker restarted");
 }
 
-/* A publication: batched, it goes as a zk_batch_multi */
+/*
+ * A publication: batched, it goes as a zk_batch_multi.  A previous worker's
+ * publication or dequeue is taken as if its session had ended.
+ */
 const ZkKindOps zk_qpub_ops =
 	ZK_KIND_OPS(zk_qpub_drive, qdurable_drive_failed, qdurable_session_lost,
-				.adopt = qdurable_adopt,
+				.adopt = zk_adopt_as_lost,
 				.batched = true);
 
 /*
@@ -295,7 +291,7 @@ const ZkKindOps zk_qpub_ops =
  */
 const ZkKindOps zk_qclaim_ops =
 	ZK_KIND_OPS(zk_qclaim_drive, qdurable_drive_failed, qdurable_session_lost,
-				.adopt = qdurable_adopt,
+				.adopt = zk_adopt_as_lost,
 				.batched = true);
 
 /* A freed read's large answer has its own segment: gone once nobody maps it */

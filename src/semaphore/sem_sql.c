@@ -19,7 +19,6 @@
 #include "utils/tuplestore.h"
 
 PG_FUNCTION_INFO_V1(zk_semaphore_release);
-PG_FUNCTION_INFO_V1(zk_semaphores_internal);
 
 /* The max_leases argument argno: not NULL, at least 1 (22004, 22023) */
 static int32
@@ -100,9 +99,4 @@ sem_row(ReturnSetInfo *rsinfo, ZkLockRow *r)
 }
 
 /* SQL: zk_semaphores_internal() */
-Datum
-zk_semaphores_internal(PG_FUNCTION_ARGS)
-{
-	zk_snapshot_rows(fcinfo, want_sem, sem_row);
-	return (Datum) 0;
-}
+ZK_SQL_PROC(zk_semaphores_internal, zk_snapshot_rows(fcinfo, want_sem, sem_row))

@@ -126,11 +126,8 @@ static void
 pool_read(int rc, const char *value, int value_len, const struct Stat *stat,
 		  const void *ctx)
 {
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
+	ENTRY_COMPLETION_BEGIN(e, ctx)
 	{
-		e = zk_entry_of(ctx);
 		if (e != NULL && e->list_inflight &&
 			(e->step.sem == ZKSEM_ENSURE || e->step.sem == ZKSEM_COUNT))
 		{
@@ -196,11 +193,8 @@ static uint64 parents_session = 0;
 static void
 pool_created(int rc, const char *name, const void *ctx)
 {
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
+	ENTRY_COMPLETION_BEGIN(e, ctx)
 	{
-		e = zk_entry_of(ctx);
 		if (e != NULL && e->create_inflight && e->step.sem == ZKSEM_ENSURE)
 		{
 			e->create_inflight = false;
@@ -272,11 +266,8 @@ send_ensure(ZkEntry *e)
 static void
 lease_created(int rc, const char *name, const struct Stat *stat, const void *ctx)
 {
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
+	ENTRY_COMPLETION_BEGIN(e, ctx)
 	{
-		e = zk_entry_of(ctx);
 		if (e != NULL && e->create_inflight && e->step.sem == ZKSEM_CREATE)
 		{
 			e->create_inflight = false;
@@ -314,11 +305,8 @@ lease_created(int rc, const char *name, const struct Stat *stat, const void *ctx
 static void
 pool_listed(int rc, const struct String_vector *kids, const void *ctx)
 {
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
+	ENTRY_COMPLETION_BEGIN(e, ctx)
 	{
-		e = zk_entry_of(ctx);
 		if (e != NULL && e->list_inflight && e->step.sem == ZKSEM_LIST)
 		{
 			char		pool[ZK_PATH_MAX];
@@ -382,11 +370,8 @@ pool_listed(int rc, const struct String_vector *kids, const void *ctx)
 static void
 pool_counted(int rc, const struct Stat *stat, const void *ctx)
 {
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
+	ENTRY_COMPLETION_BEGIN(e, ctx)
 	{
-		e = zk_entry_of(ctx);
 		if (e != NULL && e->list_inflight && e->step.sem == ZKSEM_COUNT)
 		{
 			e->list_inflight = false;
@@ -585,11 +570,8 @@ sem_pools_reset(void)
 static void
 lease_deleted(int rc, const void *ctx)
 {
-	ZkEntry    *volatile e = NULL;
-
-	COMPLETION_BEGIN
+	ENTRY_COMPLETION_BEGIN(e, ctx)
 	{
-		e = zk_entry_of(ctx);
 		if (e != NULL && e->delete_inflight)
 		{
 			e->delete_inflight = false;
