@@ -28,35 +28,27 @@
 #include "utils/tuplestore.h"
 #include "utils/timestamp.h"
 
-/* zk_lock, zk_lock_shared, zk_session_lock, zk_session_lock_shared */
+/*
+ * zk_lock, zk_lock_shared, zk_session_lock, zk_session_lock_shared: the
+ * token; and the zk_try_* family (try_only): whether it was taken
+ */
 static Datum
-lock_common(FunctionCallInfo fcinfo, bool key, ZkMode mode, ZkScope scope)
+lock_common(FunctionCallInfo fcinfo, bool key, ZkMode mode, ZkScope scope,
+			bool try_only)
 {
 	char	   *name;
 	int			len;
-	int64		timeout_ms;
 	int64		token;
 	bool		acquired;
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();		/* as a strict function would */
 	name = zk_arg_name(fcinfo, key, &len);
-	timeout_ms = zk_arg_timeout_ms(fcinfo, 1);
-	token = zk_acquire(name, len, mode, scope, false, timeout_ms, &acquired);
+	token = zk_acquire(name, len, mode, scope, try_only,
+					   try_only ? -1 : zk_arg_timeout_ms(fcinfo, 1), &acquired);
+	if (try_only)
+		PG_RETURN_BOOL(acquired);
 	PG_RETURN_INT64(token);
-}
-
-/* the zk_try_* family */
-static Datum
-try_common(FunctionCallInfo fcinfo, bool key, ZkMode mode, ZkScope scope)
-{
-	char	   *name;
-	int			len;
-	bool		acquired;
-
-	name = zk_arg_name(fcinfo, key, &len);
-	(void) zk_acquire(name, len, mode, scope, true, -1, &acquired);
-	PG_RETURN_BOOL(acquired);
 }
 
 /* zk_unlock(_shared)(_key): let go of one session-scope hold; false if none */
@@ -70,24 +62,6 @@ unlock_common(FunctionCallInfo fcinfo, bool key, ZkMode mode)
 	PG_RETURN_BOOL(zk_release(name, len, mode));
 }
 
-/* SQL: zk_lock, zk_lock_shared, zk_session_lock(_shared), by name or _key */
-ZK_SQL_FUNC(zk_lock, lock_common(fcinfo, false, ZKM_EXCLUSIVE, ZKS_TRANSACTION))
-ZK_SQL_FUNC(zk_lock_key, lock_common(fcinfo, true, ZKM_EXCLUSIVE, ZKS_TRANSACTION))
-ZK_SQL_FUNC(zk_lock_shared, lock_common(fcinfo, false, ZKM_SHARED, ZKS_TRANSACTION))
-ZK_SQL_FUNC(zk_lock_shared_key, lock_common(fcinfo, true, ZKM_SHARED, ZKS_TRANSACTION))
-ZK_SQL_FUNC(zk_session_lock, lock_common(fcinfo, false, ZKM_EXCLUSIVE, ZKS_SESSION))
-ZK_SQL_FUNC(zk_session_lock_key, lock_common(fcinfo, true, ZKM_EXCLUSIVE, ZKS_SESSION))
-ZK_SQL_FUNC(zk_session_lock_shared, lock_common(fcinfo, false, ZKM_SHARED, ZKS_SESSION))
-ZK_SQL_FUNC(zk_session_lock_shared_key, lock_common(fcinfo, true, ZKM_SHARED, ZKS_SESSION))
-/* SQL: the zk_try_* family: a boolean instead of a wait */
-ZK_SQL_FUNC(zk_try_lock, try_common(fcinfo, false, ZKM_EXCLUSIVE, ZKS_TRANSACTION))
-ZK_SQL_FUNC(zk_try_lock_key, try_common(fcinfo, true, ZKM_EXCLUSIVE, ZKS_TRANSACTION))
-ZK_SQL_FUNC(zk_try_lock_shared, try_common(fcinfo, false, ZKM_SHARED, ZKS_TRANSACTION))
-ZK_SQL_FUNC(zk_try_lock_shared_key, try_common(fcinfo, true, ZKM_SHARED, ZKS_TRANSACTION))
-ZK_SQL_FUNC(zk_try_session_lock, try_common(fcinfo, false, ZKM_EXCLUSIVE, ZKS_SESSION))
-ZK_SQL_FUNC(zk_try_session_lock_key, try_common(fcinfo, true, ZKM_EXCLUSIVE, ZKS_SESSION))
-ZK_SQL_FUNC(zk_try_session_lock_shared, try_common(fcinfo, false, ZKM_SHARED, ZKS_SESSION))
-ZK_SQL_FUNC(zk_try_session_lock_shared_key, try_common(fcinfo, true, ZKM_SHARED, ZKS_SESSION))
 /* SQL: zk_unlock and zk_unlock_shared, by name or _key */
 ZK_SQL_FUNC(zk_unlock, unlock_common(fcinfo, false, ZKM_EXCLUSIVE))
 ZK_SQL_FUNC(zk_unlock_key, unlock_common(fcinfo, true, ZKM_EXCLUSIVE))
@@ -192,23 +166,25 @@ unlock_all_common(FunctionCallInfo fcinfo, bool key, ZkMode mode)
 	PG_RETURN_BOOL(zk_release_all_of(names, lens, n, mode));
 }
 
-/* SQL: the multi-locks, by names (text[]) or keys (bigint[]) */
-ZK_SQL_FUNC(zk_lock_all, lock_all_common(fcinfo, false, ZKM_EXCLUSIVE, ZKS_TRANSACTION, false))
-ZK_SQL_FUNC(zk_lock_all_key, lock_all_common(fcinfo, true, ZKM_EXCLUSIVE, ZKS_TRANSACTION, false))
-ZK_SQL_FUNC(zk_lock_shared_all, lock_all_common(fcinfo, false, ZKM_SHARED, ZKS_TRANSACTION, false))
-ZK_SQL_FUNC(zk_lock_shared_all_key, lock_all_common(fcinfo, true, ZKM_SHARED, ZKS_TRANSACTION, false))
-ZK_SQL_FUNC(zk_session_lock_all, lock_all_common(fcinfo, false, ZKM_EXCLUSIVE, ZKS_SESSION, false))
-ZK_SQL_FUNC(zk_session_lock_all_key, lock_all_common(fcinfo, true, ZKM_EXCLUSIVE, ZKS_SESSION, false))
-ZK_SQL_FUNC(zk_session_lock_shared_all, lock_all_common(fcinfo, false, ZKM_SHARED, ZKS_SESSION, false))
-ZK_SQL_FUNC(zk_session_lock_shared_all_key, lock_all_common(fcinfo, true, ZKM_SHARED, ZKS_SESSION, false))
-ZK_SQL_FUNC(zk_try_lock_all, lock_all_common(fcinfo, false, ZKM_EXCLUSIVE, ZKS_TRANSACTION, true))
-ZK_SQL_FUNC(zk_try_lock_all_key, lock_all_common(fcinfo, true, ZKM_EXCLUSIVE, ZKS_TRANSACTION, true))
-ZK_SQL_FUNC(zk_try_lock_shared_all, lock_all_common(fcinfo, false, ZKM_SHARED, ZKS_TRANSACTION, true))
-ZK_SQL_FUNC(zk_try_lock_shared_all_key, lock_all_common(fcinfo, true, ZKM_SHARED, ZKS_TRANSACTION, true))
-ZK_SQL_FUNC(zk_try_session_lock_all, lock_all_common(fcinfo, false, ZKM_EXCLUSIVE, ZKS_SESSION, true))
-ZK_SQL_FUNC(zk_try_session_lock_all_key, lock_all_common(fcinfo, true, ZKM_EXCLUSIVE, ZKS_SESSION, true))
-ZK_SQL_FUNC(zk_try_session_lock_shared_all, lock_all_common(fcinfo, false, ZKM_SHARED, ZKS_SESSION, true))
-ZK_SQL_FUNC(zk_try_session_lock_shared_all_key, lock_all_common(fcinfo, true, ZKM_SHARED, ZKS_SESSION, true))
+/*
+ * SQL: each lock function in its four forms: by name, by key (_key), and
+ * several at once by names (_all) or keys (_all_key)
+ */
+#define ZK_LOCK_FAMILY(fn, mode, scope, try_only) \
+	ZK_SQL_FUNC(fn, lock_common(fcinfo, false, mode, scope, try_only)) \
+	ZK_SQL_FUNC(fn##_key, lock_common(fcinfo, true, mode, scope, try_only)) \
+	ZK_SQL_FUNC(fn##_all, lock_all_common(fcinfo, false, mode, scope, try_only)) \
+	ZK_SQL_FUNC(fn##_all_key, lock_all_common(fcinfo, true, mode, scope, try_only))
+
+ZK_LOCK_FAMILY(zk_lock, ZKM_EXCLUSIVE, ZKS_TRANSACTION, false)
+ZK_LOCK_FAMILY(zk_lock_shared, ZKM_SHARED, ZKS_TRANSACTION, false)
+ZK_LOCK_FAMILY(zk_session_lock, ZKM_EXCLUSIVE, ZKS_SESSION, false)
+ZK_LOCK_FAMILY(zk_session_lock_shared, ZKM_SHARED, ZKS_SESSION, false)
+ZK_LOCK_FAMILY(zk_try_lock, ZKM_EXCLUSIVE, ZKS_TRANSACTION, true)
+ZK_LOCK_FAMILY(zk_try_lock_shared, ZKM_SHARED, ZKS_TRANSACTION, true)
+ZK_LOCK_FAMILY(zk_try_session_lock, ZKM_EXCLUSIVE, ZKS_SESSION, true)
+ZK_LOCK_FAMILY(zk_try_session_lock_shared, ZKM_SHARED, ZKS_SESSION, true)
+/* SQL: zk_unlock(text[]) and zk_unlock_shared(text[]), by names or keys */
 ZK_SQL_FUNC(zk_unlock_all_of, unlock_all_common(fcinfo, false, ZKM_EXCLUSIVE))
 ZK_SQL_FUNC(zk_unlock_all_of_key, unlock_all_common(fcinfo, true, ZKM_EXCLUSIVE))
 ZK_SQL_FUNC(zk_unlock_shared_all_of, unlock_all_common(fcinfo, false, ZKM_SHARED))
@@ -474,6 +450,18 @@ zk_snapshot_rows(FunctionCallInfo fcinfo, bool (*want) (ZkEntry *e),
 	}
 }
 
+/* A database name column: the name of dbid, NULL when it has none */
+static void
+database_datum(Oid dbid, Datum *value, bool *isnull)
+{
+	char	   *db = OidIsValid(dbid) ? get_database_name(dbid) : NULL;
+
+	if (db)
+		*value = CStringGetTextDatum(db);
+	else
+		*isnull = true;
+}
+
 /*
  * One row of zk_locks or zk_semaphores from a copied entry: pid, database,
  * name, (column 3: the caller's), scope, state, token, node (our node, once
@@ -482,15 +470,9 @@ zk_snapshot_rows(FunctionCallInfo fcinfo, bool (*want) (ZkEntry *e),
 void
 zk_entry_row(ZkLockRow *r, bool held, int family, Datum *values, bool *nulls)
 {
-	char	   *db;
-
 	memset(nulls, false, sizeof(bool) * 10);
 	values[0] = Int32GetDatum(r->pid);
-	db = OidIsValid(r->dbid) ? get_database_name(r->dbid) : NULL;
-	if (db)
-		values[1] = CStringGetTextDatum(db);
-	else
-		nulls[1] = true;
+	database_datum(r->dbid, &values[1], &nulls[1]);
 	values[2] = CStringGetTextDatum(zk_display_name(r->name));
 	values[4] = CStringGetTextDatum(r->scope == ZKS_SESSION ? "session" : "transaction");
 	values[5] = CStringGetTextDatum(r->outcome == ZKO_LOST ? "lost" :
@@ -559,7 +541,6 @@ entry_row(ReturnSetInfo *rsinfo, ZkLockRow *r)
 {
 	Datum		values[13];
 	bool		nulls[13];
-	char	   *db;
 
 	memset(nulls, false, sizeof(nulls));
 	values[0] = Int32GetDatum(r->idx);
@@ -567,11 +548,7 @@ entry_row(ReturnSetInfo *rsinfo, ZkLockRow *r)
 		values[1] = Int32GetDatum(r->pid);
 	else
 		nulls[1] = true;	/* the worker's own */
-	db = OidIsValid(r->dbid) ? get_database_name(r->dbid) : NULL;
-	if (db)
-		values[2] = CStringGetTextDatum(db);
-	else
-		nulls[2] = true;
+	database_datum(r->dbid, &values[2], &nulls[2]);
 	values[3] = CStringGetTextDatum(zk_kind_label(r->kind));
 	if (r->name[0])
 		values[4] = CStringGetTextDatum(zk_display_name(r->name));
