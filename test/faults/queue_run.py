@@ -1795,7 +1795,10 @@ def cmd_check(args):
     injects = sorted(f["t"] for f in faults if f.get("action") == "inject")
     hold_early, hold_excused, hold_again, hold_margins = [], [], 0, []
     for o, (m, b, a, until, t_call, d) in holds:
-        after = [h for h in seen_at.get(b, []) if h[1] is not None and h[1] > a]
+        # the hand-outs after this hold's call: an id moved out and back in
+        # (eo.dlq -> eo) starts its attempts again, so an earlier
+        # incarnation's hand-outs may have more attempts than the hold's
+        after = [h for h in seen_at.get(b, []) if h[1] is not None and h[1] > a and h[0] >= t_call]
         if not after:
             continue
         hold_again += 1
