@@ -163,11 +163,12 @@ dl_schedule(ZkEntry *e)
 	if (dl_heap == NULL)
 	{
 		old = MemoryContextSwitchTo(TopMemoryContext);
-		dl_heap = binaryheap_allocate(Max(zk_ctl->max_entries, 16), dl_due_cmp, NULL);
+		/* one slot per waiting entry, and room for slots of waits over */
+		dl_heap = binaryheap_allocate(4 * zk_ctl->max_entries + 16, dl_due_cmp, NULL);
 		MemoryContextSwitchTo(old);
 	}
 	if (dl_heap->bh_size >= dl_heap->bh_space)
-		return;					/* cannot happen: one per waiting entry */
+		return;					/* not checked: its wait ends by its timeout */
 	d = MemoryContextAlloc(TopMemoryContext, sizeof(DlDue));
 	d->idx = zk_entry_index(e);
 	d->gen = e->gen;
@@ -473,6 +474,8 @@ dl_listed(int rc, const struct String_vector *kids, const void *data)
 					f->nowners++;
 				}
 			}
+			pfree(blk);
+			pfree(con);
 		}
 		/* a frame we cannot read (gone, wrapped, an error): a dead end */
 		c->phase = DLP_RECORD;
