@@ -52,6 +52,12 @@ typedef struct ZkLockPart
 												 * for base) */
 	bool		checking_writer;	/* upgrade: that read is out */
 	bool		query_failed;	/* ZKK_HOLDERS: a read failed */
+	/* deadlock detection (lock_deadlock.c) */
+	int32		dl_timeout_ms;	/* the backend's deadlock_timeout; 0: none */
+	uint8		dl_round;		/* checks made of this wait */
+	bool		dl_scheduled;	/* on the heap of waits due for a check */
+	bool		dl_checking;	/* a check of it is under way */
+	bool		dl_published;	/* its wait record was written (or is being) */
 } ZkLockPart;
 
 ZK_ENTRY_PART_FITS(ZkLockPart);
@@ -83,6 +89,8 @@ extern bool zk_same_owner(const ZkContender *a, const ZkContender *b);
 extern int	zk_lock_blocker(ZkContender *c, int n, int me, const char *base,
 							bool guess_base);
 extern void zk_sort_contenders(ZkContender *c, int n);
+extern int	zk_lock_blockers(ZkContender *c, int n, int me, const char *base,
+							 int *out, int max);
 
 /*
  * The answer to a ZKK_HOLDERS query, in a segment the backend creates: a
@@ -107,6 +115,13 @@ typedef struct ZkHolderRec
 	uint16		datalen;
 	/* followed by name and data, no terminators */
 } ZkHolderRec;
+
+/* lock_deadlock.c: deadlock detection across servers */
+typedef void (*ZkDlVerdict) (ZkEntry *e, const char *detail);
+extern void zk_dl_waiting(ZkEntry *e);
+extern void zk_dl_wait_over(ZkEntry *e);
+extern void zk_dl_turn(ZkDlVerdict verdict);
+extern void zk_dl_session_reset(void);
 
 /* lock_backend.c: the lock recipe's backend half */
 extern int64 zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,

@@ -528,6 +528,8 @@ zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
 		e = zk_new_entry(ZKK_LOCK, name, len, mode, scope, try_only);
 		ll->idx = zk_entry_index(e);
 		ll->gen = e->gen;
+		/* a wait this long is checked for a deadlock (lock_deadlock.c) */
+		ZKLK(e)->dl_timeout_ms = try_only ? 0 : DeadlockTimeout;
 
 		/* an upgrade: name the shared node we hold (see zk_lock_blocker) */
 		if (mode == ZKM_EXCLUSIVE)

@@ -246,6 +246,54 @@ zk_lock_blocker(ZkContender *c, int n, int me, const char *base,
 }
 
 /*
+ * Every contender c[me] waits for, by zk_lock_blocker's rules (not only the
+ * youngest): the indexes of other owners' contenders older than it that
+ * conflict with it, and for an upgrade (base: the shared node this backend
+ * holds) only those not behind base.  Writes at most max of them into out;
+ * returns how many there are (more than max: the caller knows it saw only
+ * some).  For deadlock detection (lock_deadlock.c).
+ */
+int
+zk_lock_blockers(ZkContender *c, int n, int me, const char *base, int *out, int max)
+{
+	int			own_oldest = -1;
+	int			behind_from = n;
+	int			count = 0;
+	int			i;
+
+	for (i = 0; i < me && base != NULL && base[0] != '\0'; i++)
+	{
+		if (zk_same_owner(&c[i], &c[me]) && strcmp(c[i].name, base) == 0)
+		{
+			own_oldest = i;
+			break;
+		}
+	}
+	if (own_oldest >= 0 && !c[me].shared)
+	{
+		for (i = own_oldest + 1; i < me; i++)
+		{
+			if (!c[i].shared && !zk_same_owner(&c[i], &c[me]))
+			{
+				behind_from = i;
+				break;
+			}
+		}
+	}
+	for (i = 0; i < me && i < behind_from; i++)
+	{
+		if (zk_same_owner(&c[i], &c[me]))
+			continue;
+		if (c[me].shared && c[i].shared)
+			continue;
+		if (count < max)
+			out[count] = i;
+		count++;
+	}
+	return count;
+}
+
+/*
  * Refuse semaphore names that land on another semaphore's internal node.
  * kazoo's layout puts the guard lock of semaphore "x" beside its pool, at
  * semaphores/x-__lock__: the pool of a semaphore named "x-__lock__" would

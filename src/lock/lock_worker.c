@@ -351,6 +351,7 @@ watch_predecessor(ZkEntry *e, const char *pred)
 	{
 		e->state = ZKE_WAITING;
 		zk_wake_owner(e);		/* its timeout now counts */
+		zk_dl_waiting(e);		/* and, after deadlock_timeout, a check */
 	}
 	send_watched_get(e, pred, false);
 }
@@ -551,6 +552,7 @@ decide(ZkEntry *e, ZkContender *c, int n)
 		 */
 		if (ZKLK(e)->base[0] && ZKLK(e)->base_token != 0)
 			e->token = ZKLK(e)->base_token;
+		zk_dl_wait_over(e);
 		e->state = ZKE_HELD;
 		if (e->family == ZKF_ELECTIONS && e->outcome == ZKO_NONE)
 		{
@@ -844,6 +846,7 @@ send_delete(ZkEntry *e)
 	char		path[ZK_PATH_MAX];
 
 	unwatch(e);
+	zk_dl_wait_over(e);
 	e->state = ZKE_DELETING;
 	e->list_inflight = false;
 	if (e->node[0] == '\0')
@@ -1396,6 +1399,7 @@ lock_session_reset(void)
 {
 	int			i;
 
+	zk_dl_session_reset();
 	if (czxid_lists == NULL)
 		return;
 	for (i = 0; i < zk_ctl->max_entries; i++)
@@ -1480,9 +1484,29 @@ const ZkRecipe zk_lock_recipe = {
 	.session_reset = lock_session_reset,
 };
 
+/*
+ * A wait found in a cycle of waits across servers, this waiter its victim
+ * (lock_deadlock.c): refused with 40P01, and its node goes
+ */
+static void
+deadlock_verdict(ZkEntry *e, const char *detail)
+{
+	pg_atomic_fetch_add_u64(&zk_lock_counts->deadlocks, 1);
+	zk_finish(e, ZKO_FAILED, ERRCODE_T_R_DEADLOCK_DETECTED, detail);
+	send_delete(e);
+}
+
+/* Every turn: the waits due for a deadlock check */
+static void
+lock_turn(void)
+{
+	zk_dl_turn(deadlock_verdict);
+}
+
 const ZkKindOps zk_lock_ops =
 	ZK_KIND_OPS(lock_drive, lock_drive_failed, lock_session_lost,
 				.watch_fired = pred_fired,
+				.turn = lock_turn,
 				.batched = true);
 
 /* A read of a lock's contenders: batched, its listing is an ordered read */

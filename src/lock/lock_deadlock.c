@@ -1,0 +1,836 @@
+/*-------------------------------------------------------------------------
+ *
+ * lock_deadlock.c
+ *	  Deadlock detection across servers (issue 39), in the worker.
+ *
+ *	  A lock waiter that has waited deadlock_timeout (the backend's, noted
+ *	  in its entry) is checked for a cycle of zk locks held and awaited by
+ *	  backends of any cluster on the ensemble.
+ *
+ *	  Publish: the worker writes the waiter's wait record,
+ *	  <root>/waits/<owner tag> (ephemeral; the owner tag is the first half
+ *	  of every node name the backend makes, so anyone who sees a contender
+ *	  knows whose it is): {"zklock_wait":1, "lock": the lock's node,
+ *	  "node": the waiter's contender, "czxid", "base": an upgrade's shared
+ *	  node, "every": ms to the next check, and who waits (pid, port,
+ *	  host)}.  It is written again at every check and deleted when the wait
+ *	  ends.
+ *
+ *	  Follow: from the waiter's contender, list its lock, take every
+ *	  contender that blocks it (zk_lock_blockers), and read the wait record
+ *	  of each blocker's owner; where there is one (fresh, and naming a
+ *	  contender of that owner), go on from that contender.  Reaching the
+ *	  waiter's own owner closes a cycle.  At most DL_DEPTH_MAX hops and
+ *	  DL_REQUESTS_MAX requests; past them the check ends without a verdict.
+ *
+ *	  Verify: every contender of the cycle is read again (exists).  Node
+ *	  names are never reused and the blocking between two existing
+ *	  contenders of one lock cannot change, so when all of them still exist
+ *	  they all existed at once, after the first pass: the cycle is real.
+ *	  A record older than twice its own "every" (plus a second) is not
+ *	  followed: its waiter's cluster stopped checking (crashed, its session
+ *	  not expired yet).
+ *
+ *	  Victim: exactly one member acts, the youngest waiter (the largest
+ *	  czxid), when its own check finds the cycle: it gets 40P01.  It is the
+ *	  last to reach its deadlock_timeout, so every older member has
+ *	  published by then; with other timeouts, the re-checks (deadlock_timeout
+ *	  x 1, 2, 4, 8, 16 ...) find it.
+ *
+ *	  Cost of a check: one write (the record), then per hop one listing and
+ *	  one read per blocking owner, then one exists per contender of a cycle.
+ *
+ *	  Not seen: a cycle through a PostgreSQL lock (a row lock, an advisory
+ *	  lock), and kazoo's or Curator's contenders (they publish nothing).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "recipe.h"
+#include "lock.h"
+
+#include "lib/binaryheap.h"
+#include "miscadmin.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#define DL_DEPTH_MAX		16	/* hops of one check */
+#define DL_REQUESTS_MAX		256 /* requests of one check */
+#define DL_FANOUT_MAX		32	/* blocking owners followed per hop */
+#define DL_CHECKS_MAX		4	/* checks in flight at once */
+#define DL_STARTS_PER_TURN	8	/* checks started per turn */
+#define DL_TAG_LEN			(ZKLOCK_GUID_LEN / 2)
+#define DL_WHO_MAX			96
+#define DL_RECORD_MAX		1024
+
+/* One hop of a check: a waiter and what blocks it */
+typedef struct DlFrame
+{
+	char		dir[ZK_PATH_MAX];	/* its lock's node */
+	char		child[ZKLOCK_NODE_MAX + 1];	/* its contender */
+	char		base[ZKLOCK_NODE_MAX + 1];	/* an upgrade's shared node */
+	char		owner[DL_TAG_LEN + 1];
+	char		who[DL_WHO_MAX];	/* "process 12 on port 5432 of host h" */
+	int64		czxid;			/* of child */
+	int			nowners;		/* blocking owners found */
+	int			next;			/* the next of them to follow */
+	char		owners[DL_FANOUT_MAX][DL_TAG_LEN + 1];
+	char		via[DL_FANOUT_MAX][ZKLOCK_NODE_MAX + 1];	/* a contender of
+															 * each */
+	int			edge;			/* the owner followed from here (cycle) */
+} DlFrame;
+
+typedef enum DlPhase
+{
+	DLP_PUBLISH,				/* the record's create (or set) is out */
+	DLP_PARENT,					/* <root>/waits is being made */
+	DLP_LIST,					/* the top frame's lock is being listed */
+	DLP_RECORD,					/* a blocking owner's record is being read */
+	DLP_VERIFY					/* the cycle's contenders are being read */
+} DlPhase;
+
+typedef struct DlCheck
+{
+	uint32		idx;			/* the waiter's entry */
+	uint32		gen;
+	DlPhase		phase;
+	bool		inflight;		/* a request of it is out */
+	bool		dead;			/* its session ended: free it when answered */
+	int			requests;
+	int64		now_ms;			/* ZooKeeper's time: our record's mtime */
+	int			depth;
+	int			verify_next;	/* the contender of the cycle read next */
+	int			nseen;
+	char		seen[DL_DEPTH_MAX * DL_FANOUT_MAX][DL_TAG_LEN + 1];
+	DlFrame		frames[DL_DEPTH_MAX];
+} DlCheck;
+
+/* A waiter due for a check */
+typedef struct DlDue
+{
+	uint32		idx;
+	uint32		gen;
+	TimestampTz due;
+} DlDue;
+
+static binaryheap *dl_heap = NULL;
+static List *dl_checks = NIL;	/* DlCheck *, in flight */
+static ZkDlVerdict dl_verdict = NULL;
+
+static void dl_step(DlCheck *c);
+static void dl_end(DlCheck *c, bool recheck);
+
+/* the heap's order: the earliest due first */
+static int
+dl_due_cmp(Datum a, Datum b, void *arg)
+{
+	DlDue	   *x = (DlDue *) DatumGetPointer(a);
+	DlDue	   *y = (DlDue *) DatumGetPointer(b);
+
+	/* binaryheap keeps the largest first */
+	if (x->due != y->due)
+		return x->due > y->due ? -1 : 1;
+	return 0;
+}
+
+/* Is c's waiter still waiting, the entry it was started for? */
+static ZkEntry *
+dl_entry(DlCheck *c)
+{
+	ZkEntry    *e = zk_entry(c->idx);
+
+	if (e->gen != c->gen || e->kind != ZKK_LOCK || e->state != ZKE_WAITING ||
+		e->released || pg_atomic_read_u32(&e->release_req) != 0)
+		return NULL;
+	return e;
+}
+
+/* The interval to e's next check: its deadlock_timeout, doubled each time */
+static int64
+dl_every_ms(ZkEntry *e)
+{
+	int			round = Min(ZKLK(e)->dl_round, 4);
+
+	return (int64) Max(ZKLK(e)->dl_timeout_ms, 1) << round;
+}
+
+/* Put e on the heap, due after its next interval */
+static void
+dl_schedule(ZkEntry *e)
+{
+	MemoryContext old;
+	DlDue	   *d;
+
+	if (dl_heap == NULL)
+	{
+		old = MemoryContextSwitchTo(TopMemoryContext);
+		/* one slot per waiting entry, and room for slots of waits over */
+		dl_heap = binaryheap_allocate(4 * zk_ctl->max_entries + 16, dl_due_cmp, NULL);
+		MemoryContextSwitchTo(old);
+	}
+	if (dl_heap->bh_size >= dl_heap->bh_space)
+		return;					/* not checked: its wait ends by its timeout */
+	d = MemoryContextAlloc(TopMemoryContext, sizeof(DlDue));
+	d->idx = zk_entry_index(e);
+	d->gen = e->gen;
+	d->due = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), dl_every_ms(e));
+	binaryheap_add(dl_heap, PointerGetDatum(d));
+	ZKLK(e)->dl_scheduled = true;
+	zk_worker_wake_by(d->due);
+}
+
+/*
+ * A lock entry of zk_lock and friends began to wait (lock_worker.c): it is
+ * checked once it has waited its backend's deadlock_timeout
+ */
+void
+zk_dl_waiting(ZkEntry *e)
+{
+	if (e->family != ZKF_LOCKS || ZKLK(e)->dl_timeout_ms <= 0 ||
+		ZKLK(e)->dl_scheduled)
+		return;
+	ZKLK(e)->dl_round = 0;
+	dl_schedule(e);
+}
+
+/* The path of a backend's wait record */
+static void
+dl_record_path(const char *owner, char *out, size_t outlen)
+{
+	snprintf(out, outlen, "%s/waits/%s", zk_root, owner);
+}
+
+/* Completion of a record's delete: nothing to do */
+static void
+dl_deleted(int rc, const void *data)
+{
+}
+
+/*
+ * e stopped waiting (granted, let go, refused): its record, if it has one,
+ * goes.  (A heap slot of it is dropped when it comes up.)
+ */
+void
+zk_dl_wait_over(ZkEntry *e)
+{
+	char		path[ZK_PATH_MAX];
+	char		owner[DL_TAG_LEN + 1];
+
+	if (!ZKLK(e)->dl_published)
+		return;
+	ZKLK(e)->dl_published = false;
+	if (!zk_session_usable())
+		return;					/* an ephemeral node: it goes with the session */
+	strlcpy(owner, e->node, sizeof(owner));
+	dl_record_path(owner, path, sizeof(path));
+	(void) zoo_adelete(zk_zh, path, -1, dl_deleted, NULL);
+}
+
+/* A field of a holder's JSON, or "?" */
+static void
+dl_field(const char *json, const char *key, char *out, size_t outlen)
+{
+	if (!zk_json_field(json, (int) strlen(json), key, out, outlen) || out[0] == '\0')
+		strlcpy(out, "?", outlen);
+}
+
+/* "process <pid> on port <port> of host <host>", from a holder's JSON */
+static void
+dl_who(const char *json, char *out, size_t outlen)
+{
+	char		pid[16];
+	char		port[16];
+	char		host[64];
+
+	dl_field(json, "pid", pid, sizeof(pid));
+	dl_field(json, "port", port, sizeof(port));
+	dl_field(json, "host", host, sizeof(host));
+	snprintf(out, outlen, "process %s on port %s of host %s", pid, port, host);
+	/* it goes into a JSON string as it is: no quote, no backslash */
+	for (; *out; out++)
+		if (*out == '"' || *out == '\\' || (unsigned char) *out < ' ')
+			*out = '?';
+}
+
+/* Send a request for c (the caller sets c->phase first) */
+static bool
+dl_sent(DlCheck *c, int rc)
+{
+	if (rc != ZOK)
+		return false;
+	c->inflight = true;
+	c->requests++;
+	return true;
+}
+
+static void dl_publish(DlCheck *c, ZkEntry *e);
+
+/*
+ * The record is written: ZooKeeper's time of the write (our clock for the
+ * others' records), then follow
+ */
+static void
+dl_written(DlCheck *c, const struct Stat *stat)
+{
+	c->now_ms = stat->mtime;
+	c->phase = DLP_LIST;
+	dl_step(c);
+}
+
+/* Completion of the parent's create: publish again */
+static void
+dl_parent_made(int rc, const char *value, const void *data)
+{
+	DATA_COMPLETION_BEGIN(DlCheck, c, data);
+	{
+		ZkEntry    *e;
+
+		c->inflight = false;
+		if (c->dead || (e = dl_entry(c)) == NULL)
+			dl_end(c, false);
+		else if (rc == ZOK || rc == ZNODEEXISTS)
+			dl_publish(c, e);
+		else
+			dl_end(c, true);
+	}
+	NONE_COMPLETION_END;
+}
+
+/* Completion of the record's create (zoo_acreate2) */
+static void
+dl_created(int rc, const char *value, const struct Stat *stat, const void *data)
+{
+	DATA_COMPLETION_BEGIN(DlCheck, c, data);
+	{
+		ZkEntry    *e;
+
+		c->inflight = false;
+		if (c->dead || (e = dl_entry(c)) == NULL)
+			dl_end(c, false);
+		else if (rc == ZOK)
+			dl_written(c, stat);
+		else if (rc == ZNODEEXISTS)
+		{
+			/* ours (the owner tag is this backend's): set it */
+			ZKLK(e)->dl_published = true;
+			dl_publish(c, e);
+		}
+		else if (rc == ZNONODE && c->phase == DLP_PUBLISH)
+		{
+			/* no <root>/waits yet: make it (persistent), then again */
+			char		parent[ZK_PATH_MAX];
+
+			ZKLK(e)->dl_published = false;
+			snprintf(parent, sizeof(parent), "%s/waits", zk_root);
+			c->phase = DLP_PARENT;
+			if (!dl_sent(c, zoo_acreate(zk_zh, parent, NULL, -1, zk_acl_path(parent),
+										0, dl_parent_made, c)))
+				dl_end(c, true);
+		}
+		else
+		{
+			ZKLK(e)->dl_published = false;
+			dl_end(c, true);
+		}
+	}
+	NONE_COMPLETION_END;
+}
+
+/* Completion of the record's set */
+static void
+dl_set_done(int rc, const struct Stat *stat, const void *data)
+{
+	DATA_COMPLETION_BEGIN(DlCheck, c, data);
+	{
+		ZkEntry    *e;
+
+		c->inflight = false;
+		if (c->dead || (e = dl_entry(c)) == NULL)
+			dl_end(c, false);
+		else if (rc == ZOK)
+			dl_written(c, stat);
+		else if (rc == ZNONODE)
+		{
+			ZKLK(e)->dl_published = false;	/* gone: create it */
+			dl_publish(c, e);
+		}
+		else
+			dl_end(c, true);
+	}
+	NONE_COMPLETION_END;
+}
+
+/* Write the waiter's record: set it when it is there, else create it */
+static void
+dl_publish(DlCheck *c, ZkEntry *e)
+{
+	char		path[ZK_PATH_MAX];
+	char		rec[DL_RECORD_MAX];
+	DlFrame    *f = &c->frames[0];
+	int			rc;
+
+	if (c->requests >= DL_REQUESTS_MAX)
+	{
+		dl_end(c, true);
+		return;
+	}
+	dl_record_path(f->owner, path, sizeof(path));
+	snprintf(rec, sizeof(rec),
+			 "{\"zklock_wait\":1,\"lock\":\"%s\",\"node\":\"%s\",\"czxid\":" INT64_FORMAT
+			 ",\"base\":\"%s\",\"every\":" INT64_FORMAT ",\"who\":\"%s\"}",
+			 f->dir, f->child, f->czxid, f->base, dl_every_ms(e), f->who);
+	c->phase = DLP_PUBLISH;
+	if (ZKLK(e)->dl_published)
+		rc = zoo_aset(zk_zh, path, rec, (int) strlen(rec), -1, dl_set_done, c);
+	else
+	{
+		rc = zoo_acreate2(zk_zh, path, rec, (int) strlen(rec), zk_acl_path(path),
+						  ZOO_EPHEMERAL, dl_created, c);
+		if (rc == ZOK)
+			ZKLK(e)->dl_published = true;	/* zk_dl_wait_over deletes it */
+	}
+	if (!dl_sent(c, rc))
+		dl_end(c, true);
+}
+
+/* Has the check met this owner already? */
+static bool
+dl_seen(DlCheck *c, const char *owner)
+{
+	int			i;
+
+	for (i = 0; i < c->nseen; i++)
+		if (strcmp(c->seen[i], owner) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Completion of the listing of the top frame's lock: the owners of what
+ * blocks its waiter
+ */
+static void
+dl_listed(int rc, const struct String_vector *kids, const void *data)
+{
+	DATA_COMPLETION_BEGIN(DlCheck, c, data);
+	{
+		DlFrame    *f = &c->frames[c->depth - 1];
+		ZkContender *con;
+		int		   *blk;
+		int			n = 0;
+		int			me = -1;
+		int			nb;
+		int			i;
+		bool		wrapped = false;
+
+		c->inflight = false;
+		if (c->dead || dl_entry(c) == NULL)
+		{
+			dl_end(c, false);
+			goto done;
+		}
+		f->nowners = 0;
+		f->next = 0;
+		if (rc == ZOK && kids->count > 0)
+		{
+			con = palloc(sizeof(ZkContender) * kids->count);
+			blk = palloc(sizeof(int) * DL_FANOUT_MAX * 4);
+			for (i = 0; i < kids->count; i++)
+			{
+				int64		seq;
+
+				if (!zk_node_is_contender(kids->data[i], &con[n].shared) ||
+					!zk_node_seq(kids->data[i], &seq))
+					continue;
+				if (seq < 0)
+					wrapped = true;
+				con[n].name = kids->data[i];
+				con[n].key = seq;
+				n++;
+			}
+			zk_sort_contenders(con, n);
+			for (i = 0; i < n; i++)
+				if (strcmp(con[i].name, f->child) == 0)
+					me = i;
+			if (!wrapped && me >= 0)
+			{
+				nb = zk_lock_blockers(con, n, me, f->base, blk, DL_FANOUT_MAX * 4);
+				for (i = 0; i < Min(nb, DL_FANOUT_MAX * 4); i++)
+				{
+					const char *b = con[blk[i]].name;
+					char		owner[DL_TAG_LEN + 1];
+					int			k;
+					bool		dup = false;
+
+					if (strlen(b) < DL_TAG_LEN)
+						continue;
+					strlcpy(owner, b, sizeof(owner));
+					for (k = 0; k < f->nowners; k++)
+						if (strcmp(f->owners[k], owner) == 0)
+							dup = true;
+					if (dup || f->nowners >= DL_FANOUT_MAX)
+						continue;
+					strlcpy(f->owners[f->nowners], owner, sizeof(f->owners[0]));
+					strlcpy(f->via[f->nowners], b, sizeof(f->via[0]));
+					f->nowners++;
+				}
+			}
+			pfree(blk);
+			pfree(con);
+		}
+		/* a frame we cannot read (gone, wrapped, an error): a dead end */
+		c->phase = DLP_RECORD;
+		dl_step(c);
+done:	;
+	}
+	NONE_COMPLETION_END;
+}
+
+/* Parse an integer field of a record; false without it */
+static bool
+dl_int_field(const char *json, int len, const char *key, int64 *v)
+{
+	char		buf[32];
+	char	   *end;
+
+	if (!zk_json_field(json, len, key, buf, sizeof(buf)) || buf[0] == '\0')
+		return false;
+	errno = 0;
+	*v = strtoll(buf, &end, 10);
+	return errno == 0 && *end == '\0';
+}
+
+/*
+ * Completion of the read of a blocking owner's wait record: a fresh one
+ * naming a contender of that owner is followed (a new frame)
+ */
+static void
+dl_record_read(int rc, const char *value, int value_len,
+			   const struct Stat *stat, const void *data)
+{
+	DATA_COMPLETION_BEGIN(DlCheck, c, data);
+	{
+		DlFrame    *f = &c->frames[c->depth - 1];
+		const char *owner = f->owners[f->next - 1];
+		int64		czxid;
+		int64		every;
+		DlFrame    *g;
+
+		c->inflight = false;
+		if (c->dead || dl_entry(c) == NULL)
+		{
+			dl_end(c, false);
+			goto done;
+		}
+		if (rc == ZOK && value != NULL && value_len > 0 && value_len < DL_RECORD_MAX &&
+			c->depth < DL_DEPTH_MAX &&
+			dl_int_field(value, value_len, "czxid", &czxid) &&
+			dl_int_field(value, value_len, "every", &every) &&
+			every > 0 && stat->mtime >= c->now_ms - (2 * every + 1000))
+		{
+			g = &c->frames[c->depth];
+			memset(g, 0, sizeof(DlFrame));
+			if (zk_json_field(value, value_len, "lock", g->dir, sizeof(g->dir)) &&
+				zk_json_field(value, value_len, "node", g->child, sizeof(g->child)) &&
+				zk_json_field(value, value_len, "who", g->who, sizeof(g->who)) &&
+				strncmp(g->child, owner, DL_TAG_LEN) == 0 &&
+				strncmp(g->dir, zk_root, strlen(zk_root)) == 0)
+			{
+				/* a record names a contender of its own owner, under our root */
+				if (!zk_json_field(value, value_len, "base", g->base, sizeof(g->base)))
+					g->base[0] = '\0';	/* not an upgrade */
+				strlcpy(g->owner, owner, sizeof(g->owner));
+				g->czxid = czxid;
+				f->edge = f->next - 1;
+				c->depth++;
+				c->phase = DLP_LIST;
+			}
+		}
+		dl_step(c);
+done:	;
+	}
+	NONE_COMPLETION_END;
+}
+
+/* Completion of an exists of the cycle's contenders */
+static void
+dl_verified(int rc, const struct Stat *stat, const void *data)
+{
+	DATA_COMPLETION_BEGIN(DlCheck, c, data);
+	{
+		c->inflight = false;
+		if (c->dead || dl_entry(c) == NULL)
+			dl_end(c, false);
+		else if (rc != ZOK)
+			dl_end(c, true);	/* gone: the cycle broke, or was never one */
+		else
+		{
+			c->verify_next++;
+			dl_step(c);
+		}
+	}
+	NONE_COMPLETION_END;
+}
+
+/*
+ * The cycle is real: the youngest waiter of it is the victim.  If that is
+ * ours, say so (the detail names each waiter and what blocks it, as
+ * PostgreSQL does) and refuse the wait.
+ */
+static void
+dl_cycle(DlCheck *c, ZkEntry *e)
+{
+	int			victim = 0;
+	int			i;
+	char		detail[ZKLOCK_ERRMSG_MAX];
+	StringInfoData buf;
+
+	for (i = 1; i < c->depth; i++)
+		if (c->frames[i].czxid > c->frames[victim].czxid)
+			victim = i;
+	if (victim != 0 || dl_verdict == NULL)
+	{
+		dl_end(c, true);
+		return;
+	}
+	initStringInfo(&buf);
+	for (i = 0; i < c->depth; i++)
+	{
+		DlFrame    *f = &c->frames[i];
+		DlFrame    *to = &c->frames[(i + 1) % c->depth];
+		const char *enc = strrchr(f->dir, '/');
+		char		name[ZKLOCK_QNAME_MAX + 1];
+		int			n = zk_decode_qname(enc ? enc + 1 : f->dir, name, sizeof(name) - 1);
+
+		name[Max(n, 0)] = '\0';
+		appendStringInfo(&buf, "%s%s waits for zookeeper lock \"%s\"; blocked by %s.",
+						 i > 0 ? " " : "", f->who, zk_display_name(name), to->who);
+	}
+	strlcpy(detail, buf.data, sizeof(detail));
+	pfree(buf.data);
+	dl_end(c, false);
+	dl_verdict(e, detail);
+}
+
+/*
+ * The next request of a check, from its phase: list the top frame's lock,
+ * read the next blocking owner's record (or back up a frame when none is
+ * left), or read the next contender of a cycle found.
+ */
+static void
+dl_step(DlCheck *c)
+{
+	ZkEntry    *e = dl_entry(c);
+	char		path[ZK_PATH_MAX];
+
+	if (e == NULL || !zk_session_usable() || c->requests >= DL_REQUESTS_MAX)
+	{
+		dl_end(c, e != NULL);
+		return;
+	}
+	for (;;)
+	{
+		DlFrame    *f = &c->frames[c->depth - 1];
+
+		switch (c->phase)
+		{
+			case DLP_LIST:
+				if (!dl_sent(c, zoo_aget_children(zk_zh, f->dir, 0, dl_listed, c)))
+					dl_end(c, true);
+				return;
+			case DLP_RECORD:
+				if (f->next >= f->nowners)
+				{
+					/* every owner of this frame followed: back up */
+					if (--c->depth == 0)
+					{
+						dl_end(c, true);	/* no cycle through us */
+						return;
+					}
+					continue;
+				}
+				if (strcmp(f->owners[f->next], c->frames[0].owner) == 0)
+				{
+					/* back to us: a cycle, frames[0..depth-1] */
+					f->edge = f->next;
+					c->phase = DLP_VERIFY;
+					c->verify_next = 0;
+					continue;
+				}
+				if (dl_seen(c, f->owners[f->next]) ||
+					c->nseen >= (int) lengthof(c->seen))
+				{
+					f->next++;
+					continue;
+				}
+				strlcpy(c->seen[c->nseen++], f->owners[f->next], sizeof(c->seen[0]));
+				dl_record_path(f->owners[f->next], path, sizeof(path));
+				f->next++;
+				if (!dl_sent(c, zoo_aget(zk_zh, path, 0, dl_record_read, c)))
+					dl_end(c, true);
+				return;
+			case DLP_VERIFY:
+				{
+					/* each frame's waiter, then the contender it waits for */
+					int			k = c->verify_next / 2;
+					DlFrame    *g = &c->frames[k];
+
+					if (k >= c->depth)
+					{
+						dl_cycle(c, e);
+						return;
+					}
+					snprintf(path, sizeof(path), "%s/%s", g->dir,
+							 c->verify_next % 2 == 0 ? g->child : g->via[g->edge]);
+					if (!dl_sent(c, zoo_aexists(zk_zh, path, 0, dl_verified, c)))
+						dl_end(c, true);
+					return;
+				}
+			default:
+				dl_end(c, true);
+				return;
+		}
+	}
+}
+
+/*
+ * A check is over: free it (later, if a request of it is still out), and
+ * when asked put its waiter back on the heap for the next check
+ */
+static void
+dl_end(DlCheck *c, bool recheck)
+{
+	ZkEntry    *e = c->dead ? NULL : dl_entry(c);
+
+	if (e != NULL)
+	{
+		ZKLK(e)->dl_checking = false;
+		if (recheck)
+		{
+			if (ZKLK(e)->dl_round < 30)
+				ZKLK(e)->dl_round++;
+			dl_schedule(e);
+		}
+	}
+	if (c->inflight)
+	{
+		c->dead = true;			/* its completion frees it */
+		return;
+	}
+	dl_checks = list_delete_ptr(dl_checks, c);
+	pfree(c);
+}
+
+/* Begin a check of e: its own frame, then its record */
+static void
+dl_start(ZkEntry *e)
+{
+	DlCheck    *c = MemoryContextAllocZero(TopMemoryContext, sizeof(DlCheck));
+	DlFrame    *f = &c->frames[0];
+	MemoryContext old;
+
+	c->idx = zk_entry_index(e);
+	c->gen = e->gen;
+	c->depth = 1;
+	zk_lock_parent(e->name, e->family, f->dir, sizeof(f->dir));
+	strlcpy(f->child, e->node, sizeof(f->child));
+	strlcpy(f->base, ZKLK(e)->base, sizeof(f->base));
+	strlcpy(f->owner, e->node, sizeof(f->owner));
+	dl_who(e->data, f->who, sizeof(f->who));
+	f->czxid = e->token;
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	dl_checks = lappend(dl_checks, c);
+	MemoryContextSwitchTo(old);
+	ZKLK(e)->dl_checking = true;
+	dl_publish(c, e);
+}
+
+/*
+ * Every turn the session is usable (the lock's turn op): start the checks
+ * that are due, a few at a time, and ask for a turn when the next one is.
+ * verdict refuses a wait found in a cycle (lock_worker.c).
+ */
+void
+zk_dl_turn(ZkDlVerdict verdict)
+{
+	TimestampTz now;
+	int			started = 0;
+
+	dl_verdict = verdict;
+	if (dl_heap == NULL || binaryheap_empty(dl_heap) || !zk_session_usable())
+		return;
+	now = GetCurrentTimestamp();
+	while (!binaryheap_empty(dl_heap))
+	{
+		DlDue	   *d = (DlDue *) DatumGetPointer(binaryheap_first(dl_heap));
+		ZkEntry    *e;
+
+		if (d->due > now)
+		{
+			zk_worker_wake_by(d->due);
+			break;
+		}
+		if (list_length(dl_checks) >= DL_CHECKS_MAX || started >= DL_STARTS_PER_TURN)
+		{
+			zk_worker_wake_by(TimestampTzPlusMilliseconds(now, 10));
+			break;
+		}
+		(void) binaryheap_remove_first(dl_heap);
+		e = zk_entry(d->idx);
+		if (e->gen == d->gen && e->kind == ZKK_LOCK)
+			ZKLK(e)->dl_scheduled = false;
+		if (e->gen == d->gen && e->kind == ZKK_LOCK && e->state == ZKE_WAITING &&
+			!e->released && pg_atomic_read_u32(&e->release_req) == 0 &&
+			!ZKLK(e)->dl_checking && e->node[0] != '\0')
+		{
+			dl_start(e);
+			started++;
+		}
+		pfree(d);
+	}
+}
+
+/*
+ * The session ended: its records went with it, and the checks' requests
+ * are answered with errors (their completions free them); the waiters are
+ * asked again from scratch when they wait in the next session
+ */
+void
+zk_dl_session_reset(void)
+{
+	ListCell   *lc;
+
+	List	   *idle = NIL;
+
+	foreach(lc, dl_checks)
+	{
+		DlCheck    *c = (DlCheck *) lfirst(lc);
+		ZkEntry    *e = zk_entry(c->idx);
+
+		if (e->gen == c->gen && e->kind == ZKK_LOCK)
+		{
+			ZKLK(e)->dl_checking = false;
+			ZKLK(e)->dl_published = false;
+		}
+		c->dead = true;
+		if (!c->inflight)
+			idle = lappend(idle, c);
+	}
+	foreach(lc, idle)
+	{
+		dl_checks = list_delete_ptr(dl_checks, lfirst(lc));
+		pfree(lfirst(lc));
+	}
+	list_free(idle);
+	while (dl_heap != NULL && !binaryheap_empty(dl_heap))
+	{
+		DlDue	   *d = (DlDue *) DatumGetPointer(binaryheap_remove_first(dl_heap));
+		ZkEntry    *e = zk_entry(d->idx);
+
+		if (e->gen == d->gen && e->kind == ZKK_LOCK)
+		{
+			ZKLK(e)->dl_scheduled = false;
+			ZKLK(e)->dl_published = false;
+		}
+		pfree(d);
+	}
+}

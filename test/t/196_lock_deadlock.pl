@@ -1,0 +1,128 @@
+
+# 196_lock_deadlock.pl - deadlocks across servers are detected (issue 39).
+#
+# A zk lock wait of deadlock_timeout is checked for a cycle of waits through
+# zk locks held and awaited by backends of any cluster on the ensemble
+# (src/lock/lock_deadlock.c): exactly one member, the youngest waiter, gets
+# 40P01 with a detail naming each waiter; the others go on.
+#
+# 1. Two sessions of one cluster, opposite orders: the second waiter gets
+#    40P01, the first is granted once it rolls back; zk_status counts it.
+# 2. The same across two clusters.
+# 3. A cycle of three across three clusters.
+# 4. Shared and exclusive mixed: a reader that waits for a writer's name
+#    while the writer waits behind the reader.
+# 5. No false positive: a long chain (each waits for the next, the last
+#    holds for a while and commits) ends with every wait granted, no 40P01.
+# 6. Nothing left: <root>/waits has no record once the waits are over.
+# Before: every case waited until lock_timeout (doc/limits.md said so).
+
+use strict;
+use warnings FATAL => 'all';
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use ZkLockTest;
+use Time::HiRes qw(usleep);
+
+my $zk = zk_start();
+my @nodes = map {
+	zk_node($_, $zk, session_timeout => '10s', connect_timeout => '5s',
+		conf => "deadlock_timeout = '300ms'\n")
+} qw(dl1 dl2 dl3);
+my $WAITS = '/zklock/waits';
+
+sub sess { return new_session($nodes[ $_[0] ], name => $_[1]); }
+
+sub deadlocks
+{
+	my $n = 0;
+	$n += zk_status_value($_, 'deadlocks') foreach @nodes;
+	return $n;
+}
+
+# run a cycle: each session takes its first name, then (all at once) waits
+# for the next one's; returns the results of the waits, in order
+sub cycle
+{
+	my ($sessions, $names, $modes) = @_;
+	my $k = @$sessions;
+	for my $i (0 .. $k - 1)
+	{
+		my $fn = ($modes && $modes->[$i][0] eq 's') ? 'zk_lock_shared' : 'zk_lock';
+		$sessions->[$i]->query_safe('BEGIN');
+		$sessions->[$i]->query_safe("SELECT $fn('$names->[$i]')");
+	}
+	for my $i (0 .. $k - 1)
+	{
+		my $fn = ($modes && $modes->[$i][1] eq 's') ? 'zk_lock_shared' : 'zk_lock';
+		$sessions->[$i]->send("SELECT $fn('" . $names->[ ($i + 1) % $k ] . "', '60s')");
+		usleep(100_000);
+	}
+	my @r = map { $_->wait(60) } @$sessions;
+	$_->query('ROLLBACK') foreach @$sessions;
+	return @r;
+}
+
+sub check_cycle
+{
+	my ($what, @r) = @_;
+	my @dead = grep { $_->{sqlstate} eq '40P01' } @r;
+	my @ok = grep { $_->{sqlstate} eq '00000' } @r;
+	is(scalar @dead, 1, "$what: exactly one member gets 40P01")
+	  or diag join(' ', map { $_->{sqlstate} } @r);
+	is(scalar @ok, scalar(@r) - 1, "$what: the others are granted");
+	ok($r[-1]{sqlstate} eq '40P01', "$what: the victim is the youngest waiter");
+	like($dead[0]{err} // '', qr/waits for zookeeper lock .* blocked by/,
+		"$what: the detail names who waits for what") if @dead;
+	ok($_->{elapsed} < 20, "$what: ended within 20 s ($_->{elapsed})") foreach @r;
+	return;
+}
+
+my $d0 = deadlocks();
+
+# 1. one cluster
+check_cycle('one cluster', cycle([ sess(0, 'a'), sess(0, 'b') ], [ 'x1', 'y1' ]));
+is(deadlocks() - $d0, 1, 'zk_status counts one deadlock');
+
+# 2. two clusters
+check_cycle('two clusters', cycle([ sess(0, 'c'), sess(1, 'd') ], [ 'x2', 'y2' ]));
+
+# 3. three clusters
+check_cycle('three clusters',
+	cycle([ sess(0, 'e'), sess(1, 'f'), sess(2, 'g') ], [ 'x3', 'y3', 'z3' ]));
+
+# 4. shared and exclusive: e holds x4 shared and waits for y4; f holds y4
+#    and waits for x4 exclusive (blocked by e's shared hold)
+check_cycle('shared and exclusive',
+	cycle([ sess(0, 'h'), sess(1, 'i') ], [ 'x4', 'y4' ], [ [ 's', 'x' ], [ 'x', 'x' ] ]));
+
+# 5. a long chain, no cycle: s0 holds c0 for 3 s; s1 holds c1, waits c0; ...
+my @chain = map { sess($_ % 3, "ch$_") } 0 .. 5;
+for my $i (0 .. 5)
+{
+	$chain[$i]->query_safe('BEGIN');
+	$chain[$i]->query_safe("SELECT zk_lock('c$i')");
+}
+for my $i (1 .. 5)
+{
+	$chain[$i]->send("SELECT zk_lock('c" . ($i - 1) . "', '60s')");
+}
+$chain[0]->send("SELECT pg_sleep(3)");
+$chain[0]->wait(30);
+$chain[0]->query_safe('COMMIT');
+my $falsepos = 0;
+for my $i (1 .. 5)
+{
+	my $r = $chain[$i]->wait(60);
+	$falsepos++ if $r->{sqlstate} eq '40P01';
+	is($r->{sqlstate}, '00000', "chain: waiter $i is granted");
+	$chain[$i]->query_safe('COMMIT');
+}
+is($falsepos, 0, 'a long chain without a cycle: no 40P01');
+
+# 6. nothing left
+ok(wait_until(sub { !zk_children($zk, $WAITS) }, 30), 'no wait record is left once the waits are over');
+
+done_testing();
