@@ -295,43 +295,58 @@ dl_parent_made(int rc, const char *value, const void *data)
 	NONE_COMPLETION_END;
 }
 
+/*
+ * The answer to the record's create (created) or set: ZooKeeper's time and
+ * on; a create that found it there sets it, a set that found it gone
+ * creates it, a create without <root>/waits makes that first
+ */
+static void
+dl_write_answered(DlCheck *c, int rc, const struct Stat *stat, bool created)
+{
+	ZkEntry    *e;
+
+	c->inflight = false;
+	if (c->dead || (e = dl_entry(c)) == NULL)
+		dl_end(c, false);
+	else if (rc == ZOK)
+		dl_written(c, stat);
+	else if (rc == ZNODEEXISTS && created)
+	{
+		/* ours (the owner tag is this backend's): set it */
+		ZKLK(e)->dl_published = true;
+		dl_publish(c, e);
+	}
+	else if (rc == ZNONODE && !created)
+	{
+		ZKLK(e)->dl_published = false;	/* gone: create it */
+		dl_publish(c, e);
+	}
+	else if (rc == ZNONODE && c->phase == DLP_PUBLISH)
+	{
+		/* no <root>/waits yet: make it (persistent), then again */
+		char		parent[ZK_PATH_MAX];
+
+		ZKLK(e)->dl_published = false;
+		snprintf(parent, sizeof(parent), "%s/waits", zk_root);
+		c->phase = DLP_PARENT;
+		if (!dl_sent(c, zoo_acreate(zk_zh, parent, NULL, -1, zk_acl_path(parent),
+									0, dl_parent_made, c)))
+			dl_end(c, true);
+	}
+	else
+	{
+		if (created)
+			ZKLK(e)->dl_published = false;
+		dl_end(c, true);
+	}
+}
+
 /* Completion of the record's create (zoo_acreate2) */
 static void
 dl_created(int rc, const char *value, const struct Stat *stat, const void *data)
 {
 	DATA_COMPLETION_BEGIN(DlCheck, c, data);
-	{
-		ZkEntry    *e;
-
-		c->inflight = false;
-		if (c->dead || (e = dl_entry(c)) == NULL)
-			dl_end(c, false);
-		else if (rc == ZOK)
-			dl_written(c, stat);
-		else if (rc == ZNODEEXISTS)
-		{
-			/* ours (the owner tag is this backend's): set it */
-			ZKLK(e)->dl_published = true;
-			dl_publish(c, e);
-		}
-		else if (rc == ZNONODE && c->phase == DLP_PUBLISH)
-		{
-			/* no <root>/waits yet: make it (persistent), then again */
-			char		parent[ZK_PATH_MAX];
-
-			ZKLK(e)->dl_published = false;
-			snprintf(parent, sizeof(parent), "%s/waits", zk_root);
-			c->phase = DLP_PARENT;
-			if (!dl_sent(c, zoo_acreate(zk_zh, parent, NULL, -1, zk_acl_path(parent),
-										0, dl_parent_made, c)))
-				dl_end(c, true);
-		}
-		else
-		{
-			ZKLK(e)->dl_published = false;
-			dl_end(c, true);
-		}
-	}
+	dl_write_answered(c, rc, stat, true);
 	NONE_COMPLETION_END;
 }
 
@@ -340,22 +355,7 @@ static void
 dl_set_done(int rc, const struct Stat *stat, const void *data)
 {
 	DATA_COMPLETION_BEGIN(DlCheck, c, data);
-	{
-		ZkEntry    *e;
-
-		c->inflight = false;
-		if (c->dead || (e = dl_entry(c)) == NULL)
-			dl_end(c, false);
-		else if (rc == ZOK)
-			dl_written(c, stat);
-		else if (rc == ZNONODE)
-		{
-			ZKLK(e)->dl_published = false;	/* gone: create it */
-			dl_publish(c, e);
-		}
-		else
-			dl_end(c, true);
-	}
+	dl_write_answered(c, rc, stat, false);
 	NONE_COMPLETION_END;
 }
 

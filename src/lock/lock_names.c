@@ -156,6 +156,45 @@ zk_same_owner(const ZkContender *a, const ZkContender *b)
 }
 
 /*
+ * An upgrade's bounds, for contender c[me]: the index of base, the shared
+ * node its backend holds (with guess_base and no base: the backend's oldest
+ * node), -1 for none; and in *behind_from the first index after it that is
+ * another owner's exclusive contender (n for none): from there on, nothing
+ * can be granted before base goes.
+ */
+static int
+upgrade_bounds(ZkContender *c, int n, int me, const char *base, bool guess_base,
+			   int *behind_from)
+{
+	int			own_oldest = -1;
+	int			i;
+
+	*behind_from = n;
+	for (i = 0; i < me && (base != NULL || guess_base); i++)
+	{
+		if (!zk_same_owner(&c[i], &c[me]))
+			continue;
+		if (base == NULL || strcmp(c[i].name, base) == 0)
+		{
+			own_oldest = i;
+			break;
+		}
+	}
+	if (own_oldest >= 0 && !c[me].shared)
+	{
+		for (i = own_oldest + 1; i < me; i++)
+		{
+			if (!c[i].shared && !zk_same_owner(&c[i], &c[me]))
+			{
+				*behind_from = i;
+				break;
+			}
+		}
+	}
+	return own_oldest;
+}
+
+/*
  * The recipe, for contender c[me] of a lock whose contenders c[0..n-1] are
  * sorted by creation order.  Returns ZKLOCK_HELD when it holds the lock,
  * the index of the contender it must wait for (the youngest that blocks
@@ -186,32 +225,10 @@ int
 zk_lock_blocker(ZkContender *c, int n, int me, const char *base,
 				bool guess_base)
 {
-	int			own_oldest = -1;
-	int			behind_from = n;	/* first index that is behind our base */
+	int			behind_from;	/* first index that is behind our base */
+	int			own_oldest = upgrade_bounds(c, n, me, base, guess_base, &behind_from);
 	int			pred = ZKLOCK_HELD;
 	int			i;
-
-	for (i = 0; i < me && (base != NULL || guess_base); i++)
-	{
-		if (!zk_same_owner(&c[i], &c[me]))
-			continue;
-		if (base == NULL || strcmp(c[i].name, base) == 0)
-		{
-			own_oldest = i;
-			break;
-		}
-	}
-	if (own_oldest >= 0 && !c[me].shared)
-	{
-		for (i = own_oldest + 1; i < me; i++)
-		{
-			if (!c[i].shared && !zk_same_owner(&c[i], &c[me]))
-			{
-				behind_from = i;
-				break;
-			}
-		}
-	}
 
 	for (i = 0; i < me; i++)
 	{
@@ -256,30 +273,12 @@ zk_lock_blocker(ZkContender *c, int n, int me, const char *base,
 int
 zk_lock_blockers(ZkContender *c, int n, int me, const char *base, int *out, int max)
 {
-	int			own_oldest = -1;
-	int			behind_from = n;
+	int			behind_from;
 	int			count = 0;
 	int			i;
 
-	for (i = 0; i < me && base != NULL && base[0] != '\0'; i++)
-	{
-		if (zk_same_owner(&c[i], &c[me]) && strcmp(c[i].name, base) == 0)
-		{
-			own_oldest = i;
-			break;
-		}
-	}
-	if (own_oldest >= 0 && !c[me].shared)
-	{
-		for (i = own_oldest + 1; i < me; i++)
-		{
-			if (!c[i].shared && !zk_same_owner(&c[i], &c[me]))
-			{
-				behind_from = i;
-				break;
-			}
-		}
-	}
+	(void) upgrade_bounds(c, n, me, (base != NULL && base[0] != '\0') ? base : NULL,
+						  false, &behind_from);
 	for (i = 0; i < me && i < behind_from; i++)
 	{
 		if (zk_same_owner(&c[i], &c[me]))

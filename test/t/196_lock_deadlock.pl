@@ -24,7 +24,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use ZkLockTest;
-use Time::HiRes qw(usleep);
+use Time::HiRes qw(time usleep);
 
 my $zk = zk_start();
 my @nodes = map {
@@ -60,8 +60,27 @@ sub cycle
 		$sessions->[$i]->send("SELECT $fn('" . $names->[ ($i + 1) % $k ] . "', '60s')");
 		usleep(100_000);
 	}
-	my @r = map { $_->wait(60) } @$sessions;
-	$_->query('ROLLBACK') foreach @$sessions;
+	# each member ends its transaction as soon as its wait ends, as an
+	# application would (a granted one's locks keep the others waiting)
+	my (@r, %done);
+	my $deadline = time() + 60;
+	while (keys %done < $k && time() < $deadline)
+	{
+		for my $i (0 .. $k - 1)
+		{
+			next if $done{$i};
+			my $res = $sessions->[$i]->poll;
+			next unless $res;
+			($r[$i], $done{$i}) = ($res, 1);
+			$sessions->[$i]->query('ROLLBACK');
+		}
+		usleep(20_000);
+	}
+	for my $i (0 .. $k - 1)
+	{
+		next if $done{$i};
+		$r[$i] = $sessions->[$i]->wait_or_kill(1);
+	}
 	return @r;
 }
 
