@@ -315,24 +315,71 @@ REVOKE ALL ON FUNCTION zk_enqueue(text, bytea[], integer) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION zk_enqueue(text, text[], integer) FROM PUBLIC;
 
+-- Issue 39: a maximum hold (doc/locks.md, "A maximum hold").  The waiting
+-- lock functions gain max_hold; a function's arguments cannot change in
+-- place, so each 1.0 form is created beside its successor, whose grants it
+-- hands on (the DO block below), and dropped after it.  The C functions read
+-- max_hold only when they have it, so 1.0's catalog works with this library.
+CREATE FUNCTION zk_lock(name text, timeout interval DEFAULT NULL,
+    max_hold interval DEFAULT NULL) RETURNS bigint
+AS 'MODULE_PATHNAME', 'zk_lock' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_lock(key bigint, timeout interval DEFAULT NULL,
+    max_hold interval DEFAULT NULL) RETURNS bigint
+AS 'MODULE_PATHNAME', 'zk_lock_key' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_lock_shared(name text, timeout interval DEFAULT NULL,
+    max_hold interval DEFAULT NULL) RETURNS bigint
+AS 'MODULE_PATHNAME', 'zk_lock_shared' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_lock_shared(key bigint, timeout interval DEFAULT NULL,
+    max_hold interval DEFAULT NULL) RETURNS bigint
+AS 'MODULE_PATHNAME', 'zk_lock_shared_key' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_session_lock(name text, timeout interval DEFAULT NULL,
+    max_hold interval DEFAULT NULL) RETURNS bigint
+AS 'MODULE_PATHNAME', 'zk_session_lock' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_session_lock(key bigint, timeout interval DEFAULT NULL,
+    max_hold interval DEFAULT NULL) RETURNS bigint
+AS 'MODULE_PATHNAME', 'zk_session_lock_key' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_session_lock_shared(name text, timeout interval DEFAULT NULL,
+    max_hold interval DEFAULT NULL) RETURNS bigint
+AS 'MODULE_PATHNAME', 'zk_session_lock_shared' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_session_lock_shared(key bigint, timeout interval DEFAULT NULL,
+    max_hold interval DEFAULT NULL) RETURNS bigint
+AS 'MODULE_PATHNAME', 'zk_session_lock_shared_key' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION zk_lock(text, interval, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_lock(bigint, interval, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_lock_shared(text, interval, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_lock_shared(bigint, interval, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_session_lock(text, interval, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_session_lock(bigint, interval, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_session_lock_shared(text, interval, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_session_lock_shared(bigint, interval, interval) FROM PUBLIC;
+
 -- Issue 39: several locks at once, all or none (doc/locks.md, "Several
 -- locks at once"); group lock, granted below to the roles that may execute
 -- the one-name function of the same family
-CREATE FUNCTION zk_lock(names text[], timeout interval DEFAULT NULL) RETURNS bigint[]
+CREATE FUNCTION zk_lock(names text[], timeout interval DEFAULT NULL,
+    max_hold interval DEFAULT NULL) RETURNS bigint[]
 AS 'MODULE_PATHNAME', 'zk_lock_all' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
-CREATE FUNCTION zk_lock(keys bigint[], timeout interval DEFAULT NULL) RETURNS bigint[]
+CREATE FUNCTION zk_lock(keys bigint[], timeout interval DEFAULT NULL,
+    max_hold interval DEFAULT NULL) RETURNS bigint[]
 AS 'MODULE_PATHNAME', 'zk_lock_all_key' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
-CREATE FUNCTION zk_lock_shared(names text[], timeout interval DEFAULT NULL) RETURNS bigint[]
+CREATE FUNCTION zk_lock_shared(names text[], timeout interval DEFAULT NULL,
+    max_hold interval DEFAULT NULL) RETURNS bigint[]
 AS 'MODULE_PATHNAME', 'zk_lock_shared_all' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
-CREATE FUNCTION zk_lock_shared(keys bigint[], timeout interval DEFAULT NULL) RETURNS bigint[]
+CREATE FUNCTION zk_lock_shared(keys bigint[], timeout interval DEFAULT NULL,
+    max_hold interval DEFAULT NULL) RETURNS bigint[]
 AS 'MODULE_PATHNAME', 'zk_lock_shared_all_key' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
-CREATE FUNCTION zk_session_lock(names text[], timeout interval DEFAULT NULL) RETURNS bigint[]
+CREATE FUNCTION zk_session_lock(names text[], timeout interval DEFAULT NULL,
+    max_hold interval DEFAULT NULL) RETURNS bigint[]
 AS 'MODULE_PATHNAME', 'zk_session_lock_all' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
-CREATE FUNCTION zk_session_lock(keys bigint[], timeout interval DEFAULT NULL) RETURNS bigint[]
+CREATE FUNCTION zk_session_lock(keys bigint[], timeout interval DEFAULT NULL,
+    max_hold interval DEFAULT NULL) RETURNS bigint[]
 AS 'MODULE_PATHNAME', 'zk_session_lock_all_key' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
-CREATE FUNCTION zk_session_lock_shared(names text[], timeout interval DEFAULT NULL) RETURNS bigint[]
+CREATE FUNCTION zk_session_lock_shared(names text[], timeout interval DEFAULT NULL,
+    max_hold interval DEFAULT NULL) RETURNS bigint[]
 AS 'MODULE_PATHNAME', 'zk_session_lock_shared_all' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
-CREATE FUNCTION zk_session_lock_shared(keys bigint[], timeout interval DEFAULT NULL) RETURNS bigint[]
+CREATE FUNCTION zk_session_lock_shared(keys bigint[], timeout interval DEFAULT NULL,
+    max_hold interval DEFAULT NULL) RETURNS bigint[]
 AS 'MODULE_PATHNAME', 'zk_session_lock_shared_all_key' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
 CREATE FUNCTION zk_try_lock(names text[]) RETURNS boolean
 AS 'MODULE_PATHNAME', 'zk_try_lock_all' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
@@ -359,14 +406,14 @@ AS 'MODULE_PATHNAME', 'zk_unlock_shared_all_of' LANGUAGE C STRICT VOLATILE PARAL
 CREATE FUNCTION zk_unlock_shared(keys bigint[]) RETURNS boolean
 AS 'MODULE_PATHNAME', 'zk_unlock_shared_all_of_key' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
 
-REVOKE ALL ON FUNCTION zk_lock(text[], interval) FROM PUBLIC;
-REVOKE ALL ON FUNCTION zk_lock(bigint[], interval) FROM PUBLIC;
-REVOKE ALL ON FUNCTION zk_lock_shared(text[], interval) FROM PUBLIC;
-REVOKE ALL ON FUNCTION zk_lock_shared(bigint[], interval) FROM PUBLIC;
-REVOKE ALL ON FUNCTION zk_session_lock(text[], interval) FROM PUBLIC;
-REVOKE ALL ON FUNCTION zk_session_lock(bigint[], interval) FROM PUBLIC;
-REVOKE ALL ON FUNCTION zk_session_lock_shared(text[], interval) FROM PUBLIC;
-REVOKE ALL ON FUNCTION zk_session_lock_shared(bigint[], interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_lock(text[], interval, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_lock(bigint[], interval, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_lock_shared(text[], interval, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_lock_shared(bigint[], interval, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_session_lock(text[], interval, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_session_lock(bigint[], interval, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_session_lock_shared(text[], interval, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_session_lock_shared(bigint[], interval, interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION zk_try_lock(text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION zk_try_lock(bigint[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION zk_try_lock_shared(text[]) FROM PUBLIC;
@@ -410,14 +457,22 @@ BEGIN
                        ('@extschema@.zk_enqueue(text,bytea,integer)', '@extschema@.zk_enqueue_grouped(text,text,bytea,integer)'),
                        ('@extschema@.zk_enqueue(text,bytea,integer)', '@extschema@.zk_enqueue_grouped(text,text,bytea[],integer)'),
                        ('@extschema@.zk_enqueue(text,text,integer)', '@extschema@.zk_enqueue_grouped(text,text,text,integer)'),
-                       ('@extschema@.zk_lock(text,interval)', '@extschema@.zk_lock(text[],interval)'),
-                       ('@extschema@.zk_lock(bigint,interval)', '@extschema@.zk_lock(bigint[],interval)'),
-                       ('@extschema@.zk_lock_shared(text,interval)', '@extschema@.zk_lock_shared(text[],interval)'),
-                       ('@extschema@.zk_lock_shared(bigint,interval)', '@extschema@.zk_lock_shared(bigint[],interval)'),
-                       ('@extschema@.zk_session_lock(text,interval)', '@extschema@.zk_session_lock(text[],interval)'),
-                       ('@extschema@.zk_session_lock(bigint,interval)', '@extschema@.zk_session_lock(bigint[],interval)'),
-                       ('@extschema@.zk_session_lock_shared(text,interval)', '@extschema@.zk_session_lock_shared(text[],interval)'),
-                       ('@extschema@.zk_session_lock_shared(bigint,interval)', '@extschema@.zk_session_lock_shared(bigint[],interval)'),
+                       ('@extschema@.zk_lock(text,interval)', '@extschema@.zk_lock(text[],interval,interval)'),
+                       ('@extschema@.zk_lock(text,interval)', '@extschema@.zk_lock(text,interval,interval)'),
+                       ('@extschema@.zk_lock(bigint,interval)', '@extschema@.zk_lock(bigint[],interval,interval)'),
+                       ('@extschema@.zk_lock(bigint,interval)', '@extschema@.zk_lock(bigint,interval,interval)'),
+                       ('@extschema@.zk_lock_shared(text,interval)', '@extschema@.zk_lock_shared(text[],interval,interval)'),
+                       ('@extschema@.zk_lock_shared(text,interval)', '@extschema@.zk_lock_shared(text,interval,interval)'),
+                       ('@extschema@.zk_lock_shared(bigint,interval)', '@extschema@.zk_lock_shared(bigint[],interval,interval)'),
+                       ('@extschema@.zk_lock_shared(bigint,interval)', '@extschema@.zk_lock_shared(bigint,interval,interval)'),
+                       ('@extschema@.zk_session_lock(text,interval)', '@extschema@.zk_session_lock(text[],interval,interval)'),
+                       ('@extschema@.zk_session_lock(text,interval)', '@extschema@.zk_session_lock(text,interval,interval)'),
+                       ('@extschema@.zk_session_lock(bigint,interval)', '@extschema@.zk_session_lock(bigint[],interval,interval)'),
+                       ('@extschema@.zk_session_lock(bigint,interval)', '@extschema@.zk_session_lock(bigint,interval,interval)'),
+                       ('@extschema@.zk_session_lock_shared(text,interval)', '@extschema@.zk_session_lock_shared(text[],interval,interval)'),
+                       ('@extschema@.zk_session_lock_shared(text,interval)', '@extschema@.zk_session_lock_shared(text,interval,interval)'),
+                       ('@extschema@.zk_session_lock_shared(bigint,interval)', '@extschema@.zk_session_lock_shared(bigint[],interval,interval)'),
+                       ('@extschema@.zk_session_lock_shared(bigint,interval)', '@extschema@.zk_session_lock_shared(bigint,interval,interval)'),
                        ('@extschema@.zk_try_lock(text)', '@extschema@.zk_try_lock(text[])'),
                        ('@extschema@.zk_try_lock(bigint)', '@extschema@.zk_try_lock(bigint[])'),
                        ('@extschema@.zk_try_lock_shared(text)', '@extschema@.zk_try_lock_shared(text[])'),
@@ -442,6 +497,16 @@ BEGIN
 END
 $$;
 
+-- the 1.0 forms the max_hold ones replace (their grants were handed on above)
+DROP FUNCTION zk_lock(text, interval);
+DROP FUNCTION zk_lock(bigint, interval);
+DROP FUNCTION zk_lock_shared(text, interval);
+DROP FUNCTION zk_lock_shared(bigint, interval);
+DROP FUNCTION zk_session_lock(text, interval);
+DROP FUNCTION zk_session_lock(bigint, interval);
+DROP FUNCTION zk_session_lock_shared(text, interval);
+DROP FUNCTION zk_session_lock_shared(bigint, interval);
+
 -- the groups: each object of the extension a role needs for one use, named
 -- with its schema (a fixed search_path: whatever the caller's)
 CREATE OR REPLACE FUNCTION zk_privilege_groups(
@@ -451,18 +516,18 @@ LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT g, 'function', f::regprocedure::text FROM (VALUES
-        ('lock', '@extschema@.zk_lock(text,interval)'),
-        ('lock', '@extschema@.zk_lock(bigint,interval)'),
-        ('lock', '@extschema@.zk_lock_shared(text,interval)'),
-        ('lock', '@extschema@.zk_lock_shared(bigint,interval)'),
+        ('lock', '@extschema@.zk_lock(text,interval,interval)'),
+        ('lock', '@extschema@.zk_lock(bigint,interval,interval)'),
+        ('lock', '@extschema@.zk_lock_shared(text,interval,interval)'),
+        ('lock', '@extschema@.zk_lock_shared(bigint,interval,interval)'),
         ('lock', '@extschema@.zk_try_lock(text)'),
         ('lock', '@extschema@.zk_try_lock(bigint)'),
         ('lock', '@extschema@.zk_try_lock_shared(text)'),
         ('lock', '@extschema@.zk_try_lock_shared(bigint)'),
-        ('lock', '@extschema@.zk_session_lock(text,interval)'),
-        ('lock', '@extschema@.zk_session_lock(bigint,interval)'),
-        ('lock', '@extschema@.zk_session_lock_shared(text,interval)'),
-        ('lock', '@extschema@.zk_session_lock_shared(bigint,interval)'),
+        ('lock', '@extschema@.zk_session_lock(text,interval,interval)'),
+        ('lock', '@extschema@.zk_session_lock(bigint,interval,interval)'),
+        ('lock', '@extschema@.zk_session_lock_shared(text,interval,interval)'),
+        ('lock', '@extschema@.zk_session_lock_shared(bigint,interval,interval)'),
         ('lock', '@extschema@.zk_try_session_lock(text)'),
         ('lock', '@extschema@.zk_try_session_lock(bigint)'),
         ('lock', '@extschema@.zk_try_session_lock_shared(text)'),
@@ -472,14 +537,14 @@ AS $$
         ('lock', '@extschema@.zk_unlock_shared(text)'),
         ('lock', '@extschema@.zk_unlock_shared(bigint)'),
         ('lock', '@extschema@.zk_unlock_all()'),
-        ('lock', '@extschema@.zk_lock(text[],interval)'),
-        ('lock', '@extschema@.zk_lock(bigint[],interval)'),
-        ('lock', '@extschema@.zk_lock_shared(text[],interval)'),
-        ('lock', '@extschema@.zk_lock_shared(bigint[],interval)'),
-        ('lock', '@extschema@.zk_session_lock(text[],interval)'),
-        ('lock', '@extschema@.zk_session_lock(bigint[],interval)'),
-        ('lock', '@extschema@.zk_session_lock_shared(text[],interval)'),
-        ('lock', '@extschema@.zk_session_lock_shared(bigint[],interval)'),
+        ('lock', '@extschema@.zk_lock(text[],interval,interval)'),
+        ('lock', '@extschema@.zk_lock(bigint[],interval,interval)'),
+        ('lock', '@extschema@.zk_lock_shared(text[],interval,interval)'),
+        ('lock', '@extschema@.zk_lock_shared(bigint[],interval,interval)'),
+        ('lock', '@extschema@.zk_session_lock(text[],interval,interval)'),
+        ('lock', '@extschema@.zk_session_lock(bigint[],interval,interval)'),
+        ('lock', '@extschema@.zk_session_lock_shared(text[],interval,interval)'),
+        ('lock', '@extschema@.zk_session_lock_shared(bigint[],interval,interval)'),
         ('lock', '@extschema@.zk_try_lock(text[])'),
         ('lock', '@extschema@.zk_try_lock(bigint[])'),
         ('lock', '@extschema@.zk_try_lock_shared(text[])'),

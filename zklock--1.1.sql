@@ -47,13 +47,17 @@ $$;
 -- strict function would.
 
 -- transaction scope: held until COMMIT or ROLLBACK
-CREATE FUNCTION zk_lock(name text, timeout interval DEFAULT NULL) RETURNS bigint
+CREATE FUNCTION zk_lock(name text, timeout interval DEFAULT NULL,
+    max_hold interval DEFAULT NULL) RETURNS bigint
 AS 'MODULE_PATHNAME', 'zk_lock' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
-CREATE FUNCTION zk_lock(key bigint, timeout interval DEFAULT NULL) RETURNS bigint
+CREATE FUNCTION zk_lock(key bigint, timeout interval DEFAULT NULL,
+    max_hold interval DEFAULT NULL) RETURNS bigint
 AS 'MODULE_PATHNAME', 'zk_lock_key' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
-CREATE FUNCTION zk_lock_shared(name text, timeout interval DEFAULT NULL) RETURNS bigint
+CREATE FUNCTION zk_lock_shared(name text, timeout interval DEFAULT NULL,
+    max_hold interval DEFAULT NULL) RETURNS bigint
 AS 'MODULE_PATHNAME', 'zk_lock_shared' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
-CREATE FUNCTION zk_lock_shared(key bigint, timeout interval DEFAULT NULL) RETURNS bigint
+CREATE FUNCTION zk_lock_shared(key bigint, timeout interval DEFAULT NULL,
+    max_hold interval DEFAULT NULL) RETURNS bigint
 AS 'MODULE_PATHNAME', 'zk_lock_shared_key' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
 CREATE FUNCTION zk_try_lock(name text) RETURNS boolean
 AS 'MODULE_PATHNAME', 'zk_try_lock' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
@@ -65,13 +69,17 @@ CREATE FUNCTION zk_try_lock_shared(key bigint) RETURNS boolean
 AS 'MODULE_PATHNAME', 'zk_try_lock_shared_key' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
 
 -- session scope: held until unlocked or the session ends
-CREATE FUNCTION zk_session_lock(name text, timeout interval DEFAULT NULL) RETURNS bigint
+CREATE FUNCTION zk_session_lock(name text, timeout interval DEFAULT NULL,
+    max_hold interval DEFAULT NULL) RETURNS bigint
 AS 'MODULE_PATHNAME', 'zk_session_lock' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
-CREATE FUNCTION zk_session_lock(key bigint, timeout interval DEFAULT NULL) RETURNS bigint
+CREATE FUNCTION zk_session_lock(key bigint, timeout interval DEFAULT NULL,
+    max_hold interval DEFAULT NULL) RETURNS bigint
 AS 'MODULE_PATHNAME', 'zk_session_lock_key' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
-CREATE FUNCTION zk_session_lock_shared(name text, timeout interval DEFAULT NULL) RETURNS bigint
+CREATE FUNCTION zk_session_lock_shared(name text, timeout interval DEFAULT NULL,
+    max_hold interval DEFAULT NULL) RETURNS bigint
 AS 'MODULE_PATHNAME', 'zk_session_lock_shared' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
-CREATE FUNCTION zk_session_lock_shared(key bigint, timeout interval DEFAULT NULL) RETURNS bigint
+CREATE FUNCTION zk_session_lock_shared(key bigint, timeout interval DEFAULT NULL,
+    max_hold interval DEFAULT NULL) RETURNS bigint
 AS 'MODULE_PATHNAME', 'zk_session_lock_shared_key' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
 CREATE FUNCTION zk_try_session_lock(name text) RETURNS boolean
 AS 'MODULE_PATHNAME', 'zk_try_session_lock' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
@@ -96,21 +104,29 @@ AS 'MODULE_PATHNAME', 'zk_unlock_all' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 -- once"): each distinct name once, in one order every backend uses (the
 -- bytes of the UTF-8 names), so two multi-locks never wait for each other in
 -- a circle; the tokens come back in the array's order
-CREATE FUNCTION zk_lock(names text[], timeout interval DEFAULT NULL) RETURNS bigint[]
+CREATE FUNCTION zk_lock(names text[], timeout interval DEFAULT NULL,
+    max_hold interval DEFAULT NULL) RETURNS bigint[]
 AS 'MODULE_PATHNAME', 'zk_lock_all' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
-CREATE FUNCTION zk_lock(keys bigint[], timeout interval DEFAULT NULL) RETURNS bigint[]
+CREATE FUNCTION zk_lock(keys bigint[], timeout interval DEFAULT NULL,
+    max_hold interval DEFAULT NULL) RETURNS bigint[]
 AS 'MODULE_PATHNAME', 'zk_lock_all_key' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
-CREATE FUNCTION zk_lock_shared(names text[], timeout interval DEFAULT NULL) RETURNS bigint[]
+CREATE FUNCTION zk_lock_shared(names text[], timeout interval DEFAULT NULL,
+    max_hold interval DEFAULT NULL) RETURNS bigint[]
 AS 'MODULE_PATHNAME', 'zk_lock_shared_all' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
-CREATE FUNCTION zk_lock_shared(keys bigint[], timeout interval DEFAULT NULL) RETURNS bigint[]
+CREATE FUNCTION zk_lock_shared(keys bigint[], timeout interval DEFAULT NULL,
+    max_hold interval DEFAULT NULL) RETURNS bigint[]
 AS 'MODULE_PATHNAME', 'zk_lock_shared_all_key' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
-CREATE FUNCTION zk_session_lock(names text[], timeout interval DEFAULT NULL) RETURNS bigint[]
+CREATE FUNCTION zk_session_lock(names text[], timeout interval DEFAULT NULL,
+    max_hold interval DEFAULT NULL) RETURNS bigint[]
 AS 'MODULE_PATHNAME', 'zk_session_lock_all' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
-CREATE FUNCTION zk_session_lock(keys bigint[], timeout interval DEFAULT NULL) RETURNS bigint[]
+CREATE FUNCTION zk_session_lock(keys bigint[], timeout interval DEFAULT NULL,
+    max_hold interval DEFAULT NULL) RETURNS bigint[]
 AS 'MODULE_PATHNAME', 'zk_session_lock_all_key' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
-CREATE FUNCTION zk_session_lock_shared(names text[], timeout interval DEFAULT NULL) RETURNS bigint[]
+CREATE FUNCTION zk_session_lock_shared(names text[], timeout interval DEFAULT NULL,
+    max_hold interval DEFAULT NULL) RETURNS bigint[]
 AS 'MODULE_PATHNAME', 'zk_session_lock_shared_all' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
-CREATE FUNCTION zk_session_lock_shared(keys bigint[], timeout interval DEFAULT NULL) RETURNS bigint[]
+CREATE FUNCTION zk_session_lock_shared(keys bigint[], timeout interval DEFAULT NULL,
+    max_hold interval DEFAULT NULL) RETURNS bigint[]
 AS 'MODULE_PATHNAME', 'zk_session_lock_shared_all_key' LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
 CREATE FUNCTION zk_try_lock(names text[]) RETURNS boolean
 AS 'MODULE_PATHNAME', 'zk_try_lock_all' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
@@ -746,18 +762,18 @@ LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT g, 'function', f::regprocedure::text FROM (VALUES
-        ('lock', '@extschema@.zk_lock(text,interval)'),
-        ('lock', '@extschema@.zk_lock(bigint,interval)'),
-        ('lock', '@extschema@.zk_lock_shared(text,interval)'),
-        ('lock', '@extschema@.zk_lock_shared(bigint,interval)'),
+        ('lock', '@extschema@.zk_lock(text,interval,interval)'),
+        ('lock', '@extschema@.zk_lock(bigint,interval,interval)'),
+        ('lock', '@extschema@.zk_lock_shared(text,interval,interval)'),
+        ('lock', '@extschema@.zk_lock_shared(bigint,interval,interval)'),
         ('lock', '@extschema@.zk_try_lock(text)'),
         ('lock', '@extschema@.zk_try_lock(bigint)'),
         ('lock', '@extschema@.zk_try_lock_shared(text)'),
         ('lock', '@extschema@.zk_try_lock_shared(bigint)'),
-        ('lock', '@extschema@.zk_session_lock(text,interval)'),
-        ('lock', '@extschema@.zk_session_lock(bigint,interval)'),
-        ('lock', '@extschema@.zk_session_lock_shared(text,interval)'),
-        ('lock', '@extschema@.zk_session_lock_shared(bigint,interval)'),
+        ('lock', '@extschema@.zk_session_lock(text,interval,interval)'),
+        ('lock', '@extschema@.zk_session_lock(bigint,interval,interval)'),
+        ('lock', '@extschema@.zk_session_lock_shared(text,interval,interval)'),
+        ('lock', '@extschema@.zk_session_lock_shared(bigint,interval,interval)'),
         ('lock', '@extschema@.zk_try_session_lock(text)'),
         ('lock', '@extschema@.zk_try_session_lock(bigint)'),
         ('lock', '@extschema@.zk_try_session_lock_shared(text)'),
@@ -767,14 +783,14 @@ AS $$
         ('lock', '@extschema@.zk_unlock_shared(text)'),
         ('lock', '@extschema@.zk_unlock_shared(bigint)'),
         ('lock', '@extschema@.zk_unlock_all()'),
-        ('lock', '@extschema@.zk_lock(text[],interval)'),
-        ('lock', '@extschema@.zk_lock(bigint[],interval)'),
-        ('lock', '@extschema@.zk_lock_shared(text[],interval)'),
-        ('lock', '@extschema@.zk_lock_shared(bigint[],interval)'),
-        ('lock', '@extschema@.zk_session_lock(text[],interval)'),
-        ('lock', '@extschema@.zk_session_lock(bigint[],interval)'),
-        ('lock', '@extschema@.zk_session_lock_shared(text[],interval)'),
-        ('lock', '@extschema@.zk_session_lock_shared(bigint[],interval)'),
+        ('lock', '@extschema@.zk_lock(text[],interval,interval)'),
+        ('lock', '@extschema@.zk_lock(bigint[],interval,interval)'),
+        ('lock', '@extschema@.zk_lock_shared(text[],interval,interval)'),
+        ('lock', '@extschema@.zk_lock_shared(bigint[],interval,interval)'),
+        ('lock', '@extschema@.zk_session_lock(text[],interval,interval)'),
+        ('lock', '@extschema@.zk_session_lock(bigint[],interval,interval)'),
+        ('lock', '@extschema@.zk_session_lock_shared(text[],interval,interval)'),
+        ('lock', '@extschema@.zk_session_lock_shared(bigint[],interval,interval)'),
         ('lock', '@extschema@.zk_try_lock(text[])'),
         ('lock', '@extschema@.zk_try_lock(bigint[])'),
         ('lock', '@extschema@.zk_try_lock_shared(text[])'),

@@ -27,6 +27,7 @@ int			zk_max_locks = 1024;
 int			zk_max_locks_per_backend = 256;
 int			zk_max_locks_per_role = 512;
 int			zk_max_lease_duration = 86400;
+int			zk_max_hold = 0;
 int			zk_lease_cleanup_interval = 60;
 int			zk_lease_cleanup_grace = 300;
 int			zk_max_answer_kb = 16384;
@@ -277,6 +278,17 @@ define_limit_settings(void)
 							86400, 0, INT_MAX,
 							PGC_SUSET,
 							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	/* the longest a zk lock may be held (lock_worker.c, "Holds past their maximum") */
+	DefineCustomIntVariable("zklock.max_hold",
+							"Longest time a zk lock may be held before the zklock worker takes it back.",
+							"0 means no limit. A call's max_hold can only shorten it. The holder's statement "
+							"is cancelled and its COMMIT fails.",
+							&zk_max_hold,
+							0, 0, INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
 	/* ended leases' nodes removed by the worker (lease_sweep.c) */

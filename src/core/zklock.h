@@ -160,7 +160,7 @@ typedef enum ZkEntryWatch
  * kinds keep there and reaches it with ZK_ENTRY_PART(e, type), after a
  * StaticAssertDecl that the struct fits (ZK_ENTRY_PART_FITS).
  */
-#define ZK_ENTRY_PART_SIZE		192
+#define ZK_ENTRY_PART_SIZE		208
 
 typedef union ZkEntryPart
 {
@@ -390,6 +390,7 @@ extern int	zk_max_locks;
 extern int	zk_max_locks_per_backend;
 extern int	zk_max_locks_per_role;
 extern int	zk_max_lease_duration;
+extern int	zk_max_hold;
 extern int	zk_lease_cleanup_interval;
 extern int	zk_lease_cleanup_grace;
 extern int	zk_max_answer_kb;

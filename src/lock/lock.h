@@ -58,6 +58,14 @@ typedef struct ZkLockPart
 	bool		dl_scheduled;	/* on the heap of waits due for a check */
 	bool		dl_checking;	/* a check of it is under way */
 	bool		dl_published;	/* its wait record was written (or is being) */
+	/* a maximum hold (lock_worker.c, "Holds past their maximum") */
+	bool		hold_scheduled; /* on the heap of holds due to end */
+	bool		committing;		/* its owner passed the check before COMMIT:
+								 * not ended by its maximum until the
+								 * transaction is over (the owner's byte) */
+	int64		max_hold_ms;	/* the longest the owner may hold it; 0: no
+								 * bound */
+	TimestampTz hold_due;		/* when it ends, while hold_scheduled */
 } ZkLockPart;
 
 ZK_ENTRY_PART_FITS(ZkLockPart);
@@ -124,6 +132,7 @@ extern void zk_dl_turn(ZkDlVerdict verdict);
 extern void zk_dl_session_reset(void);
 
 /* lock_backend.c: the lock recipe's backend half */
+extern int64 zk_lock_call_max_hold_ms;
 extern int64 zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
 						bool try_only, int64 timeout_ms, bool *acquired);
 extern bool zk_release(const char *name, int len, ZkMode mode);

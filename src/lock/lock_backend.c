@@ -133,6 +133,12 @@ typedef struct LocalLockEnt
 static uint64 lost_seen = 0;
 static bool lost_seen_valid = false;
 
+/*
+ * The max_hold argument of the call under way (lock_sql.c sets it, the next
+ * zk_acquire takes it): 0 when the call gave none
+ */
+int64		zk_lock_call_max_hold_ms = 0;
+
 /* A zk_lock_holders query in flight, given back at exit if need be */
 static uint32 query_idx = ZKLOCK_NO_ENTRY;
 static uint32 query_gen = 0;
@@ -458,6 +464,21 @@ begin_call(const char *name, int len)
 
 
 /*
+ * The longest the next acquisition may be held (0: no bound): the call's
+ * max_hold, which is this acquisition's only, within zklock.max_hold
+ */
+static int64
+take_max_hold(void)
+{
+	int64		max_hold = zk_lock_call_max_hold_ms;
+
+	zk_lock_call_max_hold_ms = 0;
+	if (zk_max_hold > 0 && (max_hold <= 0 || max_hold > zk_max_hold))
+		max_hold = zk_max_hold;
+	return max_hold;
+}
+
+/*
  * Take a lock.  Returns its fencing token; *acquired is false when a
  * try-lock found it taken.  timeout_ms < 0 waits forever.
  */
@@ -470,7 +491,6 @@ zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
 	MemoryContext oldcxt;
 	bool		granted = false;
 	int			k;
-
 	begin_call(name, len);
 
 	/*
@@ -501,6 +521,7 @@ zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
 			if (!had_session)
 				set_entry_scope(ll);
 		}
+		zk_lock_call_max_hold_ms = 0;	/* the first grant's bound holds */
 		*acquired = true;
 		return ll->token;
 	}
@@ -530,6 +551,8 @@ zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
 		ll->gen = e->gen;
 		/* a wait this long is checked for a deadlock (lock_deadlock.c) */
 		ZKLK(e)->dl_timeout_ms = try_only ? 0 : DeadlockTimeout;
+		/* held longer than this, the worker takes it back (lock_worker.c) */
+		ZKLK(e)->max_hold_ms = take_max_hold();
 
 		/* an upgrade: name the shared node we hold (see zk_lock_blocker) */
 		if (mode == ZKM_EXCLUSIVE)
@@ -712,8 +735,8 @@ undo_members(const MultiMember *m, int taken, ZkMode mode, ZkScope scope)
  */
 static bool
 take_members(const MultiMember *m, int n, ZkMode mode, ZkScope scope,
-			 bool try_only, TimestampTz deadline, int64 *tokens,
-			 volatile int *taken)
+			 bool try_only, TimestampTz deadline, int64 max_hold,
+			 int64 *tokens, volatile int *taken)
 {
 	int			i;
 
@@ -734,6 +757,7 @@ take_members(const MultiMember *m, int n, ZkMode mode, ZkScope scope,
 
 			left = now >= deadline ? 0 : (deadline - now + 999) / 1000;
 		}
+		zk_lock_call_max_hold_ms = max_hold;
 		tokens[m[i].pos] = zk_acquire(m[i].name, m[i].len, mode, scope,
 									  try_only, left, &acquired);
 		if (!acquired)
@@ -761,7 +785,9 @@ zk_acquire_all(char **names, int *lens, int n, ZkMode mode, ZkScope scope,
 	volatile int taken = 0;
 	int			distinct;
 	bool		all;
+	int64		max_hold = zk_lock_call_max_hold_ms;
 
+	zk_lock_call_max_hold_ms = 0;
 	zk_require_shmem();
 	m = members_sorted(names, lens, n, &distinct);
 	if (distinct > zk_max_locks_per_backend)
@@ -777,7 +803,7 @@ zk_acquire_all(char **names, int *lens, int n, ZkMode mode, ZkScope scope,
 		all = take_members(m, n, mode, scope, try_only,
 						   timeout_ms >= 0 ?
 						   TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms) : 0,
-						   tokens, &taken);
+						   max_hold, tokens, &taken);
 	}
 	PG_CATCH();
 	{
@@ -1067,6 +1093,26 @@ zk_snapshot_next(ZkSnapshot *s, int *n)
 /* ---- end of transaction, savepoints, exit ---- */
 
 /*
+ * Mark (or unmark) this backend's transaction-scope holds as committing
+ * (ZkLockPart.committing): a maximum hold does not end them meanwhile
+ */
+static void
+mark_committing(bool on)
+{
+	dlist_iter	it;
+
+	dlist_foreach(it, &local_locks)
+	{
+		LocalLock  *ll = dlist_container(LocalLock, node, it.cur);
+		ZkEntry    *e = zk_entry(ll->idx);
+
+		if (ll->granted && e->gen == ll->gen && e->kind == ZKK_LOCK &&
+			(on ? ll_has_xact(ll) : ZKLK(e)->committing))
+			ZKLK(e)->committing = on;
+	}
+}
+
+/*
  * Before COMMIT: a transaction whose lock was lost must not commit; while
  * the session is suspended, wait up to zklock.commit_timeout for it to
  * come back.
@@ -1104,6 +1150,16 @@ check_before_commit(void)
 				break;
 			}
 		}
+
+		/*
+		 * Checked and about to commit: from here a maximum hold must not end
+		 * the lock (the worker would let the next holder in while this
+		 * transaction commits), so say so under the lock the worker marks
+		 * lost holds with.  Only the owner writes the byte; a shared lock
+		 * orders it with the worker's look.
+		 */
+		if (lost == NULL && (!any || conn == ZKC_CONNECTED))
+			mark_committing(true);
 		LWLockRelease(zk_ctl->lock);
 
 		if (lost)
@@ -1146,6 +1202,9 @@ static void
 lock_xact_end(bool commit)
 {
 	drop_holds(true, false);
+	/* what session holds are left may end by their maximum again */
+	if (have_locals() && zk_ctl != NULL)
+		mark_committing(false);
 }
 
 /*

@@ -29,6 +29,36 @@
 #include "utils/timestamp.h"
 
 /*
+ * The max_hold argument argno, if the function has it (1.0's have not), in
+ * milliseconds for the next acquisition (zk_lock_call_max_hold_ms): NULL
+ * leaves zklock.max_hold's bound, which a longer one cannot pass
+ * (zk_acquire).  Checked before anything is asked.
+ */
+static void
+arg_max_hold(FunctionCallInfo fcinfo, int argno)
+{
+	Interval   *iv;
+	int64		usecs;
+
+	zk_lock_call_max_hold_ms = 0;
+	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
+		return;
+	iv = PG_GETARG_INTERVAL_P(argno);
+	usecs = (iv->month > 1200 || iv->month < -1200) ? -1 :
+		iv->time + (int64) iv->day * USECS_PER_DAY +
+		(int64) iv->month * DAYS_PER_MONTH * USECS_PER_DAY;
+	if (usecs < 1000 || iv->month > 1200)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock max_hold must be between 1 millisecond and 100 years"),
+				 errdetail("max_hold was %s.",
+						   DatumGetCString(DirectFunctionCall1(interval_out,
+															   IntervalPGetDatum(iv)))),
+				 errhint("Give how long the lock may be held at most, or NULL to keep zklock.max_hold's bound.")));
+	zk_lock_call_max_hold_ms = usecs / 1000;
+}
+
+/*
  * zk_lock, zk_lock_shared, zk_session_lock, zk_session_lock_shared: the
  * token; and the zk_try_* family (try_only): whether it was taken
  */
@@ -39,13 +69,15 @@ lock_common(FunctionCallInfo fcinfo, bool key, ZkMode mode, ZkScope scope,
 	char	   *name;
 	int			len;
 	int64		token;
+	int64		timeout_ms;
 	bool		acquired;
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();		/* as a strict function would */
 	name = zk_arg_name(fcinfo, key, &len);
-	token = zk_acquire(name, len, mode, scope, try_only,
-					   try_only ? -1 : zk_arg_timeout_ms(fcinfo, 1), &acquired);
+	timeout_ms = try_only ? -1 : zk_arg_timeout_ms(fcinfo, 1);
+	arg_max_hold(fcinfo, 2);
+	token = zk_acquire(name, len, mode, scope, try_only, timeout_ms, &acquired);
 	if (try_only)
 		PG_RETURN_BOOL(acquired);
 	PG_RETURN_INT64(token);
@@ -144,6 +176,7 @@ lock_all_common(FunctionCallInfo fcinfo, bool key, ZkMode mode, ZkScope scope,
 		PG_RETURN_NULL();		/* as a strict function would */
 	n = array_names(fcinfo, key, &names, &lens);
 	timeout_ms = try_only ? -1 : zk_arg_timeout_ms(fcinfo, 1);
+	arg_max_hold(fcinfo, 2);
 	tokens = palloc0(Max(n, 1) * sizeof(int64));
 	all = zk_acquire_all(names, lens, n, mode, scope, try_only, timeout_ms, tokens);
 	if (try_only)

@@ -48,6 +48,9 @@
 #include "trust.h"
 #include "lock.h"
 
+#include <signal.h>
+
+#include "lib/binaryheap.h"
 #include "miscadmin.h"
 #include "port.h"
 #include "utils/hsearch.h"
@@ -60,6 +63,7 @@ static void send_delete(ZkEntry *e);
 static void unwatch(ZkEntry *e);
 static void holders_finish(ZkEntry *e);
 static void lock_drive(ZkEntry *e);
+static void hold_schedule(ZkEntry *e, TimestampTz due);
 
 /* ---- helpers ---- */
 
@@ -561,6 +565,10 @@ decide(ZkEntry *e, ZkContender *c, int n)
 			ereport(LOG, (errmsg("zklock: leading election \"%s\"", e->name)));
 		}
 		zk_finish(e, ZKO_GRANTED, 0, NULL);
+		if (e->family == ZKF_LOCKS && ZKLK(e)->max_hold_ms > 0 &&
+			!ZKLK(e)->hold_scheduled)
+			hold_schedule(e, TimestampTzPlusMilliseconds(e->granted_at,
+														 ZKLK(e)->max_hold_ms));
 		return;
 	}
 	if (r == ZKLOCK_DEADLOCK)
@@ -1496,11 +1504,172 @@ deadlock_verdict(ZkEntry *e, const char *detail)
 	send_delete(e);
 }
 
-/* Every turn: the waits due for a deadlock check */
+/*
+ * ---- Holds past their maximum ----
+ *
+ * A lock granted with a maximum hold (max_hold, zklock.max_hold) is on a
+ * heap by the time it ends.  When that comes, the worker takes it back the
+ * way a lost session does: the hold is marked lost (the holder's next zklock
+ * call and its COMMIT fail with 40001), the holder's statement is cancelled,
+ * and the node goes, so the next waiter is granted with a larger token.  A
+ * holder that has passed its check before COMMIT (committing) is left to
+ * finish: ending its lock then would let the next holder in while it still
+ * commits; it is looked at again shortly.  The heap keeps a slot per grant
+ * until it comes up; slots of locks let go of early are dropped when the
+ * heap fills, by building it again from the entries.
+ */
+typedef struct HoldDue
+{
+	uint32		idx;
+	uint32		gen;
+	TimestampTz due;
+} HoldDue;
+
+static binaryheap *hold_heap = NULL;
+
+#define HOLD_ENDS_PER_TURN	16	/* holds ended per turn of the worker */
+#define HOLD_RECHECK_MS		100 /* a committing holder, looked at again */
+
+/* the heap's order: the earliest due first (binaryheap keeps the largest) */
+static int
+hold_due_cmp(Datum a, Datum b, void *arg)
+{
+	HoldDue    *x = (HoldDue *) DatumGetPointer(a);
+	HoldDue    *y = (HoldDue *) DatumGetPointer(b);
+
+	if (x->due != y->due)
+		return x->due > y->due ? -1 : 1;
+	return 0;
+}
+
+/* Put a slot for e on the heap (there is room: see hold_schedule) */
+static void
+hold_push(ZkEntry *e)
+{
+	HoldDue    *d = MemoryContextAlloc(TopMemoryContext, sizeof(HoldDue));
+
+	d->idx = zk_entry_index(e);
+	d->gen = e->gen;
+	d->due = ZKLK(e)->hold_due;
+	binaryheap_add(hold_heap, PointerGetDatum(d));
+}
+
+/*
+ * The heap is full of slots: build it again from the entries whose holds
+ * are scheduled (at most one each), dropping the slots of locks let go of.
+ */
+static void
+hold_heap_rebuild(void)
+{
+	int			i;
+
+	while (!binaryheap_empty(hold_heap))
+		pfree(DatumGetPointer(binaryheap_remove_first(hold_heap)));
+	for (i = 0; i < zk_ctl->max_entries; i++)
+	{
+		ZkEntry    *e = zk_entry(i);
+
+		if (e->kind == ZKK_LOCK && e->state != ZKE_FREE && ZKLK(e)->hold_scheduled)
+			hold_push(e);
+	}
+}
+
+/* e's hold ends at due */
+static void
+hold_schedule(ZkEntry *e, TimestampTz due)
+{
+	if (hold_heap == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		hold_heap = binaryheap_allocate(2 * zk_ctl->max_entries + 16, hold_due_cmp, NULL);
+		MemoryContextSwitchTo(old);
+	}
+	ZKLK(e)->hold_scheduled = true;
+	ZKLK(e)->hold_due = due;
+	if (hold_heap->bh_size >= hold_heap->bh_space)
+		hold_heap_rebuild();	/* leaves at most max_entries slots, e's too */
+	else
+		hold_push(e);
+	zk_worker_wake_by(due);
+}
+
+/*
+ * e's hold is due to end: take it back, unless it is going anyway or its
+ * holder is committing.  True when it was taken back.
+ */
+static bool
+hold_over(ZkEntry *e, TimestampTz now)
+{
+	char		msg[ZKLOCK_ERRMSG_MAX];
+
+	if (e->state != ZKE_HELD || e->released || e->outcome != ZKO_GRANTED ||
+		pg_atomic_read_u32(&e->release_req) != 0)
+		return false;
+	if (ZKLK(e)->committing)
+	{
+		hold_schedule(e, TimestampTzPlusMilliseconds(now, HOLD_RECHECK_MS));
+		return false;
+	}
+	snprintf(msg, sizeof(msg),
+			 "It was held longer than its maximum of " INT64_FORMAT " ms (max_hold, zklock.max_hold), and the zklock worker took it back",
+			 ZKLK(e)->max_hold_ms);
+	zk_count(ZKCNT_LOST, 1);
+	zk_finish(e, ZKO_LOST, ERRCODE_T_R_SERIALIZATION_FAILURE, msg);
+	ereport(LOG,
+			(errmsg("zklock: took back zookeeper lock \"%s\" from process %d, held longer than its maximum of " INT64_FORMAT " ms",
+					zk_log_name(e->name), e->pid, ZKLK(e)->max_hold_ms)));
+	/* cancel what the holder is doing, as pg_cancel_backend would */
+	if (e->pid > 0)
+		(void) kill(e->pid, SIGINT);
+	send_delete(e);
+	return true;
+}
+
+/* Every turn: the holds due to end, a few at a time */
+static void
+hold_turn(void)
+{
+	TimestampTz now;
+	int			ended = 0;
+
+	if (hold_heap == NULL || binaryheap_empty(hold_heap))
+		return;
+	now = GetCurrentTimestamp();
+	while (!binaryheap_empty(hold_heap))
+	{
+		HoldDue    *d = (HoldDue *) DatumGetPointer(binaryheap_first(hold_heap));
+		ZkEntry    *e;
+
+		if (d->due > now)
+		{
+			zk_worker_wake_by(d->due);
+			break;
+		}
+		if (ended >= HOLD_ENDS_PER_TURN)
+		{
+			zk_worker_wake_by(TimestampTzPlusMilliseconds(now, 10));
+			break;
+		}
+		(void) binaryheap_remove_first(hold_heap);
+		e = zk_entry(d->idx);
+		if (e->gen == d->gen && e->kind == ZKK_LOCK &&
+			ZKLK(e)->hold_scheduled && ZKLK(e)->hold_due == d->due)
+		{
+			ZKLK(e)->hold_scheduled = false;
+			if (hold_over(e, now))
+				ended++;
+		}
+		pfree(d);
+	}
+}
+
+/* Every turn: the waits due for a deadlock check, the holds due to end */
 static void
 lock_turn(void)
 {
 	zk_dl_turn(deadlock_verdict);
+	hold_turn();
 }
 
 const ZkKindOps zk_lock_ops =

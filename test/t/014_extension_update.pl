@@ -317,7 +317,7 @@ like($S->query_safe("SELECT string_agg(object, ' ') FROM zk.zk_privilege_groups(
 	'zk_privilege_groups names the objects in zk');
 is($S->query_safe("SELECT has_function_privilege('pg_monitor', 'zk.zk_status()', 'EXECUTE')"),
 	't', 'the monitor group went to pg_monitor at CREATE EXTENSION');
-is($S->query_safe("SELECT has_function_privilege('public', 'zk.zk_lock(text,interval)', 'EXECUTE')"),
+is($S->query_safe("SELECT has_function_privilege('public', 'zk.zk_lock(text,interval,interval)', 'EXECUTE')"),
 	'f', 'PUBLIC may not take locks');
 
 $S->query_safe('CREATE ROLE sch_app');
