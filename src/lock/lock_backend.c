@@ -56,7 +56,7 @@ typedef struct Holds
 typedef struct LocalLock
 {
 	dlist_node	node;			/* in local_locks, in order of acquisition */
-	char	   *name;			/* UTF-8 */
+	char	   *name;			/* UTF-8, qualified (zk_qualify_name) */
 	int			len;
 	ZkMode		mode;
 	uint32		idx;			/* shared entry */
@@ -108,6 +108,14 @@ ll_empty(LocalLock *ll)
  * and mode is in local_locks at most once: a request is added only when
  * find_local found none, and an upgrade's downgrade (downgrade_riders)
  * puts a shared lock where no shared one of the name is left.
+ *
+ * The name is the one qualified with the namespace of the moment the lock
+ * was asked for, as its entry and its node are.  zklock.namespace cannot be
+ * SET while something is held, but it can change under held locks all the
+ * same: a SET LOCAL reverts at the end of the transaction, a function's SET
+ * clause when it returns, and a session lock outlives both.  Keyed by the
+ * bare name, "x" of the new namespace would find "x" of the old one, and
+ * be re-entered or let go of instead of taken.
  */
 static dlist_head local_locks = DLIST_STATIC_INIT(local_locks);
 static HTAB *local_hash = NULL;
@@ -116,7 +124,7 @@ typedef struct LocalLockKey
 {
 	int32		mode;			/* ZkMode */
 	int32		len;
-	char		name[ZKLOCK_NAME_MAX];	/* zero-padded */
+	char		name[ZKLOCK_QNAME_MAX]; /* qualified, zero-padded */
 } LocalLockKey;
 
 typedef struct LocalLockEnt
@@ -139,11 +147,11 @@ static uint32 query_gen = 0;
 
 /* ---- local bookkeeping ---- */
 
-/* The hash key of a name and mode */
+/* The hash key of a qualified name and mode */
 static void
 local_key(LocalLockKey *key, const char *name, int len, ZkMode mode)
 {
-	Assert(len <= ZKLOCK_NAME_MAX);
+	Assert(len <= ZKLOCK_QNAME_MAX);
 	memset(key, 0, sizeof(LocalLockKey));
 	key->mode = (int32) mode;
 	key->len = len;
@@ -207,21 +215,24 @@ local_remove(LocalLock *ll)
 		(void) hash_search(local_table(), &key, HASH_REMOVE, NULL);
 }
 
-/* This backend's lock of this name and mode, granted or not, or NULL */
+/*
+ * This backend's lock of this qualified name and mode, granted or not, or
+ * NULL
+ */
 static LocalLock *
 find_any_local(const char *name, int len, ZkMode mode)
 {
 	LocalLockKey key;
 	LocalLockEnt *ent;
 
-	if (local_hash == NULL || len > ZKLOCK_NAME_MAX)
+	if (local_hash == NULL || len > ZKLOCK_QNAME_MAX)
 		return NULL;
 	local_key(&key, name, len, mode);
 	ent = hash_search(local_hash, &key, HASH_FIND, NULL);
 	return ent ? ent->ll : NULL;
 }
 
-/* This backend's granted lock of this name and mode, or NULL */
+/* This backend's granted lock of this qualified name and mode, or NULL */
 static LocalLock *
 find_local(const char *name, int len, ZkMode mode)
 {
@@ -456,6 +467,21 @@ begin_call(const char *name, int len)
 	check_lost();
 }
 
+/*
+ * The start of a call on a lock local_locks may know: begin_call, then the
+ * name (UTF-8, as the user wrote it) qualified with this session's
+ * namespace of the moment (*qlen bytes), the one its entry carries.  Only
+ * a call that asks ZooKeeper for something checks the namespace against
+ * the registry of claims (zk_qualify_name): zk_new_entry leaves a name
+ * qualified already as it is, so zk_acquire's check is this one.
+ */
+static char *
+begin_lock_call(const char *name, int len, int *qlen, bool check)
+{
+	begin_call(name, len);
+	return zk_qualify_name_ext(name, len, qlen, check);
+}
+
 
 /*
  * Take a lock.  Returns its fencing token; *acquired is false when a
@@ -471,7 +497,7 @@ zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
 	bool		granted = false;
 	int			k;
 
-	begin_call(name, len);
+	name = begin_lock_call(name, len, &len, true);
 
 	/*
 	 * Re-entrant: stack another hold on a lock we have; a shared request
@@ -656,10 +682,13 @@ members_sorted(char **names, int *lens, int n, int *distinct)
 static void
 undo_hold(const char *name, int len, ZkMode mode, ZkScope scope)
 {
-	LocalLock  *ll = find_local(name, len, mode);
+	LocalLock  *ll;
 	int			k = HOLDS_OWN;
 	bool		wake = false;
 
+	/* the namespace cannot change within the call: zk_acquire's name */
+	name = zk_qualify_name_ext(name, len, &len, false);
+	ll = find_local(name, len, mode);
 	if (ll == NULL && mode == ZKM_SHARED)
 	{
 		ll = find_local(name, len, ZKM_EXCLUSIVE);
@@ -822,14 +851,14 @@ zk_release(const char *name, int len, ZkMode mode)
 {
 	LocalLock  *ll;
 	int			k;
+	int			qlen;
+	char	   *qname = begin_lock_call(name, len, &qlen, false);
 
-	begin_call(name, len);
-
-	ll = find_local(name, len, mode);
+	ll = find_local(qname, qlen, mode);
 	k = HOLDS_OWN;
 	if ((ll == NULL || ll->h[0].session == 0) && mode == ZKM_SHARED)
 	{
-		ll = find_local(name, len, ZKM_EXCLUSIVE);
+		ll = find_local(qname, qlen, ZKM_EXCLUSIVE);
 		k = HOLDS_RIDER;
 	}
 	if (ll == NULL || ll->h[k].session == 0)
@@ -882,8 +911,7 @@ zk_held_token(const char *name, int len, bool *held)
 {
 	LocalLock  *ll;
 
-	begin_call(name, len);
-
+	name = begin_lock_call(name, len, &len, false);
 	ll = find_local(name, len, ZKM_EXCLUSIVE);
 	if (ll == NULL)
 		ll = find_local(name, len, ZKM_SHARED);
