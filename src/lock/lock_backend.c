@@ -734,16 +734,63 @@ undo_members(const MultiMember *m, int taken, ZkMode mode, ZkScope scope)
 }
 
 /*
- * Take the members of m (sorted) one after the other, each distinct name
- * once, until deadline (0: none); *taken counts the members held so far, so
- * that the caller can let go of them whatever happens.  False when a try
- * found a member taken.
+ * zk_acquire of a multi-lock's member mb, given "left" ms of the call's
+ * timeout_ms (< 0: none).  zk_wait_for_answer knows only what was left for
+ * this member, so a wait that runs out would report that much and nothing
+ * of the call: its 55P03 is raised again with a detail of the whole call's
+ * wait, its "distinct" names and the "held" of them already taken.
+ */
+static int64
+acquire_member(const MultiMember *mb, ZkMode mode, ZkScope scope,
+			   bool try_only, int64 left, int64 timeout_ms, int distinct,
+			   int held, bool *acquired)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	volatile int64 token = 0;
+
+	PG_TRY();
+	{
+		token = zk_acquire(mb->name, mb->len, mode, scope, try_only, left,
+						   acquired);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *ed;
+
+		MemoryContextSwitchTo(cxt);
+		ed = CopyErrorData();
+		if (ed->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE || timeout_ms < 0)
+			PG_RE_THROW();
+		FlushErrorState();
+		if (distinct == 1)
+			ed->detail = psprintf("The call waited " INT64_FORMAT " ms (its timeout) for its one lock, "
+								  "\"%s\", which another session holds.",
+								  timeout_ms, zk_display_name(pnstrdup(mb->name, mb->len)));
+		else
+			ed->detail = psprintf("The call waited " INT64_FORMAT " ms (its timeout) for its %d locks: "
+								  "it had taken %d and was waiting for \"%s\", which another session holds.",
+								  timeout_ms, distinct, held,
+								  zk_display_name(pnstrdup(mb->name, mb->len)));
+		ReThrowError(ed);
+	}
+	PG_END_TRY();
+	return token;
+}
+
+/*
+ * Take the members of m (sorted; "distinct" names) one after the other,
+ * each distinct name once, within timeout_ms (< 0: no limit) from now;
+ * *taken counts the members held so far, so that the caller can let go of
+ * them whatever happens.  False when a try found a member taken.
  */
 static bool
-take_members(const MultiMember *m, int n, ZkMode mode, ZkScope scope,
-			 bool try_only, TimestampTz deadline, int64 *tokens,
+take_members(const MultiMember *m, int n, int distinct, ZkMode mode,
+			 ZkScope scope, bool try_only, int64 timeout_ms, int64 *tokens,
 			 volatile int *taken)
 {
+	TimestampTz deadline = timeout_ms >= 0 ?
+		TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms) : 0;
+	int			held = 0;
 	int			i;
 
 	for (i = 0; i < n; i++)
@@ -763,10 +810,12 @@ take_members(const MultiMember *m, int n, ZkMode mode, ZkScope scope,
 
 			left = now >= deadline ? 0 : (deadline - now + 999) / 1000;
 		}
-		tokens[m[i].pos] = zk_acquire(m[i].name, m[i].len, mode, scope,
-									  try_only, left, &acquired);
+		tokens[m[i].pos] = acquire_member(&m[i], mode, scope, try_only, left,
+										  timeout_ms, distinct, held,
+										  &acquired);
 		if (!acquired)
 			return false;
+		held++;
 		*taken = i + 1;
 	}
 	return true;
@@ -803,9 +852,7 @@ zk_acquire_all(char **names, int *lens, int n, ZkMode mode, ZkScope scope,
 
 	PG_TRY();
 	{
-		all = take_members(m, n, mode, scope, try_only,
-						   timeout_ms >= 0 ?
-						   TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms) : 0,
+		all = take_members(m, n, distinct, mode, scope, try_only, timeout_ms,
 						   tokens, &taken);
 	}
 	PG_CATCH();
