@@ -117,5 +117,21 @@ RESET zklock.max_locks_per_backend;
 SELECT zk_lock_token('a') IS NULL AS nothing_held;
 SELECT zk_lock('{}'::text[]) AS empty, zk_lock(NULL::text[]) IS NULL AS null_array,
        zk_try_lock('{}'::bigint[]) AS try_empty;
+-- an array whose lower bound is not 1: the tokens keep its subscripts, and
+-- a NULL element is named by its subscript
+BEGIN;
+SELECT array_lower(t, 1) AS lower, array_upper(t, 1) AS upper,
+       t[0] = zk_lock_token('lb0') AS zero_is_lb0, t[1] = zk_lock_token('lb1') AS one_is_lb1
+  FROM zk_lock('[0:1]={lb0,lb1}'::text[]) AS z(t);
+SELECT array_lower(t, 1) AS lower, t[-3] = zk_lock_token(8) AS minus_three_is_8
+  FROM zk_lock('[-4:-3]={7,8}'::bigint[]) AS z(t);
+COMMIT;
+SELECT zk_lock('[0:2]={a,b,NULL}'::text[]);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_try_lock('[-1:0]={NULL,5}'::bigint[]);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_unlock('[3:4]={NULL,a}'::text[]);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_lock_token('a') IS NULL AND zk_lock_token(5) IS NULL AS still_nothing_held;
 
 SELECT dblink_disconnect('other');

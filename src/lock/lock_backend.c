@@ -56,7 +56,7 @@ typedef struct Holds
 typedef struct LocalLock
 {
 	dlist_node	node;			/* in local_locks, in order of acquisition */
-	char	   *name;			/* UTF-8 */
+	char	   *name;			/* UTF-8, qualified (zk_qualify_name) */
 	int			len;
 	ZkMode		mode;
 	uint32		idx;			/* shared entry */
@@ -108,6 +108,14 @@ ll_empty(LocalLock *ll)
  * and mode is in local_locks at most once: a request is added only when
  * find_local found none, and an upgrade's downgrade (downgrade_riders)
  * puts a shared lock where no shared one of the name is left.
+ *
+ * The name is the one qualified with the namespace of the moment the lock
+ * was asked for, as its entry and its node are.  zklock.namespace cannot be
+ * SET while something is held, but it can change under held locks all the
+ * same: a SET LOCAL reverts at the end of the transaction, a function's SET
+ * clause when it returns, and a session lock outlives both.  Keyed by the
+ * bare name, "x" of the new namespace would find "x" of the old one, and
+ * be re-entered or let go of instead of taken.
  */
 static dlist_head local_locks = DLIST_STATIC_INIT(local_locks);
 static HTAB *local_hash = NULL;
@@ -116,7 +124,7 @@ typedef struct LocalLockKey
 {
 	int32		mode;			/* ZkMode */
 	int32		len;
-	char		name[ZKLOCK_NAME_MAX];	/* zero-padded */
+	char		name[ZKLOCK_QNAME_MAX]; /* qualified, zero-padded */
 } LocalLockKey;
 
 typedef struct LocalLockEnt
@@ -145,11 +153,11 @@ static uint32 query_gen = 0;
 
 /* ---- local bookkeeping ---- */
 
-/* The hash key of a name and mode */
+/* The hash key of a qualified name and mode */
 static void
 local_key(LocalLockKey *key, const char *name, int len, ZkMode mode)
 {
-	Assert(len <= ZKLOCK_NAME_MAX);
+	Assert(len <= ZKLOCK_QNAME_MAX);
 	memset(key, 0, sizeof(LocalLockKey));
 	key->mode = (int32) mode;
 	key->len = len;
@@ -213,21 +221,24 @@ local_remove(LocalLock *ll)
 		(void) hash_search(local_table(), &key, HASH_REMOVE, NULL);
 }
 
-/* This backend's lock of this name and mode, granted or not, or NULL */
+/*
+ * This backend's lock of this qualified name and mode, granted or not, or
+ * NULL
+ */
 static LocalLock *
 find_any_local(const char *name, int len, ZkMode mode)
 {
 	LocalLockKey key;
 	LocalLockEnt *ent;
 
-	if (local_hash == NULL || len > ZKLOCK_NAME_MAX)
+	if (local_hash == NULL || len > ZKLOCK_QNAME_MAX)
 		return NULL;
 	local_key(&key, name, len, mode);
 	ent = hash_search(local_hash, &key, HASH_FIND, NULL);
 	return ent ? ent->ll : NULL;
 }
 
-/* This backend's granted lock of this name and mode, or NULL */
+/* This backend's granted lock of this qualified name and mode, or NULL */
 static LocalLock *
 find_local(const char *name, int len, ZkMode mode)
 {
@@ -462,6 +473,21 @@ begin_call(const char *name, int len)
 	check_lost();
 }
 
+/*
+ * The start of a call on a lock local_locks may know: begin_call, then the
+ * name (UTF-8, as the user wrote it) qualified with this session's
+ * namespace of the moment (*qlen bytes), the one its entry carries.  Only
+ * a call that asks ZooKeeper for something checks the namespace against
+ * the registry of claims (zk_qualify_name): zk_new_entry leaves a name
+ * qualified already as it is, so zk_acquire's check is this one.
+ */
+static char *
+begin_lock_call(const char *name, int len, int *qlen, bool check)
+{
+	begin_call(name, len);
+	return zk_qualify_name_ext(name, len, qlen, check);
+}
+
 
 /*
  * The longest the next acquisition may be held (0: no bound): the call's
@@ -491,7 +517,8 @@ zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
 	MemoryContext oldcxt;
 	bool		granted = false;
 	int			k;
-	begin_call(name, len);
+
+	name = begin_lock_call(name, len, &len, true);
 
 	/*
 	 * Re-entrant: stack another hold on a lock we have; a shared request
@@ -679,10 +706,13 @@ members_sorted(char **names, int *lens, int n, int *distinct)
 static void
 undo_hold(const char *name, int len, ZkMode mode, ZkScope scope)
 {
-	LocalLock  *ll = find_local(name, len, mode);
+	LocalLock  *ll;
 	int			k = HOLDS_OWN;
 	bool		wake = false;
 
+	/* the namespace cannot change within the call: zk_acquire's name */
+	name = zk_qualify_name_ext(name, len, &len, false);
+	ll = find_local(name, len, mode);
 	if (ll == NULL && mode == ZKM_SHARED)
 	{
 		ll = find_local(name, len, ZKM_EXCLUSIVE);
@@ -728,16 +758,63 @@ undo_members(const MultiMember *m, int taken, ZkMode mode, ZkScope scope)
 }
 
 /*
- * Take the members of m (sorted) one after the other, each distinct name
- * once, until deadline (0: none); *taken counts the members held so far, so
- * that the caller can let go of them whatever happens.  False when a try
- * found a member taken.
+ * zk_acquire of a multi-lock's member mb, given "left" ms of the call's
+ * timeout_ms (< 0: none).  zk_wait_for_answer knows only what was left for
+ * this member, so a wait that runs out would report that much and nothing
+ * of the call: its 55P03 is raised again with a detail of the whole call's
+ * wait, its "distinct" names and the "held" of them already taken.
+ */
+static int64
+acquire_member(const MultiMember *mb, ZkMode mode, ZkScope scope,
+			   bool try_only, int64 left, int64 timeout_ms, int distinct,
+			   int held, bool *acquired)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	volatile int64 token = 0;
+
+	PG_TRY();
+	{
+		token = zk_acquire(mb->name, mb->len, mode, scope, try_only, left,
+						   acquired);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *ed;
+
+		MemoryContextSwitchTo(cxt);
+		ed = CopyErrorData();
+		if (ed->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE || timeout_ms < 0)
+			PG_RE_THROW();
+		FlushErrorState();
+		if (distinct == 1)
+			ed->detail = psprintf("The call waited " INT64_FORMAT " ms (its timeout) for its one lock, "
+								  "\"%s\", which another session holds.",
+								  timeout_ms, zk_display_name(pnstrdup(mb->name, mb->len)));
+		else
+			ed->detail = psprintf("The call waited " INT64_FORMAT " ms (its timeout) for its %d locks: "
+								  "it had taken %d and was waiting for \"%s\", which another session holds.",
+								  timeout_ms, distinct, held,
+								  zk_display_name(pnstrdup(mb->name, mb->len)));
+		ReThrowError(ed);
+	}
+	PG_END_TRY();
+	return token;
+}
+
+/*
+ * Take the members of m (sorted; "distinct" names) one after the other,
+ * each distinct name once, within timeout_ms (< 0: no limit) from now;
+ * *taken counts the members held so far, so that the caller can let go of
+ * them whatever happens.  False when a try found a member taken.
  */
 static bool
-take_members(const MultiMember *m, int n, ZkMode mode, ZkScope scope,
-			 bool try_only, TimestampTz deadline, int64 max_hold,
+take_members(const MultiMember *m, int n, int distinct, ZkMode mode,
+			 ZkScope scope, bool try_only, int64 timeout_ms, int64 max_hold,
 			 int64 *tokens, volatile int *taken)
 {
+	TimestampTz deadline = timeout_ms >= 0 ?
+		TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms) : 0;
+	int			held = 0;
 	int			i;
 
 	for (i = 0; i < n; i++)
@@ -758,10 +835,12 @@ take_members(const MultiMember *m, int n, ZkMode mode, ZkScope scope,
 			left = now >= deadline ? 0 : (deadline - now + 999) / 1000;
 		}
 		zk_lock_call_max_hold_ms = max_hold;
-		tokens[m[i].pos] = zk_acquire(m[i].name, m[i].len, mode, scope,
-									  try_only, left, &acquired);
+		tokens[m[i].pos] = acquire_member(&m[i], mode, scope, try_only, left,
+										  timeout_ms, distinct, held,
+										  &acquired);
 		if (!acquired)
 			return false;
+		held++;
 		*taken = i + 1;
 	}
 	return true;
@@ -800,9 +879,7 @@ zk_acquire_all(char **names, int *lens, int n, ZkMode mode, ZkScope scope,
 
 	PG_TRY();
 	{
-		all = take_members(m, n, mode, scope, try_only,
-						   timeout_ms >= 0 ?
-						   TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms) : 0,
+		all = take_members(m, n, distinct, mode, scope, try_only, timeout_ms,
 						   max_hold, tokens, &taken);
 	}
 	PG_CATCH();
@@ -848,14 +925,14 @@ zk_release(const char *name, int len, ZkMode mode)
 {
 	LocalLock  *ll;
 	int			k;
+	int			qlen;
+	char	   *qname = begin_lock_call(name, len, &qlen, false);
 
-	begin_call(name, len);
-
-	ll = find_local(name, len, mode);
+	ll = find_local(qname, qlen, mode);
 	k = HOLDS_OWN;
 	if ((ll == NULL || ll->h[0].session == 0) && mode == ZKM_SHARED)
 	{
-		ll = find_local(name, len, ZKM_EXCLUSIVE);
+		ll = find_local(qname, qlen, ZKM_EXCLUSIVE);
 		k = HOLDS_RIDER;
 	}
 	if (ll == NULL || ll->h[k].session == 0)
@@ -908,8 +985,7 @@ zk_held_token(const char *name, int len, bool *held)
 {
 	LocalLock  *ll;
 
-	begin_call(name, len);
-
+	name = begin_lock_call(name, len, &len, false);
 	ll = find_local(name, len, ZKM_EXCLUSIVE);
 	if (ll == NULL)
 		ll = find_local(name, len, ZKM_SHARED);

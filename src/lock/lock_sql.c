@@ -103,10 +103,12 @@ ZK_SQL_FUNC(zk_unlock_shared_key, unlock_common(fcinfo, true, ZKM_SHARED))
 /*
  * The names of a multi-lock's array argument (text[] or bigint[]) in UTF-8,
  * as zk_arg_name makes one: one dimension, no NULL element.  Returns how
- * many.
+ * many; *lbound is the array's lower bound (1 for an empty one), so that
+ * messages and the tokens use the caller's subscripts ('[0:1]={a,b}').
  */
 static int
-array_names(FunctionCallInfo fcinfo, bool key, char ***names, int **lens)
+array_names(FunctionCallInfo fcinfo, bool key, char ***names, int **lens,
+			int *lbound)
 {
 	ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(0);
 	Datum	   *elems;
@@ -120,6 +122,7 @@ array_names(FunctionCallInfo fcinfo, bool key, char ***names, int **lens)
 				 errmsg("the zookeeper lock names must be a one-dimensional array"),
 				 errdetail("The array has %d dimensions.", ARR_NDIM(arr)),
 				 errhint("Pass the names as one flat array, e.g. ARRAY['a', 'b'].")));
+	*lbound = ARR_NDIM(arr) == 1 ? ARR_LBOUND(arr)[0] : 1;
 	if (key)
 		deconstruct_array(arr, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
 						  TYPALIGN_DOUBLE, &elems, &nulls, &n);
@@ -134,7 +137,7 @@ array_names(FunctionCallInfo fcinfo, bool key, char ***names, int **lens)
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("a zookeeper lock %s in the array is null", key ? "key" : "name"),
-					 errdetail("Element %d of the array is NULL.", i + 1),
+					 errdetail("Element %d of the array is NULL.", *lbound + i),
 					 errhint("Leave NULL elements out of the array; nothing was locked.")));
 		if (key)
 		{
@@ -169,12 +172,13 @@ lock_all_common(FunctionCallInfo fcinfo, bool key, ZkMode mode, ZkScope scope,
 	Datum	   *elems;
 	int64		timeout_ms;
 	int			n;
+	int			lbound;
 	int			i;
 	bool		all;
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();		/* as a strict function would */
-	n = array_names(fcinfo, key, &names, &lens);
+	n = array_names(fcinfo, key, &names, &lens, &lbound);
 	timeout_ms = try_only ? -1 : zk_arg_timeout_ms(fcinfo, 1);
 	arg_max_hold(fcinfo, 2);
 	tokens = palloc0(Max(n, 1) * sizeof(int64));
@@ -184,8 +188,10 @@ lock_all_common(FunctionCallInfo fcinfo, bool key, ZkMode mode, ZkScope scope,
 	elems = palloc(Max(n, 1) * sizeof(Datum));
 	for (i = 0; i < n; i++)
 		elems[i] = Int64GetDatum(tokens[i]);
-	PG_RETURN_ARRAYTYPE_P(construct_array(elems, n, INT8OID, sizeof(int64),
-										  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	/* subscripted as the names are: tokens[k] is names[k]'s token */
+	PG_RETURN_ARRAYTYPE_P(construct_md_array(elems, NULL, 1, &n, &lbound, INT8OID,
+											 sizeof(int64), FLOAT8PASSBYVAL,
+											 TYPALIGN_DOUBLE));
 }
 
 /* zk_unlock(text[]) and zk_unlock_shared(text[]) */
@@ -194,7 +200,8 @@ unlock_all_common(FunctionCallInfo fcinfo, bool key, ZkMode mode)
 {
 	char	  **names;
 	int		   *lens;
-	int			n = array_names(fcinfo, key, &names, &lens);
+	int			lbound;
+	int			n = array_names(fcinfo, key, &names, &lens, &lbound);
 
 	PG_RETURN_BOOL(zk_release_all_of(names, lens, n, mode));
 }

@@ -571,17 +571,22 @@ decide(ZkEntry *e, ZkContender *c, int n)
 														 ZKLK(e)->max_hold_ms));
 		return;
 	}
+	/*
+	 * A try never waits, so it cannot be part of a deadlock: an upgrade
+	 * that could never be granted is just not available to it (false, as
+	 * pg_try_advisory_xact_lock answers), not 40P01.  So this comes first.
+	 */
+	if (e->try_only)
+	{
+		zk_finish(e, ZKO_BUSY, 0, NULL);
+		send_delete(e);
+		return;
+	}
 	if (r == ZKLOCK_DEADLOCK)
 	{
 		pg_atomic_fetch_add_u64(&zk_lock_counts->deadlocks, 1);
 		zk_finish(e, ZKO_FAILED, ERRCODE_T_R_DEADLOCK_DETECTED,
 			   "Another session holds this lock shared and waits for this session's shared hold to go");
-		send_delete(e);
-		return;
-	}
-	if (e->try_only)
-	{
-		zk_finish(e, ZKO_BUSY, 0, NULL);
 		send_delete(e);
 		return;
 	}

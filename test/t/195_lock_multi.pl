@@ -16,7 +16,9 @@
 # 3. Tokens are the czxids of the members' nodes, in the array's order.
 # 4. A wait that runs out, a cancelled wait and a terminated backend leave
 #    no node of the multi-lock in ZooKeeper; a try that finds a member taken
-#    (also by kazoo) holds nothing.
+#    (also by kazoo) holds nothing.  A wait that runs out after a first
+#    member took a while says so: its 55P03 detail gives the call's timeout
+#    and the member it waited for, not what was left for that member.
 
 use strict;
 use warnings FATAL => 'all';
@@ -147,6 +149,23 @@ is($r->{sqlstate}, '55P03', 'a multi-lock that waits too long fails with 55P03')
 ok(all_gone(qw(w1 w2)), 'and its members taken so far are gone from ZooKeeper');
 is(nodes_of('w3'), 1, "only the other cluster's node of w3 is left");
 is($a1->query_safe("SELECT zk_lock_token('w1') IS NULL"), 't', 'the session holds none of them');
+
+# its detail tells the whole call's wait, not what was left of it for the
+# member that ran out: w0 (first in order) is let go of after a second,
+# w3 never
+$b1->query_safe("SELECT zk_session_lock('w0')");
+$a1->send("SELECT zk_lock(ARRAY['w3', 'w0'], '3s')");
+ok(wait_until(sub { nodes_of('w0') == 2 }, 30), 'a multi-lock waits for w0 first');
+sleep 1;
+$b1->query_safe("SELECT zk_unlock('w0')");
+$r = $a1->wait(30);
+is($r->{sqlstate}, '55P03', 'it takes w0 once let go of, then runs out waiting for w3');
+like($r->{err},
+	qr/DETAIL:\s+The call waited 3000 ms \(its timeout\) for its 2 locks: it had taken 1 and was waiting for "w3"/,
+	"the detail gives the call's timeout, not what was left for w3, and the member it waited for")
+  or diag $r->{err};
+ok($r->{elapsed} >= 2.9, sprintf('the call ran out after its 3 s (%.2fs)', $r->{elapsed}));
+ok(all_gone(qw(w0)), 'w0 is let go of');
 
 # a cancelled wait
 $a1->send("SELECT zk_lock(ARRAY['w1', 'w2', 'w3'])");

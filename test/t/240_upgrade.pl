@@ -9,6 +9,8 @@
 # - A and C both hold zk_lock_shared('d') and both ask for zk_lock('d'):
 #   a certain deadlock.  One of them fails at once with 40P01 (well before
 #   its timeout); the other gets the lock once the failed one rolls back.
+# - A try that meets that deadlock (C's zk_try_lock('t') while A waits to
+#   upgrade past C's shared hold) is false, not 40P01.
 
 use strict;
 use warnings FATAL => 'all';
@@ -164,6 +166,33 @@ $first->query('ROLLBACK');
 reset_session($other);
 reset_session($first);
 ok(scalar(zk_wait_count($zk, "$LOCKS/d", 0, 10)), 'd: no node left');
+
+#
+# 4. A try that meets that deadlock is false, not 40P01: a try never waits,
+#    so it is in no cycle (pg_try_advisory_xact_lock answers false too)
+#
+$A->query_safe('BEGIN');
+$A->query_safe("SELECT zk_lock_shared('t')");
+$C->query_safe('BEGIN');
+$C->query_safe("SELECT zk_lock_shared('t')");
+$A->send("SELECT zk_lock('t', '15s')");
+ok(scalar(zk_wait_count($zk, "$LOCKS/t", 3, 10)), 't: A asks for the exclusive lock');
+usleep(500_000);
+ok($A->running, 't: A waits for C\'s shared lock');
+foreach my $try ('zk_try_lock', 'zk_try_session_lock')
+{
+	$r = $C->query("SELECT $try('t')", 30);
+	is($r->{sqlstate}, '00000', "t: C's $try does not fail (no 40P01)") or diag $r->{err};
+	is($r->{out}, 'f', "t: C's $try is false");
+}
+ok($A->running, 't: A still waits');
+is($C->query_safe("SELECT zk_lock_token('t') IS NOT NULL"), 't', 't: C still holds its shared lock');
+ok(scalar(zk_wait_count($zk, "$LOCKS/t", 3, 10)), "t: the tries' nodes are gone");
+$C->query_safe('ROLLBACK');
+$r = $A->wait(20);
+is($r->{sqlstate}, '00000', 't: A gets the exclusive lock once C rolled back') or diag $r->{err};
+reset_session($A);
+ok(scalar(zk_wait_count($zk, "$LOCKS/t", 0, 10)), 't: no node left');
 
 #
 # PostgreSQL's own advisory locks behave the same way (the reference)
