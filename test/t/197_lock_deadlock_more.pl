@@ -11,9 +11,9 @@
 #    upgrader P), the other is granted.
 # 2. A multi-lock member.  S1 (cluster 1) holds 'p' and takes
 #    ARRAY['q','r']; S2 (cluster 2) holds 'r' and waits for 'p'.  a. S2
-#    waits first: the multi-lock is the victim; it lets go of 'q' at its
-#    40P01 and, once it rolls back, none of its nodes is left in ZooKeeper
-#    while S2 is granted.  b. The multi-lock waits first: S2 is the victim,
+#    waits first: the multi-lock is the victim; it lets go of 'q' and 'r'
+#    at its 40P01, S2 is granted, and once S1 rolls back none of its nodes
+#    is left in ZooKeeper.  b. The multi-lock waits first: S2 is the victim,
 #    the multi-lock is granted with both tokens.
 # 3. While ZooKeeper reconnects.  A third cluster talks to ZooKeeper through
 #    test/zkproxy.py (session_timeout 20s, connect_timeout 10s); its
@@ -35,6 +35,17 @@
 # each of its sessions (pid and port); zk_status's deadlocks counts exactly
 # the 40P01s; <root>/waits holds no record once the waits are over (counted
 # through ZooKeeper).  Timings are bounded only generously (no hang).
+#
+# TODO (src bugs these tests found, not fixed here):
+# - the detector's detail is cut at 159 bytes (ZKLOCK_ERRMSG_MAX): in a
+#   cycle of two on a host named "vm" the second member's lock is already
+#   lost, so only the victim's own lock is asserted outright;
+# - every 40P01 carries the hint of the upgrade-versus-upgrade case
+#   (backend.c raise_failure), also for cycles without an upgrade;
+# - the upgrade-versus-upgrade 40P01 names no session in its detail;
+# - 3c: a wait record whose create's answer was lost with the connection
+#   is left in <root>/waits after the wait was granted, until the session
+#   ends or the same backend's next wait takes it over.
 #
 # zklock-tap: serial (tools/test.sh runs it alone: it loads the machine and
 # times a ZooKeeper outage against the session and connect timeouts)
@@ -186,9 +197,9 @@ sub check_cycle
 
 sub no_records
 {
-	my ($what) = @_;
+	my ($what, $secs) = @_;
 	local $Test::Builder::Level = $Test::Builder::Level + 1;
-	ok(wait_until(sub { !records() }, 30),
+	ok(wait_until(sub { !records() }, $secs // 30),
 		"$what: no wait record is left under $WAITS")
 	  or diag zk_tree($zk, $WAITS);
 }
@@ -446,7 +457,7 @@ sub outage_over
   TODO:
 	{
 		local $TODO = 'lock_deadlock.c: a record whose create answer was lost stays until the session ends';
-		no_records('record lost');
+		no_records('record lost', 10);
 	}
 	# a later wait of the same backend that reaches deadlock_timeout takes
 	# the record over (create finds it, sets it) and deletes it at its end
