@@ -284,6 +284,9 @@ for my $order ('upgrade first', 'upgrade last')
 	# a. S2 waits for p first; then S1's multi-lock takes q and waits for r:
 	#    S1 is the youngest waiter
 	my ($S1, $S2) = (sess(0, 'm1'), sess(1, 'm2'));
+	# S1 checks its wait after 2 s (S2 after 300ms, and leaves the verdict
+	# to the youngest, S1): time to see its multi-lock hold q in ZooKeeper
+	$S1->query_safe("SET deadlock_timeout = '2s'");
 	my $d = deadlocks();
 	$_->query_safe('BEGIN') foreach ($S1, $S2);
 	$S1->query_safe("SELECT zk_lock('p')");
