@@ -520,7 +520,9 @@ def main(argv):
             "zklock.session_timeout": "%gs" % args.session_timeout,
             "zklock.connect_timeout": "%gs" % args.connect_timeout,
             "zklock.commit_timeout": "%gs" % args.commit_timeout,
-            "zklock.max_locks": str(args.max_locks),
+            # the deadlock workload's clients hold up to three names each:
+            # room for them beside what the other workloads had
+            "zklock.max_locks": str(args.max_locks + 3 * (args.dl_clients + args.dl_control_clients)),
             "zklock.elections": ELECTION,
             "max_prepared_transactions": "4",
             # the deadlock detector across servers checks a zk lock wait
