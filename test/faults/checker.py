@@ -497,6 +497,10 @@ def main(argv):
     if fig["lock_40P01"]:
         anomalies.append("%d deadlocks (40P01) of one-name critical sections" % fig["lock_40P01"])
     dfig, danom, dlines = dl_client.check(drecs, faults, run)
+    for o in [o for o in outcomes if o.get("sqlstate") == "40P01"][:10]:
+        dlines.append("DEADLOCK OF A ONE-NAME SECTION: %s pid %s %s %s at %s: %s"
+                      % (o["client"], o.get("pid"), o.get("mode"), o.get("name"),
+                         fmt_t(o["t1"], t0), o.get("msg")))
     fig.update(dfig)
     anomalies.extend(danom)
     brecs = load_jsonl(os.path.join(d, "barrier.jsonl")) \

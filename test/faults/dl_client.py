@@ -135,6 +135,9 @@ class DlClient(PgThread):
             code = getattr(e, "pgcode", None)
             rec["sqlstate"] = code
             rec["msg"] = first_line(e)
+            if code == "40P01":
+                # the circle the detector saw (who waits for whom)
+                rec["detail"] = getattr(getattr(e, "diag", None), "message_detail", None)
             if rec["calls"] and "t_ret" not in rec["calls"][-1]:
                 rec["calls"][-1]["t_ret"] = time.time()
                 rec["calls"][-1]["sqlstate"] = code
@@ -230,9 +233,9 @@ def check(recs, faults, run):
     fig["dl_unjustified"] = len(unjust)
     for x, why in unjust[:10]:
         c = x["calls"][-1] if x["calls"] else {}
-        lines.append("DEADLOCK UNJUSTIFIED: %s pid %s names %s, 40P01 on %s at %s (%s): %s"
+        lines.append("DEADLOCK UNJUSTIFIED: %s pid %s names %s, 40P01 on %s at %s (%s): %s DETAIL: %s"
                      % (x["client"], x["pid"], x["names"], c.get("name"),
-                        "%+.3fs" % (c.get("t_ret", x["t1"]) - t0), why, x.get("msg")))
+                        "%+.3fs" % (c.get("t_ret", x["t1"]) - t0), why, x.get("msg"), x.get("detail")))
     if unjust:
         anomalies.append("%d deadlocks (40P01) of the cyclic group without a circle of waits"
                          % len(unjust))
@@ -240,8 +243,9 @@ def check(recs, faults, run):
     ctl = [x for x in by_group.get("control", []) if x.get("sqlstate") == "40P01"]
     fig["dl_control"] = len(ctl)
     for x in ctl[:10]:
-        lines.append("DEADLOCK IN THE CONTROL GROUP: %s pid %s names %s at %s: %s"
-                     % (x["client"], x["pid"], x["names"], "%+.3fs" % (x["t1"] - t0), x.get("msg")))
+        lines.append("DEADLOCK IN THE CONTROL GROUP: %s pid %s names %s at %s: %s DETAIL: %s"
+                     % (x["client"], x["pid"], x["names"], "%+.3fs" % (x["t1"] - t0), x.get("msg"),
+                        x.get("detail")))
     if ctl:
         anomalies.append("%d deadlocks (40P01) in the control group (names taken in sorted order)"
                          % len(ctl))
