@@ -642,6 +642,11 @@ class LockModel:
         if n is None and x is not None and sh is not None:
             want = x.token
         got = r.rows[0][0]
+        if n is not None and want is None and got is not None:
+            # a try's grant (a multi-lock's try answers only true): the
+            # token is learnt here, and checked from now on
+            n.token = got
+            return
         if (got is None) != (want is None) or (want is not None and got != want):
             self.h.anomaly("lock-token", "zk_lock_token(%s) by %s = %s, the model %s (holders: %s)"
                            % (op["nm"], s.name, got, want, self.show(op["nm"])))
