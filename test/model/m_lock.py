@@ -646,6 +646,7 @@ class LockModel:
             # a try's grant (a multi-lock's try answers only true): the
             # token is learnt here, and checked from now on
             n.token = got
+            self.check_token(op["nm"], n, got, s.name)
             return
         if (got is None) != (want is None) or (want is not None and got != want):
             self.h.anomaly("lock-token", "zk_lock_token(%s) by %s = %s, the model %s (holders: %s)"
