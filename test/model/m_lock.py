@@ -646,7 +646,8 @@ class LockModel:
             # a try's grant (a multi-lock's try answers only true): the
             # token is learnt here, and checked from now on
             n.token = got
-            self.check_token(op["nm"], n, got, s.name)
+            if n.mode == "x":     # (a shared node's may be below its owner's own upgrade's)
+                self.check_token(op["nm"], n, got, s.name)
             return
         if (got is None) != (want is None) or (want is not None and got != want):
             self.h.anomaly("lock-token", "zk_lock_token(%s) by %s = %s, the model %s (holders: %s)"
