@@ -412,7 +412,7 @@ class Conc:
                         c["code"] = e.pgcode
                         if e.pgcode == "40P01":
                             with self.lock:
-                                self.tallies["deadlocks (40P01)"] += 1
+                                self.tallies["concurrent deadlocks (40P01)"] += 1
                         raise
                     c["t_ret"] = rec["held"][n] = now()
                     got[n] = (c["t_ret"], tok)
