@@ -13,6 +13,11 @@ and cancels the zklock workers, and cancels and terminates client backends.
 Beside them, queue_run.py's load enqueues and dequeues on both clusters
 (--queue-producers, --queue-consumers per cluster), recording each item in
 tables of the same transactions.
+Beside them, the deadlock workload (dl_client.py; --dl-clients and
+--dl-control-clients per cluster) takes two or three of dl-a..c one by one
+in a random order (circles of waits the deadlock detector must break;
+deadlock_timeout is --deadlock-timeout, 200ms) and, as a control, two or
+three of dlc-a..c in sorted order (never a circle: never 40P01).
 After --seconds of faults everything is healed and the clients go on for
 --quiet seconds without faults; then they stop.  The run stops the queue
 load, waits for the workers to resolve every claim and transaction node,
