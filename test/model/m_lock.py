@@ -39,7 +39,7 @@ ROOT = "/zklock/locks/"
 
 
 class Node:
-    __slots__ = ("owner", "mode", "upgrade", "holds", "granted", "token", "waiting", "kl", "cycle")
+    __slots__ = ("owner", "mode", "upgrade", "holds", "granted", "token", "waiting", "kl", "cycle", "victim")
 
     def __init__(self, owner, mode, upgrade=False, kl=False):
         self.owner = owner
@@ -51,6 +51,7 @@ class Node:
         self.token = None
         self.waiting = False        # a pending call waits for it
         self.cycle = False          # a circle of waits ran through it while it waited
+        self.victim = False         # it closed the circle: the youngest waiter, the detector's 40P01 is due
 
 
 FUNCS = {
@@ -344,6 +345,14 @@ class LockModel:
                 if ww and ctx["new"] is None:
                     self.mark_cycles((name, Node(s, mode, ctx["upgrade"])))
                 self.h_wait(s, op, "SELECT %s(%%s%s, %%s::interval)" % (fn, cast), (a, op["t"]), ww, tmo, ctx)
+                new = ctx["new"]
+                if new is not None and new.waiting and new in self.nodes[name] and self.cycle_through(s):
+                    # its wait closed a circle: it is the youngest waiter of
+                    # it, so the detector's 40P01 is due to it (settle waits
+                    # for it, before anything else runs: a kazoo acquire
+                    # racing with it would see its node go)
+                    new.victim = True
+                    self.h.tallies["lock circles closed by a pending wait"] += 1
                 self.mark_cycles()
         elif k == "lockall":
             self.execute_all(s, op)
@@ -756,7 +765,7 @@ class LockModel:
         for name in self.names:
             for n in self.nodes[name]:
                 if n.owner is s and n.waiting:
-                    return self.grantable(name, n)
+                    return n.victim or self.grantable(name, n)
         return False
 
     def zk_check(self):
