@@ -43,6 +43,13 @@ observations of ZooKeeper and of both clusters), prints the figures and exits
                   lost (missing on most servers), or that one server lacks while the
                   others have them (a diverged replica): ZooKeeper's own faults, not
                   zklock's; anything zklock lost then is suspect, not proven
+  deadlocks       the deadlock workload (test/faults/dl_client.py, dl.jsonl; its
+                  sections are in the history tables, checked above with the rest):
+                  a 40P01 of its cyclic group without a circle of waits in the
+                  records, any 40P01 of its control group (names in sorted order)
+                  or of client.py's one-name sections, a cyclic-group wait longer
+                  than deadlock_timeout + 30 s with no fault near, a statement
+                  timeout, a client without a commit in the quiet period
   queue           the exactly-once queue load (test/faults/queue_run.py, run by run.py
                   through the faults, then drained on the first cluster): an item
                   lost, consumed twice or published by a transaction that did not
@@ -67,6 +74,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
 
 import barrier_client  # noqa: E402
+import dl_client  # noqa: E402
 import election_sampler  # noqa: E402
 import sem_client  # noqa: E402
 import txnlogs  # noqa: E402
@@ -410,7 +418,8 @@ def main(argv):
                                         and (o.get("t_locked") or o["stage"] == "lock")] or [0]), 2)
     srecs = load_jsonl(os.path.join(d, "sem.jsonl")) \
         if os.path.exists(os.path.join(d, "sem.jsonl")) else []
-    cl = cancel_latencies(faults, outcomes + srecs)
+    drecs = load_jsonl(os.path.join(d, "dl.jsonl"))
+    cl = cancel_latencies(faults, outcomes + srecs + drecs)
     fig["cancels_effective"] = len(cl)
     fig["cancel_latency_max_s"] = round(max([x[0] for x in cl] or [0]), 3)
     slow_cancels = [x for x in cl if x[0] > SLOW_CANCEL_S]
@@ -483,6 +492,17 @@ def main(argv):
     if fig["clones_took_live"]:
         anomalies.append("%d copies of a cluster took over the live original's run"
                          % fig["clones_took_live"])
+    # client.py holds one name at a time: it can never be in a circle of waits
+    fig["lock_40P01"] = sum(1 for o in outcomes if o.get("sqlstate") == "40P01")
+    if fig["lock_40P01"]:
+        anomalies.append("%d deadlocks (40P01) of one-name critical sections" % fig["lock_40P01"])
+    dfig, danom, dlines = dl_client.check(drecs, faults, run)
+    for o in [o for o in outcomes if o.get("sqlstate") == "40P01"][:10]:
+        dlines.append("DEADLOCK OF A ONE-NAME SECTION: %s pid %s %s %s at %s: %s"
+                      % (o["client"], o.get("pid"), o.get("mode"), o.get("name"),
+                         fmt_t(o["t1"], t0), o.get("msg")))
+    fig.update(dfig)
+    anomalies.extend(danom)
     brecs = load_jsonl(os.path.join(d, "barrier.jsonl")) \
         if os.path.exists(os.path.join(d, "barrier.jsonl")) else []
     bfig, banom = barrier_client.check(brecs, run.get("barrier_k", 0),
@@ -555,7 +575,7 @@ def main(argv):
               "election_both", "election_final", "sem_spans", "sem_max_concurrent",
               "sem_over_max", "sem_refused", "sem_failed", "sem_lost_at_commit",
               "sem_quiet_spans", "sem_hangs", "zk_canary_acknowledged",
-              "zk_canary_missing", "zk_canary_diverged") + tuple(qfig):
+              "zk_canary_missing", "zk_canary_diverged", "lock_40P01") + tuple(dfig) + tuple(qfig):
         print("  %-28s %s" % (k, json.dumps(fig[k], sort_keys=True)))
     for k in ("txnlog_servers", "txnlog_txns", "txnlog_diverged", "txnlog_missing",
               "txnlog_late_requests", "txnlog_after_close"):
@@ -602,6 +622,8 @@ def main(argv):
         for name, lr in sorted(logs.items()):
             for line in lr["lines"][:20]:
                 print("LOG %s: %s" % (name, line))
+    for line in dlines:
+        print(line)
     for a in banom[:10]:
         print("BARRIER: " + a)
     for a in eanom[:10]:

@@ -474,7 +474,7 @@ class Nemesis(threading.Thread):
 
     def _client_fault(self, kind, func):
         # never the client an expiry probe is waiting for
-        clients = [c for c in self.run_.clients + self.run_.sclients
+        clients = [c for c in self.run_.clients + self.run_.sclients + self.run_.dclients
                    if c.pid is not None and not c.probed]
         busy = [c for c in clients if c.state != "idle"]
         cands = busy or clients

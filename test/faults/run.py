@@ -13,6 +13,11 @@ and cancels the zklock workers, and cancels and terminates client backends.
 Beside them, queue_run.py's load enqueues and dequeues on both clusters
 (--queue-producers, --queue-consumers per cluster), recording each item in
 tables of the same transactions.
+Beside them, the deadlock workload (dl_client.py; --dl-clients and
+--dl-control-clients per cluster) takes two or three of dl-a..c one by one
+in a random order (circles of waits the deadlock detector must break;
+deadlock_timeout is --deadlock-timeout, 200ms) and, as a control, two or
+three of dlc-a..c in sorted order (never a circle: never 40P01).
 After --seconds of faults everything is healed and the clients go on for
 --quiet seconds without faults; then they stop.  The run stops the queue
 load, waits for the workers to resolve every claim and transaction node,
@@ -53,6 +58,7 @@ import checker  # noqa: E402
 import queue_run  # noqa: E402
 from barrier_client import BarrierClient  # noqa: E402
 from client import Client  # noqa: E402
+from dl_client import DlClient  # noqa: E402
 from election_sampler import ELECTION, ElectionSampler  # noqa: E402
 from sem_client import SemClient  # noqa: E402
 from infra import Ensemble, PgCluster, free_ports, log, pg_bindir, run as run_cmd  # noqa: E402
@@ -92,6 +98,8 @@ class Run:
         self._barrier = open(os.path.join(directory, "barrier.jsonl"), "a", buffering=1)
         self._election = open(os.path.join(directory, "election.jsonl"), "a", buffering=1)
         self._sem = open(os.path.join(directory, "sem.jsonl"), "a", buffering=1)
+        self._dl = open(os.path.join(directory, "dl.jsonl"), "a", buffering=1)
+        self.dclients = []
         self.bclients = []
         self.sclients = []
         self.n_committed = 0
@@ -118,6 +126,10 @@ class Run:
         with self._lock:
             _write(self._sem, rec)
 
+    def record_dl(self, rec):
+        with self._lock:
+            _write(self._dl, rec)
+
     def record_fault(self, rec):
         with self._lock:
             if rec["action"] == "inject":
@@ -134,6 +146,7 @@ class Run:
         self._barrier.close()
         self._election.close()
         self._sem.close()
+        self._dl.close()
 
 
 class Interrupted(Exception):
@@ -160,6 +173,14 @@ def parse_args(argv):
                    help="seconds of one barrier round (default 3)")
     p.add_argument("--sem-clients", type=int, default=4,
                    help="semaphore clients (max 2 leases), spread over the clusters (default 4; 0: none)")
+    p.add_argument("--dl-clients", type=int, default=2,
+                   help="deadlock-workload clients per cluster taking dl-a..c one by one in a "
+                        "random order (test/faults/dl_client.py; default 2; 0: none)")
+    p.add_argument("--dl-control-clients", type=int, default=1,
+                   help="deadlock-workload clients per cluster taking dlc-a..c in sorted "
+                        "order, which must never get 40P01 (default 1)")
+    p.add_argument("--deadlock-timeout", type=float, default=0.2,
+                   help="deadlock_timeout of both clusters, s (0.2)")
     p.add_argument("--queue-producers", type=int, default=1,
                    help="queue producers per cluster (test/faults/queue_run.py load; default 1)")
     p.add_argument("--queue-consumers", type=int, default=1,
@@ -461,7 +482,7 @@ def main(argv):
     d = os.path.abspath(args.dir)
     os.makedirs(d, exist_ok=True)
     for f in ("outcomes.jsonl", "nemesis.jsonl", "barrier.jsonl", "election.jsonl",
-              "sem.jsonl", "run.json"):
+              "sem.jsonl", "dl.jsonl", "run.json"):
         if os.path.exists(os.path.join(d, f)):
             os.unlink(os.path.join(d, f))
     # the progress bound must leave room for a long critical section begun
@@ -489,6 +510,7 @@ def main(argv):
         "control": args.control, "seconds": args.seconds, "quiet": args.quiet, "seed": seed,
         "names": r.names, "session_timeout_s": args.session_timeout, "progress_n": args.progress,
         "connect_timeout_s": args.connect_timeout, "lock_timeout_s": args.lock_timeout,
+        "deadlock_timeout_s": args.deadlock_timeout, "dl_clients": [],
         "logs": {}, "zk_sh": os.path.abspath(args.zk_sh),
         "clusters": [], "clients": [], "t_start": time.time(), "observed": {},
     }
@@ -503,9 +525,14 @@ def main(argv):
             "zklock.session_timeout": "%gs" % args.session_timeout,
             "zklock.connect_timeout": "%gs" % args.connect_timeout,
             "zklock.commit_timeout": "%gs" % args.commit_timeout,
-            "zklock.max_locks": str(args.max_locks),
+            # the deadlock workload's clients hold up to three names each:
+            # room for them beside what the other workloads had
+            "zklock.max_locks": str(args.max_locks + 3 * (args.dl_clients + args.dl_control_clients)),
             "zklock.elections": ELECTION,
             "max_prepared_transactions": "4",
+            # the deadlock detector across servers checks a zk lock wait
+            # this old (dl_client.py's circles)
+            "deadlock_timeout": "%dms" % round(args.deadlock_timeout * 1000),
         }
         if not args.no_auth:
             # one identity for both clusters (they share names), relative
@@ -557,6 +584,13 @@ def main(argv):
         for j in range(args.sem_clients):
             r.sclients.append(SemClient(r, clusters[j % len(clusters)], j, rnd.randrange(1 << 30)))
         r.bclients.extend(r.sclients)
+        if not args.control:
+            for c in clusters:
+                for group, n in (("cyclic", args.dl_clients), ("control", args.dl_control_clients)):
+                    for j in range(1, n + 1):
+                        r.dclients.append(DlClient(r, c, j, group, rnd.randrange(1 << 30)))
+            info["dl_clients"] = [cl.label for cl in r.dclients]
+            r.bclients.extend(r.dclients)
         for cl in r.clients + r.bclients:
             cl.start()
         if args.queue_producers + args.queue_consumers > 0:

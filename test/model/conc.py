@@ -14,6 +14,13 @@ lock   intervals that certainly lie inside a hold (from the grant's answer to
        the release's start, or to the terminate that ended the backend) never
        overlap when one of them is exclusive; fencing tokens of exclusive
        holds grow with their order in time; a try answers within 2 s.
+       Two crossed lockers (one per cluster) take the lock and a second name
+       one by one, each in a random order, in one transaction, with waits
+       longer than deadlock_timeout: a 40P01 is accepted only from them and
+       only when their records show a circle of waits at its time (each
+       member waiting for a name the next one holds, SLACK_S either way);
+       any other 40P01 is unexpected.  The second name's holds are checked
+       like the first's.
 """
 
 import collections
@@ -31,6 +38,7 @@ from driver import FAST, first_line, now
 # report overlaps and duplicates (the checker can fail)
 
 SECONDS = 6.0
+SLACK_S = 0.25      # crossed lockers: client clocks vs grants and releases
 
 
 class Conc:
@@ -66,6 +74,11 @@ class Conc:
         self.consumed_unknown = collections.defaultdict(list)
         # lock records
         self.holds = []                # (start, end_or_None, mode, token, owner, pid)
+        self.lname2 = "%s-cl2" % ns
+        self.holds2 = []               # the same, of lname2 (crossed lockers)
+        self.crossed = []              # crossed lockers' attempts (see crossed_locker)
+        self.crossed_names = set()
+        self.tallies = collections.Counter()
         self.setup = {"recipes": [self.recipe]}
 
     def count(self, recipe, n=1):
@@ -122,7 +135,7 @@ class Conc:
                     conn = self.connect(label, name)
                 skip = step(conn)
             except psycopg2.Error as e:
-                self.recover(conn, e)
+                self.recover(conn, e, name)
                 if conn is not None and conn.closed:
                     conn = None
             if pause is not None and not skip:
@@ -175,8 +188,11 @@ class Conc:
                 raise
         self.sql_client(label, name, step, pause=lambda: self.stop.wait(r.random() * 0.02))
 
-    def recover(self, conn, e):
-        if e.pgcode not in (None, "57014", "57P01", "55P03", "40001", "08006"):
+    def recover(self, conn, e, name=None):
+        # 40P01: a crossed locker's, checked against its circle in check_crossed
+        if e.pgcode == "40P01" and name in self.crossed_names:
+            pass
+        elif e.pgcode not in (None, "57014", "57P01", "55P03", "40001", "08006"):
             self.anomaly("unexpected-error", "concurrent: %s %s" % (e.pgcode, first_line(e)))
         if conn is not None and not conn.closed:
             try:
@@ -366,6 +382,96 @@ class Conc:
                 self.ex(conn, "lock", "SELECT zk_unlock%s(%%s)" % sfx, (self.lname,))
         self.sql_client(label, name, step)
 
+    def crossed_locker(self, label, idx):
+        """BEGIN; zk_lock(first, 1s or 2s); zk_lock(second, ...); hold a
+        moment; COMMIT or ROLLBACK: first and second are lname and lname2
+        in a random order, so two of these wait for each other in a circle
+        that the deadlock detector (deadlock_timeout 500ms) must break."""
+        name = "x%d%s" % (idx, label)
+        self.crossed_names.add(name)
+        r = random.Random(self.seed * 67 + idx)
+
+        def step(conn):
+            pid = self.pids[name][1]
+            names = [self.lname, self.lname2]
+            r.shuffle(names)
+            rec = {"who": name, "pid": pid, "t0": now(), "calls": [], "held": {}, "t1": None}
+            with self.lock:
+                self.crossed.append(rec)
+            got = {}
+            try:
+                self.ex(conn, "xact", "BEGIN")
+                for n in names:
+                    c = {"name": n, "t_call": now()}
+                    rec["calls"].append(c)
+                    try:
+                        tok = self.ex(conn, "lock", "SELECT zk_lock(%s, %s::interval)",
+                                      (n, r.choice(["1s", "2s"])))[0][0]
+                    except psycopg2.Error as e:
+                        c["t_ret"] = now()
+                        c["code"] = e.pgcode
+                        if e.pgcode == "40P01":
+                            with self.lock:
+                                self.tallies["concurrent deadlocks (40P01)"] += 1
+                        raise
+                    c["t_ret"] = rec["held"][n] = now()
+                    got[n] = (c["t_ret"], tok)
+                time.sleep(r.random() * 0.03)
+                t_rel = now()
+                with self.lock:
+                    for n, (a, tok) in got.items():
+                        (self.holds if n == self.lname else self.holds2).append(
+                            (a, t_rel, "x", tok, name, pid, "crossed %s" % names))
+                self.ex(conn, "xact", r.choice(["COMMIT", "ROLLBACK"]))
+            finally:
+                rec["t1"] = now()
+        self.sql_client(label, name, step)
+
+    def check_crossed(self):
+        """Every 40P01 of a crossed locker closes a circle of waits: at its
+        time te, it waits for a name another crossed locker holds, which
+        waits for a name the next one holds ... back to it."""
+        recs = [x for x in self.crossed if x["t1"] is not None]
+        n40 = 0
+        for v in recs:
+            c = v["calls"][-1] if v["calls"] else None
+            if c is None or c.get("code") != "40P01":
+                continue
+            n40 += 1
+            te = c["t_ret"]
+            lo, hi = te - SLACK_S, te + SLACK_S
+
+            def waits(x):
+                if x is v:
+                    return [c["name"]]
+                return [k["name"] for k in x["calls"] if k["t_call"] <= hi and k.get("t_ret", x["t1"]) >= lo]
+
+            def holds(y, p):
+                t = y["held"].get(p)
+                return t is not None and t <= hi and y["t1"] >= lo
+
+            live = [x for x in recs if x["t0"] <= hi and x["t1"] >= lo]
+            todo, seen, found = [v], set(), False
+            while todo and not found:
+                x = todo.pop()
+                for p in waits(x):
+                    for y in live:
+                        if y is x or not holds(y, p):
+                            continue
+                        if y is v:
+                            found = True
+                        elif id(y) not in seen:
+                            seen.add(id(y))
+                            todo.append(y)
+            if not found:
+                t0 = self.t_start
+                self.anomaly("lock-deadlock", "concurrent: %s pid %s got 40P01 waiting for %s at %.3f with no"
+                             " circle of waits in the crossed lockers' records (calls %s)"
+                             % (v["who"], v["pid"], c["name"], te - t0,
+                                [(k["name"], round(k["t_call"] - t0, 3), round(k.get("t_ret", 0) - t0, 3),
+                                  k.get("code")) for k in v["calls"]]))
+        self.trace.append("lock: %d crossed transactions, %d deadlocks (40P01)" % (len(recs), n40))
+
     # ---- semaphore
     def sem_taker(self, label, idx):
         name = "m%d%s" % (idx, label)
@@ -420,7 +526,7 @@ class Conc:
                 self.kazoo_hold(r, "semaphore", "lease", idx, sem, (LockTimeout, NoNodeError))
         self.kazoo_client("semaphore", body)
 
-    def certain_holds(self):
+    def certain_holds(self, holds=None):
         """The holds, each cut at the first terminate of its backend sent
         before its end (a terminate sent before the hold's end may end it at
         once, even one sent just before the grant's answer arrived); those
@@ -429,7 +535,7 @@ class Conc:
         for pid, t in self.terminated:
             term.setdefault(pid, []).append(t)
         hs = []
-        for (a, b, mode, tok, owner, pid, how) in self.holds:
+        for (a, b, mode, tok, owner, pid, how) in (self.holds if holds is None else holds):
             for t in term.get(pid, []):
                 if t < b:
                     b = max(a, t)
@@ -467,8 +573,8 @@ class Conc:
                 self.kazoo_hold(r, "lock", mode, idx, wl if mode == "x" else rl, LockTimeout)
         self.kazoo_client("lock", body)
 
-    def check_locks(self):
-        hs = self.certain_holds()
+    def check_locks(self, holds=None, lname=None):
+        hs = self.certain_holds(holds)
         hs.sort()
         bad = 0
         for i, x in enumerate(hs):
@@ -496,7 +602,8 @@ class Conc:
                     if inv <= 3:
                         self.anomaly("lock-token", "concurrent: exclusive hold by %s token %s after %s token %s"
                                      % (y[4], y[3], x[4], x[3]))
-        self.trace.append("lock: %d holds (%d exclusive)" % (len(hs), len([h for h in hs if h[2] == "x"])))
+        self.trace.append("lock %s: %d holds (%d exclusive)" % (lname or self.lname, len(hs),
+                                                               len([h for h in hs if h[2] == "x"])))
 
     # ---- nemesis
     def nemesis(self):
@@ -536,6 +643,9 @@ class Conc:
                 threads.append(threading.Thread(target=self.locker, args=(labels[i % 2], i)))
             if r.random() < 0.5:
                 threads.append(threading.Thread(target=self.kazoo_lock, args=(0,)))
+            if not self.control:
+                for i in range(2):
+                    threads.append(threading.Thread(target=self.crossed_locker, args=(labels[i % 2], i)))
         elif self.recipe == "semaphore":
             for i in range(r.randint(3, 5)):
                 threads.append(threading.Thread(target=self.sem_taker, args=(labels[i % 2], i)))
@@ -559,6 +669,8 @@ class Conc:
             self.check_sem()
         else:
             self.check_locks()
+            self.check_locks(self.holds2, self.lname2)
+            self.check_crossed()
         for (t, label, msg) in self.env.watchdog.take():
             if t >= self.t_start:
                 self.anomaly("worker-unresponsive", msg)

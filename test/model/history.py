@@ -73,7 +73,10 @@ class History:
         return {"sessions": cl, "kazoo": r.choice([0, 1, 1, 2]), "recipes": sorted(chosen),
                 "queues": r.choice([1, 1, 2]), "names": r.choice([1, 1, 2]),
                 "max": r.choice([1, 2, 2, 3]), "parties": r.choice([2, 2, 3]),
-                "dlq_max": r.choice([1, 2, 3]), "groups": r.choice([2, 3, 4])}
+                "dlq_max": r.choice([1, 2, 3]), "groups": r.choice([2, 3, 4]),
+                # the lock's names (m_lock.py; 2 or 3 make circles of waits
+                # for the deadlock detector) and whether they are bigint keys
+                "lnames": r.choice([1, 2, 2, 3]), "keys": r.random() < 0.3}
 
     def open(self):
         from model import MODELS

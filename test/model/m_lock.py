@@ -12,11 +12,26 @@ exclusive one when no other owner's node is before it, an upgrade when no
 other owner holds the lock; an owner that holds the lock stacks a hold
 (a shared one on its shared node, else on its exclusive node); two
 upgraders deadlock (40P01).
+Deadlocks across servers (doc/locks.md): the model's wait-for graph has an
+edge from the owner of every waiting node to the owner of every node that
+blocks it by the rules above (sessions of both clusters and kazoo clients;
+kazoo never waits while the model runs on, so it only ends edges); a 40P01
+from a lock call is allowed only when that graph has (or had, during the
+wait) a circle through the caller's wait, and counted ("deadlocks (40P01)").
+The generator makes circles: a session holding a name waits without a
+timeout (or 2 s, longer than deadlock_timeout) for a name another owner
+holds, often one whose owner waits for the session's own name.
+With the setup's "keys", the names are decimal numbers, called as bigint
+keys or as their text at random (a key stands for its decimal text); multi-
+locks go as bigint[] then, and zk_unlock[_shared] over text[] or bigint[]
+lets go of one session hold of each distinct name.
 Checks: no call returns a grant the model refuses and the reverse, a try
 never waits, a wait with a short timeout times out only when the model says
 the lock is taken, a waiter is granted when the model says so, fencing
 tokens increase, ZooKeeper holds exactly the model's nodes.
 """
+
+import zlib
 
 from driver import FAST, kazoo_acquire, kazoo_release_all
 
@@ -24,7 +39,7 @@ ROOT = "/zklock/locks/"
 
 
 class Node:
-    __slots__ = ("owner", "mode", "upgrade", "holds", "granted", "token", "waiting", "kl")
+    __slots__ = ("owner", "mode", "upgrade", "holds", "granted", "token", "waiting", "kl", "cycle", "victim")
 
     def __init__(self, owner, mode, upgrade=False, kl=False):
         self.owner = owner
@@ -35,6 +50,8 @@ class Node:
         self.granted = False
         self.token = None
         self.waiting = False        # a pending call waits for it
+        self.cycle = False          # a circle of waits ran through it while it waited
+        self.victim = False         # it closed the circle: the youngest waiter, the detector's 40P01 is due
 
 
 FUNCS = {
@@ -51,7 +68,14 @@ class LockModel:
 
     def __init__(self, h):
         self.h = h
-        self.names = ["%s-l%d" % (h.ns, i) for i in range(h.setup.get("names", 1))]
+        n = h.setup.get("lnames", h.setup.get("names", 1))
+        self.keys = bool(h.setup.get("keys"))
+        if self.keys:
+            # bigint keys, one block per history (the namespace's crc)
+            base = 7 * 10 ** 12 + (zlib.crc32(h.ns.encode()) % 10 ** 6) * 10
+            self.names = [str(base + i) for i in range(n)]
+        else:
+            self.names = ["%s-l%d" % (h.ns, i) for i in range(n)]
         self.nodes = {n: [] for n in self.names}
         self.max_tok = {n: 0 for n in self.names}
         self.max_x_tok = {n: 0 for n in self.names}
@@ -126,17 +150,121 @@ class LockModel:
                     n.holds = [hd for hd in n.holds if not pred(hd)]
             self.drop_empty(name, owner)
 
+    # ---- the wait-for graph (deadlocks across servers)
+    def blockers(self, name, node, L=None):
+        """The owners of the nodes that keep node (waiting) from its grant."""
+        L = self.nodes[name] if L is None else L
+        i = L.index(node)
+        out = set()
+        for j, n in enumerate(L):
+            if n.owner is node.owner:
+                continue
+            if node.upgrade and node.mode == "x":
+                if n.granted:
+                    out.add(id(n.owner))
+            elif j < i and (n.mode == "x" or node.mode == "x"):
+                out.add(id(n.owner))
+        return out
+
+    def cycle_through(self, owner, extra=None):
+        """Whether the wait-for graph has a circle through owner's wait;
+        extra: (name, Node) a waiting node not in the model (a call that
+        waited and answered at once)."""
+        waits = {}      # id(owner) -> set of id(blocking owner)
+        for name in self.names:
+            L = list(self.nodes[name])
+            if extra is not None and extra[0] == name:
+                L.append(extra[1])
+            for n in L:
+                if not n.granted and (n.waiting or (extra is not None and n is extra[1])):
+                    waits.setdefault(id(n.owner), set()).update(self.blockers(name, n, L))
+        start = id(owner)
+        todo, seen = list(waits.get(start, ())), set()
+        while todo:
+            o = todo.pop()
+            if o == start:
+                return True
+            if o in seen:
+                continue
+            seen.add(o)
+            todo.extend(waits.get(o, ()))
+        return False
+
+    def mark_cycles(self, extra=None):
+        """Note on every waiting node whether a circle runs through it now
+        (the detector may answer a moment later, when a cancel or a
+        terminate took a member out of the model already); extra: a call
+        about to wait that the model does not keep (name, Node)."""
+        if extra is not None:
+            extra[1].waiting = True
+        for name in self.names:
+            for n in self.nodes[name]:
+                if n.waiting and not n.granted and not n.cycle and self.cycle_through(n.owner, extra):
+                    n.cycle = True
+                    self.h.tallies["lock circles of waits"] += 1
+        if extra is not None:
+            extra[1].waiting = False
+
+    def deadlock_allowed(self, s, name, node):
+        """A 40P01 answered to s's wait for name (node: its waiting node in
+        the model, or a new one for a call that answered at once): allowed
+        only through a circle of the wait-for graph."""
+        if node.cycle:
+            ok = True
+        elif node in self.nodes[name]:
+            ok = self.cycle_through(s)
+        else:
+            node.waiting = True
+            ok = self.cycle_through(s, (name, node))
+            node.waiting = False
+        if ok:
+            self.h.tallies["deadlocks (40P01)"] += 1
+        return ok
+
+    def arg(self, name, text=False):
+        """How a name is passed: a bigint key when the names are keys
+        (unless text), else the text."""
+        return int(name) if self.keys and not text else name
+
+    def held_names(self, owner):
+        return [nm for nm in self.names for n in self.nodes[nm]
+                if n.owner is owner and n.holds]
+
     # ---- generation
     def gen(self, r, s):
         name = r.randrange(len(self.names))
         x = r.random()
+        if len(self.names) > 1 and r.random() < 0.25:
+            # a circle of waits: holding a name, wait for one another owner
+            # holds, best one whose owner waits for ours
+            mine = set(self.held_names(s))
+            if mine:
+                close, other = [], []
+                for nm in self.names:
+                    if nm in mine:
+                        continue
+                    for n in self.nodes[nm]:
+                        if n.owner is not s and n.holds and getattr(n.owner, "pid", None):
+                            waiter = any(w.owner is n.owner and w.waiting for m in mine
+                                         for w in self.nodes[m])
+                            (close if waiter else other).append(nm)
+                cand = close or other
+                if cand:
+                    scope = "xact" if (s.xact and r.random() < 0.7) else "sess"
+                    return {"k": "lock", "n": self.names.index(r.choice(cand)), "m": r.choice(["x", "x", "s"]),
+                            "sc": scope, "w": "wait", "t": r.choice([None, None, "30s", "2s"]),
+                            "kt": r.random() < 0.3}
+        if x < 0.04 and len(self.names) > 1:
+            # let go of session holds of several names at once (text[] or bigint[])
+            ns = [r.randrange(len(self.names)) for _ in range(r.randint(1, 3))]
+            return {"k": "unlockm", "ns": ns, "m": r.choice(["x", "s"]), "kt": r.random() < 0.3}
         if x < 0.08 and len(self.names) > 1:
             # several at once (doc/locks.md, "Several locks at once"); a wait
             # is short, so no member stays held past the step
             ns = [r.randrange(len(self.names)) for _ in range(r.randint(1, 3))]
             scope = "xact" if (s.xact and r.random() < 0.7) else "sess"
             op = {"k": "lockall", "ns": ns, "m": r.choice(["x", "x", "s"]), "sc": scope,
-                  "w": r.choice(["try", "wait"])}
+                  "w": r.choice(["try", "wait"]), "kt": r.random() < 0.3}
             if op["w"] == "wait":
                 op["t"] = r.choice(["0", "200ms"])
             return op
@@ -146,18 +274,18 @@ class LockModel:
             if not s.xact and scope == "xact":
                 scope = "sess"
             kind = r.choice(["try", "wait"])
-            op = {"k": "lock", "n": name, "m": mode, "sc": scope, "w": kind}
+            op = {"k": "lock", "n": name, "m": mode, "sc": scope, "w": kind, "kt": r.random() < 0.3}
             if kind == "wait":
                 op["t"] = r.choice(["0", "200ms", "200ms", "30s", None])
                 if op["t"] in ("30s", None) and r.random() < 0.2:
                     op["st"] = 300
             return op
         if x < 0.75:
-            return {"k": "unlock", "n": name, "m": r.choice(["x", "s"])}
+            return {"k": "unlock", "n": name, "m": r.choice(["x", "s"]), "kt": r.random() < 0.3}
         if x < 0.80:
             return {"k": "unlock_all"}
         if x < 0.92:
-            return {"k": "token", "n": name}
+            return {"k": "token", "n": name, "kt": r.random() < 0.3}
         return {"k": "holders", "n": name}
 
     def gen_k(self, r, k):
@@ -201,26 +329,52 @@ class LockModel:
                     ctx["deadlock"] = True
                 grant = self.would_grant_new(name, s, mode, upgrade)
             ctx["grant"] = grant
+            a = self.arg(name, op.get("kt"))
+            cast = "::bigint" if isinstance(a, int) else ""
             if op["w"] == "try":
-                h.fast_call(s, op, "SELECT %s(%%s), zk_lock_token(%%s)" % fn, (name, name), self.done_lock, ctx)
+                h.fast_call(s, op, "SELECT %s(%%s%s), zk_lock_token(%%s%s)" % (fn, cast, cast), (a, a),
+                            self.done_lock, ctx)
             else:
-                tmo = {"0": 0.0, "200ms": 0.2, "30s": None, None: None}[op["t"]]
+                tmo = {"0": 0.0, "200ms": 0.2, "2s": 2.0, "30s": None, None: None}[op["t"]]
                 if not grant and tmo is None and not op.get("st") and not ctx.get("deadlock"):
                     n = Node(s, mode, ctx["upgrade"])
                     n.waiting = True
                     self.nodes[name].append(n)
                     ctx["new"] = n
                 ww = not grant and not ctx.get("deadlock")
-                self.h_wait(s, op, "SELECT %s(%%s, %%s::interval)" % fn, (name, op["t"]), ww, tmo, ctx)
+                if ww and ctx["new"] is None:
+                    self.mark_cycles((name, Node(s, mode, ctx["upgrade"])))
+                self.h_wait(s, op, "SELECT %s(%%s%s, %%s::interval)" % (fn, cast), (a, op["t"]), ww, tmo, ctx)
+                new = ctx["new"]
+                if new is not None and new.waiting and new in self.nodes[name] and self.cycle_through(s):
+                    # its wait closed a circle: it is the youngest waiter of
+                    # it, so the detector's 40P01 is due to it (settle waits
+                    # for it, before anything else runs: a kazoo acquire
+                    # racing with it would see its node go)
+                    new.victim = True
+                    self.h.tallies["lock circles closed by a pending wait"] += 1
+                self.mark_cycles()
         elif k == "lockall":
             self.execute_all(s, op)
+        elif k == "unlockm":
+            names = [self.names[i] for i in op["ns"]]
+            fn = "zk_unlock" if op["m"] == "x" else "zk_unlock_shared"
+            if self.keys and not op.get("kt"):
+                h.fast_call(s, op, "SELECT %s(%%s::bigint[])" % fn, ([int(n) for n in names],),
+                            self.done_unlockm, {"names": names})
+            else:
+                h.fast_call(s, op, "SELECT %s(%%s::text[])" % fn, (names,), self.done_unlockm, {"names": names})
         elif k == "unlock":
             fn = "zk_unlock" if op["m"] == "x" else "zk_unlock_shared"
-            h.fast_call(s, op, "SELECT %s(%%s)" % fn, (op["nm"],), self.done_unlock)
+            a = self.arg(op["nm"], op.get("kt"))
+            h.fast_call(s, op, "SELECT %s(%%s%s)" % (fn, "::bigint" if isinstance(a, int) else ""), (a,),
+                        self.done_unlock)
         elif k == "unlock_all":
             h.fast_call(s, op, "SELECT zk_unlock_all()", None, self.done_unlock_all)
         elif k == "token":
-            h.fast_call(s, op, "SELECT zk_lock_token(%s)", (op["nm"],), self.done_token)
+            a = self.arg(op["nm"], op.get("kt"))
+            h.fast_call(s, op, "SELECT zk_lock_token(%%s%s)" % ("::bigint" if isinstance(a, int) else ""),
+                        (a,), self.done_token)
         elif k == "holders":
             h.fast_call(s, op, "SELECT mode, state FROM zk_lock_holders(%s)", (op["nm"],), self.done_holders)
 
@@ -233,7 +387,7 @@ class LockModel:
             scope = op["sc"] = "sess"
         names = [self.names[i] for i in op["ns"]]
         plan = []
-        grant, dead = True, False
+        grant, dead, blocked = True, False, None
         for nm in sorted(set(names), key=lambda n: n.encode()):
             x, sh = self.own(nm, s)
             if (mode == "s" and (x or sh)) or (mode == "x" and x):
@@ -243,19 +397,26 @@ class LockModel:
             if not self.would_grant_new(nm, s, mode, upgrade):
                 grant = False
                 dead = upgrade and op["w"] == "wait" and self.deadlock(nm, s)
+                blocked = (nm, Node(s, mode, upgrade))
                 break
             plan.append((nm, None, upgrade))
-        ctx = {"plan": plan, "grant": grant, "dead": dead, "names": names}
+        ctx = {"plan": plan, "grant": grant, "dead": dead, "names": names, "blocked": blocked}
         fn = FUNCS[(mode, scope, op["w"])]
+        if self.keys and not op.get("kt"):
+            arr, cast = [int(n) for n in names], "bigint[]"
+        else:
+            arr, cast = names, "text[]"
         if op["w"] == "try":
-            self.h.fast_call(s, op, "SELECT %s(%%s::text[])" % fn, (names,), self.done_all, ctx)
+            self.h.fast_call(s, op, "SELECT %s(%%s::%s)" % (fn, cast), (arr,), self.done_all, ctx)
             return
         tmo = {"0": 0.0, "200ms": 0.2}[op["t"]]
 
         def done(s_, op_, r, c):
             c.update(ctx)
             self.done_all(s_, op_, r, c)
-        self.h.wait_call(s, op, "SELECT %s(%%s::text[], %%s::interval)" % fn, (names, op["t"]),
+        if blocked is not None and not dead:
+            self.mark_cycles(blocked)
+        self.h.wait_call(s, op, "SELECT %s(%%s::%s, %%s::interval)" % (fn, cast), (arr, op["t"]),
                          not grant and not dead, tmo, done)
 
     def done_all(self, s, op, r, ctx):
@@ -263,8 +424,17 @@ class LockModel:
         mode, scope = op["m"], op["sc"]
         what = "%s by %s" % (op.get("sql"), s.name)
         if not r.ok:
-            if r.code == "40P01" and not ctx["grant"]:
+            if r.code == "40P01" and ctx["dead"]:
+                h.tallies["upgrade deadlocks (40P01)"] += 1
                 return      # an upgrade member that can never be granted
+            if r.code == "40P01" and ctx["blocked"] is not None and (
+                    self.deadlock_allowed(s, ctx["blocked"][0], ctx["blocked"][1])
+                    or ctx["blocked"][1].upgrade):
+                return      # a circle of waits (an upgrade: seen earlier than the model)
+            if r.code == "40P01":
+                h.anomaly("lock-deadlock", "%s: 40P01 while the model's wait-for graph has no circle"
+                          " through it (%s)" % (what, "; ".join(self.show(n) for n in sorted(set(ctx["names"])))))
+                return
             if ctx["dead"]:
                 h.anomaly("lock-deadlock", "%s: the model says a member's upgrade deadlocks (40P01), got %r"
                           % (what, r))
@@ -343,6 +513,7 @@ class LockModel:
             if new is not None and new in self.nodes[name]:
                 self.nodes[name].remove(new)
             if ctx.get("deadlock") and r.code == "40P01":
+                h.tallies["upgrade deadlocks (40P01)"] += 1
                 return
             if ctx.get("deadlock"):
                 h.anomaly("lock-deadlock", "%s: the model says two upgraders deadlock (40P01), got %r" % (what, r))
@@ -351,8 +522,17 @@ class LockModel:
                 if ctx.get("early") and r.code == "55P03":
                     h.anomaly("lock-early", "%s timed out after %.3fs" % (what, r.elapsed))
                 return
-            if r.code == "40P01" and not grant:
-                return      # an upgrade the implementation sees as a deadlock earlier than the model
+            if r.code == "40P01" and not grant and ctx.get("stack") is None:
+                node = new if new is not None else Node(s, mode, ctx.get("upgrade", False))
+                if self.deadlock_allowed(s, name, node):
+                    return  # a circle of waits, broken by the detector
+                if ctx.get("upgrade"):
+                    h.tallies["upgrade deadlocks (40P01)"] += 1
+                    return  # an upgrade the implementation sees as a deadlock earlier than the model
+            if r.code == "40P01":
+                h.anomaly("lock-deadlock", "%s: 40P01 while the model's wait-for graph has no circle"
+                          " through it (holders: %s)" % (what, self.show(name)))
+                return
             if r.code == "57014" and ctx.get("due_at_cancel") is False:
                 return      # not grantable when the cancel went: it won the race
             if r.code in ("55P03", "57014"):
@@ -423,6 +603,38 @@ class LockModel:
             target[0].holds.remove(target[1])
             self.drop_empty(name, s)
 
+    def done_unlockm(self, s, op, r, ctx):
+        """zk_unlock[_shared] over an array: one session hold of each
+        distinct name; true when each had one."""
+        h = self.h
+        if not r.ok:
+            h.unexpected(s, op, r)
+            return
+        mode = op["m"]
+        want = True
+        for name in sorted(set(ctx["names"])):
+            x, sh = self.own(name, s)
+            target = None
+            for n in ([x] if mode == "x" else [sh, x]):
+                if n is None:
+                    continue
+                for hd in n.holds:
+                    if hd[0] == mode and hd[1] == "sess":
+                        target = (n, hd)
+                        break
+                if target:
+                    break
+            if target is None:
+                want = False
+                continue
+            target[0].holds.remove(target[1])
+            self.drop_empty(name, s)
+        got = r.rows[0][0]
+        if bool(got) != want:
+            h.anomaly("lock-unlock", "%s by %s returned %s, the model %s (%s)"
+                      % (op.get("sql"), s.name, got, want,
+                         "; ".join(self.show(n) for n in sorted(set(ctx["names"])))))
+
     def done_unlock_all(self, s, op, r, ctx):
         if not r.ok:
             self.h.unexpected(s, op, r)
@@ -439,6 +651,13 @@ class LockModel:
         if n is None and x is not None and sh is not None:
             want = x.token
         got = r.rows[0][0]
+        if n is not None and want is None and got is not None:
+            # a try's grant (a multi-lock's try answers only true): the
+            # token is learnt here, and checked from now on
+            n.token = got
+            if n.mode == "x":     # (a shared node's may be below its owner's own upgrade's)
+                self.check_token(op["nm"], n, got, s.name)
+            return
         if (got is None) != (want is None) or (want is not None and got != want):
             self.h.anomaly("lock-token", "zk_lock_token(%s) by %s = %s, the model %s (holders: %s)"
                            % (op["nm"], s.name, got, want, self.show(op["nm"])))
@@ -542,10 +761,11 @@ class LockModel:
 
     # ---- waiting
     def due(self, s, op):
+        self.mark_cycles()
         for name in self.names:
             for n in self.nodes[name]:
                 if n.owner is s and n.waiting:
-                    return self.grantable(name, n)
+                    return n.victim or self.grantable(name, n)
         return False
 
     def zk_check(self):

@@ -102,6 +102,9 @@ class Env:
             "zklock.connect_timeout": "3s",
             "zklock.elections": ELECTION,
             "max_connections": "60",
+            # the deadlock detector across servers checks a zk lock wait this
+            # old (m_lock.py's circles of waits, conc.py's crossed lockers)
+            "deadlock_timeout": "500ms",
         }
         for label, port in zip("AB", pg_ports):
             c = Cluster(label, os.path.join(self.dir, "pg" + label), port, self.zk.hosts, settings)
