@@ -47,7 +47,9 @@
 #define ZKLOCK_GUID_LEN			32
 #define ZKLOCK_NODE_MAX			80	/* <guid>__rlock__<-10 digits>, or foreign */
 #define ZKLOCK_DATA_MAX			512 /* identity written into a node */
-#define ZKLOCK_ERRMSG_MAX		160
+#define ZKLOCK_ERRMSG_MAX		512
+/* the detail of a refused upgrade (lock_worker.c), its hint (backend.c) */
+#define ZKLOCK_UPGRADE_DEADLOCK "Another session holds this lock shared and waits for this session's shared hold to go"
 #define ZKLOCK_HOSTS_MAX		1024
 #define ZKLOCK_ACL_MAX			16	/* entries of zklock.acl */
 #define ZKLOCK_ACL_ID_MAX		256 /* bytes of one entry's id */

@@ -12,15 +12,18 @@
  *	  of every node name the backend makes, so anyone who sees a contender
  *	  knows whose it is): {"zklock_wait":1, "lock": the lock's node,
  *	  "node": the waiter's contender, "czxid", "base": an upgrade's shared
- *	  node, "every": ms to the next check, and who waits (pid, port,
- *	  host)}.  It is written again at every check and deleted when the wait
- *	  ends.
+ *	  node, "every": ms to the next check, who waits (pid, port, host),
+ *	  and "holds": the contenders the backend holds, when they fit}.  It is
+ *	  written again at every check and deleted when the wait ends.
  *
  *	  Follow: from the waiter's contender, list its lock, take every
  *	  contender that blocks it (zk_lock_blockers), and read the wait record
- *	  of each blocker's owner; where there is one (fresh, and naming a
- *	  contender of that owner), go on from that contender.  Reaching the
- *	  waiter's own owner closes a cycle.  At most DL_DEPTH_MAX hops and
+ *	  of each blocker's owner; where there is one (fresh, naming a
+ *	  contender of that owner, and the blocking node one it waits with or
+ *	  holds), go on from that contender.  Reaching the waiter's own owner
+ *	  through a node it holds now closes a cycle.  A node on its way out (a
+ *	  call that failed, a create in doubt) carries its backend's owner tag
+ *	  but is no edge: no one waits for that backend through it.  At most DL_DEPTH_MAX hops and
  *	  DL_REQUESTS_MAX requests; past them the check ends without a verdict.
  *
  *	  Verify: every contender of the cycle is read again (exists).  Node
@@ -60,7 +63,8 @@
 #define DL_STARTS_PER_TURN	8	/* checks started per turn */
 #define DL_TAG_LEN			(ZKLOCK_GUID_LEN / 2)
 #define DL_WHO_MAX			96
-#define DL_RECORD_MAX		1024
+#define DL_HOLDS_MAX		512 /* the contenders a record lists as held */
+#define DL_RECORD_MAX		(1024 + DL_HOLDS_MAX)
 
 /* One hop of a check: a waiter and what blocks it */
 typedef struct DlFrame
@@ -263,6 +267,7 @@ dl_sent(DlCheck *c, int rc)
 }
 
 static void dl_publish(DlCheck *c, ZkEntry *e);
+static bool dl_holds_list(const char *owner, char *out, size_t outlen);
 
 /*
  * The record is written: ZooKeeper's time of the write (our clock for the
@@ -335,7 +340,12 @@ dl_write_answered(DlCheck *c, int rc, const struct Stat *stat, bool created)
 	}
 	else
 	{
-		if (created)
+		/*
+		 * Refused: there is none.  An answer lost with the connection may
+		 * hide a create that landed: the record stays "published", so that
+		 * the wait's end deletes whatever is there.
+		 */
+		if (created && zk_rc_definite(rc))
 			ZKLK(e)->dl_published = false;
 		dl_end(c, true);
 	}
@@ -365,6 +375,8 @@ dl_publish(DlCheck *c, ZkEntry *e)
 {
 	char		path[ZK_PATH_MAX];
 	char		rec[DL_RECORD_MAX];
+	char		holds[DL_HOLDS_MAX];
+	bool		all;
 	DlFrame    *f = &c->frames[0];
 	int			rc;
 
@@ -374,10 +386,13 @@ dl_publish(DlCheck *c, ZkEntry *e)
 		return;
 	}
 	dl_record_path(f->owner, path, sizeof(path));
+	all = dl_holds_list(f->owner, holds, sizeof(holds));
 	snprintf(rec, sizeof(rec),
 			 "{\"zklock_wait\":1,\"lock\":\"%s\",\"node\":\"%s\",\"czxid\":" INT64_FORMAT
-			 ",\"base\":\"%s\",\"every\":" INT64_FORMAT ",\"who\":\"%s\"}",
-			 f->dir, f->child, f->czxid, f->base, dl_every_ms(e), f->who);
+			 ",\"base\":\"%s\",\"every\":" INT64_FORMAT ",\"who\":\"%s\""
+			 ",\"holds_all\":%d,\"holds\":\"%s\"}",
+			 f->dir, f->child, f->czxid, f->base, dl_every_ms(e), f->who,
+			 all ? 1 : 0, all ? holds : "");
 	c->phase = DLP_PUBLISH;
 	if (ZKLK(e)->dl_published)
 		rc = zoo_aset(zk_zh, path, rec, (int) strlen(rec), -1, dl_set_done, c);
@@ -401,6 +416,79 @@ dl_seen(DlCheck *c, const char *owner)
 	for (i = 0; i < c->nseen; i++)
 		if (strcmp(c->seen[i], owner) == 0)
 			return true;
+	return false;
+}
+
+/*
+ * Does the backend of this worker whose owner tag is "owner" hold the
+ * contender "node" now?  A node of it that is on its way out (a call that
+ * failed, a wait let go of, a create in doubt) blocks others only until the
+ * worker's delete lands: no one waits for that backend through it, so a
+ * cycle closed through it would be false.
+ */
+static bool
+dl_own_hold(const char *owner, const char *node)
+{
+	int			i;
+
+	for (i = 0; i < zk_ctl->max_entries; i++)
+	{
+		ZkEntry    *e = zk_entry(i);
+
+		if (e->kind == ZKK_LOCK && e->state == ZKE_HELD && !e->released &&
+			pg_atomic_read_u32(&e->release_req) == 0 &&
+			strcmp(e->owner_tag, owner) == 0 && strcmp(e->node, node) == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The contenders the backend whose owner tag is "owner" holds, for its wait
+ * record ("holds": names separated by spaces, at most outlen - 1 bytes).
+ * False when they do not all fit: then the record says so and a follower
+ * takes any contender of the owner as held.  While the backend waits it
+ * takes nothing more, so the list stays true as long as the wait.
+ */
+static bool
+dl_holds_list(const char *owner, char *out, size_t outlen)
+{
+	size_t		used = 0;
+	int			i;
+
+	out[0] = '\0';
+	for (i = 0; i < zk_ctl->max_entries; i++)
+	{
+		ZkEntry    *e = zk_entry(i);
+		size_t		len;
+
+		if (e->kind != ZKK_LOCK || e->state != ZKE_HELD || e->released ||
+			e->node[0] == '\0' || strcmp(e->owner_tag, owner) != 0)
+			continue;
+		len = strlen(e->node);
+		if (used + len + 2 > outlen)
+			return false;
+		if (used > 0)
+			out[used++] = ' ';
+		memcpy(out + used, e->node, len + 1);
+		used += len;
+	}
+	return true;
+}
+
+/* Is "node" one of the space-separated names of "list"? */
+static bool
+dl_listed_in(const char *list, const char *node)
+{
+	size_t		len = strlen(node);
+	const char *p = list;
+
+	while ((p = strstr(p, node)) != NULL)
+	{
+		if ((p == list || p[-1] == ' ') && (p[len] == ' ' || p[len] == '\0'))
+			return true;
+		p += len;
+	}
 	return false;
 }
 
@@ -466,7 +554,14 @@ dl_listed(int rc, const struct String_vector *kids, const void *data)
 					strlcpy(owner, b, sizeof(owner));
 					for (k = 0; k < f->nowners; k++)
 						if (strcmp(f->owners[k], owner) == 0)
+						{
+							/* of our own backend: through a node it holds */
+							if (strcmp(owner, c->frames[0].owner) == 0 &&
+								!dl_own_hold(owner, f->via[k]) &&
+								dl_own_hold(owner, b))
+								strlcpy(f->via[k], b, sizeof(f->via[0]));
 							dup = true;
+						}
 					if (dup || f->nowners >= DL_FANOUT_MAX)
 						continue;
 					strlcpy(f->owners[f->nowners], owner, sizeof(f->owners[0]));
@@ -497,6 +592,26 @@ dl_int_field(const char *json, int len, const char *key, int64 *v)
 	errno = 0;
 	*v = strtoll(buf, &end, 10);
 	return errno == 0 && *end == '\0';
+}
+
+/*
+ * Does the owner of the record "value" (read into g) block through "via":
+ * its waiting contender, an upgrade's shared node, or one it holds?  A
+ * record without the full list of holds ("holds_all" not 1) takes any.
+ */
+static bool
+dl_via_held(const char *value, int value_len, DlFrame *g, const char *via)
+{
+	char		holds[DL_HOLDS_MAX];
+	int64		all;
+
+	if (strcmp(via, g->child) == 0 || strcmp(via, g->base) == 0)
+		return true;
+	if (!dl_int_field(value, value_len, "holds_all", &all) || all != 1)
+		return true;
+	if (!zk_json_field(value, value_len, "holds", holds, sizeof(holds)))
+		return true;
+	return dl_listed_in(holds, via);
 }
 
 /*
@@ -538,11 +653,20 @@ dl_record_read(int rc, const char *value, int value_len,
 				/* a record names a contender of its own owner, under our root */
 				if (!zk_json_field(value, value_len, "base", g->base, sizeof(g->base)))
 					g->base[0] = '\0';	/* not an upgrade */
-				strlcpy(g->owner, owner, sizeof(g->owner));
-				g->czxid = czxid;
-				f->edge = f->next - 1;
-				c->depth++;
-				c->phase = DLP_LIST;
+
+				/*
+				 * ... and blocks f's waiter through a node it waits with or
+				 * holds (the record's "holds", when they all fit), not one
+				 * on its way out
+				 */
+				if (dl_via_held(value, value_len, g, f->via[f->next - 1]))
+				{
+					strlcpy(g->owner, owner, sizeof(g->owner));
+					g->czxid = czxid;
+					f->edge = f->next - 1;
+					c->depth++;
+					c->phase = DLP_LIST;
+				}
 			}
 		}
 		dl_step(c);
@@ -646,6 +770,13 @@ dl_step(DlCheck *c)
 						dl_end(c, true);	/* no cycle through us */
 						return;
 					}
+					continue;
+				}
+				if (strcmp(f->owners[f->next], c->frames[0].owner) == 0 &&
+					!dl_own_hold(f->owners[f->next], f->via[f->next]))
+				{
+					/* back to us through a node on its way out: no edge */
+					f->next++;
 					continue;
 				}
 				if (strcmp(f->owners[f->next], c->frames[0].owner) == 0)

@@ -586,7 +586,7 @@ decide(ZkEntry *e, ZkContender *c, int n)
 	{
 		pg_atomic_fetch_add_u64(&zk_lock_counts->deadlocks, 1);
 		zk_finish(e, ZKO_FAILED, ERRCODE_T_R_DEADLOCK_DETECTED,
-			   "Another session holds this lock shared and waits for this session's shared hold to go");
+			   ZKLOCK_UPGRADE_DEADLOCK);
 		send_delete(e);
 		return;
 	}

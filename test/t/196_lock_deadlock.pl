@@ -15,6 +15,8 @@
 # 5. No false positive: a long chain (each waits for the next, the last
 #    holds for a while and commits) ends with every wait granted, no 40P01.
 # 6. Nothing left: <root>/waits has no record once the waits are over.
+# 7. No false cycle through a node with our owner tag that we do not hold
+#    (a failed call's node on its way out).
 # Before: every case waited until lock_timeout (doc/limits.md said so).
 
 use strict;
@@ -140,6 +142,37 @@ for my $i (1 .. 5)
 	$chain[$i]->query_safe('COMMIT');
 }
 is($falsepos, 0, 'a long chain without a cycle: no 40P01');
+
+# 7. no false cycle through a node of ours that we do not hold (a call
+#    that failed leaves its node until the worker's delete lands; here a
+#    node with our owner tag stands for it): o waits behind it for lf_l
+#    while holding lf_m, and we wait for lf_m
+{
+	my $me = sess(0, 'lf1');
+	my $o = sess(1, 'lf2');
+	$me->query_safe("SELECT zk_session_lock('lf_probe')");
+	my ($probe) = zk_children($zk, '/zklock/locks/lf_probe');
+	my $tag = substr($probe, 0, 16);
+	$me->query_safe("SELECT zk_unlock('lf_probe')");
+	my $fake = "/zklock/locks/lf_l/${tag}0000000000000000__lock__0000000000";
+	zkq_or_die($zk, 'create', $fake);
+	my $dl = deadlocks();
+	$o->query_safe('BEGIN');
+	$o->query_safe("SELECT zk_lock('lf_m')");
+	$o->send("SELECT zk_lock('lf_l', '60s')");
+	usleep(500_000);
+	$me->query_safe('BEGIN');
+	$me->send("SELECT zk_lock('lf_m', '4s')");
+	my $r = $me->wait(30);
+	is($r->{sqlstate}, '55P03', 'a node of ours that we do not hold closes no cycle: the wait times out')
+	  or diag $r->{err};
+	$me->query('ROLLBACK');
+	zkq_or_die($zk, 'delete', $fake);
+	$r = $o->wait(30);
+	is($r->{sqlstate}, '00000', 'the other waiter is granted once that node goes');
+	$o->query_safe('COMMIT');
+	is(deadlocks() - $dl, 0, 'no deadlock counted');
+}
 
 # 6. nothing left
 ok(wait_until(sub { !zk_children($zk, $WAITS) }, 30), 'no wait record is left once the waits are over');

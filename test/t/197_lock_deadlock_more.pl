@@ -36,16 +36,10 @@
 # the 40P01s; <root>/waits holds no record once the waits are over (counted
 # through ZooKeeper).  Timings are bounded only generously (no hang).
 #
-# TODO (src bugs these tests found, not fixed here):
-# - the detector's detail is cut at 159 bytes (ZKLOCK_ERRMSG_MAX): in a
-#   cycle of two on a host named "vm" the second member's lock is already
-#   lost, so only the victim's own lock is asserted outright;
-# - every 40P01 carries the hint of the upgrade-versus-upgrade case
-#   (backend.c raise_failure), also for cycles without an upgrade;
-# - the upgrade-versus-upgrade 40P01 names no session in its detail;
-# - 3c: a wait record whose create's answer was lost with the connection
-#   is left in <root>/waits after the wait was granted, until the session
-#   ends or the same backend's next wait takes it over.
+# Found by these tests and fixed: the detail was cut at 159 bytes; every
+# 40P01 carried the upgrade hint; a wait record whose create's answer was
+# lost stayed until the session ended.  TODO (not fixed): the
+# upgrade-versus-upgrade 40P01 names no session in its detail.
 #
 # zklock-tap: serial (tools/test.sh runs it alone: it loads the machine and
 # times a ZooKeeper outage against the session and connect timeouts)
@@ -179,10 +173,8 @@ sub check_cycle
 		"$what: the detail names lock '$first' (the victim's)");
   TODO:
 	{
-		# dl_cycle builds the detail in full but copies it into the
-		# entry's ZKLOCK_ERRMSG_MAX (160) bytes: past the first member
-		# (some 110 bytes) the rest is cut
-		local $TODO = 'lock_deadlock.c: the detail is cut at 159 bytes (ZKLOCK_ERRMSG_MAX)';
+		# the detail holds every member (ZKLOCK_ERRMSG_MAX, 512 bytes;
+		# it was 160 and cut the second member's lock)
 		like($detail, qr/waits for zookeeper lock "\Q$_\E"/, "$what: the detail names lock '$_'")
 		  foreach @others;
 	}
@@ -317,7 +309,6 @@ for my $order ('upgrade first', 'upgrade last')
 	$expected_deadlocks++;
   TODO:
 	{
-		local $TODO = 'backend.c: every 40P01 has the upgrade hint';
 		unlike($r1->{err}, qr/HINT:.*upgrade/, 'multi: the hint does not speak of an upgrade (none in this cycle)');
 	}
 	$S2->query_safe('ROLLBACK');
@@ -459,7 +450,6 @@ sub outage_over
 	is($st->{session_id}, $sid, 'record lost: the same session');
   TODO:
 	{
-		local $TODO = 'lock_deadlock.c: a record whose create answer was lost stays until the session ends';
 		no_records('record lost', 10);
 	}
 	# a later wait of the same backend that reaches deadlock_timeout takes
