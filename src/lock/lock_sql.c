@@ -44,10 +44,15 @@ arg_max_hold(FunctionCallInfo fcinfo, int argno)
 	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
 		return;
 	iv = PG_GETARG_INTERVAL_P(argno);
-	usecs = (iv->month > 1200 || iv->month < -1200) ? -1 :
-		iv->time + (int64) iv->day * USECS_PER_DAY +
-		(int64) iv->month * DAYS_PER_MONTH * USECS_PER_DAY;
-	if (usecs < 1000 || iv->month > 1200)
+	/* each part bounded first, so that their sum cannot overflow */
+	if (iv->month < -1200 || iv->month > 1200 ||
+		iv->day < -36600 || iv->day > 36600 ||
+		iv->time < -36600 * USECS_PER_DAY || iv->time > 36600 * USECS_PER_DAY)
+		usecs = -1;
+	else
+		usecs = iv->time + (int64) iv->day * USECS_PER_DAY +
+			(int64) iv->month * DAYS_PER_MONTH * USECS_PER_DAY;
+	if (usecs < 1000 || usecs > (int64) 36525 * USECS_PER_DAY)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("zklock max_hold must be between 1 millisecond and 100 years"),

@@ -1599,19 +1599,73 @@ hold_schedule(ZkEntry *e, TimestampTz due)
 	zk_worker_wake_by(due);
 }
 
+/* Is e held, granted and not being let go of? */
+static bool
+hold_live(ZkEntry *e)
+{
+	return e->kind == ZKK_LOCK && e->state == ZKE_HELD && !e->released &&
+		e->outcome == ZKO_GRANTED && pg_atomic_read_u32(&e->release_req) == 0;
+}
+
 /*
- * e's hold is due to end: take it back, unless it is going anyway or its
- * holder is committing.  True when it was taken back.
+ * Is o another hold of e's backend on e's lock?  An upgrade holds two nodes
+ * of one lock, the shared one it began with (pinned) and the exclusive one:
+ * writers queued behind the shared node stay out only while it exists, so
+ * the two are taken back together, never one alone.
+ */
+static bool
+hold_sibling(ZkEntry *e, ZkEntry *o)
+{
+	return o != e && hold_live(o) && o->pid == e->pid &&
+		o->family == e->family && strcmp(o->name, e->name) == 0;
+}
+
+/*
+ * Is e's backend committing (a hold of it passed the check before COMMIT)?
+ * Then none of its holds is taken back, and it is not signalled: a cancel
+ * would end a COMMIT's wait for a synchronous standby, and a lock of the
+ * transaction would go while it commits.
+ */
+static bool
+hold_owner_committing(ZkEntry *e)
+{
+	int			i;
+
+	for (i = 0; i < zk_ctl->max_entries; i++)
+	{
+		ZkEntry    *o = zk_entry(i);
+
+		if (o->kind == ZKK_LOCK && o->pid == e->pid && o->state != ZKE_FREE &&
+			ZKLK(o)->committing)
+			return true;
+	}
+	return false;
+}
+
+/* Take one hold back: lost for its owner, its node deleted */
+static void
+hold_take_back(ZkEntry *e, const char *msg)
+{
+	ZKLK(e)->hold_scheduled = false;
+	zk_count(ZKCNT_LOST, 1);
+	zk_finish(e, ZKO_LOST, ERRCODE_T_R_SERIALIZATION_FAILURE, msg);
+	send_delete(e);
+}
+
+/*
+ * e's hold is due to end: take it back, with the other node of an upgrade,
+ * unless it is going anyway or its backend is committing (then look again
+ * shortly).  True when it was taken back.
  */
 static bool
 hold_over(ZkEntry *e, TimestampTz now)
 {
 	char		msg[ZKLOCK_ERRMSG_MAX];
+	int			i;
 
-	if (e->state != ZKE_HELD || e->released || e->outcome != ZKO_GRANTED ||
-		pg_atomic_read_u32(&e->release_req) != 0)
+	if (!hold_live(e))
 		return false;
-	if (ZKLK(e)->committing)
+	if (hold_owner_committing(e))
 	{
 		hold_schedule(e, TimestampTzPlusMilliseconds(now, HOLD_RECHECK_MS));
 		return false;
@@ -1619,15 +1673,20 @@ hold_over(ZkEntry *e, TimestampTz now)
 	snprintf(msg, sizeof(msg),
 			 "It was held longer than its maximum of " INT64_FORMAT " ms (max_hold, zklock.max_hold), and the zklock worker took it back",
 			 ZKLK(e)->max_hold_ms);
-	zk_count(ZKCNT_LOST, 1);
-	zk_finish(e, ZKO_LOST, ERRCODE_T_R_SERIALIZATION_FAILURE, msg);
 	ereport(LOG,
 			(errmsg("zklock: took back zookeeper lock \"%s\" from process %d, held longer than its maximum of " INT64_FORMAT " ms",
 					zk_log_name(e->name), e->pid, ZKLK(e)->max_hold_ms)));
+	for (i = 0; i < zk_ctl->max_entries; i++)
+	{
+		ZkEntry    *o = zk_entry(i);
+
+		if (hold_sibling(e, o))
+			hold_take_back(o, msg);
+	}
+	hold_take_back(e, msg);
 	/* cancel what the holder is doing, as pg_cancel_backend would */
 	if (e->pid > 0)
 		(void) kill(e->pid, SIGINT);
-	send_delete(e);
 	return true;
 }
 

@@ -1,5 +1,5 @@
 
-# 199_attack_max_hold_pinned_stuck.pl - (attack) a maximum hold on an
+# 199_lock_max_hold_pinned_stuck.pl - a maximum hold on an
 # upgrade's exclusive lock whose shared node is pinned.  a holds 'v' shared
 # (no max_hold), takes it exclusive with max_hold => '1s' (an upgrade), and
 # lets go of its shared hold: the shared node is now pinned by the exclusive

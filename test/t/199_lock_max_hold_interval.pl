@@ -1,5 +1,5 @@
 
-# 199_attack_max_hold_interval.pl - (attack) arg_max_hold (lock_sql.c)
+# 199_lock_max_hold_interval.pl - arg_max_hold (lock_sql.c)
 # converts the interval with unchecked int64 arithmetic and bounds only its
 # months: "max_hold must be between 1 millisecond and 100 years".
 #

@@ -1,5 +1,5 @@
 
-# 199_attack_max_hold_upgrade.pl - (attack) a maximum hold on the shared node
+# 199_lock_max_hold_upgrade.pl - a maximum hold on the shared node
 # of an upgrade.  An upgrade (this backend holds 'u' shared, then takes it
 # exclusive) is granted ahead of the writers queued behind its shared node:
 # they stay out only while that node exists (lock_backend.c, LocalLock
