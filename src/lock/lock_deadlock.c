@@ -463,6 +463,7 @@ dl_holds_list(const char *owner, char *out, size_t outlen)
 		size_t		len;
 
 		if (e->kind != ZKK_LOCK || e->state != ZKE_HELD || e->released ||
+			pg_atomic_read_u32(&e->release_req) != 0 ||
 			e->node[0] == '\0' || strcmp(e->owner_tag, owner) != 0)
 			continue;
 		len = strlen(e->node);
