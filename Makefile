@@ -25,6 +25,7 @@ OBJS = \
 	src/core/trust.o \
 	src/lock/lock_names.o \
 	src/lock/lock_deadlock.o \
+	src/lock/lock_revoke.o \
 	src/lock/lock_worker.o \
 	src/lock/lock_backend.o \
 	src/lock/lock_sql.o \

@@ -298,6 +298,39 @@ AS 'MODULE_PATHNAME', 'zk_retry_later_sql' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 REVOKE ALL ON FUNCTION zk_retry_later(bigint, interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION zk_queue_move(text, text, int) FROM PUBLIC;
 
+-- Issue 39: an operator takes a lock back from whoever holds it, on any cluster
+-- (doc/locks.md, "Revoking a lock"): one row per holder, with what became
+-- of it; in the group admin
+CREATE FUNCTION zk_lock_revoke(
+    name text,
+    timeout interval DEFAULT '10s',
+    OUT node text,
+    OUT mode text,
+    OUT token bigint,
+    OUT cluster text,
+    OUT host text,
+    OUT port integer,
+    OUT database text,
+    OUT pid integer,
+    OUT usename text,
+    OUT application_name text,
+    OUT since text,
+    OUT outcome text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'zk_lock_revoke' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_lock_revoke(
+    key bigint,
+    timeout interval DEFAULT '10s',
+    OUT node text, OUT mode text, OUT token bigint, OUT cluster text,
+    OUT host text, OUT port integer, OUT database text, OUT pid integer,
+    OUT usename text, OUT application_name text, OUT since text,
+    OUT outcome text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'zk_lock_revoke_key' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION zk_lock_revoke(text, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_lock_revoke(bigint, interval) FROM PUBLIC;
+
 -- Issue 38: zk_enqueue of an array, many items in one call (the elements
 -- in array order, as one zk_enqueue per element would add them, all of them
 -- or, an element refused, none).  In the group produce: PUBLIC may not
@@ -443,6 +476,8 @@ BEGIN
                        ('@extschema@.zk_queues_internal()', '@extschema@.zk_queue_stats()'),
                        ('@extschema@.zk_queue_purge(text)', '@extschema@.zk_queue_set_policy(text,integer,text)'),
                        ('@extschema@.zk_queue_purge(text)', '@extschema@.zk_queue_move(text,text,integer)'),
+                       ('@extschema@.zk_queue_purge(text)', '@extschema@.zk_lock_revoke(text,interval)'),
+                       ('@extschema@.zk_queue_purge(text)', '@extschema@.zk_lock_revoke(bigint,interval)'),
                        ('@extschema@.zk_dequeue(text,interval,integer)', '@extschema@.zk_retry_later(bigint,interval)'),
                        ('@extschema@.zk_enqueue(text,bytea,integer)', '@extschema@.zk_enqueue(text,bytea[],integer)'),
                        ('@extschema@.zk_enqueue(text,text,integer)', '@extschema@.zk_enqueue(text,text[],integer)'),
@@ -605,6 +640,8 @@ AS $$
         ('admin', '@extschema@.zk_gate_close(text)'),
         ('admin', '@extschema@.zk_gate_open(text)'),
         ('admin', '@extschema@.zk_queue_release_cluster(text)'),
+        ('admin', '@extschema@.zk_lock_revoke(text,interval)'),
+        ('admin', '@extschema@.zk_lock_revoke(bigint,interval)'),
         ('monitor', '@extschema@.zk_status()'),
         ('monitor', '@extschema@.zk_lock_holders(text)'),
         ('monitor', '@extschema@.zk_lock_holders(bigint)'),

@@ -187,6 +187,36 @@ CREATE FUNCTION zk_lock_holders(
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'zk_lock_holders_key' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
 
+-- an operator takes a lock back from whoever holds it, on any cluster
+-- (doc/locks.md, "Revoking a lock"): one row per holder, with what became
+-- of it; in the group admin
+CREATE FUNCTION zk_lock_revoke(
+    name text,
+    timeout interval DEFAULT '10s',
+    OUT node text,
+    OUT mode text,
+    OUT token bigint,
+    OUT cluster text,
+    OUT host text,
+    OUT port integer,
+    OUT database text,
+    OUT pid integer,
+    OUT usename text,
+    OUT application_name text,
+    OUT since text,
+    OUT outcome text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'zk_lock_revoke' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_lock_revoke(
+    key bigint,
+    timeout interval DEFAULT '10s',
+    OUT node text, OUT mode text, OUT token bigint, OUT cluster text,
+    OUT host text, OUT port integer, OUT database text, OUT pid integer,
+    OUT usename text, OUT application_name text, OUT since text,
+    OUT outcome text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'zk_lock_revoke_key' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 -- the entries of this PostgreSQL cluster, modelled on pg_locks
 CREATE FUNCTION zk_locks_internal(
     OUT pid integer,
@@ -851,6 +881,8 @@ AS $$
         ('admin', '@extschema@.zk_gate_close(text)'),
         ('admin', '@extschema@.zk_gate_open(text)'),
         ('admin', '@extschema@.zk_queue_release_cluster(text)'),
+        ('admin', '@extschema@.zk_lock_revoke(text,interval)'),
+        ('admin', '@extschema@.zk_lock_revoke(bigint,interval)'),
         ('monitor', '@extschema@.zk_status()'),
         ('monitor', '@extschema@.zk_lock_holders(text)'),
         ('monitor', '@extschema@.zk_lock_holders(bigint)'),

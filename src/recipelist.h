@@ -36,6 +36,8 @@ ZK_KIND(ZKK_LOCK, zk_lock_ops, "lock", ZKW_LOCK,
 		"A lock's node", true)
 ZK_KIND(ZKK_HOLDERS, zk_holders_ops, "holders", ZKW_ANSWER,
 		NULL, false)
+ZK_KIND(ZKK_REVOKE, zk_revoke_ops, "revoke", ZKW_ANSWER,
+		"A revoke request's node", true)
 
 /* the worker's candidacies (src/election): lock entries, no kind of its own */
 ZK_RECIPE(election)

@@ -47,7 +47,8 @@ bool		zk_acl_repair = false;
 /* the directories under the root, checked with the root */
 static const char *const check_dirs[] = {
 	"locks", "queues", "barriers", "gates", "arrivals", "semaphores",
-	"leases", "elections", "txns", "runs", "stamps", "namespaces"
+	"leases", "elections", "txns", "runs", "stamps", "namespaces",
+	"waits", "revokes"
 };
 
 static bool check_needed = true;

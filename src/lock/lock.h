@@ -131,6 +131,26 @@ extern void zk_dl_wait_over(ZkEntry *e);
 extern void zk_dl_turn(ZkDlVerdict verdict);
 extern void zk_dl_session_reset(void);
 
+/*
+ * lock_revoke.c: zk_lock_revoke's requests, <root>/revokes/<holder's node>.
+ * Every worker hands each request's name to a ZkRevokeTake (lock_worker.c):
+ * ZK_RV_TAKEN, the hold was this cluster's and is taken back; ZK_RV_LATER,
+ * a contender of ours that may still have to be (not granted yet, or its
+ * owner committing); ZK_RV_NONE, nothing of ours.
+ */
+typedef enum ZkRevokeResult
+{
+	ZK_RV_NONE = 0,
+	ZK_RV_TAKEN,
+	ZK_RV_LATER
+} ZkRevokeResult;
+typedef ZkRevokeResult (*ZkRevokeTake) (const char *node);
+extern void zk_revoke_turn(ZkRevokeTake take);
+extern void zk_revoke_session_reset(void);
+
+/* holders a zk_lock_revoke call asks about at once (lock_backend.c) */
+#define ZK_REVOKE_BATCH		32
+
 /* lock_backend.c: the lock recipe's backend half */
 extern int64 zk_lock_call_max_hold_ms;
 extern int64 zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
@@ -143,6 +163,8 @@ extern bool zk_release_all_of(char **names, int *lens, int n, ZkMode mode);
 extern void zk_release_all_session(void);
 extern int64 zk_held_token(const char *name, int len, bool *held);
 extern dsm_segment *zk_query_holders(const char *name, int len, int family);
+extern void zk_revoke_holders(const char *name, int len, char **nodes, int n,
+							  int64 timeout_ms, bool *gone);
 
 /* One row of zk_locks, copied from an entry under the lock */
 typedef struct ZkLockRow

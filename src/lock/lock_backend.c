@@ -1078,6 +1078,83 @@ zk_query_holders(const char *name, int len, int family)
 }
 
 /*
+ * zk_lock_revoke: ask every cluster to take back the holds of nodes (the
+ * names of n contenders of the lock, at most ZK_REVOKE_BATCH), and wait up
+ * to timeout_ms (< 0: without limit) for their nodes to go.  gone[i] says
+ * whether nodes[i] went.  One ZKK_REVOKE entry each (lock_revoke.c), let
+ * go of (its request deleted) before returning, or on error.
+ */
+void
+zk_revoke_holders(const char *name, int len, char **nodes, int n,
+				  int64 timeout_ms, bool *gone)
+{
+	uint32		idx[ZK_REVOKE_BATCH];
+	uint32		gen[ZK_REVOKE_BATCH];
+	volatile int made = 0;
+	char		what[ZKLOCK_NAME_MAX * 4 + 64];
+	int			i;
+
+	Assert(n <= ZK_REVOKE_BATCH);
+	begin_call(name, len);
+	snprintf(what, sizeof(what), "revoke zookeeper lock \"%s\"",
+			 zk_display_name(pnstrdup(name, len)));
+	PG_TRY();
+	{
+		TimestampTz deadline;
+
+		for (i = 0; i < n; i++)
+		{
+			ZkEntry    *e = zk_new_entry(ZKK_REVOKE, name, len, ZKM_EXCLUSIVE,
+										 ZKS_TRANSACTION, false);
+
+			e->family = ZKF_LOCKS;
+			strlcpy(e->node, nodes[i], sizeof(e->node));
+			idx[i] = zk_entry_index(e);
+			gen[i] = e->gen;
+			made = i + 1;
+			zk_enqueue(e);
+			LWLockRelease(zk_ctl->lock);
+		}
+		zk_wake_worker();
+		deadline = timeout_ms >= 0 ?
+			TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms) : 0;
+		for (i = 0; i < n; i++)
+		{
+			int64		left = -1;
+
+			if (deadline != 0)
+			{
+				long		secs;
+				int			usecs;
+
+				TimestampDifference(GetCurrentTimestamp(), deadline, &secs, &usecs);
+				left = (int64) secs * 1000 + usecs / 1000;
+			}
+			gone[i] = zk_wait_outcome(idx[i], left, zk_connect_timeout, what) == ZKO_GRANTED;
+		}
+	}
+	PG_CATCH();
+	{
+		bool		wake = false;
+
+		for (i = 0; i < made; i++)
+			wake |= zk_release_entry(idx[i], gen[i]);
+		if (wake)
+			zk_wake_worker();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	{
+		bool		wake = false;
+
+		for (i = 0; i < n; i++)
+			wake |= zk_release_entry(idx[i], gen[i]);
+		if (wake)
+			zk_wake_worker();
+	}
+}
+
+/*
  * Is e an entry a backend holds or awaits: in use, not let go of, and not
  * answered with a failure?  (zk_locks and zk_semaphores show only those.)
  * Lock held.

@@ -304,6 +304,7 @@ typedef struct HolderRow
 	ZkHolderRec *rec;
 	char	   *name;
 	char	   *data;
+	bool		held;			/* it holds (else it waits) */
 } HolderRow;
 
 /* qsort comparator of HolderRows: creation order */
@@ -323,33 +324,21 @@ holder_cmp(const void *a, const void *b)
  * creation order, with its state as the worker would decide it and the
  * identity zklock writes into its nodes (NULLs for another client's).
  */
-static Datum
-holders_common(FunctionCallInfo fcinfo, bool key, int family)
+/*
+ * The contenders the worker read into seg (zk_query_holders), in creation
+ * order, with whether each holds (the recipe, exactly as the worker applies
+ * it: lock_names.c); the segment is detached.
+ */
+static HolderRow *
+holders_rows(dsm_segment *seg, int family, int *nrows)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	char	   *name;
-	int			len;
-	dsm_segment *seg;
-	ZkHoldersBuf *buf;
+	ZkHoldersBuf *buf = dsm_segment_address(seg);
 	HolderRow  *rows;
 	ZkContender *contenders;
 	char	   *p;
 	int			n;
 	int			i;
 
-	if (family == ZKF_ELECTIONS)
-		name = zk_arg_text_name(fcinfo, 0, "election name", &len);
-	else if (family == ZKF_SEMPOOL)
-	{
-		name = zk_arg_text_name(fcinfo, 0, "semaphore name", &len);
-		zk_check_semaphore_name(name, len);
-	}
-	else
-		name = zk_arg_name(fcinfo, key, &len);
-	InitMaterializedSRF(fcinfo, 0);
-
-	seg = zk_query_holders(name, len, family);
-	buf = dsm_segment_address(seg);
 	n = buf->count;
 	rows = palloc0(sizeof(HolderRow) * Max(n, 1));
 	p = (char *) buf + MAXALIGN(sizeof(ZkHoldersBuf));
@@ -372,21 +361,82 @@ holders_common(FunctionCallInfo fcinfo, bool key, int family)
 		contenders[i].key = i;
 		contenders[i].shared = rows[i].rec->shared;
 	}
+	for (i = 0; i < n; i++)
+		rows[i].held = (family == ZKF_SEMPOOL ||	/* every lease is held */
+						zk_lock_blocker(contenders, n, i, NULL, true) == ZKLOCK_HELD);
+	*nrows = n;
+	return rows;
+}
+
+/*
+ * Who a contender's node says holds it, into values[first ...] (cluster,
+ * host, port, database, pid, user, application, since; NULL where absent);
+ * false when the data is not zklock's
+ */
+static bool
+holder_identity(HolderRow *row, Datum *values, bool *nulls, int first)
+{
+	NodeData	nd;
+	int			j;
+
+	if (!parse_node_data(row->data, row->rec->datalen, &nd))
+		return false;
+	for (j = 0; j < 8; j++)
+	{
+		if (nd.v[j] == NULL)
+			continue;
+		if (j == 2 || j == 4)
+		{
+			int32		iv;
+
+			if (!json_int4(nd.v[j], nd.t[j], &iv))
+				continue;	/* not a number: NULL */
+			values[first + j] = Int32GetDatum(iv);
+		}
+		else
+			values[first + j] = CStringGetTextDatum(zk_utf8_to_server_noerror(nd.v[j], strlen(nd.v[j])));
+		nulls[first + j] = false;
+	}
+	return true;
+}
+
+/*
+ * zk_lock_holders, zk_election_candidates and zk_semaphore_holders: every
+ * contender of the name, read by the worker into a DSM segment, in
+ * creation order, with its state as the worker would decide it and the
+ * identity zklock writes into its nodes (NULLs for another client's).
+ */
+static Datum
+holders_common(FunctionCallInfo fcinfo, bool key, int family)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	char	   *name;
+	int			len;
+	HolderRow  *rows;
+	int			n;
+	int			i;
+
+	if (family == ZKF_ELECTIONS)
+		name = zk_arg_text_name(fcinfo, 0, "election name", &len);
+	else if (family == ZKF_SEMPOOL)
+	{
+		name = zk_arg_text_name(fcinfo, 0, "semaphore name", &len);
+		zk_check_semaphore_name(name, len);
+	}
+	else
+		name = zk_arg_name(fcinfo, key, &len);
+	InitMaterializedSRF(fcinfo, 0);
+
+	rows = holders_rows(zk_query_holders(name, len, family), family, &n);
 
 	for (i = 0; i < n; i++)
 	{
 		Datum		values[14];
 		bool		nulls[14];
-		NodeData	nd;
-		bool		ours;
 		bool		shared = rows[i].rec->shared;
-		bool		held;
+		bool		held = rows[i].held;
 		int			j;
 		int			dlen = rows[i].rec->datalen;
-
-		/* the recipe, exactly as the worker applies it (lock_names.c) */
-		held = (family == ZKF_SEMPOOL ||	/* every lease is held */
-				zk_lock_blocker(contenders, n, i, NULL, true) == ZKLOCK_HELD);
 
 		memset(nulls, true, sizeof(nulls));
 		values[0] = CStringGetTextDatum(zk_display_name(rows[i].name));
@@ -398,29 +448,8 @@ holders_common(FunctionCallInfo fcinfo, bool key, int family)
 		for (j = 0; j < 5; j++)
 			nulls[j] = false;
 
-		ours = parse_node_data(rows[i].data, dlen, &nd);
-		if (ours)
-		{
-			/* cluster, host, port, database, pid, user, application, since */
-			static const int col[8] = {5, 6, 7, 8, 9, 10, 11, 12};
-
-			for (j = 0; j < 8; j++)
-			{
-				if (nd.v[j] == NULL)
-					continue;
-				if (j == 2 || j == 4)
-				{
-					int32		iv;
-
-					if (!json_int4(nd.v[j], nd.t[j], &iv))
-						continue;	/* not a number: NULL */
-					values[col[j]] = Int32GetDatum(iv);
-				}
-				else
-					values[col[j]] = CStringGetTextDatum(zk_utf8_to_server_noerror(nd.v[j], strlen(nd.v[j])));
-				nulls[col[j]] = false;
-			}
-		}
+		/* cluster, host, port, database, pid, user, application, since */
+		(void) holder_identity(&rows[i], values, nulls, 5);
 		if (dlen > 0)
 		{
 			if (memchr(rows[i].data, '\0', dlen) == NULL &&
@@ -443,6 +472,127 @@ holders_common(FunctionCallInfo fcinfo, bool key, int family)
 	}
 	return (Datum) 0;
 }
+
+/* ---- zk_lock_revoke ---- */
+
+/* Is row a node of this very session (its cluster and process)? */
+static bool
+holder_is_me(HolderRow *row)
+{
+	NodeData	nd;
+	char		me[32];
+	int32		pid;
+
+	if (!parse_node_data(row->data, row->rec->datalen, &nd))
+		return false;
+	snprintf(me, sizeof(me), UINT64_FORMAT, GetSystemIdentifier());
+	return nd.v[0] != NULL && strcmp(nd.v[0], me) == 0 &&
+		json_int4(nd.v[4], nd.t[4], &pid) && pid == MyProcPid;
+}
+
+/*
+ * zk_lock_revoke(name | key, timeout): every holder of the lock, on any
+ * cluster, taken back by its cluster's worker (lock_revoke.c); one row per
+ * holder, with what became of it: revoked (its node is gone), still held
+ * (not gone within the timeout: its cluster cannot reach ZooKeeper, or it
+ * is committing), not touched (another client's node, or this session's
+ * own).  Waiters are not touched.
+ */
+static Datum
+revoke_common(FunctionCallInfo fcinfo, bool key)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	char	   *name;
+	int			len;
+	int64		timeout_ms;
+	HolderRow  *rows;
+	char	  **targets;
+	int		   *target_row;
+	bool	   *gone;
+	int		   *outcome;
+	int			ntargets = 0;
+	int			n;
+	int			i;
+	int			counts[3] = {0, 0, 0};
+	TimestampTz deadline;
+	static const char *const outcome_names[3] = {"revoked", "still held", "not touched"};
+
+	if (PG_ARGISNULL(0))
+	{
+		InitMaterializedSRF(fcinfo, 0);
+		return (Datum) 0;		/* no row, as a strict function would */
+	}
+	name = zk_arg_name(fcinfo, key, &len);
+	timeout_ms = zk_arg_wait_ms(fcinfo, 1);
+	InitMaterializedSRF(fcinfo, 0);
+
+	rows = holders_rows(zk_query_holders(name, len, ZKF_LOCKS), ZKF_LOCKS, &n);
+	targets = palloc0(sizeof(char *) * Max(n, 1));
+	target_row = palloc0(sizeof(int) * Max(n, 1));
+	gone = palloc0(sizeof(bool) * Max(n, 1));
+	outcome = palloc0(sizeof(int) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		NodeData	nd;
+
+		outcome[i] = 2;			/* not touched */
+		if (!rows[i].held || holder_is_me(&rows[i]) ||
+			!parse_node_data(rows[i].data, rows[i].rec->datalen, &nd))
+			continue;
+		target_row[ntargets] = i;
+		targets[ntargets++] = rows[i].name;
+	}
+
+	/* ZK_REVOKE_BATCH at a time, all within the one timeout */
+	deadline = timeout_ms >= 0 ?
+		TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms) : 0;
+	for (i = 0; i < ntargets; i += ZK_REVOKE_BATCH)
+	{
+		int			m = Min(ZK_REVOKE_BATCH, ntargets - i);
+		int64		left = -1;
+		int			j;
+
+		if (deadline != 0)
+		{
+			long		secs;
+			int			usecs;
+
+			TimestampDifference(GetCurrentTimestamp(), deadline, &secs, &usecs);
+			left = (int64) secs * 1000 + usecs / 1000;
+		}
+		zk_revoke_holders(name, len, targets + i, m, left, gone + i);
+		for (j = 0; j < m; j++)
+			outcome[target_row[i + j]] = gone[i + j] ? 0 : 1;
+	}
+
+	for (i = 0; i < n; i++)
+	{
+		Datum		values[12];
+		bool		nulls[12];
+
+		if (!rows[i].held)
+			continue;
+		memset(nulls, true, sizeof(nulls));
+		values[0] = CStringGetTextDatum(zk_display_name(rows[i].name));
+		values[1] = CStringGetTextDatum(rows[i].rec->shared ? "shared" : "exclusive");
+		values[2] = Int64GetDatum(rows[i].rec->czxid);
+		nulls[0] = nulls[1] = nulls[2] = false;
+		/* cluster, host, port, database, pid, user, application, since */
+		(void) holder_identity(&rows[i], values, nulls, 3);
+		values[11] = CStringGetTextDatum(outcome_names[outcome[i]]);
+		nulls[11] = false;
+		counts[outcome[i]]++;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	ereport(LOG,
+			(errmsg("zklock: zk_lock_revoke of zookeeper lock \"%s\": %d revoked, %d still held, %d not touched",
+					zk_display_name(pnstrdup(name, len)), counts[0], counts[1], counts[2])));
+	return (Datum) 0;
+}
+
+/* SQL: zk_lock_revoke(name, timeout), zk_lock_revoke_key(key, timeout) */
+ZK_SQL_FUNC(zk_lock_revoke, revoke_common(fcinfo, false))
+ZK_SQL_FUNC(zk_lock_revoke_key, revoke_common(fcinfo, true))
 
 /* SQL: zk_lock_holders(name), zk_lock_holders_key(key) */
 ZK_SQL_FUNC(zk_lock_holders, holders_common(fcinfo, false, ZKF_LOCKS))

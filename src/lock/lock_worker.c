@@ -1413,6 +1413,7 @@ lock_session_reset(void)
 	int			i;
 
 	zk_dl_session_reset();
+	zk_revoke_session_reset();
 	if (czxid_lists == NULL)
 		return;
 	for (i = 0; i < zk_ctl->max_entries; i++)
@@ -1653,29 +1654,18 @@ hold_take_back(ZkEntry *e, const char *msg)
 }
 
 /*
- * e's hold is due to end: take it back, with the other node of an upgrade,
- * unless it is going anyway or its backend is committing (then look again
- * shortly).  True when it was taken back.
+ * Take e's hold back, with the other node of an upgrade: lost for its
+ * owner (msg says why, logged says so in the server log), its node
+ * deleted, its owner's statement cancelled
  */
-static bool
-hold_over(ZkEntry *e, TimestampTz now)
+static void
+hold_end(ZkEntry *e, const char *msg, const char *logged)
 {
-	char		msg[ZKLOCK_ERRMSG_MAX];
 	int			i;
 
-	if (!hold_live(e))
-		return false;
-	if (hold_owner_committing(e))
-	{
-		hold_schedule(e, TimestampTzPlusMilliseconds(now, HOLD_RECHECK_MS));
-		return false;
-	}
-	snprintf(msg, sizeof(msg),
-			 "It was held longer than its maximum of " INT64_FORMAT " ms (max_hold, zklock.max_hold), and the zklock worker took it back",
-			 ZKLK(e)->max_hold_ms);
 	ereport(LOG,
-			(errmsg("zklock: took back zookeeper lock \"%s\" from process %d, held longer than its maximum of " INT64_FORMAT " ms",
-					zk_log_name(e->name), e->pid, ZKLK(e)->max_hold_ms)));
+			(errmsg("zklock: took back zookeeper lock \"%s\" from process %d, %s",
+					zk_log_name(e->name), e->pid, logged)));
 	for (i = 0; i < zk_ctl->max_entries; i++)
 	{
 		ZkEntry    *o = zk_entry(i);
@@ -1687,6 +1677,32 @@ hold_over(ZkEntry *e, TimestampTz now)
 	/* cancel what the holder is doing, as pg_cancel_backend would */
 	if (e->pid > 0)
 		(void) kill(e->pid, SIGINT);
+}
+
+/*
+ * e's hold is due to end: take it back, with the other node of an upgrade,
+ * unless it is going anyway or its backend is committing (then look again
+ * shortly).  True when it was taken back.
+ */
+static bool
+hold_over(ZkEntry *e, TimestampTz now)
+{
+	char		msg[ZKLOCK_ERRMSG_MAX];
+	char		logged[128];
+
+	if (!hold_live(e))
+		return false;
+	if (hold_owner_committing(e))
+	{
+		hold_schedule(e, TimestampTzPlusMilliseconds(now, HOLD_RECHECK_MS));
+		return false;
+	}
+	snprintf(msg, sizeof(msg),
+			 "It was held longer than its maximum of " INT64_FORMAT " ms (max_hold, zklock.max_hold), and the zklock worker took it back",
+			 ZKLK(e)->max_hold_ms);
+	snprintf(logged, sizeof(logged), "held longer than its maximum of " INT64_FORMAT " ms",
+			 ZKLK(e)->max_hold_ms);
+	hold_end(e, msg, logged);
 	return true;
 }
 
@@ -1728,12 +1744,50 @@ hold_turn(void)
 	}
 }
 
-/* Every turn: the waits due for a deadlock check, the holds due to end */
+/*
+ * A revoke request (zk_lock_revoke, lock_revoke.c) names node: when it is
+ * a lock this cluster holds, take it back as a hold past its maximum is,
+ * unless its owner is committing (then later).  A contender of ours not
+ * granted yet may be by the time the request goes: later too.
+ */
+static ZkRevokeResult
+revoke_take(const char *node)
+{
+	int			i;
+
+	for (i = 0; i < zk_ctl->max_entries; i++)
+	{
+		ZkEntry    *e = zk_entry(i);
+
+		if (e->kind != ZKK_LOCK || e->family != ZKF_LOCKS || e->state == ZKE_FREE ||
+			strcmp(e->node, node) != 0)
+			continue;
+		if (hold_live(e))
+		{
+			if (hold_owner_committing(e))
+				return ZK_RV_LATER;
+			hold_end(e, "An operator revoked it (zk_lock_revoke), and the zklock worker took it back",
+					 "revoked by zk_lock_revoke");
+			return ZK_RV_TAKEN;
+		}
+		if (!e->released && e->outcome == ZKO_NONE &&
+			(e->state == ZKE_CREATING || e->state == ZKE_WAITING))
+			return ZK_RV_LATER;
+		return ZK_RV_NONE;
+	}
+	return ZK_RV_NONE;
+}
+
+/*
+ * Every turn: the waits due for a deadlock check, the holds due to end,
+ * the revoke requests
+ */
 static void
 lock_turn(void)
 {
 	zk_dl_turn(deadlock_verdict);
 	hold_turn();
+	zk_revoke_turn(revoke_take);
 }
 
 const ZkKindOps zk_lock_ops =
