@@ -314,6 +314,12 @@ dl_deleted(int rc, const void *data)
 	free((void *) d);
 }
 
+/* Completion of a record's delete without a context (out of memory) */
+static void
+dl_deleted_untracked(int rc, const void *data)
+{
+}
+
 /*
  * Delete the record r of one of our backends, now: it is no longer owed,
  * and its writer knows it is gone.  Without a usable session it stays owed
@@ -345,7 +351,7 @@ dl_record_delete(DlRecordOut *r)
 			free(d);
 	}
 	else
-		(void) zoo_adelete(zk_zh, path, -1, NULL, NULL);
+		(void) zoo_adelete(zk_zh, path, -1, dl_deleted_untracked, NULL);
 	(void) hash_search(dl_records, r->owner, HASH_REMOVE, NULL);
 }
 
