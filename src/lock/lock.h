@@ -58,6 +58,7 @@ typedef struct ZkLockPart
 	bool		dl_scheduled;	/* on the heap of waits due for a check */
 	bool		dl_checking;	/* a check of it is under way */
 	bool		dl_published;	/* its wait record was written (or is being) */
+	bool		dl_listed;		/* a hold its backend's wait record lists */
 	/* a maximum hold (lock_worker.c, "Holds past their maximum") */
 	bool		hold_scheduled; /* on the heap of holds due to end */
 	bool		committing;		/* its owner passed the check before COMMIT:
@@ -128,6 +129,7 @@ typedef struct ZkHolderRec
 typedef void (*ZkDlVerdict) (ZkEntry *e, const char *detail);
 extern void zk_dl_waiting(ZkEntry *e);
 extern void zk_dl_wait_over(ZkEntry *e);
+extern void zk_dl_node_going(ZkEntry *e);
 extern void zk_dl_turn(ZkDlVerdict verdict);
 extern void zk_dl_session_reset(void);
 

@@ -23,16 +23,51 @@
  *	  holds), go on from that contender.  Reaching the waiter's own owner
  *	  through a node it holds now closes a cycle.  A node on its way out (a
  *	  call that failed, a create in doubt) carries its backend's owner tag
- *	  but is no edge: no one waits for that backend through it.  At most DL_DEPTH_MAX hops and
- *	  DL_REQUESTS_MAX requests; past them the check ends without a verdict.
+ *	  but is no edge: no one waits for that backend through it.  A blocking
+ *	  owner that is a backend of this cluster (an entry of ours carries its
+ *	  owner tag) is judged by what this worker knows now, not by its
+ *	  record alone: an edge only when the blocking node is an entry of that
+ *	  backend it holds or waits with and has not let go of, and the
+ *	  record's contender one it still waits with (dl_local_edge).  At most
+ *	  DL_DEPTH_MAX hops and DL_REQUESTS_MAX requests; past them the check
+ *	  ends without a verdict.  A record older than twice its own "every"
+ *	  (plus a second) is not followed: its waiter's cluster stopped
+ *	  checking (crashed, its session not expired yet).
  *
- *	  Verify: every contender of the cycle is read again (exists).  Node
- *	  names are never reused and the blocking between two existing
- *	  contenders of one lock cannot change, so when all of them still exist
- *	  they all existed at once, after the first pass: the cycle is real.
- *	  A record older than twice its own "every" (plus a second) is not
- *	  followed: its waiter's cluster stopped checking (crashed, its session
- *	  not expired yet).
+ *	  Order: a backend's record goes before any node it names.  Before the
+ *	  worker deletes a node, or gives it up, it deletes the wait record of
+ *	  the node's backend if that record may name the node (the waiter's own
+ *	  contender, a hold it lists, or any node when its holds did not fit:
+ *	  zk_dl_node_going); one session's requests are applied in the order
+ *	  sent, so that delete lands first.  Without a usable session neither
+ *	  is sent: the record stays owed (dl_records) and the node's delete,
+ *	  retried, comes back through here; a record delete whose fate was lost
+ *	  with the connection is owed again.  A waiter that is granted deletes
+ *	  its record at once (zk_dl_wait_over).
+ *
+ *	  Verify: every contender of the cycle is read again (exists), then
+ *	  the record of every member of another cluster: the same write as the
+ *	  one followed, or a rewrite (its owner's next check) naming the same
+ *	  contender and still the blocking node.  Node names are never reused,
+ *	  and the blocking between two existing contenders of one lock cannot
+ *	  change; so at the first of these reads every contender existed and
+ *	  every record said what was followed, and by Order no member's worker
+ *	  had given up a node of the cycle by then.  Right before the verdict,
+ *	  every member that is a backend of this cluster is looked at again
+ *	  here (dl_cycle_live: still waiting with its contender, still wanting
+ *	  the node the member before it waits for).
+ *
+ *	  What that guarantees: a victim is chosen only for a cycle that was
+ *	  whole at one point of ZooKeeper's history, in the nodes and in every
+ *	  member's record, and whose members on this cluster are all still in
+ *	  it at the verdict: a backend of ours that failed (08006), was
+ *	  cancelled or let go is never counted, whatever its requests' fate.
+ *	  What it cannot: a member of another cluster whose backend has
+ *	  stopped waiting while its worker's requests have not reached
+ *	  ZooKeeper (that worker frozen, or its server cut off from the leader)
+ *	  still looks as if it waits until its worker's deletes land, its
+ *	  session expires (zklock.session_timeout) or its record grows older
+ *	  than the bound above; no detector across servers can know sooner.
  *
  *	  Victim: exactly one member acts, the youngest waiter (the largest
  *	  czxid), when its own check finds the cycle: it gets 40P01.  It is the
@@ -41,7 +76,9 @@
  *	  x 1, 2, 4, 8, 16 ...) find it.
  *
  *	  Cost of a check: one write (the record), then per hop one listing and
- *	  one read per blocking owner, then one exists per contender of a cycle.
+ *	  one read per blocking owner, then one exists per contender of a cycle
+ *	  and one read per member of another cluster.  A release whose backend
+ *	  has a record out that may name the node costs one delete more.
  *
  *	  Not seen: a cycle through a PostgreSQL lock (a row lock, an advisory
  *	  lock), and kazoo's or Curator's contenders (they publish nothing).
@@ -53,6 +90,7 @@
 
 #include "lib/binaryheap.h"
 #include "miscadmin.h"
+#include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
@@ -81,6 +119,8 @@ typedef struct DlFrame
 	char		via[DL_FANOUT_MAX][ZKLOCK_NODE_MAX + 1];	/* a contender of
 															 * each */
 	int			edge;			/* the owner followed from here (cycle) */
+	int64		rec_mzxid;		/* of its owner's record, as followed */
+	bool		local;			/* its owner is a backend of this cluster */
 } DlFrame;
 
 typedef enum DlPhase
@@ -89,7 +129,8 @@ typedef enum DlPhase
 	DLP_PARENT,					/* <root>/waits is being made */
 	DLP_LIST,					/* the top frame's lock is being listed */
 	DLP_RECORD,					/* a blocking owner's record is being read */
-	DLP_VERIFY					/* the cycle's contenders are being read */
+	DLP_VERIFY					/* the cycle's contenders and records are
+								 * being read again */
 } DlPhase;
 
 typedef struct DlCheck
@@ -116,7 +157,31 @@ typedef struct DlDue
 	TimestampTz due;
 } DlDue;
 
+/*
+ * A wait record of one of our backends that may be in ZooKeeper (written,
+ * or being written, and not yet deleted), by owner tag: the one thing that
+ * must go before any node it names (lock_deadlock.c's header, "Order")
+ */
+typedef struct DlRecordOut
+{
+	char		owner[DL_TAG_LEN + 1];	/* the key */
+	uint32		idx;			/* the waiter that wrote it ... */
+	uint32		gen;			/* ... (DL_NO_WRITER: unknown) */
+	bool		all;			/* it names every node of its owner (its holds
+								 * did not fit, or unknown) */
+} DlRecordOut;
+
+#define DL_NO_WRITER		PG_UINT32_MAX
+
+/* The context of a record's delete: whose, in which session */
+typedef struct DlDelete
+{
+	char		owner[DL_TAG_LEN + 1];
+	uint64		session;
+} DlDelete;
+
 static binaryheap *dl_heap = NULL;
+static HTAB *dl_records = NULL; /* DlRecordOut, by owner tag */
 static List *dl_checks = NIL;	/* DlCheck *, in flight */
 static ZkDlVerdict dl_verdict = NULL;
 
@@ -203,30 +268,131 @@ dl_record_path(const char *owner, char *out, size_t outlen)
 	snprintf(out, outlen, "%s/waits/%s", zk_root, owner);
 }
 
-/* Completion of a record's delete: nothing to do */
+/* The record of one of our backends that may be out, or NULL (create: make it) */
+static DlRecordOut *
+dl_record_out(const char *owner, bool create)
+{
+	char		key[DL_TAG_LEN + 1];
+	bool		found;
+	DlRecordOut *r;
+
+	if (dl_records == NULL)
+	{
+		if (!create)
+			return NULL;
+		dl_records = zk_hash_create("zklock wait records", 64, DL_TAG_LEN + 1,
+									sizeof(DlRecordOut), false, TopMemoryContext);
+	}
+	memset(key, 0, sizeof(key));
+	strlcpy(key, owner, sizeof(key));
+	r = hash_search(dl_records, key, create ? HASH_ENTER : HASH_FIND, &found);
+	if (r != NULL && create && !found)
+	{
+		r->idx = DL_NO_WRITER;
+		r->gen = 0;
+		r->all = true;
+	}
+	return r;
+}
+
+/*
+ * Completion of a record's delete.  One whose fate is unknown (the
+ * connection went) may not have landed: in the same session the record is
+ * owed again, so that the deletes of the nodes it names, sent again after
+ * this one failed, are preceded by its delete again.
+ */
 static void
 dl_deleted(int rc, const void *data)
+{
+	DATA_COMPLETION_BEGIN(DlDelete, d, data);
+	{
+		if (!zk_rc_definite(rc) && d->session == zk_cur_session &&
+			dl_record_out(d->owner, false) == NULL)
+			(void) dl_record_out(d->owner, true);	/* writer unknown, names all */
+	}
+	NONE_COMPLETION_END;
+	free((void *) d);
+}
+
+/* Completion of a record's delete without a context (out of memory) */
+static void
+dl_deleted_untracked(int rc, const void *data)
 {
 }
 
 /*
- * e stopped waiting (granted, let go, refused): its record, if it has one,
- * goes.  (A heap slot of it is dropped when it comes up.)
+ * Delete the record r of one of our backends, now: it is no longer owed,
+ * and its writer knows it is gone.  Without a usable session it stays owed
+ * (the nodes it names cannot be deleted either: their deletes, retried,
+ * come here first).
+ */
+static void
+dl_record_delete(DlRecordOut *r)
+{
+	char		path[ZK_PATH_MAX];
+	DlDelete   *d;
+
+	if (!zk_session_usable())
+		return;
+	if (r->idx != DL_NO_WRITER)
+	{
+		ZkEntry    *w = zk_entry(r->idx);
+
+		if (w->gen == r->gen && w->kind == ZKK_LOCK)
+			ZKLK(w)->dl_published = false;
+	}
+	dl_record_path(r->owner, path, sizeof(path));
+	d = malloc(sizeof(DlDelete));
+	if (d != NULL)
+	{
+		strlcpy(d->owner, r->owner, sizeof(d->owner));
+		d->session = zk_cur_session;
+		if (zoo_adelete(zk_zh, path, -1, dl_deleted, d) != ZOK)
+			free(d);
+	}
+	else
+		(void) zoo_adelete(zk_zh, path, -1, dl_deleted_untracked, NULL);
+	(void) hash_search(dl_records, r->owner, HASH_REMOVE, NULL);
+}
+
+/*
+ * e stopped waiting (granted, let go, refused): its record, if it wrote the
+ * one out, goes.  (A heap slot of it is dropped when it comes up.)
  */
 void
 zk_dl_wait_over(ZkEntry *e)
 {
-	char		path[ZK_PATH_MAX];
-	char		owner[DL_TAG_LEN + 1];
+	DlRecordOut *r = dl_record_out(e->owner_tag, false);
 
-	if (!ZKLK(e)->dl_published)
-		return;
-	ZKLK(e)->dl_published = false;
-	if (!zk_session_usable())
-		return;					/* an ephemeral node: it goes with the session */
-	strlcpy(owner, e->node, sizeof(owner));
-	dl_record_path(owner, path, sizeof(path));
-	(void) zoo_adelete(zk_zh, path, -1, dl_deleted, NULL);
+	if (r != NULL && r->idx == zk_entry_index(e) && r->gen == e->gen)
+		dl_record_delete(r);	/* owed still without a usable session */
+	else
+		ZKLK(e)->dl_published = false;	/* none of its own is out */
+}
+
+/*
+ * e's node is about to be deleted, or abandoned (lock_worker.c): first the
+ * wait record of its backend goes, if it may name that node (as its
+ * writer's contender, as a hold it lists, or as any node of the backend),
+ * so that its delete reaches ZooKeeper before the node's: one session's
+ * requests are applied in order.  Verify relies on it (the header,
+ * "Order").  Without a usable session the record stays owed, and so does
+ * the node's delete, which comes here again.
+ */
+void
+zk_dl_node_going(ZkEntry *e)
+{
+	DlRecordOut *r = dl_record_out(e->owner_tag, false);
+
+	if (r != NULL &&
+		((r->idx == zk_entry_index(e) && r->gen == e->gen) ||
+		 r->all || ZKLK(e)->dl_listed))
+		dl_record_delete(r);
+	if (dl_record_out(e->owner_tag, false) == NULL)
+	{
+		ZKLK(e)->dl_listed = false;
+		ZKLK(e)->dl_published = false;
+	}
 }
 
 /* A field of a holder's JSON, or "?" */
@@ -378,6 +544,7 @@ dl_publish(DlCheck *c, ZkEntry *e)
 	char		holds[DL_HOLDS_MAX];
 	bool		all;
 	DlFrame    *f = &c->frames[0];
+	DlRecordOut *r;
 	int			rc;
 
 	if (c->requests >= DL_REQUESTS_MAX)
@@ -394,6 +561,11 @@ dl_publish(DlCheck *c, ZkEntry *e)
 			 f->dir, f->child, f->czxid, f->base, dl_every_ms(e), f->who,
 			 all ? 1 : 0, all ? holds : "");
 	c->phase = DLP_PUBLISH;
+	/* out from now on (or soon): before any node it names goes, it goes */
+	r = dl_record_out(f->owner, true);
+	r->idx = zk_entry_index(e);
+	r->gen = e->gen;
+	r->all = !all;
 	if (ZKLK(e)->dl_published)
 		rc = zoo_aset(zk_zh, path, rec, (int) strlen(rec), -1, dl_set_done, c);
 	else
@@ -444,6 +616,69 @@ dl_own_hold(const char *owner, const char *node)
 }
 
 /*
+ * Is e a live lock entry, held or waiting, that its backend has not let go
+ * of?
+ */
+static bool
+dl_live(ZkEntry *e)
+{
+	return e->kind == ZKK_LOCK && !e->released &&
+		pg_atomic_read_u32(&e->release_req) == 0 &&
+		(e->state == ZKE_HELD || e->state == ZKE_WAITING);
+}
+
+/*
+ * Is "owner" a backend of this cluster (an entry of ours carries its tag)?
+ * Then what its nodes stand for is known here, now, better than from its
+ * record: *node_e is the entry of ours whose contender "node" is (by its
+ * guid; NULL for none: a node on its way out that no entry tracks any
+ * more, or none of ours), *child_e the one of "child" (may be NULL).
+ */
+static bool
+dl_local(const char *owner, const char *node, ZkEntry **node_e,
+		 const char *child, ZkEntry **child_e)
+{
+	bool		local = false;
+	int			i;
+
+	*node_e = NULL;
+	if (child_e)
+		*child_e = NULL;
+	for (i = 0; i < zk_ctl->max_entries; i++)
+	{
+		ZkEntry    *e = zk_entry(i);
+
+		if (e->state == ZKE_FREE || strcmp(e->owner_tag, owner) != 0)
+			continue;
+		local = true;
+		if (e->kind != ZKK_LOCK || e->guid[0] == '\0')
+			continue;
+		if (strncmp(e->guid, node, ZKLOCK_GUID_LEN) == 0)
+			*node_e = e;
+		if (child_e && child && strncmp(e->guid, child, ZKLOCK_GUID_LEN) == 0)
+			*child_e = e;
+	}
+	return local;
+}
+
+/*
+ * For a frame g of a backend of ours, reached through its contender "via":
+ * does that backend wait with g's contender and want "via" (hold it, or wait
+ * with it), now?
+ */
+static bool
+dl_local_edge(DlFrame *g, const char *via)
+{
+	ZkEntry    *ve;
+	ZkEntry    *ce;
+
+	(void) dl_local(g->owner, via, &ve, g->child, &ce);
+	return ve != NULL && dl_live(ve) && strcmp(ve->node, via) == 0 &&
+		ce != NULL && dl_live(ce) && ce->state == ZKE_WAITING &&
+		strcmp(ce->node, g->child) == 0;
+}
+
+/*
  * The contenders the backend whose owner tag is "owner" holds, for its wait
  * record ("holds": names separated by spaces, at most outlen - 1 bytes).
  * False when they do not all fit: then the record says so and a follower
@@ -473,6 +708,7 @@ dl_holds_list(const char *owner, char *out, size_t outlen)
 			out[used++] = ' ';
 		memcpy(out + used, e->node, len + 1);
 		used += len;
+		ZKLK(e)->dl_listed = true;	/* its delete deletes the record first */
 	}
 	return true;
 }
@@ -630,6 +866,7 @@ dl_record_read(int rc, const char *value, int value_len,
 		int64		czxid;
 		int64		every;
 		DlFrame    *g;
+		ZkEntry    *ve;
 
 		c->inflight = false;
 		if (c->dead || dl_entry(c) == NULL)
@@ -660,10 +897,13 @@ dl_record_read(int rc, const char *value, int value_len,
 				 * holds (the record's "holds", when they all fit), not one
 				 * on its way out
 				 */
-				if (dl_via_held(value, value_len, g, f->via[f->next - 1]))
+				strlcpy(g->owner, owner, sizeof(g->owner));
+				g->local = dl_local(owner, f->via[f->next - 1], &ve, NULL, NULL);
+				if (dl_via_held(value, value_len, g, f->via[f->next - 1]) &&
+					(!g->local || dl_local_edge(g, f->via[f->next - 1])))
 				{
-					strlcpy(g->owner, owner, sizeof(g->owner));
 					g->czxid = czxid;
+					g->rec_mzxid = stat->mzxid;
 					f->edge = f->next - 1;
 					c->depth++;
 					c->phase = DLP_LIST;
@@ -694,6 +934,83 @@ dl_verified(int rc, const struct Stat *stat, const void *data)
 		}
 	}
 	NONE_COMPLETION_END;
+}
+
+/*
+ * Does the record "value" (read again) still say what frame g was followed
+ * from: its owner waits with g's contender on g's lock, and blocks the
+ * frame before it through "via"?  (A rewrite at its owner's next check
+ * says so again: that owner's worker found it waiting then.)
+ */
+static bool
+dl_record_same(const char *value, int value_len, DlFrame *g, const char *via)
+{
+	char		dir[ZK_PATH_MAX];
+	char		child[ZKLOCK_NODE_MAX + 1];
+
+	return value != NULL && value_len > 0 && value_len < DL_RECORD_MAX &&
+		zk_json_field(value, value_len, "lock", dir, sizeof(dir)) &&
+		zk_json_field(value, value_len, "node", child, sizeof(child)) &&
+		strcmp(dir, g->dir) == 0 && strcmp(child, g->child) == 0 &&
+		dl_via_held(value, value_len, g, via);
+}
+
+/*
+ * Completion of the second read of a cycle member's record: the same write
+ * as the one followed, or one that says the same, or the cycle is not taken
+ */
+static void
+dl_reread(int rc, const char *value, int value_len,
+		  const struct Stat *stat, const void *data)
+{
+	DATA_COMPLETION_BEGIN(DlCheck, c, data);
+	{
+		int			k = c->verify_next / 3;
+		DlFrame    *g = &c->frames[k];
+		DlFrame    *p = &c->frames[k - 1];
+
+		c->inflight = false;
+		if (c->dead || dl_entry(c) == NULL)
+			dl_end(c, false);
+		else if (rc != ZOK || stat == NULL ||
+				 (stat->mzxid != g->rec_mzxid &&
+				  !dl_record_same(value, value_len, g, p->via[p->edge])))
+			dl_end(c, true);	/* gone or changed: its wait moved or ended */
+		else
+		{
+			c->verify_next++;
+			dl_step(c);
+		}
+	}
+	NONE_COMPLETION_END;
+}
+
+/*
+ * Does every member of the cycle that is a backend of ours still wait as
+ * the cycle says, and want the node through which the one before it waits
+ * for it?  Asked right before the verdict: what our own backends have let
+ * go of is known here at once, before ZooKeeper hears of it.
+ */
+static bool
+dl_cycle_live(DlCheck *c)
+{
+	int			k;
+
+	for (k = 0; k < c->depth; k++)
+	{
+		DlFrame    *f = &c->frames[k];
+		DlFrame    *to = &c->frames[(k + 1) % c->depth];
+		const char *via = f->via[f->edge];
+
+		if (to == &c->frames[0])
+		{
+			if (!dl_own_hold(to->owner, via))
+				return false;
+		}
+		else if (to->local && !dl_local_edge(to, via))
+			return false;
+	}
+	return true;
 }
 
 /*
@@ -802,17 +1119,36 @@ dl_step(DlCheck *c)
 				return;
 			case DLP_VERIFY:
 				{
-					/* each frame's waiter, then the contender it waits for */
-					int			k = c->verify_next / 2;
+					/*
+					 * each frame's waiter, the contender it waits for, then
+					 * (another cluster's member) its record again
+					 */
+					int			k = c->verify_next / 3;
+					int			part = c->verify_next % 3;
 					DlFrame    *g = &c->frames[k];
 
 					if (k >= c->depth)
 					{
-						dl_cycle(c, e);
+						if (dl_cycle_live(c))
+							dl_cycle(c, e);
+						else
+							dl_end(c, true);
+						return;
+					}
+					if (part == 2)
+					{
+						if (k == 0 || g->local)
+						{
+							c->verify_next++;	/* known here: dl_cycle_live */
+							continue;
+						}
+						dl_record_path(g->owner, path, sizeof(path));
+						if (!dl_sent(c, zoo_aget(zk_zh, path, 0, dl_reread, c)))
+							dl_end(c, true);
 						return;
 					}
 					snprintf(path, sizeof(path), "%s/%s", g->dir,
-							 c->verify_next % 2 == 0 ? g->child : g->via[g->edge]);
+							 part == 0 ? g->child : g->via[g->edge]);
 					if (!dl_sent(c, zoo_aexists(zk_zh, path, 0, dl_verified, c)))
 						dl_end(c, true);
 					return;
@@ -953,6 +1289,12 @@ zk_dl_session_reset(void)
 		pfree(lfirst(lc));
 	}
 	list_free(idle);
+	/* the records went with the session */
+	if (dl_records != NULL)
+	{
+		hash_destroy(dl_records);
+		dl_records = NULL;
+	}
 	while (dl_heap != NULL && !binaryheap_empty(dl_heap))
 	{
 		DlDue	   *d = (DlDue *) DatumGetPointer(binaryheap_remove_first(dl_heap));

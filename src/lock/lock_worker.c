@@ -859,7 +859,7 @@ send_delete(ZkEntry *e)
 	char		path[ZK_PATH_MAX];
 
 	unwatch(e);
-	zk_dl_wait_over(e);
+	zk_dl_node_going(e);		/* its backend's wait record goes first */
 	e->state = ZKE_DELETING;
 	e->list_inflight = false;
 	if (e->node[0] == '\0')
@@ -1382,6 +1382,8 @@ lock_drive_failed(ZkEntry *e)
 						zk_log_name(e->name)),
 				 errdetail("Its node, if any, goes when the session ends.")));
 	zk_fail(e, ERRCODE_INTERNAL_ERROR, "The zklock worker failed on this request repeatedly");
+	if (e->kind == ZKK_LOCK)
+		zk_dl_node_going(e);	/* its node is abandoned: no wait record names it */
 	if (e->released)
 		zk_entry_free(e);
 	else

@@ -44,7 +44,6 @@ verdict:
 
 import bisect
 import collections
-import os
 import time
 
 import psycopg2
@@ -237,17 +236,7 @@ def check(recs, faults, run):
         lines.append("DEADLOCK UNJUSTIFIED: %s pid %s names %s, 40P01 on %s at %s (%s): %s DETAIL: %s"
                      % (x["client"], x["pid"], x["names"], c.get("name"),
                         "%+.3fs" % (c.get("t_ret", x["t1"]) - t0), why, x.get("msg"), x.get("detail")))
-    # ZKLOCK_DL_UNJUSTIFIED_KNOWN (900_faults.pl sets it): a few of the cyclic
-    # group's 40P01s without a circle are a known open defect of issue 39 (a
-    # 600 s run found 3 of 442 after bursts of 08006); CI's short run reports
-    # them, and fails only past 2 % of the group's 40P01s (before the holds
-    # fix it was over 10 %).  A plain fault run fails on any.
-    known = os.environ.get("ZKLOCK_DL_UNJUSTIFIED_KNOWN") == "1"
-    fig["dl_unjustified_known"] = known
-    if unjust and known and len(unjust) <= max(1, (len(unjust) + just) // 50):
-        lines.append("KNOWN (issue 39, open): %d deadlocks (40P01) of the cyclic group without a "
-                     "circle of waits, within 2 %% of %d" % (len(unjust), len(unjust) + just))
-    elif unjust:
+    if unjust:
         anomalies.append("%d deadlocks (40P01) of the cyclic group without a circle of waits"
                          % len(unjust))
     # the control group never waits in a circle; client.py's one-name sections neither

@@ -87,15 +87,7 @@ sub run_py
 #
 # The real run
 #
-# a few 40P01s of the deadlock workload's cyclic group without a circle of
-# waits are a known open defect (issue 39; test/faults/dl_client.py):
-# reported, and failing only past 2 % of the group's 40P01s
-local $ENV{ZKLOCK_DL_UNJUSTIFIED_KNOWN} = '1';
 my ($rc, $fig, $out) = fault_run('locked', '--seconds', $SECONDS, '--quiet', $QUIET);
-note "deadlock workload: $fig->{dl_unjustified} of "
-  . (($fig->{dl_unjustified} // 0) + ($fig->{dl_40P01_justified} // 0))
-  . " cyclic 40P01s without a circle (known, issue 39)"
-  if $fig && $fig->{dl_unjustified};
 note $out;
 ok(defined $fig, 'the fault run completed and printed its figures') or do {
 	diag $out;
