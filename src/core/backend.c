@@ -320,7 +320,7 @@ raise_failure(int sqlstate, const char *msg, const char *uname)
 				(errcode(sqlstate),
 				 errmsg("deadlock detected while waiting for zookeeper lock \"%s\"", name),
 				 errdetail("%s.", msg),
-				 strcmp(msg, ZKLOCK_UPGRADE_DEADLOCK) == 0 ?
+				 strstr(msg, ZKLOCK_UPGRADE_DEADLOCK_TAIL) != NULL ?
 				 errhint("Two sessions that hold a lock shared cannot both upgrade it; retry the transaction.") :
 				 errhint("Retry the transaction; sessions that take their locks in one order, or all at once with zk_lock(text[]), do not deadlock.")));
 	if (sqlstate == ERRCODE_T_R_SERIALIZATION_FAILURE)

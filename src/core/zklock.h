@@ -49,7 +49,8 @@
 #define ZKLOCK_DATA_MAX			512 /* identity written into a node */
 #define ZKLOCK_ERRMSG_MAX		512
 /* the detail of a refused upgrade (lock_worker.c), its hint (backend.c) */
-#define ZKLOCK_UPGRADE_DEADLOCK "Another session holds this lock shared and waits for this session's shared hold to go"
+#define ZKLOCK_UPGRADE_DEADLOCK_TAIL " holds this lock shared and waits for this session's shared hold to go"
+#define ZKLOCK_UPGRADE_DEADLOCK "Another session" ZKLOCK_UPGRADE_DEADLOCK_TAIL
 #define ZKLOCK_HOSTS_MAX		1024
 #define ZKLOCK_ACL_MAX			16	/* entries of zklock.acl */
 #define ZKLOCK_ACL_ID_MAX		256 /* bytes of one entry's id */

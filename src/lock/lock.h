@@ -51,6 +51,8 @@ typedef struct ZkLockPart
 												 * read as zklock's (it waits
 												 * for base) */
 	bool		checking_writer;	/* upgrade: that read is out */
+	bool		rival_reading;	/* upgrade deadlock: the other upgrader's
+								 * node is being read, to name it */
 	bool		query_failed;	/* ZKK_HOLDERS: a read failed */
 	/* deadlock detection (lock_deadlock.c) */
 	int32		dl_timeout_ms;	/* the backend's deadlock_timeout; 0: none */
@@ -97,6 +99,7 @@ typedef struct ZkContender
 extern bool zk_same_owner(const ZkContender *a, const ZkContender *b);
 extern int	zk_lock_blocker(ZkContender *c, int n, int me, const char *base,
 							bool guess_base);
+extern int	zk_lock_upgrade_rival(ZkContender *c, int n, int me, const char *base);
 extern void zk_sort_contenders(ZkContender *c, int n);
 extern int	zk_lock_blockers(ZkContender *c, int n, int me, const char *base,
 							 int *out, int max);

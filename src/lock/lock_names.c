@@ -221,9 +221,9 @@ upgrade_bounds(ZkContender *c, int n, int me, const char *base, bool guess_base,
  * guess_base, the oldest node of the same backend stands for it there.
  * The worker never guesses.
  */
-int
-zk_lock_blocker(ZkContender *c, int n, int me, const char *base,
-				bool guess_base)
+static int
+lock_blocker(ZkContender *c, int n, int me, const char *base,
+			 bool guess_base, int *rival)
 {
 	int			behind_from;	/* first index that is behind our base */
 	int			own_oldest = upgrade_bounds(c, n, me, base, guess_base, &behind_from);
@@ -255,11 +255,37 @@ zk_lock_blocker(ZkContender *c, int n, int me, const char *base,
 			for (j = behind_from; j < me; j++)
 			{
 				if (!c[j].shared && zk_same_owner(&c[j], &c[i]))
+				{
+					*rival = i;
 					return ZKLOCK_DEADLOCK;
+				}
 			}
 		}
 	}
 	return pred;
+}
+
+int
+zk_lock_blocker(ZkContender *c, int n, int me, const char *base,
+				bool guess_base)
+{
+	int			rival;
+
+	return lock_blocker(c, n, me, base, guess_base, &rival);
+}
+
+/*
+ * When zk_lock_blocker() says ZKLOCK_DEADLOCK: the contender of the other
+ * backend that upgrades, the one c[me] would wait for (-1: none)
+ */
+int
+zk_lock_upgrade_rival(ZkContender *c, int n, int me, const char *base)
+{
+	int			rival = -1;
+
+	if (lock_blocker(c, n, me, base, false, &rival) != ZKLOCK_DEADLOCK)
+		return -1;
+	return rival;
 }
 
 /*

@@ -512,6 +512,69 @@ order_by_czxid(ZkEntry *e, const struct String_vector *kids)
 		e->list_inflight = true;	/* the reads stand for the listing */
 }
 
+/* Copy a field of another client's node data, keeping only [A-Za-z0-9._-] */
+static bool
+rival_field(const char *value, int value_len, const char *key, char *out, size_t outlen)
+{
+	char	   *p;
+
+	if (!zk_json_field(value, value_len, key, out, outlen))
+		return false;
+	for (p = out; *p; p++)
+		if (!isalnum((unsigned char) *p) && *p != '.' && *p != '_' && *p != '-')
+			*p = '?';
+	return true;
+}
+
+/*
+ * An upgrade that can never be granted: another backend holds the lock
+ * shared and upgrades too, waiting for our shared node.  40P01, naming the
+ * other backend when its node's data (value, NULL when not read) is
+ * zklock's.
+ */
+static void
+upgrade_deadlock(ZkEntry *e, const char *value, int value_len)
+{
+	char		msg[ZKLOCK_ERRMSG_MAX];
+	char		pid[16];
+	char		port[16];
+	char		host[64];
+
+	if (value != NULL && zklock_node_data(value, value_len) &&
+		rival_field(value, value_len, "pid", pid, sizeof(pid)) &&
+		rival_field(value, value_len, "port", port, sizeof(port)))
+	{
+		if (!rival_field(value, value_len, "host", host, sizeof(host)))
+			strlcpy(host, "?", sizeof(host));
+		snprintf(msg, sizeof(msg), "process %s on port %s of host %s%s (both upgrade it)",
+				 pid, port, host, ZKLOCK_UPGRADE_DEADLOCK_TAIL);
+	}
+	else
+		strlcpy(msg, ZKLOCK_UPGRADE_DEADLOCK, sizeof(msg));
+	pg_atomic_fetch_add_u64(&zk_lock_counts->deadlocks, 1);
+	zk_finish(e, ZKO_FAILED, ERRCODE_T_R_DEADLOCK_DETECTED, msg);
+	send_delete(e);
+}
+
+/* Completion of the read of the other upgrader's node (decide) */
+static void
+rival_read(int rc, const char *value, int value_len, const struct Stat *stat,
+		   const void *ctx)
+{
+	ENTRY_COMPLETION_BEGIN(e, ctx)
+	{
+		if (e != NULL && e->kind == ZKK_LOCK && ZKLK(e)->rival_reading)
+		{
+			ZKLK(e)->rival_reading = false;
+			/* still undecided: let go of, failed or lost meanwhile is settled */
+			if (!e->released && e->outcome == ZKO_NONE &&
+				(e->state == ZKE_CREATING || e->state == ZKE_WAITING))
+				upgrade_deadlock(e, rc == ZOK ? value : NULL, value_len);
+		}
+	}
+	COMPLETION_END(e);
+}
+
 /* Decide from contenders in creation order whether we hold the lock. */
 static void
 decide(ZkEntry *e, ZkContender *c, int n)
@@ -584,10 +647,23 @@ decide(ZkEntry *e, ZkContender *c, int n)
 	}
 	if (r == ZKLOCK_DEADLOCK)
 	{
-		pg_atomic_fetch_add_u64(&zk_lock_counts->deadlocks, 1);
-		zk_finish(e, ZKO_FAILED, ERRCODE_T_R_DEADLOCK_DETECTED,
-			   ZKLOCK_UPGRADE_DEADLOCK);
-		send_delete(e);
+		int			rv = zk_lock_upgrade_rival(c, n, me, ZKLK(e)->base[0] ? ZKLK(e)->base : NULL);
+
+		if (ZKLK(e)->rival_reading)
+			return;				/* its read is out: rival_read decides */
+		if (rv >= 0 && zk_session_usable())
+		{
+			char		path[ZK_PATH_MAX];
+
+			/* name the other session in the detail: read its node first */
+			node_path(e, c[rv].name, path, sizeof(path));
+			if (zoo_aget(zk_zh, path, 0, rival_read, zk_ctx_of(e)) == ZOK)
+			{
+				ZKLK(e)->rival_reading = true;
+				return;
+			}
+		}
+		upgrade_deadlock(e, NULL, 0);
 		return;
 	}
 	watch_predecessor(e, c[r].name);
