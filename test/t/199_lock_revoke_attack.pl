@@ -10,7 +10,8 @@
 #    delete, so the ephemeral request stayed under <root>/revokes for as
 #    long as the worker's session lived (and went on revoking whatever it
 #    named).  Now: a create in doubt counts as made, and is deleted once the
-#    session is usable again; no entry is left.
+#    session is usable again; no entry is left.  (The revoker gives up
+#    through zklock.connect_timeout, 08006; a cancel takes the same path.)
 # 2. Two revokers of one holder: the second one's create finds the first's
 #    request (ZNODEEXISTS) and only watched the holder's node.  Before: when
 #    the first one's (short) timeout ran out and it deleted its request,
@@ -18,6 +19,12 @@
 #    reported "still held" after its whole timeout.  Now: it watches the
 #    other's request and makes its own once that is gone; the holder is
 #    revoked.
+# 3. More holders than one batch (ZK_REVOKE_BATCH, 32): one holder that
+#    cannot be taken (its worker stopped) in the first batch.  Before: the
+#    first batch waited the whole timeout for it and the later batch was
+#    asked with no time left, its holder reported "still held" (and kept its
+#    lock).  Now: with more than one batch each waits at most a slice a pass,
+#    and the passes go on until the timeout: every other holder is revoked.
 
 use strict;
 use warnings FATAL => 'all';
@@ -63,10 +70,13 @@ sub requests { my @r = zk_children($zk, $REVOKES); return scalar @r; }
 	my $cut = proxy_rule($p, 'cut-after-request create');
 	proxy_cmd($p, 'refuse 6');
 	my $rv = new_session($n1, name => 'rv1');
+	# the revoke's timeout bounds only its wait for the holder: a request
+	# without an answer is bounded by zklock.connect_timeout (08006)
+	$rv->query_safe("SET zklock.connect_timeout = '2s'");
 	my $r = $rv->query("SELECT outcome FROM zk_lock_revoke('a1', '2s')");
 	ok(proxy_wait_fired($p, $cut, 10), "the request's create landed, its reply was lost");
 	like($r->{sqlstate}, qr/^(00000|08006)$/,
-		"the revoke returns once its timeout is over ($r->{sqlstate}: " . ($r->{out} // $r->{err}) . ')');
+		"the revoke gives up while its request is in doubt ($r->{sqlstate}: " . ($r->{out} // $r->{err}) . ')');
 	proxy_cmd($p, 'reset');
 	is(wait_for_state($n1, 'connected', 30)->{state}, 'connected', 'the revoker reconnects (same session)');
 	ok(wait_until(sub { requests() == 0 }, 20),
@@ -108,6 +118,42 @@ sub requests { my @r = zk_children($zk, $REVOKES); return scalar @r; }
 	$h->quit;
 	$a->quit;
 	$b->quit;
+}
+
+# 3. 33 shared holders, the first one's worker stopped
+{
+	my $n3 = zk_node('rva3', $zk);
+	my $stuck = new_session($n2, name => 'h3s');
+	$stuck->query_safe("BEGIN; SELECT zk_lock_shared('a3')");
+	my @h;
+	for my $i (1 .. 32)
+	{
+		my $s = new_session($n3, name => "h3_$i");
+		$s->query_safe("BEGIN; SELECT zk_lock_shared('a3')");
+		push @h, $s;
+	}
+	is(nodes_of('a3'), 33, '33 readers hold a3');
+	my $wpid = worker_pid($n2);
+	kill 'STOP', $wpid;
+	my $t0 = time;
+	my $out = $n1->safe_psql('postgres',
+		"SELECT outcome, count(*) FROM zk_lock_revoke('a3', '4s') GROUP BY outcome ORDER BY outcome");
+	my $took = time - $t0;
+	kill 'CONT', $wpid;
+	is($out, "revoked|32\nstill held|1", 'every holder but the stopped one is revoked');
+	cmp_ok($took, '<', 30, 'within about the timeout');
+	my $lost = 0;
+	for my $s (@h)
+	{
+		$lost++ if $s->query('COMMIT')->{sqlstate} eq '40001';
+		$s->quit;
+	}
+	is($lost, 32, "the 32 revoked readers' COMMITs fail with 40001");
+	is($stuck->query('COMMIT')->{sqlstate}, '00000', 'the stopped one commits, its request gone');
+	$stuck->quit;
+	ok(wait_until(sub { requests() == 0 }, 20), 'no request is left');
+	ok(wait_until(sub { zk_status_value($n1, 'entries_used') eq '0' }, 20),
+		"no entry is left on the revoker's cluster");
 }
 
 done_testing();
