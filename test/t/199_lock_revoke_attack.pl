@@ -95,17 +95,23 @@ sub requests { my @r = zk_children($zk, $REVOKES); return scalar @r; }
 	my $h = new_session($n2, name => 'h2');
 	$h->query_safe('BEGIN');
 	my $th = $h->query_safe("SELECT zk_lock('a2')");
-	my $wpid = worker_pid($n2);
-	kill 'STOP', $wpid;
 	my $a = new_session($n1, name => 'rva');
 	my $b = new_session($n1, name => 'rvb');
+	my $wpid = worker_pid($n2);
+	kill 'STOP', $wpid;
 	$a->send("SELECT outcome FROM zk_lock_revoke('a2', '2s')");
-	ok(wait_until(sub { requests() == 1 }, 10), "the first revoker's request is made");
+	my ($hn) = zk_lock_nodes($zk, "$LOCKS/a2");
+	my $req = $hn->{name};
+	ok(wait_until(sub { zk_exists($zk, "$REVOKES/$req") }, 10), "the first revoker's request is made");
+	my $cz0 = zk_czxid($zk, "$REVOKES/$req");
 	my $t0 = time;
 	$b->send("SELECT outcome FROM zk_lock_revoke('a2', '30s')");
 	usleep(500_000);
 	my $r = $a->wait(30);
 	is($r->{out}, 'still held', 'the first revoker: still held (the holder\'s worker is stopped)');
+	# the first one's request deleted before the holder's worker runs again
+	ok(wait_until(sub { my $cz = zk_czxid($zk, "$REVOKES/$req"); !defined $cz || $cz != $cz0 }, 20),
+		"the first revoker's request is deleted");
 	kill 'CONT', $wpid;
 	$r = $b->wait(40);
 	is($r->{out}, 'revoked', 'the second revoker: revoked, its own request made when the first one\'s went');
