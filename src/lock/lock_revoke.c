@@ -10,8 +10,12 @@
  *	  <root>/revokes/<the holder's node name> (its data: who asks), then
  *	  read the holder's node with a watch until it is gone: then the entry
  *	  is answered and its request deleted.  The revoker's timeout ends the
- *	  wait; letting go of the entry deletes the request too, and a request
- *	  lives no longer than the revoker's session in any case.
+ *	  wait; letting go of the entry deletes the request too (also one whose
+ *	  create had no answer: it may have landed), and a request lives no
+ *	  longer than the revoker's session in any case.  Another revoker's
+ *	  request found there (ZNODEEXISTS) serves while it lasts: it is read
+ *	  with a watch instead of the holder's node, and once it goes, ours is
+ *	  made.
  *
  *	  Act: every worker, while its session is usable, lists <root>/revokes
  *	  with a child watch and hands each name to the lock's worker half
