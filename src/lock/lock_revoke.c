@@ -10,8 +10,12 @@
  *	  <root>/revokes/<the holder's node name> (its data: who asks), then
  *	  read the holder's node with a watch until it is gone: then the entry
  *	  is answered and its request deleted.  The revoker's timeout ends the
- *	  wait; letting go of the entry deletes the request too, and a request
- *	  lives no longer than the revoker's session in any case.
+ *	  wait; letting go of the entry deletes the request too (also one whose
+ *	  create had no answer: it may have landed), and a request lives no
+ *	  longer than the revoker's session in any case.  Another revoker's
+ *	  request found there (ZNODEEXISTS) serves while it lasts: it is read
+ *	  with a watch instead of the holder's node, and once it goes, ours is
+ *	  made.
  *
  *	  Act: every worker, while its session is usable, lists <root>/revokes
  *	  with a child watch and hands each name to the lock's worker half
@@ -271,6 +275,7 @@ typedef struct ZkRevokePart
 	uint8		step;			/* RvStep */
 	bool		made;			/* our request exists (or may) */
 	bool		dir_sent;		/* <root>/revokes' create sent for it */
+	bool		watch_req;		/* watching another's request, not the holder */
 } ZkRevokePart;
 
 ZK_ENTRY_PART_FITS(ZkRevokePart);
@@ -278,6 +283,7 @@ ZK_ENTRY_PART_FITS(ZkRevokePart);
 
 static void rv_drive(ZkEntry *e);
 static void rv_end(ZkEntry *e);
+static void rv_send_create(ZkEntry *e);
 
 static void
 rv_request_path(ZkEntry *e, char *out, size_t len)
@@ -292,6 +298,20 @@ rv_holder_path(ZkEntry *e, char *out, size_t len)
 
 	zk_lock_parent(e->name, ZKF_LOCKS, parent, sizeof(parent));
 	snprintf(out, len, "%s/%s", parent, e->node);
+}
+
+/*
+ * The node e reads with a watch: the holder's, while the request is ours;
+ * else the request another revoker made, which serves only as long as it
+ * lasts (when it goes, its revoker let go: we make our own)
+ */
+static void
+rv_watch_path(ZkEntry *e, char *out, size_t len)
+{
+	if (ZKRV(e)->watch_req)
+		rv_request_path(e, out, len);
+	else
+		rv_holder_path(e, out, len);
 }
 
 /* Answered, or let go: settled once no request of its own is out */
@@ -341,7 +361,7 @@ rv_end(ZkEntry *e)
 
 	if (e->watch == ZKEW_SET)
 	{
-		rv_holder_path(e, path, sizeof(path));
+		rv_watch_path(e, path, sizeof(path));
 		zk_entry_unwatch(e, path, ZWATCHTYPE_DATA, zk_kind_watcher);
 	}
 	if (e->watch == ZKEW_PENDING || e->create_inflight || e->delete_inflight)
@@ -376,7 +396,7 @@ rv_got(int rc, const char *value, int value_len, const struct Stat *stat,
 		{
 			char		path[ZK_PATH_MAX];
 
-			rv_holder_path(e, path, sizeof(path));
+			rv_watch_path(e, path, sizeof(path));
 			e->watch = ZKEW_NONE;
 			if (rc == ZOK)
 				e->watch = ZKEW_SET;
@@ -395,6 +415,14 @@ rv_got(int rc, const char *value, int value_len, const struct Stat *stat,
 					e->state = ZKE_WAITING;
 					zk_wake_owner(e);
 				}
+			}
+			else if (rc == ZNONODE && ZKRV(e)->watch_req)
+			{
+				/*
+				 * another revoker's request is gone (it let go, its timeout
+				 * over): ours is needed now, else nobody asks any more
+				 */
+				rv_send_create(e);
 			}
 			else if (rc == ZNONODE)
 			{
@@ -427,7 +455,8 @@ rv_send_get(ZkEntry *e)
 		zk_retry_later(e);
 		return;
 	}
-	rv_holder_path(e, path, sizeof(path));
+	ZKRV(e)->watch_req = !ZKRV(e)->made;
+	rv_watch_path(e, path, sizeof(path));
 	strlcpy(e->watched, e->node, sizeof(e->watched));
 	rc = zoo_awget(zk_zh, path, zk_kind_watcher, (void *) zk_ctx_of(e),
 				   rv_got, zk_ctx_of(e));
@@ -458,10 +487,20 @@ rv_created(int rc, const char *value, const void *ctx)
 				ZKRV(e)->made = true;
 				e->in_doubt = false;
 			}
+			else if (!zk_rc_definite(rc))
+			{
+				/*
+				 * no answer: it may have landed, and must be deleted even
+				 * if its owner lets go before a retry tells (an ephemeral
+				 * of the worker's long session would stay for good)
+				 */
+				ZKRV(e)->made = true;
+				e->in_doubt = true;
+			}
 			if (e->released)
 				rv_end(e);
 			else if (rc == ZOK || rc == ZNODEEXISTS)
-				rv_send_get(e); /* another revoker's request serves too */
+				rv_send_get(e); /* ours: the holder's node; else the other's request */
 			else if (rc == ZNONODE && !ZKRV(e)->dir_sent)
 			{
 				char		dir[ZK_PATH_MAX];
@@ -472,10 +511,7 @@ rv_created(int rc, const char *value, const void *ctx)
 				rv_drive(e);
 			}
 			else if (!zk_rc_definite(rc))
-			{
-				e->in_doubt = true;
 				zk_retry_later(e);
-			}
 			else
 			{
 				zk_fail_rc(e, rc, path, ERRCODE_CONNECTION_FAILURE, zerror(rc));
@@ -544,6 +580,8 @@ rv_drive(ZkEntry *e)
 static void
 rv_drive_failed(ZkEntry *e)
 {
+	if (e->create_inflight)
+		ZKRV(e)->made = true;	/* it may land: deleted at the end */
 	e->create_inflight = false;
 	e->delete_inflight = false;
 	if (e->watch == ZKEW_PENDING)
@@ -552,12 +590,20 @@ rv_drive_failed(ZkEntry *e)
 	rv_end(e);
 }
 
-/* watch_fired: the holder's node changed or went; read it again */
+/*
+ * watch_fired: the holder's node changed or went, read it again; or the
+ * other revoker's request did, make ours
+ */
 static void
 rv_fired(ZkEntry *e)
 {
 	if (ZKRV(e)->step == RVS_WATCH && e->outcome == ZKO_NONE)
-		rv_send_get(e);
+	{
+		if (ZKRV(e)->watch_req)
+			rv_send_create(e);
+		else
+			rv_send_get(e);
+	}
 }
 
 /*
@@ -574,6 +620,7 @@ rv_session_lost(ZkEntry *e, const char *why)
 	e->in_doubt = false;
 	ZKRV(e)->made = false;
 	ZKRV(e)->dir_sent = false;
+	ZKRV(e)->watch_req = false;
 	if (e->released || e->outcome != ZKO_NONE)
 		rv_settle(e);
 	else

@@ -475,6 +475,9 @@ holders_common(FunctionCallInfo fcinfo, bool key, int family)
 
 /* ---- zk_lock_revoke ---- */
 
+/* more holders than one batch: a batch's wait at most, a pass */
+#define REVOKE_SLICE_MS		1000
+
 /* Is row a node of this very session (its cluster and process)? */
 static bool
 holder_is_me(HolderRow *row)
@@ -543,27 +546,64 @@ revoke_common(FunctionCallInfo fcinfo, bool key)
 		targets[ntargets++] = rows[i].name;
 	}
 
-	/* ZK_REVOKE_BATCH at a time, all within the one timeout */
+	/*
+	 * ZK_REVOKE_BATCH at a time, all within the one timeout.  With more
+	 * than one batch, each waits at most REVOKE_SLICE_MS a pass, and the
+	 * passes go on over the holders not gone yet until the timeout: one
+	 * holder that cannot be taken (its cluster away from ZooKeeper, or
+	 * committing) must not keep the later batches from being asked at all.
+	 */
 	deadline = timeout_ms >= 0 ?
 		TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms) : 0;
-	for (i = 0; i < ntargets; i += ZK_REVOKE_BATCH)
+	for (;;)
 	{
-		int			m = Min(ZK_REVOKE_BATCH, ntargets - i);
-		int64		left = -1;
-		int			j;
+		int			left_n = 0;
+		char	  **pass_targets = palloc(sizeof(char *) * Max(ntargets, 1));
+		int		   *pass_index = palloc(sizeof(int) * Max(ntargets, 1));
+		bool		sliced;
 
-		if (deadline != 0)
+		for (i = 0; i < ntargets; i++)
 		{
-			long		secs;
-			int			usecs;
-
-			TimestampDifference(GetCurrentTimestamp(), deadline, &secs, &usecs);
-			left = (int64) secs * 1000 + usecs / 1000;
+			if (gone[i])
+				continue;
+			pass_index[left_n] = i;
+			pass_targets[left_n++] = targets[i];
 		}
-		zk_revoke_holders(name, len, targets + i, m, left, gone + i);
-		for (j = 0; j < m; j++)
-			outcome[target_row[i + j]] = gone[i + j] ? 0 : 1;
+		if (left_n == 0)
+			break;
+		sliced = left_n > ZK_REVOKE_BATCH;
+		for (i = 0; i < left_n; i += ZK_REVOKE_BATCH)
+		{
+			int			m = Min(ZK_REVOKE_BATCH, left_n - i);
+			int64		left = -1;
+			bool		pass_gone[ZK_REVOKE_BATCH];
+			int			j;
+
+			if (deadline != 0)
+			{
+				long		secs;
+				int			usecs;
+
+				TimestampDifference(GetCurrentTimestamp(), deadline, &secs, &usecs);
+				left = (int64) secs * 1000 + usecs / 1000;
+			}
+			if (sliced && (left < 0 || left > REVOKE_SLICE_MS))
+				left = REVOKE_SLICE_MS;
+			memset(pass_gone, 0, sizeof(pass_gone));
+			zk_revoke_holders(name, len, pass_targets + i, m, left, pass_gone);
+			for (j = 0; j < m; j++)
+				gone[pass_index[i + j]] = pass_gone[j];
+		}
+		pfree(pass_targets);
+		pfree(pass_index);
+		if (!sliced)
+			break;				/* one batch waited the whole timeout */
+		if (deadline != 0 && GetCurrentTimestamp() >= deadline)
+			break;
+		CHECK_FOR_INTERRUPTS();
 	}
+	for (i = 0; i < ntargets; i++)
+		outcome[target_row[i]] = gone[i] ? 0 : 1;
 
 	for (i = 0; i < n; i++)
 	{
