@@ -1837,8 +1837,12 @@ revoke_take(const char *node)
 	{
 		ZkEntry    *e = zk_entry(i);
 
-		if (e->kind != ZKK_LOCK || e->family != ZKF_LOCKS || e->state == ZKE_FREE ||
-			strcmp(e->node, node) != 0)
+		if (e->kind != ZKK_LOCK || e->family != ZKF_LOCKS || e->state == ZKE_FREE)
+			continue;
+		if (e->node[0] == '\0' && e->guid[0] != '\0' && !e->released &&
+			e->outcome == ZKO_NONE && strncmp(node, e->guid, ZKLOCK_GUID_LEN) == 0)
+			return ZK_RV_LATER; /* its create in doubt: its node, once found */
+		if (strcmp(e->node, node) != 0)
 			continue;
 		if (hold_live(e))
 		{
