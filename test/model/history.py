@@ -453,10 +453,20 @@ class History:
             else:
                 self.unexpected(s, op, r)
         elif k in ("commit", "rollback"):
+            # a transaction that had a lock taken back cannot commit (40001)
+            lost = None
+            if k == "commit":
+                lost = next((x for x in (getattr(m, "commit_fails", lambda s: None)(s) for m in self.models)
+                             if x is not None), None)
             r = self.end_xact(s, op, k.upper(), k.upper(), None)
             if r is None:
                 return
-            if not r.ok:
+            if lost is not None and r.ok:
+                self.anomaly("lock-lost", "COMMIT by %s succeeded although its transaction-scope hold of %s"
+                             " was taken back: it must fail with 40001 (doc/locks.md, Lost locks)" % (s.name, lost))
+            elif lost is not None and r.code == "40001":
+                self.tallies["lock lost at COMMIT (40001)"] += 1
+            elif not r.ok:
                 self.anomaly("commit-failed", "%s by %s: %r" % (k.upper(), s.name, r))
             for m in self.models:
                 if r.ok and k == "commit":

@@ -25,12 +25,31 @@ With the setup's "keys", the names are decimal numbers, called as bigint
 keys or as their text at random (a key stands for its decimal text); multi-
 locks go as bigint[] then, and zk_unlock[_shared] over text[] or bigint[]
 lets go of one session hold of each distinct name.
+Revokes (doc/locks.md, "Revoking a lock", "Lost locks"): any session calls
+zk_lock_revoke(name | key, '5s' or NULL), mostly of a name another session
+holds.  Its rows must be the holders zk_lock_holders shows (lock_names.c's
+rules over the model's nodes, view_held), with mode, cluster and pid: kazoo's
+and the caller's own 'not touched', every other session's (idle, or running
+a lock wait) 'revoked', with the node's token.  Then every node of a revoked
+owner on the name is gone (an upgrade's two together) and its local locks
+(lock_backend.c: one per name and mode; a shared hold taken while the shared
+node was pinned by an upgrade rides on the exclusive one) become ghosts: the
+owner's next zklock call (any of the lock's) must fail with 40001 naming one
+of them, which forgets its session holds (reported once); a ghost with
+transaction holds stays until its (sub)transaction ends, refuses PREPARE,
+and makes COMMIT fail with 40001 (history.py asks commit_fails); a 40001
+without a ghost is an anomaly; a lock wait the revoked owner runs (for
+another name) must end at once, cancelled (57014); a node granted after the
+revoke has a larger token than every node taken back.  The generator does
+not revoke a holder that runs another recipe's statement, or waits to
+upgrade the name revoked (its grant would race with the revoke).
 Checks: no call returns a grant the model refuses and the reverse, a try
 never waits, a wait with a short timeout times out only when the model says
 the lock is taken, a waiter is granted when the model says so, fencing
 tokens increase, ZooKeeper holds exactly the model's nodes.
 """
 
+import re
 import zlib
 
 from driver import FAST, kazoo_acquire, kazoo_release_all
@@ -39,7 +58,8 @@ ROOT = "/zklock/locks/"
 
 
 class Node:
-    __slots__ = ("owner", "mode", "upgrade", "holds", "granted", "token", "waiting", "kl", "cycle", "victim")
+    __slots__ = ("owner", "mode", "upgrade", "holds", "granted", "token", "waiting", "kl", "cycle", "victim",
+                 "pin_x")
 
     def __init__(self, owner, mode, upgrade=False, kl=False):
         self.owner = owner
@@ -52,6 +72,20 @@ class Node:
         self.waiting = False        # a pending call waits for it
         self.cycle = False          # a circle of waits ran through it while it waited
         self.victim = False         # it closed the circle: the youngest waiter, the detector's 40P01 is due
+        self.pin_x = None           # a shared node whose holds went while its owner's upgrade (this
+                                    # exclusive node) held on: pinned; a shared hold taken since rides
+                                    # on the exclusive entry in lock_backend.c (one local lock, not two)
+
+
+class Ghost:
+    """A hold taken back (zk_lock_revoke): one of lock_backend.c's local
+    locks of its owner, marked lost; its node is gone.  holds as Node's."""
+    __slots__ = ("name", "mode", "holds")
+
+    def __init__(self, name, mode, holds):
+        self.name = name
+        self.mode = mode
+        self.holds = holds
 
 
 FUNCS = {
@@ -81,6 +115,9 @@ class LockModel:
         self.max_x_tok = {n: 0 for n in self.names}
         self.last_x_owner = {}
         self.klocks = {}        # (k.idx, name, mode) -> kazoo lock object
+        self.ghosts = {}        # session -> [Ghost]: its holds taken back by a revoke, not reported yet
+        self.rv_tok = {n: 0 for n in self.names}   # the largest token a revoke took back
+        self.sysids = {}        # cluster label -> system identifier (zk_lock_revoke's cluster)
 
     # ---- the rules
     def own(self, name, owner):
@@ -140,6 +177,8 @@ class LockModel:
             x = None
         if s is not None and not s.holds and not s.waiting and x is None:
             L.remove(s)
+        elif s is not None and not s.holds and x is not None and x.holds:
+            s.pin_x = x     # pinned by the upgrade (lock_backend.c, free_local)
 
     def remove_holds(self, owner, pred, only=None):
         for name in self.names:
@@ -230,10 +269,198 @@ class LockModel:
         return [nm for nm in self.names for n in self.nodes[nm]
                 if n.owner is owner and n.holds]
 
+    # ---- revokes (doc/locks.md, "Revoking a lock", "Lost locks")
+    def view_held(self, name):
+        """The nodes of name that zk_lock_holders (and so zk_lock_revoke)
+        shows held: lock_names.c's zk_lock_blocker with guess_base over the
+        model's contenders in creation order (an owner's oldest node stands
+        for the shared node an upgrade holds)."""
+        L = self.nodes[name]
+        out = []
+        for me, c in enumerate(L):
+            shared = c.mode == "s"
+            own_oldest = next((i for i in range(me) if L[i].owner is c.owner), -1)
+            behind = len(L)
+            if own_oldest >= 0 and not shared:
+                behind = next((i for i in range(own_oldest + 1, me)
+                               if L[i].mode == "x" and L[i].owner is not c.owner), len(L))
+            pred = None
+            for i in range(me):
+                if L[i].owner is c.owner:
+                    continue
+                if i >= behind:
+                    break
+                if shared and L[i].mode == "s":
+                    continue
+                pred = i
+            if pred is None:
+                out.append(c)
+        return out
+
+    def sysid(self, cluster):
+        if cluster.label not in self.sysids:
+            self.sysids[cluster.label] = str(cluster.admin_query(
+                "SELECT system_identifier FROM pg_control_system()")[0][0])
+        return self.sysids[cluster.label]
+
+    def lost_names(self, s):
+        return [g.name for g in self.ghosts.get(s, [])]
+
+    def lost_check(self, s, op, r, ctx):
+        """Every zklock call starts by reporting a lost hold of its session
+        (lock_backend.c, check_lost; doc/locks.md, "Lost locks"): with a
+        hold of s taken back when the call began (ctx["lost"]), the call must
+        fail with 40001 naming one of them; a session-scope hold is then
+        forgotten, a transaction-scope one stays (the transaction cannot
+        commit).  Without one, a 40001 is an anomaly.  True when the answer
+        was dealt with here."""
+        h = self.h
+        lost = ctx.get("lost") or []
+        what = "%s by %s" % (op.get("sql"), s.name)
+        if not lost:
+            if not r.ok and r.code == "40001":
+                h.anomaly("lock-lost", "%s: 40001 (%s) while no hold of %s was taken back" % (what, r.msg, s.name))
+                return True
+            return False
+        if r.ok or r.code != "40001":
+            h.anomaly("lock-lost", "%s answered %r although its hold of %s was revoked: its next zklock call"
+                      " must fail with 40001 (doc/locks.md, Lost locks)" % (what, r, ", ".join(sorted(set(lost)))))
+            self.ghosts.pop(s, None)
+            return True
+        m = re.search(r'lock "(.*)" was lost', r.msg or "")
+        name = m.group(1) if m else None
+        gs = self.ghosts.get(s, [])
+        mine = [g for g in gs if g.name == name]
+        if not mine:
+            h.anomaly("lock-lost", "%s: 40001 %r names none of the holds taken back (%s)"
+                      % (what, r.msg, ", ".join(sorted(set(lost)))))
+            return True
+        # lock_backend.c reports the first lost local lock, its shared one
+        # before its exclusive one (an upgrade's comes second); a session
+        # scope hold is then forgotten
+        g = sorted(mine, key=lambda g: g.mode != "s")[0]
+        had = any(hd[1] == "sess" for hd in g.holds)
+        g.holds = [hd for hd in g.holds if hd[1] != "sess"]
+        if not g.holds:
+            gs.remove(g)
+        h.tallies["lock lost reported (40001)%s" % (" session" if had else "")] += 1
+        return True
+
+    def commit_fails(self, s):
+        """A transaction-scope hold of s taken back: its COMMIT fails with
+        40001 (doc/locks.md, Lost locks).  The name, or None."""
+        for g in self.ghosts.get(s, []):
+            if any(hd[1] == "xact" for hd in g.holds):
+                return g.name
+        return None
+
+    def revoke_applicable(self, s, nm):
+        """The generator's bounds on a revoke: a holder to be revoked that
+        runs a statement runs a lock wait for another name (its cancel,
+        57014, is then the lock model's to check); an upgrade's wait on the
+        name revoked races with the revoke of its shared node (granted, it
+        is the shared node's sibling and goes too; or cancelled)."""
+        for n in self.nodes[nm]:
+            o = n.owner
+            if o is s or not hasattr(o, "pid") or o.pending is None:
+                continue
+            if o.pending.get("r") != "lock" or o.pending.get("nm") == nm:
+                return False
+        return True
+
+    def applicable(self, s, op):
+        if op["k"] == "revoke":
+            return self.revoke_applicable(s, self.names[op["n"]])
+        return True
+
+    def revoke_expect(self, s, name):
+        """The rows zk_lock_revoke(name) by s must answer: one per holder
+        (zk_lock_holders' held), (mode, cluster, pid, outcome): kazoo's
+        (cluster and pid NULL) and s's own are not touched; every other
+        holder zklock made, idle or running a statement, is revoked."""
+        rows = []
+        for n in self.view_held(name):
+            mode = "exclusive" if n.mode == "x" else "shared"
+            if not hasattr(n.owner, "pid"):
+                rows.append((mode, None, None, "not touched", n))
+            else:
+                rows.append((mode, self.sysid(n.owner.cluster), n.owner.pid,
+                             "not touched" if n.owner is s else "revoked", n))
+        return rows
+
+    def done_revoke(self, s, op, r, ctx):
+        h = self.h
+        if self.lost_check(s, op, r, ctx):
+            return
+        if not r.ok:
+            h.unexpected(s, op, r)
+            return
+        name = op["nm"]
+        exp = ctx["expect"]
+        key = lambda t: tuple(str(v) for v in t)    # (kazoo's cluster and pid are NULL)
+        got = sorted(((row[0], row[2], row[3], row[4]) for row in r.rows), key=key)
+        want = sorted((e[:4] for e in exp), key=key)
+        h.tallies["lock revokes"] += 1
+        for row in r.rows:
+            h.tallies["lock revoke rows %s" % row[4]] += 1
+        if got != want:
+            h.anomaly("lock-revoke", "%s by %s answered %s, the model %s (%s)"
+                      % (op.get("sql"), s.name, got, want, self.show(name)))
+        # the revoked: every node of their owners goes (an upgrade's two
+        # together); their holds are lost, the ones that were local locks
+        # of lock_backend.c become ghosts; a statement they run is cancelled
+        owners = []
+        for e in exp:
+            if e[3] == "revoked" and e[4].owner not in owners:
+                owners.append(e[4].owner)
+        toks = [row[1] for row in r.rows if row[4] == "revoked" and row[1] is not None]
+        for e in exp:
+            n = e[4]
+            if e[3] == "revoked" and n.token is not None and not n.upgrade and n.token not in toks:
+                h.anomaly("lock-revoke", "%s by %s: %s's %s node has token %s, not among the revoked rows' %s"
+                          % (op.get("sql"), s.name, n.owner.name, e[0], n.token, toks))
+        if toks:
+            self.rv_tok[name] = max(self.rv_tok[name], max(toks))
+        for o in owners:
+            x, sh = self.own(name, o)
+            gs = self.ghosts.setdefault(o, [])
+            riding = sh is not None and sh.holds and x is not None and sh.pin_x is x
+            if sh is not None and sh.holds and not riding:
+                gs.append(Ghost(name, "s", [list(hd) for hd in sh.holds]))
+            if x is not None and (x.holds or riding):
+                gs.append(Ghost(name, "x", [list(hd) for hd in x.holds + (sh.holds if riding else [])]))
+            if not gs:
+                del self.ghosts[o]
+            self.nodes[name] = [n for n in self.nodes[name] if n.owner is not o]
+            if o.pending is not None and o.pctx is not None:
+                o.pctx["revoked"] = True
+            h.note("      (model: %s's holds of %s taken back: %s)" % (
+                o.name, name, ", ".join("%s%s" % (g.mode, g.holds) for g in self.ghosts.get(o, [])
+                                        if g.name == name) or "none of its local locks"))
+
+    def check_after_revoke(self, name, node, tok, who):
+        """A node granted after a revoke of its name was made after the
+        holders taken back: its token is larger (doc/locks.md, Revoking a
+        lock).  An upgrade reports its shared node's token: not checked."""
+        if tok is None or node.upgrade or not self.rv_tok.get(name):
+            return
+        if tok <= self.rv_tok[name]:
+            self.h.anomaly("lock-token", "%s: granted to %s after a revoke with token %s, not above %s taken back"
+                           % (name, who, tok, self.rv_tok[name]))
+
     # ---- generation
     def gen(self, r, s):
         name = r.randrange(len(self.names))
         x = r.random()
+        if r.random() < 0.07:
+            # an operator's revoke (any session: the tests run as superuser),
+            # mostly of a name another session holds
+            held = [i for i, nm in enumerate(self.names) for n in self.nodes[nm]
+                    if n.granted and n.owner is not s and hasattr(n.owner, "pid")]
+            i = r.choice(held) if held and r.random() < 0.85 else name
+            op = {"k": "revoke", "n": i, "kt": r.random() < 0.3, "t": r.choice(["5s", "5s", None])}
+            if self.revoke_applicable(s, self.names[i]):
+                return op
         if len(self.names) > 1 and r.random() < 0.25:
             # a circle of waits: holding a name, wait for one another owner
             # holds, best one whose owner waits for ours
@@ -312,12 +539,24 @@ class LockModel:
         s.touched.add("lock")
         if "n" in op:
             op["nm"] = self.names[op["n"]]
+        # a hold of s taken back: this call must fail with 40001 at once
+        lost = self.lost_names(s)
+        if k == "revoke":
+            name = op["nm"]
+            a = self.arg(name, op.get("kt"))
+            ctx = {"lost": lost, "expect": [] if lost else self.revoke_expect(s, name)}
+            h.fast_call(s, op, "SELECT mode, token, cluster, pid, outcome FROM zk_lock_revoke(%%s%s, %%s::interval)"
+                        % ("::bigint" if isinstance(a, int) else ""), (a, op.get("t")), self.done_revoke, ctx)
+            return
         if k == "lock":
             name, mode, scope = op["nm"], op["m"], op["sc"]
             fn = FUNCS[(mode, scope, op["w"])]
             x, sh = self.own(name, s)
-            ctx = {"stack": None, "new": None}
-            if (mode == "s" and (x or sh)) or (mode == "x" and x):
+            ctx = {"stack": None, "new": None, "lost": lost}
+            if lost:
+                grant = True        # (it answers at once, 40001)
+                ctx["upgrade"] = False
+            elif (mode == "s" and (x or sh)) or (mode == "x" and x):
                 # a shared hold stacks on our shared node, else rides on the
                 # exclusive one (after an upgrade the owner has both)
                 ctx["stack"] = (sh if sh is not None else x) if mode == "s" else x
@@ -336,7 +575,7 @@ class LockModel:
                             self.done_lock, ctx)
             else:
                 tmo = {"0": 0.0, "200ms": 0.2, "2s": 2.0, "30s": None, None: None}[op["t"]]
-                if not grant and tmo is None and not op.get("st") and not ctx.get("deadlock"):
+                if not grant and tmo is None and not op.get("st") and not ctx.get("deadlock") and not lost:
                     n = Node(s, mode, ctx["upgrade"])
                     n.waiting = True
                     self.nodes[name].append(n)
@@ -355,30 +594,32 @@ class LockModel:
                     self.h.tallies["lock circles closed by a pending wait"] += 1
                 self.mark_cycles()
         elif k == "lockall":
-            self.execute_all(s, op)
+            self.execute_all(s, op, lost)
         elif k == "unlockm":
             names = [self.names[i] for i in op["ns"]]
             fn = "zk_unlock" if op["m"] == "x" else "zk_unlock_shared"
             if self.keys and not op.get("kt"):
                 h.fast_call(s, op, "SELECT %s(%%s::bigint[])" % fn, ([int(n) for n in names],),
-                            self.done_unlockm, {"names": names})
+                            self.done_unlockm, {"names": names, "lost": lost})
             else:
-                h.fast_call(s, op, "SELECT %s(%%s::text[])" % fn, (names,), self.done_unlockm, {"names": names})
+                h.fast_call(s, op, "SELECT %s(%%s::text[])" % fn, (names,), self.done_unlockm,
+                            {"names": names, "lost": lost})
         elif k == "unlock":
             fn = "zk_unlock" if op["m"] == "x" else "zk_unlock_shared"
             a = self.arg(op["nm"], op.get("kt"))
             h.fast_call(s, op, "SELECT %s(%%s%s)" % (fn, "::bigint" if isinstance(a, int) else ""), (a,),
-                        self.done_unlock)
+                        self.done_unlock, {"lost": lost})
         elif k == "unlock_all":
-            h.fast_call(s, op, "SELECT zk_unlock_all()", None, self.done_unlock_all)
+            h.fast_call(s, op, "SELECT zk_unlock_all()", None, self.done_unlock_all, {"lost": lost})
         elif k == "token":
             a = self.arg(op["nm"], op.get("kt"))
             h.fast_call(s, op, "SELECT zk_lock_token(%%s%s)" % ("::bigint" if isinstance(a, int) else ""),
-                        (a,), self.done_token)
+                        (a,), self.done_token, {"lost": lost})
         elif k == "holders":
-            h.fast_call(s, op, "SELECT mode, state FROM zk_lock_holders(%s)", (op["nm"],), self.done_holders)
+            h.fast_call(s, op, "SELECT mode, state FROM zk_lock_holders(%s)", (op["nm"],), self.done_holders,
+                        {"lost": lost})
 
-    def execute_all(self, s, op):
+    def execute_all(self, s, op, lost=()):
         """A multi-lock: the members one after the other in the canonical
         order (the names' bytes), each distinct name once; the first that
         cannot be granted ends the call, and every member taken is let go."""
@@ -388,7 +629,7 @@ class LockModel:
         names = [self.names[i] for i in op["ns"]]
         plan = []
         grant, dead, blocked = True, False, None
-        for nm in sorted(set(names), key=lambda n: n.encode()):
+        for nm in sorted(set(names), key=lambda n: n.encode()) if not lost else ():
             x, sh = self.own(nm, s)
             if (mode == "s" and (x or sh)) or (mode == "x" and x):
                 plan.append((nm, (sh if sh is not None else x) if mode == "s" else x, False))
@@ -400,7 +641,7 @@ class LockModel:
                 blocked = (nm, Node(s, mode, upgrade))
                 break
             plan.append((nm, None, upgrade))
-        ctx = {"plan": plan, "grant": grant, "dead": dead, "names": names, "blocked": blocked}
+        ctx = {"plan": plan, "grant": grant, "dead": dead, "names": names, "blocked": blocked, "lost": list(lost)}
         fn = FUNCS[(mode, scope, op["w"])]
         if self.keys and not op.get("kt"):
             arr, cast = [int(n) for n in names], "bigint[]"
@@ -421,6 +662,8 @@ class LockModel:
 
     def done_all(self, s, op, r, ctx):
         h = self.h
+        if self.lost_check(s, op, r, ctx):
+            return
         mode, scope = op["m"], op["sc"]
         what = "%s by %s" % (op.get("sql"), s.name)
         if not r.ok:
@@ -478,6 +721,7 @@ class LockModel:
             node.token = tokmap.get(nm)
             node.holds.append(hold)
             self.check_token(nm, node, node.token, s.name)
+            self.check_after_revoke(nm, node, node.token, s.name)
 
     def h_wait(self, s, op, sql, args, would_wait, limit, ctx):
         def done(s_, op_, r, c):
@@ -499,6 +743,10 @@ class LockModel:
     def done_lock(self, s, op, r, ctx):
         h = self.h
         name, mode, scope = op["nm"], op["m"], op["sc"]
+        if self.lost_check(s, op, r, ctx):
+            return
+        if ctx.get("revoked") and not r.ok and r.code == "57014":
+            h.tallies["lock waits cancelled by a revoke (57014)"] += 1
         new = ctx.get("new")
         if new is not None and new in self.nodes[name]:
             new.waiting = False
@@ -570,6 +818,7 @@ class LockModel:
         node.token = tok
         node.holds.append(hold)
         self.check_token(name, node, tok, s.name)
+        self.check_after_revoke(name, node, tok, s.name)
 
     def show(self, name):
         return "[" + ", ".join("%s:%s%s%s%s" % (getattr(n.owner, "name", n.owner), n.mode,
@@ -578,6 +827,8 @@ class LockModel:
                                                  "x%d" % len(n.holds)) for n in self.nodes[name]) + "]"
 
     def done_unlock(self, s, op, r, ctx):
+        if self.lost_check(s, op, r, ctx):
+            return
         h = self.h
         if not r.ok:
             h.unexpected(s, op, r)
@@ -606,6 +857,8 @@ class LockModel:
     def done_unlockm(self, s, op, r, ctx):
         """zk_unlock[_shared] over an array: one session hold of each
         distinct name; true when each had one."""
+        if self.lost_check(s, op, r, ctx):
+            return
         h = self.h
         if not r.ok:
             h.unexpected(s, op, r)
@@ -636,12 +889,16 @@ class LockModel:
                          "; ".join(self.show(n) for n in sorted(set(ctx["names"])))))
 
     def done_unlock_all(self, s, op, r, ctx):
+        if self.lost_check(s, op, r, ctx):
+            return
         if not r.ok:
             self.h.unexpected(s, op, r)
             return
         self.remove_holds(s, lambda hd: hd[1] == "sess")
 
     def done_token(self, s, op, r, ctx):
+        if self.lost_check(s, op, r, ctx):
+            return
         if not r.ok:
             self.h.unexpected(s, op, r)
             return
@@ -663,6 +920,8 @@ class LockModel:
                            % (op["nm"], s.name, got, want, self.show(op["nm"])))
 
     def done_holders(self, s, op, r, ctx):
+        if self.lost_check(s, op, r, ctx):
+            return
         if not r.ok:
             self.h.unexpected(s, op, r)
             return
@@ -726,14 +985,30 @@ class LockModel:
         return k.owner_obj
 
     # ---- transactions
+    def ghost_holds(self, s, pred):
+        """The end of a transaction or subtransaction ends the holds of the
+        ghosts too; a ghost with no hold left is forgotten."""
+        gs = self.ghosts.get(s)
+        if not gs:
+            return
+        for g in list(gs):
+            g.holds = [hd for hd in g.holds if not pred(hd)]
+            if not g.holds:
+                gs.remove(g)
+        if not gs:
+            del self.ghosts[s]
+
     def on_commit(self, s):
         self.remove_holds(s, lambda hd: hd[1] == "xact")
+        self.ghost_holds(s, lambda hd: hd[1] == "xact")
 
     def on_rollback(self, s):
         self.remove_holds(s, lambda hd: hd[1] == "xact")
+        self.ghost_holds(s, lambda hd: hd[1] == "xact")
 
     def on_rollback_to(self, s, level):
         self.remove_holds(s, lambda hd: hd[1] == "xact" and hd[2] >= level)
+        self.ghost_holds(s, lambda hd: hd[1] == "xact" and hd[2] >= level)
 
     def on_release(self, s, level):
         for name in self.names:
@@ -742,16 +1017,23 @@ class LockModel:
                     for hd in n.holds:
                         if hd[1] == "xact" and hd[2] >= level:
                             hd[2] = level - 1
+        for g in self.ghosts.get(s, []):
+            for hd in g.holds:
+                if hd[1] == "xact" and hd[2] >= level:
+                    hd[2] = level - 1
 
     def on_terminate(self, s):
         for name in self.names:
             self.nodes[name] = [n for n in self.nodes[name] if n.owner is not s]
+        self.ghosts.pop(s, None)
 
     def prepare_expect(self, s):
         strong = weak = False
         for name in self.names:
-            for n in self.nodes[name]:
-                if n.owner is s:
+            # a ghost is a local lock still: its transaction holds refuse
+            # PREPARE as any do (lock_backend.c, holds_transaction_locks)
+            for n in self.nodes[name] + [g for g in self.ghosts.get(s, []) if g.name == name]:
+                if getattr(n, "owner", s) is s:
                     for hd in n.holds:
                         if hd[1] == "xact":
                             strong = True
@@ -761,6 +1043,8 @@ class LockModel:
 
     # ---- waiting
     def due(self, s, op):
+        if s.pctx is not None and s.pctx.get("revoked"):
+            return True     # its statement is cancelled (57014): it ends now
         self.mark_cycles()
         for name in self.names:
             for n in self.nodes[name]:
@@ -778,6 +1062,13 @@ class LockModel:
 
     def final(self, s0):
         h = self.h
+        for s in h.sessions:
+            # a session-scope hold taken back is reported by one call each
+            for _ in range(6):
+                if not self.ghosts.get(s):
+                    break
+                h.fast_call(s, {"k": "unlock_all", "r": "lock"}, "SELECT zk_unlock_all()", None,
+                            self.done_unlock_all, {"lost": self.lost_names(s)})
         for s in h.sessions:
             if any(n.owner is s for name in self.names for n in self.nodes[name]):
                 h.fast_call(s, {"k": "unlock_all", "r": "lock"}, "SELECT zk_unlock_all()", None,
