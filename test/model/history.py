@@ -344,6 +344,10 @@ class History:
         if not actors:
             return {"k": "sleep", "r": None, "ms": 200}
         s = r.choice(actors)
+        if s.xact and any(getattr(m, "commit_fails", lambda s: None)(s) is not None for m in self.models) \
+                and r.random() < 0.4:
+            # a transaction whose lock was taken back: often its COMMIT next (40001)
+            return {"k": "commit", "r": None, "s": s.idx}
         x = r.random()
         if not s.xact:
             if x < 0.35:
@@ -559,6 +563,12 @@ class History:
                     r = s.finish(now())
                     if r is not None:
                         self.finished.append((s, s.pending, r))
+            # a call that failed first: its error aborted its transaction
+            # (PostgreSQL's abort runs when the error is raised, and zklock's
+            # hooks let go of the transaction's holds then), so a waiter
+            # answered in the same round may have been granted what it held
+            # (a deadlock victim's 40P01 and the grant it let through)
+            self.finished.sort(key=lambda f: f[2].ok)
             for s, _, r in self.finished:
                 self.complete_pending(s, r)
             self.finished = []
