@@ -835,6 +835,10 @@ dl_int_field(const char *json, int len, const char *key, int64 *v)
  * Does the owner of the record "value" (read into g) block through "via":
  * its waiting contender, an upgrade's shared node, or one it holds?  A
  * record without the full list of holds ("holds_all" not 1) takes any.
+ * With the full list, an empty one ("holds":"", a waiter that holds
+ * nothing; zk_json_field reports an empty value as absent) takes none: a
+ * node of that owner on its way out (a failed call's, a released hold's,
+ * one of its worker's earlier session not expired yet) is no edge.
  */
 static bool
 dl_via_held(const char *value, int value_len, DlFrame *g, const char *via)
@@ -847,7 +851,7 @@ dl_via_held(const char *value, int value_len, DlFrame *g, const char *via)
 	if (!dl_int_field(value, value_len, "holds_all", &all) || all != 1)
 		return true;
 	if (!zk_json_field(value, value_len, "holds", holds, sizeof(holds)))
-		return true;
+		return false;			/* holds nothing */
 	return dl_listed_in(holds, via);
 }
 

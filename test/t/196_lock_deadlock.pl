@@ -17,6 +17,10 @@
 # 6. Nothing left: <root>/waits has no record once the waits are over.
 # 7. No false cycle through a node with our owner tag that we do not hold
 #    (a failed call's node on its way out).
+# 8. No false cycle through a node of the other member's owner tag that it
+#    does not hold, when it holds nothing (its record's "holds" is empty):
+#    found by the fault run (two 40P01s in its control group: a node of the
+#    other cluster's earlier session, not expired yet, took for a hold).
 # Before: every case waited until lock_timeout (doc/limits.md said so).
 
 use strict;
@@ -171,6 +175,40 @@ is($falsepos, 0, 'a long chain without a cycle: no 40P01');
 	$r = $o->wait(30);
 	is($r->{sqlstate}, '00000', 'the other waiter is granted once that node goes');
 	$o->query_safe('COMMIT');
+	is(deadlocks() - $dl, 0, 'no deadlock counted');
+}
+
+# 8. no false cycle through a node of another member that it does not
+#    hold, when it holds nothing: o (another cluster) waits for lg_p, which
+#    we hold, holding nothing itself; a node with o's owner tag (a leftover
+#    of an earlier call of o, or of its worker's earlier session) stands
+#    ahead of us in lg_q.  Before: o's record said "holds":"", read as "no
+#    list", so that node was taken as a hold of o and we got 40P01.
+{
+	my $me = sess(0, 'lg1');
+	my $o = sess(1, 'lg2');
+	$o->query_safe("SELECT zk_session_lock('lg_probe')");
+	my ($probe) = zk_children($zk, '/zklock/locks/lg_probe');
+	my $tag = substr($probe, 0, 16);
+	$o->query_safe("SELECT zk_unlock('lg_probe')");
+	my $fake = "/zklock/locks/lg_q/${tag}0000000000000000__lock__0000000000";
+	zkq_or_die($zk, 'create', $fake);
+	my $dl = deadlocks();
+	$me->query_safe('BEGIN');
+	$me->query_safe("SELECT zk_lock('lg_p')");
+	$o->query_safe('BEGIN');
+	$o->send("SELECT zk_lock('lg_p', '60s')");
+	ok(wait_until(sub { grep { $_ eq $tag } zk_children($zk, $WAITS) }, 10),
+		'the other member published its record (it holds nothing)');
+	$me->send("SELECT zk_lock('lg_q', '4s')");
+	my $r = $me->wait(30);
+	is($r->{sqlstate}, '55P03', 'a node of the other member that it does not hold closes no cycle: the wait times out')
+	  or diag $r->{err};
+	$me->query('ROLLBACK');
+	$r = $o->wait(30);
+	is($r->{sqlstate}, '00000', 'the other member is granted once we roll back');
+	$o->query_safe('COMMIT');
+	zkq_or_die($zk, 'delete', $fake);
 	is(deadlocks() - $dl, 0, 'no deadlock counted');
 }
 
