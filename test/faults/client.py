@@ -79,6 +79,9 @@ class Client(PgThread):
         name = rnd.choice(r.names)
         shared = rnd.random() < r.shared_p
         long_cs = not r.quiet.is_set() and rnd.random() < r.long_p
+        if not r.quiet.is_set() and not r.control and r.want_long.is_set():
+            r.want_long.clear()
+            long_cs = True
         hold = rnd.uniform(*r.long_hold) if long_cs else rnd.uniform(0.005, 0.12)
         check_token = (not r.control) and rnd.random() < 0.5
         holders = (not r.control) and rnd.random() < r.holders_p

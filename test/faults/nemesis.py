@@ -98,19 +98,30 @@ class Nemesis(threading.Thread):
     def run(self):
         r = self.run_
         next_probe = time.monotonic() + min(3.0, self.probe_every)
+        probe_hold_until = next_probe + 15.0
         # every kind once first, then at random by weight; ZooKeeper faults run
         # one at a time, so they come first (the others start beside them)
         todo = list(KINDS)
         self.rnd.shuffle(todo)
         todo.sort(key=lambda k: not k.startswith("zk_"))
         while not r.faults_over.is_set():
-            if r.faults_over.wait(self.rnd.uniform(0.4, 2.5)):
+            # a probe waiting for a fresh long critical section looks often
+            pause = 0.2 if r.want_long.is_set() else self.rnd.uniform(0.4, 2.5)
+            if r.faults_over.wait(pause):
                 break
             if time.monotonic() >= next_probe:
                 if self.start_fault("expiry_probe"):
+                    r.want_long.clear()
                     next_probe = time.monotonic() + self.probe_every
                     continue
-                next_probe = time.monotonic() + 1.0
+                # no client in a fresh long critical section on a cluster
+                # free of faults: ask the next one for one, and keep the
+                # clusters free of other faults until the first probe went in
+                # (at most 15 s), so that a short run gets one
+                r.want_long.set()
+                next_probe = time.monotonic() + 0.3
+                if "expiry_probe" not in self.injected and time.monotonic() < probe_hold_until:
+                    continue
             todo = [k for k in todo if k not in self.injected]
             if todo:
                 for kind in todo:

@@ -88,6 +88,9 @@ class Run:
         self.statement_timeout = args.statement_timeout
         self.session_timeout_s = args.session_timeout
         self.probe_every = args.probe_every
+        # set by the nemesis when an expiry probe is due and no client is in a
+        # long critical section: the next lock client to start one takes it
+        self.want_long = threading.Event()
         self.stop = threading.Event()          # clients stop
         self.quiet = threading.Event()         # no more long critical sections
         self.faults_over = threading.Event()   # the nemesis stops starting faults
