@@ -48,7 +48,11 @@
  *	  Verify: every contender of the cycle is read again (exists), then
  *	  the record of every member of another cluster: the same write as the
  *	  one followed, or a rewrite (its owner's next check) naming the same
- *	  contender and still the blocking node.  Node names are never reused,
+ *	  contender and still the blocking node.  Such a member's contenders
+ *	  and its record must come from one ZooKeeper session (ephemeralOwner):
+ *	  a node of its owner tag left by its worker's earlier session (given
+ *	  up, not expired yet) is held by no one, and a record whose holds did
+ *	  not fit (it takes any node of its owner) would otherwise take it.  Node names are never reused,
  *	  and the blocking between two existing contenders of one lock cannot
  *	  change; so at the first of these reads every contender existed and
  *	  every record said what was followed, and by Order no member's worker
@@ -120,6 +124,9 @@ typedef struct DlFrame
 															 * each */
 	int			edge;			/* the owner followed from here (cycle) */
 	int64		rec_mzxid;		/* of its owner's record, as followed */
+	int64		rec_session;	/* the session that made that record: its
+								 * owner's worker's; a node of the owner made
+								 * by another is a leftover, no edge */
 	bool		local;			/* its owner is a backend of this cluster */
 } DlFrame;
 
@@ -882,7 +889,8 @@ dl_record_read(int rc, const char *value, int value_len,
 			c->depth < DL_DEPTH_MAX &&
 			dl_int_field(value, value_len, "czxid", &czxid) &&
 			dl_int_field(value, value_len, "every", &every) &&
-			every > 0 && stat->mtime >= c->now_ms - (2 * every + 1000))
+			every > 0 && stat->mtime >= c->now_ms - (2 * every + 1000) &&
+			stat->ephemeralOwner != 0)
 		{
 			g = &c->frames[c->depth];
 			memset(g, 0, sizeof(DlFrame));
@@ -908,6 +916,7 @@ dl_record_read(int rc, const char *value, int value_len,
 				{
 					g->czxid = czxid;
 					g->rec_mzxid = stat->mzxid;
+					g->rec_session = stat->ephemeralOwner;
 					f->edge = f->next - 1;
 					c->depth++;
 					c->phase = DLP_LIST;
@@ -920,17 +929,31 @@ done:	;
 	NONE_COMPLETION_END;
 }
 
-/* Completion of an exists of the cycle's contenders */
+/*
+ * Completion of an exists of the cycle's contenders: a frame's waiting
+ * contender (part 0) or the node it waits for (part 1), each of the owner
+ * whose record was followed.  Another cluster's owner's node must come from
+ * the session that wrote that owner's record: a node of the same owner tag
+ * left by its worker's earlier session (given up, not expired yet) is held
+ * by no one (a record that does not list every hold takes any node of its
+ * owner, so this is where such a leftover is told apart).
+ */
 static void
 dl_verified(int rc, const struct Stat *stat, const void *data)
 {
 	DATA_COMPLETION_BEGIN(DlCheck, c, data);
 	{
+		int			k = c->verify_next / 3;
+		int			t = (c->verify_next % 3 == 0) ? k : (k + 1) % c->depth;
+		DlFrame    *o = &c->frames[t];
+
 		c->inflight = false;
 		if (c->dead || dl_entry(c) == NULL)
 			dl_end(c, false);
-		else if (rc != ZOK)
+		else if (rc != ZOK || stat == NULL)
 			dl_end(c, true);	/* gone: the cycle broke, or was never one */
+		else if (t != 0 && !o->local && stat->ephemeralOwner != o->rec_session)
+			dl_end(c, true);	/* a leftover of another session: no edge */
 		else
 		{
 			c->verify_next++;
@@ -977,6 +1000,7 @@ dl_reread(int rc, const char *value, int value_len,
 		if (c->dead || dl_entry(c) == NULL)
 			dl_end(c, false);
 		else if (rc != ZOK || stat == NULL ||
+				 stat->ephemeralOwner != g->rec_session ||
 				 (stat->mzxid != g->rec_mzxid &&
 				  !dl_record_same(value, value_len, g, p->via[p->edge])))
 			dl_end(c, true);	/* gone or changed: its wait moved or ended */

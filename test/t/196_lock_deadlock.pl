@@ -21,6 +21,10 @@
 #    does not hold, when it holds nothing (its record's "holds" is empty):
 #    found by the fault run (two 40P01s in its control group: a node of the
 #    other cluster's earlier session, not expired yet, took for a hold).
+# 9. The same when the other member holds too many locks for its record to
+#    list them (its "holds" did not fit, so the record takes any node of
+#    its owner): a node of its owner tag that another ZooKeeper session
+#    made (its worker's earlier session) is no edge.
 # Before: every case waited until lock_timeout (doc/limits.md said so).
 
 use strict;
@@ -208,6 +212,41 @@ is($falsepos, 0, 'a long chain without a cycle: no 40P01');
 	$r = $o->wait(30);
 	is($r->{sqlstate}, '00000', 'the other member is granted once we roll back');
 	$o->query_safe('COMMIT');
+	zkq_or_die($zk, 'delete', $fake);
+	is(deadlocks() - $dl, 0, 'no deadlock counted');
+}
+
+# 9. as 8, but o holds 14 locks (their names do not fit in its record, so
+#    it says "holds_all":0 and takes any node of o's owner tag): the node
+#    ahead of us was made by another session than o's worker's, so it is
+#    held by no one.  Before: we got 40P01.
+{
+	my $me = sess(0, 'lh1');
+	my $o = sess(1, 'lh2');
+	$o->query_safe("SELECT zk_session_lock('lh_h' || i) FROM generate_series(1, 14) i");
+	my ($probe) = zk_children($zk, '/zklock/locks/lh_h1');
+	my $tag = substr($probe, 0, 16);
+	my $fake = "/zklock/locks/lh_q/${tag}0000000000000000__lock__0000000000";
+	zkq_or_die($zk, 'create', $fake);
+	my $dl = deadlocks();
+	$me->query_safe('BEGIN');
+	$me->query_safe("SELECT zk_lock('lh_p')");
+	$o->query_safe('BEGIN');
+	$o->send("SELECT zk_lock('lh_p', '60s')");
+	ok(wait_until(sub { grep { $_ eq $tag } zk_children($zk, $WAITS) }, 10),
+		'the other member published its record (holding 14 locks)');
+	my $rec = zkq($zk, 'get', "$WAITS/$tag") // '';
+	like($rec, qr/"holds_all":0/, 'its record does not list its holds (they do not fit)');
+	$me->send("SELECT zk_lock('lh_q', '4s')");
+	my $r = $me->wait(30);
+	is($r->{sqlstate}, '55P03',
+		"a node of the other member's owner tag made by another session closes no cycle: the wait times out")
+	  or diag $r->{err};
+	$me->query('ROLLBACK');
+	$r = $o->wait(30);
+	is($r->{sqlstate}, '00000', 'the other member is granted once we roll back');
+	$o->query_safe('COMMIT');
+	$o->query_safe('SELECT zk_unlock_all()');
 	zkq_or_die($zk, 'delete', $fake);
 	is(deadlocks() - $dl, 0, 'no deadlock counted');
 }
