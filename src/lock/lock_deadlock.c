@@ -440,6 +440,7 @@ dl_sent(DlCheck *c, int rc)
 }
 
 static void dl_publish(DlCheck *c, ZkEntry *e);
+static void dl_stale_deleted(int rc, const void *data);
 static bool dl_holds_list(const char *owner, char *out, size_t outlen);
 
 /*
@@ -486,6 +487,24 @@ dl_write_answered(DlCheck *c, int rc, const struct Stat *stat, bool created)
 	c->inflight = false;
 	if (c->dead || (e = dl_entry(c)) == NULL)
 		dl_end(c, false);
+	else if (rc == ZOK && !created && zk_cur_session != 0 &&
+			 (uint64) stat->ephemeralOwner != zk_cur_session)
+	{
+		/*
+		 * The record there is one our worker's earlier session made (given
+		 * up, not expired yet): the others take this owner's contenders only
+		 * from the session that wrote its record (dl_verified), so that one
+		 * goes and ours is made in this session
+		 */
+		char		path[ZK_PATH_MAX];
+
+		ZKLK(e)->dl_published = false;
+		dl_record_path(c->frames[0].owner, path, sizeof(path));
+		c->phase = DLP_PUBLISH;
+		if (c->requests >= DL_REQUESTS_MAX ||
+			!dl_sent(c, zoo_adelete(zk_zh, path, stat->version, dl_stale_deleted, c)))
+			dl_end(c, true);
+	}
 	else if (rc == ZOK)
 		dl_written(c, stat);
 	else if (rc == ZNODEEXISTS && created)
@@ -522,6 +541,25 @@ dl_write_answered(DlCheck *c, int rc, const struct Stat *stat, bool created)
 			ZKLK(e)->dl_published = false;
 		dl_end(c, true);
 	}
+}
+
+/* Completion of the delete of an earlier session's record: make ours */
+static void
+dl_stale_deleted(int rc, const void *data)
+{
+	DATA_COMPLETION_BEGIN(DlCheck, c, data);
+	{
+		ZkEntry    *e;
+
+		c->inflight = false;
+		if (c->dead || (e = dl_entry(c)) == NULL)
+			dl_end(c, false);
+		else if (rc == ZOK || rc == ZNONODE || rc == ZBADVERSION)
+			dl_publish(c, e);	/* gone (or rewritten): create, or set again */
+		else
+			dl_end(c, true);
+	}
+	NONE_COMPLETION_END;
 }
 
 /* Completion of the record's create (zoo_acreate2) */

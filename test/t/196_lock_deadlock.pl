@@ -25,6 +25,9 @@
 #    list them (its "holds" did not fit, so the record takes any node of
 #    its owner): a node of its owner tag that another ZooKeeper session
 #    made (its worker's earlier session) is no edge.
+# 10. A record of the other member's owner tag left by another session (its
+#    worker's earlier one; here a node zkq made) is replaced, not rewritten
+#    in place: the cycle through that member is still found.
 # Before: every case waited until lock_timeout (doc/limits.md said so).
 
 use strict;
@@ -249,6 +252,24 @@ is($falsepos, 0, 'a long chain without a cycle: no 40P01');
 	$o->query_safe('SELECT zk_unlock_all()');
 	zkq_or_die($zk, 'delete', $fake);
 	is(deadlocks() - $dl, 0, 'no deadlock counted');
+}
+
+# 10. a stale record of o's owner tag is there before o waits (made by
+#     another session, as one of its worker's given-up session would be):
+#     o's worker replaces it, so the record and o's contenders come from one
+#     session and the cycle is found.  Rewritten in place, the record kept
+#     the other session as its owner and the cycle was never taken.
+{
+	my $me = sess(0, 'ls1');
+	my $o = sess(1, 'ls2');
+	$o->query_safe("SELECT zk_session_lock('ls_probe')");
+	my ($probe) = zk_children($zk, '/zklock/locks/ls_probe');
+	my $tag = substr($probe, 0, 16);
+	$o->query_safe("SELECT zk_unlock('ls_probe')");
+	zkq_or_die($zk, 'create', "$WAITS/$tag", '{"zklock_wait":1}');
+	check_cycle('a stale record of a member replaced', cycle([ $o, $me ], [ 'ls_x', 'ls_y' ]));
+	my $rec = zkq($zk, 'get', "$WAITS/$tag");
+	ok(!defined $rec || $rec !~ /^\{"zklock_wait":1\}$/, 'the stale record is gone');
 }
 
 # 6. nothing left
