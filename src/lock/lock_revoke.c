@@ -7,15 +7,24 @@
  *	  Ask (ZKK_REVOKE, one entry per holder): the revoker's backend lists
  *	  the lock (zk_lock_holders' read) and, for every holder whose node
  *	  carries zklock's identity, has its worker create an ephemeral request
- *	  <root>/revokes/<the holder's node name> (its data: who asks), then
- *	  read the holder's node with a watch until it is gone: then the entry
- *	  is answered and its request deleted.  The revoker's timeout ends the
- *	  wait; letting go of the entry deletes the request too (also one whose
- *	  create had no answer: it may have landed), and a request lives no
- *	  longer than the revoker's session in any case.  Another revoker's
- *	  request found there (ZNODEEXISTS) serves while it lasts: it is read
- *	  with a watch instead of the holder's node, and once it goes, ours is
- *	  made.
+ *	  <root>/revokes/<the holder's node name> (its data: who asks, led by
+ *	  the entry's own guid), then read the holder's node with a watch until
+ *	  it is gone: then the entry is answered and its request deleted.  The
+ *	  revoker's timeout ends the wait; letting go of the entry deletes the
+ *	  request too (also one whose create had no answer: it may have
+ *	  landed), and a request lives no longer than the revoker's session in
+ *	  any case.  Another revoker's request found there (ZNODEEXISTS) serves
+ *	  while it lasts: it is read with a watch instead of the holder's node,
+ *	  and once it goes, ours is made.
+ *
+ *	  Whose request: the path names the holder, not the revoker, so every
+ *	  revoker of one holder creates the same path.  When a create of ours
+ *	  had no answer (it may have landed) and a retry finds the node there,
+ *	  or a delete of ours had none, the node is read back: it is ours only
+ *	  when its ephemeral owner is our session and its data is ours to the
+ *	  byte (our guid: two revokers of one cluster share the session), and
+ *	  only then kept or deleted (with the version read).  Another's is never
+ *	  deleted: it is watched, as above.
  *
  *	  Act: every worker, while its session is usable, lists <root>/revokes
  *	  with a child watch and hands each name to the lock's worker half
@@ -40,7 +49,8 @@
  *
  *	  Cost: for the revoker, one listing of the lock and one read per
  *	  contender, then per holder one create, one or two reads and one
- *	  delete; for every worker on the ensemble, one exists and one listing
+ *	  delete (one read more per create or delete without an answer); for
+ *	  every worker on the ensemble, one exists and one listing
  *	  of <root>/revokes per change of it.
  *
  *-------------------------------------------------------------------------
@@ -264,18 +274,29 @@ zk_revoke_session_reset(void)
 typedef enum RvStep
 {
 	RVS_CREATE = 0,				/* the request is to be made */
+	RVS_CHECK,					/* the request is to be read back: ours? */
 	RVS_WATCH,					/* the holder's node is to be read, watched */
 	RVS_DELETE,					/* the request is to be deleted */
 	RVS_DONE
 } RvStep;
 
-/* A ZKK_REVOKE entry's own fields; e->node is the holder's node name */
+/*
+ * A ZKK_REVOKE entry's own fields; e->node is the holder's node name.
+ * e->guid (made at its first create) names the request: it is written into
+ * the request's data (rv_request_data), so a node at the request's path is
+ * ours only when its data is ours to the byte and its ephemeral owner our
+ * session.  e->in_doubt: "made" may be so, but whether the node there is
+ * ours is not known (a create or a delete without an answer): it is read
+ * back (RVS_CHECK) before it is taken for ours or deleted.
+ */
 typedef struct ZkRevokePart
 {
 	uint8		step;			/* RvStep */
-	bool		made;			/* our request exists (or may) */
+	bool		made;			/* our request exists (or may: in_doubt) */
 	bool		dir_sent;		/* <root>/revokes' create sent for it */
 	bool		watch_req;		/* watching another's request, not the holder */
+	bool		check_inflight; /* the read back of the request is out */
+	int32		version;		/* our request's data version, for its delete */
 } ZkRevokePart;
 
 ZK_ENTRY_PART_FITS(ZkRevokePart);
@@ -284,6 +305,27 @@ ZK_ENTRY_PART_FITS(ZkRevokePart);
 static void rv_drive(ZkEntry *e);
 static void rv_end(ZkEntry *e);
 static void rv_send_create(ZkEntry *e);
+static void rv_send_get(ZkEntry *e);
+static void rv_send_check(ZkEntry *e);
+
+/*
+ * A request's data: the revoker's identity (the backend's, e->data) with
+ * the entry's guid first, {"request":"<guid>",...}.  The same bytes at
+ * every create of the entry, so a create in doubt is recognized by them.
+ */
+#define RV_DATA_MAX		(ZKLOCK_DATA_MAX + ZKLOCK_GUID_LEN + 16)
+
+static int
+rv_request_data(ZkEntry *e, char *out, size_t len)
+{
+	StaticAssertStmt(RV_DATA_MAX >= ZKLOCK_DATA_MAX + ZKLOCK_GUID_LEN + 15,
+					 "a request's data must fit RV_DATA_MAX");
+	if (e->data[0] == '{' && e->data[1] != '\0' && e->data[1] != '}')
+		snprintf(out, len, "{\"request\":\"%s\",%s", e->guid, e->data + 1);
+	else
+		snprintf(out, len, "{\"request\":\"%s\"}", e->guid);
+	return (int) strlen(out);
+}
 
 static void
 rv_request_path(ZkEntry *e, char *out, size_t len)
@@ -336,13 +378,20 @@ rv_deleted(int rc, const void *ctx)
 			e->delete_inflight = false;
 			if (!zk_rc_definite(rc))
 			{
-				/* maybe not deleted: again once usable (else with the session) */
+				/*
+				 * maybe not deleted: again once usable (else with the
+				 * session), read back first -- if it went, the node there
+				 * may be another revoker's request by then
+				 */
 				ZKRV(e)->step = RVS_DELETE;
+				e->in_doubt = true;
 				zk_retry_later(e);
 			}
 			else
 			{
+				/* deleted, or gone: ZNONODE, ZBADVERSION (not ours) */
 				ZKRV(e)->made = false;
+				e->in_doubt = false;
 				rv_settle(e);
 			}
 		}
@@ -364,25 +413,128 @@ rv_end(ZkEntry *e)
 		rv_watch_path(e, path, sizeof(path));
 		zk_entry_unwatch(e, path, ZWATCHTYPE_DATA, zk_kind_watcher);
 	}
-	if (e->watch == ZKEW_PENDING || e->create_inflight || e->delete_inflight)
+	if (e->watch == ZKEW_PENDING || e->create_inflight || e->delete_inflight ||
+		ZKRV(e)->check_inflight)
 		return;					/* its completion comes back here */
 	if (!ZKRV(e)->made)
 	{
 		rv_settle(e);
 		return;
 	}
-	ZKRV(e)->step = RVS_DELETE;
 	e->state = ZKE_DELETING;
+	if (e->in_doubt)
+	{
+		/* whose is the node there?  Deleted only if ours (rv_checked) */
+		rv_send_check(e);
+		return;
+	}
+	ZKRV(e)->step = RVS_DELETE;
 	if (!zk_session_usable())
 	{
 		zk_retry_later(e);
 		return;
 	}
 	rv_request_path(e, path, sizeof(path));
-	if (zoo_adelete(zk_zh, path, -1, rv_deleted, zk_ctx_of(e)) == ZOK)
+	if (zoo_adelete(zk_zh, path, ZKRV(e)->version, rv_deleted, zk_ctx_of(e)) == ZOK)
 		e->delete_inflight = true;
 	else
 		zk_retry_later(e);
+}
+
+/*
+ * Completion of the read back of the request: is the node at its path
+ * ours (our session's, our data to the byte: our guid)?
+ */
+static void
+rv_checked(int rc, const char *value, int value_len, const struct Stat *stat,
+		   const void *ctx)
+{
+	ENTRY_COMPLETION_BEGIN(e, ctx)
+	{
+		if (e != NULL && ZKRV(e)->check_inflight)
+		{
+			char		path[ZK_PATH_MAX];
+			bool		later = false;
+
+			ZKRV(e)->check_inflight = false;
+			rv_request_path(e, path, sizeof(path));
+			if (rc == ZOK)
+			{
+				char		mine[RV_DATA_MAX];
+				int			len = rv_request_data(e, mine, sizeof(mine));
+
+				e->in_doubt = false;
+				ZKRV(e)->made = stat != NULL && value != NULL &&
+					(uint64) stat->ephemeralOwner == zk_cur_session &&
+					value_len == len && memcmp(value, mine, len) == 0;
+				if (ZKRV(e)->made)
+					ZKRV(e)->version = stat->version;
+			}
+			else if (rc == ZNONODE)
+			{
+				/* not there: ours never landed, or went */
+				e->in_doubt = false;
+				ZKRV(e)->made = false;
+			}
+			else if (!zk_rc_definite(rc))
+			{
+				/* no answer: read again once usable (else with the session) */
+				ZKRV(e)->step = RVS_CHECK;
+				zk_retry_later(e);
+				later = true;
+			}
+			else
+			{
+				/*
+				 * refused: whose it is cannot be known, so it is not
+				 * deleted (it is ephemeral: it goes with the session)
+				 */
+				e->in_doubt = false;
+				ZKRV(e)->made = false;
+				zk_fail_rc(e, rc, path, ERRCODE_CONNECTION_FAILURE, zerror(rc));
+			}
+
+			if (later)
+				;
+			else if (e->released || e->outcome != ZKO_NONE)
+				rv_end(e);		/* deletes it if ours, else settles */
+			else if (rc == ZNONODE)
+				rv_send_create(e);	/* nobody's: make ours */
+			else
+				rv_send_get(e); /* ours: the holder's node; else the other's
+								 * request */
+		}
+	}
+	COMPLETION_END(e);
+}
+
+/* Read the request back, to tell whether the node there is ours */
+static void
+rv_send_check(ZkEntry *e)
+{
+	char		path[ZK_PATH_MAX];
+	int			rc;
+
+	ZKRV(e)->step = RVS_CHECK;
+	if (!zk_session_usable())
+	{
+		zk_retry_later(e);
+		return;
+	}
+	rv_request_path(e, path, sizeof(path));
+	rc = zoo_aget(zk_zh, path, 0, rv_checked, zk_ctx_of(e));
+	if (rc == ZOK)
+		ZKRV(e)->check_inflight = true;
+	else if (!zk_rc_definite(rc))
+		zk_retry_later(e);
+	else
+	{
+		/* refused at once: whose it is cannot be known, it is not deleted */
+		e->in_doubt = false;
+		ZKRV(e)->made = false;
+		(void) zk_send_failed(e, rc, "get");
+		rv_end(e);
+	}
 }
 
 /* Completion of the read of the holder's node (with a watch) */
@@ -478,14 +630,26 @@ rv_created(int rc, const char *value, const void *ctx)
 		if (e != NULL)
 		{
 			char		path[ZK_PATH_MAX];
+			bool		checking = false;
 
 			e->create_inflight = false;
 			rv_request_path(e, path, sizeof(path));
-			if (rc == ZOK || (rc == ZNODEEXISTS && e->in_doubt))
+			if (rc == ZOK)
 			{
-				/* ours (an earlier try of ours landed after all) */
+				/* ours, just made: its version is 0 */
 				ZKRV(e)->made = true;
+				ZKRV(e)->version = 0;
 				e->in_doubt = false;
+			}
+			else if (rc == ZNODEEXISTS && e->in_doubt)
+			{
+				/*
+				 * an earlier try of ours may have landed -- or the node is
+				 * another revoker's request: read it back, ours only if its
+				 * data and session are (made and in_doubt stay until then)
+				 */
+				rv_send_check(e);
+				checking = true;
 			}
 			else if (!zk_rc_definite(rc))
 			{
@@ -497,7 +661,9 @@ rv_created(int rc, const char *value, const void *ctx)
 				ZKRV(e)->made = true;
 				e->in_doubt = true;
 			}
-			if (e->released)
+			if (checking)
+				;				/* rv_checked goes on (or a retry) */
+			else if (e->released)
 				rv_end(e);
 			else if (rc == ZOK || rc == ZNODEEXISTS)
 				rv_send_get(e); /* ours: the holder's node; else the other's request */
@@ -527,6 +693,8 @@ static void
 rv_send_create(ZkEntry *e)
 {
 	char		path[ZK_PATH_MAX];
+	char		data[RV_DATA_MAX];
+	int			len;
 	int			rc;
 
 	ZKRV(e)->step = RVS_CREATE;
@@ -536,8 +704,12 @@ rv_send_create(ZkEntry *e)
 		zk_retry_later(e);
 		return;
 	}
+	/* the request's name: one guid for every create of the entry */
+	if (e->guid[0] == '\0')
+		zk_make_guid(e, true);
 	rv_request_path(e, path, sizeof(path));
-	rc = zoo_acreate(zk_zh, path, e->data, (int) strlen(e->data),
+	len = rv_request_data(e, data, sizeof(data));
+	rc = zoo_acreate(zk_zh, path, data, len,
 					 zk_acl_path(path), ZOO_EPHEMERAL, rv_created, zk_ctx_of(e));
 	if (zk_sent(e, rc, &e->create_inflight, "create") == false && e->outcome != ZKO_NONE)
 		rv_end(e);
@@ -547,7 +719,8 @@ rv_send_create(ZkEntry *e)
 static void
 rv_drive(ZkEntry *e)
 {
-	if (e->create_inflight || e->delete_inflight || e->watch == ZKEW_PENDING)
+	if (e->create_inflight || e->delete_inflight || ZKRV(e)->check_inflight ||
+		e->watch == ZKEW_PENDING)
 		return;					/* its completion drives it on */
 	if (e->released)
 	{
@@ -565,6 +738,9 @@ rv_drive(ZkEntry *e)
 			else
 				rv_send_create(e);
 			break;
+		case RVS_CHECK:
+			rv_send_check(e);
+			break;
 		case RVS_WATCH:
 			rv_send_get(e);
 			break;
@@ -580,10 +756,15 @@ rv_drive(ZkEntry *e)
 static void
 rv_drive_failed(ZkEntry *e)
 {
-	if (e->create_inflight)
-		ZKRV(e)->made = true;	/* it may land: deleted at the end */
+	if (e->create_inflight || e->delete_inflight)
+	{
+		/* it may land: read back at the end, deleted if ours */
+		ZKRV(e)->made = true;
+		e->in_doubt = true;
+	}
 	e->create_inflight = false;
 	e->delete_inflight = false;
+	ZKRV(e)->check_inflight = false;
 	if (e->watch == ZKEW_PENDING)
 		e->watch = ZKEW_NONE;
 	zk_fail(e, ERRCODE_INTERNAL_ERROR, "The zklock worker failed on this revoke request");
@@ -621,6 +802,8 @@ rv_session_lost(ZkEntry *e, const char *why)
 	ZKRV(e)->made = false;
 	ZKRV(e)->dir_sent = false;
 	ZKRV(e)->watch_req = false;
+	ZKRV(e)->check_inflight = false;
+	ZKRV(e)->version = 0;
 	if (e->released || e->outcome != ZKO_NONE)
 		rv_settle(e);
 	else

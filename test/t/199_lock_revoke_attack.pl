@@ -25,6 +25,18 @@
 #    asked with no time left, its holder reported "still held" (and kept its
 #    lock).  Now: with more than one batch each waits at most a slice a pass,
 #    and the passes go on until the timeout: every other holder is revoked.
+# 4. A create in doubt meets another revoker's request: revoker B's request
+#    for a holder is there (B on the revokers' cluster itself, so one
+#    session, only the data tells them apart; then B on a cluster of its
+#    own), revoker A's create of the same path reaches ZooKeeper but its
+#    reply (ZNODEEXISTS) is lost (cut-after-request create), so the retry
+#    meets the node while A's create is in doubt.  Before: A took B's
+#    request for its own and deleted it when its (short) timeout ran out;
+#    B, watching only the holder, was cut short: nobody asked any more and
+#    B reported "still held" after its whole timeout.  Now: the request's
+#    data carries its revoker's guid; A reads the node back, finds it is not
+#    its own, watches it instead, and never deletes it; B's request
+#    survives (same czxid) and B's holder is revoked.
 
 use strict;
 use warnings FATAL => 'all';
@@ -160,6 +172,58 @@ sub requests { my @r = zk_children($zk, $REVOKES); return scalar @r; }
 	ok(wait_until(sub { requests() == 0 }, 20), 'no request is left');
 	ok(wait_until(sub { zk_status_value($n1, 'entries_used') eq '0' }, 20),
 		"no entry is left on the revoker's cluster");
+}
+
+# 4. a create in doubt meets another revoker's request
+{
+	my $n4 = zk_node('rva4', $zk);
+	my $k = 0;
+	for my $case ([ 'the same cluster (one session)', $n1 ], [ 'another cluster', $n4 ])
+	{
+		my ($where, $other) = @$case;
+		my $lock = 'a4_' . ++$k;
+		my $h = new_session($n2, name => "h4_$k");
+		$h->query_safe("BEGIN; SELECT zk_lock('$lock')");
+		my ($hn) = zk_lock_nodes($zk, "$LOCKS/$lock");
+		my $req = "$REVOKES/$hn->{name}";
+		my $a = new_session($n1, name => "rv4a_$k");
+		my $b = new_session($other, name => "rv4b_$k");
+		my $wpid = worker_pid($n2);
+		kill 'STOP', $wpid;
+		$b->send("SELECT outcome FROM zk_lock_revoke('$lock', '25s')");
+		ok(wait_until(sub { zk_exists($zk, $req) }, 10), "B ($where): its request is made");
+		# the entries of the revokers' cluster but A's (B's, when it is there)
+		my $base = zk_status_value($n1, 'entries_used');
+		my $cz0 = zk_czxid($zk, $req);
+		like(zk_get($zk, $req) // '', qr/^\{"request":"[0-9a-f]{32}","cluster":"\d+"/,
+			"B ($where): the request's data names its revoker (a guid, then who asks)");
+		my $c0 = proxy_stats($p)->{requests}{create} // 0;
+		my $cut = proxy_rule($p, 'cut-after-request create');
+		my $r = $a->query("SELECT outcome FROM zk_lock_revoke('$lock', '3s')", 30);
+		ok(proxy_wait_fired($p, $cut, 10), "A ($where): its create reached ZooKeeper, the reply was lost");
+		proxy_cmd($p, 'reset');
+		cmp_ok(proxy_stats($p)->{requests}{create} // 0, '>=', $c0 + 2,
+			"A ($where): its create was sent again, in doubt, and met B's request");
+		is("$r->{sqlstate} " . ($r->{out} // ''), '00000 still held',
+			"A ($where): still held (the holder's worker is stopped)")
+		  or diag $r->{err};
+		# A's entry settled: what it was going to delete is deleted by now
+		ok(wait_until(sub { zk_status_value($n1, 'entries_used') eq $base }, 20),
+			"A ($where): its entry is let go of")
+		  or diag 'entries_used ' . zk_status_value($n1, 'entries_used') . ", expected $base";
+		is(zk_czxid($zk, $req), $cz0, "A ($where): B's request is not deleted (same czxid)");
+		kill 'CONT', $wpid;
+		$r = $b->wait(40);
+		is($r->{out}, 'revoked', "B ($where): revoked, its request served to the end");
+		is($h->query('COMMIT')->{sqlstate}, '40001', "the holder's COMMIT fails with 40001");
+		ok(wait_until(sub { requests() == 0 }, 20), 'no request is left')
+		  or diag 'left: ' . join(' ', zk_children($zk, $REVOKES));
+		$h->quit;
+		$a->quit;
+		$b->quit;
+	}
+	ok(wait_until(sub { zk_status_value($n1, 'entries_used') eq '0' && zk_status_value($n4, 'entries_used') eq '0' }, 20),
+		"no entry is left on the revokers' clusters");
 }
 
 done_testing();
