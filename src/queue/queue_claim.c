@@ -317,10 +317,18 @@ claim_read(ZkEntry *e, int slot, const char *tpath, const char *value, int value
 
 	c[slot].status = ZKQC_HELD;
 	c[slot].has_item = true;
-	if (e->released || e->state == ZKE_HELD || DsaPointerIsValid(c[slot].msg))
+	if (e->state == ZKE_HELD || DsaPointerIsValid(c[slot].msg))
 		return;
-	/* handed out too often: to the dead-letter queue instead ("Dead letters") */
+
+	/*
+	 * handed out too often: to the dead-letter queue instead ("Dead
+	 * letters"), also when its owner let go before this read answered (a
+	 * cancelled dequeue): released, the claim that was to move the item
+	 * would leave it counted once more than its hand-outs
+	 */
 	if (counted && dead_letter_send(e, slot, q, tpath, value, value_len, stat))
+		return;
+	if (e->released)
 		return;
 	ZKQ(e)->claim_largest = Max(ZKQ(e)->claim_largest, rec);
 	c[slot].msg = store_msg(c[slot].node, value, value_len, stat);
@@ -670,6 +678,43 @@ dead_letter_block(QState *q, const char *why, int rc)
 }
 
 /*
+ * The data of the dead letter of item node of queue qname (read as value,
+ * stat), handed out attempts times there: zklock's header (queue_nodes.c),
+ * then the payload -- a dead letter moved again carries its payload, not
+ * the old header.  palloc'd in the worker's queue context, its length in
+ * *dlen; NULL when the item is too large to take the header.  The settling
+ * pass moves with it too (queue_settle.c, "A claim that would have moved its
+ * item").
+ */
+char *
+zk_q_dl_data(const char *qname, const char *node, const char *value, int value_len,
+			 const struct Stat *stat, int32 attempts, int *dlen)
+{
+	const char *payload = value;
+	Size		plen = Max(value_len, 0);
+	ZkDeadLetter old;
+	const char *origin;
+	Size		hlen;
+	char	   *data;
+
+	if (value != NULL && zk_q_dl_unwrap(value, plen, &old))
+	{
+		payload = old.payload;
+		plen = old.plen;
+	}
+	if (plen + ZKQ_DL_HEADER_MAX + 3 * ZK_PATH_MAX + ZKQ_TXN_BASE > ZKQ_TXN_MAX)
+		return NULL;
+	origin = zk_name_part(qname);
+	data = MemoryContextAlloc(zk_q_context(), ZKQ_DL_HEADER_MAX + plen);
+	hlen = zk_q_dl_header(data, origin, (int) strlen(origin), attempts,
+						  zk_queue_msg_id(stat->czxid, node));
+	if (plen > 0)
+		memcpy(data + hlen, payload, plen);
+	*dlen = (int) (hlen + plen);
+	return data;
+}
+
+/*
  * Our claim on the item in e's slot was read (claim_read): if q's policy
  * says it was handed out too often, send its move and return true (the
  * slot is ZKQC_RETURN until the answer); else false: hand it out.
@@ -680,11 +725,8 @@ dead_letter_send(ZkEntry *e, int slot, QState *q, const char *tpath,
 {
 	ZkClaimRec *c = zk_q_claims_of(e);
 	int32		attempts;
-	const char *payload = value;
-	Size		plen = Max(value_len, 0);
-	ZkDeadLetter old;
-	const char *origin;
-	Size		hlen;
+	char	   *data;
+	int			dlen;
 	int			prio = 0;
 	DeadLetter *dl;
 
@@ -696,13 +738,9 @@ dead_letter_send(ZkEntry *e, int slot, QState *q, const char *tpath,
 		return false;
 	if (q->dl_blocked_until > GetCurrentTimestamp())
 		return false;
-	/* a dead letter moved again carries its payload, not the old header */
-	if (value != NULL && zk_q_dl_unwrap(value, plen, &old))
-	{
-		payload = old.payload;
-		plen = old.plen;
-	}
-	if (plen + ZKQ_DL_HEADER_MAX + 3 * ZK_PATH_MAX + ZKQ_TXN_BASE > ZKQ_TXN_MAX)
+	data = zk_q_dl_data(e->name, c[slot].node, value, value_len, stat, attempts - 1,
+						&dlen);
+	if (data == NULL)
 	{
 		dead_letter_block(q, "An item is too large to take the dead-letter header", ZBADARGUMENTS);
 		return false;
@@ -718,13 +756,8 @@ dead_letter_send(ZkEntry *e, int slot, QState *q, const char *tpath,
 	snprintf(dl->epath, sizeof(dl->epath), "%s/entries/%s", q->path, c[slot].node);
 	strlcpy(dl->tpath, tpath, sizeof(dl->tpath));
 	snprintf(dl->dpath, sizeof(dl->dpath), "%s/entries/entry-%03d-", q->dlq_path, prio);
-	origin = zk_name_part(e->name);
-	dl->data = MemoryContextAlloc(zk_q_context(), ZKQ_DL_HEADER_MAX + plen);
-	hlen = zk_q_dl_header(dl->data, origin, (int) strlen(origin), dl->attempts,
-						  zk_queue_msg_id(stat->czxid, c[slot].node));
-	if (plen > 0)
-		memcpy(dl->data + hlen, payload, plen);
-	dl->dlen = (int) (hlen + plen);
+	dl->data = data;
+	dl->dlen = dlen;
 	zoo_delete_op_init(&dl->ops[0], dl->epath, -1);
 	zoo_delete_op_init(&dl->ops[1], dl->tpath, -1);
 	zoo_create_op_init(&dl->ops[2], dl->dpath, dl->data, dl->dlen, zk_acl_path(dl->dpath),

@@ -622,6 +622,9 @@ extern void zk_q_rest_compact(QState *q);
 extern void zk_q_claim_fail_refused(ZkEntry *e);
 extern bool zk_q_send_doubt_checks(ZkEntry *e, QState *q);
 extern void zk_q_send_end(ZkEntry *e, QState *q);
+extern char *zk_q_dl_data(const char *qname, const char *node, const char *value,
+						  int value_len, const struct Stat *stat, int32 attempts,
+						  int *dlen);
 
 /*
  * What a dequeue's claims hand back up to the rounds above them

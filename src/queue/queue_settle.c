@@ -243,8 +243,25 @@ typedef struct ScanCall
 	bool		txn;			/* a read (delete) of a txns window */
 	bool		kept;			/* the delete of a kept node: not counted
 								 * as settled */
-	zoo_op_t	ops[2];
-	zoo_op_result_t res[2];
+	/* a release that may move the item instead (scan_release) */
+	int			pending;		/* reads still to answer */
+	int			rc_item;
+	int			rc_qdata;
+	int			rc_qacl;
+	bool		qopen;			/* a foreign identity may write the queue's node */
+	struct Stat istat;			/* the item's */
+	struct Stat qstat;			/* the queue node's */
+	char	   *item;			/* its data (palloc'd), or NULL */
+	int			ilen;
+	char	   *qdata;			/* the queue node's data (palloc'd), or NULL */
+	int			qlen;
+	char	   *dldata;			/* the dead letter's data (palloc'd), or NULL */
+	int32		dlattempts;
+	char		qpath[ZK_PATH_MAX];	/* the queue's node: its policy */
+	char		dpath[ZK_PATH_MAX];	/* <dlq>/entries/entry-PPP- */
+	char		created[ZK_PATH_MAX];
+	zoo_op_t	ops[4];
+	zoo_op_result_t res[4];
 } ScanCall;
 
 /* a settling pass runs again every second while it waits for a run */
@@ -981,6 +998,236 @@ scan_txns_listed(int rc, const struct String_vector *sv, const void *data)
 	NONE_COMPLETION_END;
 }
 
+/*
+ * A claim that would have moved its item.  A claim counts its hand-out in
+ * the item before its read says how often the item was handed out
+ * (queue_claim.c, "Counting hand-outs"), so the claim that finds more than
+ * the policy's max_attempts -- the one that moves the item to the
+ * dead-letter queue instead of handing it out -- is counted too.  When its
+ * cluster died between the claim and the move (the worker killed, the
+ * server stopped or promoted away, its answers lost), the claim is settled
+ * here; released as any aborted claim, it would leave the item with one
+ * count more than its hand-outs, and the next claim, anyone's, would move
+ * it as handed out max_attempts + 1 times (origin_attempts), although no
+ * transaction ever got it a (max_attempts + 1)th time.  So an aborted claim
+ * is released after a look at its item and at its queue's policy (the
+ * queue node's data and ACL, believed as queue_policy.c believes them):
+ * when the count shows more hand-outs than the policy allows, it does what
+ * the claim would have done -- one multi checks that the policy is the one
+ * read, deletes the item and the claim (at the version read) and creates
+ * the dead letter, with the hand-outs before this claim.  Anything else
+ * (no policy, not believed, the item gone, the move refused) releases the
+ * claim as before.
+ */
+
+/* Free what the look at c's item and policy kept */
+static void
+scan_release_free(ScanCall *c)
+{
+	if (c->item != NULL)
+		pfree(c->item);
+	if (c->qdata != NULL)
+		pfree(c->qdata);
+	if (c->dldata != NULL)
+		pfree(c->dldata);
+	c->item = c->qdata = c->dldata = NULL;
+}
+
+/* Release claim c (its version read) as before: its delete; c is given up */
+static void
+scan_release_plain(Scan *s, ScanCall *c)
+{
+	scan_release_free(c);
+	if (zk_session_usable() &&
+		zoo_adelete(zk_zh, c->path, c->version, scan_void_done, c) == ZOK)
+		return;					/* scan_void_done counts it */
+	pfree(c);
+	zk_q_scan_done_one(s, false, 0);
+}
+
+static ZkLogLimit settle_dl_log;
+
+/* Completion of the zoo_amulti sent by scan_release_decide() */
+static void
+scan_release_moved(int rc, const void *data)
+{
+	CALL_COMPLETION_BEGIN(ScanCall, c, Scan, s, scan, data)
+	{
+		if (rc == ZOK)
+		{
+			char		qname[ZKLOCK_QNAME_MAX + 1];
+			const char *node = strrchr(c->path, '/') + 1;
+
+			zk_decode_qname(c->qenc, qname, sizeof(qname));
+			zk_q_stats_add(qname, 0, 0, 0, 1);
+			if (zk_log_limited(&settle_dl_log, "queue dead letter settled"))
+				ereport(LOG,
+						(errmsg("zklock: moved item \"%s\" of queue \"%s\" to its dead-letter queue as \"%s\" after %d hand-outs",
+								node, zk_log_name(qname), c->created, c->dlattempts),
+						 errdetail("The claim that was to move it was left by an earlier run.")));
+			scan_release_free(c);
+			pfree(c);
+			zk_q_scan_done_one(s, true, 1);
+		}
+		else if (zk_rc_definite(rc))
+			scan_release_plain(s, c);	/* nothing changed: release it */
+		else
+		{
+			/* moved or not: the next pass finds the claim, or not */
+			scan_release_free(c);
+			pfree(c);
+			zk_q_scan_done_one(s, false, 0);
+		}
+	}
+	NONE_COMPLETION_END;
+}
+
+/* Both reads of claim c's look are in: move its item, or release it */
+static void
+scan_release_decide(Scan *s, ScanCall *c)
+{
+	int			max_attempts = 0;
+	char		dlq[ZKLOCK_NAME_MAX + 1];
+	char		qname[ZKLOCK_QNAME_MAX + 1];
+	char		dq[ZKLOCK_QNAME_MAX + 1];
+	char		dlq_path[ZK_PATH_MAX];
+	const char *node = strrchr(c->path, '/') + 1;
+	int32		attempts;
+	int			prio = 0;
+	int			dlen = 0;
+
+	if (c->rc_item != ZOK || c->rc_qdata != ZOK || c->rc_qacl != ZOK || c->qopen ||
+		zk_q_policy_parse(c->qdata, c->qlen, &max_attempts, dlq, sizeof(dlq)) != QPOLICY_SET ||
+		max_attempts <= 0 || !zk_session_usable())
+	{
+		scan_release_plain(s, c);
+		return;
+	}
+	attempts = c->istat.cversion > 0 ? c->istat.cversion / 2 : 0;
+	if (attempts <= max_attempts)
+	{
+		scan_release_plain(s, c);	/* a hand-out: it goes back */
+		return;
+	}
+	zk_decode_qname(c->qenc, qname, sizeof(qname));
+	c->dlattempts = attempts - 1;
+	c->dldata = zk_q_dl_data(qname, node, c->item, c->ilen, &c->istat, c->dlattempts, &dlen);
+	if (c->dldata == NULL)
+	{
+		scan_release_plain(s, c);	/* too large: handed out again */
+		return;
+	}
+	zk_q_policy_dlq_qname(qname, dlq, dq, sizeof(dq));
+	zk_queue_path(dq, dlq_path, sizeof(dlq_path));
+	(void) zk_queue_node_priority(node, &prio);
+	snprintf(c->dpath, sizeof(c->dpath), "%s/entries/entry-%03d-", dlq_path, prio);
+	/* under the policy read, the item and the claim (at the version read) */
+	zoo_check_op_init(&c->ops[0], c->qpath, c->qstat.version);
+	zoo_delete_op_init(&c->ops[1], c->epath, -1);
+	zoo_delete_op_init(&c->ops[2], c->path, c->version);
+	zoo_create_op_init(&c->ops[3], c->dpath, c->dldata, dlen, zk_acl_path(c->dpath),
+					   ZOO_SEQUENCE, c->created, sizeof(c->created));
+	if (zoo_amulti(zk_zh, 4, c->ops, c->res, scan_release_moved, c) != ZOK)
+	{
+		scan_release_free(c);
+		pfree(c);
+		zk_q_scan_done_one(s, false, 0);
+	}
+}
+
+/* One read of claim c's look is in; after the last, decide */
+static void
+scan_release_answered(Scan *s, ScanCall *c)
+{
+	if (--c->pending == 0)
+		scan_release_decide(s, c);
+}
+
+/* a copy of data read, in the worker's queue context */
+static char *
+scan_copy(const char *value, int value_len)
+{
+	char	   *p = MemoryContextAlloc(zk_q_context(), Max(value_len, 1));
+
+	if (value_len > 0)
+		memcpy(p, value, value_len);
+	return p;
+}
+
+/* Completion of the zoo_aget of the item sent by scan_release() */
+static void
+scan_release_item_done(int rc, const char *value, int value_len,
+					   const struct Stat *stat, const void *data)
+{
+	CALL_COMPLETION_BEGIN(ScanCall, c, Scan, s, scan, data)
+	{
+		c->rc_item = (rc == ZOK && stat == NULL) ? ZSYSTEMERROR : rc;
+		if (c->rc_item == ZOK)
+		{
+			c->istat = *stat;
+			c->item = scan_copy(value, value_len);
+			c->ilen = Max(value_len, 0);
+		}
+		scan_release_answered(s, c);
+	}
+	NONE_COMPLETION_END;
+}
+
+/* Completion of the zoo_aget of the queue's node sent by scan_release() */
+static void
+scan_release_qdata_done(int rc, const char *value, int value_len,
+						const struct Stat *stat, const void *data)
+{
+	CALL_COMPLETION_BEGIN(ScanCall, c, Scan, s, scan, data)
+	{
+		c->rc_qdata = (rc == ZOK && stat == NULL) ? ZSYSTEMERROR : rc;
+		if (c->rc_qdata == ZOK)
+		{
+			c->qstat = *stat;
+			c->qdata = scan_copy(value, value_len);
+			c->qlen = Max(value_len, 0);
+		}
+		scan_release_answered(s, c);
+	}
+	NONE_COMPLETION_END;
+}
+
+/* Completion of the zoo_aget_acl of the queue's node sent by scan_release() */
+static void
+scan_release_acl_done(int rc, struct ACL_vector *acl, struct Stat *stat, const void *data)
+{
+	CALL_COMPLETION_BEGIN(ScanCall, c, Scan, s, scan, data)
+	{
+		c->rc_qacl = rc;
+		if (rc == ZOK && zk_acl_first_foreign(acl, ZOO_PERM_WRITE | ZOO_PERM_ADMIN) >= 0)
+			c->qopen = true;
+		scan_release_answered(s, c);
+	}
+	NONE_COMPLETION_END;
+}
+
+/*
+ * Release aborted claim c, read at version: first the look at its item and
+ * its queue's policy (above), pipelined.  false: nothing sent.
+ */
+static bool
+scan_release(Scan *s, ScanCall *c, int version)
+{
+	c->version = version;
+	c->rc_item = c->rc_qdata = c->rc_qacl = ZCONNECTIONLOSS;
+	snprintf(c->qpath, sizeof(c->qpath), "%s/queues/%s", zk_root, c->qenc);
+	c->pending = 1;				/* until every read is sent */
+	if (zoo_aget(zk_zh, c->epath, 0, scan_release_item_done, c) != ZOK)
+		return false;
+	c->pending++;
+	if (zoo_aget(zk_zh, c->qpath, 0, scan_release_qdata_done, c) == ZOK)
+		c->pending++;
+	if (zoo_aget_acl(zk_zh, c->qpath, scan_release_acl_done, c) == ZOK)
+		c->pending++;
+	c->pending--;				/* the reads answer after this returns */
+	return true;
+}
+
 /* Completion of the zoo_aget sent by scan_taken_listed() */
 static void
 scan_claim_data(int rc, const char *value, int value_len,
@@ -1076,7 +1323,9 @@ scan_claim_data(int rc, const char *value, int value_len,
 			}
 			else if (f == FATE_ABORTED)
 			{
-				if (zoo_adelete(zk_zh, c->path, stat->version, scan_void_done, c) == ZOK)
+				/* released, or moved when it was to move ("A claim that would...") */
+				if (scan_release(s, c, stat->version) ||
+					zoo_adelete(zk_zh, c->path, stat->version, scan_void_done, c) == ZOK)
 				{
 					s->outstanding++;
 					sent = true;
@@ -1122,6 +1371,7 @@ scan_taken_listed(int rc, const struct String_vector *sv, const void *data)
 						 zk_root, c->qenc, sv->data[i]);
 				snprintf(d->epath, sizeof(d->epath), "%s/queues/%s/entries/%s",
 						 zk_root, c->qenc, sv->data[i]);
+				strlcpy(d->qenc, c->qenc, sizeof(d->qenc));
 				if (zoo_aget(zk_zh, d->path, 0, scan_claim_data, d) != ZOK)
 				{
 					pfree(d);
