@@ -112,6 +112,17 @@ sub check_cycle
 	return;
 }
 
+# the owner tag of a session (the first half of its node names), seen in
+# the node of a session lock it takes (then lets go of) on "name"
+sub owner_tag
+{
+	my ($s, $name) = @_;
+	$s->query_safe("SELECT zk_session_lock('$name')");
+	my ($node) = zk_children($zk, "/zklock/locks/$name");
+	$s->query_safe("SELECT zk_unlock('$name')");
+	return substr($node, 0, 16);
+}
+
 my $d0 = deadlocks();
 
 # 1. one cluster
@@ -161,10 +172,7 @@ is($falsepos, 0, 'a long chain without a cycle: no 40P01');
 {
 	my $me = sess(0, 'lf1');
 	my $o = sess(1, 'lf2');
-	$me->query_safe("SELECT zk_session_lock('lf_probe')");
-	my ($probe) = zk_children($zk, '/zklock/locks/lf_probe');
-	my $tag = substr($probe, 0, 16);
-	$me->query_safe("SELECT zk_unlock('lf_probe')");
+	my $tag = owner_tag($me, 'lf_probe');
 	my $fake = "/zklock/locks/lf_l/${tag}0000000000000000__lock__0000000000";
 	zkq_or_die($zk, 'create', $fake);
 	my $dl = deadlocks();
@@ -194,10 +202,7 @@ is($falsepos, 0, 'a long chain without a cycle: no 40P01');
 {
 	my $me = sess(0, 'lg1');
 	my $o = sess(1, 'lg2');
-	$o->query_safe("SELECT zk_session_lock('lg_probe')");
-	my ($probe) = zk_children($zk, '/zklock/locks/lg_probe');
-	my $tag = substr($probe, 0, 16);
-	$o->query_safe("SELECT zk_unlock('lg_probe')");
+	my $tag = owner_tag($o, 'lg_probe');
 	my $fake = "/zklock/locks/lg_q/${tag}0000000000000000__lock__0000000000";
 	zkq_or_die($zk, 'create', $fake);
 	my $dl = deadlocks();
@@ -227,8 +232,7 @@ is($falsepos, 0, 'a long chain without a cycle: no 40P01');
 	my $me = sess(0, 'lh1');
 	my $o = sess(1, 'lh2');
 	$o->query_safe("SELECT zk_session_lock('lh_h' || i) FROM generate_series(1, 14) i");
-	my ($probe) = zk_children($zk, '/zklock/locks/lh_h1');
-	my $tag = substr($probe, 0, 16);
+	my $tag = substr((zk_children($zk, '/zklock/locks/lh_h1'))[0], 0, 16);
 	my $fake = "/zklock/locks/lh_q/${tag}0000000000000000__lock__0000000000";
 	zkq_or_die($zk, 'create', $fake);
 	my $dl = deadlocks();
@@ -262,10 +266,7 @@ is($falsepos, 0, 'a long chain without a cycle: no 40P01');
 {
 	my $me = sess(0, 'ls1');
 	my $o = sess(1, 'ls2');
-	$o->query_safe("SELECT zk_session_lock('ls_probe')");
-	my ($probe) = zk_children($zk, '/zklock/locks/ls_probe');
-	my $tag = substr($probe, 0, 16);
-	$o->query_safe("SELECT zk_unlock('ls_probe')");
+	my $tag = owner_tag($o, 'ls_probe');
 	zkq_or_die($zk, 'create', "$WAITS/$tag", '{"zklock_wait":1}');
 	check_cycle('a stale record of a member replaced', cycle([ $o, $me ], [ 'ls_x', 'ls_y' ]));
 	my $rec = zkq($zk, 'get', "$WAITS/$tag");
