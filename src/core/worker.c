@@ -915,6 +915,7 @@ worker_turn_start(void)
 				 errdetail("This is a bug in zklock; the worker releases it and goes on.")));
 		LWLockReleaseAll();
 		zk_worker_reset();
+		zk_worker_flush_wakes();
 		InterruptHoldoffCount = 0;
 	}
 	CHECK_FOR_INTERRUPTS();
