@@ -293,6 +293,7 @@ void
 zk_session_set(zhandle_t *h, uint64 session_id)
 {
 	zk_zh = h;
+	zk_sock_fd = -1;			/* until zookeeper_interest names it */
 	zk_cur_session = session_id;
 	zk_connects++;
 }
