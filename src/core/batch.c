@@ -74,6 +74,10 @@
 #include "batch.h"
 #include "trust.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include "access/xlog.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -865,6 +869,48 @@ send_next(void)
 }
 
 /*
+ * The session's socket as the worker last heard it from zookeeper_interest
+ * (worker.c; -1: none), and whether this file corked it.
+ *
+ * The client library writes every request as two send()s, its length and
+ * its body, and the socket has TCP_NODELAY: a lock's create and the
+ * listing behind it left as four TCP segments, each one a trip through
+ * the loopback's stack in the worker and a read in ZooKeeper (issue 40).
+ * When a pump sends more than one request, the socket is corked around it
+ * and uncorked at its end, which pushes everything at once.  Uncorking
+ * never waits; zk_batch_uncork() also runs before the worker's wait, so a
+ * pump cut short by an error cannot leave data held (Linux would push it
+ * after 200 ms anyway).
+ */
+int			zk_sock_fd = -1;
+static int	corked_fd = -1;
+
+static void
+batch_cork(void)
+{
+	int			on = 1;
+
+	if (corked_fd >= 0 || zk_sock_fd < 0 || pending_head == NULL ||
+		pending_head->next == NULL || zoo_state(zk_zh) != ZOO_CONNECTED_STATE)
+		return;
+	if (setsockopt(zk_sock_fd, IPPROTO_TCP, TCP_CORK, &on, sizeof(on)) == 0)
+		corked_fd = zk_sock_fd;
+}
+
+/* Push what a pump sent (see above); nothing when nothing is corked */
+void
+zk_batch_uncork(void)
+{
+	int			off = 0;
+	int			fd = corked_fd;
+
+	if (fd < 0)
+		return;
+	corked_fd = -1;
+	(void) setsockopt(fd, IPPROTO_TCP, TCP_CORK, &off, sizeof(off));
+}
+
+/*
  * Send what is pending, as far as the sends in flight allow: called at
  * the end of every turn of the worker and whenever a send is answered.
  */
@@ -879,8 +925,10 @@ zk_batch_pump(void)
 		pending_writes > 0)
 		return;					/* gathering while the last ones are written */
 	/* all of it, in as many sends as it takes (bounded work per turn) */
+	batch_cork();
 	while (pending_head != NULL && guard++ < 1000)
 		send_next();
+	zk_batch_uncork();
 }
 
 /*
@@ -901,8 +949,11 @@ zk_batch_flush(void)
 	 */
 	for (it = pending_head; it != NULL; it = it->next)
 		n++;
+	if (zk_session_usable())
+		batch_cork();
 	while (pending_head != NULL && zk_session_usable() && n-- > 0)
 		send_next();
+	zk_batch_uncork();
 }
 
 /* ---- the session ---- */

@@ -43,6 +43,8 @@ extern int	zk_batch_get(const char *path, data_completion_t done,
 extern int	zk_batch_wexists(const char *path, watcher_fn watcher, void *wctx,
 							 stat_completion_t done, const void *ctx);
 extern void zk_batch_pump(void);
+extern void zk_batch_uncork(void);
+extern int	zk_sock_fd;
 extern void zk_batch_flush(void);
 extern void zk_batch_session_closed(void);
 

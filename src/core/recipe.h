@@ -122,6 +122,8 @@ typedef struct ZkRecipe
  */
 extern void zk_worker_enter(void);
 extern void zk_worker_leave(void);
+extern bool zk_worker_defer_wake(int procno);
+extern void zk_worker_flush_wakes(void);
 extern void zk_worker_reset(void);
 extern int	zk_worker_lock_depth(void);
 extern void zk_worker_recover(int depth, MemoryContext cxt);

@@ -15,10 +15,12 @@
 #include "recipe.h"
 #include "trust.h"
 
+#include <sched.h>
 #include <time.h>
 
 #include "access/twophase.h"
 #include "miscadmin.h"
+#include "portability/instr_time.h"
 #include "pgstat.h"
 #include "storage/dsm.h"
 #include "storage/ipc.h"
@@ -576,20 +578,62 @@ zk_retry_take_all(void)
 }
 
 /*
+ * A backend that finds the lock taken first retries without sleeping: the
+ * worker holds it for part of a turn, typically a few tens of microseconds,
+ * while the shortest sleep, pg_usleep(5), costs the kernel's timer slack
+ * (50 us) and two context switches -- on a lone lock call that sleep came
+ * one to two times per cycle (issue 40).  Busy retries for ZK_LOCK_SPIN_US
+ * (the worker runs on another CPU), then retries that yield the CPU until
+ * ZK_LOCK_YIELD_US (the worker may be waiting for this one), then the
+ * sleeps.  Bounded, so cancellation works as before.
+ */
+#define ZK_LOCK_SPIN_US		20
+#define ZK_LOCK_YIELD_US	200
+
+/*
  * Backends take the lock here: never an uninterruptible sleep, so that a
  * worker stopped while holding it (SIGSTOP, a debugger) cannot keep a
- * backend from being cancelled.  Spins briefly, then sleeps on the latch a
- * millisecond at a time with CHECK_FOR_INTERRUPTS().  Gives up and returns
- * false after timeout_ms (< 0: never).
+ * backend from being cancelled.  Retries briefly (above), then short
+ * sleeps, then sleeps on the latch a millisecond at a time with
+ * CHECK_FOR_INTERRUPTS().  Gives up and returns false after timeout_ms
+ * (< 0: never).
  */
 bool
 zk_backend_lock_timed(LWLockMode mode, long timeout_ms)
 {
 	int			spins = 0;
 	TimestampTz until = 0;
+	instr_time	start;
+	bool		retrying = true;
 
+	if (LWLockConditionalAcquire(zk_ctl->lock, mode))
+		return true;
+	INSTR_TIME_SET_CURRENT(start);
 	while (!LWLockConditionalAcquire(zk_ctl->lock, mode))
 	{
+		if (retrying)
+		{
+			instr_time	now;
+			double		us;
+
+			INSTR_TIME_SET_CURRENT(now);
+			INSTR_TIME_SUBTRACT(now, start);
+			us = INSTR_TIME_GET_MICROSEC(now);
+			if (us < ZK_LOCK_SPIN_US)
+			{
+				int			i;
+
+				for (i = 0; i < 32; i++)
+					pg_spin_delay();
+				continue;
+			}
+			if (us < ZK_LOCK_YIELD_US)
+			{
+				(void) sched_yield();
+				continue;
+			}
+			retrying = false;
+		}
 		if (++spins < 200)
 		{
 			pg_usleep(5);
@@ -639,11 +683,14 @@ zk_wake_worker(void)
 		SetLatch(latch);
 }
 
-/* Set the latch of e's owner, unless it has let go of e */
+/*
+ * Set the latch of e's owner, unless it has let go of e: in the worker with
+ * its lock held, once it lets go of the lock (zk_worker_defer_wake)
+ */
 void
 zk_wake_owner(ZkEntry *e)
 {
-	if (e->procno >= 0 && !e->released)
+	if (e->procno >= 0 && !e->released && !zk_worker_defer_wake(e->procno))
 		SetLatch(&GetPGProcByNumber(e->procno)->procLatch);
 }
 

@@ -915,6 +915,7 @@ worker_turn_start(void)
 				 errdetail("This is a bug in zklock; the worker releases it and goes on.")));
 		LWLockReleaseAll();
 		zk_worker_reset();
+		zk_worker_flush_wakes();
 		InterruptHoldoffCount = 0;
 	}
 	CHECK_FOR_INTERRUPTS();
@@ -954,28 +955,49 @@ worker_turn_start(void)
 	}
 }
 
-/* What the wait reported: the latch, ZooKeeper's socket */
+/*
+ * What the wait reported (nev events): the latch, ZooKeeper's socket.
+ * The wait asks for every event at once, so a socket that was readable
+ * when the latch woke the worker is reported with it; only when the latch
+ * was already set as the wait began (the wait then returns it alone,
+ * without looking at the socket) is the socket polled here -- one system
+ * call less per wake by a backend (issue 40).
+ */
 static void
-worker_handle_wait(int nev, WaitEvent *ev, int fd, int interest)
+worker_handle_wait(int nev, WaitEvent *ev, int fd, int interest,
+				   bool latch_was_set)
 {
-	if (nev > 0 && (ev->events & WL_LATCH_SET))
+	bool		latch = false;
+	bool		sock_seen = false;
+	int			zevents = 0;
+	int			i;
+
+	for (i = 0; i < nev; i++)
+	{
+		if (ev[i].events & WL_LATCH_SET)
+			latch = true;
+		if (ev[i].pos == wes_sock_pos &&
+			(ev[i].events & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE)))
+		{
+			sock_seen = true;
+			if (ev[i].events & WL_SOCKET_READABLE)
+				zevents |= ZOOKEEPER_READ;
+			if (ev[i].events & WL_SOCKET_WRITEABLE)
+				zevents |= ZOOKEEPER_WRITE;
+		}
+	}
+	if (latch)
 		ResetLatch(MyLatch);
 
-	if (nev > 0 && ev->pos == wes_sock_pos && zk_zh != NULL &&
-		(ev->events & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE)))
+	if (zevents != 0 && zk_zh != NULL)
 	{
-		int			zevents = 0;
-
-		if (ev->events & WL_SOCKET_READABLE)
-			zevents |= ZOOKEEPER_READ;
-		if (ev->events & WL_SOCKET_WRITEABLE)
-			zevents |= ZOOKEEPER_WRITE;
 		zookeeper_process(zk_zh, zevents);
 		zk_worker_enter();
 		sync_conn_state();
 		zk_worker_leave();
 	}
-	else if (nev > 0 && zk_zh != NULL && fd >= 0 && (interest & ZOOKEEPER_READ))
+	else if (latch && latch_was_set && !sock_seen && zk_zh != NULL &&
+			 fd >= 0 && (interest & ZOOKEEPER_READ))
 	{
 		/*
 		 * Woken by a request: what ZooKeeper has already sent (a watch
@@ -1046,9 +1068,10 @@ zk_worker_main(Datum arg)
 		struct timeval tv = {1, 0};
 		long		timeout_ms = 1000;
 		long		max_wait = 1000;
-		WaitEvent	ev;
+		WaitEvent	ev[3];
 		int			nev;
 		bool		connected = false;
+		bool		latch_was_set;
 
 		worker_turn_start();
 		wake_at = 0;
@@ -1070,6 +1093,7 @@ zk_worker_main(Datum arg)
 			zk_worker_enter();
 			sync_conn_state();
 			connected = (zoo_state(zk_zh) == ZOO_CONNECTED_STATE);
+			zk_sock_fd = connected ? fd : -1;	/* batch.c corks it */
 			serve_queue();		/* completions may have queued retries */
 			maybe_probe();
 			if (zk_ctl->session_timeout > 0)
@@ -1088,9 +1112,12 @@ zk_worker_main(Datum arg)
 			timeout_ms = Min(timeout_ms, Max(until, 0));
 		}
 
+		zk_batch_uncork();
 		prepare_wait_set(fd, interest, connected);
-		nev = WaitEventSetWait(wes, timeout_ms, &ev, 1, zk_wait_event(ZKW_WORKER_MAIN));
+		latch_was_set = MyLatch->is_set;
+		nev = WaitEventSetWait(wes, timeout_ms, ev, lengthof(ev),
+							   zk_wait_event(ZKW_WORKER_MAIN));
 
-		worker_handle_wait(nev, &ev, fd, interest);
+		worker_handle_wait(nev, ev, fd, interest, latch_was_set);
 	}
 }

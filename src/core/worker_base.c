@@ -16,6 +16,8 @@
 #include "trust.h"
 
 #include "miscadmin.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 
@@ -69,6 +71,50 @@ recipes_call(size_t hook)
 	}
 }
 
+/*
+ * Owners to wake once the lock is let go (zk_worker_defer_wake): a backend
+ * woken while the worker still holds zk_ctl->lock -- its answer is set in
+ * a completion, with the lock held -- would find the lock taken when it
+ * reads its answer and wait for it (issue 40).  Woken by the outermost
+ * zk_worker_leave(), after the release; a wake that does not fit is done
+ * at once, as before.
+ */
+#define WAKES_MAX	64
+static int	wakes[WAKES_MAX];
+static int	nwakes = 0;
+
+/*
+ * With the lock held by the worker: remember to set procno's latch when it
+ * is let go, and say true; false when the caller must set it now.
+ */
+bool
+zk_worker_defer_wake(int procno)
+{
+	int			i;
+
+	if (lock_depth == 0)
+		return false;
+	for (i = 0; i < nwakes; i++)
+		if (wakes[i] == procno)
+			return true;
+	if (nwakes >= WAKES_MAX)
+		return false;
+	wakes[nwakes++] = procno;
+	return true;
+}
+
+/* Set the latches zk_worker_defer_wake() kept, with the lock not held */
+void
+zk_worker_flush_wakes(void)
+{
+	int			n = nwakes;
+	int			i;
+
+	nwakes = 0;
+	for (i = 0; i < n; i++)
+		SetLatch(&GetPGProcByNumber(wakes[i])->procLatch);
+}
+
 /* Take zk_ctl->lock for the worker's bookkeeping (re-entrant). */
 void
 zk_worker_enter(void)
@@ -77,13 +123,19 @@ zk_worker_enter(void)
 		LWLockAcquire(zk_ctl->lock, LW_EXCLUSIVE);
 }
 
-/* Undo one zk_worker_enter(); the outermost releases zk_ctl->lock */
+/*
+ * Undo one zk_worker_enter(); the outermost releases zk_ctl->lock, then
+ * wakes the owners whose answers were set meanwhile
+ */
 void
 zk_worker_leave(void)
 {
 	Assert(lock_depth > 0);
 	if (--lock_depth == 0)
+	{
 		LWLockRelease(zk_ctl->lock);
+		zk_worker_flush_wakes();
+	}
 }
 
 /* After LWLockReleaseAll() in error recovery */
@@ -241,6 +293,7 @@ void
 zk_session_set(zhandle_t *h, uint64 session_id)
 {
 	zk_zh = h;
+	zk_sock_fd = -1;			/* until zookeeper_interest names it */
 	zk_cur_session = session_id;
 	zk_connects++;
 }
