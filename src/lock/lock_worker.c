@@ -575,6 +575,33 @@ rival_read(int rc, const char *value, int value_len, const struct Stat *stat,
 	COMPLETION_END(e);
 }
 
+/* e holds the lock: answer its owner */
+static void
+grant(ZkEntry *e)
+{
+	/*
+	 * An upgrade may have been granted ahead of writers queued behind our
+	 * shared node, whose czxids are smaller than our new node's: it keeps
+	 * the shared hold's token, so exclusive grants' tokens still increase.
+	 */
+	if (ZKLK(e)->base[0] && ZKLK(e)->base_token != 0)
+		e->token = ZKLK(e)->base_token;
+	zk_dl_wait_over(e);
+	e->state = ZKE_HELD;
+	e->list_inflight = false;
+	if (e->family == ZKF_ELECTIONS && e->outcome == ZKO_NONE)
+	{
+		/* a candidacy of the cluster's (election.c) now leads */
+		pg_atomic_fetch_add_u64(&zk_lock_counts->leaderships, 1);
+		ereport(LOG, (errmsg("zklock: leading election \"%s\"", e->name)));
+	}
+	zk_finish(e, ZKO_GRANTED, 0, NULL);
+	if (e->family == ZKF_LOCKS && ZKLK(e)->max_hold_ms > 0 &&
+		!ZKLK(e)->hold_scheduled)
+		hold_schedule(e, TimestampTzPlusMilliseconds(e->granted_at,
+													 ZKLK(e)->max_hold_ms));
+}
+
 /* Decide from contenders in creation order whether we hold the lock. */
 static void
 decide(ZkEntry *e, ZkContender *c, int n)
@@ -611,27 +638,7 @@ decide(ZkEntry *e, ZkContender *c, int n)
 	}
 	if (r == ZKLOCK_HELD)
 	{
-		/*
-		 * An upgrade may have been granted ahead of writers queued behind
-		 * our shared node, whose czxids are smaller than our new node's:
-		 * it keeps the shared hold's token, so exclusive grants' tokens
-		 * still increase.
-		 */
-		if (ZKLK(e)->base[0] && ZKLK(e)->base_token != 0)
-			e->token = ZKLK(e)->base_token;
-		zk_dl_wait_over(e);
-		e->state = ZKE_HELD;
-		if (e->family == ZKF_ELECTIONS && e->outcome == ZKO_NONE)
-		{
-			/* a candidacy of the cluster's (election.c) now leads */
-			pg_atomic_fetch_add_u64(&zk_lock_counts->leaderships, 1);
-			ereport(LOG, (errmsg("zklock: leading election \"%s\"", e->name)));
-		}
-		zk_finish(e, ZKO_GRANTED, 0, NULL);
-		if (e->family == ZKF_LOCKS && ZKLK(e)->max_hold_ms > 0 &&
-			!ZKLK(e)->hold_scheduled)
-			hold_schedule(e, TimestampTzPlusMilliseconds(e->granted_at,
-														 ZKLK(e)->max_hold_ms));
+		grant(e);
 		return;
 	}
 	/*
@@ -1373,6 +1380,81 @@ holders_drive(ZkEntry *e)
 	}
 }
 
+/* ---- handing a released lock to the next local waiter ---- */
+
+/*
+ * A local handoff (issue 40).  Every client's release is a delete, and the
+ * next waiter learns of it from its watch and lists the contenders again
+ * before it is granted: a round trip to ZooKeeper (a durable write, then a
+ * read) between one holder and the next.  When the holder and the next
+ * waiter are both this cluster's, the worker knows all that listing would
+ * tell, so it grants the waiter as the release is sent:
+ *
+ * - p held the lock exclusively and was no upgrade (decide(): no contender
+ *   older than it but its own backend's), and its backend keeps no other
+ *   node of the lock that it has not let go, so once p is let go nobody
+ *   holds any node older than p;
+ * - w waits for p itself (its watch is set on p, no listing is out): p is
+ *   the youngest contender older than w that blocks it, and no node can be
+ *   created older than w now; so once p is let go w blocks on nothing
+ *   anyone holds -- what its next listing would say;
+ * - both in the session in use.
+ *
+ * p's node stays in ZooKeeper until the delete lands, so every other client
+ * still waits: the order across clusters is ZooKeeper's, as before, and w's
+ * fencing token (its czxid) is larger than p's.  If the session ends before
+ * the delete lands, w's node goes with it and w is lost like any holder.
+ * Readers waiting for p are all granted; an upgrade never hands off or is
+ * handed to.  w's watch on p fires when the delete lands and is ignored.
+ */
+static bool
+handoff_from(ZkEntry *p)
+{
+	int			i;
+
+	if (p->family != ZKF_LOCKS || p->mode == ZKM_SHARED ||
+		ZKLK(p)->base[0] != '\0' || p->node[0] == '\0' ||
+		p->session != zk_cur_session || !zk_session_usable())
+		return false;
+	for (i = 0; i < zk_ctl->max_entries; i++)
+	{
+		ZkEntry    *o = zk_entry(i);
+
+		if (o != p && o->kind == ZKK_LOCK && o->state != ZKE_FREE &&
+			!o->released && o->pid == p->pid && o->family == p->family &&
+			strcmp(o->name, p->name) == 0)
+			return false;
+	}
+	return true;
+}
+
+/* p was let go and its delete sent (handoff_from said yes): grant its waiters */
+static void
+hand_off(ZkEntry *p)
+{
+	int			i;
+
+	for (i = 0; i < zk_ctl->max_entries; i++)
+	{
+		ZkEntry    *w = zk_entry(i);
+		char		path[ZK_PATH_MAX];
+
+		if (w == p || w->kind != ZKK_LOCK || w->state != ZKE_WAITING ||
+			w->released || w->family != p->family ||
+			w->session != p->session || w->watch != ZKEW_SET ||
+			w->list_inflight || ZKLK(w)->base[0] != '\0' ||
+			ZKLK(w)->checking_writer || ZKLK(w)->rival_reading ||
+			strcmp(w->watched, p->node) != 0 || strcmp(w->name, p->name) != 0)
+			continue;
+		/* its watch fires when the delete lands: no longer counted */
+		node_path(w, w->watched, path, sizeof(path));
+		(void) zk_watch_drop(path);
+		w->watch = ZKEW_NONE;
+		w->watched[0] = '\0';
+		grant(w);
+	}
+}
+
 /*
  * Drive a lock entry one step: a new request, its owner let go of it, or
  * it was waiting on the retry list for a usable session.
@@ -1419,7 +1501,13 @@ lock_drive(ZkEntry *e)
 			break;
 		case ZKE_HELD:
 			if (e->released)
+			{
+				bool		hand = handoff_from(e);
+
 				send_delete(e);
+				if (hand)
+					hand_off(e);
+			}
 			break;
 		case ZKE_DELETING:
 			if (!e->delete_inflight)

@@ -246,13 +246,18 @@ sub watches_set
 }
 
 # Start a holder and a waiter (no timeout) on $name; returns both sessions
-# once the waiter has set its watch on the holder's node.
+# once the waiter has set its watch on the holder's node.  With $take
+# 'zk_lock_shared' the holder is a reader: its release is not handed to the
+# waiter as the delete is sent (017_lock_local_handoff.pl), so the waiter
+# goes on only when the watch notification comes and its listing answers --
+# the path the notification-then-reset faults are about.
 sub holder_and_waiter
 {
-	my ($name) = @_;
+	my ($name, $take) = @_;
+	$take //= 'zk_lock';
 	my $h = new_session($node, name => "${name}_holder");
 	$h->query_safe('BEGIN');
-	$h->query_safe("SELECT zk_lock('$name')");
+	$h->query_safe("SELECT $take('$name')");
 	my $base = watches_set();
 	my $w = new_session($node, name => "${name}_waiter");
 	$w->query_safe("SET zklock.connect_timeout = '${CONNECT_TIMEOUT}s'");
@@ -338,7 +343,7 @@ END
 # c2: a send fails while the worker believes it is connected, and
 # reconnects are refused: the outage must be noticed
 {
-	my ($h, $w) = holder_and_waiter('c2');
+	my ($h, $w) = holder_and_waiter('c2', 'zk_lock_shared');
 	proxy_cmd($p, 'refuse 60');
 	my $t0 = notification_then_reset('c2', $h);
 	outage_checks('c2', $w, $t0, $CONNECT_TIMEOUT + 8);
@@ -470,7 +475,7 @@ END
 #    waiter must get the lock, not wait for a reconnect that never comes.
 #
 {
-	my ($h, $w) = holder_and_waiter('e');
+	my ($h, $w) = holder_and_waiter('e', 'zk_lock_shared');
 	my $t0 = notification_then_reset('e', $h);
 	my $r = $w->wait(15);
 	is($r->{sqlstate}, '00000', sprintf('e: the waiter got the lock (%.1fs after the worker resumed)', time() - $t0))
