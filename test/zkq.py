@@ -10,6 +10,7 @@ usage: test/zkq.py HOSTS VERB [ARGS...]
   tree PATH               PATH and its descendants, one per line:
                             path ephemeralOwner(hex, 0x0 if persistent) czxid(hex)
   get PATH                data of PATH (exit 1 if missing)
+  hex PATH                data of PATH in hexadecimal, one line (exit 1 if missing)
   exists PATH             exit 0 if PATH exists, else 1
   create PATH [DATA]      persistent node, parents created as needed
   delete PATH             delete PATH and all its descendants (no error if missing)
@@ -116,7 +117,7 @@ def main(argv):
         usage()
     hosts, verb, args = argv[1], argv[2], argv[3:]
     nargs = {
-        "ls": (1, 1), "count": (1, 1), "tree": (1, 1), "get": (1, 1),
+        "ls": (1, 1), "count": (1, 1), "tree": (1, 1), "get": (1, 1), "hex": (1, 1),
         "exists": (1, 1), "create": (1, 2), "delete": (1, 1), "wait-count": (3, 3),
         "count-kept": (1, 1), "sizes": (1, 1), "fill": (3, 5),
     }
@@ -184,6 +185,13 @@ def main(argv):
                 sys.stdout.write(data.decode("utf-8", "replace"))
                 if not data.endswith(b"\n"):
                     sys.stdout.write("\n")
+        elif verb == "hex":
+            try:
+                data, _ = zk.get(path)
+            except NoNodeError:
+                sys.stderr.write("zkq.py: %s does not exist\n" % path)
+                return 1
+            sys.stdout.write((data or b"").hex() + "\n")
         elif verb == "exists":
             return 0 if zk.exists(path) is not None else 1
         elif verb == "create":

@@ -179,7 +179,9 @@ typedef struct ZkTxnHeader
 	uint32		nitems;
 	uint64		sysid;
 	uint64		fxid;
-	uint64		lsn;			/* the end of the transaction's mark, flushed */
+	uint64		lsn;			/* the end of the transaction's mark:
+								 * flushed before COMMIT goes on, maybe
+								 * not yet when the node is written */
 	uint32		tli;			/* ... on this timeline */
 	uint32		total;			/* bytes, header included */
 	uint64		run;			/* the run that wrote it (history.h) */

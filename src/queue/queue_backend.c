@@ -7,7 +7,7 @@
  *
  *	  What happens before and after the commit record: src/README,
  *	  section 4; why a crash at any instant loses or doubles nothing (the
- *	  WAL mark written here, mark_xid): section 5.
+ *	  WAL mark written here, mark_xid_insert): section 5.
  *
  *-------------------------------------------------------------------------
  */
@@ -114,21 +114,11 @@ require_primary(const char *what)
 }
 
 /*
- * Make sure the current (sub)transaction's id is in durable WAL before a
- * ZooKeeper node names it: after a crash its id then cannot be handed to
- * another transaction, and a promoted standby can tell whether it had it.
- */
-static void
-mark_xid(uint64 *fxid, uint64 *lsn, uint32 *tli, uint64 *rec)
-{
-	if (mark_xid_insert(fxid, lsn, tli, rec))
-		mark_xid_flush();
-}
-
-/*
- * The first half of mark_xid: the record is written but maybe not yet
- * flushed (true: mark_xid_flush must follow before a node names it).  A
- * dequeue lets the worker list the queue meanwhile.
+ * Write the current transaction's WAL mark (history.h: this run and the
+ * transaction's id) unless it has one: true when it was written now and
+ * mark_xid_flush must follow.  A dequeue lets the worker list the queue
+ * meanwhile and claims only after the flush; a publication's transaction
+ * node is written during the flush (src/README, section 5).
  */
 static bool
 mark_xid_insert(uint64 *fxid, uint64 *lsn, uint32 *tli, uint64 *rec)
@@ -161,8 +151,8 @@ mark_xid_insert(uint64 *fxid, uint64 *lsn, uint32 *tli, uint64 *rec)
 }
 
 /*
- * The second half of mark_xid: flush the record mark_xid_insert wrote and
- * remember it as this transaction's mark.
+ * Flush the record mark_xid_insert wrote and remember it as this
+ * transaction's mark.
  */
 static void
 mark_xid_flush(void)
@@ -582,6 +572,7 @@ queue_pre_commit(void)
 	uint64		lsn;
 	uint32		tli;
 	uint64		rec;
+	bool		unflushed;
 	int			outcome;
 
 	/*
@@ -631,8 +622,14 @@ queue_pre_commit(void)
 	 * then as the items (quota.c)
 	 */
 	zk_quota_charge_write(2 * total, "This transaction's queue items, gate changes and arrivals");
-	/* the top transaction's id, in durable WAL (we are at top level) */
-	mark_xid(&fxid, &lsn, &tli, &rec);
+	/*
+	 * The top transaction's id in WAL (we are at top level), flushed below
+	 * while the worker writes the transaction node: the node may land
+	 * before its mark is durable.  Nothing acts on it meanwhile, and if the
+	 * mark never becomes durable neither does the commit record after it
+	 * (src/README, section 5, "The WAL mark").
+	 */
+	unflushed = mark_xid_insert(&fxid, &lsn, &tli, &rec);
 
 	area = zk_dsa();
 	dp = dsa_allocate_extended(area, total, DSA_ALLOC_NO_OOM);
@@ -731,6 +728,8 @@ queue_pre_commit(void)
 	e->blob = dp;
 	ZKQ(e)->max_items = zk_max_kept_items;	/* counted by the worker first */
 	submit(e, &pub_idx, &pub_gen);
+	if (unflushed)
+		mark_xid_flush();		/* beside the transaction node's create */
 
 	/* a pre-commit failure aborts the transaction; abort lets go of it */
 	outcome = zk_wait_outcome(pub_idx, -1, ZK_ANSWER_AT_COMMIT,
