@@ -18,10 +18,12 @@
  *
  * Prints one line:
  *   driver=curator clients=32 shared=0 cycles=... seconds=... cycles_per_sec=...
- *   zk_packets=... lat_p50_us=... lat_p99_us=... lat_max_us=... errors=0
+ *   zk_packets=... lat_p50_us=... lat_p99_us=... lat_max_us=... errors=0 cpu_ms=...
+ * (cpu_ms: this JVM's CPU time over the window, every thread included)
  * Exit status 0 when no cycle failed.
  */
 
+import java.lang.management.ManagementFactory;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -53,6 +55,16 @@ public class CuratorLockBench
 				v = Arrays.copyOf(v, n * 2);
 			v[n++] = x;
 		}
+	}
+
+	/* this JVM's CPU time (every thread, the JIT and GC included), -1 if unknown */
+	static long processCpuNanos()
+	{
+		java.lang.management.OperatingSystemMXBean os = ManagementFactory.getOperatingSystemMXBean();
+
+		if (os instanceof com.sun.management.OperatingSystemMXBean)
+			return ((com.sun.management.OperatingSystemMXBean) os).getProcessCpuTime();
+		return -1;
 	}
 
 	public static void main(String[] argv)
@@ -138,11 +150,13 @@ public class CuratorLockBench
 
 		Thread.sleep((long) (warmup * 1000));
 		long pk0 = BenchUtil.mntrPackets(port);
+		long cpu0 = processCpuNanos();
 		long t0 = System.nanoTime();
 		phase.set(WINDOW);
 		Thread.sleep((long) (seconds * 1000));
 		phase.set(STOP);
 		long t1 = System.nanoTime();
+		long cpu1 = processCpuNanos();
 		long pk1 = BenchUtil.mntrPackets(port);
 		for (Thread t : threads)
 			t.join(60000);
@@ -168,9 +182,10 @@ public class CuratorLockBench
 		Arrays.sort(all);
 		double elapsed = (t1 - t0) / 1e9;
 		System.out.printf("driver=curator clients=%d shared=%d cycles=%d seconds=%.3f cycles_per_sec=%.1f zk_packets=%d " +
-						  "lat_p50_us=%d lat_p99_us=%d lat_max_us=%d errors=%d%n",
+						  "lat_p50_us=%d lat_p99_us=%d lat_max_us=%d errors=%d cpu_ms=%d%n",
 						  nThreads, shared ? 1 : 0, total, elapsed, total / elapsed, pk1 - pk0 - 1,
-						  pct(all, n, 0.50), pct(all, n, 0.99), n > 0 ? all[n - 1] : 0, errors.size());
+						  pct(all, n, 0.50), pct(all, n, 0.99), n > 0 ? all[n - 1] : 0, errors.size(),
+						  cpu0 >= 0 && cpu1 >= 0 ? (cpu1 - cpu0) / 1000000 : -1);
 		int e = 0;
 		for (String s : errors)
 			if (e++ < 10)

@@ -23,7 +23,8 @@ delete's reply).
 
 Prints one line:
   driver=kazoo clients=32 shared=0 cycles=... seconds=... cycles_per_sec=...
-  zk_packets=... lat_p50_us=... lat_p99_us=... lat_max_us=... errors=0
+  zk_packets=... lat_p50_us=... lat_p99_us=... lat_max_us=... errors=0 cpu_ms=...
+(cpu_ms: this process's CPU time over the window, every thread included)
 Exit status 0 when no cycle failed.
 """
 
@@ -92,11 +93,13 @@ def main():
         t.start()
     time.sleep(args.warmup)
     pk0 = mntr_packets(args.zk_port)
+    c0 = time.process_time()
     t0 = time.monotonic()
     state["phase"] = WINDOW
     time.sleep(args.seconds)
     state["phase"] = STOP
     t1 = time.monotonic()
+    c1 = time.process_time()
     pk1 = mntr_packets(args.zk_port)
     for t in threads:
         t.join(60)
@@ -109,9 +112,10 @@ def main():
     allv = sorted(v for lv in lats for v in lv)
     elapsed = t1 - t0
     print("driver=kazoo clients=%d shared=%d cycles=%d seconds=%.3f cycles_per_sec=%.1f zk_packets=%d "
-          "lat_p50_us=%d lat_p99_us=%d lat_max_us=%d errors=%d"
+          "lat_p50_us=%d lat_p99_us=%d lat_max_us=%d errors=%d cpu_ms=%d"
           % (args.clients, 1 if args.shared else 0, total, elapsed, total / elapsed, pk1 - pk0 - 1,
-             pct(allv, 0.50), pct(allv, 0.99), allv[-1] if allv else 0, len(errors)))
+             pct(allv, 0.50), pct(allv, 0.99), allv[-1] if allv else 0, len(errors),
+             (c1 - c0) * 1000))
     for e in errors[:10]:
         print("error: " + e, file=sys.stderr)
     sys.stdout.flush()

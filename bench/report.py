@@ -12,6 +12,7 @@ and the cycle latency p50/p99/max; then zklock's ratios to every peer and
 its SQL overhead per cycle against the raw C client at 1 client.
 """
 
+import re
 import sys
 
 ORDER = ["zklock", "curator", "kazoo", "zkbench", "advisory"]
@@ -23,6 +24,10 @@ LABEL = {
     "advisory": "pg_advisory_xact_lock",
 }
 SHAPES = ["one", "distinct", "shared"]
+
+
+# CPU figures run.sh puts in a case's note (key=value, us per cycle)
+CPU_RE = re.compile(r"(cpu_(?:backend|worker|client)_us)=([0-9.]+)")
 
 
 def shape_label(shape, clients):
@@ -90,7 +95,7 @@ def main():
             if who == "advisory":
                 rpc = "(%s)" % rpc
             lat = "%s / %s / %s" % (ms(m["p50"]), ms(m["p99"]), ms(m["max"]))
-            note = m["note"]
+            note = CPU_RE.sub("", m["note"]).strip()
             if bad:
                 note = ("%d of %d rounds FAILED; " % (len(rs) - len(ok), len(rs))) + note
             print("  %-27s %10.1f  %-24s %8s  %27s  %s" % (LABEL[who], fnum(m["cps"]), each, rpc, lat, note))
@@ -112,6 +117,29 @@ def main():
             else:
                 cells.append("%.2f" % (fnum(z["cps"]) / fnum(p["cps"])))
         print("  %-28s" % shape_label(shape, clients) + "".join("%14s" % c for c in cells))
+
+    cpu_rows = []
+    for shape in shapes:
+        cells = []
+        for who in whos:
+            m = med.get((shape, who))
+            cpu = dict(CPU_RE.findall(m["note"])) if m else {}
+            if "cpu_backend_us" in cpu and "cpu_worker_us" in cpu:
+                b, w = float(cpu["cpu_backend_us"]), float(cpu["cpu_worker_us"])
+                cells.append("%s %.0f (backends %.0f + worker %.0f)" % (LABEL[who], b + w, b, w))
+            elif "cpu_backend_us" in cpu:
+                cells.append("%s %.0f (backends)" % (LABEL[who], float(cpu["cpu_backend_us"])))
+            elif "cpu_client_us" in cpu:
+                cells.append("%s %.0f" % (LABEL[who], float(cpu["cpu_client_us"])))
+        if cells:
+            cpu_rows.append("  %s: %s" % (shape_label(shape, clients), "; ".join(cells)))
+    if cpu_rows:
+        print()
+        print("CPU per cycle, us (the round with the median cycles/s; ZooKeeper's own CPU not included):")
+        for r in cpu_rows:
+            print(r)
+        print("  zklock, advisory: the PostgreSQL backends (pgbench's connections) and zklock's worker, not")
+        print("  pgbench itself; Curator, kazoo: the whole client process (its threads, JIT, GC) over the window.")
 
     z1 = med.get(("one", "zklock"))
     c1 = med.get(("one", "zkbench"))

@@ -178,6 +178,42 @@ txlog_stats() {  # txlog_stats PREFIX: prints "p50 p99 max"
             print v[i50], v[i99], v[NR] }'
 }
 
+# CPU time, in clock ticks, of the PostgreSQL side of a pgbench case: the
+# zklock worker's own (utime + stime; it outlives the case) and the backends'
+# (they exit with the case: the postmaster's reaped children, cutime +
+# cstime, which also holds the odd autovacuum worker's)
+CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
+proc_ticks() {  # proc_ticks PID FIELD...: the sum of those fields of /proc/PID/stat
+    local pid=$1
+    shift
+    [ -n "$pid" ] && [ -r "/proc/$pid/stat" ] || { echo ""; return; }
+    # the fields after the command, which may hold spaces: field 3 is $2 here
+    sed 's/^.*) //' "/proc/$pid/stat" | awk -v f="$*" '{ n = split(f, a, " "); s = 0
+        for (i = 1; i <= n; i++) s += $(a[i] - 2); print s }'
+}
+pg_ticks() {  # pg_ticks: "backends worker" ticks so far
+    local pm wk
+    pm=$(head -n 1 "$PGDATA_DIR/postmaster.pid" 2>/dev/null)
+    wk=$(pgrep -f '^postgres: zklock worker' | head -n 1)
+    echo "$(proc_ticks "$pm" 16 17) $(proc_ticks "$wk" 14 15)"
+}
+# the backends of a finished pgbench exit and are reaped a moment later
+pg_ticks_settled() {  # pg_ticks_settled: pg_ticks once no client backend is left
+    local i
+    for i in $(seq 1 50); do
+        [ "$(pgrep -c -P "$(head -n 1 "$PGDATA_DIR/postmaster.pid")" -f '^postgres: postgres postgres')" = 0 ] && break
+        sleep 0.1
+    done
+    pg_ticks
+}
+cpu_note() {  # cpu_note BEFORE AFTER CYCLES: "cpu_backend_us=.. cpu_worker_us=.." per cycle
+    awk -v b="$1" -v a="$2" -v c="$3" -v hz="$CLK_TCK" 'BEGIN {
+        split(b, x, " "); split(a, y, " ")
+        if (c <= 0 || x[1] == "" || y[1] == "") exit
+        printf "cpu_backend_us=%.1f", (y[1] - x[1]) * 1e6 / hz / c
+        if (x[2] != "" && y[2] != "") printf " cpu_worker_us=%.1f", (y[2] - x[2]) * 1e6 / hz / c }'
+}
+
 run_case() {  # run_case ROUND SHAPE CONTENDER
     local r=$1 shape=$2 who=$3
     local c=1 key="$3_$2_r$1" out err rc line="" cycles="" secs="" cps="" pk="" p50="" p99="" mx=""
@@ -193,6 +229,8 @@ run_case() {  # run_case ROUND SHAPE CONTENDER
             local j=1 lp=$TMPD/$key.txlog
             [ "$c" -gt 1 ] && j=$BENCH_THREADS
             [ "$c" -lt "$j" ] && j=$c
+            local t0 t1
+            t0=$(pg_ticks_settled)
             if [ "$shape" = shared ]; then script=$BENCH_DIR/pgbench_${who/zklock/zk_lock}_shared.sql
             else script=$BENCH_DIR/pgbench_${who/zklock/zk_lock}.sql; fi
             run_child timeout -k 10 "$CASE_LIMIT" "$PGBIN/pgbench" -n -T "$BENCH_SECONDS" -M prepared \
@@ -210,6 +248,8 @@ run_case() {  # run_case ROUND SHAPE CONTENDER
                 cps=$tps
                 secs=$(awk -v t="$tx" -v s="$tps" 'BEGIN { printf "%.3f", t / s }')
                 read -r p50 p99 mx < <(txlog_stats "$lp")
+                t1=$(pg_ticks_settled)
+                note=$(cpu_note "$t0" "$t1" "$tx")
             fi
             rm -f "$lp".*
             ;;
@@ -254,6 +294,9 @@ run_case() {  # run_case ROUND SHAPE CONTENDER
             mx=$(kv "$line" lat_max_us)
             pk=$(kv "$line" zk_packets)
             [ "$who" = zkbench ] && note="zkbench's own count: $(kv "$line" requests_per_cycle) req/cycle"
+            if [ "$who" != zkbench ] && [ -n "$(kv "$line" cpu_ms)" ] && [ "${cycles:-0}" -gt 0 ]; then
+                note=$(awk -v m="$(kv "$line" cpu_ms)" -v c="$cycles" 'BEGIN { if (m >= 0) printf "cpu_client_us=%.1f", m * 1000 / c }')
+            fi
         fi
     fi
     # pgbench and zkbench: mntr around the whole case (the "after" request
