@@ -198,9 +198,9 @@ class ZklockDelayedDriver(ZklockDriver):
 
 class ZklockRetryDriver(ZklockDriver):
     """zklock, every item retried once: its first hand-out asks for a backoff
-    of --delay-ms with zk_retry_later and commits (the item is not consumed
-    but held, then handed out again); its second is consumed (doc/queues.md,
-    "Retry later")"""
+    of --delay-ms with zk_retry_later and rolls back (the item is not
+    consumed but held, then handed out again; COMMIT would be refused); its
+    second is consumed (doc/queues.md, "Retry later")"""
 
     def consumer_setup(self):
         self._connect(False)
@@ -211,12 +211,19 @@ class ZklockRetryDriver(ZklockDriver):
                              (self.args.queue, "1s"))
             rows = self.cur.fetchall()
             out = []
+            held = False
             for msg_id, attempts, body in rows:
                 if attempts is not None and attempts <= 1:
                     self.cur.execute("SELECT zk_retry_later(%s, %s::interval)",
                                      (msg_id, "%d milliseconds" % self.args.delay_ms))
+                    held = True
                 else:
                     out.append(body)
+            if held:
+                # a transaction that held an item back ends with ROLLBACK
+                # (its COMMIT is refused): what it also dequeued comes back
+                self.conn.rollback()
+                return []
             self.conn.commit()
             return out
         except Exception:
