@@ -7,7 +7,8 @@
 # raw C client (bench/zkbench -p -a) side by side, ROUNDS rounds of SECS
 # seconds, then, during another zklock run: perf stat (context switches,
 # CPU) of the worker and of the pgbench backend, strace -c of each for 2 s,
-# and a 1 s strace -tt -T of both (seq_worker.txt, seq_backend.txt in the
+# the worker's hottest functions (perf record, 3 s), and a 1 s strace -tt -T
+# of both (seq_worker.txt, seq_backend.txt in the
 # output directory) to read one cycle's system calls in order.  strace
 # slows the traced process down: read its counts per cycle, not its times.
 #
@@ -62,6 +63,17 @@ wait "$PGBP"
 grep -E "^tps|latency average|transactions actually" "$BENCH_OUT/pgb_trace.out"
 echo "--- worker strace -c (2 s)"; cat "$BENCH_OUT/strace_worker.txt"
 echo "--- backend strace -c (2 s)"; cat "$BENCH_OUT/strace_backend.txt"
+# where the worker's CPU goes: its hottest functions during 3 s of cycles
+pgb 5 bench/pgbench_zk_lock.sql >/dev/null &
+PGBP=$!
+sleep 1
+if perf record -q -g -p "$WPID" -o "$BENCH_OUT/perf_worker.data" -- sleep 3 >/dev/null 2>&1; then
+    perf report -i "$BENCH_OUT/perf_worker.data" --no-children --sort symbol --stdio 2>/dev/null |
+        grep -E '^ +[0-9]' | head -n 25 >"$BENCH_OUT/perf_worker.txt"
+    echo "--- the worker's hottest functions (perf, 3 s; $BENCH_OUT/perf_worker.txt)"
+    cat "$BENCH_OUT/perf_worker.txt"
+fi
+wait "$PGBP"
 pgb 4 bench/pgbench_zk_lock.sql >/dev/null &
 PGBP=$!
 sleep 1
