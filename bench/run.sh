@@ -186,7 +186,10 @@ CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
 proc_ticks() {  # proc_ticks PID FIELD...: the sum of those fields of /proc/PID/stat
     local pid=$1
     shift
-    [ -n "$pid" ] && [ -r "/proc/$pid/stat" ] || { echo ""; return; }
+    if [ -z "$pid" ] || [ ! -r "/proc/$pid/stat" ]; then
+        echo ""
+        return
+    fi
     # the fields after the command, which may hold spaces: field 3 is $2 here
     sed 's/^.*) //' "/proc/$pid/stat" | awk -v f="$*" '{ n = split(f, a, " "); s = 0
         for (i = 1; i <= n; i++) s += $(a[i] - 2); print s }'
