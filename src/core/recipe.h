@@ -270,6 +270,7 @@ extern bool zk_sent(ZkEntry *e, int rc, bool *inflight, const char *what);
 
 /* worker_base.c: how many local watchers each node has */
 extern void zk_watch_set(const char *path);
+extern int	zk_watch_refs(const char *path);
 extern int	zk_watch_drop(const char *path);
 extern void zk_watch_forget_all(void);
 extern void zk_unwatch_done(int rc, const void *ctx);

@@ -806,6 +806,15 @@ zk_watch_set(const char *path)
 	}
 }
 
+/* How many of our entries watch path (or have a get setting that watch) */
+int
+zk_watch_refs(const char *path)
+{
+	WatchRef   *w = watch_ref(path, false);
+
+	return (w == NULL) ? 0 : Max(w->refs, 0);
+}
+
 /* One watcher of path is gone; returns how many remain */
 int
 zk_watch_drop(const char *path)

@@ -1410,11 +1410,16 @@ holders_drive(ZkEntry *e)
 static bool
 handoff_from(ZkEntry *p)
 {
+	char		path[ZK_PATH_MAX];
 	int			i;
 
 	if (p->family != ZKF_LOCKS || p->mode == ZKM_SHARED ||
 		ZKLK(p)->base[0] != '\0' || p->node[0] == '\0' ||
 		p->session != zk_cur_session || !zk_session_usable())
+		return false;
+	/* nobody here waits for it: no need to look through the entries */
+	node_path(p, p->node, path, sizeof(path));
+	if (zk_watch_refs(path) == 0)
 		return false;
 	for (i = 0; i < zk_ctl->max_entries; i++)
 	{
@@ -1432,9 +1437,13 @@ handoff_from(ZkEntry *p)
 static void
 hand_off(ZkEntry *p)
 {
+	char		ppath[ZK_PATH_MAX];
+	int			left;
 	int			i;
 
-	for (i = 0; i < zk_ctl->max_entries; i++)
+	node_path(p, p->node, ppath, sizeof(ppath));
+	left = zk_watch_refs(ppath);	/* the most there can be */
+	for (i = 0; i < zk_ctl->max_entries && left > 0; i++)
 	{
 		ZkEntry    *w = zk_entry(i);
 		char		path[ZK_PATH_MAX];
@@ -1448,7 +1457,7 @@ hand_off(ZkEntry *p)
 			continue;
 		/* its watch fires when the delete lands: no longer counted */
 		node_path(w, w->watched, path, sizeof(path));
-		(void) zk_watch_drop(path);
+		left = zk_watch_drop(path);
 		w->watch = ZKEW_NONE;
 		w->watched[0] = '\0';
 		grant(w);
