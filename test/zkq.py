@@ -175,23 +175,18 @@ def main(argv):
                     st = zk.exists(p)
                     if st is not None:
                         print("%s %s %s" % (p, hex(st.ephemeralOwner), hex(st.czxid)))
-        elif verb == "get":
+        elif verb in ("get", "hex"):
             try:
                 data, _ = zk.get(path)
             except NoNodeError:
                 sys.stderr.write("zkq.py: %s does not exist\n" % path)
                 return 1
-            if data:
+            if verb == "hex":
+                sys.stdout.write((data or b"").hex() + "\n")
+            elif data:
                 sys.stdout.write(data.decode("utf-8", "replace"))
                 if not data.endswith(b"\n"):
                     sys.stdout.write("\n")
-        elif verb == "hex":
-            try:
-                data, _ = zk.get(path)
-            except NoNodeError:
-                sys.stderr.write("zkq.py: %s does not exist\n" % path)
-                return 1
-            sys.stdout.write((data or b"").hex() + "\n")
         elif verb == "exists":
             return 0 if zk.exists(path) is not None else 1
         elif verb == "create":
