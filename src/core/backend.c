@@ -185,6 +185,24 @@ zk_backend_has_entries(void)
 /* ---- identity stored in the node ---- */
 
 /*
+ * This host's name, as written into nodes: asked of the system once per
+ * process (a system call per lock otherwise), "unknown" if it has none.
+ */
+const char *
+zk_host_name(void)
+{
+	static char host[256];
+
+	if (host[0] == '\0')
+	{
+		if (gethostname(host, sizeof(host)) != 0 || host[0] == '\0')
+			strlcpy(host, "unknown", sizeof(host));
+		host[sizeof(host) - 1] = '\0';
+	}
+	return host;
+}
+
+/*
  * The identity written into a node: cluster, host, port, database, pid,
  * user, application, since when (JSON)
  */
@@ -192,12 +210,8 @@ void
 zk_build_node_data(char *out, size_t outlen)
 {
 	StringInfoData buf;
-	char		host[256];
+	const char *host = zk_host_name();
 	char	   *db;
-
-	if (gethostname(host, sizeof(host)) != 0)
-		strlcpy(host, "unknown", sizeof(host));
-	host[sizeof(host) - 1] = '\0';
 	db = IsTransactionState() ? get_database_name(MyDatabaseId) : NULL;
 
 	initStringInfo(&buf);

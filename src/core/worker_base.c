@@ -15,6 +15,7 @@
 #include "batch.h"
 #include "trust.h"
 
+#include "common/pg_prng.h"
 #include "miscadmin.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
@@ -948,18 +949,29 @@ zk_entry_unwatch(ZkEntry *e, const char *path, int type, watcher_fn own)
 void
 zk_make_guid(ZkEntry *e, bool owner_half)
 {
+	static pg_prng_state guid_prng;
+	static bool guid_seeded = false;
 	uint8		buf[ZKLOCK_GUID_LEN / 2];
+	uint64		a;
+	uint64		b;
 	int			i;
 
-	if (!pg_strong_random(buf, sizeof(buf)))
+	/*
+	 * A guid must be unique, not secret (every client lists the names):
+	 * 128 bits from the strong source once per worker, then its PRNG,
+	 * without a system call per node (issue 40).
+	 */
+	if (!guid_seeded)
 	{
-		/* not expected; fall back on something unique enough */
-		uint64		a = GetCurrentTimestamp() ^ ((uint64) MyProcPid << 40);
-		uint64		b = ((uint64) e->gen << 32) | zk_entry_index(e);
-
-		memcpy(buf, &a, 8);
-		memcpy(buf + 8, &b, 8);
+		if (!pg_prng_strong_seed(&guid_prng))
+			pg_prng_seed(&guid_prng,
+						 (uint64) GetCurrentTimestamp() ^ ((uint64) MyProcPid << 40));
+		guid_seeded = true;
 	}
+	a = pg_prng_uint64(&guid_prng);
+	b = pg_prng_uint64(&guid_prng);
+	memcpy(buf, &a, 8);
+	memcpy(buf + 8, &b, 8);
 	for (i = 0; i < (int) sizeof(buf); i++)
 		snprintf(e->guid + 2 * i, 3, "%02x", buf[i]);
 	if (owner_half && e->owner_tag[0] != '\0')

@@ -718,6 +718,7 @@ extern bool zk_backend_has_entries(void);
 extern bool zk_next_entry_unqualified;
 ZK_NORETURN extern void zk_raise_noauth(const char *path, const char *what);
 extern const char *zk_limit_hint(const char *msg);
+extern const char *zk_host_name(void);
 extern void zk_build_node_data(char *out, size_t outlen);
 
 /*

@@ -1446,7 +1446,6 @@ hand_off(ZkEntry *p)
 	for (i = 0; i < zk_ctl->max_entries && left > 0; i++)
 	{
 		ZkEntry    *w = zk_entry(i);
-		char		path[ZK_PATH_MAX];
 
 		if (w == p || w->kind != ZKK_LOCK || w->state != ZKE_WAITING ||
 			w->released || w->family != p->family ||
@@ -1455,9 +1454,11 @@ hand_off(ZkEntry *p)
 			ZKLK(w)->checking_writer || ZKLK(w)->rival_reading ||
 			strcmp(w->watched, p->node) != 0 || strcmp(w->name, p->name) != 0)
 			continue;
-		/* its watch fires when the delete lands: no longer counted */
-		node_path(w, w->watched, path, sizeof(path));
-		left = zk_watch_drop(path);
+		/*
+		 * its watch (on ppath: same family, name and node) fires when the
+		 * delete lands: no longer counted
+		 */
+		left = zk_watch_drop(ppath);
 		w->watch = ZKEW_NONE;
 		w->watched[0] = '\0';
 		grant(w);

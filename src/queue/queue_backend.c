@@ -798,7 +798,7 @@ static void
 build_claim_data(ZkEntry *e, uint64 fxid, uint64 lsn, uint32 tli, uint64 rec)
 {
 	StringInfoData buf;
-	char		host[256];
+	char		host[65];
 
 	if (claim_prefix[0] == '\0')
 	{
@@ -810,10 +810,7 @@ build_claim_data(ZkEntry *e, uint64 fxid, uint64 lsn, uint32 tli, uint64 rec)
 		for (i = 0; i < (int) sizeof(r); i++)
 			snprintf(claim_prefix + 2 * i, 3, "%02x", r[i]);
 	}
-	if (gethostname(host, sizeof(host)) != 0)
-		strlcpy(host, "unknown", sizeof(host));
-	host[sizeof(host) - 1] = '\0';
-	host[64] = '\0';
+	strlcpy(host, zk_host_name(), 65);	/* at most 64 bytes of it */
 	initStringInfo(&buf);
 	appendStringInfo(&buf,
 					 "{\"cluster\":\"" UINT64_FORMAT "\",\"xid\":\"" UINT64_FORMAT
