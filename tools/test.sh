@@ -73,7 +73,7 @@
 #
 # Environment: PROVE_TESTS (TAP files, relative to the tree or bare names),
 # PROVE_FLAGS (extra flags for prove, e.g. --verbose),
-# ZKLOCK_REGRESS_TIMEOUT (s, default 300), ZKLOCK_TAP_TIMEOUT (s, default 2400,
+# ZKLOCK_REGRESS_TIMEOUT (s, default 300), ZKLOCK_TAP_TIMEOUT (s, default 3000,
 # for each of the two prove runs),
 # ZKLOCK_TAP_JOBS (TAP files run at once, default 2; files marked
 # "# zklock-tap: serial" run alone after the others; 1: all one at a time),
@@ -203,7 +203,7 @@ else
 fi
 
 REGRESS_TIMEOUT=${ZKLOCK_REGRESS_TIMEOUT:-300}
-TAP_TIMEOUT=${ZKLOCK_TAP_TIMEOUT:-2400}
+TAP_TIMEOUT=${ZKLOCK_TAP_TIMEOUT:-3000}
 TAP_JOBS=${ZKLOCK_TAP_JOBS:-2}
 case $TAP_JOBS in
     ""|*[!0-9]*|0) echo "test.sh: ZKLOCK_TAP_JOBS must be a positive integer" >&2; exit 2 ;;
