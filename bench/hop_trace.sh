@@ -3,9 +3,10 @@
 #
 # Builds and installs this tree's zklock with PostgreSQL 15's pg_config,
 # starts a throwaway ZooKeeper and cluster (bench/lib.sh, as bench/run.sh
-# does), runs the 1-client cycle of zklock, pg_advisory_xact_lock and the
-# raw C client (bench/zkbench -p -a) side by side, ROUNDS rounds of SECS
-# seconds, then, during another zklock run: perf stat (context switches,
+# does), prints what the machine charges for a system call and for a
+# round trip between two processes (bench/pingpong), runs the 1-client
+# cycle of zklock, pg_advisory_xact_lock and the raw C client
+# (bench/zkbench -p -a) side by side, ROUNDS rounds of SECS seconds, then, during another zklock run: perf stat (context switches,
 # CPU) of the worker and of the pgbench backend, strace -c of each for 2 s,
 # the worker's hottest functions (perf record, 3 s), and a 1 s strace -tt -T
 # of both (seq_worker.txt, seq_backend.txt in the
@@ -42,6 +43,8 @@ bench_start_zk
 bench_start_pg 5498 50 1
 S=$TMPD/sock
 pgb() { "$PGBIN/pgbench" -n -T "$1" -M prepared -c 1 -j 1 -f "$2" -h "$S" -p 5498 -U postgres postgres 2>&1; }
+# what the machine charges for a system call and a wake-up between processes
+bench/pingpong 5
 for r in $(seq 1 "$ROUNDS"); do
     z=$(pgb "$SECS" bench/pgbench_zk_lock.sql | sed -n 's/^latency average = //p')
     a=$(pgb "$SECS" bench/pgbench_advisory.sql | sed -n 's/^latency average = //p')
