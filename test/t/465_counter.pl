@@ -1,0 +1,182 @@
+
+# 465_counter.pl - zk_counter_* across two PostgreSQL clusters A and B and
+# kazoo's own Counter, on one ZooKeeper: no lost update, no duplicate, adds
+# combined, foreign data refused and left alone (issue 41).
+#
+#   1. Layout, both ways: the node zk_path('counter', name) names holds the
+#      value in ASCII decimal; kazoo reads what SQL added and SQL what kazoo
+#      added; a node kazoo made empty (its ensure_path) counts from 0.
+#   2. 32 sessions (16 on A, 16 on B) add at once, each ADDS times, while a
+#      kazoo Counter adds on the same node: the final value is the sum of
+#      every delta, and every value returned (SQL and kazoo) is distinct.
+#      The node's version (one per write) is well below the number of SQL
+#      adds: the workers combined their backends' adds.  Without the
+#      versioned write (a set at version -1) adds are lost and this fails.
+#   3. Data another client wrote that is not a decimal integer (words,
+#      blanks, a '+', too long, past bigint) fails every call with a clear
+#      SQLSTATE and is left as it is; zk_counter_drop removes it.
+#   4. bigint's end, written by kazoo: an add past it fails with 22003 and
+#      writes nothing; a compare-and-set between SQL and kazoo.
+
+use strict;
+use warnings FATAL => 'all';
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time sleep);
+use ZkLockTest;
+
+my $T0 = time();
+my $zk = zk_start();
+my $A = zk_node('cntA', $zk);
+my $B = zk_node('cntB', $zk);
+
+sub path_of { return $A->safe_psql('postgres', "SELECT zk_path('counter', '$_[0]')"); }
+
+sub kazoo_counter { return kazoo_driver($zk, 'counter_kazoo.py', path_of($_[0])); }
+
+#
+# 1. layout, both ways
+#
+my $P = path_of('c1');
+is($P, '/zklock/counters/c1', 'zk_path names the counter node');
+is($A->safe_psql('postgres', "SELECT zk_counter_add('c1', 5)"), '5', 'A adds 5');
+is(zk_get($zk, $P), '5', 'the node holds "5"');
+my $k = kazoo_counter('c1');
+is($k->cmd('get'), 'value 5', 'kazoo reads what SQL added');
+is($k->cmd('add 3'), 'value 8', 'kazoo adds 3');
+is($B->safe_psql('postgres', "SELECT zk_counter_get('c1')"), '8', 'B reads what kazoo added');
+is($B->safe_psql('postgres', "SELECT zk_counter_add('c1', -10)"), '-2', 'B subtracts');
+is($k->cmd('get'), 'value -2', 'kazoo reads a negative value');
+$k->quit;
+
+my $k0 = kazoo_counter('c0');
+is($k0->cmd('get'), 'value 0', "kazoo's counter on a new path");
+is($k0->cmd('data'), 'data', 'kazoo made it with empty data');
+is($A->safe_psql('postgres', "SELECT zk_counter_get('c0')"), '0', 'empty data is 0');
+is($A->safe_psql('postgres', "SELECT zk_counter_add('c0', 2)"), '2', 'and adds from 0');
+$k0->quit;
+
+#
+# 2. 32 sessions on two clusters and kazoo, on one counter
+#
+my $SESSIONS = 16;
+my $ADDS = 40;
+my $HOT = 'hot';
+my $HP = path_of($HOT);
+my @sessions;
+for my $i (1 .. $SESSIONS)
+{
+	push @sessions, [ new_session($A, name => "a$i"), $i ];
+	push @sessions, [ new_session($B, name => "b$i"), 100 + $i ];
+}
+my $kh = kazoo_counter($HOT);
+my $t = time();
+# every session adds its own delta ADDS times in a row, as fast as it can
+for my $s (@sessions)
+{
+	my ($sess, $delta) = @$s;
+	$sess->send("SELECT string_agg(zk_counter_add('$HOT', $delta)::text, ',') FROM generate_series(1, $ADDS)");
+}
+$kh->send("adds 100 1000");
+my %seen;
+my $dups = 0;
+my $failed = 0;
+my $want = 0;
+for my $s (@sessions)
+{
+	my ($sess, $delta) = @$s;
+	my $r = $sess->wait(120);
+	if (!$r->{done} || $r->{sqlstate} ne '00000')
+	{
+		$failed++;
+		diag("session $sess->{name}: " . ($r->{err} // 'no answer'));
+		next;
+	}
+	$want += $delta * $ADDS;
+	for my $v (split /,/, $r->{out})
+	{
+		$dups++ if $seen{$v}++;
+	}
+}
+my $kline = $kh->read_line(120) // 'no answer';
+like($kline, qr/^values /, 'kazoo made its 100 adds meanwhile') or diag($kline);
+if ($kline =~ /^values (.*)$/)
+{
+	$want += 100 * 1000;
+	for my $v (split /,/, $1)
+	{
+		$dups++ if $seen{$v}++;
+	}
+}
+my $secs = time() - $t;
+is($failed, 0, '32 sessions made their adds without an error');
+is($dups, 0, 'every value returned is distinct (no add counted twice)');
+is(scalar(keys %seen), 2 * $SESSIONS * $ADDS + 100, 'one value per add');
+is($A->safe_psql('postgres', "SELECT zk_counter_get('$HOT')"), $want,
+	'the final value is the sum of every delta (no lost update)');
+is($kh->cmd('get'), "value $want", 'kazoo sees the same sum');
+my ($version) = ($kh->cmd('version') =~ /^version (\d+)$/);
+my $sql_adds = 2 * $SESSIONS * $ADDS;
+note sprintf('%d SQL adds and 100 kazoo adds in %.1f s: %d writes of the node',
+	$sql_adds, $secs, $version // -1);
+ok(defined $version && $version - 100 < $sql_adds * 0.75,
+	'the workers combined adds: fewer writes than SQL adds')
+  or diag('version ' . ($version // 'unknown'));
+$_->[0]->quit for @sessions;
+
+#
+# 3. foreign data: refused with a clear error, left as it is
+#
+my $kg = kazoo_counter('garbage');
+my %bad = (
+	'12 apples' => 'XX001',
+	' 7' => 'XX001',
+	'+5' => 'XX001',
+	'1_000' => 'XX001',
+	'0x10' => 'XX001',
+	'-' . ('9' x 70) => 'XX001',
+	'99999999999999999999' => '22003',
+	'-9223372036854775809' => '22003',
+);
+for my $data (sort keys %bad)
+{
+	is($kg->cmd("raw $data"), 'set', "kazoo writes '$data'");
+	for my $sql ("SELECT zk_counter_add('garbage')", "SELECT zk_counter_get('garbage')",
+		"SELECT zk_counter_set('garbage', 1, 0)")
+	{
+		my $r = one_shot($A, $sql);
+		is($r->{sqlstate}, $bad{$data}, "'$data': $sql fails with $bad{$data}");
+	}
+	my $r = one_shot($B, "SELECT zk_counter_add('garbage', 1)");
+	like($r->{err}, qr/HINT:.*zk_counter_drop/s, "'$data': the hint says what to do");
+	is($kg->cmd('data'), "data $data", "'$data' is left as it is");
+}
+is($A->safe_psql('postgres', "SELECT zk_counter_drop('garbage')"), 't', 'zk_counter_drop removes it');
+ok(!zk_exists($zk, path_of('garbage')), 'the node is gone');
+is($A->safe_psql('postgres', "SELECT zk_counter_add('garbage')"), '1', 'and the counter starts again');
+$kg->quit;
+
+#
+# 4. bigint's end; compare-and-set against kazoo
+#
+my $kb = kazoo_counter('big');
+$kb->cmd('raw 9223372036854775806');
+is($A->safe_psql('postgres', "SELECT zk_counter_add('big')"), '9223372036854775807',
+	'an add reaches bigint\'s end');
+my $r = one_shot($A, "SELECT zk_counter_add('big')");
+is($r->{sqlstate}, '22003', 'an add past it fails with 22003');
+is($kb->cmd('data'), 'data 9223372036854775807', 'nothing written');
+is($kb->cmd('add -7'), 'value 9223372036854775800', 'kazoo goes on from it');
+is($B->safe_psql('postgres', "SELECT zk_counter_set('big', 1, 9223372036854775807)"), 'f',
+	'a compare-and-set that expects the old value is refused');
+is($B->safe_psql('postgres', "SELECT zk_counter_set('big', 1, 9223372036854775800)"), 't',
+	'one that expects what kazoo wrote is done');
+is($kb->cmd('get'), 'value 1', 'kazoo reads it');
+$kb->quit;
+
+ok(time() - $T0 < 300, sprintf('the test ran in %.0f s', time() - $T0));
+$A->stop;
+$B->stop;
+done_testing();
