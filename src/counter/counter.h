@@ -42,8 +42,9 @@ typedef enum ZkCounterVerdict
 	ZKCV_RANGE,					/* a decimal integer beyond bigint's range */
 	ZKCV_CONTENDED,				/* changed by other clients ZK_COUNTER_ROUNDS
 								 * times in a row */
-	ZKCV_DOUBT					/* the worker restarted while it was in
-								 * flight: it may have landed */
+	ZKCV_DOUBT					/* its write's answer was lost (or the
+								 * worker restarted) and the counter moved
+								 * on: it may have landed */
 } ZkCounterVerdict;
 
 /*

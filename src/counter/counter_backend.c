@@ -135,8 +135,8 @@ raise_verdict(const char *uname, ZkCounterOp op, const ZkCounterPart *p)
 		case ZKCV_DOUBT:
 			ereport(ERROR,
 					(errcode(ERRCODE_CONNECTION_FAILURE),
-					 errmsg("could not %s \"%s\": the zklock worker restarted", op_what(op), uname),
-					 errdetail("The request was with the worker when it restarted; it may or may not have been applied."),
+					 errmsg("could not %s \"%s\": its outcome is unknown", op_what(op), uname),
+					 errdetail("The answer to its write was lost (the connection to ZooKeeper, or the zklock worker restarted) and the counter changed since; it may or may not have been applied."),
 					 errhint("Read the counter with zk_counter_get() before trying again.")));
 			break;
 		default:

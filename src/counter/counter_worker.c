@@ -33,9 +33,13 @@
  *	  not, and the same write is sent again -- with the same version, so at
  *	  most one of the two copies can land, and a late copy of an ended
  *	  session (DESIGN, "Fallible, old sessions") can never land once the
- *	  version moved; anything else means it cannot land any more, and the
- *	  round is planned again from what was read.  A client that wrote,
- *	  at exactly that version, exactly the value our write carried is taken
+ *	  version moved; the next version with other data means another
+ *	  client's write took the version ours was for, so ours can never
+ *	  land, and the round is planned again from what was read.  Past that
+ *	  version nobody can tell whether ours landed in between: the members
+ *	  fail with 08006 ("may or may not have been applied"), nothing is
+ *	  written again (it could count them twice).  A client that wrote, at
+ *	  exactly that version, exactly the value our write carried is taken
  *	  for our write: a limit the README states.
  *
  *	  Members are named by entry and generation (ZkEntryRef): a member let
@@ -558,6 +562,41 @@ doubt_unchanged(CState *cs, bool exists, const struct Stat *stat)
 	return exists && stat->version == cs->sent_version;
 }
 
+/*
+ * Did another client take the version the write in doubt was for (so that
+ * ours never landed and never will)?  The write after the version written
+ * at is unique: if it is not ours (doubt_landed said so), ours did not
+ * land.  Past it, ours may be anywhere in between.
+ */
+static bool
+doubt_other(CState *cs, bool exists, const struct Stat *stat)
+{
+	if (cs->wop == CW_CREATE)
+		return exists && stat->version == 0;
+	if (cs->wop == CW_SET)
+		return exists && stat->version == cs->sent_version + 1;
+	return false;				/* a delete: a node there again is anyone's */
+}
+
+/*
+ * The write in doubt may have landed, and the counter has moved on since:
+ * its members are told so (ZKCV_DOUBT), nothing is written again (which
+ * could count them twice)
+ */
+static void
+round_doubtful(CState *cs)
+{
+	List	   *round = cs->round;
+	ListCell   *lc;
+
+	cs->round = NIL;
+	cs->doubt = false;
+	cs->known = false;
+	foreach(lc, round)
+		member_answer(lfirst(lc), ZKO_BUSY, ZKCV_DOUBT, 0);
+	list_free(round);
+}
+
 /* The write landed: answer its members, know the node */
 static void
 round_written(CState *cs, int32 version)
@@ -658,6 +697,12 @@ read_done(int rc, const char *value, int value_len, const struct Stat *stat,
 			}
 			else if (cs->doubt && doubt_unchanged(cs, exists, stat))
 				send_write(cs); /* not landed yet: the same write again */
+			else if (cs->doubt && !doubt_other(cs, exists, stat))
+			{
+				/* it may have landed before others wrote: nobody can tell */
+				round_doubtful(cs);
+				counter_kick(cs);
+			}
 			else
 			{
 				/* nothing in doubt, or it can no longer land: plan again */

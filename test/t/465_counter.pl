@@ -17,6 +17,12 @@
 #      SQLSTATE and is left as it is; zk_counter_drop removes it.
 #   4. bigint's end, written by kazoo: an add past it fails with 22003 and
 #      writes nothing; a compare-and-set between SQL and kazoo.
+#   5. Lost replies, through the fault proxy (cluster C): a setData (and a
+#      create) that landed but whose reply was lost is found by the next
+#      read and answered once; one held back by the proxy and failed with
+#      the connection is sent again at the same version; one that landed
+#      while kazoo wrote after it before C could read again fails with 08006
+#      (may or may not have been applied), and nothing is counted twice.
 
 use strict;
 use warnings FATAL => 'all';
@@ -26,6 +32,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
 use ZkLockTest;
+use ZkProxy;
 
 my $T0 = time();
 my $zk = zk_start();
@@ -175,6 +182,58 @@ is($B->safe_psql('postgres', "SELECT zk_counter_set('big', 1, 922337203685477580
 	'one that expects what kazoo wrote is done');
 is($kb->cmd('get'), 'value 1', 'kazoo reads it');
 $kb->quit;
+
+#
+# 5. lost replies
+#
+my $p = proxy_start($zk);
+my $C = zk_node('cntC', $p->{hosts}, session_timeout => '10s', connect_timeout => '10s');
+my $sid = zk_status_value($C, 'session_id');
+is($C->safe_psql('postgres', "SELECT zk_counter_add('lost', 1)"), '1', 'C adds 1');
+my $rule = proxy_rule($p, 'cut-after-request setData');
+$r = one_shot($C, "SELECT zk_counter_add('lost', 10)");
+ok(proxy_wait_fired($p, $rule, 10), 'the connection was cut after the setData reached ZooKeeper');
+is($r->{out}, '11', 'the add whose reply was lost is answered with its value') or diag $r->{err};
+my $kl = kazoo_counter('lost');
+is($kl->cmd('get'), 'value 11', 'added once');
+is($kl->cmd('version'), 'version 1', 'one write after the create');
+
+$rule = proxy_rule($p, 'cut-after-request create');
+$r = one_shot($C, "SELECT zk_counter_add('lost_create', 5)");
+ok(proxy_wait_fired($p, $rule, 10), 'the connection was cut after the create reached ZooKeeper');
+is($r->{out}, '5', 'the create whose reply was lost is answered') or diag $r->{err};
+is(zk_get($zk, path_of('lost_create')), '5', 'created once, with its value');
+
+# held back by the proxy, then failed with the connection: sent again
+$rule = proxy_rule($p, 'drop-requests setData');
+my $x = new_session($C, name => 'held');
+$x->send("SELECT zk_counter_add('lost', 100)");
+sleep 1;
+is($kl->cmd('get'), 'value 11', 'the setData is held back');
+proxy_cmd($p, 'reset');
+proxy_cmd($p, 'cut-all');
+$r = $x->wait(30);
+is($r->{out}, '111', 'after the connection came back the same write went again') or diag $r->{err};
+is($kl->cmd('get'), 'value 111', 'added once');
+$x->quit;
+
+# landed, then kazoo wrote before C could read again: nobody can tell
+proxy_cmd($p, 'refuse 3');
+$rule = proxy_rule($p, 'cut-after-request setData');
+$x = new_session($C, name => 'ambiguous');
+$x->send("SELECT zk_counter_add('lost', 1000)");
+ok(proxy_wait_fired($p, $rule, 10), 'cut after the setData reached ZooKeeper');
+is($kl->cmd('add 1'), 'value 1112', 'kazoo adds after it, while C is cut off');
+$r = $x->wait(30);
+is($r->{sqlstate}, '08006', 'the add fails as in doubt') or diag($r->{out} . $r->{err});
+like($r->{err} // '', qr/may or may not have been applied/, 'and says so');
+$x->quit;
+is($kl->cmd('get'), 'value 1112', 'nothing counted twice');
+is(zk_status_value($C, 'session_id'), $sid, 'all in one session');
+ok(wait_until(sub { zk_status_value($C, 'entries_used') eq '0' }, 10, 0.1), 'C: no shared-memory entry left');
+$kl->quit;
+$C->stop('fast');
+proxy_stop($p);
 
 ok(time() - $T0 < 300, sprintf('the test ran in %.0f s', time() - $T0));
 $A->stop;
