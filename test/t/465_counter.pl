@@ -217,23 +217,50 @@ is($r->{out}, '111', 'after the connection came back the same write went again')
 is($kl->cmd('get'), 'value 111', 'added once');
 $x->quit;
 
+# a statement cancelled while its write is held back: it goes when the
+# connection is back (documented), and its entry is freed then
+$rule = proxy_rule($p, 'drop-requests setData');
+$r = one_shot($C, "SET statement_timeout = '1s'; SELECT zk_counter_add('lost', 7)");
+is($r->{sqlstate}, '57014', 'an add cancelled by statement_timeout while its write is held');
+proxy_cmd($p, 'reset');
+proxy_cmd($p, 'cut-all');
+ok(wait_until(sub { $kl->cmd('get') eq 'value 118' }, 15, 0.2),
+	'its write went once the connection was back (like nextval, not undone)');
+ok(wait_until(sub { zk_status_value($C, 'entries_used') eq '0' }, 10, 0.1),
+	'its entry was freed once its write was answered');
+is($C->safe_psql('postgres', "SELECT zk_counter_add('lost', 1)"), '119', 'and the counter goes on');
+
 # landed, then kazoo wrote before C could read again: nobody can tell
 proxy_cmd($p, 'refuse 3');
 $rule = proxy_rule($p, 'cut-after-request setData');
 $x = new_session($C, name => 'ambiguous');
 $x->send("SELECT zk_counter_add('lost', 1000)");
 ok(proxy_wait_fired($p, $rule, 10), 'cut after the setData reached ZooKeeper');
-is($kl->cmd('add 1'), 'value 1112', 'kazoo adds after it, while C is cut off');
+is($kl->cmd('add 1'), 'value 1120', 'kazoo adds after it, while C is cut off');
 $r = $x->wait(30);
 is($r->{sqlstate}, '08006', 'the add fails as in doubt') or diag($r->{out} . $r->{err});
 like($r->{err} // '', qr/may or may not have been applied/, 'and says so');
 $x->quit;
-is($kl->cmd('get'), 'value 1112', 'nothing counted twice');
+is($kl->cmd('get'), 'value 1120', 'nothing counted twice');
 is(zk_status_value($C, 'session_id'), $sid, 'all in one session');
 ok(wait_until(sub { zk_status_value($C, 'entries_used') eq '0' }, 10, 0.1), 'C: no shared-memory entry left');
 $kl->quit;
 $C->stop('fast');
 proxy_stop($p);
+
+#
+# 6. a role granted the counter group: its writes count against its write rate
+#
+$A->safe_psql('postgres', "CREATE ROLE cnt_user LOGIN; SELECT zk_grant('counter', 'cnt_user')");
+# the rate is charged to the session's user (quota.c): a session of cnt_user's own
+my $cu = new_session($A, name => 'cnt_user', user => 'cnt_user');
+$r = $cu->query("SELECT zk_counter_add('quota') FROM generate_series(1, 20)", 60);
+is($r->{sqlstate}, '00000', 'the counter group adds') or diag $r->{err};
+$r = $cu->query("SELECT zk_counter_drop('quota')", 60);
+is($r->{sqlstate}, '42501', 'zk_counter_drop is not in the counter group');
+$cu->quit;
+is($A->safe_psql('postgres', "SELECT bytes_written >= 20 * 128 FROM zk_quotas WHERE role = 'cnt_user'"), 't',
+	"its adds are charged to the role's zklock.max_write_rate");
 
 ok(time() - $T0 < 300, sprintf('the test ran in %.0f s', time() - $T0));
 $A->stop;
