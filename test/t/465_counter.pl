@@ -23,6 +23,11 @@
 #      the connection is sent again at the same version; one that landed
 #      while kazoo wrote after it before C could read again fails with 08006
 #      (may or may not have been applied), and nothing is counted twice.
+#      A statement cancelled while its write is held: the write goes once
+#      the connection is back, and its entry is freed then.
+#   6. A role granted the counter group: its adds are charged to its write
+#      rate; it may not drop.
+#   7. Namespaces: a name in two namespaces is two counters.
 
 use strict;
 use warnings FATAL => 'all';
@@ -261,6 +266,23 @@ is($r->{sqlstate}, '42501', 'zk_counter_drop is not in the counter group');
 $cu->quit;
 is($A->safe_psql('postgres', "SELECT bytes_written >= 20 * 128 FROM zk_quotas WHERE role = 'cnt_user'"), 't',
 	"its adds are charged to the role's zklock.max_write_rate");
+
+#
+# 7. namespaces: two databases in two namespaces keep two counters of a name
+#
+for my $db ('app', 'billing')
+{
+	$A->safe_psql('postgres', "CREATE DATABASE $db");
+	$A->safe_psql('postgres', "ALTER DATABASE $db SET zklock.namespace = '$db'");
+	$A->safe_psql($db, 'CREATE EXTENSION zklock');
+}
+is($A->safe_psql('app', "SELECT zk_path('counter', 'n')"), '/zklock/counters/app:n', 'app: its counter path');
+is($A->safe_psql('app', "SELECT zk_counter_add('n', 3)"), '3', 'app adds 3');
+is($A->safe_psql('billing', "SELECT zk_counter_add('n', 5)"), '5', "billing's counter n is not app's");
+is(zk_get($zk, '/zklock/counters/app:n') . ',' . zk_get($zk, '/zklock/counters/billing:n'), '3,5',
+	'ZooKeeper: one node per namespace');
+is($A->safe_psql('postgres', "SELECT zk_counter_get('app:n')"), '0',
+	'a root-namespace name with ":" is another counter');
 
 ok(time() - $T0 < 300, sprintf('the test ran in %.0f s', time() - $T0));
 $A->stop;
