@@ -58,6 +58,10 @@ OBJS = \
 	src/barrier/barrier_arrivals.o \
 	src/barrier/barrier_backend.o \
 	src/barrier/barrier_sql.o \
+	src/counter/counter_nodes.o \
+	src/counter/counter_backend.o \
+	src/counter/counter_worker.o \
+	src/counter/counter_sql.o \
 	src/zklock.o
 
 EXTENSION = zklock
@@ -79,7 +83,7 @@ PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter \
 	-Wmissing-prototypes -Wmissing-declarations -Wstrict-prototypes \
 	-Wold-style-definition -Wpointer-arith -Wvla -Wshadow -Wformat=2
 
-REGRESS = setup lock savepoint families errors status queue barrier lease election semaphore
+REGRESS = setup lock savepoint families errors status queue barrier lease election semaphore counter
 REGRESS_OPTS = --temp-config=$(srcdir)/test/regress.conf --temp-instance=tmp_regress \
 	--load-extension=zklock --load-extension=dblink
 

@@ -773,6 +773,29 @@ AS 'MODULE_PATHNAME', 'zk_semaphores_internal' LANGUAGE C STRICT VOLATILE PARALL
 
 CREATE VIEW zk_semaphores AS SELECT * FROM zk_semaphores_internal();
 
+-- Counters (kazoo's Counter; issue 41): a bigint in one node, changed with a
+-- versioned write.  Like nextval, a change is not undone by ROLLBACK.
+CREATE FUNCTION zk_counter_add(name text, delta bigint DEFAULT 1)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'zk_counter_add' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_counter_get(name text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'zk_counter_get' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_counter_set(name text, value bigint, expected bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_counter_set' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_counter_drop(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_counter_drop' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION zk_counter_add(text, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_counter_get(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_counter_set(text, bigint, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_counter_drop(text) FROM PUBLIC;
+
 -- ---------------------------------------------------------------------------
 -- Privileges (doc/security.md, "Privileges")
 --
@@ -870,11 +893,15 @@ AS $$
         ('lease', '@extschema@.zk_try_lease(text,interval,text)'),
         ('lease', '@extschema@.zk_lease_holder(text)'),
         ('lease', '@extschema@.zk_lease_release(text,text)'),
+        ('counter', '@extschema@.zk_counter_add(text,bigint)'),
+        ('counter', '@extschema@.zk_counter_get(text)'),
+        ('counter', '@extschema@.zk_counter_set(text,bigint,bigint)'),
         ('election', '@extschema@.zk_is_leader(text)'),
         ('election', '@extschema@.zk_leader(text)'),
         ('election', '@extschema@.zk_election_candidates(text)'),
         ('admin', '@extschema@.zk_queue_purge(text)'),
         ('admin', '@extschema@.zk_queue_drop(text)'),
+        ('admin', '@extschema@.zk_counter_drop(text)'),
         ('admin', '@extschema@.zk_queue_set_policy(text,integer,text)'),
         ('admin', '@extschema@.zk_queue_move(text,text,integer)'),
         ('admin', '@extschema@.zk_arrivals_reset(text)'),

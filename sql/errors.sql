@@ -47,7 +47,7 @@ COMMIT;
 SELECT provolatile, proparallel, count(*) AS functions
   FROM pg_proc WHERE proname LIKE 'zk\_%' GROUP BY 1, 2;
 -- not strict: those with a timeout (NULL means lock_timeout), zk_unlock_all, and the
--- queue, barrier, gate and arrivals functions (a NULL argument is an error there,
+-- queue, barrier, gate, arrivals and counter functions (a NULL argument is an error there,
 -- not a NULL result), zk_grant and zk_revoke (likewise), zk_privilege_groups (no
 -- argument), zk_set_database_namespace (NULL: the database's name)
 SELECT DISTINCT proname FROM pg_proc

@@ -76,6 +76,11 @@ ZK_RECIPE(sem)
 ZK_KIND(ZKK_SEMLEASE, zk_semlease_ops, "semaphore lease", ZKW_SEMAPHORE,
 		NULL, false)
 
+/* the counter (src/counter): an add, read, set or drop of kazoo's Counter */
+ZK_RECIPE(counter)
+ZK_KIND(ZKK_COUNTER, zk_counter_ops, "counter", ZKW_ANSWER,
+		NULL, false)
+
 /*
  * not a recipe: the base's registry of namespace claims (core/nsclaim.c),
  * whose a recorded namespace is; a check or write of a claim

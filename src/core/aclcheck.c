@@ -48,7 +48,7 @@ bool		zk_acl_repair = false;
 static const char *const check_dirs[] = {
 	"locks", "queues", "barriers", "gates", "arrivals", "semaphores",
 	"leases", "elections", "txns", "runs", "stamps", "namespaces",
-	"waits", "revokes"
+	"waits", "revokes", "counters"
 };
 
 static bool check_needed = true;

@@ -48,7 +48,7 @@ char	   *zk_acl_world_read = NULL;
  */
 static const char *const zk_acl_kinds[] = {
 	"locks", "elections", "semaphores", "leases", "queues", "barriers",
-	"gates", "arrivals"
+	"gates", "arrivals", "counters"
 };
 
 static int	world_read_mask = 0x3;	/* locks, elections */

@@ -484,7 +484,7 @@ define_access_settings(void)
 
 	DefineCustomStringVariable("zklock.acl_world_read",
 							   "Kinds of zklock nodes that anyone may read (with zklock.auth_file and an empty zklock.acl).",
-							   "Comma-separated: locks, elections, semaphores, leases, queues, barriers, gates, arrivals; "
+							   "Comma-separated: locks, elections, semaphores, leases, queues, barriers, gates, arrivals, counters; "
 							   "empty for none. The others are private to zklock's ZooKeeper identity.",
 							   &zk_acl_world_read,
 							   "locks,elections",

@@ -273,6 +273,7 @@ typedef struct ZkEntry
 		uint8		lease;		/* ZKK_LEASE: ZkLeaseOp */
 		uint8		sem;		/* ZKK_SEMLEASE: ZkSemStep */
 		uint8		nsclaim;	/* ZKK_NSCLAIM: ZkNsClaimOp (nsclaim.c) */
+		uint8		counter;	/* ZKK_COUNTER: ZkCounterOp (counter.h) */
 	}			step;
 
 	/* the barrier recipes (barrier.h); zeroed at allocation */

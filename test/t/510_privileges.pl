@@ -236,8 +236,8 @@ for my $row (split /\n/, $A->safe_psql('postgres', q{
 }
 is_deeply(\%readme_groups, \%sql_groups, "doc/security.md's group table is zk_privilege_groups()");
 my @groups = sort keys %sql_groups;
-is(join(',', @groups), 'admin,arrive,consume,election,lease,lock,monitor,produce,semaphore,wait',
-	'ten groups');
+is(join(',', @groups), 'admin,arrive,consume,counter,election,lease,lock,monitor,produce,semaphore,wait',
+	'eleven groups');
 
 # ---- 3. each group, granted with zk_grant as doc/security.md says ----
 # one representative call per group, harmless names of its own
@@ -250,6 +250,7 @@ my %op = (
 	semaphore => "SELECT zk_try_semaphore('g_sem', 2)",
 	lease => "SELECT count(*) FROM zk_lease_holder('g_lease')",
 	election => "SELECT zk_is_leader('g_el')",
+	counter => "SELECT zk_counter_add('g_counter')",
 	admin => "SELECT zk_arrivals_reset('g_arr')",
 	monitor => "SELECT count(*) FROM zk_locks",
 );
@@ -325,7 +326,7 @@ $hs->quit;
 # zk_grant and zk_revoke
 my $r = one_shot($A, "SELECT zk_grant('nosuch', 'mallory')");
 is($r->{sqlstate}, '22023', 'zk_grant of an unknown group: 22023');
-like($r->{err}, qr/HINT:\s+The groups are: admin, arrive, consume, election, lease, lock, monitor, produce, semaphore, wait\./,
+like($r->{err}, qr/HINT:\s+The groups are: admin, arrive, consume, counter, election, lease, lock, monitor, produce, semaphore, wait\./,
 	'its hint lists the groups');
 is(one_shot($A, "SELECT zk_grant('lock', NULL)")->{sqlstate}, '22004', 'zk_grant to NULL: 22004');
 is(one_shot($A, "SELECT zk_revoke('nosuch', 'mallory')")->{sqlstate}, '22023',
