@@ -41,6 +41,7 @@ typedef struct LocalSem
 	char	   *name;			/* UTF-8 */
 	int			len;
 	int32		max;
+	int32		permits;		/* leases held at once (ZkSemPart.permits) */
 	uint32		idx;			/* the ZKK_SEMLEASE entry */
 	uint32		gen;
 	List	   *subxids;		/* transaction holds, by subtransaction */
@@ -132,9 +133,9 @@ wrong_max(const char *uname, int32 max, const char *msg)
 			 errhint("Use the same max_leases everywhere, or delete the semaphore's node once nobody holds a lease.")));
 }
 
-/* Stack one more hold on the lease this backend has (ls) */
+/* Stack one more hold on the leases this backend has (ls) */
 static void
-stack_hold(LocalSem *ls, int32 max, ZkScope scope, const char *uname)
+stack_hold(LocalSem *ls, int32 max, int32 permits, ZkScope scope, const char *uname)
 {
 	MemoryContext old;
 
@@ -143,6 +144,13 @@ stack_hold(LocalSem *ls, int32 max, ZkScope scope, const char *uname)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("zookeeper semaphore \"%s\" has %d leases, not %d", uname, ls->max, max),
 				 errhint("Use the same max_leases everywhere.")));
+	if (ls->permits != permits)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("this session holds %d %s of zookeeper semaphore \"%s\", not %d",
+						ls->permits, ls->permits == 1 ? "permit" : "permits", uname, permits),
+				 errdetail("A session holds one set of permits of a semaphore; taking it again stacks a hold on that set."),
+				 errhint("Ask for the same number of permits, or let go of the semaphore first.")));
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	if (scope == ZKS_TRANSACTION)
 		ls->subxids = lappend_int(ls->subxids, GetCurrentSubTransactionId());
@@ -157,7 +165,7 @@ stack_hold(LocalSem *ls, int32 max, ZkScope scope, const char *uname)
  * held; raises 22023 when the semaphore has another max_leases.
  */
 static bool
-pool_has_room(const char *name, int len, int32 max, ZkScope scope,
+pool_has_room(const char *name, int len, int32 max, int32 permits, ZkScope scope,
 			  const char *uname)
 {
 	ZkEntry    *e;
@@ -168,6 +176,7 @@ pool_has_room(const char *name, int len, int32 max, ZkScope scope,
 	e = zk_new_entry(ZKK_SEMLEASE, name, len, ZKM_EXCLUSIVE, scope, true);
 	e->step.sem = ZKSEM_COUNT;
 	e->parties = max;
+	ZKSEM(e)->permits = permits;
 	zk_submit_entry(e, &taking_idx, &taking_gen);
 	PG_TRY();
 	{
@@ -205,7 +214,7 @@ pool_has_room(const char *name, int len, int32 max, ZkScope scope,
 
 /* The lease taken (taking_idx): this backend's from now on */
 static void
-remember_lease(const char *name, int len, int32 max, ZkScope scope)
+remember_lease(const char *name, int len, int32 max, int32 permits, ZkScope scope)
 {
 	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
 	LocalSem   *ls = palloc0(sizeof(LocalSem));
@@ -213,6 +222,7 @@ remember_lease(const char *name, int len, int32 max, ZkScope scope)
 	ls->name = pnstrdup(name, len);
 	ls->len = len;
 	ls->max = max;
+	ls->permits = permits;
 	ls->idx = taking_idx;
 	ls->gen = taking_gen;
 	if (scope == ZKS_TRANSACTION)
@@ -230,7 +240,8 @@ remember_lease(const char *name, int len, int32 max, ZkScope scope)
  * no lease free, or (timeout) raises 55P03.
  */
 bool
-zk_sem_acquire(const char *name, int len, int32 max, ZkScope scope, bool try_only,
+zk_sem_acquire(const char *name, int len, int32 max, int32 permits, ZkScope scope,
+			   bool try_only,
 			   volatile int64 timeout_ms)	/* lives across PG_TRY */
 {
 	LocalSem   *ls = find_sem(name, len);
@@ -253,7 +264,7 @@ zk_sem_acquire(const char *name, int len, int32 max, ZkScope scope, bool try_onl
 	}
 	if (ls != NULL)
 	{
-		stack_hold(ls, max, scope, uname);
+		stack_hold(ls, max, permits, scope, uname);
 		return true;
 	}
 
@@ -268,13 +279,14 @@ zk_sem_acquire(const char *name, int len, int32 max, ZkScope scope, bool try_onl
 	 */
 	if (try_only)
 	{
-		if (!pool_has_room(name, len, max, scope, uname))
+		if (!pool_has_room(name, len, max, permits, scope, uname))
 			return false;
 		timeout_ms = LockTimeout > 0 ? LockTimeout : SEM_TRY_GUARD_MS;
 	}
 
-	/* the lease and, maybe, the pool (the guard is charged as a lock) */
-	zk_quota_charge_write(2 * ZK_NODE_CHARGE, "A semaphore's lease and pool");
+	/* the leases and, maybe, the pool (the guard is charged as a lock) */
+	zk_quota_charge_write((Size) (permits + 1) * ZK_NODE_CHARGE,
+						  "A semaphore's leases and pool");
 
 	/* the guard */
 	e = zk_new_entry(ZKK_LOCK, name, len, ZKM_EXCLUSIVE, ZKS_SESSION, false);
@@ -296,6 +308,7 @@ zk_sem_acquire(const char *name, int len, int32 max, ZkScope scope, bool try_onl
 				left = 0;
 			e = zk_new_entry(ZKK_SEMLEASE, name, len, ZKM_EXCLUSIVE, scope, try_only);
 			e->parties = max;
+			ZKSEM(e)->permits = permits;
 			e->requested_at = start;	/* in line since the guard was asked */
 			strlcpy(e->data, data, sizeof(e->data));
 			zk_submit_entry(e, &taking_idx, &taking_gen);
@@ -322,7 +335,7 @@ zk_sem_acquire(const char *name, int len, int32 max, ZkScope scope, bool try_onl
 
 	if (outcome == ZKO_GRANTED)
 	{
-		remember_lease(name, len, max, scope);
+		remember_lease(name, len, max, permits, scope);
 		return true;
 	}
 	zk_let_go(&taking_idx, taking_gen);
@@ -335,7 +348,10 @@ zk_sem_acquire(const char *name, int len, int32 max, ZkScope scope, bool try_onl
 	ereport(ERROR,
 			(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 			 errmsg("timed out waiting for a lease of zookeeper semaphore \"%s\"", uname),
-			 errdetail("Waited " INT64_FORMAT " ms; all %d leases are held.", timeout_ms, max),
+			 permits == 1 ?
+			 errdetail("Waited " INT64_FORMAT " ms; all %d leases are held.", timeout_ms, max) :
+			 errdetail("Waited " INT64_FORMAT " ms; fewer than %d of the %d leases were free.",
+					   timeout_ms, permits, max),
 			 errhint("Raise the timeout (or lock_timeout), or retry later; zk_semaphore_holders() shows who holds them.")));
 	return false;
 }

@@ -29,9 +29,32 @@ arg_max(FunctionCallInfo fcinfo, int argno)
 }
 
 /*
- * The zk_semaphore families: take a lease on the named semaphore of
- * max_leases for the transaction or the session; a try answers whether
- * it got one, without waiting for the pool.
+ * The permits argument argno (absent in an older SQL definition: 1): not
+ * NULL, from 1 to ZK_SEM_PERMITS_MAX and at most max (22004, 22023)
+ */
+static int32
+arg_permits(FunctionCallInfo fcinfo, int argno, int32 max)
+{
+	int32		n;
+
+	if (PG_NARGS() <= argno)
+		return 1;
+	n = zk_arg_count(fcinfo, argno, "permits",
+					 "Give how many leases to take at once, 1 or more.");
+	if (n > ZK_SEM_PERMITS_MAX || n > max)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock permits must be at most %d", Min(max, ZK_SEM_PERMITS_MAX)),
+				 errdetail("permits was %d; the semaphore has %d leases, and one call takes at most %d.",
+						   n, max, ZK_SEM_PERMITS_MAX),
+				 errhint("Ask for fewer permits, or raise max_leases.")));
+	return n;
+}
+
+/*
+ * The zk_semaphore families: take permits (leases, all or none) on the
+ * named semaphore of max_leases for the transaction or the session; a try
+ * answers whether it got them, without waiting for the pool.
  */
 static Datum
 sem_common(FunctionCallInfo fcinfo, ZkScope scope, bool try_only)
@@ -40,12 +63,13 @@ sem_common(FunctionCallInfo fcinfo, ZkScope scope, bool try_only)
 	char	   *name = zk_arg_text_name(fcinfo, 0, "semaphore name", &len);
 	int32		max = arg_max(fcinfo, 1);
 	int64		timeout_ms = try_only ? 0 : zk_arg_timeout_ms(fcinfo, 2);
+	int32		permits = arg_permits(fcinfo, try_only ? 2 : 3, max);
 	bool		ok;
 
 	zk_require_shmem();
 	zk_check_semaphore_name(name, len);
 	zk_backend_init();
-	ok = zk_sem_acquire(name, len, max, scope, try_only, timeout_ms);
+	ok = zk_sem_acquire(name, len, max, permits, scope, try_only, timeout_ms);
 	if (try_only)
 		PG_RETURN_BOOL(ok);
 	PG_RETURN_VOID();

@@ -18,13 +18,15 @@
  *	 (new) --> ENSURE --(pool there, its max_leases)--> LIST
  *	 ENSURE --(other max_leases)--> DONE, 22023
  *	 LIST --(our lease listed: a lost create landed)--> HELD
- *	 LIST --(fewer leases than max_leases)--> CREATE
+ *	 LIST --(room for the permits asked for)--> CREATE
  *	 LIST --(full)--> WAITING on the pool's watch --(fired)--> LIST
  *	 LIST, CREATE --(pool gone: NONODE)--> ENSURE
- *	 CREATE --(created)--> HELD --(released)--> its lease deleted, FREE
+ *	 CREATE --(created: every permit's lease, in one multi)--> HELD
+ *	 HELD --(released)--> its leases deleted, FREE
  *	 CREATE --(answer lost)--> in doubt, LIST when usable again
  *	 (a try, before the guard) COUNT --(read, listed once)--> DONE:
- *		GRANTED when a lease is free, BUSY when not or 22023; takes nothing
+ *		GRANTED when the permits asked for are free, BUSY when not or
+ *		22023; takes nothing
  *
  * Any step --(a definite ZooKeeper error)--> DONE, failed (NOAUTH: 42501).
  */
@@ -37,9 +39,30 @@ typedef enum ZkSemStep
 								 * when so, BUSY when not; takes nothing */
 } ZkSemStep;
 
+/*
+ * A ZKK_SEMLEASE entry's own fields (ZkEntry.part).  A holder of several
+ * permits has as many lease nodes, created in one multi (all or none):
+ * lease i is named by the entry's guid with its last two hex digits
+ * replaced by i (sem_worker.c, lease_name), so that they stay 32 hex
+ * digits as kazoo's, and that finding lease 0 finds them all.
+ */
+typedef struct ZkSemPart
+{
+	int32		permits;		/* leases taken at once (0 is read as 1) */
+	int32		deletes_left;	/* a release's deletes not yet answered */
+	bool		delete_retry;	/* one of them must be sent again */
+} ZkSemPart;
+
+ZK_ENTRY_PART_FITS(ZkSemPart);
+#define ZKSEM(e)	ZK_ENTRY_PART(e, ZkSemPart)
+
+/* the most permits one call takes (lease names keep two hex digits for it) */
+#define ZK_SEM_PERMITS_MAX	64
+
 /* sem_backend.c: what the SQL functions (sem_sql.c) call */
-extern bool zk_sem_acquire(const char *name, int len, int32 max, ZkScope scope,
-						   bool try_only, volatile int64 timeout_ms);
+extern bool zk_sem_acquire(const char *name, int len, int32 max, int32 permits,
+						   ZkScope scope, bool try_only,
+						   volatile int64 timeout_ms);
 extern bool zk_sem_release_session(const char *name, int len);
 
 #endif							/* ZKLOCK_SEMAPHORE_H */
