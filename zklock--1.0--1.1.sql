@@ -565,6 +565,12 @@ REVOKE ALL ON FUNCTION zk_semaphore(text, int, interval, int) FROM PUBLIC;
 REVOKE ALL ON FUNCTION zk_try_semaphore(text, int, int) FROM PUBLIC;
 REVOKE ALL ON FUNCTION zk_session_semaphore(text, int, interval, int) FROM PUBLIC;
 REVOKE ALL ON FUNCTION zk_try_session_semaphore(text, int, int) FROM PUBLIC;
+-- and its number of leases can change while leases are held: granted
+-- (below) to who could take leases
+CREATE FUNCTION zk_semaphore_set_max(name text, max_leases int, timeout interval DEFAULT NULL)
+RETURNS int
+AS 'MODULE_PATHNAME', 'zk_semaphore_set_max' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION zk_semaphore_set_max(text, int, interval) FROM PUBLIC;
 
 DO $$
 DECLARE
@@ -575,7 +581,8 @@ BEGIN
                        ('@extschema@.zk_semaphore(text,integer,interval)', '@extschema@.zk_semaphore(text,integer,interval,integer)'),
                        ('@extschema@.zk_try_semaphore(text,integer)', '@extschema@.zk_try_semaphore(text,integer,integer)'),
                        ('@extschema@.zk_session_semaphore(text,integer,interval)', '@extschema@.zk_session_semaphore(text,integer,interval,integer)'),
-                       ('@extschema@.zk_try_session_semaphore(text,integer)', '@extschema@.zk_try_session_semaphore(text,integer,integer)'))
+                       ('@extschema@.zk_try_session_semaphore(text,integer)', '@extschema@.zk_try_session_semaphore(text,integer,integer)'),
+                       ('@extschema@.zk_semaphore(text,integer,interval)', '@extschema@.zk_semaphore_set_max(text,integer,interval)'))
                     AS t(had, fn),
                     pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
               WHERE p.oid = t.had::pg_catalog.regprocedure
@@ -676,6 +683,7 @@ AS $$
         ('semaphore', '@extschema@.zk_session_semaphore(text,integer,interval,integer)'),
         ('semaphore', '@extschema@.zk_try_session_semaphore(text,integer,integer)'),
         ('semaphore', '@extschema@.zk_semaphore_release(text)'),
+        ('semaphore', '@extschema@.zk_semaphore_set_max(text,integer,interval)'),
         ('lease', '@extschema@.zk_try_lease(text,interval,text)'),
         ('lease', '@extschema@.zk_lease_holder(text)'),
         ('lease', '@extschema@.zk_lease_release(text,text)'),

@@ -748,6 +748,10 @@ CREATE FUNCTION zk_try_session_semaphore(name text, max_leases int, permits int 
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'zk_try_session_semaphore' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+CREATE FUNCTION zk_semaphore_set_max(name text, max_leases int, timeout interval DEFAULT NULL)
+RETURNS int
+AS 'MODULE_PATHNAME', 'zk_semaphore_set_max' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 CREATE FUNCTION zk_semaphore_release(name text)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'zk_semaphore_release' LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -870,6 +874,7 @@ AS $$
         ('semaphore', '@extschema@.zk_session_semaphore(text,integer,interval,integer)'),
         ('semaphore', '@extschema@.zk_try_session_semaphore(text,integer,integer)'),
         ('semaphore', '@extschema@.zk_semaphore_release(text)'),
+        ('semaphore', '@extschema@.zk_semaphore_set_max(text,integer,interval)'),
         ('lease', '@extschema@.zk_try_lease(text,interval,text)'),
         ('lease', '@extschema@.zk_lease_holder(text)'),
         ('lease', '@extschema@.zk_lease_release(text,text)'),

@@ -154,35 +154,88 @@ pool_read(int rc, const char *value, int value_len, const struct Stat *stat,
 	ENTRY_COMPLETION_BEGIN(e, ctx)
 	{
 		if (e != NULL && e->list_inflight &&
-			(e->step.sem == ZKSEM_ENSURE || e->step.sem == ZKSEM_COUNT))
+			(e->step.sem == ZKSEM_ENSURE || e->step.sem == ZKSEM_COUNT ||
+			 e->step.sem == ZKSEM_SETREAD))
 		{
+			ZkSemPart  *sp = ZKSEM(e);
+			long		n = -1;
+
 			e->list_inflight = false;
-			if (e->released)
-				sem_step(e);
-			else if (rc == ZNONODE && e->step.sem == ZKSEM_COUNT)
-			{
-				/* no pool yet: every lease is free */
-				e->state = ZKE_DONE;
-				zk_finish(e, ZKO_GRANTED, 0, NULL);
-			}
-			else if (rc == ZOK)
+			if (rc == ZOK)
 			{
 				char		buf[32];
 				char	   *end;
-				long		n;
 				int			len = Min(Max(value_len, 0), (int) sizeof(buf) - 1);
 
 				memcpy(buf, value ? value : "", len);
 				buf[len] = '\0';
 				errno = 0;
 				n = strtol(buf, &end, 10);
-				if (len > 0 && errno == 0 && end != buf && *end == '\0' && n != e->parties)
+				if (len == 0 || errno != 0 || end == buf || *end != '\0' ||
+					n < 1 || n > PG_INT32_MAX)
+					n = -1;		/* no number: ignored, as kazoo does */
+				if (stat)
+				{
+					sp->pool_version = stat->version;
+					sp->version_known = true;
+				}
+			}
+			if (e->released)
+				sem_step(e);
+			else if (e->step.sem == ZKSEM_SETREAD)
+			{
+				/* zk_semaphore_set_max's look: the number, -1 for none */
+				e->state = ZKE_DONE;
+				if (rc == ZOK || rc == ZNONODE)
+				{
+					e->token = (rc == ZOK) ? n : -2;	/* -2: no pool */
+					zk_finish(e, ZKO_GRANTED, 0, NULL);
+				}
+				else if (!zk_rc_definite(rc))
+				{
+					e->state = ZKE_PENDING;
+					zk_retry_later(e);
+				}
+				else
+					fail_rc(e, rc);
+			}
+			else if (rc == ZNONODE && e->step.sem == ZKSEM_COUNT)
+			{
+				/* no pool yet: every lease is free (when some max is given) */
+				e->state = ZKE_DONE;
+				if (e->parties == 0)
+					zk_finish(e, ZKO_BUSY, ERRCODE_UNDEFINED_OBJECT,
+							  "The semaphore has no pool, so no max_leases yet");
+				else
+					zk_finish(e, ZKO_GRANTED, 0, NULL);
+			}
+			else if (rc == ZOK)
+			{
+				if (n > 0 && n != e->parties && (sp->adopt || e->parties == 0))
+					e->parties = (int32) n; /* the pool's number, as agreed */
+				if (n > 0 && n != e->parties)
 				{
 					char		msg[ZKLOCK_ERRMSG_MAX];
 
 					snprintf(msg, sizeof(msg),
 							 "The semaphore has %ld leases in ZooKeeper, not %d", n, e->parties);
 					/* BUSY with 22023: the backend raises the error itself */
+					e->state = ZKE_DONE;
+					zk_finish(e, ZKO_BUSY, ERRCODE_INVALID_PARAMETER_VALUE, msg);
+				}
+				else if (e->parties == 0)
+				{
+					e->state = ZKE_DONE;
+					zk_finish(e, ZKO_BUSY, ERRCODE_INVALID_PARAMETER_VALUE,
+							  "The semaphore's pool holds no number of leases");
+				}
+				else if (permits_of(e) > e->parties)
+				{
+					char		msg[ZKLOCK_ERRMSG_MAX];
+
+					snprintf(msg, sizeof(msg),
+							 "The semaphore has %d leases, fewer than the %d permits asked for",
+							 e->parties, permits_of(e));
 					e->state = ZKE_DONE;
 					zk_finish(e, ZKO_BUSY, ERRCODE_INVALID_PARAMETER_VALUE, msg);
 				}
@@ -198,12 +251,22 @@ pool_read(int rc, const char *value, int value_len, const struct Stat *stat,
 				}
 				else
 				{
+					sp->adopt = false;
 					e->step.sem = ZKSEM_LIST;
 					sem_step(e);
 				}
 			}
+			else if (rc == ZNONODE && e->parties == 0)
+			{
+				e->state = ZKE_DONE;
+				zk_finish(e, ZKO_BUSY, ERRCODE_UNDEFINED_OBJECT,
+						  "The semaphore has no pool, so no max_leases yet");
+			}
 			else if (rc == ZNONODE)
+			{
+				sp->adopt = false;
 				sem_step(e);	/* deleted meanwhile: create it */
+			}
 			else
 				retry_or_fail(e, rc);
 		}
@@ -227,6 +290,9 @@ pool_created(int rc, const char *name, const void *ctx)
 				sem_step(e);
 			else if (rc == ZOK)
 			{
+				/* ours, with our number: its first version */
+				ZKSEM(e)->pool_version = 0;
+				ZKSEM(e)->version_known = true;
 				e->step.sem = ZKSEM_LIST;
 				sem_step(e);
 			}
@@ -266,6 +332,16 @@ send_ensure(ZkEntry *e)
 	int			rc;
 
 	pool_path(e, pool, sizeof(pool));
+	/*
+	 * No number of our own (max_leases NULL), or the pool's changed while
+	 * we waited: read it, never create it
+	 */
+	if (e->parties == 0 || ZKSEM(e)->adopt)
+	{
+		rc = zoo_aget(zk_zh, pool, 0, pool_read, zk_ctx_of(e));
+		(void) zk_sent(e, rc, &e->list_inflight, "semaphore read");
+		return;
+	}
 	/* once per session; again after a NONODE (pool_created) */
 	if (parents_session != zk_cur_session || e->parents_tried)
 	{
@@ -373,11 +449,94 @@ send_leases(ZkEntry *e)
 }
 
 /*
- * Completion of the zoo_aget_children sent by sem_step(); the
- * zoo_awget_children sent by sem_step()
+ * zk_semaphore_set_max's write (ZKSEM_SETWRITE): the pool's data, at the
+ * version it read (pool_version), so that a change in between is not
+ * lost; when raising, a child made and deleted in the same multi, which
+ * fires the child watch of whoever waits on the pool (a zklock waiter then
+ * sees the version move and reads the new number; kazoo's lists again).
+ * Its answer: GRANTED; BUSY when the pool changed or went meanwhile (the
+ * backend reads again).
+ */
+typedef struct SemSet
+{
+	const void *ectx;
+	zoo_op_t	ops[3];
+	zoo_op_result_t res[3];
+	char		value[16];
+	char		pool[ZK_PATH_MAX];
+	char		poke[ZK_PATH_MAX];
+} SemSet;
+
+static void
+max_set(int rc, const void *data)
+{
+	SemSet	   *m = (SemSet *) data;
+	const void *ectx = m->ectx;
+
+	pfree(m);
+	{
+		ENTRY_COMPLETION_BEGIN(e, ectx)
+		{
+			if (e != NULL && e->create_inflight && e->step.sem == ZKSEM_SETWRITE)
+			{
+				e->create_inflight = false;
+				if (e->released)
+					sem_step(e);
+				else if (rc == ZOK)
+				{
+					e->state = ZKE_DONE;
+					zk_finish(e, ZKO_GRANTED, 0, NULL);
+				}
+				else if (rc == ZBADVERSION || rc == ZNONODE)
+				{
+					e->state = ZKE_DONE;
+					zk_finish(e, ZKO_BUSY, 0, "The semaphore's pool changed meanwhile");
+				}
+				else if (!zk_rc_definite(rc))
+				{
+					/* it may have landed: the backend reads again */
+					e->state = ZKE_DONE;
+					zk_finish(e, ZKO_BUSY, 0, "The answer was lost");
+				}
+				else
+					fail_rc(e, rc);
+			}
+		}
+		COMPLETION_END(e);
+	}
+}
+
+static void
+send_set_max(ZkEntry *e)
+{
+	SemSet	   *m;
+	int			n = 1;
+
+	(void) ZK_LAZY_CONTEXT(multi_cxt, "zklock semaphore multis", ALLOCSET_SMALL_SIZES);
+	m = MemoryContextAllocZero(multi_cxt, sizeof(SemSet));
+	m->ectx = zk_ctx_of(e);
+	pool_path(e, m->pool, sizeof(m->pool));
+	snprintf(m->value, sizeof(m->value), "%d", e->parties);
+	zoo_set_op_init(&m->ops[0], m->pool, m->value, (int) strlen(m->value),
+					ZKSEM(e)->pool_version, NULL);
+	if (ZKSEM(e)->raise)
+	{
+		snprintf(m->poke, sizeof(m->poke), "%s/max-leases-changed", m->pool);
+		zoo_create_op_init(&m->ops[1], m->poke, NULL, -1, zk_acl_path(m->poke),
+						   ZOO_PERSISTENT, NULL, 0);
+		zoo_delete_op_init(&m->ops[2], m->poke, -1);
+		n = 3;
+	}
+	zk_batch_multi(n, m->ops, m->res, max_set, m);
+}
+
+/*
+ * Completion of the zoo_aget_children2 sent by sem_step(); the
+ * zoo_awget_children2 sent by sem_step()
  */
 static void
-pool_listed(int rc, const struct String_vector *kids, const void *ctx)
+pool_listed(int rc, const struct String_vector *kids, const struct Stat *stat,
+			const void *ctx)
 {
 	ENTRY_COMPLETION_BEGIN(e, ctx)
 	{
@@ -397,6 +556,21 @@ pool_listed(int rc, const struct String_vector *kids, const void *ctx)
 			}
 			if (e->released)
 				sem_step(e);
+			else if (rc == ZOK && stat && ZKSEM(e)->version_known &&
+					 stat->version != ZKSEM(e)->pool_version)
+			{
+				/*
+				 * max_leases changed (zk_semaphore_set_max) since it was
+				 * read: read it again, and go by it (a waiter in line keeps
+				 * its place; raising it lets it in at once).  Our leases
+				 * cannot be there: only the guard's holder creates, and
+				 * that is this entry, which has sent no create since.
+				 */
+				unwatch(e);
+				ZKSEM(e)->adopt = true;
+				e->step.sem = ZKSEM_ENSURE;
+				sem_step(e);
+			}
 			else if (rc == ZOK)
 			{
 				int			i;
@@ -752,8 +926,8 @@ sem_step(ZkEntry *e)
 			pool_path(e, path, sizeof(path));
 			if (e->watch != ZKEW_SET)
 			{
-				rc = zoo_awget_children(zk_zh, path, zk_kind_watcher, (void *) zk_ctx_of(e),
-										pool_listed, zk_ctx_of(e));
+				rc = zoo_awget_children2(zk_zh, path, zk_kind_watcher, (void *) zk_ctx_of(e),
+										 pool_listed, zk_ctx_of(e));
 				if (rc == ZOK)
 				{
 					zk_watch_set(path);
@@ -761,7 +935,7 @@ sem_step(ZkEntry *e)
 				}
 			}
 			else
-				rc = zoo_aget_children(zk_zh, path, 0, pool_listed, zk_ctx_of(e));
+				rc = zoo_aget_children2(zk_zh, path, 0, pool_listed, zk_ctx_of(e));
 			(void) zk_sent(e, rc, &e->list_inflight, "semaphore list");
 			break;
 		case ZKSEM_COUNT:
@@ -770,6 +944,17 @@ sem_step(ZkEntry *e)
 			e->state = ZKE_CREATING;
 			rc = zoo_aget(zk_zh, path, 0, pool_read, zk_ctx_of(e));
 			(void) zk_sent(e, rc, &e->list_inflight, "semaphore count");
+			break;
+		case ZKSEM_SETREAD:
+			pool_path(e, path, sizeof(path));
+			e->state = ZKE_CREATING;
+			rc = zoo_aget(zk_zh, path, 0, pool_read, zk_ctx_of(e));
+			(void) zk_sent(e, rc, &e->list_inflight, "semaphore read");
+			break;
+		case ZKSEM_SETWRITE:
+			e->state = ZKE_CREATING;
+			send_set_max(e);
+			e->create_inflight = true;
 			break;
 		case ZKSEM_CREATE:
 			e->state = ZKE_CREATING;

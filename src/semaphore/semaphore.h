@@ -28,6 +28,12 @@
  *		GRANTED when the permits asked for are free, BUSY when not or
  *		22023; takes nothing
  *
+ *	 LIST --(the pool's data version moved: its max_leases changed)-->
+ *		ENSURE, which reads it and adopts it
+ *	 (zk_semaphore_set_max) SETREAD --(read)--> DONE; SETWRITE --(the
+ *		versioned write, with a child made and deleted in the same multi
+ *		when raising, so that a waiter's watch on the pool fires)--> DONE
+ *
  * Any step --(a definite ZooKeeper error)--> DONE, failed (NOAUTH: 42501).
  */
 typedef enum ZkSemStep
@@ -35,8 +41,13 @@ typedef enum ZkSemStep
 	ZKSEM_ENSURE = 1,			/* the pool, with max_leases as its data */
 	ZKSEM_LIST,					/* count the leases (and look for ours) */
 	ZKSEM_CREATE,				/* create our lease */
-	ZKSEM_COUNT					/* (a try's first look) any lease free?  GRANTED
+	ZKSEM_COUNT,				/* (a try's first look) any lease free?  GRANTED
 								 * when so, BUSY when not; takes nothing */
+	ZKSEM_SETREAD,				/* (zk_semaphore_set_max) read max_leases and
+								 * its version: token, pool_version */
+	ZKSEM_SETWRITE				/* (zk_semaphore_set_max) write parties at
+								 * pool_version: GRANTED, or BUSY when the
+								 * pool changed or went */
 } ZkSemStep;
 
 /*
@@ -51,6 +62,11 @@ typedef struct ZkSemPart
 	int32		permits;		/* leases taken at once (0 is read as 1) */
 	int32		deletes_left;	/* a release's deletes not yet answered */
 	bool		delete_retry;	/* one of them must be sent again */
+	bool		version_known;	/* pool_version was read */
+	bool		adopt;			/* take the pool's max_leases, whatever it is
+								 * (it changed while this entry waited) */
+	bool		raise;			/* ZKSEM_SETWRITE: wake the pool's waiters */
+	int32		pool_version;	/* the pool's data version, as last read */
 } ZkSemPart;
 
 ZK_ENTRY_PART_FITS(ZkSemPart);
@@ -64,5 +80,7 @@ extern bool zk_sem_acquire(const char *name, int len, int32 max, int32 permits,
 						   ZkScope scope, bool try_only,
 						   volatile int64 timeout_ms);
 extern bool zk_sem_release_session(const char *name, int len);
+extern int32 zk_sem_set_max(const char *name, int len, int32 max,
+							volatile int64 timeout_ms);
 
 #endif							/* ZKLOCK_SEMAPHORE_H */

@@ -14,6 +14,10 @@
 #      windows never add up to more than 5 at any instant, and the pool
 #      never shows more than 5 leases.
 #   5. A terminated holder's set goes at once, every lease of it.
+#   6. zk_semaphore_set_max: raising it lets a waiter in at once, on
+#      another cluster; lowering it admits nobody new until fewer hold
+#      leases; max_leases => NULL goes by the pool's number; the old number
+#      is refused (22023); no pool: 42704.
 
 use strict;
 use warnings FATAL => 'all';
@@ -96,6 +100,39 @@ is(leases('q'), 4, 'four leases held');
 $A->safe_psql('postgres', 'SELECT pg_terminate_backend(' . $t->pid . ')');
 $t->wait(10);
 ok(wait_until(sub { leases('q') == 0 }, 10, 0.1), 'all four gone with the terminated backend');
+
+#
+# 6. zk_semaphore_set_max
+#
+my $m1 = new_session($A, name => 'm1');
+$m1->query_safe("SELECT zk_session_semaphore('m', 2, permits => 2)");
+my $mw = new_session($B, name => 'mw');
+$mw->send("SELECT zk_session_semaphore('m', 2, '30s')");
+ok(wait_until(sub { scalar(zk_children($zk, "$SEM/m-__lock__")) == 1 }, 10, 0.1), 'a waiter on B');
+sleep 0.3;
+ok($mw->running, 'waits: both leases held');
+is($A->safe_psql('postgres', "SELECT zk_semaphore_set_max('m', 3)"), '2', 'A raises it to 3: it had 2');
+$r = $mw->wait(10);
+is($r->{sqlstate}, '00000', 'the waiter on B gets in at once') or diag $r->{err};
+is(zk_get($zk, "$SEM/m"), '3', 'the pool holds 3');
+is(leases('m'), 3, 'three leases');
+$r = one_shot($B, "SELECT zk_try_semaphore('m', 2)", 30);
+is($r->{sqlstate}, '22023', 'the old number is refused now: 22023') or diag $r->{err};
+is($B->safe_psql('postgres', "SELECT zk_try_semaphore('m', NULL)"), 'f',
+	'max_leases => NULL goes by the pool (3, all held): false');
+is($B->safe_psql('postgres', "SELECT zk_semaphore_set_max('m', 1)"), '3', 'B lowers it to 1: it had 3');
+is(leases('m'), 3, 'the leases held stay');
+$m1->query_safe("SELECT zk_semaphore_release('m')");
+is(leases('m'), 1, 'A lets its 2 go: one lease left');
+is($A->safe_psql('postgres', "SELECT zk_try_semaphore('m', 1)"), 'f', 'nobody new while one holds it (max 1)');
+$mw->query_safe("SELECT zk_semaphore_release('m')");
+is($A->safe_psql('postgres', "SELECT zk_try_semaphore('m', NULL)"), 't', 'once nobody holds it, one may');
+ok(wait_until(sub { !zk_exists($zk, "$SEM/m") }, 10, 0.1), 'the pool went with its last lease');
+$r = one_shot($A, "SELECT zk_semaphore_set_max('m', 4)", 30);
+is($r->{sqlstate}, '42704', 'no pool: set_max fails with 42704') or diag $r->{err};
+$r = one_shot($A, "SELECT zk_try_semaphore('m', NULL)", 30);
+is($r->{sqlstate}, '42704', 'no pool: max_leases => NULL fails with 42704') or diag $r->{err};
+$_->quit foreach ($m1, $mw);
 
 #
 # 4. never more than max_leases, through many transactions on A and B
