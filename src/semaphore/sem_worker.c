@@ -562,9 +562,8 @@ pool_listed(int rc, const struct String_vector *kids, const struct Stat *stat,
 				/*
 				 * max_leases changed (zk_semaphore_set_max) since it was
 				 * read: read it again, and go by it (a waiter in line keeps
-				 * its place; raising it lets it in at once).  Our leases
-				 * cannot be there: only the guard's holder creates, and
-				 * that is this entry, which has sent no create since.
+				 * its place; raising it lets it in at once).  A create of
+				 * ours in doubt is looked for in the listing after that.
 				 */
 				unwatch(e);
 				ZKSEM(e)->adopt = true;
