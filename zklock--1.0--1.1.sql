@@ -565,6 +565,63 @@ REVOKE ALL ON FUNCTION zk_counter_get(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION zk_counter_set(text, bigint, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION zk_counter_drop(text) FROM PUBLIC;
 
+-- Issue 41: the semaphore functions gain permits (several leases at once,
+-- all or none).  As for max_hold above: each 1.0 form is created beside
+-- its successor, whose grants it hands on, and dropped after it; the C
+-- functions read permits only when they have it.
+CREATE FUNCTION zk_semaphore(name text, max_leases int, timeout interval DEFAULT NULL,
+    permits int DEFAULT 1)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_semaphore' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_try_semaphore(name text, max_leases int, permits int DEFAULT 1)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_try_semaphore' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_session_semaphore(name text, max_leases int, timeout interval DEFAULT NULL,
+    permits int DEFAULT 1)
+RETURNS void
+AS 'MODULE_PATHNAME', 'zk_session_semaphore' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION zk_try_session_semaphore(name text, max_leases int, permits int DEFAULT 1)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_try_session_semaphore' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION zk_semaphore(text, int, interval, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_try_semaphore(text, int, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_session_semaphore(text, int, interval, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_try_session_semaphore(text, int, int) FROM PUBLIC;
+-- and its number of leases can change while leases are held: granted
+-- (below) to who could take leases
+CREATE FUNCTION zk_semaphore_set_max(name text, max_leases int, timeout interval DEFAULT NULL)
+RETURNS int
+AS 'MODULE_PATHNAME', 'zk_semaphore_set_max' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION zk_semaphore_set_max(text, int, interval) FROM PUBLIC;
+
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT DISTINCT t.fn, a.grantee::pg_catalog.regrole AS grantee
+               FROM (VALUES
+                       ('@extschema@.zk_semaphore(text,integer,interval)', '@extschema@.zk_semaphore(text,integer,interval,integer)'),
+                       ('@extschema@.zk_try_semaphore(text,integer)', '@extschema@.zk_try_semaphore(text,integer,integer)'),
+                       ('@extschema@.zk_session_semaphore(text,integer,interval)', '@extschema@.zk_session_semaphore(text,integer,interval,integer)'),
+                       ('@extschema@.zk_try_session_semaphore(text,integer)', '@extschema@.zk_try_session_semaphore(text,integer,integer)'),
+                       ('@extschema@.zk_semaphore(text,integer,interval)', '@extschema@.zk_semaphore_set_max(text,integer,interval)'))
+                    AS t(had, fn),
+                    pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+              WHERE p.oid = t.had::pg_catalog.regprocedure
+                AND a.privilege_type = 'EXECUTE' AND a.grantee <> 0
+                AND a.grantee <> p.proowner
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s', r.fn, r.grantee);
+    END LOOP;
+END
+$$;
+
+DROP FUNCTION zk_semaphore(text, int, interval);
+DROP FUNCTION zk_try_semaphore(text, int);
+DROP FUNCTION zk_session_semaphore(text, int, interval);
+DROP FUNCTION zk_try_session_semaphore(text, int);
+
 -- the groups: each object of the extension a role needs for one use, named
 -- with its schema (a fixed search_path: whatever the caller's)
 CREATE OR REPLACE FUNCTION zk_privilege_groups(
@@ -644,11 +701,12 @@ AS $$
         ('wait', '@extschema@.zk_await(text,integer,interval)'),
         ('wait', '@extschema@.zk_arrivals(text)'),
         ('arrive', '@extschema@.zk_arrive(text,text)'),
-        ('semaphore', '@extschema@.zk_semaphore(text,integer,interval)'),
-        ('semaphore', '@extschema@.zk_try_semaphore(text,integer)'),
-        ('semaphore', '@extschema@.zk_session_semaphore(text,integer,interval)'),
-        ('semaphore', '@extschema@.zk_try_session_semaphore(text,integer)'),
+        ('semaphore', '@extschema@.zk_semaphore(text,integer,interval,integer)'),
+        ('semaphore', '@extschema@.zk_try_semaphore(text,integer,integer)'),
+        ('semaphore', '@extschema@.zk_session_semaphore(text,integer,interval,integer)'),
+        ('semaphore', '@extschema@.zk_try_session_semaphore(text,integer,integer)'),
         ('semaphore', '@extschema@.zk_semaphore_release(text)'),
+        ('semaphore', '@extschema@.zk_semaphore_set_max(text,integer,interval)'),
         ('lease', '@extschema@.zk_try_lease(text,interval,text)'),
         ('lease', '@extschema@.zk_lease_holder(text)'),
         ('lease', '@extschema@.zk_lease_release(text,text)'),

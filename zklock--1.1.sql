@@ -728,22 +728,29 @@ AS 'MODULE_PATHNAME', 'zk_elections_internal' LANGUAGE C VOLATILE PARALLEL UNSAF
 -- this cluster's candidacies (zklock.elections)
 CREATE VIEW zk_elections AS SELECT * FROM zk_elections_internal();
 
--- Semaphores (kazoo's Semaphore): at most max_leases holders at once
-CREATE FUNCTION zk_semaphore(name text, max_leases int, timeout interval DEFAULT NULL)
+-- Semaphores (kazoo's Semaphore): at most max_leases leases at once; a
+-- call takes permits of them, all or none
+CREATE FUNCTION zk_semaphore(name text, max_leases int, timeout interval DEFAULT NULL,
+    permits int DEFAULT 1)
 RETURNS void
 AS 'MODULE_PATHNAME', 'zk_semaphore' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-CREATE FUNCTION zk_try_semaphore(name text, max_leases int)
+CREATE FUNCTION zk_try_semaphore(name text, max_leases int, permits int DEFAULT 1)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'zk_try_semaphore' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-CREATE FUNCTION zk_session_semaphore(name text, max_leases int, timeout interval DEFAULT NULL)
+CREATE FUNCTION zk_session_semaphore(name text, max_leases int, timeout interval DEFAULT NULL,
+    permits int DEFAULT 1)
 RETURNS void
 AS 'MODULE_PATHNAME', 'zk_session_semaphore' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-CREATE FUNCTION zk_try_session_semaphore(name text, max_leases int)
+CREATE FUNCTION zk_try_session_semaphore(name text, max_leases int, permits int DEFAULT 1)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'zk_try_session_semaphore' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_semaphore_set_max(name text, max_leases int, timeout interval DEFAULT NULL)
+RETURNS int
+AS 'MODULE_PATHNAME', 'zk_semaphore_set_max' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 CREATE FUNCTION zk_semaphore_release(name text)
 RETURNS boolean
@@ -885,11 +892,12 @@ AS $$
         ('wait', '@extschema@.zk_await(text,integer,interval)'),
         ('wait', '@extschema@.zk_arrivals(text)'),
         ('arrive', '@extschema@.zk_arrive(text,text)'),
-        ('semaphore', '@extschema@.zk_semaphore(text,integer,interval)'),
-        ('semaphore', '@extschema@.zk_try_semaphore(text,integer)'),
-        ('semaphore', '@extschema@.zk_session_semaphore(text,integer,interval)'),
-        ('semaphore', '@extschema@.zk_try_session_semaphore(text,integer)'),
+        ('semaphore', '@extschema@.zk_semaphore(text,integer,interval,integer)'),
+        ('semaphore', '@extschema@.zk_try_semaphore(text,integer,integer)'),
+        ('semaphore', '@extschema@.zk_session_semaphore(text,integer,interval,integer)'),
+        ('semaphore', '@extschema@.zk_try_session_semaphore(text,integer,integer)'),
         ('semaphore', '@extschema@.zk_semaphore_release(text)'),
+        ('semaphore', '@extschema@.zk_semaphore_set_max(text,integer,interval)'),
         ('lease', '@extschema@.zk_try_lease(text,interval,text)'),
         ('lease', '@extschema@.zk_lease_holder(text)'),
         ('lease', '@extschema@.zk_lease_release(text,text)'),

@@ -80,6 +80,40 @@ SELECT zk_try_semaphore('regress_sbad', -1);
 SELECT zk_semaphore('regress_sbad', 1, '-1s');
 \echo :LAST_ERROR_SQLSTATE
 SELECT count(*) FROM zk_semaphore_holders('regress_sbad');
+-- permits: several leases at once, all or none
+SELECT dblink_connect('perm', 'dbname=' || current_database());
+SELECT zk_session_semaphore('regress_sperm', 5, '5s', permits => 3);
+SELECT count(*) AS leases, count(DISTINCT node) AS nodes FROM zk_semaphore_holders('regress_sperm');
+-- 2 free: the other cannot take 3 (takes nothing), can take 2
+SELECT * FROM dblink('perm', $$SELECT zk_try_session_semaphore('regress_sperm', 5, 3)$$) AS t(ok boolean);
+SELECT count(*) AS leases FROM zk_semaphore_holders('regress_sperm');
+SELECT * FROM dblink('perm', $$SELECT zk_semaphore('regress_sperm', 5, '300ms', 3)$$) AS t(v text);
+SELECT count(*) AS leases FROM zk_semaphore_holders('regress_sperm');
+SELECT * FROM dblink('perm', $$SELECT zk_try_session_semaphore('regress_sperm', 5, 2)$$) AS t(ok boolean);
+SELECT count(*) AS leases FROM zk_semaphore_holders('regress_sperm');
+-- ours again: the same permits stack a hold; another number is refused
+SELECT zk_try_session_semaphore('regress_sperm', 5, 3);
+SELECT zk_try_session_semaphore('regress_sperm', 5, 2);
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) AS leases FROM zk_semaphore_holders('regress_sperm');
+-- two holds of ours, then the other's: the leases go with the last of each
+SELECT zk_semaphore_release('regress_sperm');
+SELECT count(*) AS leases FROM zk_semaphore_holders('regress_sperm');
+SELECT zk_semaphore_release('regress_sperm');
+SELECT count(*) AS leases FROM zk_semaphore_holders('regress_sperm');
+SELECT * FROM dblink('perm', $$SELECT zk_semaphore_release('regress_sperm')$$) AS t(ok boolean);
+SELECT count(*) AS leases FROM zk_semaphore_holders('regress_sperm');
+SELECT dblink_disconnect('perm');
+-- bad permits: below 1, above max_leases, above 64, NULL; nothing taken
+SELECT zk_semaphore('regress_sperm', 5, NULL, 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_try_semaphore('regress_sperm', 5, 6);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_try_session_semaphore('regress_sperm', 100, 65);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_session_semaphore('regress_sperm', 5, NULL, NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) AS leases FROM zk_semaphore_holders('regress_sperm');
 -- PREPARE with a transaction lease: 0A000
 BEGIN;
 SELECT zk_semaphore('regress_sem', 2);

@@ -41,6 +41,7 @@ typedef struct LocalSem
 	char	   *name;			/* UTF-8 */
 	int			len;
 	int32		max;
+	int32		permits;		/* leases held at once (ZkSemPart.permits) */
 	uint32		idx;			/* the ZKK_SEMLEASE entry */
 	uint32		gen;
 	List	   *subxids;		/* transaction holds, by subtransaction */
@@ -121,10 +122,28 @@ note_scope(LocalSem *ls)
 		e->scope = ls->session > 0 ? ZKS_SESSION : ZKS_TRANSACTION;
 }
 
-/* The pool in ZooKeeper has another max_leases than the caller's */
+/*
+ * The worker refused (sqlstate, msg): the pool in ZooKeeper has another
+ * max_leases than the caller's (22023), fewer leases than the permits
+ * asked for (22023), no number (22023), or there is no pool and the
+ * caller gave no max_leases (42704)
+ */
 static void
-wrong_max(const char *uname, int32 max, const char *msg)
+wrong_max(const char *uname, int32 max, int sqlstate, const char *msg)
 {
+	if (sqlstate == ERRCODE_UNDEFINED_OBJECT)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("zookeeper semaphore \"%s\" has no pool", uname),
+				 errdetail("%s.", msg),
+				 errhint("Give max_leases: the first taker sets it.")));
+	if (max == 0 || strncmp(msg, "The semaphore has", 17) != 0 ||
+		strstr(msg, "fewer than") != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zookeeper semaphore \"%s\" cannot give what was asked", uname),
+				 errdetail("%s.", msg),
+				 errhint("Ask for fewer permits, or raise the number of leases with zk_semaphore_set_max().")));
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("zookeeper semaphore \"%s\" does not have %d leases", uname, max),
@@ -132,17 +151,24 @@ wrong_max(const char *uname, int32 max, const char *msg)
 			 errhint("Use the same max_leases everywhere, or delete the semaphore's node once nobody holds a lease.")));
 }
 
-/* Stack one more hold on the lease this backend has (ls) */
+/* Stack one more hold on the leases this backend has (ls) */
 static void
-stack_hold(LocalSem *ls, int32 max, ZkScope scope, const char *uname)
+stack_hold(LocalSem *ls, int32 max, int32 permits, ZkScope scope, const char *uname)
 {
 	MemoryContext old;
 
-	if (ls->max != max)
+	if (max != 0 && ls->max != max)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("zookeeper semaphore \"%s\" has %d leases, not %d", uname, ls->max, max),
 				 errhint("Use the same max_leases everywhere.")));
+	if (ls->permits != permits)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("this session holds %d %s of zookeeper semaphore \"%s\", not %d",
+						ls->permits, ls->permits == 1 ? "permit" : "permits", uname, permits),
+				 errdetail("A session holds one set of permits of a semaphore; taking it again stacks a hold on that set."),
+				 errhint("Ask for the same number of permits, or let go of the semaphore first.")));
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	if (scope == ZKS_TRANSACTION)
 		ls->subxids = lappend_int(ls->subxids, GetCurrentSubTransactionId());
@@ -157,7 +183,7 @@ stack_hold(LocalSem *ls, int32 max, ZkScope scope, const char *uname)
  * held; raises 22023 when the semaphore has another max_leases.
  */
 static bool
-pool_has_room(const char *name, int len, int32 max, ZkScope scope,
+pool_has_room(const char *name, int len, int32 max, int32 permits, ZkScope scope,
 			  const char *uname)
 {
 	ZkEntry    *e;
@@ -168,6 +194,7 @@ pool_has_room(const char *name, int len, int32 max, ZkScope scope,
 	e = zk_new_entry(ZKK_SEMLEASE, name, len, ZKM_EXCLUSIVE, scope, true);
 	e->step.sem = ZKSEM_COUNT;
 	e->parties = max;
+	ZKSEM(e)->permits = permits;
 	zk_submit_entry(e, &taking_idx, &taking_gen);
 	PG_TRY();
 	{
@@ -193,8 +220,8 @@ pool_has_room(const char *name, int len, int32 max, ZkScope scope,
 		LWLockRelease(zk_ctl->lock);
 	}
 	zk_let_go(&taking_idx, taking_gen);
-	if (sqlstate == ERRCODE_INVALID_PARAMETER_VALUE)
-		wrong_max(uname, max, msg);
+	if (sqlstate == ERRCODE_INVALID_PARAMETER_VALUE || sqlstate == ERRCODE_UNDEFINED_OBJECT)
+		wrong_max(uname, max, sqlstate, msg);
 	if (outcome != ZKO_GRANTED)
 	{
 		pg_atomic_fetch_add_u64(&sem_shared->refused, 1);
@@ -205,14 +232,22 @@ pool_has_room(const char *name, int len, int32 max, ZkScope scope,
 
 /* The lease taken (taking_idx): this backend's from now on */
 static void
-remember_lease(const char *name, int len, int32 max, ZkScope scope)
+remember_lease(const char *name, int len, int32 max, int32 permits, ZkScope scope)
 {
 	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
 	LocalSem   *ls = palloc0(sizeof(LocalSem));
+	ZkEntry    *e;
 
+	/* the pool's number, which a NULL max_leases went by */
+	zk_backend_lock(LW_SHARED);
+	e = zk_entry(taking_idx);
+	if (e->gen == taking_gen && e->parties > 0)
+		max = e->parties;
+	LWLockRelease(zk_ctl->lock);
 	ls->name = pnstrdup(name, len);
 	ls->len = len;
 	ls->max = max;
+	ls->permits = permits;
 	ls->idx = taking_idx;
 	ls->gen = taking_gen;
 	if (scope == ZKS_TRANSACTION)
@@ -230,7 +265,8 @@ remember_lease(const char *name, int len, int32 max, ZkScope scope)
  * no lease free, or (timeout) raises 55P03.
  */
 bool
-zk_sem_acquire(const char *name, int len, int32 max, ZkScope scope, bool try_only,
+zk_sem_acquire(const char *name, int len, int32 max, int32 permits, ZkScope scope,
+			   bool try_only,
 			   volatile int64 timeout_ms)	/* lives across PG_TRY */
 {
 	LocalSem   *ls = find_sem(name, len);
@@ -253,7 +289,7 @@ zk_sem_acquire(const char *name, int len, int32 max, ZkScope scope, bool try_onl
 	}
 	if (ls != NULL)
 	{
-		stack_hold(ls, max, scope, uname);
+		stack_hold(ls, max, permits, scope, uname);
 		return true;
 	}
 
@@ -268,13 +304,14 @@ zk_sem_acquire(const char *name, int len, int32 max, ZkScope scope, bool try_onl
 	 */
 	if (try_only)
 	{
-		if (!pool_has_room(name, len, max, scope, uname))
+		if (!pool_has_room(name, len, max, permits, scope, uname))
 			return false;
 		timeout_ms = LockTimeout > 0 ? LockTimeout : SEM_TRY_GUARD_MS;
 	}
 
-	/* the lease and, maybe, the pool (the guard is charged as a lock) */
-	zk_quota_charge_write(2 * ZK_NODE_CHARGE, "A semaphore's lease and pool");
+	/* the leases and, maybe, the pool (the guard is charged as a lock) */
+	zk_quota_charge_write((Size) (permits + 1) * ZK_NODE_CHARGE,
+						  "A semaphore's leases and pool");
 
 	/* the guard */
 	e = zk_new_entry(ZKK_LOCK, name, len, ZKM_EXCLUSIVE, ZKS_SESSION, false);
@@ -296,6 +333,7 @@ zk_sem_acquire(const char *name, int len, int32 max, ZkScope scope, bool try_onl
 				left = 0;
 			e = zk_new_entry(ZKK_SEMLEASE, name, len, ZKM_EXCLUSIVE, scope, try_only);
 			e->parties = max;
+			ZKSEM(e)->permits = permits;
 			e->requested_at = start;	/* in line since the guard was asked */
 			strlcpy(e->data, data, sizeof(e->data));
 			zk_submit_entry(e, &taking_idx, &taking_gen);
@@ -322,12 +360,12 @@ zk_sem_acquire(const char *name, int len, int32 max, ZkScope scope, bool try_onl
 
 	if (outcome == ZKO_GRANTED)
 	{
-		remember_lease(name, len, max, scope);
+		remember_lease(name, len, max, permits, scope);
 		return true;
 	}
 	zk_let_go(&taking_idx, taking_gen);
-	if (sqlstate == ERRCODE_INVALID_PARAMETER_VALUE)
-		wrong_max(uname, max, msg);
+	if (sqlstate == ERRCODE_INVALID_PARAMETER_VALUE || sqlstate == ERRCODE_UNDEFINED_OBJECT)
+		wrong_max(uname, max, sqlstate, msg);
 	pg_atomic_fetch_add_u64(&sem_shared->refused, 1);
 	if (try_only)
 		return false;
@@ -335,7 +373,12 @@ zk_sem_acquire(const char *name, int len, int32 max, ZkScope scope, bool try_onl
 	ereport(ERROR,
 			(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 			 errmsg("timed out waiting for a lease of zookeeper semaphore \"%s\"", uname),
-			 errdetail("Waited " INT64_FORMAT " ms; all %d leases are held.", timeout_ms, max),
+			 max == 0 ?
+			 errdetail("Waited " INT64_FORMAT " ms; too few of the pool's leases were free.", timeout_ms) :
+			 permits == 1 ?
+			 errdetail("Waited " INT64_FORMAT " ms; all %d leases are held.", timeout_ms, max) :
+			 errdetail("Waited " INT64_FORMAT " ms; fewer than %d of the %d leases were free.",
+					   timeout_ms, permits, max),
 			 errhint("Raise the timeout (or lock_timeout), or retry later; zk_semaphore_holders() shows who holds them.")));
 	return false;
 }
@@ -373,6 +416,133 @@ zk_sem_release_session(const char *name, int len)
 		return false;
 	}
 	return true;
+}
+
+/* ---- zk_semaphore_set_max ---- */
+
+/* how many times set_max reads and writes again when the pool changed meanwhile */
+#define SEM_SET_ROUNDS	20
+
+/* One step of set_max (ZKSEM_SETREAD or _SETWRITE); its outcome, and its entry's token */
+static int
+set_max_step(const char *name, int len, int step, int32 max, int32 version,
+			 bool raise, int64 *token, int32 *version_read)
+{
+	ZkEntry    *e;
+	int			outcome;
+
+	e = zk_new_entry(ZKK_SEMLEASE, name, len, ZKM_EXCLUSIVE, ZKS_TRANSACTION, true);
+	e->step.sem = step;
+	e->parties = max;
+	ZKSEM(e)->pool_version = version;
+	ZKSEM(e)->version_known = true;
+	ZKSEM(e)->raise = raise;
+	zk_submit_entry(e, &taking_idx, &taking_gen);
+	PG_TRY();
+	{
+		outcome = zk_wait_outcome(taking_idx, -1, zk_connect_timeout,
+								  "change the number of leases of a semaphore");
+	}
+	PG_CATCH();
+	{
+		zk_let_go(&taking_idx, taking_gen);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	zk_backend_lock(LW_SHARED);
+	e = zk_entry(taking_idx);
+	*token = (e->gen == taking_gen) ? e->token : 0;
+	*version_read = (e->gen == taking_gen) ? ZKSEM(e)->pool_version : 0;
+	LWLockRelease(zk_ctl->lock);
+	zk_let_go(&taking_idx, taking_gen);
+	return outcome;
+}
+
+/*
+ * zk_semaphore_set_max(name, max, timeout): the pool's max_leases becomes
+ * max for every taker of every cluster; returns the number it had.
+ * Raising needs nothing more (a waiter is woken and goes by the new
+ * number).  Lowering holds the semaphore's guard while it writes, as a
+ * taker does while it counts and creates, so no taker counts by the old
+ * number after the write: nobody new comes in until fewer than max hold
+ * a lease (leases already held stay).  The write is at the version read:
+ * a change in between is read again (SEM_SET_ROUNDS times at most).
+ */
+int32
+zk_sem_set_max(const char *name, int len, int32 max, volatile int64 timeout_ms)
+{
+	char	   *uname = zk_display_name(pnstrdup(name, len));
+	int			round;
+
+	zk_quota_charge_write(ZK_NODE_CHARGE, "A semaphore's number of leases");
+	for (round = 0; round < SEM_SET_ROUNDS; round++)
+	{
+		int64		read;
+		int64		ignored;
+		int32		cur;
+		int32		version;
+		int32		ignored_version;
+		bool		lower;
+		int			outcome;
+
+		CHECK_FOR_INTERRUPTS();
+		outcome = set_max_step(name, len, ZKSEM_SETREAD, 0, 0, false, &read, &version);
+		if (read == -2 || outcome != ZKO_GRANTED)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("zookeeper semaphore \"%s\" has no pool", uname),
+					 errdetail("Nobody holds a lease of it; its pool went with the last one."),
+					 errhint("The next taker sets max_leases when it creates the pool.")));
+		cur = (int32) read;		/* -1: no number in the pool */
+		if (cur == max)
+			return cur;
+		lower = (cur < 0 || max < cur);
+		if (lower)
+		{
+			ZkEntry    *g;
+
+			/* the guard, as a taker holds it while it counts and creates */
+			g = zk_new_entry(ZKK_LOCK, name, len, ZKM_EXCLUSIVE, ZKS_SESSION, false);
+			g->family = ZKF_SEMAPHORES;
+			g->parties = max;
+			zk_submit_entry(g, &guard_idx, &guard_gen);
+			PG_TRY();
+			{
+				outcome = zk_wait_outcome(guard_idx, timeout_ms, zk_connect_timeout,
+										  "take the guard of a semaphore");
+				if (outcome == ZKO_GRANTED)
+					outcome = set_max_step(name, len, ZKSEM_SETWRITE, max, version,
+										   false, &ignored, &ignored_version);
+				else
+					outcome = ZKO_NONE;
+			}
+			PG_CATCH();
+			{
+				zk_let_go(&guard_idx, guard_gen);
+				PG_RE_THROW();
+			}
+			PG_END_TRY();
+			zk_let_go(&guard_idx, guard_gen);
+			if (outcome == ZKO_NONE)
+				ereport(ERROR,
+						(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+						 errmsg("timed out waiting for the guard of zookeeper semaphore \"%s\"", uname),
+						 errdetail("Lowering the number of leases waits for the taker at the head of the line, which waits for a lease."),
+						 errhint("Raise the timeout, or retry when fewer takers wait.")));
+		}
+		else
+			outcome = set_max_step(name, len, ZKSEM_SETWRITE, max, version, true,
+								   &ignored, &ignored_version);
+		if (outcome == ZKO_GRANTED)
+			return cur;
+		/* the pool changed or went meanwhile: read it again */
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("could not change the number of leases of zookeeper semaphore \"%s\"", uname),
+			 errdetail("Its pool changed %d times while this call wrote it.", SEM_SET_ROUNDS),
+			 errhint("Retry.")));
+	return -1;
 }
 
 /* ---- transactions ---- */

@@ -19,33 +19,66 @@
 #include "utils/tuplestore.h"
 
 PG_FUNCTION_INFO_V1(zk_semaphore_release);
+PG_FUNCTION_INFO_V1(zk_semaphore_set_max);
 
-/* The max_leases argument argno: not NULL, at least 1 (22004, 22023) */
+/*
+ * The max_leases argument argno: at least 1 (22023); NULL (when
+ * null_ok): the pool's own number, 0 here
+ */
 static int32
-arg_max(FunctionCallInfo fcinfo, int argno)
+arg_max(FunctionCallInfo fcinfo, int argno, bool null_ok)
 {
+	if (null_ok && PG_ARGISNULL(argno))
+		return 0;
 	return zk_arg_count(fcinfo, argno, "max_leases",
 						"Give how many may hold the semaphore at once, 1 or more.");
 }
 
 /*
- * The zk_semaphore families: take a lease on the named semaphore of
- * max_leases for the transaction or the session; a try answers whether
- * it got one, without waiting for the pool.
+ * The permits argument argno (absent in an older SQL definition: 1): not
+ * NULL, from 1 to ZK_SEM_PERMITS_MAX and at most max (22004, 22023)
+ */
+static int32
+arg_permits(FunctionCallInfo fcinfo, int argno, int32 max)
+{
+	int32		n;
+
+	if (PG_NARGS() <= argno)
+		return 1;
+	n = zk_arg_count(fcinfo, argno, "permits",
+					 "Give how many leases to take at once, 1 or more.");
+	if (n > ZK_SEM_PERMITS_MAX || (max > 0 && n > max))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zklock permits must be at most %d",
+						max > 0 ? Min(max, ZK_SEM_PERMITS_MAX) : ZK_SEM_PERMITS_MAX),
+				 max > 0 ?
+				 errdetail("permits was %d; the semaphore has %d leases, and one call takes at most %d.",
+						   n, max, ZK_SEM_PERMITS_MAX) :
+				 errdetail("permits was %d; one call takes at most %d.", n, ZK_SEM_PERMITS_MAX),
+				 errhint("Ask for fewer permits, or raise max_leases.")));
+	return n;
+}
+
+/*
+ * The zk_semaphore families: take permits (leases, all or none) on the
+ * named semaphore of max_leases for the transaction or the session; a try
+ * answers whether it got them, without waiting for the pool.
  */
 static Datum
 sem_common(FunctionCallInfo fcinfo, ZkScope scope, bool try_only)
 {
 	int			len;
 	char	   *name = zk_arg_text_name(fcinfo, 0, "semaphore name", &len);
-	int32		max = arg_max(fcinfo, 1);
+	int32		max = arg_max(fcinfo, 1, true);
 	int64		timeout_ms = try_only ? 0 : zk_arg_timeout_ms(fcinfo, 2);
+	int32		permits = arg_permits(fcinfo, try_only ? 2 : 3, max);
 	bool		ok;
 
 	zk_require_shmem();
 	zk_check_semaphore_name(name, len);
 	zk_backend_init();
-	ok = zk_sem_acquire(name, len, max, scope, try_only, timeout_ms);
+	ok = zk_sem_acquire(name, len, max, permits, scope, try_only, timeout_ms);
 	if (try_only)
 		PG_RETURN_BOOL(ok);
 	PG_RETURN_VOID();
@@ -56,6 +89,29 @@ ZK_SQL_FUNC(zk_semaphore, sem_common(fcinfo, ZKS_TRANSACTION, false))
 ZK_SQL_FUNC(zk_try_semaphore, sem_common(fcinfo, ZKS_TRANSACTION, true))
 ZK_SQL_FUNC(zk_session_semaphore, sem_common(fcinfo, ZKS_SESSION, false))
 ZK_SQL_FUNC(zk_try_session_semaphore, sem_common(fcinfo, ZKS_SESSION, true))
+
+/*
+ * zk_semaphore_set_max(name, max_leases, timeout): the pool's number of
+ * leases, for every taker of every cluster; returns the number it had
+ * (NULL when it held none)
+ */
+Datum
+zk_semaphore_set_max(PG_FUNCTION_ARGS)
+{
+	int			len;
+	char	   *name = zk_arg_text_name(fcinfo, 0, "semaphore name", &len);
+	int32		max = arg_max(fcinfo, 1, false);
+	int64		timeout_ms = zk_arg_timeout_ms(fcinfo, 2);
+	int32		had;
+
+	zk_require_shmem();
+	zk_check_semaphore_name(name, len);
+	zk_backend_init();
+	had = zk_sem_set_max(name, len, max, timeout_ms);
+	if (had < 1)
+		PG_RETURN_NULL();
+	PG_RETURN_INT32(had);
+}
 
 /* zk_semaphore_release(name): one session hold; false + WARNING when none */
 Datum

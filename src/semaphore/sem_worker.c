@@ -7,7 +7,8 @@
  *
  *	  <root>/semaphores/<name>			the pool; data: max_leases in ASCII
  *	  <root>/semaphores/<name>/<guid>	a lease: ephemeral, 32 hex digits
- *										(as kazoo's uuid4().hex), data: who
+ *										(as kazoo's uuid4().hex), data: who;
+ *										one per permit (lease_name)
  *
  *	  Steps (step.sem, ZkSemStep):
  *	  ZKSEM_ENSURE	create the pool with max_leases as data; when it exists,
@@ -54,14 +55,38 @@ pool_path(ZkEntry *e, char *buf, size_t len)
 	snprintf(buf, len, "%s/semaphores/%s", zk_root, ename);
 }
 
-/* The path of e's lease node: the pool and e's guid */
+/* how many leases e takes (ZkSemPart.permits; 0 is one) */
+static int
+permits_of(ZkEntry *e)
+{
+	int			k = ZKSEM(e)->permits;
+
+	return (k < 1) ? 1 : Min(k, ZK_SEM_PERMITS_MAX);
+}
+
+/*
+ * The name of e's lease i: its guid, as kazoo's uuid4().hex, for a single
+ * permit; with several, the guid's last two hex digits replaced by i
+ * (semaphore.h, ZkSemPart)
+ */
 static void
-lease_path(ZkEntry *e, char *buf, size_t len)
+lease_name(ZkEntry *e, int i, char *out, size_t len)
+{
+	strlcpy(out, e->guid, len);
+	if (permits_of(e) > 1 && strlen(out) >= 2)
+		snprintf(out + strlen(out) - 2, 3, "%02x", i & 0xff);
+}
+
+/* The path of e's lease i: the pool and lease_name */
+static void
+lease_path(ZkEntry *e, int i, char *buf, size_t len)
 {
 	char		pool[ZK_PATH_MAX];
+	char		name[ZKLOCK_GUID_LEN + 1];
 
 	pool_path(e, pool, sizeof(pool));
-	snprintf(buf, len, "%s/%s", pool, e->guid);
+	lease_name(e, i, name, sizeof(name));
+	snprintf(buf, len, "%s/%s", pool, name);
 }
 
 /* a definite failure: ZNOAUTH about the pool is a refusal */
@@ -84,11 +109,11 @@ retry_or_fail(ZkEntry *e, int rc)
 		fail_rc(e, rc);
 }
 
-/* e's lease node is there (its create answered, or found by listing): held */
+/* e's lease nodes are there (their create answered, or found by listing): held */
 static void
 lease_landed(ZkEntry *e)
 {
-	strlcpy(e->node, e->guid, sizeof(e->node));
+	lease_name(e, 0, e->node, sizeof(e->node));
 	e->session = zk_cur_session;
 	e->in_doubt = false;
 	e->state = ZKE_HELD;
@@ -129,35 +154,88 @@ pool_read(int rc, const char *value, int value_len, const struct Stat *stat,
 	ENTRY_COMPLETION_BEGIN(e, ctx)
 	{
 		if (e != NULL && e->list_inflight &&
-			(e->step.sem == ZKSEM_ENSURE || e->step.sem == ZKSEM_COUNT))
+			(e->step.sem == ZKSEM_ENSURE || e->step.sem == ZKSEM_COUNT ||
+			 e->step.sem == ZKSEM_SETREAD))
 		{
+			ZkSemPart  *sp = ZKSEM(e);
+			long		n = -1;
+
 			e->list_inflight = false;
-			if (e->released)
-				sem_step(e);
-			else if (rc == ZNONODE && e->step.sem == ZKSEM_COUNT)
-			{
-				/* no pool yet: every lease is free */
-				e->state = ZKE_DONE;
-				zk_finish(e, ZKO_GRANTED, 0, NULL);
-			}
-			else if (rc == ZOK)
+			if (rc == ZOK)
 			{
 				char		buf[32];
 				char	   *end;
-				long		n;
 				int			len = Min(Max(value_len, 0), (int) sizeof(buf) - 1);
 
 				memcpy(buf, value ? value : "", len);
 				buf[len] = '\0';
 				errno = 0;
 				n = strtol(buf, &end, 10);
-				if (len > 0 && errno == 0 && end != buf && *end == '\0' && n != e->parties)
+				if (len == 0 || errno != 0 || end == buf || *end != '\0' ||
+					n < 1 || n > PG_INT32_MAX)
+					n = -1;		/* no number: ignored, as kazoo does */
+				if (stat)
+				{
+					sp->pool_version = stat->version;
+					sp->version_known = true;
+				}
+			}
+			if (e->released)
+				sem_step(e);
+			else if (e->step.sem == ZKSEM_SETREAD)
+			{
+				/* zk_semaphore_set_max's look: the number, -1 for none */
+				e->state = ZKE_DONE;
+				if (rc == ZOK || rc == ZNONODE)
+				{
+					e->token = (rc == ZOK) ? n : -2;	/* -2: no pool */
+					zk_finish(e, ZKO_GRANTED, 0, NULL);
+				}
+				else if (!zk_rc_definite(rc))
+				{
+					e->state = ZKE_PENDING;
+					zk_retry_later(e);
+				}
+				else
+					fail_rc(e, rc);
+			}
+			else if (rc == ZNONODE && e->step.sem == ZKSEM_COUNT)
+			{
+				/* no pool yet: every lease is free (when some max is given) */
+				e->state = ZKE_DONE;
+				if (e->parties == 0)
+					zk_finish(e, ZKO_BUSY, ERRCODE_UNDEFINED_OBJECT,
+							  "The semaphore has no pool, so no max_leases yet");
+				else
+					zk_finish(e, ZKO_GRANTED, 0, NULL);
+			}
+			else if (rc == ZOK)
+			{
+				if (n > 0 && n != e->parties && (sp->adopt || e->parties == 0))
+					e->parties = (int32) n; /* the pool's number, as agreed */
+				if (n > 0 && n != e->parties)
 				{
 					char		msg[ZKLOCK_ERRMSG_MAX];
 
 					snprintf(msg, sizeof(msg),
 							 "The semaphore has %ld leases in ZooKeeper, not %d", n, e->parties);
 					/* BUSY with 22023: the backend raises the error itself */
+					e->state = ZKE_DONE;
+					zk_finish(e, ZKO_BUSY, ERRCODE_INVALID_PARAMETER_VALUE, msg);
+				}
+				else if (e->parties == 0)
+				{
+					e->state = ZKE_DONE;
+					zk_finish(e, ZKO_BUSY, ERRCODE_INVALID_PARAMETER_VALUE,
+							  "The semaphore's pool holds no number of leases");
+				}
+				else if (permits_of(e) > e->parties)
+				{
+					char		msg[ZKLOCK_ERRMSG_MAX];
+
+					snprintf(msg, sizeof(msg),
+							 "The semaphore has %d leases, fewer than the %d permits asked for",
+							 e->parties, permits_of(e));
 					e->state = ZKE_DONE;
 					zk_finish(e, ZKO_BUSY, ERRCODE_INVALID_PARAMETER_VALUE, msg);
 				}
@@ -173,12 +251,22 @@ pool_read(int rc, const char *value, int value_len, const struct Stat *stat,
 				}
 				else
 				{
+					sp->adopt = false;
 					e->step.sem = ZKSEM_LIST;
 					sem_step(e);
 				}
 			}
+			else if (rc == ZNONODE && e->parties == 0)
+			{
+				e->state = ZKE_DONE;
+				zk_finish(e, ZKO_BUSY, ERRCODE_UNDEFINED_OBJECT,
+						  "The semaphore has no pool, so no max_leases yet");
+			}
 			else if (rc == ZNONODE)
+			{
+				sp->adopt = false;
 				sem_step(e);	/* deleted meanwhile: create it */
+			}
 			else
 				retry_or_fail(e, rc);
 		}
@@ -202,6 +290,9 @@ pool_created(int rc, const char *name, const void *ctx)
 				sem_step(e);
 			else if (rc == ZOK)
 			{
+				/* ours, with our number: its first version */
+				ZKSEM(e)->pool_version = 0;
+				ZKSEM(e)->version_known = true;
 				e->step.sem = ZKSEM_LIST;
 				sem_step(e);
 			}
@@ -241,6 +332,16 @@ send_ensure(ZkEntry *e)
 	int			rc;
 
 	pool_path(e, pool, sizeof(pool));
+	/*
+	 * No number of our own (max_leases NULL), or the pool's changed while
+	 * we waited: read it, never create it
+	 */
+	if (e->parties == 0 || ZKSEM(e)->adopt)
+	{
+		rc = zoo_aget(zk_zh, pool, 0, pool_read, zk_ctx_of(e));
+		(void) zk_sent(e, rc, &e->list_inflight, "semaphore read");
+		return;
+	}
 	/* once per session; again after a NONODE (pool_created) */
 	if (parents_session != zk_cur_session || e->parents_tried)
 	{
@@ -299,11 +400,143 @@ lease_created(int rc, const char *name, const struct Stat *stat, const void *ctx
 }
 
 /*
- * Completion of the zoo_aget_children sent by sem_step(); the
- * zoo_awget_children sent by sem_step()
+ * Several permits: their leases in one multi of the batch, all or none.
+ * The multi's operations point into a SemMulti of the worker's own, freed
+ * with its answer (every request is answered, ZCLOSING when the session
+ * is closed); its answer is the one lease_created gives a single lease
+ * (ZNONODE: the pool went; ZNODEEXISTS: an earlier multi landed).
+ */
+typedef struct SemMulti
+{
+	const void *ectx;			/* the entry, as zk_ctx_of() gives it */
+	zoo_op_t	ops[ZK_SEM_PERMITS_MAX];
+	zoo_op_result_t res[ZK_SEM_PERMITS_MAX];
+	char		data[ZKLOCK_DATA_MAX];
+	char		paths[ZK_SEM_PERMITS_MAX][ZK_PATH_MAX];
+} SemMulti;
+
+static MemoryContext multi_cxt = NULL;
+
+/* Completion of the multi sent by send_leases() */
+static void
+leases_created(int rc, const void *data)
+{
+	SemMulti   *m = (SemMulti *) data;
+	const void *ectx = m->ectx;
+
+	pfree(m);
+	lease_created(rc, NULL, NULL, ectx);
+}
+
+static void
+send_leases(ZkEntry *e)
+{
+	SemMulti   *m;
+	int			k = permits_of(e);
+	int			i;
+
+	(void) ZK_LAZY_CONTEXT(multi_cxt, "zklock semaphore multis", ALLOCSET_SMALL_SIZES);
+	m = MemoryContextAllocZero(multi_cxt, sizeof(SemMulti));
+	m->ectx = zk_ctx_of(e);
+	strlcpy(m->data, e->data, sizeof(m->data));
+	for (i = 0; i < k; i++)
+	{
+		lease_path(e, i, m->paths[i], sizeof(m->paths[i]));
+		zoo_create_op_init(&m->ops[i], m->paths[i], m->data, (int) strlen(m->data),
+						   zk_acl_path(m->paths[i]), ZOO_EPHEMERAL, NULL, 0);
+	}
+	zk_batch_multi(k, m->ops, m->res, leases_created, m);
+}
+
+/*
+ * zk_semaphore_set_max's write (ZKSEM_SETWRITE): the pool's data, at the
+ * version it read (pool_version), so that a change in between is not
+ * lost; when raising, a child made and deleted in the same multi, which
+ * fires the child watch of whoever waits on the pool (a zklock waiter then
+ * sees the version move and reads the new number; kazoo's lists again).
+ * Its answer: GRANTED; BUSY when the pool changed or went meanwhile (the
+ * backend reads again).
+ */
+typedef struct SemSet
+{
+	const void *ectx;
+	zoo_op_t	ops[3];
+	zoo_op_result_t res[3];
+	char		value[16];
+	char		pool[ZK_PATH_MAX];
+	char		poke[ZK_PATH_MAX];
+} SemSet;
+
+static void
+max_set(int rc, const void *data)
+{
+	SemSet	   *m = (SemSet *) data;
+	const void *ectx = m->ectx;
+
+	pfree(m);
+	{
+		ENTRY_COMPLETION_BEGIN(e, ectx)
+		{
+			if (e != NULL && e->create_inflight && e->step.sem == ZKSEM_SETWRITE)
+			{
+				e->create_inflight = false;
+				if (e->released)
+					sem_step(e);
+				else if (rc == ZOK)
+				{
+					e->state = ZKE_DONE;
+					zk_finish(e, ZKO_GRANTED, 0, NULL);
+				}
+				else if (rc == ZBADVERSION || rc == ZNONODE)
+				{
+					e->state = ZKE_DONE;
+					zk_finish(e, ZKO_BUSY, 0, "The semaphore's pool changed meanwhile");
+				}
+				else if (!zk_rc_definite(rc))
+				{
+					/* it may have landed: the backend reads again */
+					e->state = ZKE_DONE;
+					zk_finish(e, ZKO_BUSY, 0, "The answer was lost");
+				}
+				else
+					fail_rc(e, rc);
+			}
+		}
+		COMPLETION_END(e);
+	}
+}
+
+static void
+send_set_max(ZkEntry *e)
+{
+	SemSet	   *m;
+	int			n = 1;
+
+	(void) ZK_LAZY_CONTEXT(multi_cxt, "zklock semaphore multis", ALLOCSET_SMALL_SIZES);
+	m = MemoryContextAllocZero(multi_cxt, sizeof(SemSet));
+	m->ectx = zk_ctx_of(e);
+	pool_path(e, m->pool, sizeof(m->pool));
+	snprintf(m->value, sizeof(m->value), "%d", e->parties);
+	zoo_set_op_init(&m->ops[0], m->pool, m->value, (int) strlen(m->value),
+					ZKSEM(e)->pool_version, NULL);
+	if (ZKSEM(e)->raise)
+	{
+		snprintf(m->poke, sizeof(m->poke), "%s/max-leases-changed", m->pool);
+		zoo_create_op_init(&m->ops[1], m->poke, NULL, -1, zk_acl_path(m->poke),
+						   ZOO_PERSISTENT, NULL, 0);
+		zoo_delete_op_init(&m->ops[2], m->poke, -1);
+		n = 3;
+	}
+	zk_batch_multi(n, m->ops, m->res, max_set, m);
+}
+
+/*
+ * Completion of the zoo_aget_children2 sent by sem_step(); the
+ * zoo_awget_children2 sent by sem_step()
  */
 static void
-pool_listed(int rc, const struct String_vector *kids, const void *ctx)
+pool_listed(int rc, const struct String_vector *kids, const struct Stat *stat,
+			const void *ctx)
 {
 	ENTRY_COMPLETION_BEGIN(e, ctx)
 	{
@@ -323,13 +556,30 @@ pool_listed(int rc, const struct String_vector *kids, const void *ctx)
 			}
 			if (e->released)
 				sem_step(e);
+			else if (rc == ZOK && stat && ZKSEM(e)->version_known &&
+					 stat->version != ZKSEM(e)->pool_version)
+			{
+				/*
+				 * max_leases changed (zk_semaphore_set_max) since it was
+				 * read: read it again, and go by it (a waiter in line keeps
+				 * its place; raising it lets it in at once).  A create of
+				 * ours in doubt is looked for in the listing after that.
+				 */
+				unwatch(e);
+				ZKSEM(e)->adopt = true;
+				e->step.sem = ZKSEM_ENSURE;
+				sem_step(e);
+			}
 			else if (rc == ZOK)
 			{
 				int			i;
 				bool		ours = false;
+				char		first[ZKLOCK_GUID_LEN + 1];
 
+				/* the leases are created all at once: the first stands for all */
+				lease_name(e, 0, first, sizeof(first));
 				for (i = 0; kids && i < kids->count; i++)
-					if (strcmp(kids->data[i], e->guid) == 0)
+					if (strcmp(kids->data[i], first) == 0)
 						ours = true;
 				if (ours)
 				{
@@ -338,7 +588,7 @@ pool_listed(int rc, const struct String_vector *kids, const void *ctx)
 					lease_landed(e);
 					zk_finish(e, ZKO_GRANTED, 0, NULL);
 				}
-				else if (!kids || kids->count < e->parties)
+				else if ((kids ? kids->count : 0) + permits_of(e) <= e->parties)
 				{
 					unwatch(e);
 					e->step.sem = ZKSEM_CREATE;
@@ -380,8 +630,9 @@ pool_counted(int rc, const struct Stat *stat, const void *ctx)
 			else if (rc == ZOK || rc == ZNONODE)	/* no pool yet: all free */
 			{
 				e->state = ZKE_DONE;
-				if (rc == ZOK && stat && stat->numChildren >= e->parties)
-					zk_finish(e, ZKO_BUSY, 0, "All leases are held");
+				if (rc == ZOK && stat &&
+					stat->numChildren + permits_of(e) > e->parties)
+					zk_finish(e, ZKO_BUSY, 0, "Too few leases are free");
 				else
 					zk_finish(e, ZKO_GRANTED, 0, NULL);
 			}
@@ -566,7 +817,11 @@ sem_pools_reset(void)
 	/* the checks in flight end with their session's answers (quiet_done) */
 }
 
-/* Completion of the zoo_adelete sent by sem_step() */
+/*
+ * Completion of the zoo_adelete sent by sem_step(), one per permit: the
+ * last answer settles the release (a connection loss on any: all of them
+ * again, ZNONODE being as good as ZOK)
+ */
 static void
 lease_deleted(int rc, const void *ctx)
 {
@@ -574,23 +829,36 @@ lease_deleted(int rc, const void *ctx)
 	{
 		if (e != NULL && e->delete_inflight)
 		{
-			e->delete_inflight = false;
-			if (rc == ZOK || rc == ZNONODE)
-			{
-				char		pool[ZK_PATH_MAX];
+			ZkSemPart  *sp = ZKSEM(e);
 
-				/*
-				 * The pool goes once quiet after its last lease ("Empty
-				 * pools go, once quiet"); a zklock taker that finds it gone
-				 * (ZNONODE) creates it again (lease_created, pool_listed).
-				 */
-				pool_path(e, pool, sizeof(pool));
-				pool_maybe_quiet(pool);
-				zk_count(ZKCNT_RELEASES, 1);
-				zk_node_gone(e);
+			if (rc != ZOK && rc != ZNONODE)
+				sp->delete_retry = true;
+			if (sp->deletes_left > 0)
+				sp->deletes_left--;
+			if (sp->deletes_left == 0)
+			{
+				e->delete_inflight = false;
+				if (!sp->delete_retry)
+				{
+					char		pool[ZK_PATH_MAX];
+
+					/*
+					 * The pool goes once quiet after its last lease ("Empty
+					 * pools go, once quiet"); a zklock taker that finds it
+					 * gone (ZNONODE) creates it again (lease_created,
+					 * pool_listed).
+					 */
+					pool_path(e, pool, sizeof(pool));
+					pool_maybe_quiet(pool);
+					zk_count(ZKCNT_RELEASES, 1);
+					zk_node_gone(e);
+				}
+				else
+				{
+					sp->delete_retry = false;
+					zk_retry_later(e);	/* connection loss: delete again */
+				}
 			}
-			else
-				zk_retry_later(e);	/* connection loss: delete again */
 		}
 	}
 	COMPLETION_END(e);
@@ -606,6 +874,7 @@ sem_step(ZkEntry *e)
 {
 	char		path[ZK_PATH_MAX];
 	int			rc;
+	int			i;
 
 	if (e->create_inflight || e->list_inflight || e->delete_inflight)
 		return;					/* its completion steps on */
@@ -620,11 +889,16 @@ sem_step(ZkEntry *e)
 				zk_retry_later(e);
 				return;
 			}
-			lease_path(e, path, sizeof(path));
-			/* gathered with other writes (batch.c): nobody waits for it */
-			zk_batch_delete(path, -1, lease_deleted, zk_ctx_of(e));
+			/* gathered with other writes (batch.c): nobody waits for them */
+			ZKSEM(e)->deletes_left = permits_of(e);
+			ZKSEM(e)->delete_retry = false;
 			e->delete_inflight = true;
 			e->state = ZKE_DELETING;
+			for (i = 0; i < permits_of(e); i++)
+			{
+				lease_path(e, i, path, sizeof(path));
+				zk_batch_delete(path, -1, lease_deleted, zk_ctx_of(e));
+			}
 			return;
 		}
 		zk_entry_free(e);
@@ -651,8 +925,8 @@ sem_step(ZkEntry *e)
 			pool_path(e, path, sizeof(path));
 			if (e->watch != ZKEW_SET)
 			{
-				rc = zoo_awget_children(zk_zh, path, zk_kind_watcher, (void *) zk_ctx_of(e),
-										pool_listed, zk_ctx_of(e));
+				rc = zoo_awget_children2(zk_zh, path, zk_kind_watcher, (void *) zk_ctx_of(e),
+										 pool_listed, zk_ctx_of(e));
 				if (rc == ZOK)
 				{
 					zk_watch_set(path);
@@ -660,7 +934,7 @@ sem_step(ZkEntry *e)
 				}
 			}
 			else
-				rc = zoo_aget_children(zk_zh, path, 0, pool_listed, zk_ctx_of(e));
+				rc = zoo_aget_children2(zk_zh, path, 0, pool_listed, zk_ctx_of(e));
 			(void) zk_sent(e, rc, &e->list_inflight, "semaphore list");
 			break;
 		case ZKSEM_COUNT:
@@ -670,17 +944,35 @@ sem_step(ZkEntry *e)
 			rc = zoo_aget(zk_zh, path, 0, pool_read, zk_ctx_of(e));
 			(void) zk_sent(e, rc, &e->list_inflight, "semaphore count");
 			break;
+		case ZKSEM_SETREAD:
+			pool_path(e, path, sizeof(path));
+			e->state = ZKE_CREATING;
+			rc = zoo_aget(zk_zh, path, 0, pool_read, zk_ctx_of(e));
+			(void) zk_sent(e, rc, &e->list_inflight, "semaphore read");
+			break;
+		case ZKSEM_SETWRITE:
+			e->state = ZKE_CREATING;
+			send_set_max(e);
+			e->create_inflight = true;
+			break;
 		case ZKSEM_CREATE:
-			lease_path(e, path, sizeof(path));
 			e->state = ZKE_CREATING;
 			/*
-			 * gathered with other writes (batch.c); its token is still its
-			 * czxid, and two leases of one pool never share a multi.  Only
-			 * the guard's holder lists the pool, and the guard's delete
-			 * follows this create in the batch, so no listing misses it.
+			 * gathered with other writes (batch.c); a single lease's token
+			 * is its czxid, and two leases of one pool never share a multi
+			 * of the batch.  Only the guard's holder lists the pool, and
+			 * the guard's delete follows this create in the batch, so no
+			 * listing misses it.  Several permits: one multi of their
+			 * leases, all or none (send_leases).
 			 */
-			zk_batch_create(path, e->data, (int) strlen(e->data),
-							ZOO_EPHEMERAL, lease_created, zk_ctx_of(e));
+			if (permits_of(e) > 1)
+				send_leases(e);
+			else
+			{
+				lease_path(e, 0, path, sizeof(path));
+				zk_batch_create(path, e->data, (int) strlen(e->data),
+								ZOO_EPHEMERAL, lease_created, zk_ctx_of(e));
+			}
 			e->create_inflight = true;
 			break;
 	}
@@ -697,6 +989,7 @@ sem_drive_failed(ZkEntry *e)
 	if (e->create_inflight && e->step.sem == ZKSEM_CREATE)
 		e->in_doubt = true;
 	e->create_inflight = e->list_inflight = e->delete_inflight = false;
+	ZKSEM(e)->deletes_left = 0;
 	if (e->released)
 		zk_retry_later(e);		/* delete what may be there, when usable */
 	else if (e->outcome == ZKO_NONE)
@@ -714,6 +1007,7 @@ sem_session_lost(ZkEntry *e, const char *why)
 	bool		creating = e->create_inflight && e->step.sem == ZKSEM_CREATE;
 
 	e->create_inflight = e->list_inflight = e->delete_inflight = false;
+	ZKSEM(e)->deletes_left = 0;
 	e->watch = ZKEW_NONE;
 	if (e->state == ZKE_HELD || e->state == ZKE_DELETING || creating || e->in_doubt)
 	{

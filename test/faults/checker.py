@@ -33,7 +33,8 @@ observations of ZooKeeper and of both clusters), prints the figures and exits
   election        both clusters leading the election at once (one answered
                   zk_is_leader true between two true answers of the other), or nobody
                   leading at the end (election.jsonl, test/faults/election_sampler.py)
-  semaphore       more than 2 committed spans holding the semaphore at one instant,
+  semaphore       more than 3 leases held by committed spans at one instant (a span
+                  counts its permits: 1 or 2),
                   no span in the quiet period, or a semaphore statement hung
                   (sem.jsonl, sem_history_*.json, test/faults/sem_client.py)
   barrier         a double-barrier round that opened before every party had called

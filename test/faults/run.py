@@ -175,7 +175,8 @@ def parse_args(argv):
     p.add_argument("--barrier-window", type=float, default=3,
                    help="seconds of one barrier round (default 3)")
     p.add_argument("--sem-clients", type=int, default=4,
-                   help="semaphore clients (max 2 leases), spread over the clusters (default 4; 0: none)")
+                   help="semaphore clients (max 3 leases; the odd ones take 2 at once), spread over"
+                        " the clusters (default 4; 0: none)")
     p.add_argument("--dl-clients", type=int, default=2,
                    help="deadlock-workload clients per cluster taking dl-a..c one by one in a "
                         "random order (test/faults/dl_client.py; default 2; 0: none)")
@@ -475,7 +476,7 @@ def dump_history(c, path):
 
 
 def dump_sem_history(c, path):
-    return dump_rows(c, "cluster, client, pid", "sem_history", path)
+    return dump_rows(c, "cluster, client, pid, permits", "sem_history", path)
 
 
 def main(argv):
@@ -559,7 +560,7 @@ def main(argv):
                     " started timestamptz, ended timestamptz)")
             c.query(queue_run.TABLES)
             c.query("CREATE TABLE sem_history (id bigserial PRIMARY KEY, cluster text, client text,"
-                    " pid int, started timestamptz, ended timestamptz)")
+                    " pid int, permits int, started timestamptz, ended timestamptz)")
             info["clusters"].append(name)
             info["logs"][name] = c.logfile
             log("PostgreSQL %s on 127.0.0.1:%d (%s)" % (name, port, c.dir))

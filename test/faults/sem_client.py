@@ -1,10 +1,11 @@
 """sem_client.py - the semaphore clients of a fault run.
 
-K semaphore clients (spread over the clusters) loop over
+K semaphore clients (spread over the clusters; the odd ones take 2 permits
+at once, the even ones 1) loop over
 
     BEGIN;
-    SELECT zk_semaphore('fault-sem', SEM_MAX, <timeout>);   -- or zk_try_semaphore
-    INSERT INTO sem_history (...) VALUES (..., clock_timestamp()) RETURNING id;
+    SELECT zk_semaphore('fault-sem', SEM_MAX, <timeout>, permits => k);   -- or zk_try_semaphore
+    INSERT INTO sem_history (..., permits) VALUES (..., clock_timestamp(), k) RETURNING id;
     SELECT pg_sleep(hold);        -- sometimes longer than the session timeout
     UPDATE sem_history SET ended = clock_timestamp() WHERE id = ...;
     COMMIT;
@@ -16,8 +17,9 @@ whose lease was lost (session expired, worker killed) must fail at COMMIT.
 Both clusters run on this machine, so their clock_timestamp() compare.  The
 verdict (check()):
 
-  - more than SEM_MAX committed spans at one instant (the spans of both
-    clusters, swept in time order);
+  - more than SEM_MAX leases held by the committed spans at one instant
+    (the spans of both clusters, swept in time order, each counting its
+    permits);
   - no committed span in the quiet period (no progress);
   - a statement that ran into statement_timeout (a hang).
 
@@ -31,13 +33,14 @@ import psycopg2
 from pgthread import PgThread
 
 SEMAPHORE = "fault-sem"
-SEM_MAX = 2
+SEM_MAX = 3
 
 
 class SemClient(PgThread):
     def __init__(self, run, cluster, idx, seed):
         super().__init__(run, cluster, "sem%d%s" % (idx, cluster.name), seed)
         self.idx = idx
+        self.permits = 2 if idx % 2 else 1
         # read by the nemesis, which cancels and terminates these clients too
         self.state = "idle"
         self.probed = False
@@ -74,20 +77,21 @@ class SemClient(PgThread):
                     cur.execute("SELECT true")      # the control run: no semaphore
                     got = cur.fetchone()[0]
                 elif try_only:
-                    cur.execute("SELECT zk_try_semaphore(%s, %s)", (SEMAPHORE, SEM_MAX))
+                    cur.execute("SELECT zk_try_semaphore(%s, %s, %s)",
+                                (SEMAPHORE, SEM_MAX, self.permits))
                     got = cur.fetchone()[0]
                 else:
-                    cur.execute("SELECT zk_semaphore(%s, %s, %s::interval)",
-                                (SEMAPHORE, SEM_MAX, "%gs" % r.lock_timeout))
+                    cur.execute("SELECT zk_semaphore(%s, %s, %s::interval, %s)",
+                                (SEMAPHORE, SEM_MAX, "%gs" % r.lock_timeout, self.permits))
                     got = True
                 if not got:
                     cur.execute("ROLLBACK")
                     rec["outcome"] = "refused"
                 else:
                     stage = "body"
-                    cur.execute("INSERT INTO sem_history (cluster, client, pid, started)"
-                                " VALUES (%s, %s, pg_backend_pid(), clock_timestamp()) RETURNING id",
-                                (self.cluster.name, self.label))
+                    cur.execute("INSERT INTO sem_history (cluster, client, pid, permits, started)"
+                                " VALUES (%s, %s, pg_backend_pid(), %s, clock_timestamp()) RETURNING id",
+                                (self.cluster.name, self.label, self.permits))
                     hid = cur.fetchone()[0]
                     cur.execute("SELECT pg_sleep(%s)", (hold,))
                     cur.execute("UPDATE sem_history SET ended = clock_timestamp() WHERE id = %s",
@@ -141,14 +145,16 @@ def check(spans, recs, t_quiet):
             cur.remove(s)
             continue
         cur.append(s)
-        fig["sem_max_concurrent"] = max(fig["sem_max_concurrent"], len(cur))
-        if len(cur) > SEM_MAX:
+        held = sum(x.get("permits") or 1 for x in cur)
+        fig["sem_max_concurrent"] = max(fig["sem_max_concurrent"], held)
+        if held > SEM_MAX:
             fig["sem_over_max"] += 1
             if len(anomalies) < 10:
-                anomalies.append("%d holders of semaphore %r at once (max %d) at %.3f: %s"
-                                 % (len(cur), SEMAPHORE, SEM_MAX, t,
-                                    ", ".join("%s pid %s %.3f-%.3f" % (x["client"], x["pid"],
-                                                                       x["started"], x["ended"])
+                anomalies.append("%d leases of semaphore %r held at once (max %d) at %.3f: %s"
+                                 % (held, SEMAPHORE, SEM_MAX, t,
+                                    ", ".join("%s pid %s x%d %.3f-%.3f" % (x["client"], x["pid"],
+                                                                           x.get("permits") or 1,
+                                                                           x["started"], x["ended"])
                                               for x in cur)))
     hangs = [x for x in recs if x.get("sqlstate") == "57014"
              and "statement timeout" in (x.get("msg") or "")]

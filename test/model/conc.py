@@ -8,8 +8,10 @@ queue  every item of a transaction whose COMMIT was acknowledged is consumed
        item is consumed twice; nothing consumed was never committed (a
        rolled-back enqueue, one rolled back to a savepoint); a try answers
        within 2 s.
-semaphore  no more than max_leases intervals that certainly lie inside a
-       lease overlap at any instant (SQL and kazoo's Semaphore).
+semaphore  the leases of the intervals that certainly lie inside a hold
+       never add up to more than max_leases at any instant (SQL sessions
+       taking 1 or 2 permits at once, each its own number; kazoo's
+       Semaphore one).
 lock   intervals that certainly lie inside a hold (from the grant's answer to
        the release's start, or to the terminate that ended the backend) never
        overlap when one of them is exclusive; fencing tokens of exclusive
@@ -68,6 +70,7 @@ class Conc:
         self.lname = "%s-cl" % ns
         self.sname = "%s-cs" % ns
         self.smax = r.choice([1, 2, 3])
+        self.sem_k = {}                # a SQL taker's permits (kazoo's: 1)
         # queue records
         self.produced = {}             # body -> "committed" | "aborted" | "unknown"
         self.consumed = collections.defaultdict(list)   # body -> [who] (committed)
@@ -476,6 +479,8 @@ class Conc:
     def sem_taker(self, label, idx):
         name = "m%d%s" % (idx, label)
         r = random.Random(self.seed * 59 + idx)
+        # each session its own number of permits (all its holds stack on one set)
+        k = self.sem_k[name] = r.choice([1, 1, 2]) if self.smax >= 2 else 1
 
         def step(conn):
             pid = self.pids[name][1]
@@ -485,13 +490,13 @@ class Conc:
                 self.ex(conn, "xact", "BEGIN")
             if how == "try":
                 fn = "zk_try_semaphore" if scope == "xact" else "zk_try_session_semaphore"
-                got = self.ex(conn, "semaphore", "SELECT %s(%%s, %%s)" % fn, (self.sname, self.smax),
-                              must_fast=True)[0][0]
+                got = self.ex(conn, "semaphore", "SELECT %s(%%s, %%s, permits => %%s)" % fn,
+                              (self.sname, self.smax, k), must_fast=True)[0][0]
             else:
                 fn = "zk_semaphore" if scope == "xact" else "zk_session_semaphore"
                 try:
-                    self.ex(conn, "semaphore", "SELECT %s(%%s, %%s, %%s::interval)" % fn,
-                            (self.sname, self.smax, how))
+                    self.ex(conn, "semaphore", "SELECT %s(%%s, %%s, %%s::interval, permits => %%s)" % fn,
+                            (self.sname, self.smax, how, k))
                     got = True
                 except psycopg2.Error as e:
                     if e.pgcode != "55P03":
@@ -553,11 +558,12 @@ class Conc:
         worst = 0
         for (t, d, owner) in ev:
             cur[owner] = cur.get(owner, 0) + d
-            n = sum(1 for v in cur.values() if v > 0)
+            n = sum(self.sem_k.get(o, 1) for o, v in cur.items() if v > 0)
             if n > self.smax and n > worst:
                 worst = n
-                self.anomaly("semaphore-overflow", "concurrent: %d holders of %s at once (max_leases %d): %s"
-                             % (n, self.sname, self.smax, sorted(o for o, v in cur.items() if v > 0)))
+                self.anomaly("semaphore-overflow", "concurrent: %d leases of %s at once (max_leases %d): %s"
+                             % (n, self.sname, self.smax,
+                                sorted("%s x%d" % (o, self.sem_k.get(o, 1)) for o, v in cur.items() if v > 0)))
         self.trace.append("semaphore: %d leases held" % len(self.holds))
 
     def kazoo_lock(self, idx):

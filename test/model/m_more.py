@@ -124,9 +124,11 @@ class XactActions(Base):
 # ---------------------------------------------------------------- semaphore
 
 class SemModel(Base):
-    """At most max_leases owners hold a lease; an owner stacks holds on its
-    one lease; waiters are served in the order they came; a wrong max_leases
-    is refused (22023).  kazoo's Semaphore shares the leases."""
+    """The owners' leases never add up to more than max_leases; a SQL owner
+    takes its own number of permits (1 or 2) at once, all or none, and
+    stacks holds on that set; waiters are served in the order they came; a
+    wrong max_leases is refused (22023).  kazoo's Semaphore shares the
+    leases, one each."""
     name = "semaphore"
     kazoo = True
     ROOT = "/zklock/semaphores/"
@@ -139,6 +141,7 @@ class SemModel(Base):
         self.created = set()
         self.ksem = {}
         self.served = []
+        self.perm = {}                                # (session name, name) -> permits
 
     def after_settle(self):
         """Waiters queue on the guard: they are served in the order they came."""
@@ -179,10 +182,26 @@ class SemModel(Base):
         held = sem is not None and sem.is_acquired
         return held if op["k"] == "krelease" else not held
 
+    def permits(self, owner, name):
+        """An owner's permits of name: a SQL session's own number, kazoo's 1."""
+        return self.perm.get((getattr(owner, "name", owner), name), 1)
+
+    def held(self, name):
+        return sum(self.permits(o, name) for o in self.leases[name])
+
     def free(self, name):
-        return self.max - len(self.leases[name])
+        return self.max - self.held(name)
+
+    def waiters(self, s, name):
+        """Other sessions waiting for name: they hold or queue on its guard."""
+        return [x for x in self.h.sessions if x is not s and x.pending is not None and
+                x.pending.get("r") == self.name and x.pending.get("nm") == name]
 
     def applicable(self, s, op):
+        # a try behind a waiter for more permits than are free waits for
+        # the guard up to 10 s (doc/semaphores.md): not a fast call
+        if op["k"] == "take" and op["w"] == "try" and self.waiters(s, self.names[op["n"]]):
+            return False
         return op["k"] != "wrongmax" or self.names[op["n"]] in self.created
 
     def execute(self, s, op):
@@ -192,16 +211,18 @@ class SemModel(Base):
         k = op["k"]
         if k == "take":
             held = s in self.leases[name]
-            grant = held or self.free(name) > 0
+            pk = self.perm.setdefault((s.name, name), 2 if self.max >= 2 and op["n"] % 2 else 1)
+            # in line behind a waiter, whatever is free
+            grant = held or (self.free(name) >= pk and not self.waiters(s, name))
             if op["w"] == "try":
                 fn = "zk_try_semaphore" if op["sc"] == "xact" else "zk_try_session_semaphore"
-                h.fast_call(s, op, "SELECT %s(%%s, %%s)" % fn, (name, self.max), self.done_take,
-                            {"grant": grant})
+                h.fast_call(s, op, "SELECT %s(%%s, %%s, permits => %%s)" % fn, (name, self.max, pk),
+                            self.done_take, {"grant": grant})
             else:
                 fn = "zk_semaphore" if op["sc"] == "xact" else "zk_session_semaphore"
                 done = self.done_take
-                r = h.wait_call(s, op, "SELECT %s(%%s, %%s, %%s::interval)" % fn, (name, self.max, op["t"]),
-                                not grant, TMO[op["t"]], done)
+                r = h.wait_call(s, op, "SELECT %s(%%s, %%s, %%s::interval, permits => %%s)" % fn,
+                                (name, self.max, op["t"], pk), not grant, TMO[op["t"]], done)
                 if r is None:
                     s.pctx["grant"] = False
         elif k == "wrongmax":
@@ -215,7 +236,7 @@ class SemModel(Base):
         h = self.h
         name = op["nm"]
         held = s in self.leases[name]
-        grant = held or self.free(name) > 0
+        grant = held or self.free(name) >= self.permits(s, name)
         if not r.ok:
             if r.code in ("55P03", "57014"):
                 self.timed_out(s, op, r, ctx, op.get("sql"), grant and r.code == "55P03")
@@ -224,11 +245,12 @@ class SemModel(Base):
             return
         got = r.rows[0][0] if op["w"] == "try" else True
         if got and not grant:
-            h.anomaly("semaphore-overflow", "%s by %s granted a lease while the model says all %d are held (%s)"
-                      % (op.get("sql"), s.name, self.max, self.show(name)))
+            h.anomaly("semaphore-overflow", "%s by %s granted %d leases while the model says %d of %d are free (%s)"
+                      % (op.get("sql"), s.name, self.permits(s, name), self.free(name), self.max,
+                         self.show(name)))
         if not got and grant:
-            h.anomaly("semaphore-refused", "%s by %s returned false while the model says a lease is free (%s)"
-                      % (op.get("sql"), s.name, self.show(name)))
+            h.anomaly("semaphore-refused", "%s by %s returned false while the model says %d leases are free (%s)"
+                      % (op.get("sql"), s.name, self.free(name), self.show(name)))
         if got:
             self.created.add(name)
             if not held and ctx.get("expect_wait") and ctx.get("limit") is None:
@@ -236,7 +258,8 @@ class SemModel(Base):
             self.leases[name].setdefault(s, []).append([op["sc"], s.level if op["sc"] == "xact" else 0])
 
     def show(self, name):
-        return ", ".join("%s x%d" % (getattr(o, "name", o), len(v)) for o, v in self.leases[name].items()) or "none"
+        return ", ".join("%s x%d (%d leases)" % (getattr(o, "name", o), len(v), self.permits(o, name))
+                         for o, v in self.leases[name].items()) or "none"
 
     def done_wrongmax(self, s, op, r, ctx):
         name = op["nm"]
@@ -267,9 +290,9 @@ class SemModel(Base):
     def done_holders(self, s, op, r, ctx):
         if not self.ok_or_unexpected(s, op, r):
             return
-        if r.rows[0][0] != len(self.leases[op["nm"]]):
+        if r.rows[0][0] != self.held(op["nm"]):
             self.h.anomaly("semaphore-holders", "zk_semaphore_holders(%s) lists %s, the model %d (%s)"
-                           % (op["nm"], r.rows[0][0], len(self.leases[op["nm"]]), self.show(op["nm"])))
+                           % (op["nm"], r.rows[0][0], self.held(op["nm"]), self.show(op["nm"])))
 
     def execute_k(self, k, op):
         from kazoo.exceptions import NoNodeError
@@ -283,7 +306,8 @@ class SemModel(Base):
             sem = self.ksem[(k.idx, op["n"])] = k.zk.Semaphore(self.ROOT + name, identifier=k.name,
                                                                max_leases=self.max)
         if op["k"] == "kacquire":
-            grant = self.free(name) > 0
+            # behind a SQL waiter (for more permits than are free) on the guard
+            grant = self.free(name) > 0 and not self.waiters(None, name)
 
             def acq():
                 nonlocal sem
@@ -354,15 +378,27 @@ class SemModel(Base):
         if op["k"] != "take":
             return False
         name = op["nm"]
-        ahead = [x for x in self.h.sessions if x.pending is not None and x.pending.get("r") == self.name
-                 and x.pending.get("nm") == name and x.t0 < s.t0]
-        return self.free(name) > len(ahead)
+        # in line by when they came: each takes its permits in turn, and
+        # one that does not fit holds up those behind it (the guard)
+        line = sorted((x for x in self.h.sessions if x.pending is not None and x.pending.get("r") == self.name
+                       and x.pending.get("nm") == name), key=lambda x: x.t0)
+        if s not in line:
+            line.append(s)
+        free = self.free(name)
+        for x in line:
+            k = self.permits(x, name)
+            if free < k:
+                return False
+            if x is s:
+                return True
+            free -= k
+        return False
 
     def zk_check(self):
         for name in self.names:
             n = len([c for c in self.h.children(self.ROOT + name)])
-            if n != len(self.leases[name]):
-                return "semaphore %s: %d leases in ZooKeeper, the model %d (%s)" % (name, n, len(self.leases[name]),
+            if n != self.held(name):
+                return "semaphore %s: %d leases in ZooKeeper, the model %d (%s)" % (name, n, self.held(name),
                                                                                   self.show(name))
         return None
 
