@@ -67,6 +67,10 @@ COMMIT;
 -- a campaign and a lock of one name are two things
 SELECT zk_try_session_campaign('regress_c'), zk_try_session_lock('regress_c');
 SELECT zk_unlock('regress_c'), zk_campaign_token('regress_c') > 0 AS still_leads;
+-- zk_unlock_all lets go of locks, not of campaigns
+SELECT zk_try_session_lock('regress_c');
+SELECT zk_unlock_all();
+SELECT zk_lock_token('regress_c') IS NULL AS unlocked, zk_campaign_token('regress_c') > 0 AS still_leads;
 SELECT zk_resign('regress_c');
 -- bad input
 SELECT zk_campaign(NULL);

@@ -357,11 +357,11 @@ downgrade_riders(LocalLock *ll, bool *wake)
 
 /*
  * Drop holds: the transaction-scoped ones (all of them, at the end of the
- * transaction) and/or the session-scoped ones.  Locks left with no hold
- * are released.
+ * transaction) and/or the session-scoped ones, of every family or of
+ * "family" only (>= 0).  Locks left with no hold are released.
  */
 static void
-drop_holds(bool xact, bool session)
+drop_holds(bool xact, bool session, int family)
 {
 	bool		wake = false;
 	dlist_mutable_iter it;
@@ -374,6 +374,8 @@ drop_holds(bool xact, bool session)
 		bool		changed = false;
 		int			k;
 
+		if (family >= 0 && ll->family != family)
+			continue;
 		for (k = 0; k < 2; k++)
 		{
 			if (xact && ll->h[k].subxids != NIL)
@@ -998,14 +1000,17 @@ zk_release(const char *name, int len, ZkMode mode)
 	return true;
 }
 
-/* zk_unlock_all(): let go of every session-scope lock */
+/*
+ * zk_unlock_all(): let go of every session-scope lock (not the campaigns:
+ * zk_resign lets go of those)
+ */
 void
 zk_release_all_session(void)
 {
 	zk_require_shmem();
 	zk_backend_init();
 	check_lost();
-	drop_holds(false, true);
+	drop_holds(false, true, ZKF_LOCKS);
 }
 
 /*
@@ -1458,7 +1463,7 @@ lock_pre_prepare(void)
 static void
 lock_xact_end(bool commit)
 {
-	drop_holds(true, false);
+	drop_holds(true, false, -1);
 	/* what session holds are left may end by their maximum again */
 	if (have_locals() && zk_ctl != NULL)
 		mark_committing(false);
@@ -1521,7 +1526,7 @@ lock_at_exit(void)
 		(void) zk_release_entry(query_idx, query_gen);
 		query_idx = ZKLOCK_NO_ENTRY;
 	}
-	drop_holds(true, true);
+	drop_holds(true, true, -1);
 }
 
 /* zk_status(): the lock's counters */
