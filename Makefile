@@ -31,6 +31,7 @@ OBJS = \
 	src/lock/lock_sql.o \
 	src/election/election.o \
 	src/election/election_sql.o \
+	src/election/campaign_sql.o \
 	src/semaphore/sem_worker.o \
 	src/semaphore/sem_backend.o \
 	src/semaphore/sem_sql.o \

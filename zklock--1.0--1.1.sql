@@ -195,6 +195,49 @@ AS 'MODULE_PATHNAME', 'zk_lease_release' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 REVOKE ALL ON FUNCTION zk_lease_release(text, text) FROM PUBLIC;
 
+-- Issue 41: elections a session campaigns in (kazoo's Election layout under
+-- <root>/elections/<namespace>:<name>, a lock of the session: doc/elections.md,
+-- "Campaigns"); the group campaign, and zk_campaign_candidates in the group
+-- election
+CREATE FUNCTION zk_campaign(name text, timeout interval DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'zk_campaign' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_session_campaign(name text, timeout interval DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'zk_session_campaign' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_try_campaign(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_try_campaign' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_try_session_campaign(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_try_session_campaign' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_resign(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'zk_resign' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_campaign_token(name text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'zk_campaign_token' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION zk_campaign_candidates(name text,
+    OUT node text, OUT mode text, OUT state text, OUT "position" int, OUT token bigint,
+    OUT cluster text, OUT host text, OUT port int, OUT database text, OUT pid int,
+    OUT usename text, OUT application_name text, OUT since text, OUT data text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'zk_campaign_candidates' LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10;
+
+REVOKE ALL ON FUNCTION zk_campaign(text, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_session_campaign(text, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_try_campaign(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_try_session_campaign(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_resign(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_campaign_token(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION zk_campaign_candidates(text) FROM PUBLIC;
+
 -- Issue 38: this cluster's hand-outs, consumes and releases per queue of
 -- the session's namespace since the worker started (shared memory, no
 -- request to ZooKeeper; doc/queues.md, "zk_queue_stats")
@@ -473,6 +516,7 @@ BEGIN
     FOR r IN SELECT DISTINCT a.grantee::regrole::text AS grantee, t.fn
                FROM (VALUES
                        ('@extschema@.zk_try_lease(text,interval,text)', '@extschema@.zk_lease_release(text,text)'),
+                       ('@extschema@.zk_is_leader(text)', '@extschema@.zk_campaign_candidates(text)'),
                        ('@extschema@.zk_queues_internal()', '@extschema@.zk_queue_stats()'),
                        ('@extschema@.zk_queue_purge(text)', '@extschema@.zk_queue_set_policy(text,integer,text)'),
                        ('@extschema@.zk_queue_purge(text)', '@extschema@.zk_queue_move(text,text,integer)'),
@@ -716,6 +760,13 @@ AS $$
         ('election', '@extschema@.zk_is_leader(text)'),
         ('election', '@extschema@.zk_leader(text)'),
         ('election', '@extschema@.zk_election_candidates(text)'),
+        ('election', '@extschema@.zk_campaign_candidates(text)'),
+        ('campaign', '@extschema@.zk_campaign(text,interval)'),
+        ('campaign', '@extschema@.zk_session_campaign(text,interval)'),
+        ('campaign', '@extschema@.zk_try_campaign(text)'),
+        ('campaign', '@extschema@.zk_try_session_campaign(text)'),
+        ('campaign', '@extschema@.zk_resign(text)'),
+        ('campaign', '@extschema@.zk_campaign_token(text)'),
         ('admin', '@extschema@.zk_queue_purge(text)'),
         ('admin', '@extschema@.zk_queue_drop(text)'),
         ('admin', '@extschema@.zk_counter_drop(text)'),

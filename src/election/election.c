@@ -264,7 +264,13 @@ elections_turn(void)
 		{
 			ZkEntry    *e = zk_entry(i);
 
+			/*
+			 * only the worker's own (no database): a backend's campaign
+			 * (zk_campaign) is its owner's to let go of, and only the
+			 * owner pushes an entry on the release stack
+			 */
 			if (e->state != ZKE_FREE && e->kind == ZKK_LOCK && e->family == ZKF_ELECTIONS &&
+				!OidIsValid(e->dbid) &&
 				!e->released && pg_atomic_read_u32(&e->release_req) == 0 &&
 				e->pid != MyProcPid)
 				let_go(e);
@@ -334,12 +340,18 @@ const ZkRecipe zk_election_recipe = {
 /*
  * zk_path('election', name): <root>/elections/<encoded name>.  Elections
  * are the cluster's (zklock.elections): the name is not qualified.
+ * zk_path('campaign', name): the path of a session's campaign
+ * (zk_campaign), the name qualified with the session's namespace as a
+ * lock's is.
  */
 static void
 election_path(const char *kind, int arg, const char *name, int len,
 			  char *out, size_t outlen)
 {
-	zk_lock_parent(name, ZKF_ELECTIONS, out, outlen);	/* not qualified */
+	if (strcmp(kind, "campaign") == 0)
+		zk_lock_kind_path(kind, ZKF_ELECTIONS, name, len, out, outlen);
+	else
+		zk_lock_parent(name, ZKF_ELECTIONS, out, outlen);	/* not qualified */
 }
 
 /* zklock.elections: the names this cluster stands in (at module load) */
@@ -365,5 +377,5 @@ define_election_settings(void)
 const ZkRecipeBackend zk_election_backend = {
 	.worker_entries = elections_listed,
 	.define_settings = define_election_settings,
-	ZK_PATH_HOOK("election", election_path, 0),
+	ZK_PATH_HOOK("election, campaign", election_path, 0),
 };

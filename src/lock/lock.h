@@ -161,6 +161,11 @@ extern int64 zk_lock_call_max_hold_ms;
 extern int64 zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
 						bool try_only, int64 timeout_ms, bool *acquired);
 extern bool zk_release(const char *name, int len, ZkMode mode);
+extern int64 zk_acquire_in(int family, const char *name, int len, ZkMode mode,
+						   ZkScope scope, bool try_only, int64 timeout_ms,
+						   bool *acquired);
+extern bool zk_campaign_resign(const char *name, int len);
+extern int64 zk_campaign_leading(const char *name, int len, bool *leads);
 extern bool zk_acquire_all(char **names, int *lens, int n, ZkMode mode,
 						   ZkScope scope, bool try_only, int64 timeout_ms,
 						   int64 *tokens);
@@ -168,6 +173,8 @@ extern bool zk_release_all_of(char **names, int *lens, int n, ZkMode mode);
 extern void zk_release_all_session(void);
 extern int64 zk_held_token(const char *name, int len, bool *held);
 extern dsm_segment *zk_query_holders(const char *name, int len, int family);
+extern dsm_segment *zk_query_holders_in(const char *name, int len, int family,
+										bool qualified);
 extern void zk_revoke_holders(const char *name, int len, char **nodes, int n,
 							  int64 timeout_ms, bool *gone);
 

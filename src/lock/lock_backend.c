@@ -59,6 +59,8 @@ typedef struct LocalLock
 	char	   *name;			/* UTF-8, qualified (zk_qualify_name) */
 	int			len;
 	ZkMode		mode;
+	uint8		family;			/* ZKF_LOCKS, or ZKF_ELECTIONS for a
+								 * campaign (zk_acquire_in) */
 	uint32		idx;			/* shared entry */
 	uint32		gen;
 	int64		token;
@@ -123,6 +125,7 @@ static HTAB *local_hash = NULL;
 typedef struct LocalLockKey
 {
 	int32		mode;			/* ZkMode */
+	int32		family;			/* ZkLockFamily */
 	int32		len;
 	char		name[ZKLOCK_QNAME_MAX]; /* qualified, zero-padded */
 } LocalLockKey;
@@ -155,11 +158,12 @@ static uint32 query_gen = 0;
 
 /* The hash key of a qualified name and mode */
 static void
-local_key(LocalLockKey *key, const char *name, int len, ZkMode mode)
+local_key(LocalLockKey *key, int family, const char *name, int len, ZkMode mode)
 {
 	Assert(len <= ZKLOCK_QNAME_MAX);
 	memset(key, 0, sizeof(LocalLockKey));
 	key->mode = (int32) mode;
+	key->family = family;
 	key->len = len;
 	memcpy(key->name, name, len);
 }
@@ -197,7 +201,7 @@ local_add(LocalLock *ll, dlist_node *after)
 	LocalLockEnt *ent;
 	bool		found;
 
-	local_key(&key, ll->name, ll->len, ll->mode);
+	local_key(&key, ll->family, ll->name, ll->len, ll->mode);
 	ent = hash_search(local_table(), &key, HASH_ENTER, &found);
 	Assert(!found);
 	ent->ll = ll;
@@ -215,34 +219,37 @@ local_remove(LocalLock *ll)
 	LocalLockEnt *ent;
 
 	dlist_delete(&ll->node);
-	local_key(&key, ll->name, ll->len, ll->mode);
+	local_key(&key, ll->family, ll->name, ll->len, ll->mode);
 	ent = hash_search(local_table(), &key, HASH_FIND, NULL);
 	if (ent != NULL && ent->ll == ll)
 		(void) hash_search(local_table(), &key, HASH_REMOVE, NULL);
 }
 
 /*
- * This backend's lock of this qualified name and mode, granted or not, or
- * NULL
+ * This backend's lock of this family, qualified name and mode, granted or
+ * not, or NULL
  */
 static LocalLock *
-find_any_local(const char *name, int len, ZkMode mode)
+find_any_local(int family, const char *name, int len, ZkMode mode)
 {
 	LocalLockKey key;
 	LocalLockEnt *ent;
 
 	if (local_hash == NULL || len > ZKLOCK_QNAME_MAX)
 		return NULL;
-	local_key(&key, name, len, mode);
+	local_key(&key, family, name, len, mode);
 	ent = hash_search(local_hash, &key, HASH_FIND, NULL);
 	return ent ? ent->ll : NULL;
 }
 
-/* This backend's granted lock of this qualified name and mode, or NULL */
+/*
+ * This backend's granted lock of this family, qualified name and mode, or
+ * NULL
+ */
 static LocalLock *
-find_local(const char *name, int len, ZkMode mode)
+find_local(int family, const char *name, int len, ZkMode mode)
 {
-	LocalLock  *ll = find_any_local(name, len, mode);
+	LocalLock  *ll = find_any_local(family, name, len, mode);
 
 	return (ll != NULL && ll->granted) ? ll : NULL;
 }
@@ -251,7 +258,7 @@ find_local(const char *name, int len, ZkMode mode)
 static LocalLock *
 find_exclusive_holder(LocalLock *shared)
 {
-	LocalLock  *ll = find_local(shared->name, shared->len, ZKM_EXCLUSIVE);
+	LocalLock  *ll = find_local(shared->family, shared->name, shared->len, ZKM_EXCLUSIVE);
 
 	return ll != shared ? ll : NULL;
 }
@@ -331,6 +338,7 @@ downgrade_riders(LocalLock *ll, bool *wake)
 	sh->name = ll->name;
 	sh->len = ll->len;
 	sh->mode = ZKM_SHARED;
+	sh->family = ll->family;
 	sh->idx = ll->pin_idx;
 	sh->gen = ll->pin_gen;
 	sh->token = zk_entry(sh->idx)->gen == sh->gen ? zk_entry(sh->idx)->token : ll->token;
@@ -349,11 +357,11 @@ downgrade_riders(LocalLock *ll, bool *wake)
 
 /*
  * Drop holds: the transaction-scoped ones (all of them, at the end of the
- * transaction) and/or the session-scoped ones.  Locks left with no hold
- * are released.
+ * transaction) and/or the session-scoped ones, of every family or of
+ * "family" only (>= 0).  Locks left with no hold are released.
  */
 static void
-drop_holds(bool xact, bool session)
+drop_holds(bool xact, bool session, int family)
 {
 	bool		wake = false;
 	dlist_mutable_iter it;
@@ -366,6 +374,8 @@ drop_holds(bool xact, bool session)
 		bool		changed = false;
 		int			k;
 
+		if (family >= 0 && ll->family != family)
+			continue;
 		for (k = 0; k < 2; k++)
 		{
 			if (xact && ll->h[k].subxids != NIL)
@@ -418,6 +428,7 @@ check_lost(void)
 	LocalLock  *lost = NULL;
 	char		msg[ZKLOCK_ERRMSG_MAX];
 	char	   *name;
+	int			family;
 	uint64		nlost;
 
 	if (!have_locals())
@@ -450,12 +461,19 @@ check_lost(void)
 	}
 
 	name = zk_display_name(lost->name);
+	family = lost->family;
 	if (ll_has_session(lost))
 	{
 		lost->h[0].session = lost->h[1].session = 0;
 		if (ll_empty(lost) && forget_local(lost))
 			zk_wake_worker();
 	}
+	if (family == ZKF_ELECTIONS)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("leadership of zookeeper election \"%s\" was lost", name),
+				 errdetail("%s; another session may lead the election since.", msg),
+				 errhint("Roll back, and campaign again before retrying the work that needed the leadership.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 			 errmsg("zookeeper lock \"%s\" was lost", name),
@@ -512,6 +530,20 @@ int64
 zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
 		   bool try_only, int64 timeout_ms, bool *acquired)
 {
+	return zk_acquire_in(ZKF_LOCKS, name, len, mode, scope, try_only,
+						 timeout_ms, acquired);
+}
+
+/*
+ * zk_acquire in a family: ZKF_LOCKS, or ZKF_ELECTIONS for a session's
+ * campaign (src/election/campaign_sql.c), an exclusive contender under
+ * <root>/elections/<qualified name>, held, stacked, let go and lost as a
+ * lock is.
+ */
+int64
+zk_acquire_in(int family, const char *name, int len, ZkMode mode,
+			  ZkScope scope, bool try_only, int64 timeout_ms, bool *acquired)
+{
 	LocalLock  *ll;
 	ZkEntry    *e;
 	MemoryContext oldcxt;
@@ -524,11 +556,11 @@ zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
 	 * Re-entrant: stack another hold on a lock we have; a shared request
 	 * rides on our exclusive lock of the same name if we have one.
 	 */
-	ll = find_local(name, len, mode);
+	ll = find_local(family, name, len, mode);
 	k = HOLDS_OWN;
 	if (ll == NULL && mode == ZKM_SHARED)
 	{
-		ll = find_local(name, len, ZKM_EXCLUSIVE);
+		ll = find_local(family, name, len, ZKM_EXCLUSIVE);
 		k = HOLDS_RIDER;
 	}
 	if (ll != NULL)
@@ -562,6 +594,7 @@ zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
 	ll->name = pnstrdup(name, len);
 	ll->len = len;
 	ll->mode = mode;
+	ll->family = family;
 	ll->idx = ZKLOCK_NO_ENTRY;
 	ll->pin_idx = ZKLOCK_NO_ENTRY;
 	if (scope == ZKS_TRANSACTION)
@@ -574,6 +607,7 @@ zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
 	PG_TRY();
 	{
 		e = zk_new_entry(ZKK_LOCK, name, len, mode, scope, try_only);
+		e->family = family;
 		ll->idx = zk_entry_index(e);
 		ll->gen = e->gen;
 		/* a wait this long is checked for a deadlock (lock_deadlock.c) */
@@ -584,7 +618,7 @@ zk_acquire(const char *name, int len, ZkMode mode, ZkScope scope,
 		/* an upgrade: name the shared node we hold (see zk_lock_blocker) */
 		if (mode == ZKM_EXCLUSIVE)
 		{
-			LocalLock  *sh = find_local(name, len, ZKM_SHARED);
+			LocalLock  *sh = find_local(family, name, len, ZKM_SHARED);
 
 			if (sh != NULL)
 			{
@@ -712,10 +746,10 @@ undo_hold(const char *name, int len, ZkMode mode, ZkScope scope)
 
 	/* the namespace cannot change within the call: zk_acquire's name */
 	name = zk_qualify_name_ext(name, len, &len, false);
-	ll = find_local(name, len, mode);
+	ll = find_local(ZKF_LOCKS, name, len, mode);
 	if (ll == NULL && mode == ZKM_SHARED)
 	{
-		ll = find_local(name, len, ZKM_EXCLUSIVE);
+		ll = find_local(ZKF_LOCKS, name, len, ZKM_EXCLUSIVE);
 		k = HOLDS_RIDER;
 	}
 	if (ll == NULL)
@@ -928,11 +962,11 @@ zk_release(const char *name, int len, ZkMode mode)
 	int			qlen;
 	char	   *qname = begin_lock_call(name, len, &qlen, false);
 
-	ll = find_local(qname, qlen, mode);
+	ll = find_local(ZKF_LOCKS, qname, qlen, mode);
 	k = HOLDS_OWN;
 	if ((ll == NULL || ll->h[0].session == 0) && mode == ZKM_SHARED)
 	{
-		ll = find_local(qname, qlen, ZKM_EXCLUSIVE);
+		ll = find_local(ZKF_LOCKS, qname, qlen, ZKM_EXCLUSIVE);
 		k = HOLDS_RIDER;
 	}
 	if (ll == NULL || ll->h[k].session == 0)
@@ -966,14 +1000,17 @@ zk_release(const char *name, int len, ZkMode mode)
 	return true;
 }
 
-/* zk_unlock_all(): let go of every session-scope lock */
+/*
+ * zk_unlock_all(): let go of every session-scope lock (not the campaigns:
+ * zk_resign lets go of those)
+ */
 void
 zk_release_all_session(void)
 {
 	zk_require_shmem();
 	zk_backend_init();
 	check_lost();
-	drop_holds(false, true);
+	drop_holds(false, true, ZKF_LOCKS);
 }
 
 /*
@@ -986,11 +1023,63 @@ zk_held_token(const char *name, int len, bool *held)
 	LocalLock  *ll;
 
 	name = begin_lock_call(name, len, &len, false);
-	ll = find_local(name, len, ZKM_EXCLUSIVE);
+	ll = find_local(ZKF_LOCKS, name, len, ZKM_EXCLUSIVE);
 	if (ll == NULL)
-		ll = find_local(name, len, ZKM_SHARED);
+		ll = find_local(ZKF_LOCKS, name, len, ZKM_SHARED);
 	*held = (ll != NULL);
 	return ll ? ll->token : 0;
+}
+
+/*
+ * zk_resign: let go of this backend's campaign of the name (family
+ * ZKF_ELECTIONS), every hold of either scope at once.  False when it has
+ * none.  A transaction-scope campaign let go of here no longer decides
+ * its transaction's COMMIT.
+ */
+bool
+zk_campaign_resign(const char *name, int len)
+{
+	LocalLock  *ll;
+	int			qlen;
+	char	   *qname = begin_lock_call(name, len, &qlen, false);
+
+	ll = find_any_local(ZKF_ELECTIONS, qname, qlen, ZKM_EXCLUSIVE);
+	if (ll == NULL || !ll->granted)
+		return false;
+	if (forget_local(ll))
+		zk_wake_worker();
+	return true;
+}
+
+/*
+ * The token of this backend's campaign of the name while it leads: granted,
+ * not lost, and the worker's session connected and fresh (as zk_is_leader
+ * asks); *leads is false otherwise.
+ */
+int64
+zk_campaign_leading(const char *name, int len, bool *leads)
+{
+	LocalLock  *ll;
+	int64		token = 0;
+
+	name = begin_lock_call(name, len, &len, false);
+	ll = find_local(ZKF_ELECTIONS, name, len, ZKM_EXCLUSIVE);
+	*leads = false;
+	if (ll == NULL)
+		return 0;
+	zk_backend_lock(LW_SHARED);
+	{
+		ZkEntry    *e = zk_entry(ll->idx);
+
+		if (e->gen == ll->gen && e->state == ZKE_HELD && e->outcome == ZKO_GRANTED &&
+			zk_fresh_conn_state() == ZKC_CONNECTED)
+		{
+			*leads = true;
+			token = ll->token;
+		}
+	}
+	LWLockRelease(zk_ctl->lock);
+	return token;
 }
 
 /*
@@ -1000,6 +1089,18 @@ zk_held_token(const char *name, int len, bool *held)
  */
 dsm_segment *
 zk_query_holders(const char *name, int len, int family)
+{
+	/* elections are the cluster's: their names are outside namespaces */
+	return zk_query_holders_in(name, len, family, family != ZKF_ELECTIONS);
+}
+
+/*
+ * zk_query_holders, the name qualified with the session's namespace or not
+ * (a campaign's election, zk_campaign_candidates, is qualified; a cluster's
+ * is not)
+ */
+dsm_segment *
+zk_query_holders_in(const char *name, int len, int family, bool qualified)
 {
 	volatile Size size = 64 * 1024;	/* lives across PG_TRY */
 	Size		cap = Max((Size) zk_max_answer_kb * 1024, size);
@@ -1018,8 +1119,7 @@ zk_query_holders(const char *name, int len, int family)
 
 		memset(buf, 0, sizeof(ZkHoldersBuf));
 		buf->size = size;
-		/* elections are the cluster's: their names are outside namespaces */
-		zk_next_entry_unqualified = (family == ZKF_ELECTIONS);
+		zk_next_entry_unqualified = !qualified;
 		e = zk_new_entry(ZKK_HOLDERS, name, len, ZKM_EXCLUSIVE, ZKS_TRANSACTION, false);
 		e->family = family;
 		e->dsm = dsm_segment_handle(seg);
@@ -1282,6 +1382,7 @@ check_before_commit(void)
 		bool		any = false;
 		int			conn;
 		char	   *lost = NULL;
+		int			lost_family = ZKF_LOCKS;
 		char		msg[ZKLOCK_ERRMSG_MAX];
 
 		zk_backend_lock(LW_SHARED);
@@ -1299,6 +1400,7 @@ check_before_commit(void)
 			if (e->gen != ll->gen || e->outcome == ZKO_LOST)
 			{
 				lost = ll->name;
+				lost_family = ll->family;
 				strlcpy(msg, e->gen == ll->gen ? e->errmsg : "The lock entry was released", sizeof(msg));
 				break;
 			}
@@ -1315,7 +1417,14 @@ check_before_commit(void)
 			mark_committing(true);
 		LWLockRelease(zk_ctl->lock);
 
-		if (lost)
+		if (lost && lost_family == ZKF_ELECTIONS)
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("leadership of zookeeper election \"%s\" was lost before commit",
+							zk_display_name(lost)),
+					 errdetail("%s; another session may lead the election since.", msg),
+					 errhint("Retry the transaction: campaign again first.")));
+		else if (lost)
 			ereport(ERROR,
 					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 					 errmsg("zookeeper lock \"%s\" was lost before commit", zk_display_name(lost)),
@@ -1354,7 +1463,7 @@ lock_pre_prepare(void)
 static void
 lock_xact_end(bool commit)
 {
-	drop_holds(true, false);
+	drop_holds(true, false, -1);
 	/* what session holds are left may end by their maximum again */
 	if (have_locals() && zk_ctl != NULL)
 		mark_committing(false);
@@ -1417,7 +1526,7 @@ lock_at_exit(void)
 		(void) zk_release_entry(query_idx, query_gen);
 		query_idx = ZKLOCK_NO_ENTRY;
 	}
-	drop_holds(true, true);
+	drop_holds(true, true, -1);
 }
 
 /* zk_status(): the lock's counters */

@@ -407,7 +407,7 @@ holder_identity(HolderRow *row, Datum *values, bool *nulls, int first)
  * identity zklock writes into its nodes (NULLs for another client's).
  */
 static Datum
-holders_common(FunctionCallInfo fcinfo, bool key, int family)
+holders_common(FunctionCallInfo fcinfo, bool key, int family, bool campaign)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	char	   *name;
@@ -427,7 +427,9 @@ holders_common(FunctionCallInfo fcinfo, bool key, int family)
 		name = zk_arg_name(fcinfo, key, &len);
 	InitMaterializedSRF(fcinfo, 0);
 
-	rows = holders_rows(zk_query_holders(name, len, family), family, &n);
+	/* a campaign's election is in the session's namespace, a cluster's not */
+	rows = holders_rows(campaign ? zk_query_holders_in(name, len, family, true) :
+						zk_query_holders(name, len, family), family, &n);
 
 	for (i = 0; i < n; i++)
 	{
@@ -635,12 +637,17 @@ ZK_SQL_FUNC(zk_lock_revoke, revoke_common(fcinfo, false))
 ZK_SQL_FUNC(zk_lock_revoke_key, revoke_common(fcinfo, true))
 
 /* SQL: zk_lock_holders(name), zk_lock_holders_key(key) */
-ZK_SQL_FUNC(zk_lock_holders, holders_common(fcinfo, false, ZKF_LOCKS))
-ZK_SQL_FUNC(zk_lock_holders_key, holders_common(fcinfo, true, ZKF_LOCKS))
+ZK_SQL_FUNC(zk_lock_holders, holders_common(fcinfo, false, ZKF_LOCKS, false))
+ZK_SQL_FUNC(zk_lock_holders_key, holders_common(fcinfo, true, ZKF_LOCKS, false))
 /* SQL: zk_election_candidates(name): the candidates are lock contenders */
-ZK_SQL_FUNC(zk_election_candidates, holders_common(fcinfo, false, ZKF_ELECTIONS))
+ZK_SQL_FUNC(zk_election_candidates, holders_common(fcinfo, false, ZKF_ELECTIONS, false))
+/*
+ * SQL: zk_campaign_candidates(name): the candidates of a campaign's
+ * election (zk_campaign), in the session's namespace
+ */
+ZK_SQL_FUNC(zk_campaign_candidates, holders_common(fcinfo, false, ZKF_ELECTIONS, true))
 /* SQL: zk_semaphore_holders(name): the pool's leases, all shown held */
-ZK_SQL_FUNC(zk_semaphore_holders, holders_common(fcinfo, false, ZKF_SEMPOOL))
+ZK_SQL_FUNC(zk_semaphore_holders, holders_common(fcinfo, false, ZKF_SEMPOOL, false))
 
 /* ---- zk_locks ---- */
 

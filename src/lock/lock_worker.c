@@ -589,9 +589,13 @@ grant(ZkEntry *e)
 	zk_dl_wait_over(e);
 	e->state = ZKE_HELD;
 	e->list_inflight = false;
-	if (e->family == ZKF_ELECTIONS && e->outcome == ZKO_NONE)
+	if (e->family == ZKF_ELECTIONS && e->outcome == ZKO_NONE &&
+		!OidIsValid(e->dbid))
 	{
-		/* a candidacy of the cluster's (election.c) now leads */
+		/*
+		 * a candidacy of the cluster's (election.c) now leads; a session's
+		 * campaign (zk_campaign: a database's) is not the cluster's
+		 */
 		pg_atomic_fetch_add_u64(&zk_lock_counts->leaderships, 1);
 		ereport(LOG, (errmsg("zklock: leading election \"%s\"", e->name)));
 	}

@@ -142,6 +142,13 @@ my @attacks = (
 	[ 'election candidates', "SELECT * FROM zk_election_candidates('te')" ],
 	[ 'leader', "SELECT * FROM zk_leader('te')" ],
 	[ 'is leader', "SELECT zk_is_leader('te')" ],
+	[ 'campaign', "BEGIN; SELECT zk_campaign('te', '1s'); COMMIT;" ],
+	[ 'session campaign', "SELECT zk_session_campaign('te', '1s')" ],
+	[ 'try campaign', "SELECT zk_try_campaign('te')" ],
+	[ 'try session campaign', "SELECT zk_try_session_campaign('te')" ],
+	[ 'resign', "SELECT zk_resign('te')" ],
+	[ 'campaign token', "SELECT zk_campaign_token('te')" ],
+	[ 'campaign candidates', "SELECT * FROM zk_campaign_candidates('te')" ],
 	[ 'unlock all', "SELECT zk_unlock_all()" ],
 	[ 'release cluster', "SELECT zk_queue_release_cluster('123')" ],
 	[ 'zk_grant', "SELECT zk_grant('admin', current_user::regrole)" ],
@@ -236,7 +243,7 @@ for my $row (split /\n/, $A->safe_psql('postgres', q{
 }
 is_deeply(\%readme_groups, \%sql_groups, "doc/security.md's group table is zk_privilege_groups()");
 my @groups = sort keys %sql_groups;
-is(join(',', @groups), 'admin,arrive,consume,counter,election,lease,lock,monitor,produce,semaphore,wait',
+is(join(',', @groups), 'admin,arrive,campaign,consume,counter,election,lease,lock,monitor,produce,semaphore,wait',
 	'eleven groups');
 
 # ---- 3. each group, granted with zk_grant as doc/security.md says ----
@@ -251,6 +258,8 @@ my %op = (
 	lease => "SELECT count(*) FROM zk_lease_holder('g_lease')",
 	election => "SELECT zk_is_leader('g_el')",
 	counter => "SELECT zk_counter_add('g_counter')",
+	# (the tests' root namespace: only a superuser campaigns there)
+	campaign => "SELECT zk_resign('g_camp')",
 	admin => "SELECT zk_arrivals_reset('g_arr')",
 	monitor => "SELECT count(*) FROM zk_locks",
 );
@@ -326,7 +335,7 @@ $hs->quit;
 # zk_grant and zk_revoke
 my $r = one_shot($A, "SELECT zk_grant('nosuch', 'mallory')");
 is($r->{sqlstate}, '22023', 'zk_grant of an unknown group: 22023');
-like($r->{err}, qr/HINT:\s+The groups are: admin, arrive, consume, counter, election, lease, lock, monitor, produce, semaphore, wait\./,
+like($r->{err}, qr/HINT:\s+The groups are: admin, arrive, campaign, consume, counter, election, lease, lock, monitor, produce, semaphore, wait\./,
 	'its hint lists the groups');
 is(one_shot($A, "SELECT zk_grant('lock', NULL)")->{sqlstate}, '22004', 'zk_grant to NULL: 22004');
 is(one_shot($A, "SELECT zk_revoke('nosuch', 'mallory')")->{sqlstate}, '22023',
