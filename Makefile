@@ -30,6 +30,7 @@ OBJS = \
 	src/lock/lock_backend.o \
 	src/lock/lock_sql.o \
 	src/election/election.o \
+	src/election/leader_wait.o \
 	src/election/election_sql.o \
 	src/election/campaign_sql.o \
 	src/semaphore/sem_worker.o \

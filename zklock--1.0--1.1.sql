@@ -238,6 +238,16 @@ REVOKE ALL ON FUNCTION zk_resign(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION zk_campaign_token(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION zk_campaign_candidates(text) FROM PUBLIC;
 
+-- Returns once the leader of a campaign's election is not the one whose
+-- token the caller knows (NULL: nobody): the leader's token, NULL when
+-- nobody leads; the known token again when the timeout passed first
+CREATE FUNCTION zk_leader_wait(name text, known_token bigint DEFAULT NULL,
+    timeout interval DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'zk_leader_wait' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION zk_leader_wait(text, bigint, interval) FROM PUBLIC;
+
 -- Issue 38: this cluster's hand-outs, consumes and releases per queue of
 -- the session's namespace since the worker started (shared memory, no
 -- request to ZooKeeper; doc/queues.md, "zk_queue_stats")
@@ -517,6 +527,7 @@ BEGIN
                FROM (VALUES
                        ('@extschema@.zk_try_lease(text,interval,text)', '@extschema@.zk_lease_release(text,text)'),
                        ('@extschema@.zk_is_leader(text)', '@extschema@.zk_campaign_candidates(text)'),
+                       ('@extschema@.zk_is_leader(text)', '@extschema@.zk_leader_wait(text,bigint,interval)'),
                        ('@extschema@.zk_queues_internal()', '@extschema@.zk_queue_stats()'),
                        ('@extschema@.zk_queue_purge(text)', '@extschema@.zk_queue_set_policy(text,integer,text)'),
                        ('@extschema@.zk_queue_purge(text)', '@extschema@.zk_queue_move(text,text,integer)'),
@@ -761,6 +772,7 @@ AS $$
         ('election', '@extschema@.zk_leader(text)'),
         ('election', '@extschema@.zk_election_candidates(text)'),
         ('election', '@extschema@.zk_campaign_candidates(text)'),
+        ('election', '@extschema@.zk_leader_wait(text,bigint,interval)'),
         ('campaign', '@extschema@.zk_campaign(text,interval)'),
         ('campaign', '@extschema@.zk_session_campaign(text,interval)'),
         ('campaign', '@extschema@.zk_try_campaign(text)'),

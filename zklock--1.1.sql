@@ -771,6 +771,16 @@ REVOKE ALL ON FUNCTION zk_resign(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION zk_campaign_token(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION zk_campaign_candidates(text) FROM PUBLIC;
 
+-- Returns once the leader of a campaign's election is not the one whose
+-- token the caller knows (NULL: nobody): the leader's token, NULL when
+-- nobody leads; the known token again when the timeout passed first
+CREATE FUNCTION zk_leader_wait(name text, known_token bigint DEFAULT NULL,
+    timeout interval DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'zk_leader_wait' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION zk_leader_wait(text, bigint, interval) FROM PUBLIC;
+
 -- Semaphores (kazoo's Semaphore): at most max_leases leases at once; a
 -- call takes permits of them, all or none
 CREATE FUNCTION zk_semaphore(name text, max_leases int, timeout interval DEFAULT NULL,
@@ -951,6 +961,7 @@ AS $$
         ('election', '@extschema@.zk_leader(text)'),
         ('election', '@extschema@.zk_election_candidates(text)'),
         ('election', '@extschema@.zk_campaign_candidates(text)'),
+        ('election', '@extschema@.zk_leader_wait(text,bigint,interval)'),
         ('campaign', '@extschema@.zk_campaign(text,interval)'),
         ('campaign', '@extschema@.zk_session_campaign(text,interval)'),
         ('campaign', '@extschema@.zk_try_campaign(text)'),

@@ -20,7 +20,7 @@ SET zklock.elections = 'cron';
 \echo :LAST_ERROR_SQLSTATE
 
 -- Campaigns (issue 41): a session stands in an election of its namespace
-\df zk_(campaign|session_campaign|try_campaign|try_session_campaign|resign|campaign_token|campaign_candidates)
+\df zk_(campaign|session_campaign|try_campaign|try_session_campaign|resign|campaign_token|campaign_candidates|leader_wait)
 SET zklock.namespace = 'regress_ns';
 SELECT zk_path('campaign', 'regress_c'), zk_path('election', 'regress_c');
 -- try, then resign, in one session
@@ -64,6 +64,22 @@ SELECT zk_try_campaign('regress_c');
 ROLLBACK TO SAVEPOINT s;
 SELECT zk_campaign_token('regress_c') IS NULL AS withdrawn;
 COMMIT;
+-- zk_leader_wait: nobody leads, so a NULL known token times out with NULL
+SELECT zk_leader_wait('regress_c', NULL, '100ms') IS NULL AS nobody;
+-- a leader other than the known one is returned at once
+SELECT zk_try_session_campaign('regress_c');
+SELECT zk_leader_wait('regress_c') = zk_campaign_token('regress_c') AS current;
+SELECT zk_leader_wait('regress_c', 1) = zk_campaign_token('regress_c') AS current;
+-- the known leader still leads: its token again once the timeout passed
+SELECT zk_leader_wait('regress_c', zk_campaign_token('regress_c'), '100ms')
+       = zk_campaign_token('regress_c') AS unchanged;
+SELECT zk_resign('regress_c');
+-- the known leader gone, nobody leads: NULL at once
+SELECT zk_leader_wait('regress_c', 12345, '10s') IS NULL AS nobody;
+SELECT zk_leader_wait(NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_leader_wait('regress_c', NULL, '-1s');
+\echo :LAST_ERROR_SQLSTATE
 -- a campaign and a lock of one name are two things
 SELECT zk_try_session_campaign('regress_c'), zk_try_session_lock('regress_c');
 SELECT zk_unlock('regress_c'), zk_campaign_token('regress_c') > 0 AS still_leads;
@@ -98,14 +114,18 @@ SELECT zk_campaign_token('regress_c');
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM zk_campaign_candidates('regress_c');
 \echo :LAST_ERROR_SQLSTATE
+SELECT zk_leader_wait('regress_c', NULL, '1s');
+\echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 SELECT zk_grant('campaign', 'regress_campaigner');
 SET ROLE regress_campaigner;
 SELECT zk_try_session_campaign('regress_c');
 SELECT zk_campaign_token('regress_c') > 0 AS leads;
 SELECT zk_resign('regress_c');
--- reading the candidates is the group election's
+-- reading the candidates and waiting for a leader are the group election's
 SELECT * FROM zk_campaign_candidates('regress_c');
+\echo :LAST_ERROR_SQLSTATE
+SELECT zk_leader_wait('regress_c', NULL, '1s');
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 -- in the root namespace a campaign would stand in a cluster's election:

@@ -39,8 +39,13 @@ ZK_KIND(ZKK_HOLDERS, zk_holders_ops, "holders", ZKW_ANSWER,
 ZK_KIND(ZKK_REVOKE, zk_revoke_ops, "revoke", ZKW_ANSWER,
 		"A revoke request's node", true)
 
-/* the worker's candidacies (src/election): lock entries, no kind of its own */
+/*
+ * the worker's candidacies and sessions' campaigns (src/election): lock
+ * entries; a session's wait for a change of a campaign's leader
+ */
 ZK_RECIPE(election)
+ZK_KIND(ZKK_LEADERWAIT, zk_leaderwait_ops, "leader wait", ZKW_LOCK,
+		NULL, false)
 
 /*
  * the queue (src/queue): a transaction's items, published at commit; a

@@ -28,6 +28,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/timestamp.h"
 
 /*
  * May this session stand in election "name" of its namespace?  In the
@@ -139,3 +140,72 @@ campaign_token_common(FunctionCallInfo fcinfo)
 }
 
 ZK_SQL_FUNC(zk_campaign_token, campaign_token_common(fcinfo))
+
+/*
+ * zk_leader_wait(name, known_token, timeout): once the campaign's election
+ * is led by someone other than the leader whose token the caller knows
+ * (NULL: nobody leads), the leader's token, NULL when nobody leads; the
+ * known token again when the timeout passed first (NULL: no limit).
+ *
+ * Who leads is read as zk_campaign_candidates reads it; the wait between
+ * two reads watches the leader's node only (leader_wait.c), so watchers
+ * are woken by a change of leader, not by every candidate that comes or
+ * goes.
+ */
+static Datum
+leader_wait_common(FunctionCallInfo fcinfo)
+{
+	int			len;
+	char	   *name = zk_arg_text_name(fcinfo, 0, "election name", &len);
+	bool		known_null = PG_ARGISNULL(1);
+	int64		known = known_null ? 0 : PG_GETARG_INT64(1);
+	int64		timeout_ms = zk_arg_wait_ms(fcinfo, 2);
+	TimestampTz deadline = 0;
+
+	zk_require_shmem();
+	if (timeout_ms >= 0)
+		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+	for (;;)
+	{
+		char		node[ZKLOCK_NODE_MAX + 1];
+		int64		token = 0;
+		bool		leads;
+		int64		left = -1;
+
+		CHECK_FOR_INTERRUPTS();
+		leads = zk_campaign_leader(name, len, &token, node, sizeof(node));
+		if (leads == known_null || (leads && token != known))
+		{
+			/* another leader than the one known, or none where one was */
+			if (!leads)
+				PG_RETURN_NULL();
+			PG_RETURN_INT64(token);
+		}
+		if (deadline != 0)
+		{
+			long		secs;
+			int			usecs;
+
+			TimestampDifference(GetCurrentTimestamp(), deadline, &secs, &usecs);
+			left = (int64) secs * 1000 + usecs / 1000;
+			if (left <= 0)
+				break;
+		}
+		if (leads && node[0] == '\0')
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("cannot wait for the leader of zookeeper election \"%s\"",
+							zk_display_name(pnstrdup(name, len))),
+					 errdetail("The leader's node name is longer than %d bytes; another client made it.",
+							   ZKLOCK_NODE_MAX),
+					 errhint("Have that client stand with a shorter node name, or poll zk_campaign_candidates().")));
+		if (!zk_leader_wait_change(name, len, leads ? node : NULL, left))
+			break;				/* the timeout passed */
+	}
+	/* the timeout passed: the leader is still the known one */
+	if (known_null)
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(known);
+}
+
+ZK_SQL_FUNC(zk_leader_wait, leader_wait_common(fcinfo))

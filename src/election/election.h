@@ -16,4 +16,8 @@
 /* election.c: the worker's candidacies */
 extern char *zk_elections;
 
+/* leader_wait.c: a wait for a change of a campaign's leader */
+extern bool zk_leader_wait_change(const char *name, int len, const char *node,
+								  int64 timeout_ms);
+
 #endif							/* ZKLOCK_ELECTION_H */

@@ -178,6 +178,10 @@ extern dsm_segment *zk_query_holders_in(const char *name, int len, int family,
 extern void zk_revoke_holders(const char *name, int len, char **nodes, int n,
 							  int64 timeout_ms, bool *gone);
 
+/* lock_sql.c: who leads a campaign's election (zk_leader_wait) */
+extern bool zk_campaign_leader(const char *name, int len, int64 *token,
+							   char *node, size_t nodelen);
+
 /* One row of zk_locks, copied from an entry under the lock */
 typedef struct ZkLockRow
 {

@@ -636,6 +636,35 @@ revoke_common(FunctionCallInfo fcinfo, bool key)
 ZK_SQL_FUNC(zk_lock_revoke, revoke_common(fcinfo, false))
 ZK_SQL_FUNC(zk_lock_revoke_key, revoke_common(fcinfo, true))
 
+/*
+ * Who leads the campaign's election "name" (in the session's namespace, as
+ * zk_campaign_candidates reads it): false when nobody does; else its
+ * token (its node's czxid) and its node's name into node (nodelen bytes;
+ * "" when the name does not fit)
+ */
+bool
+zk_campaign_leader(const char *name, int len, int64 *token, char *node, size_t nodelen)
+{
+	HolderRow  *rows;
+	int			n;
+	int			i;
+
+	rows = holders_rows(zk_query_holders_in(name, len, ZKF_ELECTIONS, true),
+						ZKF_ELECTIONS, &n);
+	for (i = 0; i < n; i++)
+	{
+		if (!rows[i].held)
+			continue;
+		*token = rows[i].rec->czxid;
+		if (strlen(rows[i].name) < nodelen)
+			strlcpy(node, rows[i].name, nodelen);
+		else
+			node[0] = '\0';
+		return true;
+	}
+	return false;
+}
+
 /* SQL: zk_lock_holders(name), zk_lock_holders_key(key) */
 ZK_SQL_FUNC(zk_lock_holders, holders_common(fcinfo, false, ZKF_LOCKS, false))
 ZK_SQL_FUNC(zk_lock_holders_key, holders_common(fcinfo, true, ZKF_LOCKS, false))
