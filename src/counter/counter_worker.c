@@ -9,9 +9,9 @@
  *	  memory): the requests waiting, the round in progress, what it last
  *	  knew of the node, and the write in flight.  A round:
  *
- *		IDLE --kick: a read is needed (a get, a set, a drop, nothing known,
- *			or a write in doubt)--> READING --answer--> plan
- *		IDLE --kick: only adds, the node as our last write left it--> plan
+ *		IDLE --kick--> READING --answer--> plan (every round reads first:
+ *			a node deleted and created again restarts at version 0, so
+ *			what our last write left is no ground for the next one)
  *		plan: in arrival order, gets are answered with the value read;
  *			adds are summed (each one's result is the value plus the
  *			deltas up to its own; one past bigint's range fails with
@@ -96,8 +96,7 @@ typedef struct CState
 	List	   *round;			/* CMember *, the round's (after the plan:
 								 * the write's members) */
 
-	/* the node, as last read or written by us (known) */
-	bool		known;
+	/* the node, as last read or written by us */
 	bool		exists;
 	int64		value;
 	int32		version;
@@ -470,14 +469,13 @@ round_plan(CState *cs)
 }
 
 /*
- * Start cs's next round if it has requests and nothing is in flight: a
- * read, or, for adds alone on a node we know, the write at once
+ * Start cs's next round if it has requests and nothing is in flight: its
+ * read (a write in doubt: the read that decides it)
  */
 static void
 counter_kick(CState *cs)
 {
 	ListCell   *lc;
-	bool		adds_only = true;
 
 	if (cs->phase != CP_IDLE || (cs->waiting == NIL && cs->round == NIL))
 		return;
@@ -529,17 +527,14 @@ counter_kick(CState *cs)
 		cs->waiting = list_delete_first(cs->waiting);
 		MemoryContextSwitchTo(old);
 	}
-	foreach(lc, cs->round)
-	{
-		ZkEntry    *e = member_entry(lfirst(lc));
-
-		if (e != NULL && e->step.counter != ZKCN_ADD)
-			adds_only = false;
-	}
-	if (cs->known && adds_only)
-		round_plan(cs);
-	else
-		send_read(cs);
+	/*
+	 * Every round reads first, also adds alone on a node our last write left:
+	 * a version says nothing of a node deleted and created again (by a drop
+	 * anywhere, or kazoo), which starts again at version 0, so a write at
+	 * the version we knew could land on the new node and lose what was
+	 * written there.  The read's version is a round trip old at most.
+	 */
+	send_read(cs);
 }
 
 /* Did the write in doubt land (the node, as read, is what it would leave)? */
@@ -591,7 +586,6 @@ round_doubtful(CState *cs)
 
 	cs->round = NIL;
 	cs->doubt = false;
-	cs->known = false;
 	foreach(lc, round)
 		member_answer(lfirst(lc), ZKO_BUSY, ZKCV_DOUBT, 0);
 	list_free(round);
@@ -606,12 +600,9 @@ round_written(CState *cs, int32 version)
 
 	cs->round = NIL;
 	cs->doubt = false;
-	cs->known = (cs->wop != CW_DELETE);
-	cs->exists = cs->known;
-	cs->value = cs->known ? cs->target : 0;
-	cs->version = cs->known ? version : -1;
-	if (cs->wop == CW_DELETE)
-		cs->known = true;		/* no node: an add creates it */
+	cs->exists = (cs->wop != CW_DELETE);
+	cs->value = cs->exists ? cs->target : 0;
+	cs->version = cs->exists ? version : -1;
 	foreach(lc, round)
 	{
 		CMember    *m = lfirst(lc);
@@ -681,7 +672,6 @@ read_done(int rc, const char *value, int value_len, const struct Stat *stat,
 				zk_acl_check_node(cs->path);	/* a node found there: whose? */
 			if (!zk_rc_definite(rc))
 			{
-				cs->known = false;
 				kicks_pending = true;	/* read again once usable */
 			}
 			else if (rc != ZOK && rc != ZNONODE)
@@ -710,7 +700,6 @@ read_done(int rc, const char *value, int value_len, const struct Stat *stat,
 				cs->exists = exists;
 				cs->version = exists ? stat->version : -1;
 				cs->value = v;
-				cs->known = parsed;
 				if (!parsed)
 					round_refuse(cs, why, value, len);
 				round_plan(cs);
@@ -741,7 +730,6 @@ write_done(CCall *c, int rc, int32 version)
 	{
 		/* landed or not: the next read decides */
 		cs->doubt = true;
-		cs->known = false;
 		kicks_pending = true;
 		return;
 	}
@@ -756,7 +744,6 @@ write_done(CCall *c, int rc, int32 version)
 		/* a parent is gone: made again before the create */
 		cs->parents = true;
 		cs->parents_tried = true;
-		cs->known = false;
 	}
 	else if (rc == ZBADVERSION || rc == ZNODEEXISTS || rc == ZNONODE)
 	{
@@ -765,7 +752,6 @@ write_done(CCall *c, int rc, int32 version)
 		List	   *keep = NIL;
 		MemoryContext old = MemoryContextSwitchTo(counter_context());
 
-		cs->known = false;
 		cs->round = NIL;
 		foreach(lc, round)
 		{
@@ -995,7 +981,6 @@ counter_session_reset(void)
 			cs->doubt = true;
 		cs->phase = CP_IDLE;
 		cs->call = 0;
-		cs->known = false;
 		if (cs->waiting != NIL || cs->round != NIL)
 			kicks_pending = true;
 	}

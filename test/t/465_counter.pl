@@ -16,7 +16,9 @@
 #      blanks, a '+', too long, past bigint) fails every call with a clear
 #      SQLSTATE and is left as it is; zk_counter_drop removes it.
 #   4. bigint's end, written by kazoo: an add past it fails with 22003 and
-#      writes nothing; a compare-and-set between SQL and kazoo.
+#      writes nothing; a compare-and-set between SQL and kazoo.  A counter
+#      dropped and created again by B: A's add reads it again (versions
+#      restart at 0) and adds to what B wrote.
 #   5. Lost replies, through the fault proxy (cluster C): a setData (and a
 #      create) that landed but whose reply was lost is found by the next
 #      read and answered once; one held back by the proxy and failed with
@@ -187,6 +189,18 @@ is($B->safe_psql('postgres', "SELECT zk_counter_set('big', 1, 922337203685477580
 	'one that expects what kazoo wrote is done');
 is($kb->cmd('get'), 'value 1', 'kazoo reads it');
 $kb->quit;
+
+# A counter dropped and created again elsewhere restarts at version 0: A's
+# next add must not be written at the version its own last write left
+# (found by the model tester: A's add landed on B's new node, as if B's set
+# had never been, and returned -49 instead of 9223372036854775802)
+is($A->safe_psql('postgres', "SELECT zk_counter_set('again', -46, 0)"), 't', 'A creates a counter at -46');
+is($B->safe_psql('postgres', "SELECT zk_counter_drop('again')"), 't', 'B drops it');
+is($B->safe_psql('postgres', "SELECT zk_counter_set('again', 1000, 0)"), 't',
+	'B creates it again at 1000 (version 0, as A last left it)');
+is($A->safe_psql('postgres', "SELECT zk_counter_add('again', -3)"), '997',
+	'A adds to what B wrote, not to what A last knew');
+is(zk_get($zk, path_of('again')), '997', 'the node holds 997');
 
 #
 # 5. lost replies
