@@ -151,6 +151,9 @@ wrong_max(const char *uname, int32 max, int sqlstate, const char *msg)
 			 errhint("Use the same max_leases everywhere, or delete the semaphore's node once nobody holds a lease.")));
 }
 
+static bool pool_has_room(const char *name, int len, int32 max, int32 permits,
+						  ZkScope scope, const char *uname);
+
 /* Stack one more hold on the leases this backend has (ls) */
 static void
 stack_hold(LocalSem *ls, int32 max, int32 permits, ZkScope scope, const char *uname)
@@ -158,10 +161,16 @@ stack_hold(LocalSem *ls, int32 max, int32 permits, ZkScope scope, const char *un
 	MemoryContext old;
 
 	if (max != 0 && ls->max != max)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("zookeeper semaphore \"%s\" has %d leases, not %d", uname, ls->max, max),
-				 errhint("Use the same max_leases everywhere.")));
+	{
+		/*
+		 * Not the number this session took by: it may have been changed
+		 * since (zk_semaphore_set_max, by anyone), so the pool's own number
+		 * decides.  Its count raises 22023 when that is not max; a stacked
+		 * hold takes no lease, so whether one is free does not matter.
+		 */
+		(void) pool_has_room(ls->name, ls->len, max, ls->permits, scope, uname);
+		ls->max = max;
+	}
 	if (ls->permits != permits)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

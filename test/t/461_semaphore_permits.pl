@@ -17,7 +17,8 @@
 #   6. zk_semaphore_set_max: raising it lets a waiter in at once, on
 #      another cluster; lowering it admits nobody new until fewer hold
 #      leases; max_leases => NULL goes by the pool's number; the old number
-#      is refused (22023); no pool: 42704.
+#      is refused (22023), also to a holder stacking a hold, which may stack
+#      one by the new number; no pool: 42704.
 
 use strict;
 use warnings FATAL => 'all';
@@ -116,6 +117,15 @@ $r = $mw->wait(10);
 is($r->{sqlstate}, '00000', 'the waiter on B gets in at once') or diag $r->{err};
 is(zk_get($zk, "$SEM/m"), '3', 'the pool holds 3');
 is(leases('m'), 3, 'three leases');
+# A holder that took by the old number stacks a hold by the new one (found
+# by the model tester: it was refused from the number the session kept)
+$r = $m1->query("SELECT zk_session_semaphore('m', 3, permits => 2)", 30);
+is($r->{sqlstate}, '00000', "A's holder stacks a hold by the pool's new number") or diag $r->{err};
+is(leases('m'), 3, 'no lease more: a stacked hold');
+$r = $m1->query("SELECT zk_session_semaphore('m', 2, permits => 2)", 30);
+is($r->{sqlstate}, '22023', 'by the old number: 22023') or diag $r->{err};
+is($m1->query_safe("SELECT zk_semaphore_release('m')"), 't', 'the stacked hold let go');
+is(leases('m'), 3, 'its leases stay: the first hold');
 $r = one_shot($B, "SELECT zk_try_semaphore('m', 2)", 30);
 is($r->{sqlstate}, '22023', 'the old number is refused now: 22023') or diag $r->{err};
 is($B->safe_psql('postgres', "SELECT zk_try_semaphore('m', NULL)"), 'f',
