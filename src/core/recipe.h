@@ -287,6 +287,7 @@ extern void zk_recipes_reconnected(void);
 extern void zk_recipes_session_lost(const char *why);
 extern void zk_recipes_session_closed(void);
 extern void zk_recipes_worker_start(void);
+extern void zk_retry_take_over(void);
 extern void zk_recipes_reload(void);
 extern void zk_recipes_connected(void);
 

@@ -520,7 +520,8 @@ zk_retry_remove(ZkEntry *e)
 /*
  * A new worker starts with an empty retry list: entries a worker that
  * exited had put on its list (its list died with it, their marks did not)
- * must not look as if they were on this one, or they would never be retried.
+ * must not look as if they were on this one, or they would never be retried
+ * (zk_retry_take_over, worker_base.c, puts back those no adopt op takes).
  */
 void
 zk_retry_forget_marks(void)

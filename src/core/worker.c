@@ -1053,7 +1053,7 @@ zk_worker_main(Datum arg)
 	zk_ctl->worker_pid = MyProcPid;
 	zk_ctl->worker_generation++;
 	zk_recipes_worker_start();
-	zk_retry_forget_marks();
+	zk_retry_take_over();
 	set_conn_state(zk_hosts[0] == '\0' ? ZKC_NOT_CONFIGURED : ZKC_CONNECTING);
 	zk_worker_leave();
 

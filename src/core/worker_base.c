@@ -300,6 +300,35 @@ zk_session_set(zhandle_t *h, uint64 session_id)
 }
 
 /*
+ * A new worker starts with an empty retry list.  The entries a worker that
+ * exited had put on its list (its list died with it, their marks did not):
+ * those of kinds with an adopt op are that op's (kinds_adopt, once the
+ * session is usable); the others go on this worker's list, or nobody would
+ * drive them again and their owners would wait for good (a leader wait, a
+ * lock request not sent yet when the worker was terminated).
+ */
+void
+zk_retry_take_over(void)
+{
+	uint32	   *left = palloc(sizeof(uint32) * zk_ctl->max_entries);
+	int			n = 0;
+	int			i;
+
+	for (i = 0; i < zk_ctl->max_entries; i++)
+	{
+		ZkEntry    *e = zk_entry(i);
+
+		if (e->on_retry && e->state != ZKE_FREE && !e->queued &&
+			e->kind < ZKK_NUM && KIND_OPS(e)->adopt == NULL)
+			left[n++] = (uint32) i;
+	}
+	zk_retry_forget_marks();
+	for (i = 0; i < n; i++)
+		zk_retry_add(zk_entry(left[i]));
+	pfree(left);
+}
+
+/*
  * The first turn this worker's session is usable: hand every entry a
  * previous worker left in shared memory -- not free, not on the request
  * queue -- to its kind's adopt op, once.  An error fails that entry only.

@@ -20,6 +20,10 @@
 #   5. A's ZooKeeper session lost while its waiter waits (connection
 #      frozen past the 6 s session timeout) and the leader resigning
 #      meanwhile: once A has a new session, the waiter returns the change.
+#   6. The worker killed while waiters wait: a waiter on the cluster whose
+#      worker was killed fails with 08006 or returns the change under the
+#      new worker; a waiter elsewhere sees the killed cluster's leadership
+#      go.  Nobody hangs, no wait is left behind.
 
 use strict;
 use warnings FATAL => 'all';
@@ -168,7 +172,54 @@ isnt($A->safe_psql('postgres', "SELECT session_id FROM zk_status()"), $sid,
 	'with a new ZooKeeper session');
 is(waits_of($A), 0, 'no leader wait left on A');
 
-$_->quit foreach (@w, $c1, $c2, $leader_b);
+#
+# 6. The worker killed while waiters wait.  B's worker, with a waiter on B
+#    for A's leader: the waiter fails with 08006 or goes on waiting under
+#    the new worker and returns the change; never hangs.  Then the leader
+#    on B and B's worker killed: the waiter on A returns the change (the
+#    leadership went with B's ZooKeeper session).
+#
+my $la = new_session($A, name => 'la');
+my $t6 = $la->query_safe("SELECT zk_session_campaign('lw6')");
+my $wb = new_session($B, name => 'wb');
+$wb->send("SELECT coalesce(zk_leader_wait('lw6', $t6, '90s')::text, 'none')");
+ok(wait_until(sub { waits_of($B) == 1 }, 20, 0.05), "a waiter on B knows A's leader");
+my $old = worker_pid($B);
+$B->safe_psql('postgres', "SELECT pg_terminate_backend($old)");
+ok(wait_for_worker($B, $old, 30), "B's worker restarted");
+wait_for_state($B, 'connected', 30);
+my $ended_early = wait_until(sub { !$wb->running }, 3, 0.05);
+if ($ended_early)
+{
+	$r = $wb->wait(5);
+	is($r->{sqlstate}, '08006', "the waiter on B ended with the worker: 08006") or diag $r->{err};
+}
+else
+{
+	is($la->query_safe("SELECT zk_resign('lw6')"), 't', "A's leader resigns");
+	$r = $wb->wait(30);
+	is($r->{sqlstate}, '00000', 'the waiter on B, under the new worker, returns the change')
+	  or diag $r->{err};
+	is($r->{out}, 'none', 'nobody leads: NULL');
+}
+ok(wait_until(sub { waits_of($B) == 0 }, 20, 0.05), 'no leader wait left on B');
+is($wb->query_safe("SELECT 1"), '1', 'the session on B goes on');
+
+my $lb6 = new_session($B, name => 'lb6');
+my $t7 = $lb6->query_safe("SELECT zk_session_campaign('lw7')");
+my $wa = new_session($A, name => 'wa');
+$wa->send("SELECT coalesce(zk_leader_wait('lw7', $t7, '90s')::text, 'none')");
+ok(wait_until(sub { waits_of($A) == 1 }, 20, 0.05), "a waiter on A knows B's leader");
+$old = worker_pid($B);
+$B->safe_psql('postgres', "SELECT pg_terminate_backend($old)");
+$r = $wa->wait(40);
+is($r->{sqlstate}, '00000', "the waiter on A returns once B's worker is gone") or diag $r->{err};
+is($r->{out}, 'none', "B's leadership went with its worker: nobody leads");
+ok(wait_for_worker($B, $old, 30), "B's worker restarted");
+is(in_line($A->safe_psql('postgres', "SELECT zk_path('campaign', 'lw7')")), 0,
+	"no candidate of B's old session left in line");
+
+$_->quit foreach (@w, $c1, $c2, $leader_b, $la, $wb, $lb6, $wa);
 $_->stop('fast', fail_ok => 1) foreach ($A, $B);
 proxy_stop($pA);
 zk_stop($zk);
