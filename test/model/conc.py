@@ -23,6 +23,16 @@ lock   intervals that certainly lie inside a hold (from the grant's answer to
        member waiting for a name the next one holds, SLACK_S either way);
        any other 40P01 is unexpected.  The second name's holds are checked
        like the first's.
+counter  sessions of both clusters and kazoo's Counter add 1 to one
+       counter: the values the adds returned are all distinct; the final
+       value lies between the adds acknowledged and those plus the adds
+       whose outcome is unknown (an error: cancelled, terminated, each may
+       or may not have been applied), and no value returned is above it.
+campaign  sessions of both clusters (zk_campaign, zk_try_campaign,
+       zk_session_campaign ... zk_resign) and kazoo's Lock on the campaign's
+       path stand for one name: the intervals that certainly lie inside a
+       leadership never overlap, and the fencing tokens grow with their
+       order in time (the lock's check).
 """
 
 import collections
@@ -62,7 +72,7 @@ class Conc:
         self.events = []               # nemesis: (time, what, thread/pid)
         self.t_start = now()
         r = self.rnd
-        self.recipes = [x for x in ("queue", "lock", "semaphore") if x in env.recipes]
+        self.recipes = [x for x in ("queue", "lock", "semaphore", "counter", "campaign") if x in env.recipes]
         if not self.recipes:
             self.recipes = []
         self.recipe = r.choice(self.recipes) if self.recipes else None
@@ -81,6 +91,12 @@ class Conc:
         self.holds2 = []               # the same, of lname2 (crossed lockers)
         self.crossed = []              # crossed lockers' attempts (see crossed_locker)
         self.crossed_names = set()
+        # counter records
+        self.cname = "%s-cc" % ns
+        self.added = []                # (value, who): adds acknowledged
+        self.add_unknown = 0           # adds that failed: may or may not have been applied
+        # campaign records (in holds, as the lock's)
+        self.vname = "%s-cv" % ns
         self.tallies = collections.Counter()
         self.setup = {"recipes": [self.recipe]}
 
@@ -611,6 +627,106 @@ class Conc:
         self.trace.append("lock %s: %d holds (%d exclusive)" % (lname or self.lname, len(hs),
                                                                len([h for h in hs if h[2] == "x"])))
 
+    # ---- counter
+    def adder(self, label, idx):
+        name = "a%d%s" % (idx, label)
+
+        def step(conn):
+            if self.control:
+                # the control: a read, then a write of one more at whatever
+                # version (a compare-and-set whose answer is not looked at)
+                v = self.ex(conn, "counter", "SELECT zk_counter_get(%s)", (self.cname,))[0][0]
+                self.ex(conn, "counter", "SELECT zk_counter_set(%s, %s, %s)", (self.cname, v + 1, v))
+                v += 1
+            else:
+                try:
+                    v = self.ex(conn, "counter", "SELECT zk_counter_add(%s)", (self.cname,), must_fast=True)[0][0]
+                except psycopg2.Error:
+                    with self.lock:
+                        self.add_unknown += 1
+                    raise
+            with self.lock:
+                self.added.append((v, name))
+        self.sql_client(label, name, step)
+
+    def kazoo_adder(self, idx):
+        def body(zk):
+            c = zk.Counter("/zklock/counters/" + self.cname)
+            while not self.stop.is_set():
+                self.count("counter")
+                c += 1
+                with self.lock:
+                    self.added.append((c.post_value, "k%d" % idx))
+                self.stop.wait(0.005)
+        self.kazoo_client("counter", body)
+
+    def check_counter(self):
+        rows = self.env.cluster("A").admin_query("SELECT zk_counter_get(%s)", (self.cname,))
+        final = rows[0][0]
+        vals = collections.Counter(v for v, _ in self.added)
+        dup = sorted(v for v, n in vals.items() if n > 1)
+        if dup:
+            self.anomaly("counter-duplicate", "concurrent: %d values returned twice or more (%s ...)"
+                         % (len(dup), dup[:5]))
+        n = len(self.added)
+        if not n <= final <= n + self.add_unknown:
+            self.anomaly("counter-lost" if final < n else "counter-extra",
+                         "concurrent: the counter is %d after %d adds acknowledged and %d unknown"
+                         % (final, n, self.add_unknown))
+        if vals and max(vals) > final:
+            self.anomaly("counter-extra", "concurrent: an add returned %d, the counter is %d" % (max(vals), final))
+        self.trace.append("counter: %d adds acknowledged, %d unknown, final %d" % (n, self.add_unknown, final))
+
+    # ---- campaign
+    def campaigner(self, label, idx):
+        name = "v%d%s" % (idx, label)
+        r = random.Random(self.seed * 67 + idx)
+
+        def step(conn):
+            pid = self.pids[name][1]
+            scope = r.choice(["xact", "sess"])
+            how = r.choice(["try", "0", "200ms", "1s"])
+            if scope == "xact":
+                self.ex(conn, "xact", "BEGIN")
+            if how == "try":
+                fn = "zk_try_campaign" if scope == "xact" else "zk_try_session_campaign"
+                got, tok = self.ex(conn, "campaign", "SELECT %s(%%s), zk_campaign_token(%%s)" % fn,
+                                   (self.vname, self.vname), must_fast=True)[0]
+            else:
+                fn = "zk_campaign" if scope == "xact" else "zk_session_campaign"
+                try:
+                    tok = self.ex(conn, "campaign", "SELECT %s(%%s, %%s::interval)" % fn, (self.vname, how))[0][0]
+                    got = True
+                except psycopg2.Error as e:
+                    if e.pgcode != "55P03":
+                        raise
+                    if scope == "xact":
+                        self.ex(conn, "xact", "ROLLBACK")
+                    return
+            if self.control:
+                got, tok = True, None
+            if got:
+                a = now()
+                time.sleep(r.random() * 0.03)
+                with self.lock:
+                    self.holds.append((a, now(), "x", tok, name, pid, "%s %s %s" % (scope, how, fn)))
+            if scope == "xact":
+                self.ex(conn, "xact", r.choice(["COMMIT", "ROLLBACK"]))
+            elif got:
+                self.ex(conn, "campaign", "SELECT zk_resign(%s)", (self.vname,))
+        self.sql_client(label, name, step)
+
+    def kazoo_campaigner(self, idx):
+        from kazoo.exceptions import LockTimeout
+        r = random.Random(self.seed * 71 + idx)
+
+        def body(zk):
+            while not self.stop.is_set():
+                # a new Lock per attempt: one made before creates its path once
+                lk = zk.Lock("/zklock/elections/" + self.vname, "k%d" % idx)
+                self.kazoo_hold(r, "campaign", "x", idx, lk, LockTimeout)
+        self.kazoo_client("campaign", body)
+
     # ---- nemesis
     def nemesis(self):
         r = random.Random(self.seed * 53)
@@ -657,6 +773,16 @@ class Conc:
                 threads.append(threading.Thread(target=self.sem_taker, args=(labels[i % 2], i)))
             if r.random() < 0.5:
                 threads.append(threading.Thread(target=self.kazoo_sem, args=(0,)))
+        elif self.recipe == "counter":
+            for i in range(r.randint(3, 6)):
+                threads.append(threading.Thread(target=self.adder, args=(labels[i % 2], i)))
+            if r.random() < 0.5:
+                threads.append(threading.Thread(target=self.kazoo_adder, args=(0,)))
+        elif self.recipe == "campaign":
+            for i in range(r.randint(3, 5)):
+                threads.append(threading.Thread(target=self.campaigner, args=(labels[i % 2], i)))
+            if r.random() < 0.5:
+                threads.append(threading.Thread(target=self.kazoo_campaigner, args=(0,)))
         else:
             return self
         threads.append(threading.Thread(target=self.nemesis))
@@ -673,6 +799,10 @@ class Conc:
             self.drain_and_check()
         elif self.recipe == "semaphore":
             self.check_sem()
+        elif self.recipe == "counter":
+            self.check_counter()
+        elif self.recipe == "campaign":
+            self.check_locks(lname=self.vname)
         else:
             self.check_locks()
             self.check_locks(self.holds2, self.lname2)

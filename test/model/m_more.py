@@ -127,7 +127,9 @@ class SemModel(Base):
     """The owners' leases never add up to more than max_leases; a SQL owner
     takes its own number of permits (1 or 2) at once, all or none, and
     stacks holds on that set; waiters are served in the order they came; a
-    wrong max_leases is refused (22023).  kazoo's Semaphore shares the
+    wrong max_leases is refused (22023); zk_semaphore_set_max returns the
+    pool's number, and takers go by the new one (raising it lets waiters
+    in).  kazoo's Semaphore shares the
     leases, one each."""
     name = "semaphore"
     kazoo = True
@@ -137,6 +139,7 @@ class SemModel(Base):
         super().__init__(h)
         self.names = self.model_names("s")
         self.max = h.setup.get("max", 2)
+        self.maxn = {n: self.max for n in self.names}   # the pool's number (zk_semaphore_set_max)
         self.leases = {n: {} for n in self.names}     # owner -> [[scope, level], ...]
         self.created = set()
         self.ksem = {}
@@ -166,6 +169,16 @@ class SemModel(Base):
             return op
         if x < 0.62 and self.names[i] in self.created:
             return {"k": "wrongmax", "n": i}
+        if x < 0.68:
+            # another number for a pool that surely exists (a lease is
+            # held); never below what a session's permits need, and a lower
+            # one only with nobody waiting (it waits for the guard as a
+            # taker does)
+            lo = 2 if self.max >= 2 else 1
+            v = r.randrange(lo, self.max + 3)
+            op = {"k": "setmax", "n": i, "v": v}
+            if self.setmax_ok(op):
+                return op
         if x < 0.85:
             return {"k": "release", "n": i}
         return {"k": "holders", "n": i}
@@ -190,14 +203,20 @@ class SemModel(Base):
         return sum(self.permits(o, name) for o in self.leases[name])
 
     def free(self, name):
-        return self.max - self.held(name)
+        return self.maxn[name] - self.held(name)
 
     def waiters(self, s, name):
         """Other sessions waiting for name: they hold or queue on its guard."""
         return [x for x in self.h.sessions if x is not s and x.pending is not None and
                 x.pending.get("r") == self.name and x.pending.get("nm") == name]
 
+    def setmax_ok(self, op):
+        name = self.names[op["n"]]
+        return self.held(name) > 0 and (op["v"] >= self.maxn[name] or not self.waiters(None, name))
+
     def applicable(self, s, op):
+        if op["k"] == "setmax":
+            return self.setmax_ok(op)
         # a try behind a waiter for more permits than are free waits for
         # the guard up to 10 s (doc/semaphores.md): not a fast call
         if op["k"] == "take" and op["w"] == "try" and self.waiters(s, self.names[op["n"]]):
@@ -216,19 +235,21 @@ class SemModel(Base):
             grant = held or (self.free(name) >= pk and not self.waiters(s, name))
             if op["w"] == "try":
                 fn = "zk_try_semaphore" if op["sc"] == "xact" else "zk_try_session_semaphore"
-                h.fast_call(s, op, "SELECT %s(%%s, %%s, permits => %%s)" % fn, (name, self.max, pk),
+                h.fast_call(s, op, "SELECT %s(%%s, %%s, permits => %%s)" % fn, (name, self.maxn[name], pk),
                             self.done_take, {"grant": grant})
             else:
                 fn = "zk_semaphore" if op["sc"] == "xact" else "zk_session_semaphore"
                 done = self.done_take
                 r = h.wait_call(s, op, "SELECT %s(%%s, %%s, %%s::interval, permits => %%s)" % fn,
-                                (name, self.max, op["t"], pk), not grant, TMO[op["t"]], done)
+                                (name, self.maxn[name], op["t"], pk), not grant, TMO[op["t"]], done)
                 if r is None:
                     s.pctx["grant"] = False
         elif k == "wrongmax":
-            h.fast_call(s, op, "SELECT zk_try_semaphore(%s, %s)", (name, self.max + 1), self.done_wrongmax)
+            h.fast_call(s, op, "SELECT zk_try_semaphore(%s, %s)", (name, self.maxn[name] + 1), self.done_wrongmax)
         elif k == "release":
             h.fast_call(s, op, "SELECT zk_semaphore_release(%s)", (name,), self.done_release)
+        elif k == "setmax":
+            h.fast_call(s, op, "SELECT zk_semaphore_set_max(%s, %s)", (name, op["v"]), self.done_setmax)
         elif k == "holders":
             h.fast_call(s, op, "SELECT count(*) FROM zk_semaphore_holders(%s)", (name,), self.done_holders)
 
@@ -246,7 +267,7 @@ class SemModel(Base):
         got = r.rows[0][0] if op["w"] == "try" else True
         if got and not grant:
             h.anomaly("semaphore-overflow", "%s by %s granted %d leases while the model says %d of %d are free (%s)"
-                      % (op.get("sql"), s.name, self.permits(s, name), self.free(name), self.max,
+                      % (op.get("sql"), s.name, self.permits(s, name), self.free(name), self.maxn[name],
                          self.show(name)))
         if not got and grant:
             h.anomaly("semaphore-refused", "%s by %s returned false while the model says %d leases are free (%s)"
@@ -266,12 +287,22 @@ class SemModel(Base):
         if name in self.created:
             if r.ok or r.code != "22023":
                 self.h.anomaly("semaphore-max", "zk_try_semaphore with max_leases %d on a pool of %d by %s: %r"
-                               % (self.max + 1, self.max, s.name, r))
+                               % (self.maxn[name] + 1, self.maxn[name], s.name, r))
             return
         # no pool yet: the call may have created it with the other number;
         # the model cannot tell, so it is given back with a fresh name
         if r.ok and r.rows[0][0]:
             self.h.anomaly("harness", "wrongmax on a new pool")
+
+    def done_setmax(self, s, op, r, ctx):
+        if not self.ok_or_unexpected(s, op, r):
+            return
+        name = op["nm"]
+        if r.rows[0][0] != self.maxn[name]:
+            self.h.anomaly("semaphore-set-max", "%s by %s returned %s, the pool's number is %d"
+                           % (op.get("sql"), s.name, r.rows[0][0], self.maxn[name]))
+        # raising it lets waiters in at once (the settling completes them)
+        self.maxn[name] = op["v"]
 
     def done_release(self, s, op, r, ctx):
         if not self.ok_or_unexpected(s, op, r):
@@ -304,7 +335,7 @@ class SemModel(Base):
         # and kazoo's inner Lock creates its path once per object
         if sem is None or (op["k"] == "kacquire" and not sem.is_acquired):
             sem = self.ksem[(k.idx, op["n"])] = k.zk.Semaphore(self.ROOT + name, identifier=k.name,
-                                                               max_leases=self.max)
+                                                               max_leases=self.maxn[name])
         if op["k"] == "kacquire":
             # behind a SQL waiter (for more permits than are free) on the guard
             grant = self.free(name) > 0 and not self.waiters(None, name)
@@ -322,13 +353,13 @@ class SemModel(Base):
                         if attempt:
                             raise
                         sem = self.ksem[(k.idx, op["n"])] = k.zk.Semaphore(
-                            self.ROOT + name, identifier=k.name, max_leases=self.max)
+                            self.ROOT + name, identifier=k.name, max_leases=self.maxn[name])
             got = h.kcall(k, op, acq, bound=FAST + op["t"])
             if got is h.KFAIL:
                 return
             if got and not grant:
                 h.anomaly("semaphore-overflow", "kazoo acquire by %s granted while all %d leases are held (%s)"
-                          % (k.name, self.max, self.show(name)))
+                          % (k.name, self.maxn[name], self.show(name)))
             if not got and grant:
                 h.anomaly("semaphore-refused", "kazoo acquire by %s refused while a lease is free (%s)"
                           % (k.name, self.show(name)))

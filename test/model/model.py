@@ -10,7 +10,8 @@ and B, that preload zklock and share it (test/faults/infra.py), all on
 127.0.0.1 and on free ports, then runs histories until --seconds (default
 60) have passed.  A history is a random sequence of calls by 2 to 5
 sessions spread over both clusters and 0 to 2 kazoo clients, on one or two
-recipes (queue, lock, semaphore, lease, gate, arrivals, barrier, election):
+recipes (queue, lock, semaphore, lease, gate, arrivals, barrier, election,
+counter, campaign):
 the recipe's calls with every kind of timeout, BEGIN, COMMIT, ROLLBACK,
 SAVEPOINT, ROLLBACK TO, RELEASE, PREPARE TRANSACTION / COMMIT PREPARED /
 ROLLBACK PREPARED, pg_cancel_backend, pg_terminate_backend and
@@ -73,6 +74,8 @@ try:
     MODELS.update(m_more.MODELS)
 except ImportError:
     m_more = None
+import m_coord  # noqa: E402
+MODELS.update(m_coord.MODELS)
 
 ELECTION = "model-el"
 # anomalies that are one symptom of a worker that stopped answering
