@@ -16,7 +16,8 @@ observations of ZooKeeper and of both clusters), prints the figures and exits
   token_mismatch  zk_lock_token() at the end of a section differs from the token
                   zk_lock returned
   orphans         contender nodes left under <root>/locks, semaphore leases and guard
-                  nodes under <root>/semaphores, barrier members left under
+                  nodes under <root>/semaphores, the campaign clients' candidacies
+                  under <root>/elections/fault-camp, barrier members left under
                   <root>/barriers, after the quiet period
   watches         watches on /zklock paths left on any server (wchc)
   entries_left    zk_status().entries_used of a cluster once the clients stopped

@@ -7,7 +7,10 @@ N counter clients on each cluster loop over
 and record every attempt in ctr.jsonl (run.record_counter): the value it
 was answered with (acknowledged), or its error.  An error once the call was
 sent is an unknown outcome: the add may or may not have been applied
-(doc/counters.md, "In doubt"); a refused connection is no attempt.  Once
+(doc/counters.md, "In doubt"); a refused connection is no attempt, and an
+add refused for want of a zklock entry (53200, "out of zklock lock entries"
+or "... uses too many zklock entries": raised before the request is
+handed to the worker) is known not to be applied.  Once
 every client stopped and no zklock entry is left in flight, run.py reads
 zk_counter_get('fault-ctr') on each cluster: the final value V (the
 counter starts at 0 on the run's fresh ensemble).
@@ -95,6 +98,8 @@ class CounterClient(PgThread):
             rec["outcome"] = "failed"
             if stage == "get":
                 rec["outcome"] = "failed_read"          # nothing written
+            elif code == "53200" and "zklock" in rec["msg"] and "entries" in rec["msg"]:
+                rec["outcome"] = "not_sent"             # no entry: nothing handed to the worker
             if self.conn is None or self.conn.closed or code in ("57P01", "57P02", "57P03"):
                 rec["conn_lost"] = True
                 self._drop()
@@ -112,6 +117,7 @@ def check(recs, finals, clusters, t_quiet):
     unknown = sum(1 for x in recs if x.get("outcome") == "failed")
     values = sorted(x["value"] for x in acked)
     fig = {"ctr_attempts": len(recs), "ctr_acked": len(acked), "ctr_unknown": unknown,
+           "ctr_not_sent": sum(1 for x in recs if x.get("outcome") == "not_sent"),
            "ctr_unknown_by": {}, "ctr_final": finals, "ctr_duplicates": 0, "ctr_lost": 0,
            "ctr_extra": 0, "ctr_max_value": values[-1] if values else None,
            "ctr_quiet_acked": {c: 0 for c in clusters}, "ctr_hangs": 0}

@@ -586,11 +586,14 @@ def main(argv):
             "zklock.session_timeout": "%gs" % args.session_timeout,
             "zklock.connect_timeout": "%gs" % args.connect_timeout,
             "zklock.commit_timeout": "%gs" % args.commit_timeout,
-            # the deadlock workload's clients hold up to three names each,
-            # a campaign client one candidacy, a counter client one add in
-            # flight: room for them beside what the other workloads had
-            "zklock.max_locks": str(args.max_locks + 3 * (args.dl_clients + args.dl_control_clients)
-                                    + args.campaign_clients + args.counter_clients),
+            # the deadlock workload's clients hold up to three names each;
+            # a campaign client holds one candidacy and a counter client one
+            # add in flight, but while the worker is frozen each leaves
+            # behind entries it gave up waiting for (and takes new ones):
+            # three each too, beside what the other workloads had
+            "zklock.max_locks": str(args.max_locks + 3 * (args.dl_clients + args.dl_control_clients
+                                                          + args.campaign_clients
+                                                          + args.counter_clients)),
             "zklock.elections": ELECTION,
             "max_prepared_transactions": "4",
             # the deadlock detector across servers checks a zk lock wait
