@@ -2,7 +2,8 @@
 
 N campaign clients on each cluster stand for leader of one name, CAMPAIGN,
 and record each leadership in the history table camp_history of their
-cluster, in the transaction that leads.  Each attempt is one of three kinds:
+cluster, in the transaction that leads.  Each attempt (0 to 0.8 s apart, so
+that a try finds nobody in line now and then) is one of three kinds:
 
     BEGIN;                                              -- kind "wait" (half of them)
     SELECT zk_campaign('fault-camp', <0.5 to 2.5 s>);  -- the token; 55P03 when it times out
@@ -68,7 +69,10 @@ class CampaignClient(PgThread):
                         r.stop.wait(0.5)
                         continue
                 self.one()
-                r.stop.wait(self.rnd.uniform(0, 0.05))
+                # a pause between attempts (0.4 s on average) leaves the
+                # election without a candidate now and then, when a try can
+                # lead: four clients that always stand would refuse every try
+                r.stop.wait(self.rnd.uniform(0, 0.8))
         finally:
             self._drop()
 
@@ -79,7 +83,7 @@ class CampaignClient(PgThread):
         kind = "wait" if x < 0.5 else "try" if x < 0.75 else "session"
         timeout = round(rnd.uniform(0.5, 2.5), 2)
         long_span = not r.quiet.is_set() and rnd.random() < 0.05
-        hold = rnd.uniform(*r.long_hold) if long_span else rnd.uniform(0.02, 0.3)
+        hold = rnd.uniform(*r.long_hold) if long_span else rnd.uniform(0.02, 0.2)
         rec = {"t0": time.time(), "cluster": self.cluster.name, "client": self.label,
                "pid": self.pid, "kind": kind, "long": long_span, "quiet": r.quiet.is_set()}
         if kind != "try" and not r.control:
