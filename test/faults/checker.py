@@ -16,7 +16,8 @@ observations of ZooKeeper and of both clusters), prints the figures and exits
   token_mismatch  zk_lock_token() at the end of a section differs from the token
                   zk_lock returned
   orphans         contender nodes left under <root>/locks, semaphore leases and guard
-                  nodes under <root>/semaphores, barrier members left under
+                  nodes under <root>/semaphores, the campaign clients' candidacies
+                  under <root>/elections/fault-camp, barrier members left under
                   <root>/barriers, after the quiet period
   watches         watches on /zklock paths left on any server (wchc)
   entries_left    zk_status().entries_used of a cluster once the clients stopped
@@ -37,6 +38,19 @@ observations of ZooKeeper and of both clusters), prints the figures and exits
                   counts its permits: 1 or 2),
                   no span in the quiet period, or a semaphore statement hung
                   (sem.jsonl, sem_history_*.json, test/faults/sem_client.py)
+  campaign        two committed leaderships of fault-camp (spans of both clusters'
+                  camp_history) that overlap in time, a leadership whose fencing
+                  token is not larger than an earlier one's, a cluster without a
+                  leadership begun in the quiet period, a campaign statement hung, a
+                  campaign call with a timeout that took longer than timeout +
+                  zklock.connect_timeout + 2 s (camp.jsonl, camp_history_*.json,
+                  test/faults/campaign_client.py)
+  counter         two acknowledged zk_counter_add of fault-ctr answered with the same
+                  value, a final value V (zk_counter_get on each cluster at the end)
+                  below the acknowledged adds or above acknowledged + unknown (failed)
+                  ones, an acknowledged value above V, a cluster without an
+                  acknowledged add in the quiet period, a counter statement hung
+                  (ctr.jsonl, test/faults/counter_client.py)
   barrier         a double-barrier round that opened before every party had called
                   zk_barrier_enter (barrier.jsonl, test/faults/barrier_client.py), or
                   no round that opened for every party in the quiet period
@@ -75,6 +89,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
 
 import barrier_client  # noqa: E402
+import campaign_client  # noqa: E402
+import counter_client  # noqa: E402
 import dl_client  # noqa: E402
 import election_sampler  # noqa: E402
 import sem_client  # noqa: E402
@@ -420,7 +436,9 @@ def main(argv):
     srecs = load_jsonl(os.path.join(d, "sem.jsonl")) \
         if os.path.exists(os.path.join(d, "sem.jsonl")) else []
     drecs = load_jsonl(os.path.join(d, "dl.jsonl"))
-    cl = cancel_latencies(faults, outcomes + srecs + drecs)
+    crecs = load_jsonl(os.path.join(d, "camp.jsonl"))
+    krecs = load_jsonl(os.path.join(d, "ctr.jsonl"))
+    cl = cancel_latencies(faults, outcomes + srecs + drecs + crecs + krecs)
     fig["cancels_effective"] = len(cl)
     fig["cancel_latency_max_s"] = round(max([x[0] for x in cl] or [0]), 3)
     slow_cancels = [x for x in cl if x[0] > SLOW_CANCEL_S]
@@ -524,6 +542,21 @@ def main(argv):
     sfig, sanom = sem_client.check(spans, srecs, run.get("t_quiet", run["t_start"]))
     fig.update(sfig)
     anomalies.extend(sanom)
+    cspans = []
+    for name in run["clusters"]:
+        p = os.path.join(d, "camp_history_%s.json" % name)
+        if os.path.exists(p):
+            with open(p) as f:
+                cspans.extend(json.load(f))
+    cfig, canom = campaign_client.check(cspans, crecs, run["clusters"],
+                                        run.get("t_quiet", run["t_start"]),
+                                        run.get("connect_timeout_s", 0))
+    fig.update(cfig)
+    anomalies.extend(canom)
+    kfig, kanom = counter_client.check(krecs, obs.get("counter_final"), run["clusters"],
+                                       run.get("t_quiet", run["t_start"]))
+    fig.update(kfig)
+    anomalies.extend(kanom)
     qfig, qanom = queue_verdict(obs.get("queue"), run)
     fig.update(qfig)
     anomalies.extend(qanom)
@@ -561,7 +594,7 @@ def main(argv):
     # -- report --
     print("==== fault run figures (%s mode, %ss of faults + %ss quiet, %d clients, names %s)"
           % (fig["mode"], fig["seconds"], fig["quiet_seconds"], fig["clients"], ",".join(fig["names"])))
-    for k in ("attempts", "committed", "committed_shared", "outcomes", "refused_commits",
+    for k in (("attempts", "committed", "committed_shared", "outcomes", "refused_commits",
               "lost_lock_errors", "body_failures", "lock_failures", "connection_lost",
               "commit_outcome_unknown", "faults", "fault_errors", "faults_never_injected",
               "clones", "clones_said_copy",
@@ -576,7 +609,8 @@ def main(argv):
               "election_both", "election_final", "sem_spans", "sem_max_concurrent",
               "sem_over_max", "sem_refused", "sem_failed", "sem_lost_at_commit",
               "sem_quiet_spans", "sem_hangs", "zk_canary_acknowledged",
-              "zk_canary_missing", "zk_canary_diverged", "lock_40P01") + tuple(dfig) + tuple(qfig):
+              "zk_canary_missing", "zk_canary_diverged", "lock_40P01") + tuple(dfig)
+              + tuple(cfig) + tuple(kfig) + tuple(qfig)):
         print("  %-28s %s" % (k, json.dumps(fig[k], sort_keys=True)))
     for k in ("txnlog_servers", "txnlog_txns", "txnlog_diverged", "txnlog_missing",
               "txnlog_late_requests", "txnlog_after_close"):
@@ -631,6 +665,10 @@ def main(argv):
         print("ELECTION: " + a)
     for a in sanom[:10]:
         print("SEMAPHORE: " + a)
+    for a in canom[:10]:
+        print("CAMPAIGN: " + a)
+    for a in kanom[:10]:
+        print("COUNTER: " + a)
     for h, paths in sorted(((canary or {}).get("diverged_paths") or {}).items()):
         for m in paths:
             print("ZOOKEEPER DIVERGED: %s lacks %s, acknowledged at %s" % (h, m["path"], fmt_t(m["acked_at"], t0)))

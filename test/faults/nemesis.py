@@ -19,6 +19,8 @@ that injects it, waits, and heals it:
   worker_reload_hosts                zklock.hosts rotated (same servers, another order) and reloaded:
                                      the worker opens a new session, held locks are lost
   client_cancel, client_terminate    pg_cancel_backend / pg_terminate_backend of a client backend
+                                     (lock, semaphore, deadlock-workload, campaign or counter
+                                     client; a busy one when there is one)
   zk_link_switch                     the late requests of issue 36: a cluster's worker sends its
                                      requests to server S; S's link to the leader is held
                                      (shorter than syncLimit x tickTime, so S stays in the quorum
@@ -485,7 +487,8 @@ class Nemesis(threading.Thread):
 
     def _client_fault(self, kind, func):
         # never the client an expiry probe is waiting for
-        clients = [c for c in self.run_.clients + self.run_.sclients + self.run_.dclients
+        r = self.run_
+        clients = [c for c in r.clients + r.sclients + r.dclients + r.cclients + r.kclients
                    if c.pid is not None and not c.probed]
         busy = [c for c in clients if c.state != "idle"]
         cands = busy or clients

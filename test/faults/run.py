@@ -18,6 +18,15 @@ Beside them, the deadlock workload (dl_client.py; --dl-clients and
 in a random order (circles of waits the deadlock detector must break;
 deadlock_timeout is --deadlock-timeout, 200ms) and, as a control, two or
 three of dlc-a..c in sorted order (never a circle: never 40P01).
+Beside them, semaphore clients (sem_client.py; --sem-clients, spread over
+the clusters) hold leases of fault-sem (max 3) and record their spans in
+sem_history; campaign clients (campaign_client.py; --campaign-clients per
+cluster) campaign for the one name fault-camp (zk_campaign, zk_try_campaign,
+zk_session_campaign and zk_resign) and record each leadership in camp_history
+in the transaction that leads; counter clients (counter_client.py;
+--counter-clients per cluster) add 1 to the counter fault-ctr
+(zk_counter_add) and record every answer, whose final value the run reads
+once every client stopped.
 After --seconds of faults everything is healed and the clients go on for
 --quiet seconds without faults; then they stop.  The run stops the queue
 load, waits for the workers to resolve every claim and transaction node,
@@ -26,8 +35,12 @@ then it observes ZooKeeper (orphan nodes through test/zkq.py, watches through `w
 server) and both clusters (zk_status().entries_used), stops every server and
 hands DIR to checker.py, whose figures and verdict it prints.
 
---control: the clients do not take the lock (same workload, same checker):
-the checker must then find overlapping critical sections.
+--control: the clients do not take the lock, the semaphore clients not the
+semaphore, the campaign clients do not campaign, and the counter clients
+read the counter and set it to what they read plus one (same workload, same
+checker): the checker must then find overlapping critical sections, too many
+leases at once, two leaders at once and counter values handed out twice or
+adds lost.
 
 Unless --no-auth, both clusters authenticate with one digest identity
 (zklock.auth_file), so every node carries the default ACL
@@ -57,7 +70,9 @@ sys.dont_write_bytecode = True      # no __pycache__ in the source tree
 import checker  # noqa: E402
 import queue_run  # noqa: E402
 from barrier_client import BarrierClient  # noqa: E402
+from campaign_client import CAMPAIGN, CampaignClient  # noqa: E402
 from client import Client  # noqa: E402
+from counter_client import COUNTER, CounterClient  # noqa: E402
 from dl_client import DlClient  # noqa: E402
 from election_sampler import ELECTION, ElectionSampler  # noqa: E402
 from sem_client import SemClient  # noqa: E402
@@ -102,9 +117,13 @@ class Run:
         self._election = open(os.path.join(directory, "election.jsonl"), "a", buffering=1)
         self._sem = open(os.path.join(directory, "sem.jsonl"), "a", buffering=1)
         self._dl = open(os.path.join(directory, "dl.jsonl"), "a", buffering=1)
+        self._camp = open(os.path.join(directory, "camp.jsonl"), "a", buffering=1)
+        self._ctr = open(os.path.join(directory, "ctr.jsonl"), "a", buffering=1)
         self.dclients = []
         self.bclients = []
         self.sclients = []
+        self.cclients = []      # campaign clients
+        self.kclients = []      # counter clients
         self.n_committed = 0
         self.n_failed = 0
         self.n_faults = 0
@@ -133,6 +152,14 @@ class Run:
         with self._lock:
             _write(self._dl, rec)
 
+    def record_campaign(self, rec):
+        with self._lock:
+            _write(self._camp, rec)
+
+    def record_counter(self, rec):
+        with self._lock:
+            _write(self._ctr, rec)
+
     def record_fault(self, rec):
         with self._lock:
             if rec["action"] == "inject":
@@ -150,6 +177,8 @@ class Run:
         self._election.close()
         self._sem.close()
         self._dl.close()
+        self._camp.close()
+        self._ctr.close()
 
 
 class Interrupted(Exception):
@@ -183,6 +212,12 @@ def parse_args(argv):
     p.add_argument("--dl-control-clients", type=int, default=1,
                    help="deadlock-workload clients per cluster taking dlc-a..c in sorted "
                         "order, which must never get 40P01 (default 1)")
+    p.add_argument("--campaign-clients", type=int, default=2,
+                   help="campaign clients per cluster, all campaigning for fault-camp "
+                        "(test/faults/campaign_client.py; default 2; 0: none)")
+    p.add_argument("--counter-clients", type=int, default=2,
+                   help="counter clients per cluster, adding 1 to fault-ctr "
+                        "(test/faults/counter_client.py; default 2; 0: none)")
     p.add_argument("--deadlock-timeout", type=float, default=0.2,
                    help="deadlock_timeout of both clusters, s (0.2)")
     p.add_argument("--queue-producers", type=int, default=1,
@@ -226,9 +261,11 @@ def zkq(args, hosts, *verb):
 
 
 def observe_orphans(args, ens, wait_s):
-    """Contender nodes under /zklock/locks and barrier members under
-    /zklock/barriers (ready aside), through ZooKeeper, after waiting up to
-    wait_s for them to go.  Returns (count or None, node lines)."""
+    """Contender nodes under /zklock/locks, leases under /zklock/semaphores,
+    the campaign clients' candidacies under /zklock/elections/fault-camp and
+    barrier members under /zklock/barriers (ready aside), through ZooKeeper,
+    after waiting up to wait_s for them to go.  Returns (count or None, node
+    lines)."""
     deadline = time.monotonic() + wait_s
     while True:
         rc, out, err = zkq(args, ens.hosts, "tree", "/zklock")
@@ -241,6 +278,7 @@ def observe_orphans(args, ens, wait_s):
                 # /zklock/locks/<name>/<contender>, /zklock/barriers/<name>/<member>
                 if len(parts) == 5 and parts[1] == "zklock" and (
                         parts[2] in ("locks", "semaphores") or
+                        (parts[2] == "elections" and parts[3].split(":")[-1] == CAMPAIGN) or
                         (parts[2] == "barriers" and parts[4] != "ready")):
                     nodes.append(line)
             if not nodes:
@@ -479,6 +517,25 @@ def dump_sem_history(c, path):
     return dump_rows(c, "cluster, client, pid, permits", "sem_history", path)
 
 
+def dump_camp_history(c, path):
+    return dump_rows(c, "cluster, client, pid, kind, token", "camp_history", path)
+
+
+def read_counter(clusters, wait_s):
+    """The counter's final value on each cluster ({name: value or None}),
+    read again (up to wait_s) until the clusters agree."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        res = {}
+        for c in clusters:
+            rows = c.try_query("SELECT zk_counter_get(%s)", (COUNTER,))
+            res[c.name] = rows[0][0] if rows else None
+        if (None not in res.values() and len(set(res.values())) == 1) \
+                or time.monotonic() >= deadline:
+            return res
+        time.sleep(0.5)
+
+
 def main(argv):
     args = parse_args(argv)
     if args.control:
@@ -486,7 +543,7 @@ def main(argv):
     d = os.path.abspath(args.dir)
     os.makedirs(d, exist_ok=True)
     for f in ("outcomes.jsonl", "nemesis.jsonl", "barrier.jsonl", "election.jsonl",
-              "sem.jsonl", "dl.jsonl", "run.json"):
+              "sem.jsonl", "dl.jsonl", "camp.jsonl", "ctr.jsonl", "run.json"):
         if os.path.exists(os.path.join(d, f)):
             os.unlink(os.path.join(d, f))
     # the progress bound must leave room for a long critical section begun
@@ -529,9 +586,14 @@ def main(argv):
             "zklock.session_timeout": "%gs" % args.session_timeout,
             "zklock.connect_timeout": "%gs" % args.connect_timeout,
             "zklock.commit_timeout": "%gs" % args.commit_timeout,
-            # the deadlock workload's clients hold up to three names each:
-            # room for them beside what the other workloads had
-            "zklock.max_locks": str(args.max_locks + 3 * (args.dl_clients + args.dl_control_clients)),
+            # the deadlock workload's clients hold up to three names each;
+            # a campaign client holds one candidacy and a counter client one
+            # add in flight, but while the worker is frozen each leaves
+            # behind entries it gave up waiting for (and takes new ones):
+            # three each too, beside what the other workloads had
+            "zklock.max_locks": str(args.max_locks + 3 * (args.dl_clients + args.dl_control_clients
+                                                          + args.campaign_clients
+                                                          + args.counter_clients)),
             "zklock.elections": ELECTION,
             "max_prepared_transactions": "4",
             # the deadlock detector across servers checks a zk lock wait
@@ -561,6 +623,8 @@ def main(argv):
             c.query(queue_run.TABLES)
             c.query("CREATE TABLE sem_history (id bigserial PRIMARY KEY, cluster text, client text,"
                     " pid int, permits int, started timestamptz, ended timestamptz)")
+            c.query("CREATE TABLE camp_history (id bigserial PRIMARY KEY, cluster text, client text,"
+                    " pid int, kind text, token bigint, started timestamptz, ended timestamptz)")
             info["clusters"].append(name)
             info["logs"][name] = c.logfile
             log("PostgreSQL %s on 127.0.0.1:%d (%s)" % (name, port, c.dir))
@@ -588,6 +652,14 @@ def main(argv):
         for j in range(args.sem_clients):
             r.sclients.append(SemClient(r, clusters[j % len(clusters)], j, rnd.randrange(1 << 30)))
         r.bclients.extend(r.sclients)
+        for c in clusters:
+            for j in range(1, args.campaign_clients + 1):
+                r.cclients.append(CampaignClient(r, c, j, rnd.randrange(1 << 30)))
+            for j in range(1, args.counter_clients + 1):
+                r.kclients.append(CounterClient(r, c, j, rnd.randrange(1 << 30)))
+        info["campaign_clients"] = [cl.label for cl in r.cclients]
+        info["counter_clients"] = [cl.label for cl in r.kclients]
+        r.bclients.extend(r.cclients + r.kclients)
         if not args.control:
             for c in clusters:
                 for group, n in (("cyclic", args.dl_clients), ("control", args.dl_control_clients)):
@@ -671,6 +743,10 @@ def main(argv):
             obs["queue"] = queue_finish(args, ens, clusters, qdir, qproc)
             qproc = None
         obs["entries_left"] = observe_entries(clusters, 15)
+        if r.kclients:
+            # no add in flight any more (entries_left): the counter's final value
+            obs["counter_final"] = read_counter(clusters, 10)
+            log("counter %s: final value %s" % (COUNTER, obs["counter_final"]))
         n, nodes = observe_orphans(args, ens, 2 * args.session_timeout + 8)
         obs["orphans"], obs["orphan_nodes"] = n, nodes
         n, lines = observe_watches(ens, 5)
@@ -682,6 +758,8 @@ def main(argv):
             log("cluster %s: %d committed critical sections" % (c.name, n))
             n = dump_sem_history(c, os.path.join(d, "sem_history_%s.json" % c.name))
             log("cluster %s: %d committed semaphore spans" % (c.name, n))
+            n = dump_camp_history(c, os.path.join(d, "camp_history_%s.json" % c.name))
+            log("cluster %s: %d committed campaign spans" % (c.name, n))
         info["t_teardown"] = time.time()
         rc = 0
     except Interrupted as e:

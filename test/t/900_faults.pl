@@ -28,9 +28,20 @@
 # its origin, msg_id there and 3 hand-outs, never consumed from the queue.
 # Some items are in message groups (zk_enqueue_grouped): consumed in their
 # group's order, one hand-out of a group at a time.
+# Campaign clients on both clusters (test/faults/campaign_client.py) stand
+# for leader of one name (zk_campaign, zk_try_campaign, zk_session_campaign
+# and zk_resign) and record each leadership in the transaction that leads:
+# no two committed leaderships overlap, their fencing tokens grow, both
+# clusters lead again after the faults.  Counter clients on both clusters
+# (test/faults/counter_client.py) add 1 to one counter: no value handed out
+# twice, and the final value lies between the acknowledged adds and the
+# acknowledged plus the failed (unknown) ones.
 #
-# A short control run, in which the clients do not take the lock, must be
-# failed by the same checker with overlaps: the checker can fail.
+# A short control run, in which the clients do not take the lock, the
+# semaphore clients not the semaphore, the campaign clients do not campaign
+# and the counter clients read and then set the counter, must be failed by
+# the same checker with overlaps, too many leases, two leaders at once and
+# counter values handed out twice or adds lost: the checker can fail.
 #
 # ZKLOCK_FAULT_SECONDS sets the seconds of faults (default 60; a quiet period
 # of 20 s follows).
@@ -131,6 +142,28 @@ is($fig->{sem_over_max}, 0,
 cmp_ok($fig->{sem_spans}, '>=', 20, "semaphore spans committed: $fig->{sem_spans}");
 cmp_ok($fig->{sem_quiet_spans}, '>=', 1, "semaphore spans committed after the faults: $fig->{sem_quiet_spans}");
 is($fig->{sem_hangs}, 0, 'no semaphore statement ran into statement_timeout');
+# campaigns (campaign_client.py): at most one leader of fault-camp at a time
+is($fig->{camp_overlaps}, 0, 'no two committed leaderships of campaign fault-camp overlap ('
+	  . ($fig->{camp_spans} // '?') . ' spans)');
+is($fig->{camp_token_inversions}, 0, 'the fencing tokens of committed leaderships grow with their starts');
+cmp_ok($fig->{camp_spans} // 0, '>=', 20, 'campaign spans committed: ' . ($fig->{camp_spans} // 0));
+foreach my $c (sort keys %{ $fig->{camp_quiet_spans} // {} })
+{
+	cmp_ok($fig->{camp_quiet_spans}{$c}, '>=', 1,
+		"cluster $c led campaign fault-camp after the faults: $fig->{camp_quiet_spans}{$c} spans");
+}
+is($fig->{camp_hangs}, 0, 'no campaign statement ran into statement_timeout');
+is($fig->{camp_slow_calls}, 0,
+	'every zk_campaign with a timeout ended within timeout + connect_timeout + 2 s (max '
+	  . ($fig->{camp_call_max_s} // '?') . ' s)');
+# the counter (counter_client.py): no value twice, no add lost or counted twice
+is($fig->{ctr_duplicates}, 0, 'no two acknowledged counter adds got the same value ('
+	  . ($fig->{ctr_acked} // '?') . ' acknowledged, ' . ($fig->{ctr_unknown} // '?') . ' unknown)');
+is($fig->{ctr_lost}, 0, 'the final counter value is at least the acknowledged adds: '
+	  . encode_json($fig->{ctr_final} // {}));
+is($fig->{ctr_extra}, 0, 'the final counter value is at most the acknowledged plus the unknown adds');
+cmp_ok($fig->{ctr_acked} // 0, '>=', 20, 'counter adds acknowledged: ' . ($fig->{ctr_acked} // 0));
+is($fig->{ctr_hangs}, 0, 'no counter statement ran into statement_timeout');
 # the queue load beside the locks (queue_run.py): every item enqueued by a
 # committed transaction consumed by exactly one committed transaction
 is($fig->{queue_lost}, 0, 'queue: no item of a committed enqueue lost');
@@ -207,6 +240,11 @@ cmp_ok($cfig->{overlaps} // 0, '>', 0, 'without the lock the checker finds overl
 	  . ($cfig->{overlaps} // 'none'));
 cmp_ok($cfig->{sem_over_max} // 0, '>', 0, 'without the semaphore the checker finds more than 3 leases at once: '
 	  . ($cfig->{sem_max_concurrent} // 'none'));
+cmp_ok($cfig->{camp_overlaps} // 0, '>', 0, 'without campaigning the checker finds two leaders at once: '
+	  . ($cfig->{camp_overlaps} // 'none'));
+cmp_ok(($cfig->{ctr_duplicates} // 0) + ($cfig->{ctr_lost} // 0), '>', 0,
+	'with a read-then-set the checker finds counter values handed out twice or adds lost: '
+	  . ($cfig->{ctr_duplicates} // 'none') . ' twice, ' . ($cfig->{ctr_lost} // 'none') . ' lost');
 is($crc, 1, 'and fails the control run');
 
 done_testing();
