@@ -6,7 +6,7 @@
 # counter benchmark (bench/counter/run.sh) on the same ZooKeeper and
 # PostgreSQL.  See bench/README.md.
 #
-#   bash bench/run.sh                                  (as root; ~11 minutes)
+#   bash bench/run.sh                                  (as root; ~11 minutes + ~2.5 for the counter)
 #   BENCH_SECONDS=2 BENCH_ROUNDS=1 bash bench/run.sh   (smoke check, ~2 minutes)
 #
 # Environment:

@@ -71,7 +71,7 @@ for n in $BENCH_COUNTER_CLIENTS; do
     case $n in ''|*[!0-9]*|0) die "BENCH_COUNTER_CLIENTS: '$n' is not a positive integer" ;; esac
     case " ${SHAPES[*]} " in *" $n "*) continue ;; esac
     SHAPES+=("$n")
-    [ "$n" -gt $MAXCLIENTS ] && MAXCLIENTS=$n
+    [ "$n" -gt "$MAXCLIENTS" ] && MAXCLIENTS=$n
 done
 [ ${#SHAPES[@]} -gt 0 ] || die "BENCH_COUNTER_CLIENTS is empty"
 if [ -n "$BENCH_COUNTER_PGHOST$BENCH_COUNTER_PGPORT" ]; then
