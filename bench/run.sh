@@ -2,10 +2,11 @@
 # bench/run.sh - zklock benchmark, durable on both sides, side by side in one
 # run: the lock cycle of zklock (pgbench), Apache Curator's InterProcessMutex,
 # kazoo's Lock, the raw C client bench/zkbench and pg_advisory_xact_lock, in
-# interleaved rounds; then the queue benchmark (bench/queue/run.sh) on the
-# same ZooKeeper and PostgreSQL.  See bench/README.md.
+# interleaved rounds; then the queue benchmark (bench/queue/run.sh) and the
+# counter benchmark (bench/counter/run.sh) on the same ZooKeeper and
+# PostgreSQL.  See bench/README.md.
 #
-#   bash bench/run.sh                                  (as root; ~11 minutes)
+#   bash bench/run.sh                                  (as root; ~11 minutes + ~2.5 for the counter)
 #   BENCH_SECONDS=2 BENCH_ROUNDS=1 bash bench/run.sh   (smoke check, ~2 minutes)
 #
 # Environment:
@@ -29,6 +30,7 @@
 #   BENCH_ZKBENCH_FLAGS    extra zkbench flags, e.g. "-R -1"
 #   BENCH_SKIP_DEPS=1      do not run tools/deps.sh
 #   BENCH_QUEUE=0   skip the queue benchmark at the end
+#   BENCH_COUNTER=0 skip the counter benchmark at the end (bench/counter/run.sh)
 #   BENCH_WITHOUT_ZKLOCK=1 do not build/load zklock; run the other contenders
 #   BENCH_OUT       where the results and logs are kept
 #                   (default bench/out/<timestamp>)
@@ -361,6 +363,20 @@ if [ "${BENCH_QUEUE:-1}" = 1 ]; then
     [ "$BENCH_WITHOUT_ZKLOCK" = 1 ] || qenv+=(BENCH_QUEUE_PGHOST="$SOCKDIR" BENCH_QUEUE_PGPORT="$BENCH_PGPORT")
     if ! run_child env "${qenv[@]}" bash "$BENCH_DIR/queue/run.sh"; then
         FAILED+=("queue benchmark (see $BENCH_OUT/queue)")
+    fi
+fi
+
+# ---------------------------------------------------------------------------
+# (f) the counter benchmark on the same ZooKeeper and cluster (bench/counter/run.sh)
+if [ "${BENCH_COUNTER:-1}" = 1 ]; then
+    say "counter benchmark (bench/counter/run.sh; results in $BENCH_OUT/counter)"
+    cenv=(BENCH_SECONDS="$BENCH_SECONDS" BENCH_ROUNDS="$BENCH_ROUNDS" BENCH_WARMUP="$BENCH_WARMUP"
+          BENCH_SKIP_DEPS=1 BENCH_COUNTER_ZKPORT="$ZKPORT" BENCH_PGBIN="$PGBIN"
+          BENCH_WITHOUT_ZKLOCK="$BENCH_WITHOUT_ZKLOCK" BENCH_OUT="$BENCH_OUT/counter"
+          BENCH_COUNTER_DURABLE="$DURABLE")
+    [ "$BENCH_WITHOUT_ZKLOCK" = 1 ] || cenv+=(BENCH_COUNTER_PGHOST="$SOCKDIR" BENCH_COUNTER_PGPORT="$BENCH_PGPORT")
+    if ! run_child env "${cenv[@]}" bash "$BENCH_DIR/counter/run.sh"; then
+        FAILED+=("counter benchmark (see $BENCH_OUT/counter)")
     fi
 fi
 
