@@ -60,21 +60,10 @@ class CampaignClient(PgThread):
         self.probed = False
 
     def run(self):
-        r = self.run_
-        try:
-            while not r.stop.is_set():
-                if self.conn is None or self.conn.closed:
-                    self._drop()
-                    if not self._try_open():
-                        r.stop.wait(0.5)
-                        continue
-                self.one()
-                # a pause between attempts (0.4 s on average) leaves the
-                # election without a candidate now and then, when a try can
-                # lead: four clients that always stand would refuse every try
-                r.stop.wait(self.rnd.uniform(0, 0.8))
-        finally:
-            self._drop()
+        # a pause between attempts (0.4 s on average) leaves the
+        # election without a candidate now and then, when a try can
+        # lead: four clients that always stand would refuse every try
+        self.loop(lambda: self.rnd.uniform(0, 0.8))
 
     def one(self):
         r = self.run_

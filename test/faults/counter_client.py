@@ -54,18 +54,7 @@ class CounterClient(PgThread):
         self.probed = False
 
     def run(self):
-        r = self.run_
-        try:
-            while not r.stop.is_set():
-                if self.conn is None or self.conn.closed:
-                    self._drop()
-                    if not self._try_open():
-                        r.stop.wait(0.5)
-                        continue
-                self.one()
-                r.stop.wait(self.rnd.uniform(0, 0.05))
-        finally:
-            self._drop()
+        self.loop(lambda: self.rnd.uniform(0, 0.05))
 
     def one(self):
         r = self.run_

@@ -60,3 +60,20 @@ class PgThread(threading.Thread):
         close_quietly(self.conn)
         self.conn = None
         self.pid = None
+
+    def loop(self, pause):
+        """The run of a client that repeats self.one() until the run stops:
+        (re)connect when the connection is gone (every 0.5 s while it cannot),
+        then one(), then wait pause() seconds."""
+        r = self.run_
+        try:
+            while not r.stop.is_set():
+                if self.conn is None or self.conn.closed:
+                    self._drop()
+                    if not self._try_open():
+                        r.stop.wait(0.5)
+                        continue
+                self.one()
+                r.stop.wait(pause())
+        finally:
+            self._drop()
