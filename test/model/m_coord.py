@@ -27,7 +27,7 @@ campaign  one leader of a name at a time (a SQL session or kazoo's Lock on
 """
 
 from driver import FAST, kazoo_acquire, kazoo_release_all
-from m_more import TMO, Base, tmo_choice
+from m_more import TMO, Base, ScopedHolds, tmo_choice
 
 BIGINT_MAX = 2 ** 63 - 1
 GARBAGE = b"12 apples"
@@ -219,7 +219,7 @@ class CounterModel(Base):
 
 # ---------------------------------------------------------------- campaign
 
-class CampaignModel(Base):
+class CampaignModel(ScopedHolds, Base):
     name = "campaign"
     kazoo = True
     ROOT = "/zklock/elections/"
@@ -476,39 +476,12 @@ class CampaignModel(Base):
             self.holds[name].pop("kazoo-" + k.name, None)
             self.gone(name)
 
-    # ---- transactions
-    def drop(self, s, pred):
-        for name in self.names:
-            hs = self.holds[name].get(s)
-            if hs is None:
-                continue
-            hs[:] = [hd for hd in hs if not pred(hd)]
-            if not hs:
-                del self.holds[name][s]
-                self.gone(name)
+    # ---- transactions (ScopedHolds)
+    def holds_of(self, name):
+        return self.holds[name]
 
-    def on_commit(self, s):
-        self.drop(s, lambda hd: hd[0] == "xact")
-
-    on_rollback = on_commit
-
-    def on_rollback_to(self, s, level):
-        self.drop(s, lambda hd: hd[0] == "xact" and hd[1] >= level)
-
-    def on_release(self, s, level):
-        for name in self.names:
-            for hd in self.holds[name].get(s, []):
-                if hd[0] == "xact" and hd[1] >= level:
-                    hd[1] = level - 1
-
-    def on_terminate(self, s):
-        self.drop(s, lambda hd: True)
-
-    def prepare_expect(self, s):
-        hs = [hd for name in self.names for hd in self.holds[name].get(s, [])]
-        if any(hd[0] == "xact" for hd in hs):
-            return "strong"
-        return "weak" if hs or self.name in s.touched else None
+    def owner_gone(self, name):
+        self.gone(name)
 
     def zk_check(self):
         for name in self.names:

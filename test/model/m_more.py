@@ -121,9 +121,57 @@ class XactActions(Base):
         return "weak" if self.name in s.touched else None
 
 
+class ScopedHolds:
+    """Holds kept per name and owner, each [scope, level] ("xact" with its
+    savepoint level, or "sess"), and what COMMIT, ROLLBACK, savepoints,
+    PREPARE and a backend's end do to them (semaphores, campaigns).  The
+    model says where they are (holds_of) and hears when an owner's last
+    hold of a name went (owner_gone)."""
+
+    def holds_of(self, name):
+        raise NotImplementedError
+
+    def owner_gone(self, name):
+        pass
+
+    def drop(self, s, pred):
+        for name in self.names:
+            holds = self.holds_of(name).get(s)
+            if holds is None:
+                continue
+            holds[:] = [hd for hd in holds if not pred(hd)]
+            if not holds:
+                del self.holds_of(name)[s]
+                self.owner_gone(name)
+
+    def on_commit(self, s):
+        self.drop(s, lambda hd: hd[0] == "xact")
+
+    def on_rollback(self, s):
+        self.on_commit(s)
+
+    def on_rollback_to(self, s, level):
+        self.drop(s, lambda hd: hd[0] == "xact" and hd[1] >= level)
+
+    def on_release(self, s, level):
+        for name in self.names:
+            for hd in self.holds_of(name).get(s, []):
+                if hd[0] == "xact" and hd[1] >= level:
+                    hd[1] = level - 1
+
+    def on_terminate(self, s):
+        self.drop(s, lambda hd: True)
+
+    def prepare_expect(self, s):
+        hs = [hd for name in self.names for hd in self.holds_of(name).get(s, [])]
+        if any(hd[0] == "xact" for hd in hs):
+            return "strong"
+        return "weak" if hs or self.name in s.touched else None
+
+
 # ---------------------------------------------------------------- semaphore
 
-class SemModel(Base):
+class SemModel(ScopedHolds, Base):
     """The owners' leases never add up to more than max_leases; a SQL owner
     takes its own number of permits (1 or 2) at once, all or none, and
     stacks holds on that set; waiters are served in the order they came; a
@@ -373,37 +421,8 @@ class SemModel(Base):
     def kowner(self, k):
         return "kazoo-" + k.name
 
-    def drop(self, s, pred):
-        for name in self.names:
-            holds = self.leases[name].get(s)
-            if holds is None:
-                continue
-            holds[:] = [hd for hd in holds if not pred(hd)]
-            if not holds:
-                del self.leases[name][s]
-
-    def on_commit(self, s):
-        self.drop(s, lambda hd: hd[0] == "xact")
-
-    on_rollback = on_commit
-
-    def on_rollback_to(self, s, level):
-        self.drop(s, lambda hd: hd[0] == "xact" and hd[1] >= level)
-
-    def on_release(self, s, level):
-        for name in self.names:
-            for hd in self.leases[name].get(s, []):
-                if hd[0] == "xact" and hd[1] >= level:
-                    hd[1] = level - 1
-
-    def on_terminate(self, s):
-        self.drop(s, lambda hd: True)
-
-    def prepare_expect(self, s):
-        hs = [hd for name in self.names for hd in self.leases[name].get(s, [])]
-        if any(hd[0] == "xact" for hd in hs):
-            return "strong"
-        return "weak" if hs or self.name in s.touched else None
+    def holds_of(self, name):
+        return self.leases[name]
 
     def due(self, s, op):
         if op["k"] != "take":
