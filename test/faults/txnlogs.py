@@ -7,7 +7,9 @@ lost or duplicated item apart:
 
   ZooKeeper's    a zxid that two servers logged with different contents,
                  or a zxid inside one server's logged range that another
-                 server logged and this one lacks: the replicas' logs
+                 server logged and this one lacks (named with the queue
+                 items it deleted, when it deleted any: had that server
+                 led, the items came back): the replicas' logs
                  disagree.  That is evidence, not proof, of a lost write: a
                  deposed leader's proposals that were never committed stay
                  in its log too; the canary's read-back of every acknowledged
@@ -31,6 +33,11 @@ import subprocess
 LINE = re.compile(r"session (0x[0-9a-f]+) cxid (0x[0-9a-f]+) zxid (0x[0-9a-f]+) (\w+)(.*)")
 SESSION = re.compile(r"zookeeper session (0x[0-9a-f]+) established")
 TOOL = "org.apache.zookeeper.server.persistence.TxnLogToolkit"
+# in TxnLogToolkit's dump of a multi: "create:" or "delete:", the path's
+# length (4 bytes), the path, and for a create the data's length and data
+ITEM_MADE = re.compile(r"create:\x00\x00\x00[\s\S](/[^\x00;\s]*/entries/entry-[0-9a-z-]+)"
+                       r"\x00\x00\x00[\s\S]([^\x00]*)")
+ITEM_DELETED = re.compile(r"delete:\x00\x00\x00[\s\S](/[^\x00;\s]*/entries/entry-[0-9a-z-]+)(?=[\x00;\s]|$)")
 
 
 def classpath(zk_sh):
@@ -57,7 +64,10 @@ def read_log(cp, path, timeout=300):
         else:
             changed = typ not in ("error", "createSession", "closeSession")
         detail = "".join(ch if ch.isprintable() else "." for ch in rest[:160])
-        txns[int(zxid, 16)] = (int(sess, 16), int(cxid, 16), typ, detail, changed)
+        # a queue item's node: made (its body follows the path) or deleted
+        items = {"made": dict(ITEM_MADE.findall(rest)) if "create" in rest else {},
+                 "deleted": ITEM_DELETED.findall(rest) if "delete" in rest else []}
+        txns[int(zxid, 16)] = (int(sess, 16), int(cxid, 16), typ, detail, changed, items)
     return txns
 
 
@@ -83,7 +93,8 @@ def analyse(d, run, zk_sh, max_lines=40):
     Only transactions that changed something count as applied: ZooKeeper logs
     a refused request (an error, a multi of errors) with a zxid of its own."""
     fig = {"txnlog_servers": 0, "txnlog_txns": 0, "txnlog_diverged": 0,
-           "txnlog_missing": 0, "txnlog_late_requests": 0, "txnlog_after_close": 0}
+           "txnlog_missing": 0, "txnlog_late_requests": 0, "txnlog_after_close": 0,
+           "txnlog_lost_item_deletes": []}
     lines = []
     cp = classpath(zk_sh)
     if not cp:
@@ -120,6 +131,12 @@ def analyse(d, run, zk_sh, max_lines=40):
                 lines.append("ZOOKEEPER: zxid 0x%x differs between servers: %s"
                              % (z, "; ".join("%s %s%s %s" % (n, t[2], "" if t[4] else " (refused)", t[3])
                                              for n, t in sorted(seen.items()))))
+    # the bodies of the queue items whose nodes were made
+    body_of = {}
+    for z in sorted(union):
+        for t in union[z].values():
+            body_of.update(t[5]["made"])
+    fig["txnlog_lost_item_deletes"] = []
     for name, txns in servers.items():
         holes = [z for z in union if z not in txns and
                  any(lo < z < hi for lo, hi in ranges.get(name, []))]
@@ -128,12 +145,24 @@ def analyse(d, run, zk_sh, max_lines=40):
             t = next(iter(union[z].values()))
             lines.append("ZOOKEEPER: %s lacks zxid 0x%x that %s logged: %s %s"
                          % (name, z, ",".join(sorted(union[z])), t[2], t[3]))
+        # a hole that deleted queue items (a consumption, a move): were that
+        # server to lead, the items would be back -- a duplicate ZooKeeper made
+        for z in sorted(holes):
+            t = next(iter(union[z].values()))
+            if not t[4] or not t[5]["deleted"]:
+                continue
+            for path in t[5]["deleted"]:
+                body = body_of.get(path, "?")
+                fig["txnlog_lost_item_deletes"].append(body)
+                lines.append("ZOOKEEPER: %s lacks zxid 0x%x (logged by %s), which deleted queue item %s"
+                             " (%s): if %s led after it, ZooKeeper brought the item back"
+                             % (name, z, ",".join(sorted(union[z])), body, path, name))
     # zklock's: requests of an old session applied after its successor began
     created = {}
     closed = {}
     by_session = {}
     for z in sorted(union):
-        sess, _cxid, typ, detail, changed = next(iter(union[z].values()))
+        sess, _cxid, typ, detail, changed, _items = next(iter(union[z].values()))
         if typ == "createSession":
             created.setdefault(sess, z)
         elif typ == "closeSession":
