@@ -2,7 +2,9 @@
 # 050_worker_restart.pl - the zklock worker is terminated while one backend
 # holds a lock and another waits.  The waiter must get an error (not hang),
 # the holder's COMMIT must fail with 40001, the postmaster must start a new
-# worker that connects, and nothing may be left in ZooKeeper.
+# worker that connects, and nothing may be left in ZooKeeper.  A request
+# made while ZooKeeper was down, not sent yet when the worker was
+# terminated, is taken over and granted by the new worker.
 
 use strict;
 use warnings FATAL => 'all';
@@ -106,6 +108,36 @@ is($r->{out}, 't', 'zk_lock works once the new worker is connected') or diag $r-
 
 # the worker died with SIGKILL?  That is a crash: PostgreSQL restarts
 # everything; not tested here.
+
+#
+# a lock asked for while ZooKeeper is down (nothing sent yet: the request
+# waits on the worker's retry list), then the worker terminated: the new
+# worker takes the request over once it connects and grants it.  The
+# caller must not wait for good: the old worker's retry list died with it,
+# and nothing drove such a request again.
+#
+my $pend = new_session($node, name => 'pend');
+$pend->query_safe("SET zklock.connect_timeout = '90s'");
+zk_stop($zk);
+ok(wait_until(sub { zk_status_value($node, 'state') ne 'connected' }, 20, 0.1),
+	'ZooKeeper stopped: the worker is not connected');
+$pend->send("SELECT zk_lock('pending') > 0");
+ok(wait_until(sub { $node->safe_psql('postgres',
+	"SELECT count(*) FROM zk_entries WHERE name = 'pending'") eq '1' }, 10, 0.05),
+	'the request waits for a session');
+$wpid = worker_pid($node);
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($wpid)");
+ok(defined wait_for_worker($node, $wpid, 15), 'a new worker, ZooKeeper still down');
+sleep 1;
+zk_restart($zk);
+$r = $pend->wait(60);
+ok($r->{done}, 'the request was answered after ZooKeeper came back');
+is($r->{sqlstate}, '00000', 'the new worker took it over and granted it') or diag $r->{err};
+is($r->{out}, 't', 'with a token');
+ok(wait_until(sub { $node->safe_psql('postgres',
+	"SELECT count(*) FROM zk_entries WHERE name = 'pending'") eq '0' }, 10, 0.05),
+	'no entry left of it');
+$pend->quit;
 
 #
 # nothing left behind: the old sessions' nodes are gone (closed or
