@@ -18,13 +18,21 @@
  *		end of the worker's turn (zk_batch_pump), so everything the turn
  *		served goes together, and a lone request on an idle cluster goes at
  *		once, on its own, exactly as before: nothing waits for company.
- *	  - While a send with creates is unanswered, what arrives is held until
- *		it is answered (the next group forms while the last one is being
- *		written), unless zklock.batch_max writes are already waiting.  What
- *		was held then goes, all of it, in as many sends as it takes.  Sends
- *		of deletes alone do not hold anything back: nobody waits for them
- *		(a COMMIT does not wait for its lock's delete), so one session's
- *		next create follows its last delete at once, as before.
+ *	  - While a send with creates that gathered several writes is
+ *		unanswered, or zklock.batch_inflight sends (2) of one write each,
+ *		what arrives is held until one is answered (the next group forms
+ *		while the last one is being written), unless zklock.batch_max writes
+ *		are already waiting.  What was held then goes, all of it, in as many
+ *		sends as it takes.  A second lone write goes at once, not behind the
+ *		first: ZooKeeper writes what reaches it during a log flush in the
+ *		next flush, so it costs no wait of its own, while holding it costs
+ *		the first's whole round trip -- with one producer and one consumer
+ *		each one's COMMIT waited for the other's write before its own was
+ *		sent (issue 40).  Many sessions still gather: a multi in flight holds
+ *		what comes.  Sends of deletes alone do not hold anything back:
+ *		nobody waits for them (a COMMIT does not wait for its lock's
+ *		delete), so one session's next create follows its last delete at
+ *		once, as before.
  *	  - A send is a multi of at most zklock.batch_max writes and
  *		BATCH_MAX_BYTES of paths and data (ZooKeeper refuses packets over
  *		its jute.maxbuffer, 1 MB by default); a send of one write is the
@@ -84,6 +92,8 @@
 
 /* zklock.batch_max */
 int			zk_batch_max = 64;
+/* zklock.batch_inflight: waited-for sends in flight before gathering */
+int			zk_batch_inflight = 2;
 
 
 /* paths and data in one multi, well under ZooKeeper's 1 MB packet */
@@ -135,6 +145,7 @@ typedef struct BatchSend
 	int			n;
 	bool		stamped;		/* ops[0] is the stamp's setData */
 	bool		waited;			/* counted in inflight_waited */
+	int			counted;		/* its writes, as inflight_waited_writes has them */
 	BatchItem **items;
 	zoo_op_t   *ops;
 	zoo_op_result_t *res;
@@ -155,6 +166,7 @@ static BatchItem *pending_tail = NULL;
 static int	pending_writes = 0;
 static int	inflight = 0;		/* sends unanswered */
 static int	inflight_waited = 0;	/* those a backend waits for */
+static int	inflight_waited_writes = 0; /* the writes these carry */
 static StampState stamp_state = STAMP_UNKNOWN;
 static TimestampTz stamp_refused_at = 0;
 
@@ -431,7 +443,10 @@ send_finished(BatchSend *s)
 
 	inflight--;
 	if (s->waited)
+	{
 		inflight_waited--;
+		inflight_waited_writes -= s->counted;
+	}
 	for (i = 0; i < s->n; i++)
 		item_free(s->items[i]);
 	pfree(s->items);
@@ -661,7 +676,11 @@ send_alone(BatchItem *it)
 		inflight++;
 		s->waited = (it->kind != BI_DELETE);
 		if (s->waited)
+		{
 			inflight_waited++;
+			s->counted = s->n;
+			inflight_waited_writes += s->counted;
+		}
 		return;
 	}
 	/* not sent: the request hears it as it would from the library */
@@ -769,7 +788,11 @@ send_items(BatchItem *first, int nwrites)
 		inflight++;
 		s->waited = waited;
 		if (waited)
+		{
 			inflight_waited++;
+			s->counted = s->n;
+			inflight_waited_writes += s->counted;
+		}
 	}
 	else
 	{
@@ -921,8 +944,9 @@ zk_batch_pump(void)
 
 	if (pending_head == NULL || !zk_session_usable())
 		return;
-	if (inflight_waited > 0 && pending_writes < zk_batch_max &&
-		pending_writes > 0)
+	if (inflight_waited > 0 && pending_writes > 0 && pending_writes < zk_batch_max &&
+		(inflight_waited >= zk_batch_inflight ||
+		 inflight_waited_writes > inflight_waited))
 		return;					/* gathering while the last ones are written */
 	/* all of it, in as many sends as it takes (bounded work per turn) */
 	batch_cork();
@@ -1018,6 +1042,7 @@ batch_worker_start(void)
 	stamp_state = STAMP_UNKNOWN;
 	inflight = 0;
 	inflight_waited = 0;
+	inflight_waited_writes = 0;
 }
 
 /* the batch's hooks into the worker (worker_base.c) */

@@ -24,6 +24,7 @@
 
 /* zklock.batch_max: writes per multi; 1 sends every write on its own */
 extern int	zk_batch_max;
+extern int	zk_batch_inflight;
 
 extern void zk_batch_create(const char *path, const char *data, int datalen,
 							int flags, string_stat_completion_t done,

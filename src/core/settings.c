@@ -220,6 +220,16 @@ define_connection_settings(void)
 							0,
 							NULL, NULL, NULL);
 
+	DefineCustomIntVariable("zklock.batch_inflight",
+							"Sends of one waited-for write each the worker may have in flight before it gathers.",
+							"While a send that gathered several writes, or this many sends, are unanswered, "
+							"what backends ask for is held and goes together once one is answered.",
+							&zk_batch_inflight,
+							2, 1, 16,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
 	DefineCustomIntVariable("zklock.commit_timeout",
 							"How long COMMIT waits for a suspended ZooKeeper connection to come back.",
 							"A transaction that holds zookeeper locks cannot commit while they are in doubt.",

@@ -20,7 +20,10 @@
 #   5b. 8 consumers dequeue 400 items: every item once, and their claims
 #      and consumes share multis (fewer than 2 multis per item);
 #   6. the stamp node deleted: made again, creates still batched;
-#      the stamp node read-only: creates go one by one, tokens still right.
+#      the stamp node read-only: creates go one by one, tokens still right;
+#   5d. zklock.batch_inflight: with 2 (the default) a second session's
+#      create goes while the first's reply is held; with 1 it waits in the
+#      worker; 16 clients still gather (under 2 requests per cycle).
 
 use strict;
 use warnings FATAL => 'all';
@@ -34,8 +37,12 @@ use Time::HiRes qw(usleep);
 
 my $zk = zk_start();
 my $proxy = proxy_start($zk);
+# The sections hold the reply of a first send (or two) and check what is
+# gathered behind it: they run with one send in flight before the worker
+# gathers (zklock.batch_inflight = 1); section 5d compares it with the
+# default, 2.
 my $node = zk_node('batch', $proxy->{hosts}, session_timeout => '20s',
-	conf => "max_connections = 50\n");
+	conf => "max_connections = 50\nzklock.batch_inflight = 1\n");
 my $sysid = $node->safe_psql('postgres',
 	'SELECT system_identifier FROM pg_control_system()');
 my $STAMP = "/zklock/stamps/$sysid";
@@ -305,6 +312,51 @@ sub per_cycle
 	$node->append_conf('postgresql.conf', "zklock.batch_max = 64\n");
 	$node->reload;
 	usleep(500_000);
+}
+
+# ---- 5d. zklock.batch_inflight: a second waited-for send goes at once ----
+# A's create2 goes alone and the proxy holds its reply.  B asks meanwhile:
+# with zklock.batch_inflight = 2 (the default) B's create is sent at once,
+# its node is in ZooKeeper while A's reply is still held; with 1 it is held
+# in the worker until A's reply comes.  Then both are granted.
+sub second_send
+{
+	my ($tag) = @_;
+	my ($a, $b) = sessions(2, $tag);
+	my $c0 = requests('create2');
+	my $rule = proxy_rule($proxy, 'delay-replies create2 3000');
+	$a->send("SELECT zk_lock('$tag-a')");
+	wait_until(sub { requests('create2') > $c0 }, 10, 0.01)
+	  or diag "$tag: A's create2 was not seen";
+	$b->send("SELECT zk_lock('$tag-b')");
+	# counted by the proxy as it forwards them
+	wait_until(sub { requests('create2') - $c0 >= 2 }, 1.5, 0.02);
+	my $sent = requests('create2') - $c0;
+	my $a_early = defined $a->poll;
+	proxy_cmd($proxy, "clear $rule");
+	my $ra = $a->wait(30);
+	my $rb = $b->wait(30);
+	is($ra->{sqlstate}, '00000', "$tag: A granted") or diag $ra->{err};
+	is($rb->{sqlstate}, '00000', "$tag: B granted") or diag $rb->{err};
+	ok(!$a_early, "$tag: A's reply was still held while B's create was looked for");
+	finish($a, $b);
+	return $sent;
+}
+
+{
+	$node->append_conf('postgresql.conf', "zklock.batch_inflight = 2\n");
+	$node->reload;
+	usleep(500_000);
+	is(second_send('b8in2'), 2,
+		'b8in2: zklock.batch_inflight = 2: B\'s create was sent while A\'s reply was held');
+	my $batched = per_cycle('batched2');
+	ok($batched < 2.0,
+		sprintf('b8in2: 16 clients, zklock.batch_inflight = 2: %.2f requests per lock cycle (< 2)', $batched));
+	$node->append_conf('postgresql.conf', "zklock.batch_inflight = 1\n");
+	$node->reload;
+	usleep(500_000);
+	is(second_send('b8in1'), 1,
+		'b8in1: zklock.batch_inflight = 1: B\'s create waited in the worker behind A\'s');
 }
 
 # ---- 5a. semaphores: the leases' creates and deletes are gathered too ----
