@@ -28,9 +28,10 @@
  *
  *	  In doubt the round's members stay as they are and nobody joins: the
  *	  next read decides.  The node as the write would leave it (the
- *	  version one past the one written at, the data ours; no node for a
- *	  drop) means it landed; the node as it was (same version) means it has
- *	  not, and the same write is sent again -- with the same version, so at
+ *	  version one past the one written at, the data ours) means it landed
+ *	  or that another client wrote the same value at that version: the
+ *	  members fail with 08006 (no node for a drop: it landed); the node as
+ *	  it was (same version) means it has not, and the same write is sent again -- with the same version, so at
  *	  most one of the two copies can land, and a late copy of an ended
  *	  session (DESIGN, "Fallible, old sessions") can never land once the
  *	  version moved; the next version with other data means another
@@ -38,9 +39,7 @@
  *	  land, and the round is planned again from what was read.  Past that
  *	  version nobody can tell whether ours landed in between: the members
  *	  fail with 08006 ("may or may not have been applied"), nothing is
- *	  written again (it could count them twice).  A client that wrote, at
- *	  exactly that version, exactly the value our write carried is taken
- *	  for our write: a limit the README states.
+ *	  written again (it could count them twice).
  *
  *	  Members are named by entry and generation (ZkEntryRef): a member let
  *	  go while its write is in flight is answered (freed) when that write
@@ -680,9 +679,24 @@ read_done(int rc, const char *value, int value_len, const struct Stat *stat,
 				round_fail(cs, rc);
 				counter_kick(cs);
 			}
+			else if (cs->doubt && cs->wop == CW_DELETE &&
+					 doubt_landed(cs, exists, v, parsed, stat))
+			{
+				round_written(cs, -1);
+				counter_kick(cs);
+			}
 			else if (cs->doubt && doubt_landed(cs, exists, v, parsed, stat))
 			{
-				round_written(cs, exists ? stat->version : -1);
+				/*
+				 * The node holds what our write would leave, but another
+				 * client (another cluster's worker, adding as much from the
+				 * same version) may have written exactly that: a value handed
+				 * out twice.  Nobody can tell, so the members hear that their
+				 * adds may or may not have been applied; a counter may skip
+				 * values, never repeat one (a fault run found two clusters'
+				 * adds answered with one value, issue 40).
+				 */
+				round_doubtful(cs);
 				counter_kick(cs);
 			}
 			else if (cs->doubt && doubt_unchanged(cs, exists, stat))
