@@ -93,7 +93,7 @@ static XLogRecPtr marked_rec = InvalidXLogRecPtr;	/* the record's start */
 static XLogRecPtr unflushing_rec = InvalidXLogRecPtr;
 
 static bool mark_xid_insert(uint64 *fxid, uint64 *lsn, uint32 *tli, uint64 *rec);
-static void mark_xid_flush(void);
+static void mark_xid_flush(bool flush);
 static int64 held_marked_item(void);
 
 static char claim_prefix[20];
@@ -151,13 +151,14 @@ mark_xid_insert(uint64 *fxid, uint64 *lsn, uint32 *tli, uint64 *rec)
 }
 
 /*
- * Flush the record mark_xid_insert wrote and remember it as this
- * transaction's mark.
+ * Flush the record mark_xid_insert wrote (unless the caller's commit
+ * record will: flush false) and remember it as this transaction's mark.
  */
 static void
-mark_xid_flush(void)
+mark_xid_flush(bool flush)
 {
-	XLogFlush(unflushing_lsn);
+	if (flush)
+		XLogFlush(unflushing_lsn);
 	marked_fxid = unflushing_fxid;
 	marked_lsn = unflushing_lsn;
 	marked_tli = unflushing_tli;
@@ -728,8 +729,14 @@ queue_pre_commit(void)
 	e->blob = dp;
 	ZKQ(e)->max_items = zk_max_kept_items;	/* counted by the worker first */
 	submit(e, &pub_idx, &pub_gen);
+	/*
+	 * Not flushed here: the commit record comes after it in WAL, and its
+	 * flush (or queue_xact_end's, with synchronous_commit off) makes the
+	 * mark durable first.  Until then nothing acts on the node (src/README,
+	 * section 5, "The WAL mark"), and an abort deletes it.
+	 */
 	if (unflushed)
-		mark_xid_flush();		/* beside the transaction node's create */
+		mark_xid_flush(false);
 
 	/* a pre-commit failure aborts the transaction; abort lets go of it */
 	outcome = zk_wait_outcome(pub_idx, -1, ZK_ANSWER_AT_COMMIT,
@@ -1017,7 +1024,7 @@ zk_queue_dequeue(const char *qname, int qlen, int max_items, bool try_only,
 		if (unflushed)
 		{
 			/* the worker lists the queue meanwhile; it claims once we say */
-			mark_xid_flush();
+			mark_xid_flush(true);
 			zk_backend_lock(LW_EXCLUSIVE);
 			if (zk_entry(idx)->gen == gen)
 				ZKQ(zk_entry(idx))->wal_unflushed = false;

@@ -1,7 +1,7 @@
 # 364_publish_mark_unflushed.pl - a producer's COMMIT writes its transaction
-# node while the transaction's WAL mark is being flushed (issue 40: one
-# durable write less in series), so the node can be in ZooKeeper before the
-# mark is on disk.  A crash in that window must publish nothing: the mark
+# node before the transaction's WAL mark is flushed (issue 40: the mark is
+# made durable by the commit record's flush, not by one of its own), so the
+# node can be in ZooKeeper before the mark is on disk.  A crash in that window must publish nothing: the mark
 # never becomes durable, nor does the commit record after it, and the
 # settling pass of the next start drops the node (src/README, section 5,
 # "The WAL mark").
@@ -9,9 +9,10 @@
 # The window is held open with commit_delay (with commit_siblings = 0 and
 # fsync on, every WAL flush of the session first waits that long, holding
 # WALWriteLock):
-# COMMIT is sent, the backend is stopped inside the mark's flush, and the
-# attempt counts as "in the window" when ZooKeeper has the transaction node
-# while the flushed WAL ends before the mark the node names.  Then the
+# COMMIT is sent, the backend is stopped inside the commit record's flush
+# (which also makes the mark durable), and the attempt counts as "in the
+# window" when ZooKeeper has the transaction node while the flushed WAL ends
+# before the mark the node names.  Then the
 # backend is SIGKILLed: PostgreSQL restarts after a crash.  Every attempt,
 # in the window or not, must end with the item in the queue exactly when
 # the row written by the same transaction is in the table.
@@ -83,7 +84,7 @@ for my $k (1 .. 6)
 	$s->query_safe("INSERT INTO produced VALUES ($k)");
 	$s->query_safe("SELECT zk_enqueue('marked', '$k'::bytea)");
 	$s->send('COMMIT');
-	# into the mark's flush (commit_delay: 100 ms), past the node's create
+	# into the commit record's flush (commit_delay: 100 ms), past the node's create
 	sleep(0.02 + 0.01 * $k);
 	kill 'STOP', $pid;
 	my $flushed = lsn_num($node->safe_psql('postgres', 'SELECT pg_current_wal_flush_lsn()'));
@@ -111,7 +112,7 @@ for my $k (1 .. 6)
 	is($row, '0', "attempt $k: a transaction in the window did not commit") if $in_window;
 }
 note "$hits of $attempts attempts stopped the backend with the transaction node written and its mark not flushed";
-cmp_ok($hits, '>=', 1, 'the window was hit at least once (the node is written while the mark is flushed)');
+cmp_ok($hits, '>=', 1, 'the window was hit at least once (the node is written before the mark is flushed)');
 
 # what committed before is still delivered once, and nothing else
 my $n = $node->safe_psql('postgres', 'SELECT count(*) FROM produced');
