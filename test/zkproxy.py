@@ -20,17 +20,23 @@ exists, getData, setData, getChildren, sync, ping, getChildren2, check, multi,
 create2, removeWatches, createContainer, closeSession, setWatches, setWatches2,
 notification, connect, ...; case does not matter) or its number.
 
-  cut-after-request OP [N] [rst]  after forwarding the Nth (default: the next) request
+  cut-after-request OP [N] [rst] [path=P]
+                                  after forwarding the Nth (default: the next) request
                                   of type OP, forward nothing more from that client;
                                   when ZooKeeper's reply to it arrives (the request
-                                  landed), close the connection without delivering it
+                                  landed), close the connection without delivering it;
+                                  with path=P only requests on exactly that path count
+                                  (operations whose request starts with a path: create,
+                                  delete, exists, getData, setData, getACL, setACL,
+                                  getChildren, sync, getChildren2, create2, ...)
   cut-after-reply OP [N] [rst]    after delivering the Nth reply to OP (default: the
                                   next), close the connection; later replies are lost
   delay-replies OP|all MS         hold matching replies MS milliseconds (replies keep
                                   their order: later ones wait behind a held one)
   drop-replies OP|all             hold matching replies for good: from the first one on
                                   the client hears nothing more on that connection
-  drop-requests OP|all            never forward matching requests
+  drop-requests OP|all [path=P]   never forward matching requests (with path=P: only
+                                  those on exactly that path)
   refuse SECONDS                  close new client connections at once for that long
                                   (0 ends it); connections already open are not touched
   cut-all [rst]                   close every current connection now
@@ -118,6 +124,34 @@ def parse_op(word, allow_all):
         raise ValueError("unknown operation %r" % word)
 
 
+# requests whose body starts with the path they act on
+PATH_OPS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 15, 19, 21)
+
+
+def request_path(op, data):
+    """The path a request acts on, or None (data: the packet with its length)."""
+    if op not in PATH_OPS or len(data) < 16:
+        return None
+    plen = struct.unpack(">i", data[12:16])[0]
+    if not 0 <= plen <= len(data) - 16:
+        return None
+    return data[16:16 + plen].decode("utf-8", "replace")
+
+
+def split_path_arg(args):
+    """args without a trailing path=P, and P (or None)."""
+    path = None
+    rest = []
+    for a in args:
+        if a.startswith("path="):
+            if path is not None or len(a) == 5:
+                raise ValueError("give one path=P, with a path")
+            path = a[5:]
+        else:
+            rest.append(a)
+    return rest, path
+
+
 class Log:
     def __init__(self, path):
         self.f = open(path, "a", buffering=1) if path else sys.stderr
@@ -135,7 +169,7 @@ class Log:
 class Rule:
     _next = 1
 
-    def __init__(self, kind, op, n=1, ms=0, rst=False, text=""):
+    def __init__(self, kind, op, n=1, ms=0, rst=False, text="", path=None):
         self.id = Rule._next
         Rule._next += 1
         self.kind = kind
@@ -145,12 +179,16 @@ class Rule:
         self.rst = rst
         self.seen = 0
         self.text = text
+        self.path = path
 
-    def matches(self, op, handshake):
+    def matches(self, op, handshake, path=None):
         if handshake:
             if self.op == OP_CONNECT:
-                return True
-            return self.op is None and self.kind in ("delay-replies", "drop-replies", "drop-requests")
+                return self.path is None
+            return self.op is None and self.path is None and \
+                self.kind in ("delay-replies", "drop-replies", "drop-requests")
+        if self.path is not None and self.path != path:
+            return False
         return self.op is None or self.op == op
 
     def describe(self):
@@ -159,6 +197,8 @@ class Rule:
             d.update(n=self.n, seen=self.seen, rst=self.rst)
         if self.kind == "delay-replies":
             d["ms"] = self.ms
+        if self.path is not None:
+            d["path"] = self.path
         return d
 
 
@@ -413,9 +453,10 @@ class Proxy:
                 else:
                     xid, op = None, None
             name = op_name(op) if op is not None else "?"
+            rpath = None if handshake else request_path(op, data)
             drop = None
             for r in self.rules:
-                if r.kind == "drop-requests" and r.matches(op, handshake):
+                if r.kind == "drop-requests" and r.matches(op, handshake, rpath):
                     drop = r
                     break
             if drop is not None:
@@ -441,7 +482,7 @@ class Proxy:
             if handshake:
                 continue
             for r in list(self.rules):
-                if r.kind == "cut-after-request" and r.matches(op, False):
+                if r.kind == "cut-after-request" and r.matches(op, False, rpath):
                     r.seen += 1
                     if r.seen >= r.n:
                         self.rules.remove(r)
@@ -750,8 +791,11 @@ class Proxy:
     def _command(self, verb, args, text):
         now = time.monotonic()
         if verb in ("cut-after-request", "cut-after-reply"):
+            args, path = split_path_arg(args)
+            if path is not None and verb != "cut-after-request":
+                raise ValueError("path=P is for cut-after-request and drop-requests")
             if not 1 <= len(args) <= 3:
-                raise ValueError("usage: %s OP [N] [rst]" % verb)
+                raise ValueError("usage: %s OP [N] [rst]%s" % (verb, " [path=P]" if verb == "cut-after-request" else ""))
             op = parse_op(args[0], allow_all=True)
             n, rst = 1, False
             for a in args[1:]:
@@ -761,7 +805,7 @@ class Proxy:
                     n = int(a)
                     if n < 1:
                         raise ValueError("N must be at least 1")
-            r = Rule(verb, op, n=n, rst=rst, text=text)
+            r = Rule(verb, op, n=n, rst=rst, text=text, path=path)
             self.rules.append(r)
             return "ok rule %d: %s" % (r.id, text)
         if verb == "delay-replies":
@@ -775,9 +819,12 @@ class Proxy:
             self.rules.append(r)
             return "ok rule %d: %s" % (r.id, text)
         if verb in ("drop-replies", "drop-requests"):
+            args, path = split_path_arg(args)
+            if path is not None and verb != "drop-requests":
+                raise ValueError("path=P is for cut-after-request and drop-requests")
             if len(args) != 1:
-                raise ValueError("usage: %s OP|all" % verb)
-            r = Rule(verb, parse_op(args[0], allow_all=True), text=text)
+                raise ValueError("usage: %s OP|all%s" % (verb, " [path=P]" if verb == "drop-requests" else ""))
+            r = Rule(verb, parse_op(args[0], allow_all=True), text=text, path=path)
             self.rules.append(r)
             return "ok rule %d: %s" % (r.id, text)
         if verb == "refuse":

@@ -68,6 +68,13 @@ typedef struct ZkQueuePart
 	bool		create_unanswered;	/* QPUB: a create of its node went
 									 * unanswered: its publication keeps
 									 * the node (queue_publish.c) */
+	bool		pub_over_items; /* QPUB, before commit: refused for
+								 * zklock.max_kept_items */
+	bool		checks_failed;	/* QPUB: a kept check went unanswered */
+	bool		create_deferred;	/* QPUB: the node's create answered
+									 * (create_rc) before the kept checks:
+									 * acted on when they are in */
+	int32		create_rc;
 	bool		qcounted;		/* QCLAIM: its claims are in its queue's
 								 * set of held claims (queue_consume.c) */
 

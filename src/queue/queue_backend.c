@@ -761,13 +761,13 @@ queue_pre_commit(void)
 			ereport(ERROR,
 					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 					 errmsg("zookeeper keeps as many items of this namespace as zklock.max_namespace_items allows"),
-					 errdetail("%s; the transaction is rolled back and nothing of it was written.", msg),
+					 errdetail("%s; the transaction is rolled back and nothing of it is published.", msg),
 					 errhint("Consume items of this namespace's queues (or reset its arrivals) first, or ask a superuser to raise zklock.max_namespace_items.")));
 		if (sqlstate == ERRCODE_CONFIGURATION_LIMIT_EXCEEDED)
 			ereport(ERROR,
 					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 					 errmsg("zookeeper keeps too many items of a queue or arrivals object"),
-					 errdetail("%s; the transaction is rolled back and nothing of it was written.", msg),
+					 errdetail("%s; the transaction is rolled back and nothing of it is published.", msg),
 					 errhint("Consume items (or reset the arrivals) first, or ask a superuser to raise zklock.max_kept_items for the role (ALTER ROLE ... SET).")));
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -49,6 +49,7 @@ static void pub_resend(PubOp *po, ZkEntry *e);
 static void
 pub_create_done(int rc, const char *value, const void *data);
 static void send_txn_create(ZkEntry *e);
+static void pub_create_result(ZkEntry *e, int rc);
 
 bool zk_q_txns_parent_ok = false;
 
@@ -1185,16 +1186,37 @@ pub_check_done(int rc, const struct Stat *stat, const void *data)
 	COMPLETION_END(e);
 }
 
-/* The transaction node is there: answer the COMMIT that waits for it */
+/* Refused for what ZooKeeper keeps (53400), not for a gate (55000) */
+static inline bool
+pub_refused_kept(ZkEntry *e)
+{
+	return ZKQ(e)->pub_over_items || ZKQ(e)->pub_over_kept || ZKQ(e)->pub_over_ns;
+}
+
+/*
+ * The transaction node is there and every kept check answered (the create
+ * goes beside them: pub_create_done waits for them): answer the COMMIT
+ * that waits for it.  A refused one is answered BUSY with the node written
+ * and HELD: the abort that follows deletes it (zk_qpub_drive).
+ */
 static void
 pub_txn_written(ZkEntry *e)
 {
 	total_unreserve(e);			/* ZooKeeper counts it now */
+	if (ZKQ(e)->checks_failed && !e->released && !ZKQ(e)->pub_refused)
+	{
+		/* a check went unanswered: both again (the create finds the node) */
+		e->in_doubt = true;
+		zk_retry_later(e);
+		return;
+	}
 	e->state = ZKE_HELD;
 	if (e->released)
 		zk_qpub_drive(e);
 	else if (ZKQ(e)->pub_refused)
-		zk_finish(e, ZKO_BUSY, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, NULL);
+		zk_finish(e, ZKO_BUSY, pub_refused_kept(e) ?
+				  ERRCODE_CONFIGURATION_LIMIT_EXCEEDED :
+				  ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, NULL);
 	else
 		zk_finish(e, ZKO_GRANTED, 0, NULL);
 }
@@ -1204,9 +1226,15 @@ pub_txn_written(ZkEntry *e)
  * the transaction node is written, one exists per queue it publishes into
  * (its entries node) and per arrivals object it arrives at, all sent at
  * once; numChildren, as ZooKeeper counts it, plus what the transaction
- * adds must stay within the bound, else the COMMIT fails (53400) with
- * nothing written.  e->outstanding counts the answers awaited; the entry
- * stays PENDING meanwhile (nothing sent that a release must undo).
+ * adds must stay within the bound, else the COMMIT fails (53400) and
+ * nothing is published.  e->outstanding counts the answers awaited.  The
+ * transaction node's create goes in the same turn (issue 40: a read waits
+ * behind the session's writes in ZooKeeper, so a check first cost the
+ * COMMIT a round of log flushes): its answer is acted on when the checks
+ * are all in (pub_create_done).  A refusal found then answers the COMMIT
+ * with the node written and HELD; the abort deletes it, as after a gate's
+ * refusal.  A check that went unanswered sends both again (the create then
+ * finds the node and sets it).
  *
  * In flight (issue 35): what a check lets through is reserved at once, in
  * this worker, for its node (a Resv on kept_resv), until the publication
@@ -1383,6 +1411,7 @@ pub_kept_done(int rc, const struct Stat *stat, const void *data)
 					if (!ZKQ(e)->pub_refused)
 					{
 						ZKQ(e)->pub_refused = true;
+						ZKQ(e)->pub_over_items = true;
 						if (others > 0)
 							snprintf(e->errmsg, sizeof(e->errmsg),
 									 "ZooKeeper keeps %d items under %s and other transactions of this server are adding %lld; this transaction adds %d; zklock.max_kept_items is %d",
@@ -1404,24 +1433,43 @@ pub_kept_done(int rc, const struct Stat *stat, const void *data)
 	pfree(c);
 }
 
+/* A publication refused with its node not written: answer BUSY (53400) */
+static void
+pub_refuse_unwritten(ZkEntry *e)
+{
+	(void) kept_reserved(0, zk_entry_index(e), e->gen, true);
+	total_unreserve(e);
+	e->state = e->in_doubt ? ZKE_CREATING : ZKE_PENDING;
+	if (e->released)
+		zk_qpub_drive(e);		/* frees it, or deletes a node in doubt */
+	else
+		zk_finish(e, ZKO_BUSY, ERRCODE_CONFIGURATION_LIMIT_EXCEEDED, NULL);
+}
+
 /*
- * The last of the kept checks answered (rc: its return code): refuse,
- * retry, or write the transaction node (also called by the namespace
- * census, queue_nskept.c)
+ * The last of the kept checks answered (rc: its return code; also called
+ * by the namespace census, queue_nskept.c).  The transaction node's create
+ * went beside them: its answer, in or still to come, decides
+ * (pub_create_result).  Without a create sent (its send failed): refuse,
+ * retry, or write the node now.
  */
 static void
 pub_kept_answered(ZkEntry *e, int rc)
 {
-	if (e->released)
-		zk_qpub_drive(e);		/* frees it: nothing was written */
-	else if (ZKQ(e)->pub_refused)
+	if (rc != ZOK && rc != ZNONODE)
+		ZKQ(e)->checks_failed = true;
+	if (e->create_inflight)
+		return;					/* pub_create_done goes on */
+	if (ZKQ(e)->create_deferred)
 	{
-		(void) kept_reserved(0, zk_entry_index(e), e->gen, true);
-		total_unreserve(e);
-		e->state = e->in_doubt ? ZKE_CREATING : ZKE_PENDING;
-		zk_finish(e, ZKO_BUSY, ERRCODE_CONFIGURATION_LIMIT_EXCEEDED, NULL);
+		ZKQ(e)->create_deferred = false;
+		pub_create_result(e, ZKQ(e)->create_rc);
 	}
-	else if (rc != ZOK && rc != ZNONODE)
+	else if (e->released)
+		zk_qpub_drive(e);
+	else if (ZKQ(e)->pub_refused)
+		pub_refuse_unwritten(e);
+	else if (ZKQ(e)->checks_failed)
 		zk_retry_later(e);		/* checked again next time */
 	else
 		send_txn_create(e);
@@ -1512,8 +1560,8 @@ pub_total_send(ZkEntry *e, const ZkTxnHeader *h)
 }
 
 /*
- * Send the kept-items checks of e's publication; false when there is
- * nothing to check (no bound, or no item and no arrival).
+ * Send the kept-items checks of e's publication (e->outstanding counts
+ * them); true when it was refused at once (answered: nothing to send).
  */
 static bool
 pub_kept_send(ZkEntry *e)
@@ -1536,6 +1584,7 @@ pub_kept_send(ZkEntry *e)
 	total_unreserve(e);
 	ZKQ(e)->pub_over_kept = false;
 	ZKQ(e)->pub_over_ns = false;
+	ZKQ(e)->pub_over_items = false;
 	zk_q_ns_unreserve(e);
 	pub_total_send(e, h);		/* all of the root's (kept.c) */
 	objs = zk_hash_create("zklock kept checks", 16, ZK_PATH_MAX, sizeof(KeptObj),
@@ -1615,10 +1664,10 @@ pub_kept_send(ZkEntry *e)
 	list_free_deep(adds);
 	if (e->outstanding == 0 && ZKQ(e)->pub_refused)
 	{
-		pub_kept_answered(e, ZOK);		/* refused from a census at once */
+		pub_refuse_unwritten(e);	/* refused from a census at once */
 		return true;
 	}
-	return e->outstanding > 0;
+	return false;
 }
 
 /*
@@ -1635,7 +1684,6 @@ send_txn_create(ZkEntry *e)
 	const ZkTxnHeader *h = (const ZkTxnHeader *) blob;
 	int			rc;
 
-	ZKQ(e)->pub_refused = false;
 	txn_path(h, tpath, sizeof(tpath));
 	if (!zk_q_txns_parent_ok || e->parents_tried)
 	{
@@ -1698,7 +1746,11 @@ send_txn_create(ZkEntry *e)
 	(void) zk_sent(e, rc, &e->create_inflight, "create");
 }
 
-/* Completion of the zoo_acreate sent by send_txn_create() */
+/*
+ * Completion of the zoo_acreate sent by send_txn_create() (and of the
+ * zoo_aset after a NODEEXISTS): acted on once the kept checks sent beside
+ * it are all answered, else kept until the last of them is
+ */
 static void
 pub_create_done(int rc, const char *value, const void *data)
 {
@@ -1707,53 +1759,67 @@ pub_create_done(int rc, const char *value, const void *data)
 		if (e != NULL)
 		{
 			e->create_inflight = false;
-			if (rc == ZOK)
-				pub_txn_written(e);
-			else if (rc == ZNODEEXISTS)
+			if (e->outstanding > 0)
 			{
-				/* ours by name: our first try, or a crashed incarnation's */
-				char		tpath[ZK_PATH_MAX];
-				char	   *blob = dsa_get_address(zk_dsa(), e->blob);
-				const ZkTxnHeader *h = (const ZkTxnHeader *) blob;
-
-				txn_path(h, tpath, sizeof(tpath));
-				if (zoo_aset(zk_zh, tpath, blob, (int) h->total, -1,
-							 pub_set_done, zk_ctx_of(e)) == ZOK)
-					e->create_inflight = true;
-				else
-					zk_retry_later(e);
-			}
-			else if (rc == ZNONODE && !e->parents_tried)
-			{
-				e->parents_tried = true;
-				zk_q_txns_parent_ok = false;
-				zk_retry_later(e);
-			}
-			else if (!zk_rc_definite(rc))
-			{
-				e->in_doubt = true;
-				ZKQ(e)->create_unanswered = true;	/* "Late creates" */
-				zk_retry_later(e);
+				ZKQ(e)->create_deferred = true;
+				ZKQ(e)->create_rc = rc;
 			}
 			else
-			{
-				char		msg[ZKLOCK_ERRMSG_MAX];
-
-				char		tpath[ZK_PATH_MAX];
-
-				snprintf(msg, sizeof(msg), "ZooKeeper refused the transaction's items: %s",
-						 zerror(rc));
-				txn_path((const ZkTxnHeader *) dsa_get_address(zk_dsa(), e->blob),
-						 tpath, sizeof(tpath));
-				e->state = ZKE_DONE;
-				if (e->released)
-					zk_q_free_entry(e);
-				else
-					zk_fail_rc(e, rc, tpath, ERRCODE_CONNECTION_FAILURE, msg);
-			}
+				pub_create_result(e, rc);
 		}
 	}
 	COMPLETION_END(e);
+}
+
+/* The create's answer (rc), every kept check answered */
+static void
+pub_create_result(ZkEntry *e, int rc)
+{
+	if (rc == ZOK)
+		pub_txn_written(e);
+	else if (pub_refused_kept(e) && rc != ZNODEEXISTS && zk_rc_definite(rc))
+		pub_refuse_unwritten(e);	/* refused, and nothing written */
+	else if (rc == ZNODEEXISTS)
+	{
+		/* ours by name: our first try, or a crashed incarnation's */
+		char		tpath[ZK_PATH_MAX];
+		char	   *blob = dsa_get_address(zk_dsa(), e->blob);
+		const ZkTxnHeader *h = (const ZkTxnHeader *) blob;
+
+		txn_path(h, tpath, sizeof(tpath));
+		if (zoo_aset(zk_zh, tpath, blob, (int) h->total, -1,
+					 pub_set_done, zk_ctx_of(e)) == ZOK)
+			e->create_inflight = true;
+		else
+			zk_retry_later(e);
+	}
+	else if (rc == ZNONODE && !e->parents_tried)
+	{
+		e->parents_tried = true;
+		zk_q_txns_parent_ok = false;
+		zk_retry_later(e);
+	}
+	else if (!zk_rc_definite(rc))
+	{
+		e->in_doubt = true;
+		ZKQ(e)->create_unanswered = true;	/* "Late creates" */
+		zk_retry_later(e);
+	}
+	else
+	{
+		char		msg[ZKLOCK_ERRMSG_MAX];
+		char		tpath[ZK_PATH_MAX];
+
+		snprintf(msg, sizeof(msg), "ZooKeeper refused the transaction's items: %s",
+				 zerror(rc));
+		txn_path((const ZkTxnHeader *) dsa_get_address(zk_dsa(), e->blob),
+				 tpath, sizeof(tpath));
+		e->state = ZKE_DONE;
+		if (e->released)
+			zk_q_free_entry(e);
+		else
+			zk_fail_rc(e, rc, tpath, ERRCODE_CONNECTION_FAILURE, msg);
+	}
 }
 
 /* Completion of the zoo_adelete sent by zk_qpub_drive() */
@@ -1822,6 +1888,10 @@ zk_qpub_drive(ZkEntry *e)
 	if (!zk_q_history_gate(e))
 		return;
 	ZKQ(e)->pub_refused = false;
-	if (!pub_kept_send(e))
-		send_txn_create(e);
+	ZKQ(e)->checks_failed = false;
+	ZKQ(e)->create_deferred = false;
+	/* the checks and the create at once: pub_create_done waits for both */
+	if (pub_kept_send(e) || ZKQ(e)->pub_refused)
+		return;					/* refused (at once, or when the rest answer) */
+	send_txn_create(e);
 }

@@ -135,10 +135,11 @@ is(last_entry(), 'entry-100-2147483656', 'item-6b is ...56');
 is(scalar(grep { /^entry-/ } zk_children($zk, $ENTRIES)), 14, 'published once: 14 items');
 
 # 7c. B moves next on; A's stale read is refused, and the reply of its
-# read of next is lost
+# read of next is lost (the cut is on that path: the COMMIT's other reads,
+# the totals' getData sent beside its transaction node's create, pass)
 sqlb("SELECT zk_enqueue('wq', 'b-2')");
 is(last_entry(), 'entry-100-2147483657', 'b-2 is ...57');
-$cut = proxy_rule($p, 'cut-after-request getData');
+$cut = proxy_rule($p, "cut-after-request getData path=$NEXT");
 sqla("SELECT zk_enqueue('wq', 'item-6c')");
 ok(proxy_wait_fired($p, $cut, 5), "the reply of A's read of next was lost");
 proxy_cmd($p, 'reset');

@@ -19,6 +19,10 @@
 #      visible (no item, the gate closed).  Once the foreign child is
 #      removed the worker publishes it all together within seconds: the
 #      item is there, the gate open, no transaction node, the count 0.
+#   3. The kept-items count (one exists per queue) goes in the same turn
+#      as the transaction node's create: with its reply held by the proxy
+#      the node is in ZooKeeper and the COMMIT waits; let through it
+#      commits, refused it fails with 53400 and the node is deleted.
 
 use strict;
 use warnings FATAL => 'all';
@@ -130,6 +134,43 @@ ok(wait_until(sub { (blocked() // '') eq '0' }, 10), 'g2: publications_blocked i
 ok(log_has(qr/LOG:.*published the work of transaction \d+ that zookeeper had refused/, $logpos),
 	'g2: the server log says it was published');
 is(zk_count($zk, $TXNS), 0, 'no transaction node left');
+
+#
+# 3. the kept count goes beside the transaction node's create (issue 40):
+# the proxy holds the replies to the count's exists for 1.5 s (within
+# zklock.commit_timeout, 2 s); the node is in
+# ZooKeeper meanwhile while the COMMIT still waits.  Let through, the COMMIT
+# succeeds; refused (zklock.max_kept_items), it fails with 53400 once the
+# count is in, and the rollback deletes the node: nothing is published.
+#
+sub held_count
+{
+	my ($tag, $n) = @_;
+	my $rule = proxy_rule($p, 'delay-replies exists 1500');
+	$s->send("BEGIN; SELECT count(zk_enqueue('$tag', 'i' || g)) FROM generate_series(1, $n) g; COMMIT");
+	my $seen = wait_until(sub { zk_count($zk, $TXNS) == 1 }, 1.2, 0.02);
+	my $early = defined $s->poll;
+	proxy_cmd($p, "clear $rule");
+	my $r = $s->wait(30);
+	ok($seen, "$tag: the transaction node was created while the count's reply was held")
+	  or diag zk_tree($zk, $TXNS);
+	ok(!$early, "$tag: the COMMIT waited for the count");
+	return $r;
+}
+
+ok(wait_until(sub { sql('SELECT state FROM zk_status()') eq 'connected' }, 30), '3: connected');
+$r = held_count('kq3', 2);
+is($r->{sqlstate}, '00000', 'kq3: let through, the COMMIT succeeds') or diag explain $r;
+is(zk_count($zk, "$Q/kq3/entries"), 2, 'kq3: both items published');
+is(zk_count($zk, $TXNS), 0, 'kq3: no transaction node left');
+$s->query_safe('SET zklock.max_kept_items = 3');
+$r = held_count('kq3', 2);
+is($r->{sqlstate}, '53400', 'kq3: 2 more of 3 kept: 53400 once the count is in') or diag explain $r;
+like($r->{err}, qr/DETAIL:.*keeps 2 items under .*adds 2.*nothing of it is published/s,
+	'kq3: the detail gives the count');
+ok(zk_wait_count($zk, $TXNS, 0, 10), 'kq3: the rollback deleted the transaction node');
+is(zk_count($zk, "$Q/kq3/entries"), 2, 'kq3: nothing of it was published');
+$s->query_safe('RESET zklock.max_kept_items');
 
 $s->quit;
 $node->stop;

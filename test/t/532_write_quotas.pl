@@ -163,7 +163,9 @@ like($r->{err}, qr/keeps 3 items under .*adds 3.*zklock\.max_kept_items is 5/s, 
 like($r->{err}, qr/HINT:.*zklock\.max_kept_items/, 'hint names zklock.max_kept_items');
 ok($took < 3, sprintf('at once (%.2f s)', $took));
 is(items('kq'), 3, 'ZooKeeper still holds 3');
-is(txns(), 0, 'and no transaction node: nothing of it was written');
+# the transaction node went beside the count (issue 40): the rollback deletes it
+ok(wait_until(sub { txns() == 0 }, 10), 'and no transaction node left: nothing of it published')
+  or diag txns();
 $r = $p->query("SELECT zk_enqueue('kq', 'm')");
 is($r->{sqlstate}, '00000', 'one more fits (4 of 5)') or diag $r->{err};
 $r = $o->query("BEGIN; SELECT zk_enqueue('kq', 'o' || i) FROM generate_series(1, 3) i; COMMIT");
